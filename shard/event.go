@@ -1,0 +1,56 @@
+package shard
+
+import (
+	"strconv"
+	"time"
+)
+
+// EventType says what changed. Values are part of the on-disk format: append
+// only, never renumber.
+type EventType uint8
+
+const (
+	EvSubmitted EventType = iota + 1 // Group, Spec, At: the group and its tasks exist
+	EvLeased                         // Task, Round, Holder, Expiry: READY -> RUNNING
+	EvRenewed                        // Task, Round, Holder, Expiry: lease extended
+	EvSucceeded                      // Task, Round, Holder, Result: RUNNING -> SUCCEEDED
+	EvFailed                         // Task, Round, Holder, Error, Permanent, TimedOut, NotBefore: -> WAITING or FAILED
+	EvExpired                        // Task, Round: the lease ended without outcome; -> READY
+	EvReadied                        // Task: WAITING -> READY (delay or backoff elapsed)
+	EvCanceled                       // Task or Group (Task empty), By: -> CANCELED with dependents
+	EvRemoved                        // Group: retention ended; the group is forgotten
+	numEventTypes
+)
+
+var eventNames = [...]string{"", "submitted", "leased", "renewed", "succeeded", "failed", "expired", "readied", "canceled", "removed"}
+
+func (t EventType) String() string {
+	if int(t) < len(eventNames) && t != 0 {
+		return eventNames[t]
+	}
+	return "EventType(" + strconv.Itoa(int(t)) + ")"
+}
+
+// Valid reports whether t is a known event type.
+func (t EventType) Valid() bool { return t > 0 && t < numEventTypes }
+
+// Event is one state change. Events are proposed by the owner, committed
+// through the partition's Raft log, and applied on every replica in log
+// order. Everything an apply needs (times, jitter) is in the event, so every
+// replica computes the same state.
+type Event struct {
+	Type      EventType
+	At        time.Time  // owner's clock when proposed
+	Group     GroupID    // always set
+	Task      TaskID     // set for task events
+	Round     Round      // lease round the event refers to
+	Holder    string     // lease holder (peer id + boot nonce), or the peer reporting
+	Expiry    time.Time  // lease expiry (leased, renewed)
+	NotBefore time.Time  // failed: when the retry becomes READY
+	Result    []byte     // succeeded: the handler's result
+	Error     string     // failed: the handler's error
+	Permanent bool       // failed: do not retry
+	TimedOut  bool       // failed: the attempt hit its timeout
+	By        string     // canceled/removed: who asked (audit)
+	Spec      *GroupSpec // submitted: the group
+}

@@ -1,0 +1,158 @@
+package shard
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// TaskID names one task. It is "<group id>.<index>" so that any peer can
+// route it to its group's partition without a directory lookup.
+type TaskID string
+
+// GroupID names one group. A group is the unit of ownership: all its tasks
+// live in the same partition.
+type GroupID string
+
+// Round fences leases: every lease of a task gets the next round, and an
+// outcome is accepted only for the task's current round.
+type Round uint64
+
+// TaskIDOf returns the id of the i-th task of group g.
+func TaskIDOf(g GroupID, i int) TaskID {
+	return TaskID(string(g) + "." + strconv.Itoa(i))
+}
+
+// Split returns the group and index of a task id; ok is false when id is not
+// a well-formed task id.
+func (id TaskID) Split() (g GroupID, i int, ok bool) {
+	s := string(id)
+	dot := strings.LastIndexByte(s, '.')
+	if dot <= 0 || dot == len(s)-1 {
+		return "", 0, false
+	}
+	n, err := strconv.Atoi(s[dot+1:])
+	if err != nil || n < 0 {
+		return "", 0, false
+	}
+	return GroupID(s[:dot]), n, true
+}
+
+// Group returns the group of a task id, or "" when malformed.
+func (id TaskID) Group() GroupID {
+	g, _, _ := id.Split()
+	return g
+}
+
+// State is the state of a task.
+//
+//	PENDING --deps done--> READY --leased--> RUNNING --ok--> SUCCEEDED
+//	   |                     ^                  |  \--fail, no retry--> FAILED
+//	   |                     |                  v
+//	   |                     +---backoff--- WAITING (retry backoff or delay)
+//	   +---- any non-terminal state --cancel--> CANCELED
+type State uint8
+
+const (
+	StateUnknown State = iota
+	Pending
+	Ready
+	Running
+	Waiting
+	Succeeded
+	Failed
+	Canceled
+	numStates
+)
+
+var stateNames = [...]string{"UNKNOWN", "PENDING", "READY", "RUNNING", "WAITING", "SUCCEEDED", "FAILED", "CANCELED"}
+
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return "State(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Terminal reports whether s never changes again.
+func (s State) Terminal() bool { return s == Succeeded || s == Failed || s == Canceled }
+
+// ParseState parses a state name as printed by String.
+func ParseState(name string) (State, bool) {
+	for i, n := range stateNames {
+		if i > 0 && n == name {
+			return State(i), true
+		}
+	}
+	return StateUnknown, false
+}
+
+// States lists every valid state in order.
+func States() []State {
+	out := make([]State, 0, numStates-1)
+	for s := Pending; s < numStates; s++ {
+		out = append(out, s)
+	}
+	return out
+}
+
+// Mode is how the tasks of a group relate.
+type Mode uint8
+
+const (
+	ModeSingle   Mode = iota + 1 // one task
+	ModeDAG                      // deps by name
+	ModeParallel                 // all at once; the group is a barrier
+	ModePipeline                 // ordered stages; stage s+1 starts when stage s succeeded
+)
+
+var modeNames = [...]string{"", "single", "dag", "parallel", "pipeline"}
+
+func (m Mode) String() string {
+	if int(m) < len(modeNames) && m != 0 {
+		return modeNames[m]
+	}
+	return "Mode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// ParseMode parses a mode name.
+func ParseMode(name string) (Mode, bool) {
+	for i, n := range modeNames {
+		if i > 0 && n == name {
+			return Mode(i), true
+		}
+	}
+	return 0, false
+}
+
+// Retry is a task's retry policy. Attempt n (1-based) that fails is retried
+// after a delay drawn uniformly from [d/2, d] where d = min(Backoff*2^(n-1),
+// MaxBackoff), never below Backoff... see Backoff() for the exact rule.
+type Retry struct {
+	MaxAttempts int           // attempts in all, >= 1; 0 means 1
+	Backoff     time.Duration // delay before the first retry
+	MaxBackoff  time.Duration // cap of the exponential delay
+}
+
+// TaskSpec is one task as submitted.
+type TaskSpec struct {
+	Name     string        // unique within the group; "" for a single task
+	Handler  string        // registered handler name
+	Payload  []byte        // opaque (JSON at the API)
+	Priority int32         // higher runs first
+	Timeout  time.Duration // per attempt; 0 = the peer's default
+	Retry    Retry         // retry policy
+	Delay    time.Duration // not before submission time + Delay
+	Deps     []string      // names of tasks of the same group (dag)
+	Stage    int           // pipeline stage, 0-based
+}
+
+// GroupSpec is a group as submitted. ID is assigned at the edge (random, or
+// derived from Key) before it reaches the core.
+type GroupSpec struct {
+	ID    GroupID
+	Mode  Mode
+	Key   string // idempotency key, optional
+	Trace string // trace id, optional
+	Tasks []TaskSpec
+}
