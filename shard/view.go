@@ -1,0 +1,99 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrNotFound is returned for an unknown task or group id.
+var ErrNotFound = errors.New("shard: not found")
+
+// ErrStaleRound is returned for an outcome or renewal whose round or holder
+// is not the task's current lease.
+var ErrStaleRound = errors.New("shard: stale round")
+
+// FieldError says which part of a submitted group is invalid. Task is the
+// index of the offending task in GroupSpec.Tasks, or -1 for the group
+// itself; Field names the task or group field ("deps", "name", "handler",
+// "mode", "tasks", ...).
+type FieldError struct {
+	Task    int
+	Field   string
+	Message string
+}
+
+func (e *FieldError) Error() string {
+	if e.Task < 0 {
+		return fmt.Sprintf("%s: %s", e.Field, e.Message)
+	}
+	return fmt.Sprintf("tasks[%d].%s: %s", e.Task, e.Field, e.Message)
+}
+
+// TaskView is a read-only copy of a task's state, for queries.
+type TaskView struct {
+	ID         TaskID
+	Group      GroupID
+	Name       string
+	Handler    string
+	Payload    []byte
+	Priority   int32
+	State      State
+	Attempt    int    // handler attempts that finished (succeeded or failed)
+	Round      Round  // current lease round (0 = never leased)
+	Holder     string // holder of the current or last lease
+	Result     []byte // SUCCEEDED: the handler's result
+	Error      string // FAILED / CANCELED: why
+	Deps       []TaskID
+	CreatedAt  time.Time
+	StartedAt  time.Time // last lease
+	FinishedAt time.Time // terminal
+	NotBefore  time.Time // WAITING: when it becomes READY
+}
+
+// TaskEvent is one entry of a task's history.
+type TaskEvent struct {
+	Seq    int // 1-based within the task
+	Type   EventType
+	At     time.Time
+	Round  Round
+	Holder string
+	Error  string
+	By     string
+}
+
+// GroupState is the summary state of a group.
+type GroupState uint8
+
+const (
+	GroupRunning GroupState = iota + 1
+	GroupSucceeded
+	GroupFailed
+	GroupCanceled
+)
+
+var groupStateNames = [...]string{"", "RUNNING", "SUCCEEDED", "FAILED", "CANCELED"}
+
+func (s GroupState) String() string {
+	if int(s) < len(groupStateNames) && s != 0 {
+		return groupStateNames[s]
+	}
+	return fmt.Sprintf("GroupState(%d)", uint8(s))
+}
+
+// Terminal reports whether the group will not change again.
+func (s GroupState) Terminal() bool { return s != GroupRunning }
+
+// GroupView is a read-only copy of a group's state, for queries.
+type GroupView struct {
+	ID         GroupID
+	Mode       Mode
+	Key        string
+	Trace      string
+	State      GroupState
+	Counts     map[State]int
+	Tasks      []TaskView // in submission order
+	Names      map[string]TaskID
+	CreatedAt  time.Time
+	FinishedAt time.Time
+}
