@@ -1,0 +1,277 @@
+package shard
+
+import "fmt"
+
+// Apply folds committed events into the state, in log order. It is
+// deterministic: every replica applying the same events holds the same
+// state. An event that no longer fits the state (a stale round, a task
+// already terminal, a group submitted twice) changes nothing: fencing is
+// re-checked here because the state may have moved between proposal and
+// commit.
+func (s *Shard) Apply(evs []Event) {
+	for i := range evs {
+		s.apply(&evs[i])
+	}
+}
+
+func (s *Shard) apply(e *Event) {
+	s.applied++
+	if e.Type == EvSubmitted {
+		s.applySubmitted(e)
+		return
+	}
+	g := s.groups[e.Group]
+	if g == nil {
+		return
+	}
+	if e.Type == EvRemoved {
+		s.applyRemoved(g)
+		return
+	}
+	if e.Type == EvCanceled && e.Task == "" {
+		for _, t := range g.tasks {
+			s.cancel(t, e, "group canceled")
+		}
+		return
+	}
+	_, idx, ok := e.Task.Split()
+	if !ok || e.Task.Group() != g.id || idx >= len(g.tasks) {
+		return
+	}
+	t := g.tasks[idx]
+	switch e.Type {
+	case EvLeased:
+		s.applyLeased(t, e)
+	case EvRenewed:
+		if t.state == Running && t.round == e.Round && t.holder == e.Holder {
+			t.expiry = e.Expiry
+			s.addTimer(timer{at: e.Expiry.UnixNano(), task: t, kind: timerExpiry, round: t.round})
+		}
+	case EvSucceeded:
+		s.applySucceeded(t, e)
+	case EvFailed:
+		s.applyFailed(t, e)
+	case EvExpired:
+		if t.state == Running && t.round == e.Round {
+			s.record(t, e)
+			t.holder = ""
+			s.setState(t, Ready)
+		}
+	case EvReadied:
+		if t.state == Waiting {
+			s.record(t, e)
+			s.setState(t, Ready)
+		}
+	case EvCanceled:
+		s.cancel(t, e, "canceled")
+	}
+}
+
+func (s *Shard) applySubmitted(e *Event) {
+	if e.Spec == nil || s.groups[e.Group] != nil || e.Spec.ID != e.Group {
+		return // idempotent repeat (same key) or malformed: nothing to do
+	}
+	spec := *e.Spec
+	g := &group{id: spec.ID, spec: spec, state: GroupRunning, created: e.At}
+	g.tasks = make([]*task, len(spec.Tasks))
+	names := make(map[string]int, len(spec.Tasks))
+	for i := range g.spec.Tasks {
+		ts := &g.spec.Tasks[i]
+		g.tasks[i] = &task{id: TaskIDOf(g.id, i), g: g, idx: i, spec: ts, created: e.At, heapIdx: -1}
+		if ts.Name != "" {
+			names[ts.Name] = i
+		}
+	}
+	linkDeps(g, names)
+	s.groups[g.id] = g
+	for _, t := range g.tasks {
+		t.history = append(t.history, TaskEvent{Seq: 1, Type: EvSubmitted, At: e.At})
+		g.counts[StateUnknown]++
+		if t.depsLeft > 0 {
+			s.setState(t, Pending)
+		} else {
+			s.release(t, e)
+		}
+	}
+}
+
+// linkDeps fills deps, dependents and depsLeft from the spec: names for a
+// dag, the previous stage for a pipeline.
+func linkDeps(g *group, names map[string]int) {
+	byStage := map[int][]int{}
+	if g.spec.Mode == ModePipeline {
+		for i, ts := range g.spec.Tasks {
+			byStage[ts.Stage] = append(byStage[ts.Stage], i)
+		}
+	}
+	for i, t := range g.tasks {
+		switch g.spec.Mode {
+		case ModeDAG:
+			for _, name := range t.spec.Deps {
+				if d, ok := names[name]; ok && d != i {
+					t.deps = append(t.deps, d)
+				}
+			}
+		case ModePipeline:
+			if t.spec.Stage > 0 {
+				t.deps = append(t.deps, byStage[t.spec.Stage-1]...)
+			}
+		}
+		t.depsLeft = len(t.deps)
+		for _, d := range t.deps {
+			g.tasks[d].dependents = append(g.tasks[d].dependents, i)
+		}
+	}
+}
+
+// release moves a task whose dependencies are done to READY, or to WAITING
+// when its delay has not passed at the event's time.
+func (s *Shard) release(t *task, e *Event) {
+	if t.spec.Delay > 0 {
+		nb := t.created.Add(t.spec.Delay)
+		if nb.After(e.At) {
+			t.notBefore = nb
+			s.setState(t, Waiting)
+			s.addTimer(timer{at: nb.UnixNano(), task: t, kind: timerReady})
+			return
+		}
+	}
+	s.setState(t, Ready)
+}
+
+func (s *Shard) applyLeased(t *task, e *Event) {
+	if s.leader {
+		delete(s.inflight, t.id)
+	}
+	if t.state != Ready || e.Round != t.round+1 {
+		return
+	}
+	t.round = e.Round
+	t.holder = e.Holder
+	t.expiry = e.Expiry
+	t.started = e.At
+	s.record(t, e)
+	s.setState(t, Running)
+	s.addTimer(timer{at: e.Expiry.UnixNano(), task: t, kind: timerExpiry, round: t.round})
+}
+
+func (s *Shard) fenced(t *task, e *Event) bool {
+	return t.state == Running && t.round == e.Round && t.holder == e.Holder
+}
+
+func (s *Shard) applySucceeded(t *task, e *Event) {
+	if !s.fenced(t, e) {
+		return
+	}
+	t.attempt++
+	t.result = e.Result
+	t.err = ""
+	t.finished = e.At
+	s.record(t, e)
+	s.setState(t, Succeeded)
+	for _, d := range t.dependents {
+		dt := t.g.tasks[d]
+		dt.depsLeft--
+		if dt.depsLeft == 0 && dt.state == Pending {
+			s.release(dt, e)
+		}
+	}
+}
+
+func (s *Shard) applyFailed(t *task, e *Event) {
+	if !s.fenced(t, e) {
+		return
+	}
+	t.attempt++
+	t.err = e.Error
+	s.record(t, e)
+	maxAttempts := max(t.spec.Retry.MaxAttempts, 1)
+	if e.Permanent || t.attempt >= maxAttempts || e.NotBefore.IsZero() {
+		t.finished = e.At
+		s.setState(t, Failed)
+		s.cancelDependents(t, e, fmt.Sprintf("dependency %s failed", t.id))
+		return
+	}
+	t.notBefore = e.NotBefore
+	s.setState(t, Waiting)
+	s.addTimer(timer{at: e.NotBefore.UnixNano(), task: t, kind: timerReady})
+}
+
+// cancel moves t (if not terminal) and its dependents to CANCELED.
+func (s *Shard) cancel(t *task, e *Event, why string) {
+	if t.state.Terminal() {
+		return
+	}
+	wasRunning := t.state == Running
+	t.err = why
+	t.finished = e.At
+	t.history = append(t.history, TaskEvent{Seq: len(t.history) + 1, Type: EvCanceled, At: e.At, Round: t.round, By: e.By, Error: why})
+	s.setState(t, Canceled)
+	if wasRunning {
+		c := &s.changes[len(s.changes)-1] // setState recorded the terminal change
+		c.Abort, c.Holder = true, t.holder
+	}
+	s.cancelDependents(t, e, fmt.Sprintf("dependency %s %s", t.id, "canceled"))
+}
+
+func (s *Shard) cancelDependents(t *task, e *Event, why string) {
+	for _, d := range t.dependents {
+		s.cancel(t.g.tasks[d], e, why)
+	}
+}
+
+func (s *Shard) applyRemoved(g *group) {
+	if !g.state.Terminal() {
+		return
+	}
+	for _, t := range g.tasks {
+		s.ready.Remove(t)
+	}
+	delete(s.groups, g.id)
+}
+
+// record appends e to t's history.
+func (s *Shard) record(t *task, e *Event) {
+	t.history = append(t.history, TaskEvent{
+		Seq: len(t.history) + 1, Type: e.Type, At: e.At, Round: e.Round,
+		Holder: e.Holder, Error: e.Error, By: e.By,
+	})
+}
+
+// setState moves t to st, keeping the ready queue, the group counters and
+// the change list in step. Every state change goes through here.
+func (s *Shard) setState(t *task, st State) {
+	g := t.g
+	g.counts[t.state]--
+	g.counts[st]++
+	if t.state == Ready {
+		s.ready.Remove(t)
+	}
+	t.state = st
+	if st == Ready {
+		s.seq++
+		t.seq = s.seq
+		s.ready.Push(t)
+	}
+	if !st.Terminal() {
+		return
+	}
+	c := Change{Task: t.id, Group: g.id, State: st}
+	if g.counts[Succeeded]+g.counts[Failed]+g.counts[Canceled] == len(g.tasks) {
+		g.state = groupOutcome(g)
+		g.finished = t.finished
+		s.done = append(s.done, g.id)
+		c.GroupDone = true
+	}
+	s.changes = append(s.changes, c)
+}
+
+func groupOutcome(g *group) GroupState {
+	switch {
+	case g.counts[Failed] > 0:
+		return GroupFailed
+	case g.counts[Canceled] > 0:
+		return GroupCanceled
+	}
+	return GroupSucceeded
+}

@@ -1,0 +1,285 @@
+package shard
+
+import (
+	"fmt"
+	"time"
+)
+
+// The methods in this file are called by the partition's owner (the Raft
+// leader) to turn commands and timers into events. They do not change the
+// folded state: the events change it once committed and applied. They may
+// change leader-local state (leases in flight, timers).
+
+// SetLeader switches the leader-local state on or off. On becoming leader the
+// timers are rebuilt from the state and leases in flight are forgotten, so a
+// new owner starts from exactly what was committed.
+func (s *Shard) SetLeader(leader bool, now time.Time) {
+	for id := range s.inflight {
+		if t, err := s.lookup(id); err == nil && t.state == Ready && t.heapIdx < 0 {
+			s.ready.Push(t)
+		}
+	}
+	s.leader = leader
+	s.wheel = nil
+	s.inflight = nil
+	if !leader {
+		return
+	}
+	s.wheel = newWheel(now)
+	s.inflight = make(map[TaskID]struct{})
+	for _, id := range sortedGroupIDs(s.groups) {
+		for _, t := range s.groups[id].tasks {
+			switch t.state {
+			case Waiting:
+				s.addTimer(timer{at: t.notBefore.UnixNano(), task: t, kind: timerReady})
+			case Running:
+				s.addTimer(timer{at: t.expiry.UnixNano(), task: t, kind: timerExpiry, round: t.round})
+			case Ready:
+				if t.heapIdx < 0 {
+					s.ready.Push(t) // a lease proposed by a former term that never committed
+				}
+			}
+		}
+	}
+}
+
+// Leader reports whether leader-local state is on.
+func (s *Shard) Leader() bool { return s.leader }
+
+func (s *Shard) addTimer(tm timer) {
+	if s.leader {
+		s.wheel.add(tm)
+	}
+}
+
+// Submit checks spec against the state and returns the event that creates
+// it. exists is true when a group with the same id is already there (an
+// idempotent repeat): then no event is returned.
+func (s *Shard) Submit(now time.Time, spec *GroupSpec) (ev Event, exists bool, err error) {
+	if err := spec.Validate(); err != nil {
+		return Event{}, false, err
+	}
+	if s.groups[spec.ID] != nil {
+		return Event{}, true, nil
+	}
+	return Event{Type: EvSubmitted, At: now, Group: spec.ID, Spec: spec}, false, nil
+}
+
+// Lease pops up to n READY tasks in priority order and returns a lease event
+// for each, held by holder. The tasks stay READY in the state until the
+// events apply; until then they are in flight and not offered again.
+// accept filters tasks (e.g. a thief that lacks a handler); nil accepts all.
+func (s *Shard) Lease(now time.Time, n int, holder string, accept func(TaskView) bool) []Event {
+	if !s.leader || n <= 0 {
+		return nil
+	}
+	var evs []Event
+	var skipped []*task
+	for len(evs) < n {
+		t := s.ready.Pop()
+		if t == nil {
+			break
+		}
+		if accept != nil && !accept(t.view()) {
+			skipped = append(skipped, t)
+			continue
+		}
+		s.inflight[t.id] = struct{}{}
+		timeout := t.spec.Timeout
+		if timeout <= 0 {
+			timeout = s.cfg.DefaultTimeout
+		}
+		evs = append(evs, Event{
+			Type: EvLeased, At: now, Group: t.g.id, Task: t.id, Round: t.round + 1,
+			Holder: holder, Expiry: now.Add(timeout + s.cfg.LeaseGrace),
+		})
+	}
+	for _, t := range skipped {
+		s.ready.Push(t)
+	}
+	return evs
+}
+
+// Unlease returns tasks whose lease proposals were dropped to the ready
+// queue.
+func (s *Shard) Unlease(evs []Event) {
+	for i := range evs {
+		if evs[i].Type != EvLeased {
+			continue
+		}
+		delete(s.inflight, evs[i].Task)
+		t, err := s.lookup(evs[i].Task)
+		if err == nil && t.state == Ready && t.heapIdx < 0 {
+			s.ready.Push(t)
+		}
+	}
+}
+
+// Timeout returns the per-attempt timeout of a task spec.
+func (s *Shard) Timeout(ts *TaskSpec) time.Duration {
+	if ts.Timeout > 0 {
+		return ts.Timeout
+	}
+	return s.cfg.DefaultTimeout
+}
+
+// Outcome is what a lease holder reports when a handler returns.
+type Outcome struct {
+	Task      TaskID
+	Round     Round
+	Holder    string
+	OK        bool
+	Result    []byte
+	Error     string
+	Permanent bool
+	TimedOut  bool
+}
+
+// Report checks an outcome against the current lease (fencing) and returns
+// the event to propose. ErrStaleRound means the outcome belongs to an older
+// or another lease: the caller drops it (and acknowledges it, so the
+// holder's outbox lets go of it).
+func (s *Shard) Report(now time.Time, o Outcome) (Event, error) {
+	t, err := s.lookup(o.Task)
+	if err != nil {
+		return Event{}, err
+	}
+	if t.state != Running || t.round != o.Round || t.holder != o.Holder {
+		return Event{}, fmt.Errorf("%w: task %s round %d holder %q (current round %d, state %v)",
+			ErrStaleRound, o.Task, o.Round, o.Holder, t.round, t.state)
+	}
+	ev := Event{At: now, Group: t.g.id, Task: t.id, Round: o.Round, Holder: o.Holder}
+	if o.OK {
+		ev.Type = EvSucceeded
+		ev.Result = o.Result
+		return ev, nil
+	}
+	ev.Type = EvFailed
+	ev.Error = o.Error
+	ev.Permanent = o.Permanent
+	ev.TimedOut = o.TimedOut
+	if !o.Permanent && t.attempt+1 < max(t.spec.Retry.MaxAttempts, 1) {
+		ev.NotBefore = now.Add(t.spec.Retry.Delay(t.attempt+1, s.cfg.Rand.Float64()))
+	}
+	return ev, nil
+}
+
+// Renew returns an event extending the lease of a running task.
+func (s *Shard) Renew(now time.Time, id TaskID, round Round, holder string) (Event, error) {
+	t, err := s.lookup(id)
+	if err != nil {
+		return Event{}, err
+	}
+	if t.state != Running || t.round != round || t.holder != holder {
+		return Event{}, ErrStaleRound
+	}
+	return Event{Type: EvRenewed, At: now, Group: t.g.id, Task: id, Round: round, Holder: holder,
+		Expiry: now.Add(s.Timeout(t.spec) + s.cfg.LeaseGrace)}, nil
+}
+
+// Cancel returns the event canceling a task (and its dependents), or a whole
+// group when task is "". A terminal task or group yields no event.
+func (s *Shard) Cancel(now time.Time, g GroupID, task TaskID, by string) ([]Event, error) {
+	grp := s.groups[g]
+	if grp == nil {
+		return nil, ErrNotFound
+	}
+	if task != "" {
+		t, err := s.lookup(task)
+		if err != nil {
+			return nil, err
+		}
+		if t.state.Terminal() {
+			return nil, nil
+		}
+	} else if grp.state.Terminal() {
+		return nil, nil
+	}
+	return []Event{{Type: EvCanceled, At: now, Group: g, Task: task, By: by}}, nil
+}
+
+// Due returns the events that timers ask for at now: tasks whose delay or
+// backoff ended (readied), leases that expired (expired), and finished
+// groups past retention (removed).
+func (s *Shard) Due(now time.Time) []Event {
+	if !s.leader {
+		return nil
+	}
+	var evs []Event
+	s.fired = s.wheel.advance(now, s.fired[:0])
+	for _, tm := range s.fired {
+		t := tm.task
+		if s.groups[t.g.id] != t.g {
+			continue // removed
+		}
+		switch {
+		case tm.kind == timerReady && t.state == Waiting && t.notBefore.UnixNano() <= tm.at:
+			evs = append(evs, Event{Type: EvReadied, At: now, Group: t.g.id, Task: t.id})
+		case tm.kind == timerExpiry && t.state == Running && t.round == tm.round && !t.expiry.After(now):
+			evs = append(evs, Event{Type: EvExpired, At: now, Group: t.g.id, Task: t.id, Round: t.round})
+		}
+	}
+	clear(s.fired)
+	return s.dueRemovals(now, evs)
+}
+
+func (s *Shard) dueRemovals(now time.Time, evs []Event) []Event {
+	if s.cfg.Retention <= 0 {
+		return evs
+	}
+	n := 0
+	for s.doneHead < len(s.done) && n < s.cfg.RemoveBatch {
+		g := s.groups[s.done[s.doneHead]]
+		if g != nil && g.finished.Add(s.cfg.Retention).After(now) {
+			break
+		}
+		s.doneHead++
+		if g != nil {
+			evs = append(evs, Event{Type: EvRemoved, At: now, Group: g.id, By: "retention"})
+			n++
+		}
+	}
+	if s.doneHead > 1024 && s.doneHead*2 > len(s.done) {
+		s.done = append(s.done[:0], s.done[s.doneHead:]...)
+		s.doneHead = 0
+	}
+	return evs
+}
+
+// ExpireHolders returns an expiry event for every RUNNING task whose holder
+// matches: leases the owner cannot confirm (a dead peer, a former life of
+// itself). The tasks run again in the next round.
+func (s *Shard) ExpireHolders(now time.Time, match func(holder string) bool) []Event {
+	var evs []Event
+	for _, id := range sortedGroupIDs(s.groups) {
+		g := s.groups[id]
+		if g.counts[Running] == 0 {
+			continue
+		}
+		for _, t := range g.tasks {
+			if t.state == Running && match(t.holder) {
+				evs = append(evs, Event{Type: EvExpired, At: now, Group: g.id, Task: t.id, Round: t.round})
+			}
+		}
+	}
+	return evs
+}
+
+// Delay returns the backoff before retry attempt n+1 after attempt n
+// failed (n >= 1): d = min(Backoff * 2^(n-1), MaxBackoff), then a jittered
+// value uniformly in [d/2, d] ("equal jitter"), never below Backoff. jitter
+// is a uniform draw in [0, 1).
+func (r Retry) Delay(n int, jitter float64) time.Duration {
+	base := r.Backoff
+	if base <= 0 {
+		base = time.Second
+	}
+	ceiling := max(r.MaxBackoff, base)
+	d := base
+	for i := 1; i < n && d < ceiling; i++ {
+		d *= 2
+	}
+	d = min(d, ceiling)
+	j := d/2 + time.Duration(jitter*float64(d/2))
+	return max(j, base)
+}

@@ -1,0 +1,101 @@
+package shard
+
+// readyQueue orders READY tasks: higher priority first, then submission
+// order (FIFO). It is an index-tracking binary heap so that a task leased
+// by another replica's proposal can be removed in O(log n).
+type readyQueue struct {
+	items []*task
+}
+
+func (q *readyQueue) Len() int { return len(q.items) }
+
+func (q *readyQueue) less(i, j int) bool {
+	a, b := q.items[i], q.items[j]
+	if a.spec.Priority != b.spec.Priority {
+		return a.spec.Priority > b.spec.Priority
+	}
+	return a.seq < b.seq
+}
+
+func (q *readyQueue) swap(i, j int) {
+	q.items[i], q.items[j] = q.items[j], q.items[i]
+	q.items[i].heapIdx = i
+	q.items[j].heapIdx = j
+}
+
+// Push adds t; t must not be queued already.
+func (q *readyQueue) Push(t *task) {
+	if t.heapIdx >= 0 {
+		panic("shard: readyQueue.Push of a queued task " + string(t.id))
+	}
+	t.heapIdx = len(q.items)
+	q.items = append(q.items, t)
+	q.up(t.heapIdx)
+}
+
+// Pop removes and returns the first task, or nil.
+func (q *readyQueue) Pop() *task {
+	if len(q.items) == 0 {
+		return nil
+	}
+	t := q.items[0]
+	q.Remove(t)
+	return t
+}
+
+// Peek returns the first task without removing it, or nil.
+func (q *readyQueue) Peek() *task {
+	if len(q.items) == 0 {
+		return nil
+	}
+	return q.items[0]
+}
+
+// Remove takes t out of the queue if it is queued.
+func (q *readyQueue) Remove(t *task) {
+	i := t.heapIdx
+	if i < 0 {
+		return
+	}
+	last := len(q.items) - 1
+	if i != last {
+		q.swap(i, last)
+	}
+	q.items[last] = nil
+	q.items = q.items[:last]
+	t.heapIdx = -1
+	if i != last {
+		q.down(i)
+		q.up(i)
+	}
+}
+
+func (q *readyQueue) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !q.less(i, p) {
+			return
+		}
+		q.swap(i, p)
+		i = p
+	}
+}
+
+func (q *readyQueue) down(i int) {
+	n := len(q.items)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && q.less(r, l) {
+			m = r
+		}
+		if !q.less(m, i) {
+			return
+		}
+		q.swap(i, m)
+		i = m
+	}
+}

@@ -1,0 +1,254 @@
+package shard
+
+import (
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"time"
+)
+
+// Config configures a Shard.
+type Config struct {
+	// Retention is how long a finished group is kept before the owner
+	// proposes its removal. Default 7 days.
+	Retention time.Duration
+	// LeaseGrace is added to a task's timeout to get its lease expiry: the
+	// holder cancels the handler at the timeout, so the outcome arrives well
+	// before. Default 10 s.
+	LeaseGrace time.Duration
+	// DefaultTimeout is the per-attempt timeout of tasks that set none.
+	// Default 10 min.
+	DefaultTimeout time.Duration
+	// Rand draws retry jitter. Required: seeded by the caller so that the
+	// simulator is deterministic.
+	Rand *rand.Rand
+	// RemoveBatch bounds the groups removed by one Due call. Default 1,000.
+	RemoveBatch int
+}
+
+// DefaultConfig returns a Config with the defaults above and a fixed seed.
+func DefaultConfig() Config {
+	return Config{
+		Retention:      7 * 24 * time.Hour,
+		LeaseGrace:     10 * time.Second,
+		DefaultTimeout: 10 * time.Minute,
+		Rand:           rand.New(rand.NewPCG(1, 2)),
+		RemoveBatch:    1000,
+	}
+}
+
+// Validate reports the first invalid field.
+func (c *Config) Validate() error {
+	switch {
+	case c.Retention < 0:
+		return errors.New("shard: config Retention must be >= 0")
+	case c.LeaseGrace <= 0:
+		return errors.New("shard: config LeaseGrace must be > 0")
+	case c.DefaultTimeout <= 0:
+		return errors.New("shard: config DefaultTimeout must be > 0")
+	case c.Rand == nil:
+		return errors.New("shard: config Rand is required")
+	case c.RemoveBatch <= 0:
+		return errors.New("shard: config RemoveBatch must be > 0")
+	}
+	return nil
+}
+
+// task is the state of one task. Fields other than the heap index change
+// only in apply.
+type task struct {
+	id         TaskID
+	g          *group
+	idx        int
+	spec       *TaskSpec
+	state      State
+	attempt    int
+	round      Round
+	holder     string
+	expiry     time.Time
+	notBefore  time.Time
+	result     []byte
+	err        string
+	deps       []int // indexes of dependencies in the group
+	dependents []int // indexes of tasks that depend on this one
+	depsLeft   int   // dependencies not yet SUCCEEDED
+	created    time.Time
+	started    time.Time
+	finished   time.Time
+	history    []TaskEvent
+	seq        uint64 // FIFO order in the ready queue
+	heapIdx    int    // position in the ready queue, -1 when not queued
+}
+
+// group is the state of one group.
+type group struct {
+	id       GroupID
+	spec     GroupSpec
+	tasks    []*task
+	counts   [numStates]int
+	state    GroupState
+	created  time.Time
+	finished time.Time
+}
+
+// Change reports a task that reached a terminal state during Apply, or that
+// must stop running (canceled while RUNNING: Abort).
+type Change struct {
+	Task      TaskID
+	Group     GroupID
+	State     State
+	Abort     bool   // the task was RUNNING under Holder and is now canceled
+	Holder    string // the holder of the aborted lease
+	GroupDone bool   // the group reached a terminal state with this change
+}
+
+// Shard is the state of the groups of one partition: a deterministic fold of
+// committed events (Apply), plus the owner's leader-local view (ready
+// leases in flight, timers) used to propose new events. It does no IO,
+// starts no goroutines and reads no clock: time comes in as an argument.
+type Shard struct {
+	cfg      Config
+	groups   map[GroupID]*group
+	ready    readyQueue
+	seq      uint64
+	done     []GroupID // finished groups in finish order, for retention
+	doneHead int
+	changes  []Change
+	applied  uint64 // events applied (for stats)
+
+	// Leader-local state, valid while leader is true.
+	leader   bool
+	wheel    *wheel
+	inflight map[TaskID]struct{} // leases proposed, not yet applied
+	fired    []timer             // scratch
+}
+
+// New returns an empty Shard.
+func New(cfg Config) (*Shard, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Shard{cfg: cfg, groups: make(map[GroupID]*group)}, nil
+}
+
+// Len returns the number of groups held.
+func (s *Shard) Len() int { return len(s.groups) }
+
+// ReadyLen returns the number of READY tasks.
+func (s *Shard) ReadyLen() int { return s.ready.Len() }
+
+// HasGroup reports whether group id exists.
+func (s *Shard) HasGroup(id GroupID) bool { _, ok := s.groups[id]; return ok }
+
+// TakeChanges returns the changes recorded by Apply since the last call.
+func (s *Shard) TakeChanges() []Change {
+	c := s.changes
+	s.changes = nil
+	return c
+}
+
+func (s *Shard) lookup(id TaskID) (*task, error) {
+	gid, i, ok := id.Split()
+	if !ok {
+		return nil, ErrNotFound
+	}
+	g := s.groups[gid]
+	if g == nil || i >= len(g.tasks) {
+		return nil, ErrNotFound
+	}
+	return g.tasks[i], nil
+}
+
+// Task returns a view of task id.
+func (s *Shard) Task(id TaskID) (TaskView, error) {
+	t, err := s.lookup(id)
+	if err != nil {
+		return TaskView{}, err
+	}
+	return t.view(), nil
+}
+
+// TaskEvents returns the history of task id.
+func (s *Shard) TaskEvents(id TaskID) ([]TaskEvent, error) {
+	t, err := s.lookup(id)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(t.history), nil
+}
+
+// Group returns a view of group id with every task.
+func (s *Shard) Group(id GroupID) (GroupView, error) {
+	g := s.groups[id]
+	if g == nil {
+		return GroupView{}, ErrNotFound
+	}
+	v := GroupView{
+		ID: g.id, Mode: g.spec.Mode, Key: g.spec.Key, Trace: g.spec.Trace, State: g.state,
+		Counts: make(map[State]int), Names: make(map[string]TaskID),
+		CreatedAt: g.created, FinishedAt: g.finished,
+	}
+	for st, n := range g.counts {
+		if n > 0 {
+			v.Counts[State(st)] = n
+		}
+	}
+	v.Tasks = make([]TaskView, len(g.tasks))
+	for i, t := range g.tasks {
+		v.Tasks[i] = t.view()
+		if t.spec.Name != "" {
+			v.Names[t.spec.Name] = t.id
+		}
+	}
+	return v, nil
+}
+
+// GroupTasks returns the task ids of group id in submission order.
+func (s *Shard) GroupTasks(id GroupID) ([]TaskID, error) {
+	g := s.groups[id]
+	if g == nil {
+		return nil, ErrNotFound
+	}
+	ids := make([]TaskID, len(g.tasks))
+	for i, t := range g.tasks {
+		ids[i] = t.id
+	}
+	return ids, nil
+}
+
+// GroupState returns the summary state of group id.
+func (s *Shard) GroupState(id GroupID) (GroupState, error) {
+	g := s.groups[id]
+	if g == nil {
+		return 0, ErrNotFound
+	}
+	return g.state, nil
+}
+
+// Counts adds the number of tasks in each state to into (indexed by State).
+func (s *Shard) Counts(into []int) {
+	for _, g := range s.groups {
+		for st, n := range g.counts {
+			if st < len(into) {
+				into[st] += n
+			}
+		}
+	}
+}
+
+func (t *task) view() TaskView {
+	v := TaskView{
+		ID: t.id, Group: t.g.id, Name: t.spec.Name, Handler: t.spec.Handler,
+		Payload: t.spec.Payload, Priority: t.spec.Priority, State: t.state,
+		Attempt: t.attempt, Round: t.round, Holder: t.holder, Result: t.result,
+		Error: t.err, CreatedAt: t.created, StartedAt: t.started,
+		FinishedAt: t.finished, NotBefore: t.notBefore,
+	}
+	if len(t.deps) > 0 {
+		v.Deps = make([]TaskID, len(t.deps))
+		for i, d := range t.deps {
+			v.Deps[i] = t.g.tasks[d].id
+		}
+	}
+	return v
+}

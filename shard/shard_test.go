@@ -1,0 +1,420 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+)
+
+var t0 = time.Unix(1_700_000_000, 0).UTC()
+
+// owner drives a Shard as a single-replica owner whose proposals commit at
+// once, and keeps every applied event for replay checks.
+type owner struct {
+	tb  testing.TB
+	s   *Shard
+	now time.Time
+	log []Event
+}
+
+func newOwner(tb testing.TB) *owner {
+	tb.Helper()
+	cfg := DefaultConfig()
+	cfg.Rand = rand.New(rand.NewPCG(7, 7))
+	s, err := New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.SetLeader(true, t0)
+	return &owner{tb: tb, s: s, now: t0}
+}
+
+func (o *owner) commit(evs ...Event) {
+	o.log = append(o.log, evs...)
+	o.s.Apply(evs)
+}
+
+func (o *owner) submit(spec GroupSpec) {
+	o.tb.Helper()
+	ev, exists, err := o.s.Submit(o.now, &spec)
+	if err != nil || exists {
+		o.tb.Fatalf("Submit(%s) = %v, %v", spec.ID, exists, err)
+	}
+	o.commit(ev)
+}
+
+// lease leases up to n tasks to holder and returns their ids in order.
+func (o *owner) lease(n int, holder string) []TaskID {
+	evs := o.s.Lease(o.now, n, holder, nil)
+	o.commit(evs...)
+	ids := make([]TaskID, len(evs))
+	for i, e := range evs {
+		ids[i] = e.Task
+	}
+	return ids
+}
+
+func (o *owner) report(id TaskID, holder string, ok bool, permanent bool) error {
+	v, err := o.s.Task(id)
+	if err != nil {
+		return err
+	}
+	ev, err := o.s.Report(o.now, Outcome{Task: id, Round: v.Round, Holder: holder, OK: ok,
+		Result: []byte(`"r"`), Error: "boom", Permanent: permanent})
+	if err != nil {
+		return err
+	}
+	o.commit(ev)
+	return nil
+}
+
+func (o *owner) advance(d time.Duration) {
+	o.now = o.now.Add(d)
+	o.commit(o.s.Due(o.now)...)
+}
+
+func (o *owner) state(id TaskID) State {
+	o.tb.Helper()
+	v, err := o.s.Task(id)
+	if err != nil {
+		o.tb.Fatalf("Task(%s): %v", id, err)
+	}
+	return v.State
+}
+
+func echo(name string, deps ...string) TaskSpec {
+	return TaskSpec{Name: name, Handler: "echo", Deps: deps}
+}
+
+func TestDAGOrder(t *testing.T) {
+	o := newOwner(t)
+	o.submit(GroupSpec{ID: "g", Mode: ModeDAG, Tasks: []TaskSpec{
+		echo("a"), echo("b", "a"), echo("c", "a"), echo("d", "b", "c"),
+	}})
+	var order []TaskID
+	for range 10 {
+		ids := o.lease(10, "w")
+		for _, id := range ids {
+			order = append(order, id)
+			if err := o.report(id, "w", true, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := []TaskID{"g.0", "g.1", "g.2", "g.3"}
+	if !reflect.DeepEqual(order, want) {
+		t.Errorf("run order = %v; want %v", order, want)
+	}
+	if st, _ := o.s.GroupState("g"); st != GroupSucceeded {
+		t.Errorf("group state = %v; want SUCCEEDED", st)
+	}
+}
+
+func TestFailureCancelsDependents(t *testing.T) {
+	o := newOwner(t)
+	o.submit(GroupSpec{ID: "g", Mode: ModeDAG, Tasks: []TaskSpec{
+		echo("a"), echo("b", "a"), echo("c", "b"), echo("x"),
+	}})
+	ids := o.lease(10, "w")
+	if len(ids) != 2 {
+		t.Fatalf("leased %v; want a and x", ids)
+	}
+	if err := o.report("g.0", "w", false, true); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[TaskID]State{"g.0": Failed, "g.1": Canceled, "g.2": Canceled, "g.3": Running} {
+		if got := o.state(id); got != want {
+			t.Errorf("state(%s) = %v; want %v", id, got, want)
+		}
+	}
+	if err := o.report("g.3", "w", true, false); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := o.s.GroupState("g"); st != GroupFailed {
+		t.Errorf("group state = %v; want FAILED", st)
+	}
+}
+
+func TestRetryBackoff(t *testing.T) {
+	o := newOwner(t)
+	spec := TaskSpec{Handler: "fail", Retry: Retry{MaxAttempts: 3, Backoff: time.Second, MaxBackoff: 4 * time.Second}}
+	o.submit(GroupSpec{ID: "g", Mode: ModeSingle, Tasks: []TaskSpec{spec}})
+	for attempt := 1; attempt <= 3; attempt++ {
+		ids := o.lease(1, "w")
+		if len(ids) != 1 {
+			t.Fatalf("attempt %d: leased %v", attempt, ids)
+		}
+		if err := o.report(ids[0], "w", false, false); err != nil {
+			t.Fatal(err)
+		}
+		if attempt == 3 {
+			break
+		}
+		if got := o.state("g.0"); got != Waiting {
+			t.Fatalf("after attempt %d: %v; want WAITING", attempt, got)
+		}
+		if ids := o.lease(1, "w"); len(ids) != 0 {
+			t.Fatalf("leased %v during backoff", ids)
+		}
+		o.advance(5 * time.Second)
+	}
+	v, _ := o.s.Task("g.0")
+	if v.State != Failed || v.Attempt != 3 {
+		t.Errorf("final = %v attempt %d; want FAILED attempt 3", v.State, v.Attempt)
+	}
+}
+
+func TestRetryDelayBounds(t *testing.T) {
+	r := Retry{MaxAttempts: 10, Backoff: time.Second, MaxBackoff: 8 * time.Second}
+	for n := 1; n <= 8; n++ {
+		for _, j := range []float64{0, 0.5, 0.999} {
+			d := r.Delay(n, j)
+			if d < r.Backoff || d > r.MaxBackoff {
+				t.Errorf("Delay(%d, %v) = %v; want within [%v, %v]", n, j, d, r.Backoff, r.MaxBackoff)
+			}
+		}
+	}
+	if got, want := r.Delay(3, 0.999), 4*time.Second; got > want || got < 2*time.Second {
+		t.Errorf("Delay(3) = %v; want in [2s, 4s]", got)
+	}
+}
+
+func TestPriorityOrder(t *testing.T) {
+	o := newOwner(t)
+	tasks := []TaskSpec{
+		{Name: "low", Handler: "echo", Priority: 0},
+		{Name: "high", Handler: "echo", Priority: 9},
+		{Name: "mid", Handler: "echo", Priority: 5},
+		{Name: "high2", Handler: "echo", Priority: 9},
+	}
+	o.submit(GroupSpec{ID: "g", Mode: ModeParallel, Tasks: tasks})
+	got := o.lease(4, "w")
+	want := []TaskID{"g.1", "g.3", "g.2", "g.0"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("lease order = %v; want %v", got, want)
+	}
+}
+
+func TestDelay(t *testing.T) {
+	o := newOwner(t)
+	o.submit(GroupSpec{ID: "g", Mode: ModeSingle, Tasks: []TaskSpec{{Handler: "echo", Delay: 300 * time.Millisecond}}})
+	if got := o.state("g.0"); got != Waiting {
+		t.Fatalf("state = %v; want WAITING", got)
+	}
+	o.advance(290 * time.Millisecond)
+	if got := o.state("g.0"); got != Waiting {
+		t.Fatalf("at 290ms state = %v; want WAITING", got)
+	}
+	o.advance(20 * time.Millisecond)
+	if got := o.state("g.0"); got != Ready {
+		t.Fatalf("at 310ms state = %v; want READY", got)
+	}
+}
+
+func TestFencing(t *testing.T) {
+	o := newOwner(t)
+	o.submit(GroupSpec{ID: "g", Mode: ModeSingle, Tasks: []TaskSpec{{Handler: "echo", Timeout: time.Second}}})
+	o.lease(1, "thief")
+	o.advance(12 * time.Second) // timeout + grace: the lease expires
+	if got := o.state("g.0"); got != Ready {
+		t.Fatalf("after expiry state = %v; want READY", got)
+	}
+	o.lease(1, "owner")
+	// The thief's late outcome is for round 1; the task is at round 2.
+	ev, err := o.s.Report(o.now, Outcome{Task: "g.0", Round: 1, Holder: "thief", OK: true})
+	if !errors.Is(err, ErrStaleRound) {
+		t.Fatalf("Report(stale) = %v, %v; want ErrStaleRound", ev, err)
+	}
+	// A stale event that was proposed before the expiry committed is a no-op.
+	o.commit(Event{Type: EvSucceeded, At: o.now, Group: "g", Task: "g.0", Round: 1, Holder: "thief"})
+	if got := o.state("g.0"); got != Running {
+		t.Fatalf("after stale commit state = %v; want RUNNING", got)
+	}
+	if err := o.report("g.0", "owner", true, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.report("g.0", "owner", true, false); !errors.Is(err, ErrStaleRound) {
+		t.Errorf("duplicate outcome: %v; want ErrStaleRound", err)
+	}
+}
+
+func TestCancelRunningAborts(t *testing.T) {
+	o := newOwner(t)
+	o.submit(GroupSpec{ID: "g", Mode: ModePipeline, Tasks: []TaskSpec{
+		{Handler: "echo", Stage: 0}, {Handler: "echo", Stage: 1},
+	}})
+	o.lease(5, "w")
+	o.s.TakeChanges()
+	evs, err := o.s.Cancel(o.now, "g", "", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.commit(evs...)
+	ch := o.s.TakeChanges()
+	if len(ch) != 2 || !ch[0].Abort || ch[0].Holder != "w" || !ch[1].GroupDone {
+		t.Errorf("changes = %+v; want an abort of g.0 then g.1 canceled with the group", ch)
+	}
+}
+
+func TestPipelineBarrier(t *testing.T) {
+	o := newOwner(t)
+	o.submit(GroupSpec{ID: "p", Mode: ModePipeline, Tasks: []TaskSpec{
+		{Handler: "echo", Stage: 0}, {Handler: "echo", Stage: 0}, {Handler: "echo", Stage: 1},
+	}})
+	ids := o.lease(10, "w")
+	if len(ids) != 2 {
+		t.Fatalf("stage 0 leased %v; want 2 tasks", ids)
+	}
+	if err := o.report(ids[0], "w", true, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := o.lease(10, "w"); len(got) != 0 {
+		t.Fatalf("stage 1 started before stage 0 finished: %v", got)
+	}
+	if err := o.report(ids[1], "w", true, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := o.lease(10, "w"); len(got) != 1 || got[0] != "p.2" {
+		t.Fatalf("stage 1 leased %v; want [p.2]", got)
+	}
+}
+
+func TestRetentionRemoves(t *testing.T) {
+	o := newOwner(t)
+	o.submit(GroupSpec{ID: "g", Mode: ModeSingle, Tasks: []TaskSpec{{Handler: "echo"}}})
+	o.lease(1, "w")
+	if err := o.report("g.0", "w", true, false); err != nil {
+		t.Fatal(err)
+	}
+	o.advance(24 * time.Hour)
+	if !o.s.HasGroup("g") {
+		t.Fatal("group removed before retention")
+	}
+	o.advance(7 * 24 * time.Hour)
+	if o.s.HasGroup("g") {
+		t.Fatal("group kept after retention")
+	}
+}
+
+func TestExpireHolders(t *testing.T) {
+	o := newOwner(t)
+	o.submit(GroupSpec{ID: "g", Mode: ModeParallel, Tasks: []TaskSpec{{Handler: "echo"}, {Handler: "echo"}}})
+	o.lease(1, "dead")
+	o.lease(1, "alive")
+	o.commit(o.s.ExpireHolders(o.now, func(h string) bool { return h == "dead" })...)
+	if got := o.state("g.0"); got != Ready {
+		t.Errorf("dead holder's task = %v; want READY", got)
+	}
+	if got := o.state("g.1"); got != Running {
+		t.Errorf("live holder's task = %v; want RUNNING", got)
+	}
+	if v, _ := o.s.Task("g.0"); v.Round != 1 {
+		t.Errorf("round = %d; want 1 (the next lease makes it 2)", v.Round)
+	}
+}
+
+// TestReplayDeterministic runs a random workload and checks that a replica
+// applying the same log ends in the same state.
+func TestReplayDeterministic(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			o := newOwner(t)
+			runRandom(o, rand.New(rand.NewPCG(seed, 0)), 30)
+			cfg := DefaultConfig()
+			replica, _ := New(cfg)
+			replica.Apply(o.log)
+			assertSameState(t, o.s, replica)
+		})
+	}
+}
+
+func runRandom(o *owner, r *rand.Rand, groups int) {
+	for g := range groups {
+		n := 1 + r.IntN(6)
+		spec := GroupSpec{ID: GroupID(fmt.Sprintf("g%d", g)), Mode: ModeDAG}
+		for i := range n {
+			ts := TaskSpec{Name: fmt.Sprint(i), Handler: "h", Priority: int32(r.IntN(3)),
+				Retry: Retry{MaxAttempts: 1 + r.IntN(3), Backoff: time.Second}}
+			if i > 0 && r.IntN(2) == 0 {
+				ts.Deps = []string{fmt.Sprint(r.IntN(i))}
+			}
+			spec.Tasks = append(spec.Tasks, ts)
+		}
+		o.submit(spec)
+		for range 3 {
+			for _, id := range o.lease(1+r.IntN(4), "w") {
+				switch r.IntN(4) {
+				case 0:
+					_ = o.report(id, "w", false, r.IntN(2) == 0)
+				case 1:
+					evs, _ := o.s.Cancel(o.now, id.Group(), id, "t")
+					o.commit(evs...)
+				default:
+					_ = o.report(id, "w", true, false)
+				}
+			}
+			o.advance(time.Duration(r.IntN(3000)) * time.Millisecond)
+		}
+	}
+}
+
+func assertSameState(t *testing.T, a, b *Shard) {
+	t.Helper()
+	if a.Len() != b.Len() {
+		t.Fatalf("groups: %d vs %d", a.Len(), b.Len())
+	}
+	for _, id := range sortedGroupIDs(a.groups) {
+		ga, _ := a.Group(id)
+		gb, err := b.Group(id)
+		if err != nil || !reflect.DeepEqual(ga, gb) {
+			t.Fatalf("group %s differs:\n%+v\n%+v", id, ga, gb)
+		}
+		for _, tv := range ga.Tasks {
+			ha, _ := a.TaskEvents(tv.ID)
+			hb, _ := b.TaskEvents(tv.ID)
+			if !reflect.DeepEqual(ha, hb) {
+				t.Fatalf("history of %s differs", tv.ID)
+			}
+		}
+	}
+	if a.ReadyLen() != b.ReadyLen() {
+		t.Fatalf("ready: %d vs %d", a.ReadyLen(), b.ReadyLen())
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name  string
+		spec  GroupSpec
+		task  int
+		field string
+	}{
+		{"no tasks", GroupSpec{ID: "g", Mode: ModeDAG}, -1, "tasks"},
+		{"bad mode", GroupSpec{ID: "g", Mode: 9, Tasks: []TaskSpec{echo("a")}}, -1, "mode"},
+		{"no handler", GroupSpec{ID: "g", Mode: ModeDAG, Tasks: []TaskSpec{{Name: "a"}}}, 0, "handler"},
+		{"dup name", GroupSpec{ID: "g", Mode: ModeDAG, Tasks: []TaskSpec{echo("a"), echo("a")}}, 1, "name"},
+		{"unknown dep", GroupSpec{ID: "g", Mode: ModeDAG, Tasks: []TaskSpec{echo("a"), echo("b", "c")}}, 1, "deps"},
+		{"cycle", GroupSpec{ID: "g", Mode: ModeDAG, Tasks: []TaskSpec{echo("a", "c"), echo("b", "a"), echo("c", "b")}}, 0, "deps"},
+		{"self dep", GroupSpec{ID: "g", Mode: ModeDAG, Tasks: []TaskSpec{echo("a", "a")}}, 0, "deps"},
+		{"deps in parallel", GroupSpec{ID: "g", Mode: ModeParallel, Tasks: []TaskSpec{echo("a"), echo("b", "a")}}, 1, "deps"},
+		{"two singles", GroupSpec{ID: "g", Mode: ModeSingle, Tasks: []TaskSpec{echo(""), echo("")}}, -1, "tasks"},
+		{"stage gap", GroupSpec{ID: "g", Mode: ModePipeline, Tasks: []TaskSpec{{Handler: "h"}, {Handler: "h", Stage: 2}, {Handler: "h", Stage: 2}}}, -1, "stages[1]"},
+		{"negative timeout", GroupSpec{ID: "g", Mode: ModeSingle, Tasks: []TaskSpec{{Handler: "h", Timeout: -1}}}, 0, "timeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.spec.Validate()
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Task != tt.task || fe.Field != tt.field {
+				t.Errorf("Validate() = %v; want field %q of task %d", err, tt.field, tt.task)
+			}
+		})
+	}
+	ok := GroupSpec{ID: "g", Mode: ModeDAG, Tasks: []TaskSpec{echo("a"), echo("b", "a"), echo("c", "a", "b")}}
+	if err := ok.Validate(); err != nil {
+		t.Errorf("valid dag: %v", err)
+	}
+}

@@ -1,0 +1,153 @@
+package shard
+
+import "fmt"
+
+// MaxTasksPerGroup bounds a group in the core, whatever the edge allows.
+const MaxTasksPerGroup = 1 << 20
+
+// Validate checks the structure of a group: a known mode, a non-empty task
+// list that fits the mode, non-empty handlers, unique names, dependencies
+// that exist and form no cycle (dag), contiguous stages (pipeline),
+// non-negative durations. The edge decodes requests into specs and calls it;
+// the core calls it again on every command from the network.
+func (g *GroupSpec) Validate() error {
+	if g.ID == "" {
+		return &FieldError{Task: -1, Field: "id", Message: "group id is empty"}
+	}
+	if _, ok := ParseMode(g.Mode.String()); !ok {
+		return &FieldError{Task: -1, Field: "mode", Message: fmt.Sprintf("unknown mode %d", g.Mode)}
+	}
+	n := len(g.Tasks)
+	switch {
+	case n == 0:
+		return &FieldError{Task: -1, Field: "tasks", Message: "a group needs at least one task"}
+	case n > MaxTasksPerGroup:
+		return &FieldError{Task: -1, Field: "tasks", Message: fmt.Sprintf("%d tasks is over the limit of %d", n, MaxTasksPerGroup)}
+	case g.Mode == ModeSingle && n != 1:
+		return &FieldError{Task: -1, Field: "tasks", Message: "a single-task group has exactly one task"}
+	}
+	names := make(map[string]int, n)
+	for i := range g.Tasks {
+		if err := g.Tasks[i].validate(g.Mode); err != nil {
+			err.Task = i
+			return err
+		}
+		if name := g.Tasks[i].Name; name != "" {
+			if j, dup := names[name]; dup {
+				return &FieldError{Task: i, Field: "name", Message: fmt.Sprintf("duplicate name %q (also tasks[%d])", name, j)}
+			}
+			names[name] = i
+		}
+	}
+	switch g.Mode {
+	case ModeDAG:
+		return validateDAG(g.Tasks, names)
+	case ModePipeline:
+		return validateStages(g.Tasks)
+	}
+	return nil
+}
+
+func (t *TaskSpec) validate(mode Mode) *FieldError {
+	switch {
+	case t.Handler == "":
+		return &FieldError{Field: "handler", Message: "handler is required"}
+	case t.Timeout < 0:
+		return &FieldError{Field: "timeout", Message: "must not be negative"}
+	case t.Delay < 0:
+		return &FieldError{Field: "delay", Message: "must not be negative"}
+	case t.Retry.MaxAttempts < 0:
+		return &FieldError{Field: "retry.max_attempts", Message: "must be >= 1"}
+	case t.Retry.Backoff < 0:
+		return &FieldError{Field: "retry.backoff", Message: "must not be negative"}
+	case t.Retry.MaxBackoff < 0:
+		return &FieldError{Field: "retry.max_backoff", Message: "must not be negative"}
+	case t.Stage < 0 || (mode != ModePipeline && t.Stage != 0):
+		return &FieldError{Field: "stage", Message: "stage is only for pipeline groups and must be >= 0"}
+	case mode == ModeDAG && t.Name == "":
+		return &FieldError{Field: "name", Message: "tasks of a dag need a name"}
+	case mode != ModeDAG && len(t.Deps) > 0:
+		return &FieldError{Field: "deps", Message: fmt.Sprintf("deps are only allowed in dag groups, not %v", mode)}
+	}
+	return nil
+}
+
+// validateDAG checks that deps name tasks of the group and that there is no
+// cycle (iterative three-colour DFS, so a deep chain cannot blow the stack).
+func validateDAG(tasks []TaskSpec, names map[string]int) error {
+	adj := make([][]int, len(tasks))
+	for i := range tasks {
+		for _, d := range tasks[i].Deps {
+			j, ok := names[d]
+			if !ok {
+				return &FieldError{Task: i, Field: "deps", Message: fmt.Sprintf("unknown task %q", d)}
+			}
+			if j == i {
+				return &FieldError{Task: i, Field: "deps", Message: fmt.Sprintf("task %q depends on itself", d)}
+			}
+			adj[i] = append(adj[i], j)
+		}
+	}
+	if i := findCycle(adj); i >= 0 {
+		return &FieldError{Task: i, Field: "deps", Message: fmt.Sprintf("dependency cycle through %q", tasks[i].Name)}
+	}
+	return nil
+}
+
+// findCycle returns a node on a cycle of the graph, or -1.
+func findCycle(adj [][]int) int {
+	const (
+		white = iota
+		grey
+		black
+	)
+	colour := make([]uint8, len(adj))
+	type frame struct{ node, next int }
+	var stack []frame
+	for root := range adj {
+		if colour[root] != white {
+			continue
+		}
+		stack = append(stack[:0], frame{root, 0})
+		colour[root] = grey
+		for len(stack) > 0 {
+			f := &stack[len(stack)-1]
+			if f.next == len(adj[f.node]) {
+				colour[f.node] = black
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			m := adj[f.node][f.next]
+			f.next++
+			switch colour[m] {
+			case grey:
+				return m
+			case white:
+				colour[m] = grey
+				stack = append(stack, frame{m, 0})
+			}
+		}
+	}
+	return -1
+}
+
+// validateStages checks that pipeline stages are 0..k-1 with none empty.
+func validateStages(tasks []TaskSpec) error {
+	maxStage := 0
+	for _, t := range tasks {
+		maxStage = max(maxStage, t.Stage)
+	}
+	if maxStage >= len(tasks) {
+		return &FieldError{Task: -1, Field: "stages", Message: "stage numbers must be contiguous from 0"}
+	}
+	seen := make([]bool, maxStage+1)
+	for _, t := range tasks {
+		seen[t.Stage] = true
+	}
+	for s, ok := range seen {
+		if !ok {
+			return &FieldError{Task: -1, Field: fmt.Sprintf("stages[%d]", s), Message: "stage is empty"}
+		}
+	}
+	return nil
+}

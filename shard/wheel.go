@@ -1,0 +1,87 @@
+package shard
+
+import "time"
+
+// timerKind says what a timer does when it fires.
+type timerKind uint8
+
+const (
+	timerReady  timerKind = iota + 1 // WAITING task reaches its not-before time
+	timerExpiry                      // RUNNING task's lease expires
+)
+
+type timer struct {
+	at    int64 // unix nanoseconds
+	task  *task
+	kind  timerKind
+	round Round // the lease round an expiry timer belongs to
+}
+
+// wheel is a hashed timing wheel: slotCount slots of resolution each; a timer
+// due beyond one revolution waits in its slot for later revolutions. Add is
+// O(1); Advance visits only the slots passed since the last call. Stale
+// timers (the task moved on) are dropped when they fire.
+type wheel struct {
+	resolution int64 // nanoseconds per slot
+	slots      [][]timer
+	cur        int64 // last tick visited (time / resolution)
+	n          int   // timers held
+}
+
+const (
+	wheelResolution = 10 * time.Millisecond
+	wheelSlots      = 1024
+)
+
+func newWheel(now time.Time) *wheel {
+	w := &wheel{resolution: int64(wheelResolution), slots: make([][]timer, wheelSlots)}
+	w.cur = now.UnixNano() / w.resolution
+	return w
+}
+
+func (w *wheel) add(tm timer) {
+	tick := tm.at / w.resolution
+	if tick <= w.cur {
+		tick = w.cur + 1 // overdue: fire on the next advance
+	}
+	i := int(tick % int64(len(w.slots)))
+	w.slots[i] = append(w.slots[i], tm)
+	w.n++
+}
+
+// advance moves the wheel to now and appends every timer due to out.
+func (w *wheel) advance(now time.Time, out []timer) []timer {
+	nowNs := now.UnixNano()
+	target := nowNs / w.resolution
+	if target <= w.cur {
+		return out
+	}
+	steps := target - w.cur
+	if steps > int64(len(w.slots)) {
+		steps = int64(len(w.slots)) // one full revolution visits every slot
+	}
+	for s := int64(1); s <= steps; s++ {
+		i := int((w.cur + s) % int64(len(w.slots)))
+		out = w.fireSlot(i, nowNs, out)
+	}
+	w.cur = target
+	return out
+}
+
+func (w *wheel) fireSlot(i int, nowNs int64, out []timer) []timer {
+	slot := w.slots[i]
+	keep := slot[:0]
+	for _, tm := range slot {
+		if tm.at <= nowNs {
+			out = append(out, tm)
+			w.n--
+		} else {
+			keep = append(keep, tm)
+		}
+	}
+	for j := len(keep); j < len(slot); j++ {
+		slot[j] = timer{}
+	}
+	w.slots[i] = keep
+	return out
+}
