@@ -252,3 +252,22 @@ func (t *task) view() TaskView {
 	}
 	return v
 }
+
+// Head returns the priority and queue order of the first READY task.
+func (s *Shard) Head() (prio int32, seq uint64, ok bool) {
+	t := s.ready.Peek()
+	if t == nil {
+		return 0, 0, false
+	}
+	return t.spec.Priority, t.seq, true
+}
+
+// RunOf returns the spec of a task when it is RUNNING under exactly this
+// round and holder.
+func (s *Shard) RunOf(id TaskID, r Round, holder string) (*TaskSpec, bool) {
+	t, err := s.lookup(id)
+	if err != nil || t.state != Running || t.round != r || t.holder != holder {
+		return nil, false
+	}
+	return t.spec, true
+}

@@ -334,7 +334,7 @@ func TestReplayDeterministic(t *testing.T) {
 func runRandom(o *owner, r *rand.Rand, groups int) {
 	for g := range groups {
 		n := 1 + r.IntN(6)
-		spec := GroupSpec{ID: GroupID(fmt.Sprintf("g%d", g)), Mode: ModeDAG}
+		spec := GroupSpec{ID: GroupID(fmt.Sprintf("g%d-%d", len(o.log), g)), Mode: ModeDAG}
 		for i := range n {
 			ts := TaskSpec{Name: fmt.Sprint(i), Handler: "h", Priority: int32(r.IntN(3)),
 				Retry: Retry{MaxAttempts: 1 + r.IntN(3), Backoff: time.Second}}
@@ -417,4 +417,54 @@ func TestValidate(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Errorf("valid dag: %v", err)
 	}
+}
+
+// TestSnapshotRestore checks that a snapshot taken mid-run restores the same
+// state, and that the restored replica stays equal while the log goes on.
+func TestSnapshotRestore(t *testing.T) {
+	for seed := uint64(1); seed <= 10; seed++ {
+		o := newOwner(t)
+		runRandom(o, rand.New(rand.NewPCG(seed, 1)), 20)
+		mid := len(o.log)
+		snap := o.s.Snapshot()
+		replica, _ := New(DefaultConfig())
+		if err := replica.Restore(snap); err != nil {
+			t.Fatalf("seed %d: Restore: %v", seed, err)
+		}
+		assertSameState(t, o.s, replica)
+		if again := replica.Snapshot(); !reflect.DeepEqual(again, snap) {
+			t.Fatalf("seed %d: snapshot of the restored state differs", seed)
+		}
+		runRandom(o, rand.New(rand.NewPCG(seed, 2)), 10)
+		replica.Apply(o.log[mid:])
+		assertSameState(t, o.s, replica)
+	}
+}
+
+func TestRestoreRejectsGarbage(t *testing.T) {
+	o := newOwner(t)
+	runRandom(o, rand.New(rand.NewPCG(3, 3)), 5)
+	snap := o.s.Snapshot()
+	for cut := 0; cut < len(snap); cut += 1 + len(snap)/50 {
+		s, _ := New(DefaultConfig())
+		if err := s.Restore(snap[:cut]); err == nil {
+			t.Fatalf("Restore of %d/%d bytes succeeded", cut, len(snap))
+		}
+	}
+}
+
+func FuzzRestore(f *testing.F) {
+	o := newOwner(f)
+	runRandom(o, rand.New(rand.NewPCG(4, 4)), 3)
+	f.Add(o.s.Snapshot())
+	f.Fuzz(func(t *testing.T, p []byte) {
+		s, _ := New(DefaultConfig())
+		if err := s.Restore(p); err != nil {
+			return
+		}
+		s2, _ := New(DefaultConfig())
+		if err := s2.Restore(s.Snapshot()); err != nil {
+			t.Fatalf("re-restore: %v", err)
+		}
+	})
 }

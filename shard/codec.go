@@ -1,0 +1,424 @@
+package shard
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// The binary codec of the core's event types. It is the payload format of
+// the partitions' Raft entries, so it is part of the on-disk format: a
+// layout change needs a new CodecVersion, and decoders keep reading the old
+// ones.
+//
+// Primitives (codec_prim.go): uvarint and varint as in encoding/binary;
+// str = uvarint length + bytes; time = varint Unix nanoseconds, 0 for the
+// zero time (see AppendTime). Layout:
+//
+//	batch   = version:byte(1) origin:str req:uvarint n:uvarint event*n
+//	event   = type:byte flags:byte [at:time] [group:str] task round:uvarint
+//	          [holder:str] expiry:time notBefore:time result:str error:str
+//	          by:str [spec:group]
+//	flags   = 1 permanent | 2 timedOut | 4 spec present | 8 taskIndex
+//	        | 16 sameAt | 32 sameGroup | 64 sameHolder
+//	task    = index:uvarint   if taskIndex: the task id is group + "." + index
+//	        | str             otherwise
+//
+// The brackets are fields present only when their flag is clear: with
+// sameAt, sameGroup or sameHolder set, the field equals the previous event's
+// in the batch (the zero value for the first event, or outside a batch).
+//	group   = id:str mode:byte key:str trace:str n:uvarint taskSpec*n
+//	taskSpec = name:str handler:str payload:str priority:varint
+//	          timeout:varint retry.maxAttempts:varint retry.backoff:varint
+//	          retry.maxBackoff:varint delay:varint
+//	          deps:(n:uvarint str*n) stage:varint
+//
+// Decoding returns empty byte strings and lists as nil, and times in UTC
+// without monotonic reading; everything else round-trips exactly. Encoding
+// checks the invariants that decoding enforces (a known event type and
+// mode, Spec only on EvSubmitted) and panics on violation: such an event
+// comes from a bug in the core, and writing it would put an entry into the
+// Raft log that no replica can apply.
+
+// CodecVersion is the first byte of an encoded Batch.
+const CodecVersion = 1
+
+// Batch is the payload of one Raft entry: events proposed together, plus who
+// proposed them and for which request.
+type Batch struct {
+	Origin string  // peer that proposed (for answering the client)
+	Req    uint64  // the origin's request id, 0 = none
+	Events []Event // in the order they are applied
+}
+
+// Event flags.
+const (
+	flagPermanent = 1 << iota
+	flagTimedOut
+	flagSpec
+	flagTaskIndex
+	flagSameAt     // at is omitted: it equals the previous event's
+	flagSameGroup  // group is omitted: it equals the previous event's
+	flagSameHolder // holder is omitted: it equals the previous event's
+	flagsKnown     = 1<<7 - 1
+)
+
+// Smallest encodings, for bounding decoded counts by the input left.
+const (
+	minEventSize    = 9  // type, flags and seven fields of one byte each
+	minTaskSpecSize = 11 // eleven fields of one byte each
+	minStringSize   = 1  // the length
+)
+
+// AppendBatch appends the encoding of b, starting with CodecVersion, to dst.
+// It panics if an event is invalid (see AppendEvent).
+func AppendBatch(dst []byte, b *Batch) []byte {
+	dst = append(dst, CodecVersion)
+	dst = AppendString(dst, b.Origin)
+	dst = binary.AppendUvarint(dst, b.Req)
+	dst = binary.AppendUvarint(dst, uint64(len(b.Events)))
+	var prev *Event
+	for i := range b.Events {
+		dst = appendEvent(dst, &b.Events[i], prev)
+		prev = &b.Events[i]
+	}
+	return dst
+}
+
+// DecodeBatch decodes a batch written by AppendBatch. All of p must be
+// consumed. An unknown version is an error.
+func DecodeBatch(p []byte) (Batch, error) {
+	d := NewDecoder(p)
+	var b Batch
+	if v := d.Byte(); d.err == nil && v != CodecVersion {
+		d.Fail("unknown version %d (want %d)", v, CodecVersion)
+	}
+	d.Field("version")
+	b.Origin = d.String()
+	d.Field("origin")
+	b.Req = d.Uvarint()
+	d.Field("req")
+	b.Events = decodeEvents(&d)
+	if d.err == nil && d.Len() > 0 {
+		d.Fail("%d trailing bytes", d.Len())
+	}
+	if d.err != nil {
+		d.within("batch")
+		return Batch{}, d.err
+	}
+	return b, nil
+}
+
+func decodeEvents(d *Decoder) []Event {
+	n := d.Count(minEventSize)
+	if !d.Field("events") || n == 0 {
+		return nil
+	}
+	evs := make([]Event, n)
+	prev := &Event{}
+	for i := range evs {
+		decodeEvent(d, &evs[i], prev)
+		if d.err != nil {
+			d.withinIndex("events", i)
+			return nil
+		}
+		prev = &evs[i]
+	}
+	return evs
+}
+
+// AppendEvent appends the encoding of e to dst. It carries no version: it is
+// meant to be embedded in a versioned container such as a Batch. It panics
+// if e.Type is not Valid, if e.Spec is set on an event other than
+// EvSubmitted, or if e.Spec has an unknown Mode.
+func AppendEvent(dst []byte, e *Event) []byte { return appendEvent(dst, e, nil) }
+
+// appendEvent encodes e; prev is the event before it in the same batch, or
+// nil. Fields equal to prev's are encoded as a flag bit.
+func appendEvent(dst []byte, e, prev *Event) []byte {
+	if !e.Type.Valid() {
+		panic(fmt.Sprintf("shard: AppendEvent: invalid event type %d", uint8(e.Type)))
+	}
+	if e.Spec != nil && e.Type != EvSubmitted {
+		panic(fmt.Sprintf("shard: AppendEvent: Spec set on a %v event", e.Type))
+	}
+	index, isIndex := taskIndexOf(e.Group, e.Task)
+	at := timeCode(e.At)
+	flags := eventFlags(e, prev, at, isIndex)
+	dst = append(dst, byte(e.Type), flags)
+	if flags&flagSameAt == 0 {
+		dst = binary.AppendVarint(dst, at)
+	}
+	if flags&flagSameGroup == 0 {
+		dst = AppendString(dst, string(e.Group))
+	}
+	if isIndex {
+		dst = binary.AppendUvarint(dst, index)
+	} else {
+		dst = AppendString(dst, string(e.Task))
+	}
+	dst = binary.AppendUvarint(dst, uint64(e.Round))
+	if flags&flagSameHolder == 0 {
+		dst = AppendString(dst, e.Holder)
+	}
+	dst = AppendTime(dst, e.Expiry)
+	dst = AppendTime(dst, e.NotBefore)
+	dst = AppendBytes(dst, e.Result)
+	dst = AppendString(dst, e.Error)
+	dst = AppendString(dst, e.By)
+	if e.Spec != nil {
+		dst = AppendGroupSpec(dst, e.Spec)
+	}
+	return dst
+}
+
+// eventFlags returns the flags byte of e; at is e.At's time code.
+func eventFlags(e, prev *Event, at int64, isIndex bool) byte {
+	var f byte
+	if e.Permanent {
+		f |= flagPermanent
+	}
+	if e.TimedOut {
+		f |= flagTimedOut
+	}
+	if e.Spec != nil {
+		f |= flagSpec
+	}
+	if isIndex {
+		f |= flagTaskIndex
+	}
+	if prev == nil {
+		return f
+	}
+	if at == timeCode(prev.At) {
+		f |= flagSameAt
+	}
+	if e.Group == prev.Group {
+		f |= flagSameGroup
+	}
+	if e.Holder == prev.Holder {
+		f |= flagSameHolder
+	}
+	return f
+}
+
+// taskIndexOf returns i when t is exactly TaskIDOf(g, i), so that the task
+// can be encoded as its index (the group is already in the event).
+func taskIndexOf(g GroupID, t TaskID) (uint64, bool) {
+	if len(t) <= len(g)+1 || string(t[:len(g)]) != string(g) || t[len(g)] != '.' {
+		return 0, false
+	}
+	digits := t[len(g)+1:]
+	if len(digits) > 1 && digits[0] == '0' {
+		return 0, false // not canonical: "g.07" must stay "g.07"
+	}
+	var v uint64
+	for i := 0; i < len(digits); i++ {
+		c := uint64(digits[i]) - '0'
+		if c > 9 || v > (math.MaxUint64-c)/10 {
+			return 0, false
+		}
+		v = v*10 + c
+	}
+	return v, true
+}
+
+// DecodeEvent decodes an event written by AppendEvent at the start of p and
+// returns it with the number of bytes it took.
+func DecodeEvent(p []byte) (Event, int, error) {
+	d := NewDecoder(p)
+	var e Event
+	decodeEvent(&d, &e, &Event{})
+	if d.err != nil {
+		d.within("event")
+		return Event{}, 0, d.err
+	}
+	return e, len(p) - d.Len(), nil
+}
+
+// decodeEvent decodes into e. prev is the event before it in the same
+// batch (or a zero Event): strings equal to prev's are shared, not copied.
+func decodeEvent(d *Decoder, e *Event, prev *Event) {
+	if e.Type = EventType(d.Byte()); d.err == nil && !e.Type.Valid() {
+		d.Fail("unknown event type %d", uint8(e.Type))
+	}
+	flags := d.Byte()
+	switch {
+	case !d.Field("type"):
+		return
+	case flags&^flagsKnown != 0:
+		d.Fail("unknown flags %#x", flags)
+	case flags&flagSpec != 0 && e.Type != EvSubmitted:
+		d.Fail("spec present on a %v event", e.Type)
+	}
+	if !d.Field("flags") {
+		return
+	}
+	e.Permanent = flags&flagPermanent != 0
+	e.TimedOut = flags&flagTimedOut != 0
+	if e.At = prev.At; flags&flagSameAt == 0 {
+		e.At = d.Time()
+		d.Field("at")
+	}
+	if e.Group = prev.Group; flags&flagSameGroup == 0 {
+		e.Group = GroupID(d.StringReuse(string(prev.Group)))
+		d.Field("group")
+	}
+	e.Task = decodeTaskID(d, e.Group, flags&flagTaskIndex != 0)
+	d.Field("task")
+	e.Round = Round(d.Uvarint())
+	d.Field("round")
+	if e.Holder = prev.Holder; flags&flagSameHolder == 0 {
+		e.Holder = d.StringReuse(prev.Holder)
+		d.Field("holder")
+	}
+	e.Expiry = d.Time()
+	d.Field("expiry")
+	e.NotBefore = d.Time()
+	d.Field("not_before")
+	e.Result = d.Bytes()
+	d.Field("result")
+	e.Error = d.StringReuse(prev.Error)
+	d.Field("error")
+	e.By = d.StringReuse(prev.By)
+	if d.Field("by") && flags&flagSpec != 0 {
+		e.Spec = new(GroupSpec)
+		decodeGroupSpec(d, e.Spec)
+		d.within("spec")
+	}
+}
+
+func decodeTaskID(d *Decoder, g GroupID, isIndex bool) TaskID {
+	if !isIndex {
+		return TaskID(d.String())
+	}
+	i := d.Uvarint()
+	if d.err != nil {
+		return ""
+	}
+	var buf [64]byte
+	b := append(buf[:0], g...)
+	b = append(b, '.')
+	b = strconv.AppendUint(b, i, 10)
+	return TaskID(b)
+}
+
+// AppendGroupSpec appends the encoding of g to dst. Like AppendEvent it
+// carries no version. It panics if g.Mode is not a known Mode: validate a
+// spec (GroupSpec.Validate) before encoding it.
+func AppendGroupSpec(dst []byte, g *GroupSpec) []byte {
+	if !codecKnownMode(g.Mode) {
+		panic(fmt.Sprintf("shard: AppendGroupSpec: unknown mode %d", uint8(g.Mode)))
+	}
+	dst = AppendString(dst, string(g.ID))
+	dst = append(dst, byte(g.Mode))
+	dst = AppendString(dst, g.Key)
+	dst = AppendString(dst, g.Trace)
+	dst = binary.AppendUvarint(dst, uint64(len(g.Tasks)))
+	for i := range g.Tasks {
+		dst = appendTaskSpec(dst, &g.Tasks[i])
+	}
+	return dst
+}
+
+func codecKnownMode(m Mode) bool { return m >= ModeSingle && m <= ModePipeline }
+
+func appendTaskSpec(dst []byte, t *TaskSpec) []byte {
+	dst = AppendString(dst, t.Name)
+	dst = AppendString(dst, t.Handler)
+	dst = AppendBytes(dst, t.Payload)
+	dst = binary.AppendVarint(dst, int64(t.Priority))
+	dst = binary.AppendVarint(dst, int64(t.Timeout))
+	dst = binary.AppendVarint(dst, int64(t.Retry.MaxAttempts))
+	dst = binary.AppendVarint(dst, int64(t.Retry.Backoff))
+	dst = binary.AppendVarint(dst, int64(t.Retry.MaxBackoff))
+	dst = binary.AppendVarint(dst, int64(t.Delay))
+	dst = binary.AppendUvarint(dst, uint64(len(t.Deps)))
+	for _, dep := range t.Deps {
+		dst = AppendString(dst, dep)
+	}
+	return binary.AppendVarint(dst, int64(t.Stage))
+}
+
+// DecodeGroupSpec decodes a group written by AppendGroupSpec at the start of
+// p and returns it with the number of bytes it took.
+func DecodeGroupSpec(p []byte) (GroupSpec, int, error) {
+	d := NewDecoder(p)
+	var g GroupSpec
+	decodeGroupSpec(&d, &g)
+	if d.err != nil {
+		d.within("group")
+		return GroupSpec{}, 0, d.err
+	}
+	return g, len(p) - d.Len(), nil
+}
+
+func decodeGroupSpec(d *Decoder, g *GroupSpec) {
+	g.ID = GroupID(d.String())
+	d.Field("id")
+	if g.Mode = Mode(d.Byte()); d.err == nil && !codecKnownMode(g.Mode) {
+		d.Fail("unknown mode %d", uint8(g.Mode))
+	}
+	d.Field("mode")
+	g.Key = d.String()
+	d.Field("key")
+	g.Trace = d.String()
+	d.Field("trace")
+	n := d.Count(minTaskSpecSize)
+	if !d.Field("tasks") || n == 0 {
+		return
+	}
+	g.Tasks = make([]TaskSpec, n)
+	prev := &TaskSpec{}
+	for i := range g.Tasks {
+		decodeTaskSpec(d, &g.Tasks[i], prev)
+		if d.err != nil {
+			d.withinIndex("tasks", i)
+			return
+		}
+		prev = &g.Tasks[i]
+	}
+}
+
+func decodeTaskSpec(d *Decoder, t *TaskSpec, prev *TaskSpec) {
+	t.Name = d.String()
+	d.Field("name")
+	t.Handler = d.StringReuse(prev.Handler)
+	d.Field("handler")
+	t.Payload = d.Bytes()
+	d.Field("payload")
+	t.Priority = d.int32()
+	d.Field("priority")
+	t.Timeout = time.Duration(d.Varint())
+	d.Field("timeout")
+	t.Retry.MaxAttempts = d.Int()
+	d.Field("retry.max_attempts")
+	t.Retry.Backoff = time.Duration(d.Varint())
+	d.Field("retry.backoff")
+	t.Retry.MaxBackoff = time.Duration(d.Varint())
+	d.Field("retry.max_backoff")
+	t.Delay = time.Duration(d.Varint())
+	d.Field("delay")
+	t.Deps = decodeStrings(d, "deps")
+	t.Stage = d.Int()
+	d.Field("stage")
+}
+
+// decodeStrings decodes a list of strings; name is the list's field name.
+func decodeStrings(d *Decoder, name string) []string {
+	n := d.Count(minStringSize)
+	if !d.Field(name) || n == 0 {
+		return nil
+	}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = d.String()
+		if d.err != nil {
+			d.withinIndex(name, i)
+			return nil
+		}
+	}
+	return out
+}

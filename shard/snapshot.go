@@ -1,0 +1,182 @@
+package shard
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+const snapshotVersion = 1
+
+// Snapshot encodes the folded state (not the leader-local state) so that
+// Restore on another replica, or after a restart, rebuilds exactly the same
+// state. Groups are written in id order, so equal states give equal bytes.
+func (s *Shard) Snapshot() []byte {
+	dst := []byte{snapshotVersion}
+	dst = binary.AppendUvarint(dst, s.seq)
+	ids := sortedGroupIDs(s.groups)
+	dst = binary.AppendUvarint(dst, uint64(len(ids)))
+	for _, id := range ids {
+		dst = appendGroupState(dst, s.groups[id])
+	}
+	live := s.done[s.doneHead:]
+	dst = binary.AppendUvarint(dst, uint64(len(live)))
+	for _, id := range live {
+		dst = AppendString(dst, string(id))
+	}
+	return dst
+}
+
+func appendGroupState(dst []byte, g *group) []byte {
+	dst = AppendGroupSpec(dst, &g.spec)
+	dst = AppendTime(dst, g.created)
+	dst = AppendTime(dst, g.finished)
+	for _, t := range g.tasks {
+		dst = append(dst, byte(t.state))
+		dst = binary.AppendUvarint(dst, uint64(t.attempt))
+		dst = binary.AppendUvarint(dst, uint64(t.round))
+		dst = AppendString(dst, t.holder)
+		dst = AppendTime(dst, t.expiry)
+		dst = AppendTime(dst, t.notBefore)
+		dst = AppendBytes(dst, t.result)
+		dst = AppendString(dst, t.err)
+		dst = AppendTime(dst, t.started)
+		dst = AppendTime(dst, t.finished)
+		dst = binary.AppendUvarint(dst, t.seq)
+		dst = binary.AppendUvarint(dst, uint64(len(t.history)))
+		for _, h := range t.history {
+			dst = append(dst, byte(h.Type))
+			dst = AppendTime(dst, h.At)
+			dst = binary.AppendUvarint(dst, uint64(h.Round))
+			dst = AppendString(dst, h.Holder)
+			dst = AppendString(dst, h.Error)
+			dst = AppendString(dst, h.By)
+		}
+	}
+	return dst
+}
+
+// Restore replaces the state with a snapshot's. On error the state is
+// unchanged. Leader-local state is reset: call SetLeader afterwards.
+func (s *Shard) Restore(p []byte) error {
+	if len(p) == 0 {
+		return fmt.Errorf("shard: restore: empty snapshot: %w", ErrCodec)
+	}
+	if p[0] != snapshotVersion {
+		return fmt.Errorf("shard: restore: unknown snapshot version %d: %w", p[0], ErrCodec)
+	}
+	d := NewDecoder(p[1:])
+	seq := d.Uvarint()
+	n := d.Count(8)
+	groups := make(map[GroupID]*group, n)
+	for range n {
+		g, err := decodeGroupState(&d)
+		if err != nil {
+			return err
+		}
+		if groups[g.id] != nil {
+			return fmt.Errorf("shard: restore: group %s twice: %w", g.id, ErrCodec)
+		}
+		groups[g.id] = g
+	}
+	var done []GroupID
+	for range d.Count(1) {
+		done = append(done, GroupID(d.String()))
+	}
+	if err := d.Err(); err != nil {
+		return fmt.Errorf("shard: restore: %w", err)
+	}
+	if d.Len() != 0 {
+		return fmt.Errorf("shard: restore: %d trailing bytes: %w", d.Len(), ErrCodec)
+	}
+	s.install(groups, done, seq)
+	return nil
+}
+
+func decodeGroupState(d *Decoder) (*group, error) {
+	spec, used, err := DecodeGroupSpec(d.p)
+	if err != nil {
+		return nil, fmt.Errorf("shard: restore: %w", err)
+	}
+	d.p = d.p[used:]
+	if err := spec.Validate(); err != nil {
+		return nil, fmt.Errorf("shard: restore: group %s: %v: %w", spec.ID, err, ErrCodec)
+	}
+	g := &group{id: spec.ID, spec: spec, state: GroupRunning}
+	g.created = d.Time()
+	g.finished = d.Time()
+	g.tasks = make([]*task, len(spec.Tasks))
+	names := make(map[string]int, len(spec.Tasks))
+	for i := range g.spec.Tasks {
+		t := &task{id: TaskIDOf(g.id, i), g: g, idx: i, spec: &g.spec.Tasks[i], created: g.created, heapIdx: -1}
+		decodeTaskState(d, t)
+		if !t.state.Valid() {
+			return nil, fmt.Errorf("shard: restore: task %s: bad state %d: %w", t.id, t.state, ErrCodec)
+		}
+		g.tasks[i] = t
+		if t.spec.Name != "" {
+			names[t.spec.Name] = i
+		}
+	}
+	if err := d.Err(); err != nil {
+		return nil, fmt.Errorf("shard: restore: %w", err)
+	}
+	linkDeps(g, names)
+	return g, nil
+}
+
+func decodeTaskState(d *Decoder, t *task) {
+	t.state = State(d.Byte())
+	t.attempt = int(d.Uvarint())
+	t.round = Round(d.Uvarint())
+	t.holder = d.String()
+	t.expiry = d.Time()
+	t.notBefore = d.Time()
+	t.result = d.Bytes()
+	t.err = d.String()
+	t.started = d.Time()
+	t.finished = d.Time()
+	t.seq = d.Uvarint()
+	n := d.Count(6)
+	if n > 0 {
+		t.history = make([]TaskEvent, n)
+	}
+	for i := range n {
+		t.history[i] = TaskEvent{
+			Seq: i + 1, Type: EventType(d.Byte()), At: d.Time(), Round: Round(d.Uvarint()),
+			Holder: d.String(), Error: d.String(), By: d.String(),
+		}
+	}
+}
+
+// install replaces the state and rebuilds what derives from it: counters,
+// unmet dependencies, group states, the ready queue.
+func (s *Shard) install(groups map[GroupID]*group, done []GroupID, seq uint64) {
+	s.groups = groups
+	s.done = done
+	s.doneHead = 0
+	s.seq = seq
+	s.ready = readyQueue{}
+	s.changes = nil
+	for _, id := range sortedGroupIDs(groups) {
+		g := groups[id]
+		for _, t := range g.tasks {
+			g.counts[t.state]++
+			for _, dep := range t.deps {
+				if g.tasks[dep].state != Succeeded {
+					t.depsLeft++
+				}
+			}
+			if t.state == Ready {
+				s.ready.Push(t)
+			}
+		}
+		if g.counts[Succeeded]+g.counts[Failed]+g.counts[Canceled] == len(g.tasks) {
+			g.state = groupOutcome(g)
+		}
+	}
+	s.leader = false
+	s.wheel, s.inflight = nil, nil
+}
+
+// Valid reports whether s is a real state (not StateUnknown).
+func (s State) Valid() bool { return s > StateUnknown && s < numStates }
