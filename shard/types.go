@@ -156,3 +156,12 @@ type GroupSpec struct {
 	Trace string // trace id, optional
 	Tasks []TaskSpec
 }
+
+// HolderPeer returns the peer id of a lease holder name "<peer id>#<boot
+// nonce>" (the nonce tells one run of a peer from the next).
+func HolderPeer(holder string) string {
+	if i := strings.IndexByte(holder, '#'); i >= 0 {
+		return holder[:i]
+	}
+	return holder
+}

@@ -1,0 +1,35 @@
+// Command needled runs one needle peer: the scheduler, the worker pool and
+// the HTTP API of ../shared/API.md.
+//
+// Every flag can also be set as an environment variable NEEDLE_<NAME>, with
+// the flag's name upper-cased and dashes turned to underscores (--data ->
+// NEEDLE_DATA, --default-timeout -> NEEDLE_DEFAULT_TIMEOUT). A flag on the
+// command line wins over the environment.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	m := NewMain()
+	if err := m.ParseFlags(os.Args[1:], os.Getenv); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "needled:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := m.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "needled:", err)
+		os.Exit(1)
+	}
+}

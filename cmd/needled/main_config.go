@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/needle-mesh/needle/peer"
+)
+
+// Main is the daemon: flags and environment -> peer.Config -> peer.Run.
+// End-to-end tests reuse it.
+type Main struct {
+	Config    peer.Config
+	LogFormat string
+	LogLevel  string
+	Stderr    io.Writer
+}
+
+// NewMain returns a Main with the defaults of API.md.
+func NewMain() *Main {
+	return &Main{Stderr: os.Stderr, LogFormat: "text", LogLevel: "info"}
+}
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// ParseFlags reads flags, falling back to NEEDLE_* environment variables.
+func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
+	c := &m.Config
+	fs := flag.NewFlagSet("needled", flag.ContinueOnError)
+	fs.SetOutput(m.Stderr)
+	fs.StringVar(&c.DataDir, "data", "./needle-data", "data dir: WAL, identity, outbox")
+	fs.StringVar(&c.HTTPAddr, "http", "127.0.0.1:7070", "HTTP API listen address")
+	fs.IntVar(&c.Slots, "slots", 0, "tasks this peer runs at once (default NumCPU+1)")
+	fs.IntVar(&c.Partitions, "partitions", 256, "ring partitions; fixed when the data dir is first created")
+	fs.DurationVar(&c.Retention, "retention", 7*24*time.Hour, "how long finished groups are kept")
+	fs.DurationVar(&c.DefaultTimeout, "default-timeout", 10*time.Minute, "per-attempt timeout of tasks that set none")
+	fs.Int64Var(&c.Limits.MaxBody, "max-body", 32<<20, "largest request body, bytes")
+	fs.IntVar(&c.Limits.MaxPayload, "max-payload", 1<<20, "largest task payload, bytes")
+	fs.IntVar(&c.Limits.MaxTasks, "max-tasks", 100_000, "most tasks in one group")
+	var execAllow, httpAllow listFlag
+	fs.Var(&execAllow, "exec-allow", "NAME=/path/to/program: a command exec tasks may run (repeatable)")
+	fs.Var(&httpAllow, "http-allow", "URL prefix http tasks may POST to (repeatable)")
+	fs.StringVar(&m.LogFormat, "log-format", m.LogFormat, "log format: text or json")
+	fs.StringVar(&m.LogLevel, "log-level", m.LogLevel, "log level: debug, info, warn, error")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: needled [flags]\n\nEvery flag is also read from NEEDLE_<FLAG> (e.g. NEEDLE_DATA, NEEDLE_HTTP_ALLOW);\nthe API token comes from NEEDLE_API_TOKEN.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if err := envFallback(fs, getenv); err != nil {
+		return err
+	}
+	c.Token = getenv("NEEDLE_API_TOKEN")
+	return m.builtins(execAllow, httpAllow)
+}
+
+// envFallback sets every flag not given on the command line from its
+// NEEDLE_* variable.
+func envFallback(fs *flag.FlagSet, getenv func(string) string) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || err != nil {
+			return
+		}
+		name := "NEEDLE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		v := getenv(name)
+		if v == "" {
+			return
+		}
+		for _, part := range splitList(f, v) {
+			if e := f.Value.Set(part); e != nil {
+				err = fmt.Errorf("%s=%q: %v", name, v, e)
+			}
+		}
+	})
+	return err
+}
+
+// splitList splits a repeatable flag's environment value on commas.
+func splitList(f *flag.Flag, v string) []string {
+	if _, ok := f.Value.(*listFlag); ok {
+		return strings.Split(v, ",")
+	}
+	return []string{v}
+}
+
+func (m *Main) builtins(execAllow, httpAllow []string) error {
+	b := &m.Config.Builtins
+	b.HTTPAllow = httpAllow
+	for _, e := range execAllow {
+		name, path, ok := strings.Cut(e, "=")
+		if !ok || name == "" || path == "" {
+			return fmt.Errorf("--exec-allow %q: want NAME=/path/to/program", e)
+		}
+		if b.Exec == nil {
+			b.Exec = map[string][]string{}
+		}
+		b.Exec[name] = strings.Fields(path)
+	}
+	return nil
+}
+
+// Run starts the peer and serves until ctx is canceled.
+func (m *Main) Run(ctx context.Context) error {
+	log, err := m.logger()
+	if err != nil {
+		return err
+	}
+	m.Config.Logger = log
+	if abs, err := filepath.Abs(m.Config.DataDir); err == nil {
+		m.Config.DataDir = abs
+	}
+	p, err := peer.New(m.Config)
+	if err != nil {
+		return err
+	}
+	if m.Config.Token == "" {
+		log.Warn("no NEEDLE_API_TOKEN set: the API accepts every request; keep --http on loopback")
+	}
+	return p.Run(ctx)
+}
+
+func (m *Main) logger() (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(m.LogLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %v", m.LogLevel, err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch m.LogFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(m.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(m.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", m.LogFormat)
+}

@@ -1,0 +1,179 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrPayloadTooLarge is returned (wrapped) when a request body or a task's
+// payload exceeds its limit. The HTTP edge answers 413 payload_too_large.
+var ErrPayloadTooLarge = errors.New("api: payload too large")
+
+// Bounds on strings of a submission; a longer value is a 400.
+const (
+	maxNameLen        = 256  // task name, handler name
+	maxKeyLen         = 512  // idempotency key
+	maxTraceLen       = 256  // trace id
+	maxDepsLen        = 1024 // deps of one task
+	defaultBackoff    = time.Second
+	defaultBackoffMax = 2 * time.Minute
+)
+
+// Limits bounds what a submission may contain. The zero value of a field
+// means its default (see DefaultLimits).
+type Limits struct {
+	// MaxBody is the size of a request body in bytes; default 1 MiB. A
+	// larger body is a 413.
+	MaxBody int64
+	// MaxTasks is the number of tasks of one group; default 100,000. More is
+	// a 400 naming "tasks" (or "stages").
+	MaxTasks int
+	// MaxPayload is the size of one task's payload in bytes, after
+	// compaction; default 256 KiB. A larger payload is a 413 naming the
+	// payload's field.
+	MaxPayload int
+	// MaxAttempts bounds retry.max_attempts; default 1,000.
+	MaxAttempts int
+	// HasHandler reports whether a handler name is registered; nil accepts
+	// every non-empty name.
+	HasHandler func(name string) bool
+}
+
+// DefaultLimits returns the limits used when a field of Limits is zero.
+func DefaultLimits() Limits {
+	return Limits{MaxBody: 1 << 20, MaxTasks: 100_000, MaxPayload: 256 << 10, MaxAttempts: 1000}
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.MaxBody <= 0 {
+		l.MaxBody = d.MaxBody
+	}
+	if l.MaxTasks <= 0 {
+		l.MaxTasks = d.MaxTasks
+	}
+	if l.MaxPayload <= 0 {
+		l.MaxPayload = d.MaxPayload
+	}
+	if l.MaxAttempts <= 0 {
+		l.MaxAttempts = d.MaxAttempts
+	}
+	return l
+}
+
+// FieldError says which part of a request is invalid. Field is the JSON
+// path of the value ("tasks[3].deps", "retry.backoff"), or "" when the
+// request as a whole is malformed. Err, when set, is the error kind
+// (ErrPayloadTooLarge); otherwise the error is an invalid argument.
+type FieldError struct {
+	Field   string
+	Message string
+	Err     error
+}
+
+func (e *FieldError) Error() string {
+	if e.Field == "" {
+		return e.Message
+	}
+	return e.Field + ": " + e.Message
+}
+
+// Unwrap returns the error kind, if any.
+func (e *FieldError) Unwrap() error { return e.Err }
+
+func fieldErr(field, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// join appends a field name to a JSON path.
+func join(path, field string) string {
+	switch {
+	case path == "":
+		return field
+	case field == "":
+		return path
+	}
+	return path + "." + field
+}
+
+// readBody reads at most max bytes of r; more is ErrPayloadTooLarge.
+func readBody(r io.Reader, max int64) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, max+1))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) || int64(len(data)) > max {
+		return nil, &FieldError{Message: fmt.Sprintf("request body exceeds %d bytes", max), Err: ErrPayloadTooLarge}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("api: read body: %w", err)
+	}
+	return data, nil
+}
+
+// decodeStrict decodes exactly one JSON value from data into v, rejecting
+// unknown fields; errors name path.
+func decodeStrict(data []byte, v any, path string) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err, path)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return &FieldError{Field: path, Message: "unexpected data after the JSON value"}
+	}
+	return nil
+}
+
+// jsonError turns an encoding/json error into a *FieldError naming path.
+func jsonError(err error, path string) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, io.EOF):
+		return &FieldError{Field: path, Message: "empty body; want a JSON object"}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return &FieldError{Field: path, Message: "malformed JSON: unexpected end of input"}
+	case errors.As(err, &se):
+		return &FieldError{Field: path, Message: fmt.Sprintf("malformed JSON at byte %d: %s", se.Offset, strings.TrimPrefix(se.Error(), "json: "))}
+	case errors.As(err, &te):
+		return &FieldError{Field: join(path, te.Field), Message: fmt.Sprintf("want %s, got %s", kindName(te.Type), te.Value)}
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if u, uerr := strconv.Unquote(name); uerr == nil {
+			name = u
+		}
+		return &FieldError{Field: join(path, name), Message: "unknown field"}
+	}
+	return &FieldError{Field: path, Message: "malformed JSON: " + strings.TrimPrefix(err.Error(), "json: ")}
+}
+
+// kindName names a Go type the way a JSON user thinks of it.
+func kindName(t reflect.Type) string {
+	if t == nil {
+		return "a value"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return fmt.Sprintf("an integer (%s)", t.Kind())
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return fmt.Sprintf("a non-negative integer (%s)", t.Kind())
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Pointer:
+		return kindName(t.Elem())
+	}
+	return t.String()
+}

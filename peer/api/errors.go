@@ -1,0 +1,115 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// ErrUnavailable is returned by a Backend when no owner of the group is
+// reachable; the request did nothing. HTTP 503 unavailable.
+var ErrUnavailable = errors.New("api: unavailable")
+
+// ErrConflict is returned by a Backend when the request conflicts with the
+// current state (e.g. an idempotency key reused with a different body).
+// HTTP 409 conflict.
+var ErrConflict = errors.New("api: conflict")
+
+// Error is an error response of the API: the "error" object of the body
+// plus the HTTP status. The client returns it for every 4xx and 5xx.
+type Error struct {
+	Status  int    `json:"-"`               // HTTP status code
+	Code    string `json:"code"`            // invalid_argument, not_found, ...
+	Message string `json:"message"`         // human-readable; starts with Field when set
+	Field   string `json:"field,omitempty"` // JSON path or parameter at fault
+}
+
+func (e *Error) Error() string {
+	return strconv.Itoa(e.Status) + " " + e.Code + ": " + e.Message
+}
+
+// errorKind is one row of the error table.
+type errorKind struct {
+	match  func(error) bool
+	status int
+	code   string
+}
+
+func is(target error) func(error) bool {
+	return func(err error) bool { return errors.Is(err, target) }
+}
+
+func isFieldError(err error) bool {
+	var fe *FieldError
+	var sfe *shard.FieldError
+	return errors.As(err, &fe) || errors.As(err, &sfe)
+}
+
+// errorTable maps error kinds to HTTP responses, first match wins. Anything
+// that matches no row is a 500 internal, and only those are logged.
+var errorTable = []errorKind{
+	{is(ErrPayloadTooLarge), http.StatusRequestEntityTooLarge, CodePayloadTooLarge},
+	{is(shard.ErrNotFound), http.StatusNotFound, CodeNotFound},
+	{isFieldError, http.StatusBadRequest, CodeInvalidArgument},
+	{is(ErrConflict), http.StatusConflict, CodeConflict},
+	{is(ErrUnavailable), http.StatusServiceUnavailable, CodeUnavailable},
+	{is(context.DeadlineExceeded), http.StatusServiceUnavailable, CodeUnavailable},
+	{is(context.Canceled), http.StatusServiceUnavailable, CodeUnavailable},
+}
+
+// toError maps err to the response the client sees; internal reports
+// whether it matched no kind (and must be logged).
+func toError(err error) (e *Error, internal bool) {
+	var ae *Error
+	if errors.As(err, &ae) {
+		return ae, false
+	}
+	for _, k := range errorTable {
+		if k.match(err) {
+			return &Error{Status: k.status, Code: k.code, Message: err.Error(), Field: errField(err)}, false
+		}
+	}
+	return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error"}, true
+}
+
+// errField returns the JSON path named by a field error in err, if any.
+func errField(err error) string {
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return fe.Field
+	}
+	var sfe *shard.FieldError
+	if errors.As(err, &sfe) {
+		if sfe.Task < 0 {
+			return sfe.Field
+		}
+		return fmt.Sprintf("tasks[%d].%s", sfe.Task, sfe.Field)
+	}
+	return ""
+}
+
+// codeStatus is the inverse of the table, for clients reading a body
+// without a code.
+func codeOf(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return CodeInvalidArgument
+	case http.StatusUnauthorized:
+		return CodeUnauthenticated
+	case http.StatusNotFound:
+		return CodeNotFound
+	case http.StatusMethodNotAllowed:
+		return CodeMethodNotAllow
+	case http.StatusConflict:
+		return CodeConflict
+	case http.StatusRequestEntityTooLarge:
+		return CodePayloadTooLarge
+	case http.StatusServiceUnavailable:
+		return CodeUnavailable
+	}
+	return CodeInternal
+}

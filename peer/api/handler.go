@@ -1,0 +1,280 @@
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// Backend is what the HTTP edge asks of a peer. Implementations return
+// shard.ErrNotFound, ErrUnavailable, ErrConflict or a *shard.FieldError for
+// the client's faults; any other error is an internal error.
+type Backend interface {
+	// Submit creates the group (or finds the one created earlier with the
+	// same key) and returns its ids. It assigns the group id.
+	Submit(ctx context.Context, spec *shard.GroupSpec) (SubmitResult, error)
+	// Task returns a task; with wait > 0 it first waits until the task is
+	// terminal or wait has passed.
+	Task(ctx context.Context, id shard.TaskID, wait time.Duration) (shard.TaskView, error)
+	// Group returns a group; with wait > 0 it first waits until the group
+	// is terminal or wait has passed.
+	Group(ctx context.Context, id shard.GroupID, wait time.Duration) (shard.GroupView, error)
+	// TaskEvents returns a task's history, oldest first.
+	TaskEvents(ctx context.Context, id shard.TaskID) ([]shard.TaskEvent, error)
+	// CancelTask cancels a non-terminal task (and its dependents); by names
+	// who asked, for the audit trail.
+	CancelTask(ctx context.Context, id shard.TaskID, by string) (shard.TaskView, error)
+	// CancelGroup cancels every non-terminal task of a group.
+	CancelGroup(ctx context.Context, id shard.GroupID, by string) (shard.GroupView, error)
+}
+
+// SubmitResult is the outcome of Backend.Submit.
+type SubmitResult struct {
+	Group   shard.GroupID  // the group's id
+	Tasks   []shard.TaskID // one per spec.Tasks, same order
+	Created bool           // false: an idempotent repeat of an earlier submit
+}
+
+// HandlerOptions configures NewHandler. The zero value is usable.
+type HandlerOptions struct {
+	// Limits bounds submissions; zero fields take DefaultLimits.
+	Limits Limits
+	// MaxWait caps ?wait= of long polls; default 5m.
+	MaxWait time.Duration
+	// Token, when non-empty, is required as "Authorization: Bearer <token>"
+	// on every route except /healthz.
+	Token string
+	// Metrics, when non-nil, serves GET /metrics (behind the token).
+	Metrics http.Handler
+	// Ready, when non-nil, is asked by /healthz; an error answers 503.
+	Ready func() error
+	// Logger receives internal errors; nil discards them.
+	Logger *slog.Logger
+}
+
+// DefaultMaxWait is the default cap of ?wait=.
+const DefaultMaxWait = 5 * time.Minute
+
+// server serves the routes of one handler.
+type server struct {
+	b    Backend
+	opts HandlerOptions
+	log  *slog.Logger
+}
+
+type route struct {
+	method, pattern string
+	h               http.HandlerFunc
+}
+
+// NewHandler returns the v1 API of API.md (tasks, groups, /healthz and,
+// when opts.Metrics is set, /metrics) served from b.
+func NewHandler(b Backend, opts HandlerOptions) http.Handler {
+	if opts.MaxWait <= 0 {
+		opts.MaxWait = DefaultMaxWait
+	}
+	s := &server{b: b, opts: opts, log: opts.Logger}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	routes := []route{
+		{"GET", "/healthz", s.health},
+		{"POST", "/v1/tasks", s.submitTask},
+		{"GET", "/v1/tasks/{id}", s.getTask},
+		{"GET", "/v1/tasks/{id}/events", s.taskEvents},
+		{"POST", "/v1/tasks/{id}/cancel", s.cancelTask},
+		{"POST", "/v1/groups", s.submitGroup},
+		{"GET", "/v1/groups/{id}", s.getGroup},
+		{"POST", "/v1/groups/{id}/cancel", s.cancelGroup},
+	}
+	if opts.Metrics != nil {
+		routes = append(routes, route{"GET", "/metrics", opts.Metrics.ServeHTTP})
+	}
+	mux := http.NewServeMux()
+	allow := map[string][]string{}
+	for _, rt := range routes {
+		mux.HandleFunc(rt.method+" "+rt.pattern, rt.h)
+		allow[rt.pattern] = append(allow[rt.pattern], rt.method)
+	}
+	for pattern, methods := range allow {
+		mux.HandleFunc(pattern, methodNotAllowed(methods))
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeErr(w, &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: "no route " + r.Method + " " + r.URL.Path})
+	})
+	return s.auth(mux)
+}
+
+func methodNotAllowed(methods []string) http.HandlerFunc {
+	slices.Sort(methods)
+	allow := strings.Join(methods, ", ")
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		writeErr(w, &Error{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllow,
+			Message: fmt.Sprintf("method %s not allowed; allowed: %s", r.Method, allow)})
+	}
+}
+
+// auth checks the bearer token on every route but /healthz.
+func (s *server) auth(next http.Handler) http.Handler {
+	if s.opts.Token == "" {
+		return next
+	}
+	want := []byte("Bearer " + s.opts.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if r.URL.Path != "/healthz" && subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="needle"`)
+			writeErr(w, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Message: "missing or wrong bearer token"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// fail writes the response for err, logging internal errors only.
+func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	e, internal := toError(err)
+	if internal {
+		s.log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeErr(w, e)
+}
+
+func writeErr(w http.ResponseWriter, e *Error) {
+	writeJSON(w, e.Status, ErrorBody{Error: e})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		body = []byte(`{"error":{"code":"internal","message":"internal error"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// by names the caller of a cancel for the audit trail.
+func (s *server) by(r *http.Request) string {
+	if s.opts.Token != "" {
+		return "token"
+	}
+	return r.RemoteAddr
+}
+
+func (s *server) health(w http.ResponseWriter, r *http.Request) {
+	if s.opts.Ready != nil {
+		if err := s.opts.Ready(); err != nil {
+			writeErr(w, &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: err.Error()})
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, Health{Status: "ok"})
+}
+
+// body limits the request body to the configured size.
+func (s *server) body(w http.ResponseWriter, r *http.Request) io.Reader {
+	max := s.opts.Limits.withDefaults().MaxBody
+	return http.MaxBytesReader(w, r.Body, max+1)
+}
+
+func (s *server) submitTask(w http.ResponseWriter, r *http.Request) {
+	spec, err := DecodeTask(s.body(w, r), s.opts.Limits)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := s.submit(r.Context(), spec)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/tasks/"+string(res.Tasks[0]))
+	writeJSON(w, createdStatus(res), SubmitTaskResponse{ID: string(res.Tasks[0]), Group: string(res.Group)})
+}
+
+func (s *server) submitGroup(w http.ResponseWriter, r *http.Request) {
+	spec, err := DecodeGroup(s.body(w, r), s.opts.Limits)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := s.submit(r.Context(), spec)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := SubmitGroupResponse{Group: string(res.Group), Tasks: make(map[string]string, len(res.Tasks))}
+	for i, id := range res.Tasks {
+		out.Tasks[spec.Tasks[i].Name] = string(id)
+	}
+	w.Header().Set("Location", "/v1/groups/"+string(res.Group))
+	writeJSON(w, createdStatus(res), out)
+}
+
+// submit asks the backend and checks its answer; a core field error is
+// mapped back to the JSON path of spec.
+func (s *server) submit(ctx context.Context, spec *shard.GroupSpec) (SubmitResult, error) {
+	res, err := s.b.Submit(ctx, spec)
+	var fe *shard.FieldError
+	if errors.As(err, &fe) {
+		return res, &FieldError{Field: CorePath(spec, fe), Message: fe.Message}
+	}
+	if err != nil {
+		return res, err
+	}
+	if len(res.Tasks) != len(spec.Tasks) || res.Group == "" {
+		return res, fmt.Errorf("api: backend returned %d task ids for %d tasks (group %q)", len(res.Tasks), len(spec.Tasks), res.Group)
+	}
+	return res, nil
+}
+
+func createdStatus(res SubmitResult) int {
+	if res.Created {
+		return http.StatusCreated
+	}
+	return http.StatusOK
+}
+
+// taskID parses the {id} of a task route.
+func taskID(r *http.Request) (shard.TaskID, error) {
+	id := shard.TaskID(r.PathValue("id"))
+	if _, _, ok := id.Split(); !ok {
+		return "", fieldErr("id", "malformed task id %q; want <group>.<n>", string(id))
+	}
+	return id, nil
+}
+
+// groupID parses the {id} of a group route.
+func groupID(r *http.Request) (shard.GroupID, error) {
+	id := r.PathValue("id")
+	if id == "" || len(id) > maxKeyLen {
+		return "", fieldErr("id", "malformed group id %q", id)
+	}
+	return shard.GroupID(id), nil
+}
+
+// wait parses ?wait=, capped at MaxWait.
+func (s *server) wait(r *http.Request) (time.Duration, error) {
+	q := r.URL.Query().Get("wait")
+	if q == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(q)
+	if err != nil || d < 0 {
+		return 0, fieldErr("wait", "invalid wait %q; want a non-negative Go duration like \"10s\"", q)
+	}
+	return min(d, s.opts.MaxWait), nil
+}

@@ -1,0 +1,381 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// rawFields are the task fields as decoded; nested objects stay raw so that
+// their errors can name their path. The request types repeat them rather
+// than embed them, because encoding/json names an embedded struct in the
+// path of a type error.
+type rawFields struct {
+	Handler  string
+	Payload  json.RawMessage
+	Priority int32
+	Timeout  string
+	Retry    json.RawMessage
+	Delay    string
+}
+
+type rawSingle struct {
+	Handler  string          `json:"handler"`
+	Payload  json.RawMessage `json:"payload"`
+	Priority int32           `json:"priority"`
+	Timeout  string          `json:"timeout"`
+	Retry    json.RawMessage `json:"retry"`
+	Delay    string          `json:"delay"`
+	Key      string          `json:"key"`
+	Trace    string          `json:"trace"`
+}
+
+func (r *rawSingle) fields() rawFields {
+	return rawFields{r.Handler, r.Payload, r.Priority, r.Timeout, r.Retry, r.Delay}
+}
+
+type rawGroupTask struct {
+	Name     string          `json:"name"`
+	Handler  string          `json:"handler"`
+	Payload  json.RawMessage `json:"payload"`
+	Priority int32           `json:"priority"`
+	Timeout  string          `json:"timeout"`
+	Retry    json.RawMessage `json:"retry"`
+	Delay    string          `json:"delay"`
+	Deps     []string        `json:"deps"`
+}
+
+func (r *rawGroupTask) fields() rawFields {
+	return rawFields{r.Handler, r.Payload, r.Priority, r.Timeout, r.Retry, r.Delay}
+}
+
+type rawRetry struct {
+	MaxAttempts *int   `json:"max_attempts"`
+	Backoff     string `json:"backoff"`
+	MaxBackoff  string `json:"max_backoff"`
+}
+
+type rawGroup struct {
+	Mode   string              `json:"mode"`
+	Key    string              `json:"key"`
+	Trace  string              `json:"trace"`
+	Tasks  []json.RawMessage   `json:"tasks"`
+	Stages [][]json.RawMessage `json:"stages"`
+}
+
+// DecodeTask reads the body of POST /v1/tasks and returns it as a group of
+// one (mode single, task name ""). Errors are *FieldError, possibly wrapping
+// ErrPayloadTooLarge. The group id is left empty.
+func DecodeTask(r io.Reader, lim Limits) (*shard.GroupSpec, error) {
+	lim = lim.withDefaults()
+	data, err := readBody(r, lim.MaxBody)
+	if err != nil {
+		return nil, err
+	}
+	var rt rawSingle
+	if err := decodeStrict(data, &rt, ""); err != nil {
+		return nil, err
+	}
+	f := rt.fields()
+	ts, err := f.toSpec("", lim)
+	if err != nil {
+		return nil, err
+	}
+	spec := &shard.GroupSpec{Mode: shard.ModeSingle, Tasks: []shard.TaskSpec{ts}}
+	if err := setKeyTrace(spec, rt.Key, rt.Trace); err != nil {
+		return nil, err
+	}
+	return spec, validateCore(spec)
+}
+
+// DecodeGroup reads the body of POST /v1/groups, validates it and converts
+// it to a GroupSpec: tasks in body order (pipeline: stage by stage, with
+// TaskSpec.Stage set and no Deps). Errors are *FieldError naming the JSON
+// path, possibly wrapping ErrPayloadTooLarge. The group id is left empty.
+func DecodeGroup(r io.Reader, lim Limits) (*shard.GroupSpec, error) {
+	lim = lim.withDefaults()
+	data, err := readBody(r, lim.MaxBody)
+	if err != nil {
+		return nil, err
+	}
+	var rg rawGroup
+	if err := decodeStrict(data, &rg, ""); err != nil {
+		return nil, err
+	}
+	spec := &shard.GroupSpec{}
+	if spec.Mode, err = rg.mode(lim); err != nil {
+		return nil, err
+	}
+	if err := setKeyTrace(spec, rg.Key, rg.Trace); err != nil {
+		return nil, err
+	}
+	var names map[string]int
+	if spec.Mode == shard.ModePipeline {
+		spec.Tasks, names, err = decodeStages(rg.Stages, lim)
+	} else {
+		spec.Tasks, names, err = decodeTasks(rg.Tasks, spec.Mode, lim)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if spec.Mode == shard.ModeDAG {
+		if err := checkDeps(spec.Tasks, names); err != nil {
+			return nil, err
+		}
+	}
+	return spec, validateCore(spec)
+}
+
+func setKeyTrace(spec *shard.GroupSpec, key, trace string) error {
+	if len(key) > maxKeyLen {
+		return fieldErr("key", "longer than %d bytes", maxKeyLen)
+	}
+	if len(trace) > maxTraceLen {
+		return fieldErr("trace", "longer than %d bytes", maxTraceLen)
+	}
+	spec.Key, spec.Trace = key, trace
+	return nil
+}
+
+// mode resolves and checks the group's mode against tasks/stages.
+func (rg *rawGroup) mode(lim Limits) (shard.Mode, error) {
+	name := rg.Mode
+	if name == "" {
+		name = "dag"
+		if rg.Stages != nil {
+			name = "pipeline"
+		}
+	}
+	m, ok := shard.ParseMode(name)
+	if !ok || m == shard.ModeSingle {
+		return 0, fieldErr("mode", "unknown mode %q; want dag, parallel or pipeline", rg.Mode)
+	}
+	if m == shard.ModePipeline {
+		if rg.Tasks != nil {
+			return 0, fieldErr("tasks", "not allowed in pipeline mode; use stages")
+		}
+		return m, nil
+	}
+	switch {
+	case rg.Stages != nil:
+		return 0, fieldErr("stages", "only allowed in pipeline mode")
+	case len(rg.Tasks) == 0:
+		return 0, fieldErr("tasks", "at least one task required")
+	case len(rg.Tasks) > lim.MaxTasks:
+		return 0, fieldErr("tasks", "%d tasks exceed the limit of %d", len(rg.Tasks), lim.MaxTasks)
+	}
+	return m, nil
+}
+
+// decodeTasks decodes the tasks of a dag or parallel group; names maps each
+// task name to its index.
+func decodeTasks(raws []json.RawMessage, mode shard.Mode, lim Limits) ([]shard.TaskSpec, map[string]int, error) {
+	tasks := make([]shard.TaskSpec, 0, len(raws))
+	names := make(map[string]int, len(raws))
+	for i, raw := range raws {
+		path := "tasks[" + strconv.Itoa(i) + "]"
+		dflt := ""
+		if mode == shard.ModeParallel {
+			dflt = "t" + strconv.Itoa(i)
+		}
+		ts, err := decodeGroupTask(raw, path, dflt, mode, lim)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := addName(names, ts.Name, len(tasks), path, func(j int) string { return "tasks[" + strconv.Itoa(j) + "]" }); err != nil {
+			return nil, nil, err
+		}
+		tasks = append(tasks, ts)
+	}
+	return tasks, names, nil
+}
+
+// decodeStages decodes the stages of a pipeline group, flattened stage by
+// stage.
+func decodeStages(stages [][]json.RawMessage, lim Limits) ([]shard.TaskSpec, map[string]int, error) {
+	if len(stages) == 0 {
+		return nil, nil, fieldErr("stages", "at least one stage required")
+	}
+	n := 0
+	for i, st := range stages {
+		if len(st) == 0 {
+			return nil, nil, fieldErr("stages["+strconv.Itoa(i)+"]", "empty stage; want at least one task")
+		}
+		n += len(st)
+	}
+	if n > lim.MaxTasks {
+		return nil, nil, fieldErr("stages", "%d tasks exceed the limit of %d", n, lim.MaxTasks)
+	}
+	tasks := make([]shard.TaskSpec, 0, n)
+	names := make(map[string]int, n)
+	for i, st := range stages {
+		for j, raw := range st {
+			path := fmt.Sprintf("stages[%d][%d]", i, j)
+			ts, err := decodeGroupTask(raw, path, fmt.Sprintf("s%d-%d", i, j), shard.ModePipeline, lim)
+			if err != nil {
+				return nil, nil, err
+			}
+			ts.Stage = i
+			if err := addName(names, ts.Name, len(tasks), path, func(k int) string { return stagePath(tasks, k) }); err != nil {
+				return nil, nil, err
+			}
+			tasks = append(tasks, ts)
+		}
+	}
+	return tasks, names, nil
+}
+
+// addName records name as task i, or names the earlier task of that name.
+func addName(names map[string]int, name string, i int, path string, pathOf func(int) string) error {
+	if j, dup := names[name]; dup {
+		return fieldErr(join(path, "name"), "duplicate name %q (also %s)", name, pathOf(j))
+	}
+	names[name] = i
+	return nil
+}
+
+// decodeGroupTask decodes one task of a group at path; dflt is the name of
+// an unnamed task ("" = a name is required).
+func decodeGroupTask(raw json.RawMessage, path, dflt string, mode shard.Mode, lim Limits) (shard.TaskSpec, error) {
+	var rt rawGroupTask
+	if err := decodeStrict(raw, &rt, path); err != nil {
+		return shard.TaskSpec{}, err
+	}
+	f := rt.fields()
+	ts, err := f.toSpec(path, lim)
+	if err != nil {
+		return shard.TaskSpec{}, err
+	}
+	switch ts.Name = rt.Name; {
+	case ts.Name == "" && dflt == "":
+		return ts, fieldErr(join(path, "name"), "required in %s mode", mode)
+	case ts.Name == "":
+		ts.Name = dflt
+	case len(ts.Name) > maxNameLen:
+		return ts, fieldErr(join(path, "name"), "longer than %d bytes", maxNameLen)
+	}
+	if rt.Deps != nil && mode != shard.ModeDAG {
+		return ts, fieldErr(join(path, "deps"), "not allowed in %s mode", mode)
+	}
+	if len(rt.Deps) > maxDepsLen {
+		return ts, fieldErr(join(path, "deps"), "%d deps exceed the limit of %d", len(rt.Deps), maxDepsLen)
+	}
+	ts.Deps = rt.Deps
+	return ts, nil
+}
+
+// toSpec checks the common task fields and converts them.
+func (f *rawFields) toSpec(path string, lim Limits) (shard.TaskSpec, error) {
+	ts := shard.TaskSpec{Handler: f.Handler, Priority: f.Priority}
+	switch {
+	case f.Handler == "":
+		return ts, fieldErr(join(path, "handler"), "required")
+	case len(f.Handler) > maxNameLen:
+		return ts, fieldErr(join(path, "handler"), "longer than %d bytes", maxNameLen)
+	case lim.HasHandler != nil && !lim.HasHandler(f.Handler):
+		return ts, fieldErr(join(path, "handler"), "unknown handler %q", f.Handler)
+	}
+	var err error
+	if ts.Payload, err = payload(f.Payload, join(path, "payload"), lim.MaxPayload); err != nil {
+		return ts, err
+	}
+	if ts.Timeout, err = duration(f.Timeout, join(path, "timeout")); err != nil {
+		return ts, err
+	}
+	if ts.Delay, err = duration(f.Delay, join(path, "delay")); err != nil {
+		return ts, err
+	}
+	ts.Retry, err = retry(f.Retry, join(path, "retry"), lim)
+	return ts, err
+}
+
+// payload compacts a raw payload; absent or null is the bytes "null".
+func payload(raw json.RawMessage, path string, max int) ([]byte, error) {
+	if len(raw) == 0 {
+		return []byte("null"), nil
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(raw))
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, fieldErr(path, "malformed JSON")
+	}
+	if buf.Len() > max {
+		return nil, &FieldError{Field: path, Message: fmt.Sprintf("%d bytes exceed the limit of %d", buf.Len(), max), Err: ErrPayloadTooLarge}
+	}
+	return buf.Bytes(), nil
+}
+
+// duration parses a non-negative Go duration; "" is 0.
+func duration(s, path string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fieldErr(path, "invalid duration %q; want a Go duration like \"30s\"", s)
+	}
+	if d < 0 {
+		return 0, fieldErr(path, "negative duration %q", s)
+	}
+	return d, nil
+}
+
+// retry decodes and defaults a retry policy (see the package doc).
+func retry(raw json.RawMessage, path string, lim Limits) (shard.Retry, error) {
+	r := shard.Retry{MaxAttempts: 1, Backoff: defaultBackoff}
+	var rr rawRetry
+	if len(raw) > 0 {
+		if err := decodeStrict(raw, &rr, path); err != nil {
+			return r, err
+		}
+	}
+	if rr.MaxAttempts != nil {
+		if n := *rr.MaxAttempts; n < 1 || n > lim.MaxAttempts {
+			return r, fieldErr(join(path, "max_attempts"), "%d out of range [1, %d]", n, lim.MaxAttempts)
+		}
+		r.MaxAttempts = *rr.MaxAttempts
+	}
+	var err error
+	if rr.Backoff != "" {
+		if r.Backoff, err = duration(rr.Backoff, join(path, "backoff")); err != nil {
+			return r, err
+		}
+	}
+	r.MaxBackoff = max(r.Backoff, defaultBackoffMax)
+	if rr.MaxBackoff != "" {
+		if r.MaxBackoff, err = duration(rr.MaxBackoff, join(path, "max_backoff")); err != nil {
+			return r, err
+		}
+		if r.MaxBackoff < r.Backoff {
+			return r, fieldErr(join(path, "max_backoff"), "%s is below the backoff %s", r.MaxBackoff, r.Backoff)
+		}
+	}
+	return r, nil
+}
+
+// validateCore runs the core's own validation of a spec
+// (shard.GroupSpec.Validate) and maps a *shard.FieldError back to the JSON
+// path. This is the single call site for shard's validation. The group id
+// is assigned later, by the Backend, so a copy with a placeholder id is
+// validated; the core validates the real spec again.
+func validateCore(spec *shard.GroupSpec) error {
+	cp := *spec
+	if cp.ID == "" {
+		cp.ID = "unassigned"
+	}
+	err := cp.Validate()
+	if err == nil {
+		return nil
+	}
+	var fe *shard.FieldError
+	if errors.As(err, &fe) {
+		return &FieldError{Field: CorePath(spec, fe), Message: fe.Message}
+	}
+	return &FieldError{Message: err.Error()}
+}

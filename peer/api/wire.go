@@ -1,0 +1,232 @@
+package api
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// RetryPolicy is the "retry" object of a task. Zero fields take the
+// defaults described in the package documentation.
+type RetryPolicy struct {
+	MaxAttempts int    `json:"max_attempts,omitempty"` // attempts in all, >= 1
+	Backoff     string `json:"backoff,omitempty"`      // Go duration: delay before the first retry
+	MaxBackoff  string `json:"max_backoff,omitempty"`  // Go duration: cap of the exponential delay
+}
+
+// TaskFields are the fields every submitted task has, in POST /v1/tasks and
+// in each task of POST /v1/groups. Only Handler is required.
+type TaskFields struct {
+	Handler  string          `json:"handler"`            // registered handler name
+	Payload  json.RawMessage `json:"payload,omitempty"`  // any JSON; absent = null
+	Priority int32           `json:"priority,omitempty"` // higher runs first
+	Timeout  string          `json:"timeout,omitempty"`  // Go duration per attempt; "" = peer default
+	Retry    *RetryPolicy    `json:"retry,omitempty"`    // nil = no retry
+	Delay    string          `json:"delay,omitempty"`    // Go duration: not before submission + delay
+}
+
+// SubmitTaskRequest is the body of POST /v1/tasks.
+type SubmitTaskRequest struct {
+	TaskFields
+	Key   string `json:"key,omitempty"`   // idempotency key
+	Trace string `json:"trace,omitempty"` // trace id, optional (extension)
+}
+
+// GroupTask is one task of a group body.
+type GroupTask struct {
+	Name string `json:"name,omitempty"` // unique within the group; required in dag mode
+	TaskFields
+	Deps []string `json:"deps,omitempty"` // names of tasks of the same group (dag mode only)
+}
+
+// SubmitGroupRequest is the body of POST /v1/groups. Modes dag and parallel
+// use Tasks; mode pipeline uses Stages instead.
+type SubmitGroupRequest struct {
+	Mode   string        `json:"mode"`             // "dag", "parallel" or "pipeline"
+	Key    string        `json:"key,omitempty"`    // idempotency key
+	Trace  string        `json:"trace,omitempty"`  // trace id, optional (extension)
+	Tasks  []GroupTask   `json:"tasks,omitempty"`  // dag, parallel
+	Stages [][]GroupTask `json:"stages,omitempty"` // pipeline: stage i+1 starts when stage i succeeded
+}
+
+// SubmitTaskResponse is the body of a successful POST /v1/tasks.
+type SubmitTaskResponse struct {
+	ID    string `json:"id"`    // the task id
+	Group string `json:"group"` // its group of one
+	// Created is false when the request repeated an earlier key (HTTP 200
+	// instead of 201). It is not part of the body.
+	Created bool `json:"-"`
+}
+
+// SubmitGroupResponse is the body of a successful POST /v1/groups.
+type SubmitGroupResponse struct {
+	Group string            `json:"group"` // the group id
+	Tasks map[string]string `json:"tasks"` // task name -> task id
+	// Created is false when the request repeated an earlier key (HTTP 200
+	// instead of 201). It is not part of the body.
+	Created bool `json:"-"`
+}
+
+// Task is a task as GET /v1/tasks/{id} returns it. Times are RFC 3339 with
+// nanoseconds, null when not (yet) reached.
+type Task struct {
+	ID         string          `json:"id"`
+	Group      string          `json:"group"`
+	Name       string          `json:"name,omitempty"`
+	Handler    string          `json:"handler"`
+	State      string          `json:"state"` // PENDING READY RUNNING WAITING SUCCEEDED FAILED CANCELED
+	Priority   int32           `json:"priority"`
+	Attempt    int             `json:"attempt"` // handler attempts that finished
+	Round      uint64          `json:"round"`   // current lease round, 0 = never leased
+	Peer       string          `json:"peer"`    // holder of the current or last lease
+	Result     json.RawMessage `json:"result"`  // SUCCEEDED: the handler's result, else null
+	Error      *string         `json:"error"`   // FAILED / CANCELED: why, else null
+	Deps       []string        `json:"deps,omitempty"`
+	CreatedAt  *time.Time      `json:"created_at"`
+	StartedAt  *time.Time      `json:"started_at"`
+	FinishedAt *time.Time      `json:"finished_at"`
+	NotBefore  *time.Time      `json:"not_before,omitempty"` // WAITING: when it becomes READY
+}
+
+// Group is a group as GET /v1/groups/{id} returns it.
+type Group struct {
+	ID         string         `json:"id"`
+	Mode       string         `json:"mode"`
+	State      string         `json:"state"` // RUNNING SUCCEEDED FAILED CANCELED
+	Key        string         `json:"key,omitempty"`
+	Trace      string         `json:"trace,omitempty"`
+	Total      int            `json:"total"`  // number of tasks (extension)
+	Counts     map[string]int `json:"counts"` // state name -> tasks in it; zero counts omitted
+	Tasks      []Task         `json:"tasks"`  // submission order; omitted with ?tasks=false
+	CreatedAt  *time.Time     `json:"created_at"`
+	FinishedAt *time.Time     `json:"finished_at"`
+}
+
+// Event is one entry of a task's history.
+type Event struct {
+	Seq   int        `json:"seq"`  // 1-based within the task
+	Type  string     `json:"type"` // submitted, leased, renewed, succeeded, ...
+	At    *time.Time `json:"at"`
+	Round uint64     `json:"round"`
+	Peer  string     `json:"peer"`
+	Error string     `json:"error,omitempty"`
+	By    string     `json:"by,omitempty"` // canceled: who asked
+}
+
+// Events is the body of GET /v1/tasks/{id}/events.
+type Events struct {
+	Events []Event `json:"events"`
+}
+
+// ErrorBody is the body of every 4xx and 5xx response.
+type ErrorBody struct {
+	Error *Error `json:"error"`
+}
+
+// Health is the body of GET /healthz.
+type Health struct {
+	Status string `json:"status"` // "ok"
+}
+
+// Error codes of the error body.
+const (
+	CodeInvalidArgument = "invalid_argument"   // 400
+	CodeUnauthenticated = "unauthenticated"    // 401
+	CodeNotFound        = "not_found"          // 404
+	CodeMethodNotAllow  = "method_not_allowed" // 405 (extension)
+	CodeConflict        = "conflict"           // 409
+	CodePayloadTooLarge = "payload_too_large"  // 413
+	CodeInternal        = "internal"           // 500
+	CodeUnavailable     = "unavailable"        // 503
+)
+
+// timePtr returns nil for the zero time, else t in UTC.
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// NewTask converts a task view to its wire form.
+func NewTask(v shard.TaskView) Task {
+	t := Task{
+		ID:         string(v.ID),
+		Group:      string(v.Group),
+		Name:       v.Name,
+		Handler:    v.Handler,
+		State:      v.State.String(),
+		Priority:   v.Priority,
+		Attempt:    v.Attempt,
+		Round:      uint64(v.Round),
+		Peer:       shard.HolderPeer(v.Holder),
+		CreatedAt:  timePtr(v.CreatedAt),
+		StartedAt:  timePtr(v.StartedAt),
+		FinishedAt: timePtr(v.FinishedAt),
+		NotBefore:  timePtr(v.NotBefore),
+	}
+	if len(v.Result) > 0 && json.Valid(v.Result) {
+		t.Result = json.RawMessage(v.Result)
+	}
+	if v.Error != "" {
+		e := v.Error
+		t.Error = &e
+	}
+	for _, d := range v.Deps {
+		t.Deps = append(t.Deps, string(d))
+	}
+	return t
+}
+
+// NewGroup converts a group view to its wire form; withTasks=false leaves
+// the task list empty (for cheap progress polling).
+func NewGroup(v shard.GroupView, withTasks bool) Group {
+	g := Group{
+		ID:         string(v.ID),
+		Mode:       v.Mode.String(),
+		State:      v.State.String(),
+		Key:        v.Key,
+		Trace:      v.Trace,
+		Total:      len(v.Tasks),
+		Counts:     make(map[string]int, len(v.Counts)),
+		Tasks:      []Task{},
+		CreatedAt:  timePtr(v.CreatedAt),
+		FinishedAt: timePtr(v.FinishedAt),
+	}
+	counted := 0
+	for _, s := range slices.Sorted(maps.Keys(v.Counts)) {
+		if n := v.Counts[s]; n > 0 {
+			g.Counts[s.String()] = n
+			counted += n
+		}
+	}
+	g.Total = max(g.Total, counted)
+	if withTasks {
+		g.Tasks = make([]Task, 0, len(v.Tasks))
+		for _, tv := range v.Tasks {
+			g.Tasks = append(g.Tasks, NewTask(tv))
+		}
+	}
+	return g
+}
+
+// NewEvents converts a task's history to its wire form.
+func NewEvents(evs []shard.TaskEvent) Events {
+	out := Events{Events: make([]Event, 0, len(evs))}
+	for _, e := range evs {
+		out.Events = append(out.Events, Event{
+			Seq:   e.Seq,
+			Type:  e.Type.String(),
+			At:    timePtr(e.At),
+			Round: uint64(e.Round),
+			Peer:  shard.HolderPeer(e.Holder),
+			Error: e.Error,
+			By:    e.By,
+		})
+	}
+	return out
+}

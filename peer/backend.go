@@ -1,0 +1,156 @@
+package peer
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"time"
+
+	"github.com/needle-mesh/needle/peer/api"
+	"github.com/needle-mesh/needle/shard"
+)
+
+// backend serves the HTTP API (api.Backend) by sending commands into the
+// peer's loop.
+type backend struct{ p *Peer }
+
+var _ api.Backend = backend{}
+
+// GroupIDFor returns the group id of a submission: derived from the
+// idempotency key when there is one (so a repeat lands on the same group,
+// in the same partition, without a key index), random otherwise.
+func GroupIDFor(key string) shard.GroupID {
+	if key == "" {
+		return shard.GroupID("g" + randomHex(12))
+	}
+	sum := sha256.Sum256([]byte(key))
+	return shard.GroupID("k" + hex.EncodeToString(sum[:12]))
+}
+
+func (b backend) Submit(ctx context.Context, spec *shard.GroupSpec) (api.SubmitResult, error) {
+	spec.ID = GroupIDFor(spec.Key)
+	if spec.Trace == "" {
+		spec.Trace = randomHex(8)
+	}
+	r, err := b.p.call(ctx, command{submit: spec})
+	if err != nil {
+		return api.SubmitResult{}, err
+	}
+	return api.SubmitResult{Group: r.Submit.Group, Tasks: r.Submit.Tasks, Created: r.Submit.Created}, nil
+}
+
+func (b backend) Task(ctx context.Context, id shard.TaskID, wait time.Duration) (shard.TaskView, error) {
+	if wait > 0 {
+		if err := b.p.wait(ctx, &waiter{task: id}, wait); err != nil {
+			return shard.TaskView{}, err
+		}
+	}
+	var v shard.TaskView
+	err := b.p.read(ctx, func(n *Node) (err error) { v, err = n.Task(id); return err })
+	return v, err
+}
+
+func (b backend) Group(ctx context.Context, id shard.GroupID, wait time.Duration) (shard.GroupView, error) {
+	if wait > 0 {
+		if err := b.p.wait(ctx, &waiter{group: id}, wait); err != nil {
+			return shard.GroupView{}, err
+		}
+	}
+	var v shard.GroupView
+	err := b.p.read(ctx, func(n *Node) (err error) { v, err = n.Group(id); return err })
+	return v, err
+}
+
+func (b backend) TaskEvents(ctx context.Context, id shard.TaskID) ([]shard.TaskEvent, error) {
+	var evs []shard.TaskEvent
+	err := b.p.read(ctx, func(n *Node) (err error) { evs, err = n.TaskEvents(id); return err })
+	return evs, err
+}
+
+func (b backend) CancelTask(ctx context.Context, id shard.TaskID, by string) (shard.TaskView, error) {
+	if _, err := b.p.call(ctx, command{cancelG: id.Group(), cancelT: id, by: by}); err != nil {
+		return shard.TaskView{}, err
+	}
+	return b.Task(ctx, id, 0)
+}
+
+func (b backend) CancelGroup(ctx context.Context, id shard.GroupID, by string) (shard.GroupView, error) {
+	if _, err := b.p.call(ctx, command{cancelG: id, by: by}); err != nil {
+		return shard.GroupView{}, err
+	}
+	return b.Group(ctx, id, 0)
+}
+
+// call sends a request into the loop and waits for its reply.
+func (p *Peer) call(ctx context.Context, c command) (Reply, error) {
+	c.reply = make(chan Reply, 1)
+	if err := p.send(ctx, c); err != nil {
+		return Reply{}, err
+	}
+	select {
+	case r := <-c.reply:
+		return r, mapErr(r.Err)
+	case <-ctx.Done():
+		return Reply{}, ctx.Err()
+	case <-p.closed:
+		return Reply{}, api.ErrUnavailable
+	}
+}
+
+// read runs f on the loop goroutine and waits for it.
+func (p *Peer) read(ctx context.Context, f func(n *Node) error) error {
+	done := make(chan error, 1)
+	if err := p.send(ctx, command{query: func(n *Node) { done <- f(n) }}); err != nil {
+		return err
+	}
+	select {
+	case err := <-done:
+		return mapErr(err)
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.closed:
+		return api.ErrUnavailable
+	}
+}
+
+// wait parks a waiter in the loop until its target is terminal, the wait
+// passes, or the client goes away. Passing the wait is not an error.
+func (p *Peer) wait(ctx context.Context, w *waiter, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	w.ctx = ctx
+	w.done = make(chan struct{})
+	if err := p.send(ctx, command{wait: w}); err != nil {
+		return nil
+	}
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+	case <-p.closed:
+		return api.ErrUnavailable
+	}
+	return nil
+}
+
+func (p *Peer) send(ctx context.Context, c command) error {
+	select {
+	case p.inbox <- c:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-p.closed:
+		return api.ErrUnavailable
+	}
+}
+
+// mapErr turns the node's errors into the API's kinds.
+func mapErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrStopped):
+		return errors.Join(api.ErrUnavailable, err)
+	}
+	return err
+}

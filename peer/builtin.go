@@ -1,0 +1,234 @@
+package peer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"time"
+)
+
+// defaultMaxOutput is BuiltinConfig.MaxOutput when it is zero.
+const defaultMaxOutput = 1 << 20
+
+// BuiltinConfig configures the built-in handlers. The zero value is valid:
+// exec and http then refuse every request, because their allow-lists are
+// empty.
+type BuiltinConfig struct {
+	// Exec maps a command name usable in an exec task's payload to the argv
+	// prefix it runs. argv[0] is an absolute path, or a name looked up in
+	// PATH once, at registration. Only these commands can run; the request
+	// only appends arguments and is never passed through a shell.
+	// Default: empty (exec refuses every command).
+	Exec map[string][]string
+	// HTTPAllow lists the URL prefixes an http task may POST to: scheme,
+	// host[:port] and a path prefix. Targets are compared after parsing and
+	// normalising (lower-case scheme and host, default port, path.Clean),
+	// with a "/" boundary: "http://127.0.0.1:9000/hooks/" allows
+	// "http://127.0.0.1:9000/hooks/x" but neither ".../hooksX" nor
+	// ".../hooks/../admin". Default: empty (http refuses every URL).
+	HTTPAllow []string
+	// HTTPClient sends the http tasks' requests. Default (nil): a client
+	// with a 30 s timeout that follows at most 10 redirects, and only to
+	// URLs on HTTPAllow. A custom client is used as is, redirects included.
+	HTTPClient *http.Client
+	// MaxOutput bounds, in bytes, each of exec's captured stdout and stderr
+	// and the response body read by http. More is a permanent error, never
+	// a silent truncation. Default (0): 1 MiB.
+	MaxOutput int
+}
+
+// Validate reports a configuration that RegisterBuiltins would reject,
+// other than an exec command missing from PATH.
+func (c BuiltinConfig) Validate() error {
+	if c.MaxOutput < 0 {
+		return fmt.Errorf("peer: builtins: MaxOutput %d is negative", c.MaxOutput)
+	}
+	for name, argv := range c.Exec {
+		if name == "" || len(argv) == 0 || argv[0] == "" {
+			return fmt.Errorf("peer: builtins: exec command %q: empty name or argv", name)
+		}
+	}
+	for _, s := range c.HTTPAllow {
+		if _, err := parseAllowPrefix(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// builtins holds the resolved configuration shared by exec and http.
+type builtins struct {
+	exec      map[string][]string // command name -> argv, argv[0] absolute
+	allow     []allowPrefix       // parsed HTTPAllow
+	client    *http.Client        // never nil
+	maxOutput int                 // bytes, > 0
+}
+
+// RegisterBuiltins registers echo, sleep, fail, exec and http in r. It
+// resolves the exec commands in PATH and parses the http allow-list now,
+// so a bad configuration fails here rather than on the first task.
+func RegisterBuiltins(r *Registry, cfg BuiltinConfig) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	b := &builtins{maxOutput: cfg.MaxOutput, client: cfg.HTTPClient}
+	if b.maxOutput == 0 {
+		b.maxOutput = defaultMaxOutput
+	}
+	var err error
+	if b.exec, err = resolveExec(cfg.Exec); err != nil {
+		return err
+	}
+	for _, s := range cfg.HTTPAllow {
+		p, _ := parseAllowPrefix(s) // checked by Validate
+		b.allow = append(b.allow, p)
+	}
+	if b.client == nil {
+		b.client = b.defaultClient()
+	}
+	handlers := []struct {
+		name string
+		h    HandlerFunc
+	}{
+		{"echo", echoHandler},
+		{"sleep", sleepHandler},
+		{"fail", failHandler},
+		{"exec", b.execHandler},
+		{"http", b.httpHandler},
+	}
+	for _, e := range handlers {
+		if err := r.Register(e.name, e.h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// echoHandler returns the payload, or null when it is empty.
+func echoHandler(_ context.Context, c Call) ([]byte, error) {
+	if len(bytes.TrimSpace(c.Payload)) == 0 {
+		return []byte("null"), nil
+	}
+	return bytes.Clone(c.Payload), nil
+}
+
+// sleepPayload is the sleep handler's payload in its object form.
+type sleepPayload struct {
+	MS *float64 `json:"ms"` // milliseconds, >= 0
+}
+
+// sleepHandler waits for the payload's ms, or until ctx is done.
+func sleepHandler(ctx context.Context, c Call) ([]byte, error) {
+	d, err := parseSleep(c.Payload)
+	if err != nil {
+		return nil, err
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return bytes.Clone(c.Payload), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// parseSleep decodes {"ms": N} or a bare N into a duration.
+func parseSleep(payload []byte) (time.Duration, error) {
+	trimmed := bytes.TrimSpace(payload)
+	var ms float64
+	if len(trimmed) > 0 && trimmed[0] == '{' {
+		var p sleepPayload
+		if err := decodePayload("sleep", trimmed, &p); err != nil {
+			return 0, err
+		}
+		if p.MS == nil {
+			return 0, Permanent(errors.New(`sleep: payload field "ms" is required`))
+		}
+		ms = *p.MS
+	} else if err := json.Unmarshal(trimmed, &ms); err != nil {
+		return 0, Permanent(fmt.Errorf(`sleep: payload field "ms": want a number of milliseconds, got %.40q`, trimmed))
+	}
+	const maxMS = float64(math.MaxInt64 / int64(time.Millisecond))
+	if ms < 0 || ms > maxMS || math.IsNaN(ms) {
+		return 0, Permanent(fmt.Errorf(`sleep: payload field "ms": %v is out of range [0, %.0f]`, ms, maxMS))
+	}
+	return time.Duration(ms * float64(time.Millisecond)), nil
+}
+
+// failPayload is the fail handler's payload.
+type failPayload struct {
+	Permanent bool   `json:"permanent"` // wrap the error in Permanent
+	Message   string `json:"message"`   // error text; default "fail handler"
+}
+
+// failHandler always fails, permanently if the payload asks for it.
+func failHandler(_ context.Context, c Call) ([]byte, error) {
+	var p failPayload
+	if len(bytes.TrimSpace(c.Payload)) > 0 {
+		if err := decodePayload("fail", c.Payload, &p); err != nil {
+			return nil, err
+		}
+	}
+	if p.Message == "" {
+		p.Message = "fail handler"
+	}
+	err := errors.New(p.Message)
+	if p.Permanent {
+		return nil, Permanent(err)
+	}
+	return nil, err
+}
+
+// decodePayload strictly decodes a JSON object payload into v (unknown
+// fields and trailing data are errors). Its errors are permanent and name
+// the handler and, where known, the field.
+func decodePayload(handler string, payload []byte, v any) error {
+	if len(bytes.TrimSpace(payload)) == 0 {
+		return Permanent(fmt.Errorf("%s: payload is empty; want a JSON object", handler))
+	}
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("trailing data after the JSON object")
+	}
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		return Permanent(fmt.Errorf("%s: payload field %q: want %s, got %s",
+			handler, typeErr.Field, typeErr.Type, typeErr.Value))
+	default:
+		return Permanent(fmt.Errorf("%s: payload: %w", handler, err))
+	}
+}
+
+// capBuffer collects at most limit bytes. A write past the limit fails,
+// sets over and calls onOver (once), so output is never silently cut.
+type capBuffer struct {
+	buf    bytes.Buffer
+	limit  int
+	over   bool
+	onOver func() // may be nil
+}
+
+// errOutputLimit is returned by capBuffer.Write past the limit.
+var errOutputLimit = errors.New("peer: output limit exceeded")
+
+// Write implements io.Writer.
+func (b *capBuffer) Write(p []byte) (int, error) {
+	if b.over || b.buf.Len()+len(p) > b.limit {
+		if !b.over && b.onOver != nil {
+			b.onOver()
+		}
+		b.over = true
+		return 0, errOutputLimit
+	}
+	return b.buf.Write(p)
+}

@@ -1,0 +1,166 @@
+package peer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// execWaitDelay bounds how long exec waits for the child's output pipes to
+// close after it was killed or exited.
+const execWaitDelay = 2 * time.Second
+
+// execStderrTail bounds the stderr excerpt in an ExecExitError, in bytes.
+const execStderrTail = 512
+
+// execPayload is the exec handler's payload.
+type execPayload struct {
+	Command string            `json:"command"` // a key of BuiltinConfig.Exec
+	Args    []string          `json:"args"`    // appended to the argv prefix, never parsed
+	Stdin   *string           `json:"stdin"`   // optional; default: no input
+	Env     map[string]string `json:"env"`     // optional; added to the peer's environment
+}
+
+// execResult is the exec handler's result.
+type execResult struct {
+	ExitCode int    `json:"exit_code"`
+	Stdout   string `json:"stdout"`
+	Stderr   string `json:"stderr"`
+}
+
+// ExecExitError is the (retryable) error of an exec task whose command
+// exited with a non-zero status or was killed by a signal.
+type ExecExitError struct {
+	Command    string // the payload's command name
+	Code       int    // exit status; -1 if killed by a signal
+	StderrTail string // the last <= 512 bytes of stderr
+}
+
+func (e *ExecExitError) Error() string {
+	return fmt.Sprintf("exec: %s exited with code %d: %s", e.Command, e.Code, e.StderrTail)
+}
+
+// resolveExec copies the exec allow-list, resolving each argv[0] in PATH.
+func resolveExec(cmds map[string][]string) (map[string][]string, error) {
+	out := make(map[string][]string, len(cmds))
+	for name, argv := range cmds {
+		path, err := exec.LookPath(argv[0])
+		if err != nil {
+			return nil, fmt.Errorf("peer: builtins: exec command %q: %w", name, err)
+		}
+		if !filepath.IsAbs(path) {
+			return nil, fmt.Errorf("peer: builtins: exec command %q: %q does not resolve to an absolute path", name, argv[0])
+		}
+		resolved := slices.Clone(argv)
+		resolved[0] = path
+		out[name] = resolved
+	}
+	return out, nil
+}
+
+// execDeniedEnv lists variables a request may not set: they make the
+// dynamic loader or a shell run code the allow-list did not name.
+var execDeniedEnv = []string{"BASH_ENV", "ENV", "IFS", "PATH", "PS4", "SHELLOPTS", "BASHOPTS", "GCONV_PATH"}
+
+// execDeniedEnvPrefix lists prefixes of such variables.
+var execDeniedEnvPrefix = []string{"LD_", "DYLD_", "BASH_FUNC_"}
+
+// execArgv validates the payload against the allow-list and returns the argv.
+func (b *builtins) execArgv(p *execPayload) ([]string, error) {
+	prefix, ok := b.exec[p.Command]
+	if !ok {
+		return nil, Permanent(fmt.Errorf("exec: command %q is not on this peer's allow-list", p.Command))
+	}
+	for i, a := range p.Args {
+		if strings.ContainsRune(a, 0) {
+			return nil, Permanent(fmt.Errorf("exec: payload field \"args\"[%d] contains a NUL byte", i))
+		}
+	}
+	for k, v := range p.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+			return nil, Permanent(fmt.Errorf("exec: payload field \"env\": invalid variable %q", k))
+		}
+		if slices.Contains(execDeniedEnv, k) || slices.ContainsFunc(execDeniedEnvPrefix, func(pre string) bool {
+			return strings.HasPrefix(k, pre)
+		}) {
+			return nil, Permanent(fmt.Errorf("exec: payload field \"env\": variable %q may not be set by a task", k))
+		}
+	}
+	return append(slices.Clone(prefix), p.Args...), nil
+}
+
+// execHandler runs an allow-listed command and returns its exit code and
+// output. The command's whole process group is killed when ctx is done.
+func (b *builtins) execHandler(ctx context.Context, c Call) ([]byte, error) {
+	var p execPayload
+	if err := decodePayload("exec", c.Payload, &p); err != nil {
+		return nil, err
+	}
+	argv, err := b.execArgv(&p)
+	if err != nil {
+		return nil, err
+	}
+	// runCtx is also canceled when output overflows, to stop the child.
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cmd := exec.CommandContext(runCtx, argv[0], argv[1:]...)
+	setProcessGroup(cmd)
+	cmd.WaitDelay = execWaitDelay
+	if p.Stdin != nil {
+		cmd.Stdin = strings.NewReader(*p.Stdin)
+	}
+	if len(p.Env) > 0 {
+		cmd.Env = os.Environ()
+		for k, v := range p.Env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
+	stdout := &capBuffer{limit: b.maxOutput, onOver: cancel}
+	stderr := &capBuffer{limit: b.maxOutput, onOver: cancel}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	runErr := cmd.Run()
+	return b.execOutcome(ctx, p.Command, runErr, stdout, stderr)
+}
+
+// execOutcome turns a finished command into the handler's result or error.
+func (b *builtins) execOutcome(ctx context.Context, name string, runErr error, stdout, stderr *capBuffer) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("exec: %s: %w", name, err)
+	}
+	for _, s := range []struct {
+		name string
+		buf  *capBuffer
+	}{{"stdout", stdout}, {"stderr", stderr}} {
+		if s.buf.over {
+			return nil, Permanent(fmt.Errorf("exec: %s: %s exceeds %d bytes", name, s.name, b.maxOutput))
+		}
+	}
+	var exitErr *exec.ExitError
+	if errors.As(runErr, &exitErr) {
+		return nil, &ExecExitError{Command: name, Code: exitErr.ExitCode(), StderrTail: tail(stderr.buf.String(), execStderrTail)}
+	}
+	if runErr != nil {
+		return nil, fmt.Errorf("exec: %s: %w", name, runErr)
+	}
+	return json.Marshal(execResult{Stdout: stdout.buf.String(), Stderr: stderr.buf.String()})
+}
+
+// tail returns the last <= n bytes of s, starting on a rune boundary and
+// with surrounding white space trimmed.
+func tail(s string, n int) string {
+	if len(s) > n {
+		s = s[len(s)-n:]
+		for len(s) > 0 && !utf8.RuneStart(s[0]) {
+			s = s[1:]
+		}
+	}
+	return strings.TrimSpace(s)
+}

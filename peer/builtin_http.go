@@ -1,0 +1,217 @@
+package peer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const (
+	// httpTimeout is the default client's whole-request timeout.
+	httpTimeout = 30 * time.Second
+	// httpMaxRedirects bounds the redirects the default client follows.
+	httpMaxRedirects = 10
+	// httpExcerpt bounds the response body quoted in an error, in bytes.
+	httpExcerpt = 256
+)
+
+// errHTTPRefused marks a URL (or redirect) off the allow-list.
+var errHTTPRefused = errors.New("http: refused")
+
+// httpPayload is the http handler's payload.
+type httpPayload struct {
+	URL     string            `json:"url"`     // must be under a BuiltinConfig.HTTPAllow prefix
+	Body    json.RawMessage   `json:"body"`    // sent as is; default null
+	Headers map[string]string `json:"headers"` // optional; Content-Type is always application/json
+}
+
+// allowPrefix is one parsed, normalised BuiltinConfig.HTTPAllow entry.
+type allowPrefix struct {
+	scheme string // "http" or "https"
+	host   string // lower-case host name, without brackets
+	port   string // decimal, default filled in
+	path   string // path.Clean-ed, no trailing slash except for "/"
+}
+
+// parseAllowPrefix parses an HTTPAllow entry.
+func parseAllowPrefix(s string) (allowPrefix, error) {
+	u, err := url.Parse(s)
+	if err == nil && (u.RawQuery != "" || u.Fragment != "") {
+		err = errors.New("query or fragment not allowed")
+	}
+	var p allowPrefix
+	if err == nil {
+		p, err = normaliseURL(u)
+	}
+	if err != nil {
+		return allowPrefix{}, fmt.Errorf("peer: builtins: HTTPAllow %q: %w", s, err)
+	}
+	return p, nil
+}
+
+// normaliseURL checks that u is an absolute http(s) URL without userinfo
+// and returns its comparable form.
+func normaliseURL(u *url.URL) (allowPrefix, error) {
+	p := allowPrefix{scheme: strings.ToLower(u.Scheme), host: strings.ToLower(u.Hostname())}
+	switch {
+	case p.scheme != "http" && p.scheme != "https":
+		return p, errors.New("scheme must be http or https")
+	case u.Opaque != "" || p.host == "":
+		return p, errors.New("missing host")
+	case u.User != nil:
+		return p, errors.New("userinfo not allowed")
+	case strings.ContainsAny(u.Path, "\\\x00"):
+		return p, errors.New("backslash or NUL in path")
+	}
+	p.port = u.Port()
+	if p.port == "" {
+		p.port = map[string]string{"http": "80", "https": "443"}[p.scheme]
+	}
+	n, err := strconv.ParseUint(p.port, 10, 16)
+	if err != nil {
+		return p, fmt.Errorf("bad port %q", p.port)
+	}
+	p.port = strconv.FormatUint(n, 10)
+	p.path = path.Clean("/" + u.Path)
+	return p, nil
+}
+
+// under reports whether t lies under prefix p, on a "/" boundary.
+func (p allowPrefix) under(t allowPrefix) bool {
+	if p.scheme != t.scheme || p.host != t.host || p.port != t.port {
+		return false
+	}
+	return p.path == "/" || t.path == p.path || strings.HasPrefix(t.path, p.path+"/")
+}
+
+// allowedURL checks u against the allow-list and returns the URL to send:
+// u with its path cleaned (so the server sees the path that was checked)
+// and without userinfo or fragment.
+func (b *builtins) allowedURL(u *url.URL) (*url.URL, error) {
+	t, err := normaliseURL(u)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", errHTTPRefused, err)
+	}
+	for _, p := range b.allow {
+		if p.under(t) {
+			out := &url.URL{Scheme: t.scheme, Host: u.Host, Path: t.path, RawQuery: u.RawQuery}
+			if strings.HasSuffix(u.Path, "/") && t.path != "/" {
+				out.Path += "/"
+			}
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %s://%s%s is not under an allowed prefix", errHTTPRefused, t.scheme, u.Host, t.path)
+}
+
+// defaultClient is the client used when BuiltinConfig.HTTPClient is nil.
+func (b *builtins) defaultClient() *http.Client {
+	return &http.Client{
+		Timeout: httpTimeout,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= httpMaxRedirects {
+				return fmt.Errorf("%w: more than %d redirects", errHTTPRefused, httpMaxRedirects)
+			}
+			_, err := b.allowedURL(req.URL)
+			return err
+		},
+	}
+}
+
+// validHeader reports whether k: v may be sent as a request header.
+func validHeader(k, v string) bool {
+	if k == "" || strings.ContainsAny(v, "\r\n\x00") {
+		return false
+	}
+	for _, c := range []byte(k) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// httpHandler POSTs the payload's body to an allow-listed URL.
+func (b *builtins) httpHandler(ctx context.Context, c Call) ([]byte, error) {
+	var p httpPayload
+	if err := decodePayload("http", c.Payload, &p); err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(p.URL)
+	if err != nil {
+		return nil, Permanent(fmt.Errorf("http: payload field \"url\": %w", err))
+	}
+	if u, err = b.allowedURL(u); err != nil {
+		return nil, Permanent(err)
+	}
+	body := []byte(p.Body)
+	if len(body) == 0 {
+		body = []byte("null")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, Permanent(fmt.Errorf("http: %w", err))
+	}
+	for k, v := range p.Headers {
+		if !validHeader(k, v) {
+			return nil, Permanent(fmt.Errorf("http: payload field \"headers\": invalid header %q", k))
+		}
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	where := u.Scheme + "://" + u.Host + u.Path // no query: it may hold secrets
+	resp, err := b.client.Do(req)
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("http: POST %s: %w", where, ctx.Err())
+	case errors.Is(err, errHTTPRefused):
+		return nil, Permanent(fmt.Errorf("http: POST %s: %w", where, err))
+	default:
+		return nil, fmt.Errorf("http: POST %s: %w", where, err)
+	}
+	defer resp.Body.Close()
+	return b.httpOutcome(where, resp)
+}
+
+// httpOutcome maps a response to the handler's result or error: 2xx is a
+// result, 5xx, 408 (request timeout) and 429 (too many requests) a
+// retryable error, anything else a permanent one.
+func (b *builtins) httpOutcome(where string, resp *http.Response) ([]byte, error) {
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, httpExcerpt))
+		err := fmt.Errorf("http: POST %s: status %d: %q", where, resp.StatusCode,
+			strings.ToValidUTF8(string(excerpt), "\uFFFD"))
+		if resp.StatusCode >= 500 && resp.StatusCode <= 599 ||
+			resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusTooManyRequests {
+			return nil, err
+		}
+		return nil, Permanent(err)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, int64(b.maxOutput)+1))
+	if err != nil {
+		return nil, fmt.Errorf("http: POST %s: reading response: %w", where, err)
+	}
+	if len(data) > b.maxOutput {
+		return nil, Permanent(fmt.Errorf("http: POST %s: response body exceeds %d bytes", where, b.maxOutput))
+	}
+	switch {
+	case len(bytes.TrimSpace(data)) == 0:
+		return []byte("null"), nil
+	case json.Valid(data):
+		return data, nil
+	default:
+		return json.Marshal(string(data))
+	}
+}

@@ -1,0 +1,389 @@
+package peer
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// MustBuiltins returns a registry with the built-ins registered per cfg.
+func MustBuiltins(tb testing.TB, cfg BuiltinConfig) *Registry {
+	tb.Helper()
+	r := NewRegistry()
+	if err := RegisterBuiltins(r, cfg); err != nil {
+		tb.Fatalf("RegisterBuiltins: %v", err)
+	}
+	return r
+}
+
+// runBuiltin runs handler name of r on payload.
+func runBuiltin(ctx context.Context, tb testing.TB, r *Registry, name, payload string) ([]byte, error) {
+	tb.Helper()
+	h, ok := r.Lookup(name)
+	if !ok {
+		tb.Fatalf("Lookup(%q) = false", name)
+	}
+	var p []byte
+	if payload != "" {
+		p = []byte(payload)
+	}
+	return h(ctx, Call{Task: "t1", Round: 1, Attempt: 1, Payload: p})
+}
+
+// errCase is the expected outcome of one handler call.
+type errCase struct {
+	name      string
+	payload   string
+	want      string // result, when wantErr is ""
+	wantErr   string // substring of the error
+	permanent bool   // want IsPermanent(err), when wantErr != ""
+}
+
+// checkCases runs the table against handler name.
+func checkCases(t *testing.T, r *Registry, handler string, cases []errCase) {
+	t.Helper()
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := runBuiltin(t.Context(), t, r, handler, tt.payload)
+			if tt.wantErr == "" {
+				if err != nil || string(got) != tt.want {
+					t.Fatalf("%s(%s) = %s, %v; want %s, nil", handler, tt.payload, got, err, tt.want)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("%s(%s) error = %v; want one containing %q", handler, tt.payload, err, tt.wantErr)
+			}
+			if IsPermanent(err) != tt.permanent {
+				t.Fatalf("%s(%s): IsPermanent(%v) = %v; want %v", handler, tt.payload, err, !tt.permanent, tt.permanent)
+			}
+		})
+	}
+}
+
+func TestBuiltinEcho(t *testing.T) {
+	r := MustBuiltins(t, BuiltinConfig{})
+	checkCases(t, r, "echo", []errCase{
+		{name: "object", payload: `{"a":[1,2,"x"]}`, want: `{"a":[1,2,"x"]}`},
+		{name: "string", payload: `"hi"`, want: `"hi"`},
+		{name: "empty", payload: "", want: "null"},
+		{name: "blank", payload: " \n", want: "null"},
+	})
+}
+
+func TestBuiltinSleep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := MustBuiltins(t, BuiltinConfig{})
+		start := time.Now()
+		got, err := runBuiltin(t.Context(), t, r, "sleep", `{"ms": 20}`)
+		if err != nil || string(got) != `{"ms": 20}` {
+			t.Fatalf("sleep = %s, %v; want the payload, nil", got, err)
+		}
+		if d := time.Since(start); d != 20*time.Millisecond {
+			t.Fatalf("sleep took %v; want 20ms", d)
+		}
+	})
+	r := MustBuiltins(t, BuiltinConfig{})
+	checkCases(t, r, "sleep", []errCase{
+		{name: "bare number", payload: "1", want: "1"},
+		{name: "zero", payload: `{"ms":0}`, want: `{"ms":0}`},
+		{name: "negative", payload: `{"ms":-1}`, wantErr: `"ms"`, permanent: true},
+		{name: "bare negative", payload: `-5`, wantErr: `"ms"`, permanent: true},
+		{name: "string ms", payload: `{"ms":"20"}`, wantErr: `sleep: payload field "ms"`, permanent: true},
+		{name: "bare string", payload: `"20"`, wantErr: `sleep: payload field "ms"`, permanent: true},
+		{name: "missing ms", payload: `{}`, wantErr: `"ms" is required`, permanent: true},
+		{name: "unknown field", payload: `{"ms":1,"sec":2}`, wantErr: `unknown field "sec"`, permanent: true},
+		{name: "huge", payload: `{"ms":1e300}`, wantErr: "out of range", permanent: true},
+		{name: "empty", payload: "", wantErr: `"ms"`, permanent: true},
+	})
+}
+
+func TestBuiltinSleepCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := MustBuiltins(t, BuiltinConfig{})
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() {
+			_, err := runBuiltin(ctx, t, r, "sleep", `{"ms": 3600000}`)
+			done <- err
+		}()
+		synctest.Wait() // the handler is blocked on its timer
+		cancel()
+		err := <-done
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("sleep after cancel = %v; want context.Canceled", err)
+		}
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("sleep returned after %v; want at once", d)
+		}
+	})
+}
+
+func TestBuiltinFail(t *testing.T) {
+	r := MustBuiltins(t, BuiltinConfig{})
+	checkCases(t, r, "fail", []errCase{
+		{name: "permanent", payload: `{"permanent":true,"message":"boom"}`, wantErr: "boom", permanent: true},
+		{name: "retryable", payload: `{"permanent":false,"message":"again"}`, wantErr: "again"},
+		{name: "default message", payload: `{}`, wantErr: "fail handler"},
+		{name: "empty payload", payload: "", wantErr: "fail handler"},
+		{name: "bad field", payload: `{"permanent":"yes"}`, wantErr: `fail: payload field "permanent"`, permanent: true},
+		{name: "not json", payload: `{`, wantErr: "fail: payload", permanent: true},
+	})
+}
+
+// execConfig is the exec allow-list the exec tests use.
+func execConfig(t *testing.T) BuiltinConfig {
+	if runtime.GOOS == "windows" {
+		t.Skip("exec tests need /bin/sh")
+	}
+	return BuiltinConfig{
+		MaxOutput: 1024,
+		Exec: map[string][]string{
+			"echo":  {"/bin/echo"},
+			"greet": {"/bin/sh", "-c", `echo "hello $1"`, "sh"},
+			"exit3": {"/bin/sh", "-c", `echo partial; echo "it broke" >&2; exit 3`, "sh"},
+			"cat":   {"cat"}, // resolved in PATH
+			"env":   {"/bin/sh", "-c", `printf %s "$GREETING"`, "sh"},
+			"big":   {"/bin/sh", "-c", `i=0; while [ $i -lt 200 ]; do echo 0123456789; i=$((i+1)); done`},
+		},
+	}
+}
+
+// execOut renders an exec result for the tables.
+func execOut(stdout, stderr string) string {
+	b, _ := json.Marshal(execResult{Stdout: stdout, Stderr: stderr})
+	return string(b)
+}
+
+func TestBuiltinExec(t *testing.T) {
+	r := MustBuiltins(t, execConfig(t))
+	evil := `$(whoami); rm -rf / && echo pwned | cat > x; ` + "`id`"
+	evilArgs, _ := json.Marshal([]string{evil, "*", "'quoted'"})
+	checkCases(t, r, "exec", []errCase{
+		{name: "echo", payload: `{"command":"echo","args":["hello","world"]}`, want: execOut("hello world\n", "")},
+		{name: "metacharacters literal", payload: `{"command":"echo","args":` + string(evilArgs) + `}`,
+			want: execOut(evil+" * 'quoted'\n", "")},
+		{name: "sh -c from allow-list", payload: `{"command":"greet","args":["world; id"]}`, want: execOut("hello world; id\n", "")},
+		{name: "stdin", payload: `{"command":"cat","stdin":"line1\nline2"}`, want: execOut("line1\nline2", "")},
+		{name: "env", payload: `{"command":"env","env":{"GREETING":"hi there"}}`, want: execOut("hi there", "")},
+		{name: "non-zero exit", payload: `{"command":"exit3"}`, wantErr: "exited with code 3: it broke"},
+		{name: "not allowed", payload: `{"command":"sh","args":["-c","id"]}`,
+			wantErr: `exec: command "sh" is not on this peer's allow-list`, permanent: true},
+		{name: "shell string as command", payload: `{"command":"echo hi; id"}`, wantErr: "allow-list", permanent: true},
+		{name: "output too large", payload: `{"command":"big"}`, wantErr: "stdout exceeds 1024 bytes", permanent: true},
+		{name: "denied env", payload: `{"command":"echo","env":{"LD_PRELOAD":"/tmp/x.so"}}`, wantErr: `"LD_PRELOAD"`, permanent: true},
+		{name: "args not a list", payload: `{"command":"echo","args":"hi"}`, wantErr: `exec: payload field "args"`, permanent: true},
+		{name: "unknown field", payload: `{"command":"echo","shell":true}`, wantErr: `unknown field "shell"`, permanent: true},
+		{name: "empty payload", payload: "", wantErr: "exec: payload is empty", permanent: true},
+	})
+	_, err := runBuiltin(t.Context(), t, r, "exec", `{"command":"exit3"}`)
+	var exitErr *ExecExitError
+	if !errors.As(err, &exitErr) || exitErr.Code != 3 || exitErr.StderrTail != "it broke" {
+		t.Fatalf("exec exit3 error = %#v; want *ExecExitError{Code: 3, StderrTail: \"it broke\"}", err)
+	}
+}
+
+func TestBuiltinExecCancel(t *testing.T) {
+	cfg := execConfig(t)
+	fifo := filepath.Join(t.TempDir(), "ready")
+	if out, err := exec.Command("mkfifo", fifo).CombinedOutput(); err != nil {
+		t.Skipf("mkfifo: %v: %s", err, out)
+	}
+	// The shell starts a grandchild that holds stdout open, reports that
+	// it is running, and waits: only a process-group kill ends it quickly.
+	cfg.Exec["hang"] = []string{"/bin/sh", "-c", `sleep 30 & echo "$!" > "$1"; wait`, "sh", fifo}
+	r := MustBuiltins(t, cfg)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := runBuiltin(ctx, t, r, "exec", `{"command":"hang"}`)
+		done <- err
+	}()
+	f, err := os.OpenFile(fifo, os.O_RDWR, 0) // O_RDWR: does not block on Linux
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ready := make(chan struct{})
+	go func() {
+		bufio.NewReader(f).ReadString('\n')
+		close(ready)
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("exec returned before the child was ready: %v", err)
+	}
+	start := time.Now()
+	cancel()
+	err = <-done
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("exec after cancel = %v; want context.Canceled", err)
+	}
+	// Below execWaitDelay: the grandchild died too, closing stdout.
+	if d := time.Since(start); d >= execWaitDelay*3/4 {
+		t.Fatalf("exec returned %v after cancel; want well under %v", d, execWaitDelay)
+	}
+}
+
+// hookServer serves the http tests; admin counts hits on paths that the
+// allow-list must keep requests away from.
+func hookServer(t *testing.T, admin *atomic.Int32) *httptest.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/hooks/json", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" {
+			http.Error(w, "want a JSON POST", http.StatusBadRequest)
+			return
+		}
+		w.Write([]byte(`{"got":` + string(body) + `,"x":"` + r.Header.Get("X-Token") + `"}`))
+	})
+	mux.HandleFunc("/hooks/text", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("plain text")) })
+	mux.HandleFunc("/hooks/empty", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	mux.HandleFunc("/hooks/boom", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "db down", 500) })
+	mux.HandleFunc("/hooks/big", func(w http.ResponseWriter, r *http.Request) { w.Write(make([]byte, 2048)) })
+	mux.HandleFunc("/hooks/redirect", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/admin", http.StatusTemporaryRedirect)
+	})
+	mux.HandleFunc("/hooks/hop", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/hooks/json", http.StatusTemporaryRedirect)
+	})
+	mux.HandleFunc("/hooksX", func(w http.ResponseWriter, r *http.Request) { admin.Add(1) })
+	mux.HandleFunc("/admin", func(w http.ResponseWriter, r *http.Request) { admin.Add(1) })
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestBuiltinHTTP(t *testing.T) {
+	var admin atomic.Int32
+	srv := hookServer(t, &admin)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	r := MustBuiltins(t, BuiltinConfig{HTTPAllow: []string{srv.URL + "/hooks/"}, MaxOutput: 1024})
+	req := func(url string) string { return `{"url":"` + url + `","body":{"a":1}}` }
+	checkCases(t, r, "http", []errCase{
+		{name: "200 json", payload: `{"url":"` + srv.URL + `/hooks/json","body":[1,2],"headers":{"X-Token":"t"}}`,
+			want: `{"got":[1,2],"x":"t"}`},
+		{name: "200 text", payload: req(srv.URL + "/hooks/text"), want: `"plain text"`},
+		{name: "204", payload: req(srv.URL + "/hooks/empty"), want: "null"},
+		{name: "allowed redirect", payload: req(srv.URL + "/hooks/hop"), want: `{"got":{"a":1},"x":""}`},
+		{name: "upper-case host", payload: req("HTTP://" + strings.ToUpper(host) + "/hooks/text"), want: `"plain text"`},
+		{name: "404", payload: req(srv.URL + "/hooks/missing"), wantErr: "status 404", permanent: true},
+		{name: "500", payload: req(srv.URL + "/hooks/boom"), wantErr: `status 500: "db down\n"`},
+		{name: "too large", payload: req(srv.URL + "/hooks/big"), wantErr: "exceeds 1024 bytes", permanent: true},
+		{name: "dot-dot", payload: req(srv.URL + "/hooks/../admin"), wantErr: "not under an allowed prefix", permanent: true},
+		{name: "encoded dot-dot", payload: req(srv.URL + "/hooks/%2e%2e/admin"), wantErr: "not under", permanent: true},
+		{name: "encoded slash", payload: req(srv.URL + "/hooks%2F..%2Fadmin"), wantErr: "not under", permanent: true},
+		{name: "no boundary", payload: req(srv.URL + "/hooksX"), wantErr: "not under", permanent: true},
+		{name: "prefix itself minus slash", payload: req(srv.URL + "/hook"), wantErr: "not under", permanent: true},
+		{name: "other host", payload: req("http://evil.invalid/hooks/x"), wantErr: "not under", permanent: true},
+		{name: "other port", payload: req("http://127.0.0.1:1/hooks/x"), wantErr: "not under", permanent: true},
+		{name: "https", payload: req("https://" + host + "/hooks/json"), wantErr: "not under", permanent: true},
+		{name: "userinfo host trick", payload: req("http://" + host + "@evil.invalid/hooks/x"), wantErr: "userinfo", permanent: true},
+		{name: "userinfo on allowed host", payload: req("http://u:p@" + host + "/hooks/json"), wantErr: "userinfo", permanent: true},
+		{name: "backslash", payload: req(srv.URL + `/hooks/..\\admin`), wantErr: "backslash", permanent: true},
+		{name: "relative", payload: req("/hooks/json"), wantErr: "scheme", permanent: true},
+		{name: "redirect off list", payload: req(srv.URL + "/hooks/redirect"), wantErr: "not under", permanent: true},
+		{name: "bad header", payload: `{"url":"` + srv.URL + `/hooks/json","headers":{"A B":"c"}}`, wantErr: "invalid header", permanent: true},
+		{name: "header injection", payload: `{"url":"` + srv.URL + `/hooks/json","headers":{"A":"b\r\nX: y"}}`, wantErr: "invalid header", permanent: true},
+		{name: "url not a string", payload: `{"url":5}`, wantErr: `http: payload field "url"`, permanent: true},
+	})
+	if n := admin.Load(); n != 0 {
+		t.Fatalf("off-list handlers hit %d times; want 0", n)
+	}
+}
+
+func TestBuiltinHTTPTransportError(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	target := srv.URL + "/hooks/x"
+	srv.Close() // nothing listens any more
+	r := MustBuiltins(t, BuiltinConfig{HTTPAllow: []string{srv.URL + "/hooks"}})
+	_, err := runBuiltin(t.Context(), t, r, "http", `{"url":"`+target+`"}`)
+	if err == nil || IsPermanent(err) {
+		t.Fatalf("http to a closed server = %v; want a retryable error", err)
+	}
+}
+
+func TestBuiltinRegisterErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  BuiltinConfig
+	}{
+		{"negative MaxOutput", BuiltinConfig{MaxOutput: -1}},
+		{"empty argv", BuiltinConfig{Exec: map[string][]string{"x": {}}}},
+		{"empty name", BuiltinConfig{Exec: map[string][]string{"": {"/bin/echo"}}}},
+		{"missing command", BuiltinConfig{Exec: map[string][]string{"x": {"no-such-command-needle"}}}},
+		{"relative path", BuiltinConfig{Exec: map[string][]string{"x": {"./no-such-command"}}}},
+		{"allow not a URL", BuiltinConfig{HTTPAllow: []string{"127.0.0.1:9000/hooks"}}},
+		{"allow with userinfo", BuiltinConfig{HTTPAllow: []string{"http://u@127.0.0.1/"}}},
+		{"allow with query", BuiltinConfig{HTTPAllow: []string{"http://127.0.0.1/?a=b"}}},
+		{"allow ftp", BuiltinConfig{HTTPAllow: []string{"ftp://127.0.0.1/"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := RegisterBuiltins(NewRegistry(), tt.cfg); err == nil {
+				t.Fatalf("RegisterBuiltins(%+v) = nil; want an error", tt.cfg)
+			}
+		})
+	}
+}
+
+func TestBuiltinAllowPrefix(t *testing.T) {
+	b := &builtins{}
+	for _, s := range []string{"http://127.0.0.1:9000/hooks/", "https://Example.COM", "http://h:80/a/b"} {
+		p, err := parseAllowPrefix(s)
+		if err != nil {
+			t.Fatalf("parseAllowPrefix(%q) = %v", s, err)
+		}
+		b.allow = append(b.allow, p)
+	}
+	tests := []struct {
+		url, want string // want "" = refused
+	}{
+		{"http://127.0.0.1:9000/hooks/x", "http://127.0.0.1:9000/hooks/x"},
+		{"http://127.0.0.1:9000/hooks/x/", "http://127.0.0.1:9000/hooks/x/"},
+		{"http://127.0.0.1:9000/hooks/./x//y?q=1#f", "http://127.0.0.1:9000/hooks/x/y?q=1"},
+		{"http://127.0.0.1:9000/hooks/a/../b", "http://127.0.0.1:9000/hooks/b"},
+		{"http://127.0.0.1:9000/hooks/../admin", ""},
+		{"http://127.0.0.1:9000/hooksX", ""},
+		{"http://127.0.0.1:9000@evil/hooks/x", ""},
+		{"http://127.0.0.1:09000/hooks/x", "http://127.0.0.1:09000/hooks/x"},
+		{"https://example.com:443/anything", "https://example.com:443/anything"},
+		{"http://example.com/anything", ""},
+		{"http://h/a/b/c", "http://h/a/b/c"},
+		{"http://h/a/bc", ""},
+		{"http://h/a", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.url, func(t *testing.T) {
+			u, err := url.Parse(tt.url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := b.allowedURL(u)
+			gotS := ""
+			if err == nil {
+				gotS = got.String()
+			}
+			if gotS != tt.want {
+				t.Fatalf("allowedURL(%q) = %q, %v; want %q", tt.url, gotS, err, tt.want)
+			}
+		})
+	}
+}

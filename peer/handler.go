@@ -1,0 +1,88 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// Call is what a handler receives for one attempt of a task.
+type Call struct {
+	Task    shard.TaskID
+	Round   shard.Round
+	Attempt int    // 1-based attempt number
+	Payload []byte // the task's payload (JSON)
+}
+
+// HandlerFunc runs one attempt of a task. It must return when ctx is
+// canceled (the attempt timed out, or the task was canceled). The result
+// should be JSON (the API returns it as is); a nil result is stored as
+// null. Return Permanent(err) for a failure that must not be retried.
+type HandlerFunc func(ctx context.Context, c Call) (result []byte, err error)
+
+// permanentError marks a failure that is not retried.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent wraps err so that the task fails without further attempts.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err}
+}
+
+// IsPermanent reports whether err was wrapped by Permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
+
+// Registry maps handler names to functions. It is safe for concurrent use:
+// handlers may be registered while the peer runs.
+type Registry struct {
+	mu sync.RWMutex
+	m  map[string]HandlerFunc
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{m: make(map[string]HandlerFunc)} }
+
+// Register adds or replaces a handler. The name must be non-empty.
+func (r *Registry) Register(name string, h HandlerFunc) error {
+	if name == "" || h == nil {
+		return fmt.Errorf("peer: register %q: empty name or nil handler", name)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.m[name] = h
+	return nil
+}
+
+// Lookup returns the handler registered under name.
+func (r *Registry) Lookup(name string) (HandlerFunc, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	h, ok := r.m[name]
+	return h, ok
+}
+
+// Has reports whether name is registered.
+func (r *Registry) Has(name string) bool {
+	_, ok := r.Lookup(name)
+	return ok
+}
+
+// Names returns the registered names, sorted.
+func (r *Registry) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return slices.Sorted(maps.Keys(r.m))
+}

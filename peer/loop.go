@@ -1,0 +1,193 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/wal"
+)
+
+// command is one message into the loop's inbox. Exactly one field group is
+// set; queries carry a reply channel.
+type command struct {
+	submit  *shard.GroupSpec
+	cancelG shard.GroupID
+	cancelT shard.TaskID
+	by      string
+	reply   chan Reply // for submit and cancel
+
+	query func(n *Node) // run on the loop goroutine (reads)
+
+	wait *waiter // register a waiter
+}
+
+const (
+	tickEvery   = 10 * time.Millisecond // shard timer resolution
+	inboxBatch  = 4096                  // commands taken per loop iteration
+	sweepEvery  = time.Second           // waiter cleanup
+	resultBatch = 4096
+)
+
+// loop owns the Node and the WAL. Each iteration takes what arrived (client
+// commands, handler outcomes, the clock), then hands every Ready to the
+// WAL (one batch, one sync), the workers and the waiting clients.
+func (p *Peer) loop(ctx context.Context) error {
+	ticker := time.NewTicker(tickEvery)
+	defer ticker.Stop()
+	lastSweep := time.Now()
+	if err := p.drainReady(); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case c := <-p.inbox:
+			p.node.Tick(time.Now())
+			p.handle(c)
+			p.drainInbox()
+		case o := <-p.results:
+			p.node.Tick(time.Now())
+			p.report(o)
+			p.drainInbox()
+		case now := <-ticker.C:
+			p.node.Tick(time.Now())
+			if now.Sub(lastSweep) >= sweepEvery {
+				lastSweep = now
+				p.waiters.sweep()
+				p.metrics.observe(p.node)
+			}
+		}
+		if err := p.drainReady(); err != nil {
+			return err
+		}
+	}
+}
+
+// drainInbox takes what else is waiting, bounded, so one iteration batches
+// many commands into one WAL write.
+func (p *Peer) drainInbox() {
+	for range inboxBatch {
+		select {
+		case c := <-p.inbox:
+			p.handle(c)
+		case o := <-p.results:
+			p.report(o)
+		default:
+			return
+		}
+	}
+}
+
+func (p *Peer) report(o shard.Outcome) {
+	p.mu.Lock()
+	if cancel, ok := p.cancels[o.Task]; ok {
+		cancel()
+		delete(p.cancels, o.Task)
+	}
+	p.mu.Unlock()
+	err := p.node.Report(o)
+	p.metrics.outcome(o, err)
+}
+
+func (p *Peer) handle(c command) {
+	switch {
+	case c.submit != nil:
+		req := p.node.NextRequest()
+		p.calls[req] = c.reply
+		p.node.Submit(req, c.submit)
+	case c.cancelG != "":
+		req := p.node.NextRequest()
+		p.calls[req] = c.reply
+		p.node.Cancel(req, c.cancelG, c.cancelT, c.by)
+	case c.query != nil:
+		c.query(p.node)
+	case c.wait != nil:
+		p.waiters.add(p.node, c.wait)
+	}
+}
+
+// drainReady handles Readies until the node has nothing left: persist
+// (one batch, one sync), then start and abort handlers, answer requests
+// and wake waiters, then Advance.
+func (p *Peer) drainReady() error {
+	for i := 0; p.node.HasReady(); i++ {
+		rd := p.node.Ready()
+		if err := p.persist(&rd); err != nil {
+			return err
+		}
+		for _, r := range rd.Run {
+			p.start(r)
+		}
+		p.abort(rd.Abort)
+		for _, r := range rd.Replies {
+			if ch, ok := p.calls[r.Req]; ok {
+				delete(p.calls, r.Req)
+				ch <- r
+			}
+		}
+		p.waiters.wake(p.node, rd.Changes)
+		p.metrics.ready(&rd)
+		p.node.Advance(rd)
+	}
+	return nil
+}
+
+func (p *Peer) persist(rd *Ready) error {
+	b := &rd.Persist
+	if len(b.Updates) == 0 && len(b.OutboxPut) == 0 && len(b.OutboxDel) == 0 && len(b.MetaPut) == 0 {
+		return nil
+	}
+	if err := p.append(b); err != nil {
+		return err
+	}
+	if !rd.MustSync {
+		return nil
+	}
+	start := time.Now()
+	if err := p.wal.Sync(); err != nil {
+		return fmt.Errorf("peer: wal sync: %w", err)
+	}
+	p.metrics.sync(time.Since(start))
+	return nil
+}
+
+func (p *Peer) abort(ids []shard.TaskID) {
+	if len(ids) == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, id := range ids {
+		if cancel, ok := p.cancels[id]; ok {
+			cancel()
+		}
+	}
+}
+
+// append writes a Ready's batch. A batch over the WAL's atomic write limit
+// is written one partition update at a time: each update stays atomic and
+// in order (entries before the hard state that commits them), and a crash
+// between two of them is the same as an unsynced tail, which Raft repairs.
+func (p *Peer) append(b *wal.Batch) error {
+	err := p.wal.Append(b)
+	if !errors.Is(err, wal.ErrBatchTooBig) {
+		if err != nil {
+			return fmt.Errorf("peer: wal append: %w", err)
+		}
+		return nil
+	}
+	for _, u := range b.Updates {
+		if err := p.wal.Append(&wal.Batch{Updates: []wal.Update{u}}); err != nil {
+			return fmt.Errorf("peer: wal append of partition %d (split batch): %w", u.Partition, err)
+		}
+	}
+	rest := &wal.Batch{OutboxPut: b.OutboxPut, OutboxDel: b.OutboxDel, MetaPut: b.MetaPut}
+	if err := p.wal.Append(rest); err != nil {
+		return fmt.Errorf("peer: wal append (split batch): %w", err)
+	}
+	return nil
+}

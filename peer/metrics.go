@@ -1,0 +1,96 @@
+package peer
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// metrics are the peer's Prometheus metrics; every name starts with
+// needle_. Counters are updated by the loop; gauges are refreshed from the
+// Node's stats once a second.
+type metrics struct {
+	reg        *prometheus.Registry
+	tasks      *prometheus.GaugeVec
+	readyQ     prometheus.Gauge
+	running    prometheus.Gauge
+	slots      prometheus.Gauge
+	finished   *prometheus.CounterVec
+	applied    prometheus.Counter
+	outcomes   *prometheus.CounterVec
+	runTimes   *prometheus.HistogramVec
+	walSync    prometheus.Histogram
+	partitions prometheus.Gauge
+}
+
+func newMetrics(p *Peer) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		tasks: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "needle_tasks",
+			Help: "Tasks by state in the partitions this peer owns."}, []string{"state"}),
+		readyQ: prometheus.NewGauge(prometheus.GaugeOpts{Name: "needle_ready_queue_depth",
+			Help: "READY tasks in the partitions this peer owns."}),
+		running: prometheus.NewGauge(prometheus.GaugeOpts{Name: "needle_running",
+			Help: "Tasks this peer is running."}),
+		slots: prometheus.NewGauge(prometheus.GaugeOpts{Name: "needle_slots",
+			Help: "Tasks this peer runs at once."}),
+		finished: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "needle_tasks_finished_total",
+			Help: "Tasks that reached a terminal state, by state."}, []string{"state"}),
+		applied: prometheus.NewCounter(prometheus.CounterOpts{Name: "needle_events_applied_total",
+			Help: "Committed events applied to the state."}),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "needle_outcomes_total",
+			Help: "Handler outcomes reported by this peer's workers, by result (succeeded, failed, timed_out, stale)."},
+			[]string{"result"}),
+		runTimes: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "needle_task_run_seconds",
+			Help: "Handler run time.", Buckets: prometheus.ExponentialBuckets(0.0005, 4, 12)}, []string{"handler"}),
+		walSync: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "needle_wal_sync_seconds",
+			Help: "WAL sync latency.", Buckets: prometheus.ExponentialBuckets(0.0001, 3, 12)}),
+		partitions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "needle_partitions_owned",
+			Help: "Partitions this peer leads."}),
+	}
+	m.reg.MustRegister(m.tasks, m.readyQ, m.running, m.slots, m.finished, m.applied, m.outcomes,
+		m.runTimes, m.walSync, m.partitions,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.slots.Set(float64(p.cfg.Slots))
+	return m
+}
+
+func (m *metrics) observe(n *Node) {
+	st := n.Stats()
+	for _, s := range shard.States() {
+		m.tasks.WithLabelValues(s.String()).Set(float64(st.Counts[s]))
+	}
+	m.readyQ.Set(float64(st.Ready))
+	m.running.Set(float64(st.Running))
+	m.partitions.Set(float64(st.Leading))
+}
+
+func (m *metrics) ready(rd *Ready) {
+	m.applied.Add(float64(rd.Applied))
+	for _, c := range rd.Changes {
+		m.finished.WithLabelValues(c.State.String()).Inc()
+	}
+}
+
+func (m *metrics) outcome(o shard.Outcome, err error) {
+	switch {
+	case errors.Is(err, shard.ErrStaleRound):
+		m.outcomes.WithLabelValues("stale").Inc()
+	case o.OK:
+		m.outcomes.WithLabelValues("succeeded").Inc()
+	case o.TimedOut:
+		m.outcomes.WithLabelValues("timed_out").Inc()
+	default:
+		m.outcomes.WithLabelValues("failed").Inc()
+	}
+}
+
+func (m *metrics) runTime(handler string, d time.Duration) {
+	m.runTimes.WithLabelValues(handler).Observe(d.Seconds())
+}
+
+func (m *metrics) sync(d time.Duration) { m.walSync.Observe(d.Seconds()) }

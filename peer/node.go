@@ -1,0 +1,245 @@
+package peer
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"go.etcd.io/raft/v3"
+
+	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/wal"
+)
+
+// ErrUnavailable is returned for a request this peer cannot serve now: it
+// does not lead the partition and cannot reach whoever does.
+var ErrUnavailable = errors.New("peer: unavailable")
+
+// ErrStopped is returned for requests pending when the node stops leading a
+// partition; the request may or may not have taken effect.
+var ErrStopped = errors.New("peer: leadership lost before the request committed")
+
+// NodeConfig configures a Node. Every field is an input: the Node reads no
+// clock and draws no randomness of its own.
+type NodeConfig struct {
+	// ID is this peer's id (libp2p peer id, or a name in the simulator).
+	ID string
+	// Boot is a nonce unique to this run of the peer: lease holders are
+	// "<ID>#<Boot>", so a restarted peer knows which leases it can no longer
+	// confirm.
+	Boot string
+	// Partitions is the fixed number of ring partitions. Default 256.
+	Partitions int
+	// Slots is the number of tasks this peer runs at once. Default 4.
+	Slots int
+	// RaftTick is the time per Raft tick; heartbeats go every
+	// HeartbeatTicks ticks. Defaults 100 ms and 10.
+	RaftTick       time.Duration
+	HeartbeatTicks int
+	// SnapshotEvery is the number of applied entries of a partition after
+	// which its state is snapshotted and its log compacted. Default 10,000.
+	SnapshotEvery uint64
+	// Shard configures each partition's state machine. Shard.Rand is
+	// replaced by one derived from Rand.
+	Shard shard.Config
+	// Rand is the node's seeded source of randomness. Required.
+	Rand *rand.Rand
+	// Logger receives the node's logs. Default: discard.
+	Logger *slog.Logger
+}
+
+// DefaultNodeConfig returns the defaults for a peer id and boot nonce.
+func DefaultNodeConfig(id, boot string) NodeConfig {
+	return NodeConfig{
+		ID: id, Boot: boot, Partitions: 256, Slots: 4,
+		RaftTick: 100 * time.Millisecond, HeartbeatTicks: 10, SnapshotEvery: 10_000,
+		Shard: shard.DefaultConfig(), Rand: rand.New(rand.NewPCG(1, 1)),
+	}
+}
+
+// Validate reports the first invalid field.
+func (c *NodeConfig) Validate() error {
+	switch {
+	case c.ID == "":
+		return errors.New("peer: config ID is required")
+	case c.Partitions < 1 || c.Partitions > 1<<16:
+		return fmt.Errorf("peer: config Partitions %d out of range 1..65536", c.Partitions)
+	case c.Slots < 0:
+		return errors.New("peer: config Slots must be >= 0")
+	case c.RaftTick <= 0 || c.HeartbeatTicks <= 0:
+		return errors.New("peer: config RaftTick and HeartbeatTicks must be > 0")
+	case c.SnapshotEvery == 0:
+		return errors.New("peer: config SnapshotEvery must be > 0")
+	case c.Rand == nil:
+		return errors.New("peer: config Rand is required")
+	}
+	return nil
+}
+
+// Node is one peer's pure core: the Raft groups of the partitions it holds,
+// each with its shard state machine, plus the peer's leases and requests. It
+// does no IO, starts no goroutines and reads no clock: the runtime and the
+// simulator drive it with the same verbs (see doc.go).
+type Node struct {
+	cfg    NodeConfig
+	log    *slog.Logger
+	holder string // ID#Boot: the lease holder name of this run
+	raftID uint64
+
+	parts []*partition // indexed by partition number; nil when not held
+	dirty []int        // partitions that may have a Raft Ready
+	isDir []bool
+
+	now      time.Time
+	lastTick time.Time
+	busy     int // local slots in use (leases proposed or held)
+	reqSeq   uint64
+	reqs     map[uint64]*request
+	running  map[shard.TaskID]shard.Round // leases held by this peer, by task
+
+	rd     Ready     // being assembled
+	advRds []pending // partitions' Readies handed out, to Advance
+}
+
+// request is a client request waiting for its entry to apply.
+type request struct {
+	id   uint64
+	part int
+	kind requestKind
+}
+
+type requestKind uint8
+
+const (
+	reqSubmit requestKind = iota + 1
+	reqCancel
+)
+
+type pending struct {
+	p  *partition
+	rd raft.Ready
+}
+
+// NewNode builds a node from the partitions' stored states (empty for a new
+// peer). It holds every partition as a single voter: a mesh adds voters by
+// configuration changes.
+func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	n := &Node{
+		cfg: cfg, log: cfg.Logger.With(keyNode, cfg.ID), holder: cfg.ID + "#" + cfg.Boot,
+		raftID: RaftID(cfg.ID), parts: make([]*partition, cfg.Partitions),
+		isDir: make([]bool, cfg.Partitions), now: now, lastTick: now,
+		reqs: make(map[uint64]*request), running: make(map[shard.TaskID]shard.Round),
+	}
+	for p := range cfg.Partitions {
+		part, err := n.openPartition(p, states[uint32(p)])
+		if err != nil {
+			return nil, err
+		}
+		n.parts[p] = part
+		n.markDirty(p)
+	}
+	return n, nil
+}
+
+// RaftID maps a peer id to its Raft node id (never 0).
+func RaftID(peer string) uint64 {
+	id := xxhash.Sum64String(peer)
+	if id == 0 {
+		id = 1
+	}
+	return id
+}
+
+// Holder returns the lease holder name of this run of the peer.
+func (n *Node) Holder() string { return n.holder }
+
+// ID returns the peer id.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// PartitionOf returns the partition of a group.
+func (n *Node) PartitionOf(g shard.GroupID) int {
+	return int(xxhash.Sum64String(string(g)) % uint64(n.cfg.Partitions))
+}
+
+func (n *Node) markDirty(p int) {
+	if !n.isDir[p] {
+		n.isDir[p] = true
+		n.dirty = append(n.dirty, p)
+	}
+}
+
+// Tick advances the node's time: shard timers fire (delays, backoffs, lease
+// expiries, retention), and Raft ticks once per RaftTick.
+func (n *Node) Tick(now time.Time) {
+	n.now = now
+	raftTick := now.Sub(n.lastTick) >= n.cfg.RaftTick
+	if raftTick {
+		n.lastTick = now
+	}
+	for i, p := range n.parts {
+		if p == nil {
+			continue
+		}
+		if raftTick {
+			p.rn.Tick()
+			n.markDirty(i)
+		}
+		if p.serving {
+			if evs := p.shard.Due(now); len(evs) > 0 {
+				p.propose(evs)
+				n.markDirty(i)
+			}
+		}
+	}
+}
+
+// Leading returns the partitions this node serves as owner, sorted.
+func (n *Node) Leading() []int {
+	var out []int
+	for i, p := range n.parts {
+		if p != nil && p.serving {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// Stats is a snapshot of the node's counters, for metrics and load gossip.
+type Stats struct {
+	Ready, Running, Busy, Slots int
+	Counts                      [8]int // tasks by shard.State, over the partitions this node leads
+	Leading                     int
+}
+
+// Stats returns the node's counters.
+func (n *Node) Stats() Stats {
+	st := Stats{Busy: n.busy, Slots: n.cfg.Slots, Running: len(n.running)}
+	for _, p := range n.parts {
+		if p == nil || !p.serving {
+			continue
+		}
+		st.Leading++
+		st.Ready += p.shard.ReadyLen()
+		p.shard.Counts(st.Counts[:])
+	}
+	return st
+}
+
+func sortedKeys[K ~string | ~uint64 | ~int, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,318 @@
+package peer
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/needle-mesh/needle/peer/api"
+	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/wal"
+)
+
+// Config configures a running peer (the runtime around the pure Node).
+type Config struct {
+	// DataDir holds the WAL (Badger), identity and outbox. Default
+	// "./needle-data".
+	DataDir string
+	// HTTPAddr is the API's listen address. Default "127.0.0.1:7070".
+	HTTPAddr string
+	// Slots is the number of tasks run at once. Default NumCPU+1.
+	Slots int
+	// Partitions is the ring's partition count, fixed when the data dir is
+	// first created. Default 256.
+	Partitions int
+	// Retention keeps finished groups this long. Default 7 days.
+	Retention time.Duration
+	// DefaultTimeout applies to tasks without a timeout. Default 10 min.
+	DefaultTimeout time.Duration
+	// Limits bound API requests (body, tasks per group, payload).
+	Limits api.Limits
+	// Token, when set, is required as a bearer token on the API.
+	Token string
+	// Builtins configures the exec and http handlers' allow-lists.
+	Builtins BuiltinConfig
+	// Handlers holds the task handlers; nil = a new registry with the
+	// built-ins. Embedding programs register their own.
+	Handlers *Registry
+	// Logger receives logs. Default: slog.Default().
+	Logger *slog.Logger
+	// InMemory runs on an in-memory Badger (tests, examples). DataDir is
+	// then ignored.
+	InMemory bool
+}
+
+// Validate fills defaults and reports the first invalid field.
+func (c *Config) Validate() error {
+	if c.DataDir == "" {
+		c.DataDir = "./needle-data"
+	}
+	if c.HTTPAddr == "" {
+		c.HTTPAddr = "127.0.0.1:7070"
+	}
+	if c.Slots == 0 {
+		c.Slots = runtime.NumCPU() + 1
+	}
+	if c.Partitions == 0 {
+		c.Partitions = 256
+	}
+	if c.Retention == 0 {
+		c.Retention = 7 * 24 * time.Hour
+	}
+	if c.DefaultTimeout == 0 {
+		c.DefaultTimeout = 10 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	switch {
+	case c.Slots < 0:
+		return errors.New("peer: --slots must be >= 0")
+	case c.Partitions < 1 || c.Partitions > 1<<16:
+		return fmt.Errorf("peer: --partitions %d out of range 1..65536", c.Partitions)
+	case c.Retention < 0:
+		return errors.New("peer: --retention must be >= 0")
+	case c.DefaultTimeout < 0:
+		return errors.New("peer: --default-timeout must be > 0")
+	}
+	if c.Limits.MaxBody == 0 {
+		c.Limits.MaxBody = 32 << 20
+	}
+	if c.Limits.MaxPayload == 0 {
+		c.Limits.MaxPayload = 1 << 20
+	}
+	return nil
+}
+
+// Peer is a running needle peer: one goroutine (the loop) owns the Node and
+// the WAL; the HTTP API, the workers and the timers talk to it through its
+// inbox.
+type Peer struct {
+	cfg      Config
+	log      *slog.Logger
+	wal      wal.Log
+	node     *Node
+	handlers *Registry
+	metrics  *metrics
+
+	inbox   chan command
+	jobs    chan job
+	results chan shard.Outcome
+
+	mu      sync.Mutex // guards cancels
+	cancels map[shard.TaskID]context.CancelFunc
+
+	// Loop-owned state.
+	calls   map[uint64]chan Reply
+	waiters waiters
+
+	runCtx context.Context // canceled when Run ends: parent of handler contexts
+
+	ln     net.Listener
+	srv    *http.Server
+	ready  chan struct{}
+	wg     sync.WaitGroup
+	closed chan struct{}
+}
+
+// New opens the data dir, replays the WAL into a Node and prepares the
+// peer. Run starts it.
+func New(cfg Config) (*Peer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Peer{
+		cfg: cfg, log: cfg.Logger, handlers: cfg.Handlers,
+		inbox: make(chan command, 4096), jobs: make(chan job, max(cfg.Slots, 1)),
+		results: make(chan shard.Outcome, max(cfg.Slots, 1)+16), cancels: make(map[shard.TaskID]context.CancelFunc),
+		calls: make(map[uint64]chan Reply), waiters: newWaiters(),
+		ready: make(chan struct{}), closed: make(chan struct{}),
+	}
+	if p.handlers == nil {
+		p.handlers = NewRegistry()
+		if err := RegisterBuiltins(p.handlers, cfg.Builtins); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.open(); err != nil {
+		return nil, err
+	}
+	p.metrics = newMetrics(p)
+	return p, nil
+}
+
+func (p *Peer) open() error {
+	if !p.cfg.InMemory {
+		if err := os.MkdirAll(p.cfg.DataDir, 0o700); err != nil {
+			return fmt.Errorf("peer: data dir: %w", err)
+		}
+	}
+	start := time.Now()
+	log, err := wal.OpenBadger(p.cfg.DataDir, wal.BadgerOptions{Logger: p.log, InMemory: p.cfg.InMemory, MemTableSize: 128 << 20})
+	if err != nil {
+		return fmt.Errorf("peer: open wal in %s: %w", p.cfg.DataDir, err)
+	}
+	p.wal = log
+	id, parts, err := p.identity()
+	if err != nil {
+		log.Close()
+		return err
+	}
+	states, err := loadStates(log)
+	if err != nil {
+		log.Close()
+		return err
+	}
+	ncfg := DefaultNodeConfig(id, randomHex(8))
+	ncfg.Partitions = parts
+	ncfg.Slots = p.cfg.Slots
+	ncfg.Logger = p.log
+	ncfg.Rand = mrand.New(mrand.NewPCG(seed(), seed()))
+	ncfg.Shard.Retention = p.cfg.Retention
+	ncfg.Shard.DefaultTimeout = p.cfg.DefaultTimeout
+	p.node, err = NewNode(ncfg, states, time.Now())
+	if err != nil {
+		log.Close()
+		return err
+	}
+	p.log = p.log.With(keyNode, id)
+	p.log.Info("wal replayed", "partitions", len(states), "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// identity reads (or creates) the peer id and the partition count.
+func (p *Peer) identity() (id string, parts int, err error) {
+	b, ok, err := p.wal.Meta("peer-id")
+	if err != nil {
+		return "", 0, fmt.Errorf("peer: read identity: %w", err)
+	}
+	if ok {
+		id = string(b)
+		pb, _, err := p.wal.Meta("partitions")
+		if err != nil || len(pb) != 4 {
+			return "", 0, fmt.Errorf("peer: data dir has an id but no valid partition count (%v)", err)
+		}
+		parts = int(binary.BigEndian.Uint32(pb))
+		if parts != p.cfg.Partitions && p.cfg.Partitions != 256 {
+			p.log.Warn("partition count is fixed when the data dir is created; ignoring the flag",
+				"stored", parts, "flag", p.cfg.Partitions)
+		}
+		return id, parts, nil
+	}
+	id = "peer-" + randomHex(8)
+	parts = p.cfg.Partitions
+	batch := &wal.Batch{MetaPut: []wal.Record{
+		{Key: "peer-id", Value: []byte(id)},
+		{Key: "partitions", Value: binary.BigEndian.AppendUint32(nil, uint32(parts))},
+	}}
+	if err := p.wal.Append(batch); err != nil {
+		return "", 0, fmt.Errorf("peer: write identity: %w", err)
+	}
+	return id, parts, p.wal.Sync()
+}
+
+func loadStates(log wal.Log) (map[uint32]wal.PartitionState, error) {
+	parts, err := log.Partitions()
+	if err != nil {
+		return nil, fmt.Errorf("peer: list partitions: %w", err)
+	}
+	states := make(map[uint32]wal.PartitionState, len(parts))
+	for _, pt := range parts {
+		st, err := log.Load(pt)
+		if err != nil {
+			return nil, fmt.Errorf("peer: load partition %d: %w", pt, err)
+		}
+		states[pt] = st
+	}
+	return states, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func seed() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+// ID returns the peer id.
+func (p *Peer) ID() string { return p.node.ID() }
+
+// Handlers returns the registry, to register handlers before or while
+// the peer runs.
+func (p *Peer) Handlers() *Registry { return p.handlers }
+
+// Addr returns the API's address once Run has started listening.
+func (p *Peer) Addr() string {
+	<-p.ready
+	return p.ln.Addr().String()
+}
+
+// Ready is closed once the API serves.
+func (p *Peer) Ready() <-chan struct{} { return p.ready }
+
+// Run serves until ctx is canceled, then stops the API, the workers and the
+// loop, and closes the WAL.
+func (p *Peer) Run(ctx context.Context) error {
+	defer close(p.closed)
+	ln, err := net.Listen("tcp", p.cfg.HTTPAddr)
+	if err != nil {
+		p.wal.Close()
+		return fmt.Errorf("peer: listen on %s: %w", p.cfg.HTTPAddr, err)
+	}
+	p.ln = ln
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p.runCtx = ctx
+	p.srv = &http.Server{Handler: p.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+	for range max(p.cfg.Slots, 1) {
+		p.wg.Add(1)
+		go p.worker(ctx)
+	}
+	loopErr := make(chan error, 1)
+	go func() { loopErr <- p.loop(ctx) }()
+	srvErr := make(chan error, 1)
+	go func() { srvErr <- p.srv.Serve(ln) }()
+	close(p.ready)
+	p.log.Info("serving", "http", ln.Addr().String(), "slots", p.cfg.Slots, "data", p.cfg.DataDir)
+	var runErr error
+	loopDone := false
+	select {
+	case <-ctx.Done():
+	case runErr = <-loopErr:
+		loopDone = true
+	case runErr = <-srvErr:
+	}
+	cancel()
+	shutCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
+	defer done()
+	_ = p.srv.Shutdown(shutCtx)
+	p.wg.Wait()
+	if !loopDone {
+		if err := <-loopErr; runErr == nil {
+			runErr = err
+		}
+	}
+	if err := p.wal.Close(); err != nil && runErr == nil {
+		runErr = err
+	}
+	if errors.Is(runErr, context.Canceled) {
+		runErr = nil
+	}
+	return runErr
+}

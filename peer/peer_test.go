@@ -1,0 +1,118 @@
+package peer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/needle-mesh/needle/peer/api"
+)
+
+// startPeer runs a real peer (Badger in dir, HTTP on a loopback port) until
+// the test ends, and returns a client for it.
+func startPeer(t *testing.T, dir string, slots int) (*Peer, *api.Client, func()) {
+	t.Helper()
+	p, err := New(Config{DataDir: dir, HTTPAddr: "127.0.0.1:0", Slots: slots, Partitions: 16,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	select {
+	case <-p.Ready():
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	}
+	stop := func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+	t.Cleanup(func() {
+		select {
+		case <-p.closed:
+		default:
+			stop()
+		}
+	})
+	return p, &api.Client{BaseURL: "http://" + p.Addr()}, stop
+}
+
+func TestPeerDAGEndToEnd(t *testing.T) {
+	_, c, _ := startPeer(t, t.TempDir(), 2)
+	ctx := t.Context()
+	body := `{"mode": "dag", "tasks": [
+		{"name": "fetch", "handler": "echo", "payload": {"n": 1}},
+		{"name": "slow", "handler": "sleep", "payload": {"ms": 30}},
+		{"name": "sum", "handler": "echo", "payload": 2, "deps": ["fetch", "slow"]}]}`
+	res, err := c.SubmitGroupJSON(ctx, []byte(body))
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	g, err := c.GetGroup(ctx, res.Group, 10*time.Second)
+	if err != nil {
+		t.Fatalf("get group: %v", err)
+	}
+	if g.State != "SUCCEEDED" {
+		t.Fatalf("group state = %s; want SUCCEEDED", g.State)
+	}
+	fetch, err := c.GetTask(ctx, res.Tasks["fetch"], 0)
+	if err != nil || string(fetch.Result) != `{"n":1}` {
+		t.Fatalf("fetch = %+v, %v", fetch, err)
+	}
+	sum, _ := c.GetTask(ctx, res.Tasks["sum"], 0)
+	slow, _ := c.GetTask(ctx, res.Tasks["slow"], 0)
+	if sum.StartedAt.Before(*slow.FinishedAt) {
+		t.Errorf("sum started at %v before its dependency finished at %v", sum.StartedAt, slow.FinishedAt)
+	}
+}
+
+func TestPeerRestartKeepsResults(t *testing.T) {
+	dir := t.TempDir()
+	_, c, stop := startPeer(t, dir, 2)
+	ctx := t.Context()
+	var ids []string
+	for i := range 20 {
+		res, err := c.SubmitTask(ctx, &api.SubmitTaskRequest{TaskFields: api.TaskFields{Handler: "echo", Payload: json.RawMessage(fmt.Sprint(i))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, res.ID)
+	}
+	for _, id := range ids {
+		if tk, err := c.GetTask(ctx, id, 10*time.Second); err != nil || tk.State != "SUCCEEDED" {
+			t.Fatalf("task %s = %+v, %v", id, tk, err)
+		}
+	}
+	stop()
+	_, c2, _ := startPeer(t, dir, 2)
+	for i, id := range ids {
+		tk, err := c2.GetTask(ctx, id, 0)
+		if err != nil || tk.State != "SUCCEEDED" || string(tk.Result) != fmt.Sprint(i) {
+			t.Fatalf("after restart %s = %+v, %v", id, tk, err)
+		}
+	}
+}
+
+func TestPeerRejectsBadInput(t *testing.T) {
+	_, c, _ := startPeer(t, t.TempDir(), 1)
+	_, err := c.SubmitGroupJSON(t.Context(), []byte(`{"mode": "dag", "tasks": [{"name": "a", "handler": "nope"}]}`))
+	var ae *api.Error
+	if !asAPIError(err, &ae) || ae.Status != 400 || ae.Field != "tasks[0].handler" {
+		t.Fatalf("unknown handler: %v; want 400 naming tasks[0].handler", err)
+	}
+}
+
+func asAPIError(err error, target **api.Error) bool {
+	e, ok := err.(*api.Error)
+	if ok {
+		*target = e
+	}
+	return ok
+}

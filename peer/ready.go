@@ -1,0 +1,221 @@
+package peer
+
+import (
+	"fmt"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/wal"
+)
+
+// Ready is the work the node hands its driver. The driver must, in order:
+//  1. Persist: Log.Append(&rd.Persist), then Log.Sync() if rd.MustSync;
+//  2. send rd.Messages;
+//  3. start rd.Run and cancel rd.Abort;
+//  4. deliver rd.Replies and use rd.Changes (waiters, metrics);
+//  5. call Advance(rd).
+type Ready struct {
+	Persist  wal.Batch
+	MustSync bool
+	Messages []Envelope
+	Run      []Run
+	Abort    []shard.TaskID
+	Replies  []Reply
+	Changes  []shard.Change
+	Applied  int // events applied in this Ready
+}
+
+// Envelope is a message for another peer.
+type Envelope struct {
+	To  string
+	Msg *pb.Message
+}
+
+// Run is a lease granted to this peer: start the handler.
+type Run struct {
+	Task    shard.TaskID
+	Round   shard.Round
+	Handler string
+	Payload []byte
+	Timeout time.Duration
+	Attempt int // attempts already made (0 on the first run)
+}
+
+// Reply answers a request made through Submit or Cancel.
+type Reply struct {
+	Req    uint64
+	Err    error
+	Submit SubmitResult
+}
+
+// SubmitResult is the answer to a submission.
+type SubmitResult struct {
+	Group   shard.GroupID
+	Tasks   []shard.TaskID
+	Created bool // false: a group with this id (idempotency key) already existed
+}
+
+// HasReady reports whether Ready has work.
+func (n *Node) HasReady() bool {
+	if len(n.rd.Replies) > 0 || len(n.rd.Run) > 0 || len(n.rd.Abort) > 0 || len(n.rd.Persist.Updates) > 0 {
+		return true
+	}
+	for _, i := range n.dirty {
+		p := n.parts[i]
+		if p != nil && (len(p.props) > 0 || p.rn.HasReady()) {
+			return true
+		}
+	}
+	return false
+}
+
+// Ready returns the work accumulated since the last Advance. Committed
+// entries are applied to the shards here (they were made durable by an
+// earlier Ready), new entries are to be persisted by the driver.
+func (n *Node) Ready() Ready {
+	n.schedule()
+	dirty := n.dirty
+	n.dirty = nil
+	for _, i := range dirty {
+		n.isDir[i] = false
+		p := n.parts[i]
+		if p == nil {
+			continue
+		}
+		n.flush(p)
+		if p.rn.HasReady() {
+			n.readyPartition(p)
+		}
+	}
+	n.schedule()
+	rd := n.rd
+	n.rd = Ready{}
+	return rd
+}
+
+// flush proposes the partition's buffered events as one entry.
+func (n *Node) flush(p *partition) {
+	if len(p.props) == 0 {
+		return
+	}
+	evs := p.props
+	p.props = nil
+	data := shard.AppendBatch(nil, &shard.Batch{Origin: n.holder, Events: evs})
+	if err := p.rn.Propose(data); err != nil {
+		p.shard.Unlease(evs)
+		n.releaseLeases(evs)
+	}
+}
+
+func (n *Node) readyPartition(p *partition) {
+	rd := p.rn.Ready()
+	u := wal.Update{Partition: uint32(p.id)}
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		n.installSnapshot(p, rd.Snapshot)
+		u.Snapshot = rd.Snapshot
+	}
+	if !raft.IsEmptyHardState(rd.HardState) {
+		u.HardState = rd.HardState
+	}
+	u.Entries = rd.Entries
+	if err := p.storage.Apply(wal.Update{HardState: u.HardState, Entries: u.Entries}); err != nil {
+		panic(fmt.Sprintf("peer: partition %d: in-memory raft storage refused a Ready: %v", p.id, err))
+	}
+	if u.HardState != nil || u.Snapshot != nil || len(u.Entries) > 0 {
+		n.rd.Persist.Updates = append(n.rd.Persist.Updates, u)
+	}
+	n.rd.MustSync = n.rd.MustSync || rd.MustSync
+	for _, m := range rd.Messages {
+		n.rd.Messages = append(n.rd.Messages, Envelope{To: n.peerOf(m.GetTo()), Msg: m})
+	}
+	for _, e := range rd.CommittedEntries {
+		n.applyEntry(p, e)
+	}
+	if rd.SoftState != nil {
+		n.softState(p, rd.SoftState)
+	}
+	n.advRds = append(n.advRds, pending{p: p, rd: rd})
+}
+
+// Advance tells the node the Ready was handled.
+func (n *Node) Advance(Ready) {
+	for _, a := range n.advRds {
+		a.p.rn.Advance(a.rd)
+		n.markDirty(a.p.id)
+		n.maybeSnapshot(a.p)
+	}
+	n.advRds = n.advRds[:0]
+}
+
+func (n *Node) peerOf(raftID uint64) string {
+	if raftID == n.raftID {
+		return n.cfg.ID
+	}
+	return fmt.Sprintf("raft:%x", raftID)
+}
+
+func (n *Node) softState(p *partition, ss *raft.SoftState) {
+	leader := ss.RaftState == raft.StateLeader
+	if leader == p.leader {
+		return
+	}
+	p.leader = leader
+	p.term = p.rn.BasicStatus().GetTerm()
+	if !leader && p.serving {
+		p.serving = false
+		p.shard.SetLeader(false, n.now)
+		n.failRequests(p.id)
+	}
+}
+
+// applyEntry applies one committed entry of partition p.
+func (n *Node) applyEntry(p *partition, e *pb.Entry) {
+	p.applied = e.GetIndex()
+	switch e.GetType() {
+	case pb.EntryConfChange:
+		var cc pb.ConfChange
+		if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+			panic(fmt.Sprintf("peer: partition %d: committed conf change %d undecodable: %v", p.id, e.GetIndex(), err))
+		}
+		p.conf = p.rn.ApplyConfChange(&cc)
+	case pb.EntryConfChangeV2:
+		var cc pb.ConfChangeV2
+		if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+			panic(fmt.Sprintf("peer: partition %d: committed conf change %d undecodable: %v", p.id, e.GetIndex(), err))
+		}
+		p.conf = p.rn.ApplyConfChange(&cc)
+	default:
+		if len(e.GetData()) == 0 {
+			n.maybeServe(p, e.GetTerm())
+			return
+		}
+		b, err := shard.DecodeBatch(e.GetData())
+		if err != nil {
+			// The WAL checksums every record, so this is a bug, not bad disk.
+			panic(fmt.Sprintf("peer: partition %d: committed entry %d undecodable: %v", p.id, e.GetIndex(), err))
+		}
+		n.applyBatch(p, &b)
+	}
+}
+
+// maybeServe starts serving a partition once its leader has applied the
+// empty entry of its own term: from then on its state holds everything
+// committed before, so it may propose from it.
+func (n *Node) maybeServe(p *partition, term uint64) {
+	if !p.leader || p.serving || term != p.term {
+		return
+	}
+	p.serving = true
+	p.shard.SetLeader(true, n.now)
+	// Leases held by a former run of this peer cannot be confirmed.
+	prefix := n.cfg.ID + "#"
+	evs := p.shard.ExpireHolders(n.now, func(h string) bool {
+		return h != n.holder && len(h) > len(prefix) && h[:len(prefix)] == prefix
+	})
+	p.propose(evs)
+	n.markDirty(p.id)
+}

@@ -1,0 +1,268 @@
+package peer
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// Submit proposes a group on behalf of request req (an id the caller picks
+// from NextRequest). The reply comes in a later Ready once the group's
+// event is committed and applied, or at once for an invalid spec or a
+// group that already exists (idempotent repeat).
+func (n *Node) Submit(req uint64, spec *shard.GroupSpec) {
+	p := n.parts[n.PartitionOf(spec.ID)]
+	if p == nil || !p.leader {
+		n.reply(Reply{Req: req, Err: ErrUnavailable})
+		return
+	}
+	ev, exists, err := p.shard.Submit(n.now, spec)
+	switch {
+	case err != nil:
+		n.reply(Reply{Req: req, Err: err})
+		return
+	case exists:
+		ids, _ := p.shard.GroupTasks(spec.ID)
+		n.reply(Reply{Req: req, Submit: SubmitResult{Group: spec.ID, Tasks: ids}})
+		return
+	}
+	n.proposeRequest(p, req, reqSubmit, []shard.Event{ev})
+}
+
+// Cancel proposes the cancellation of a task, or of a whole group when task
+// is "". The reply comes once it is applied (at once when there is nothing
+// left to cancel).
+func (n *Node) Cancel(req uint64, g shard.GroupID, task shard.TaskID, by string) {
+	p := n.parts[n.PartitionOf(g)]
+	if p == nil || !p.serving {
+		n.reply(Reply{Req: req, Err: ErrUnavailable})
+		return
+	}
+	evs, err := p.shard.Cancel(n.now, g, task, by)
+	if err != nil || len(evs) == 0 {
+		n.reply(Reply{Req: req, Err: err})
+		return
+	}
+	n.proposeRequest(p, req, reqCancel, evs)
+}
+
+// NextRequest returns a fresh request id.
+func (n *Node) NextRequest() uint64 {
+	n.reqSeq++
+	return n.reqSeq
+}
+
+// MaxEntryBytes bounds one Raft entry: a group whose submitted event
+// encodes larger is refused (the WAL writes each Ready atomically).
+const MaxEntryBytes = 16 << 20
+
+func (n *Node) proposeRequest(p *partition, req uint64, kind requestKind, evs []shard.Event) {
+	data := shard.AppendBatch(nil, &shard.Batch{Origin: n.holder, Req: req, Events: evs})
+	if len(data) > MaxEntryBytes {
+		n.reply(Reply{Req: req, Err: &shard.FieldError{Task: -1, Field: "tasks",
+			Message: fmt.Sprintf("the group encodes to %d bytes, over the limit of %d", len(data), MaxEntryBytes)}})
+		return
+	}
+	if err := p.rn.Propose(data); err != nil {
+		n.reply(Reply{Req: req, Err: ErrUnavailable})
+		return
+	}
+	n.reqs[req] = &request{id: req, part: p.id, kind: kind}
+	n.markDirty(p.id)
+}
+
+func (n *Node) reply(r Reply) { n.rd.Replies = append(n.rd.Replies, r) }
+
+// failRequests answers every request pending on a partition this node no
+// longer leads.
+func (n *Node) failRequests(part int) {
+	for _, id := range sortedKeys(n.reqs) {
+		if r := n.reqs[id]; r.part == part {
+			delete(n.reqs, id)
+			n.reply(Reply{Req: id, Err: ErrStopped})
+		}
+	}
+}
+
+// applyBatch applies one committed entry's events to the shard and derives
+// what follows: replies, runs, aborts, freed slots.
+func (n *Node) applyBatch(p *partition, b *shard.Batch) {
+	var req *request
+	if b.Origin == n.holder && b.Req != 0 {
+		req = n.reqs[b.Req]
+		delete(n.reqs, b.Req)
+	}
+	created := false
+	for i := range b.Events {
+		e := &b.Events[i]
+		existed := e.Type == shard.EvSubmitted && p.shard.HasGroup(e.Group)
+		p.shard.Apply(b.Events[i : i+1])
+		n.rd.Applied++
+		switch e.Type {
+		case shard.EvSubmitted:
+			created = created || !existed
+		case shard.EvLeased:
+			n.applyLease(p, e, b.Origin == n.holder)
+		case shard.EvExpired:
+			if r, ok := n.running[e.Task]; ok && r == e.Round {
+				n.rd.Abort = append(n.rd.Abort, e.Task)
+			}
+		}
+	}
+	for _, c := range p.shard.TakeChanges() {
+		if c.Abort && c.Holder == n.holder {
+			n.rd.Abort = append(n.rd.Abort, c.Task)
+		}
+		n.rd.Changes = append(n.rd.Changes, c)
+	}
+	if req != nil {
+		n.replyApplied(p, req, b, created)
+	}
+}
+
+func (n *Node) replyApplied(p *partition, req *request, b *shard.Batch, created bool) {
+	r := Reply{Req: req.id}
+	if req.kind == reqSubmit && len(b.Events) == 1 {
+		g := b.Events[0].Group
+		ids, err := p.shard.GroupTasks(g)
+		r.Err = err
+		r.Submit = SubmitResult{Group: g, Tasks: ids, Created: created}
+	}
+	n.reply(r)
+}
+
+// applyLease starts a committed lease held by this run of the peer, and
+// frees the slot of one this node proposed that did not take effect.
+func (n *Node) applyLease(p *partition, e *shard.Event, ours bool) {
+	if e.Holder != n.holder {
+		return
+	}
+	run, ok := p.shard.RunOf(e.Task, e.Round, e.Holder)
+	if !ok {
+		if ours {
+			n.busy--
+		}
+		return
+	}
+	n.running[e.Task] = e.Round
+	n.rd.Run = append(n.rd.Run, Run{
+		Task: e.Task, Round: e.Round, Handler: run.Handler, Payload: run.Payload,
+		Timeout: p.shard.Timeout(run), Attempt: 0,
+	})
+}
+
+// releaseLeases frees the slots of local lease proposals that were dropped.
+func (n *Node) releaseLeases(evs []shard.Event) {
+	for i := range evs {
+		if evs[i].Type == shard.EvLeased && evs[i].Holder == n.holder {
+			n.busy--
+		}
+	}
+}
+
+// Report hands the node a local handler's outcome. The slot is free again;
+// the owner (this node when it leads the partition) proposes the outcome if
+// it still holds the current round.
+func (n *Node) Report(o shard.Outcome) error {
+	round, ok := n.running[o.Task]
+	if !ok || round != o.Round {
+		return shard.ErrStaleRound
+	}
+	delete(n.running, o.Task)
+	n.busy--
+	o.Holder = n.holder
+	p := n.parts[n.PartitionOf(o.Task.Group())]
+	if p == nil || !p.serving {
+		return ErrUnavailable
+	}
+	ev, err := p.shard.Report(n.now, o)
+	if err != nil {
+		return err
+	}
+	p.propose([]shard.Event{ev})
+	n.markDirty(p.id)
+	return nil
+}
+
+// schedule leases READY tasks to this peer's free slots, highest priority
+// first across the partitions it leads.
+func (n *Node) schedule() {
+	for n.busy < n.cfg.Slots {
+		best := -1
+		var bestPrio int32
+		var bestSeq uint64
+		for i, p := range n.parts {
+			if p == nil || !p.serving {
+				continue
+			}
+			prio, seq, ok := p.shard.Head()
+			if ok && (best < 0 || prio > bestPrio || (prio == bestPrio && seq < bestSeq)) {
+				best, bestPrio, bestSeq = i, prio, seq
+			}
+		}
+		if best < 0 {
+			return
+		}
+		p := n.parts[best]
+		free := n.cfg.Slots - n.busy
+		evs := p.shard.Lease(n.now, free, n.holder, nil)
+		if len(evs) == 0 {
+			return
+		}
+		n.busy += len(evs)
+		p.propose(evs)
+		n.markDirty(best)
+	}
+}
+
+// Task returns a task's view from the partition's state.
+func (n *Node) Task(id shard.TaskID) (shard.TaskView, error) {
+	p, err := n.readable(id.Group())
+	if err != nil {
+		return shard.TaskView{}, err
+	}
+	return p.shard.Task(id)
+}
+
+// TaskEvents returns a task's history.
+func (n *Node) TaskEvents(id shard.TaskID) ([]shard.TaskEvent, error) {
+	p, err := n.readable(id.Group())
+	if err != nil {
+		return nil, err
+	}
+	return p.shard.TaskEvents(id)
+}
+
+// Group returns a group's view.
+func (n *Node) Group(id shard.GroupID) (shard.GroupView, error) {
+	p, err := n.readable(id)
+	if err != nil {
+		return shard.GroupView{}, err
+	}
+	return p.shard.Group(id)
+}
+
+// GroupState returns a group's summary state (cheap, for waiters).
+func (n *Node) GroupState(id shard.GroupID) (shard.GroupState, error) {
+	p, err := n.readable(id)
+	if err != nil {
+		return 0, err
+	}
+	return p.shard.GroupState(id)
+}
+
+func (n *Node) readable(g shard.GroupID) (*partition, error) {
+	if g == "" {
+		return nil, shard.ErrNotFound
+	}
+	p := n.parts[n.PartitionOf(g)]
+	if p == nil || !p.serving {
+		return nil, ErrUnavailable
+	}
+	return p, nil
+}
+
+// Now returns the node's current time (the last Tick).
+func (n *Node) Now() time.Time { return n.now }
+

@@ -1,0 +1,53 @@
+package peer
+
+import (
+	"fmt"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/needle-mesh/needle/wal"
+)
+
+// installSnapshot replaces a partition's state with a snapshot received from
+// its leader.
+func (n *Node) installSnapshot(p *partition, snap *pb.Snapshot) {
+	if err := p.storage.Apply(wal.Update{Snapshot: snap}); err != nil {
+		panic(fmt.Sprintf("peer: partition %d: in-memory raft storage refused snapshot: %v", p.id, err))
+	}
+	if err := p.shard.Restore(snap.GetData()); err != nil {
+		// The leader encoded it and Raft checked nothing of its content: a
+		// bug, never bad input from outside (messages are decoded and
+		// checked at the edge).
+		panic(fmt.Sprintf("peer: partition %d: restore snapshot %d: %v", p.id, snap.GetMetadata().GetIndex(), err))
+	}
+	p.applied = snap.GetMetadata().GetIndex()
+	p.snapIndex = p.applied
+	p.conf = snap.GetMetadata().GetConfState()
+	if p.serving {
+		p.shard.SetLeader(true, n.now)
+	}
+}
+
+// maybeSnapshot snapshots a partition's state and compacts its log once
+// SnapshotEvery entries were applied since the last snapshot. The snapshot
+// is persisted with the next Ready.
+func (n *Node) maybeSnapshot(p *partition) {
+	if p.applied-p.snapIndex < n.cfg.SnapshotEvery {
+		return
+	}
+	snap, err := p.storage.CreateSnapshot(p.applied, p.conf, p.shard.Snapshot())
+	if err != nil {
+		if err == raft.ErrSnapOutOfDate {
+			return
+		}
+		panic(fmt.Sprintf("peer: partition %d: snapshot at %d: %v", p.id, p.applied, err))
+	}
+	if err := p.storage.Compact(p.applied); err != nil && err != raft.ErrCompacted {
+		panic(fmt.Sprintf("peer: partition %d: compact at %d: %v", p.id, p.applied, err))
+	}
+	p.snapIndex = p.applied
+	n.rd.Persist.Updates = append(n.rd.Persist.Updates, wal.Update{Partition: uint32(p.id), Snapshot: snap})
+	n.rd.MustSync = true
+	n.markDirty(p.id)
+}

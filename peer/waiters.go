@@ -1,0 +1,95 @@
+package peer
+
+import (
+	"context"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// waiter is a long-poll (?wait=) parked in the loop until its task or group
+// reaches a terminal state. done is buffered: the loop never blocks on it.
+type waiter struct {
+	ctx   context.Context
+	task  shard.TaskID
+	group shard.GroupID // set when waiting for a whole group
+	done  chan struct{}
+}
+
+// waiters is loop-owned: no locking.
+type waiters struct {
+	tasks  map[shard.TaskID][]*waiter
+	groups map[shard.GroupID][]*waiter
+}
+
+func newWaiters() waiters {
+	return waiters{tasks: map[shard.TaskID][]*waiter{}, groups: map[shard.GroupID][]*waiter{}}
+}
+
+// add parks w, or releases it at once when its target is already terminal
+// or unknown (the caller then reads the current state).
+func (ws *waiters) add(n *Node, w *waiter) {
+	if w.group != "" {
+		st, err := n.GroupState(w.group)
+		if err != nil || st.Terminal() {
+			close(w.done)
+			return
+		}
+		ws.groups[w.group] = append(ws.groups[w.group], w)
+		return
+	}
+	v, err := n.Task(w.task)
+	if err != nil || v.State.Terminal() {
+		close(w.done)
+		return
+	}
+	ws.tasks[w.task] = append(ws.tasks[w.task], w)
+}
+
+// wake releases the waiters of tasks and groups that changed.
+func (ws *waiters) wake(_ *Node, changes []shard.Change) {
+	for _, c := range changes {
+		if list, ok := ws.tasks[c.Task]; ok {
+			for _, w := range list {
+				close(w.done)
+			}
+			delete(ws.tasks, c.Task)
+		}
+		if !c.GroupDone {
+			continue
+		}
+		if list, ok := ws.groups[c.Group]; ok {
+			for _, w := range list {
+				close(w.done)
+			}
+			delete(ws.groups, c.Group)
+		}
+	}
+}
+
+// sweep drops waiters whose client went away.
+func (ws *waiters) sweep() {
+	for id, list := range ws.tasks {
+		if kept := live(list); len(kept) == 0 {
+			delete(ws.tasks, id)
+		} else {
+			ws.tasks[id] = kept
+		}
+	}
+	for id, list := range ws.groups {
+		if kept := live(list); len(kept) == 0 {
+			delete(ws.groups, id)
+		} else {
+			ws.groups[id] = kept
+		}
+	}
+}
+
+func live(list []*waiter) []*waiter {
+	kept := list[:0]
+	for _, w := range list {
+		if w.ctx.Err() == nil {
+			kept = append(kept, w)
+		}
+	}
+	return kept
+}

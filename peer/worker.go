@@ -1,0 +1,99 @@
+package peer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// job is a lease handed to a worker, with the attempt's context (canceled
+// at the timeout, on abort, or when the peer stops).
+type job struct {
+	run Run
+	ctx context.Context
+}
+
+// start queues a committed lease for a worker. The Node bounds the leases
+// it holds by the slots, so the queue (one place per slot) never blocks.
+func (p *Peer) start(r Run) {
+	ctx, cancel := context.WithTimeout(p.runCtx, r.Timeout)
+	p.mu.Lock()
+	p.cancels[r.Task] = cancel
+	p.mu.Unlock()
+	p.jobs <- job{run: r, ctx: ctx}
+}
+
+// worker runs jobs until ctx ends. Each outcome goes back to the loop.
+func (p *Peer) worker(ctx context.Context) {
+	defer p.wg.Done()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case j := <-p.jobs:
+			o := p.execute(j)
+			select {
+			case p.results <- o:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// execute runs one attempt and turns what the handler did into an outcome.
+func (p *Peer) execute(j job) shard.Outcome {
+	r := j.run
+	o := shard.Outcome{Task: r.Task, Round: r.Round}
+	h, ok := p.handlers.Lookup(r.Handler)
+	if !ok {
+		o.Error = fmt.Sprintf("no handler %q on peer %s", r.Handler, p.ID())
+		o.Permanent = true
+		return o
+	}
+	start := time.Now()
+	res, err := safeCall(j.ctx, h, Call{Task: r.Task, Round: r.Round, Attempt: r.Attempt + 1, Payload: r.Payload})
+	p.metrics.runTime(r.Handler, time.Since(start))
+	if err == nil && j.ctx.Err() == nil {
+		o.OK = true
+		o.Result = asJSON(res)
+		return o
+	}
+	if err == nil {
+		err = j.ctx.Err()
+	}
+	o.Error = err.Error()
+	o.Permanent = IsPermanent(err)
+	if errors.Is(j.ctx.Err(), context.DeadlineExceeded) {
+		o.TimedOut = true
+		o.Error = fmt.Sprintf("timed out after %v: %v", r.Timeout, err)
+	}
+	return o
+}
+
+// safeCall runs a handler, turning a panic into a permanent failure.
+func safeCall(ctx context.Context, h HandlerFunc, c Call) (res []byte, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = Permanent(fmt.Errorf("handler panicked: %v", v))
+		}
+	}()
+	return h(ctx, c)
+}
+
+// asJSON returns a handler's result as JSON: nil is null, and bytes that are
+// not JSON become a JSON string.
+func asJSON(b []byte) []byte {
+	if len(b) == 0 {
+		return []byte("null")
+	}
+	if json.Valid(b) {
+		return b
+	}
+	s, _ := json.Marshal(string(b))
+	return s
+}

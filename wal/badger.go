@@ -1,0 +1,301 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// BadgerOptions configures OpenBadger. The zero value is a good default.
+type BadgerOptions struct {
+	// Logger receives Badger's warnings and errors and the GC loop's
+	// failures. Nil discards them.
+	Logger *slog.Logger
+	// InMemory keeps the database in memory only (tests); dir must be "".
+	// Sync is then a no-op and nothing survives Close.
+	InMemory bool
+	// MemTableSize is the size of one Badger memtable in bytes. One Append
+	// must fit in 15% of it (ErrBatchTooBig otherwise). Default 64 MiB;
+	// at least 4 MiB.
+	MemTableSize int64
+	// GCInterval is how often the value-log GC runs. Default 1 minute.
+	GCInterval time.Duration
+}
+
+// Badger is the Log of a real peer: one Badger database holding every
+// partition's Raft log, hard state and snapshot, the outbox and the meta
+// records. Create it with OpenBadger and release it with Close.
+type Badger struct {
+	db  *badger.DB
+	log *slog.Logger
+
+	// mu serializes Append, Sync and Close (write lock) against reads
+	// (read lock), and guards dirty and closed.
+	mu sync.RWMutex
+	// dirty is set by Append and cleared by Sync.
+	dirty bool
+	// closed is set by Close.
+	closed bool
+	// parts caches each partition's partMeta once the write path read it;
+	// Append updates it after a successful commit.
+	parts map[uint32]partMeta
+
+	// cancel stops the GC goroutine; wg waits for it in Close.
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+const (
+	defaultMemTableSize = 64 << 20
+	minMemTableSize     = 4 << 20
+	defaultGCInterval   = time.Minute
+	// gcDiscardRatio: rewrite a value-log file when half of it is garbage.
+	gcDiscardRatio = 0.5
+	// gcMaxRounds bounds the files one GC tick rewrites.
+	gcMaxRounds = 16
+)
+
+// OpenBadger opens (or creates) the Badger database in dir.
+func OpenBadger(dir string, opts BadgerOptions) (*Badger, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	bo, err := badgerOptions(dir, opts, log)
+	if err != nil {
+		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
+	}
+	db, err := badger.Open(bo)
+	if err != nil {
+		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &Badger{db: db, log: log, cancel: cancel, parts: map[uint32]partMeta{}}
+	if !opts.InMemory {
+		every := opts.GCInterval
+		if every <= 0 {
+			every = defaultGCInterval
+		}
+		b.wg.Go(func() { b.gcLoop(ctx, every) })
+	}
+	return b, nil
+}
+
+// badgerOptions tunes Badger for a write-heavy log on a small machine.
+func badgerOptions(dir string, opts BadgerOptions, log *slog.Logger) (badger.Options, error) {
+	mt := opts.MemTableSize
+	if mt == 0 {
+		mt = defaultMemTableSize
+	}
+	if mt < minMemTableSize {
+		return badger.Options{}, fmt.Errorf("memtable size %d below %d", mt, minMemTableSize)
+	}
+	bo := badger.DefaultOptions(dir)
+	if opts.InMemory {
+		bo = badger.DefaultOptions("").WithInMemory(true)
+	}
+	return bo.
+		// We fsync once per loop iteration in Sync (group commit).
+		WithSyncWrites(false).
+		WithNumVersionsToKeep(1).
+		// One writer (the peer loop): no conflict tracking needed.
+		WithDetectConflicts(false).
+		WithMemTableSize(mt).
+		WithNumMemtables(3).
+		WithNumCompactors(2).
+		WithBlockCacheSize(32 << 20).
+		WithValueLogFileSize(64 << 20). // unused: values stay in the LSM
+		// Values are chunked below this, so nothing goes to the value log.
+		WithValueThreshold(min(1<<20, 15*mt/100)).
+		WithMetricsEnabled(false).
+		WithLogger(badgerLogger{log}).
+		WithLoggingLevel(badger.WARNING), nil
+}
+
+// Append implements Log: b is written in one Badger transaction, which
+// Badger commits as one request with a commit mark, so a crash keeps all of
+// it or none. A Batch over 15% of the memtable size fails with
+// ErrBatchTooBig.
+//
+// If an earlier Append was not synced yet, Append syncs first: Badger does
+// not fsync a memtable's WAL file when it rotates to a new memtable, and
+// DB.Sync only syncs the current one, so a rotation between two unsynced
+// Appends could lose the first while keeping the second.
+func (b *Badger) Append(batch *Batch) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	if b.dirty {
+		if err := b.db.Sync(); err != nil {
+			return fmt.Errorf("wal: append: sync previous: %w", err)
+		}
+		b.dirty = false
+	}
+	txn := b.db.NewTransaction(true)
+	defer txn.Discard()
+	staged := map[uint32]*txnPart{}
+	if err := writeBatch(&txnWriter{txn: txn}, batch, b.partFor(txn, staged)); err != nil {
+		return wrap("append", err)
+	}
+	if err := txn.Commit(); err != nil {
+		return wrap("append", badgerErr(err))
+	}
+	b.dirty = true
+	for p, tp := range staged {
+		if tp.meta == nil {
+			delete(b.parts, p)
+		} else {
+			b.parts[p] = *tp.meta
+		}
+	}
+	return nil
+}
+
+// partFor returns a function giving the txnPart of a partition within one
+// Append, starting from a copy of the cached partMeta.
+func (b *Badger) partFor(txn *badger.Txn, staged map[uint32]*txnPart) func(p uint32) *txnPart {
+	w := &txnWriter{txn: txn}
+	return func(p uint32) *txnPart {
+		if tp, ok := staged[p]; ok {
+			return tp
+		}
+		tp := &txnPart{w: w, p: p}
+		if m, ok := b.parts[p]; ok {
+			tp.meta = &m
+		}
+		staged[p] = tp
+		return tp
+	}
+}
+
+// writeBatch stages every change of batch in w's transaction.
+func writeBatch(w *txnWriter, batch *Batch, part func(p uint32) *txnPart) error {
+	for i := range batch.Updates {
+		u := &batch.Updates[i]
+		if err := applyUpdate(part(u.Partition), u); err != nil {
+			return err
+		}
+	}
+	for _, r := range batch.OutboxPut {
+		if err := w.putRecord(namedKey(prefixOutbox, r.Key), r.Value); err != nil {
+			return err
+		}
+	}
+	for _, k := range batch.OutboxDel {
+		if err := w.deleteRecord(namedKey(prefixOutbox, k)); err != nil {
+			return err
+		}
+	}
+	for _, r := range batch.MetaPut {
+		if err := w.putRecord(namedKey(prefixMeta, r.Key), r.Value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Sync implements Log. In badger v4.9.6 DB.Sync msyncs (MS_SYNC) the
+// active memtable's WAL file and the active value-log file, which together
+// hold every write since the last memtable rotation (see Append for
+// rotations).
+func (b *Badger) Sync() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	if err := b.db.Sync(); err != nil {
+		return fmt.Errorf("wal: sync: %w", err)
+	}
+	b.dirty = false
+	return nil
+}
+
+// Close implements Log: it stops the GC goroutine and closes Badger, which
+// flushes the memtables.
+func (b *Badger) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	b.cancel()
+	b.wg.Wait()
+	if err := b.db.Close(); err != nil {
+		return fmt.Errorf("wal: close: %w", err)
+	}
+	return nil
+}
+
+// gcLoop runs the value-log GC every interval until ctx is done. Raft
+// entries are deleted as the log is truncated, compacted and snapshotted;
+// LSM compaction drops their tombstones, and this reclaims value-log space
+// (unused while values stay below the threshold, but cheap to check).
+func (b *Badger) gcLoop(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			b.runGC(ctx)
+		}
+	}
+}
+
+// runGC rewrites value-log files until none is worth it (bounded).
+func (b *Badger) runGC(ctx context.Context) {
+	for range gcMaxRounds {
+		if ctx.Err() != nil {
+			return
+		}
+		err := b.db.RunValueLogGC(gcDiscardRatio)
+		if errors.Is(err, badger.ErrNoRewrite) || errors.Is(err, badger.ErrRejected) {
+			return
+		}
+		if err != nil {
+			b.log.Warn("value log gc failed", "err", err)
+			return
+		}
+	}
+}
+
+// badgerErr maps Badger errors that callers can act on to wal sentinels.
+func badgerErr(err error) error {
+	if errors.Is(err, badger.ErrTxnTooBig) {
+		return fmt.Errorf("%w: %w", ErrBatchTooBig, err)
+	}
+	return err
+}
+
+// wrap prefixes err with the operation.
+func wrap(op string, err error) error {
+	return fmt.Errorf("wal: %s: %w", op, err)
+}
+
+// badgerLogger adapts Badger's printf logger to slog. Badger is set to log
+// warnings and errors only.
+type badgerLogger struct{ log *slog.Logger }
+
+func (l badgerLogger) Errorf(f string, a ...any)   { l.emit(slog.LevelError, f, a) }
+func (l badgerLogger) Warningf(f string, a ...any) { l.emit(slog.LevelWarn, f, a) }
+func (l badgerLogger) Infof(f string, a ...any)    { l.emit(slog.LevelInfo, f, a) }
+func (l badgerLogger) Debugf(f string, a ...any)   { l.emit(slog.LevelDebug, f, a) }
+
+func (l badgerLogger) emit(level slog.Level, f string, a []any) {
+	ctx := context.Background()
+	if l.log.Enabled(ctx, level) {
+		l.log.Log(ctx, level, "badger", "msg", strings.TrimSpace(fmt.Sprintf(f, a...)))
+	}
+}

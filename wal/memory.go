@@ -1,0 +1,247 @@
+package wal
+
+import (
+	"maps"
+	"slices"
+	"sync"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// Memory is the in-memory Log of the deterministic simulator. It keeps two
+// states: what was appended (read by Load, Outbox, Meta) and what was synced.
+// Crash drops the difference, as kill -9 followed by a power loss drops a
+// real disk's unsynced page cache. Results never depend on map order.
+//
+// Entries are immutable once stored. Entry slices may share a backing array
+// between the two states and between clones, so a slice is only ever
+// extended in place by the appended state at its own end, and every other
+// copy of a slice header is capped at its length (see memState.clone).
+type Memory struct {
+	mu sync.Mutex
+	// cur is everything appended; Append changes it.
+	cur memState
+	// synced is the state as of the last Sync; Sync replaces it with cur,
+	// Crash replaces cur with it.
+	synced memState
+}
+
+// memState is one version of the whole stored content.
+type memState struct {
+	parts  map[uint32]memPart
+	outbox map[string][]byte
+	meta   map[string][]byte
+}
+
+// memPart is one partition's stored log. Its values are never mutated, only
+// replaced.
+type memPart struct {
+	hs   *raftpb.HardState
+	snap *raftpb.Snapshot
+	ents []*raftpb.Entry
+}
+
+// NewMemory returns an empty Memory.
+func NewMemory() *Memory {
+	return &Memory{cur: newMemState(), synced: newMemState()}
+}
+
+func newMemState() memState {
+	return memState{parts: map[uint32]memPart{}, outbox: map[string][]byte{}, meta: map[string][]byte{}}
+}
+
+// clone copies the maps and caps every entry slice at its length, so that
+// appending to either copy reallocates instead of writing into a shared
+// backing array. Values are immutable and shared.
+func (s memState) clone() memState {
+	c := memState{parts: make(map[uint32]memPart, len(s.parts)), outbox: maps.Clone(s.outbox), meta: maps.Clone(s.meta)}
+	for p, mp := range s.parts {
+		mp.ents = mp.ents[:len(mp.ents):len(mp.ents)]
+		c.parts[p] = mp
+	}
+	return c
+}
+
+// Append implements Log. It applies b to a scratch copy of the touched
+// partitions and publishes them only if every update applies.
+func (m *Memory) Append(b *Batch) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	scratch := map[uint32]*memPart{}
+	for i := range b.Updates {
+		u := &b.Updates[i]
+		mp, ok := scratch[u.Partition]
+		if !ok {
+			// Appends may write past cur's end in the shared backing
+			// array; harmless if the batch is rejected, as no slice
+			// header reaches there.
+			c := m.cur.parts[u.Partition]
+			mp = &c
+			scratch[u.Partition] = mp
+		}
+		if err := applyUpdate(mp, u); err != nil {
+			return wrap("append", err)
+		}
+	}
+	for p, mp := range scratch {
+		m.cur.parts[p] = *mp
+	}
+	for _, r := range b.OutboxPut {
+		m.cur.outbox[r.Key] = slices.Clone(r.Value)
+	}
+	for _, k := range b.OutboxDel {
+		delete(m.cur.outbox, k)
+	}
+	for _, r := range b.MetaPut {
+		m.cur.meta[r.Key] = slices.Clone(r.Value)
+	}
+	return nil
+}
+
+// Sync implements Log: everything appended so far becomes durable.
+func (m *Memory) Sync() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.synced = m.cur.clone()
+	return nil
+}
+
+// Crash drops everything appended since the last Sync. The Memory stays
+// usable afterwards as the restarted peer's disk.
+func (m *Memory) Crash() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cur = m.synced.clone()
+}
+
+// Clone returns an independent copy of m, with the same appended and synced
+// states.
+func (m *Memory) Clone() *Memory {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return &Memory{cur: m.cur.clone(), synced: m.synced.clone()}
+}
+
+// Partitions implements Log.
+func (m *Memory) Partitions() ([]uint32, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var ps []uint32
+	for _, p := range slices.Sorted(maps.Keys(m.cur.parts)) {
+		mp := m.cur.parts[p]
+		if mp.hs != nil || mp.snap != nil || len(mp.ents) > 0 {
+			ps = append(ps, p)
+		}
+	}
+	return ps, nil
+}
+
+// Load implements Log. The result is a deep copy.
+func (m *Memory) Load(p uint32) (PartitionState, error) {
+	m.mu.Lock()
+	mp := m.cur.parts[p]
+	m.mu.Unlock()
+	var ps PartitionState
+	if mp.hs != nil {
+		ps.HardState = proto.Clone(mp.hs).(*raftpb.HardState)
+	}
+	if mp.snap != nil {
+		ps.Snapshot = proto.Clone(mp.snap).(*raftpb.Snapshot)
+	}
+	if len(mp.ents) > 0 {
+		ps.Entries = make([]*raftpb.Entry, len(mp.ents))
+		for i, e := range mp.ents {
+			ps.Entries[i] = proto.Clone(e).(*raftpb.Entry)
+		}
+	}
+	if err := verifyState(p, &ps); err != nil {
+		return PartitionState{}, wrap("load", err)
+	}
+	return ps, nil
+}
+
+// Outbox implements Log.
+func (m *Memory) Outbox() ([]Record, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var rs []Record
+	for _, k := range slices.Sorted(maps.Keys(m.cur.outbox)) {
+		rs = append(rs, Record{Key: k, Value: slices.Clone(m.cur.outbox[k])})
+	}
+	return rs, nil
+}
+
+// Meta implements Log.
+func (m *Memory) Meta(key string) ([]byte, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, ok := m.cur.meta[key]
+	return slices.Clone(v), ok, nil
+}
+
+// Close implements Log. Like Badger's clean shutdown it keeps everything
+// appended (it syncs), and the Memory stays usable as the disk a restarted
+// peer opens again.
+func (m *Memory) Close() error { return m.Sync() }
+
+// memPart implements partStore for Memory.Append.
+
+func (mp *memPart) snapIndex() (uint64, error) { return mp.snap.GetMetadata().GetIndex(), nil }
+
+func (mp *memPart) term(i uint64) (uint64, bool, error) {
+	if len(mp.ents) == 0 || i < mp.ents[0].GetIndex() || i > mp.ents[len(mp.ents)-1].GetIndex() {
+		return 0, false, nil
+	}
+	return mp.ents[i-mp.ents[0].GetIndex()].GetTerm(), true, nil
+}
+
+func (mp *memPart) lastIndex() (uint64, error) {
+	if len(mp.ents) == 0 {
+		return mp.snapIndex()
+	}
+	return mp.ents[len(mp.ents)-1].GetIndex(), nil
+}
+
+func (mp *memPart) dropEntries(from, to uint64) error {
+	n := uint64(len(mp.ents))
+	if n == 0 {
+		return nil
+	}
+	first := mp.ents[0].GetIndex()
+	off := func(i uint64) uint64 { return min(max(i, first)-first, n) }
+	a, b := off(from), n
+	if to != 0 {
+		b = off(to)
+	}
+	switch {
+	case a >= b:
+	case a == 0:
+		mp.ents = mp.ents[b:]
+	case b == n:
+		mp.ents = mp.ents[:a:a]
+	default:
+		mp.ents = append(mp.ents[:a:a], mp.ents[b:]...)
+	}
+	if len(mp.ents) == 0 {
+		mp.ents = nil
+	}
+	return nil
+}
+
+func (mp *memPart) putSnapshot(s *raftpb.Snapshot) error {
+	mp.snap = proto.Clone(s).(*raftpb.Snapshot)
+	return nil
+}
+
+func (mp *memPart) putHardState(hs *raftpb.HardState) error {
+	mp.hs = proto.Clone(hs).(*raftpb.HardState)
+	return nil
+}
+
+func (mp *memPart) putEntries(es []*raftpb.Entry) error {
+	for _, e := range es {
+		mp.ents = append(mp.ents, proto.Clone(e).(*raftpb.Entry))
+	}
+	return nil
+}

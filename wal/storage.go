@@ -1,0 +1,120 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// Storage is the raft.Storage of one partition, held in memory. The pure
+// peer core hands it to raft.RawNode and applies each Ready's Update to it
+// with Apply; the runtime persists the same Updates to a Log, so that
+// NewStorage(Load(p)) rebuilds it after a restart.
+type Storage struct {
+	*raft.MemoryStorage
+}
+
+var _ raft.Storage = (*Storage)(nil)
+
+// NewStorage returns a Storage holding ps, as loaded from a Log. It checks
+// ps like Load does and returns an error wrapping ErrCorrupt (never panics)
+// when the entries do not follow the snapshot.
+func NewStorage(ps PartitionState) (*Storage, error) {
+	if err := verifyState(0, &ps); err != nil {
+		return nil, fmt.Errorf("wal: new storage: %w", err)
+	}
+	ms := raft.NewMemoryStorage()
+	if !raft.IsEmptySnap(ps.Snapshot) {
+		if err := ms.ApplySnapshot(ps.Snapshot); err != nil {
+			return nil, fmt.Errorf("wal: new storage: %w", err)
+		}
+	}
+	if ps.HardState != nil {
+		if err := ms.SetHardState(proto.Clone(ps.HardState).(*raftpb.HardState)); err != nil {
+			return nil, fmt.Errorf("wal: new storage: %w", err)
+		}
+	}
+	if err := ms.Append(ps.Entries); err != nil {
+		return nil, fmt.Errorf("wal: new storage: %w", err)
+	}
+	return &Storage{MemoryStorage: ms}, nil
+}
+
+// Apply applies u in the order Raft expects (snapshot, hard state, entries,
+// compaction) with the rules of Update, so that the Storage matches what a
+// Log holds after Append(u). An invalid u returns an error wrapping
+// ErrInvalidUpdate and leaves the Storage unchanged.
+func (s *Storage) Apply(u Update) error {
+	if err := checkContiguous(u.Partition, u.Entries); err != nil {
+		return fmt.Errorf("wal: apply: %w", err)
+	}
+	if err := s.checkGap(u); err != nil {
+		return fmt.Errorf("wal: apply: %w", err)
+	}
+	if !raft.IsEmptySnap(u.Snapshot) {
+		if err := s.applySnapshot(u.Snapshot); err != nil {
+			return fmt.Errorf("wal: apply: %w", err)
+		}
+	}
+	if !raft.IsEmptyHardState(u.HardState) {
+		if err := s.SetHardState(proto.Clone(u.HardState).(*raftpb.HardState)); err != nil {
+			return fmt.Errorf("wal: apply: %w", err)
+		}
+	}
+	if err := s.Append(u.Entries); err != nil {
+		return fmt.Errorf("wal: apply: %w", err)
+	}
+	if u.Compact > 0 {
+		snap, _ := s.Snapshot()
+		if ci := min(u.Compact, snap.GetMetadata().GetIndex()); ci > 0 {
+			if err := s.Compact(ci); err != nil && !errors.Is(err, raft.ErrCompacted) {
+				return fmt.Errorf("wal: apply: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// applySnapshot stores snap if newer: as a local snapshot plus compaction
+// when the log holds its last entry, else replacing the whole log.
+func (s *Storage) applySnapshot(snap *raftpb.Snapshot) error {
+	cur, _ := s.Snapshot()
+	idx, term := snap.GetMetadata().GetIndex(), snap.GetMetadata().GetTerm()
+	if idx <= cur.GetMetadata().GetIndex() {
+		return nil
+	}
+	if t, err := s.Term(idx); err == nil && t == term {
+		if _, err := s.CreateSnapshot(idx, snap.GetMetadata().GetConfState(), snap.GetData()); err != nil {
+			return err
+		}
+		return s.Compact(idx)
+	}
+	return s.ApplySnapshot(snap)
+}
+
+// checkGap rejects entries that would leave a gap after the last index
+// (raft.MemoryStorage.Append panics on them), taking u's own snapshot into
+// account.
+func (s *Storage) checkGap(u Update) error {
+	if len(u.Entries) == 0 {
+		return nil
+	}
+	last, _ := s.LastIndex()
+	if !raft.IsEmptySnap(u.Snapshot) {
+		cur, _ := s.Snapshot()
+		idx, term := u.Snapshot.GetMetadata().GetIndex(), u.Snapshot.GetMetadata().GetTerm()
+		if t, err := s.Term(idx); idx > cur.GetMetadata().GetIndex() && (err != nil || t != term) {
+			last = idx // the snapshot replaces the log
+		} else {
+			last = max(last, idx)
+		}
+	}
+	if first := u.Entries[0].GetIndex(); first > last+1 {
+		return fmt.Errorf("%w: partition %d: entry %d leaves a gap after last index %d",
+			ErrInvalidUpdate, u.Partition, first, last)
+	}
+	return nil
+}
