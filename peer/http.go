@@ -1,7 +1,9 @@
 package peer
 
 import (
+	"crypto/subtle"
 	"net/http"
+	"net/http/pprof"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -11,10 +13,36 @@ import (
 func (p *Peer) httpHandler() http.Handler {
 	lim := p.cfg.Limits
 	lim.HasHandler = p.handlers.Has
-	return api.NewHandler(backend{p}, api.HandlerOptions{
+	mux := http.NewServeMux()
+	mux.Handle("/", api.NewHandler(backend{p}, api.HandlerOptions{
 		Limits:  lim,
 		Token:   p.cfg.Token,
 		Metrics: promhttp.HandlerFor(p.metrics.reg, promhttp.HandlerOpts{}),
 		Logger:  p.log,
+	}))
+	debug := http.NewServeMux()
+	debug.HandleFunc("/debug/pprof/", pprof.Index)
+	debug.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	debug.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	debug.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	debug.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/debug/pprof/", p.requireToken(debug))
+	return mux
+}
+
+// requireToken guards h with the API token when one is set.
+func (p *Peer) requireToken(h http.Handler) http.Handler {
+	if p.cfg.Token == "" {
+		return h
+	}
+	want := []byte("Bearer " + p.cfg.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"error":{"code":"unauthenticated","message":"missing or wrong bearer token"}}`))
+			return
+		}
+		h.ServeHTTP(w, r)
 	})
 }

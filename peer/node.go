@@ -36,6 +36,10 @@ type NodeConfig struct {
 	Partitions int
 	// Slots is the number of tasks this peer runs at once. Default 4.
 	Slots int
+	// LeaseAhead caps the leases held beyond the slots, as a multiple of
+	// Slots, when tasks are short next to the commit latency (see pacer).
+	// 0 disables leasing ahead. Default 32.
+	LeaseAhead int
 	// RaftTick is the time per Raft tick; heartbeats go every
 	// HeartbeatTicks ticks. Defaults 100 ms and 10.
 	RaftTick       time.Duration
@@ -55,7 +59,7 @@ type NodeConfig struct {
 // DefaultNodeConfig returns the defaults for a peer id and boot nonce.
 func DefaultNodeConfig(id, boot string) NodeConfig {
 	return NodeConfig{
-		ID: id, Boot: boot, Partitions: 256, Slots: 4,
+		ID: id, Boot: boot, Partitions: 256, Slots: 4, LeaseAhead: 32,
 		RaftTick: 100 * time.Millisecond, HeartbeatTicks: 10, SnapshotEvery: 10_000,
 		Shard: shard.DefaultConfig(), Rand: rand.New(rand.NewPCG(1, 1)),
 	}
@@ -96,7 +100,8 @@ type Node struct {
 
 	now      time.Time
 	lastTick time.Time
-	busy     int // local slots in use (leases proposed or held)
+	busy     int // leases proposed for or held by this peer, at most limit()
+	pace     pacer
 	reqSeq   uint64
 	reqs     map[uint64]*request
 	running  map[shard.TaskID]shard.Round // leases held by this peer, by task

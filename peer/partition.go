@@ -3,6 +3,7 @@ package peer
 import (
 	"fmt"
 	"math/rand/v2"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -27,7 +28,8 @@ type partition struct {
 	term      uint64 // current term when leader
 	serving   bool   // leader and caught up: may propose from its state
 
-	props []shard.Event // events to propose as one entry at the next Ready
+	props    []shard.Event // events to propose as one entry at the next Ready
+	leasedAt time.Time     // when this node last proposed local leases here
 }
 
 func (n *Node) openPartition(p int, ps wal.PartitionState) (*partition, error) {

@@ -95,6 +95,9 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// leaseAhead is the most leases a peer holds beyond its slots, per slot.
+const leaseAhead = 128
+
 // Peer is a running needle peer: one goroutine (the loop) owns the Node and
 // the WAL; the HTTP API, the workers and the timers talk to it through its
 // inbox.
@@ -134,8 +137,8 @@ func New(cfg Config) (*Peer, error) {
 	}
 	p := &Peer{
 		cfg: cfg, log: cfg.Logger, handlers: cfg.Handlers,
-		inbox: make(chan command, 4096), jobs: make(chan job, max(cfg.Slots, 1)),
-		results: make(chan shard.Outcome, max(cfg.Slots, 1)+16), cancels: make(map[shard.TaskID]context.CancelFunc),
+		inbox: make(chan command, 4096), jobs: make(chan job, max(cfg.Slots, 1)*(1+leaseAhead)),
+		results: make(chan shard.Outcome, max(cfg.Slots, 1)*(1+leaseAhead)+16), cancels: make(map[shard.TaskID]context.CancelFunc),
 		calls: make(map[uint64]chan Reply), waiters: newWaiters(),
 		ready: make(chan struct{}), closed: make(chan struct{}),
 	}
@@ -177,6 +180,7 @@ func (p *Peer) open() error {
 	ncfg := DefaultNodeConfig(id, randomHex(8))
 	ncfg.Partitions = parts
 	ncfg.Slots = p.cfg.Slots
+	ncfg.LeaseAhead = leaseAhead
 	ncfg.Logger = p.log
 	ncfg.Rand = mrand.New(mrand.NewPCG(seed(), seed()))
 	ncfg.Shard.Retention = p.cfg.Retention

@@ -145,6 +145,9 @@ func (n *Node) applyLease(p *partition, e *shard.Event, ours bool) {
 		}
 		return
 	}
+	if ours {
+		n.pace.committed(n.now.Sub(p.leasedAt))
+	}
 	n.running[e.Task] = e.Round
 	n.rd.Run = append(n.rd.Run, Run{
 		Task: e.Task, Round: e.Round, Handler: run.Handler, Payload: run.Payload,
@@ -171,6 +174,7 @@ func (n *Node) Report(o shard.Outcome) error {
 	}
 	delete(n.running, o.Task)
 	n.busy--
+	n.pace.ran(o.Took)
 	o.Holder = n.holder
 	p := n.parts[n.PartitionOf(o.Task.Group())]
 	if p == nil || !p.serving {
@@ -188,7 +192,8 @@ func (n *Node) Report(o shard.Outcome) error {
 // schedule leases READY tasks to this peer's free slots, highest priority
 // first across the partitions it leads.
 func (n *Node) schedule() {
-	for n.busy < n.cfg.Slots {
+	limit := n.cfg.Slots + n.pace.ahead(n.cfg.Slots, n.cfg.LeaseAhead)
+	for n.busy < limit {
 		best := -1
 		var bestPrio int32
 		var bestSeq uint64
@@ -205,12 +210,13 @@ func (n *Node) schedule() {
 			return
 		}
 		p := n.parts[best]
-		free := n.cfg.Slots - n.busy
+		free := limit - n.busy
 		evs := p.shard.Lease(n.now, free, n.holder, nil)
 		if len(evs) == 0 {
 			return
 		}
 		n.busy += len(evs)
+		p.leasedAt = n.now
 		p.propose(evs)
 		n.markDirty(best)
 	}

@@ -11,7 +11,8 @@ import (
 )
 
 // job is a lease handed to a worker, with the attempt's context (canceled
-// at the timeout, on abort, or when the peer stops).
+// on abort or when the peer stops; the worker adds the timeout when the
+// handler starts, so time queued behind other leases does not count).
 type job struct {
 	run Run
 	ctx context.Context
@@ -20,7 +21,7 @@ type job struct {
 // start queues a committed lease for a worker. The Node bounds the leases
 // it holds by the slots, so the queue (one place per slot) never blocks.
 func (p *Peer) start(r Run) {
-	ctx, cancel := context.WithTimeout(p.runCtx, r.Timeout)
+	ctx, cancel := context.WithCancel(p.runCtx)
 	p.mu.Lock()
 	p.cancels[r.Task] = cancel
 	p.mu.Unlock()
@@ -55,9 +56,13 @@ func (p *Peer) execute(j job) shard.Outcome {
 		o.Permanent = true
 		return o
 	}
+	ctx, cancel := context.WithTimeout(j.ctx, r.Timeout)
+	defer cancel()
+	j.ctx = ctx
 	start := time.Now()
 	res, err := safeCall(j.ctx, h, Call{Task: r.Task, Round: r.Round, Attempt: r.Attempt + 1, Payload: r.Payload})
-	p.metrics.runTime(r.Handler, time.Since(start))
+	o.Took = time.Since(start)
+	p.metrics.runTime(r.Handler, o.Took)
 	if err == nil && j.ctx.Err() == nil {
 		o.OK = true
 		o.Result = asJSON(res)

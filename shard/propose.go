@@ -133,6 +133,7 @@ type Outcome struct {
 	Error     string
 	Permanent bool
 	TimedOut  bool
+	Took      time.Duration // how long the handler ran (an input for pacing, not stored)
 }
 
 // Report checks an outcome against the current lease (fencing) and returns
