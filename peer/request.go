@@ -271,4 +271,3 @@ func (n *Node) readable(g shard.GroupID) (*partition, error) {
 
 // Now returns the node's current time (the last Tick).
 func (n *Node) Now() time.Time { return n.now }
-
