@@ -1,0 +1,248 @@
+package steal
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// Load is one peer's load as gossiped on needle/load/1 or carried by a grant
+// reply.
+type Load struct {
+	Peer    string    // the peer's id
+	Ready   int       // READY tasks in the partitions it owns
+	Running int       // tasks leased to it: running, or queued for a slot
+	Slots   int       // its worker slots
+	At      time.Time // when observed, on the receiver's clock
+}
+
+// Free returns the peer's free worker slots (negative when it holds more
+// leased tasks than slots).
+func (l Load) Free() int { return l.Slots - l.Running }
+
+// Stats are the counters a peer exports about its stealing.
+type Stats struct {
+	Asked   int // steal requests sent (Next returned ok)
+	Granted int // replies that granted at least one task
+	Refused int // refusals and empty grants
+	Expired int // requests abandoned unanswered after Config.RequestTTL
+	Stolen  int // tasks received in grants
+}
+
+// peerState is what a Thief knows of one peer.
+type peerState struct {
+	load  Load          // latest observed load
+	until time.Time     // backoff: the peer is not asked before this
+	next  time.Duration // backoff: the wait after the next refusal, 0 = BackoffMin
+}
+
+// Thief decides when its peer steals, from whom and how much. It is a pure
+// state machine: time comes in as an argument and randomness from
+// Config.Rand, so the same seed and inputs give the same decisions. It is
+// not safe for concurrent use; the peer's loop owns it.
+type Thief struct {
+	cfg     Config
+	peers   []peerState // known peers sorted by id: the draw order
+	asked   string      // victim of the outstanding request, "" if none
+	askedAt time.Time   // when the outstanding request was sent
+	cands   []int       // scratch for Next: indexes into peers
+	stats   Stats
+}
+
+// New returns a Thief that knows no peer yet.
+func New(cfg Config) (*Thief, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Thief{cfg: cfg}, nil
+}
+
+// find returns the index of peer in t.peers, or where it would go.
+func (t *Thief) find(peer string) (int, bool) {
+	return slices.BinarySearchFunc(t.peers, peer, func(p peerState, id string) int {
+		return strings.Compare(p.load.Peer, id)
+	})
+}
+
+// Observe records a peer's load, from gossip or from a grant reply. It keeps
+// the latest observation per peer: one older than the one held (gossip
+// arrives out of order) is ignored. A load with an empty Peer is ignored.
+func (t *Thief) Observe(l Load) {
+	if l.Peer == "" {
+		return
+	}
+	i, known := t.find(l.Peer)
+	switch {
+	case !known:
+		t.peers = slices.Insert(t.peers, i, peerState{load: l})
+	case !l.At.Before(t.peers[i].load.At):
+		t.peers[i].load = l
+	}
+}
+
+// Forget drops everything known about a peer that died or left, backoff
+// included. A request outstanding to it is abandoned (no reply will come).
+func (t *Thief) Forget(peer string) {
+	if i, ok := t.find(peer); ok {
+		t.peers = slices.Delete(t.peers, i, i+1)
+	}
+	if t.asked == peer {
+		t.asked = ""
+	}
+}
+
+// Next decides whether to steal now. It returns a victim and how many tasks
+// to ask it for when self (this peer's own load, Peer set to its id) has a
+// free slot and no READY task of its own, no request is outstanding (or the
+// outstanding one is older than RequestTTL: it is then abandoned and its
+// victim backs off), and some other known peer with a fresh load and no
+// backoff has READY tasks. The victim is the better of two distinct
+// candidates drawn at random (power of two choices): more Ready, then more
+// Ready per slot, then the lexically smaller id. n is half the victim's
+// Ready, at least 1, at most Prefetch times self's free slots and at most
+// MaxBatch. When ok, the request counts as outstanding from now on: send it
+// and report the reply with Granted or Refused.
+func (t *Thief) Next(now time.Time, self Load) (victim string, n int, ok bool) {
+	if t.asked != "" {
+		if now.Sub(t.askedAt) < t.cfg.RequestTTL {
+			return "", 0, false
+		}
+		t.stats.Expired++
+		t.refuse(now, t.asked)
+		t.asked = ""
+	}
+	free := self.Free()
+	if free <= 0 || self.Ready > 0 {
+		return "", 0, false
+	}
+	i, ok := t.pick(now, self.Peer)
+	if !ok {
+		return "", 0, false
+	}
+	l := t.peers[i].load
+	n = min(t.cfg.MaxBatch, max(1, l.Ready/2), free*Prefetch)
+	t.asked, t.askedAt = l.Peer, now
+	t.stats.Asked++
+	return l.Peer, n, true
+}
+
+// pick draws the victim among the eligible peers, in sorted order so that
+// the draw depends only on the seed and the inputs.
+func (t *Thief) pick(now time.Time, self string) (int, bool) {
+	c := t.cands[:0]
+	freshSince := now.Add(-t.cfg.StaleAfter)
+	for i := range t.peers {
+		if eligible(&t.peers[i], now, freshSince) && t.peers[i].load.Peer != self {
+			c = append(c, i)
+		}
+	}
+	t.cands = c
+	switch len(c) {
+	case 0:
+		return 0, false
+	case 1:
+		return c[0], true
+	}
+	i := t.cfg.Rand.IntN(len(c))
+	j := t.cfg.Rand.IntN(len(c) - 1)
+	if j >= i {
+		j++
+	}
+	if better(&t.peers[c[j]].load, &t.peers[c[i]].load) {
+		return c[j], true
+	}
+	return c[i], true
+}
+
+// eligible reports whether a peer may be asked now: it has READY tasks, its
+// load was observed at or after freshSince (now - StaleAfter) and it is not
+// in backoff.
+func eligible(p *peerState, now, freshSince time.Time) bool {
+	return p.load.Ready > 0 && !p.load.At.Before(freshSince) && !now.Before(p.until)
+}
+
+// better reports whether a is a better victim than b: more Ready, then more
+// Ready per slot (a peer with no slot counts as the most loaded), then the
+// smaller id.
+func better(a, b *Load) bool {
+	if a.Ready != b.Ready {
+		return a.Ready > b.Ready
+	}
+	sa, sb := a.Slots, b.Slots
+	switch {
+	case sa <= 0 && sb > 0:
+		return true
+	case sb <= 0 && sa > 0:
+		return false
+	case sa > 0 && sb > 0 && sa != sb:
+		return sa < sb // same Ready, fewer slots: more Ready per slot
+	}
+	return a.Peer < b.Peer
+}
+
+// Granted reports a grant reply from victim carrying got tasks. got == 0 is
+// an empty grant and counts as a refusal. A non-empty grant ends the
+// victim's backoff. The reply's load goes to Observe separately.
+func (t *Thief) Granted(now time.Time, victim string, got int) {
+	if got <= 0 {
+		t.Refused(now, victim)
+		return
+	}
+	t.answered(victim)
+	t.stats.Granted++
+	t.stats.Stolen += got
+	if i, ok := t.find(victim); ok {
+		t.peers[i].until, t.peers[i].next = time.Time{}, 0
+	}
+}
+
+// Refused reports that victim refused a request (or could not be reached):
+// it is not asked again for the current backoff, which doubles with every
+// refusal in a row from BackoffMin up to BackoffMax.
+func (t *Thief) Refused(now time.Time, victim string) {
+	t.answered(victim)
+	t.stats.Refused++
+	t.refuse(now, victim)
+}
+
+// answered ends the outstanding request when victim is its target. A late
+// reply from an abandoned request to another victim leaves the current one
+// outstanding.
+func (t *Thief) answered(victim string) {
+	if t.asked == victim {
+		t.asked = ""
+	}
+}
+
+// refuse puts a known victim in backoff. An unknown (forgotten) one is not
+// tracked, so the state stays bounded by the known peers.
+func (t *Thief) refuse(now time.Time, victim string) {
+	i, ok := t.find(victim)
+	if !ok {
+		return
+	}
+	p := &t.peers[i]
+	d := p.next
+	if d <= 0 {
+		d = t.cfg.BackoffMin
+	}
+	p.until, p.next = now.Add(d), min(2*d, t.cfg.BackoffMax)
+}
+
+// Outstanding returns the victim of the request in flight and when it was
+// sent; ok is false when none is.
+func (t *Thief) Outstanding() (victim string, since time.Time, ok bool) {
+	return t.asked, t.askedAt, t.asked != ""
+}
+
+// BackoffUntil returns when peer may be asked again; the zero time when it
+// is not in backoff.
+func (t *Thief) BackoffUntil(peer string) time.Time {
+	if i, ok := t.find(peer); ok {
+		return t.peers[i].until
+	}
+	return time.Time{}
+}
+
+// Stats returns the counters so far.
+func (t *Thief) Stats() Stats { return t.stats }
