@@ -11,6 +11,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"go.etcd.io/raft/v3"
 
+	"github.com/needle-mesh/needle/ring"
 	"github.com/needle-mesh/needle/shard"
 	"github.com/needle-mesh/needle/wal"
 )
@@ -34,6 +35,26 @@ type NodeConfig struct {
 	Boot string
 	// Partitions is the fixed number of ring partitions. Default 256.
 	Partitions int
+	// Founder bootstraps every partition with this peer as its only voter
+	// when there is no stored state: the first peer of a mesh. A peer that
+	// joins a mesh is not a founder: it gets its partitions from their
+	// leaders.
+	Founder bool
+	// Replicas is R, the size of each partition's replica set (fewer while
+	// the mesh is smaller). Default 3.
+	Replicas int
+	// HeartbeatEvery is the gossip interval; a peer unheard for DeadAfter
+	// is dead (suspect after half of it). ForgetAfter removes a dead peer
+	// from the membership. Defaults 1 s, 3 s, 10 min.
+	HeartbeatEvery, DeadAfter, ForgetAfter time.Duration
+	// Debounce is how long the membership must be stable before the ring
+	// (and so the replica sets) changes. Default 1 s.
+	Debounce time.Duration
+	// Steal makes this peer take part in work stealing (as thief and as
+	// victim). Default true.
+	Steal bool
+	// Addrs are this peer's transport addresses, gossiped to others.
+	Addrs []string
 	// Slots is the number of tasks this peer runs at once. Default 4.
 	Slots int
 	// LeaseAhead caps the leases held beyond the slots, as a multiple of
@@ -59,7 +80,9 @@ type NodeConfig struct {
 // DefaultNodeConfig returns the defaults for a peer id and boot nonce.
 func DefaultNodeConfig(id, boot string) NodeConfig {
 	return NodeConfig{
-		ID: id, Boot: boot, Partitions: 256, Slots: 4, LeaseAhead: 32,
+		ID: id, Boot: boot, Partitions: 256, Slots: 4, LeaseAhead: 32, Founder: true, Replicas: 3,
+		HeartbeatEvery: time.Second, DeadAfter: 3 * time.Second, ForgetAfter: 10 * time.Minute,
+		Debounce: time.Second, Steal: true,
 		RaftTick: 100 * time.Millisecond, HeartbeatTicks: 10, SnapshotEvery: 10_000,
 		Shard: shard.DefaultConfig(), Rand: rand.New(rand.NewPCG(1, 1)),
 	}
@@ -76,6 +99,12 @@ func (c *NodeConfig) Validate() error {
 		return errors.New("peer: config Slots must be >= 0")
 	case c.RaftTick <= 0 || c.HeartbeatTicks <= 0:
 		return errors.New("peer: config RaftTick and HeartbeatTicks must be > 0")
+	case c.Replicas < 1 || c.Replicas > 15:
+		return fmt.Errorf("peer: config Replicas %d out of range 1..15", c.Replicas)
+	case c.HeartbeatEvery <= 0 || c.DeadAfter <= c.HeartbeatEvery || c.ForgetAfter < c.DeadAfter:
+		return errors.New("peer: config wants 0 < HeartbeatEvery < DeadAfter <= ForgetAfter")
+	case c.Debounce < 0:
+		return errors.New("peer: config Debounce must be >= 0")
 	case c.SnapshotEvery == 0:
 		return errors.New("peer: config SnapshotEvery must be > 0")
 	case c.Rand == nil:
@@ -108,6 +137,12 @@ type Node struct {
 
 	rd     Ready     // being assembled
 	advRds []pending // partitions' Readies handed out, to Advance
+
+	mesh     mesh // membership, liveness, ring, outbox
+	raftOut  map[string][]RaftMsg
+	snapSent []snapReport
+	steal    stealer
+	stats    NodeStats
 }
 
 // request is a client request waiting for its entry to apply.
@@ -144,9 +179,20 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 		raftID: RaftID(cfg.ID), parts: make([]*partition, cfg.Partitions),
 		isDir: make([]bool, cfg.Partitions), now: now, lastTick: now,
 		reqs: make(map[uint64]*request), running: make(map[shard.TaskID]shard.Round),
+		raftOut: make(map[string][]RaftMsg),
 	}
+	n.mesh = newMesh(n, now)
+	var err error
+	if n.steal, err = newStealer(cfg); err != nil {
+		return nil, err
+	}
+	founder := cfg.Founder && len(states) == 0
 	for p := range cfg.Partitions {
-		part, err := n.openPartition(p, states[uint32(p)])
+		st, stored := states[uint32(p)]
+		if !stored && !founder {
+			continue // a joiner's partitions arrive from their leaders
+		}
+		part, err := n.openPartition(p, st, founder)
 		if err != nil {
 			return nil, err
 		}
@@ -173,7 +219,7 @@ func (n *Node) ID() string { return n.cfg.ID }
 
 // PartitionOf returns the partition of a group.
 func (n *Node) PartitionOf(g shard.GroupID) int {
-	return int(xxhash.Sum64String(string(g)) % uint64(n.cfg.Partitions))
+	return ring.PartitionOf(string(g), n.cfg.Partitions)
 }
 
 func (n *Node) markDirty(p int) {
@@ -191,6 +237,7 @@ func (n *Node) Tick(now time.Time) {
 	if raftTick {
 		n.lastTick = now
 	}
+	n.mesh.tick(now)
 	for i, p := range n.parts {
 		if p == nil {
 			continue
@@ -198,6 +245,7 @@ func (n *Node) Tick(now time.Time) {
 		if raftTick {
 			p.rn.Tick()
 			n.markDirty(i)
+			n.mesh.tickPartition(p)
 		}
 		if p.serving {
 			if evs := p.shard.Due(now); len(evs) > 0 {

@@ -28,11 +28,14 @@ type partition struct {
 	term      uint64 // current term when leader
 	serving   bool   // leader and caught up: may propose from its state
 
-	props    []shard.Event // events to propose as one entry at the next Ready
-	leasedAt time.Time     // when this node last proposed local leases here
+	props      []shard.Event // events to propose as one entry at the next Ready
+	campaignAt time.Time     // when to campaign for a leaderless partition (jitter)
+	confAt     time.Time     // a replica change was proposed then and has not applied
+	forceSnap  bool          // snapshot at the next Advance (after a replica change)
+	leasedAt   time.Time     // when this node last proposed local leases here
 }
 
-func (n *Node) openPartition(p int, ps wal.PartitionState) (*partition, error) {
+func (n *Node) openPartition(p int, ps wal.PartitionState, bootstrap bool) (*partition, error) {
 	st, err := wal.NewStorage(ps)
 	if err != nil {
 		return nil, fmt.Errorf("peer: partition %d: %w", p, err)
@@ -52,7 +55,7 @@ func (n *Node) openPartition(p int, ps wal.PartitionState) (*partition, error) {
 		part.snapIndex = part.applied
 		part.conf = snap.GetMetadata().GetConfState()
 	}
-	if last, _ := st.LastIndex(); last == 0 && raft.IsEmptySnap(ps.Snapshot) {
+	if last, _ := st.LastIndex(); bootstrap && last == 0 && raft.IsEmptySnap(ps.Snapshot) {
 		n.bootstrap(part, []uint64{n.raftID})
 	}
 	rn, err := raft.NewRawNode(n.raftConfig(st, part.applied))

@@ -21,7 +21,8 @@ import (
 type Ready struct {
 	Persist  wal.Batch
 	MustSync bool
-	Messages []Envelope
+	Messages []Envelope // to one peer each, in order
+	Gossip   []Message  // to every peer (heartbeats): best effort
 	Run      []Run
 	Abort    []shard.TaskID
 	Replies  []Reply
@@ -32,7 +33,7 @@ type Ready struct {
 // Envelope is a message for another peer.
 type Envelope struct {
 	To  string
-	Msg *pb.Message
+	Msg Message
 }
 
 // Run is a lease granted to this peer: start the handler.
@@ -61,7 +62,8 @@ type SubmitResult struct {
 
 // HasReady reports whether Ready has work.
 func (n *Node) HasReady() bool {
-	if len(n.rd.Replies) > 0 || len(n.rd.Run) > 0 || len(n.rd.Abort) > 0 || len(n.rd.Persist.Updates) > 0 {
+	if len(n.rd.Replies) > 0 || len(n.rd.Run) > 0 || len(n.rd.Abort) > 0 || len(n.rd.Persist.Updates) > 0 ||
+		len(n.rd.Messages) > 0 || len(n.rd.Gossip) > 0 || len(n.rd.Persist.OutboxPut) > 0 || len(n.rd.Persist.OutboxDel) > 0 {
 		return true
 	}
 	for _, i := range n.dirty {
@@ -92,9 +94,21 @@ func (n *Node) Ready() Ready {
 		}
 	}
 	n.schedule()
+	n.maybeSteal()
+	n.flushGrants()
+	n.flushRaftMsgs()
 	rd := n.rd
 	n.rd = Ready{}
 	return rd
+}
+
+// flushRaftMsgs batches the Raft messages of every partition into one
+// Message per destination.
+func (n *Node) flushRaftMsgs() {
+	for _, to := range sortedKeys(n.raftOut) {
+		n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgRaft, From: n.cfg.ID, Raft: n.raftOut[to]}})
+	}
+	clear(n.raftOut)
 }
 
 // flush proposes the partition's buffered events as one entry.
@@ -130,7 +144,14 @@ func (n *Node) readyPartition(p *partition) {
 	}
 	n.rd.MustSync = n.rd.MustSync || rd.MustSync
 	for _, m := range rd.Messages {
-		n.rd.Messages = append(n.rd.Messages, Envelope{To: n.peerOf(m.GetTo()), Msg: m})
+		to, ok := n.mesh.peerOf(m.GetTo())
+		if !ok {
+			continue // a peer that left the membership
+		}
+		n.raftOut[to] = append(n.raftOut[to], RaftMsg{Partition: uint32(p.id), Msg: m})
+		if m.GetType() == pb.MsgSnap {
+			n.snapSent = append(n.snapSent, snapReport{p: p, to: m.GetTo()})
+		}
 	}
 	for _, e := range rd.CommittedEntries {
 		n.applyEntry(p, e)
@@ -149,13 +170,17 @@ func (n *Node) Advance(Ready) {
 		n.maybeSnapshot(a.p)
 	}
 	n.advRds = n.advRds[:0]
+	// Snapshots were handed to the transport; if one is lost, the follower
+	// rejects the next append and the leader sends another.
+	for _, s := range n.snapSent {
+		s.p.rn.ReportSnapshot(s.to, raft.SnapshotFinish)
+	}
+	n.snapSent = n.snapSent[:0]
 }
 
-func (n *Node) peerOf(raftID uint64) string {
-	if raftID == n.raftID {
-		return n.cfg.ID
-	}
-	return fmt.Sprintf("raft:%x", raftID)
+type snapReport struct {
+	p  *partition
+	to uint64
 }
 
 func (n *Node) softState(p *partition, ss *raft.SoftState) {
@@ -182,12 +207,18 @@ func (n *Node) applyEntry(p *partition, e *pb.Entry) {
 			panic(fmt.Sprintf("peer: partition %d: committed conf change %d undecodable: %v", p.id, e.GetIndex(), err))
 		}
 		p.conf = p.rn.ApplyConfChange(&cc)
+		p.confAt = time.Time{}
+		// A new replica catches up from a snapshot, which must name it in
+		// its ConfState (Raft ignores one that does not): take one now.
+		p.forceSnap = true
 	case pb.EntryConfChangeV2:
 		var cc pb.ConfChangeV2
 		if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
 			panic(fmt.Sprintf("peer: partition %d: committed conf change %d undecodable: %v", p.id, e.GetIndex(), err))
 		}
 		p.conf = p.rn.ApplyConfChange(&cc)
+		p.confAt = time.Time{}
+		p.forceSnap = true
 	default:
 		if len(e.GetData()) == 0 {
 			n.maybeServe(p, e.GetTerm())
@@ -211,10 +242,14 @@ func (n *Node) maybeServe(p *partition, term uint64) {
 	}
 	p.serving = true
 	p.shard.SetLeader(true, n.now)
-	// Leases held by a former run of this peer cannot be confirmed.
-	prefix := n.cfg.ID + "#"
+	// Leases held by a former run of this peer, or by a dead peer, cannot
+	// be confirmed: they run again in the next round.
 	evs := p.shard.ExpireHolders(n.now, func(h string) bool {
-		return h != n.holder && len(h) > len(prefix) && h[:len(prefix)] == prefix
+		peer := shard.HolderPeer(h)
+		if peer == n.cfg.ID {
+			return h != n.holder
+		}
+		return !n.mesh.live(peer)
 	})
 	p.propose(evs)
 	n.markDirty(p.id)

@@ -105,9 +105,12 @@ func (n *Node) applyBatch(p *partition, b *shard.Batch) {
 		case shard.EvLeased:
 			n.applyLease(p, e, b.Origin == n.holder)
 		case shard.EvExpired:
+			n.stats.LeaseExpiries++
 			if r, ok := n.running[e.Task]; ok && r == e.Round {
 				n.rd.Abort = append(n.rd.Abort, e.Task)
 			}
+		case shard.EvSucceeded, shard.EvFailed:
+			n.ackApplied(e)
 		}
 	}
 	for _, c := range p.shard.TakeChanges() {
@@ -136,6 +139,7 @@ func (n *Node) replyApplied(p *partition, req *request, b *shard.Batch, created 
 // frees the slot of one this node proposed that did not take effect.
 func (n *Node) applyLease(p *partition, e *shard.Event, ours bool) {
 	if e.Holder != n.holder {
+		n.grantApplied(p, e)
 		return
 	}
 	run, ok := p.shard.RunOf(e.Task, e.Round, e.Holder)
@@ -178,10 +182,12 @@ func (n *Node) Report(o shard.Outcome) error {
 	o.Holder = n.holder
 	p := n.parts[n.PartitionOf(o.Task.Group())]
 	if p == nil || !p.serving {
-		return ErrUnavailable
+		n.forward(o)
+		return nil
 	}
 	ev, err := p.shard.Report(n.now, o)
 	if err != nil {
+		n.stats.StaleOutcomes++
 		return err
 	}
 	p.propose([]shard.Event{ev})

@@ -33,9 +33,10 @@ func (n *Node) installSnapshot(p *partition, snap *pb.Snapshot) {
 // SnapshotEvery entries were applied since the last snapshot. The snapshot
 // is persisted with the next Ready.
 func (n *Node) maybeSnapshot(p *partition) {
-	if p.applied-p.snapIndex < n.cfg.SnapshotEvery {
+	if p.applied-p.snapIndex < n.cfg.SnapshotEvery && !(p.forceSnap && p.applied > p.snapIndex) {
 		return
 	}
+	p.forceSnap = false
 	snap, err := p.storage.CreateSnapshot(p.applied, p.conf, p.shard.Snapshot())
 	if err != nil {
 		if err == raft.ErrSnapOutOfDate {

@@ -92,7 +92,7 @@ func errField(err error) string {
 	return ""
 }
 
-// codeStatus is the inverse of the table, for clients reading a body
+// codeOf is the inverse of the table, for clients reading a body
 // without a code.
 func codeOf(status int) string {
 	switch status {

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/needle-mesh/needle/peer/api"
+)
+
+// GetCommand prints a task or a group.
+type GetCommand struct {
+	*Globals
+	asJSON bool
+}
+
+func (c *GetCommand) flags() *flag.FlagSet {
+	fs := c.flagSet("get")
+	fs.BoolVar(&c.asJSON, "json", false, "print the API response as JSON")
+	return fs
+}
+
+// Usage returns the help of get.
+func (c *GetCommand) Usage() string {
+	return usageOf("usage: needle get ID [--json]\n\n"+
+		"Prints a task (ID \"<group>.<n>\") or a group.", c.flags())
+}
+
+// Run prints the task or group.
+func (c *GetCommand) Run(ctx context.Context, args []string) error {
+	pos, err := parse(c.flags(), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("want exactly one task or group id")
+	}
+	cl := c.client()
+	if isTaskID(pos[0]) {
+		t, err := cl.GetTask(ctx, pos[0], 0)
+		if err != nil {
+			return err
+		}
+		if c.asJSON {
+			return printJSON(c.Stdout, t)
+		}
+		return printTask(c.Stdout, t)
+	}
+	g, err := cl.GetGroup(ctx, pos[0], 0)
+	if err != nil {
+		return err
+	}
+	if c.asJSON {
+		return printJSON(c.Stdout, g)
+	}
+	return printGroup(c.Stdout, g)
+}
+
+func fmtTime(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.Format(time.RFC3339Nano)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// printTask prints a task as "field  value" lines.
+func printTask(w io.Writer, t *api.Task) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	errText := "-"
+	if t.Error != nil {
+		errText = *t.Error
+	}
+	result := "-"
+	if len(t.Result) > 0 {
+		result = string(t.Result)
+	}
+	rows := [][2]string{
+		{"id", t.ID}, {"group", t.Group}, {"name", orDash(t.Name)}, {"handler", t.Handler},
+		{"state", t.State}, {"priority", fmt.Sprint(t.Priority)}, {"attempt", fmt.Sprint(t.Attempt)},
+		{"round", fmt.Sprint(t.Round)}, {"peer", orDash(t.Peer)}, {"deps", orDash(strings.Join(t.Deps, ","))},
+		{"created", fmtTime(t.CreatedAt)}, {"started", fmtTime(t.StartedAt)}, {"finished", fmtTime(t.FinishedAt)},
+	}
+	if t.NotBefore != nil {
+		rows = append(rows, [2]string{"not before", fmtTime(t.NotBefore)})
+	}
+	rows = append(rows, [2]string{"result", result}, [2]string{"error", errText})
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\n", r[0], r[1])
+	}
+	return tw.Flush()
+}
+
+// countsText prints the nonzero counts in state order.
+func countsText(counts map[string]int) string {
+	var parts []string
+	for _, s := range slices.Sorted(maps.Keys(counts)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", s, counts[s]))
+	}
+	return orDash(strings.Join(parts, " "))
+}
+
+// printGroup prints a group's summary and a table of its tasks.
+func printGroup(w io.Writer, g *api.Group) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "id\t%s\nmode\t%s\nstate\t%s\ntasks\t%d\ncounts\t%s\ncreated\t%s\nfinished\t%s\n",
+		g.ID, g.Mode, g.State, g.Total, countsText(g.Counts), fmtTime(g.CreatedAt), fmtTime(g.FinishedAt))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(g.Tasks) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tID\tSTATE\tATTEMPT\tPEER\tERROR")
+	for _, t := range g.Tasks {
+		errText := "-"
+		if t.Error != nil {
+			errText = oneLine(*t.Error)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", orDash(t.Name), t.ID, t.State, t.Attempt, orDash(t.Peer), errText)
+	}
+	return tw.Flush()
+}
+
+// oneLine keeps a table cell on one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

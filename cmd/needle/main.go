@@ -1,0 +1,235 @@
+// Command needle is the CLI client of a needle mesh: it submits tasks and
+// groups to any peer's HTTP API and inspects, waits for and cancels them.
+//
+// Exit codes: 0 success, 1 failure (including a task or group that did not
+// succeed), 2 usage error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/needle-mesh/needle/peer/api"
+)
+
+// Command is one subcommand: `needle <name> [flags] [args]`.
+type Command interface {
+	// Run runs the command with the arguments after its name.
+	Run(ctx context.Context, args []string) error
+	// Usage returns the command's help text.
+	Usage() string
+}
+
+// commands is the dispatch table. To add a command, add its file
+// (`bench.go` with BenchCommand) and one line here.
+var commands = map[string]func(g *Globals) Command{
+	"submit": func(g *Globals) Command { return &SubmitCommand{Globals: g} },
+	"get":    func(g *Globals) Command { return &GetCommand{Globals: g} },
+	"wait":   func(g *Globals) Command { return &WaitCommand{Globals: g} },
+	"cancel": func(g *Globals) Command { return &CancelCommand{Globals: g} },
+	"events": func(g *Globals) Command { return &EventsCommand{Globals: g} },
+	// "bench":    func(g *Globals) Command { return &BenchCommand{Globals: g} },
+	// "simulate": func(g *Globals) Command { return &SimulateCommand{Globals: g} },
+	// "peers":    func(g *Globals) Command { return &PeersCommand{Globals: g} },
+	// "schedule": func(g *Globals) Command { return &ScheduleCommand{Globals: g} },
+	// "keygen":   func(g *Globals) Command { return &KeygenCommand{Globals: g} },
+}
+
+// Globals are the settings and streams every command shares.
+type Globals struct {
+	Addr      string    // API base URL; --addr, env NEEDLE_ADDR
+	Token     string    // bearer token; --token, env NEEDLE_API_TOKEN
+	Stdin     io.Reader // read by `submit -f -`
+	Stdout    io.Writer // results
+	Stderr    io.Writer // progress and diagnostics
+	StderrTTY bool      // Stderr is a terminal: draw a live progress bar
+}
+
+// DefaultAddr is the API address used without --addr and NEEDLE_ADDR.
+const DefaultAddr = "http://127.0.0.1:7070"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	g := &Globals{
+		Addr:      envOr("NEEDLE_ADDR", DefaultAddr),
+		Token:     os.Getenv("NEEDLE_API_TOKEN"),
+		Stdin:     os.Stdin,
+		Stdout:    os.Stdout,
+		Stderr:    os.Stderr,
+		StderrTTY: isTerminal(os.Stderr),
+	}
+	code := run(ctx, g, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+func envOr(name, dflt string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return dflt
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// run runs the command line args (without the program name) and returns
+// the exit code.
+func run(ctx context.Context, g *Globals, args []string) int {
+	fs := g.flagSet("needle")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(g.Stdout, mainUsage())
+			return 0
+		}
+		fmt.Fprintf(g.Stderr, "needle: %v\n%s", err, mainUsage())
+		return 2
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		fmt.Fprint(g.Stderr, mainUsage())
+		return 2
+	}
+	name := rest[0]
+	if name == "help" {
+		return help(g, rest[1:])
+	}
+	newCmd, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(g.Stderr, "needle: unknown command %q\n%s", name, mainUsage())
+		return 2
+	}
+	cmd := newCmd(g)
+	return exitCode(g, name, cmd, cmd.Run(ctx, rest[1:]))
+}
+
+func help(g *Globals, args []string) int {
+	if len(args) == 1 {
+		if newCmd, ok := commands[args[0]]; ok {
+			fmt.Fprint(g.Stdout, newCmd(g).Usage())
+			return 0
+		}
+	}
+	fmt.Fprint(g.Stdout, mainUsage())
+	return 0
+}
+
+// exitCode reports err on one line of stderr and maps it to an exit code.
+func exitCode(g *Globals, name string, cmd Command, err error) int {
+	var ue *usageError
+	var ee *exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(g.Stdout, cmd.Usage())
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(g.Stderr, "needle: %s: %s (see 'needle help %s')\n", name, ue.msg, name)
+		return 2
+	case errors.As(err, &ee):
+		if ee.err != nil {
+			fmt.Fprintf(g.Stderr, "needle: %s: %v\n", name, ee.err)
+		}
+		return ee.code
+	}
+	fmt.Fprintf(g.Stderr, "needle: %s: %v\n", name, err)
+	return 1
+}
+
+func mainUsage() string {
+	var b strings.Builder
+	b.WriteString("usage: needle [--addr URL] [--token T] <command> [flags] [args]\n\ncommands:\n")
+	for _, name := range slices.Sorted(maps.Keys(commands)) {
+		b.WriteString("  " + name + "\n")
+	}
+	b.WriteString("\nRun 'needle help <command>' for a command's flags. --addr defaults to\n" +
+		"$NEEDLE_ADDR or " + DefaultAddr + "; --token to $NEEDLE_API_TOKEN.\n")
+	return b.String()
+}
+
+// usageError is a mistake in the command line: exit code 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// exitError ends the command with code, printing err when non-nil.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+
+// flagSet returns a flag set with the global flags, so that they also work
+// after the command name. Errors are returned, not printed.
+func (g *Globals) flagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&g.Addr, "addr", g.Addr, "API base `URL` of any peer (env NEEDLE_ADDR)")
+	fs.StringVar(&g.Token, "token", g.Token, "API bearer `token` (env NEEDLE_API_TOKEN)")
+	return fs
+}
+
+// parse parses flags and positional arguments in any order ("--" ends the
+// flags) and returns the positional ones.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, &usageError{msg: err.Error()}
+		}
+		rest := fs.Args()
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// usageOf renders a command's help: a synopsis and its flags.
+func usageOf(synopsis string, fs *flag.FlagSet) string {
+	var b strings.Builder
+	b.WriteString(synopsis)
+	b.WriteString("\n\nflags:\n")
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	return b.String()
+}
+
+// client returns an API client for the global settings.
+func (g *Globals) client() *api.Client {
+	addr := strings.TrimRight(g.Addr, "/")
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	return &api.Client{BaseURL: addr, Token: g.Token}
+}

@@ -1,0 +1,313 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/needle-mesh/needle/peer/api"
+	"github.com/needle-mesh/needle/shard"
+)
+
+// fakeBackend is an api.Backend whose methods are function fields; nil
+// fields answer shard.ErrNotFound. Submit records the spec and assigns
+// ids g1, g2, ...
+type fakeBackend struct {
+	TaskFn        func(id shard.TaskID, wait time.Duration) (shard.TaskView, error)
+	GroupFn       func(id shard.GroupID, wait time.Duration) (shard.GroupView, error)
+	TaskEventsFn  func(id shard.TaskID) ([]shard.TaskEvent, error)
+	CancelTaskFn  func(id shard.TaskID, by string) (shard.TaskView, error)
+	CancelGroupFn func(id shard.GroupID, by string) (shard.GroupView, error)
+
+	mu    sync.Mutex
+	specs []*shard.GroupSpec
+}
+
+var _ api.Backend = (*fakeBackend)(nil)
+
+func (f *fakeBackend) Submit(_ context.Context, spec *shard.GroupSpec) (api.SubmitResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.specs = append(f.specs, spec)
+	g := shard.GroupID("g" + string(rune('0'+len(f.specs))))
+	res := api.SubmitResult{Group: g, Created: true}
+	for i := range spec.Tasks {
+		res.Tasks = append(res.Tasks, shard.TaskIDOf(g, i))
+	}
+	return res, nil
+}
+
+func (f *fakeBackend) submitted() []*shard.GroupSpec {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.specs
+}
+
+func (f *fakeBackend) Task(_ context.Context, id shard.TaskID, wait time.Duration) (shard.TaskView, error) {
+	if f.TaskFn == nil {
+		return shard.TaskView{}, shard.ErrNotFound
+	}
+	return f.TaskFn(id, wait)
+}
+
+func (f *fakeBackend) Group(_ context.Context, id shard.GroupID, wait time.Duration) (shard.GroupView, error) {
+	if f.GroupFn == nil {
+		return shard.GroupView{}, shard.ErrNotFound
+	}
+	return f.GroupFn(id, wait)
+}
+
+func (f *fakeBackend) TaskEvents(_ context.Context, id shard.TaskID) ([]shard.TaskEvent, error) {
+	if f.TaskEventsFn == nil {
+		return nil, shard.ErrNotFound
+	}
+	return f.TaskEventsFn(id)
+}
+
+func (f *fakeBackend) CancelTask(_ context.Context, id shard.TaskID, by string) (shard.TaskView, error) {
+	if f.CancelTaskFn == nil {
+		return shard.TaskView{}, shard.ErrNotFound
+	}
+	return f.CancelTaskFn(id, by)
+}
+
+func (f *fakeBackend) CancelGroup(_ context.Context, id shard.GroupID, by string) (shard.GroupView, error) {
+	if f.CancelGroupFn == nil {
+		return shard.GroupView{}, shard.ErrNotFound
+	}
+	return f.CancelGroupFn(id, by)
+}
+
+// result is the outcome of one CLI run.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// mustServer starts the API over f and returns its address.
+func mustServer(tb testing.TB, f *fakeBackend, opts api.HandlerOptions) string {
+	tb.Helper()
+	srv := httptest.NewServer(api.NewHandler(f, opts))
+	tb.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// runCLI runs the CLI with args against addr (via NEEDLE_ADDR semantics).
+func runCLI(tb testing.TB, addr, stdin string, args ...string) result {
+	tb.Helper()
+	var out, errOut bytes.Buffer
+	g := &Globals{Addr: addr, Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errOut}
+	code := run(tb.(interface{ Context() context.Context }).Context(), g, args)
+	return result{code, out.String(), errOut.String()}
+}
+
+func (r result) check(tb testing.TB, code int, stdout, stderr string) {
+	tb.Helper()
+	if r.code != code || !strings.Contains(r.stdout, stdout) || !strings.Contains(r.stderr, stderr) {
+		tb.Errorf("exit %d\nstdout: %s\nstderr: %s\nwant exit %d, stdout containing %q, stderr containing %q", r.code, r.stdout, r.stderr, code, stdout, stderr)
+	}
+}
+
+var t0 = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func taskIn(id shard.TaskID, st shard.State) shard.TaskView {
+	v := shard.TaskView{ID: id, Group: id.Group(), Name: "a", Handler: "echo", State: st, CreatedAt: t0}
+	switch st {
+	case shard.Succeeded:
+		v.Attempt, v.Round, v.Holder, v.Result, v.FinishedAt = 1, 1, "peerA", []byte(`{"a":1}`), t0.Add(time.Second)
+	case shard.Failed:
+		v.Attempt, v.Round, v.Holder, v.Error = 3, 3, "peerB", "boom\nat line 2"
+	}
+	return v
+}
+
+func TestSubmitTask(t *testing.T) {
+	f := &fakeBackend{}
+	addr := mustServer(t, f, api.HandlerOptions{})
+	r := runCLI(t, addr, "", "submit", "--handler", "echo", "--payload", `{"a":1}`, "--priority", "5",
+		"--timeout", "30s", "--retries", "2", "--backoff", "2s", "--delay", "1m", "--key", "k")
+	r.check(t, 0, "g1.0\n", "")
+	spec := f.submitted()[0]
+	ts := spec.Tasks[0]
+	if spec.Key != "k" || ts.Priority != 5 || ts.Timeout != 30*time.Second || ts.Delay != time.Minute ||
+		ts.Retry != (shard.Retry{MaxAttempts: 3, Backoff: 2 * time.Second, MaxBackoff: 2 * time.Minute}) || string(ts.Payload) != `{"a":1}` {
+		t.Errorf("submitted %+v / %+v", spec, ts)
+	}
+	r = runCLI(t, addr, "", "submit", "--json", "--handler", "echo")
+	var resp api.SubmitTaskResponse
+	if err := json.Unmarshal([]byte(r.stdout), &resp); err != nil || resp.ID != "g2.0" || r.code != 0 {
+		t.Errorf("submit --json = %d %q", r.code, r.stdout)
+	}
+}
+
+func TestSubmitGroupFromFileAndStdin(t *testing.T) {
+	f := &fakeBackend{}
+	addr := mustServer(t, f, api.HandlerOptions{})
+	file := filepath.Join(t.TempDir(), "group.json")
+	body := `{"mode": "parallel", "tasks": [{"handler": "echo"}, {"handler": "echo"}]}`
+	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runCLI(t, addr, "", "submit", "-f", file).check(t, 0, "g1\n", "")
+	runCLI(t, addr, body, "submit", "-f", "-", "--json").check(t, 0, `"t1": "g2.1"`, "")
+	if n := len(f.submitted()); n != 2 {
+		t.Errorf("%d groups submitted; want 2", n)
+	}
+}
+
+func TestSubmitRejected(t *testing.T) {
+	addr := mustServer(t, &fakeBackend{}, api.HandlerOptions{})
+	body := `{"tasks": [{"name": "a", "handler": "echo"}, {"name": "b", "handler": "echo"}, {"name": "d", "handler": "echo"}, {"name": "e", "handler": "echo", "deps": ["c"]}]}`
+	r := runCLI(t, addr, body, "submit", "-f", "-")
+	if want := "needle: submit: 400 invalid_argument: tasks[3].deps: unknown task \"c\"\n"; r.code != 1 || r.stderr != want {
+		t.Errorf("exit %d, stderr %q; want 1, %q", r.code, r.stderr, want)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	addr := mustServer(t, &fakeBackend{}, api.HandlerOptions{})
+	for _, args := range [][]string{
+		{},
+		{"frobnicate"},
+		{"--bogus", "submit"},
+		{"submit"},
+		{"submit", "--handler", "echo", "--payload", "not json"},
+		{"submit", "--handler", "echo", "--priority", "x"},
+		{"submit", "-f", "g.json", "--handler", "echo"},
+		{"submit", "--handler", "echo", "extra"},
+		{"get"},
+		{"get", "a", "b"},
+		{"wait"},
+		{"wait", "g1", "--timeout", "-1s"},
+		{"cancel"},
+		{"events", "g1"},
+	} {
+		if r := runCLI(t, addr, "", args...); r.code != 2 || r.stderr == "" {
+			t.Errorf("needle %v = exit %d, stderr %q; want exit 2 with a message", args, r.code, r.stderr)
+		}
+	}
+	runCLI(t, addr, "", "help", "submit").check(t, 0, "-max-backoff", "")
+	runCLI(t, addr, "", "wait", "-h").check(t, 0, "usage: needle wait", "")
+}
+
+func TestGlobalFlagsBeforeAndAfter(t *testing.T) {
+	f := &fakeBackend{}
+	addr := mustServer(t, f, api.HandlerOptions{Token: "tok"})
+	runCLI(t, "http://127.0.0.1:1", "", "--addr", addr, "--token", "tok", "submit", "--handler", "echo").check(t, 0, "g1.0", "")
+	runCLI(t, "http://127.0.0.1:1", "", "submit", "--handler", "echo", "--addr", addr, "--token=tok").check(t, 0, "g2.0", "")
+	runCLI(t, addr, "", "submit", "--handler", "echo").check(t, 1, "", "401 unauthenticated")
+	runCLI(t, "http://127.0.0.1:1", "", "get", "g1.0").check(t, 1, "", "needle: get: ")
+}
+
+func TestGet(t *testing.T) {
+	f := &fakeBackend{
+		TaskFn: func(id shard.TaskID, _ time.Duration) (shard.TaskView, error) {
+			if id == "g9.0" {
+				return shard.TaskView{}, shard.ErrNotFound
+			}
+			return taskIn(id, shard.Succeeded), nil
+		},
+		GroupFn: func(id shard.GroupID, _ time.Duration) (shard.GroupView, error) {
+			return shard.GroupView{ID: id, Mode: shard.ModeDAG, State: shard.GroupFailed,
+				Counts: map[shard.State]int{shard.Succeeded: 1, shard.Failed: 1},
+				Tasks:  []shard.TaskView{taskIn(shard.TaskIDOf(id, 0), shard.Succeeded), taskIn(shard.TaskIDOf(id, 1), shard.Failed)}}, nil
+		},
+	}
+	addr := mustServer(t, f, api.HandlerOptions{})
+	runCLI(t, addr, "", "get", "g1.0").check(t, 0, "state     SUCCEEDED\n", "")
+	runCLI(t, addr, "", "get", "g1.0").check(t, 0, "result    {\"a\":1}\n", "")
+	runCLI(t, addr, "", "get", "--json", "g1.0").check(t, 0, `"finished_at": "2025-01-02T03:04:06Z"`, "")
+	runCLI(t, addr, "", "get", "g1", "--json").check(t, 0, `"mode": "dag"`, "")
+	r := runCLI(t, addr, "", "get", "g1")
+	r.check(t, 0, "counts    FAILED=1 SUCCEEDED=1\n", "")
+	r.check(t, 0, "boom at line 2", "")
+	runCLI(t, addr, "", "get", "g9.0").check(t, 1, "", "needle: get: 404 not_found")
+}
+
+func TestWaitTask(t *testing.T) {
+	f := &fakeBackend{TaskFn: func(id shard.TaskID, wait time.Duration) (shard.TaskView, error) {
+		switch id {
+		case "ok.0":
+			return taskIn(id, shard.Succeeded), nil
+		case "bad.0", "g1.0":
+			return taskIn(id, shard.Failed), nil
+		}
+		time.Sleep(min(wait, 50*time.Millisecond))
+		return taskIn(id, shard.Running), nil
+	}}
+	addr := mustServer(t, f, api.HandlerOptions{})
+	runCLI(t, addr, "", "wait", "ok.0").check(t, 0, "{\"a\":1}\n", "")
+	runCLI(t, addr, "", "wait", "bad.0").check(t, 1, "", "needle: wait: task bad.0 FAILED: boom")
+	runCLI(t, addr, "", "wait", "slow.0", "--timeout", "300ms").check(t, 1, "", "timed out after 300ms; task slow.0 is RUNNING")
+	runCLI(t, addr, "", "submit", "--handler", "echo", "--wait").check(t, 1, "g1.0\n", "needle: submit: task g1.0 FAILED: boom")
+}
+
+// progressGroup returns a group that gains one finished task per poll.
+func progressGroup(finalState shard.GroupState) func(shard.GroupID, time.Duration) (shard.GroupView, error) {
+	var mu sync.Mutex
+	polls := 0
+	return func(id shard.GroupID, _ time.Duration) (shard.GroupView, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		polls++
+		done := min(polls, 3)
+		g := shard.GroupView{ID: id, Mode: shard.ModeParallel, State: shard.GroupRunning,
+			Counts: map[shard.State]int{shard.Succeeded: done, shard.Running: 3 - done}}
+		if done == 3 {
+			g.State = finalState
+			if finalState == shard.GroupFailed {
+				g.Counts = map[shard.State]int{shard.Succeeded: 2, shard.Failed: 1}
+			}
+		}
+		return g, nil
+	}
+}
+
+func TestWaitGroup(t *testing.T) {
+	addr := mustServer(t, &fakeBackend{GroupFn: progressGroup(shard.GroupSucceeded)}, api.HandlerOptions{})
+	r := runCLI(t, addr, "", "wait", "g1")
+	r.check(t, 0, "", "g1: 1/3 done")
+	r.check(t, 0, "", "group g1 SUCCEEDED: 3 succeeded, 0 failed, 0 canceled of 3")
+	addr = mustServer(t, &fakeBackend{GroupFn: progressGroup(shard.GroupFailed)}, api.HandlerOptions{})
+	runCLI(t, addr, "", "wait", "g1").check(t, 1, "", "needle: wait: group g1 FAILED: 2 succeeded, 1 failed, 0 canceled of 3")
+}
+
+func TestWaitGroupProgressBar(t *testing.T) {
+	addr := mustServer(t, &fakeBackend{GroupFn: progressGroup(shard.GroupSucceeded)}, api.HandlerOptions{})
+	var out, errOut bytes.Buffer
+	g := &Globals{Addr: addr, Stdout: &out, Stderr: &errOut, StderrTTY: true}
+	if code := run(t.Context(), g, []string{"wait", "g1"}); code != 0 || !strings.Contains(errOut.String(), "3/3") {
+		t.Errorf("exit %d, stderr %q; want 0 and a bar at 3/3", code, errOut.String())
+	}
+}
+
+func TestCancelAndEvents(t *testing.T) {
+	f := &fakeBackend{
+		CancelTaskFn: func(id shard.TaskID, _ string) (shard.TaskView, error) { return taskIn(id, shard.Canceled), nil },
+		CancelGroupFn: func(id shard.GroupID, _ string) (shard.GroupView, error) {
+			return shard.GroupView{ID: id, Mode: shard.ModeDAG, State: shard.GroupCanceled, Counts: map[shard.State]int{shard.Canceled: 2}}, nil
+		},
+		TaskEventsFn: func(shard.TaskID) ([]shard.TaskEvent, error) {
+			return []shard.TaskEvent{
+				{Seq: 1, Type: shard.EvSubmitted, At: t0},
+				{Seq: 2, Type: shard.EvFailed, At: t0.Add(time.Second), Round: 1, Holder: "peerB", Error: "boom"},
+				{Seq: 3, Type: shard.EvCanceled, At: t0.Add(2 * time.Second), Round: 1, By: "token"},
+			}, nil
+		},
+	}
+	addr := mustServer(t, f, api.HandlerOptions{})
+	runCLI(t, addr, "", "cancel", "g1.0").check(t, 0, "g1.0 CANCELED\n", "")
+	runCLI(t, addr, "", "cancel", "g1").check(t, 0, "g1 CANCELED CANCELED=2\n", "")
+	r := runCLI(t, addr, "", "events", "g1.0")
+	r.check(t, 0, "SEQ  TYPE       AT                    ROUND  PEER   ERROR\n", "")
+	r.check(t, 0, "2    failed     2025-01-02T03:04:06Z  1      peerB  boom\n", "")
+	r.check(t, 0, "- (by token)", "")
+	runCLI(t, addr, "", "events", "--json", "g1.0").check(t, 0, `"type": "canceled"`, "")
+}

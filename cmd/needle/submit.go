@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/needle-mesh/needle/peer/api"
+)
+
+// SubmitCommand submits one task (flags) or a group (a JSON file).
+type SubmitCommand struct {
+	*Globals
+	handler, payload, key, file         string
+	priority, retries                   int
+	timeout, backoff, maxBackoff, delay time.Duration
+	asJSON, wait                        bool
+}
+
+func (c *SubmitCommand) flags() *flag.FlagSet {
+	fs := c.flagSet("submit")
+	fs.StringVar(&c.handler, "handler", "", "handler `name` of the task")
+	fs.StringVar(&c.payload, "payload", "", "task payload: `JSON`, or @FILE to read it from a file")
+	fs.IntVar(&c.priority, "priority", 0, "priority; higher runs first")
+	fs.DurationVar(&c.timeout, "timeout", 0, "timeout per attempt (default: the peer's)")
+	fs.IntVar(&c.retries, "retries", 0, "retries after a failed attempt (max_attempts = retries+1)")
+	fs.DurationVar(&c.backoff, "backoff", 0, "delay before the first retry (default 1s)")
+	fs.DurationVar(&c.maxBackoff, "max-backoff", 0, "cap of the retry delay (default max(backoff, 2m))")
+	fs.DurationVar(&c.delay, "delay", 0, "do not start before this long after submission")
+	fs.StringVar(&c.key, "key", "", "idempotency `key`: the same key again returns the same ids")
+	fs.StringVar(&c.file, "f", "", "submit the group in `FILE` (JSON body of POST /v1/groups; - for stdin)")
+	fs.BoolVar(&c.asJSON, "json", false, "print the API response as JSON")
+	fs.BoolVar(&c.wait, "wait", false, "wait for completion after submitting (exit 1 unless it succeeded)")
+	return fs
+}
+
+// Usage returns the help of submit.
+func (c *SubmitCommand) Usage() string {
+	return usageOf("usage: needle submit --handler NAME [--payload JSON] [flags]\n"+
+		"       needle submit -f group.json [--json] [--wait]\n\n"+
+		"Submits a task and prints its id, or a group and prints the group id.", c.flags())
+}
+
+// Run submits.
+func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
+	fs := c.flags()
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if c.file != "" {
+		for _, name := range []string{"handler", "payload", "priority", "timeout", "retries", "backoff", "max-backoff", "delay", "key"} {
+			if set[name] {
+				return usagef("-f and --%s do not mix: put task fields in the file", name)
+			}
+		}
+		return c.submitGroup(ctx)
+	}
+	req, err := c.taskRequest(set)
+	if err != nil {
+		return err
+	}
+	resp, err := c.client().SubmitTask(ctx, req)
+	if err != nil {
+		return err
+	}
+	if c.asJSON && !c.wait {
+		return printJSON(c.Stdout, resp)
+	}
+	fmt.Fprintln(c.Stdout, resp.ID)
+	if c.wait {
+		return (&WaitCommand{Globals: c.Globals, asJSON: c.asJSON}).waitTask(ctx, resp.ID)
+	}
+	return nil
+}
+
+// taskRequest builds the request of a single task from the flags.
+func (c *SubmitCommand) taskRequest(set map[string]bool) (*api.SubmitTaskRequest, error) {
+	if c.handler == "" {
+		return nil, usagef("--handler or -f is required")
+	}
+	req := &api.SubmitTaskRequest{TaskFields: api.TaskFields{Handler: c.handler, Priority: int32(c.priority)}, Key: c.key}
+	if int(req.Priority) != c.priority {
+		return nil, usagef("--priority %d out of range", c.priority)
+	}
+	if c.payload != "" {
+		p, err := readPayload(c.payload)
+		if err != nil {
+			return nil, err
+		}
+		req.Payload = p
+	}
+	durations := []struct {
+		name string
+		d    time.Duration
+		dst  *string
+	}{{"timeout", c.timeout, &req.Timeout}, {"delay", c.delay, &req.Delay}}
+	for _, d := range durations {
+		if set[d.name] {
+			*d.dst = d.d.String()
+		}
+	}
+	if set["retries"] || set["backoff"] || set["max-backoff"] {
+		if c.retries < 0 {
+			return nil, usagef("--retries must be >= 0")
+		}
+		req.Retry = &api.RetryPolicy{MaxAttempts: c.retries + 1}
+		if set["backoff"] {
+			req.Retry.Backoff = c.backoff.String()
+		}
+		if set["max-backoff"] {
+			req.Retry.MaxBackoff = c.maxBackoff.String()
+		}
+	}
+	return req, nil
+}
+
+// readPayload returns the JSON of --payload (inline or @FILE).
+func readPayload(arg string) (json.RawMessage, error) {
+	data := []byte(arg)
+	if name, ok := strings.CutPrefix(arg, "@"); ok {
+		var err error
+		if data, err = os.ReadFile(name); err != nil {
+			return nil, err
+		}
+	}
+	if !json.Valid(data) {
+		return nil, usagef("--payload is not valid JSON (quote strings: '\"text\"')")
+	}
+	return data, nil
+}
+
+func (c *SubmitCommand) submitGroup(ctx context.Context) error {
+	var body []byte
+	var err error
+	if c.file == "-" {
+		body, err = io.ReadAll(c.Stdin)
+	} else {
+		body, err = os.ReadFile(c.file)
+	}
+	if err != nil {
+		return err
+	}
+	resp, err := c.client().SubmitGroupJSON(ctx, body)
+	if err != nil {
+		return err
+	}
+	if c.asJSON && !c.wait {
+		return printJSON(c.Stdout, resp)
+	}
+	fmt.Fprintln(c.Stdout, resp.Group)
+	if c.wait {
+		return (&WaitCommand{Globals: c.Globals, asJSON: c.asJSON}).waitGroup(ctx, resp.Group)
+	}
+	return nil
+}
+
+// printJSON prints v indented.
+func printJSON(w io.Writer, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", data)
+	return err
+}

@@ -1,0 +1,283 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/needle-mesh/needle/peer/api"
+	"github.com/needle-mesh/needle/shard"
+)
+
+// Polling bounds of wait.
+const (
+	taskPollWait  = 30 * time.Second       // ?wait= of one task long poll
+	groupPollWait = time.Second            // ?wait= of one group poll (progress refresh)
+	minPollGap    = 200 * time.Millisecond // pause when a poll returns early
+	lineInterval  = 5 * time.Second        // plain progress lines without a terminal
+)
+
+// WaitCommand waits until a task or group is terminal.
+type WaitCommand struct {
+	*Globals
+	timeout time.Duration
+	asJSON  bool
+	// lineInterval is the period of plain progress lines; 0 = lineInterval.
+	lineInterval time.Duration
+}
+
+func (c *WaitCommand) flags() *flag.FlagSet {
+	fs := c.flagSet("wait")
+	fs.DurationVar(&c.timeout, "timeout", 0, "give up after this long (exit 1); 0 waits forever")
+	fs.BoolVar(&c.asJSON, "json", false, "print the task or group as JSON when done")
+	return fs
+}
+
+// Usage returns the help of wait.
+func (c *WaitCommand) Usage() string {
+	return usageOf("usage: needle wait ID [--timeout D] [--json]\n\n"+
+		"Waits for a task (prints its result) or a group (shows progress on stderr).\n"+
+		"Exits 0 when it SUCCEEDED, 1 otherwise.", c.flags())
+}
+
+// Run waits.
+func (c *WaitCommand) Run(ctx context.Context, args []string) error {
+	pos, err := parse(c.flags(), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("want exactly one task or group id")
+	}
+	if c.timeout < 0 {
+		return usagef("--timeout must be >= 0")
+	}
+	if c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	if isTaskID(pos[0]) {
+		return c.waitTask(ctx, pos[0])
+	}
+	return c.waitGroup(ctx, pos[0])
+}
+
+// isTaskID tells a task id ("<group>.<n>") from a group id.
+func isTaskID(id string) bool {
+	_, _, ok := shard.TaskID(id).Split()
+	return ok
+}
+
+// pollWait is the long-poll wait that ends before ctx's deadline.
+func pollWait(ctx context.Context, max time.Duration) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		max = min(max, time.Until(dl)-50*time.Millisecond)
+	}
+	return max.Round(time.Millisecond)
+}
+
+// pause sleeps for the rest of minPollGap after a poll that started at
+// start, so that a backend answering early is not hammered.
+func pause(ctx context.Context, start time.Time) {
+	if gap := minPollGap - time.Since(start); gap > 0 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(gap):
+		}
+	}
+}
+
+// waitTask long-polls a task until it is terminal and prints its result.
+func (c *WaitCommand) waitTask(ctx context.Context, id string) error {
+	cl := c.client()
+	state := "unknown"
+	for {
+		start := time.Now()
+		t, err := cl.GetTask(ctx, id, pollWait(ctx, taskPollWait))
+		if err != nil {
+			return c.waitFailed(ctx, err, "task", id, state)
+		}
+		state = t.State
+		if st, ok := shard.ParseState(t.State); ok && st.Terminal() {
+			return c.taskDone(t)
+		}
+		if ctx.Err() != nil {
+			return c.waitFailed(ctx, ctx.Err(), "task", id, state)
+		}
+		pause(ctx, start)
+	}
+}
+
+// waitFailed reports a poll error, or a timeout with the last known state.
+func (c *WaitCommand) waitFailed(ctx context.Context, err error, kind, id, state string) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return &exitError{code: 1, err: fmt.Errorf("timed out after %s; %s %s is %s", c.timeout, kind, id, state)}
+	}
+	return err
+}
+
+// taskDone prints a terminal task: its result, or the task as JSON.
+func (c *WaitCommand) taskDone(t *api.Task) error {
+	if c.asJSON {
+		if err := printJSON(c.Stdout, t); err != nil {
+			return err
+		}
+	} else if t.State == "SUCCEEDED" {
+		res := t.Result
+		if len(res) == 0 {
+			res = []byte("null")
+		}
+		fmt.Fprintf(c.Stdout, "%s\n", res)
+	}
+	if t.State == "SUCCEEDED" {
+		return nil
+	}
+	msg := fmt.Sprintf("task %s %s", t.ID, t.State)
+	if t.Error != nil {
+		msg += ": " + *t.Error
+	}
+	return &exitError{code: 1, err: errors.New(msg)}
+}
+
+// waitGroup polls a group's summary until it is terminal, showing
+// progress on stderr.
+func (c *WaitCommand) waitGroup(ctx context.Context, id string) error {
+	cl := c.client()
+	prog := c.progress(id)
+	state := "unknown"
+	for {
+		start := time.Now()
+		g, err := cl.GroupSummary(ctx, id, pollWait(ctx, groupPollWait))
+		if err != nil {
+			prog.finish()
+			return c.waitFailed(ctx, err, "group", id, state)
+		}
+		state = g.State
+		prog.update(doneCount(g), g.Total)
+		if g.State != "RUNNING" {
+			prog.finish()
+			return c.groupDone(ctx, g, time.Since(prog.start()))
+		}
+		if ctx.Err() != nil {
+			prog.finish()
+			return c.waitFailed(ctx, ctx.Err(), "group", id, state)
+		}
+		pause(ctx, start)
+	}
+}
+
+// doneCount counts the terminal tasks of a group.
+func doneCount(g *api.Group) int {
+	return g.Counts["SUCCEEDED"] + g.Counts["FAILED"] + g.Counts["CANCELED"]
+}
+
+func countsLine(g *api.Group) string {
+	return fmt.Sprintf("%d succeeded, %d failed, %d canceled of %d",
+		g.Counts["SUCCEEDED"], g.Counts["FAILED"], g.Counts["CANCELED"], g.Total)
+}
+
+// groupDone reports a terminal group: exit 0 only when it SUCCEEDED.
+func (c *WaitCommand) groupDone(ctx context.Context, g *api.Group, took time.Duration) error {
+	if c.asJSON {
+		full, err := c.client().GetGroup(ctx, g.ID, 0)
+		if err != nil {
+			return err
+		}
+		if err := printJSON(c.Stdout, full); err != nil {
+			return err
+		}
+	}
+	if g.State != "SUCCEEDED" {
+		return &exitError{code: 1, err: fmt.Errorf("group %s %s: %s", g.ID, g.State, countsLine(g))}
+	}
+	fmt.Fprintf(c.Stderr, "group %s SUCCEEDED: %s in %s\n", g.ID, countsLine(g), took.Round(time.Millisecond))
+	return nil
+}
+
+// progress shows a group's progress on stderr.
+type progress interface {
+	update(done, total int)
+	finish()
+	start() time.Time
+}
+
+func (c *WaitCommand) progress(id string) progress {
+	if c.StderrTTY {
+		return &barProgress{id: id, w: c.Stderr, t0: time.Now()}
+	}
+	every := c.lineInterval
+	if every <= 0 {
+		every = lineInterval
+	}
+	return &lineProgress{id: id, w: c.Stderr, every: every, t0: time.Now()}
+}
+
+// barProgress redraws a progress bar (done/total, rate, ETA) on a terminal.
+type barProgress struct {
+	id  string
+	w   io.Writer
+	t0  time.Time
+	bar *progressbar.ProgressBar
+}
+
+func (p *barProgress) update(done, total int) {
+	if p.bar == nil {
+		p.bar = progressbar.NewOptions(total,
+			progressbar.OptionSetWriter(p.w),
+			progressbar.OptionSetDescription(p.id),
+			progressbar.OptionShowCount(),
+			progressbar.OptionShowIts(),
+			progressbar.OptionSetItsString("tasks"),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionSetElapsedTime(true),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionThrottle(100*time.Millisecond))
+	}
+	if total != p.bar.GetMax() {
+		p.bar.ChangeMax(total)
+	}
+	_ = p.bar.Set(done)
+}
+
+func (p *barProgress) finish() {
+	if p.bar != nil {
+		_ = p.bar.Finish()
+		fmt.Fprintln(p.w)
+	}
+}
+
+func (p *barProgress) start() time.Time { return p.t0 }
+
+// lineProgress prints a plain line every period, for logs and pipes.
+type lineProgress struct {
+	id          string
+	w           io.Writer
+	every       time.Duration
+	t0, last    time.Time
+	done, total int
+}
+
+func (p *lineProgress) update(done, total int) {
+	p.done, p.total = done, total
+	now := time.Now()
+	if now.Sub(p.last) < p.every {
+		return
+	}
+	p.last = now
+	el := now.Sub(p.t0)
+	rate := float64(done) / max(el.Seconds(), 1e-3)
+	eta := "?"
+	if rate > 0 && done < total {
+		eta = (time.Duration(float64(total-done)/rate*1e9) * time.Nanosecond).Round(time.Second).String()
+	}
+	fmt.Fprintf(p.w, "%s: %d/%d done, %.1f tasks/s, elapsed %s, eta %s\n", p.id, done, total, rate, el.Round(time.Second), eta)
+}
+
+func (p *lineProgress) finish()          {}
+func (p *lineProgress) start() time.Time { return p.t0 }

@@ -1,0 +1,401 @@
+package peer
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+
+	"github.com/needle-mesh/needle/ring"
+	"github.com/needle-mesh/needle/shard"
+)
+
+// PeerState is what the failure detector thinks of a peer.
+type PeerState uint8
+
+const (
+	PeerAlive PeerState = iota + 1
+	PeerSuspect
+	PeerDead
+)
+
+func (s PeerState) String() string {
+	switch s {
+	case PeerAlive:
+		return "alive"
+	case PeerSuspect:
+		return "suspect"
+	case PeerDead:
+		return "dead"
+	}
+	return "unknown"
+}
+
+// member is one peer of the membership, as this node sees it.
+type member struct {
+	id        string
+	boot      string
+	heard     time.Time // last message from it (or when we learned of it)
+	load      Load
+	addrs     []string
+	state     PeerState
+	deadSince time.Time
+}
+
+// mesh is the Node's view of the other peers: membership (a grow-only set
+// with tombstones, merged from every heartbeat, so every peer converges on
+// the same set), liveness (heartbeats; dead after DeadAfter), the ring
+// computed over a debounced membership, preferred owners, and the outbox of
+// outcomes for owners elsewhere.
+type mesh struct {
+	n         *Node
+	members   map[string]*member
+	forgotten map[string]bool
+	changedAt time.Time // membership last changed
+	ring      *ring.Ring
+	ringSet   []string // the members the ring was built over
+	epoch     ring.Epoch
+	preferred []ring.PeerID // per partition, over live members
+	prefDirty bool
+	lastBeat  time.Time
+	lastSend  time.Time
+	outbox    map[string]OutcomeMsg // key task@round
+	acks      map[string][]AckMsg   // acks to send after commit, by partition/task key
+	pendAck   map[shard.TaskID]pendingAck
+	byRaft    map[uint64]string // raft id -> peer id, over members
+}
+
+type pendingAck struct {
+	from  string
+	round shard.Round
+}
+
+func newMesh(n *Node, now time.Time) mesh {
+	m := mesh{n: n, members: map[string]*member{}, forgotten: map[string]bool{},
+		outbox: map[string]OutcomeMsg{}, pendAck: map[shard.TaskID]pendingAck{}, changedAt: now,
+		byRaft: map[uint64]string{}}
+	m.add(&member{id: n.cfg.ID, boot: n.cfg.Boot, heard: now, state: PeerAlive, addrs: n.cfg.Addrs})
+	m.rebuildRing()
+	return m
+}
+
+// Members returns the membership, sorted, with each peer's state.
+func (n *Node) Members() []MemberInfo {
+	ids := slices.Sorted(maps.Keys(n.mesh.members))
+	out := make([]MemberInfo, 0, len(ids))
+	for _, id := range ids {
+		m := n.mesh.members[id]
+		out = append(out, MemberInfo{ID: id, State: m.state, Load: m.load, Addrs: m.addrs, LastSeen: m.heard})
+	}
+	return out
+}
+
+// MemberInfo describes one peer for /v1/peers.
+type MemberInfo struct {
+	ID       string
+	State    PeerState
+	Load     Load
+	Addrs    []string
+	LastSeen time.Time
+}
+
+func (m *mesh) live(id string) bool {
+	mb := m.members[id]
+	return mb != nil && mb.state != PeerDead
+}
+
+// heard records a message from a peer: it is alive. A new boot nonce means
+// the peer restarted: leases held by its former run are void.
+func (m *mesh) heard(id, boot string, now time.Time) {
+	if id == "" || m.forgotten[id] {
+		return
+	}
+	mb := m.members[id]
+	if mb == nil {
+		mb = &member{id: id}
+		m.add(mb)
+		m.changedAt = now
+	}
+	wasDead := mb.state == PeerDead
+	rebooted := boot != "" && mb.boot != "" && boot != mb.boot
+	if boot != "" {
+		mb.boot = boot
+	}
+	mb.heard = now
+	mb.state = PeerAlive
+	if wasDead || rebooted {
+		m.prefDirty = true
+	}
+	if rebooted {
+		m.expireHolders(func(h string) bool { return shard.HolderPeer(h) == id && h != id+"#"+boot })
+	}
+}
+
+// learn merges a heartbeat's membership view.
+func (m *mesh) learn(hb *Heartbeat, now time.Time) {
+	for _, id := range hb.Forgotten {
+		m.forget(id, now)
+	}
+	for _, id := range hb.Members {
+		if m.members[id] == nil && !m.forgotten[id] && id != "" {
+			m.add(&member{id: id, heard: now, state: PeerAlive})
+			m.changedAt = now
+		}
+	}
+}
+
+// forget removes a peer from the membership for good.
+func (m *mesh) forget(id string, now time.Time) {
+	if id == m.n.cfg.ID || m.forgotten[id] {
+		return
+	}
+	m.forgotten[id] = true
+	if m.members[id] != nil {
+		delete(m.members, id)
+		delete(m.byRaft, RaftID(id))
+		m.changedAt = now
+		m.prefDirty = true
+	}
+}
+
+// Forget removes a peer from the membership (needle forget): its replicas
+// move to other peers.
+func (n *Node) Forget(id string) { n.mesh.forget(id, n.now) }
+
+// tick runs the failure detector, gossips a heartbeat, rebuilds the ring
+// once the membership is stable, and re-sends unacknowledged outcomes.
+func (m *mesh) tick(now time.Time) {
+	cfg := &m.n.cfg
+	for _, id := range slices.Sorted(maps.Keys(m.members)) {
+		mb := m.members[id]
+		if id == cfg.ID {
+			mb.heard, mb.state = now, PeerAlive
+			continue
+		}
+		silent := now.Sub(mb.heard)
+		switch {
+		case silent >= cfg.ForgetAfter:
+			m.forget(id, now)
+		case silent >= cfg.DeadAfter && mb.state != PeerDead:
+			mb.state, mb.deadSince = PeerDead, now
+			m.prefDirty = true
+			m.n.log.Warn("peer dead", keyPeer, id, "silent", silent)
+			m.expireHolders(func(h string) bool { return shard.HolderPeer(h) == id })
+		case silent >= cfg.DeadAfter/2 && silent < cfg.DeadAfter && mb.state == PeerAlive:
+			mb.state = PeerSuspect
+		}
+	}
+	if !slices.Equal(m.ringSet, m.memberIDs()) && now.Sub(m.changedAt) >= cfg.Debounce {
+		m.rebuildRing()
+	}
+	if m.prefDirty {
+		m.computePreferred()
+	}
+	if now.Sub(m.lastBeat) >= cfg.HeartbeatEvery {
+		m.lastBeat = now
+		m.n.rd.Gossip = append(m.n.rd.Gossip, m.heartbeat())
+	}
+	if len(m.outbox) > 0 && now.Sub(m.lastSend) >= cfg.HeartbeatEvery/2 {
+		m.lastSend = now
+		m.resend()
+	}
+}
+
+func (m *mesh) memberIDs() []string { return slices.Sorted(maps.Keys(m.members)) }
+
+func (m *mesh) heartbeat() Message {
+	st := m.n.Stats()
+	return Message{Type: MsgHeartbeat, From: m.n.cfg.ID, Heartbeat: &Heartbeat{
+		Boot: m.n.cfg.Boot, Partitions: m.n.cfg.Partitions, Addrs: m.n.cfg.Addrs,
+		Load:    Load{Ready: st.Ready, Running: st.Running, Slots: st.Slots},
+		Members: m.memberIDs(), Forgotten: slices.Sorted(maps.Keys(m.forgotten)),
+	}}
+}
+
+func (m *mesh) rebuildRing() {
+	ids := m.memberIDs()
+	peers := make([]ring.PeerID, len(ids))
+	for i, id := range ids {
+		peers[i] = ring.PeerID(id)
+	}
+	cfg := ring.DefaultConfig()
+	cfg.Partitions, cfg.Replicas = m.n.cfg.Partitions, m.n.cfg.Replicas
+	r, err := ring.New(cfg, m.epoch+1, peers)
+	if err != nil {
+		m.n.log.Error("ring rebuild refused; keeping the previous ring", keyErr, err, "members", len(ids))
+		m.ringSet = ids
+		return
+	}
+	m.epoch++
+	m.ring, m.ringSet = r, ids
+	m.prefDirty = true
+	m.n.log.Info("ring rebuilt", "epoch", m.epoch, "members", len(ids))
+}
+
+func (m *mesh) computePreferred() {
+	m.prefDirty = false
+	if m.ring == nil {
+		m.preferred = nil
+		return
+	}
+	m.preferred = m.ring.PreferredOwners(func(id ring.PeerID) bool { return m.live(string(id)) })
+}
+
+// expireHolders proposes the expiry of leases matching in every partition
+// this node serves.
+func (m *mesh) expireHolders(match func(holder string) bool) {
+	for _, p := range m.n.parts {
+		if p != nil && p.serving {
+			if evs := p.shard.ExpireHolders(m.n.now, match); len(evs) > 0 {
+				p.propose(evs)
+				m.n.markDirty(p.id)
+			}
+		}
+	}
+}
+
+// voters returns the partition's voters as peer ids, sorted.
+func (m *mesh) voters(p *partition) []string {
+	var out []string
+	for _, v := range p.conf.GetVoters() {
+		if id, ok := m.peerOf(v); ok {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (m *mesh) peerOf(raftID uint64) (string, bool) {
+	id, ok := m.byRaft[raftID]
+	return id, ok
+}
+
+func (m *mesh) add(mb *member) {
+	m.members[mb.id] = mb
+	m.byRaft[RaftID(mb.id)] = mb.id
+}
+
+// lastIndex is the leader's own last log index.
+func (m *mesh) lastIndex(st raft.Status) uint64 {
+	return st.Progress[m.n.raftID].Match
+}
+
+// owner is the peer that should lead partition p now: the ring's preferred
+// owner if it is a live voter, else the first live voter.
+func (m *mesh) owner(p *partition) string {
+	voters := m.voters(p)
+	if len(m.preferred) > p.id {
+		if pref := string(m.preferred[p.id]); pref != "" && slices.Contains(voters, pref) {
+			return pref
+		}
+	}
+	for _, v := range voters {
+		if m.live(v) {
+			return v
+		}
+	}
+	return ""
+}
+
+// confWait bounds the wait for a proposed replica change to apply (Raft
+// may drop it) before the next is tried.
+const confWait = 2 * time.Second
+
+// tickPartition decides, once per Raft tick, whether to campaign for a
+// partition whose leader is gone, hand leadership to its preferred owner,
+// or change its replica set toward the ring's.
+func (m *mesh) tickPartition(p *partition) {
+	st := p.rn.BasicStatus()
+	self := m.n.cfg.ID
+	want := m.owner(p)
+	if p.leader {
+		if want != "" && want != self && m.caughtUp(p, want) {
+			p.rn.TransferLeader(RaftID(want))
+			return
+		}
+		if p.serving {
+			m.reconfigure(p)
+		}
+		return
+	}
+	lead, known := m.peerOf(st.Lead)
+	if st.Lead != raft.None && known && m.live(lead) {
+		p.campaignAt = time.Time{}
+		return
+	}
+	if want != self {
+		return
+	}
+	if p.campaignAt.IsZero() {
+		// Seeded jitter, so that peers that disagree briefly do not duel.
+		p.campaignAt = m.n.now.Add(time.Duration(m.n.cfg.Rand.Int64N(int64(300 * time.Millisecond))))
+		return
+	}
+	if !m.n.now.Before(p.campaignAt) {
+		p.campaignAt = time.Time{}
+		_ = p.rn.Campaign()
+		m.n.markDirty(p.id)
+	}
+}
+
+func (m *mesh) caughtUp(p *partition, id string) bool {
+	if !m.live(id) {
+		return false
+	}
+	st := p.rn.Status()
+	pr, ok := st.Progress[RaftID(id)]
+	return ok && !pr.IsLearner && pr.State == tracker.StateReplicate && pr.Match+16 >= m.lastIndex(st)
+}
+
+// reconfigure moves the partition's replica set one step toward the ring's:
+// add a missing replica as a learner, promote a caught-up learner, then
+// remove a voter the ring no longer wants. One change at a time.
+func (m *mesh) reconfigure(p *partition) {
+	if m.ring == nil || (!p.confAt.IsZero() && m.n.now.Sub(p.confAt) < confWait) {
+		return
+	}
+	want := map[uint64]string{}
+	for _, id := range m.ring.Replicas(p.id) {
+		want[RaftID(string(id))] = string(id)
+	}
+	voters, learners := p.conf.GetVoters(), p.conf.GetLearners()
+	for _, rid := range sortedKeys(want) {
+		if !slices.Contains(voters, rid) && !slices.Contains(learners, rid) && m.live(want[rid]) {
+			m.confChange(p, pb.ConfChangeAddLearnerNode, rid)
+			return
+		}
+	}
+	st := p.rn.Status()
+	for _, rid := range learners {
+		if _, ok := want[rid]; ok {
+			if pr, ok := st.Progress[rid]; ok && pr.State == tracker.StateReplicate && pr.Match+16 >= m.lastIndex(st) {
+				m.confChange(p, pb.ConfChangeAddNode, rid)
+				return
+			}
+		}
+	}
+	for _, rid := range append(slices.Clone(voters), learners...) {
+		if _, ok := want[rid]; ok || rid == m.n.raftID {
+			continue // a leader that must leave hands over first (owner() no longer names it)
+		}
+		if len(voters) > 1 || slices.Contains(learners, rid) {
+			m.confChange(p, pb.ConfChangeRemoveNode, rid)
+			return
+		}
+	}
+}
+
+func (m *mesh) confChange(p *partition, t pb.ConfChangeType, rid uint64) {
+	cc := &pb.ConfChange{Type: t.Enum(), NodeId: new(rid)}
+	if err := p.rn.ProposeConfChange(cc); err != nil {
+		return
+	}
+	p.confAt = m.n.now // cleared when a conf change applies
+	m.n.markDirty(p.id)
+	id, _ := m.peerOf(rid)
+	m.n.log.Info("replica change proposed", keyPart, p.id, "change", t.String(), keyPeer, id)
+}

@@ -1,0 +1,170 @@
+package peer
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/steal"
+)
+
+// NodeStats are counters of the node's protocol work, for metrics and
+// /v1/peers.
+type NodeStats struct {
+	StaleOutcomes int // outcomes refused by fencing (stale round or holder)
+	StealsAsked   int // steal requests sent
+	StealsGranted int // tasks received from victims
+	StealsRefused int // refusals and empty grants received
+	TasksGranted  int // tasks this node granted to thieves
+	LeaseExpiries int // leases that ended without an outcome
+}
+
+// stealer is the node's side of work stealing: the pure policy of package
+// steal as thief, and the grants this node owes thieves as victim.
+type stealer struct {
+	t       *steal.Thief            // nil when stealing is off
+	owed    map[shard.TaskID]string // leases proposed for a thief, by task
+	grants  map[string][]Grant      // grants to send with the next Ready, by thief
+	refuse  []string                // thieves to answer with a refusal
+	enabled bool
+}
+
+func newStealer(cfg NodeConfig) (stealer, error) {
+	s := stealer{owed: map[shard.TaskID]string{}, grants: map[string][]Grant{}, enabled: cfg.Steal}
+	if !cfg.Steal {
+		return s, nil
+	}
+	sc := steal.DefaultConfig()
+	sc.Rand = rand.New(rand.NewPCG(RaftID(cfg.ID), cfg.Rand.Uint64()))
+	t, err := steal.New(sc)
+	s.t = t
+	return s, err
+}
+
+// Observe feeds a gossiped or replied load to the policy.
+func (s *stealer) Observe(peer string, l Load, now time.Time) {
+	if s.t != nil {
+		s.t.Observe(steal.Load{Peer: peer, Ready: l.Ready, Running: l.Running, Slots: l.Slots, At: now})
+	}
+}
+
+// load returns this node's load as it gossips it.
+func (n *Node) load() Load {
+	st := n.Stats()
+	return Load{Ready: st.Ready, Running: n.busy, Slots: n.cfg.Slots}
+}
+
+// maybeSteal asks a loaded peer for work when this node has free slots and
+// nothing READY of its own. It runs after every local scheduling pass, not
+// only on gossip, so an idle peer does not wait for the next round.
+func (n *Node) maybeSteal() {
+	if n.steal.t == nil {
+		return
+	}
+	self := n.load()
+	victim, want, ok := n.steal.t.Next(n.now, steal.Load{Peer: n.cfg.ID, Ready: self.Ready, Running: self.Running, Slots: self.Slots, At: n.now})
+	if !ok {
+		return
+	}
+	n.stats.StealsAsked++
+	n.rd.Messages = append(n.rd.Messages, Envelope{To: victim, Msg: Message{Type: MsgStealReq, From: n.cfg.ID, Want: want, Load: self}})
+}
+
+func (n *Node) stepSteal(from string, m Message) error {
+	if m.Type == MsgGrant {
+		n.stepGrant(from, m)
+		return nil
+	}
+	n.steal.Observe(from, m.Load, n.now)
+	mb := n.mesh.members[from]
+	if !n.steal.enabled || mb == nil || mb.boot == "" {
+		n.steal.refuse = append(n.steal.refuse, from)
+		return nil
+	}
+	holder := from + "#" + mb.boot
+	ready := n.Stats().Ready
+	limit := n.cfg.Slots + n.pace.ahead(n.cfg.Slots, n.cfg.LeaseAhead)
+	give := steal.GrantSize(ready, max(limit-n.busy, 0), m.Want)
+	granted := 0
+	for _, p := range n.parts {
+		if give == 0 {
+			break
+		}
+		if p == nil || !p.serving || p.shard.ReadyLen() == 0 {
+			continue
+		}
+		evs := p.shard.Lease(n.now, give, holder, nil)
+		for _, e := range evs {
+			n.steal.owed[e.Task] = from
+		}
+		give -= len(evs)
+		granted += len(evs)
+		p.propose(evs)
+		n.markDirty(p.id)
+	}
+	if granted == 0 {
+		n.steal.refuse = append(n.steal.refuse, from)
+	}
+	return nil
+}
+
+// grantApplied turns a committed lease for a thief into a grant to send.
+func (n *Node) grantApplied(p *partition, e *shard.Event) {
+	thief, ok := n.steal.owed[e.Task]
+	if !ok {
+		return
+	}
+	delete(n.steal.owed, e.Task)
+	spec, ok := p.shard.RunOf(e.Task, e.Round, e.Holder)
+	if !ok {
+		return
+	}
+	n.stats.TasksGranted++
+	n.steal.grants[thief] = append(n.steal.grants[thief], Grant{Task: e.Task, Round: e.Round, Expiry: e.Expiry,
+		Handler: spec.Handler, Payload: spec.Payload, Timeout: p.shard.Timeout(spec)})
+}
+
+// flushGrants sends the grants (and refusals) of this Ready.
+func (n *Node) flushGrants() {
+	if len(n.steal.grants) == 0 && len(n.steal.refuse) == 0 {
+		return
+	}
+	self := n.load()
+	for _, to := range sortedKeys(n.steal.grants) {
+		n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgGrant, From: n.cfg.ID, Load: self, Grants: n.steal.grants[to]}})
+	}
+	for _, to := range n.steal.refuse {
+		if _, granted := n.steal.grants[to]; !granted {
+			n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgGrant, From: n.cfg.ID, Load: self, Refused: true}})
+		}
+	}
+	clear(n.steal.grants)
+	n.steal.refuse = n.steal.refuse[:0]
+}
+
+// stepGrant starts the tasks a victim leased to this node. Their outcomes
+// go to the owner through the outbox like any outcome for a partition led
+// elsewhere.
+func (n *Node) stepGrant(from string, m Message) {
+	n.steal.Observe(from, m.Load, n.now)
+	if n.steal.t != nil {
+		if len(m.Grants) == 0 {
+			n.steal.t.Refused(n.now, from)
+		} else {
+			n.steal.t.Granted(n.now, from, len(m.Grants))
+		}
+	}
+	if len(m.Grants) == 0 {
+		n.stats.StealsRefused++
+		return
+	}
+	for _, g := range m.Grants {
+		if _, dup := n.running[g.Task]; dup || g.Timeout <= 0 {
+			continue
+		}
+		n.stats.StealsGranted++
+		n.busy++
+		n.running[g.Task] = g.Round
+		n.rd.Run = append(n.rd.Run, Run{Task: g.Task, Round: g.Round, Handler: g.Handler, Payload: g.Payload, Timeout: g.Timeout})
+	}
+}

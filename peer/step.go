@@ -1,0 +1,241 @@
+package peer
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/wal"
+)
+
+// ErrNotMember is returned for a message from a peer outside the mesh.
+var ErrNotMember = errors.New("peer: sender is not a member")
+
+// Step hands the node one message from peer from (the transport's
+// authenticated id). Malformed or misdirected content is refused with an
+// error and changes nothing; the node never panics on input from the
+// network.
+func (n *Node) Step(from string, m Message) error {
+	if from == "" || from == n.cfg.ID {
+		return fmt.Errorf("peer: step: bad sender %q", from)
+	}
+	if n.mesh.forgotten[from] {
+		return fmt.Errorf("%w: %s was forgotten", ErrNotMember, from)
+	}
+	boot := ""
+	if m.Type == MsgHeartbeat && m.Heartbeat != nil {
+		boot = m.Heartbeat.Boot
+	}
+	n.mesh.heard(from, boot, n.now)
+	switch m.Type {
+	case MsgHeartbeat:
+		return n.stepHeartbeat(from, m.Heartbeat)
+	case MsgRaft:
+		return n.stepRaft(from, m.Raft)
+	case MsgOutcome:
+		n.stepOutcomes(from, m.Outcomes)
+	case MsgAck:
+		n.stepAcks(m.Acks)
+	case MsgStealReq, MsgGrant:
+		return n.stepSteal(from, m)
+	default:
+		return fmt.Errorf("peer: step: unknown message type %v", m.Type)
+	}
+	return nil
+}
+
+func (n *Node) stepHeartbeat(from string, hb *Heartbeat) error {
+	if hb == nil {
+		return errors.New("peer: step: heartbeat without body")
+	}
+	if hb.Partitions != n.cfg.Partitions {
+		return fmt.Errorf("peer: step: %s has %d partitions, this mesh %d: it cannot join", from, hb.Partitions, n.cfg.Partitions)
+	}
+	mb := n.mesh.members[from]
+	mb.load, mb.addrs = hb.Load, hb.Addrs
+	n.mesh.learn(hb, n.now)
+	n.steal.Observe(from, hb.Load, n.now)
+	return nil
+}
+
+func (n *Node) stepRaft(from string, msgs []RaftMsg) error {
+	var errs []error
+	for _, rm := range msgs {
+		if int(rm.Partition) >= len(n.parts) || rm.Msg == nil {
+			errs = append(errs, fmt.Errorf("peer: step: partition %d out of range", rm.Partition))
+			continue
+		}
+		if rm.Msg.GetTo() != n.raftID || rm.Msg.GetFrom() != RaftID(from) || raft.IsLocalMsg(rm.Msg.GetType()) {
+			errs = append(errs, fmt.Errorf("peer: step: misaddressed raft message %v from %s", rm.Msg.GetType(), from))
+			continue
+		}
+		p := n.parts[rm.Partition]
+		if p == nil {
+			var err error
+			if p, err = n.openPartition(int(rm.Partition), wal.PartitionState{}, false); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			n.parts[rm.Partition] = p
+		}
+		if err := p.rn.Step(rm.Msg); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
+			errs = append(errs, fmt.Errorf("peer: step partition %d: %w", rm.Partition, err))
+		}
+		n.markDirty(p.id)
+	}
+	return errors.Join(errs...)
+}
+
+// Owner returns the peer that leads a group's partition, as far as this
+// node knows ("" when unknown), so that requests can be routed there.
+func (n *Node) Owner(g shard.GroupID) string {
+	p := n.parts[n.PartitionOf(g)]
+	if p == nil {
+		if n.mesh.ring == nil {
+			return ""
+		}
+		for _, id := range n.mesh.ring.Replicas(n.PartitionOf(g)) {
+			if n.mesh.live(string(id)) {
+				return string(id) // a replica knows the leader
+			}
+		}
+		return ""
+	}
+	if p.serving {
+		return n.cfg.ID
+	}
+	if id, ok := n.mesh.peerOf(p.rn.BasicStatus().Lead); ok && id != n.cfg.ID {
+		return id
+	}
+	return ""
+}
+
+// Serving reports whether this node serves (leads, caught up) a group's
+// partition.
+func (n *Node) Serving(g shard.GroupID) bool {
+	p := n.parts[n.PartitionOf(g)]
+	return p != nil && p.serving
+}
+
+// outboxKey names an outcome in the outbox.
+func outboxKey(t shard.TaskID, r shard.Round) string { return fmt.Sprintf("%s@%d", t, r) }
+
+// forward keeps an outcome for a partition led elsewhere in the outbox
+// (persisted with the next Ready) and sends it to the owner.
+func (n *Node) forward(o shard.Outcome) {
+	msg := OutcomeMsg{Task: o.Task, Round: o.Round, Holder: o.Holder, OK: o.OK, Result: o.Result,
+		Error: o.Error, Permanent: o.Permanent, TimedOut: o.TimedOut}
+	key := outboxKey(o.Task, o.Round)
+	n.mesh.outbox[key] = msg
+	enc, _ := AppendMessage(nil, &Message{Type: MsgOutcome, Outcomes: []OutcomeMsg{msg}})
+	n.rd.Persist.OutboxPut = append(n.rd.Persist.OutboxPut, wal.Record{Key: key, Value: enc})
+	n.rd.MustSync = true
+	n.mesh.sendOutcomes([]OutcomeMsg{msg})
+}
+
+// RestoreOutbox reloads outcomes persisted by an earlier run; they are
+// re-sent until acknowledged.
+func (n *Node) RestoreOutbox(recs []wal.Record) error {
+	for _, r := range recs {
+		m, err := DecodeMessage(r.Value)
+		if err != nil || m.Type != MsgOutcome || len(m.Outcomes) != 1 {
+			return fmt.Errorf("peer: outbox record %q: bad content: %v", r.Key, err)
+		}
+		n.mesh.outbox[r.Key] = m.Outcomes[0]
+	}
+	return nil
+}
+
+// sendOutcomes groups outcomes by their partition's owner and sends them.
+func (m *mesh) sendOutcomes(outs []OutcomeMsg) {
+	by := map[string][]OutcomeMsg{}
+	for _, o := range outs {
+		if owner := m.n.Owner(o.Task.Group()); owner != "" && owner != m.n.cfg.ID {
+			by[owner] = append(by[owner], o)
+		}
+	}
+	for _, to := range sortedKeys(by) {
+		m.n.rd.Messages = append(m.n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgOutcome, From: m.n.cfg.ID, Outcomes: by[to]}})
+	}
+}
+
+// resend sends every unacknowledged outcome again, to the current owners;
+// outcomes for partitions this node now serves are proposed locally.
+func (m *mesh) resend() {
+	var remote []OutcomeMsg
+	for _, k := range sortedKeys(m.outbox) {
+		o := m.outbox[k]
+		if m.n.Serving(o.Task.Group()) {
+			m.n.stepOutcomes(m.n.cfg.ID, []OutcomeMsg{o})
+			continue
+		}
+		remote = append(remote, o)
+	}
+	m.sendOutcomes(remote)
+}
+
+// stepOutcomes proposes reported outcomes (fenced by round and holder) in
+// the partitions this node serves. Stale ones are acknowledged at once (the
+// holder drops them); accepted ones once their event is committed.
+func (n *Node) stepOutcomes(from string, outs []OutcomeMsg) {
+	var acks []AckMsg
+	for _, o := range outs {
+		p := n.parts[n.PartitionOf(o.Task.Group())]
+		if p == nil || !p.serving {
+			continue // not the owner (any more): the holder re-sends to the right one
+		}
+		ev, err := p.shard.Report(n.now, shard.Outcome{Task: o.Task, Round: o.Round, Holder: o.Holder, OK: o.OK,
+			Result: o.Result, Error: o.Error, Permanent: o.Permanent, TimedOut: o.TimedOut})
+		if err != nil {
+			n.stats.StaleOutcomes++
+			acks = append(acks, AckMsg{Task: o.Task, Round: o.Round})
+			continue
+		}
+		n.mesh.pendAck[o.Task] = pendingAck{from: from, round: o.Round}
+		p.propose([]shard.Event{ev})
+		n.markDirty(p.id)
+	}
+	n.ack(from, acks)
+}
+
+func (n *Node) ack(to string, acks []AckMsg) {
+	if len(acks) == 0 {
+		return
+	}
+	if to == n.cfg.ID {
+		n.stepAcks(acks)
+		return
+	}
+	n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgAck, From: n.cfg.ID, Acks: acks}})
+}
+
+// ackApplied acknowledges a forwarded outcome once its event applied.
+func (n *Node) ackApplied(e *shard.Event) {
+	pa, ok := n.mesh.pendAck[e.Task]
+	if !ok || pa.round != e.Round {
+		return
+	}
+	delete(n.mesh.pendAck, e.Task)
+	n.ack(pa.from, []AckMsg{{Task: e.Task, Round: e.Round}})
+}
+
+// stepAcks drops acknowledged outcomes from the outbox.
+func (n *Node) stepAcks(acks []AckMsg) {
+	for _, a := range acks {
+		key := outboxKey(a.Task, a.Round)
+		if _, ok := n.mesh.outbox[key]; ok {
+			delete(n.mesh.outbox, key)
+			n.rd.Persist.OutboxDel = append(n.rd.Persist.OutboxDel, key)
+		}
+	}
+}
+
+// OutboxLen returns the outcomes waiting for their owner's acknowledgement.
+func (n *Node) OutboxLen() int { return len(n.mesh.outbox) }
+
+var _ = slices.Contains[[]string]
+var _ = pb.MsgApp

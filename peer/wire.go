@@ -1,0 +1,341 @@
+package peer
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// MsgType says what a Message between peers carries. Values are part of
+// the wire format: append only.
+type MsgType uint8
+
+const (
+	MsgRaft      MsgType = iota + 1 // Raft messages of many partitions
+	MsgHeartbeat                    // liveness, load and membership (gossip)
+	MsgOutcome                      // handler outcomes for the owner
+	MsgAck                          // the owner has the outcomes (accepted or stale)
+	MsgStealReq                     // an idle peer asks for READY tasks
+	MsgGrant                        // leases granted to a thief (committed first)
+	numMsgTypes
+)
+
+var msgNames = [...]string{"", "raft", "heartbeat", "outcome", "ack", "steal", "grant"}
+
+func (t MsgType) String() string {
+	if t > 0 && int(t) < len(msgNames) {
+		return msgNames[t]
+	}
+	return fmt.Sprintf("MsgType(%d)", uint8(t))
+}
+
+// WireVersion is the first byte of every encoded Message.
+const WireVersion = 1
+
+// Message is what one peer sends another (or gossips to all).
+type Message struct {
+	Type MsgType
+	From string // sender peer id (set by the sender; the transport's authenticated id wins)
+
+	Raft      []RaftMsg    // MsgRaft
+	Heartbeat *Heartbeat   // MsgHeartbeat
+	Outcomes  []OutcomeMsg // MsgOutcome
+	Acks      []AckMsg     // MsgAck
+	Want      int          // MsgStealReq: tasks asked for
+	Grants    []Grant      // MsgGrant
+	Load      Load         // MsgStealReq, MsgGrant: the sender's load
+	Refused   bool         // MsgGrant: nothing granted, back off
+}
+
+// RaftMsg is one Raft message of one partition.
+type RaftMsg struct {
+	Partition uint32
+	Msg       *pb.Message
+}
+
+// Load is a peer's advertised load.
+type Load struct {
+	Ready   int // READY tasks in partitions it owns
+	Running int // leases it holds
+	Slots   int // its worker slots
+}
+
+// Heartbeat is gossiped about once a second.
+type Heartbeat struct {
+	Boot       string
+	Partitions int
+	Load       Load
+	Members    []string // the sender's membership view (sorted)
+	Forgotten  []string // peers removed from the mesh (sorted)
+	Addrs      []string // the sender's transport addresses
+}
+
+// OutcomeMsg is a handler outcome reported by a lease holder.
+type OutcomeMsg struct {
+	Task      shard.TaskID
+	Round     shard.Round
+	Holder    string
+	OK        bool
+	Result    []byte
+	Error     string
+	Permanent bool
+	TimedOut  bool
+}
+
+// AckMsg tells a holder that the owner has its outcome.
+type AckMsg struct {
+	Task  shard.TaskID
+	Round shard.Round
+}
+
+// Grant is a lease given to a thief, with what it needs to run the task.
+type Grant struct {
+	Task    shard.TaskID
+	Round   shard.Round
+	Expiry  time.Time
+	Handler string
+	Payload []byte
+	Timeout time.Duration
+}
+
+// ErrWire is wrapped by every decode error.
+var ErrWire = errors.New("peer: malformed message")
+
+// Limits on decoded messages, so a hostile frame cannot make a peer
+// allocate without bound.
+const (
+	maxWireList = 1 << 20
+)
+
+// AppendMessage encodes m.
+func AppendMessage(dst []byte, m *Message) ([]byte, error) {
+	dst = append(dst, WireVersion, byte(m.Type))
+	dst = shard.AppendString(dst, m.From)
+	switch m.Type {
+	case MsgRaft:
+		dst = binary.AppendUvarint(dst, uint64(len(m.Raft)))
+		for _, r := range m.Raft {
+			b, err := proto.Marshal(r.Msg)
+			if err != nil {
+				return nil, fmt.Errorf("peer: encode raft message: %w", err)
+			}
+			dst = binary.AppendUvarint(dst, uint64(r.Partition))
+			dst = shard.AppendBytes(dst, b)
+		}
+	case MsgHeartbeat:
+		dst = appendHeartbeat(dst, m.Heartbeat)
+	case MsgOutcome:
+		dst = binary.AppendUvarint(dst, uint64(len(m.Outcomes)))
+		for i := range m.Outcomes {
+			dst = appendOutcome(dst, &m.Outcomes[i])
+		}
+	case MsgAck:
+		dst = binary.AppendUvarint(dst, uint64(len(m.Acks)))
+		for _, a := range m.Acks {
+			dst = shard.AppendString(dst, string(a.Task))
+			dst = binary.AppendUvarint(dst, uint64(a.Round))
+		}
+	case MsgStealReq:
+		dst = binary.AppendUvarint(dst, uint64(max(m.Want, 0)))
+		dst = appendLoad(dst, m.Load)
+	case MsgGrant:
+		dst = appendLoad(dst, m.Load)
+		dst = appendBool(dst, m.Refused)
+		dst = binary.AppendUvarint(dst, uint64(len(m.Grants)))
+		for i := range m.Grants {
+			dst = appendGrant(dst, &m.Grants[i])
+		}
+	default:
+		return nil, fmt.Errorf("peer: encode: unknown message type %v", m.Type)
+	}
+	return dst, nil
+}
+
+func appendBool(dst []byte, b bool) []byte {
+	if b {
+		return append(dst, 1)
+	}
+	return append(dst, 0)
+}
+
+func appendLoad(dst []byte, l Load) []byte {
+	dst = binary.AppendUvarint(dst, uint64(max(l.Ready, 0)))
+	dst = binary.AppendUvarint(dst, uint64(max(l.Running, 0)))
+	return binary.AppendUvarint(dst, uint64(max(l.Slots, 0)))
+}
+
+func appendStrings(dst []byte, ss []string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(ss)))
+	for _, s := range ss {
+		dst = shard.AppendString(dst, s)
+	}
+	return dst
+}
+
+func appendHeartbeat(dst []byte, h *Heartbeat) []byte {
+	if h == nil {
+		h = &Heartbeat{}
+	}
+	dst = shard.AppendString(dst, h.Boot)
+	dst = binary.AppendUvarint(dst, uint64(max(h.Partitions, 0)))
+	dst = appendLoad(dst, h.Load)
+	dst = appendStrings(dst, h.Members)
+	dst = appendStrings(dst, h.Forgotten)
+	return appendStrings(dst, h.Addrs)
+}
+
+func appendOutcome(dst []byte, o *OutcomeMsg) []byte {
+	dst = shard.AppendString(dst, string(o.Task))
+	dst = binary.AppendUvarint(dst, uint64(o.Round))
+	dst = shard.AppendString(dst, o.Holder)
+	var flags byte
+	for i, b := range []bool{o.OK, o.Permanent, o.TimedOut} {
+		if b {
+			flags |= 1 << i
+		}
+	}
+	dst = append(dst, flags)
+	dst = shard.AppendBytes(dst, o.Result)
+	return shard.AppendString(dst, o.Error)
+}
+
+func appendGrant(dst []byte, g *Grant) []byte {
+	dst = shard.AppendString(dst, string(g.Task))
+	dst = binary.AppendUvarint(dst, uint64(g.Round))
+	dst = shard.AppendTime(dst, g.Expiry)
+	dst = shard.AppendString(dst, g.Handler)
+	dst = shard.AppendBytes(dst, g.Payload)
+	return binary.AppendVarint(dst, int64(g.Timeout))
+}
+
+// DecodeMessage decodes a Message. It never panics and bounds every
+// allocation by the input's size.
+func DecodeMessage(p []byte) (Message, error) {
+	var m Message
+	if len(p) < 2 {
+		return m, fmt.Errorf("%w: %d bytes", ErrWire, len(p))
+	}
+	if p[0] != WireVersion {
+		return m, fmt.Errorf("%w: version %d, want %d", ErrWire, p[0], WireVersion)
+	}
+	m.Type = MsgType(p[1])
+	if m.Type == 0 || m.Type >= numMsgTypes {
+		return m, fmt.Errorf("%w: unknown type %d", ErrWire, p[1])
+	}
+	d := shard.NewDecoder(p[2:])
+	m.From = d.String()
+	switch m.Type {
+	case MsgRaft:
+		decodeRaft(&d, &m)
+	case MsgHeartbeat:
+		m.Heartbeat = decodeHeartbeat(&d)
+	case MsgOutcome:
+		n := d.Count(4)
+		m.Outcomes = make([]OutcomeMsg, 0, n)
+		for range n {
+			m.Outcomes = append(m.Outcomes, decodeOutcome(&d))
+		}
+	case MsgAck:
+		n := d.Count(2)
+		m.Acks = make([]AckMsg, 0, n)
+		for range n {
+			m.Acks = append(m.Acks, AckMsg{Task: shard.TaskID(d.String()), Round: shard.Round(d.Uvarint())})
+		}
+	case MsgStealReq:
+		m.Want = boundedInt(&d)
+		m.Load = decodeLoad(&d)
+	case MsgGrant:
+		m.Load = decodeLoad(&d)
+		m.Refused = d.Byte() != 0
+		n := d.Count(6)
+		m.Grants = make([]Grant, 0, n)
+		for range n {
+			m.Grants = append(m.Grants, decodeGrant(&d))
+		}
+	}
+	if err := d.Err(); err != nil {
+		return Message{}, fmt.Errorf("%w: %v %v", ErrWire, m.Type, err)
+	}
+	if d.Len() != 0 {
+		return Message{}, fmt.Errorf("%w: %d trailing bytes", ErrWire, d.Len())
+	}
+	return m, nil
+}
+
+func boundedInt(d *shard.Decoder) int {
+	v := d.Uvarint()
+	if v > maxWireList {
+		d.Fail("value %d over %d", v, maxWireList)
+		return 0
+	}
+	return int(v)
+}
+
+func decodeRaft(d *shard.Decoder, m *Message) {
+	n := d.Count(2)
+	m.Raft = make([]RaftMsg, 0, n)
+	for range n {
+		part := d.Uvarint()
+		b := d.Bytes()
+		if d.Err() != nil {
+			return
+		}
+		if part > 1<<16 {
+			d.Fail("partition %d out of range", part)
+			return
+		}
+		msg := &pb.Message{}
+		if err := proto.Unmarshal(b, msg); err != nil {
+			d.Fail("raft message: %v", err)
+			return
+		}
+		m.Raft = append(m.Raft, RaftMsg{Partition: uint32(part), Msg: msg})
+	}
+}
+
+func decodeLoad(d *shard.Decoder) Load {
+	return Load{Ready: boundedInt(d), Running: boundedInt(d), Slots: boundedInt(d)}
+}
+
+func decodeStrings(d *shard.Decoder) []string {
+	n := d.Count(1)
+	if n == 0 {
+		return nil
+	}
+	out := make([]string, 0, n)
+	for range n {
+		out = append(out, d.String())
+	}
+	return out
+}
+
+func decodeHeartbeat(d *shard.Decoder) *Heartbeat {
+	h := &Heartbeat{Boot: d.String(), Partitions: boundedInt(d), Load: decodeLoad(d)}
+	h.Members = decodeStrings(d)
+	h.Forgotten = decodeStrings(d)
+	h.Addrs = decodeStrings(d)
+	return h
+}
+
+func decodeOutcome(d *shard.Decoder) OutcomeMsg {
+	o := OutcomeMsg{Task: shard.TaskID(d.String()), Round: shard.Round(d.Uvarint()), Holder: d.String()}
+	flags := d.Byte()
+	o.OK, o.Permanent, o.TimedOut = flags&1 != 0, flags&2 != 0, flags&4 != 0
+	o.Result = d.Bytes()
+	o.Error = d.String()
+	return o
+}
+
+func decodeGrant(d *shard.Decoder) Grant {
+	g := Grant{Task: shard.TaskID(d.String()), Round: shard.Round(d.Uvarint()), Expiry: d.Time()}
+	g.Handler = d.String()
+	g.Payload = d.Bytes()
+	g.Timeout = time.Duration(d.Varint())
+	return g
+}
