@@ -11,8 +11,8 @@ import (
 	"github.com/needle-mesh/needle/shard"
 )
 
-// backend serves the HTTP API (api.Backend) by sending commands into the
-// peer's loop.
+// backend serves the HTTP API (api.Backend): requests for partitions this
+// peer leads go into its loop; others are forwarded to their owner.
 type backend struct{ p *Peer }
 
 var _ api.Backend = backend{}
@@ -33,6 +33,92 @@ func (b backend) Submit(ctx context.Context, spec *shard.GroupSpec) (api.SubmitR
 	if spec.Trace == "" {
 		spec.Trace = randomHex(8)
 	}
+	to, err := b.p.route(ctx, spec.ID)
+	if err != nil || to == "" {
+		if err != nil {
+			return api.SubmitResult{}, mapErr(err)
+		}
+		return local(b).Submit(ctx, spec)
+	}
+	resp, err := b.p.forward(ctx, to, rpcRequest{Op: "submit", Spec: spec})
+	if err != nil {
+		return api.SubmitResult{}, err
+	}
+	return *resp.Submit, nil
+}
+
+func (b backend) Task(ctx context.Context, id shard.TaskID, wait time.Duration) (shard.TaskView, error) {
+	to, err := b.p.route(ctx, id.Group())
+	if err != nil || to == "" {
+		if err != nil {
+			return shard.TaskView{}, mapErr(err)
+		}
+		return local(b).Task(ctx, id, wait)
+	}
+	resp, err := b.p.forward(ctx, to, rpcRequest{Op: "task", Task: id, Wait: wait})
+	if err != nil {
+		return shard.TaskView{}, err
+	}
+	return *resp.Task, nil
+}
+
+func (b backend) Group(ctx context.Context, id shard.GroupID, wait time.Duration) (shard.GroupView, error) {
+	to, err := b.p.route(ctx, id)
+	if err != nil || to == "" {
+		if err != nil {
+			return shard.GroupView{}, mapErr(err)
+		}
+		return local(b).Group(ctx, id, wait)
+	}
+	resp, err := b.p.forward(ctx, to, rpcRequest{Op: "group", Group: id, Wait: wait})
+	if err != nil {
+		return shard.GroupView{}, err
+	}
+	return *resp.Group, nil
+}
+
+func (b backend) TaskEvents(ctx context.Context, id shard.TaskID) ([]shard.TaskEvent, error) {
+	to, err := b.p.route(ctx, id.Group())
+	if err != nil || to == "" {
+		if err != nil {
+			return nil, mapErr(err)
+		}
+		return local(b).TaskEvents(ctx, id)
+	}
+	resp, err := b.p.forward(ctx, to, rpcRequest{Op: "events", Task: id})
+	return resp.Events, err
+}
+
+func (b backend) CancelTask(ctx context.Context, id shard.TaskID, by string) (shard.TaskView, error) {
+	if err := b.cancel(ctx, id.Group(), id, by); err != nil {
+		return shard.TaskView{}, err
+	}
+	return b.Task(ctx, id, 0)
+}
+
+func (b backend) CancelGroup(ctx context.Context, id shard.GroupID, by string) (shard.GroupView, error) {
+	if err := b.cancel(ctx, id, "", by); err != nil {
+		return shard.GroupView{}, err
+	}
+	return b.Group(ctx, id, 0)
+}
+
+func (b backend) cancel(ctx context.Context, g shard.GroupID, t shard.TaskID, by string) error {
+	to, err := b.p.route(ctx, g)
+	if err != nil || to == "" {
+		if err != nil {
+			return mapErr(err)
+		}
+		return local(b).cancel(ctx, g, t, by)
+	}
+	_, err = b.p.forward(ctx, to, rpcRequest{Op: "cancel", Group: g, Task: t, By: by})
+	return err
+}
+
+// local serves requests for partitions this peer leads, through its loop.
+type local struct{ p *Peer }
+
+func (b local) Submit(ctx context.Context, spec *shard.GroupSpec) (api.SubmitResult, error) {
 	r, err := b.p.call(ctx, command{submit: spec})
 	if err != nil {
 		return api.SubmitResult{}, err
@@ -40,7 +126,7 @@ func (b backend) Submit(ctx context.Context, spec *shard.GroupSpec) (api.SubmitR
 	return api.SubmitResult{Group: r.Submit.Group, Tasks: r.Submit.Tasks, Created: r.Submit.Created}, nil
 }
 
-func (b backend) Task(ctx context.Context, id shard.TaskID, wait time.Duration) (shard.TaskView, error) {
+func (b local) Task(ctx context.Context, id shard.TaskID, wait time.Duration) (shard.TaskView, error) {
 	if wait > 0 {
 		if err := b.p.wait(ctx, &waiter{task: id}, wait); err != nil {
 			return shard.TaskView{}, err
@@ -51,7 +137,7 @@ func (b backend) Task(ctx context.Context, id shard.TaskID, wait time.Duration) 
 	return v, err
 }
 
-func (b backend) Group(ctx context.Context, id shard.GroupID, wait time.Duration) (shard.GroupView, error) {
+func (b local) Group(ctx context.Context, id shard.GroupID, wait time.Duration) (shard.GroupView, error) {
 	if wait > 0 {
 		if err := b.p.wait(ctx, &waiter{group: id}, wait); err != nil {
 			return shard.GroupView{}, err
@@ -62,24 +148,15 @@ func (b backend) Group(ctx context.Context, id shard.GroupID, wait time.Duration
 	return v, err
 }
 
-func (b backend) TaskEvents(ctx context.Context, id shard.TaskID) ([]shard.TaskEvent, error) {
+func (b local) TaskEvents(ctx context.Context, id shard.TaskID) ([]shard.TaskEvent, error) {
 	var evs []shard.TaskEvent
 	err := b.p.read(ctx, func(n *Node) (err error) { evs, err = n.TaskEvents(id); return err })
 	return evs, err
 }
 
-func (b backend) CancelTask(ctx context.Context, id shard.TaskID, by string) (shard.TaskView, error) {
-	if _, err := b.p.call(ctx, command{cancelG: id.Group(), cancelT: id, by: by}); err != nil {
-		return shard.TaskView{}, err
-	}
-	return b.Task(ctx, id, 0)
-}
-
-func (b backend) CancelGroup(ctx context.Context, id shard.GroupID, by string) (shard.GroupView, error) {
-	if _, err := b.p.call(ctx, command{cancelG: id, by: by}); err != nil {
-		return shard.GroupView{}, err
-	}
-	return b.Group(ctx, id, 0)
+func (b local) cancel(ctx context.Context, g shard.GroupID, t shard.TaskID, by string) error {
+	_, err := b.p.call(ctx, command{cancelG: g, cancelT: t, by: by})
+	return err
 }
 
 // call sends a request into the loop and waits for its reply.

@@ -16,7 +16,7 @@ import (
 func Example() {
 	p, err := peer.New(peer.Config{
 		DataDir: "", InMemory: true, // a real program sets DataDir instead
-		HTTPAddr: "127.0.0.1:0", Slots: 2,
+		HTTPAddr: "127.0.0.1:0", Slots: 2, Listen: []string{"/ip4/127.0.0.1/tcp/0"},
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

@@ -20,6 +20,8 @@ func (p *Peer) httpHandler() http.Handler {
 		Metrics: promhttp.HandlerFor(p.metrics.reg, promhttp.HandlerOpts{}),
 		Logger:  p.log,
 	}))
+	mux.Handle("GET /v1/peers", p.requireToken(http.HandlerFunc(p.servePeers)))
+	mux.Handle("POST /v1/peers/{id}/forget", p.requireToken(http.HandlerFunc(p.serveForget)))
 	debug := http.NewServeMux()
 	debug.HandleFunc("/debug/pprof/", pprof.Index)
 	debug.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

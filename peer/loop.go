@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/needle-mesh/needle/peer/p2p"
 	"github.com/needle-mesh/needle/shard"
 	"github.com/needle-mesh/needle/wal"
 )
@@ -53,12 +54,20 @@ func (p *Peer) loop(ctx context.Context) error {
 			p.node.Tick(time.Now())
 			p.report(o)
 			p.drainInbox()
+		case f := <-p.host.Inbound():
+			p.node.Tick(time.Now())
+			p.stepFrame(f)
+			p.drainInbox()
+		case f := <-p.host.Gossip():
+			p.node.Tick(time.Now())
+			p.stepFrame(f)
 		case now := <-ticker.C:
 			p.node.Tick(time.Now())
 			if now.Sub(lastSweep) >= sweepEvery {
 				lastSweep = now
 				p.waiters.sweep()
 				p.metrics.observe(p.node)
+				p.dialMembers(ctx)
 			}
 		}
 		if err := p.drainReady(); err != nil {
@@ -76,6 +85,8 @@ func (p *Peer) drainInbox() {
 			p.handle(c)
 		case o := <-p.results:
 			p.report(o)
+		case f := <-p.host.Inbound():
+			p.stepFrame(f)
 		default:
 			return
 		}
@@ -119,6 +130,7 @@ func (p *Peer) drainReady() error {
 		if err := p.persist(&rd); err != nil {
 			return err
 		}
+		p.sendReady(&rd)
 		for _, r := range rd.Run {
 			p.start(r)
 		}
@@ -190,4 +202,73 @@ func (p *Peer) append(b *wal.Batch) error {
 		return fmt.Errorf("peer: wal append (split batch): %w", err)
 	}
 	return nil
+}
+
+// stepFrame decodes a message from another peer and steps the node. A
+// malformed or refused message is logged and dropped: the peer stays up.
+func (p *Peer) stepFrame(f p2p.Frame) {
+	m, err := DecodeMessage(f.Data)
+	if err == nil {
+		err = p.node.Step(f.From, m)
+	}
+	if err != nil {
+		p.log.Warn("message refused", keyPeer, f.From, keyErr, err)
+	}
+}
+
+// sendReady hands a Ready's messages to the transport (after the persist, so
+// nothing promises state that is not durable). A full queue drops the
+// message: Raft retransmits and the outbox re-sends.
+func (p *Peer) sendReady(rd *Ready) {
+	for i := range rd.Messages {
+		e := &rd.Messages[i]
+		b, err := AppendMessage(nil, &e.Msg)
+		if err != nil {
+			p.log.Error("encode message", keyPeer, e.To, keyErr, err)
+			continue
+		}
+		if err := p.host.Send(e.To, b); err != nil {
+			p.metrics.dropped.Inc()
+		}
+	}
+	for i := range rd.Gossip {
+		b, err := AppendMessage(nil, &rd.Gossip[i])
+		if err == nil {
+			err = p.host.Publish(b)
+		}
+		if err != nil {
+			p.log.Debug("gossip", keyErr, err)
+		}
+	}
+}
+
+// dialMembers connects to members this host has no connection to, using
+// the addresses they gossip: peers that joined through the same seed learn
+// of each other this way. At most one dial per peer is in flight.
+func (p *Peer) dialMembers(ctx context.Context) {
+	connected := map[string]bool{}
+	for _, id := range p.host.Connected() {
+		connected[id] = true
+	}
+	for _, m := range p.node.Members() {
+		if m.ID == p.host.ID() || connected[m.ID] || len(m.Addrs) == 0 || m.State == PeerDead {
+			continue
+		}
+		if _, busy := p.dialing.LoadOrStore(m.ID, true); busy {
+			continue
+		}
+		p.wg.Add(1)
+		go func(id string, addrs []string) {
+			defer p.wg.Done()
+			defer p.dialing.Delete(id)
+			for _, a := range addrs {
+				dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				err := p.host.Connect(dctx, a)
+				cancel()
+				if err == nil {
+					return
+				}
+			}
+		}(m.ID, m.Addrs)
+	}
 }

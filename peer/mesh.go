@@ -397,5 +397,5 @@ func (m *mesh) confChange(p *partition, t pb.ConfChangeType, rid uint64) {
 	p.confAt = m.n.now // cleared when a conf change applies
 	m.n.markDirty(p.id)
 	id, _ := m.peerOf(rid)
-	m.n.log.Info("replica change proposed", keyPart, p.id, "change", t.String(), keyPeer, id)
+	m.n.log.Debug("replica change proposed", keyPart, p.id, "change", t.String(), keyPeer, id)
 }

@@ -25,6 +25,7 @@ type metrics struct {
 	runTimes   *prometheus.HistogramVec
 	walSync    prometheus.Histogram
 	partitions prometheus.Gauge
+	dropped    prometheus.Counter
 }
 
 func newMetrics(p *Peer) *metrics {
@@ -51,9 +52,11 @@ func newMetrics(p *Peer) *metrics {
 			Help: "WAL sync latency.", Buckets: prometheus.ExponentialBuckets(0.0001, 3, 12)}),
 		partitions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "needle_partitions_owned",
 			Help: "Partitions this peer leads."}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "needle_messages_dropped_total",
+			Help: "Messages to other peers dropped because their send queue was full."}),
 	}
 	m.reg.MustRegister(m.tasks, m.readyQ, m.running, m.slots, m.finished, m.applied, m.outcomes,
-		m.runTimes, m.walSync, m.partitions,
+		m.runTimes, m.walSync, m.partitions, m.dropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.slots.Set(float64(p.cfg.Slots))
 	return m

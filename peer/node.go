@@ -272,13 +272,26 @@ type Stats struct {
 	Ready, Running, Busy, Slots int
 	Counts                      [8]int // tasks by shard.State, over the partitions this node leads
 	Leading                     int
+	Held                        int // partitions this node holds a replica of
+	Voter                       int // ... as a voter (not a learner)
+	LeaderKnown                 int // ... whose leader it knows
 }
 
 // Stats returns the node's counters.
 func (n *Node) Stats() Stats {
 	st := Stats{Busy: n.busy, Slots: n.cfg.Slots, Running: len(n.running)}
 	for _, p := range n.parts {
-		if p == nil || !p.serving {
+		if p == nil {
+			continue
+		}
+		st.Held++
+		if slices.Contains(p.conf.GetVoters(), n.raftID) {
+			st.Voter++
+		}
+		if p.rn.BasicStatus().Lead != 0 {
+			st.LeaderKnown++
+		}
+		if !p.serving {
 			continue
 		}
 		st.Leading++

@@ -13,10 +13,12 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/needle-mesh/needle/peer/api"
+	"github.com/needle-mesh/needle/peer/p2p"
 	"github.com/needle-mesh/needle/shard"
 	"github.com/needle-mesh/needle/wal"
 )
@@ -48,9 +50,27 @@ type Config struct {
 	Handlers *Registry
 	// Logger receives logs. Default: slog.Default().
 	Logger *slog.Logger
-	// InMemory runs on an in-memory Badger (tests, examples). DataDir is
-	// then ignored.
+	// InMemory runs on an in-memory Badger with an ephemeral identity
+	// (tests, examples). DataDir is then ignored.
 	InMemory bool
+
+	// Listen are the libp2p listen multiaddrs. Default TCP and QUIC on
+	// port 4001, all interfaces.
+	Listen []string
+	// Join are peers (full multiaddrs ending in /p2p/<id>) to join through.
+	// A peer with an empty data dir and no Join founds a new mesh.
+	Join []string
+	// SwarmKeyFile makes the mesh private (pnet PSK); "" = open mesh.
+	SwarmKeyFile string
+	// MDNS discovers peers on the LAN.
+	MDNS bool
+	// Replicas is R, the Raft replicas of each partition. Default 3.
+	Replicas int
+	// ForgetAfter removes a peer dead this long from the membership.
+	// Default 10 min.
+	ForgetAfter time.Duration
+	// NoSteal turns work stealing off (for comparison).
+	NoSteal bool
 }
 
 // Validate fills defaults and reports the first invalid field.
@@ -73,6 +93,12 @@ func (c *Config) Validate() error {
 	if c.DefaultTimeout == 0 {
 		c.DefaultTimeout = 10 * time.Minute
 	}
+	if c.Replicas == 0 {
+		c.Replicas = 3
+	}
+	if c.ForgetAfter == 0 {
+		c.ForgetAfter = 10 * time.Minute
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -85,6 +111,10 @@ func (c *Config) Validate() error {
 		return errors.New("peer: --retention must be >= 0")
 	case c.DefaultTimeout < 0:
 		return errors.New("peer: --default-timeout must be > 0")
+	case c.Replicas < 1 || c.Replicas > 15:
+		return fmt.Errorf("peer: --replicas %d out of range 1..15", c.Replicas)
+	case c.ForgetAfter < 10*time.Second:
+		return fmt.Errorf("peer: --forget-after %v is under 10s", c.ForgetAfter)
 	}
 	if c.Limits.MaxBody == 0 {
 		c.Limits.MaxBody = 32 << 20
@@ -105,6 +135,7 @@ type Peer struct {
 	cfg      Config
 	log      *slog.Logger
 	wal      wal.Log
+	host     *p2p.Host
 	node     *Node
 	handlers *Registry
 	metrics  *metrics
@@ -112,6 +143,8 @@ type Peer struct {
 	inbox   chan command
 	jobs    chan job
 	results chan shard.Outcome
+
+	dialing sync.Map // peer id -> true while a dial is in flight
 
 	mu      sync.Mutex // guards cancels
 	cancels map[shard.TaskID]context.CancelFunc
@@ -167,17 +200,30 @@ func (p *Peer) open() error {
 		return fmt.Errorf("peer: open wal in %s: %w", p.cfg.DataDir, err)
 	}
 	p.wal = log
-	id, parts, err := p.identity()
-	if err != nil {
+	if err := p.openHost(); err != nil {
 		log.Close()
 		return err
+	}
+	fail := func(err error) error {
+		p.host.Close()
+		log.Close()
+		return err
+	}
+	parts, err := p.partitionCount()
+	if err != nil {
+		return fail(err)
 	}
 	states, err := loadStates(log)
 	if err != nil {
-		log.Close()
-		return err
+		return fail(err)
 	}
+	id := p.host.ID()
 	ncfg := DefaultNodeConfig(id, randomHex(8))
+	ncfg.Founder = len(p.cfg.Join) == 0
+	ncfg.Replicas = p.cfg.Replicas
+	ncfg.ForgetAfter = p.cfg.ForgetAfter
+	ncfg.Steal = !p.cfg.NoSteal
+	ncfg.Addrs = p.host.Addrs()
 	ncfg.Partitions = parts
 	ncfg.Slots = p.cfg.Slots
 	ncfg.LeaseAhead = leaseAhead
@@ -187,43 +233,62 @@ func (p *Peer) open() error {
 	ncfg.Shard.DefaultTimeout = p.cfg.DefaultTimeout
 	p.node, err = NewNode(ncfg, states, time.Now())
 	if err != nil {
-		log.Close()
-		return err
+		return fail(err)
+	}
+	outbox, err := log.Outbox()
+	if err == nil {
+		err = p.node.RestoreOutbox(outbox)
+	}
+	if err != nil {
+		return fail(fmt.Errorf("peer: outbox: %w", err))
 	}
 	p.log = p.log.With(keyNode, id)
 	p.log.Info("wal replayed", "partitions", len(states), "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
-// identity reads (or creates) the peer id and the partition count.
-func (p *Peer) identity() (id string, parts int, err error) {
-	b, ok, err := p.wal.Meta("peer-id")
+// openHost starts the libp2p host: the peer's identity (a key in the data
+// dir) and its transport to the other peers.
+func (p *Peer) openHost() error {
+	dir := p.cfg.DataDir
+	if p.cfg.InMemory {
+		dir = ""
+	}
+	h, err := p2p.New(context.Background(), p2p.Config{
+		DataDir: dir, Listen: p.cfg.Listen, Join: p.cfg.Join, SwarmKeyFile: p.cfg.SwarmKeyFile,
+		MDNS: p.cfg.MDNS, Logger: p.log,
+	})
 	if err != nil {
-		return "", 0, fmt.Errorf("peer: read identity: %w", err)
+		return fmt.Errorf("peer: libp2p host: %w", err)
+	}
+	p.host = h
+	return nil
+}
+
+// partitionCount reads (or records) the partition count, fixed when the
+// data dir is first created.
+func (p *Peer) partitionCount() (int, error) {
+	b, ok, err := p.wal.Meta("partitions")
+	if err != nil {
+		return 0, fmt.Errorf("peer: read partition count: %w", err)
 	}
 	if ok {
-		id = string(b)
-		pb, _, err := p.wal.Meta("partitions")
-		if err != nil || len(pb) != 4 {
-			return "", 0, fmt.Errorf("peer: data dir has an id but no valid partition count (%v)", err)
+		if len(b) != 4 {
+			return 0, fmt.Errorf("peer: data dir has a bad partition count record (%d bytes)", len(b))
 		}
-		parts = int(binary.BigEndian.Uint32(pb))
+		parts := int(binary.BigEndian.Uint32(b))
 		if parts != p.cfg.Partitions && p.cfg.Partitions != 256 {
 			p.log.Warn("partition count is fixed when the data dir is created; ignoring the flag",
 				"stored", parts, "flag", p.cfg.Partitions)
 		}
-		return id, parts, nil
+		return parts, nil
 	}
-	id = "peer-" + randomHex(8)
-	parts = p.cfg.Partitions
-	batch := &wal.Batch{MetaPut: []wal.Record{
-		{Key: "peer-id", Value: []byte(id)},
-		{Key: "partitions", Value: binary.BigEndian.AppendUint32(nil, uint32(parts))},
-	}}
+	parts := p.cfg.Partitions
+	batch := &wal.Batch{MetaPut: []wal.Record{{Key: "partitions", Value: binary.BigEndian.AppendUint32(nil, uint32(parts))}}}
 	if err := p.wal.Append(batch); err != nil {
-		return "", 0, fmt.Errorf("peer: write identity: %w", err)
+		return 0, fmt.Errorf("peer: write partition count: %w", err)
 	}
-	return id, parts, p.wal.Sync()
+	return parts, p.wal.Sync()
 }
 
 func loadStates(log wal.Log) (map[uint32]wal.PartitionState, error) {
@@ -276,6 +341,7 @@ func (p *Peer) Run(ctx context.Context) error {
 	defer close(p.closed)
 	ln, err := net.Listen("tcp", p.cfg.HTTPAddr)
 	if err != nil {
+		p.host.Close()
 		p.wal.Close()
 		return fmt.Errorf("peer: listen on %s: %w", p.cfg.HTTPAddr, err)
 	}
@@ -293,7 +359,9 @@ func (p *Peer) Run(ctx context.Context) error {
 	srvErr := make(chan error, 1)
 	go func() { srvErr <- p.srv.Serve(ln) }()
 	close(p.ready)
-	p.log.Info("serving", "http", ln.Addr().String(), "slots", p.cfg.Slots, "data", p.cfg.DataDir)
+	p.host.HandleCall(p.serveCall)
+	p.log.Info("serving", "http", ln.Addr().String(), "slots", p.cfg.Slots, "data", p.cfg.DataDir,
+		"peer", p.host.ID(), "addrs", strings.Join(p.host.Addrs(), ","))
 	var runErr error
 	loopDone := false
 	select {
@@ -311,6 +379,9 @@ func (p *Peer) Run(ctx context.Context) error {
 		if err := <-loopErr; runErr == nil {
 			runErr = err
 		}
+	}
+	if err := p.host.Close(); err != nil && runErr == nil {
+		runErr = err
 	}
 	if err := p.wal.Close(); err != nil && runErr == nil {
 		runErr = err

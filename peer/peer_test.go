@@ -16,6 +16,7 @@ import (
 func startPeer(t *testing.T, dir string, slots int) (*Peer, *api.Client, func()) {
 	t.Helper()
 	p, err := New(Config{DataDir: dir, HTTPAddr: "127.0.0.1:0", Slots: slots, Partitions: 16,
+		Listen: []string{"/ip4/127.0.0.1/tcp/0"},
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		t.Fatalf("New: %v", err)

@@ -48,7 +48,14 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.Int64Var(&c.Limits.MaxBody, "max-body", 32<<20, "largest request body, bytes")
 	fs.IntVar(&c.Limits.MaxPayload, "max-payload", 1<<20, "largest task payload, bytes")
 	fs.IntVar(&c.Limits.MaxTasks, "max-tasks", 100_000, "most tasks in one group")
-	var execAllow, httpAllow listFlag
+	var execAllow, httpAllow, listen, join listFlag
+	fs.Var(&listen, "listen", "libp2p listen multiaddr (repeatable; default TCP and QUIC on port 4001, all interfaces)")
+	fs.Var(&join, "join", "peer to join through: a multiaddr ending in /p2p/<id> (repeatable)")
+	fs.StringVar(&c.SwarmKeyFile, "swarm-key", "", "private-network key file (needle keygen); peers without it cannot connect")
+	fs.BoolVar(&c.MDNS, "mdns", false, "discover peers on the LAN with mDNS")
+	fs.IntVar(&c.Replicas, "replicas", 3, "Raft replicas of each partition (fewer while the mesh is smaller)")
+	fs.DurationVar(&c.ForgetAfter, "forget-after", 10*time.Minute, "a peer dead this long leaves the membership and its replicas move")
+	steal := fs.Bool("steal", true, "take part in work stealing")
 	fs.Var(&execAllow, "exec-allow", "NAME=/path/to/program: a command exec tasks may run (repeatable)")
 	fs.Var(&httpAllow, "http-allow", "URL prefix http tasks may POST to (repeatable)")
 	fs.StringVar(&m.LogFormat, "log-format", m.LogFormat, "log format: text or json")
@@ -67,6 +74,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		return err
 	}
 	c.Token = getenv("NEEDLE_API_TOKEN")
+	c.Listen, c.Join, c.NoSteal = listen, join, !*steal
 	return m.builtins(execAllow, httpAllow)
 }
 

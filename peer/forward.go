@@ -1,0 +1,151 @@
+package peer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/needle-mesh/needle/peer/api"
+	"github.com/needle-mesh/needle/shard"
+)
+
+// Requests of the HTTP API reach the owner of their group's partition: a
+// peer that does not serve it forwards the request over the mesh
+// (p2p.Host.Call on the long-lived /needle/rpc/1.0.0 streams), and the owner
+// runs it as a local request. A forwarded request is never forwarded again,
+// so a stale view of who leads cannot loop.
+
+// rpcVersion is the first field of every forwarded request.
+const rpcVersion = 1
+
+type rpcRequest struct {
+	V     int              `json:"v"`
+	Op    string           `json:"op"`
+	Spec  *shard.GroupSpec `json:"spec,omitempty"`
+	Task  shard.TaskID     `json:"task,omitempty"`
+	Group shard.GroupID    `json:"group,omitempty"`
+	Wait  time.Duration    `json:"wait,omitempty"`
+	By    string           `json:"by,omitempty"`
+}
+
+type rpcResponse struct {
+	Err    string            `json:"err,omitempty"`   // error kind: not_found, unavailable, invalid, internal
+	Msg    string            `json:"msg,omitempty"`   // error text
+	Field  *shard.FieldError `json:"field,omitempty"` // invalid: which field
+	Submit *api.SubmitResult `json:"submit,omitempty"`
+	Task   *shard.TaskView   `json:"task,omitempty"`
+	Group  *shard.GroupView  `json:"group,omitempty"`
+	Events []shard.TaskEvent `json:"events,omitempty"`
+}
+
+// route returns the peer to forward a request for group g to, or "" to
+// serve it here.
+func (p *Peer) route(ctx context.Context, g shard.GroupID) (string, error) {
+	var owner string
+	err := p.read(ctx, func(n *Node) error {
+		owner = n.Owner(g)
+		if owner == "" {
+			return ErrUnavailable
+		}
+		return nil
+	})
+	if err != nil || owner == p.host.ID() {
+		return "", err
+	}
+	return owner, nil
+}
+
+// forward runs req on peer to and decodes its answer.
+func (p *Peer) forward(ctx context.Context, to string, req rpcRequest) (rpcResponse, error) {
+	req.V = rpcVersion
+	b, err := json.Marshal(req)
+	if err != nil {
+		return rpcResponse{}, err
+	}
+	out, err := p.host.Call(ctx, to, b)
+	if err != nil {
+		if ctx.Err() != nil {
+			return rpcResponse{}, ctx.Err()
+		}
+		return rpcResponse{}, fmt.Errorf("%w: forward to %s: %v", api.ErrUnavailable, to, err)
+	}
+	var resp rpcResponse
+	if err := json.Unmarshal(out, &resp); err != nil {
+		return rpcResponse{}, fmt.Errorf("peer: forward to %s: bad answer: %w", to, err)
+	}
+	return resp, resp.err()
+}
+
+func (r *rpcResponse) err() error {
+	switch r.Err {
+	case "":
+		return nil
+	case "not_found":
+		return shard.ErrNotFound
+	case "unavailable":
+		return fmt.Errorf("%w: %s", api.ErrUnavailable, r.Msg)
+	case "invalid":
+		if r.Field != nil {
+			return r.Field
+		}
+	}
+	return errors.New(r.Msg)
+}
+
+// serveCall answers a request forwarded by another peer, locally only.
+func (p *Peer) serveCall(ctx context.Context, from string, b []byte) ([]byte, error) {
+	var req rpcRequest
+	if err := json.Unmarshal(b, &req); err != nil {
+		return nil, fmt.Errorf("peer: forwarded request from %s: %w", from, err)
+	}
+	if req.V != rpcVersion {
+		return nil, fmt.Errorf("peer: forwarded request from %s: version %d, want %d", from, req.V, rpcVersion)
+	}
+	l := local{p}
+	var resp rpcResponse
+	var err error
+	switch req.Op {
+	case "submit":
+		if req.Spec == nil {
+			return nil, errors.New("peer: forwarded submit without a spec")
+		}
+		var r api.SubmitResult
+		r, err = l.Submit(ctx, req.Spec)
+		resp.Submit = &r
+	case "task":
+		var v shard.TaskView
+		v, err = l.Task(ctx, req.Task, req.Wait)
+		resp.Task = &v
+	case "group":
+		var v shard.GroupView
+		v, err = l.Group(ctx, req.Group, req.Wait)
+		resp.Group = &v
+	case "events":
+		resp.Events, err = l.TaskEvents(ctx, req.Task)
+	case "cancel":
+		err = l.cancel(ctx, req.Group, req.Task, req.By)
+	default:
+		return nil, fmt.Errorf("peer: forwarded request from %s: unknown op %q", from, req.Op)
+	}
+	resp.setErr(err)
+	return json.Marshal(resp)
+}
+
+func (r *rpcResponse) setErr(err error) {
+	var fe *shard.FieldError
+	switch {
+	case err == nil:
+		return
+	case errors.Is(err, shard.ErrNotFound):
+		r.Err = "not_found"
+	case errors.Is(err, api.ErrUnavailable), errors.Is(err, ErrUnavailable), errors.Is(err, ErrStopped):
+		r.Err = "unavailable"
+	case errors.As(err, &fe):
+		r.Err, r.Field = "invalid", fe
+	default:
+		r.Err = "internal"
+	}
+	r.Msg = err.Error()
+}

@@ -1,0 +1,152 @@
+package p2p
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// CallHandler answers the calls of remote peers (see Host.HandleCall). ctx is
+// canceled when the host closes; from is the caller's peer id. A non-nil
+// error reaches the caller as a *RemoteError carrying err.Error().
+type CallHandler func(ctx context.Context, from string, req []byte) ([]byte, error)
+
+// RemoteError is the error a remote CallHandler returned, as seen by Call.
+type RemoteError struct {
+	// Message is the remote error's text.
+	Message string
+}
+
+// Error returns the remote message, prefixed.
+func (e *RemoteError) Error() string { return "p2p: remote: " + e.Message }
+
+// pendingCall is a Call waiting for its reply.
+type pendingCall struct {
+	peer peer.ID         // the callee; replies from anyone else are ignored
+	done chan callResult // buffered (1); receives exactly one result
+}
+
+// callResult is the outcome of one call.
+type callResult struct {
+	data []byte
+	err  error
+}
+
+// HandleCall sets the function answering calls from remote peers, replacing
+// any previous one. Each call runs in its own host-owned goroutine, at most
+// Config.MaxCalls at once; Close waits for running handlers, so they must
+// honour ctx. Without a handler, calls fail with ErrNoHandler's text.
+func (h *Host) HandleCall(f func(ctx context.Context, from string, req []byte) ([]byte, error)) {
+	hf := CallHandler(f)
+	h.handler.Store(&hf)
+}
+
+// Call sends req to peer to and waits for the answer of its CallHandler.
+// Requests and replies share the long-lived streams of Send, matched by a
+// correlation id. A remote handler error comes back as a *RemoteError; ctx
+// bounds the wait; ErrDisconnected ends it early when the peer's last
+// connection closes. As with Send, the host keeps req until it is written,
+// so the caller must not modify it, even after Call returns.
+func (h *Host) Call(ctx context.Context, to string, req []byte) ([]byte, error) {
+	w, err := h.writerFor(to)
+	if err != nil {
+		return nil, err
+	}
+	pid := w.peer
+	id := h.nextID.Add(1)
+	pc := &pendingCall{peer: pid, done: make(chan callResult, 1)}
+	h.callMu.Lock()
+	h.pending[id] = pc
+	h.callMu.Unlock()
+	if err := h.enqueue(w, outFrame{kind: KindCall, id: id, data: req}); err != nil {
+		h.takeCall(pid, id)
+		return nil, err
+	}
+	select {
+	case r := <-pc.done:
+		return r.data, r.err
+	case <-ctx.Done():
+		h.takeCall(pid, id)
+		return nil, fmt.Errorf("p2p: call %s: %w", to, ctx.Err())
+	case <-h.ctx.Done():
+		h.takeCall(pid, id)
+		return nil, ErrClosed
+	}
+}
+
+// takeCall removes and returns the pending call id if it was made to p.
+func (h *Host) takeCall(p peer.ID, id uint64) *pendingCall {
+	h.callMu.Lock()
+	defer h.callMu.Unlock()
+	pc := h.pending[id]
+	if pc == nil || pc.peer != p {
+		return nil
+	}
+	delete(h.pending, id)
+	return pc
+}
+
+// finishCall completes the pending call id made to p; a reply to an unknown,
+// finished or foreign call is ignored.
+func (h *Host) finishCall(p peer.ID, id uint64, r callResult) {
+	if pc := h.takeCall(p, id); pc != nil {
+		pc.done <- r
+		return
+	}
+	h.log.Debug("reply to no pending call", keyPeer, p.String(), "id", id)
+}
+
+// failCalls fails every call pending on peer p.
+func (h *Host) failCalls(p peer.ID, err error) {
+	h.callMu.Lock()
+	defer h.callMu.Unlock()
+	for id, pc := range h.pending {
+		if pc.peer == p {
+			delete(h.pending, id)
+			pc.done <- callResult{err: fmt.Errorf("p2p: call %s: %w", p, err)}
+		}
+	}
+}
+
+// serveCall runs the handler of one inbound call in a host-owned goroutine,
+// waiting for a free slot of Config.MaxCalls first (back-pressure on the
+// calling stream). It reports false when the host is closing.
+func (h *Host) serveCall(from peer.ID, fromStr string, f WireFrame) bool {
+	select {
+	case h.callSem <- struct{}{}:
+	case <-h.ctx.Done():
+		return false
+	}
+	ok := h.spawn(func() {
+		defer func() { <-h.callSem }()
+		h.answer(from, fromStr, f)
+	})
+	if !ok {
+		<-h.callSem
+	}
+	return ok
+}
+
+// answer runs the handler for call f and queues its reply to the caller.
+func (h *Host) answer(from peer.ID, fromStr string, f WireFrame) {
+	kind, resp := KindReply, []byte(nil)
+	if hp := h.handler.Load(); hp == nil {
+		kind, resp = KindError, []byte(ErrNoHandler.Error())
+	} else if out, err := (*hp)(h.ctx, fromStr, f.Payload); err != nil {
+		kind, resp = KindError, []byte(err.Error())
+	} else {
+		resp = out
+	}
+	w, err := h.writerFor(fromStr)
+	if err == nil {
+		err = h.enqueue(w, outFrame{kind: kind, id: f.ID, data: resp})
+	}
+	if errors.Is(err, ErrFrameTooLarge) {
+		err = h.enqueue(w, outFrame{kind: KindError, id: f.ID, data: []byte(err.Error())})
+	}
+	if err != nil && h.ctx.Err() == nil {
+		h.log.Warn("call reply dropped", keyPeer, fromStr, keyErr, err)
+	}
+}

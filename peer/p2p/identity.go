@@ -1,0 +1,96 @@
+package p2p
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+)
+
+// IdentityFile is the name of the identity key file inside Config.DataDir.
+const IdentityFile = "identity.key"
+
+// loadIdentity returns the private key stored in dir, creating it on first
+// use. An empty dir gives a fresh ephemeral key.
+func loadIdentity(dir string, log *slog.Logger) (crypto.PrivKey, error) {
+	if dir == "" {
+		sk, _, err := crypto.GenerateEd25519Key(rand.Reader)
+		if err != nil {
+			return nil, fmt.Errorf("p2p: generate identity: %w", err)
+		}
+		return sk, nil
+	}
+	path := filepath.Join(dir, IdentityFile)
+	raw, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		return parseIdentity(path, raw, log)
+	case errors.Is(err, fs.ErrNotExist):
+		return createIdentity(dir, path)
+	default:
+		return nil, fmt.Errorf("p2p: read identity: %w", err)
+	}
+}
+
+// parseIdentity decodes a stored key and warns when its file is readable by
+// others.
+func parseIdentity(path string, raw []byte, log *slog.Logger) (crypto.PrivKey, error) {
+	sk, err := crypto.UnmarshalPrivateKey(raw)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: identity %s: %w", path, err)
+	}
+	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
+		log.Warn("identity key file is readable by others", keyFile, path,
+			"mode", st.Mode().Perm().String())
+	}
+	return sk, nil
+}
+
+// createIdentity generates an Ed25519 key and writes it atomically (temporary
+// file, fsync, rename) with mode 0600.
+func createIdentity(dir, path string) (crypto.PrivKey, error) {
+	sk, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: generate identity: %w", err)
+	}
+	raw, err := crypto.MarshalPrivateKey(sk)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: marshal identity: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("p2p: create data dir: %w", err)
+	}
+	if err := writeFileAtomic(path, raw, 0o600); err != nil {
+		return nil, fmt.Errorf("p2p: write identity: %w", err)
+	}
+	return sk, nil
+}
+
+// writeFileAtomic writes data to path through a synced temporary file and a
+// rename, so a crash leaves either no file or the whole file.
+func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}

@@ -1,0 +1,96 @@
+package peer
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+)
+
+// peersJSON is GET /v1/peers (API.md "The mesh").
+type peersJSON struct {
+	Self  string     `json:"self"`
+	Peers []peerJSON `json:"peers"`
+	Stats NodeStats  `json:"stats"`
+	Node  Stats      `json:"node"`
+}
+
+type peerJSON struct {
+	ID       string    `json:"id"`
+	Addrs    []string  `json:"addrs"`
+	State    string    `json:"state"`
+	Load     loadJSON  `json:"load"`
+	LastSeen time.Time `json:"last_seen"`
+}
+
+type loadJSON struct {
+	Ready   int `json:"ready"`
+	Running int `json:"running"`
+	Slots   int `json:"slots"`
+}
+
+func (p *Peer) servePeers(w http.ResponseWriter, r *http.Request) {
+	var out peersJSON
+	err := p.read(r.Context(), func(n *Node) error {
+		out.Self = n.ID()
+		out.Stats = n.stats
+		out.Node = n.Stats()
+		self := n.load()
+		for _, m := range n.Members() {
+			pj := peerJSON{ID: m.ID, Addrs: m.Addrs, State: m.State.String(), LastSeen: m.LastSeen.UTC(),
+				Load: loadJSON{m.Load.Ready, m.Load.Running, m.Load.Slots}}
+			if m.ID == out.Self {
+				pj.Load = loadJSON{self.Ready, self.Running, self.Slots}
+				pj.Addrs = p.host.Addrs()
+			}
+			out.Peers = append(out.Peers, pj)
+		}
+		return nil
+	})
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error(), "")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// serveForget removes a peer from the membership (needle forget).
+func (p *Peer) serveForget(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if id == "" || id == p.host.ID() {
+		writeError(w, http.StatusBadRequest, "invalid_argument", "cannot forget this peer itself or an empty id", "id")
+		return
+	}
+	known := false
+	err := p.read(r.Context(), func(n *Node) error {
+		for _, m := range n.Members() {
+			known = known || m.ID == id
+		}
+		if known {
+			n.Forget(id)
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error(), "")
+	case !known:
+		writeError(w, http.StatusNotFound, "not_found", "no member "+id, "id")
+	default:
+		p.log.Warn("peer forgotten by operator", keyPeer, id, "by", r.RemoteAddr)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"forgotten":` + string(mustJSON(id)) + `}`))
+	}
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg, field string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	body := map[string]any{"error": map[string]string{"code": code, "message": msg, "field": field}}
+	_ = json.NewEncoder(w).Encode(body)
+}
