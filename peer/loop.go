@@ -126,6 +126,9 @@ func (p *Peer) handle(c command) {
 // and wake waiters, then Advance.
 func (p *Peer) drainReady() error {
 	for i := 0; p.node.HasReady(); i++ {
+		if i > 0 {
+			p.node.Tick(time.Now()) // a sync took time: timers and pacing see it
+		}
 		rd := p.node.Ready()
 		if err := p.persist(&rd); err != nil {
 			return err

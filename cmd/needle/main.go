@@ -37,11 +37,12 @@ var commands = map[string]func(g *Globals) Command{
 	"wait":   func(g *Globals) Command { return &WaitCommand{Globals: g} },
 	"cancel": func(g *Globals) Command { return &CancelCommand{Globals: g} },
 	"events": func(g *Globals) Command { return &EventsCommand{Globals: g} },
-	// "bench":    func(g *Globals) Command { return &BenchCommand{Globals: g} },
+	"bench":  func(*Globals) Command { return BenchCommand{} },
+	"peers":  func(g *Globals) Command { return &PeersCommand{Globals: g} },
+	"forget": func(g *Globals) Command { return &ForgetCommand{Globals: g} },
+	"keygen": func(g *Globals) Command { return &KeygenCommand{Globals: g} },
 	// "simulate": func(g *Globals) Command { return &SimulateCommand{Globals: g} },
-	// "peers":    func(g *Globals) Command { return &PeersCommand{Globals: g} },
 	// "schedule": func(g *Globals) Command { return &ScheduleCommand{Globals: g} },
-	// "keygen":   func(g *Globals) Command { return &KeygenCommand{Globals: g} },
 }
 
 // Globals are the settings and streams every command shares.

@@ -1,0 +1,176 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"time"
+)
+
+// Workload names, in the order Run runs them.
+const (
+	W1 = "w1" // throughput: no-op echo tasks in parallel groups
+	W2 = "w2" // latency: sequential single tasks, submit then wait
+	W3 = "w3" // skew: one parallel group of sleep tasks on one owner
+	W4 = "w4" // failover: kill -9 one of three peers mid-run
+)
+
+// AllWorkloads lists every workload Run knows.
+var AllWorkloads = []string{W1, W2, W3, W4}
+
+// Config says what to run. Every zero numeric field takes the default of
+// DefaultConfig; Validate reports the rest with the CLI flag's name.
+type Config struct {
+	// Needled is the path of the needled binary. Required unless Start is set.
+	Needled string
+	// Peers is the number of needled processes (default 3). W4 needs >= 3.
+	Peers int
+	// Slots is each peer's --slots (default 2).
+	Slots int
+	// Workloads to run, a subset of AllWorkloads (default all), run in the
+	// order of AllWorkloads.
+	Workloads []string
+	// Reps is the number of repetitions of each workload (default 3); each
+	// repetition gets a fresh cluster.
+	Reps int
+	// W1Tasks is the number of echo tasks of W1 (default 20000).
+	W1Tasks int
+	// W1Batch is the number of tasks per W1 group (default 1000).
+	W1Batch int
+	// W2Tasks is the number of sequential tasks of W2 (default 500).
+	W2Tasks int
+	// W3File is a file of W3 durations in ms, one per line; empty means the
+	// embedded copy of ../shared/workloads/w3-durations-ms.txt.
+	W3File string
+	// W4Tasks is the number of 50 ms sleep tasks of W4 (default 300).
+	W4Tasks int
+	// Steal is each peer's --steal; false passes --steal=false.
+	// DefaultConfig sets it to true.
+	Steal bool
+	// DataDir is where each cluster creates its peers' data directories
+	// (removed on Close); empty means os.TempDir(). Put it on the disk you
+	// mean to measure: on a tmpfs an fsync costs nothing.
+	DataDir string
+	// ExtraArgs are appended to every needled command line.
+	ExtraArgs []string
+	// ReadyTimeout bounds the wait for a peer's /healthz and for the mesh
+	// to form (default 30 s).
+	ReadyTimeout time.Duration
+	// WaitTimeout bounds the wait for one workload repetition's tasks to
+	// finish (default 5 min).
+	WaitTimeout time.Duration
+	// JSON receives the JSON report when not nil.
+	JSON io.Writer
+	// Out receives the table when not nil.
+	Out io.Writer
+	// Logger receives progress; nil discards it.
+	Logger *slog.Logger
+	// Start launches one peer; nil runs Needled as a child process
+	// (ExecStart). Tests set it to start in-process fakes.
+	Start StartFunc
+}
+
+// Defaults used by DefaultConfig and for zero fields.
+const (
+	DefaultPeers        = 3
+	DefaultSlots        = 2
+	DefaultReps         = 3
+	DefaultW1Tasks      = 20000
+	DefaultW1Batch      = 1000
+	DefaultW2Tasks      = 500
+	DefaultW4Tasks      = 300
+	DefaultReadyTimeout = 30 * time.Second
+	DefaultWaitTimeout  = 5 * time.Minute
+)
+
+// DefaultConfig returns a Config with every default set; the caller still
+// sets Needled (or Start).
+func DefaultConfig() Config {
+	return Config{
+		Peers: DefaultPeers, Slots: DefaultSlots, Reps: DefaultReps,
+		Workloads: slices.Clone(AllWorkloads),
+		W1Tasks:   DefaultW1Tasks, W1Batch: DefaultW1Batch,
+		W2Tasks: DefaultW2Tasks, W4Tasks: DefaultW4Tasks, Steal: true,
+		ReadyTimeout: DefaultReadyTimeout, WaitTimeout: DefaultWaitTimeout,
+	}
+}
+
+// withDefaults returns cfg with zero fields set to their defaults.
+func (cfg Config) withDefaults() Config {
+	def := DefaultConfig()
+	setInt := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	setInt(&cfg.Peers, def.Peers)
+	setInt(&cfg.Slots, def.Slots)
+	setInt(&cfg.Reps, def.Reps)
+	setInt(&cfg.W1Tasks, def.W1Tasks)
+	setInt(&cfg.W1Batch, def.W1Batch)
+	setInt(&cfg.W2Tasks, def.W2Tasks)
+	setInt(&cfg.W4Tasks, def.W4Tasks)
+	if len(cfg.Workloads) == 0 {
+		cfg.Workloads = def.Workloads
+	}
+	if cfg.ReadyTimeout == 0 {
+		cfg.ReadyTimeout = def.ReadyTimeout
+	}
+	if cfg.WaitTimeout == 0 {
+		cfg.WaitTimeout = def.WaitTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return cfg
+}
+
+// Validate reports every invalid field, naming the CLI flag that sets it.
+// Zero numeric fields are valid: they take their defaults.
+func (cfg Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("bench: "+format, args...))
+	}
+	if cfg.Needled == "" && cfg.Start == nil {
+		bad("--needled: path of the needled binary is required")
+	}
+	for _, f := range []struct {
+		flag string
+		v    int
+	}{
+		{"--peers", cfg.Peers}, {"--slots", cfg.Slots}, {"--reps", cfg.Reps},
+		{"--w1-tasks", cfg.W1Tasks}, {"--w1-batch", cfg.W1Batch},
+		{"--w2-tasks", cfg.W2Tasks}, {"--w4-tasks", cfg.W4Tasks},
+	} {
+		if f.v < 0 {
+			bad("%s must be >= 1, got %d", f.flag, f.v)
+		}
+	}
+	if cfg.Peers > 64 {
+		bad("--peers must be <= 64 on one machine, got %d", cfg.Peers)
+	}
+	for _, w := range cfg.Workloads {
+		if !slices.Contains(AllWorkloads, w) {
+			bad("--workloads: unknown workload %q (want a subset of w1,w2,w3,w4)", w)
+		}
+	}
+	if cfg.ReadyTimeout < 0 || cfg.WaitTimeout < 0 {
+		bad("timeouts must not be negative")
+	}
+	return errors.Join(errs...)
+}
+
+// selected returns the chosen workloads in the order of AllWorkloads, once
+// each.
+func (cfg Config) selected() []string {
+	var ws []string
+	for _, w := range AllWorkloads {
+		if slices.Contains(cfg.Workloads, w) {
+			ws = append(ws, w)
+		}
+	}
+	return ws
+}

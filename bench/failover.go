@@ -1,0 +1,129 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// W4 parameters.
+const (
+	w4SleepMS   = 50 // each task sleeps this long
+	w4GroupSize = 10 // tasks per group
+	w4Victim    = 1  // index of the peer W4 kills
+)
+
+// w4 measures failover: W4Tasks sleep tasks in groups on every peer; once
+// a third of them succeeded, peer 1 is killed with SIGKILL; then every group
+// is waited for through the survivors.
+func (r *runner) w4(ctx context.Context, cl *Cluster, rep int) (RepResult, error) {
+	extra := fmt.Sprintf(`,"ms":%d`, w4SleepMS)
+	bs := batches(r.cfg.W4Tasks, w4GroupSize, cl.Len(), func(i int) (string, json.RawMessage) {
+		return "sleep", payload(W4, rep, i, extra)
+	})
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.WaitTimeout)
+	defer cancel()
+	start := time.Now()
+	subs, err := submitAll(ctx, cl, bs)
+	if err != nil {
+		return RepResult{}, err
+	}
+	snap, err := waitProgress(ctx, cl, subs, r.cfg.W4Tasks/3)
+	if err != nil {
+		return RepResult{}, err
+	}
+	held := heldBy(snap, cl.PeerID(w4Victim))
+	killedAt := time.Now()
+	if err := cl.Kill9(w4Victim); err != nil {
+		return RepResult{}, err
+	}
+	r.cfg.Logger.Info("killed peer", "peer", w4Victim, "held", len(held))
+	var survivors []int
+	for i := range cl.Len() {
+		if i != w4Victim {
+			survivors = append(survivors, i)
+		}
+	}
+	ws := waitGroups(ctx, cl, subs, survivors)
+	var ck checks
+	checkGroups(&ck, subs, ws)
+	m := failoverMetrics(ws, held, r.cfg.W4Tasks, start, killedAt)
+	return RepResult{Rep: rep, Metrics: m, Problems: ck.list, ProblemCount: ck.count}, nil
+}
+
+// waitProgress polls the groups through peer 0 until at least n tasks
+// succeeded, and returns that last view of every task.
+func waitProgress(ctx context.Context, cl *Cluster, subs []submitted, n int) ([]Task, error) {
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		var tasks []Task
+		done := 0
+		for _, s := range subs {
+			g, err := cl.Client(0).Group(ctx, s.id, 0)
+			if err != nil {
+				return nil, fmt.Errorf("bench: w4 progress of group %s: %w", s.id, err)
+			}
+			done += g.Counts["SUCCEEDED"]
+			tasks = append(tasks, g.Tasks...)
+		}
+		if done >= n {
+			return tasks, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("bench: w4: %d of %d tasks succeeded before the kill: %w", done, n, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// heldBy returns the tasks RUNNING on the peer id, by task id with their
+// round. A task's "peer" may carry a suffix (a boot nonce) after the id.
+func heldBy(tasks []Task, id string) map[string]int {
+	held := map[string]int{}
+	for _, t := range tasks {
+		if t.State == "RUNNING" && id != "" && strings.HasPrefix(t.Peer, id) {
+			held[t.ID] = t.Round
+		}
+	}
+	return held
+}
+
+// failoverMetrics computes W4's numbers from the final view of the groups:
+// lost (acknowledged, not SUCCEEDED), duplicates (round > 1 or attempt > 1),
+// time to finish, and, for the tasks seen RUNNING on the killed peer just
+// before the kill that ran again in a later round, how many there were and
+// the delay from the kill to their new start.
+func failoverMetrics(ws []waited, held map[string]int, total int, start, killedAt time.Time) []Metric {
+	succeeded, dups := 0, 0
+	var rerun []float64
+	for _, w := range ws {
+		for _, t := range w.g.Tasks {
+			if t.State == "SUCCEEDED" {
+				succeeded++
+			}
+			if t.Round > 1 || t.Attempt > 1 {
+				dups++
+			}
+			if r, ok := held[t.ID]; ok && t.Round > r && !t.StartedAt.IsZero() {
+				rerun = append(rerun, millis(t.StartedAt.Sub(killedAt)))
+			}
+		}
+	}
+	finish, recovery := math.NaN(), math.NaN()
+	if last := lastDone(ws); !last.IsZero() {
+		finish, recovery = last.Sub(start).Seconds(), last.Sub(killedAt).Seconds()
+	}
+	return []Metric{
+		{"lost", "tasks", float64(total - succeeded)},
+		{"duplicates", "tasks", float64(dups)},
+		{"finish", "s", finish},
+		{"after kill", "s", recovery},
+		{"rerun after kill", "tasks", float64(len(rerun))},
+		{"rerun delay p99", "ms", Percentile(rerun, 99)},
+	}
+}

@@ -1,0 +1,184 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+)
+
+// runner runs workload repetitions against a started cluster.
+type runner struct {
+	cfg       Config
+	durations []int // W3 task durations, ms
+}
+
+// workloadFunc runs one repetition. A failed check goes in the result's
+// Problems; the error is for anything that stopped the measurement.
+type workloadFunc func(ctx context.Context, cl *Cluster, rep int) (RepResult, error)
+
+// workload returns the function of a workload name.
+func (r *runner) workload(name string) workloadFunc {
+	return map[string]workloadFunc{W1: r.w1, W2: r.w2, W3: r.w3, W4: r.w4}[name]
+}
+
+// skip says why a workload cannot run with this config, or "".
+func (r *runner) skip(name string) string {
+	if name == W4 && r.cfg.Peers < 3 {
+		return fmt.Sprintf("w4 kills one of 3 peers and needs --peers >= 3 (have %d)", r.cfg.Peers)
+	}
+	return ""
+}
+
+// allPeers returns 0..n-1.
+func allPeers(n int) []int {
+	ps := make([]int, n)
+	for i := range ps {
+		ps[i] = i
+	}
+	return ps
+}
+
+// payload returns a small JSON document unique to (workload, rep, i).
+func payload(w string, rep, i int, extra string) json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`{"w":%q,"rep":%d,"i":%d%s}`, w, rep, i, extra))
+}
+
+// batches cuts n tasks into groups of size, round-robin over peers; task(i)
+// gives the handler and payload of task i.
+func batches(n, size, peers int, task func(i int) (string, json.RawMessage)) []batch {
+	var bs []batch
+	for start := 0; start < n; start += size {
+		b := batch{peer: len(bs) % peers, spec: GroupSpec{Mode: "parallel"}}
+		for i := start; i < min(start+size, n); i++ {
+			h, p := task(i)
+			b.spec.Tasks = append(b.spec.Tasks, TaskSpec{Name: "t" + strconv.Itoa(i), Handler: h, Payload: p})
+			b.payloads = append(b.payloads, p)
+		}
+		bs = append(bs, b)
+	}
+	return bs
+}
+
+// checkGroups checks every waited group against its submission and
+// returns how many tasks succeeded with the right result.
+func checkGroups(ck *checks, subs []submitted, ws []waited) int {
+	ok := 0
+	for i, w := range ws {
+		if !terminal(w.g.State) {
+			ck.addf("group %s: not terminal (state %q): %v", subs[i].id, w.g.State, w.err)
+		}
+		ok += ck.group(w.g, subs[i].want)
+	}
+	return ok
+}
+
+// w1 measures throughput: W1Tasks echo tasks in parallel groups of
+// W1Batch, submitted round-robin by a few submitters.
+func (r *runner) w1(ctx context.Context, cl *Cluster, rep int) (RepResult, error) {
+	bs := batches(r.cfg.W1Tasks, r.cfg.W1Batch, cl.Len(), func(i int) (string, json.RawMessage) {
+		return "echo", payload(W1, rep, i, "")
+	})
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.WaitTimeout)
+	defer cancel()
+	start := time.Now()
+	subs, err := submitAll(ctx, cl, bs)
+	if err != nil {
+		return RepResult{}, err
+	}
+	ws := waitGroups(ctx, cl, subs, allPeers(cl.Len()))
+	var ck checks
+	checkGroups(&ck, subs, ws)
+	elapsed := math.NaN() // no task finished: the checks say why
+	if last := lastDone(ws); !last.IsZero() {
+		elapsed = last.Sub(start).Seconds()
+	}
+	return RepResult{Rep: rep, Problems: ck.list, ProblemCount: ck.count, Metrics: []Metric{
+		{"throughput", "tasks/s", float64(r.cfg.W1Tasks) / elapsed},
+		{"elapsed", "s", elapsed},
+	}}, nil
+}
+
+// w2 measures latency: W2Tasks single echo tasks one after another, each
+// submitted to the next peer and waited for on it.
+func (r *runner) w2(ctx context.Context, cl *Cluster, rep int) (RepResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.WaitTimeout)
+	defer cancel()
+	var ck checks
+	lat := make([]float64, 0, r.cfg.W2Tasks)
+	for i := range r.cfg.W2Tasks {
+		c := cl.Client(i % cl.Len())
+		p := payload(W2, rep, i, "")
+		start := time.Now()
+		id, err := c.SubmitTask(ctx, TaskSpec{Handler: "echo", Payload: p})
+		if err != nil {
+			return RepResult{}, fmt.Errorf("bench: w2 submit to peer %d: %w", i%cl.Len(), err)
+		}
+		t, err := waitTask(ctx, c, id)
+		if err != nil {
+			return RepResult{}, fmt.Errorf("bench: w2 wait on peer %d: %w", i%cl.Len(), err)
+		}
+		lat = append(lat, millis(time.Since(start)))
+		ck.task(t, p)
+	}
+	return RepResult{Rep: rep, Problems: ck.list, ProblemCount: ck.count, Metrics: []Metric{
+		{"p50", "ms", Percentile(lat, 50)},
+		{"p99", "ms", Percentile(lat, 99)},
+		{"max", "ms", Percentile(lat, 100)},
+	}}, nil
+}
+
+// waitTask long-polls a task until it is terminal or ctx ends.
+func waitTask(ctx context.Context, c *Client, id string) (Task, error) {
+	for {
+		t, err := c.Task(ctx, id, longPoll)
+		if err != nil || terminal(t.State) {
+			return t, err
+		}
+		if ctx.Err() != nil {
+			return t, fmt.Errorf("task %s not terminal (state %s): %w", id, t.State, ctx.Err())
+		}
+	}
+}
+
+// w3 measures skew: one parallel group of sleep tasks, so one peer owns
+// them all and the others only get work by stealing.
+func (r *runner) w3(ctx context.Context, cl *Cluster, rep int) (RepResult, error) {
+	bs := batches(len(r.durations), len(r.durations), 1, func(i int) (string, json.RawMessage) {
+		return "sleep", json.RawMessage(fmt.Sprintf(`{"ms":%d,"i":%d}`, r.durations[i], i))
+	})
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.WaitTimeout)
+	defer cancel()
+	start := time.Now()
+	subs, err := submitAll(ctx, cl, bs)
+	if err != nil {
+		return RepResult{}, err
+	}
+	ws := waitGroups(ctx, cl, subs, []int{0})
+	var ck checks
+	checkGroups(&ck, subs, ws)
+	makespan := ws[0].seenAt.Sub(start).Seconds()
+	if ws[0].seenAt.IsZero() {
+		makespan = math.NaN()
+	}
+	lb := lowerBound(r.durations, cl.Len()*r.cfg.Slots).Seconds()
+	return RepResult{Rep: rep, Problems: ck.list, ProblemCount: ck.count, Metrics: []Metric{
+		{"makespan", "s", makespan},
+		{"LB", "s", lb},
+		{"makespan/LB", "x", makespan / lb},
+	}}, nil
+}
+
+// lowerBound is the makespan lower bound of durations (ms) on slots:
+// max(sum/slots, longest).
+func lowerBound(durations []int, slots int) time.Duration {
+	sum, longest := 0, 0
+	for _, d := range durations {
+		sum += d
+		longest = max(longest, d)
+	}
+	lb := max(float64(sum)/float64(slots), float64(longest))
+	return time.Duration(lb * float64(time.Millisecond))
+}

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/needle-mesh/needle/bench"
+)
+
+// BenchCommand runs the real-process benchmarks W1-W4 against N needled
+// peers on loopback (package bench).
+type BenchCommand struct{}
+
+// Usage returns the help text of `needle bench`.
+func (BenchCommand) Usage() string {
+	return strings.TrimSpace(`
+usage: needle bench [flags]
+
+Starts --peers needled processes on loopback (fresh data directories and free
+ports for every repetition), runs the workloads through their HTTP API, checks
+every result, and prints the median and [min - max] over --reps repetitions.
+Exits non-zero when a result is wrong or a task is lost.
+
+  w1  throughput: --w1-tasks echo tasks in parallel groups of --w1-batch
+  w2  latency: --w2-tasks single tasks, submit then wait; p50/p99
+  w3  skew: one parallel group of 300 sleep tasks; makespan / lower bound
+  w4  failover: --w4-tasks 50 ms sleep tasks, kill -9 peer 1 a third through;
+      lost (must be 0), duplicates, time to finish (needs --peers >= 3)
+
+flags:
+  --needled PATH     needled binary (default: next to needle, else in PATH)
+  --peers N          peers (default 3)
+  --slots N          --slots of each peer (default 2)
+  --workloads LIST   comma-separated subset of w1,w2,w3,w4 (default all)
+  --reps N           repetitions of each workload (default 3)
+  --w1-tasks N       W1 tasks (default 20000)
+  --w1-batch N       W1 tasks per group (default 1000)
+  --w2-tasks N       W2 tasks (default 500)
+  --w4-tasks N       W4 tasks (default 300)
+  --steal            work stealing on the peers (default true; --steal=false)
+  --data-dir DIR     parent of the peers' data directories (default: the
+                     system temp dir; on a tmpfs, fsync is free)
+  --json FILE        also write the JSON report to FILE ("-" for stdout)
+  -v                 log progress to stderr
+`) + "\n"
+}
+
+// Run parses args and runs the benchmarks.
+func (c BenchCommand) Run(ctx context.Context, args []string) error {
+	cfg, jsonPath, verbose, err := c.parse(args)
+	if err != nil {
+		return err
+	}
+	if cfg.Needled, err = findNeedled(cfg.Needled); err != nil {
+		return err
+	}
+	level := slog.LevelWarn
+	if verbose {
+		level = slog.LevelInfo
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	cfg.Out = os.Stdout
+	if jsonPath != "" {
+		w, closeJSON, err := createJSON(jsonPath)
+		if err != nil {
+			return err
+		}
+		defer closeJSON()
+		cfg.JSON = w
+	}
+	_, err = bench.Run(ctx, cfg)
+	return err
+}
+
+// parse reads the flags into a bench.Config.
+func (c BenchCommand) parse(args []string) (cfg bench.Config, jsonPath string, verbose bool, err error) {
+	cfg = bench.DefaultConfig()
+	fs := flag.NewFlagSet("needle bench", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&cfg.Needled, "needled", "", "")
+	fs.IntVar(&cfg.Peers, "peers", cfg.Peers, "")
+	fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "")
+	workloads := fs.String("workloads", strings.Join(cfg.Workloads, ","), "")
+	fs.IntVar(&cfg.Reps, "reps", cfg.Reps, "")
+	fs.IntVar(&cfg.W1Tasks, "w1-tasks", cfg.W1Tasks, "")
+	fs.IntVar(&cfg.W1Batch, "w1-batch", cfg.W1Batch, "")
+	fs.IntVar(&cfg.W2Tasks, "w2-tasks", cfg.W2Tasks, "")
+	fs.IntVar(&cfg.W4Tasks, "w4-tasks", cfg.W4Tasks, "")
+	fs.BoolVar(&cfg.Steal, "steal", cfg.Steal, "")
+	fs.StringVar(&jsonPath, "json", "", "")
+	fs.StringVar(&cfg.DataDir, "data-dir", "", "")
+	fs.BoolVar(&verbose, "v", false, "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return cfg, "", false, err // the caller prints Usage
+		}
+		return cfg, "", false, fmt.Errorf("%w\n\n%s", err, c.Usage())
+	}
+	if fs.NArg() > 0 {
+		return cfg, "", false, fmt.Errorf("unexpected argument %q\n\n%s", fs.Arg(0), c.Usage())
+	}
+	cfg.Workloads = splitList(*workloads)
+	if err := positive(fs); err != nil {
+		return cfg, "", false, fmt.Errorf("%w\n\n%s", err, c.Usage())
+	}
+	check := cfg
+	if check.Needled == "" {
+		check.Needled = "needled" // found later; validate the rest now
+	}
+	if err := check.Validate(); err != nil {
+		return cfg, "", false, fmt.Errorf("%w\n\n%s", err, c.Usage())
+	}
+	return cfg, jsonPath, verbose, nil
+}
+
+// positive checks that the numeric flags set on the command line are >= 1
+// (bench.Config reads 0 as "default").
+func positive(fs *flag.FlagSet) error {
+	var errs []error
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "peers", "slots", "reps", "w1-tasks", "w1-batch", "w2-tasks", "w4-tasks":
+			if g, ok := f.Value.(flag.Getter); ok && g.Get().(int) < 1 {
+				errs = append(errs, fmt.Errorf("--%s must be >= 1, got %s", f.Name, f.Value))
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// splitList splits a comma-separated list, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// findNeedled returns path, else the needled next to this binary, else the
+// one in PATH.
+func findNeedled(path string) (string, error) {
+	if path != "" {
+		if _, err := os.Stat(path); err != nil {
+			return "", fmt.Errorf("--needled: %w", err)
+		}
+		return path, nil
+	}
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), "needled")
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, nil
+		}
+	}
+	p, err := exec.LookPath("needled")
+	if err != nil {
+		return "", fmt.Errorf("no needled next to needle or in PATH (run make build, or pass --needled PATH): %w", err)
+	}
+	return p, nil
+}
+
+// createJSON opens the JSON report file; "-" is stdout.
+func createJSON(path string) (io.Writer, func() error, error) {
+	if path == "-" {
+		return os.Stdout, func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--json: %w", err)
+	}
+	return f, f.Close, nil
+}

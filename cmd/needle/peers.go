@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"text/tabwriter"
+	"time"
+)
+
+// PeersCommand prints the mesh as one peer sees it.
+type PeersCommand struct {
+	*Globals
+	asJSON bool
+}
+
+func (c *PeersCommand) flags() *flag.FlagSet {
+	fs := c.flagSet("peers")
+	fs.BoolVar(&c.asJSON, "json", false, "print the API response as JSON")
+	return fs
+}
+
+// Usage returns the help of peers.
+func (c *PeersCommand) Usage() string {
+	return usageOf("usage: needle peers [--json]\n\n"+
+		"Prints the peers of the mesh: id, state, load and last heartbeat.", c.flags())
+}
+
+// Run prints the peers.
+func (c *PeersCommand) Run(ctx context.Context, args []string) error {
+	pos, err := parse(c.flags(), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("peers takes no arguments")
+	}
+	ps, err := c.client().Peers(ctx)
+	if err != nil {
+		return err
+	}
+	if c.asJSON {
+		return printJSON(c.Stdout, ps)
+	}
+	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tREADY\tRUNNING\tSLOTS\tLAST SEEN\tADDR")
+	for _, p := range ps.Peers {
+		id := p.ID
+		if id == ps.Self {
+			id += " (self)"
+		}
+		addr := "-"
+		if len(p.Addrs) > 0 {
+			addr = p.Addrs[0]
+		}
+		seen := time.Since(p.LastSeen).Round(time.Millisecond).String() + " ago"
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", id, p.State, p.Load.Ready, p.Load.Running, p.Load.Slots, seen, addr)
+	}
+	return tw.Flush()
+}
+
+// ForgetCommand removes a peer from the mesh.
+type ForgetCommand struct{ *Globals }
+
+// Usage returns the help of forget.
+func (c *ForgetCommand) Usage() string {
+	return usageOf("usage: needle forget PEER-ID\n\n"+
+		"Removes a peer from the membership for good: the partitions it held move to\n"+
+		"other peers. Use it for a host that will not come back; a peer dead longer\n"+
+		"than --forget-after is forgotten anyway.", c.flagSet("forget"))
+}
+
+// Run forgets the peer.
+func (c *ForgetCommand) Run(ctx context.Context, args []string) error {
+	pos, err := parse(c.flagSet("forget"), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("want exactly one peer id")
+	}
+	if err := c.client().Forget(ctx, pos[0]); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.Stdout, "forgot %s\n", pos[0])
+	return nil
+}

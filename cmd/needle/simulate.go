@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/needle-mesh/needle/simulate"
+)
+
+// SimulateCommand runs the deterministic simulator: many peer.Nodes on a
+// virtual clock and network, with faults, checking the guarantees.
+type SimulateCommand struct{}
+
+// Usage returns the command's help text.
+func (SimulateCommand) Usage() string {
+	return `usage: needle simulate [--seed N | --seeds K] [flags]
+
+Runs needle's core (peer.Node, the code needled ships) as a mesh of
+simulated peers on a virtual clock and network, injects faults, and checks
+the guarantees after every step. Prints the seed and options first, then
+the report. Exits non-zero when an invariant broke, with the command that
+replays the failing seed exactly.
+
+  --seed N          run seed N (default 1)
+  --seeds K         run seeds N..N+K-1 (N from --seed) and print totals
+  --parallel P      runs at once with --seeds (default GOMAXPROCS)
+  --peers N         simulated peers (default 3)
+  --tasks N         tasks submitted (default 200; w3: 300)
+  --workload W      w1 | w2 | w3 | w4 | mixed (default mixed)
+  --faults a,b      partition,crash,drop,dup,reorder,pause,skew,churn
+                    (default all; "" for none)
+  --partitions N    ring partitions (default 16)
+  --slots N         task slots per peer (default 2)
+  --replicas N      replicas per partition (default 3)
+  --max-sim-time D  virtual time bound (default 10m)
+  --liveness D      bound for finishing after faults heal (default 1m)
+  --json            print JSON (one object per seed, or the totals)
+`
+}
+
+// Run runs the command.
+func (c SimulateCommand) Run(ctx context.Context, args []string) error {
+	return c.run(ctx, args, os.Stdout)
+}
+
+func (SimulateCommand) run(ctx context.Context, args []string, out io.Writer) error {
+	cfg, seeds, parallel, asJSON, err := parseSimulate(args)
+	if err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if seeds == 0 {
+		fmt.Fprintf(out, "simulate %s\n", cfg)
+		r, err := simulate.Run(cfg)
+		if err != nil {
+			return err
+		}
+		printReport(out, &r, asJSON)
+		return failure(cfg, &r)
+	}
+	fmt.Fprintf(out, "simulate seeds %d..%d %s\n", cfg.Seed, cfg.Seed+uint64(seeds)-1, cfg)
+	return runSeeds(ctx, out, cfg, seeds, parallel, asJSON)
+}
+
+func parseSimulate(args []string) (cfg simulate.Config, seeds, parallel int, asJSON bool, err error) {
+	cfg = simulate.DefaultConfig()
+	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Uint64Var(&cfg.Seed, "seed", 1, "")
+	fs.IntVar(&seeds, "seeds", 0, "")
+	fs.IntVar(&parallel, "parallel", runtime.GOMAXPROCS(0), "")
+	fs.IntVar(&cfg.Peers, "peers", cfg.Peers, "")
+	fs.IntVar(&cfg.Tasks, "tasks", 0, "")
+	fs.StringVar(&cfg.Workload, "workload", cfg.Workload, "")
+	faults := fs.String("faults", strings.Join(cfg.Faults, ","), "")
+	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "")
+	fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "")
+	fs.IntVar(&cfg.Replicas, "replicas", 3, "")
+	fs.DurationVar(&cfg.MaxSimTime, "max-sim-time", cfg.MaxSimTime, "")
+	fs.DurationVar(&cfg.Liveness, "liveness", cfg.Liveness, "")
+	fs.BoolVar(&asJSON, "json", false, "")
+	if err = fs.Parse(args); err != nil {
+		return cfg, 0, 0, false, fmt.Errorf("simulate: %w\n%s", err, SimulateCommand{}.Usage())
+	}
+	if fs.NArg() > 0 {
+		return cfg, 0, 0, false, fmt.Errorf("simulate: unexpected argument %q", fs.Arg(0))
+	}
+	cfg.Faults = nil
+	for f := range strings.SplitSeq(*faults, ",") {
+		if f = strings.TrimSpace(f); f != "" && f != `""` {
+			cfg.Faults = append(cfg.Faults, f)
+		}
+	}
+	if seeds < 0 || parallel < 1 {
+		return cfg, 0, 0, false, errors.New("simulate: --seeds must be >= 0 and --parallel >= 1")
+	}
+	return cfg, seeds, parallel, asJSON, nil
+}
+
+func printReport(out io.Writer, r *simulate.Report, asJSON bool) {
+	if asJSON {
+		b, _ := json.Marshal(r)
+		fmt.Fprintf(out, "%s\n", b)
+		return
+	}
+	fmt.Fprint(out, r.Text())
+}
+
+// failure turns a broken invariant into the command's error, with the
+// command that replays it.
+func failure(cfg simulate.Config, r *simulate.Report) error {
+	if !r.Failed() {
+		return nil
+	}
+	cfg.Seed = r.Seed
+	return fmt.Errorf("simulate: %s\nreplay: %s", r.Violations[0], cfg.ReplayCommand())
+}
+
+// runSeeds runs seeds in parallel (each run is independent and
+// deterministic) and prints the failing ones and the totals in seed order.
+func runSeeds(ctx context.Context, out io.Writer, cfg simulate.Config, seeds, parallel int, asJSON bool) error {
+	reports := make([]simulate.Report, seeds)
+	errs := make([]error, seeds)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(parallel, seeds) {
+		wg.Go(func() {
+			for i := range next {
+				c := cfg
+				c.Seed = cfg.Seed + uint64(i)
+				reports[i], errs[i] = simulate.Run(c)
+			}
+		})
+	}
+	for i := 0; i < seeds && ctx.Err() == nil; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	var tot simulate.Totals
+	var first error
+	for i := range reports {
+		if errs[i] != nil {
+			return errs[i]
+		}
+		if ctx.Err() != nil && reports[i].Hash == "" {
+			continue
+		}
+		tot.Add(&reports[i])
+		if reports[i].Failed() && !asJSON {
+			fmt.Fprintf(out, "FAIL %s\n", reports[i].Violations[0])
+		}
+		if first == nil {
+			first = failure(cfg, &reports[i])
+		}
+	}
+	printTotals(out, &tot, asJSON)
+	if first != nil {
+		return fmt.Errorf("%d of %d seeds failed; first: %w", len(tot.FailingSeeds), tot.Seeds, first)
+	}
+	return ctx.Err()
+}
+
+func printTotals(out io.Writer, t *simulate.Totals, asJSON bool) {
+	if t.FailingSeeds == nil {
+		t.FailingSeeds = []uint64{}
+	}
+	if asJSON {
+		b, _ := json.Marshal(t)
+		fmt.Fprintf(out, "%s\n", b)
+		return
+	}
+	fmt.Fprintf(out, "seeds %d failing %d %v\nlost %d double_accepted %d duplicate_executions %d steals %d messages %d tasks %d\n",
+		t.Seeds, len(t.FailingSeeds), t.FailingSeeds, t.Lost, t.DoubleAccepted, t.DuplicateExecutions, t.Steals, t.Messages, t.Tasks)
+	fmt.Fprintf(out, "worst latency p50 %.1f ms p99 %.1f ms; sim %.1fs in %.1fs of run wall time (%.0fx)\n",
+		t.LatencyP50MS, t.LatencyP99MS, t.SimSeconds, t.WallSeconds, t.SimSeconds/max(t.WallSeconds, 1e-9))
+}

@@ -1,0 +1,44 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Peers is GET /v1/peers.
+type Peers struct {
+	Self  string         `json:"self"`
+	Peers []Peer         `json:"peers"`
+	Stats map[string]int `json:"stats,omitempty"`
+}
+
+// Peer is one member of the mesh as a peer sees it.
+type Peer struct {
+	ID       string    `json:"id"`
+	Addrs    []string  `json:"addrs"`
+	State    string    `json:"state"` // alive, suspect, dead
+	Load     PeerLoad  `json:"load"`
+	LastSeen time.Time `json:"last_seen"`
+}
+
+// PeerLoad is a peer's gossiped load.
+type PeerLoad struct {
+	Ready   int `json:"ready"`
+	Running int `json:"running"`
+	Slots   int `json:"slots"`
+}
+
+// Peers returns the mesh as the peer at BaseURL sees it.
+func (c *Client) Peers(ctx context.Context) (*Peers, error) {
+	var out Peers
+	_, err := c.do(ctx, http.MethodGet, "/v1/peers", nil, &out)
+	return &out, err
+}
+
+// Forget removes a peer from the membership: its replicas move elsewhere.
+func (c *Client) Forget(ctx context.Context, id string) error {
+	_, err := c.do(ctx, http.MethodPost, "/v1/peers/"+url.PathEscape(id)+"/forget", []byte("{}"), nil)
+	return err
+}
