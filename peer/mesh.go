@@ -301,6 +301,9 @@ func (m *mesh) owner(p *partition) string {
 	return ""
 }
 
+// transferWait bounds a leadership transfer before it is aborted.
+const transferWait = time.Second
+
 // confWait bounds the wait for a proposed replica change to apply (Raft
 // may drop it) before the next is tried.
 const confWait = 2 * time.Second
@@ -313,8 +316,20 @@ func (m *mesh) tickPartition(p *partition) {
 	self := m.n.cfg.ID
 	want := m.owner(p)
 	if p.leader {
+		if st.LeadTransferee != raft.None {
+			// Raft refuses proposals while it transfers leadership, and its
+			// own transfer timeout is the (disabled) election timeout: give
+			// up on a transfer that does not finish (a target that died).
+			if m.n.now.Sub(p.transferAt) > transferWait {
+				p.rn.TransferLeader(m.n.raftID) // aborts the transfer
+				m.n.markDirty(p.id)
+			}
+			return
+		}
 		if want != "" && want != self && m.caughtUp(p, want) {
+			p.transferAt = m.n.now
 			p.rn.TransferLeader(RaftID(want))
+			m.n.markDirty(p.id)
 			return
 		}
 		if p.serving {

@@ -143,6 +143,8 @@ type Node struct {
 	snapSent []snapReport
 	steal    stealer
 	stats    NodeStats
+	started  map[shard.TaskID]shard.Round // last round started here, per task (claim)
+	startedQ []shard.TaskID               // insertion order of started, to bound it
 }
 
 // request is a client request waiting for its entry to apply.
@@ -179,7 +181,7 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 		raftID: RaftID(cfg.ID), parts: make([]*partition, cfg.Partitions),
 		isDir: make([]bool, cfg.Partitions), now: now, lastTick: now,
 		reqs: make(map[uint64]*request), running: make(map[shard.TaskID]shard.Round),
-		raftOut: make(map[string][]RaftMsg),
+		raftOut: make(map[string][]RaftMsg), started: make(map[shard.TaskID]shard.Round),
 	}
 	n.mesh = newMesh(n, now)
 	var err error

@@ -32,6 +32,7 @@ type partition struct {
 	campaignAt time.Time     // when to campaign for a leaderless partition (jitter)
 	confAt     time.Time     // a replica change was proposed then and has not applied
 	forceSnap  bool          // snapshot at the next Advance (after a replica change)
+	transferAt time.Time     // when a leadership transfer was started
 	leasedAt   time.Time     // when this node last proposed local leases here
 }
 

@@ -97,6 +97,7 @@ func (n *Node) Ready() Ready {
 	n.maybeSteal()
 	n.flushGrants()
 	n.flushRaftMsgs()
+	n.dropAborted()
 	rd := n.rd
 	n.rd = Ready{}
 	return rd
@@ -120,8 +121,30 @@ func (n *Node) flush(p *partition) {
 	p.props = nil
 	data := shard.AppendBatch(nil, &shard.Batch{Origin: n.holder, Events: evs})
 	if err := p.rn.Propose(data); err != nil {
-		p.shard.Unlease(evs)
-		n.releaseLeases(evs)
+		n.proposalDropped(p, evs)
+	}
+}
+
+// proposalDropped handles events Raft refused. A leader that still serves
+// keeps them for the next try (Raft refuses proposals while it transfers
+// leadership); the partition is not marked dirty, so the node does not
+// spin: the next Raft tick or message retries. Otherwise leases go back to
+// the queue, this peer's own outcomes go to the outbox (for whoever leads
+// now), and the rest is dropped: the new leader derives it again from the
+// committed state.
+func (n *Node) proposalDropped(p *partition, evs []shard.Event) {
+	if p.serving {
+		p.props = append(evs, p.props...)
+		return
+	}
+	p.shard.Unlease(evs)
+	n.releaseLeases(evs)
+	for i := range evs {
+		e := &evs[i]
+		if (e.Type == shard.EvSucceeded || e.Type == shard.EvFailed) && e.Holder == n.holder {
+			n.forward(shard.Outcome{Task: e.Task, Round: e.Round, Holder: e.Holder, OK: e.Type == shard.EvSucceeded,
+				Result: e.Result, Error: e.Error, Permanent: e.Permanent, TimedOut: e.TimedOut})
+		}
 	}
 }
 
@@ -142,7 +165,10 @@ func (n *Node) readyPartition(p *partition) {
 	if u.HardState != nil || u.Snapshot != nil || len(u.Entries) > 0 {
 		n.rd.Persist.Updates = append(n.rd.Persist.Updates, u)
 	}
-	n.rd.MustSync = n.rd.MustSync || rd.MustSync
+	// A snapshot must be durable before the follower acknowledges it (Raft's
+	// MustSync does not count snapshots): else a crash loses what the
+	// leader believes this replica holds.
+	n.rd.MustSync = n.rd.MustSync || rd.MustSync || u.Snapshot != nil
 	for _, m := range rd.Messages {
 		to, ok := n.mesh.peerOf(m.GetTo())
 		if !ok {
@@ -192,6 +218,9 @@ func (n *Node) softState(p *partition, ss *raft.SoftState) {
 	p.term = p.rn.BasicStatus().GetTerm()
 	if !leader && p.serving {
 		p.serving = false
+		props := p.props
+		p.props = nil
+		n.proposalDropped(p, props)
 		p.shard.SetLeader(false, n.now)
 		n.failRequests(p.id)
 	}
@@ -253,4 +282,27 @@ func (n *Node) maybeServe(p *partition, term uint64) {
 	})
 	p.propose(evs)
 	n.markDirty(p.id)
+}
+
+// dropAborted removes from this Ready the runs that the same Ready aborts
+// (a lease and its task's cancellation applied together): they never
+// start, and their slots are free again.
+func (n *Node) dropAborted() {
+	if len(n.rd.Abort) == 0 || len(n.rd.Run) == 0 {
+		return
+	}
+	aborted := make(map[shard.TaskID]bool, len(n.rd.Abort))
+	for _, id := range n.rd.Abort {
+		aborted[id] = true
+	}
+	runs := n.rd.Run[:0]
+	for _, r := range n.rd.Run {
+		if aborted[r.Task] && n.running[r.Task] == r.Round {
+			delete(n.running, r.Task)
+			n.busy--
+			continue
+		}
+		runs = append(runs, r)
+	}
+	n.rd.Run = runs
 }

@@ -151,6 +151,14 @@ func (n *Node) applyLease(p *partition, e *shard.Event, ours bool) {
 	}
 	if ours {
 		n.pace.committed(n.now.Sub(p.leasedAt))
+	} else if !n.claim(e.Task, e.Round) {
+		return // a grant to this peer, already started from the grant message
+	} else {
+		n.busy++ // a stolen lease this replica applied before its grant arrived
+	}
+	if ours && !n.claim(e.Task, e.Round) {
+		n.busy--
+		return
 	}
 	n.running[e.Task] = e.Round
 	n.rd.Run = append(n.rd.Run, Run{

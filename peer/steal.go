@@ -159,8 +159,8 @@ func (n *Node) stepGrant(from string, m Message) {
 		return
 	}
 	for _, g := range m.Grants {
-		if _, dup := n.running[g.Task]; dup || g.Timeout <= 0 {
-			continue
+		if g.Timeout <= 0 || !n.claim(g.Task, g.Round) {
+			continue // a duplicate or late grant, or one this replica already started
 		}
 		n.stats.StealsGranted++
 		n.busy++
@@ -168,3 +168,25 @@ func (n *Node) stepGrant(from string, m Message) {
 		n.rd.Run = append(n.rd.Run, Run{Task: g.Task, Round: g.Round, Handler: g.Handler, Payload: g.Payload, Timeout: g.Timeout})
 	}
 }
+
+// claim records that this peer starts task t in round r, and reports false
+// when it already started that round (or a later one): a lease reaches a
+// thief both as a grant message and, when the thief is a replica of the
+// partition, as a committed entry; it must run once.
+func (n *Node) claim(t shard.TaskID, r shard.Round) bool {
+	if prev, ok := n.started[t]; ok && prev >= r {
+		return false
+	}
+	if _, ok := n.started[t]; !ok {
+		n.startedQ = append(n.startedQ, t)
+		if len(n.startedQ) > maxStarted {
+			delete(n.started, n.startedQ[0])
+			n.startedQ = n.startedQ[1:]
+		}
+	}
+	n.started[t] = r
+	return true
+}
+
+// maxStarted bounds the memory of started leases (claim).
+const maxStarted = 1 << 17

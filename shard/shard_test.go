@@ -468,3 +468,25 @@ func FuzzRestore(f *testing.F) {
 		}
 	})
 }
+
+// TestRestoreThenReleaseDependents catches a restore that miscounts unmet
+// dependencies: after a snapshot taken while a dependency runs, its success
+// must release the dependent on the restored replica too.
+func TestRestoreThenReleaseDependents(t *testing.T) {
+	o := newOwner(t)
+	o.submit(GroupSpec{ID: "g", Mode: ModeDAG, Tasks: []TaskSpec{echo("a"), echo("b", "a")}})
+	o.lease(1, "w")
+	mid := len(o.log)
+	replica, _ := New(DefaultConfig())
+	if err := replica.Restore(o.s.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.report("g.0", "w", true, false); err != nil {
+		t.Fatal(err)
+	}
+	replica.Apply(o.log[mid:])
+	v, _ := replica.Task("g.1")
+	if v.State != Ready {
+		t.Fatalf("dependent on the restored replica = %v; want READY", v.State)
+	}
+}

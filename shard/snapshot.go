@@ -161,6 +161,7 @@ func (s *Shard) install(groups map[GroupID]*group, done []GroupID, seq uint64) {
 		g := groups[id]
 		for _, t := range g.tasks {
 			g.counts[t.state]++
+			t.depsLeft = 0 // linkDeps counted every dep; count the unmet ones
 			for _, dep := range t.deps {
 				if g.tasks[dep].state != Succeeded {
 					t.depsLeft++

@@ -32,16 +32,16 @@ type Command interface {
 // commands is the dispatch table. To add a command, add its file
 // (`bench.go` with BenchCommand) and one line here.
 var commands = map[string]func(g *Globals) Command{
-	"submit": func(g *Globals) Command { return &SubmitCommand{Globals: g} },
-	"get":    func(g *Globals) Command { return &GetCommand{Globals: g} },
-	"wait":   func(g *Globals) Command { return &WaitCommand{Globals: g} },
-	"cancel": func(g *Globals) Command { return &CancelCommand{Globals: g} },
-	"events": func(g *Globals) Command { return &EventsCommand{Globals: g} },
-	"bench":  func(*Globals) Command { return BenchCommand{} },
-	"peers":  func(g *Globals) Command { return &PeersCommand{Globals: g} },
-	"forget": func(g *Globals) Command { return &ForgetCommand{Globals: g} },
-	"keygen": func(g *Globals) Command { return &KeygenCommand{Globals: g} },
-	// "simulate": func(g *Globals) Command { return &SimulateCommand{Globals: g} },
+	"submit":   func(g *Globals) Command { return &SubmitCommand{Globals: g} },
+	"get":      func(g *Globals) Command { return &GetCommand{Globals: g} },
+	"wait":     func(g *Globals) Command { return &WaitCommand{Globals: g} },
+	"cancel":   func(g *Globals) Command { return &CancelCommand{Globals: g} },
+	"events":   func(g *Globals) Command { return &EventsCommand{Globals: g} },
+	"bench":    func(*Globals) Command { return BenchCommand{} },
+	"peers":    func(g *Globals) Command { return &PeersCommand{Globals: g} },
+	"forget":   func(g *Globals) Command { return &ForgetCommand{Globals: g} },
+	"keygen":   func(g *Globals) Command { return &KeygenCommand{Globals: g} },
+	"simulate": func(*Globals) Command { return SimulateCommand{} },
 	// "schedule": func(g *Globals) Command { return &ScheduleCommand{Globals: g} },
 }
 

@@ -33,9 +33,7 @@ const (
 	keyPeer   = "peer"
 	keyAddr   = "addr"
 	keyErr    = "err"
-	keyKind   = "kind"
 	keyFile   = "file"
-	keyDrops  = "drops"
 	keyListen = "listen"
 )
 

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -342,6 +343,7 @@ func TestGossip(t *testing.T) {
 func TestMDNS(t *testing.T) {
 	a := mustHost(t, Config{MDNS: true, Listen: []string{"/ip4/0.0.0.0/tcp/0"}})
 	b := mustHost(t, Config{MDNS: true, Listen: []string{"/ip4/0.0.0.0/tcp/0"}})
+	addrOf(t, a, "tcp") // 0.0.0.0 expands to every interface, loopback included
 	timeout := time.After(3 * time.Second)
 	for {
 		changed := a.connChanged()
@@ -353,5 +355,79 @@ func TestMDNS(t *testing.T) {
 		case <-timeout:
 			t.Skip("mdns: no discovery within 3 s; no multicast here?")
 		}
+	}
+}
+
+// After a connection drops, the join loop reconnects, the writer notices
+// its stream's connection is gone and reopens it without losing a frame, and
+// calls pending on the lost connection fail with ErrDisconnected.
+func TestReconnect(t *testing.T) {
+	a, b := pair(t, Config{})
+	started := make(chan struct{})
+	a.HandleCall(func(ctx context.Context, _ string, _ []byte) ([]byte, error) {
+		close(started)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	if err := b.Send(a.ID(), []byte("before")); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, a.Inbound())
+	callErr := make(chan error, 1)
+	go func() {
+		_, err := b.Call(t.Context(), a.ID(), []byte("hang"))
+		callErr <- err
+	}()
+	<-started
+	dropped := b.connChanged()
+	if err := a.host.Network().ClosePeer(b.self); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-callErr:
+		if !errors.Is(err, ErrDisconnected) {
+			t.Fatalf("pending Call after disconnect = %v; want ErrDisconnected", err)
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("pending Call did not fail after disconnect")
+	}
+	<-dropped
+	waitConnected(t, b, a.ID())
+	if err := b.Send(a.ID(), []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	if f := recv(t, a.Inbound()); string(f.Data) != "after" {
+		t.Fatalf("after reconnect got %q; want %q", f.Data, "after")
+	}
+}
+
+// Close returns only after every goroutine running the host's code ended.
+func TestCloseStopsGoroutines(t *testing.T) {
+	quiet := slog.New(slog.DiscardHandler)
+	a, err := New(t.Context(), Config{Listen: loopback, Logger: quiet, InboundLen: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(t.Context(), Config{Listen: loopback, Logger: quiet, Join: []string{addrOf(t, a, "tcp")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitConnected(t, b, a.ID())
+	a.HandleCall(func(ctx context.Context, _ string, req []byte) ([]byte, error) { return req, nil })
+	if _, err := b.Call(t.Context(), a.ID(), []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 { // a's reader blocks on the full Inbound: Close must free it
+		b.Send(a.ID(), []byte("unread"))
+	}
+	for _, h := range []*Host{b, a} {
+		if err := h.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buf := make([]byte, 1<<20)
+	stacks := string(buf[:runtime.Stack(buf, true)])
+	if strings.Contains(stacks, "peer/p2p.(*Host)") {
+		t.Fatalf("goroutines of a closed Host still run:\n%s", stacks)
 	}
 }

@@ -117,6 +117,10 @@ func (h *Host) runWriter(w *writer) {
 		case <-h.ctx.Done():
 			return
 		}
+		if s != nil && s.Conn().IsClosed() {
+			s.Reset() // its connection is gone: reopen rather than lose f
+			s = nil
+		}
 		if s == nil {
 			var err error
 			if s, err = h.openStream(w.peer); err != nil {
@@ -130,8 +134,8 @@ func (h *Host) runWriter(w *writer) {
 			backoff = openBackoffMin
 			bw.Reset(s)
 		}
-		if err := h.writeBurst(bw, w.queue, f); err != nil {
-			h.dropFrame(w.peer, f, "write", err)
+		if lost, err := h.writeBurst(bw, w.queue, f); err != nil {
+			h.dropFrame(w.peer, lost, "write", err)
 			s.Reset()
 			s = nil
 		}
@@ -151,15 +155,16 @@ func (h *Host) openStream(p peer.ID) (network.Stream, error) {
 }
 
 // writeBurst writes f and then every frame already queued, and flushes once
-// the queue is empty. Frames of a failed burst are lost.
-func (h *Host) writeBurst(bw *bufio.Writer, queue <-chan outFrame, f outFrame) error {
+// the queue is empty. On error it returns the frame being written; it and
+// the rest of the unflushed burst are lost.
+func (h *Host) writeBurst(bw *bufio.Writer, queue <-chan outFrame, f outFrame) (outFrame, error) {
 	var hdr [maxHeaderLen]byte
 	for {
 		if _, err := bw.Write(appendHeader(hdr[:0], f.kind, f.id, len(f.data))); err != nil {
-			return err
+			return f, err
 		}
 		if _, err := bw.Write(f.data); err != nil {
-			return err
+			return f, err
 		}
 		h.stats.framesSent.Add(1)
 		select {
@@ -167,7 +172,7 @@ func (h *Host) writeBurst(bw *bufio.Writer, queue <-chan outFrame, f outFrame) e
 			continue
 		default:
 		}
-		return bw.Flush()
+		return f, bw.Flush()
 	}
 }
 

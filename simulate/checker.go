@@ -1,0 +1,252 @@
+package simulate
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/needle-mesh/needle/peer"
+	"github.com/needle-mesh/needle/shard"
+)
+
+// The invariants (DESIGN.md "Guarantees"); a Violation names one of them.
+const (
+	invLost     = "1-lost"       // an acknowledged group is never lost
+	invOutcome  = "2-outcome"    // one accepted outcome per task; terminal never changes
+	invDeps     = "3-deps"       // no start before every dependency succeeded
+	invIdem     = "4-idempotent" // same key: same ids, nothing created
+	invReplicas = "5-replicas"   // replicas of a partition agree (hook, see mesh.go)
+	invLiveness = "liveness"     // after faults heal, everything acknowledged finishes
+	invWAL      = "wal"          // the Node's batches apply to the WAL
+	invPanic    = "panic"        // the core panicked (a broken internal invariant)
+)
+
+// taskRec is what the checker knows of one task.
+type taskRec struct {
+	id        shard.TaskID
+	g         *groupRec
+	deps      []*taskRec // must be SUCCEEDED before any run
+	runs      int
+	state     shard.State // terminal state first observed; 0 before
+	result    []byte
+	hasResult bool
+	at        time.Duration // when first observed terminal
+}
+
+// groupRec is what the checker knows of one submitted group.
+type groupRec struct {
+	id       shard.GroupID
+	spec     *shard.GroupSpec
+	tasks    []*taskRec
+	submitAt time.Duration
+	acked    bool
+	ackAt    time.Duration
+	ackedBy  *response // the reply that acknowledged it (the network may deliver it twice)
+	left     int       // tasks not yet observed terminal
+}
+
+// checker holds the observations the invariants are checked against. It is
+// fed by the drivers' hooks (replies, Changes, Runs, outcomes) and reads the
+// nodes' state directly (restarts, samples, the final sweep).
+type checker struct {
+	s           *sim
+	groups      map[shard.GroupID]*groupRec
+	order       []*groupRec // registration order
+	head        int         // order[:head] are all terminal
+	tasks       map[shard.TaskID]*taskRec
+	terminal    []*taskRec // observed terminal, for sampled re-reads
+	outstanding int        // tasks of registered groups not yet terminal
+	latencies   []time.Duration
+	firstSubmit time.Duration
+	lastDone    time.Duration
+	accepted    int // outcomes the owner proposed
+	stale       int // outcomes refused by fencing (or unavailable)
+	dupExec     int
+	doubleAcc   int
+	lost        int
+	steals      int // runs on a node that does not serve the task's partition
+}
+
+func newChecker(s *sim) *checker {
+	return &checker{s: s, groups: map[shard.GroupID]*groupRec{}, tasks: map[shard.TaskID]*taskRec{}, firstSubmit: -1}
+}
+
+// register records a group when the client first submits it.
+func (c *checker) register(spec *shard.GroupSpec) {
+	if c.groups[spec.ID] != nil {
+		return
+	}
+	if c.firstSubmit < 0 {
+		c.firstSubmit = c.s.now
+	}
+	g := &groupRec{id: spec.ID, spec: spec, submitAt: c.s.now, left: len(spec.Tasks)}
+	names := map[string]*taskRec{}
+	for i := range spec.Tasks {
+		t := &taskRec{id: shard.TaskIDOf(spec.ID, i), g: g}
+		g.tasks = append(g.tasks, t)
+		c.tasks[t.id] = t
+		names[spec.Tasks[i].Name] = t
+	}
+	for i, ts := range spec.Tasks {
+		for _, d := range ts.Deps {
+			g.tasks[i].deps = append(g.tasks[i].deps, names[d])
+		}
+		for j, prev := range spec.Tasks {
+			if spec.Mode == shard.ModePipeline && prev.Stage == ts.Stage-1 {
+				g.tasks[i].deps = append(g.tasks[i].deps, g.tasks[j])
+			}
+		}
+	}
+	c.groups[g.id] = g
+	c.order = append(c.order, g)
+	c.outstanding += len(g.tasks)
+}
+
+// submitted checks a successful submit reply (invariant 4) and records the
+// acknowledgement (invariant 1 from now on).
+func (c *checker) submitted(o *op, r *response) {
+	g, res := c.groups[o.group], r.reply.Submit
+	want := make([]shard.TaskID, len(g.tasks))
+	for i, t := range g.tasks {
+		want[i] = t.id
+	}
+	switch {
+	case res.Group != o.group:
+		c.s.fail(invIdem, fmt.Sprintf("submit of %s (key %q) answered group %s", o.group, o.spec.Key, res.Group))
+	case !slices.Equal(res.Tasks, want):
+		c.s.fail(invIdem, fmt.Sprintf("submit of %s (key %q) answered tasks %v; want %v", o.group, o.spec.Key, res.Tasks, want))
+	case r == g.ackedBy:
+		// the same reply, duplicated by the network
+	case res.Created && g.acked:
+		c.s.fail(invIdem, fmt.Sprintf("group %s (key %q) created again at n%d after its acknowledgement at %v", o.group, o.spec.Key, r.node, g.ackAt))
+	case res.Created && o.repeat:
+		c.s.fail(invIdem, fmt.Sprintf("repeat of key %q created group %s again at n%d", o.spec.Key, o.group, r.node))
+	}
+	if !g.acked {
+		g.acked, g.ackAt, g.ackedBy = true, c.s.now, r
+	}
+}
+
+// changes records terminal states (invariant 2: they never change).
+func (c *checker) changes(nd *simNode, cs []shard.Change) {
+	for _, ch := range cs {
+		t := c.tasks[ch.Task]
+		if t == nil {
+			c.s.fail(invOutcome, fmt.Sprintf("n%d reports %s %v, a task nobody submitted", nd.idx, ch.Task, ch.State))
+			return
+		}
+		if !ch.State.Terminal() {
+			continue
+		}
+		c.observe(nd, t, ch.State)
+	}
+}
+
+// observe checks one observation of t's terminal state (and result, when
+// the node can be read) against the first one.
+func (c *checker) observe(nd *simNode, t *taskRec, st shard.State) {
+	var res []byte
+	has := false
+	if v, err := nd.n.Task(t.id); err == nil {
+		if !v.State.Terminal() {
+			c.s.fail(invOutcome, fmt.Sprintf("n%d: %s reported %v but reads %v", nd.idx, t.id, st, v.State))
+			return
+		}
+		res, has = v.Result, true
+	}
+	if t.state == 0 {
+		t.state, t.result, t.hasResult, t.at = st, res, has, c.s.now
+		c.terminal = append(c.terminal, t)
+		c.outstanding--
+		c.latencies = append(c.latencies, c.s.now-t.g.submitAt)
+		c.lastDone = c.s.now
+		if t.g.left--; t.g.left == 0 {
+			c.s.cl.groupDone(t.g)
+		}
+		return
+	}
+	if t.state != st {
+		c.doubleAcc++
+		c.s.fail(invOutcome, fmt.Sprintf("n%d: %s is %v, observed %v at %v", nd.idx, t.id, st, t.state, t.at))
+		return
+	}
+	c.sameResult(nd, t, res, has)
+}
+
+func (c *checker) sameResult(nd *simNode, t *taskRec, res []byte, has bool) {
+	if !has {
+		return
+	}
+	if !t.hasResult {
+		t.result, t.hasResult = res, true
+		return
+	}
+	if !bytes.Equal(t.result, res) {
+		c.doubleAcc++
+		c.s.fail(invOutcome, fmt.Sprintf("n%d: result of %s changed from %q to %q", nd.idx, t.id, t.result, res))
+	}
+}
+
+// run checks a handler start: the task is not terminal (2) and every
+// dependency SUCCEEDED (3).
+func (c *checker) run(nd *simNode, r peer.Run) {
+	t := c.tasks[r.Task]
+	if t == nil {
+		c.s.fail(invOutcome, fmt.Sprintf("n%d runs %s, a task nobody submitted", nd.idx, r.Task))
+		return
+	}
+	t.runs++
+	if !nd.n.Serving(t.g.id) {
+		// A thief's grant can arrive after the task finished elsewhere:
+		// a duplicate execution (at-least-once), refused at the owner.
+		c.steals++
+		if t.state != 0 {
+			return
+		}
+	}
+	if t.state != 0 {
+		c.s.fail(invOutcome, fmt.Sprintf("n%d starts %s round %d, observed %v at %v", nd.idx, r.Task, r.Round, t.state, t.at))
+		return
+	}
+	for _, d := range t.deps {
+		if d.state != shard.Succeeded {
+			c.s.fail(invDeps, fmt.Sprintf("n%d starts %s round %d before its dependency %s succeeded (%v)", nd.idx, r.Task, r.Round, d.id, d.state))
+			return
+		}
+	}
+}
+
+// reported counts what became of a handler outcome.
+func (c *checker) reported(_ *simNode, _ *job, err error) {
+	if err == nil {
+		c.accepted++
+		return
+	}
+	c.stale++
+}
+
+// durable checks invariant 1 after restarts: every acknowledged group is
+// there on the node that serves it. It returns false while some group's
+// partition has no serving node yet (checked again later).
+func (c *checker) durable() bool {
+	all := true
+	for _, g := range c.order {
+		if !g.acked {
+			continue
+		}
+		nd := c.s.serving(g.id)
+		if nd == nil {
+			all = false
+			continue
+		}
+		if _, err := nd.n.GroupState(g.id); errors.Is(err, shard.ErrNotFound) {
+			c.lost += len(g.tasks)
+			c.s.fail(invLost, fmt.Sprintf("group %s (%d tasks, acknowledged at %v) is gone: n%d serves its partition and does not know it",
+				g.id, len(g.tasks), g.ackAt, nd.idx))
+			return true
+		}
+	}
+	return all
+}

@@ -1,0 +1,180 @@
+package simulate
+
+import (
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/needle-mesh/needle/peer"
+	"github.com/needle-mesh/needle/shard"
+)
+
+// requestTimeout is how long the client waits for a reply before it sends
+// the request again (to the group's current route).
+const requestTimeout = 2 * time.Second
+
+type opKind uint8
+
+const (
+	opSubmit opKind = iota + 1
+	opCancel
+)
+
+// op is one client operation, retried until it gets an answer. A submit's
+// retries carry the same group id, so they are idempotent by construction.
+type op struct {
+	kind   opKind
+	spec   *shard.GroupSpec // submit
+	group  shard.GroupID
+	task   shard.TaskID  // cancel: "" cancels the whole group
+	repeat bool          // a deliberate repeat of an acknowledged keyed submit
+	first  time.Duration // first send
+	try    int           // sends so far; a reply or timeout of an older try is stale
+	done   bool
+	plan   *arrival // what to do after the acknowledgement (submit)
+}
+
+// request is one send of an op (client -> node).
+type request struct {
+	op  *op
+	try int
+}
+
+// response is a node's answer (node -> client).
+type response struct {
+	req   *request
+	node  int
+	reply peer.Reply
+}
+
+// client submits the workload's groups, repeats keyed ones, cancels some,
+// and retries every request until it is answered.
+type client struct {
+	s        *sim
+	arrivals []arrival
+	next     int // next arrival to submit (sequential workloads)
+	inflight int // ops not done, plus planned ones not yet issued
+	retries  int
+	rejected int
+}
+
+func newClient(s *sim, w *workload) *client {
+	return &client{s: s, arrivals: w.arrivals}
+}
+
+// start schedules the arrivals (or the first one, for a sequential
+// workload).
+func (c *client) start(sequential bool) {
+	c.inflight += len(c.arrivals)
+	if sequential {
+		c.submitNext()
+		return
+	}
+	for i := range c.arrivals {
+		a := &c.arrivals[i]
+		c.s.at(a.at, func() { c.submit(a) })
+	}
+}
+
+func (c *client) submitNext() {
+	if c.next < len(c.arrivals) {
+		a := &c.arrivals[c.next]
+		c.next++
+		c.s.after(time.Millisecond, func() { c.submit(a) })
+	}
+}
+
+// groupDone is called by the checker when every task of g is terminal.
+func (c *client) groupDone(*groupRec) {
+	if c.s.wl.sequential {
+		c.submitNext()
+	}
+}
+
+func (c *client) submit(a *arrival) {
+	o := &op{kind: opSubmit, spec: a.spec, group: a.spec.ID, first: c.s.now, plan: a}
+	c.s.chk.register(a.spec)
+	c.send(o)
+}
+
+// idle reports whether every operation, planned ones included, is done.
+func (c *client) idle() bool { return c.inflight == 0 }
+
+// send sends o to the node its group routes to, and arms its timeout.
+func (c *client) send(o *op) {
+	o.try++
+	try := o.try
+	c.s.net.send(c.s.net.client(), c.s.route(o.group), message{req: &request{op: o, try: try}})
+	c.s.after(requestTimeout, func() {
+		if !o.done && o.try == try {
+			c.retries++
+			c.send(o)
+		}
+	})
+}
+
+// receive takes a node's reply. Every successful submit reply, duplicates
+// included, goes to the checker (idempotency).
+func (c *client) receive(_ int, r *response) {
+	o := r.req.op
+	if o.kind == opSubmit && r.reply.Err == nil {
+		c.s.chk.submitted(o, r)
+	}
+	if o.done || r.req.try != o.try {
+		return
+	}
+	if err := r.reply.Err; err != nil {
+		if errors.Is(err, peer.ErrUnavailable) || errors.Is(err, peer.ErrStopped) {
+			o.try++ // the pending timeout is stale now
+			c.retries++
+			c.s.after(50*time.Millisecond+time.Duration(c.s.rng.Int64N(int64(100*time.Millisecond))), func() {
+				if !o.done {
+					c.send(o)
+				}
+			})
+			return
+		}
+		c.rejected++
+	}
+	o.done = true
+	c.inflight--
+	if o.kind == opSubmit && !o.repeat && r.reply.Err == nil {
+		c.afterAck(o)
+	}
+}
+
+// afterAck plans the repeat and the cancel the workload asked for.
+func (c *client) afterAck(o *op) {
+	a := o.plan
+	if a.repeat > 0 {
+		c.inflight++
+		c.s.after(a.repeat, func() {
+			c.inflight--
+			spec := cloneSpec(a.spec)
+			c.issue(&op{kind: opSubmit, spec: spec, group: spec.ID, repeat: true, first: c.s.now})
+		})
+	}
+	if a.cancel > 0 {
+		c.inflight++
+		c.s.after(a.cancel, func() {
+			c.inflight--
+			t := shard.TaskID("")
+			if a.cancelTask >= 0 {
+				t = shard.TaskIDOf(a.spec.ID, a.cancelTask)
+			}
+			c.issue(&op{kind: opCancel, group: a.spec.ID, task: t, first: c.s.now})
+		})
+	}
+}
+
+func (c *client) issue(o *op) {
+	c.inflight++
+	c.send(o)
+}
+
+// cloneSpec copies a spec so that no two submissions share memory.
+func cloneSpec(s *shard.GroupSpec) *shard.GroupSpec {
+	c := *s
+	c.Tasks = slices.Clone(s.Tasks)
+	return &c
+}

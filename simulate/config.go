@@ -1,0 +1,154 @@
+package simulate
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Workload names accepted by Config.Workload (DESIGN.md, "Workloads shared
+// by bench/ and simulate/").
+var Workloads = []string{"w1", "w2", "w3", "w4", "mixed"}
+
+// FaultKinds are the fault names accepted in Config.Faults.
+var FaultKinds = []string{"partition", "crash", "drop", "dup", "reorder", "pause", "skew", "churn"}
+
+// Config is one simulated run. Everything the run does is a function of
+// Config: the same Config replays the same run, event for event.
+type Config struct {
+	// Seed seeds the one random source of the run. --seed.
+	Seed uint64
+	// Peers is the number of simulated peers (peer.Node), 1..64. Default 3.
+	// --peers.
+	Peers int
+	// Tasks is the number of tasks the workload submits. Default 200 (300
+	// for w3, the list of DESIGN.md). --tasks.
+	Tasks int
+	// Workload is one of Workloads. Default "mixed". --workload.
+	Workload string
+	// Faults are the kinds of fault injected (FaultKinds), each a few times
+	// at seeded times during the fault window. --faults.
+	Faults []string
+	// Partitions is the ring's partition count of every Node. Default 16
+	// (production uses 256; fewer keeps the simulation fast). --partitions.
+	Partitions int
+	// Slots is the number of tasks each peer runs at once. Default 2.
+	// --slots.
+	Slots int
+	// Replicas is R, the replica set size of each partition (fewer while
+	// the mesh is smaller). Default 3. --replicas.
+	Replicas int
+	// MaxSimTime bounds the virtual time of the run; reaching it is a
+	// liveness violation. Default 10 min. --max-sim-time.
+	MaxSimTime time.Duration
+	// Liveness is how long after the later of its acknowledgement and the
+	// end of the last fault a task may stay non-terminal (and a submission
+	// unacknowledged) before the run reports a liveness violation. Default
+	// 60 s. --liveness.
+	Liveness time.Duration
+
+	// bugNoSync makes the driver skip WAL syncs: a seeded bug for tests,
+	// which a crash must turn into a lost acknowledged group.
+	bugNoSync bool
+}
+
+// DefaultConfig returns the default scenario: 3 peers, 200 mixed tasks,
+// every fault kind, 16 partitions, 2 slots.
+func DefaultConfig() Config {
+	return Config{
+		Seed: 1, Peers: 3, Tasks: 200, Workload: "mixed", Faults: slices.Clone(FaultKinds),
+		Partitions: 16, Slots: 2, MaxSimTime: 10 * time.Minute, Liveness: time.Minute,
+	}
+}
+
+// withDefaults fills zero fields with their defaults.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.Peers == 0 {
+		c.Peers = d.Peers
+	}
+	if c.Workload == "" {
+		c.Workload = d.Workload
+	}
+	if c.Tasks == 0 {
+		c.Tasks = d.Tasks
+		if c.Workload == "w3" {
+			c.Tasks = 300
+		}
+	}
+	if c.Partitions == 0 {
+		c.Partitions = d.Partitions
+	}
+	if c.Slots == 0 {
+		c.Slots = d.Slots
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 3
+	}
+	if c.MaxSimTime == 0 {
+		c.MaxSimTime = d.MaxSimTime
+	}
+	if c.Liveness == 0 {
+		c.Liveness = d.Liveness
+	}
+	return c
+}
+
+// Validate reports the first invalid field, naming its command-line flag.
+// Zero values mean "default" and are valid.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.Peers < 1 || c.Peers > 64:
+		return fmt.Errorf("simulate: --peers = %d; want 1..64", c.Peers)
+	case c.Tasks < 1 || c.Tasks > 1_000_000:
+		return fmt.Errorf("simulate: --tasks = %d; want 1..1000000", c.Tasks)
+	case !slices.Contains(Workloads, c.Workload):
+		return fmt.Errorf("simulate: --workload = %q; want one of %s", c.Workload, strings.Join(Workloads, ", "))
+	case c.Partitions < 1 || c.Partitions > 65536:
+		return fmt.Errorf("simulate: --partitions = %d; want 1..65536", c.Partitions)
+	case c.Peers > c.Partitions:
+		return fmt.Errorf("simulate: --peers = %d is more than --partitions = %d", c.Peers, c.Partitions)
+	case c.Slots < 1 || c.Slots > 1024:
+		return fmt.Errorf("simulate: --slots = %d; want 1..1024", c.Slots)
+	case c.Replicas < 1 || c.Replicas > 15:
+		return fmt.Errorf("simulate: --replicas = %d; want 1..15", c.Replicas)
+	case c.MaxSimTime < time.Second:
+		return fmt.Errorf("simulate: --max-sim-time = %v; want >= 1s", c.MaxSimTime)
+	case c.Liveness < time.Second:
+		return fmt.Errorf("simulate: --liveness = %v; want >= 1s", c.Liveness)
+	}
+	for _, f := range c.Faults {
+		if !slices.Contains(FaultKinds, f) {
+			return fmt.Errorf("simulate: --faults: unknown fault %q; want some of %s", f, strings.Join(FaultKinds, ","))
+		}
+	}
+	if c.Workload == "w4" && c.Peers < 2 {
+		return errors.New("simulate: --workload w4 kills a peer mid-run: want --peers >= 2")
+	}
+	return nil
+}
+
+// has reports whether fault kind f is enabled.
+func (c Config) has(f string) bool { return slices.Contains(c.Faults, f) }
+
+// String prints the options in a stable order, as the first line of every
+// run's output.
+func (c Config) String() string {
+	c = c.withDefaults()
+	return fmt.Sprintf("seed=%d peers=%d tasks=%d workload=%s faults=%s partitions=%d slots=%d replicas=%d max-sim-time=%v liveness=%v",
+		c.Seed, c.Peers, c.Tasks, c.Workload, strings.Join(c.Faults, ","), c.Partitions, c.Slots, c.Replicas, c.MaxSimTime, c.Liveness)
+}
+
+// ReplayCommand returns the command line that replays this run exactly.
+func (c Config) ReplayCommand() string {
+	c = c.withDefaults()
+	faults := strings.Join(c.Faults, ",")
+	if faults == "" {
+		faults = `""`
+	}
+	return fmt.Sprintf("needle simulate --seed %d --peers %d --tasks %d --workload %s --faults %s --partitions %d --slots %d --replicas %d --max-sim-time %v --liveness %v",
+		c.Seed, c.Peers, c.Tasks, c.Workload, faults, c.Partitions, c.Slots, c.Replicas, c.MaxSimTime, c.Liveness)
+}

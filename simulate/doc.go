@@ -1,0 +1,96 @@
+// Package simulate is needle's deterministic discrete-event simulator: it
+// runs many peer.Node values (the core needled ships, unchanged) on a
+// virtual clock and a simulated network, injects faults, and checks the
+// guarantees of DESIGN.md after every step. It never starts a goroutine,
+// reads real time (except to report wall time) or iterates a map into its
+// output: a run is a function of its Config, and Config.Seed replays it.
+//
+// # What it owns
+//
+//   - the event loop (sim.go, queue.go): a container/heap of events ordered
+//     by (virtual time, scheduling sequence) and one math/rand/v2 PCG source
+//     from which everything is drawn (workload, latencies, faults, handler
+//     outcomes, each Node's Rand);
+//   - the nodes (node.go, handler.go): a peer.Node each, with a wal.Memory
+//     as its disk and its own clock (clock.go: virtual time bent by skew;
+//     the node sees only that). A node ticks every 10 ms of its own clock;
+//   - the network (network.go, mesh.go): per-link latency, FIFO links
+//     unless reordering, cuts, drop and duplication; it carries
+//     peer.Envelope between nodes, gossip (Ready.Gossip to every node), and
+//     the client's requests and replies;
+//   - the client (client.go) and workloads (workload.go, mixed.go);
+//   - faults (faults.go, plan.go) and the checker (checker.go, sweep.go);
+//   - the report and the event-log hash (report.go).
+//
+// # The loop
+//
+// Each event is one input to one node (a tick, a delivered message, a
+// handler outcome, a client request) or an action of the client or a
+// fault. A node input first calls Node.Tick(now) with the node's own time,
+// as the runtime does before every input, then the verb (Step, Submit,
+// Cancel, Report). The inputs of one instant are followed by one drain,
+// which handles Ready the way peer/loop.go does:
+//
+//  1. wal.Memory.Append(&rd.Persist), then Sync if rd.MustSync;
+//  2. send rd.Messages through the network, rd.Gossip to every node;
+//  3. hand rd.Changes to the checker; start rd.Run as handler jobs that
+//     finish at now + the duration the task's payload encodes, with the
+//     outcome drawn from its failure rates (past the task's timeout: a
+//     timed-out failure at the timeout); cancel rd.Abort;
+//  4. send rd.Replies back to the client;
+//  5. Node.Advance(rd); repeat while HasReady.
+//
+// # Faults
+//
+// Each kind enabled in Config.Faults happens once or twice at seeded times
+// over the fault window (the submissions plus a few seconds), never
+// overlapping itself: Partition (cut links between two sides; the client
+// is on side 0), Crash (kill -9: the node's jobs, held inputs and requests
+// vanish, wal.Memory.Crash drops the unsynced tail, and the node restarts
+// from its disk with a new Boot; with skew on, its clock may come back up
+// to 2 s off either way), churn (a clean stop and a later restart), Clog
+// (drop, dup, reorder), Pause (the node is neither ticked nor stepped;
+// messages and handler outcomes wait and arrive late on resume, when
+// fencing must refuse outcomes whose lease moved on) and Skew (Linear
+// drift, a forward Step, or Periodic drift). w4 adds DESIGN.md's kill -9
+// of the first group's owner mid-run.
+//
+// # Invariants and where they are checked
+//
+//  1. No acknowledged group is lost: after a restart, checker.durable
+//     looks every acknowledged group up on the node serving it (every
+//     virtual second until all were found); samples and the final sweep
+//     re-read tasks (sweep.go). A group its serving node does not know is
+//     a violation.
+//  2. One accepted outcome per task, terminal states never change:
+//     checker.observe compares every terminal Change (and the result read
+//     from the node) with the first observation; checker.run refuses a Run
+//     of a task observed terminal; sample and final re-read states and
+//     results; checkHistory refuses two outcomes for one round, or
+//     anything after SUCCEEDED or CANCELED.
+//  3. No start before the dependencies SUCCEEDED (dag deps, the previous
+//     pipeline stage): checker.run, on every Run.
+//  4. Idempotent keys: checker.submitted, on every successful submit reply
+//     (duplicates included): same group, the same task ids, and
+//     Created=false once the group was acknowledged.
+//  5. Replicas agree: the hook sim.checkReplicas (mesh.go), empty until the
+//     Node exposes a per-partition digest.
+//
+// Liveness: after the last fault heals, every group must be acknowledged
+// and finished within Config.Liveness of the later of its submission (or
+// acknowledgement) and the heal (checker.liveness, every virtual second);
+// MaxSimTime bounds the run. A panic in the core is reported as a
+// violation too. The first violation stops the run; Report.Violations
+// says which invariant broke, when, and what.
+//
+// # Replaying a seed
+//
+// Every run prints its options first (Config.String); a failing run
+// prints Config.ReplayCommand, e.g.
+//
+//	needle simulate --seed 17 --peers 3 --tasks 200 --workload mixed --faults crash,pause,skew
+//
+// which replays it event for event: Report.Hash (FNV-64a over every
+// persisted Raft entry and every Run, in order) is the same for the same
+// options, and TestDeterministic checks it.
+package simulate

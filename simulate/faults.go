@@ -1,0 +1,182 @@
+package simulate
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Fault is one injected fault: it starts at At and heals For later. The
+// values are small and printable, so a report can list what happened.
+type Fault interface {
+	// Window returns when the fault starts and how long it lasts.
+	Window() (at, dur time.Duration)
+	start(s *sim)
+	stop(s *sim)
+	String() string
+}
+
+// Span is the time window of a fault.
+type Span struct {
+	At  time.Duration // start, virtual time
+	For time.Duration // duration
+}
+
+// Window implements Fault.
+func (w Span) Window() (time.Duration, time.Duration) { return w.At, w.For }
+
+// Partition cuts every link between the two sides; the client is on side 0.
+type Partition struct {
+	Span
+	Sides [2][]int // node indexes
+}
+
+func (f *Partition) start(s *sim) {
+	s.net.isolate(append(slices.Clone(f.Sides[0]), s.net.client()), f.Sides[1], true)
+}
+func (f *Partition) stop(s *sim) {
+	s.net.isolate(append(slices.Clone(f.Sides[0]), s.net.client()), f.Sides[1], false)
+}
+func (f *Partition) String() string {
+	return fmt.Sprintf("partition %v|%v at %v for %v", f.Sides[0], f.Sides[1], f.At, f.For)
+}
+
+// Crash kills a node (kill -9; with LoseUnsynced its disk drops what was
+// not synced) and restarts it from its disk For later. Graceful stops
+// (churn: leave, then rejoin) are crashes without LoseUnsynced.
+type Crash struct {
+	Span
+	Node         int
+	LoseUnsynced bool
+	skipped      bool // the node was already down
+}
+
+func (f *Crash) start(s *sim) {
+	nd := s.nodes[f.Node]
+	if f.skipped = !nd.up; f.skipped {
+		return
+	}
+	s.st.crashes++
+	nd.stop(f.LoseUnsynced)
+}
+func (f *Crash) stop(s *sim) {
+	if f.skipped {
+		return
+	}
+	nd := s.nodes[f.Node]
+	if s.cfg.has("skew") {
+		// A restarted host's clock may be anywhere: up to 2 s either way.
+		nd.clk.jump(s.now, time.Duration(s.rng.Int64N(int64(4*time.Second)))-2*time.Second)
+	}
+	s.st.restarts++
+	nd.restart()
+}
+func (f *Crash) String() string {
+	kind := "stop"
+	if f.LoseUnsynced {
+		kind = "crash"
+	}
+	return fmt.Sprintf("%s n%d at %v for %v", kind, f.Node, f.At, f.For)
+}
+
+// Clog degrades every link: drop and duplicate with a probability, and
+// reorder by up to Reorder of extra delay.
+type Clog struct {
+	Span
+	Drop, Dup float64
+	Reorder   time.Duration
+}
+
+func (f *Clog) start(s *sim) {
+	s.net.drop, s.net.dup, s.net.reorder = max(s.net.drop, f.Drop), max(s.net.dup, f.Dup), max(s.net.reorder, f.Reorder)
+}
+func (f *Clog) stop(s *sim) {
+	if f.Drop > 0 {
+		s.net.drop = 0
+	}
+	if f.Dup > 0 {
+		s.net.dup = 0
+	}
+	if f.Reorder > 0 {
+		s.net.reorder = 0
+	}
+}
+func (f *Clog) String() string {
+	return fmt.Sprintf("clog drop=%.2f dup=%.2f reorder=%v at %v for %v", f.Drop, f.Dup, f.Reorder, f.At, f.For)
+}
+
+// Pause stops a node (SIGSTOP, a long GC, a VM migration) and resumes it.
+type Pause struct {
+	Span
+	Node    int
+	skipped bool
+}
+
+func (f *Pause) start(s *sim) {
+	f.skipped = !s.nodes[f.Node].pause()
+	if !f.skipped {
+		s.st.pauses++
+	}
+}
+func (f *Pause) stop(s *sim) {
+	if !f.skipped {
+		s.nodes[f.Node].resume()
+	}
+}
+func (f *Pause) String() string { return fmt.Sprintf("pause n%d at %v for %v", f.Node, f.At, f.For) }
+
+// SkewKind is how a Skew bends a node's clock.
+type SkewKind uint8
+
+// Skew kinds.
+const (
+	Linear   SkewKind = iota + 1 // runs fast or slow by PPM
+	Step                         // jumps forward by Step at the start
+	Periodic                     // alternates +PPM and -PPM every Period/2
+)
+
+// Skew bends one node's clock for a while; a Step stays.
+type Skew struct {
+	Span
+	Node   int
+	Kind   SkewKind
+	PPM    int64
+	Step   time.Duration
+	Period time.Duration
+	on     bool
+}
+
+func (f *Skew) start(s *sim) {
+	f.on = true
+	clk := &s.nodes[f.Node].clk
+	switch f.Kind {
+	case Linear:
+		clk.setRate(s.now, f.PPM)
+	case Step:
+		clk.jump(s.now, f.Step)
+	case Periodic:
+		f.flip(s, f.PPM)
+	}
+}
+
+func (f *Skew) flip(s *sim, ppm int64) {
+	if !f.on {
+		return
+	}
+	s.nodes[f.Node].clk.setRate(s.now, ppm)
+	s.after(f.Period/2, func() { f.flip(s, -ppm) })
+}
+
+func (f *Skew) stop(s *sim) {
+	f.on = false
+	s.nodes[f.Node].clk.setRate(s.now, 0)
+}
+func (f *Skew) String() string {
+	switch f.Kind {
+	case Linear:
+		return fmt.Sprintf("skew n%d linear %+dppm at %v for %v", f.Node, f.PPM, f.At, f.For)
+	case Step:
+		return fmt.Sprintf("skew n%d step %+v at %v", f.Node, f.Step, f.At)
+	}
+	return fmt.Sprintf("skew n%d periodic ±%dppm/%v at %v for %v", f.Node, f.PPM, f.Period, f.At, f.For)
+}

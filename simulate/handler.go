@@ -1,0 +1,161 @@
+package simulate
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/needle-mesh/needle/peer"
+	"github.com/needle-mesh/needle/shard"
+)
+
+// job is one handler attempt running on a node: it finishes at a time the
+// workload's payload decides, with the outcome drawn when it started.
+type job struct {
+	nd   *simNode
+	gen  int // the node's incarnation that started it
+	run  peer.Run
+	out  shard.Outcome
+	done bool // reported (or aborted and reported)
+}
+
+// drain hands the node's Readies to the disk, the network, the handlers,
+// the client and the checker, in the order peer.Ready documents, until the
+// node has nothing left to do.
+func (nd *simNode) drain() {
+	for i := 0; nd.n.HasReady(); i++ {
+		if i > 100_000 {
+			nd.s.fail(invLiveness, nd.id+": Ready does not settle after 100000 rounds")
+			return
+		}
+		rd := nd.n.Ready()
+		if !nd.persist(&rd) {
+			return
+		}
+		for i := range rd.Messages {
+			env := rd.Messages[i]
+			nd.s.net.send(nd.idx, nd.s.peerIndex(env.To), message{env: &env})
+		}
+		for _, m := range rd.Gossip {
+			nd.s.gossip(nd.idx, m)
+		}
+		nd.s.chk.changes(nd, rd.Changes)
+		for _, r := range rd.Run {
+			nd.startJob(r)
+		}
+		for _, t := range rd.Abort {
+			nd.abortJob(t)
+		}
+		for _, r := range rd.Replies {
+			nd.replyTo(r)
+		}
+		nd.n.Advance(rd)
+		if nd.s.viol != nil {
+			return
+		}
+	}
+}
+
+// persist appends the Ready's batch to the disk and syncs it when asked.
+func (nd *simNode) persist(rd *peer.Ready) bool {
+	b := &rd.Persist
+	if len(b.Updates)+len(b.OutboxPut)+len(b.OutboxDel)+len(b.MetaPut) > 0 {
+		if err := nd.log.Append(b); err != nil {
+			nd.s.fail(invWAL, fmt.Sprintf("%s: the Node's batch was refused by the WAL: %v", nd.id, err))
+			return false
+		}
+		nd.s.hashPersist(nd.idx, b)
+	}
+	if rd.MustSync && !nd.s.cfg.bugNoSync {
+		if err := nd.log.Sync(); err != nil {
+			nd.s.fail(invWAL, fmt.Sprintf("%s: sync: %v", nd.id, err))
+			return false
+		}
+		nd.s.st.syncs++
+	}
+	return true
+}
+
+func (nd *simNode) replyTo(r peer.Reply) {
+	req, ok := nd.reqs[r.Req]
+	if !ok {
+		return
+	}
+	delete(nd.reqs, r.Req)
+	nd.s.net.send(nd.idx, nd.s.net.client(), message{reply: &response{req: req, node: nd.idx, reply: r}})
+}
+
+// startJob starts a handler for a committed lease. The payload says how
+// long it runs and how likely it fails; an attempt longer than the task's
+// timeout ends as a timed-out failure at the timeout.
+func (nd *simNode) startJob(r peer.Run) {
+	s := nd.s
+	s.chk.run(nd, r)
+	s.hashRun(nd.idx, r)
+	s.st.runs++
+	b := decodeBehaviour(r.Payload)
+	o := shard.Outcome{Task: r.Task, Round: r.Round, OK: true, Result: r.Payload}
+	if s.rng.IntN(1000) < int(b.failPM) {
+		o = shard.Outcome{Task: r.Task, Round: r.Round, Error: "simulated failure",
+			Permanent: s.rng.IntN(1000) < int(b.permPM)}
+	}
+	d := b.dur
+	if r.Timeout > 0 && d > r.Timeout {
+		d = r.Timeout
+		o = shard.Outcome{Task: r.Task, Round: r.Round, Error: "timed out", TimedOut: true}
+	}
+	j := &job{nd: nd, gen: nd.gen, run: r, out: o}
+	nd.jobs[r.Task] = j
+	s.after(d, func() { nd.complete(j) })
+}
+
+// abortJob cancels a running handler (its task was canceled): it returns at
+// once with the context's error, which the owner will refuse.
+func (nd *simNode) abortJob(t shard.TaskID) {
+	j := nd.jobs[t]
+	if j == nil || j.done {
+		return
+	}
+	j.out = shard.Outcome{Task: j.run.Task, Round: j.run.Round, Error: "context canceled"}
+	nd.s.after(0, func() { nd.complete(j) })
+}
+
+// complete reports a handler's outcome to its node (held while paused,
+// lost with a crash).
+func (nd *simNode) complete(j *job) {
+	nd.input(j.gen, func() {
+		if j.done {
+			return
+		}
+		j.done = true
+		if nd.jobs[j.run.Task] == j {
+			delete(nd.jobs, j.run.Task)
+		}
+		err := nd.n.Report(j.out)
+		nd.s.chk.reported(nd, j, err)
+	})
+}
+
+// behaviour is what a task's payload tells the simulated handler.
+type behaviour struct {
+	dur    time.Duration // run time of each attempt
+	failPM uint16        // per-mille chance an attempt fails
+	permPM uint16        // per-mille chance a failure is permanent
+}
+
+// encode returns the payload of a task: 4 bytes of duration in µs, 2 of
+// failure and 2 of permanence per mille, then the task's index, so that
+// results are distinct.
+func (b behaviour) encode(i int) []byte {
+	us := uint32(b.dur / time.Microsecond)
+	return fmt.Appendf([]byte{byte(us), byte(us >> 8), byte(us >> 16), byte(us >> 24),
+		byte(b.failPM), byte(b.failPM >> 8), byte(b.permPM), byte(b.permPM >> 8)}, "%d", i)
+}
+
+func decodeBehaviour(p []byte) behaviour {
+	if len(p) < 8 {
+		return behaviour{dur: time.Millisecond}
+	}
+	us := uint32(p[0]) | uint32(p[1])<<8 | uint32(p[2])<<16 | uint32(p[3])<<24
+	return behaviour{dur: time.Duration(us) * time.Microsecond,
+		failPM: uint16(p[4]) | uint16(p[5])<<8, permPM: uint16(p[6]) | uint16(p[7])<<8}
+}

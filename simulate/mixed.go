@@ -1,0 +1,122 @@
+package simulate
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// mixed draws groups of every mode, with fixed, bimodal and Zipf
+// durations, priorities, failures (some permanent), retries with backoff,
+// delays, hangs past the timeout, idempotency keys (some repeated) and
+// cancels. Arrivals spread so that the peers are busy but not swamped.
+func (g *gen) mixed() *workload {
+	w := &workload{}
+	var work time.Duration
+	for left := g.cfg.Tasks; left > 0; {
+		a, d := g.mixedGroup(left)
+		left -= len(a.spec.Tasks)
+		work += d
+		w.arrivals = append(w.arrivals, a)
+	}
+	g.spread(w, work*10/time.Duration(9*g.cfg.Peers*g.cfg.Slots))
+	return w
+}
+
+// mixedGroup draws one group of at most left tasks, and its total work.
+func (g *gen) mixedGroup(left int) (arrival, time.Duration) {
+	modes := []shard.Mode{shard.ModeSingle, shard.ModeDAG, shard.ModeParallel, shard.ModePipeline}
+	mode := modes[g.rng.IntN(len(modes))]
+	size := map[shard.Mode]int{shard.ModeSingle: 1, shard.ModeDAG: 2 + g.rng.IntN(7),
+		shard.ModeParallel: 2 + g.rng.IntN(19), shard.ModePipeline: 2 + g.rng.IntN(11)}[mode]
+	size = min(size, left)
+	if size == 1 {
+		mode = shard.ModeSingle
+	}
+	fail := []uint16{0, 0, 50, 200}[g.rng.IntN(4)]
+	durs := g.rng.IntN(3)
+	tasks := make([]shard.TaskSpec, size)
+	var work time.Duration
+	for i := range tasks {
+		b := behaviour{dur: g.duration(durs), failPM: fail, permPM: 200}
+		if g.rng.IntN(100) == 0 {
+			b.dur = 3 * time.Second // hangs past its 2 s timeout
+		}
+		work += b.dur
+		tasks[i] = g.mixedTask(b, i)
+	}
+	shapeTasks(g, mode, tasks)
+	key := ""
+	if g.rng.IntN(10) < 3 {
+		key = fmt.Sprintf("key-%d-%d", g.cfg.Seed, g.n)
+	}
+	a := arrival{spec: g.group(mode, key, tasks), cancelTask: -1}
+	if key != "" && g.rng.IntN(10) < 4 {
+		a.repeat = time.Duration(1 + g.rng.Int64N(int64(time.Second)))
+	}
+	if g.rng.IntN(20) == 0 {
+		a.cancel = time.Duration(1 + g.rng.Int64N(int64(500*time.Millisecond)))
+		if g.rng.IntN(2) == 0 {
+			a.cancelTask = g.rng.IntN(size)
+		}
+	}
+	return a, work
+}
+
+func (g *gen) mixedTask(b behaviour, i int) shard.TaskSpec {
+	t := shard.TaskSpec{Name: "t" + strconv.Itoa(i), Handler: "sleep", Payload: b.encode(i),
+		Priority: int32(g.rng.IntN(5) - 2), Timeout: 2 * time.Second,
+		Retry: shard.Retry{MaxAttempts: 1 + g.rng.IntN(4), Backoff: time.Duration(20+g.rng.IntN(80)) * time.Millisecond,
+			MaxBackoff: 400 * time.Millisecond}}
+	if g.rng.IntN(10) == 0 {
+		t.Delay = time.Duration(g.rng.Int64N(int64(300 * time.Millisecond)))
+	}
+	return t
+}
+
+// duration draws one attempt's run time: fixed 10 ms, W3's bimodal 20/400
+// ms, or Zipf over 1..301 ms.
+func (g *gen) duration(kind int) time.Duration {
+	switch kind {
+	case 0:
+		return 10 * time.Millisecond
+	case 1:
+		if g.rng.IntN(10) == 0 {
+			return 400 * time.Millisecond
+		}
+		return 20 * time.Millisecond
+	}
+	return time.Duration(1+g.zipf.Uint64()) * time.Millisecond
+}
+
+// shapeTasks adds a random DAG's deps (each task depends on up to 3
+// earlier ones) or pipeline stages (contiguous, none empty).
+func shapeTasks(g *gen, mode shard.Mode, tasks []shard.TaskSpec) {
+	switch mode {
+	case shard.ModeDAG:
+		for i := 1; i < len(tasks); i++ {
+			for range g.rng.IntN(min(i, 3) + 1) {
+				d := tasks[g.rng.IntN(i)].Name
+				if !contains(tasks[i].Deps, d) {
+					tasks[i].Deps = append(tasks[i].Deps, d)
+				}
+			}
+		}
+	case shard.ModePipeline:
+		stages := 2 + g.rng.IntN(min(3, len(tasks)-1))
+		for i := range tasks {
+			tasks[i].Stage = i * stages / len(tasks)
+		}
+	}
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}

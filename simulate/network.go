@@ -1,0 +1,92 @@
+package simulate
+
+import (
+	"time"
+
+	"github.com/needle-mesh/needle/peer"
+)
+
+// message is what the simulated network carries: exactly one field is set.
+type message struct {
+	env   *peer.Envelope // node to node (Raft; later forwarded outcomes, steals)
+	req   *request       // client to node
+	reply *response      // node to client
+}
+
+// network delivers messages between endpoints 0..peers-1 (the nodes) and
+// endpoint peers (the client). Each link has its own latency; without the
+// reorder fault a link is FIFO (a stream). Faults set cuts (partition),
+// a drop and a duplication probability, and extra random delay (reorder).
+type network struct {
+	s       *sim
+	n       int             // endpoints
+	latency []time.Duration // base latency per link, from*n+to
+	last    []time.Duration // latest delivery time per link (FIFO)
+	cut     []bool          // link cut by a partition
+	drop    float64         // probability a message is lost
+	dup     float64         // probability a message is delivered twice
+	reorder time.Duration   // extra delay drawn in [0, reorder); links stop being FIFO
+
+	sent, dropped, duplicated, undeliverable uint64
+}
+
+func newNetwork(s *sim, endpoints int) *network {
+	nw := &network{s: s, n: endpoints, latency: make([]time.Duration, endpoints*endpoints),
+		last: make([]time.Duration, endpoints*endpoints), cut: make([]bool, endpoints*endpoints)}
+	for i := range nw.latency {
+		nw.latency[i] = 100*time.Microsecond + time.Duration(s.rng.Int64N(int64(900*time.Microsecond)))
+	}
+	return nw
+}
+
+// client is the client's endpoint.
+func (nw *network) client() int { return nw.n - 1 }
+
+// send puts m on the link from -> to.
+func (nw *network) send(from, to int, m message) {
+	nw.sent++
+	if to < 0 {
+		nw.undeliverable++
+		return
+	}
+	if nw.cut[from*nw.n+to] || (nw.drop > 0 && nw.s.rng.Float64() < nw.drop) {
+		nw.dropped++
+		return
+	}
+	nw.schedule(from, to, m)
+	if nw.dup > 0 && nw.s.rng.Float64() < nw.dup {
+		nw.duplicated++
+		nw.schedule(from, to, m)
+	}
+}
+
+func (nw *network) schedule(from, to int, m message) {
+	k := from*nw.n + to
+	lat := nw.latency[k]
+	at := nw.s.now + lat + time.Duration(nw.s.rng.Int64N(int64(lat/4)+1))
+	if nw.reorder > 0 {
+		at += time.Duration(nw.s.rng.Int64N(int64(nw.reorder)))
+	} else {
+		at = max(at, nw.last[k])
+		nw.last[k] = at
+	}
+	nw.s.at(at, func() { nw.deliver(from, to, m) })
+}
+
+func (nw *network) deliver(from, to int, m message) {
+	if to == nw.client() {
+		nw.s.cl.receive(from, m.reply)
+		return
+	}
+	nw.s.nodes[to].receive(from, m)
+}
+
+// isolate cuts every link between the two sides (both directions).
+func (nw *network) isolate(a, b []int, cut bool) {
+	for _, x := range a {
+		for _, y := range b {
+			nw.cut[x*nw.n+y] = cut
+			nw.cut[y*nw.n+x] = cut
+		}
+	}
+}

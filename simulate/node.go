@@ -1,0 +1,205 @@
+package simulate
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/needle-mesh/needle/peer"
+	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/wal"
+)
+
+// tickEvery is how often a node ticks, measured on its own clock (the
+// runtime's ticker, peer/loop.go).
+const tickEvery = 10 * time.Millisecond
+
+// simNode is one simulated peer: a peer.Node, its disk (a wal.Memory that
+// survives crashes), its clock, and the handlers it runs. It drives the
+// Node exactly like the runtime's loop (peer/loop.go): every input is
+// preceded by Tick(now), and all inputs of one instant are followed by one
+// drain of Ready.
+type simNode struct {
+	s   *sim
+	idx int
+	id  string
+	n   *peer.Node  // nil while down
+	log *wal.Memory // the disk: kept across crashes
+	clk clock
+
+	up, paused  bool
+	gen         int      // incarnation: bumped by crash and stop; stale events compare it
+	boots       int      // starts so far; the Node's Boot nonce
+	drainQueued bool     // a drain is scheduled at the current instant
+	held        []func() // inputs that arrived while paused, in order
+
+	jobs map[shard.TaskID]*job // handlers running here
+	reqs map[uint64]*request   // client requests by the Node's request id
+}
+
+// now returns the node's own time.
+func (nd *simNode) now() time.Time { return nd.clk.now(nd.s.now) }
+
+// start builds the Node from what the disk holds (nothing at the first
+// start) with a new Boot nonce, and starts its ticker.
+func (nd *simNode) start() error {
+	states := map[uint32]wal.PartitionState{}
+	parts, err := nd.log.Partitions()
+	if err != nil {
+		return err
+	}
+	for _, p := range parts {
+		if states[p], err = nd.log.Load(p); err != nil {
+			return fmt.Errorf("simulate: %s: load partition %d: %w", nd.id, p, err)
+		}
+	}
+	nd.boots++
+	cfg := peer.DefaultNodeConfig(nd.id, fmt.Sprint(nd.boots))
+	cfg.Partitions, cfg.Slots = nd.s.cfg.Partitions, nd.s.cfg.Slots
+	cfg.Founder = nd.idx == 0
+	cfg.Replicas = nd.s.cfg.Replicas
+	cfg.SnapshotEvery = 200
+	cfg.Shard = shard.DefaultConfig()
+	cfg.Shard.LeaseGrace = 2 * time.Second
+	cfg.Shard.DefaultTimeout = 10 * time.Second
+	cfg.Rand = rand.New(rand.NewPCG(nd.s.rng.Uint64(), nd.s.rng.Uint64()))
+	n, err := peer.NewNode(cfg, states, nd.now())
+	if err != nil {
+		return fmt.Errorf("simulate: %s: start: %w", nd.id, err)
+	}
+	outbox, err := nd.log.Outbox()
+	if err == nil {
+		err = n.RestoreOutbox(outbox)
+	}
+	if err != nil {
+		return fmt.Errorf("simulate: %s: outbox: %w", nd.id, err)
+	}
+	nd.n, nd.up, nd.paused = n, true, false
+	nd.jobs, nd.reqs = map[shard.TaskID]*job{}, map[uint64]*request{}
+	nd.scheduleTick(nd.gen)
+	nd.queueDrain()
+	return nil
+}
+
+// stop takes the node down. A crash (lose) drops the disk's unsynced tail,
+// as kill -9 plus a power loss; a clean stop syncs it (Close). Running
+// handlers, held inputs and pending requests die with the process.
+func (nd *simNode) stop(lose bool) {
+	if lose {
+		nd.log.Crash()
+	} else if err := nd.log.Close(); err != nil {
+		nd.s.fail(invWAL, fmt.Sprintf("%s: close: %v", nd.id, err))
+	}
+	nd.up, nd.paused, nd.n, nd.drainQueued = false, false, nil, false
+	nd.gen++
+	nd.held, nd.jobs, nd.reqs = nil, nil, nil
+}
+
+// restart starts the node again from its disk; once it serves, the checker
+// verifies that every acknowledged group it owns is still there.
+func (nd *simNode) restart() {
+	if err := nd.start(); err != nil {
+		nd.s.fail(invWAL, err.Error())
+		return
+	}
+	nd.s.durCheck = true
+}
+
+func (nd *simNode) scheduleTick(gen int) {
+	nd.s.after(nd.clk.virtual(tickEvery), func() {
+		if nd.gen != gen || !nd.up {
+			return
+		}
+		nd.scheduleTick(gen)
+		if nd.paused {
+			return
+		}
+		nd.n.Tick(nd.now())
+		nd.queueDrain()
+	})
+}
+
+// input runs fn as one input of incarnation gen: dropped when the node is
+// down or restarted since, held while it is paused. Like the runtime, the
+// node reads its clock before each input.
+func (nd *simNode) input(gen int, fn func()) {
+	switch {
+	case !nd.up || nd.gen != gen:
+		return
+	case nd.paused:
+		nd.held = append(nd.held, fn)
+		return
+	}
+	nd.n.Tick(nd.now())
+	fn()
+	nd.queueDrain()
+}
+
+// pause stops stepping the node (SIGSTOP): ticks are skipped, messages and
+// handler outcomes wait. resume delivers them, late.
+func (nd *simNode) pause() bool {
+	if !nd.up || nd.paused {
+		return false
+	}
+	nd.paused = true
+	return true
+}
+
+func (nd *simNode) resume() {
+	if !nd.up || !nd.paused {
+		return
+	}
+	nd.paused = false
+	held := nd.held
+	nd.held = nil
+	nd.n.Tick(nd.now())
+	for _, fn := range held {
+		fn()
+		if !nd.up {
+			return
+		}
+	}
+	nd.queueDrain()
+}
+
+// receive takes a message off the network.
+func (nd *simNode) receive(from int, m message) {
+	if !nd.up {
+		nd.s.net.dropped++
+		return
+	}
+	nd.input(nd.gen, func() {
+		switch {
+		case m.env != nil:
+			nd.s.step(nd, from, &m.env.Msg)
+		case m.req != nil:
+			nd.handleRequest(m.req)
+		}
+	})
+}
+
+func (nd *simNode) handleRequest(r *request) {
+	req := nd.n.NextRequest()
+	nd.reqs[req] = r
+	switch o := r.op; o.kind {
+	case opSubmit:
+		nd.n.Submit(req, cloneSpec(o.spec))
+	case opCancel:
+		nd.n.Cancel(req, o.group, o.task, "simulate")
+	}
+}
+
+// queueDrain schedules one drain at the current instant, after the inputs
+// already queued for it (the runtime's drainInbox batching).
+func (nd *simNode) queueDrain() {
+	if nd.drainQueued {
+		return
+	}
+	nd.drainQueued = true
+	nd.s.after(0, func() {
+		nd.drainQueued = false
+		if nd.up && !nd.paused {
+			nd.drain()
+		}
+	})
+}

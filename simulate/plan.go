@@ -1,0 +1,96 @@
+package simulate
+
+import (
+	"time"
+)
+
+// planFaults draws the faults of the enabled kinds (each kind one or two
+// times, never overlapping itself) over the fault window, which covers the
+// submissions and a little after, and schedules their starts and stops.
+// It returns them in schedule order and the time the last one heals.
+func (s *sim) planFaults() ([]Fault, time.Duration) {
+	window := max(s.wl.span+3*time.Second, 5*time.Second)
+	var fs []Fault
+	for _, kind := range FaultKinds { // fixed order: the flag's order does not change the run
+		if !s.cfg.has(kind) {
+			continue
+		}
+		k := 1 + s.rng.IntN(2)
+		slot := window / time.Duration(k)
+		for i := range k {
+			dur := 200*time.Millisecond + time.Duration(s.rng.Int64N(int64(1800*time.Millisecond)))
+			if kind == "pause" && s.rng.IntN(3) == 0 {
+				dur += 5 * time.Second // past lease expiry: late outcomes must be fenced
+			}
+			at := 100*time.Millisecond + time.Duration(i)*slot
+			if slot > dur {
+				at += time.Duration(s.rng.Int64N(int64(slot - dur)))
+			}
+			fs = append(fs, s.makeFault(kind, Span{At: at, For: dur}))
+		}
+	}
+	if s.cfg.Workload == "w4" && len(s.wl.arrivals) > 0 {
+		// W4: kill -9 the owner of the first group mid-run.
+		node := s.route(s.wl.arrivals[0].spec.ID)
+		fs = append(fs, &Crash{Span: Span{At: max(s.wl.span*4/10, 100*time.Millisecond), For: 2 * time.Second}, Node: node, LoseUnsynced: true})
+	}
+	var heal time.Duration
+	for _, f := range fs {
+		at, dur := f.Window()
+		s.at(at, func() { f.start(s) })
+		s.at(at+dur, func() { f.stop(s) })
+		heal = max(heal, at+dur)
+	}
+	return fs, heal
+}
+
+func (s *sim) makeFault(kind string, sp Span) Fault {
+	node := s.rng.IntN(s.cfg.Peers)
+	switch kind {
+	case "partition":
+		return s.makePartition(sp)
+	case "crash":
+		return &Crash{Span: sp, Node: node, LoseUnsynced: true}
+	case "churn":
+		sp.For += time.Second
+		return &Crash{Span: sp, Node: node}
+	case "drop":
+		return &Clog{Span: sp, Drop: 0.05 + 0.25*s.rng.Float64()}
+	case "dup":
+		return &Clog{Span: sp, Dup: 0.05 + 0.25*s.rng.Float64()}
+	case "reorder":
+		return &Clog{Span: sp, Reorder: time.Millisecond + time.Duration(s.rng.Int64N(int64(20*time.Millisecond)))}
+	case "pause":
+		return &Pause{Span: sp, Node: node}
+	}
+	return s.makeSkew(sp, node)
+}
+
+func (s *sim) makePartition(sp Span) Fault {
+	p := &Partition{Span: sp}
+	if s.cfg.Peers == 1 {
+		p.Sides[1] = []int{0} // the client loses the only node
+		return p
+	}
+	perm := s.rng.Perm(s.cfg.Peers)
+	cut := 1 + s.rng.IntN(s.cfg.Peers-1)
+	p.Sides[0], p.Sides[1] = perm[:cut], perm[cut:]
+	return p
+}
+
+func (s *sim) makeSkew(sp Span, node int) Fault {
+	f := &Skew{Span: sp, Node: node, Kind: SkewKind(1 + s.rng.IntN(3))}
+	switch f.Kind {
+	case Linear:
+		f.PPM = 1000 + s.rng.Int64N(99_000)
+		if s.rng.IntN(2) == 0 {
+			f.PPM = -f.PPM
+		}
+	case Step:
+		f.Step = 500*time.Millisecond + time.Duration(s.rng.Int64N(int64(2500*time.Millisecond)))
+	case Periodic:
+		f.PPM = 50_000
+		f.Period = 200*time.Millisecond + time.Duration(s.rng.Int64N(int64(1800*time.Millisecond)))
+	}
+	return f
+}

@@ -1,0 +1,183 @@
+package simulate
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/needle-mesh/needle/peer"
+	"github.com/needle-mesh/needle/wal"
+)
+
+// Violation is a broken invariant: the run stops at the first one.
+type Violation struct {
+	Seed      uint64  `json:"seed"`
+	AtMS      float64 `json:"at_ms"`     // virtual time
+	Invariant string  `json:"invariant"` // 1-lost, 2-outcome, 3-deps, 4-idempotent, 5-replicas, liveness, wal, panic
+	Message   string  `json:"message"`
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("seed %d at %.3fs: invariant %s broken: %s", v.Seed, v.AtMS/1000, v.Invariant, v.Message)
+}
+
+// Report is the outcome of one run. Everything but WallSeconds is a
+// function of the Config.
+type Report struct {
+	Seed       uint64      `json:"seed"`
+	Options    string      `json:"options"`
+	Violations []Violation `json:"violations"`
+	// Lost counts tasks of acknowledged groups found missing.
+	Lost int `json:"lost"`
+	// DoubleAccepted counts tasks whose terminal state or result changed,
+	// or whose history holds two accepted outcomes for one round.
+	DoubleAccepted int `json:"double_accepted"`
+	// DuplicateExecutions sums, over tasks, the runs beyond the task's
+	// finished attempts (at least one): work repeated because a lease was
+	// lost (crash, pause, expiry), not retries the policy asked for.
+	DuplicateExecutions int `json:"duplicate_executions"`
+	// Steals counts runs on a node that did not serve the task's
+	// partition at the time: tasks taken by a thief.
+	Steals int `json:"steals"`
+	// MakespanOverLB is w3's makespan over its lower bound; 0 otherwise.
+	MakespanOverLB float64 `json:"makespan_over_lb"`
+	// LatencyP50MS and LatencyP99MS are submit-to-terminal latencies of
+	// tasks, virtual milliseconds.
+	LatencyP50MS float64 `json:"latency_p50_ms"`
+	LatencyP99MS float64 `json:"latency_p99_ms"`
+	// Messages is every message the network carried (client included).
+	Messages uint64 `json:"messages"`
+	Groups   int    `json:"groups"`
+	Tasks    int    `json:"tasks"`
+	Runs     uint64 `json:"runs"`
+	// Refused counts handler outcomes the owner refused (stale round:
+	// fencing) or could not take.
+	Refused  int      `json:"refused"`
+	Retries  int      `json:"client_retries"`
+	Crashes  uint64   `json:"crashes"`
+	Restarts uint64   `json:"restarts"`
+	Pauses   uint64   `json:"pauses"`
+	Syncs    uint64   `json:"syncs"`
+	Faults   []string `json:"faults"`
+	// SimSeconds is the virtual time of the run; WallSeconds the real time.
+	SimSeconds  float64 `json:"sim_seconds"`
+	WallSeconds float64 `json:"wall_seconds"`
+	// Hash is FNV-64a over every persisted Raft entry and every Run, in
+	// order: equal for equal Configs.
+	Hash string `json:"hash"`
+}
+
+// Failed reports whether an invariant broke.
+func (r *Report) Failed() bool { return len(r.Violations) > 0 }
+
+func (s *sim) report() Report {
+	c := s.chk
+	r := Report{
+		Seed: s.cfg.Seed, Options: s.cfg.String(), Violations: []Violation{}, Lost: c.lost,
+		DoubleAccepted: c.doubleAcc, DuplicateExecutions: c.dupExec, Messages: s.net.sent, Steals: c.steals,
+		Groups: len(c.order), Tasks: len(c.tasks), Runs: s.st.runs, Refused: c.stale, Retries: s.cl.retries,
+		Crashes: s.st.crashes, Restarts: s.st.restarts, Pauses: s.st.pauses, Syncs: s.st.syncs,
+		SimSeconds: s.now.Seconds(), Hash: fmt.Sprintf("%016x", s.hash.Sum64()),
+	}
+	if s.viol != nil {
+		r.Violations = append(r.Violations, *s.viol)
+	}
+	for _, f := range s.faults {
+		r.Faults = append(r.Faults, f.String())
+	}
+	lat := slices.Clone(c.latencies)
+	slices.Sort(lat)
+	r.LatencyP50MS, r.LatencyP99MS = ms(percentile(lat, 0.50)), ms(percentile(lat, 0.99))
+	if s.wl.lb > 0 && c.outstanding == 0 && c.firstSubmit >= 0 {
+		r.MakespanOverLB = float64(c.lastDone-c.firstSubmit) / float64(s.wl.lb)
+	}
+	return r
+}
+
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
+}
+
+// hashPersist feeds one persisted batch to the event-log hash.
+func (s *sim) hashPersist(node int, b *wal.Batch) {
+	var buf [8]byte
+	put := func(v uint64) {
+		binary.LittleEndian.PutUint64(buf[:], v)
+		s.hash.Write(buf[:])
+	}
+	for _, u := range b.Updates {
+		for _, e := range u.Entries {
+			put(uint64(node))
+			put(uint64(u.Partition))
+			put(e.GetIndex())
+			put(e.GetTerm())
+			s.hash.Write(e.GetData())
+		}
+	}
+}
+
+// hashRun feeds one handler start to the event-log hash.
+func (s *sim) hashRun(node int, r peer.Run) {
+	fmt.Fprintf(s.hash, "run %d %s %d %d\n", node, r.Task, r.Round, s.now)
+}
+
+// Text renders the report for people, one field per line.
+func (r *Report) Text() string {
+	var b strings.Builder
+	for _, v := range r.Violations {
+		fmt.Fprintf(&b, "VIOLATION %s\n", v)
+	}
+	fmt.Fprintf(&b, "groups %d tasks %d runs %d refused %d client_retries %d\n", r.Groups, r.Tasks, r.Runs, r.Refused, r.Retries)
+	fmt.Fprintf(&b, "lost %d double_accepted %d duplicate_executions %d steals %d\n", r.Lost, r.DoubleAccepted, r.DuplicateExecutions, r.Steals)
+	fmt.Fprintf(&b, "latency p50 %.1f ms p99 %.1f ms", r.LatencyP50MS, r.LatencyP99MS)
+	if r.MakespanOverLB > 0 {
+		fmt.Fprintf(&b, " makespan/LB %.2f", r.MakespanOverLB)
+	}
+	fmt.Fprintf(&b, "\nmessages %d syncs %d crashes %d restarts %d pauses %d\n", r.Messages, r.Syncs, r.Crashes, r.Restarts, r.Pauses)
+	for _, f := range r.Faults {
+		fmt.Fprintf(&b, "fault %s\n", f)
+	}
+	fmt.Fprintf(&b, "sim %.2fs wall %.3fs (%.0fx) hash %s\n", r.SimSeconds, r.WallSeconds, r.SimSeconds/max(r.WallSeconds, 1e-9), r.Hash)
+	return b.String()
+}
+
+// Totals sums the reports of many seeds.
+type Totals struct {
+	Seeds               int      `json:"seeds"`
+	FailingSeeds        []uint64 `json:"failing_seeds"`
+	Violations          int      `json:"violations"`
+	Lost                int      `json:"lost"`
+	DoubleAccepted      int      `json:"double_accepted"`
+	DuplicateExecutions int      `json:"duplicate_executions"`
+	Steals              int      `json:"steals"`
+	Messages            uint64   `json:"messages"`
+	Tasks               int      `json:"tasks"`
+	LatencyP50MS        float64  `json:"latency_p50_ms"` // the worst seed's
+	LatencyP99MS        float64  `json:"latency_p99_ms"` // the worst seed's
+	SimSeconds          float64  `json:"sim_seconds"`
+	WallSeconds         float64  `json:"wall_seconds"` // sum of the runs' wall times
+}
+
+// Add folds one report in.
+func (t *Totals) Add(r *Report) {
+	t.Seeds++
+	if r.Failed() {
+		t.FailingSeeds = append(t.FailingSeeds, r.Seed)
+	}
+	t.Violations += len(r.Violations)
+	t.Lost += r.Lost
+	t.DoubleAccepted += r.DoubleAccepted
+	t.DuplicateExecutions += r.DuplicateExecutions
+	t.Steals += r.Steals
+	t.Messages += r.Messages
+	t.Tasks += r.Tasks
+	t.LatencyP50MS = max(t.LatencyP50MS, r.LatencyP50MS)
+	t.LatencyP99MS = max(t.LatencyP99MS, r.LatencyP99MS)
+	t.SimSeconds += r.SimSeconds
+	t.WallSeconds += r.WallSeconds
+}

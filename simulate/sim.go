@@ -1,0 +1,167 @@
+package simulate
+
+import (
+	"fmt"
+	"hash"
+	"hash/fnv"
+	"math/rand/v2"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/needle-mesh/needle/ring"
+)
+
+// sim is one run: the virtual clock, the event queue, the one random
+// source, the nodes, the network, the client and the checker.
+type sim struct {
+	cfg    Config
+	rng    *rand.Rand
+	q      eventQueue
+	seq    uint64
+	now    time.Duration // virtual time since the start
+	nodes  []*simNode
+	byID   map[string]int
+	owners []int // partition -> node index that serves it (see route)
+	net    *network
+	cl     *client
+	chk    *checker
+	wl     *workload
+	faults []Fault
+	healAt time.Duration // when the last fault heals
+	hash   hash.Hash64   // over persisted entries and runs, in order
+	viol   *Violation
+	// durCheck is set by a restart: invariant 1 is checked (every second)
+	// until every acknowledged group was found on a serving node.
+	durCheck bool
+	st       stats
+}
+
+// stats are the run's counters.
+type stats struct {
+	runs, syncs, crashes, restarts, pauses, refusedMsgs uint64
+}
+
+// Run runs one simulation. The error is for a bad Config or a setup
+// failure; broken invariants are in Report.Violations.
+func Run(cfg Config) (Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return Report{}, err
+	}
+	wall := time.Now() // reported only; the run never reads real time
+	s, err := newSim(cfg.withDefaults())
+	if err != nil {
+		return Report{}, err
+	}
+	s.loop()
+	if s.viol == nil {
+		s.chk.final()
+	}
+	rep := s.report()
+	rep.WallSeconds = time.Since(wall).Seconds()
+	return rep, nil
+}
+
+func newSim(cfg Config) (*sim, error) {
+	s := &sim{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e6565646c65)), byID: map[string]int{}, hash: fnv.New64a()}
+	if err := s.placeGroups(); err != nil {
+		return nil, err
+	}
+	s.net = newNetwork(s, cfg.Peers+1)
+	s.chk = newChecker(s)
+	s.wl = newWorkload(cfg, s.rng)
+	s.cl = newClient(s, s.wl)
+	for i := range cfg.Peers {
+		nd := &simNode{s: s, idx: i, id: fmt.Sprintf("n%d", i), log: newDisk()}
+		s.nodes = append(s.nodes, nd)
+		s.byID[nd.id] = i
+		if err := nd.start(); err != nil {
+			return nil, err
+		}
+	}
+	s.faults, s.healAt = s.planFaults()
+	s.cl.start(s.wl.sequential)
+	s.after(time.Second, s.periodic)
+	return s, nil
+}
+
+// placeGroups computes which node serves each partition: the ring's
+// preferred owners with every member live.
+func (s *sim) placeGroups() error {
+	members := make([]ring.PeerID, s.cfg.Peers)
+	for i := range members {
+		members[i] = ring.PeerID(fmt.Sprintf("n%d", i))
+	}
+	r, err := ring.New(ring.Config{Partitions: s.cfg.Partitions, Replicas: min(3, s.cfg.Peers), Load: 1.25}, 1, members)
+	if err != nil {
+		return fmt.Errorf("simulate: ring: %w", err)
+	}
+	s.owners = make([]int, s.cfg.Partitions)
+	for p, o := range r.PreferredOwners(func(ring.PeerID) bool { return true }) {
+		fmt.Sscanf(string(o), "n%d", &s.owners[p])
+	}
+	return nil
+}
+
+// loop runs events until the run is done, broken, or out of time. A panic
+// in the core is a broken invariant: it is reported with the seed.
+func (s *sim) loop() {
+	defer func() {
+		if r := recover(); r != nil {
+			s.fail(invPanic, fmt.Sprintf("%v\n%s", r, stackHead()))
+		}
+	}()
+	for s.viol == nil && s.q.Len() > 0 {
+		ev := s.next()
+		if ev.at > s.cfg.MaxSimTime {
+			s.now = s.cfg.MaxSimTime
+			s.fail(invLiveness, fmt.Sprintf("max sim time %v reached with %d tasks unfinished, client idle=%v", s.cfg.MaxSimTime, s.chk.outstanding, s.cl.idle()))
+			return
+		}
+		s.now = ev.at
+		ev.fn()
+		if s.done() {
+			return
+		}
+	}
+}
+
+// done reports whether the run can stop: faults healed, every node up and
+// running, the client idle and every task terminal.
+func (s *sim) done() bool {
+	if s.now < s.healAt || !s.cl.idle() || s.chk.outstanding > 0 || s.durCheck {
+		return false
+	}
+	for _, nd := range s.nodes {
+		if !nd.up || nd.paused {
+			return false
+		}
+	}
+	return true
+}
+
+// periodic runs the sampled checks every virtual second.
+func (s *sim) periodic() {
+	if s.durCheck && s.chk.durable() {
+		s.durCheck = false
+	}
+	s.chk.sample(16)
+	s.chk.liveness()
+	s.checkReplicas()
+	s.after(time.Second, s.periodic)
+}
+
+// fail records the first violation; the loop stops after the current event.
+func (s *sim) fail(inv, msg string) {
+	if s.viol != nil {
+		return
+	}
+	s.viol = &Violation{Seed: s.cfg.Seed, AtMS: ms(s.now), Invariant: inv, Message: msg}
+}
+
+func stackHead() string {
+	lines := strings.Split(string(debug.Stack()), "\n")
+	return strings.Join(lines[:min(len(lines), 40)], "\n")
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

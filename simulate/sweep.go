@@ -1,0 +1,150 @@
+package simulate
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// sample re-reads a few tasks observed terminal from their serving node:
+// the state and result must not have changed (invariant 2), and the group
+// must still exist (invariant 1).
+func (c *checker) sample(k int) {
+	for range min(k, len(c.terminal)) {
+		t := c.terminal[c.s.rng.IntN(len(c.terminal))]
+		if nd := c.s.serving(t.g.id); nd != nil {
+			c.reread(nd, t)
+		}
+		if c.s.viol != nil {
+			return
+		}
+	}
+}
+
+// reread checks t on nd and returns its view's attempts (-1 if unreadable).
+func (c *checker) reread(nd *simNode, t *taskRec) int {
+	v, err := nd.n.Task(t.id)
+	switch {
+	case errors.Is(err, shard.ErrNotFound):
+		c.lost++
+		c.s.fail(invLost, fmt.Sprintf("n%d: %s of acknowledged group %s is gone", nd.idx, t.id, t.g.id))
+		return -1
+	case err != nil:
+		return -1
+	case t.state != 0 && v.State != t.state:
+		c.doubleAcc++
+		c.s.fail(invOutcome, fmt.Sprintf("n%d: %s reads %v, observed %v at %v", nd.idx, t.id, v.State, t.state, t.at))
+	case t.hasResult && !bytes.Equal(v.Result, t.result):
+		c.doubleAcc++
+		c.s.fail(invOutcome, fmt.Sprintf("n%d: result of %s reads %q, observed %q", nd.idx, t.id, v.Result, t.result))
+	}
+	return v.Attempt
+}
+
+// final sweeps every acknowledged task on its serving node: state, result,
+// and a history with at most one accepted outcome per round and nothing
+// after SUCCEEDED or CANCELED. It also counts duplicate executions: runs of
+// a task beyond its finished attempts (at least one).
+func (c *checker) final() {
+	for _, g := range c.order {
+		nd := c.s.serving(g.id)
+		if !g.acked || nd == nil {
+			continue
+		}
+		for _, t := range g.tasks {
+			attempts := c.reread(nd, t)
+			if c.s.viol != nil {
+				return
+			}
+			if attempts < 0 {
+				continue
+			}
+			c.dupExec += max(0, t.runs-max(attempts, 1))
+			evs, err := nd.n.TaskEvents(t.id)
+			if err != nil {
+				continue
+			}
+			if msg := checkHistory(evs); msg != "" {
+				c.doubleAcc++
+				c.s.fail(invOutcome, fmt.Sprintf("n%d: history of %s: %s", nd.idx, t.id, msg))
+				return
+			}
+		}
+	}
+}
+
+// checkHistory returns what is wrong with a task's history, or "".
+func checkHistory(evs []shard.TaskEvent) string {
+	outcomes := map[shard.Round]int{}
+	final := shard.EventType(0)
+	for _, e := range evs {
+		switch e.Type {
+		case shard.EvLeased, shard.EvSucceeded, shard.EvFailed, shard.EvCanceled:
+			if final != 0 {
+				return fmt.Sprintf("%v (round %d) after %v", e.Type, e.Round, final)
+			}
+		}
+		switch e.Type {
+		case shard.EvSucceeded, shard.EvFailed:
+			if outcomes[e.Round]++; outcomes[e.Round] > 1 {
+				return fmt.Sprintf("two accepted outcomes in round %d", e.Round)
+			}
+			if e.Type == shard.EvSucceeded {
+				final = e.Type
+			}
+		case shard.EvCanceled:
+			final = e.Type
+		}
+	}
+	return ""
+}
+
+// liveness fails the run when the oldest unfinished group has been
+// acknowledged (or submitted, if never acknowledged) for longer than the
+// bound since the faults healed.
+func (c *checker) liveness() {
+	for c.head < len(c.order) && c.order[c.head].left == 0 {
+		c.head++
+	}
+	if c.head == len(c.order) {
+		return
+	}
+	g := c.order[c.head]
+	since, what := max(g.submitAt, c.s.healAt), "submitted (never acknowledged)"
+	if g.acked {
+		since, what = max(g.ackAt, c.s.healAt), "acknowledged"
+	}
+	if c.s.now-since > c.s.cfg.Liveness {
+		c.s.fail(invLiveness, fmt.Sprintf("group %s %s at %v is not finished %v after the faults healed (at %v): %s",
+			g.id, what, g.ackAt, c.s.cfg.Liveness, c.s.healAt, c.stuck(g)))
+	}
+}
+
+// stuck describes up to five unfinished tasks of g.
+func (c *checker) stuck(g *groupRec) string {
+	nd := c.s.serving(g.id)
+	var out []string
+	for _, t := range g.tasks {
+		if t.state != 0 || len(out) == 5 {
+			continue
+		}
+		st := "unreadable"
+		if nd != nil {
+			if v, err := nd.n.Task(t.id); err == nil {
+				st = fmt.Sprintf("%v round %d attempt %d holder %s", v.State, v.Round, v.Attempt, v.Holder)
+				for _, d := range v.Deps {
+					if dv, err := nd.n.Task(d); err == nil {
+						st += fmt.Sprintf(" [dep %s %v round %d holder %s]", d, dv.State, dv.Round, dv.Holder)
+					}
+				}
+			} else {
+				st = err.Error()
+			}
+		}
+		out = append(out, fmt.Sprintf("%s %s", t.id, st))
+	}
+	return strings.Join(out, "; ")
+}
