@@ -342,12 +342,19 @@ func (m *mesh) tickPartition(p *partition) {
 		p.campaignAt = time.Time{}
 		return
 	}
-	if want != self {
-		return
+	if !slices.Contains(p.conf.GetVoters(), m.n.raftID) {
+		return // a learner does not campaign
 	}
 	if p.campaignAt.IsZero() {
-		// Seeded jitter, so that peers that disagree briefly do not duel.
-		p.campaignAt = m.n.now.Add(time.Duration(m.n.cfg.Rand.Int64N(int64(300 * time.Millisecond))))
+		// The preferred owner goes first, after a seeded jitter so that
+		// peers that briefly disagree do not duel. Any other voter follows
+		// later: the preferred owner's log may be behind the others' (its
+		// vote is then refused), and a partition must not stay leaderless.
+		delay := time.Duration(m.n.cfg.Rand.Int64N(int64(300 * time.Millisecond)))
+		if want != self {
+			delay += campaignFallback + time.Duration(m.n.cfg.Rand.Int64N(int64(campaignFallback)))
+		}
+		p.campaignAt = m.n.now.Add(delay)
 		return
 	}
 	if !m.n.now.Before(p.campaignAt) {
@@ -356,6 +363,10 @@ func (m *mesh) tickPartition(p *partition) {
 		m.n.markDirty(p.id)
 	}
 }
+
+// campaignFallback is how long a voter that is not the preferred owner
+// waits before campaigning for a leaderless partition.
+const campaignFallback = 1500 * time.Millisecond
 
 func (m *mesh) caughtUp(p *partition, id string) bool {
 	if !m.live(id) {

@@ -1,0 +1,121 @@
+package peer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/needle-mesh/needle/peer/api"
+)
+
+// meshPeer is a real peer (Badger in a temp dir, libp2p on loopback, HTTP)
+// run inside the test process.
+type meshPeer struct {
+	p      *Peer
+	c      *api.Client
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startMeshPeer(t *testing.T, dir string, join []string) *meshPeer {
+	t.Helper()
+	p, err := New(Config{DataDir: dir, HTTPAddr: "127.0.0.1:0", Slots: 2, Partitions: 32,
+		Listen: []string{"/ip4/127.0.0.1/tcp/0"}, Join: join,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	mp := &meshPeer{p: p, cancel: cancel, done: make(chan error, 1)}
+	go func() { mp.done <- p.Run(ctx) }()
+	<-p.Ready()
+	mp.c = &api.Client{BaseURL: "http://" + p.Addr()}
+	t.Cleanup(mp.stop)
+	return mp
+}
+
+func (mp *meshPeer) stop() {
+	if mp.cancel == nil {
+		return
+	}
+	mp.cancel()
+	<-mp.done
+	mp.cancel = nil
+}
+
+// waitFor polls cond until it holds or the deadline passes: the mesh forms
+// over real heartbeats, so there is no single event to wait on.
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a condition, not standing in for one
+	}
+}
+
+// TestMeshRealPeers runs three real peers on loopback: they form a mesh,
+// replicate every partition three ways, spread leadership, and serve a
+// submission through any peer; when a peer stops, the others take over its
+// partitions and finish the work.
+func TestMeshRealPeers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real libp2p mesh")
+	}
+	p1 := startMeshPeer(t, t.TempDir(), nil)
+	join := []string{p1.p.host.Addrs()[0]}
+	p2 := startMeshPeer(t, t.TempDir(), join)
+	p3 := startMeshPeer(t, t.TempDir(), join)
+	peers := []*meshPeer{p1, p2, p3}
+	waitFor(t, "3 replicas of every partition, leadership on every peer", 30*time.Second, func() bool {
+		for _, mp := range peers {
+			var st Stats
+			_ = mp.p.read(t.Context(), func(n *Node) error { st = n.Stats(); return nil })
+			if st.Voter != 32 || st.Leading == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	ctx := t.Context()
+	var groups []string
+	for i := range 6 {
+		body := fmt.Sprintf(`{"mode":"parallel","tasks":[{"handler":"echo","payload":%d},{"handler":"sleep","payload":{"ms":50}}]}`, i)
+		res, err := peers[i%3].c.SubmitGroupJSON(ctx, []byte(body))
+		if err != nil {
+			t.Fatalf("submit through peer %d: %v", i%3, err)
+		}
+		groups = append(groups, res.Group)
+	}
+	for _, g := range groups {
+		gv, err := p2.c.GetGroup(ctx, g, 10*time.Second)
+		if err != nil || gv.State != "SUCCEEDED" {
+			t.Fatalf("group %s through p2 = %+v, %v", g, gv, err)
+		}
+	}
+	p3.stop()
+	for i := range 6 {
+		body := fmt.Sprintf(`{"mode":"parallel","tasks":[{"handler":"echo","payload":%d}]}`, i)
+		var res *api.SubmitGroupResponse
+		waitFor(t, "a submission after p3 stopped", 15*time.Second, func() bool {
+			var err error
+			res, err = p1.c.SubmitGroupJSON(ctx, []byte(body))
+			return err == nil
+		})
+		g, err := p1.c.GetGroup(ctx, res.Group, 15*time.Second)
+		if err != nil || g.State != "SUCCEEDED" {
+			t.Fatalf("group %s after p3 stopped = %+v, %v", res.Group, g, err)
+		}
+	}
+	var tk *api.Task
+	tk, err := p1.c.GetTask(ctx, groups[0]+".0", 0)
+	if err != nil || string(tk.Result) != "0" {
+		t.Fatalf("old result after failover = %+v, %v", tk, err)
+	}
+	_ = json.Valid
+}
