@@ -33,6 +33,14 @@ func (b backend) Submit(ctx context.Context, spec *shard.GroupSpec) (api.SubmitR
 	if spec.Trace == "" {
 		spec.Trace = randomHex(8)
 	}
+	var r api.SubmitResult
+	// The group id is fixed before the first try, so a retry after an
+	// owner change cannot create a second group.
+	err := retryUnavailable(ctx, func() (err error) { r, err = b.submit(ctx, spec); return err })
+	return r, err
+}
+
+func (b backend) submit(ctx context.Context, spec *shard.GroupSpec) (api.SubmitResult, error) {
 	to, err := b.p.route(ctx, spec.ID)
 	if err != nil || to == "" {
 		if err != nil {
@@ -48,6 +56,12 @@ func (b backend) Submit(ctx context.Context, spec *shard.GroupSpec) (api.SubmitR
 }
 
 func (b backend) Task(ctx context.Context, id shard.TaskID, wait time.Duration) (shard.TaskView, error) {
+	var v shard.TaskView
+	err := retryUnavailable(ctx, func() (err error) { v, err = b.task(ctx, id, wait); return err })
+	return v, err
+}
+
+func (b backend) task(ctx context.Context, id shard.TaskID, wait time.Duration) (shard.TaskView, error) {
 	to, err := b.p.route(ctx, id.Group())
 	if err != nil || to == "" {
 		if err != nil {
@@ -63,6 +77,12 @@ func (b backend) Task(ctx context.Context, id shard.TaskID, wait time.Duration) 
 }
 
 func (b backend) Group(ctx context.Context, id shard.GroupID, wait time.Duration) (shard.GroupView, error) {
+	var v shard.GroupView
+	err := retryUnavailable(ctx, func() (err error) { v, err = b.group(ctx, id, wait); return err })
+	return v, err
+}
+
+func (b backend) group(ctx context.Context, id shard.GroupID, wait time.Duration) (shard.GroupView, error) {
 	to, err := b.p.route(ctx, id)
 	if err != nil || to == "" {
 		if err != nil {
@@ -104,6 +124,10 @@ func (b backend) CancelGroup(ctx context.Context, id shard.GroupID, by string) (
 }
 
 func (b backend) cancel(ctx context.Context, g shard.GroupID, t shard.TaskID, by string) error {
+	return retryUnavailable(ctx, func() error { return b.tryCancel(ctx, g, t, by) })
+}
+
+func (b backend) tryCancel(ctx context.Context, g shard.GroupID, t shard.TaskID, by string) error {
 	to, err := b.p.route(ctx, g)
 	if err != nil || to == "" {
 		if err != nil {
@@ -230,4 +254,31 @@ func mapErr(err error) error {
 		return errors.Join(api.ErrUnavailable, err)
 	}
 	return err
+}
+
+// contextWithTimeout bounds an internal query of the loop.
+func contextWithTimeout(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(parent, 2*time.Second)
+}
+
+// retryUnavailable retries f while it fails with unavailable: leadership
+// moves for a moment after a peer joins, dies or comes back, and the next
+// try routes to the new owner. It gives up after about a second, or when
+// ctx ends, and returns the last error.
+func retryUnavailable(ctx context.Context, f func() error) error {
+	delay := 25 * time.Millisecond
+	for try := 0; ; try++ {
+		err := f()
+		if err == nil || try == 5 || !errors.Is(err, api.ErrUnavailable) {
+			return err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		delay *= 2
+	}
 }

@@ -19,6 +19,7 @@ func (p *Peer) httpHandler() http.Handler {
 		Token:   p.cfg.Token,
 		Metrics: promhttp.HandlerFor(p.metrics.reg, promhttp.HandlerOpts{}),
 		Logger:  p.log,
+		Ready:   p.readiness,
 	}))
 	mux.Handle("GET /v1/peers", p.requireToken(http.HandlerFunc(p.servePeers)))
 	mux.Handle("POST /v1/peers/{id}/forget", p.requireToken(http.HandlerFunc(p.serveForget)))

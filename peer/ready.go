@@ -211,6 +211,9 @@ type snapReport struct {
 
 func (n *Node) softState(p *partition, ss *raft.SoftState) {
 	leader := ss.RaftState == raft.StateLeader
+	if DebugHook != nil {
+		DebugHook(fmt.Sprintf("%s p%d softstate %v lead=%x term=%d", n.cfg.ID, p.id, ss.RaftState, ss.Lead, p.rn.BasicStatus().Term))
+	}
 	if leader == p.leader {
 		return
 	}
@@ -270,6 +273,9 @@ func (n *Node) maybeServe(p *partition, term uint64) {
 		return
 	}
 	p.serving = true
+	if DebugHook != nil {
+		DebugHook(fmt.Sprintf("%s p%d serving term=%d", n.cfg.ID, p.id, term))
+	}
 	p.shard.SetLeader(true, n.now)
 	// Leases held by a former run of this peer, or by a dead peer, cannot
 	// be confirmed: they run again in the next round.
@@ -306,3 +312,6 @@ func (n *Node) dropAborted() {
 	}
 	n.rd.Run = runs
 }
+
+// DebugHook is a temporary debugging aid.
+var DebugHook func(string)
