@@ -186,13 +186,17 @@ func failHandler(_ context.Context, c Call) ([]byte, error) {
 
 // decodePayload strictly decodes a JSON object payload into v (unknown
 // fields and trailing data are errors). Its errors are permanent and name
-// the handler and, where known, the field.
+// the handler and, where known, the field. sleep and fail, whose result is
+// their payload, accept unknown fields: callers tag payloads with their own
+// data.
 func decodePayload(handler string, payload []byte, v any) error {
 	if len(bytes.TrimSpace(payload)) == 0 {
 		return Permanent(fmt.Errorf("%s: payload is empty; want a JSON object", handler))
 	}
 	dec := json.NewDecoder(bytes.NewReader(payload))
-	dec.DisallowUnknownFields()
+	if handler != "sleep" && handler != "fail" {
+		dec.DisallowUnknownFields()
+	}
 	err := dec.Decode(v)
 	if err == nil && dec.More() {
 		err = errors.New("trailing data after the JSON object")

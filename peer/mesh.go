@@ -61,6 +61,7 @@ type mesh struct {
 	preferred []ring.PeerID // per partition, over live members
 	prefDirty bool
 	lastBeat  time.Time
+	lastReady int // READY count in the last heartbeat
 	lastSend  time.Time
 	outbox    map[string]OutcomeMsg // key task@round
 	acks      map[string][]AckMsg   // acks to send after commit, by partition/task key
@@ -194,15 +195,37 @@ func (m *mesh) tick(now time.Time) {
 	if m.prefDirty {
 		m.computePreferred()
 	}
-	if now.Sub(m.lastBeat) >= cfg.HeartbeatEvery {
+	if now.Sub(m.lastBeat) >= cfg.HeartbeatEvery || m.loadJumped(now) {
 		m.lastBeat = now
-		m.n.rd.Gossip = append(m.n.rd.Gossip, m.heartbeat())
+		hb := m.heartbeat()
+		m.lastReady = hb.Heartbeat.Load.Ready
+		m.n.rd.Gossip = append(m.n.rd.Gossip, hb)
 	}
 	if len(m.outbox) > 0 && now.Sub(m.lastSend) >= cfg.HeartbeatEvery/2 {
 		m.lastSend = now
 		m.resend()
 	}
 }
+
+// loadJumped reports a large change of this node's READY count since the
+// last heartbeat (work arrived, or ran out): idle peers should not wait a
+// whole heartbeat interval to learn of it (DESIGN.md, W3). Rate-limited.
+func (m *mesh) loadJumped(now time.Time) bool {
+	if now.Sub(m.lastBeat) < eagerBeatEvery {
+		return false
+	}
+	ready := 0
+	for _, p := range m.n.parts {
+		if p != nil && p.serving {
+			ready += p.shard.ReadyLen()
+		}
+	}
+	jump := max(m.n.cfg.Slots, 4)
+	return (ready > 0) != (m.lastReady > 0) || ready-m.lastReady > jump || m.lastReady-ready > jump*4
+}
+
+// eagerBeatEvery bounds the heartbeats sent on load changes.
+const eagerBeatEvery = 50 * time.Millisecond
 
 func (m *mesh) memberIDs() []string { return slices.Sorted(maps.Keys(m.members)) }
 
@@ -328,6 +351,7 @@ func (m *mesh) tickPartition(p *partition) {
 		}
 		if want != "" && want != self && m.caughtUp(p, want) {
 			p.transferAt = m.n.now
+			clear(p.acked) // after an aborted transfer, the lease starts again
 			p.rn.TransferLeader(RaftID(want))
 			m.n.markDirty(p.id)
 			return

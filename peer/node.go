@@ -129,7 +129,8 @@ type Node struct {
 
 	now      time.Time
 	lastTick time.Time
-	busy     int // leases proposed for or held by this peer, at most limit()
+	bootAt   time.Time // when this run started (NewNode), on the node's clock
+	busy     int       // leases proposed for or held by this peer, at most limit()
 	pace     pacer
 	reqSeq   uint64
 	reqs     map[uint64]*request
@@ -179,7 +180,7 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 	n := &Node{
 		cfg: cfg, log: cfg.Logger.With(keyNode, cfg.ID), holder: cfg.ID + "#" + cfg.Boot,
 		raftID: RaftID(cfg.ID), parts: make([]*partition, cfg.Partitions),
-		isDir: make([]bool, cfg.Partitions), now: now, lastTick: now,
+		isDir: make([]bool, cfg.Partitions), now: now, lastTick: now, bootAt: now,
 		reqs: make(map[uint64]*request), running: make(map[shard.TaskID]shard.Round),
 		raftOut: make(map[string][]RaftMsg), started: make(map[shard.TaskID]shard.Round),
 	}
@@ -240,6 +241,7 @@ func (n *Node) Tick(now time.Time) {
 		n.lastTick = now
 	}
 	n.mesh.tick(now)
+	n.maybeSteal() // a backoff may have ended
 	for i, p := range n.parts {
 		if p == nil {
 			continue

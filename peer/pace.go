@@ -1,6 +1,9 @@
 package peer
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // pacer sizes how many leases a peer holds beyond its slots. A lease costs a
 // commit (a Raft round and a WAL sync) before its handler can start; when
@@ -15,6 +18,7 @@ import "time"
 type pacer struct {
 	run    float64 // mean handler run time, ns
 	commit float64 // mean lease commit latency, ns
+	steal  float64 // mean steal round trip (request to grant), ns
 }
 
 const paceWeight = 0.05
@@ -38,12 +42,29 @@ func (p *pacer) committed(d time.Duration) {
 	}
 }
 
+func (p *pacer) stole(d time.Duration) {
+	if d >= 0 {
+		p.steal = ewma(p.steal, max(d, time.Microsecond))
+	}
+}
+
 // ahead returns how many leases to hold beyond slots, capped at
-// slots*factor.
+// slots*factor: slots * commit/run, rounded up (a slot that finishes must
+// find its next lease already committed).
 func (p *pacer) ahead(slots, factor int) int {
-	if p.run == 0 || p.commit == 0 || factor <= 0 {
+	return p.extra(p.commit, slots, factor)
+}
+
+// stealAhead is ahead for stolen work: the latency to hide is the steal's
+// round trip (request, victim's commit, grant).
+func (p *pacer) stealAhead(slots, factor int) int {
+	return p.extra(p.steal, slots, factor)
+}
+
+func (p *pacer) extra(latency float64, slots, factor int) int {
+	if p.run == 0 || latency == 0 || factor <= 0 || slots <= 0 {
 		return 0
 	}
-	n := int(float64(slots) * p.commit / p.run)
+	n := int(math.Ceil(float64(slots) * latency / p.run))
 	return min(n, slots*factor)
 }

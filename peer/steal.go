@@ -26,6 +26,7 @@ type stealer struct {
 	owed    map[shard.TaskID]string // leases proposed for a thief, by task
 	grants  map[string][]Grant      // grants to send with the next Ready, by thief
 	refuse  []string                // thieves to answer with a refusal
+	askedAt time.Time               // when the last steal request went out
 	enabled bool
 }
 
@@ -62,10 +63,17 @@ func (n *Node) maybeSteal() {
 		return
 	}
 	self := n.load()
-	victim, want, ok := n.steal.t.Next(n.now, steal.Load{Peer: n.cfg.ID, Ready: self.Ready, Running: self.Running, Slots: self.Slots, At: n.now})
+	// Capacity counts the slots plus the leases that hide a steal's round
+	// trip (Little's law on measured averages): a thief asks again before
+	// its last task ends, and long tasks stay with the victim instead of
+	// waiting in a thief's queue.
+	capacity := n.cfg.Slots + n.pace.stealAhead(n.cfg.Slots, n.cfg.LeaseAhead)
+	victim, want, ok := n.steal.t.Next(n.now, steal.Load{Peer: n.cfg.ID, Ready: self.Ready, Running: self.Running, Slots: capacity, At: n.now})
 	if !ok {
 		return
 	}
+	want = min(want, max(capacity-self.Running, 1))
+	n.steal.askedAt = n.now
 	n.stats.StealsAsked++
 	n.rd.Messages = append(n.rd.Messages, Envelope{To: victim, Msg: Message{Type: MsgStealReq, From: n.cfg.ID, Want: want, Load: self}})
 }
@@ -158,6 +166,7 @@ func (n *Node) stepGrant(from string, m Message) {
 		n.stats.StealsRefused++
 		return
 	}
+	n.pace.stole(n.now.Sub(n.steal.askedAt))
 	for _, g := range m.Grants {
 		if g.Timeout <= 0 || !n.claim(g.Task, g.Round) {
 			continue // a duplicate or late grant, or one this replica already started

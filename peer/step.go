@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/needle-mesh/needle/ring"
 	"github.com/needle-mesh/needle/shard"
 	"github.com/needle-mesh/needle/wal"
 )
@@ -59,6 +61,7 @@ func (n *Node) stepHeartbeat(from string, hb *Heartbeat) error {
 	mb.load, mb.addrs = hb.Load, hb.Addrs
 	n.mesh.learn(hb, n.now)
 	n.steal.Observe(from, hb.Load, n.now)
+	n.maybeSteal() // an idle peer asks at once, not at its next Ready
 	return nil
 }
 
@@ -74,6 +77,12 @@ func (n *Node) stepRaft(from string, msgs []RaftMsg) error {
 			continue
 		}
 		p := n.parts[rm.Partition]
+		if p != nil && n.leaderLease(p, from, rm.Msg) {
+			continue // ignored, as Raft's CheckQuorum lease would (see leaderLease)
+		}
+		if p != nil {
+			n.renewLease(p, rm.Msg)
+		}
 		if p == nil {
 			var err error
 			if p, err = n.openPartition(int(rm.Partition), wal.PartitionState{}, false); err != nil {
@@ -90,35 +99,146 @@ func (n *Node) stepRaft(from string, msgs []RaftMsg) error {
 	return errors.Join(errs...)
 }
 
+// leaderLease reports whether a (pre-)vote request must be ignored because
+// this replica promised its vote to its leader: Raft's CheckQuorum lease,
+// which needs Raft's election timer (off: needle's failure detector
+// decides elections), done here on the node's clock. A replica that heard
+// from its leader (appends, heartbeats) within DeadAfter votes for no one
+// else, and a replica that restarted votes for no one within a lease
+// window of its boot (it may have answered a leader's heartbeat just
+// before it died). Without this a replica that has not heard from the
+// leader yet (a restarted peer, one behind a partition) wins an election
+// with the votes of replicas that still follow a live leader, and the
+// deposed leader keeps serving reads, unaware, until it hears of the new
+// term: two owners of one partition, the old one answering from a stale
+// state. The leader's side of the promise is leaseHeld. A leadership
+// transfer (its votes carry the transfer context) is the leader's own
+// doing and goes through.
+func (n *Node) leaderLease(p *partition, from string, m *pb.Message) bool {
+	switch m.GetType() {
+	case pb.MsgPreVote, pb.MsgVote:
+	default:
+		return false
+	}
+	if string(m.GetContext()) == campaignTransfer {
+		return false
+	}
+	if n.now.Sub(n.bootAt) < n.leaseWindow() {
+		return true
+	}
+	switch lead := p.rn.BasicStatus().Lead; {
+	case p.leader:
+		return true
+	case lead != raft.None && lead == RaftID(from):
+		return false // the leader itself, restarted: nobody else relies on this vote
+	}
+	// Not only while Lead names the leader: Raft forgets it on any message
+	// of a later term (a failed candidate's), and the leader still counts
+	// on this replica's answer.
+	return !p.leaderHeard.IsZero() && n.now.Sub(p.leaderHeard) < n.cfg.DeadAfter
+}
+
+// leaseWindow is how long a voter's answer lets the leader serve reads: half
+// of DeadAfter, the silence after which that voter may vote for another
+// leader, so that clock drift and message delay stay well inside it.
+func (n *Node) leaseWindow() time.Duration { return n.cfg.DeadAfter / 2 }
+
+// renewLease records both sides of the lease: a follower hearing from a
+// leader of its term or a later one (it follows that leader), a leader a
+// voter's answer in its current term.
+func (n *Node) renewLease(p *partition, m *pb.Message) {
+	term := p.rn.BasicStatus().GetTerm()
+	switch m.GetType() {
+	case pb.MsgApp, pb.MsgHeartbeat, pb.MsgSnap:
+		if m.GetTerm() >= term {
+			p.leaderHeard = n.now
+		}
+	case pb.MsgAppResp, pb.MsgHeartbeatResp:
+		if p.leader && m.GetTerm() == term && p.acked != nil {
+			p.acked[m.GetFrom()] = n.now
+		}
+	}
+}
+
+// leaseHeld reports whether this node may answer reads of partition p from
+// its state: it serves p, is not handing it over, and a majority of the
+// voters (itself included) answered it within the lease window. Until the
+// window passes none of those voters votes for another leader (see
+// leaderLease), so no other peer can have committed anything newer. A
+// leader cut off from its voters stops answering reads before they elect
+// another.
+func (n *Node) leaseHeld(p *partition) bool {
+	if p == nil || !p.serving || p.rn.BasicStatus().LeadTransferee != raft.None {
+		return false
+	}
+	voters := p.conf.GetVoters()
+	ok := 0
+	for _, v := range voters {
+		if v == n.raftID {
+			ok++
+		} else if at, found := p.acked[v]; found && n.now.Sub(at) < n.leaseWindow() {
+			ok++
+		}
+	}
+	return ok > len(voters)/2
+}
+
+// campaignTransfer is the context of the votes of a leadership transfer
+// (raft's unexported campaignTransfer).
+const campaignTransfer = "CampaignTransfer"
+
 // Owner returns the peer that leads a group's partition, as far as this
 // node knows ("" when unknown), so that requests can be routed there.
+//
+// Only a replica of the partition's current configuration knows its leader.
+// A peer that holds no replica, or one that was removed from the replica
+// set (it keeps its stale copy, and its Raft state may not even have
+// applied its own removal: nobody sends it anything any more), names the
+// ring's preferred owner instead, the peer leadership moves to, else a
+// live replica; a removed replica's last known leader may have lost the
+// partition long ago, and requests routed there would fail for good.
 func (n *Node) Owner(g shard.GroupID) string {
-	p := n.parts[n.PartitionOf(g)]
-	if p == nil {
-		if n.mesh.ring == nil {
-			return ""
-		}
-		for _, id := range n.mesh.ring.Replicas(n.PartitionOf(g)) {
-			if n.mesh.live(string(id)) {
-				return string(id) // a replica knows the leader
-			}
+	part := n.PartitionOf(g)
+	p := n.parts[part]
+	if p != nil && p.serving {
+		return n.cfg.ID
+	}
+	if p != nil && n.replica(p) {
+		if id, ok := n.mesh.peerOf(p.rn.BasicStatus().Lead); ok && id != n.cfg.ID {
+			return id
 		}
 		return ""
 	}
-	if p.serving {
-		return n.cfg.ID
+	m := &n.mesh
+	if m.ring == nil {
+		return ""
 	}
-	if id, ok := n.mesh.peerOf(p.rn.BasicStatus().Lead); ok && id != n.cfg.ID {
-		return id
+	if len(m.preferred) > part {
+		if pref := string(m.preferred[part]); pref != "" && pref != n.cfg.ID && m.live(pref) {
+			return pref
+		}
+	}
+	for _, id := range m.ring.Replicas(part) {
+		if string(id) != n.cfg.ID && m.live(string(id)) {
+			return string(id) // a replica knows the leader
+		}
 	}
 	return ""
 }
 
-// Serving reports whether this node serves (leads, caught up) a group's
-// partition.
+// replica reports whether this node is a replica of p's current
+// configuration (a voter or learner that the ring still places there).
+func (n *Node) replica(p *partition) bool {
+	if !slices.Contains(p.conf.GetVoters(), n.raftID) && !slices.Contains(p.conf.GetLearners(), n.raftID) {
+		return false
+	}
+	return n.mesh.ring == nil || n.mesh.ring.IsReplica(p.id, ring.PeerID(n.cfg.ID))
+}
+
+// Serving reports whether this node serves (leads, caught up, and holds the
+// read lease of) a group's partition: its reads are current.
 func (n *Node) Serving(g shard.GroupID) bool {
-	p := n.parts[n.PartitionOf(g)]
-	return p != nil && p.serving
+	return n.leaseHeld(n.parts[n.PartitionOf(g)])
 }
 
 // outboxKey names an outcome in the outbox.
@@ -169,7 +289,7 @@ func (m *mesh) resend() {
 	var remote []OutcomeMsg
 	for _, k := range sortedKeys(m.outbox) {
 		o := m.outbox[k]
-		if m.n.Serving(o.Task.Group()) {
+		if p := m.n.parts[m.n.PartitionOf(o.Task.Group())]; p != nil && p.serving {
 			m.n.stepOutcomes(m.n.cfg.ID, []OutcomeMsg{o})
 			continue
 		}

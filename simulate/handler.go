@@ -11,11 +11,13 @@ import (
 // job is one handler attempt running on a node: it finishes at a time the
 // workload's payload decides, with the outcome drawn when it started.
 type job struct {
-	nd   *simNode
-	gen  int // the node's incarnation that started it
-	run  peer.Run
-	out  shard.Outcome
-	done bool // reported (or aborted and reported)
+	nd      *simNode
+	gen     int // the node's incarnation that started it
+	run     peer.Run
+	out     shard.Outcome
+	dur     time.Duration // how long the handler runs once it has a slot
+	started bool          // has a worker slot (false: queued behind others)
+	done    bool          // reported (or aborted and reported)
 }
 
 // drain hands the node's Readies to the disk, the network, the handlers,
@@ -81,7 +83,7 @@ func (nd *simNode) replyTo(r peer.Reply) {
 		return
 	}
 	delete(nd.reqs, r.Req)
-	nd.s.net.send(nd.idx, nd.s.net.client(), message{reply: &response{req: req, node: nd.idx, reply: r}})
+	nd.s.net.send(nd.idx, nd.s.net.client(), message{reply: &response{req: req, node: nd.idx, sent: nd.s.now, reply: r}})
 }
 
 // startJob starts a handler for a committed lease. The payload says how
@@ -103,9 +105,27 @@ func (nd *simNode) startJob(r peer.Run) {
 		d = r.Timeout
 		o = shard.Outcome{Task: r.Task, Round: r.Round, Error: "timed out", TimedOut: true}
 	}
-	j := &job{nd: nd, gen: nd.gen, run: r, out: o}
+	o.Took = d
+	j := &job{nd: nd, gen: nd.gen, run: r, out: o, dur: d}
 	nd.jobs[r.Task] = j
-	s.after(d, func() { nd.complete(j) })
+	nd.queue = append(nd.queue, j)
+	nd.startQueued()
+}
+
+// startQueued gives queued jobs the node's free worker slots, in order, as
+// the runtime's worker pool does: the Node may hold leases beyond its slots
+// (lease-ahead), and those wait here.
+func (nd *simNode) startQueued() {
+	for nd.active < nd.s.cfg.Slots && len(nd.queue) > 0 {
+		j := nd.queue[0]
+		nd.queue = nd.queue[1:]
+		if j.done {
+			continue
+		}
+		j.started = true
+		nd.active++
+		nd.s.after(j.dur, func() { nd.complete(j) })
+	}
 }
 
 // abortJob cancels a running handler (its task was canceled): it returns at
@@ -127,9 +147,13 @@ func (nd *simNode) complete(j *job) {
 			return
 		}
 		j.done = true
+		if j.started {
+			nd.active--
+		}
 		if nd.jobs[j.run.Task] == j {
 			delete(nd.jobs, j.run.Task)
 		}
+		defer nd.startQueued()
 		err := nd.n.Report(j.out)
 		nd.s.chk.reported(nd, j, err)
 	})

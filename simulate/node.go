@@ -33,8 +33,10 @@ type simNode struct {
 	drainQueued bool     // a drain is scheduled at the current instant
 	held        []func() // inputs that arrived while paused, in order
 
-	jobs map[shard.TaskID]*job // handlers running here
-	reqs map[uint64]*request   // client requests by the Node's request id
+	jobs   map[shard.TaskID]*job // handlers running or queued here
+	queue  []*job                // jobs waiting for a worker slot
+	active int                   // jobs holding a worker slot
+	reqs   map[uint64]*request   // client requests by the Node's request id
 }
 
 // now returns the node's own time.
@@ -76,6 +78,7 @@ func (nd *simNode) start() error {
 	}
 	nd.n, nd.up, nd.paused = n, true, false
 	nd.jobs, nd.reqs = map[shard.TaskID]*job{}, map[uint64]*request{}
+	nd.queue, nd.active = nil, 0
 	nd.scheduleTick(nd.gen)
 	nd.queueDrain()
 	return nil
@@ -93,6 +96,7 @@ func (nd *simNode) stop(lose bool) {
 	nd.up, nd.paused, nd.n, nd.drainQueued = false, false, nil, false
 	nd.gen++
 	nd.held, nd.jobs, nd.reqs = nil, nil, nil
+	nd.queue, nd.active = nil, 0
 }
 
 // restart starts the node again from its disk; once it serves, the checker
