@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	raftpb "go.etcd.io/raft/v3/raftpb"
+
 	"github.com/needle-mesh/needle/peer/p2p"
 	"github.com/needle-mesh/needle/shard"
 	"github.com/needle-mesh/needle/wal"
@@ -130,9 +132,15 @@ func (p *Peer) drainReady() error {
 			p.node.Tick(time.Now()) // a sync took time: timers and pacing see it
 		}
 		rd := p.node.Ready()
+		// Raft messages that do not answer for local state (appends and
+		// heartbeats from a leader, vote requests) go out before the WAL
+		// write, so followers persist in parallel with the leader (Raft
+		// thesis 10.2.1); responses wait for it.
+		late := p.sendEarly(&rd)
 		if err := p.persist(&rd); err != nil {
 			return err
 		}
+		rd.Messages = late
 		p.sendReady(&rd)
 		for _, r := range rd.Run {
 			p.start(r)
@@ -224,15 +232,7 @@ func (p *Peer) stepFrame(f p2p.Frame) {
 // message: Raft retransmits and the outbox re-sends.
 func (p *Peer) sendReady(rd *Ready) {
 	for i := range rd.Messages {
-		e := &rd.Messages[i]
-		b, err := AppendMessage(nil, &e.Msg)
-		if err != nil {
-			p.log.Error("encode message", keyPeer, e.To, keyErr, err)
-			continue
-		}
-		if err := p.host.Send(e.To, b); err != nil {
-			p.metrics.dropped.Inc()
-		}
+		p.sendOne(rd.Messages[i].To, &rd.Messages[i].Msg)
 	}
 	for i := range rd.Gossip {
 		b, err := AppendMessage(nil, &rd.Gossip[i])
@@ -273,5 +273,50 @@ func (p *Peer) dialMembers(ctx context.Context) {
 				}
 			}
 		}(m.ID, m.Addrs)
+	}
+}
+
+// sendEarly sends the Raft messages of rd that may leave before its entries
+// are durable, and returns the envelopes still to send after the persist.
+// Those are Raft's responses (append and vote responses: they vouch for
+// local state) and every non-Raft message (outcomes, grants, acks).
+func (p *Peer) sendEarly(rd *Ready) []Envelope {
+	late := make([]Envelope, 0, len(rd.Messages))
+	for _, e := range rd.Messages {
+		if e.Msg.Type != MsgRaft {
+			late = append(late, e)
+			continue
+		}
+		var early, after []RaftMsg
+		for _, rm := range e.Msg.Raft {
+			switch rm.Msg.GetType() {
+			case raftpb.MsgAppResp, raftpb.MsgVoteResp, raftpb.MsgPreVoteResp:
+				after = append(after, rm)
+			default:
+				early = append(early, rm)
+			}
+		}
+		if len(early) > 0 {
+			m := e.Msg
+			m.Raft = early
+			p.sendOne(e.To, &m)
+		}
+		if len(after) > 0 {
+			m := e.Msg
+			m.Raft = after
+			late = append(late, Envelope{To: e.To, Msg: m})
+		}
+	}
+	return late
+}
+
+func (p *Peer) sendOne(to string, m *Message) {
+	b, err := AppendMessage(nil, m)
+	if err != nil {
+		p.log.Error("encode message", keyPeer, to, keyErr, err)
+		return
+	}
+	if err := p.host.Send(to, b); err != nil {
+		p.metrics.dropped.Inc()
 	}
 }

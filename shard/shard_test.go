@@ -490,3 +490,27 @@ func TestRestoreThenReleaseDependents(t *testing.T) {
 		t.Fatalf("dependent on the restored replica = %v; want READY", v.State)
 	}
 }
+
+func TestInitialLeases(t *testing.T) {
+	o := newOwner(t)
+	spec := GroupSpec{ID: "g", Mode: ModeDAG, Tasks: []TaskSpec{
+		echo("a"), {Name: "b", Handler: "echo", Priority: 5}, echo("c", "a"), {Name: "d", Handler: "echo", Delay: time.Second},
+	}}
+	ev, _, err := o.s.Submit(o.now, &spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := InitialLeases(o.now, &spec, 5, "w", time.Minute, time.Second)
+	if len(leases) != 2 || leases[0].Task != "g.1" || leases[1].Task != "g.0" {
+		t.Fatalf("InitialLeases = %+v; want g.1 (priority 5) then g.0", leases)
+	}
+	o.commit(append([]Event{ev}, leases...)...)
+	for id, want := range map[TaskID]State{"g.0": Running, "g.1": Running, "g.2": Pending, "g.3": Waiting} {
+		if got := o.state(id); got != want {
+			t.Errorf("%s = %v; want %v", id, got, want)
+		}
+	}
+	if o.s.ReadyLen() != 0 {
+		t.Errorf("ready queue holds %d; want 0", o.s.ReadyLen())
+	}
+}
