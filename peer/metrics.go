@@ -26,6 +26,11 @@ type metrics struct {
 	walSync    prometheus.Histogram
 	partitions prometheus.Gauge
 	dropped    prometheus.Counter
+	peers      *prometheus.GaugeVec
+	ringEpoch  prometheus.Gauge
+	outbox     prometheus.Gauge
+	protocol   *prometheus.CounterVec // from NodeStats, by event
+	last       NodeStats              // NodeStats at the last observe, for deltas
 }
 
 func newMetrics(p *Peer) *metrics {
@@ -54,9 +59,18 @@ func newMetrics(p *Peer) *metrics {
 			Help: "Partitions this peer leads."}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "needle_messages_dropped_total",
 			Help: "Messages to other peers dropped because their send queue was full."}),
+		peers: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "needle_peers",
+			Help: "Members of the mesh by state, as this peer sees them."}, []string{"state"}),
+		ringEpoch: prometheus.NewGauge(prometheus.GaugeOpts{Name: "needle_ring_epoch",
+			Help: "Version of the ring this peer routes with (bumps on every membership change)."}),
+		outbox: prometheus.NewGauge(prometheus.GaugeOpts{Name: "needle_outbox_outcomes",
+			Help: "Outcomes waiting for their owner's acknowledgement."}),
+		protocol: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "needle_protocol_events_total",
+			Help: "Work-stealing and lease events: steals_asked, steals_granted (tasks received), steals_refused, tasks_granted (to thieves), lease_expiries, stale_outcomes (refused by fencing)."},
+			[]string{"event"}),
 	}
 	m.reg.MustRegister(m.tasks, m.readyQ, m.running, m.slots, m.finished, m.applied, m.outcomes,
-		m.runTimes, m.walSync, m.partitions, m.dropped,
+		m.runTimes, m.walSync, m.partitions, m.dropped, m.peers, m.ringEpoch, m.outbox, m.protocol,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.slots.Set(float64(p.cfg.Slots))
 	return m
@@ -70,6 +84,32 @@ func (m *metrics) observe(n *Node) {
 	m.readyQ.Set(float64(st.Ready))
 	m.running.Set(float64(st.Running))
 	m.partitions.Set(float64(st.Leading))
+	byState := map[PeerState]int{}
+	for _, mb := range n.Members() {
+		byState[mb.State]++
+	}
+	for _, s := range []PeerState{PeerAlive, PeerSuspect, PeerDead} {
+		m.peers.WithLabelValues(s.String()).Set(float64(byState[s]))
+	}
+	m.ringEpoch.Set(float64(n.mesh.epoch))
+	m.outbox.Set(float64(n.OutboxLen()))
+	cur := n.stats
+	for _, c := range []struct {
+		name     string
+		now, was int
+	}{
+		{"steals_asked", cur.StealsAsked, m.last.StealsAsked},
+		{"steals_granted", cur.StealsGranted, m.last.StealsGranted},
+		{"steals_refused", cur.StealsRefused, m.last.StealsRefused},
+		{"tasks_granted", cur.TasksGranted, m.last.TasksGranted},
+		{"lease_expiries", cur.LeaseExpiries, m.last.LeaseExpiries},
+		{"stale_outcomes", cur.StaleOutcomes, m.last.StaleOutcomes},
+	} {
+		if c.now > c.was {
+			m.protocol.WithLabelValues(c.name).Add(float64(c.now - c.was))
+		}
+	}
+	m.last = cur
 }
 
 func (m *metrics) ready(rd *Ready) {

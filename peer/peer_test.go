@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,4 +119,28 @@ func asAPIError(err error, target **api.Error) bool {
 		*target = e
 	}
 	return ok
+}
+
+func TestPeerMetrics(t *testing.T) {
+	p, c, _ := startPeer(t, t.TempDir(), 1)
+	res, err := c.SubmitTask(t.Context(), &api.SubmitTaskRequest{TaskFields: api.TaskFields{Handler: "echo", Payload: json.RawMessage("1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetTask(t.Context(), res.ID, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.read(t.Context(), func(n *Node) error { p.metrics.observe(n); return nil })
+	resp, err := http.Get("http://" + p.Addr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, name := range []string{"needle_tasks{state=\"SUCCEEDED\"} 1", "needle_slots 1", "needle_wal_sync_seconds_count",
+		"needle_peers{state=\"alive\"} 1", "needle_task_run_seconds_count{handler=\"echo\"} 1", "needle_tasks_finished_total{state=\"SUCCEEDED\"} 1"} {
+		if !strings.Contains(string(body), name) {
+			t.Errorf("/metrics lacks %q", name)
+		}
+	}
 }
