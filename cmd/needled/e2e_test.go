@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/needle-mesh/needle/peer/api"
+)
+
+// TestKill9Restart runs the real daemon, kills it with SIGKILL while tasks
+// run, restarts it on the same data dir and checks that every acknowledged
+// task is there and finishes, and that the ones that were RUNNING ran again
+// in a later round.
+func TestKill9Restart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the daemon")
+	}
+	bin := filepath.Join(t.TempDir(), "needled")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	cmd := startDaemon(t, bin, dir, addr)
+	c := &api.Client{BaseURL: "http://" + addr}
+	ctx := t.Context()
+	var ids []string
+	for i := range 40 {
+		res, err := c.SubmitTask(ctx, &api.SubmitTaskRequest{TaskFields: api.TaskFields{
+			Handler: "sleep", Payload: json.RawMessage(fmt.Sprintf(`{"ms":300,"i":%d}`, i))}})
+		if err != nil {
+			t.Fatalf("submit %d: %v", i, err)
+		}
+		ids = append(ids, res.ID)
+	}
+	running := map[string]uint64{}
+	waitUntil(t, "a task RUNNING", func() bool {
+		for _, id := range ids {
+			if tk, err := c.GetTask(ctx, id, 0); err == nil && tk.State == "RUNNING" {
+				running[id] = tk.Round
+			}
+		}
+		return len(running) > 0
+	})
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	startDaemon(t, bin, dir, addr)
+	for _, id := range ids {
+		tk, err := c.GetTask(ctx, id, 30*time.Second)
+		if err != nil || tk.State != "SUCCEEDED" {
+			t.Fatalf("after restart %s = %+v, %v", id, tk, err)
+		}
+		if r, ok := running[id]; ok && tk.Round <= r {
+			t.Errorf("%s was RUNNING in round %d at the kill and finished in round %d; want a later round", id, r, tk.Round)
+		}
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startDaemon(t *testing.T, bin, dir, addr string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, "--data", dir, "--http", addr, "--listen", "/ip4/127.0.0.1/tcp/0", "--slots", "4")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	waitUntil(t, "healthz", func() bool {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return cmd
+}
+
+// waitUntil polls a condition of a separate process (there is no event to
+// wait on across processes), bounded.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s", what)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
