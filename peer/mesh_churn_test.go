@@ -1,0 +1,78 @@
+package peer
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/needle-mesh/needle/wal"
+)
+
+// addNode starts a new joiner in the cluster.
+func (c *cluster) addNode(id string, partitions int) *cnode {
+	cn := &cnode{id: id, log: wal.NewMemory()}
+	c.nodes = append(c.nodes, cn)
+	c.start(cn, partitions)
+	return cn
+}
+
+// voterSets returns, per partition, the voters as seen by its leader.
+func (c *cluster) voterSets(partitions int) [][]string {
+	out := make([][]string, partitions)
+	for _, cn := range c.nodes {
+		if cn.down {
+			continue
+		}
+		for i, p := range cn.n.parts {
+			if p != nil && p.serving {
+				out[i] = cn.n.mesh.voters(p)
+			}
+		}
+	}
+	return out
+}
+
+func TestMeshJoinTakesShare(t *testing.T) {
+	const parts = 16
+	c := newCluster(t, 3, parts)
+	c.run(15 * time.Second)
+	n4 := c.addNode("n4", parts)
+	c.run(30 * time.Second)
+	held := 0
+	for i, vs := range c.voterSets(parts) {
+		if len(vs) != 3 {
+			t.Fatalf("partition %d has voters %v; want 3", i, vs)
+		}
+		if slices.Contains(vs, "n4") {
+			held++
+		}
+	}
+	if held == 0 || len(n4.n.Leading()) == 0 {
+		t.Fatalf("n4 is a voter of %d partitions and leads %d; want a share of both", held, len(n4.n.Leading()))
+	}
+}
+
+func TestMeshForgetMovesReplicas(t *testing.T) {
+	const parts = 16
+	c := newCluster(t, 4, parts)
+	c.run(20 * time.Second)
+	gone := c.node("n4")
+	gone.down = true
+	c.run(5 * time.Second)
+	for _, cn := range c.nodes {
+		if !cn.down {
+			cn.n.Forget("n4")
+		}
+	}
+	c.run(30 * time.Second)
+	for i, vs := range c.voterSets(parts) {
+		if len(vs) != 3 || slices.Contains(vs, "n4") {
+			t.Fatalf("partition %d has voters %v after n4 was forgotten; want 3 without n4", i, vs)
+		}
+	}
+	for _, cn := range c.nodes {
+		if !cn.down && slices.ContainsFunc(cn.n.Members(), func(m MemberInfo) bool { return m.ID == "n4" }) {
+			t.Fatalf("%s still lists n4", cn.id)
+		}
+	}
+}
