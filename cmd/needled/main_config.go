@@ -60,8 +60,12 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.Var(&httpAllow, "http-allow", "URL prefix http tasks may POST to (repeatable)")
 	fs.StringVar(&m.LogFormat, "log-format", m.LogFormat, "log format: text or json")
 	fs.StringVar(&m.LogLevel, "log-level", m.LogLevel, "log level: debug, info, warn, error")
+	config := fs.String("config", "", "config file: one \"flag = value\" per line (# comments; repeat a line for a repeatable flag)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: needled [flags]\n\nEvery flag is also read from NEEDLE_<FLAG> (e.g. NEEDLE_DATA, NEEDLE_HTTP_ALLOW);\nthe API token comes from NEEDLE_API_TOKEN.\n\n")
+		fmt.Fprintf(fs.Output(), "usage: needled [flags]\n\n"+
+			"Every flag is also read from NEEDLE_<FLAG> (e.g. NEEDLE_DATA, NEEDLE_HTTP_ALLOW=a,b)\n"+
+			"and from the --config file; the command line wins over the environment, which\n"+
+			"wins over the file. The API token comes from NEEDLE_API_TOKEN.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -70,22 +74,32 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if err := envFallback(fs, getenv); err != nil {
-		return err
+	set := envFallback(fs, getenv)
+	if set.err != nil {
+		return set.err
+	}
+	if *config != "" {
+		if err := configFile(fs, *config, set.names); err != nil {
+			return err
+		}
 	}
 	c.Token = getenv("NEEDLE_API_TOKEN")
 	c.Listen, c.Join, c.NoSteal = listen, join, !*steal
 	return m.builtins(execAllow, httpAllow)
 }
 
+type flagsSet struct {
+	names map[string]bool // flags given on the command line or in the environment
+	err   error
+}
+
 // envFallback sets every flag not given on the command line from its
-// NEEDLE_* variable.
-func envFallback(fs *flag.FlagSet, getenv func(string) string) error {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var err error
+// NEEDLE_* variable, and returns the flags set either way.
+func envFallback(fs *flag.FlagSet, getenv func(string) string) flagsSet {
+	set := flagsSet{names: map[string]bool{}}
+	fs.Visit(func(f *flag.Flag) { set.names[f.Name] = true })
 	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] || err != nil {
+		if set.names[f.Name] || set.err != nil {
 			return
 		}
 		name := "NEEDLE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
@@ -93,13 +107,43 @@ func envFallback(fs *flag.FlagSet, getenv func(string) string) error {
 		if v == "" {
 			return
 		}
+		set.names[f.Name] = true
 		for _, part := range splitList(f, v) {
 			if e := f.Value.Set(part); e != nil {
-				err = fmt.Errorf("%s=%q: %v", name, v, e)
+				set.err = fmt.Errorf("%s=%q: %v", name, v, e)
 			}
 		}
 	})
-	return err
+	return set
+}
+
+// configFile sets the flags not set yet from a file of "flag = value" lines.
+func configFile(fs *flag.FlagSet, path string, set map[string]bool) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, value, ok := strings.Cut(line, "=")
+		name, value = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(name), "--")), strings.TrimSpace(value)
+		f := fs.Lookup(name)
+		switch {
+		case !ok:
+			return fmt.Errorf("%s:%d: want \"flag = value\", got %q", path, i+1, line)
+		case f == nil || name == "config":
+			return fmt.Errorf("%s:%d: unknown flag %q", path, i+1, name)
+		case set[name]:
+			continue // the command line or the environment wins
+		}
+		if err := f.Value.Set(value); err != nil {
+			return fmt.Errorf("%s:%d: %s: %v", path, i+1, name, err)
+		}
+	}
+	return nil
 }
 
 // splitList splits a repeatable flag's environment value on commas.
