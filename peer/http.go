@@ -30,6 +30,9 @@ func (p *Peer) httpHandler() http.Handler {
 	debug.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	debug.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.Handle("/debug/pprof/", p.requireToken(debug))
+	if p.cfg.RatePerClient > 0 {
+		return newRateLimiter(p.cfg.RatePerClient).wrap(mux)
+	}
 	return mux
 }
 

@@ -71,6 +71,11 @@ type Config struct {
 	ForgetAfter time.Duration
 	// NoSteal turns work stealing off (for comparison).
 	NoSteal bool
+	// TLSCert and TLSKey serve the API over HTTPS when both are set.
+	TLSCert, TLSKey string
+	// RatePerClient bounds API requests per second from one client address
+	// (429 beyond, with a burst of twice the rate). 0 = no limit.
+	RatePerClient float64
 }
 
 // Validate fills defaults and reports the first invalid field.
@@ -115,6 +120,17 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("peer: --replicas %d out of range 1..15", c.Replicas)
 	case c.ForgetAfter < 10*time.Second:
 		return fmt.Errorf("peer: --forget-after %v is under 10s", c.ForgetAfter)
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return errors.New("peer: --tls-cert and --tls-key go together")
+	case c.RatePerClient < 0:
+		return errors.New("peer: --rate must be >= 0")
+	}
+	if c.Token == "" {
+		if addr, changed := loopbackOnly(c.HTTPAddr); changed {
+			c.Logger.Warn("no API token: the API binds to loopback only; set NEEDLE_API_TOKEN to serve other hosts",
+				"asked", c.HTTPAddr, "serving", addr)
+			c.HTTPAddr = addr
+		}
 	}
 	if c.Limits.MaxBody == 0 {
 		c.Limits.MaxBody = 32 << 20
@@ -357,7 +373,13 @@ func (p *Peer) Run(ctx context.Context) error {
 	loopErr := make(chan error, 1)
 	go func() { loopErr <- p.loop(ctx) }()
 	srvErr := make(chan error, 1)
-	go func() { srvErr <- p.srv.Serve(ln) }()
+	go func() {
+		if p.cfg.TLSCert != "" {
+			srvErr <- p.srv.ServeTLS(ln, p.cfg.TLSCert, p.cfg.TLSKey)
+			return
+		}
+		srvErr <- p.srv.Serve(ln)
+	}()
 	close(p.ready)
 	p.host.HandleCall(p.serveCall)
 	p.log.Info("serving", "http", ln.Addr().String(), "slots", p.cfg.Slots, "data", p.cfg.DataDir,
@@ -390,4 +412,20 @@ func (p *Peer) Run(ctx context.Context) error {
 		runErr = nil
 	}
 	return runErr
+}
+
+// loopbackOnly returns addr with its host replaced by 127.0.0.1 unless it
+// already is a loopback address (or "localhost"), and whether it changed.
+func loopbackOnly(addr string) (string, bool) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr, false // the listener reports the error
+	}
+	if host == "localhost" {
+		return addr, false
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return addr, false
+	}
+	return net.JoinHostPort("127.0.0.1", port), true
 }
