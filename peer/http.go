@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/needle-mesh/needle/peer/api"
+	"github.com/needle-mesh/needle/peer/dash"
 )
 
 func (p *Peer) httpHandler() http.Handler {
@@ -21,6 +22,9 @@ func (p *Peer) httpHandler() http.Handler {
 		Logger:  p.log,
 		Ready:   p.readiness,
 	}))
+	ui := dash.Handler()
+	mux.Handle("GET /{$}", ui)
+	mux.Handle("GET /dash/", ui)
 	mux.Handle("GET /v1/peers", p.requireToken(http.HandlerFunc(p.servePeers)))
 	mux.Handle("POST /v1/peers/{id}/forget", p.requireToken(http.HandlerFunc(p.serveForget)))
 	debug := http.NewServeMux()
