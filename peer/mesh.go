@@ -327,6 +327,14 @@ func (m *mesh) owner(p *partition) string {
 // transferWait bounds a leadership transfer before it is aborted.
 const transferWait = time.Second
 
+// transferHold is how long a new leader keeps a partition before it hands
+// it to the preferred owner. Peers that disagree on who is alive (a link
+// cut between two of them, both reaching a third) disagree on the
+// preferred owner, and each handed leadership to the other as soon as it
+// got it, every few Raft ticks, for as long as the cut lasted: proposals
+// refused and reads unavailable throughout.
+const transferHold = 3 * time.Second
+
 // confWait bounds the wait for a proposed replica change to apply (Raft
 // may drop it) before the next is tried.
 const confWait = 2 * time.Second
@@ -349,7 +357,7 @@ func (m *mesh) tickPartition(p *partition) {
 			}
 			return
 		}
-		if want != "" && want != self && m.caughtUp(p, want) {
+		if want != "" && want != self && m.n.now.Sub(p.leadSince) >= transferHold && m.caughtUp(p, want) {
 			p.transferAt = m.n.now
 			clear(p.acked) // after an aborted transfer, the lease starts again
 			p.rn.TransferLeader(RaftID(want))
@@ -378,7 +386,10 @@ func (m *mesh) tickPartition(p *partition) {
 		if want != self {
 			delay += campaignFallback + time.Duration(m.n.cfg.Rand.Int64N(int64(campaignFallback)))
 		}
-		p.campaignAt = m.n.now.Add(delay)
+		// A restarted peer may have answered the leader's heartbeat just
+		// before it died, and its vote for itself would break that
+		// promise (see leaderLease): it waits out the lease window.
+		p.campaignAt = later(m.n.now.Add(delay), m.n.bootAt.Add(m.n.leaseWindow()))
 		return
 	}
 	if !m.n.now.Before(p.campaignAt) {
@@ -386,6 +397,13 @@ func (m *mesh) tickPartition(p *partition) {
 		_ = p.rn.Campaign()
 		m.n.markDirty(p.id)
 	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // campaignFallback is how long a voter that is not the preferred owner

@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -18,6 +19,8 @@ type cluster struct {
 	now   time.Time
 	nodes []*cnode
 	runs  map[string][]Run
+	cuts  map[[2]string]bool // links that drop every message (both directions)
+	check func()             // run after every step, when set
 }
 
 type cnode struct {
@@ -32,7 +35,7 @@ type cnode struct {
 }
 
 func newCluster(tb testing.TB, size, partitions int) *cluster {
-	c := &cluster{tb: tb, now: time.Unix(1_700_000_000, 0).UTC(), runs: map[string][]Run{}}
+	c := &cluster{tb: tb, now: time.Unix(1_700_000_000, 0).UTC(), runs: map[string][]Run{}, cuts: map[[2]string]bool{}}
 	for i := range size {
 		cn := &cnode{id: fmt.Sprintf("n%d", i+1), log: wal.NewMemory(), founder: i == 0}
 		c.nodes = append(c.nodes, cn)
@@ -104,6 +107,22 @@ func (c *cluster) step(d time.Duration) {
 		}
 		c.drain(cn)
 	}
+	if c.check != nil {
+		c.check()
+	}
+}
+
+// cut drops (or, with on false, delivers again) every message between a
+// and b.
+func (c *cluster) cut(a, b string, on bool) {
+	c.cuts[[2]string{a, b}], c.cuts[[2]string{b, a}] = on, on
+}
+
+// deliver queues a message unless the receiver is down or the link is cut.
+func (c *cluster) deliver(from string, to *cnode, e Envelope) {
+	if to != nil && !to.down && !c.cuts[[2]string{from, to.id}] {
+		to.inbox = append(to.inbox, e)
+	}
 }
 
 func (c *cluster) drain(cn *cnode) {
@@ -119,14 +138,12 @@ func (c *cluster) drain(cn *cnode) {
 			_ = cn.log.Sync()
 		}
 		for _, e := range rd.Messages {
-			if to := c.node(e.To); to != nil && !to.down {
-				to.inbox = append(to.inbox, e)
-			}
+			c.deliver(cn.id, c.node(e.To), e)
 		}
 		for _, g := range rd.Gossip {
 			for _, to := range c.nodes {
-				if to != cn && !to.down {
-					to.inbox = append(to.inbox, Envelope{To: to.id, Msg: g})
+				if to != cn {
+					c.deliver(cn.id, to, Envelope{To: to.id, Msg: g})
 				}
 			}
 		}
@@ -245,4 +262,195 @@ func TestMeshFailover(t *testing.T) {
 		}
 	}
 	_ = slices.Contains[[]string]
+}
+
+// servers returns, per partition, the nodes that answer reads for it.
+func (c *cluster) servers(part int) []string {
+	var out []string
+	for _, cn := range c.nodes {
+		if !cn.down && cn.n.leaseHeld(cn.n.parts[part]) {
+			out = append(out, cn.id)
+		}
+	}
+	return out
+}
+
+// oneServer makes every step check that no partition has two nodes
+// answering reads (one of them would answer from a stale state).
+func (c *cluster) oneServer(parts int) {
+	c.check = func() {
+		for p := range parts {
+			if s := c.servers(p); len(s) > 1 {
+				c.tb.Fatalf("at %v partition %d is served by %v", c.now, p, s)
+			}
+		}
+	}
+}
+
+// ledBy returns a partition led by id and a voter of it that is not id.
+func (c *cluster) ledBy(id string, parts int) (part int, follower string) {
+	c.tb.Helper()
+	lead := c.node(id)
+	for p := range parts {
+		if lead.n.parts[p] == nil || !lead.n.parts[p].serving {
+			continue
+		}
+		for _, v := range lead.n.mesh.voters(lead.n.parts[p]) {
+			if v != id {
+				return p, v
+			}
+		}
+	}
+	c.tb.Fatalf("%s leads no replicated partition (leaders %v)", id, c.leaders())
+	return 0, ""
+}
+
+// A replica that restarts does not know its partitions' leader until it
+// hears from it. It used to campaign at once and win with the vote of a
+// replica that still followed the live leader (nothing in Raft refused it:
+// its election timer, and so CheckQuorum, is off), while the leader, which
+// the restarted peer could not reach, kept serving: two owners, one of
+// them answering reads from a stale state (simulate: seed 7, --faults
+// crash). A replica that follows a leader it heard from within DeadAfter
+// now ignores other candidates.
+func TestMeshRestartedReplicaDoesNotDeposeLiveLeader(t *testing.T) {
+	const parts = 4
+	c := newCluster(t, 3, parts)
+	c.run(15 * time.Second)
+	c.oneServer(parts)
+	part, follower := c.ledBy("n2", parts)
+	f := c.node(follower)
+	f.down = true
+	f.log.Crash()
+	c.cut("n2", follower, true) // the restarted replica cannot reach the leader
+	c.start(f, parts)
+	c.run(8 * time.Second)
+	if s := c.servers(part); len(s) != 1 || s[0] == follower {
+		t.Fatalf("partition %d is served by %v; want one server, not the restarted %s", part, s, follower)
+	}
+	c.cut("n2", follower, false)
+	c.run(5 * time.Second)
+	if s := c.servers(part); len(s) != 1 {
+		t.Fatalf("partition %d is served by %v after the cut healed", part, s)
+	}
+}
+
+// A leader cut off from its replicas used to keep answering reads (and
+// ?wait= long-polls) for as long as it did not hear of the new term, while
+// the others elected a leader and moved on: a client saw a task SUCCEEDED
+// on the new owner, then READY on the old one (simulate: seed 339). A
+// leader now answers reads only while a majority of its voters answered it
+// within half of DeadAfter, and they vote for no one else for DeadAfter.
+func TestMeshIsolatedLeaderStopsServingReads(t *testing.T) {
+	const parts = 4
+	c := newCluster(t, 3, parts)
+	c.run(15 * time.Second)
+	c.oneServer(parts)
+	part, _ := c.ledBy("n1", parts)
+	g := groupIn(t, c.node("n1").n, part)
+	for _, other := range []string{"n2", "n3"} {
+		c.cut("n1", other, true)
+	}
+	c.run(c.node("n1").n.leaseWindow() + 100*time.Millisecond)
+	if _, err := c.node("n1").n.GroupState(g); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("isolated leader reads %s: err %v; want ErrUnavailable", g, err)
+	}
+	c.run(8 * time.Second)
+	if s := c.servers(part); len(s) != 1 || s[0] == "n1" {
+		t.Fatalf("partition %d is served by %v; want one of n2, n3", part, s)
+	}
+	for _, other := range []string{"n2", "n3"} {
+		c.cut("n1", other, false)
+	}
+	c.run(15 * time.Second)
+	if s := c.servers(part); len(s) != 1 {
+		t.Fatalf("partition %d is served by %v after the cut healed", part, s)
+	}
+}
+
+// A peer removed from a partition's replica set keeps its copy, and its
+// Raft state still names the leader of the day (nobody tells it anything
+// any more, it may not even have applied its own removal). Owner used to
+// return that leader forever: once it died or lost the partition, requests
+// and outcomes routed through the removed peer went to a peer that could
+// never answer (simulate: --peers 5 seeds 39, 197). Owner now names the
+// ring's preferred owner for a partition this peer is not a replica of.
+func TestMeshRemovedReplicaRoutesToOwner(t *testing.T) {
+	const parts = 8
+	c := newCluster(t, 4, parts)
+	c.run(30 * time.Second)
+	n1 := c.node("n1").n
+	part := -1
+	for p := range parts {
+		if n1.parts[p] != nil && !n1.replica(n1.parts[p]) && len(c.servers(p)) == 1 {
+			part = p
+			break
+		}
+	}
+	if part < 0 {
+		t.Fatalf("n1 was removed from no partition")
+	}
+	g := groupIn(t, n1, part)
+	victim := c.node(c.servers(part)[0])
+	victim.down = true
+	victim.log.Crash()
+	c.run(15 * time.Second)
+	s := c.servers(part)
+	if len(s) != 1 {
+		t.Fatalf("partition %d is served by %v after %s died", part, s, victim.id)
+	}
+	for _, cn := range c.nodes {
+		if cn.down || cn.id == s[0] {
+			continue
+		}
+		if o := cn.n.Owner(g); o != s[0] {
+			t.Errorf("%s: Owner(%s) = %q; want %s, which serves partition %d", cn.id, g, o, s[0], part)
+		}
+	}
+}
+
+// groupIn returns a group id that falls in partition part.
+func groupIn(t *testing.T, n *Node, part int) shard.GroupID {
+	t.Helper()
+	for i := range 100_000 {
+		if g := shard.GroupID(fmt.Sprint("g", i)); n.PartitionOf(g) == part {
+			return g
+		}
+	}
+	t.Fatalf("no group id in partition %d", part)
+	return ""
+}
+
+// Two peers that cannot reach each other but both reach a third disagree on
+// who is alive, hence on each partition's preferred owner. Each handed the
+// partitions to the other as soon as it got them, every few Raft ticks for
+// as long as the cut lasted; a new leader now keeps a partition for
+// transferHold first.
+func TestMeshCutLinkDoesNotPingPongLeadership(t *testing.T) {
+	const parts = 8
+	c := newCluster(t, 3, parts)
+	c.run(15 * time.Second)
+	c.oneServer(parts)
+	c.cut("n1", "n2", true)
+	last := make([]string, parts)
+	moves := 0
+	c.check = func() {
+		for p := range parts {
+			s := c.servers(p)
+			if len(s) > 1 {
+				t.Fatalf("at %v partition %d is served by %v", c.now, p, s)
+			}
+			if len(s) == 1 && s[0] != last[p] {
+				moves++
+				last[p] = s[0]
+			}
+		}
+	}
+	const cut = 20 * time.Second
+	c.run(cut)
+	// One move per partition to settle, then at most one per transferHold.
+	if limit := parts * (2 + int(cut/transferHold)); moves > limit {
+		t.Fatalf("leadership moved %d times in %v over %d partitions; want at most %d", moves, cut, parts, limit)
+	}
+	t.Logf("%d moves", moves)
 }

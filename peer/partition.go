@@ -27,12 +27,19 @@ type partition struct {
 	leader    bool   // Raft leader now
 	term      uint64 // current term when leader
 	serving   bool   // leader and caught up: may propose from its state
+	// acked is when each voter last answered this leader's appends or
+	// heartbeats in its current term: the read lease (see leaseHeld).
+	acked map[uint64]time.Time
+	// leaderHeard is when this replica last heard from a leader (appends,
+	// heartbeats, snapshots): for DeadAfter it votes for no one else.
+	leaderHeard time.Time
 
 	props      []shard.Event // events to propose as one entry at the next Ready
 	campaignAt time.Time     // when to campaign for a leaderless partition (jitter)
 	confAt     time.Time     // a replica change was proposed then and has not applied
 	forceSnap  bool          // snapshot at the next Advance (after a replica change)
 	transferAt time.Time     // when a leadership transfer was started
+	leadSince  time.Time     // when this node last became leader
 	leasedAt   time.Time     // when this node last proposed local leases here
 }
 

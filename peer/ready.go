@@ -211,14 +211,16 @@ type snapReport struct {
 
 func (n *Node) softState(p *partition, ss *raft.SoftState) {
 	leader := ss.RaftState == raft.StateLeader
-	if DebugHook != nil {
-		DebugHook(fmt.Sprintf("%s p%d softstate %v lead=%x term=%d", n.cfg.ID, p.id, ss.RaftState, ss.Lead, p.rn.BasicStatus().Term))
-	}
 	if leader == p.leader {
 		return
 	}
 	p.leader = leader
 	p.term = p.rn.BasicStatus().GetTerm()
+	p.acked = nil
+	if leader {
+		p.acked = map[uint64]time.Time{}
+		p.leadSince = n.now
+	}
 	if !leader && p.serving {
 		p.serving = false
 		props := p.props
@@ -273,9 +275,6 @@ func (n *Node) maybeServe(p *partition, term uint64) {
 		return
 	}
 	p.serving = true
-	if DebugHook != nil {
-		DebugHook(fmt.Sprintf("%s p%d serving term=%d", n.cfg.ID, p.id, term))
-	}
 	p.shard.SetLeader(true, n.now)
 	// Leases held by a former run of this peer, or by a dead peer, cannot
 	// be confirmed: they run again in the next round.
@@ -312,6 +311,3 @@ func (n *Node) dropAborted() {
 	}
 	n.rd.Run = runs
 }
-
-// DebugHook is a temporary debugging aid.
-var DebugHook func(string)

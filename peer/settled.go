@@ -1,10 +1,6 @@
 package peer
 
-import (
-	"fmt"
-
-	"go.etcd.io/raft/v3"
-)
+import "fmt"
 
 // Unsettled returns how many partitions have no owner this node can route
 // to: not served here, and no live leader known (or, for a partition this
@@ -12,30 +8,13 @@ import (
 // itself ready (GET /healthz) only when this is zero.
 func (n *Node) Unsettled() int {
 	missing := 0
-	for i, p := range n.parts {
-		switch {
-		case p != nil && p.serving:
-		case p != nil:
-			lead, ok := n.mesh.peerOf(p.rn.BasicStatus().Lead)
-			if p.rn.BasicStatus().Lead == raft.None || !ok || lead == n.cfg.ID || !n.mesh.live(lead) {
-				missing++
-			}
-		default:
-			if n.mesh.ring == nil || !n.anyLiveReplica(i) {
-				missing++
-			}
+	for i := range n.parts {
+		owner := n.ownerOf(i)
+		if owner == "" || (owner != n.cfg.ID && !n.mesh.live(owner)) {
+			missing++
 		}
 	}
 	return missing
-}
-
-func (n *Node) anyLiveReplica(part int) bool {
-	for _, id := range n.mesh.ring.Replicas(part) {
-		if string(id) != n.cfg.ID && n.mesh.live(string(id)) {
-			return true
-		}
-	}
-	return false
 }
 
 // readiness is /healthz's check: the loop answers, and every partition has

@@ -197,8 +197,10 @@ const campaignTransfer = "CampaignTransfer"
 // ring's preferred owner instead, the peer leadership moves to, else a
 // live replica; a removed replica's last known leader may have lost the
 // partition long ago, and requests routed there would fail for good.
-func (n *Node) Owner(g shard.GroupID) string {
-	part := n.PartitionOf(g)
+func (n *Node) Owner(g shard.GroupID) string { return n.ownerOf(n.PartitionOf(g)) }
+
+// ownerOf is Owner for a partition.
+func (n *Node) ownerOf(part int) string {
 	p := n.parts[part]
 	if p != nil && p.serving {
 		return n.cfg.ID

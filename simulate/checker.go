@@ -43,7 +43,7 @@ type groupRec struct {
 	submitAt time.Duration
 	acked    bool
 	ackAt    time.Duration
-	ackedBy  *response // the reply that acknowledged it (the network may deliver it twice)
+	created  *response // the reply that said Created (the network may deliver it twice)
 	left     int       // tasks not yet observed terminal
 }
 
@@ -105,7 +105,12 @@ func (c *checker) register(spec *shard.GroupSpec) {
 }
 
 // submitted checks a successful submit reply (invariant 4) and records the
-// acknowledgement (invariant 1 from now on).
+// acknowledgement (invariant 1 from now on). Replies to the copies of one
+// request (a retry, a duplicated request) may arrive in any order once the
+// network reorders, so "created" is judged by when a node sent the reply,
+// not by when it arrived: exactly one reply may say Created, it must not be
+// an answer to a deliberate repeat, and no node may send it after the
+// client saw an acknowledgement (by then the group exists).
 func (c *checker) submitted(o *op, r *response) {
 	g, res := c.groups[o.group], r.reply.Submit
 	want := make([]shard.TaskID, len(g.tasks))
@@ -117,15 +122,21 @@ func (c *checker) submitted(o *op, r *response) {
 		c.s.fail(invIdem, fmt.Sprintf("submit of %s (key %q) answered group %s", o.group, o.spec.Key, res.Group))
 	case !slices.Equal(res.Tasks, want):
 		c.s.fail(invIdem, fmt.Sprintf("submit of %s (key %q) answered tasks %v; want %v", o.group, o.spec.Key, res.Tasks, want))
-	case r == g.ackedBy:
-		// the same reply, duplicated by the network
-	case res.Created && g.acked:
-		c.s.fail(invIdem, fmt.Sprintf("group %s (key %q) created again at n%d after its acknowledgement at %v", o.group, o.spec.Key, r.node, g.ackAt))
-	case res.Created && o.repeat:
+	case !res.Created || r == g.created:
+		// nothing created, or the same reply, duplicated by the network
+	case g.created != nil:
+		c.s.fail(invIdem, fmt.Sprintf("group %s (key %q) created twice: by n%d at %v and by n%d at %v",
+			o.group, o.spec.Key, g.created.node, g.created.sent, r.node, r.sent))
+	case o.repeat:
 		c.s.fail(invIdem, fmt.Sprintf("repeat of key %q created group %s again at n%d", o.spec.Key, o.group, r.node))
+	case g.acked && r.sent > g.ackAt:
+		c.s.fail(invIdem, fmt.Sprintf("group %s (key %q) created again at n%d at %v after its acknowledgement at %v", o.group, o.spec.Key, r.node, r.sent, g.ackAt))
+	}
+	if res.Created && g.created == nil {
+		g.created = r
 	}
 	if !g.acked {
-		g.acked, g.ackAt, g.ackedBy = true, c.s.now, r
+		g.acked, g.ackAt = true, c.s.now
 	}
 }
 
@@ -198,7 +209,9 @@ func (c *checker) run(nd *simNode, r peer.Run) {
 		return
 	}
 	t.runs++
-	if !nd.n.Serving(t.g.id) {
+	// Leading, not Serving: a leader between two read leases still starts
+	// only what its own partition committed, and must be held to it.
+	if !slices.Contains(nd.n.Leading(), nd.n.PartitionOf(t.g.id)) {
 		// A thief's grant can arrive after the task finished elsewhere:
 		// a duplicate execution (at-least-once), refused at the owner.
 		c.steals++

@@ -44,6 +44,7 @@ type request struct {
 type response struct {
 	req   *request
 	node  int
+	sent  time.Duration // when the node sent it
 	reply peer.Reply
 }
 

@@ -71,8 +71,11 @@
 //  3. No start before the dependencies SUCCEEDED (dag deps, the previous
 //     pipeline stage): checker.run, on every Run.
 //  4. Idempotent keys: checker.submitted, on every successful submit reply
-//     (duplicates included): same group, the same task ids, and
-//     Created=false once the group was acknowledged.
+//     (duplicates included): same group, the same task ids, and at most
+//     one reply saying Created, never to a deliberate repeat nor sent
+//     after the acknowledgement. Judged by when the node sent a reply, not
+//     when it arrived: with reordering the creating reply to a request may
+//     arrive after a Created=false reply to its network duplicate.
 //  5. Replicas agree: the hook sim.checkReplicas (mesh.go), empty until the
 //     Node exposes a per-partition digest.
 //

@@ -1,8 +1,8 @@
 package simulate
 
 import (
-	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -36,32 +36,47 @@ func TestDeterministic(t *testing.T) {
 
 // TestSeeds runs a batch of seeds of a small workload under crash, pause
 // and skew on one peer: no invariant may break.
-func TestSeeds(t *testing.T) { seedBatch(t, 1) }
-
-// TestSeedsMesh is the same batch on a mesh of three peers. The mesh is
-// being built: it runs with NEEDLE_SIM_MESH=1 until its seeds pass (see the
-// failing seeds it prints).
-func TestSeedsMesh(t *testing.T) {
-	if os.Getenv("NEEDLE_SIM_MESH") == "" {
-		t.Skip("set NEEDLE_SIM_MESH=1 to run the mesh batch")
-	}
-	seedBatch(t, 3)
+func TestSeeds(t *testing.T) {
+	t.Parallel()
+	seedBatch(t, 1, 50, func(cfg *Config) {})
 }
 
-func seedBatch(t *testing.T, peers int) {
-	{
-		var tot Totals
-		for seed := uint64(1); seed <= 50; seed++ {
-			cfg := small(seed)
-			cfg.Peers, cfg.Tasks = peers, 40
-			r := mustRun(t, cfg)
-			tot.Add(&r)
-			if r.Failed() {
-				t.Errorf("%s\nreplay: %s", r.Violations[0], cfg.ReplayCommand())
-			}
-		}
-		t.Logf("peers %d: %d seeds, %d failing, sim %.0fs in %.2fs wall", peers, tot.Seeds, len(tot.FailingSeeds), tot.SimSeconds, tot.WallSeconds)
+// TestSeedsMesh runs small workloads on meshes of three and five peers
+// under every fault: 300 mixed and 50 w4 seeds on three peers, 100 mixed
+// seeds on five. With TestSeeds that is 500 seeds, about 15 s on 2 cores.
+func TestSeedsMesh(t *testing.T) {
+	t.Parallel()
+	for _, b := range []struct {
+		name         string
+		peers, seeds int
+		workload     string
+	}{
+		{"peers3", 3, 300, "mixed"},
+		{"peers3-w4", 3, 50, "w4"},
+		{"peers5", 5, 100, "mixed"},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			seedBatch(t, b.peers, b.seeds, func(cfg *Config) {
+				cfg.Workload, cfg.Faults = b.workload, slices.Clone(FaultKinds)
+			})
+		})
 	}
+}
+
+func seedBatch(t *testing.T, peers, seeds int, adjust func(*Config)) {
+	var tot Totals
+	for seed := uint64(1); seed <= uint64(seeds); seed++ {
+		cfg := small(seed)
+		cfg.Peers, cfg.Tasks = peers, 40
+		adjust(&cfg)
+		r := mustRun(t, cfg)
+		tot.Add(&r)
+		if r.Failed() {
+			t.Errorf("%s\nreplay: %s", r.Violations[0], cfg.ReplayCommand())
+		}
+	}
+	t.Logf("peers %d: %d seeds, %d failing, sim %.0fs in %.2fs wall", peers, tot.Seeds, len(tot.FailingSeeds), tot.SimSeconds, tot.WallSeconds)
 }
 
 // TestNoSyncLosesGroups seeds a bug (the driver never syncs the WAL): a
