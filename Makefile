@@ -38,6 +38,9 @@ fuzz:
 bench:
 	$(GO) test -run=^$$ -bench=. -benchmem $(PKGS)
 
+compare: build
+	cd bench/compare && ./run.sh
+
 sim: simulate
 simulate:
 	$(GO) run ./cmd/needle simulate --seeds 1000
