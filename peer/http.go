@@ -26,6 +26,13 @@ func (p *Peer) httpHandler() http.Handler {
 	mux.Handle("GET /{$}", ui)
 	mux.Handle("GET /dash/", ui)
 	mux.Handle("GET /v1/peers", p.requireToken(http.HandlerFunc(p.servePeers)))
+	mux.Handle("POST /v1/drain", p.requireToken(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.log.Warn("drain requested through the API", "by", r.RemoteAddr)
+		p.RequestDrain()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write([]byte(`{"draining":true}`))
+	})))
 	mux.Handle("POST /v1/peers/{id}/forget", p.requireToken(http.HandlerFunc(p.serveForget)))
 	debug := http.NewServeMux()
 	debug.HandleFunc("/debug/pprof/", pprof.Index)

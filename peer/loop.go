@@ -25,6 +25,8 @@ type command struct {
 	query func(n *Node) // run on the loop goroutine (reads)
 
 	wait *waiter // register a waiter
+
+	drain bool // start draining
 }
 
 const (
@@ -65,6 +67,7 @@ func (p *Peer) loop(ctx context.Context) error {
 			p.stepFrame(f)
 		case now := <-ticker.C:
 			p.node.Tick(time.Now())
+			p.checkDrained()
 			if now.Sub(lastSweep) >= sweepEvery {
 				lastSweep = now
 				p.waiters.sweep()
@@ -120,6 +123,8 @@ func (p *Peer) handle(c command) {
 		c.query(p.node)
 	case c.wait != nil:
 		p.waiters.add(p.node, c.wait)
+	case c.drain:
+		p.node.Drain()
 	}
 }
 
@@ -318,5 +323,20 @@ func (p *Peer) sendOne(to string, m *Message) {
 	}
 	if err := p.host.Send(to, b); err != nil {
 		p.metrics.dropped.Inc()
+	}
+}
+
+// checkDrained closes p.drained once a draining node is done.
+func (p *Peer) checkDrained() {
+	if !p.node.Draining() {
+		return
+	}
+	select {
+	case <-p.drained:
+		return
+	default:
+	}
+	if done, _ := p.node.Drained(); done {
+		close(p.drained)
 	}
 }

@@ -43,6 +43,7 @@ type member struct {
 	addrs     []string
 	state     PeerState
 	deadSince time.Time
+	draining  bool // it hands its work over and will leave: lead nothing
 }
 
 // mesh is the Node's view of the other peers: membership (a grow-only set
@@ -233,7 +234,7 @@ func (m *mesh) heartbeat() Message {
 	st := m.n.Stats()
 	return Message{Type: MsgHeartbeat, From: m.n.cfg.ID, Heartbeat: &Heartbeat{
 		Boot: m.n.cfg.Boot, Partitions: m.n.cfg.Partitions, Addrs: m.n.cfg.Addrs,
-		Load:    Load{Ready: st.Ready, Running: st.Running, Slots: st.Slots},
+		Load:    Load{Ready: st.Ready, Running: st.Running, Slots: st.Slots}, Draining: m.n.draining,
 		Members: m.memberIDs(), Forgotten: slices.Sorted(maps.Keys(m.forgotten)),
 	}}
 }
@@ -264,7 +265,7 @@ func (m *mesh) computePreferred() {
 		m.preferred = nil
 		return
 	}
-	m.preferred = m.ring.PreferredOwners(func(id ring.PeerID) bool { return m.live(string(id)) })
+	m.preferred = m.ring.PreferredOwners(func(id ring.PeerID) bool { return m.eligible(string(id)) })
 }
 
 // expireHolders proposes the expiry of leases matching in every partition
@@ -312,16 +313,26 @@ func (m *mesh) lastIndex(st raft.Status) uint64 {
 func (m *mesh) owner(p *partition) string {
 	voters := m.voters(p)
 	if len(m.preferred) > p.id {
-		if pref := string(m.preferred[p.id]); pref != "" && slices.Contains(voters, pref) {
+		if pref := string(m.preferred[p.id]); pref != "" && slices.Contains(voters, pref) && m.eligible(pref) {
 			return pref
 		}
 	}
 	for _, v := range voters {
-		if m.live(v) {
+		if m.eligible(v) {
 			return v
 		}
 	}
 	return ""
+}
+
+// eligible reports whether a peer may lead partitions: alive and not
+// draining.
+func (m *mesh) eligible(id string) bool {
+	if id == m.n.cfg.ID && m.n.draining {
+		return false
+	}
+	mb := m.members[id]
+	return m.live(id) && mb != nil && !mb.draining
 }
 
 // transferWait bounds a leadership transfer before it is aborted.
@@ -376,6 +387,9 @@ func (m *mesh) tickPartition(p *partition) {
 	}
 	if !slices.Contains(p.conf.GetVoters(), m.n.raftID) {
 		return // a learner does not campaign
+	}
+	if m.n.draining && want != "" {
+		return // a draining peer campaigns only when nobody else can
 	}
 	if p.campaignAt.IsZero() {
 		// The preferred owner goes first, after a seeded jitter so that

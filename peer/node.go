@@ -144,6 +144,7 @@ type Node struct {
 	snapSent []snapReport
 	steal    stealer
 	stats    NodeStats
+	draining bool // Drain was called: no new leases, leadership handed over
 	started  map[shard.TaskID]shard.Round // last round started here, per task (claim)
 	startedQ []shard.TaskID               // insertion order of started, to bound it
 }

@@ -71,6 +71,10 @@ type Config struct {
 	ForgetAfter time.Duration
 	// NoSteal turns work stealing off (for comparison).
 	NoSteal bool
+	// DrainTimeout bounds the drain on SIGTERM (or POST /v1/drain): hand
+	// leadership over, finish running tasks, then exit. Default 30 s; a
+	// negative value stops at once.
+	DrainTimeout time.Duration
 	// TLSCert and TLSKey serve the API over HTTPS when both are set.
 	TLSCert, TLSKey string
 	// RatePerClient bounds API requests per second from one client address
@@ -100,6 +104,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Replicas == 0 {
 		c.Replicas = 3
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = 30 * time.Second
 	}
 	if c.ForgetAfter == 0 {
 		c.ForgetAfter = 10 * time.Minute
@@ -175,6 +182,10 @@ type Peer struct {
 	srv    *http.Server
 	ready  chan struct{}
 	wg     sync.WaitGroup
+
+	drainAsked chan struct{} // closed by POST /v1/drain
+	drainOnce  sync.Once
+	drained    chan struct{} // closed by the loop once the node is drained
 	closed chan struct{}
 }
 
@@ -190,6 +201,7 @@ func New(cfg Config) (*Peer, error) {
 		results: make(chan shard.Outcome, max(cfg.Slots, 1)*(1+leaseAhead)+16), cancels: make(map[shard.TaskID]context.CancelFunc),
 		calls: make(map[uint64]chan Reply), waiters: newWaiters(),
 		ready: make(chan struct{}), closed: make(chan struct{}),
+		drainAsked: make(chan struct{}), drained: make(chan struct{}),
 	}
 	if p.handlers == nil {
 		p.handlers = NewRegistry()
@@ -362,16 +374,18 @@ func (p *Peer) Run(ctx context.Context) error {
 		return fmt.Errorf("peer: listen on %s: %w", p.cfg.HTTPAddr, err)
 	}
 	p.ln = ln
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	p.runCtx = ctx
+	// The loop and the workers outlive ctx by the drain: they stop when
+	// stop is called.
+	runCtx, stop := context.WithCancel(context.Background())
+	defer stop()
+	p.runCtx = runCtx
 	p.srv = &http.Server{Handler: p.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
 	for range max(p.cfg.Slots, 1) {
 		p.wg.Add(1)
-		go p.worker(ctx)
+		go p.worker(runCtx)
 	}
 	loopErr := make(chan error, 1)
-	go func() { loopErr <- p.loop(ctx) }()
+	go func() { loopErr <- p.loop(runCtx) }()
 	srvErr := make(chan error, 1)
 	go func() {
 		if p.cfg.TLSCert != "" {
@@ -388,11 +402,14 @@ func (p *Peer) Run(ctx context.Context) error {
 	loopDone := false
 	select {
 	case <-ctx.Done():
+		runErr, loopDone = p.drain(loopErr, srvErr)
+	case <-p.drainAsked:
+		runErr, loopDone = p.drain(loopErr, srvErr)
 	case runErr = <-loopErr:
 		loopDone = true
 	case runErr = <-srvErr:
 	}
-	cancel()
+	stop()
 	shutCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
 	defer done()
 	_ = p.srv.Shutdown(shutCtx)
@@ -429,3 +446,36 @@ func loopbackOnly(addr string) (string, bool) {
 	}
 	return net.JoinHostPort("127.0.0.1", port), true
 }
+
+// drain hands this peer's work over before it stops: the node stops taking
+// leases and transfers its partitions' leadership, running tasks finish and
+// report, and the outbox empties; it returns when that is done, when the
+// drain timeout passes, or when the loop or the API server fail.
+func (p *Peer) drain(loopErr, srvErr chan error) (error, bool) {
+	if p.cfg.DrainTimeout < 0 {
+		return nil, false
+	}
+	p.log.Info("draining", "timeout", p.cfg.DrainTimeout)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.DrainTimeout)
+	defer cancel()
+	if err := p.send(ctx, command{drain: true}); err != nil {
+		return nil, false
+	}
+	select {
+	case <-p.drained:
+		p.log.Info("drained", "took", time.Since(start).Round(time.Millisecond))
+	case <-ctx.Done():
+		var what string
+		_ = p.read(context.Background(), func(n *Node) error { _, what = n.Drained(); return nil })
+		p.log.Warn("drain timed out; stopping anyway", "waiting_for", what)
+	case err := <-loopErr:
+		return err, true
+	case err := <-srvErr:
+		return err, false
+	}
+	return nil, false
+}
+
+// RequestDrain starts a drain as SIGTERM does; Run returns when it is done.
+func (p *Peer) RequestDrain() { p.drainOnce.Do(func() { close(p.drainAsked) }) }

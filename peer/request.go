@@ -208,6 +208,9 @@ func (n *Node) Report(o shard.Outcome) error {
 // schedule leases READY tasks to this peer's free slots, highest priority
 // first across the partitions it leads.
 func (n *Node) schedule() {
+	if n.draining {
+		return // a draining peer takes no new leases; thieves may still take its work
+	}
 	limit := n.cfg.Slots + n.pace.ahead(n.cfg.Slots, n.cfg.LeaseAhead)
 	for n.busy < limit {
 		best := -1
@@ -294,7 +297,7 @@ func (n *Node) Now() time.Time { return n.now }
 // READY anywhere it leads, so the new tasks jump no queue.
 func (n *Node) initialLeases(p *partition, spec *shard.GroupSpec) []shard.Event {
 	free := n.cfg.Slots - n.busy
-	if !p.serving || free <= 0 || n.readyTotal() > 0 {
+	if !p.serving || free <= 0 || n.draining || n.readyTotal() > 0 {
 		return nil
 	}
 	cfg := p.shard.Config()

@@ -59,7 +59,7 @@ func (n *Node) load() Load {
 // nothing READY of its own. It runs after every local scheduling pass, not
 // only on gossip, so an idle peer does not wait for the next round.
 func (n *Node) maybeSteal() {
-	if n.steal.t == nil {
+	if n.steal.t == nil || n.draining {
 		return
 	}
 	self := n.load()

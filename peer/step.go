@@ -59,6 +59,10 @@ func (n *Node) stepHeartbeat(from string, hb *Heartbeat) error {
 	}
 	mb := n.mesh.members[from]
 	mb.load, mb.addrs = hb.Load, hb.Addrs
+	if mb.draining != hb.Draining {
+		mb.draining = hb.Draining
+		n.mesh.prefDirty = true
+	}
 	n.mesh.learn(hb, n.now)
 	n.steal.Observe(from, hb.Load, n.now)
 	n.maybeSteal() // an idle peer asks at once, not at its next Ready

@@ -74,6 +74,7 @@ type Heartbeat struct {
 	Members    []string // the sender's membership view (sorted)
 	Forgotten  []string // peers removed from the mesh (sorted)
 	Addrs      []string // the sender's transport addresses
+	Draining   bool     // the sender is draining: do not hand it work
 }
 
 // OutcomeMsg is a handler outcome reported by a lease holder.
@@ -187,7 +188,8 @@ func appendHeartbeat(dst []byte, h *Heartbeat) []byte {
 	dst = appendLoad(dst, h.Load)
 	dst = appendStrings(dst, h.Members)
 	dst = appendStrings(dst, h.Forgotten)
-	return appendStrings(dst, h.Addrs)
+	dst = appendStrings(dst, h.Addrs)
+	return appendBool(dst, h.Draining)
 }
 
 func appendOutcome(dst []byte, o *OutcomeMsg) []byte {
@@ -320,6 +322,7 @@ func decodeHeartbeat(d *shard.Decoder) *Heartbeat {
 	h.Members = decodeStrings(d)
 	h.Forgotten = decodeStrings(d)
 	h.Addrs = decodeStrings(d)
+	h.Draining = d.Byte() != 0
 	return h
 }
 

@@ -58,6 +58,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	steal := fs.Bool("steal", true, "take part in work stealing")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "serve the API over HTTPS with this certificate (PEM; with --tls-key)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "the private key of --tls-cert (PEM)")
+	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM or needle drain: hand work over for at most this long, then exit (negative: exit at once)")
 	fs.Float64Var(&c.RatePerClient, "rate", 0, "API requests per second per client address, 429 beyond (0 = no limit)")
 	fs.Var(&execAllow, "exec-allow", "NAME=/path/to/program: a command exec tasks may run (repeatable)")
 	fs.Var(&httpAllow, "http-allow", "URL prefix http tasks may POST to (repeatable)")

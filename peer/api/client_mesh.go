@@ -42,3 +42,9 @@ func (c *Client) Forget(ctx context.Context, id string) error {
 	_, err := c.do(ctx, http.MethodPost, "/v1/peers/"+url.PathEscape(id)+"/forget", []byte("{}"), nil)
 	return err
 }
+
+// Drain asks the peer to drain and exit (as SIGTERM does).
+func (c *Client) Drain(ctx context.Context) error {
+	_, err := c.do(ctx, http.MethodPost, "/v1/drain", []byte("{}"), nil)
+	return err
+}
