@@ -1,0 +1,167 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/needle-mesh/needle/peer/api"
+)
+
+// TestPausedHolderOutcomeIsFenced stops (SIGSTOP) a peer that holds running
+// leases, past the point where the others declare it dead and run its tasks
+// again, then resumes it: its late outcomes are refused by fencing, and every
+// task completes exactly once from the owners' point of view.
+func TestPausedHolderOutcomeIsFenced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs three daemons")
+	}
+	bin := filepath.Join(t.TempDir(), "needled")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	cmds := []*exec.Cmd{startMeshDaemon(t, bin, addrs[0], "")}
+	join := selfAddr(t, addrs[0])
+	for _, a := range addrs[1:] {
+		cmds = append(cmds, startMeshDaemon(t, bin, a, join))
+	}
+	c := &api.Client{BaseURL: "http://" + addrs[0]}
+	ctx := t.Context()
+	body := `{"mode":"parallel","tasks":[`
+	for i := range 18 {
+		if i > 0 {
+			body += ","
+		}
+		body += fmt.Sprintf(`{"handler":"sleep","payload":{"ms":1500,"i":%d}}`, i)
+	}
+	var res *api.SubmitGroupResponse
+	waitUntil(t, "a submission", func() bool {
+		var err error
+		res, err = c.SubmitGroupJSON(ctx, []byte(body+"]}"))
+		return err == nil
+	})
+	// Find a peer holding a running lease and stop it.
+	var victim int = -1
+	waitUntil(t, "a running lease", func() bool {
+		g, err := c.GetGroup(ctx, res.Group, 0)
+		if err != nil {
+			return false
+		}
+		for _, tk := range g.Tasks {
+			if tk.State == "RUNNING" {
+				for i, a := range addrs {
+					if i > 0 && peerID(t, a) == tk.Peer { // not the peer we query through
+						victim = i
+						return true
+					}
+				}
+			}
+		}
+		return false
+	})
+	_ = cmds[victim].Process.Signal(syscall.SIGSTOP)
+	time.Sleep(6 * time.Second) // the fault under test is time itself: past DeadAfter and the tasks' run time
+	_ = cmds[victim].Process.Signal(syscall.SIGCONT)
+	g, err := c.GetGroup(ctx, res.Group, 60*time.Second)
+	if err != nil || g.State != "SUCCEEDED" {
+		t.Fatalf("group after the pause = %+v, %v", g, err)
+	}
+	for _, tk := range g.Tasks {
+		evs, err := c.Events(ctx, tk.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		accepted := 0
+		for _, e := range evs {
+			if e.Type == "succeeded" {
+				accepted++
+			}
+		}
+		if accepted != 1 {
+			t.Errorf("%s has %d accepted outcomes; want 1", tk.ID, accepted)
+		}
+	}
+	stale := 0
+	waitUntil(t, "the paused peer's late outcomes to be refused", func() bool {
+		stale = 0
+		for _, a := range addrs {
+			var ps struct {
+				Stats struct{ StaleOutcomes int } `json:"stats"`
+			}
+			if getJSON(a, "/v1/peers", &ps) == nil {
+				stale += ps.Stats.StaleOutcomes
+			}
+		}
+		return stale > 0
+	})
+}
+
+func startMeshDaemon(t *testing.T, bin, addr, join string) *exec.Cmd {
+	t.Helper()
+	args := []string{"--data", t.TempDir(), "--http", addr, "--listen", "/ip4/127.0.0.1/tcp/0", "--slots", "2",
+		"--partitions", "32", "--drain-timeout", "-1s"}
+	if join != "" {
+		args = append(args, "--join", join)
+	}
+	cmd := exec.Command(bin, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	waitUntil(t, "healthz of "+addr, func() bool {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return cmd
+}
+
+func getJSON(addr, path string, v any) error {
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+func peerID(t *testing.T, addr string) string {
+	var ps struct{ Self string }
+	if err := getJSON(addr, "/v1/peers", &ps); err != nil {
+		t.Fatal(err)
+	}
+	return ps.Self
+}
+
+func selfAddr(t *testing.T, addr string) string {
+	var ps struct {
+		Self  string
+		Peers []struct {
+			ID    string
+			Addrs []string
+		}
+	}
+	if err := getJSON(addr, "/v1/peers", &ps); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps.Peers {
+		if p.ID == ps.Self && len(p.Addrs) > 0 {
+			return p.Addrs[0]
+		}
+	}
+	t.Fatal("no address for the first peer")
+	return ""
+}
