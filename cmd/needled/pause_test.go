@@ -66,7 +66,7 @@ func TestPausedHolderOutcomeIsFenced(t *testing.T) {
 		return false
 	})
 	_ = cmds[victim].Process.Signal(syscall.SIGSTOP)
-	time.Sleep(6 * time.Second) // the fault under test is time itself: past DeadAfter and the tasks' run time
+	time.Sleep(10 * time.Second) // the fault under test is time itself: past DeadAfter, an election and the tasks' run time
 	_ = cmds[victim].Process.Signal(syscall.SIGCONT)
 	g, err := c.GetGroup(ctx, res.Group, 60*time.Second)
 	if err != nil || g.State != "SUCCEEDED" {
