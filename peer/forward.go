@@ -21,13 +21,14 @@ import (
 const rpcVersion = 1
 
 type rpcRequest struct {
-	V     int              `json:"v"`
-	Op    string           `json:"op"`
-	Spec  *shard.GroupSpec `json:"spec,omitempty"`
-	Task  shard.TaskID     `json:"task,omitempty"`
-	Group shard.GroupID    `json:"group,omitempty"`
-	Wait  time.Duration    `json:"wait,omitempty"`
-	By    string           `json:"by,omitempty"`
+	V     int                 `json:"v"`
+	Op    string              `json:"op"`
+	Spec  *shard.GroupSpec    `json:"spec,omitempty"`
+	Task  shard.TaskID        `json:"task,omitempty"`
+	Group shard.GroupID       `json:"group,omitempty"`
+	Wait  time.Duration       `json:"wait,omitempty"`
+	By    string              `json:"by,omitempty"`
+	Sched *shard.ScheduleSpec `json:"sched,omitempty"`
 }
 
 type rpcResponse struct {
@@ -38,6 +39,10 @@ type rpcResponse struct {
 	Task   *shard.TaskView   `json:"task,omitempty"`
 	Group  *shard.GroupView  `json:"group,omitempty"`
 	Events []shard.TaskEvent `json:"events,omitempty"`
+
+	Schedule  *shard.ScheduleView  `json:"schedule,omitempty"`
+	Schedules []shard.ScheduleView `json:"schedules,omitempty"`
+	Created   bool                 `json:"created,omitempty"`
 }
 
 // route returns the peer to forward a request for group g to, or "" to
@@ -126,6 +131,8 @@ func (p *Peer) serveCall(ctx context.Context, from string, b []byte) ([]byte, er
 		resp.Events, err = l.TaskEvents(ctx, req.Task)
 	case "cancel":
 		err = l.cancel(ctx, req.Group, req.Task, req.By)
+	case "schedule_set", "schedule", "schedule_delete", "schedule_pause", "schedule_resume", "schedules":
+		err = p.serveScheduleCall(ctx, req, &resp)
 	default:
 		return nil, fmt.Errorf("peer: forwarded request from %s: unknown op %q", from, req.Op)
 	}

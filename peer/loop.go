@@ -24,6 +24,8 @@ type command struct {
 
 	query func(n *Node) // run on the loop goroutine (reads)
 
+	do func(n *Node, req uint64) // a request answered by a Reply (schedules)
+
 	wait *waiter // register a waiter
 
 	drain bool // start draining
@@ -119,6 +121,10 @@ func (p *Peer) handle(c command) {
 		req := p.node.NextRequest()
 		p.calls[req] = c.reply
 		p.node.Cancel(req, c.cancelG, c.cancelT, c.by)
+	case c.do != nil:
+		req := p.node.NextRequest()
+		p.calls[req] = c.reply
+		c.do(p.node, req)
 	case c.query != nil:
 		c.query(p.node)
 	case c.wait != nil:

@@ -234,7 +234,7 @@ func (m *mesh) heartbeat() Message {
 	st := m.n.Stats()
 	return Message{Type: MsgHeartbeat, From: m.n.cfg.ID, Heartbeat: &Heartbeat{
 		Boot: m.n.cfg.Boot, Partitions: m.n.cfg.Partitions, Addrs: m.n.cfg.Addrs,
-		Load:    Load{Ready: st.Ready, Running: st.Running, Slots: st.Slots}, Draining: m.n.draining,
+		Load: Load{Ready: st.Ready, Running: st.Running, Slots: st.Slots}, Draining: m.n.draining,
 		Members: m.memberIDs(), Forgotten: slices.Sorted(maps.Keys(m.forgotten)),
 	}}
 }

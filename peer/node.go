@@ -144,7 +144,7 @@ type Node struct {
 	snapSent []snapReport
 	steal    stealer
 	stats    NodeStats
-	draining bool // Drain was called: no new leases, leadership handed over
+	draining bool                         // Drain was called: no new leases, leadership handed over
 	started  map[shard.TaskID]shard.Round // last round started here, per task (claim)
 	startedQ []shard.TaskID               // insertion order of started, to bound it
 }
@@ -221,9 +221,10 @@ func (n *Node) Holder() string { return n.holder }
 // ID returns the peer id.
 func (n *Node) ID() string { return n.cfg.ID }
 
-// PartitionOf returns the partition of a group.
+// PartitionOf returns the partition of a group (or of a schedule: a
+// schedule's firing groups route with it, see shard.RouteKey).
 func (n *Node) PartitionOf(g shard.GroupID) int {
-	return ring.PartitionOf(string(g), n.cfg.Partitions)
+	return ring.PartitionOf(shard.RouteKey(string(g)), n.cfg.Partitions)
 }
 
 func (n *Node) markDirty(p int) {

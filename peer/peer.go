@@ -178,15 +178,15 @@ type Peer struct {
 
 	runCtx context.Context // canceled when Run ends: parent of handler contexts
 
-	ln     net.Listener
-	srv    *http.Server
-	ready  chan struct{}
-	wg     sync.WaitGroup
+	ln    net.Listener
+	srv   *http.Server
+	ready chan struct{}
+	wg    sync.WaitGroup
 
 	drainAsked chan struct{} // closed by POST /v1/drain
 	drainOnce  sync.Once
 	drained    chan struct{} // closed by the loop once the node is drained
-	closed chan struct{}
+	closed     chan struct{}
 }
 
 // New opens the data dir, replays the WAL into a Node and prepares the
@@ -259,6 +259,7 @@ func (p *Peer) open() error {
 	ncfg.Rand = mrand.New(mrand.NewPCG(seed(), seed()))
 	ncfg.Shard.Retention = p.cfg.Retention
 	ncfg.Shard.DefaultTimeout = p.cfg.DefaultTimeout
+	ncfg.Shard.Next = ScheduleNext
 	p.node, err = NewNode(ncfg, states, time.Now())
 	if err != nil {
 		return fail(err)

@@ -16,8 +16,17 @@ func (s *Shard) Apply(evs []Event) {
 
 func (s *Shard) apply(e *Event) {
 	s.applied++
+	firedOK := s.firedOK
+	s.firedOK = ""
 	if e.Type == EvSubmitted {
+		if _, _, firing := ParseFiringGroupID(e.Group); firing && firedOK != e.Group {
+			return // a firing whose EvScheduleFired did not take effect
+		}
 		s.applySubmitted(e)
+		return
+	}
+	if e.Type.schedule() {
+		s.applySchedule(e)
 		return
 	}
 	g := s.groups[e.Group]

@@ -20,11 +20,14 @@ import (
 //	batch   = version:byte(1) origin:str req:uvarint n:uvarint event*n
 //	event   = type:byte flags:byte [at:time] [group:str] task round:uvarint
 //	          [holder:str] expiry:time notBefore:time result:str error:str
-//	          by:str [spec:group]
+//	          by:str [spec:group] [sched]
 //	flags   = 1 permanent | 2 timedOut | 4 spec present | 8 taskIndex
 //	        | 16 sameAt | 32 sameGroup | 64 sameHolder
 //	task    = index:uvarint   if taskIndex: the task id is group + "." + index
 //	        | str             otherwise
+//
+// sched (see AppendScheduleSpec) follows on, and only on, a schedule_set
+// event.
 //
 // The brackets are fields present only when their flag is clear: with
 // sameAt, sameGroup or sameHolder set, the field equals the previous event's
@@ -144,6 +147,9 @@ func appendEvent(dst []byte, e, prev *Event) []byte {
 	if e.Spec != nil && e.Type != EvSubmitted {
 		panic(fmt.Sprintf("shard: AppendEvent: Spec set on a %v event", e.Type))
 	}
+	if (e.Sched != nil) != (e.Type == EvScheduleSet) {
+		panic(fmt.Sprintf("shard: AppendEvent: Sched on a %v event must be set iff it is schedule_set", e.Type))
+	}
 	index, isIndex := taskIndexOf(e.Group, e.Task)
 	at := timeCode(e.At)
 	flags := eventFlags(e, prev, at, isIndex)
@@ -170,6 +176,9 @@ func appendEvent(dst []byte, e, prev *Event) []byte {
 	dst = AppendString(dst, e.By)
 	if e.Spec != nil {
 		dst = AppendGroupSpec(dst, e.Spec)
+	}
+	if e.Sched != nil {
+		dst = AppendScheduleSpec(dst, e.Sched)
 	}
 	return dst
 }
@@ -287,6 +296,11 @@ func decodeEvent(d *Decoder, e *Event, prev *Event) {
 		e.Spec = new(GroupSpec)
 		decodeGroupSpec(d, e.Spec)
 		d.within("spec")
+	}
+	if d.err == nil && e.Type == EvScheduleSet {
+		e.Sched = new(ScheduleSpec)
+		decodeScheduleSpec(d, e.Sched)
+		d.within("sched")
 	}
 }
 

@@ -43,6 +43,10 @@ func codecFullEvent(ty EventType) Event {
 	if ty == EvSubmitted {
 		e.Spec = codecFullSpec()
 	}
+	if ty == EvScheduleSet {
+		e.Sched = &ScheduleSpec{ID: "s01", Name: "nightly", Cron: "0 2 * * *", Every: time.Minute, TZ: "Europe/Paris",
+			Overlap: OverlapAllow, Misfire: MisfireSkip, Paused: true, Group: *codecFullSpec()}
+	}
 	return e
 }
 
@@ -56,6 +60,11 @@ func codecNormEvent(e Event) Event {
 	if e.Spec != nil {
 		g := codecNormSpec(*e.Spec)
 		e.Spec = &g
+	}
+	if e.Sched != nil {
+		sc := *e.Sched
+		sc.Group = codecNormSpec(sc.Group)
+		e.Sched = &sc
 	}
 	return e
 }
@@ -332,7 +341,7 @@ func TestCodecDecodeErrors(t *testing.T) {
 		{"hostile count", []byte{CodecVersion, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}, "batch.events: count"},
 		{"hostile origin", []byte{CodecVersion, 0xff, 0xff, 0xff, 0xff, 0x0f}, "batch.origin: length"},
 		{"type 0", batch(ok, withByte(ok, 0, 0)), "batch.events[1].type: unknown event type 0"},
-		{"type 10", batch(withByte(ok, 0, 10)), "batch.events[0].type: unknown event type 10"},
+		{"type 15", batch(withByte(ok, 0, 15)), "batch.events[0].type: unknown event type 15"},
 		{"flags", batch(withByte(ok, 1, 0x80|flagTaskIndex)), "batch.events[0].flags: unknown flags 0x88"},
 		{"spec on readied", batch(withByte(ok, 1, flagSpec|flagTaskIndex)), "batch.events[0].flags: spec present on a readied"},
 		{"truncated task", batch(ok[:4]), "batch.events: count"},
@@ -453,6 +462,11 @@ func codecRandEvent(r *rand.Rand) Event {
 	}
 	if e.Type == EvSubmitted && r.IntN(4) > 0 {
 		e.Spec = codecRandSpec(r)
+	}
+	if e.Type == EvScheduleSet {
+		e.Sched = &ScheduleSpec{ID: ScheduleID(codecRandString(r)), Name: codecRandString(r), Cron: codecRandString(r),
+			Every: time.Duration(codecRandInt(r)), TZ: codecRandString(r), Overlap: Overlap(1 + r.IntN(2)),
+			Misfire: Misfire(1 + r.IntN(2)), Paused: r.IntN(2) == 0, Group: *codecRandSpec(r)}
 	}
 	return e
 }

@@ -10,19 +10,25 @@ import (
 type EventType uint8
 
 const (
-	EvSubmitted EventType = iota + 1 // Group, Spec, At: the group and its tasks exist
-	EvLeased                         // Task, Round, Holder, Expiry: READY -> RUNNING
-	EvRenewed                        // Task, Round, Holder, Expiry: lease extended
-	EvSucceeded                      // Task, Round, Holder, Result: RUNNING -> SUCCEEDED
-	EvFailed                         // Task, Round, Holder, Error, Permanent, TimedOut, NotBefore: -> WAITING or FAILED
-	EvExpired                        // Task, Round: the lease ended without outcome; -> READY
-	EvReadied                        // Task: WAITING -> READY (delay or backoff elapsed)
-	EvCanceled                       // Task or Group (Task empty), By: -> CANCELED with dependents
-	EvRemoved                        // Group: retention ended; the group is forgotten
+	EvSubmitted       EventType = iota + 1 // Group, Spec, At: the group and its tasks exist
+	EvLeased                               // Task, Round, Holder, Expiry: READY -> RUNNING
+	EvRenewed                              // Task, Round, Holder, Expiry: lease extended
+	EvSucceeded                            // Task, Round, Holder, Result: RUNNING -> SUCCEEDED
+	EvFailed                               // Task, Round, Holder, Error, Permanent, TimedOut, NotBefore: -> WAITING or FAILED
+	EvExpired                              // Task, Round: the lease ended without outcome; -> READY
+	EvReadied                              // Task: WAITING -> READY (delay or backoff elapsed)
+	EvCanceled                             // Task or Group (Task empty), By: -> CANCELED with dependents
+	EvRemoved                              // Group: retention ended; the group is forgotten
+	EvScheduleSet                          // Group = schedule id, Sched, Expiry = next tick: the schedule exists
+	EvScheduleDeleted                      // Group = schedule id, By
+	EvSchedulePaused                       // Group = schedule id, By
+	EvScheduleResumed                      // Group = schedule id, By, Expiry = next tick
+	EvScheduleFired                        // Group = firing group id, NotBefore = the tick it fences on, Expiry = next tick, By = "" | "skipped" | "missed"
 	numEventTypes
 )
 
-var eventNames = [...]string{"", "submitted", "leased", "renewed", "succeeded", "failed", "expired", "readied", "canceled", "removed"}
+var eventNames = [...]string{"", "submitted", "leased", "renewed", "succeeded", "failed", "expired", "readied", "canceled", "removed",
+	"schedule_set", "schedule_deleted", "schedule_paused", "schedule_resumed", "schedule_fired"}
 
 func (t EventType) String() string {
 	if int(t) < len(eventNames) && t != 0 {
@@ -30,6 +36,11 @@ func (t EventType) String() string {
 	}
 	return "EventType(" + strconv.Itoa(int(t)) + ")"
 }
+
+func (t EventType) schedule() bool { return t >= EvScheduleSet && t <= EvScheduleFired }
+
+// Schedule reports whether t is a schedule event (not about a group's tasks).
+func (t EventType) Schedule() bool { return t.schedule() }
 
 // Valid reports whether t is a known event type.
 func (t EventType) Valid() bool { return t > 0 && t < numEventTypes }
@@ -40,17 +51,18 @@ func (t EventType) Valid() bool { return t > 0 && t < numEventTypes }
 // replica computes the same state.
 type Event struct {
 	Type      EventType
-	At        time.Time  // owner's clock when proposed
-	Group     GroupID    // always set
-	Task      TaskID     // set for task events
-	Round     Round      // lease round the event refers to
-	Holder    string     // lease holder (peer id + boot nonce), or the peer reporting
-	Expiry    time.Time  // lease expiry (leased, renewed)
-	NotBefore time.Time  // failed: when the retry becomes READY
-	Result    []byte     // succeeded: the handler's result
-	Error     string     // failed: the handler's error
-	Permanent bool       // failed: do not retry
-	TimedOut  bool       // failed: the attempt hit its timeout
-	By        string     // canceled/removed: who asked (audit)
-	Spec      *GroupSpec // submitted: the group
+	At        time.Time     // owner's clock when proposed
+	Group     GroupID       // always set
+	Task      TaskID        // set for task events
+	Round     Round         // lease round the event refers to
+	Holder    string        // lease holder (peer id + boot nonce), or the peer reporting
+	Expiry    time.Time     // lease expiry (leased, renewed)
+	NotBefore time.Time     // failed: when the retry becomes READY
+	Result    []byte        // succeeded: the handler's result
+	Error     string        // failed: the handler's error
+	Permanent bool          // failed: do not retry
+	TimedOut  bool          // failed: the attempt hit its timeout
+	By        string        // canceled/removed: who asked (audit)
+	Spec      *GroupSpec    // submitted: the group
+	Sched     *ScheduleSpec // schedule_set: the schedule
 }

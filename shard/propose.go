@@ -22,6 +22,7 @@ func (s *Shard) SetLeader(leader bool, now time.Time) {
 	s.leader = leader
 	s.wheel = nil
 	s.inflight = nil
+	s.schedInflight = nil
 	if !leader {
 		return
 	}
@@ -41,6 +42,7 @@ func (s *Shard) SetLeader(leader bool, now time.Time) {
 			}
 		}
 	}
+	s.armSchedules()
 }
 
 // Leader reports whether leader-local state is on.
@@ -209,6 +211,10 @@ func (s *Shard) Due(now time.Time) []Event {
 	var evs []Event
 	s.fired = s.wheel.advance(now, s.fired[:0])
 	for _, tm := range s.fired {
+		if tm.kind == timerSchedule {
+			evs = s.dueSchedule(now, tm, evs)
+			continue
+		}
 		t := tm.task
 		if s.groups[t.g.id] != t.g {
 			continue // removed

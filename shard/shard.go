@@ -24,6 +24,10 @@ type Config struct {
 	Rand *rand.Rand
 	// RemoveBatch bounds the groups removed by one Due call. Default 1,000.
 	RemoveBatch int
+	// Next computes a schedule's next fire time (cron parsing, time
+	// zones). Called only by the owner when proposing; nil refuses
+	// schedules (ErrNoNext).
+	Next NextFunc
 }
 
 // DefaultConfig returns a Config with the defaults above and a fixed seed.
@@ -116,11 +120,17 @@ type Shard struct {
 	changes  []Change
 	applied  uint64 // events applied (for stats)
 
+	schedules map[ScheduleID]*schedule
+	firedOK   GroupID // the firing group the previous applied event allowed
+
 	// Leader-local state, valid while leader is true.
 	leader   bool
 	wheel    *wheel
 	inflight map[TaskID]struct{} // leases proposed, not yet applied
 	fired    []timer             // scratch
+	// schedInflight holds, per schedule, the tick whose firing was
+	// proposed and has not applied yet.
+	schedInflight map[ScheduleID]time.Time
 }
 
 // New returns an empty Shard.
@@ -128,7 +138,7 @@ func New(cfg Config) (*Shard, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Shard{cfg: cfg, groups: make(map[GroupID]*group)}, nil
+	return &Shard{cfg: cfg, groups: make(map[GroupID]*group), schedules: make(map[ScheduleID]*schedule)}, nil
 }
 
 // Len returns the number of groups held.

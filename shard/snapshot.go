@@ -5,7 +5,9 @@ import (
 	"fmt"
 )
 
-const snapshotVersion = 1
+// snapshotVersion 2 adds the schedules after the finished groups; version
+// 1 (no schedules) is still read.
+const snapshotVersion = 2
 
 // Snapshot encodes the folded state (not the leader-local state) so that
 // Restore on another replica, or after a restart, rebuilds exactly the same
@@ -23,7 +25,7 @@ func (s *Shard) Snapshot() []byte {
 	for _, id := range live {
 		dst = AppendString(dst, string(id))
 	}
-	return dst
+	return s.appendSchedules(dst)
 }
 
 func appendGroupState(dst []byte, g *group) []byte {
@@ -61,7 +63,7 @@ func (s *Shard) Restore(p []byte) error {
 	if len(p) == 0 {
 		return fmt.Errorf("shard: restore: empty snapshot: %w", ErrCodec)
 	}
-	if p[0] != snapshotVersion {
+	if p[0] != snapshotVersion && p[0] != 1 {
 		return fmt.Errorf("shard: restore: unknown snapshot version %d: %w", p[0], ErrCodec)
 	}
 	d := NewDecoder(p[1:])
@@ -82,6 +84,13 @@ func (s *Shard) Restore(p []byte) error {
 	for range d.Count(1) {
 		done = append(done, GroupID(d.String()))
 	}
+	scheds := map[ScheduleID]*schedule{}
+	if p[0] >= 2 && d.Err() == nil {
+		var err error
+		if scheds, err = decodeSchedules(&d); err != nil {
+			return err
+		}
+	}
 	if err := d.Err(); err != nil {
 		return fmt.Errorf("shard: restore: %w", err)
 	}
@@ -89,6 +98,7 @@ func (s *Shard) Restore(p []byte) error {
 		return fmt.Errorf("shard: restore: %d trailing bytes: %w", d.Len(), ErrCodec)
 	}
 	s.install(groups, done, seq)
+	s.schedules = scheds
 	return nil
 }
 
@@ -176,7 +186,8 @@ func (s *Shard) install(groups map[GroupID]*group, done []GroupID, seq uint64) {
 		}
 	}
 	s.leader = false
-	s.wheel, s.inflight = nil, nil
+	s.wheel, s.inflight, s.schedInflight = nil, nil, nil
+	s.firedOK = ""
 }
 
 // Valid reports whether s is a real state (not StateUnknown).

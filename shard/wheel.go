@@ -6,15 +6,17 @@ import "time"
 type timerKind uint8
 
 const (
-	timerReady  timerKind = iota + 1 // WAITING task reaches its not-before time
-	timerExpiry                      // RUNNING task's lease expires
+	timerReady    timerKind = iota + 1 // WAITING task reaches its not-before time
+	timerExpiry                        // RUNNING task's lease expires
+	timerSchedule                      // a schedule's next tick
 )
 
 type timer struct {
 	at    int64 // unix nanoseconds
 	task  *task
 	kind  timerKind
-	round Round // the lease round an expiry timer belongs to
+	round Round     // the lease round an expiry timer belongs to
+	sched *schedule // timerSchedule
 }
 
 // wheel is a hashed timing wheel: slotCount slots of resolution each; a timer

@@ -30,7 +30,7 @@ func (s *sim) route(g shard.GroupID) int {
 			}
 		}
 	}
-	return s.owners[ring.PartitionOf(string(g), s.cfg.Partitions)]
+	return s.owners[ring.PartitionOf(shard.RouteKey(string(g)), s.cfg.Partitions)]
 }
 
 // serving returns a live node that serves g's partition, or nil.

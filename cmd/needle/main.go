@@ -42,7 +42,7 @@ var commands = map[string]func(g *Globals) Command{
 	"forget":   func(g *Globals) Command { return &ForgetCommand{Globals: g} },
 	"keygen":   func(g *Globals) Command { return &KeygenCommand{Globals: g} },
 	"simulate": func(*Globals) Command { return SimulateCommand{} },
-	// "schedule": func(g *Globals) Command { return &ScheduleCommand{Globals: g} },
+	"schedule": func(g *Globals) Command { return &ScheduleCommand{Globals: g} },
 }
 
 // Globals are the settings and streams every command shares.

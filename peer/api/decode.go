@@ -45,11 +45,13 @@ type Limits struct {
 	// HasHandler reports whether a handler name is registered; nil accepts
 	// every non-empty name.
 	HasHandler func(name string) bool
+	// MinEvery is the shortest "every" interval of a schedule; default 1 s.
+	MinEvery time.Duration
 }
 
 // DefaultLimits returns the limits used when a field of Limits is zero.
 func DefaultLimits() Limits {
-	return Limits{MaxBody: 1 << 20, MaxTasks: 100_000, MaxPayload: 256 << 10, MaxAttempts: 1000}
+	return Limits{MaxBody: 1 << 20, MaxTasks: 100_000, MaxPayload: 256 << 10, MaxAttempts: 1000, MinEvery: time.Second}
 }
 
 func (l Limits) withDefaults() Limits {
@@ -65,6 +67,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxAttempts <= 0 {
 		l.MaxAttempts = d.MaxAttempts
+	}
+	if l.MinEvery <= 0 {
+		l.MinEvery = d.MinEvery
 	}
 	return l
 }

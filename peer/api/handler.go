@@ -97,6 +97,7 @@ func NewHandler(b Backend, opts HandlerOptions) http.Handler {
 		{"GET", "/v1/groups/{id}", s.getGroup},
 		{"POST", "/v1/groups/{id}/cancel", s.cancelGroup},
 	}
+	routes = append(routes, s.scheduleRoutes()...)
 	if opts.Metrics != nil {
 		routes = append(routes, route{"GET", "/metrics", opts.Metrics.ServeHTTP})
 	}

@@ -1,0 +1,96 @@
+package peer
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/needle-mesh/needle/peer/api"
+)
+
+func TestPeerScheduleEvery(t *testing.T) {
+	_, c, _ := startPeer(t, t.TempDir(), 2)
+	ctx := t.Context()
+	s, err := c.CreateSchedule(ctx, &api.CreateScheduleRequest{Name: "tick", Every: "1s", Overlap: "allow",
+		Group: []byte(`{"mode": "parallel", "tasks": [{"handler": "echo", "payload": 1}]}`)})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if !strings.HasPrefix(s.ID, "s") || s.Every != "1s" || s.Next == nil {
+		t.Fatalf("created = %+v", s)
+	}
+	time.Sleep(3200 * time.Millisecond)
+	got, err := c.GetSchedule(ctx, s.ID)
+	if err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	if len(got.Firings) < 2 {
+		t.Fatalf("firings after ~3 s = %+v; want >= 2", got.Firings)
+	}
+	for _, f := range got.Firings {
+		if want := s.ID + "~"; !strings.HasPrefix(f.Group, want) {
+			t.Fatalf("firing group %q; want prefix %q", f.Group, want)
+		}
+		g, err := c.GetGroup(ctx, f.Group, 5*time.Second)
+		if err != nil || g.State != "SUCCEEDED" {
+			t.Fatalf("group %s = %+v, %v", f.Group, g, err)
+		}
+	}
+	list, err := c.ListSchedules(ctx)
+	if err != nil || len(list) != 1 || list[0].ID != s.ID {
+		t.Fatalf("list = %+v, %v", list, err)
+	}
+
+	// Pause stops firing.
+	if p, err := c.PauseSchedule(ctx, s.ID, true); err != nil || !p.Paused || p.Next != nil {
+		t.Fatalf("pause = %+v, %v", p, err)
+	}
+	paused, _ := c.GetSchedule(ctx, s.ID)
+	time.Sleep(2200 * time.Millisecond)
+	after, _ := c.GetSchedule(ctx, s.ID)
+	if len(after.Firings) != len(paused.Firings) {
+		t.Fatalf("paused schedule fired: %d -> %d firings", len(paused.Firings), len(after.Firings))
+	}
+	if r, err := c.PauseSchedule(ctx, s.ID, false); err != nil || r.Paused || r.Next == nil {
+		t.Fatalf("resume = %+v, %v", r, err)
+	}
+
+	// Delete removes it.
+	d, err := c.DeleteSchedule(ctx, s.ID)
+	if err != nil || d.ID != s.ID {
+		t.Fatalf("delete = %+v, %v", d, err)
+	}
+	_, err = c.GetSchedule(ctx, s.ID)
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
+		t.Fatalf("get after delete = %v; want 404", err)
+	}
+	if list, _ := c.ListSchedules(ctx); len(list) != 0 {
+		t.Fatalf("list after delete = %+v", list)
+	}
+}
+
+func TestPeerScheduleBadInput(t *testing.T) {
+	_, c, _ := startPeer(t, t.TempDir(), 1)
+	ctx := t.Context()
+	for _, tt := range []struct {
+		req   api.CreateScheduleRequest
+		field string
+	}{
+		{api.CreateScheduleRequest{Cron: "61 * * * *", Group: []byte(`{"tasks":[{"name":"a","handler":"echo"}]}`)}, "cron"},
+		{api.CreateScheduleRequest{Cron: "0 2 * * *", Timezone: "Mars/Olympus", Group: []byte(`{"tasks":[{"name":"a","handler":"echo"}]}`)}, "timezone"},
+		{api.CreateScheduleRequest{Every: "500ms", Group: []byte(`{"tasks":[{"name":"a","handler":"echo"}]}`)}, "every"},
+		{api.CreateScheduleRequest{Every: "1s", Group: []byte(`{"tasks":[{"name":"a"}]}`)}, "group.tasks[0].handler"},
+	} {
+		_, err := c.CreateSchedule(ctx, &tt.req)
+		var ae *api.Error
+		if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Field != tt.field {
+			t.Errorf("create %+v = %v; want 400 naming %q", tt.req, err, tt.field)
+		}
+	}
+	if list, err := c.ListSchedules(ctx); err != nil || len(list) != 0 {
+		t.Fatalf("list = %+v, %v; want none", list, err)
+	}
+}

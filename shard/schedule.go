@@ -1,0 +1,577 @@
+package shard
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Schedules
+//
+// A schedule lives in the partition of its id, like a group, and every
+// firing's group id is "<schedule id>~<fire time in unix seconds>": RouteKey
+// maps both to the same partition, so a firing is one Raft entry holding the
+// EvScheduleFired and the EvSubmitted of its group, applied atomically.
+//
+// Apply never parses cron expressions nor loads time zones: the owner
+// computes every next fire time (Config.Next) when it proposes, and the
+// event carries it (Expiry). EvScheduleFired is fenced by the schedule's
+// current next time (NotBefore): a duplicate firing of the same tick, from
+// another leader or a retried proposal, changes nothing, and the group of a
+// firing that did not take effect is not created.
+
+// ScheduleID names a schedule: "s" + 24 hex.
+type ScheduleID string
+
+// RouteKey returns the part of an id that decides its partition: the part
+// before the first '~' (a schedule's firing groups route with their
+// schedule), or the whole id.
+func RouteKey(id string) string {
+	if i := strings.IndexByte(id, '~'); i >= 0 {
+		return id[:i]
+	}
+	return id
+}
+
+// FiringGroupID returns the group id of a schedule's firing at fire.
+func FiringGroupID(id ScheduleID, fire time.Time) GroupID {
+	return GroupID(string(id) + "~" + strconv.FormatInt(fire.Unix(), 10))
+}
+
+// ParseFiringGroupID splits a firing group id into its schedule and fire
+// time; ok is false for any other group id.
+func ParseFiringGroupID(g GroupID) (ScheduleID, time.Time, bool) {
+	s := string(g)
+	i := strings.IndexByte(s, '~')
+	if i <= 0 {
+		return "", time.Time{}, false
+	}
+	sec, err := strconv.ParseInt(s[i+1:], 10, 64)
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	return ScheduleID(s[:i]), time.Unix(sec, 0).UTC(), true
+}
+
+// Overlap says what a firing does while the previous firing's group runs.
+type Overlap uint8
+
+const (
+	OverlapSkip  Overlap = iota + 1 // no new firing while the previous group is not terminal
+	OverlapAllow                    // fire regardless
+)
+
+// Misfire says what happens to ticks missed while no owner ran (downtime).
+type Misfire uint8
+
+const (
+	MisfireOnce Misfire = iota + 1 // fire once for the latest missed tick
+	MisfireSkip                    // fire none of them
+)
+
+var overlapNames = [...]string{"", "skip", "allow"}
+var misfireNames = [...]string{"", "once", "skip"}
+
+func (o Overlap) String() string {
+	if int(o) < len(overlapNames) && o != 0 {
+		return overlapNames[o]
+	}
+	return "Overlap(" + strconv.Itoa(int(o)) + ")"
+}
+
+func (m Misfire) String() string {
+	if int(m) < len(misfireNames) && m != 0 {
+		return misfireNames[m]
+	}
+	return "Misfire(" + strconv.Itoa(int(m)) + ")"
+}
+
+// ParseOverlap parses "skip" or "allow".
+func ParseOverlap(s string) (Overlap, bool) {
+	for i, n := range overlapNames {
+		if i > 0 && n == s {
+			return Overlap(i), true
+		}
+	}
+	return 0, false
+}
+
+// ParseMisfire parses "once" or "skip".
+func ParseMisfire(s string) (Misfire, bool) {
+	for i, n := range misfireNames {
+		if i > 0 && n == s {
+			return Misfire(i), true
+		}
+	}
+	return 0, false
+}
+
+// ScheduleSpec is a schedule as submitted. Exactly one of Cron and Every is
+// set. Group is the template of every firing's group (its ID is empty).
+type ScheduleSpec struct {
+	ID      ScheduleID
+	Name    string
+	Cron    string        // 5 fields, or 6 with seconds first, or a descriptor (@daily)
+	Every   time.Duration // fixed interval, ticks aligned to multiples of it since the Unix epoch
+	TZ      string        // IANA time zone of Cron; "" = UTC
+	Overlap Overlap
+	Misfire Misfire
+	Group   GroupSpec
+	Paused  bool
+}
+
+// Validate checks the structure of a schedule (not its cron syntax nor its
+// time zone: Config.Next does that).
+func (sp *ScheduleSpec) Validate() error {
+	switch {
+	case sp.ID == "" || strings.IndexByte(string(sp.ID), '~') >= 0:
+		return &FieldError{Task: -1, Field: "id", Message: fmt.Sprintf("invalid schedule id %q", sp.ID)}
+	case (sp.Cron == "") == (sp.Every == 0):
+		return &FieldError{Task: -1, Field: "cron", Message: "exactly one of cron and every is required"}
+	case sp.Every < 0:
+		return &FieldError{Task: -1, Field: "every", Message: "must not be negative"}
+	case sp.Overlap != OverlapSkip && sp.Overlap != OverlapAllow:
+		return &FieldError{Task: -1, Field: "overlap", Message: fmt.Sprintf("unknown overlap %d", sp.Overlap)}
+	case sp.Misfire != MisfireOnce && sp.Misfire != MisfireSkip:
+		return &FieldError{Task: -1, Field: "misfire", Message: fmt.Sprintf("unknown misfire %d", sp.Misfire)}
+	}
+	g := sp.Group
+	g.ID = FiringGroupID(sp.ID, time.Unix(0, 0))
+	if err := g.Validate(); err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			c := *fe
+			if c.Task >= 0 {
+				c.Field = fmt.Sprintf("tasks[%d].%s", c.Task, c.Field)
+			}
+			c.Task, c.Field = -1, "group."+c.Field
+			return &c
+		}
+		return err
+	}
+	return nil
+}
+
+// Firing is one recorded firing of a schedule.
+type Firing struct {
+	At      time.Time // the tick
+	Group   GroupID   // the group it created; "" when skipped
+	Skipped bool      // overlap skip: the previous group was still running
+	State   GroupState
+	Exists  bool // the group is still held (not removed by retention)
+}
+
+// ScheduleView is a read-only copy of a schedule's state.
+type ScheduleView struct {
+	Spec      ScheduleSpec
+	Next      time.Time // zero when paused or when the cron never fires again
+	Paused    bool
+	CreatedAt time.Time
+	Firings   []Firing // most recent last
+}
+
+// maxFirings bounds the firings kept per schedule.
+const maxFirings = 20
+
+// missTolerance is how late a tick may be handled and still count as on
+// time; later, the misfire policy applies.
+const missTolerance = time.Second
+
+// firedSkipped and firedMissed mark EvScheduleFired events (By) that create
+// no group: an overlap skip (recorded) and a misfire skip (not recorded).
+const (
+	firedSkipped = "skipped"
+	firedMissed  = "missed"
+)
+
+type schedule struct {
+	spec    ScheduleSpec
+	next    time.Time
+	created time.Time
+	firings []firing
+}
+
+type firing struct {
+	at      time.Time
+	group   GroupID
+	skipped bool
+}
+
+// NextFunc computes the first fire time of spec strictly after after; the
+// zero time when it never fires again.
+type NextFunc func(spec *ScheduleSpec, after time.Time) (time.Time, error)
+
+// ErrNoNext is returned by schedule commands when the shard has no
+// Config.Next.
+var ErrNoNext = errors.New("shard: schedules need Config.Next")
+
+func (s *Shard) next(sp *ScheduleSpec, after time.Time) (time.Time, error) {
+	if s.cfg.Next == nil {
+		return time.Time{}, ErrNoNext
+	}
+	t, err := s.cfg.Next(sp, after)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if !t.IsZero() && !t.After(after) {
+		return time.Time{}, fmt.Errorf("shard: schedule %s: next %v is not after %v", sp.ID, t, after)
+	}
+	return t, nil
+}
+
+// SetSchedule checks spec and returns the event creating it. exists is
+// true when a schedule with this id is already there (an idempotent
+// repeat): then no event is returned.
+func (s *Shard) SetSchedule(now time.Time, spec *ScheduleSpec) (ev Event, exists bool, err error) {
+	if err := spec.Validate(); err != nil {
+		return Event{}, false, err
+	}
+	if s.schedules[spec.ID] != nil {
+		return Event{}, true, nil
+	}
+	var next time.Time
+	if !spec.Paused {
+		if next, err = s.next(spec, now); err != nil {
+			return Event{}, false, err
+		}
+	}
+	cp := *spec
+	cp.Group.ID = ""
+	return Event{Type: EvScheduleSet, At: now, Group: GroupID(spec.ID), Sched: &cp, Expiry: next}, false, nil
+}
+
+// DeleteSchedule returns the event deleting schedule id. Its firings'
+// groups stay.
+func (s *Shard) DeleteSchedule(now time.Time, id ScheduleID, by string) (Event, error) {
+	if s.schedules[id] == nil {
+		return Event{}, ErrNotFound
+	}
+	return Event{Type: EvScheduleDeleted, At: now, Group: GroupID(id), By: by}, nil
+}
+
+// PauseSchedule returns the event pausing (pause) or resuming schedule id,
+// or none when it already is in that state. Resuming computes the next
+// tick after now: ticks missed while paused do not fire.
+func (s *Shard) PauseSchedule(now time.Time, id ScheduleID, pause bool, by string) ([]Event, error) {
+	sc := s.schedules[id]
+	if sc == nil {
+		return nil, ErrNotFound
+	}
+	if sc.spec.Paused == pause {
+		return nil, nil
+	}
+	if pause {
+		return []Event{{Type: EvSchedulePaused, At: now, Group: GroupID(id), By: by}}, nil
+	}
+	next, err := s.next(&sc.spec, now)
+	if err != nil {
+		return nil, err
+	}
+	return []Event{{Type: EvScheduleResumed, At: now, Group: GroupID(id), By: by, Expiry: next}}, nil
+}
+
+// HasSchedule reports whether schedule id exists.
+func (s *Shard) HasSchedule(id ScheduleID) bool { return s.schedules[id] != nil }
+
+// Schedule returns a view of schedule id.
+func (s *Shard) Schedule(id ScheduleID) (ScheduleView, error) {
+	sc := s.schedules[id]
+	if sc == nil {
+		return ScheduleView{}, ErrNotFound
+	}
+	return s.scheduleView(sc), nil
+}
+
+// Schedules returns a view of every schedule, sorted by id.
+func (s *Shard) Schedules() []ScheduleView {
+	out := make([]ScheduleView, 0, len(s.schedules))
+	for _, id := range slices.Sorted(maps.Keys(s.schedules)) {
+		out = append(out, s.scheduleView(s.schedules[id]))
+	}
+	return out
+}
+
+// ScheduleLen returns the number of schedules held.
+func (s *Shard) ScheduleLen() int { return len(s.schedules) }
+
+func (s *Shard) scheduleView(sc *schedule) ScheduleView {
+	v := ScheduleView{Spec: sc.spec, Next: sc.next, Paused: sc.spec.Paused, CreatedAt: sc.created}
+	v.Spec.Group.Tasks = slices.Clone(sc.spec.Group.Tasks)
+	if sc.spec.Paused {
+		v.Next = time.Time{}
+	}
+	v.Firings = make([]Firing, len(sc.firings))
+	for i, f := range sc.firings {
+		v.Firings[i] = Firing{At: f.at, Group: f.group, Skipped: f.skipped}
+		if g := s.groups[f.group]; g != nil && f.group != "" {
+			v.Firings[i].State, v.Firings[i].Exists = g.state, true
+		}
+	}
+	return v
+}
+
+// applySchedule folds a schedule event.
+func (s *Shard) applySchedule(e *Event) {
+	id := ScheduleID(RouteKey(string(e.Group)))
+	if e.Type == EvScheduleSet {
+		if e.Sched == nil || s.schedules[id] != nil || e.Sched.ID != id {
+			return
+		}
+		sc := &schedule{spec: *e.Sched, next: e.Expiry, created: e.At}
+		s.schedules[id] = sc
+		s.armSchedule(sc)
+		return
+	}
+	sc := s.schedules[id]
+	if sc == nil {
+		return
+	}
+	switch e.Type {
+	case EvScheduleDeleted:
+		delete(s.schedules, id)
+		if s.leader {
+			delete(s.schedInflight, id)
+		}
+	case EvSchedulePaused:
+		sc.spec.Paused = true
+		if s.leader {
+			delete(s.schedInflight, id)
+		}
+	case EvScheduleResumed:
+		if !sc.spec.Paused {
+			return
+		}
+		sc.spec.Paused = false
+		sc.next = e.Expiry
+		s.armSchedule(sc)
+	case EvScheduleFired:
+		if s.leader && s.schedInflight[id].Equal(e.NotBefore) {
+			delete(s.schedInflight, id)
+		}
+		if sc.spec.Paused || sc.next.IsZero() || !sc.next.Equal(e.NotBefore) {
+			return // a duplicate or stale firing: fenced
+		}
+		sc.next = e.Expiry
+		switch e.By {
+		case "":
+			_, at, ok := ParseFiringGroupID(e.Group)
+			if ok {
+				sc.record(firing{at: at, group: e.Group})
+				s.firedOK = e.Group
+			}
+		case firedSkipped:
+			_, at, _ := ParseFiringGroupID(e.Group)
+			sc.record(firing{at: at, skipped: true})
+		}
+		s.armSchedule(sc)
+	}
+}
+
+func (sc *schedule) record(f firing) {
+	if len(sc.firings) >= maxFirings {
+		sc.firings = append(sc.firings[:0], sc.firings[len(sc.firings)-maxFirings+1:]...)
+	}
+	sc.firings = append(sc.firings, f)
+}
+
+// armSchedule sets the leader's timer for the schedule's next tick.
+func (s *Shard) armSchedule(sc *schedule) {
+	if s.leader && !sc.spec.Paused && !sc.next.IsZero() {
+		s.wheel.add(timer{at: sc.next.UnixNano(), kind: timerSchedule, sched: sc})
+	}
+}
+
+// dueSchedule returns the events of a schedule timer that fired at now.
+func (s *Shard) dueSchedule(now time.Time, tm timer, evs []Event) []Event {
+	sc := tm.sched
+	id := sc.spec.ID
+	if s.schedules[id] != sc || sc.spec.Paused || sc.next.IsZero() || sc.next.UnixNano() != tm.at {
+		return evs // deleted, paused or moved on: a stale timer
+	}
+	if _, ok := s.schedInflight[id]; ok {
+		return evs
+	}
+	fire := sc.next
+	late := now.Sub(fire) > missTolerance
+	if late {
+		// Downtime: the latest tick at or before now.
+		fire = s.latestTick(sc, now)
+	}
+	next, err := s.next(&sc.spec, maxTime(now, fire))
+	if err != nil {
+		return evs // cannot happen for a spec that was accepted; the timer is dropped
+	}
+	ev := Event{Type: EvScheduleFired, At: now, Group: FiringGroupID(id, fire), NotBefore: sc.next, Expiry: next}
+	switch {
+	case late && sc.spec.Misfire == MisfireSkip:
+		ev.By = firedMissed
+	case sc.spec.Overlap == OverlapSkip && s.lastRunning(sc):
+		ev.By = firedSkipped
+	}
+	s.schedInflight[id] = sc.next
+	evs = append(evs, ev)
+	if ev.By != "" {
+		return evs
+	}
+	g := sc.spec.Group
+	g.ID = ev.Group
+	g.Key = ""
+	if g.Trace == "" {
+		g.Trace = string(ev.Group)
+	}
+	g.Tasks = slices.Clone(g.Tasks)
+	return append(evs, Event{Type: EvSubmitted, At: now, Group: g.ID, Spec: &g})
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// latestTick returns the last tick of sc at or before now (at least
+// sc.next), stepping through at most 100,000 ticks.
+func (s *Shard) latestTick(sc *schedule, now time.Time) time.Time {
+	t := sc.next
+	if e := sc.spec.Every; e > 0 {
+		k := now.Sub(t) / e
+		return t.Add(k * e)
+	}
+	for range 100_000 {
+		n, err := s.next(&sc.spec, t)
+		if err != nil || n.IsZero() || n.After(now) {
+			break
+		}
+		t = n
+	}
+	return t
+}
+
+// lastRunning reports whether the last firing's group is still held and
+// not terminal.
+func (s *Shard) lastRunning(sc *schedule) bool {
+	for i := len(sc.firings) - 1; i >= 0; i-- {
+		f := sc.firings[i]
+		if f.group == "" {
+			continue
+		}
+		g := s.groups[f.group]
+		return g != nil && !g.state.Terminal()
+	}
+	return false
+}
+
+// armSchedules sets a timer for every schedule (on becoming leader).
+func (s *Shard) armSchedules() {
+	s.schedInflight = make(map[ScheduleID]time.Time)
+	for _, id := range slices.Sorted(maps.Keys(s.schedules)) {
+		s.armSchedule(s.schedules[id])
+	}
+}
+
+// AppendScheduleSpec appends the encoding of sp to dst:
+//
+//	sched = id:str name:str cron:str every:varint tz:str overlap:byte
+//	        misfire:byte paused:byte group:group
+func AppendScheduleSpec(dst []byte, sp *ScheduleSpec) []byte {
+	dst = AppendString(dst, string(sp.ID))
+	dst = AppendString(dst, sp.Name)
+	dst = AppendString(dst, sp.Cron)
+	dst = binary.AppendVarint(dst, int64(sp.Every))
+	dst = AppendString(dst, sp.TZ)
+	paused := byte(0)
+	if sp.Paused {
+		paused = 1
+	}
+	dst = append(dst, byte(sp.Overlap), byte(sp.Misfire), paused)
+	return AppendGroupSpec(dst, &sp.Group)
+}
+
+func decodeScheduleSpec(d *Decoder, sp *ScheduleSpec) {
+	sp.ID = ScheduleID(d.String())
+	d.Field("id")
+	sp.Name = d.String()
+	d.Field("name")
+	sp.Cron = d.String()
+	d.Field("cron")
+	sp.Every = time.Duration(d.Varint())
+	d.Field("every")
+	sp.TZ = d.String()
+	d.Field("tz")
+	if sp.Overlap = Overlap(d.Byte()); d.err == nil && sp.Overlap != OverlapSkip && sp.Overlap != OverlapAllow {
+		d.Fail("unknown overlap %d", uint8(sp.Overlap))
+	}
+	d.Field("overlap")
+	if sp.Misfire = Misfire(d.Byte()); d.err == nil && sp.Misfire != MisfireOnce && sp.Misfire != MisfireSkip {
+		d.Fail("unknown misfire %d", uint8(sp.Misfire))
+	}
+	d.Field("misfire")
+	switch p := d.Byte(); {
+	case d.err != nil:
+	case p > 1:
+		d.Fail("bad paused %d", p)
+	default:
+		sp.Paused = p == 1
+	}
+	if !d.Field("paused") {
+		return
+	}
+	decodeGroupSpec(d, &sp.Group)
+	d.within("group")
+}
+
+// appendSchedules appends the schedules of a snapshot (version 2).
+func (s *Shard) appendSchedules(dst []byte) []byte {
+	ids := slices.Sorted(maps.Keys(s.schedules))
+	dst = binary.AppendUvarint(dst, uint64(len(ids)))
+	for _, id := range ids {
+		sc := s.schedules[id]
+		dst = AppendScheduleSpec(dst, &sc.spec)
+		dst = AppendTime(dst, sc.next)
+		dst = AppendTime(dst, sc.created)
+		dst = binary.AppendUvarint(dst, uint64(len(sc.firings)))
+		for _, f := range sc.firings {
+			dst = AppendTime(dst, f.at)
+			dst = AppendString(dst, string(f.group))
+			skipped := byte(0)
+			if f.skipped {
+				skipped = 1
+			}
+			dst = append(dst, skipped)
+		}
+	}
+	return dst
+}
+
+func decodeSchedules(d *Decoder) (map[ScheduleID]*schedule, error) {
+	n := d.Count(12)
+	out := make(map[ScheduleID]*schedule, n)
+	for range n {
+		sc := &schedule{}
+		decodeScheduleSpec(d, &sc.spec)
+		sc.next = d.Time()
+		sc.created = d.Time()
+		m := d.Count(3)
+		for range m {
+			f := firing{at: d.Time(), group: GroupID(d.String()), skipped: d.Byte() == 1}
+			sc.firings = append(sc.firings, f)
+		}
+		if err := d.Err(); err != nil {
+			return nil, fmt.Errorf("shard: restore: schedules: %w", err)
+		}
+		if err := sc.spec.Validate(); err != nil {
+			return nil, fmt.Errorf("shard: restore: schedule %s: %v: %w", sc.spec.ID, err, ErrCodec)
+		}
+		if out[sc.spec.ID] != nil {
+			return nil, fmt.Errorf("shard: restore: schedule %s twice: %w", sc.spec.ID, ErrCodec)
+		}
+		out[sc.spec.ID] = sc
+	}
+	return out, nil
+}

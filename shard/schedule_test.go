@@ -1,0 +1,240 @@
+package shard
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// everyNext is a Config.Next for tests: Every ticks aligned to multiples of
+// the interval; cron "hourly" ticks on the hour.
+func everyNext(sp *ScheduleSpec, after time.Time) (time.Time, error) {
+	if sp.Every > 0 {
+		return after.Truncate(sp.Every).Add(sp.Every), nil
+	}
+	return after.Truncate(time.Hour).Add(time.Hour), nil
+}
+
+func newSchedOwner(tb testing.TB) *owner {
+	tb.Helper()
+	cfg := DefaultConfig()
+	cfg.Rand = rand.New(rand.NewPCG(7, 7))
+	cfg.Next = everyNext
+	s, err := New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.SetLeader(true, t0)
+	return &owner{tb: tb, s: s, now: t0}
+}
+
+func testSchedule(id ScheduleID, every time.Duration, ov Overlap, mf Misfire) ScheduleSpec {
+	return ScheduleSpec{ID: id, Name: "n", Every: every, Overlap: ov, Misfire: mf,
+		Group: GroupSpec{Mode: ModeSingle, Tasks: []TaskSpec{{Handler: "echo"}}}}
+}
+
+func (o *owner) setSchedule(sp ScheduleSpec) {
+	o.tb.Helper()
+	ev, exists, err := o.s.SetSchedule(o.now, &sp)
+	if err != nil || exists {
+		o.tb.Fatalf("SetSchedule = %v, %v", exists, err)
+	}
+	o.commit(ev)
+}
+
+// tick advances the owner's clock to at and commits what Due proposes.
+func (o *owner) tick(at time.Time) []Event {
+	o.now = at
+	evs := o.s.Due(at)
+	o.commit(evs...)
+	return evs
+}
+
+func TestScheduleFires(t *testing.T) {
+	o := newSchedOwner(t)
+	o.setSchedule(testSchedule("s1", 10*time.Second, OverlapAllow, MisfireOnce))
+	v, _ := o.s.Schedule("s1")
+	if want := t0.Add(10 * time.Second); !v.Next.Equal(want) {
+		t.Fatalf("next = %v, want %v", v.Next, want)
+	}
+	if evs := o.tick(t0.Add(5 * time.Second)); len(evs) != 0 {
+		t.Fatalf("early Due = %v", evs)
+	}
+	evs := o.tick(t0.Add(10 * time.Second))
+	if len(evs) != 2 || evs[0].Type != EvScheduleFired || evs[1].Type != EvSubmitted {
+		t.Fatalf("Due = %+v", evs)
+	}
+	gid := FiringGroupID("s1", t0.Add(10*time.Second))
+	if evs[1].Group != gid || !o.s.HasGroup(gid) {
+		t.Fatalf("firing group %s missing (event %s)", gid, evs[1].Group)
+	}
+	o.tick(t0.Add(20 * time.Second))
+	v, _ = o.s.Schedule("s1")
+	if len(v.Firings) != 2 || v.Firings[1].Group != FiringGroupID("s1", t0.Add(20*time.Second)) || !v.Firings[0].Exists {
+		t.Fatalf("firings = %+v", v.Firings)
+	}
+	if !v.Next.Equal(t0.Add(30 * time.Second)) {
+		t.Fatalf("next = %v", v.Next)
+	}
+	if o.s.Len() != 2 {
+		t.Fatalf("groups = %d, want 2", o.s.Len())
+	}
+}
+
+func TestScheduleDuplicateFiredIsNoop(t *testing.T) {
+	o := newSchedOwner(t)
+	o.setSchedule(testSchedule("s1", 10*time.Second, OverlapAllow, MisfireOnce))
+	evs := o.tick(t0.Add(10 * time.Second))
+	before := o.s.Snapshot()
+	// The same firing again (another leader's proposal of the same tick).
+	o.commit(evs...)
+	if after := o.s.Snapshot(); !bytes.Equal(before, after) {
+		t.Fatal("a duplicate firing changed the state")
+	}
+	// A stale firing of another tick does not create its group either.
+	stale := FiringGroupID("s1", t0.Add(5*time.Second))
+	o.commit(Event{Type: EvScheduleFired, At: o.now, Group: stale, NotBefore: t0.Add(5 * time.Second), Expiry: t0.Add(time.Hour)},
+		Event{Type: EvSubmitted, At: o.now, Group: stale, Spec: &GroupSpec{ID: stale, Mode: ModeSingle, Tasks: []TaskSpec{{Handler: "echo"}}}})
+	if o.s.HasGroup(stale) {
+		t.Fatal("a fenced firing created its group")
+	}
+	v, _ := o.s.Schedule("s1")
+	if len(v.Firings) != 1 || !v.Next.Equal(t0.Add(20*time.Second)) {
+		t.Fatalf("schedule moved: %+v", v)
+	}
+}
+
+func TestScheduleOverlapSkip(t *testing.T) {
+	o := newSchedOwner(t)
+	o.setSchedule(testSchedule("s1", 10*time.Second, OverlapSkip, MisfireOnce))
+	o.tick(t0.Add(10 * time.Second))
+	o.lease(1, "p#1") // the first firing's task runs
+	evs := o.tick(t0.Add(20 * time.Second))
+	if len(evs) != 1 || evs[0].Type != EvScheduleFired || evs[0].By != firedSkipped {
+		t.Fatalf("Due while running = %+v", evs)
+	}
+	v, _ := o.s.Schedule("s1")
+	if len(v.Firings) != 2 || !v.Firings[1].Skipped || v.Firings[1].Group != "" {
+		t.Fatalf("firings = %+v", v.Firings)
+	}
+	// Once the group finished, the next tick fires.
+	first := FiringGroupID("s1", t0.Add(10*time.Second))
+	if err := o.report(TaskIDOf(first, 0), "p#1", true, false); err != nil {
+		t.Fatal(err)
+	}
+	if evs := o.tick(t0.Add(30 * time.Second)); len(evs) != 2 {
+		t.Fatalf("Due after finish = %+v", evs)
+	}
+}
+
+func TestScheduleMisfire(t *testing.T) {
+	for _, mf := range []Misfire{MisfireOnce, MisfireSkip} {
+		t.Run(mf.String(), func(t *testing.T) {
+			o := newSchedOwner(t)
+			o.setSchedule(testSchedule("s1", 10*time.Second, OverlapAllow, mf))
+			now := t0.Add(time.Hour + 5*time.Second) // down for an hour
+			evs := o.tick(now)
+			v, _ := o.s.Schedule("s1")
+			if !v.Next.Equal(t0.Add(time.Hour + 10*time.Second)) {
+				t.Fatalf("next = %v", v.Next)
+			}
+			switch mf {
+			case MisfireOnce:
+				latest := FiringGroupID("s1", t0.Add(time.Hour))
+				if len(evs) != 2 || evs[1].Group != latest || len(v.Firings) != 1 || o.s.Len() != 1 {
+					t.Fatalf("Due = %+v firings %+v", evs, v.Firings)
+				}
+			case MisfireSkip:
+				if len(evs) != 1 || len(v.Firings) != 0 || o.s.Len() != 0 {
+					t.Fatalf("Due = %+v firings %+v", evs, v.Firings)
+				}
+			}
+		})
+	}
+}
+
+func TestSchedulePauseResumeDelete(t *testing.T) {
+	o := newSchedOwner(t)
+	o.setSchedule(testSchedule("s1", 10*time.Second, OverlapAllow, MisfireOnce))
+	evs, err := o.s.PauseSchedule(o.now, "s1", true, "me")
+	if err != nil || len(evs) != 1 {
+		t.Fatal(evs, err)
+	}
+	o.commit(evs...)
+	if evs := o.tick(t0.Add(time.Minute)); len(evs) != 0 {
+		t.Fatalf("Due while paused = %+v", evs)
+	}
+	evs, _ = o.s.PauseSchedule(o.now, "s1", false, "me")
+	o.commit(evs...)
+	v, _ := o.s.Schedule("s1")
+	if v.Paused || !v.Next.Equal(t0.Add(70*time.Second)) {
+		t.Fatalf("resumed = %+v", v)
+	}
+	if evs := o.tick(t0.Add(70 * time.Second)); len(evs) != 2 {
+		t.Fatalf("Due after resume = %+v", evs)
+	}
+	ev, err := o.s.DeleteSchedule(o.now, "s1", "me")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.commit(ev)
+	if o.s.HasSchedule("s1") || len(o.tick(t0.Add(80*time.Second))) != 0 {
+		t.Fatal("deleted schedule still fires")
+	}
+	if _, err := o.s.DeleteSchedule(o.now, "s1", "me"); err != ErrNotFound {
+		t.Fatalf("delete again = %v", err)
+	}
+}
+
+func TestScheduleValidate(t *testing.T) {
+	o := newSchedOwner(t)
+	bad := testSchedule("s1", 0, OverlapAllow, MisfireOnce)
+	if _, _, err := o.s.SetSchedule(o.now, &bad); err == nil {
+		t.Fatal("no cron nor every accepted")
+	}
+	bad = testSchedule("s1", time.Second, OverlapAllow, MisfireOnce)
+	bad.Group.Tasks[0].Handler = ""
+	_, _, err := o.s.SetSchedule(o.now, &bad)
+	if fe, ok := err.(*FieldError); !ok || fe.Field != "group.tasks[0].handler" {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestScheduleSnapshotAndReplay(t *testing.T) {
+	o := newSchedOwner(t)
+	o.setSchedule(testSchedule("s1", 10*time.Second, OverlapSkip, MisfireOnce))
+	sp := testSchedule("s2", 0, OverlapAllow, MisfireSkip)
+	sp.Cron, sp.TZ = "hourly", "UTC"
+	o.setSchedule(sp)
+	for i := 1; i <= 30; i++ {
+		o.tick(t0.Add(time.Duration(i) * 5 * time.Minute))
+	}
+	snap := o.s.Snapshot()
+	r, _ := New(o.s.Config())
+	if err := r.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(r.Snapshot(), snap) || !reflect.DeepEqual(r.Schedules(), o.s.Schedules()) {
+		t.Fatal("snapshot round trip differs")
+	}
+	// Replay of the log on a fresh replica gives the same state.
+	rep, _ := New(o.s.Config())
+	rep.Apply(o.log)
+	if !bytes.Equal(rep.Snapshot(), snap) {
+		t.Fatal("replay differs")
+	}
+	// The restored leader keeps firing on time.
+	r.SetLeader(true, o.now)
+	if evs := r.Due(o.now.Add(time.Hour)); len(evs) == 0 {
+		t.Fatal("restored schedules do not fire")
+	}
+	// A version 1 snapshot (no schedules) still restores.
+	e, _ := New(DefaultConfig())
+	v1 := e.Snapshot()
+	v1 = append([]byte{1}, v1[1:len(v1)-1]...)
+	if err := r.Restore(v1); err != nil || r.ScheduleLen() != 0 {
+		t.Fatalf("restore v1 = %v (%d schedules)", err, r.ScheduleLen())
+	}
+}
