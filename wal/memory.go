@@ -22,9 +22,14 @@ type Memory struct {
 	mu sync.Mutex
 	// cur is everything appended; Append changes it.
 	cur memState
-	// synced is the state as of the last Sync; Sync replaces it with cur,
-	// Crash replaces cur with it.
+	// synced is the state as of the last Sync; Sync copies into it what
+	// changed in cur since, Crash replaces cur with it.
 	synced memState
+	// dirty names what Append changed since the last Sync, so that Sync
+	// costs what changed, not the whole state.
+	dirtyParts map[uint32]struct{}
+	dirtyOut   map[string]struct{}
+	dirtyMeta  map[string]struct{}
 }
 
 // memState is one version of the whole stored content.
@@ -44,7 +49,15 @@ type memPart struct {
 
 // NewMemory returns an empty Memory.
 func NewMemory() *Memory {
-	return &Memory{cur: newMemState(), synced: newMemState()}
+	m := &Memory{cur: newMemState(), synced: newMemState()}
+	m.resetDirty()
+	return m
+}
+
+func (m *Memory) resetDirty() {
+	m.dirtyParts = map[uint32]struct{}{}
+	m.dirtyOut = map[string]struct{}{}
+	m.dirtyMeta = map[string]struct{}{}
 }
 
 func newMemState() memState {
@@ -86,15 +99,19 @@ func (m *Memory) Append(b *Batch) error {
 	}
 	for p, mp := range scratch {
 		m.cur.parts[p] = *mp
+		m.dirtyParts[p] = struct{}{}
 	}
 	for _, r := range b.OutboxPut {
 		m.cur.outbox[r.Key] = slices.Clone(r.Value)
+		m.dirtyOut[r.Key] = struct{}{}
 	}
 	for _, k := range b.OutboxDel {
 		delete(m.cur.outbox, k)
+		m.dirtyOut[k] = struct{}{}
 	}
 	for _, r := range b.MetaPut {
 		m.cur.meta[r.Key] = slices.Clone(r.Value)
+		m.dirtyMeta[r.Key] = struct{}{}
 	}
 	return nil
 }
@@ -103,8 +120,29 @@ func (m *Memory) Append(b *Batch) error {
 func (m *Memory) Sync() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.synced = m.cur.clone()
+	for p := range m.dirtyParts {
+		if mp, ok := m.cur.parts[p]; ok {
+			mp.ents = mp.ents[:len(mp.ents):len(mp.ents)] // see clone
+			m.synced.parts[p] = mp
+		} else {
+			delete(m.synced.parts, p)
+		}
+	}
+	copyKeys(m.synced.outbox, m.cur.outbox, m.dirtyOut)
+	copyKeys(m.synced.meta, m.cur.meta, m.dirtyMeta)
+	m.resetDirty()
 	return nil
+}
+
+// copyKeys makes dst agree with src on keys (values are immutable, shared).
+func copyKeys(dst, src map[string][]byte, keys map[string]struct{}) {
+	for k := range keys {
+		if v, ok := src[k]; ok {
+			dst[k] = v
+		} else {
+			delete(dst, k)
+		}
+	}
 }
 
 // Crash drops everything appended since the last Sync. The Memory stays
@@ -113,6 +151,7 @@ func (m *Memory) Crash() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.cur = m.synced.clone()
+	m.resetDirty()
 }
 
 // Clone returns an independent copy of m, with the same appended and synced
@@ -120,7 +159,12 @@ func (m *Memory) Crash() {
 func (m *Memory) Clone() *Memory {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return &Memory{cur: m.cur.clone(), synced: m.synced.clone()}
+	c := &Memory{cur: m.cur.clone(), synced: m.synced.clone()}
+	c.resetDirty()
+	maps.Copy(c.dirtyParts, m.dirtyParts)
+	maps.Copy(c.dirtyOut, m.dirtyOut)
+	maps.Copy(c.dirtyMeta, m.dirtyMeta)
+	return c
 }
 
 // Partitions implements Log.
