@@ -68,6 +68,8 @@ type mesh struct {
 	acks      map[string][]AckMsg   // acks to send after commit, by partition/task key
 	pendAck   map[shard.TaskID]pendingAck
 	byRaft    map[uint64]string // raft id -> peer id, over members
+	ids       []string          // sorted member ids, nil when stale (memberIDs)
+	version   int               // bumps on every membership change (caches)
 }
 
 type pendingAck struct {
@@ -158,6 +160,8 @@ func (m *mesh) forget(id string, now time.Time) {
 	if m.members[id] != nil {
 		delete(m.members, id)
 		delete(m.byRaft, RaftID(id))
+		m.ids = nil
+		m.version++
 		m.changedAt = now
 		m.prefDirty = true
 	}
@@ -171,7 +175,7 @@ func (n *Node) Forget(id string) { n.mesh.forget(id, n.now) }
 // once the membership is stable, and re-sends unacknowledged outcomes.
 func (m *mesh) tick(now time.Time) {
 	cfg := &m.n.cfg
-	for _, id := range slices.Sorted(maps.Keys(m.members)) {
+	for _, id := range m.memberIDs() {
 		mb := m.members[id]
 		if id == cfg.ID {
 			mb.heard, mb.state = now, PeerAlive
@@ -228,7 +232,14 @@ func (m *mesh) loadJumped(now time.Time) bool {
 // eagerBeatEvery bounds the heartbeats sent on load changes.
 const eagerBeatEvery = 50 * time.Millisecond
 
-func (m *mesh) memberIDs() []string { return slices.Sorted(maps.Keys(m.members)) }
+// memberIDs returns the member ids, sorted. The slice is cached until the
+// membership changes: callers must not modify it.
+func (m *mesh) memberIDs() []string {
+	if m.ids == nil {
+		m.ids = slices.Sorted(maps.Keys(m.members))
+	}
+	return m.ids
+}
 
 func (m *mesh) heartbeat() Message {
 	st := m.n.Stats()
@@ -283,6 +294,9 @@ func (m *mesh) expireHolders(match func(holder string) bool) {
 
 // voters returns the partition's voters as peer ids, sorted.
 func (m *mesh) voters(p *partition) []string {
+	if p.votersOf == p.conf && p.votersEpoch == m.version && p.voterIDs != nil {
+		return p.voterIDs
+	}
 	var out []string
 	for _, v := range p.conf.GetVoters() {
 		if id, ok := m.peerOf(v); ok {
@@ -290,6 +304,7 @@ func (m *mesh) voters(p *partition) []string {
 		}
 	}
 	slices.Sort(out)
+	p.voterIDs, p.votersOf, p.votersEpoch = out, p.conf, m.version
 	return out
 }
 
@@ -299,6 +314,8 @@ func (m *mesh) peerOf(raftID uint64) (string, bool) {
 }
 
 func (m *mesh) add(mb *member) {
+	m.ids = nil
+	m.version++
 	m.members[mb.id] = mb
 	m.byRaft[RaftID(mb.id)] = mb.id
 }

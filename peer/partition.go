@@ -34,6 +34,12 @@ type partition struct {
 	// heartbeats, snapshots): for DeadAfter it votes for no one else.
 	leaderHeard time.Time
 
+	// voterIDs caches mesh.voters for the ConfState votersOf and the
+	// membership version votersEpoch.
+	voterIDs    []string
+	votersOf    *pb.ConfState
+	votersEpoch int
+
 	props      []shard.Event // events to propose as one entry at the next Ready
 	campaignAt time.Time     // when to campaign for a leaderless partition (jitter)
 	confAt     time.Time     // a replica change was proposed then and has not applied

@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"encoding/json"
 	"math/rand/v2"
 	"time"
 
@@ -51,18 +52,20 @@ func (s *stealer) Observe(peer string, l Load, now time.Time) {
 
 // load returns this node's load as it gossips it.
 func (n *Node) load() Load {
-	st := n.Stats()
-	return Load{Ready: st.Ready, Running: n.busy, Slots: n.cfg.Slots}
+	return Load{Ready: n.readyTotal(), Running: n.busy, Slots: n.cfg.Slots}
 }
 
 // maybeSteal asks a loaded peer for work when this node has free slots and
 // nothing READY of its own. It runs after every local scheduling pass, not
 // only on gossip, so an idle peer does not wait for the next round.
 func (n *Node) maybeSteal() {
-	if n.steal.t == nil || n.draining {
+	if n.steal.t == nil || n.draining || n.busy >= n.cfg.Slots+n.pace.stealAhead(n.cfg.Slots, n.cfg.LeaseAhead) {
 		return
 	}
 	self := n.load()
+	if self.Ready > 0 {
+		return
+	}
 	// Capacity counts the slots plus the leases that hide a steal's round
 	// trip (Little's law on measured averages): a thief asks again before
 	// its last task ends, and long tasks stay with the victim instead of
@@ -129,7 +132,8 @@ func (n *Node) grantApplied(p *partition, e *shard.Event) {
 	}
 	n.stats.TasksGranted++
 	n.steal.grants[thief] = append(n.steal.grants[thief], Grant{Task: e.Task, Round: e.Round, Expiry: e.Expiry,
-		Handler: spec.Handler, Payload: spec.Payload, Timeout: p.shard.Timeout(spec)})
+		Handler: spec.Handler, Payload: spec.Payload, Timeout: p.shard.Timeout(spec),
+		Inputs: rawInputs(p.shard.Inputs(e.Task))})
 }
 
 // flushGrants sends the grants (and refusals) of this Ready.
@@ -174,7 +178,7 @@ func (n *Node) stepGrant(from string, m Message) {
 		n.stats.StealsGranted++
 		n.busy++
 		n.running[g.Task] = g.Round
-		n.rd.Run = append(n.rd.Run, Run{Task: g.Task, Round: g.Round, Handler: g.Handler, Payload: g.Payload, Timeout: g.Timeout})
+		n.rd.Run = append(n.rd.Run, Run{Task: g.Task, Round: g.Round, Handler: g.Handler, Payload: g.Payload, Timeout: g.Timeout, Inputs: g.Inputs})
 	}
 }
 
@@ -195,6 +199,19 @@ func (n *Node) claim(t shard.TaskID, r shard.Round) bool {
 	}
 	n.started[t] = r
 	return true
+}
+
+// rawInputs converts a task's inputs as the shard holds them (shared, not
+// copied) to the JSON form handlers get; nil stays nil.
+func rawInputs(in map[string][]byte) map[string]json.RawMessage {
+	if in == nil {
+		return nil
+	}
+	out := make(map[string]json.RawMessage, len(in))
+	for k, v := range in {
+		out[k] = v
+	}
+	return out
 }
 
 // maxStarted bounds the memory of started leases (claim).
