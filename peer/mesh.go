@@ -457,23 +457,29 @@ func (m *mesh) reconfigure(p *partition) {
 	if m.ring == nil || (!p.confAt.IsZero() && m.n.now.Sub(p.confAt) < confWait) {
 		return
 	}
+	voters, learners := p.conf.GetVoters(), p.conf.GetLearners()
+	replicas := m.ring.Replicas(p.id)
+	if len(learners) == 0 && len(voters) == len(replicas) && m.allVoters(replicas, voters) {
+		return // the common case: nothing to change
+	}
 	want := map[uint64]string{}
-	for _, id := range m.ring.Replicas(p.id) {
+	for _, id := range replicas {
 		want[RaftID(string(id))] = string(id)
 	}
-	voters, learners := p.conf.GetVoters(), p.conf.GetLearners()
 	for _, rid := range sortedKeys(want) {
 		if !slices.Contains(voters, rid) && !slices.Contains(learners, rid) && m.live(want[rid]) {
 			m.confChange(p, pb.ConfChangeAddLearnerNode, rid)
 			return
 		}
 	}
-	st := p.rn.Status()
-	for _, rid := range learners {
-		if _, ok := want[rid]; ok {
-			if pr, ok := st.Progress[rid]; ok && pr.State == tracker.StateReplicate && pr.Match+16 >= m.lastIndex(st) {
-				m.confChange(p, pb.ConfChangeAddNode, rid)
-				return
+	if len(learners) > 0 { // Status allocates: only when a learner may be promoted
+		st := p.rn.Status()
+		for _, rid := range learners {
+			if _, ok := want[rid]; ok {
+				if pr, ok := st.Progress[rid]; ok && pr.State == tracker.StateReplicate && pr.Match+16 >= m.lastIndex(st) {
+					m.confChange(p, pb.ConfChangeAddNode, rid)
+					return
+				}
 			}
 		}
 	}
@@ -486,6 +492,15 @@ func (m *mesh) reconfigure(p *partition) {
 			return
 		}
 	}
+}
+
+func (m *mesh) allVoters(replicas []ring.PeerID, voters []uint64) bool {
+	for _, id := range replicas {
+		if !slices.Contains(voters, RaftID(string(id))) {
+			return false
+		}
+	}
+	return true
 }
 
 func (m *mesh) confChange(p *partition, t pb.ConfChangeType, rid uint64) {
