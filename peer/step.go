@@ -29,8 +29,16 @@ func (n *Node) Step(from string, m Message) error {
 		return fmt.Errorf("%w: %s was forgotten", ErrNotMember, from)
 	}
 	boot := ""
-	if m.Type == MsgHeartbeat && m.Heartbeat != nil {
+	if m.Type == MsgHeartbeat {
+		if m.Heartbeat == nil {
+			return errors.New("peer: step: heartbeat without body")
+		}
+		if m.Heartbeat.Partitions != n.cfg.Partitions {
+			return fmt.Errorf("peer: step: %s has %d partitions, this mesh %d: it cannot join", from, m.Heartbeat.Partitions, n.cfg.Partitions)
+		}
 		boot = m.Heartbeat.Boot
+	} else if n.mesh.members[from] == nil && m.Type != MsgRaft {
+		return fmt.Errorf("%w: %s sent %v before any heartbeat", ErrNotMember, from, m.Type)
 	}
 	n.mesh.heard(from, boot, n.now)
 	switch m.Type {

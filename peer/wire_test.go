@@ -1,0 +1,118 @@
+package peer
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+func wireSamples() []Message {
+	return []Message{
+		{Type: MsgRaft, From: "a", Raft: []RaftMsg{{Partition: 3, Msg: &pb.Message{Type: pb.MsgApp.Enum(), To: new(uint64(7)), From: new(uint64(9)),
+			Entries: []*pb.Entry{{Index: new(uint64(4)), Term: new(uint64(2)), Data: []byte("x")}}}}}},
+		{Type: MsgHeartbeat, From: "b", Heartbeat: &Heartbeat{Boot: "n", Partitions: 256, Load: Load{Ready: 3, Running: 1, Slots: 2},
+			Members: []string{"a", "b"}, Forgotten: []string{"z"}, Addrs: []string{"/ip4/127.0.0.1/tcp/1"}, Draining: true}},
+		{Type: MsgOutcome, From: "c", Outcomes: []OutcomeMsg{{Task: "g.1", Round: 2, Holder: "c#1", OK: true, Result: []byte(`{"r":1}`)},
+			{Task: "g.2", Round: 1, Holder: "c#1", Error: "boom", Permanent: true, TimedOut: true}}},
+		{Type: MsgAck, From: "d", Acks: []AckMsg{{Task: "g.1", Round: 2}}},
+		{Type: MsgStealReq, From: "e", Want: 4, Load: Load{Slots: 2}},
+		{Type: MsgGrant, From: "f", Load: Load{Ready: 10}, Grants: []Grant{{Task: "g.3", Round: 1,
+			Expiry: time.Unix(1_700_000_000, 5).UTC(), Handler: "echo", Payload: []byte("1"), Timeout: time.Second}}},
+		{Type: MsgGrant, From: "f", Refused: true},
+	}
+}
+
+func TestWireRoundTrip(t *testing.T) {
+	for _, m := range wireSamples() {
+		b, err := AppendMessage(nil, &m)
+		if err != nil {
+			t.Fatalf("encode %v: %v", m.Type, err)
+		}
+		got, err := DecodeMessage(b)
+		if err != nil {
+			t.Fatalf("decode %v: %v", m.Type, err)
+		}
+		again, _ := AppendMessage(nil, &got)
+		if !reflect.DeepEqual(b, again) {
+			t.Errorf("%v does not round-trip", m.Type)
+		}
+		for cut := 0; cut < len(b); cut++ {
+			if _, err := DecodeMessage(b[:cut]); err == nil {
+				t.Fatalf("%v truncated to %d/%d bytes decoded", m.Type, cut, len(b))
+			}
+		}
+	}
+	if _, err := DecodeMessage([]byte{9, 1}); err == nil {
+		t.Error("a wrong version decoded")
+	}
+	if _, err := DecodeMessage([]byte{WireVersion, 99}); err == nil {
+		t.Error("an unknown type decoded")
+	}
+}
+
+// FuzzDecodeMessage: decoding never panics, and what decodes re-encodes
+// to something that decodes to the same message.
+func FuzzDecodeMessage(f *testing.F) {
+	for _, m := range wireSamples() {
+		b, _ := AppendMessage(nil, &m)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, p []byte) {
+		m, err := DecodeMessage(p)
+		if err != nil {
+			return
+		}
+		b, err := AppendMessage(nil, &m)
+		if err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+		m2, err := DecodeMessage(b)
+		if err != nil {
+			t.Fatalf("re-decode: %v", err)
+		}
+		b2, _ := AppendMessage(nil, &m2)
+		if string(b) != string(b2) {
+			t.Fatal("not stable")
+		}
+	})
+}
+
+// The node refuses a malformed message and stays up.
+func TestStepRefusesBadMessages(t *testing.T) {
+	h := newHarness(t, 4)
+	bad := []Message{
+		{Type: MsgHeartbeat, From: "x"},                                       // no body
+		{Type: MsgHeartbeat, From: "x", Heartbeat: &Heartbeat{Partitions: 7}}, // wrong partition count
+		{Type: MsgRaft, From: "x", Raft: []RaftMsg{{Partition: 99, Msg: &pb.Message{}}}},
+		{Type: MsgRaft, From: "x", Raft: []RaftMsg{{Partition: 1, Msg: &pb.Message{Type: pb.MsgHup.Enum(), To: new(h.n.raftID), From: new(RaftID("x"))}}}},
+		{Type: 77, From: "x"},
+	}
+	for _, m := range bad {
+		if err := h.n.Step("x", m); err == nil {
+			t.Errorf("Step(%v) accepted a malformed message", m.Type)
+		}
+	}
+	if err := h.n.Step("", Message{Type: MsgAck}); err == nil {
+		t.Error("Step from an empty sender accepted")
+	}
+	h.stabilize()
+	r := h.submit(shard.GroupSpec{ID: "g", Mode: shard.ModeSingle, Tasks: []shard.TaskSpec{{Handler: "echo"}}})
+	if r.Err != nil {
+		t.Fatalf("node does not serve after bad messages: %v", r.Err)
+	}
+}
+
+func TestStepBadHeartbeatAddsNoMember(t *testing.T) {
+	h := newHarness(t, 4)
+	_ = h.n.Step("intruder", Message{Type: MsgHeartbeat, Heartbeat: &Heartbeat{Partitions: 7}})
+	_ = h.n.Step("intruder", Message{Type: MsgOutcome})
+	for _, m := range h.n.Members() {
+		if m.ID == "intruder" {
+			t.Fatal("a peer with a wrong partition count became a member")
+		}
+	}
+}
