@@ -29,6 +29,7 @@ type metrics struct {
 	peers      *prometheus.GaugeVec
 	ringEpoch  prometheus.Gauge
 	outbox     prometheus.Gauge
+	replLag    prometheus.Gauge
 	protocol   *prometheus.CounterVec // from NodeStats, by event
 	last       NodeStats              // NodeStats at the last observe, for deltas
 }
@@ -63,6 +64,8 @@ func newMetrics(p *Peer) *metrics {
 			Help: "Members of the mesh by state, as this peer sees them."}, []string{"state"}),
 		ringEpoch: prometheus.NewGauge(prometheus.GaugeOpts{Name: "needle_ring_epoch",
 			Help: "Version of the ring this peer routes with (bumps on every membership change)."}),
+		replLag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "needle_replication_lag_entries",
+			Help: "Largest number of log entries a voter is behind, over the partitions this peer leads."}),
 		outbox: prometheus.NewGauge(prometheus.GaugeOpts{Name: "needle_outbox_outcomes",
 			Help: "Outcomes waiting for their owner's acknowledgement."}),
 		protocol: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "needle_protocol_events_total",
@@ -70,7 +73,7 @@ func newMetrics(p *Peer) *metrics {
 			[]string{"event"}),
 	}
 	m.reg.MustRegister(m.tasks, m.readyQ, m.running, m.slots, m.finished, m.applied, m.outcomes,
-		m.runTimes, m.walSync, m.partitions, m.dropped, m.peers, m.ringEpoch, m.outbox, m.protocol,
+		m.runTimes, m.walSync, m.partitions, m.dropped, m.peers, m.ringEpoch, m.outbox, m.protocol, m.replLag,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.slots.Set(float64(p.cfg.Slots))
 	return m
@@ -93,6 +96,7 @@ func (m *metrics) observe(n *Node) {
 	}
 	m.ringEpoch.Set(float64(n.mesh.epoch))
 	m.outbox.Set(float64(n.OutboxLen()))
+	m.replLag.Set(float64(n.ReplicationLag()))
 	cur := n.stats
 	for _, c := range []struct {
 		name     string
