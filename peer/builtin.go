@@ -108,7 +108,8 @@ func RegisterBuiltins(r *Registry, cfg BuiltinConfig) error {
 	return nil
 }
 
-// echoHandler returns the payload, or null when it is empty.
+// echoHandler returns the payload, or null when it is empty. It ignores
+// the task's inputs: its result is the payload unchanged.
 func echoHandler(_ context.Context, c Call) ([]byte, error) {
 	if len(bytes.TrimSpace(c.Payload)) == 0 {
 		return []byte("null"), nil

@@ -1,10 +1,12 @@
 package peer
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,7 +27,7 @@ const execStderrTail = 512
 type execPayload struct {
 	Command string            `json:"command"` // a key of BuiltinConfig.Exec
 	Args    []string          `json:"args"`    // appended to the argv prefix, never parsed
-	Stdin   *string           `json:"stdin"`   // optional; default: no input
+	Stdin   *string           `json:"stdin"`   // optional; default: the inputs document, or no input
 	Env     map[string]string `json:"env"`     // optional; added to the peer's environment
 }
 
@@ -97,8 +99,37 @@ func (b *builtins) execArgv(p *execPayload) ([]string, error) {
 	return append(slices.Clone(prefix), p.Args...), nil
 }
 
+// execInputs is what exec writes to the stdin of a task with inputs.
+type execInputs struct {
+	Payload json.RawMessage            `json:"payload"`
+	Inputs  map[string]json.RawMessage `json:"inputs"`
+}
+
+// execStdin returns the command's standard input. The rule: an explicit
+// "stdin" in the payload wins (sent as is, even ""); otherwise a task with
+// dependencies gets {"payload": <its payload>, "inputs": {name: result}}
+// as one JSON document; otherwise the command gets no input.
+func execStdin(p *execPayload, c Call) (io.Reader, error) {
+	switch {
+	case p.Stdin != nil:
+		return strings.NewReader(*p.Stdin), nil
+	case c.Inputs != nil:
+		payload := json.RawMessage(c.Payload)
+		if len(bytes.TrimSpace(payload)) == 0 {
+			payload = json.RawMessage("null")
+		}
+		b, err := json.Marshal(execInputs{Payload: payload, Inputs: c.Inputs})
+		if err != nil {
+			return nil, Permanent(fmt.Errorf("exec: encoding inputs: %w", err))
+		}
+		return bytes.NewReader(append(b, '\n')), nil
+	}
+	return nil, nil
+}
+
 // execHandler runs an allow-listed command and returns its exit code and
 // output. The command's whole process group is killed when ctx is done.
+// Its stdin is the payload's "stdin", else the task's inputs (execStdin).
 func (b *builtins) execHandler(ctx context.Context, c Call) ([]byte, error) {
 	var p execPayload
 	if err := decodePayload("exec", c.Payload, &p); err != nil {
@@ -108,14 +139,18 @@ func (b *builtins) execHandler(ctx context.Context, c Call) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	stdin, err := execStdin(&p, c)
+	if err != nil {
+		return nil, err
+	}
 	// runCtx is also canceled when output overflows, to stop the child.
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cmd := exec.CommandContext(runCtx, argv[0], argv[1:]...)
 	setProcessGroup(cmd)
 	cmd.WaitDelay = execWaitDelay
-	if p.Stdin != nil {
-		cmd.Stdin = strings.NewReader(*p.Stdin)
+	if stdin != nil {
+		cmd.Stdin = stdin
 	}
 	if len(p.Env) > 0 {
 		cmd.Env = os.Environ()

@@ -32,6 +32,16 @@ type httpPayload struct {
 	URL     string            `json:"url"`     // must be under a BuiltinConfig.HTTPAllow prefix
 	Body    json.RawMessage   `json:"body"`    // sent as is; default null
 	Headers map[string]string `json:"headers"` // optional; Content-Type is always application/json
+	// WithInputs sends {"body": <body>, "inputs": {name: result}} instead
+	// of the body alone, so the receiver gets the task's inputs. Default
+	// false: the body is sent unchanged and the inputs are not sent.
+	WithInputs bool `json:"with_inputs"`
+}
+
+// httpWithInputs is the request body of an http task with "with_inputs".
+type httpWithInputs struct {
+	Body   json.RawMessage            `json:"body"`
+	Inputs map[string]json.RawMessage `json:"inputs"`
 }
 
 // allowPrefix is one parsed, normalised BuiltinConfig.HTTPAllow entry.
@@ -142,7 +152,10 @@ func validHeader(k, v string) bool {
 	return true
 }
 
-// httpHandler POSTs the payload's body to an allow-listed URL.
+// httpHandler POSTs the payload's body to an allow-listed URL. With
+// "with_inputs": true it POSTs {"body": <body>, "inputs": {...}} instead
+// (inputs {} for a task without dependencies); without it the body is
+// sent unchanged, as before inputs existed, and the inputs are not sent.
 func (b *builtins) httpHandler(ctx context.Context, c Call) ([]byte, error) {
 	var p httpPayload
 	if err := decodePayload("http", c.Payload, &p); err != nil {
@@ -158,6 +171,15 @@ func (b *builtins) httpHandler(ctx context.Context, c Call) ([]byte, error) {
 	body := []byte(p.Body)
 	if len(body) == 0 {
 		body = []byte("null")
+	}
+	if p.WithInputs {
+		inputs := c.Inputs
+		if inputs == nil {
+			inputs = map[string]json.RawMessage{} // always an object for the receiver
+		}
+		if body, err = json.Marshal(httpWithInputs{Body: body, Inputs: inputs}); err != nil {
+			return nil, Permanent(fmt.Errorf("http: encoding inputs: %w", err))
+		}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
 	if err != nil {

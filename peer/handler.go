@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -17,6 +18,11 @@ type Call struct {
 	Round   shard.Round
 	Attempt int    // 1-based attempt number
 	Payload []byte // the task's payload (JSON)
+	// Inputs are the results of the task's dependencies, by dependency
+	// name: in a dag the tasks named in its deps, in a pipeline every task
+	// of the previous stage (an unnamed one by its task id). nil for a task
+	// without dependencies. Handlers must not modify Payload or Inputs.
+	Inputs map[string]json.RawMessage
 }
 
 // HandlerFunc runs one attempt of a task. It must return when ctx is

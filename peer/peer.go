@@ -45,6 +45,10 @@ type Config struct {
 	Token string
 	// Builtins configures the exec and http handlers' allow-lists.
 	Builtins BuiltinConfig
+	// MaxResult bounds a handler's result, in bytes (as stored: JSON). A
+	// larger result fails the attempt permanently ("result of N bytes is
+	// over the limit of M"); it is never truncated. Default 1 MiB.
+	MaxResult int
 	// Handlers holds the task handlers; nil = a new registry with the
 	// built-ins. Embedding programs register their own.
 	Handlers *Registry
@@ -105,6 +109,9 @@ func (c *Config) Validate() error {
 	if c.Replicas == 0 {
 		c.Replicas = 3
 	}
+	if c.MaxResult == 0 {
+		c.MaxResult = DefaultMaxResult
+	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 30 * time.Second
 	}
@@ -131,6 +138,8 @@ func (c *Config) Validate() error {
 		return errors.New("peer: --tls-cert and --tls-key go together")
 	case c.RatePerClient < 0:
 		return errors.New("peer: --rate must be >= 0")
+	case c.MaxResult < 0:
+		return errors.New("peer: --max-result must be > 0")
 	}
 	if c.Token == "" {
 		if addr, changed := loopbackOnly(c.HTTPAddr); changed {
@@ -147,6 +156,9 @@ func (c *Config) Validate() error {
 	}
 	return nil
 }
+
+// DefaultMaxResult is Config.MaxResult when it is zero: 1 MiB.
+const DefaultMaxResult = 1 << 20
 
 // leaseAhead is the most leases a peer holds beyond its slots, per slot.
 const leaseAhead = 128

@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -44,6 +45,9 @@ type Run struct {
 	Payload []byte
 	Timeout time.Duration
 	Attempt int // attempts already made (0 on the first run)
+	// Inputs are the results of the task's dependencies by name
+	// (shard.Shard.Inputs); nil when it has none.
+	Inputs map[string]json.RawMessage
 }
 
 // Reply answers a request made through Submit or Cancel.

@@ -2,8 +2,11 @@ package peer
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -103,6 +106,7 @@ type Grant struct {
 	Handler string
 	Payload []byte
 	Timeout time.Duration
+	Inputs  map[string]json.RawMessage // the results of its dependencies (Run.Inputs)
 }
 
 // ErrWire is wrapped by every decode error.
@@ -213,7 +217,15 @@ func appendGrant(dst []byte, g *Grant) []byte {
 	dst = shard.AppendTime(dst, g.Expiry)
 	dst = shard.AppendString(dst, g.Handler)
 	dst = shard.AppendBytes(dst, g.Payload)
-	return binary.AppendVarint(dst, int64(g.Timeout))
+	dst = binary.AppendVarint(dst, int64(g.Timeout))
+	// Appended: the inputs, sorted by name so that the encoding is
+	// deterministic.
+	dst = binary.AppendUvarint(dst, uint64(len(g.Inputs)))
+	for _, name := range slices.Sorted(maps.Keys(g.Inputs)) {
+		dst = shard.AppendString(dst, name)
+		dst = shard.AppendBytes(dst, g.Inputs[name])
+	}
+	return dst
 }
 
 // DecodeMessage decodes a Message. It never panics and bounds every
@@ -340,5 +352,21 @@ func decodeGrant(d *shard.Decoder) Grant {
 	g.Handler = d.String()
 	g.Payload = d.Bytes()
 	g.Timeout = time.Duration(d.Varint())
+	n := d.Count(2) // a name and a result, two length prefixes at least
+	if n == 0 {
+		return g
+	}
+	g.Inputs = make(map[string]json.RawMessage, n)
+	for range n {
+		name, res := d.String(), d.Bytes()
+		if d.Err() != nil {
+			return g
+		}
+		if _, dup := g.Inputs[name]; dup {
+			d.Fail("grant %s: input %q twice", g.Task, name)
+			return g
+		}
+		g.Inputs[name] = res
+	}
 	return g
 }

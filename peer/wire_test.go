@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"encoding/json"
 	"reflect"
 	"testing"
 	"time"
@@ -21,7 +22,9 @@ func wireSamples() []Message {
 		{Type: MsgAck, From: "d", Acks: []AckMsg{{Task: "g.1", Round: 2}}},
 		{Type: MsgStealReq, From: "e", Want: 4, Load: Load{Slots: 2}},
 		{Type: MsgGrant, From: "f", Load: Load{Ready: 10}, Grants: []Grant{{Task: "g.3", Round: 1,
-			Expiry: time.Unix(1_700_000_000, 5).UTC(), Handler: "echo", Payload: []byte("1"), Timeout: time.Second}}},
+			Expiry: time.Unix(1_700_000_000, 5).UTC(), Handler: "echo", Payload: []byte("1"), Timeout: time.Second},
+			{Task: "g.4", Round: 1, Handler: "sum", Timeout: time.Second,
+				Inputs: map[string]json.RawMessage{"b": json.RawMessage(`[1,2]`), "a": json.RawMessage(`"x"`)}}}},
 		{Type: MsgGrant, From: "f", Refused: true},
 	}
 }

@@ -60,12 +60,20 @@ func (p *Peer) execute(j job) shard.Outcome {
 	defer cancel()
 	j.ctx = ctx
 	start := time.Now()
-	res, err := safeCall(j.ctx, h, Call{Task: r.Task, Round: r.Round, Attempt: r.Attempt + 1, Payload: r.Payload})
+	res, err := safeCall(j.ctx, h, Call{Task: r.Task, Round: r.Round, Attempt: r.Attempt + 1, Payload: r.Payload, Inputs: r.Inputs})
 	o.Took = time.Since(start)
 	p.metrics.runTime(r.Handler, o.Took)
 	if err == nil && j.ctx.Err() == nil {
+		res = asJSON(res)
+		if limit := p.cfg.MaxResult; limit > 0 && len(res) > limit {
+			// Refused whole, never truncated: a cut result is not JSON, and a
+			// dependent would get a wrong input.
+			o.Error = fmt.Sprintf("handler %q: result of %d bytes is over the limit of %d", r.Handler, len(res), limit)
+			o.Permanent = true
+			return o
+		}
 		o.OK = true
-		o.Result = asJSON(res)
+		o.Result = res
 		return o
 	}
 	if err == nil {

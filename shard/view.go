@@ -97,3 +97,30 @@ type GroupView struct {
 	CreatedAt  time.Time
 	FinishedAt time.Time
 }
+
+// Inputs returns the results of task id's dependencies, keyed by each
+// dependency's name (its task id when it has none): in a dag the tasks
+// named in its deps, in a pipeline every task of the previous stage. Only
+// dependencies that SUCCEEDED are included, so for a task that is READY or
+// RUNNING (all its dependencies succeeded) every one is there. It returns
+// nil for an unknown task or one without dependencies. The results are
+// shared with the state: callers must not modify them.
+func (s *Shard) Inputs(id TaskID) map[string][]byte {
+	t, err := s.lookup(id)
+	if err != nil || len(t.deps) == 0 {
+		return nil
+	}
+	out := make(map[string][]byte, len(t.deps))
+	for _, d := range t.deps {
+		dt := t.g.tasks[d]
+		if dt.state != Succeeded {
+			continue
+		}
+		name := dt.spec.Name
+		if name == "" {
+			name = string(dt.id)
+		}
+		out[name] = dt.result
+	}
+	return out
+}

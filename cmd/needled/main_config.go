@@ -48,6 +48,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.Int64Var(&c.Limits.MaxBody, "max-body", 32<<20, "largest request body, bytes")
 	fs.IntVar(&c.Limits.MaxPayload, "max-payload", 1<<20, "largest task payload, bytes")
 	fs.IntVar(&c.Limits.MaxTasks, "max-tasks", 100_000, "most tasks in one group")
+	fs.IntVar(&c.MaxResult, "max-result", peer.DefaultMaxResult, "largest task result, bytes; a larger one fails the task (never truncated)")
 	fs.DurationVar(&c.Limits.MinEvery, "min-every", time.Second, "shortest \"every\" interval of a schedule")
 	var execAllow, httpAllow, listen, join listFlag
 	fs.Var(&listen, "listen", "libp2p listen multiaddr (repeatable; default TCP and QUIC on port 4001, all interfaces)")
