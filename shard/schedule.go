@@ -268,7 +268,14 @@ func (s *Shard) PauseSchedule(now time.Time, id ScheduleID, pause bool, by strin
 	if pause {
 		return []Event{{Type: EvSchedulePaused, At: now, Group: GroupID(id), By: by}}, nil
 	}
-	next, err := s.next(&sc.spec, now)
+	// Ticks before sc.next were handled before the pause: resuming on a
+	// clock behind them (another owner's, or one that came back from a
+	// restart behind) must not fire them again.
+	after := now
+	if t := sc.next.Add(-time.Nanosecond); !sc.next.IsZero() && t.After(after) {
+		after = t
+	}
+	next, err := s.next(&sc.spec, after)
 	if err != nil {
 		return nil, err
 	}

@@ -67,6 +67,11 @@ type checker struct {
 	doubleAcc   int
 	lost        int
 	steals      int // runs on a node that does not serve the task's partition
+	scheds      map[shard.ScheduleID]*schedRec
+	schedOrder  []*schedRec // creation order
+	firings     int         // firing groups seen
+	skips       int         // overlap skips seen
+	ticksOK     int         // ticks checked to have fired in a healthy window
 }
 
 func newChecker(s *sim) *checker {
@@ -144,6 +149,9 @@ func (c *checker) submitted(o *op, r *response) {
 func (c *checker) changes(nd *simNode, cs []shard.Change) {
 	for _, ch := range cs {
 		t := c.tasks[ch.Task]
+		if t == nil && c.firingGroup(ch.Group) {
+			t = c.tasks[ch.Task]
+		}
 		if t == nil {
 			c.s.fail(invOutcome, fmt.Sprintf("n%d reports %s %v, a task nobody submitted", nd.idx, ch.Task, ch.State))
 			return
@@ -204,6 +212,9 @@ func (c *checker) sameResult(nd *simNode, t *taskRec, res []byte, has bool) {
 // dependency SUCCEEDED (3).
 func (c *checker) run(nd *simNode, r peer.Run) {
 	t := c.tasks[r.Task]
+	if g, _, ok := r.Task.Split(); t == nil && ok && c.firingGroup(g) {
+		t = c.tasks[r.Task]
+	}
 	if t == nil {
 		c.s.fail(invOutcome, fmt.Sprintf("n%d runs %s, a task nobody submitted", nd.idx, r.Task))
 		return

@@ -46,3 +46,41 @@ func TestCheckerCreatedReplyArrivingLate(t *testing.T) {
 		})
 	}
 }
+
+// TestScheduleCheckerCatches feeds the schedule checker firings that break
+// "each tick at most once": a tick twice in one view, a tick that changes,
+// and a tick a later view forgot.
+func TestScheduleCheckerCatches(t *testing.T) {
+	at := func(sec int64) time.Time { return time.Unix(sec, 0).UTC() }
+	fire := func(id shard.ScheduleID, sec int64) shard.Firing {
+		return shard.Firing{At: at(sec), Group: shard.FiringGroupID(id, at(sec))}
+	}
+	for _, tt := range []struct {
+		name  string
+		views [][]int64 // negative: an overlap skip
+	}{
+		{"twice", [][]int64{{10, 11, 11}}},
+		{"changed", [][]int64{{10, 11}, {11, -12}, {-11, 12}}},
+		{"forgotten", [][]int64{{10, 11, 12}, {10, 12}}},
+	} {
+		s := &sim{}
+		c := newChecker(s)
+		spec := &shard.ScheduleSpec{ID: "s000000000000000000000001", Every: time.Second,
+			Group: shard.GroupSpec{Mode: shard.ModeSingle, Tasks: []shard.TaskSpec{{Handler: "sleep"}}}}
+		r := c.schedule(&schedPlan{spec: spec})
+		for _, v := range tt.views {
+			var fs []shard.Firing
+			for _, sec := range v {
+				if sec < 0 {
+					fs = append(fs, shard.Firing{At: at(-sec), Skipped: true})
+				} else {
+					fs = append(fs, fire(spec.ID, sec))
+				}
+			}
+			c.checkFirings(&simNode{}, r, fs)
+		}
+		if s.viol == nil || s.viol.Invariant != invSched {
+			t.Errorf("%s: violation %v; want %s", tt.name, s.viol, invSched)
+		}
+	}
+}

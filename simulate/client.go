@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -18,6 +19,10 @@ type opKind uint8
 const (
 	opSubmit opKind = iota + 1
 	opCancel
+	opSchedSet
+	opSchedPause
+	opSchedResume
+	opSchedDelete
 )
 
 // op is one client operation, retried until it gets an answer. A submit's
@@ -31,7 +36,8 @@ type op struct {
 	first  time.Duration // first send
 	try    int           // sends so far; a reply or timeout of an older try is stale
 	done   bool
-	plan   *arrival // what to do after the acknowledgement (submit)
+	plan   *arrival  // what to do after the acknowledgement (submit)
+	sched  *schedRec // schedule commands
 }
 
 // request is one send of an op (client -> node).
@@ -53,6 +59,7 @@ type response struct {
 type client struct {
 	s        *sim
 	arrivals []arrival
+	scheds   []*schedPlan
 	next     int // next arrival to submit (sequential workloads)
 	inflight int // ops not done, plus planned ones not yet issued
 	retries  int
@@ -60,13 +67,17 @@ type client struct {
 }
 
 func newClient(s *sim, w *workload) *client {
-	return &client{s: s, arrivals: w.arrivals}
+	return &client{s: s, arrivals: w.arrivals, scheds: w.scheds}
 }
 
 // start schedules the arrivals (or the first one, for a sequential
 // workload).
 func (c *client) start(sequential bool) {
 	c.inflight += len(c.arrivals)
+	for _, p := range c.scheds {
+		c.inflight++ // until its deletion is issued
+		c.s.at(p.at, func() { c.schedOp(c.s.chk.schedule(p), opSchedSet) })
+	}
 	if sequential {
 		c.submitNext()
 		return
@@ -141,6 +152,45 @@ func (c *client) receive(_ int, r *response) {
 	c.inflight--
 	if o.kind == opSubmit && !o.repeat && r.reply.Err == nil {
 		c.afterAck(o)
+	}
+	if o.sched != nil {
+		c.schedAck(o, r.reply.Err)
+	}
+}
+
+// schedOp issues a schedule command, routed (like a group) to the node
+// serving the schedule's partition.
+func (c *client) schedOp(r *schedRec, k opKind) {
+	c.s.chk.schedSent(r, k)
+	c.issue(&op{kind: k, group: shard.GroupID(r.id), sched: r, first: c.s.now})
+}
+
+// schedAck takes the next step of a schedule's plan: pause, resume,
+// delete.
+func (c *client) schedAck(o *op, err error) {
+	r, p := o.sched, o.sched.plan
+	if err != nil && !(errors.Is(err, shard.ErrNotFound) && o.try > 1) {
+		if o.kind == opSchedSet || !errors.Is(err, shard.ErrNotFound) {
+			c.s.fail(invSched, fmt.Sprintf("%v of schedule %s refused: %v", o.kind, r.id, err))
+			return
+		}
+	}
+	c.s.chk.schedAcked(r, o.kind, nil)
+	after := func(d time.Duration, k opKind) {
+		c.s.after(max(d, time.Millisecond), func() {
+			if k == opSchedDelete {
+				c.inflight-- // the plan's own count: the delete op holds one now
+			}
+			c.schedOp(r, k)
+		})
+	}
+	switch {
+	case o.kind == opSchedSet && p.pauseAfter > 0 && c.s.now+p.pauseAfter < p.deleteAt:
+		after(p.pauseAfter, opSchedPause)
+	case o.kind == opSchedPause && p.resumeAfter > 0 && c.s.now+p.resumeAfter < p.deleteAt:
+		after(p.resumeAfter, opSchedResume)
+	case o.kind != opSchedDelete:
+		after(p.deleteAt-c.s.now, opSchedDelete)
 	}
 }
 

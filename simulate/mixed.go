@@ -22,6 +22,9 @@ func (g *gen) mixed() *workload {
 		w.arrivals = append(w.arrivals, a)
 	}
 	g.spread(w, work*10/time.Duration(9*g.cfg.Peers*g.cfg.Slots))
+	// A few schedules, live from within the submissions until 8-20 s
+	// after them.
+	w.scheds = g.schedPlans(3+g.rng.IntN(3), w.span, w.span+time.Duration(8+g.rng.IntN(13))*time.Second)
 	return w
 }
 

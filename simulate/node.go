@@ -3,6 +3,7 @@ package simulate
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/needle-mesh/needle/peer"
@@ -64,6 +65,7 @@ func (nd *simNode) start() error {
 	cfg.Shard = shard.DefaultConfig()
 	cfg.Shard.LeaseGrace = 2 * time.Second
 	cfg.Shard.DefaultTimeout = 10 * time.Second
+	cfg.Shard.Next = peer.ScheduleNext
 	cfg.Rand = rand.New(rand.NewPCG(nd.s.rng.Uint64(), nd.s.rng.Uint64()))
 	n, err := peer.NewNode(cfg, states, nd.now())
 	if err != nil {
@@ -190,6 +192,14 @@ func (nd *simNode) handleRequest(r *request) {
 		nd.n.Submit(req, cloneSpec(o.spec))
 	case opCancel:
 		nd.n.Cancel(req, o.group, o.task, "simulate")
+	case opSchedSet:
+		sp := *o.sched.plan.spec
+		sp.Group.Tasks = slices.Clone(sp.Group.Tasks)
+		nd.n.SetSchedule(req, &sp)
+	case opSchedPause, opSchedResume:
+		nd.n.PauseSchedule(req, o.sched.id, o.kind == opSchedPause, "simulate")
+	case opSchedDelete:
+		nd.n.DeleteSchedule(req, o.sched.id, "simulate")
 	}
 }
 

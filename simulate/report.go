@@ -54,13 +54,20 @@ type Report struct {
 	Runs     uint64 `json:"runs"`
 	// Refused counts handler outcomes the owner refused (stale round:
 	// fencing) or could not take.
-	Refused  int      `json:"refused"`
-	Retries  int      `json:"client_retries"`
-	Crashes  uint64   `json:"crashes"`
-	Restarts uint64   `json:"restarts"`
-	Pauses   uint64   `json:"pauses"`
-	Syncs    uint64   `json:"syncs"`
-	Faults   []string `json:"faults"`
+	Refused  int    `json:"refused"`
+	Retries  int    `json:"client_retries"`
+	Crashes  uint64 `json:"crashes"`
+	Restarts uint64 `json:"restarts"`
+	Pauses   uint64 `json:"pauses"`
+	Syncs    uint64 `json:"syncs"`
+	// ScheduleHours is the time schedules were live and not paused;
+	// Firings the firing groups seen, OverlapSkips the ticks overlap
+	// skipped.
+	ScheduleHours float64  `json:"schedule_hours"`
+	Firings       int      `json:"firings"`
+	OverlapSkips  int      `json:"overlap_skips"`
+	TicksChecked  int      `json:"ticks_checked"` // ticks held to "at least once"
+	Faults        []string `json:"faults"`
 	// SimSeconds is the virtual time of the run; WallSeconds the real time.
 	SimSeconds  float64 `json:"sim_seconds"`
 	WallSeconds float64 `json:"wall_seconds"`
@@ -79,6 +86,7 @@ func (s *sim) report() Report {
 		DoubleAccepted: c.doubleAcc, DuplicateExecutions: c.dupExec, Messages: s.net.sent, Steals: c.steals,
 		Groups: len(c.order), Tasks: len(c.tasks), Runs: s.st.runs, Refused: c.stale, Retries: s.cl.retries,
 		Crashes: s.st.crashes, Restarts: s.st.restarts, Pauses: s.st.pauses, Syncs: s.st.syncs,
+		ScheduleHours: c.scheduleHours(), Firings: c.firings, OverlapSkips: c.skips, TicksChecked: c.ticksOK,
 		SimSeconds: s.now.Seconds(), Hash: fmt.Sprintf("%016x", s.hash.Sum64()),
 	}
 	if s.viol != nil {
@@ -138,6 +146,9 @@ func (r *Report) Text() string {
 	if r.MakespanOverLB > 0 {
 		fmt.Fprintf(&b, " makespan/LB %.2f", r.MakespanOverLB)
 	}
+	if r.ScheduleHours > 0 {
+		fmt.Fprintf(&b, "\nschedule_hours %.2f firings %d overlap_skips %d ticks_checked %d", r.ScheduleHours, r.Firings, r.OverlapSkips, r.TicksChecked)
+	}
 	fmt.Fprintf(&b, "\nmessages %d syncs %d crashes %d restarts %d pauses %d\n", r.Messages, r.Syncs, r.Crashes, r.Restarts, r.Pauses)
 	for _, f := range r.Faults {
 		fmt.Fprintf(&b, "fault %s\n", f)
@@ -160,6 +171,7 @@ type Totals struct {
 	LatencyP50MS        float64  `json:"latency_p50_ms"` // the worst seed's
 	LatencyP99MS        float64  `json:"latency_p99_ms"` // the worst seed's
 	SimSeconds          float64  `json:"sim_seconds"`
+	ScheduleHours       float64  `json:"schedule_hours"`
 	WallSeconds         float64  `json:"wall_seconds"` // sum of the runs' wall times
 }
 
@@ -179,5 +191,6 @@ func (t *Totals) Add(r *Report) {
 	t.LatencyP50MS = max(t.LatencyP50MS, r.LatencyP50MS)
 	t.LatencyP99MS = max(t.LatencyP99MS, r.LatencyP99MS)
 	t.SimSeconds += r.SimSeconds
+	t.ScheduleHours += r.ScheduleHours
 	t.WallSeconds += r.WallSeconds
 }

@@ -145,6 +145,8 @@ func (s *sim) periodic() {
 	if s.durCheck && s.chk.durable() {
 		s.durCheck = false
 	}
+	s.chk.pollSchedules()
+	s.chk.checkTicks()
 	s.chk.sample(16)
 	s.chk.liveness()
 	s.checkReplicas()

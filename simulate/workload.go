@@ -35,6 +35,7 @@ type workload struct {
 	sequential bool          // w2: each group waits until the previous one finished
 	span       time.Duration // when the last arrival is due (estimated for w2)
 	lb         time.Duration // w3: makespan lower bound max(sum/slots, longest)
+	scheds     []*schedPlan  // schedules created, paused, resumed, deleted
 }
 
 // gen draws groups from the run's random source.
@@ -57,6 +58,8 @@ func newWorkload(cfg Config, rng *rand.Rand) *workload {
 		return w
 	case "w3":
 		return g.w3()
+	case "sched":
+		return g.sched()
 	case "w4":
 		w := g.batches(10, behaviour{dur: 50 * time.Millisecond}, 0)
 		g.spread(w, 50*time.Millisecond*time.Duration(cfg.Tasks))
