@@ -144,9 +144,10 @@ type Node struct {
 	snapSent []snapReport
 	steal    stealer
 	stats    NodeStats
-	draining bool                         // Drain was called: no new leases, leadership handed over
-	started  map[shard.TaskID]shard.Round // last round started here, per task (claim)
-	startedQ []shard.TaskID               // insertion order of started, to bound it
+	draining bool                           // Drain was called: no new leases, leadership handed over
+	localOut map[shard.TaskID]shard.Outcome // outcomes proposed as owner, not yet applied (handOver)
+	started  map[shard.TaskID]shard.Round   // last round started here, per task (claim)
+	startedQ []shard.TaskID                 // insertion order of started, to bound it
 }
 
 // request is a client request waiting for its entry to apply.
@@ -184,6 +185,7 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 		isDir: make([]bool, cfg.Partitions), now: now, lastTick: now, bootAt: now,
 		reqs: make(map[uint64]*request), running: make(map[shard.TaskID]shard.Round),
 		raftOut: make(map[string][]RaftMsg), started: make(map[shard.TaskID]shard.Round),
+		localOut: make(map[shard.TaskID]shard.Outcome),
 	}
 	n.mesh = newMesh(n, now)
 	var err error

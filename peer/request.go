@@ -113,6 +113,9 @@ func (n *Node) applyBatch(p *partition, b *shard.Batch) {
 			}
 		case shard.EvSucceeded, shard.EvFailed:
 			n.ackApplied(e)
+			if o, ok := n.localOut[e.Task]; ok && o.Round == e.Round {
+				delete(n.localOut, e.Task)
+			}
 		}
 	}
 	for _, c := range p.shard.TakeChanges() {
@@ -202,7 +205,23 @@ func (n *Node) Report(o shard.Outcome) error {
 	}
 	p.propose([]shard.Event{ev})
 	n.markDirty(p.id)
+	// Until its event commits, the outcome lives only in this leader's
+	// log: if leadership moves first, the entry is lost and the new owner
+	// would wait for the lease to expire. Keep it to hand over (handOver).
+	n.localOut[o.Task] = o
 	return nil
+}
+
+// handOver sends the outcomes this node proposed as owner of partition p,
+// whose events have not committed, to whoever owns p now (through the
+// outbox): it just lost the leadership, and with it those entries.
+func (n *Node) handOver(p *partition) {
+	for _, id := range sortedKeys(n.localOut) {
+		if o := n.localOut[id]; n.PartitionOf(id.Group()) == p.id {
+			delete(n.localOut, id)
+			n.forward(o)
+		}
+	}
 }
 
 // schedule leases READY tasks to this peer's free slots, highest priority
