@@ -88,7 +88,13 @@ func (n *Node) stepSteal(from string, m Message) error {
 	}
 	n.steal.Observe(from, m.Load, n.now)
 	mb := n.mesh.members[from]
-	if !n.steal.enabled || mb == nil || mb.boot == "" {
+	// Tasks shorter than a commit are cheaper to run here than to ship: a
+	// stolen task costs a lease commit, a grant, and an outcome sent back
+	// and committed, while the lease-ahead pacing keeps this peer's slots
+	// busy. Only longer work is worth moving, and until this peer has
+	// timed a task it does not know which kind it has.
+	short := n.pace.run == 0 || (n.pace.commit > 0 && n.pace.run < n.pace.commit)
+	if !n.steal.enabled || mb == nil || mb.boot == "" || short {
 		n.steal.refuse = append(n.steal.refuse, from)
 		return nil
 	}
