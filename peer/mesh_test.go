@@ -86,7 +86,8 @@ func (c *cluster) step(d time.Duration) {
 		}
 		cn.n.Tick(c.now)
 		for _, r := range c.runs[cn.id] {
-			_ = cn.n.Report(shard.Outcome{Task: r.Task, Round: r.Round, OK: true, Result: r.Payload})
+			// Took: the tasks stand for real work (100 ms), worth stealing.
+			_ = cn.n.Report(shard.Outcome{Task: r.Task, Round: r.Round, OK: true, Result: r.Payload, Took: 100 * time.Millisecond})
 		}
 		c.runs[cn.id] = nil
 		inbox := cn.inbox
