@@ -30,6 +30,8 @@ type metrics struct {
 	ringEpoch  prometheus.Gauge
 	outbox     prometheus.Gauge
 	replLag    prometheus.Gauge
+	queueWait  prometheus.Histogram
+	schedLag   prometheus.Histogram
 	protocol   *prometheus.CounterVec // from NodeStats, by event
 	last       NodeStats              // NodeStats at the last observe, for deltas
 }
@@ -64,6 +66,10 @@ func newMetrics(p *Peer) *metrics {
 			Help: "Members of the mesh by state, as this peer sees them."}, []string{"state"}),
 		ringEpoch: prometheus.NewGauge(prometheus.GaugeOpts{Name: "needle_ring_epoch",
 			Help: "Version of the ring this peer routes with (bumps on every membership change)."}),
+		queueWait: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "needle_task_queue_wait_seconds",
+			Help: "Time tasks waited READY before their lease, in partitions this peer owns.", Buckets: prometheus.ExponentialBuckets(0.0005, 4, 12)}),
+		schedLag: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "needle_schedule_lag_seconds",
+			Help: "How late schedule ticks fired after their due time, on this owner.", Buckets: prometheus.ExponentialBuckets(0.001, 3, 12)}),
 		replLag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "needle_replication_lag_entries",
 			Help: "Largest number of log entries a voter is behind, over the partitions this peer leads."}),
 		outbox: prometheus.NewGauge(prometheus.GaugeOpts{Name: "needle_outbox_outcomes",
@@ -73,7 +79,7 @@ func newMetrics(p *Peer) *metrics {
 			[]string{"event"}),
 	}
 	m.reg.MustRegister(m.tasks, m.readyQ, m.running, m.slots, m.finished, m.applied, m.outcomes,
-		m.runTimes, m.walSync, m.partitions, m.dropped, m.peers, m.ringEpoch, m.outbox, m.protocol, m.replLag,
+		m.runTimes, m.walSync, m.partitions, m.dropped, m.peers, m.ringEpoch, m.outbox, m.protocol, m.replLag, m.queueWait, m.schedLag,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.slots.Set(float64(p.cfg.Slots))
 	return m
@@ -118,6 +124,12 @@ func (m *metrics) observe(n *Node) {
 
 func (m *metrics) ready(rd *Ready) {
 	m.applied.Add(float64(rd.Applied))
+	for _, w := range rd.QueueWaits {
+		m.queueWait.Observe(w.Seconds())
+	}
+	for _, l := range rd.ScheduleLags {
+		m.schedLag.Observe(l.Seconds())
+	}
 	for _, c := range rd.Changes {
 		m.finished.WithLabelValues(c.State.String()).Inc()
 	}

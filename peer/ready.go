@@ -29,6 +29,11 @@ type Ready struct {
 	Replies  []Reply
 	Changes  []shard.Change
 	Applied  int // events applied in this Ready
+	// QueueWaits are how long tasks leased in this Ready waited READY, and
+	// ScheduleLags how late schedule ticks fired, by this node as owner
+	// (for metrics).
+	QueueWaits   []time.Duration
+	ScheduleLags []time.Duration
 }
 
 // Envelope is a message for another peer.

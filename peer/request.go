@@ -106,10 +106,17 @@ func (n *Node) applyBatch(p *partition, b *shard.Batch) {
 			created = created || !existed
 		case shard.EvLeased:
 			n.applyLease(p, e, b.Origin == n.holder)
+			if w, ok := p.shard.Waited(e.Task); ok && p.serving {
+				n.rd.QueueWaits = append(n.rd.QueueWaits, w)
+			}
 		case shard.EvExpired:
 			n.stats.LeaseExpiries++
 			if r, ok := n.running[e.Task]; ok && r == e.Round {
 				n.rd.Abort = append(n.rd.Abort, e.Task)
+			}
+		case shard.EvScheduleFired:
+			if b.Origin == n.holder && e.By == "" && !e.NotBefore.IsZero() {
+				n.rd.ScheduleLags = append(n.rd.ScheduleLags, e.At.Sub(e.NotBefore))
 			}
 		case shard.EvSucceeded, shard.EvFailed:
 			n.ackApplied(e)

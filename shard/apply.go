@@ -64,11 +64,13 @@ func (s *Shard) apply(e *Event) {
 		if t.state == Running && t.round == e.Round {
 			s.record(t, e)
 			t.holder = ""
+			t.readyAt = e.At
 			s.setState(t, Ready)
 		}
 	case EvReadied:
 		if t.state == Waiting {
 			s.record(t, e)
+			t.readyAt = e.At
 			s.setState(t, Ready)
 		}
 	case EvCanceled:
@@ -145,6 +147,7 @@ func (s *Shard) release(t *task, e *Event) {
 			return
 		}
 	}
+	t.readyAt = e.At
 	s.setState(t, Ready)
 }
 

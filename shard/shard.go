@@ -80,8 +80,9 @@ type task struct {
 	started    time.Time
 	finished   time.Time
 	history    []TaskEvent
-	seq        uint64 // FIFO order in the ready queue
-	heapIdx    int    // position in the ready queue, -1 when not queued
+	readyAt    time.Time // when it last became READY (a metric only: not in snapshots)
+	seq        uint64    // FIFO order in the ready queue
+	heapIdx    int       // position in the ready queue, -1 when not queued
 }
 
 // group is the state of one group.
@@ -280,4 +281,14 @@ func (s *Shard) RunOf(id TaskID, r Round, holder string) (*TaskSpec, bool) {
 		return nil, false
 	}
 	return t.spec, true
+}
+
+// Waited returns how long a RUNNING task waited READY before its current
+// lease, when known (not across a snapshot restore).
+func (s *Shard) Waited(id TaskID) (time.Duration, bool) {
+	t, err := s.lookup(id)
+	if err != nil || t.state != Running || t.readyAt.IsZero() || t.started.Before(t.readyAt) {
+		return 0, false
+	}
+	return t.started.Sub(t.readyAt), true
 }
