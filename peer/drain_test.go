@@ -14,21 +14,8 @@ func TestDrainUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real libp2p mesh")
 	}
-	p1 := startMeshPeer(t, t.TempDir(), nil)
-	join := []string{p1.p.host.Addrs()[0]}
-	p2 := startMeshPeer(t, t.TempDir(), join)
-	p3 := startMeshPeer(t, t.TempDir(), join)
-	peers := []*meshPeer{p1, p2, p3}
-	waitFor(t, "every partition replicated and led", 30*time.Second, func() bool {
-		for _, mp := range peers {
-			var st Stats
-			_ = mp.p.read(t.Context(), func(n *Node) error { st = n.Stats(); return nil })
-			if st.Voter != 32 || st.Leading == 0 {
-				return false
-			}
-		}
-		return true
-	})
+	peers := startMesh3(t)
+	p1, p2, p3 := peers[0], peers[1], peers[2]
 	ctx := t.Context()
 	var groups []string
 	for i := range 9 {

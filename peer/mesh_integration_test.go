@@ -67,21 +67,8 @@ func TestMeshRealPeers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real libp2p mesh")
 	}
-	p1 := startMeshPeer(t, t.TempDir(), nil)
-	join := []string{p1.p.host.Addrs()[0]}
-	p2 := startMeshPeer(t, t.TempDir(), join)
-	p3 := startMeshPeer(t, t.TempDir(), join)
-	peers := []*meshPeer{p1, p2, p3}
-	waitFor(t, "3 replicas of every partition, leadership on every peer", 30*time.Second, func() bool {
-		for _, mp := range peers {
-			var st Stats
-			_ = mp.p.read(t.Context(), func(n *Node) error { st = n.Stats(); return nil })
-			if st.Voter != 32 || st.Leading == 0 {
-				return false
-			}
-		}
-		return true
-	})
+	peers := startMesh3(t)
+	p1, p2, p3 := peers[0], peers[1], peers[2]
 	ctx := t.Context()
 	var groups []string
 	for i := range 6 {
@@ -118,4 +105,24 @@ func TestMeshRealPeers(t *testing.T) {
 		t.Fatalf("old result after failover = %+v, %v", tk, err)
 	}
 	_ = json.Valid
+}
+
+// startMesh3 starts three real peers (32 partitions) and waits until every
+// partition has three voters and every peer leads some.
+func startMesh3(t *testing.T) []*meshPeer {
+	t.Helper()
+	p1 := startMeshPeer(t, t.TempDir(), nil)
+	join := []string{p1.p.host.Addrs()[0]}
+	peers := []*meshPeer{p1, startMeshPeer(t, t.TempDir(), join), startMeshPeer(t, t.TempDir(), join)}
+	waitFor(t, "3 replicas of every partition, leadership on every peer", 30*time.Second, func() bool {
+		for _, mp := range peers {
+			var st Stats
+			_ = mp.p.read(t.Context(), func(n *Node) error { st = n.Stats(); return nil })
+			if st.Voter != 32 || st.Leading == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	return peers
 }
