@@ -18,7 +18,7 @@ const (
 )
 
 // AllWorkloads lists every workload Run knows.
-var AllWorkloads = []string{W1, W2, W3, W4}
+var AllWorkloads = []string{W1, W2, W3, W4, WS}
 
 // Config says what to run. Every zero numeric field takes the default of
 // DefaultConfig; Validate reports the rest with the CLI flag's name.

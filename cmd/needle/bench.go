@@ -39,7 +39,7 @@ flags:
   --needled PATH     needled binary (default: next to needle, else in PATH)
   --peers N          peers (default 3)
   --slots N          --slots of each peer (default 2)
-  --workloads LIST   comma-separated subset of w1,w2,w3,w4 (default all)
+  --workloads LIST   comma-separated subset of w1,w2,w3,w4,ws (default all; ws: schedule firing accuracy)
   --reps N           repetitions of each workload (default 3)
   --w1-tasks N       W1 tasks (default 20000)
   --w1-batch N       W1 tasks per group (default 1000)
