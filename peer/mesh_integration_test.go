@@ -2,7 +2,6 @@ package peer
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"testing"
@@ -104,7 +103,6 @@ func TestMeshRealPeers(t *testing.T) {
 	if err != nil || string(tk.Result) != "0" {
 		t.Fatalf("old result after failover = %+v, %v", tk, err)
 	}
-	_ = json.Valid
 }
 
 // startMesh3 starts three real peers (32 partitions) and waits until every

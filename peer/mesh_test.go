@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 	"time"
 
@@ -262,7 +261,6 @@ func TestMeshFailover(t *testing.T) {
 			t.Fatalf("%s = %v after n2 came back", g, st)
 		}
 	}
-	_ = slices.Contains[[]string]
 }
 
 // servers returns, per partition, the nodes that answer reads for it.
