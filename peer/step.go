@@ -370,4 +370,3 @@ func (n *Node) stepAcks(acks []AckMsg) {
 
 // OutboxLen returns the outcomes waiting for their owner's acknowledgement.
 func (n *Node) OutboxLen() int { return len(n.mesh.outbox) }
-
