@@ -42,6 +42,7 @@ type rpcResponse struct {
 
 	Schedule  *shard.ScheduleView  `json:"schedule,omitempty"`
 	Schedules []shard.ScheduleView `json:"schedules,omitempty"`
+	Audit     []shard.AuditEntry   `json:"audit,omitempty"`
 	Created   bool                 `json:"created,omitempty"`
 }
 
@@ -131,6 +132,8 @@ func (p *Peer) serveCall(ctx context.Context, from string, b []byte) ([]byte, er
 		resp.Events, err = l.TaskEvents(ctx, req.Task)
 	case "cancel":
 		err = l.cancel(ctx, req.Group, req.Task, req.By)
+	case "audit":
+		err = p.read(ctx, func(n *Node) error { resp.Audit = n.Audit(); return nil })
 	case "schedule_set", "schedule", "schedule_delete", "schedule_pause", "schedule_resume", "schedules":
 		err = p.serveScheduleCall(ctx, req, &resp)
 	default:

@@ -26,6 +26,7 @@ func (p *Peer) httpHandler() http.Handler {
 	mux.Handle("GET /{$}", ui)
 	mux.Handle("GET /dash/", ui)
 	mux.Handle("GET /v1/peers", p.requireToken(http.HandlerFunc(p.servePeers)))
+	mux.Handle("GET /v1/audit", p.requireToken(http.HandlerFunc(p.serveAudit)))
 	mux.Handle("POST /v1/drain", p.requireToken(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.log.Warn("drain requested through the API", "by", r.RemoteAddr)
 		p.RequestDrain()

@@ -144,3 +144,57 @@ func TestPeerMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestPeerAuditTrail: cancels and schedule pauses (also deletes and
+// resumes) are recorded with who asked, and GET /v1/audit lists them newest
+// first.
+func TestPeerAuditTrail(t *testing.T) {
+	p, c, _ := startPeer(t, t.TempDir(), 1)
+	ctx := t.Context()
+	res, err := c.SubmitTask(ctx, &api.SubmitTaskRequest{TaskFields: api.TaskFields{
+		Handler: "sleep", Payload: json.RawMessage(`{"ms":5000}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CancelTask(ctx, res.ID); err != nil {
+		t.Fatal(err)
+	}
+	post := func(path, body string) {
+		resp, err := http.Post("http://"+p.Addr()+path, "application/json", strings.NewReader(body))
+		if err != nil || resp.StatusCode/100 != 2 {
+			t.Fatalf("POST %s: %v %v", path, resp.Status, err)
+		}
+		resp.Body.Close()
+	}
+	var sched struct{ ID string }
+	resp, err := http.Post("http://"+p.Addr()+"/v1/schedules", "application/json", strings.NewReader(
+		`{"name":"a","every":"1h","group":{"mode":"parallel","tasks":[{"handler":"echo"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&sched)
+	resp.Body.Close()
+	post("/v1/schedules/"+sched.ID+"/pause", "{}")
+	var out struct {
+		Entries []struct{ Action, Subject, By string }
+	}
+	resp, err = http.Get("http://" + p.Addr() + "/v1/audit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, e := range out.Entries {
+		if e.By == "" {
+			t.Errorf("entry %+v has no author", e)
+		}
+		actions = append(actions, e.Action+" "+e.Subject)
+	}
+	want := []string{"schedule_paused " + sched.ID, "canceled " + res.ID}
+	if strings.Join(actions, ",") != strings.Join(want, ",") {
+		t.Errorf("audit = %v; want %v", actions, want)
+	}
+}

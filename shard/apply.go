@@ -16,6 +16,7 @@ func (s *Shard) Apply(evs []Event) {
 
 func (s *Shard) apply(e *Event) {
 	s.applied++
+	s.recordAudit(e)
 	firedOK := s.firedOK
 	s.firedOK = ""
 	if e.Type == EvSubmitted {

@@ -230,12 +230,17 @@ func TestScheduleSnapshotAndReplay(t *testing.T) {
 	if evs := r.Due(o.now.Add(time.Hour)); len(evs) == 0 {
 		t.Fatal("restored schedules do not fire")
 	}
-	// A version 1 snapshot (no schedules) still restores.
+	// Version 1 (no schedules) and 2 (no audit trail) snapshots still
+	// restore: an empty state ends with the schedule and audit counts.
 	e, _ := New(DefaultConfig())
-	v1 := e.Snapshot()
-	v1 = append([]byte{1}, v1[1:len(v1)-1]...)
+	v3 := e.Snapshot()
+	v1 := append([]byte{1}, v3[1:len(v3)-2]...)
 	if err := r.Restore(v1); err != nil || r.ScheduleLen() != 0 {
 		t.Fatalf("restore v1 = %v (%d schedules)", err, r.ScheduleLen())
+	}
+	v2 := append([]byte{2}, v3[1:len(v3)-1]...)
+	if err := r.Restore(v2); err != nil || r.ScheduleLen() != 0 {
+		t.Fatalf("restore v2 = %v (%d schedules)", err, r.ScheduleLen())
 	}
 }
 

@@ -119,7 +119,8 @@ type Shard struct {
 	done     []GroupID // finished groups in finish order, for retention
 	doneHead int
 	changes  []Change
-	applied  uint64 // events applied (for stats)
+	applied  uint64       // events applied (for stats)
+	audit    []AuditEntry // operator actions, oldest first (bounded)
 
 	schedules map[ScheduleID]*schedule
 	firedOK   GroupID // the firing group the previous applied event allowed

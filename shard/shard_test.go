@@ -514,3 +514,23 @@ func TestInitialLeases(t *testing.T) {
 		t.Errorf("ready queue holds %d; want 0", o.s.ReadyLen())
 	}
 }
+
+func TestAuditTrail(t *testing.T) {
+	o := newOwner(t)
+	o.submit(GroupSpec{ID: "g", Mode: ModeParallel, Tasks: []TaskSpec{echo("a"), echo("b")}})
+	evs, _ := o.s.Cancel(o.now, "g", "g.0", "alice")
+	o.commit(evs...)
+	evs, _ = o.s.Cancel(o.now, "g", "", "bob")
+	o.commit(evs...)
+	got := o.s.Audit()
+	if len(got) != 2 || got[0].Subject != "g.0" || got[0].By != "alice" || got[1].Subject != "g" || got[1].By != "bob" {
+		t.Fatalf("Audit() = %+v; want alice canceling g.0, then bob canceling g", got)
+	}
+	r, _ := New(DefaultConfig())
+	if err := r.Restore(o.s.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(r.Audit(), got) {
+		t.Fatalf("restored audit = %+v; want %+v", r.Audit(), got)
+	}
+}

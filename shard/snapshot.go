@@ -5,9 +5,9 @@ import (
 	"fmt"
 )
 
-// snapshotVersion 2 adds the schedules after the finished groups; version
-// 1 (no schedules) is still read.
-const snapshotVersion = 2
+// snapshotVersion 2 adds the schedules after the finished groups, and 3 the
+// audit trail after them; versions 1 and 2 are still read.
+const snapshotVersion = 3
 
 // Snapshot encodes the folded state (not the leader-local state) so that
 // Restore on another replica, or after a restart, rebuilds exactly the same
@@ -25,7 +25,8 @@ func (s *Shard) Snapshot() []byte {
 	for _, id := range live {
 		dst = AppendString(dst, string(id))
 	}
-	return s.appendSchedules(dst)
+	dst = s.appendSchedules(dst)
+	return appendAudit(dst, s.audit)
 }
 
 func appendGroupState(dst []byte, g *group) []byte {
@@ -63,7 +64,7 @@ func (s *Shard) Restore(p []byte) error {
 	if len(p) == 0 {
 		return fmt.Errorf("shard: restore: empty snapshot: %w", ErrCodec)
 	}
-	if p[0] != snapshotVersion && p[0] != 1 {
+	if p[0] < 1 || p[0] > snapshotVersion {
 		return fmt.Errorf("shard: restore: unknown snapshot version %d: %w", p[0], ErrCodec)
 	}
 	d := NewDecoder(p[1:])
@@ -91,6 +92,10 @@ func (s *Shard) Restore(p []byte) error {
 			return err
 		}
 	}
+	var audit []AuditEntry
+	if p[0] >= 3 && d.Err() == nil {
+		audit = decodeAudit(&d)
+	}
 	if err := d.Err(); err != nil {
 		return fmt.Errorf("shard: restore: %w", err)
 	}
@@ -99,6 +104,7 @@ func (s *Shard) Restore(p []byte) error {
 	}
 	s.install(groups, done, seq)
 	s.schedules = scheds
+	s.audit = audit
 	return nil
 }
 

@@ -1,0 +1,95 @@
+package peer
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// Audit returns the operator actions (cancels; schedule set, pause, resume,
+// delete) recorded in the partitions this node serves, oldest first.
+func (n *Node) Audit() []shard.AuditEntry {
+	var out []shard.AuditEntry
+	for _, p := range n.parts {
+		if p != nil && p.serving {
+			out = append(out, p.shard.Audit()...)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b shard.AuditEntry) int { return a.At.Compare(b.At) })
+	return out
+}
+
+type auditJSON struct {
+	At      time.Time `json:"at"`
+	Action  string    `json:"action"`
+	Subject string    `json:"subject"`
+	By      string    `json:"by"`
+}
+
+// serveAudit is GET /v1/audit[?limit=N]: the mesh's audit trail, newest
+// first, gathered from every live member (each answers for the partitions it
+// owns; a member that does not answer in time is left out).
+func (p *Peer) serveAudit(w http.ResponseWriter, r *http.Request) {
+	limit := 200
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 10_000 {
+			writeError(w, http.StatusBadRequest, "invalid_argument", "limit: want an integer in 1..10000", "limit")
+			return
+		}
+		limit = n
+	}
+	entries, err := p.gatherAudit(r.Context())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error(), "")
+		return
+	}
+	slices.Reverse(entries)
+	out := make([]auditJSON, 0, min(limit, len(entries)))
+	for _, e := range entries[:min(limit, len(entries))] {
+		out = append(out, auditJSON{At: e.At, Action: e.Type.String(), Subject: e.Subject, By: e.By})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"entries": out})
+}
+
+func (p *Peer) gatherAudit(ctx context.Context) ([]shard.AuditEntry, error) {
+	var members []string
+	var out []shard.AuditEntry
+	err := p.read(ctx, func(n *Node) error {
+		out = n.Audit()
+		for _, m := range n.Members() {
+			if m.ID != n.ID() && m.State == PeerAlive {
+				members = append(members, m.ID)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, m := range members {
+		wg.Go(func() {
+			cctx, cancel := contextWithTimeout(ctx)
+			defer cancel()
+			resp, err := p.forward(cctx, m, rpcRequest{Op: "audit"})
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			out = append(out, resp.Audit...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	slices.SortStableFunc(out, func(a, b shard.AuditEntry) int { return a.At.Compare(b.At) })
+	return out, nil
+}
