@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -24,10 +23,7 @@ func TestKill9Restart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the daemon")
 	}
-	bin := filepath.Join(t.TempDir(), "needled")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildNeedled(t)
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	cmd := startDaemon(t, bin, dir, addr)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -21,10 +20,7 @@ func TestPausedHolderOutcomeIsFenced(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three daemons")
 	}
-	bin := filepath.Join(t.TempDir(), "needled")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildNeedled(t)
 	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
 	cmds := []*exec.Cmd{startMeshDaemon(t, bin, addrs[0], "")}
 	join := selfAddr(t, addrs[0])

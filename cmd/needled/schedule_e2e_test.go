@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -51,13 +53,31 @@ func kill9(cmd *exec.Cmd) {
 	_ = cmd.Wait()
 }
 
+// buildNeedled builds the daemon once for all the process tests of this
+// package (each test then starts its own processes from it).
 func buildNeedled(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "needled")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	built.once.Do(func() {
+		dir, err := os.MkdirTemp("", "needled-test")
+		if err != nil {
+			built.err = err
+			return
+		}
+		built.bin = filepath.Join(dir, "needled")
+		if out, err := exec.Command("go", "build", "-o", built.bin, ".").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return bin
+	return built.bin
+}
+
+var built struct {
+	once sync.Once
+	bin  string
+	err  error
 }
 
 func createSchedule(t *testing.T, addr, body string) string {
