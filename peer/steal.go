@@ -138,7 +138,7 @@ func (n *Node) grantApplied(p *partition, e *shard.Event) {
 	}
 	n.stats.TasksGranted++
 	n.steal.grants[thief] = append(n.steal.grants[thief], Grant{Task: e.Task, Round: e.Round, Expiry: e.Expiry,
-		Handler: spec.Handler, Payload: spec.Payload, Timeout: p.shard.Timeout(spec),
+		Handler: spec.Handler, Payload: p.shard.Payload(e.Task), Timeout: p.shard.Timeout(spec),
 		Inputs: rawInputs(p.shard.Inputs(e.Task))})
 }
 

@@ -1,6 +1,10 @@
 package shard
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // Apply folds committed events into the state, in log order. It is
 // deterministic: every replica applying the same events holds the same
@@ -36,6 +40,10 @@ func (s *Shard) apply(e *Event) {
 	}
 	if e.Type == EvRemoved {
 		s.applyRemoved(g)
+		return
+	}
+	if e.Type == EvNotified {
+		s.applyNotified(g, e)
 		return
 	}
 	if e.Type == EvCanceled && e.Task == "" {
@@ -95,6 +103,10 @@ func (s *Shard) applySubmitted(e *Event) {
 		}
 	}
 	linkDeps(g, names)
+	if g.spec.Mode == ModeStream {
+		g.stageLive = make([]int, len(g.spec.Stages))
+		g.held = make([]intHeap, len(g.spec.Stages))
+	}
 	s.groups[g.id] = g
 	for _, t := range g.tasks {
 		t.history = append(t.history, TaskEvent{Seq: 1, Type: EvSubmitted, At: e.At})
@@ -128,6 +140,10 @@ func linkDeps(g *group, names map[string]int) {
 			if t.spec.Stage > 0 {
 				t.deps = append(t.deps, byStage[t.spec.Stage-1]...)
 			}
+		case ModeStream:
+			if t.spec.Stage > 0 {
+				t.deps = append(t.deps, i-1) // the same item, one stage earlier
+			}
 		}
 		t.depsLeft = len(t.deps)
 		for _, d := range t.deps {
@@ -139,6 +155,16 @@ func linkDeps(g *group, names map[string]int) {
 // release moves a task whose dependencies are done to READY, or to WAITING
 // when its delay has not passed at the event's time.
 func (s *Shard) release(t *task, e *Event) {
+	if g := t.g; g.spec.Mode == ModeStream {
+		st := t.spec.Stage
+		if c := g.spec.Stages[st].Concurrency; c > 0 && g.stageLive[st] >= c {
+			if t.state != Pending {
+				s.setState(t, Pending) // at submission: from no state yet
+			}
+			g.held[st].push(t.idx) // PENDING until the stage has room
+			return
+		}
+	}
 	if t.spec.Delay > 0 {
 		nb := t.created.Add(t.spec.Delay)
 		if nb.After(e.At) {
@@ -176,6 +202,7 @@ func (s *Shard) applySucceeded(t *task, e *Event) {
 	if !s.fenced(t, e) {
 		return
 	}
+	defer s.admitNext(t, e)
 	t.attempt++
 	t.result = e.Result
 	t.err = ""
@@ -202,7 +229,12 @@ func (s *Shard) applyFailed(t *task, e *Event) {
 	if e.Permanent || t.attempt >= maxAttempts || e.NotBefore.IsZero() {
 		t.finished = e.At
 		s.setState(t, Failed)
-		s.cancelDependents(t, e, fmt.Sprintf("dependency %s failed", t.id))
+		why := fmt.Sprintf("dependency %s failed", t.id)
+		if t.g.spec.Mode == ModeStream {
+			why = fmt.Sprintf("%s item %d at stage %q: %s", skippedPrefix, t.spec.Item, t.g.spec.Stages[t.spec.Stage].Name, e.Error)
+		}
+		s.cancelDependents(t, e, why)
+		s.admitNext(t, e)
 		return
 	}
 	t.notBefore = e.NotBefore
@@ -216,6 +248,7 @@ func (s *Shard) cancel(t *task, e *Event, why string) {
 		return
 	}
 	wasRunning := t.state == Running
+	defer s.admitNext(t, e)
 	t.err = why
 	t.finished = e.At
 	t.history = append(t.history, TaskEvent{Seq: len(t.history) + 1, Type: EvCanceled, At: e.At, Round: t.round, By: e.By, Error: why})
@@ -241,6 +274,7 @@ func (s *Shard) applyRemoved(g *group) {
 		s.ready.Remove(t)
 	}
 	delete(s.groups, g.id)
+	s.notifyPending = slices.DeleteFunc(s.notifyPending, func(id GroupID) bool { return id == g.id })
 }
 
 // record appends e to t's history.
@@ -255,6 +289,9 @@ func (s *Shard) record(t *task, e *Event) {
 // the change list in step. Every state change goes through here.
 func (s *Shard) setState(t *task, st State) {
 	g := t.g
+	if g.stageLive != nil {
+		g.stageLive[t.spec.Stage] += streamLive(st) - streamLive(t.state)
+	}
 	g.counts[t.state]--
 	g.counts[st]++
 	if t.state == Ready {
@@ -275,11 +312,18 @@ func (s *Shard) setState(t *task, st State) {
 		g.finished = t.finished
 		s.done = append(s.done, g.id)
 		c.GroupDone = true
+		if g.spec.Notify != "" {
+			g.notify.next = g.finished
+			s.notifyPending = append(s.notifyPending, g.id)
+		}
 	}
 	s.changes = append(s.changes, c)
 }
 
 func groupOutcome(g *group) GroupState {
+	if g.spec.Mode == ModeStream {
+		return streamOutcome(g)
+	}
 	switch {
 	case g.counts[Failed] > 0:
 		return GroupFailed
@@ -287,4 +331,80 @@ func groupOutcome(g *group) GroupState {
 		return GroupCanceled
 	}
 	return GroupSucceeded
+}
+
+// skippedPrefix starts the error of the later stages of a skipped item.
+const skippedPrefix = "skipped:"
+
+// streamLive is 1 for the states that hold a stage's room.
+func streamLive(st State) int {
+	if st == Ready || st == Running || st == Waiting {
+		return 1
+	}
+	return 0
+}
+
+// admitNext releases the next held item of t's stage when t's leaving made
+// room (a no-op outside streaming pipelines). Held items that were
+// canceled meanwhile are dropped on the way.
+func (s *Shard) admitNext(t *task, e *Event) {
+	g := t.g
+	if g.stageLive == nil || !t.state.Terminal() {
+		return
+	}
+	st := t.spec.Stage
+	c := g.spec.Stages[st].Concurrency
+	for c > 0 && g.stageLive[st] < c {
+		i, ok := g.held[st].pop()
+		if !ok {
+			return
+		}
+		if next := g.tasks[i]; next.state == Pending && next.depsLeft == 0 {
+			s.release(next, e)
+		}
+	}
+}
+
+// streamOutcome: a streaming pipeline succeeds when its items went through
+// or were skipped (reported in the view), fails when every item was
+// skipped, and is canceled when someone canceled it.
+func streamOutcome(g *group) GroupState {
+	for _, t := range g.tasks {
+		if t.state == Canceled && !strings.HasPrefix(t.err, skippedPrefix) {
+			return GroupCanceled
+		}
+	}
+	if items := len(g.tasks) / len(g.spec.Stages); g.counts[Failed] >= items {
+		return GroupFailed
+	}
+	return GroupSucceeded
+}
+
+// applyNotified records a webhook delivery attempt. Attempts are fenced by
+// number, so a repeated report of the same attempt changes nothing.
+func (s *Shard) applyNotified(g *group, e *Event) {
+	n := &g.notify
+	if s.leader {
+		delete(s.notifyInflight, g.id)
+	}
+	if !g.state.Terminal() || g.spec.Notify == "" || n.delivered || n.gaveUp || int(e.Round) != n.attempts+1 {
+		return
+	}
+	n.attempts++
+	n.err = e.Error
+	switch {
+	case e.Error == "":
+		n.delivered = true
+	case e.Permanent:
+		n.gaveUp = true
+	default:
+		n.next = e.NotBefore
+	}
+	if n.delivered || n.gaveUp {
+		s.notifyPending = slices.DeleteFunc(s.notifyPending, func(id GroupID) bool { return id == g.id })
+	}
+	if len(g.tasks) == 1 {
+		t := g.tasks[0]
+		t.history = append(t.history, TaskEvent{Seq: len(t.history) + 1, Type: EvNotified, At: e.At, Round: e.Round, Error: e.Error})
+	}
 }

@@ -17,7 +17,7 @@ import (
 // str = uvarint length + bytes; time = varint Unix nanoseconds, 0 for the
 // zero time (see AppendTime). Layout:
 //
-//	batch   = version:byte(1) origin:str req:uvarint n:uvarint event*n
+//	batch   = version:byte(2) origin:str req:uvarint n:uvarint event*n
 //	event   = type:byte flags:byte [at:time] [group:str] task round:uvarint
 //	          [holder:str] expiry:time notBefore:time result:str error:str
 //	          by:str [spec:group] [sched]
@@ -33,10 +33,15 @@ import (
 // sameAt, sameGroup or sameHolder set, the field equals the previous event's
 // in the batch (the zero value for the first event, or outside a batch).
 //	group   = id:str mode:byte key:str trace:str n:uvarint taskSpec*n
+//	          notify:str stages:(n:uvarint (name:str concurrency:uvarint)*n)
 //	taskSpec = name:str handler:str payload:str priority:varint
 //	          timeout:varint retry.maxAttempts:varint retry.backoff:varint
 //	          retry.maxBackoff:varint delay:varint
 //	          deps:(n:uvarint str*n) stage:varint
+//	          item:uvarint require:(n:uvarint str*n) pin:str
+//
+// Version 1 (still read) has neither the group's notify and stages nor the
+// task's item, require and pin.
 //
 // Decoding returns empty byte strings and lists as nil, and times in UTC
 // without monotonic reading; everything else round-trips exactly. Encoding
@@ -46,7 +51,7 @@ import (
 // Raft log that no replica can apply.
 
 // CodecVersion is the first byte of an encoded Batch.
-const CodecVersion = 1
+const CodecVersion = 2
 
 // Batch is the payload of one Raft entry: events proposed together, plus who
 // proposed them and for which request.
@@ -95,9 +100,11 @@ func AppendBatch(dst []byte, b *Batch) []byte {
 func DecodeBatch(p []byte) (Batch, error) {
 	d := NewDecoder(p)
 	var b Batch
-	if v := d.Byte(); d.err == nil && v != CodecVersion {
-		d.Fail("unknown version %d (want %d)", v, CodecVersion)
+	v := d.Byte()
+	if d.err == nil && (v < 1 || v > CodecVersion) {
+		d.Fail("unknown version %d (want 1 to %d)", v, CodecVersion)
 	}
+	d.v1 = v == 1
 	d.Field("version")
 	b.Origin = d.String()
 	d.Field("origin")
@@ -334,10 +341,16 @@ func AppendGroupSpec(dst []byte, g *GroupSpec) []byte {
 	for i := range g.Tasks {
 		dst = appendTaskSpec(dst, &g.Tasks[i])
 	}
+	dst = AppendString(dst, g.Notify)
+	dst = binary.AppendUvarint(dst, uint64(len(g.Stages)))
+	for _, st := range g.Stages {
+		dst = AppendString(dst, st.Name)
+		dst = binary.AppendUvarint(dst, uint64(st.Concurrency))
+	}
 	return dst
 }
 
-func codecKnownMode(m Mode) bool { return m >= ModeSingle && m <= ModePipeline }
+func codecKnownMode(m Mode) bool { return m >= ModeSingle && m <= ModeBroadcast }
 
 func appendTaskSpec(dst []byte, t *TaskSpec) []byte {
 	dst = AppendString(dst, t.Name)
@@ -353,13 +366,25 @@ func appendTaskSpec(dst []byte, t *TaskSpec) []byte {
 	for _, dep := range t.Deps {
 		dst = AppendString(dst, dep)
 	}
-	return binary.AppendVarint(dst, int64(t.Stage))
+	dst = binary.AppendVarint(dst, int64(t.Stage))
+	dst = binary.AppendUvarint(dst, uint64(t.Item))
+	dst = binary.AppendUvarint(dst, uint64(len(t.Require)))
+	for _, kv := range t.Require {
+		dst = AppendString(dst, kv)
+	}
+	return AppendString(dst, t.Pin)
 }
 
 // DecodeGroupSpec decodes a group written by AppendGroupSpec at the start of
 // p and returns it with the number of bytes it took.
 func DecodeGroupSpec(p []byte) (GroupSpec, int, error) {
+	return decodeGroupSpecAt(p, false)
+}
+
+// decodeGroupSpecAt is DecodeGroupSpec for data of the first layout when v1.
+func decodeGroupSpecAt(p []byte, v1 bool) (GroupSpec, int, error) {
 	d := NewDecoder(p)
+	d.v1 = v1
 	var g GroupSpec
 	decodeGroupSpec(&d, &g)
 	if d.err != nil {
@@ -381,10 +406,12 @@ func decodeGroupSpec(d *Decoder, g *GroupSpec) {
 	g.Trace = d.String()
 	d.Field("trace")
 	n := d.Count(minTaskSpecSize)
-	if !d.Field("tasks") || n == 0 {
+	if !d.Field("tasks") {
 		return
 	}
-	g.Tasks = make([]TaskSpec, n)
+	if n > 0 {
+		g.Tasks = make([]TaskSpec, n)
+	}
 	prev := &TaskSpec{}
 	for i := range g.Tasks {
 		decodeTaskSpec(d, &g.Tasks[i], prev)
@@ -393,6 +420,24 @@ func decodeGroupSpec(d *Decoder, g *GroupSpec) {
 			return
 		}
 		prev = &g.Tasks[i]
+	}
+	if d.v1 {
+		return
+	}
+	g.Notify = d.String()
+	d.Field("notify")
+	ns := d.Count(2)
+	if !d.Field("stages") || ns == 0 {
+		return
+	}
+	g.Stages = make([]StageSpec, ns)
+	for i := range g.Stages {
+		g.Stages[i].Name = d.String()
+		g.Stages[i].Concurrency = d.uint31()
+		if d.err != nil {
+			d.withinIndex("stages", i)
+			return
+		}
 	}
 }
 
@@ -418,6 +463,14 @@ func decodeTaskSpec(d *Decoder, t *TaskSpec, prev *TaskSpec) {
 	t.Deps = decodeStrings(d, "deps")
 	t.Stage = d.Int()
 	d.Field("stage")
+	if d.v1 {
+		return
+	}
+	t.Item = d.uint31()
+	d.Field("item")
+	t.Require = decodeStrings(d, "require")
+	t.Pin = d.StringReuse(prev.Pin)
+	d.Field("pin")
 }
 
 // decodeStrings decodes a list of strings; name is the list's field name.

@@ -100,6 +100,9 @@ func timeCode(t time.Time) int64 {
 type Decoder struct {
 	p   []byte
 	err error
+	// v1 is set when reading data written before the group and task
+	// extensions (batch version 1, snapshot versions 1-3).
+	v1 bool
 }
 
 // NewDecoder returns a Decoder reading p.
@@ -302,4 +305,14 @@ func (d *Decoder) Time() time.Time {
 	default:
 		return time.Unix(0, n).UTC()
 	}
+}
+
+// uint31 reads a uvarint that must fit in a non-negative int32.
+func (d *Decoder) uint31() int {
+	v := d.Uvarint()
+	if v > math.MaxInt32 {
+		d.Fail("%d is over %d", v, math.MaxInt32)
+		return 0
+	}
+	return int(v)
 }

@@ -27,8 +27,11 @@ func codecFullSpec() *GroupSpec {
 				Delay: -time.Millisecond, Deps: nil, Stage: 0},
 			{Name: "b", Handler: "resize", Payload: []byte{0, 255}, Priority: math.MaxInt32,
 				Timeout: 1, Retry: Retry{MaxAttempts: math.MaxInt, Backoff: math.MinInt64, MaxBackoff: math.MaxInt64},
-				Delay: time.Hour, Deps: []string{"a", "", "ü"}, Stage: math.MinInt},
+				Delay: time.Hour, Deps: []string{"a", "", "ü"}, Stage: math.MinInt,
+				Item: math.MaxInt32, Require: []string{"gpu=true", "zone=a"}, Pin: "12D3KooWPin"},
 		},
+		Notify: "https://hooks.example/needle",
+		Stages: []StageSpec{{Name: "parse", Concurrency: 4}, {Name: "load"}},
 	}
 }
 
@@ -188,14 +191,32 @@ func TestCodecGolden(t *testing.T) {
 			Error: "x", Permanent: true, TimedOut: true},
 		{Type: EvCanceled, Group: "g", Task: "other", By: "me", Result: []byte("r")},
 	}}
-	const want = "0102703107" + "03" +
+	const v1 = "0102703107" + "03" +
 		"0104" + "8a80d0e2c6bfce972f" + "0167" + "00" + "00" + "00" + "00" + "00" + "00" + "00" + "00" +
 		"0167" + "02" + "00" + "00" + "01" +
 		"0161" + "0168" + "0101" + "01" + "80a8d6b907" + "06" + "04" + "08" + "0a" + "01" + "0162" + "02" +
 		"05" + "3b" + "03" + "02" + "027032" + "00" + "ffffffffffffffffff01" + "00" + "0178" + "00" +
 		"08" + "20" + "00" + "056f74686572" + "00" + "00" + "00" + "00" + "0172" + "00" + "026d65"
+	// Version 2 adds the task's item, require and pin (00 00 00) and the
+	// group's notify and stages (00 00).
+	const want = "0202703107" + "03" +
+		"0104" + "8a80d0e2c6bfce972f" + "0167" + "00" + "00" + "00" + "00" + "00" + "00" + "00" + "00" +
+		"0167" + "02" + "00" + "00" + "01" +
+		"0161" + "0168" + "0101" + "01" + "80a8d6b907" + "06" + "04" + "08" + "0a" + "01" + "0162" + "02" +
+		"00" + "00" + "00" + "00" + "00" +
+		"05" + "3b" + "03" + "02" + "027032" + "00" + "ffffffffffffffffff01" + "00" + "0178" + "00" +
+		"08" + "20" + "00" + "056f74686572" + "00" + "00" + "00" + "00" + "0172" + "00" + "026d65"
 	if got := hex.EncodeToString(AppendBatch(nil, &b)); got != want {
 		t.Errorf("AppendBatch =\n%s\nwant\n%s", got, want)
+	}
+	// Entries written by version 1 still decode to the same batch.
+	old, _ := hex.DecodeString(v1)
+	got, err := DecodeBatch(old)
+	if err != nil {
+		t.Fatalf("DecodeBatch(v1): %v", err)
+	}
+	if again := hex.EncodeToString(AppendBatch(nil, &got)); again != want {
+		t.Errorf("v1 decoded and re-encoded =\n%s\nwant\n%s", again, want)
 	}
 }
 
@@ -336,17 +357,17 @@ func TestCodecDecodeErrors(t *testing.T) {
 		want string
 	}{
 		{"empty", nil, "batch.version: unexpected end"},
-		{"version", []byte{2, 0, 0, 0}, "batch.version: unknown version 2"},
+		{"version", []byte{3, 0, 0, 0}, "batch.version: unknown version 3"},
 		{"trailing", append(batch(ok), 0), "batch: 1 trailing bytes"},
 		{"hostile count", []byte{CodecVersion, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}, "batch.events: count"},
 		{"hostile origin", []byte{CodecVersion, 0xff, 0xff, 0xff, 0xff, 0x0f}, "batch.origin: length"},
 		{"type 0", batch(ok, withByte(ok, 0, 0)), "batch.events[1].type: unknown event type 0"},
-		{"type 15", batch(withByte(ok, 0, 15)), "batch.events[0].type: unknown event type 15"},
+		{"type 17", batch(withByte(ok, 0, 17)), "batch.events[0].type: unknown event type 17"},
 		{"flags", batch(withByte(ok, 1, 0x80|flagTaskIndex)), "batch.events[0].flags: unknown flags 0x88"},
 		{"spec on readied", batch(withByte(ok, 1, flagSpec|flagTaskIndex)), "batch.events[0].flags: spec present on a readied"},
 		{"truncated task", batch(ok[:4]), "batch.events: count"},
 		{"mode", batch(withByte(spec, 14, 0)), "batch.events[0].spec.mode: unknown mode 0"},
-		{"dep", batch(spec[:len(spec)-2]), "batch.events[0].spec.tasks[1].deps[1]: length 1 exceeds 0"},
+		{"dep", batch(spec[:len(spec)-7]), "batch.events[0].spec.tasks[1].deps[1]: length 1 exceeds 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -367,7 +388,7 @@ func TestCodecEncodePanics(t *testing.T) {
 		{"type 10", func() { AppendEvent(nil, &Event{Type: numEventTypes}) }},
 		{"spec on leased", func() { AppendEvent(nil, &Event{Type: EvLeased, Spec: &GroupSpec{Mode: ModeSingle}}) }},
 		{"mode 0", func() { AppendEvent(nil, &Event{Type: EvSubmitted, Spec: &GroupSpec{}}) }},
-		{"mode 5", func() { AppendGroupSpec(nil, &GroupSpec{Mode: 5}) }},
+		{"mode 7", func() { AppendGroupSpec(nil, &GroupSpec{Mode: 7}) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -472,8 +493,11 @@ func codecRandEvent(r *rand.Rand) Event {
 }
 
 func codecRandSpec(r *rand.Rand) *GroupSpec {
-	g := &GroupSpec{ID: GroupID(codecRandString(r)), Mode: Mode(1 + r.IntN(4)),
-		Key: codecRandString(r), Trace: codecRandString(r)}
+	g := &GroupSpec{ID: GroupID(codecRandString(r)), Mode: Mode(1 + r.IntN(int(ModeBroadcast))),
+		Key: codecRandString(r), Trace: codecRandString(r), Notify: codecRandString(r)}
+	for range r.IntN(3) {
+		g.Stages = append(g.Stages, StageSpec{Name: codecRandString(r), Concurrency: r.IntN(1 << 20)})
+	}
 	if n := r.IntN(5); n > 0 || r.IntN(2) == 0 {
 		g.Tasks = make([]TaskSpec, n)
 	}
@@ -484,6 +508,10 @@ func codecRandSpec(r *rand.Rand) *GroupSpec {
 			Retry: Retry{MaxAttempts: int(codecRandInt(r)), Backoff: time.Duration(codecRandInt(r)),
 				MaxBackoff: time.Duration(codecRandInt(r))},
 			Delay: time.Duration(codecRandInt(r)), Stage: int(codecRandInt(r)),
+			Item: r.IntN(1 << 30), Pin: codecRandString(r),
+		}
+		for range r.IntN(3) {
+			g.Tasks[i].Require = append(g.Tasks[i].Require, codecRandString(r))
 		}
 		if n := r.IntN(4); n > 0 || r.IntN(2) == 0 {
 			g.Tasks[i].Deps = make([]string, n)

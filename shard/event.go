@@ -10,25 +10,28 @@ import (
 type EventType uint8
 
 const (
-	EvSubmitted       EventType = iota + 1 // Group, Spec, At: the group and its tasks exist
-	EvLeased                               // Task, Round, Holder, Expiry: READY -> RUNNING
-	EvRenewed                              // Task, Round, Holder, Expiry: lease extended
-	EvSucceeded                            // Task, Round, Holder, Result: RUNNING -> SUCCEEDED
-	EvFailed                               // Task, Round, Holder, Error, Permanent, TimedOut, NotBefore: -> WAITING or FAILED
-	EvExpired                              // Task, Round: the lease ended without outcome; -> READY
-	EvReadied                              // Task: WAITING -> READY (delay or backoff elapsed)
-	EvCanceled                             // Task or Group (Task empty), By: -> CANCELED with dependents
-	EvRemoved                              // Group: retention ended; the group is forgotten
-	EvScheduleSet                          // Group = schedule id, Sched, Expiry = next tick: the schedule exists
-	EvScheduleDeleted                      // Group = schedule id, By
-	EvSchedulePaused                       // Group = schedule id, By
-	EvScheduleResumed                      // Group = schedule id, By, Expiry = next tick
-	EvScheduleFired                        // Group = firing group id, NotBefore = the tick it fences on, Expiry = next tick, By = "" | "skipped" | "missed"
+	EvSubmitted         EventType = iota + 1 // Group, Spec, At: the group and its tasks exist
+	EvLeased                                 // Task, Round, Holder, Expiry: READY -> RUNNING
+	EvRenewed                                // Task, Round, Holder, Expiry: lease extended
+	EvSucceeded                              // Task, Round, Holder, Result: RUNNING -> SUCCEEDED
+	EvFailed                                 // Task, Round, Holder, Error, Permanent, TimedOut, NotBefore: -> WAITING or FAILED
+	EvExpired                                // Task, Round: the lease ended without outcome; -> READY
+	EvReadied                                // Task: WAITING -> READY (delay or backoff elapsed)
+	EvCanceled                               // Task or Group (Task empty), By: -> CANCELED with dependents
+	EvRemoved                                // Group: retention ended; the group is forgotten
+	EvScheduleSet                            // Group = schedule id, Sched, Expiry = next tick: the schedule exists
+	EvScheduleDeleted                        // Group = schedule id, By
+	EvSchedulePaused                         // Group = schedule id, By
+	EvScheduleResumed                        // Group = schedule id, By, Expiry = next tick
+	EvScheduleFired                          // Group = firing group id, NotBefore = the tick it fences on, Expiry = next tick, By = "" | "skipped" | "missed"
+	EvNotified                               // Group, Round = delivery attempt, Error = "" (delivered) or why not, Permanent = gave up, NotBefore = next attempt
+	EvScheduleTriggered                      // Group = firing group id, By: a schedule fired by hand; the next tick stays
 	numEventTypes
 )
 
 var eventNames = [...]string{"", "submitted", "leased", "renewed", "succeeded", "failed", "expired", "readied", "canceled", "removed",
-	"schedule_set", "schedule_deleted", "schedule_paused", "schedule_resumed", "schedule_fired"}
+	"schedule_set", "schedule_deleted", "schedule_paused", "schedule_resumed", "schedule_fired",
+	"notified", "schedule_triggered"}
 
 func (t EventType) String() string {
 	if int(t) < len(eventNames) && t != 0 {

@@ -11,6 +11,7 @@ import (
 // submitted event: the owner then starts them one Raft commit earlier. The
 // caller only does this when nothing else is READY (the new tasks jump no
 // queue). The leases apply like any other (fenced: READY and round 1).
+// Constrained tasks (labels, pin) are left to Lease, which matches them.
 func InitialLeases(now time.Time, spec *GroupSpec, n int, holder string, defaultTimeout, grace time.Duration) []Event {
 	if n <= 0 {
 		return nil
@@ -18,7 +19,10 @@ func InitialLeases(now time.Time, spec *GroupSpec, n int, holder string, default
 	var idx []int
 	for i := range spec.Tasks {
 		t := &spec.Tasks[i]
-		if t.Delay > 0 || len(t.Deps) > 0 || (spec.Mode == ModePipeline && t.Stage > 0) {
+		if t.Delay > 0 || len(t.Deps) > 0 || (spec.Mode == ModePipeline && t.Stage > 0) || t.Constrained() {
+			continue
+		}
+		if spec.Mode == ModeStream && (t.Stage > 0 || !spec.streamAdmits(t)) {
 			continue
 		}
 		idx = append(idx, i)
@@ -40,3 +44,13 @@ func InitialLeases(now time.Time, spec *GroupSpec, n int, holder string, default
 
 // Config returns the shard's configuration.
 func (s *Shard) Config() Config { return s.cfg }
+
+// streamAdmits reports whether item t of a streaming pipeline's first stage
+// is released at submission (within the stage's concurrency).
+func (g *GroupSpec) streamAdmits(t *TaskSpec) bool {
+	if t.Stage >= len(g.Stages) {
+		return false
+	}
+	c := g.Stages[t.Stage].Concurrency
+	return c <= 0 || t.Item < c
+}

@@ -23,6 +23,7 @@ func (s *Shard) SetLeader(leader bool, now time.Time) {
 	s.wheel = nil
 	s.inflight = nil
 	s.schedInflight = nil
+	s.notifyInflight = nil
 	if !leader {
 		return
 	}
@@ -106,6 +107,10 @@ func (s *Shard) Lease(now time.Time, n int, holder string, accept func(TaskView)
 // queue.
 func (s *Shard) Unlease(evs []Event) {
 	for i := range evs {
+		if evs[i].Type == EvNotified {
+			delete(s.notifyInflight, evs[i].Group)
+			continue
+		}
 		if evs[i].Type != EvLeased {
 			continue
 		}

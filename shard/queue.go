@@ -99,3 +99,46 @@ func (q *readyQueue) down(i int) {
 		i = m
 	}
 }
+
+// intHeap is a min-heap of task indexes.
+type intHeap []int
+
+func (h *intHeap) push(v int) {
+	*h = append(*h, v)
+	a := *h
+	for i := len(a) - 1; i > 0; {
+		p := (i - 1) / 2
+		if a[p] <= a[i] {
+			break
+		}
+		a[p], a[i] = a[i], a[p]
+		i = p
+	}
+}
+
+func (h *intHeap) pop() (int, bool) {
+	a := *h
+	if len(a) == 0 {
+		return 0, false
+	}
+	v := a[0]
+	last := len(a) - 1
+	a[0] = a[last]
+	a = a[:last]
+	for i := 0; ; {
+		l, m := 2*i+1, i
+		if l < len(a) && a[l] < a[m] {
+			m = l
+		}
+		if r := l + 1; r < len(a) && a[r] < a[m] {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		a[i], a[m] = a[m], a[i]
+		i = m
+	}
+	*h = a
+	return v, true
+}

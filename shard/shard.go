@@ -94,6 +94,24 @@ type group struct {
 	state    GroupState
 	created  time.Time
 	finished time.Time
+
+	// Streaming pipelines (ModeStream): per stage, the items in flight
+	// (READY, RUNNING or WAITING) and the items whose previous stage is
+	// done but that wait for room (a min-heap of task indexes: the lowest
+	// item goes first, so the order is a function of the state).
+	stageLive []int
+	held      []intHeap
+
+	notify notifyState
+}
+
+// notifyState is the delivery state of a group's webhook.
+type notifyState struct {
+	attempts  int
+	delivered bool
+	gaveUp    bool
+	err       string
+	next      time.Time // earliest next attempt
 }
 
 // Change reports a task that reached a terminal state during Apply, or that
@@ -133,6 +151,13 @@ type Shard struct {
 	// schedInflight holds, per schedule, the tick whose firing was
 	// proposed and has not applied yet.
 	schedInflight map[ScheduleID]time.Time
+
+	// notifyPending lists terminal groups whose webhook is not delivered
+	// and not given up, in the order they finished (replicated state, so
+	// that a new owner picks them up). notifyInflight is leader-local:
+	// deliveries handed out by NotifyDue whose outcome has not applied.
+	notifyPending  []GroupID
+	notifyInflight map[GroupID]struct{}
 }
 
 // New returns an empty Shard.
@@ -199,6 +224,7 @@ func (s *Shard) Group(id GroupID) (GroupView, error) {
 		ID: g.id, Mode: g.spec.Mode, Key: g.spec.Key, Trace: g.spec.Trace, State: g.state,
 		Counts: make(map[State]int), Names: make(map[string]TaskID),
 		CreatedAt: g.created, FinishedAt: g.finished,
+		Stages: g.spec.Stages, Notify: g.notifyView(),
 	}
 	for st, n := range g.counts {
 		if n > 0 {
@@ -211,6 +237,12 @@ func (s *Shard) Group(id GroupID) (GroupView, error) {
 		if t.spec.Name != "" {
 			v.Names[t.spec.Name] = t.id
 		}
+		if g.spec.Mode == ModeStream && t.state == Failed {
+			v.Skipped = append(v.Skipped, SkippedItem{Item: t.spec.Item, Stage: g.spec.Stages[t.spec.Stage].Name, Task: t.id, Reason: t.err})
+		}
+	}
+	if g.spec.Mode == ModeStream {
+		v.Items = len(g.tasks) / len(g.spec.Stages)
 	}
 	return v, nil
 }
@@ -252,6 +284,7 @@ func (t *task) view() TaskView {
 	v := TaskView{
 		ID: t.id, Group: t.g.id, Name: t.spec.Name, Handler: t.spec.Handler,
 		Payload: t.spec.Payload, Priority: t.spec.Priority, State: t.state,
+		Mode: t.g.spec.Mode, Stage: t.spec.Stage, Item: t.spec.Item, Require: t.spec.Require, Pin: t.spec.Pin,
 		Attempt: t.attempt, Round: t.round, Holder: t.holder, Result: t.result,
 		Error: t.err, CreatedAt: t.created, StartedAt: t.started,
 		FinishedAt: t.finished, NotBefore: t.notBefore,

@@ -5,9 +5,11 @@ import (
 	"fmt"
 )
 
-// snapshotVersion 2 adds the schedules after the finished groups, and 3 the
-// audit trail after them; versions 1 and 2 are still read.
-const snapshotVersion = 3
+// snapshotVersion 2 adds the schedules after the finished groups, 3 the
+// audit trail after them, and 4 the group and task spec extensions (codec
+// version 2) and each group's webhook state after its tasks; versions 1 to
+// 3 are still read.
+const snapshotVersion = 4
 
 // Snapshot encodes the folded state (not the leader-local state) so that
 // Restore on another replica, or after a restart, rebuilds exactly the same
@@ -55,7 +57,18 @@ func appendGroupState(dst []byte, g *group) []byte {
 			dst = AppendString(dst, h.By)
 		}
 	}
-	return dst
+	n := &g.notify
+	dst = binary.AppendUvarint(dst, uint64(n.attempts))
+	var flags byte
+	if n.delivered {
+		flags |= 1
+	}
+	if n.gaveUp {
+		flags |= 2
+	}
+	dst = append(dst, flags)
+	dst = AppendString(dst, n.err)
+	return AppendTime(dst, n.next)
 }
 
 // Restore replaces the state with a snapshot's. On error the state is
@@ -72,7 +85,7 @@ func (s *Shard) Restore(p []byte) error {
 	n := d.Count(8)
 	groups := make(map[GroupID]*group, n)
 	for range n {
-		g, err := decodeGroupState(&d)
+		g, err := decodeGroupState(&d, p[0])
 		if err != nil {
 			return err
 		}
@@ -108,8 +121,8 @@ func (s *Shard) Restore(p []byte) error {
 	return nil
 }
 
-func decodeGroupState(d *Decoder) (*group, error) {
-	spec, used, err := DecodeGroupSpec(d.p)
+func decodeGroupState(d *Decoder, version byte) (*group, error) {
+	spec, used, err := decodeGroupSpecAt(d.p, version < 4)
 	if err != nil {
 		return nil, fmt.Errorf("shard: restore: %w", err)
 	}
@@ -132,6 +145,13 @@ func decodeGroupState(d *Decoder) (*group, error) {
 		if t.spec.Name != "" {
 			names[t.spec.Name] = i
 		}
+	}
+	if version >= 4 {
+		g.notify.attempts = d.uint31()
+		flags := d.Byte()
+		g.notify.delivered, g.notify.gaveUp = flags&1 != 0, flags&2 != 0
+		g.notify.err = d.String()
+		g.notify.next = d.Time()
 	}
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("shard: restore: %w", err)
@@ -190,7 +210,18 @@ func (s *Shard) install(groups map[GroupID]*group, done []GroupID, seq uint64) {
 		if g.counts[Succeeded]+g.counts[Failed]+g.counts[Canceled] == len(g.tasks) {
 			g.state = groupOutcome(g)
 		}
+		if g.spec.Mode == ModeStream {
+			g.stageLive = make([]int, len(g.spec.Stages))
+			g.held = make([]intHeap, len(g.spec.Stages))
+			for _, t := range g.tasks {
+				g.stageLive[t.spec.Stage] += streamLive(t.state)
+				if t.state == Pending && t.depsLeft == 0 {
+					g.held[t.spec.Stage].push(t.idx)
+				}
+			}
+		}
 	}
+	s.rebuildNotifyPending()
 	s.leader = false
 	s.wheel, s.inflight, s.schedInflight = nil, nil, nil
 	s.firedOK = ""

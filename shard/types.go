@@ -100,13 +100,18 @@ func States() []State {
 type Mode uint8
 
 const (
-	ModeSingle   Mode = iota + 1 // one task
-	ModeDAG                      // deps by name
-	ModeParallel                 // all at once; the group is a barrier
-	ModePipeline                 // ordered stages; stage s+1 starts when stage s succeeded
+	ModeSingle    Mode = iota + 1 // one task
+	ModeDAG                       // deps by name
+	ModeParallel                  // all at once; the group is a barrier
+	ModePipeline                  // barrier stages ("staged"): stage s+1 starts when all of stage s succeeded
+	ModeStream                    // streaming pipeline: item i enters stage s when it left stage s-1
+	ModeBroadcast                 // one copy of a task per matching live peer, each pinned to it
 )
 
-var modeNames = [...]string{"", "single", "dag", "parallel", "pipeline"}
+// Mode names. ModePipeline (barrier stages of task lists) is "staged": the
+// API's "pipeline" is the streaming one (ModeStream), and the edge still
+// reads the barrier shape (stages of task lists) sent as "pipeline".
+var modeNames = [...]string{"", "single", "dag", "parallel", "staged", "pipeline", "broadcast"}
 
 func (m Mode) String() string {
 	if int(m) < len(modeNames) && m != 0 {
@@ -145,6 +150,32 @@ type TaskSpec struct {
 	Delay    time.Duration // not before submission time + Delay
 	Deps     []string      // names of tasks of the same group (dag)
 	Stage    int           // pipeline stage, 0-based
+	Item     int           // stream pipeline: the item, 0-based
+	Require  []string      // "key=value" labels a peer must carry to run it, sorted
+	Pin      string        // the only peer id that may run it; "" = any
+}
+
+// Constrained reports whether only some peers may run the task.
+func (t *TaskSpec) Constrained() bool { return t.Pin != "" || len(t.Require) > 0 }
+
+// Matches reports whether a peer with this id and labels may run the task.
+func (t *TaskSpec) Matches(peer string, labels map[string]string) bool {
+	if t.Pin != "" && t.Pin != peer {
+		return false
+	}
+	for _, kv := range t.Require {
+		k, v, _ := strings.Cut(kv, "=")
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// StageSpec is one stage of a streaming pipeline (ModeStream).
+type StageSpec struct {
+	Name        string
+	Concurrency int // items in flight in this stage at once; 0 = unbounded
 }
 
 // GroupSpec is a group as submitted. ID is assigned at the edge (random, or
@@ -155,6 +186,13 @@ type GroupSpec struct {
 	Key   string // idempotency key, optional
 	Trace string // trace id, optional
 	Tasks []TaskSpec
+	// Stages names the stages of a streaming pipeline and bounds their
+	// in-flight items (ModeStream only). Its tasks are item-major: task
+	// i*len(Stages)+s is item i in stage s.
+	Stages []StageSpec
+	// Notify is a webhook URL called when the group reaches a terminal
+	// state (the edge checks it against the allow-list); "" = none.
+	Notify string
 }
 
 // HolderPeer returns the peer id of a lease holder name "<peer id>#<boot

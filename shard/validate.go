@@ -1,6 +1,9 @@
 package shard
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // MaxTasksPerGroup bounds a group in the core, whatever the edge allows.
 const MaxTasksPerGroup = 1 << 20
@@ -39,11 +42,89 @@ func (g *GroupSpec) Validate() error {
 			names[name] = i
 		}
 	}
+	if len(g.Stages) > 0 && g.Mode != ModeStream {
+		return &FieldError{Task: -1, Field: "stages", Message: "stage objects are only for streaming pipelines"}
+	}
+	if len(g.Notify) > MaxNotifyLen {
+		return &FieldError{Task: -1, Field: "notify", Message: fmt.Sprintf("longer than %d bytes", MaxNotifyLen)}
+	}
 	switch g.Mode {
 	case ModeDAG:
 		return validateDAG(g.Tasks, names)
 	case ModePipeline:
 		return validateStages(g.Tasks)
+	case ModeStream:
+		return validateStream(g)
+	case ModeBroadcast:
+		return validateBroadcast(g.Tasks)
+	}
+	return nil
+}
+
+// MaxNotifyLen bounds a webhook URL.
+const MaxNotifyLen = 2048
+
+// validateStream checks a streaming pipeline: named stages with
+// non-negative concurrency, and tasks laid out item-major (task
+// i*len(Stages)+s is item i in stage s).
+func validateStream(g *GroupSpec) error {
+	ns := len(g.Stages)
+	if ns == 0 {
+		return &FieldError{Task: -1, Field: "stages", Message: "a pipeline needs at least one stage"}
+	}
+	seen := make(map[string]int, ns)
+	for i, st := range g.Stages {
+		field := fmt.Sprintf("stages[%d]", i)
+		switch {
+		case st.Name == "":
+			return &FieldError{Task: -1, Field: field + ".name", Message: "stage name is required"}
+		case st.Concurrency < 0:
+			return &FieldError{Task: -1, Field: field + ".concurrency", Message: "must be >= 0 (0 = unbounded)"}
+		}
+		if j, dup := seen[st.Name]; dup {
+			return &FieldError{Task: -1, Field: field + ".name", Message: fmt.Sprintf("duplicate stage name %q (also stages[%d])", st.Name, j)}
+		}
+		seen[st.Name] = i
+	}
+	if len(g.Tasks)%ns != 0 {
+		return &FieldError{Task: -1, Field: "items", Message: fmt.Sprintf("%d tasks is not items x %d stages", len(g.Tasks), ns)}
+	}
+	for i := range g.Tasks {
+		if t := &g.Tasks[i]; t.Item != i/ns || t.Stage != i%ns {
+			return &FieldError{Task: i, Field: "stage", Message: fmt.Sprintf("task %d must be item %d of stage %d", i, i/ns, i%ns)}
+		}
+	}
+	return nil
+}
+
+// validateBroadcast checks that every copy is pinned to a different peer.
+func validateBroadcast(tasks []TaskSpec) error {
+	pins := make(map[string]int, len(tasks))
+	for i := range tasks {
+		p := tasks[i].Pin
+		if p == "" {
+			return &FieldError{Task: i, Field: "pin", Message: "every copy of a broadcast is pinned to its peer"}
+		}
+		if j, dup := pins[p]; dup {
+			return &FieldError{Task: i, Field: "pin", Message: fmt.Sprintf("peer %s twice (also tasks[%d])", p, j)}
+		}
+		pins[p] = i
+	}
+	return nil
+}
+
+// ValidateLabel checks one "key=value" label or selector.
+func ValidateLabel(kv string) error {
+	k, v, ok := strings.Cut(kv, "=")
+	switch {
+	case !ok:
+		return fmt.Errorf("%q is not key=value", kv)
+	case k == "" || v == "":
+		return fmt.Errorf("%q: key and value must not be empty", kv)
+	case strings.ContainsAny(k, "=, \t\n") || strings.ContainsAny(v, ", \t\n"):
+		return fmt.Errorf("%q: no spaces or commas, and one '=' between key and value", kv)
+	case len(kv) > 256:
+		return fmt.Errorf("%q: longer than 256 bytes", kv[:32]+"...")
 	}
 	return nil
 }
@@ -62,12 +143,24 @@ func (t *TaskSpec) validate(mode Mode) *FieldError {
 		return &FieldError{Field: "retry.backoff", Message: "must not be negative"}
 	case t.Retry.MaxBackoff < 0:
 		return &FieldError{Field: "retry.max_backoff", Message: "must not be negative"}
-	case t.Stage < 0 || (mode != ModePipeline && t.Stage != 0):
+	case t.Stage < 0 || (mode != ModePipeline && mode != ModeStream && t.Stage != 0):
 		return &FieldError{Field: "stage", Message: "stage is only for pipeline groups and must be >= 0"}
+	case t.Item < 0 || (mode != ModeStream && t.Item != 0):
+		return &FieldError{Field: "item", Message: "item is only for streaming pipelines and must be >= 0"}
+	case len(t.Pin) > 256:
+		return &FieldError{Field: "pin", Message: "peer id longer than 256 bytes"}
 	case mode == ModeDAG && t.Name == "":
 		return &FieldError{Field: "name", Message: "tasks of a dag need a name"}
 	case mode != ModeDAG && len(t.Deps) > 0:
 		return &FieldError{Field: "deps", Message: fmt.Sprintf("deps are only allowed in dag groups, not %v", mode)}
+	}
+	for i, kv := range t.Require {
+		if err := ValidateLabel(kv); err != nil {
+			return &FieldError{Field: fmt.Sprintf("require[%d]", i), Message: err.Error()}
+		}
+		if i > 0 && t.Require[i-1] >= kv {
+			return &FieldError{Field: "require", Message: "labels must be sorted and unique"}
+		}
 	}
 	return nil
 }

@@ -49,6 +49,11 @@ type TaskView struct {
 	StartedAt  time.Time // last lease
 	FinishedAt time.Time // terminal
 	NotBefore  time.Time // WAITING: when it becomes READY
+	Mode       Mode      // the group's mode
+	Stage      int       // pipelines: the stage
+	Item       int       // streaming pipelines: the item
+	Require    []string  // labels a peer must carry to run it
+	Pin        string    // the only peer that may run it
 }
 
 // TaskEvent is one entry of a task's history.
@@ -96,6 +101,28 @@ type GroupView struct {
 	Names      map[string]TaskID
 	CreatedAt  time.Time
 	FinishedAt time.Time
+	Stages     []StageSpec   // streaming pipelines
+	Items      int           // streaming pipelines: items submitted
+	Skipped    []SkippedItem // streaming pipelines: items that left the pipeline early
+	Notify     *NotifyView   // nil when the group has no webhook
+}
+
+// SkippedItem is an item of a streaming pipeline that failed a stage after
+// its retries: its later stages are canceled, the other items flow on.
+type SkippedItem struct {
+	Item   int
+	Stage  string // the stage it failed
+	Task   TaskID
+	Reason string
+}
+
+// NotifyView is the delivery state of a group's webhook.
+type NotifyView struct {
+	URL       string
+	State     string // "waiting" (group running), "pending", "delivered", "failed"
+	Attempts  int
+	LastError string
+	Next      time.Time // pending: earliest next attempt
 }
 
 // Inputs returns the results of task id's dependencies, keyed by each
@@ -107,8 +134,8 @@ type GroupView struct {
 // shared with the state: callers must not modify them.
 func (s *Shard) Inputs(id TaskID) map[string][]byte {
 	t, err := s.lookup(id)
-	if err != nil || len(t.deps) == 0 {
-		return nil
+	if err != nil || len(t.deps) == 0 || t.g.spec.Mode == ModeStream {
+		return nil // a streaming stage gets its input as its payload
 	}
 	out := make(map[string][]byte, len(t.deps))
 	for _, d := range t.deps {
@@ -123,4 +150,19 @@ func (s *Shard) Inputs(id TaskID) map[string][]byte {
 		out[name] = dt.result
 	}
 	return out
+}
+
+// Payload returns what task id's handler receives as its payload: its own,
+// or, for a later stage of a streaming pipeline, the result of the item's
+// previous stage (the output of stage s is the input of stage s+1). The
+// bytes are shared with the state: callers must not modify them.
+func (s *Shard) Payload(id TaskID) []byte {
+	t, err := s.lookup(id)
+	if err != nil {
+		return nil
+	}
+	if t.g.spec.Mode == ModeStream && t.spec.Stage > 0 {
+		return t.g.tasks[t.idx-1].result
+	}
+	return t.spec.Payload
 }

@@ -139,7 +139,17 @@ var badGroups = []struct {
 	{"tasks in pipeline", `{"mode": "pipeline", "tasks": [{"handler": "echo"}]}`, "tasks", "not allowed", false},
 	{"stages in dag", `{"mode": "dag", "stages": [[{"handler": "echo"}]]}`, "stages", "only allowed", false},
 	{"deps in parallel", `{"mode": "parallel", "tasks": [{"name": "a", "handler": "echo"}, {"name": "b", "handler": "echo", "deps": ["a"]}]}`, "tasks[1].deps", "not allowed in parallel", false},
-	{"deps in pipeline", `{"mode": "pipeline", "stages": [[{"name": "a", "handler": "echo"}], [{"handler": "echo", "deps": ["a"]}]]}`, "stages[1][0].deps", "not allowed in pipeline", false},
+	{"deps in pipeline", `{"mode": "pipeline", "stages": [[{"name": "a", "handler": "echo"}], [{"handler": "echo", "deps": ["a"]}]]}`, "stages[1][0].deps", "not allowed in staged", false},
+	{"stream without items", `{"mode": "pipeline", "stages": [{"name": "parse", "handler": "echo"}]}`, "items", "at least one item", false},
+	{"stream without stages", `{"mode": "pipeline", "stages": [], "items": [1]}`, "stages", "at least one", false},
+	{"stream stage without name", `{"mode": "pipeline", "stages": [{"handler": "echo"}], "items": [1]}`, "stages[0].name", "required", false},
+	{"stream duplicate stage", `{"mode": "pipeline", "stages": [{"name": "a", "handler": "echo"}, {"name": "a", "handler": "echo"}], "items": [1]}`, "stages[1].name", "duplicate", false},
+	{"stream negative concurrency", `{"mode": "pipeline", "stages": [{"name": "a", "handler": "echo", "concurrency": -1}], "items": [1]}`, "stages[0].concurrency", ">= 0", false},
+	{"stream bad timeout", `{"mode": "pipeline", "stages": [{"name": "a", "handler": "echo", "timeout": "x"}], "items": [1]}`, "stages[0].timeout", "invalid duration", false},
+	{"stream unknown stage field", `{"mode": "pipeline", "stages": [{"name": "a", "handler": "echo", "payload": 1}], "items": [1]}`, "stages[0].payload", "unknown field", false},
+	{"stream too many", `{"mode": "pipeline", "stages": [{"name": "a", "handler": "echo"}, {"name": "b", "handler": "echo"}], "items": [1, 2, 3]}`, "items", "limit", false},
+	{"items in dag", `{"mode": "dag", "tasks": [{"name": "a", "handler": "echo"}], "items": [1]}`, "items", "only allowed in pipeline", false},
+	{"items in staged", `{"mode": "staged", "stages": [[{"handler": "echo"}]], "items": [1]}`, "items", "only for a pipeline of stage objects", false},
 	{"bad mode", `{"mode": "mapreduce", "tasks": [{"name": "a", "handler": "echo"}]}`, "mode", "unknown mode", false},
 	{"single mode", `{"mode": "single", "tasks": [{"name": "a", "handler": "echo"}]}`, "mode", "unknown mode", false},
 	{"mode is a number", `{"mode": 1, "tasks": []}`, "mode", "want a string", false},
@@ -195,5 +205,33 @@ func TestCorePath(t *testing.T) {
 		if got := CorePath(tt.spec, &tt.fe); got != tt.want {
 			t.Errorf("CorePath(%v, %+v) = %q; want %q", tt.spec.Mode, tt.fe, got, tt.want)
 		}
+	}
+}
+
+func TestDecodeGroupStream(t *testing.T) {
+	spec := mustDecodeGroup(t, `{"mode": "pipeline", "stages": [
+		{"name": "parse", "handler": "echo", "concurrency": 4, "timeout": "5s"},
+		{"name": "load", "handler": "sleep", "retry": {"max_attempts": 2}}],
+		"items": [{"n": 1}, 2]}`)
+	if spec.Mode != shard.ModeStream || len(spec.Tasks) != 4 {
+		t.Fatalf("spec = %+v", spec)
+	}
+	if want := []shard.StageSpec{{Name: "parse", Concurrency: 4}, {Name: "load"}}; len(spec.Stages) != 2 || spec.Stages[0] != want[0] || spec.Stages[1] != want[1] {
+		t.Errorf("stages = %+v; want %+v", spec.Stages, want)
+	}
+	for i, ts := range spec.Tasks {
+		if ts.Item != i/2 || ts.Stage != i%2 {
+			t.Errorf("task %d is item %d stage %d", i, ts.Item, ts.Stage)
+		}
+	}
+	if got := string(spec.Tasks[0].Payload); got != `{"n":1}` || spec.Tasks[1].Payload != nil || string(spec.Tasks[2].Payload) != "2" {
+		t.Errorf("payloads %q %q %q: stage 0 carries the item, later stages the previous result", spec.Tasks[0].Payload, spec.Tasks[1].Payload, spec.Tasks[2].Payload)
+	}
+	if spec.Tasks[0].Timeout != 5*time.Second || spec.Tasks[1].Handler != "sleep" || spec.Tasks[3].Retry.MaxAttempts != 2 {
+		t.Errorf("stage templates not applied: %+v", spec.Tasks)
+	}
+	spec = mustDecodeGroup(t, `{"mode": "staged", "stages": [[{"handler": "echo"}], [{"handler": "echo"}]]}`)
+	if spec.Mode != shard.ModePipeline || len(spec.Tasks) != 2 {
+		t.Errorf("staged spec = %+v", spec)
 	}
 }

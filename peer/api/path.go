@@ -21,6 +21,8 @@ func CorePath(spec *shard.GroupSpec, fe *shard.FieldError) string {
 		return fe.Field
 	case shard.ModePipeline:
 		return join(stagePath(spec.Tasks, fe.Task), fe.Field)
+	case shard.ModeStream:
+		return join("stages["+strconv.Itoa(spec.Tasks[fe.Task].Stage)+"]", fe.Field)
 	}
 	return join("tasks["+strconv.Itoa(fe.Task)+"]", fe.Field)
 }

@@ -62,11 +62,23 @@ type rawRetry struct {
 }
 
 type rawGroup struct {
-	Mode   string              `json:"mode"`
-	Key    string              `json:"key"`
-	Trace  string              `json:"trace"`
-	Tasks  []json.RawMessage   `json:"tasks"`
-	Stages [][]json.RawMessage `json:"stages"`
+	Mode   string            `json:"mode"`
+	Key    string            `json:"key"`
+	Trace  string            `json:"trace"`
+	Tasks  []json.RawMessage `json:"tasks"`
+	Stages json.RawMessage   `json:"stages"` // [[task, ...], ...] (staged) or [stage, ...] (pipeline)
+	Items  []json.RawMessage `json:"items"`  // pipeline: one payload per item
+}
+
+// rawStage is one stage of a streaming pipeline: a task template plus its
+// in-flight bound.
+type rawStage struct {
+	Name        string          `json:"name"`
+	Handler     string          `json:"handler"`
+	Priority    int32           `json:"priority"`
+	Timeout     string          `json:"timeout"`
+	Retry       json.RawMessage `json:"retry"`
+	Concurrency int             `json:"concurrency"`
 }
 
 // DecodeTask reads the body of POST /v1/tasks and returns it as a group of
@@ -116,9 +128,16 @@ func DecodeGroup(r io.Reader, lim Limits) (*shard.GroupSpec, error) {
 		return nil, err
 	}
 	var names map[string]int
-	if spec.Mode == shard.ModePipeline {
-		spec.Tasks, names, err = decodeStages(rg.Stages, lim)
-	} else {
+	switch spec.Mode {
+	case shard.ModePipeline:
+		var stages [][]json.RawMessage
+		if err := decodeStrict(rg.Stages, &stages, "stages"); err != nil {
+			return nil, err
+		}
+		spec.Tasks, names, err = decodeStages(stages, lim)
+	case shard.ModeStream:
+		err = decodeStream(spec, rg.Stages, rg.Items, lim)
+	default:
 		spec.Tasks, names, err = decodeTasks(rg.Tasks, spec.Mode, lim)
 	}
 	if err != nil {
@@ -143,7 +162,10 @@ func setKeyTrace(spec *shard.GroupSpec, key, trace string) error {
 	return nil
 }
 
-// mode resolves and checks the group's mode against tasks/stages.
+// mode resolves and checks the group's mode against tasks/stages/items.
+// "pipeline" with stages of task lists is the barrier mode ("staged"), so
+// bodies written for it keep working; with stage objects and items it is
+// the streaming pipeline.
 func (rg *rawGroup) mode(lim Limits) (shard.Mode, error) {
 	name := rg.Mode
 	if name == "" {
@@ -153,16 +175,24 @@ func (rg *rawGroup) mode(lim Limits) (shard.Mode, error) {
 		}
 	}
 	m, ok := shard.ParseMode(name)
-	if !ok || m == shard.ModeSingle {
-		return 0, fieldErr("mode", "unknown mode %q; want dag, parallel or pipeline", rg.Mode)
+	if !ok || m == shard.ModeSingle || m == shard.ModeBroadcast {
+		return 0, fieldErr("mode", "unknown mode %q; want dag, parallel, pipeline or staged", rg.Mode)
 	}
-	if m == shard.ModePipeline {
+	if m == shard.ModeStream && stagesAreLists(rg.Stages) {
+		m = shard.ModePipeline
+	}
+	if m == shard.ModePipeline || m == shard.ModeStream {
 		if rg.Tasks != nil {
-			return 0, fieldErr("tasks", "not allowed in pipeline mode; use stages")
+			return 0, fieldErr("tasks", "not allowed in %s mode; use stages", name)
+		}
+		if m == shard.ModePipeline && rg.Items != nil {
+			return 0, fieldErr("items", "only for a pipeline of stage objects; staged groups list their tasks in stages")
 		}
 		return m, nil
 	}
 	switch {
+	case rg.Items != nil:
+		return 0, fieldErr("items", "only allowed in pipeline mode")
 	case rg.Stages != nil:
 		return 0, fieldErr("stages", "only allowed in pipeline mode")
 	case len(rg.Tasks) == 0:
@@ -229,6 +259,77 @@ func decodeStages(stages [][]json.RawMessage, lim Limits) ([]shard.TaskSpec, map
 		}
 	}
 	return tasks, names, nil
+}
+
+// stagesAreLists reports whether raw is a JSON array whose first element
+// is an array (the barrier form of stages).
+func stagesAreLists(raw json.RawMessage) bool {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	if len(raw) == 0 || raw[0] != '[' {
+		return false
+	}
+	rest := bytes.TrimLeft(raw[1:], " \t\r\n")
+	return len(rest) > 0 && rest[0] == '['
+}
+
+// decodeStream decodes a streaming pipeline: stage objects and items,
+// laid out item-major (task i*len(stages)+s is item i in stage s). Only
+// stage 0 carries the item as its payload: a later stage's payload is the
+// previous stage's result.
+func decodeStream(spec *shard.GroupSpec, rawStages json.RawMessage, items []json.RawMessage, lim Limits) error {
+	var raws []json.RawMessage
+	if err := decodeStrict(rawStages, &raws, "stages"); err != nil {
+		return err
+	}
+	switch {
+	case len(raws) == 0:
+		return fieldErr("stages", "at least one stage required")
+	case len(items) == 0:
+		return fieldErr("items", "at least one item required")
+	case len(raws)*len(items) > lim.MaxTasks:
+		return fieldErr("items", "%d items x %d stages exceed the limit of %d tasks", len(items), len(raws), lim.MaxTasks)
+	}
+	templates := make([]shard.TaskSpec, len(raws))
+	spec.Stages = make([]shard.StageSpec, len(raws))
+	for i, raw := range raws {
+		path := "stages[" + strconv.Itoa(i) + "]"
+		var rs rawStage
+		if err := decodeStrict(raw, &rs, path); err != nil {
+			return err
+		}
+		switch {
+		case rs.Name == "":
+			return fieldErr(join(path, "name"), "required")
+		case len(rs.Name) > maxNameLen:
+			return fieldErr(join(path, "name"), "longer than %d bytes", maxNameLen)
+		case rs.Concurrency < 0:
+			return fieldErr(join(path, "concurrency"), "must be >= 0 (0 = unbounded)")
+		}
+		f := rawFields{Handler: rs.Handler, Priority: rs.Priority, Timeout: rs.Timeout, Retry: rs.Retry}
+		ts, err := f.toSpec(path, lim)
+		if err != nil {
+			return err
+		}
+		ts.Payload, ts.Stage = nil, i
+		templates[i] = ts
+		spec.Stages[i] = shard.StageSpec{Name: rs.Name, Concurrency: rs.Concurrency}
+	}
+	spec.Tasks = make([]shard.TaskSpec, 0, len(items)*len(raws))
+	for i, raw := range items {
+		p, err := payload(raw, "items["+strconv.Itoa(i)+"]", lim.MaxPayload)
+		if err != nil {
+			return err
+		}
+		for s := range templates {
+			ts := templates[s]
+			ts.Item = i
+			if s == 0 {
+				ts.Payload = p
+			}
+			spec.Tasks = append(spec.Tasks, ts)
+		}
+	}
+	return nil
 }
 
 // addName records name as task i, or names the earlier task of that name.

@@ -52,6 +52,28 @@ type SubmitGroupRequest struct {
 	Stages [][]GroupTask `json:"stages,omitempty"` // pipeline: stage i+1 starts when stage i succeeded
 }
 
+// PipelineStage is one stage of a streaming pipeline body: a task template
+// (its payload is the item, or the previous stage's result) plus the number
+// of items it runs at once (0 = unbounded).
+type PipelineStage struct {
+	Name        string       `json:"name"`
+	Handler     string       `json:"handler"`
+	Priority    int32        `json:"priority,omitempty"`
+	Timeout     string       `json:"timeout,omitempty"`
+	Retry       *RetryPolicy `json:"retry,omitempty"`
+	Concurrency int          `json:"concurrency,omitempty"`
+}
+
+// SubmitPipelineRequest is the body of POST /v1/groups for a streaming
+// pipeline: item i enters stage s as soon as it left stage s-1.
+type SubmitPipelineRequest struct {
+	Mode   string            `json:"mode"` // "pipeline"
+	Key    string            `json:"key,omitempty"`
+	Trace  string            `json:"trace,omitempty"`
+	Stages []PipelineStage   `json:"stages"`
+	Items  []json.RawMessage `json:"items"`
+}
+
 // SubmitTaskResponse is the body of a successful POST /v1/tasks.
 type SubmitTaskResponse struct {
 	ID    string `json:"id"`    // the task id
@@ -89,6 +111,8 @@ type Task struct {
 	StartedAt  *time.Time      `json:"started_at"`
 	FinishedAt *time.Time      `json:"finished_at"`
 	NotBefore  *time.Time      `json:"not_before,omitempty"` // WAITING: when it becomes READY
+	Stage      *int            `json:"stage,omitempty"`      // pipelines: the stage
+	Item       *int            `json:"item,omitempty"`       // streaming pipelines: the item
 }
 
 // Group is a group as GET /v1/groups/{id} returns it.
@@ -103,6 +127,36 @@ type Group struct {
 	Tasks      []Task         `json:"tasks"`  // submission order; omitted with ?tasks=false
 	CreatedAt  *time.Time     `json:"created_at"`
 	FinishedAt *time.Time     `json:"finished_at"`
+	// Streaming pipelines: the stages, the number of items, and the items
+	// that failed a stage after their retries (the others flowed on).
+	Stages  []PipelineStageInfo `json:"stages,omitempty"`
+	Items   int                 `json:"items,omitempty"`
+	Skipped []SkippedItem       `json:"skipped,omitempty"`
+	Notify  *NotifyStatus       `json:"notify,omitempty"` // the webhook, when set
+}
+
+// PipelineStageInfo is a stage of a streaming pipeline with its progress.
+type PipelineStageInfo struct {
+	Name        string `json:"name"`
+	Concurrency int    `json:"concurrency"` // 0 = unbounded
+	Done        int    `json:"done"`        // items that left it successfully
+}
+
+// SkippedItem is an item that left a streaming pipeline early.
+type SkippedItem struct {
+	Item   int    `json:"item"`
+	Stage  string `json:"stage"` // the stage it failed
+	Task   string `json:"task"`
+	Reason string `json:"reason"`
+}
+
+// NotifyStatus is the delivery state of a group's webhook.
+type NotifyStatus struct {
+	URL       string     `json:"url"`
+	State     string     `json:"state"` // waiting (group running), pending, delivered, failed
+	Attempts  int        `json:"attempts"`
+	LastError string     `json:"last_error,omitempty"`
+	Next      *time.Time `json:"next_attempt,omitempty"`
 }
 
 // Event is one entry of a task's history.
@@ -179,6 +233,13 @@ func NewTask(v shard.TaskView) Task {
 	for _, d := range v.Deps {
 		t.Deps = append(t.Deps, string(d))
 	}
+	if v.Stage > 0 || v.Item > 0 || v.Mode == shard.ModePipeline || v.Mode == shard.ModeStream {
+		st, it := v.Stage, v.Item
+		t.Stage = &st
+		if v.Mode == shard.ModeStream {
+			t.Item = &it
+		}
+	}
 	return t
 }
 
@@ -210,6 +271,24 @@ func NewGroup(v shard.GroupView, withTasks bool) Group {
 		for _, tv := range v.Tasks {
 			g.Tasks = append(g.Tasks, NewTask(tv))
 		}
+	}
+	if v.Mode == shard.ModeStream {
+		g.Items = v.Items
+		g.Stages = make([]PipelineStageInfo, len(v.Stages))
+		for i, st := range v.Stages {
+			g.Stages[i] = PipelineStageInfo{Name: st.Name, Concurrency: st.Concurrency}
+		}
+		for _, tv := range v.Tasks {
+			if tv.State == shard.Succeeded && tv.Stage < len(g.Stages) {
+				g.Stages[tv.Stage].Done++
+			}
+		}
+		for _, sk := range v.Skipped {
+			g.Skipped = append(g.Skipped, SkippedItem{Item: sk.Item, Stage: sk.Stage, Task: string(sk.Task), Reason: sk.Reason})
+		}
+	}
+	if n := v.Notify; n != nil {
+		g.Notify = &NotifyStatus{URL: n.URL, State: n.State, Attempts: n.Attempts, LastError: n.LastError, Next: timePtr(n.Next)}
 	}
 	return g
 }
