@@ -18,7 +18,7 @@ const (
 )
 
 // AllWorkloads lists every workload Run knows.
-var AllWorkloads = []string{W1, W2, W3, W4, WS}
+var AllWorkloads = []string{W1, W2, W3, W4, WS, WP}
 
 // Config says what to run. Every zero numeric field takes the default of
 // DefaultConfig; Validate reports the rest with the CLI flag's name.
@@ -46,6 +46,9 @@ type Config struct {
 	W3File string
 	// W4Tasks is the number of 50 ms sleep tasks of W4 (default 300).
 	W4Tasks int
+	// WPItems is the number of items of the WP pipeline (default 10000),
+	// and WPConcurrency each stage's in-flight bound (default 256).
+	WPItems, WPConcurrency int
 	// Steal is each peer's --steal; false passes --steal=false.
 	// DefaultConfig sets it to true.
 	Steal bool
@@ -112,6 +115,8 @@ func (cfg Config) withDefaults() Config {
 	setInt(&cfg.W1Batch, def.W1Batch)
 	setInt(&cfg.W2Tasks, def.W2Tasks)
 	setInt(&cfg.W4Tasks, def.W4Tasks)
+	setInt(&cfg.WPItems, DefaultWPItems)
+	setInt(&cfg.WPConcurrency, DefaultWPConcurrency)
 	if len(cfg.Workloads) == 0 {
 		cfg.Workloads = def.Workloads
 	}
@@ -144,6 +149,7 @@ func (cfg Config) Validate() error {
 		{"--peers", cfg.Peers}, {"--slots", cfg.Slots}, {"--reps", cfg.Reps},
 		{"--w1-tasks", cfg.W1Tasks}, {"--w1-batch", cfg.W1Batch},
 		{"--w2-tasks", cfg.W2Tasks}, {"--w4-tasks", cfg.W4Tasks},
+		{"--wp-items", cfg.WPItems}, {"--wp-concurrency", cfg.WPConcurrency},
 	} {
 		if f.v < 0 {
 			bad("%s must be >= 1, got %d", f.flag, f.v)
@@ -154,7 +160,7 @@ func (cfg Config) Validate() error {
 	}
 	for _, w := range cfg.Workloads {
 		if !slices.Contains(AllWorkloads, w) {
-			bad("--workloads: unknown workload %q (want a subset of w1,w2,w3,w4)", w)
+			bad("--workloads: unknown workload %q (want a subset of w1,w2,w3,w4,ws,wp)", w)
 		}
 	}
 	if cfg.ReadyTimeout < 0 || cfg.WaitTimeout < 0 {

@@ -68,3 +68,16 @@ func (p *pacer) extra(latency float64, slots, factor int) int {
 	n := int(math.Ceil(float64(slots) * latency / p.run))
 	return min(n, slots*factor)
 }
+
+// backlogDrainCommits is how many commit latencies a local backlog must
+// take to drain before short tasks are worth shipping to a thief.
+const backlogDrainCommits = 8
+
+// backlogged reports whether ready tasks of the mean run time would keep
+// slots busy for more than backlogDrainCommits commit latencies.
+func (p *pacer) backlogged(ready, slots int) bool {
+	if p.run == 0 || p.commit == 0 || slots <= 0 {
+		return false
+	}
+	return float64(ready)*p.run/float64(slots) > backlogDrainCommits*p.commit
+}

@@ -92,14 +92,17 @@ func (n *Node) stepSteal(from string, m Message) error {
 	// stolen task costs a lease commit, a grant, and an outcome sent back
 	// and committed, while the lease-ahead pacing keeps this peer's slots
 	// busy. Only longer work is worth moving, and until this peer has
-	// timed a task it does not know which kind it has.
-	short := n.pace.run == 0 || (n.pace.commit > 0 && n.pace.run < n.pace.commit)
+	// timed a task it does not know which kind it has. The exception is a
+	// backlog that this peer's slots would take many commits to drain
+	// (thousands of 1 ms tasks): then the slots are the bottleneck, and a
+	// batch granted for one commit buys the thief's slots.
+	ready := n.Stats().Ready
+	short := n.pace.run == 0 || (n.pace.commit > 0 && n.pace.run < n.pace.commit && !n.pace.backlogged(ready, n.cfg.Slots))
 	if !n.steal.enabled || mb == nil || mb.boot == "" || short {
 		n.steal.refuse = append(n.steal.refuse, from)
 		return nil
 	}
 	holder := from + "#" + mb.boot
-	ready := n.Stats().Ready
 	limit := n.cfg.Slots + n.pace.ahead(n.cfg.Slots, n.cfg.LeaseAhead)
 	give := steal.GrantSize(ready, max(limit-n.busy, 0), m.Want)
 	granted := 0

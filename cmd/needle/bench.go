@@ -34,17 +34,22 @@ Exits non-zero when a result is wrong or a task is lost.
   w3  skew: one parallel group of 300 sleep tasks; makespan / lower bound
   w4  failover: --w4-tasks 50 ms sleep tasks, kill -9 peer 1 a third through;
       lost (must be 0), duplicates, time to finish (needs --peers >= 3)
+  ws  schedule firing accuracy: an every-1s schedule for 20 s
+  wp  streaming pipeline: --wp-items items through 3 stages of 1 ms sleep
+      tasks (one group, one owner); makespan / lower bound
 
 flags:
   --needled PATH     needled binary (default: next to needle, else in PATH)
   --peers N          peers (default 3)
   --slots N          --slots of each peer (default 2)
-  --workloads LIST   comma-separated subset of w1,w2,w3,w4,ws (default all; ws: schedule firing accuracy)
+  --workloads LIST   comma-separated subset of w1,w2,w3,w4,ws,wp (default all)
   --reps N           repetitions of each workload (default 3)
   --w1-tasks N       W1 tasks (default 20000)
   --w1-batch N       W1 tasks per group (default 1000)
   --w2-tasks N       W2 tasks (default 500)
   --w4-tasks N       W4 tasks (default 300)
+  --wp-items N       WP items (default 10000)
+  --wp-concurrency N WP in-flight items per stage (default 256)
   --steal            work stealing on the peers (default true; --steal=false)
   --data-dir DIR     parent of the peers' data directories (default: the
                      system temp dir; on a tmpfs, fsync is free)
@@ -94,6 +99,8 @@ func (c BenchCommand) parse(args []string) (cfg bench.Config, jsonPath string, v
 	fs.IntVar(&cfg.W1Batch, "w1-batch", cfg.W1Batch, "")
 	fs.IntVar(&cfg.W2Tasks, "w2-tasks", cfg.W2Tasks, "")
 	fs.IntVar(&cfg.W4Tasks, "w4-tasks", cfg.W4Tasks, "")
+	fs.IntVar(&cfg.WPItems, "wp-items", cfg.WPItems, "")
+	fs.IntVar(&cfg.WPConcurrency, "wp-concurrency", cfg.WPConcurrency, "")
 	fs.BoolVar(&cfg.Steal, "steal", cfg.Steal, "")
 	fs.StringVar(&jsonPath, "json", "", "")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "")
@@ -127,7 +134,7 @@ func positive(fs *flag.FlagSet) error {
 	var errs []error
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "peers", "slots", "reps", "w1-tasks", "w1-batch", "w2-tasks", "w4-tasks":
+		case "peers", "slots", "reps", "w1-tasks", "w1-batch", "w2-tasks", "w4-tasks", "wp-items", "wp-concurrency":
 			if g, ok := f.Value.(flag.Getter); ok && g.Get().(int) < 1 {
 				errs = append(errs, fmt.Errorf("--%s must be >= 1, got %s", f.Name, f.Value))
 			}
