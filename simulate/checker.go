@@ -103,6 +103,9 @@ func (c *checker) register(spec *shard.GroupSpec) {
 				g.tasks[i].deps = append(g.tasks[i].deps, g.tasks[j])
 			}
 		}
+		if spec.Mode == shard.ModeStream && ts.Stage > 0 {
+			g.tasks[i].deps = append(g.tasks[i].deps, g.tasks[i-1]) // the item's previous stage
+		}
 	}
 	c.groups[g.id] = g
 	c.order = append(c.order, g)

@@ -30,13 +30,24 @@ func (g *gen) mixed() *workload {
 
 // mixedGroup draws one group of at most left tasks, and its total work.
 func (g *gen) mixedGroup(left int) (arrival, time.Duration) {
-	modes := []shard.Mode{shard.ModeSingle, shard.ModeDAG, shard.ModeParallel, shard.ModePipeline}
+	modes := []shard.Mode{shard.ModeSingle, shard.ModeDAG, shard.ModeParallel, shard.ModePipeline, shard.ModeStream}
 	mode := modes[g.rng.IntN(len(modes))]
+	var stages []shard.StageSpec
+	if mode == shard.ModeStream {
+		// 1-3 stages of 0-3 items in flight each (0 = unbounded).
+		for s := range 1 + g.rng.IntN(3) {
+			stages = append(stages, shard.StageSpec{Name: "st" + strconv.Itoa(s), Concurrency: g.rng.IntN(4)})
+		}
+	}
 	size := map[shard.Mode]int{shard.ModeSingle: 1, shard.ModeDAG: 2 + g.rng.IntN(7),
-		shard.ModeParallel: 2 + g.rng.IntN(19), shard.ModePipeline: 2 + g.rng.IntN(11)}[mode]
+		shard.ModeParallel: 2 + g.rng.IntN(19), shard.ModePipeline: 2 + g.rng.IntN(11),
+		shard.ModeStream: (1 + g.rng.IntN(10)) * len(stages)}[mode]
+	if mode == shard.ModeStream && size > left {
+		stages = stages[:1]
+	}
 	size = min(size, left)
 	if size == 1 {
-		mode = shard.ModeSingle
+		mode, stages = shard.ModeSingle, nil
 	}
 	fail := []uint16{0, 0, 50, 200}[g.rng.IntN(4)]
 	durs := g.rng.IntN(3)
@@ -51,11 +62,22 @@ func (g *gen) mixedGroup(left int) (arrival, time.Duration) {
 		tasks[i] = g.mixedTask(b, i)
 	}
 	shapeTasks(g, mode, tasks)
+	if mode == shard.ModeStream {
+		// Item-major: the item's payload (its behaviour) enters stage 0,
+		// and each stage passes it on as its result.
+		for i := range tasks {
+			tasks[i].Item, tasks[i].Stage = i/len(stages), i%len(stages)
+			if tasks[i].Stage > 0 {
+				tasks[i].Payload = nil
+			}
+		}
+	}
 	key := ""
 	if g.rng.IntN(10) < 3 {
 		key = fmt.Sprintf("key-%d-%d", g.cfg.Seed, g.n)
 	}
 	a := arrival{spec: g.group(mode, key, tasks), cancelTask: -1}
+	a.spec.Stages = stages
 	if key != "" && g.rng.IntN(10) < 4 {
 		a.repeat = time.Duration(1 + g.rng.Int64N(int64(time.Second)))
 	}
