@@ -135,6 +135,9 @@ type Node struct {
 	reqSeq   uint64
 	reqs     map[uint64]*request
 	running  map[shard.TaskID]shard.Round // leases held by this peer, by task
+	// leaseAt is when each lease this node proposed for itself was
+	// proposed, to time its commit (the pacer's latency).
+	leaseAt map[shard.TaskID]time.Time
 
 	rd     Ready     // being assembled
 	advRds []pending // partitions' Readies handed out, to Advance
@@ -184,6 +187,7 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 		raftID: RaftID(cfg.ID), parts: make([]*partition, cfg.Partitions),
 		isDir: make([]bool, cfg.Partitions), now: now, lastTick: now, bootAt: now,
 		reqs: make(map[uint64]*request), running: make(map[shard.TaskID]shard.Round),
+		leaseAt: make(map[shard.TaskID]time.Time),
 		raftOut: make(map[string][]RaftMsg), started: make(map[shard.TaskID]shard.Round),
 		localOut: make(map[shard.TaskID]shard.Outcome),
 	}

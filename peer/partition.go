@@ -46,7 +46,6 @@ type partition struct {
 	forceSnap  bool          // snapshot at the next Advance (after a replica change)
 	transferAt time.Time     // when a leadership transfer was started
 	leadSince  time.Time     // when this node last became leader
-	leasedAt   time.Time     // when this node last proposed local leases here
 }
 
 func (n *Node) openPartition(p int, ps wal.PartitionState, bootstrap bool) (*partition, error) {

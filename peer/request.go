@@ -158,11 +158,15 @@ func (n *Node) applyLease(p *partition, e *shard.Event, ours bool) {
 	if !ok {
 		if ours {
 			n.busy--
+			delete(n.leaseAt, e.Task)
 		}
 		return
 	}
 	if ours {
-		n.pace.committed(n.now.Sub(p.leasedAt))
+		if at, ok := n.leaseAt[e.Task]; ok {
+			delete(n.leaseAt, e.Task)
+			n.pace.committed(n.now.Sub(at))
+		}
 	} else if !n.claim(e.Task, e.Round) {
 		return // a grant to this peer, already started from the grant message
 	} else {
@@ -184,6 +188,7 @@ func (n *Node) releaseLeases(evs []shard.Event) {
 	for i := range evs {
 		if evs[i].Type == shard.EvLeased && evs[i].Holder == n.holder {
 			n.busy--
+			delete(n.leaseAt, evs[i].Task)
 		}
 	}
 }
@@ -261,7 +266,7 @@ func (n *Node) schedule() {
 			return
 		}
 		n.busy += len(evs)
-		p.leasedAt = n.now
+		n.timeLeases(evs)
 		p.propose(evs)
 		n.markDirty(best)
 	}
@@ -329,10 +334,21 @@ func (n *Node) initialLeases(p *partition, spec *shard.GroupSpec) []shard.Event 
 	cfg := p.shard.Config()
 	evs := shard.InitialLeases(n.now, spec, free, n.holder, cfg.DefaultTimeout, cfg.LeaseGrace)
 	n.busy += len(evs)
-	if len(evs) > 0 {
-		p.leasedAt = n.now
-	}
+	n.timeLeases(evs)
 	return evs
+}
+
+// timeLeases notes when this node proposed its own leases. Entries lost
+// without a drop notice (a deposed leader's tail) would leave theirs
+// behind, so the map is reset when it grows past any plausible number of
+// leases in flight.
+func (n *Node) timeLeases(evs []shard.Event) {
+	if len(n.leaseAt) > 1<<16 {
+		clear(n.leaseAt)
+	}
+	for i := range evs {
+		n.leaseAt[evs[i].Task] = n.now
+	}
 }
 
 // readyTotal counts READY tasks in the partitions this node serves.
