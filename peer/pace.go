@@ -52,14 +52,20 @@ func (p *pacer) stole(d time.Duration) {
 // slots*factor: slots * commit/run, rounded up (a slot that finishes must
 // find its next lease already committed).
 func (p *pacer) ahead(slots, factor int) int {
-	return p.extra(p.commit, slots, factor)
+	return p.extra(stealCover*p.commit, slots, factor)
 }
 
 // stealAhead is ahead for stolen work: the latency to hide is the steal's
 // round trip (request, victim's commit, grant).
 func (p *pacer) stealAhead(slots, factor int) int {
-	return p.extra(p.steal, slots, factor)
+	return p.extra(stealCover*p.steal, slots, factor)
 }
+
+// stealCover is how many mean latencies (a steal's round trip, a lease's
+// commit) the leases held ahead cover. One is Little's law on the mean;
+// latencies vary (a slow fsync, a busy loop), and a peer that runs dry
+// before its next lease arrives idles its slots, so it keeps two.
+const stealCover = 2
 
 func (p *pacer) extra(latency float64, slots, factor int) int {
 	if p.run == 0 || latency == 0 || factor <= 0 || slots <= 0 {
