@@ -149,9 +149,12 @@ func (nt *notifier) check(raw string) error {
 	return fmt.Errorf("%s://%s%s is not under an allowed prefix (needled --notify-allow)", t.scheme, u.Host, t.path)
 }
 
-// start launches the calls of a Ready. Each goroutine ends with its call
+// startNotify launches the calls of a Ready. Each goroutine ends with its call
 // (bounded by the client's timeout) or with ctx.
 func (p *Peer) startNotify(jobs []NotifyJob) {
+	if p.runCtx.Err() != nil {
+		return // stopping: the next owner (or this peer's next run) delivers them
+	}
 	for _, j := range jobs {
 		p.wg.Add(1)
 		go func() {
