@@ -29,6 +29,7 @@ type rpcRequest struct {
 	Wait  time.Duration       `json:"wait,omitempty"`
 	By    string              `json:"by,omitempty"`
 	Sched *shard.ScheduleSpec `json:"sched,omitempty"`
+	Tag   string              `json:"tag,omitempty"` // schedule_trigger: names the request (TriggerTag)
 }
 
 type rpcResponse struct {
@@ -136,6 +137,8 @@ func (p *Peer) serveCall(ctx context.Context, from string, b []byte) ([]byte, er
 		err = p.read(ctx, func(n *Node) error { resp.Audit = n.Audit(); return nil })
 	case "schedule_set", "schedule", "schedule_delete", "schedule_pause", "schedule_resume", "schedules":
 		err = p.serveScheduleCall(ctx, req, &resp)
+	case "schedule_trigger":
+		err = p.serveTriggerCall(ctx, req, &resp)
 	default:
 		return nil, fmt.Errorf("peer: forwarded request from %s: unknown op %q", from, req.Op)
 	}

@@ -14,6 +14,7 @@ import (
 func (p *Peer) httpHandler() http.Handler {
 	lim := p.cfg.Limits
 	lim.HasHandler = p.handlers.Has
+	lim.Notify = p.notifier.check
 	mux := http.NewServeMux()
 	mux.Handle("/", api.NewHandler(backend{p}, api.HandlerOptions{
 		Limits:  lim,

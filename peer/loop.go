@@ -67,6 +67,10 @@ func (p *Peer) loop(ctx context.Context) error {
 		case f := <-p.host.Gossip():
 			p.node.Tick(time.Now())
 			p.stepFrame(f)
+		case o := <-p.notifier.out:
+			p.node.Tick(time.Now())
+			p.notifyDone(o)
+			p.drainInbox()
 		case now := <-ticker.C:
 			p.node.Tick(time.Now())
 			p.checkDrained()
@@ -94,6 +98,8 @@ func (p *Peer) drainInbox() {
 			p.report(o)
 		case f := <-p.host.Inbound():
 			p.stepFrame(f)
+		case o := <-p.notifier.out:
+			p.notifyDone(o)
 		default:
 			return
 		}
@@ -157,6 +163,7 @@ func (p *Peer) drainReady() error {
 			p.start(r)
 		}
 		p.abort(rd.Abort)
+		p.startNotify(rd.Notify)
 		for _, r := range rd.Replies {
 			if ch, ok := p.calls[r.Req]; ok {
 				delete(p.calls, r.Req)

@@ -20,6 +20,9 @@ type cluster struct {
 	runs  map[string][]Run
 	cuts  map[[2]string]bool // links that drop every message (both directions)
 	check func()             // run after every step, when set
+	// notify holds the webhook deliveries each node handed out, for the
+	// test to answer.
+	notify map[string][]NotifyJob
 }
 
 type cnode struct {
@@ -34,7 +37,8 @@ type cnode struct {
 }
 
 func newCluster(tb testing.TB, size, partitions int) *cluster {
-	c := &cluster{tb: tb, now: time.Unix(1_700_000_000, 0).UTC(), runs: map[string][]Run{}, cuts: map[[2]string]bool{}}
+	c := &cluster{tb: tb, now: time.Unix(1_700_000_000, 0).UTC(), runs: map[string][]Run{}, cuts: map[[2]string]bool{},
+		notify: map[string][]NotifyJob{}}
 	for i := range size {
 		cn := &cnode{id: fmt.Sprintf("n%d", i+1), log: wal.NewMemory(), founder: i == 0}
 		c.nodes = append(c.nodes, cn)
@@ -151,6 +155,7 @@ func (c *cluster) drain(cn *cnode) {
 			cn.replies[r.Req] = r
 		}
 		c.runs[cn.id] = append(c.runs[cn.id], rd.Run...)
+		c.notify[cn.id] = append(c.notify[cn.id], rd.Notify...)
 		cn.n.Advance(rd)
 	}
 }

@@ -73,6 +73,9 @@ type NodeConfig struct {
 	Shard shard.Config
 	// Rand is the node's seeded source of randomness. Required.
 	Rand *rand.Rand
+	// NotifyInflight bounds the webhook deliveries handed out in
+	// Ready.Notify and not yet reported with NotifyDone. 0 = 16.
+	NotifyInflight int
 	// Logger receives the node's logs. Default: discard.
 	Logger *slog.Logger
 }
@@ -109,6 +112,8 @@ func (c *NodeConfig) Validate() error {
 		return errors.New("peer: config SnapshotEvery must be > 0")
 	case c.Rand == nil:
 		return errors.New("peer: config Rand is required")
+	case c.NotifyInflight < 0:
+		return errors.New("peer: config NotifyInflight must be >= 0")
 	}
 	return nil
 }
@@ -151,6 +156,9 @@ type Node struct {
 	localOut map[shard.TaskID]shard.Outcome // outcomes proposed as owner, not yet applied (handOver)
 	started  map[shard.TaskID]shard.Round   // last round started here, per task (claim)
 	startedQ []shard.TaskID                 // insertion order of started, to bound it
+
+	notifying  int // webhook deliveries handed out (Ready.Notify), not yet reported (NotifyDone)
+	notifyNext int // the partition notifyDue looks at first
 }
 
 // request is a client request waiting for its entry to apply.
@@ -265,6 +273,9 @@ func (n *Node) Tick(now time.Time) {
 				n.markDirty(i)
 			}
 		}
+	}
+	if raftTick {
+		n.notifyDue()
 	}
 }
 

@@ -22,6 +22,7 @@ type harness struct {
 	fail    map[shard.TaskID]bool // tasks whose handler fails
 	started map[shard.TaskID]int
 	boot    int
+	notify  []NotifyJob // webhook deliveries handed out, for the test to answer
 }
 
 func newHarness(tb testing.TB, partitions int) *harness {
@@ -77,6 +78,7 @@ func (h *harness) stabilize() {
 			h.replies[r.Req] = r
 		}
 		h.runs = append(h.runs, rd.Run...)
+		h.notify = append(h.notify, rd.Notify...)
 		h.n.Advance(rd)
 	}
 }

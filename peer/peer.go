@@ -84,6 +84,8 @@ type Config struct {
 	// RatePerClient bounds API requests per second from one client address
 	// (429 beyond, with a burst of twice the rate). 0 = no limit.
 	RatePerClient float64
+	// Notify configures webhook deliveries (allow-list, signing secret).
+	Notify NotifyConfig
 }
 
 // Validate fills defaults and reports the first invalid field.
@@ -148,6 +150,9 @@ func (c *Config) Validate() error {
 			c.HTTPAddr = addr
 		}
 	}
+	if _, err := c.Notify.validate(); err != nil {
+		return err
+	}
 	if c.Limits.MaxBody == 0 {
 		c.Limits.MaxBody = 32 << 20
 	}
@@ -174,6 +179,7 @@ type Peer struct {
 	node     *Node
 	handlers *Registry
 	metrics  *metrics
+	notifier *notifier
 
 	inbox   chan command
 	jobs    chan job
@@ -225,6 +231,8 @@ func New(cfg Config) (*Peer, error) {
 		return nil, err
 	}
 	p.metrics = newMetrics(p)
+	allow, _ := cfg.Notify.validate() // checked by Validate
+	p.notifier = newNotifier(cfg.Notify, allow, p.metrics.reg)
 	return p, nil
 }
 
@@ -272,6 +280,7 @@ func (p *Peer) open() error {
 	ncfg.Shard.Retention = p.cfg.Retention
 	ncfg.Shard.DefaultTimeout = p.cfg.DefaultTimeout
 	ncfg.Shard.Next = ScheduleNext
+	ncfg.NotifyInflight = p.cfg.Notify.Concurrency
 	p.node, err = NewNode(ncfg, states, time.Now())
 	if err != nil {
 		return fail(err)

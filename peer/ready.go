@@ -16,7 +16,8 @@ import (
 // Ready is the work the node hands its driver. The driver must, in order:
 //  1. Persist: Log.Append(&rd.Persist), then Log.Sync() if rd.MustSync;
 //  2. send rd.Messages;
-//  3. start rd.Run and cancel rd.Abort;
+//  3. start rd.Run and cancel rd.Abort; make the webhook calls of
+//     rd.Notify and report each with NotifyDone;
 //  4. deliver rd.Replies and use rd.Changes (waiters, metrics);
 //  5. call Advance(rd).
 type Ready struct {
@@ -34,6 +35,8 @@ type Ready struct {
 	// (for metrics).
 	QueueWaits   []time.Duration
 	ScheduleLags []time.Duration
+	// Notify are webhook deliveries to make, as owner (see notify.go).
+	Notify []NotifyJob
 }
 
 // Envelope is a message for another peer.
@@ -72,7 +75,8 @@ type SubmitResult struct {
 // HasReady reports whether Ready has work.
 func (n *Node) HasReady() bool {
 	if len(n.rd.Replies) > 0 || len(n.rd.Run) > 0 || len(n.rd.Abort) > 0 || len(n.rd.Persist.Updates) > 0 ||
-		len(n.rd.Messages) > 0 || len(n.rd.Gossip) > 0 || len(n.rd.Persist.OutboxPut) > 0 || len(n.rd.Persist.OutboxDel) > 0 {
+		len(n.rd.Messages) > 0 || len(n.rd.Gossip) > 0 || len(n.rd.Persist.OutboxPut) > 0 || len(n.rd.Persist.OutboxDel) > 0 ||
+		len(n.rd.Notify) > 0 {
 		return true
 	}
 	for _, i := range n.dirty {

@@ -137,6 +137,10 @@ func (n *Node) applyBatch(p *partition, b *shard.Batch) {
 }
 
 func (n *Node) replyApplied(p *partition, req *request, b *shard.Batch, created bool) {
+	if req.kind == reqTrigger {
+		n.replyTriggered(p, req, b)
+		return
+	}
 	r := Reply{Req: req.id}
 	if req.kind == reqSubmit && len(b.Events) > 0 && b.Events[0].Type == shard.EvSubmitted {
 		g := b.Events[0].Group

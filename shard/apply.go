@@ -24,7 +24,7 @@ func (s *Shard) apply(e *Event) {
 	firedOK := s.firedOK
 	s.firedOK = ""
 	if e.Type == EvSubmitted {
-		if _, _, firing := ParseFiringGroupID(e.Group); firing && firedOK != e.Group {
+		if isFiringGroup(e.Group) && firedOK != e.Group {
 			return // a firing whose EvScheduleFired did not take effect
 		}
 		s.applySubmitted(e)

@@ -40,7 +40,9 @@ func (t EventType) String() string {
 	return "EventType(" + strconv.Itoa(int(t)) + ")"
 }
 
-func (t EventType) schedule() bool { return t >= EvScheduleSet && t <= EvScheduleFired }
+func (t EventType) schedule() bool {
+	return t >= EvScheduleSet && t <= EvScheduleFired || t == EvScheduleTriggered
+}
 
 // Schedule reports whether t is a schedule event (not about a group's tasks).
 func (t EventType) Schedule() bool { return t.schedule() }

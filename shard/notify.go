@@ -77,6 +77,13 @@ func (s *Shard) Notified(now time.Time, j NotifyJob, errMsg string) Event {
 	return e
 }
 
+// NotifyRefused returns the event recording attempt j as a permanent
+// failure, retried no more: the delivering owner will not call the URL
+// (it is not on that owner's allow-list). errMsg says why.
+func (s *Shard) NotifyRefused(now time.Time, j NotifyJob, errMsg string) Event {
+	return Event{Type: EvNotified, At: now, Group: j.Group, Round: Round(j.Attempt), Error: errMsg, Permanent: true}
+}
+
 func (g *group) notifyView() *NotifyView {
 	if g.spec.Notify == "" {
 		return nil

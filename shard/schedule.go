@@ -164,6 +164,7 @@ type Firing struct {
 	Skipped bool      // overlap skip: the previous group was still running
 	State   GroupState
 	Exists  bool // the group is still held (not removed by retention)
+	Manual  bool // fired by hand (TriggerSchedule): At is when it was asked
 }
 
 // ScheduleView is a read-only copy of a schedule's state.
@@ -315,6 +316,7 @@ func (s *Shard) scheduleView(sc *schedule) ScheduleView {
 	v.Firings = make([]Firing, len(sc.firings))
 	for i, f := range sc.firings {
 		v.Firings[i] = Firing{At: f.at, Group: f.group, Skipped: f.skipped}
+		_, _, _, v.Firings[i].Manual = ParseTriggeredGroupID(f.group)
 		if g := s.groups[f.group]; g != nil && f.group != "" {
 			v.Firings[i].State, v.Firings[i].Exists = g.state, true
 		}
@@ -376,6 +378,8 @@ func (s *Shard) applySchedule(e *Event) {
 			sc.record(firing{at: at, skipped: true})
 		}
 		s.armSchedule(sc)
+	case EvScheduleTriggered:
+		s.applyTriggered(sc, e)
 	}
 }
 

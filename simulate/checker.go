@@ -72,10 +72,14 @@ type checker struct {
 	firings     int         // firing groups seen
 	skips       int         // overlap skips seen
 	ticksOK     int         // ticks checked to have fired in a healthy window
+
+	hooked         map[shard.GroupID]int // webhook deliveries the simulated receiver accepted, by group
+	hooksDelivered int                   // groups whose webhook reads delivered at the end
 }
 
 func newChecker(s *sim) *checker {
-	return &checker{s: s, groups: map[shard.GroupID]*groupRec{}, tasks: map[shard.TaskID]*taskRec{}, firstSubmit: -1}
+	return &checker{s: s, groups: map[shard.GroupID]*groupRec{}, tasks: map[shard.TaskID]*taskRec{}, firstSubmit: -1,
+		hooked: map[shard.GroupID]int{}}
 }
 
 // register records a group when the client first submits it.

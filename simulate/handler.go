@@ -50,6 +50,9 @@ func (nd *simNode) drain() {
 		for _, r := range rd.Replies {
 			nd.replyTo(r)
 		}
+		for _, j := range rd.Notify {
+			nd.deliver(j)
+		}
 		nd.n.Advance(rd)
 		if nd.s.viol != nil {
 			return

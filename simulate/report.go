@@ -74,6 +74,10 @@ type Report struct {
 	// Hash is FNV-64a over every persisted Raft entry and every Run, in
 	// order: equal for equal Configs.
 	Hash string `json:"hash"`
+
+	// Webhooks counts the groups whose webhook reads delivered at the end
+	// (a quarter of the generated groups carry one; see notify.go).
+	Webhooks int `json:"webhooks"`
 }
 
 // Failed reports whether an invariant broke.
@@ -89,6 +93,7 @@ func (s *sim) report() Report {
 		ScheduleHours: c.scheduleHours(), Firings: c.firings, OverlapSkips: c.skips, TicksChecked: c.ticksOK,
 		SimSeconds: s.now.Seconds(), Hash: fmt.Sprintf("%016x", s.hash.Sum64()),
 	}
+	r.Webhooks = c.hooksDelivered
 	if s.viol != nil {
 		r.Violations = append(r.Violations, *s.viol)
 	}

@@ -57,6 +57,9 @@ func Run(cfg Config) (Report, error) {
 	if s.viol == nil {
 		s.chk.final()
 	}
+	if s.viol == nil {
+		s.chk.checkNotify()
+	}
 	rep := s.report()
 	rep.WallSeconds = time.Since(wall).Seconds()
 	return rep, nil

@@ -125,7 +125,11 @@ func (g *gen) group(mode shard.Mode, key string, tasks []shard.TaskSpec) *shard.
 	if mode == shard.ModeSingle {
 		tasks[0].Name = ""
 	}
-	return &shard.GroupSpec{ID: id, Mode: mode, Key: key, Tasks: tasks}
+	spec := &shard.GroupSpec{ID: id, Mode: mode, Key: key, Tasks: tasks}
+	if wantsNotify(id) {
+		spec.Notify = simHook
+	}
+	return spec
 }
 
 // spread gives the arrivals sorted uniform times over span.

@@ -31,7 +31,7 @@ func (c *ScheduleCommand) flags() *flag.FlagSet {
 	fs.StringVar(&c.tz, "tz", "", "add: IANA time `ZONE` of the cron expression (default UTC)")
 	fs.StringVar(&c.overlap, "overlap", "", "add: skip (default: no firing while the last group runs) or allow")
 	fs.StringVar(&c.misfire, "misfire", "", "add: once (default: fire once for ticks missed in downtime) or skip")
-	fs.StringVar(&c.key, "key", "", "add: idempotency `KEY`")
+	fs.StringVar(&c.key, "key", "", "add, trigger: idempotency `KEY` (a retried trigger with the same key fires once)")
 	fs.BoolVar(&c.paused, "paused", false, "add: create it paused")
 	fs.StringVar(&c.file, "f", "", "add: the group each firing creates, in `FILE` (JSON body of POST /v1/groups; - for stdin)")
 	fs.StringVar(&c.handler, "handler", "", "add: a single-task group running `HANDLER` (instead of -f)")
@@ -42,14 +42,16 @@ func (c *ScheduleCommand) flags() *flag.FlagSet {
 // Usage returns the help of schedule.
 func (c *ScheduleCommand) Usage() string {
 	return usageOf("usage: needle schedule add (--cron EXPR | --every D) (-f FILE | --handler H) [flags]\n"+
-		"       needle schedule list|get ID|rm ID|pause ID|resume ID [--json]\n\n"+
-		"Manages schedules: each firing creates one group.", c.flags())
+		"       needle schedule list|get ID|rm ID|pause ID|resume ID [--json]\n"+
+		"       needle schedule trigger ID [--key KEY] [--json]\n\n"+
+		"Manages schedules: each firing creates one group. trigger fires one now\n"+
+		"(also while paused) and prints its group id; the next regular tick stays.", c.flags())
 }
 
 // Run runs a schedule subcommand.
 func (c *ScheduleCommand) Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return usagef("want a subcommand: add, list, get, rm, pause or resume")
+		return usagef("want a subcommand: add, list, get, rm, pause, resume or trigger")
 	}
 	sub := args[0]
 	pos, err := parse(c.flags(), args[1:])
@@ -87,6 +89,19 @@ func (c *ScheduleCommand) Run(ctx context.Context, args []string) error {
 			}
 		}
 		return nil
+	case "trigger":
+		if len(pos) != 1 {
+			return usagef("trigger wants exactly one schedule id")
+		}
+		tr, err := cl.TriggerSchedule(ctx, pos[0], c.key)
+		if err != nil {
+			return err
+		}
+		if c.asJSON {
+			return printJSON(c.Stdout, tr)
+		}
+		_, err = fmt.Fprintln(c.Stdout, tr.Group)
+		return err
 	case "get", "rm", "pause", "resume":
 		if len(pos) != 1 {
 			return usagef("%s wants exactly one schedule id", sub)

@@ -20,6 +20,7 @@ type SubmitCommand struct {
 	priority, retries                   int
 	timeout, backoff, maxBackoff, delay time.Duration
 	asJSON, wait                        bool
+	notify                              string // webhook URL (the group's "notify")
 }
 
 func (c *SubmitCommand) flags() *flag.FlagSet {
@@ -36,6 +37,7 @@ func (c *SubmitCommand) flags() *flag.FlagSet {
 	fs.StringVar(&c.file, "f", "", "submit the group in `FILE` (JSON body of POST /v1/groups; - for stdin)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the API response as JSON")
 	fs.BoolVar(&c.wait, "wait", false, "wait for completion after submitting (exit 1 unless it succeeded)")
+	fs.StringVar(&c.notify, "notify", "", "webhook `URL` called once the task (or the -f group) is terminal; must be on the peer's --notify-allow list")
 	return fs
 }
 
@@ -64,7 +66,7 @@ func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
 				return usagef("-f and --%s do not mix: put task fields in the file", name)
 			}
 		}
-		return c.submitGroup(ctx)
+		return c.submitGroup(ctx, set["notify"])
 	}
 	req, err := c.taskRequest(set)
 	if err != nil {
@@ -90,6 +92,7 @@ func (c *SubmitCommand) taskRequest(set map[string]bool) (*api.SubmitTaskRequest
 		return nil, usagef("--handler or -f is required")
 	}
 	req := &api.SubmitTaskRequest{TaskFields: api.TaskFields{Handler: c.handler, Priority: int32(c.priority)}, Key: c.key}
+	req.Notify = c.notify
 	if int(req.Priority) != c.priority {
 		return nil, usagef("--priority %d out of range", c.priority)
 	}
@@ -140,7 +143,7 @@ func readPayload(arg string) (json.RawMessage, error) {
 	return data, nil
 }
 
-func (c *SubmitCommand) submitGroup(ctx context.Context) error {
+func (c *SubmitCommand) submitGroup(ctx context.Context, notify bool) error {
 	var body []byte
 	var err error
 	if c.file == "-" {
@@ -150,6 +153,11 @@ func (c *SubmitCommand) submitGroup(ctx context.Context) error {
 	}
 	if err != nil {
 		return err
+	}
+	if notify {
+		if body, err = withNotify(body, c.notify); err != nil {
+			return err
+		}
 	}
 	resp, err := c.client().SubmitGroupJSON(ctx, body)
 	if err != nil {
@@ -163,6 +171,17 @@ func (c *SubmitCommand) submitGroup(ctx context.Context) error {
 		return (&WaitCommand{Globals: c.Globals, asJSON: c.asJSON}).waitGroup(ctx, resp.Group)
 	}
 	return nil
+}
+
+// withNotify sets (or replaces) the "notify" field of a group body.
+func withNotify(body []byte, url string) ([]byte, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(body, &obj); err != nil {
+		return nil, usagef("--notify with -f needs a JSON object in the file: %v", err)
+	}
+	u, _ := json.Marshal(url)
+	obj["notify"] = u
+	return json.Marshal(obj)
 }
 
 // printJSON prints v indented.

@@ -62,6 +62,11 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.StringVar(&c.TLSKey, "tls-key", "", "the private key of --tls-cert (PEM)")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM or needle drain: hand work over for at most this long, then exit (negative: exit at once)")
 	fs.Float64Var(&c.RatePerClient, "rate", 0, "API requests per second per client address, 429 beyond (0 = no limit)")
+	var notifyAllow listFlag
+	fs.Var(&notifyAllow, "notify-allow", "URL prefix webhook (\"notify\") URLs must be under (repeatable; none: notify is refused)")
+	fs.StringVar(&c.Notify.Secret, "notify-secret", "", "HMAC-SHA256 key signing every webhook (X-Needle-Signature); required with --notify-allow (prefer NEEDLE_NOTIFY_SECRET or --config: argv is visible)")
+	fs.DurationVar(&c.Notify.Timeout, "notify-timeout", 10*time.Second, "timeout of one webhook call")
+	fs.IntVar(&c.Notify.Concurrency, "notify-concurrency", 16, "webhook calls in flight on this peer")
 	fs.Var(&execAllow, "exec-allow", "NAME=/path/to/program: a command exec tasks may run (repeatable)")
 	fs.Var(&httpAllow, "http-allow", "URL prefix http tasks may POST to (repeatable)")
 	fs.StringVar(&m.LogFormat, "log-format", m.LogFormat, "log format: text or json")
@@ -91,6 +96,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	}
 	c.Token = getenv("NEEDLE_API_TOKEN")
 	c.Listen, c.Join, c.NoSteal = listen, join, !*steal
+	c.Notify.Allow = notifyAllow
 	return m.builtins(execAllow, httpAllow)
 }
 

@@ -47,6 +47,10 @@ type Limits struct {
 	HasHandler func(name string) bool
 	// MinEvery is the shortest "every" interval of a schedule; default 1 s.
 	MinEvery time.Duration
+	// Notify checks a "notify" webhook URL (scheme, allow-list) and says
+	// why it is refused; nil refuses every notify URL (this peer has no
+	// allow-list).
+	Notify func(url string) error
 }
 
 // DefaultLimits returns the limits used when a field of Limits is zero.

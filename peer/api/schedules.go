@@ -71,6 +71,9 @@ type ScheduleFiring struct {
 	At    time.Time `json:"at"`
 	Group string    `json:"group,omitempty"`
 	State string    `json:"state"`
+	// Manual is true for a firing made by POST /v1/schedules/{id}/trigger
+	// (At is when it was asked).
+	Manual bool `json:"manual,omitempty"`
 }
 
 // ScheduleList is GET /v1/schedules.
@@ -98,7 +101,7 @@ func NewSchedule(v shard.ScheduleView) Schedule {
 		s.Group.Handlers = append(s.Group.Handlers, t.Handler)
 	}
 	for _, f := range v.Firings {
-		sf := ScheduleFiring{At: f.At.UTC(), Group: string(f.Group)}
+		sf := ScheduleFiring{At: f.At.UTC(), Group: string(f.Group), Manual: f.Manual}
 		switch {
 		case f.Skipped:
 			sf.State = "SKIPPED"
@@ -201,7 +204,7 @@ func (s *server) scheduleRoutes() []route {
 	if _, ok := s.b.(ScheduleBackend); !ok {
 		return nil
 	}
-	return []route{
+	routes := []route{
 		{"POST", "/v1/schedules", s.createSchedule},
 		{"GET", "/v1/schedules", s.listSchedules},
 		{"GET", "/v1/schedules/{id}", s.getSchedule},
@@ -209,6 +212,10 @@ func (s *server) scheduleRoutes() []route {
 		{"POST", "/v1/schedules/{id}/pause", s.pauseSchedule(true)},
 		{"POST", "/v1/schedules/{id}/resume", s.pauseSchedule(false)},
 	}
+	if _, ok := s.b.(TriggerBackend); ok {
+		routes = append(routes, route{"POST", "/v1/schedules/{id}/trigger", s.triggerSchedule})
+	}
+	return routes
 }
 
 func (s *server) sb() ScheduleBackend { return s.b.(ScheduleBackend) }

@@ -34,6 +34,7 @@ type rawSingle struct {
 	Delay    string          `json:"delay"`
 	Key      string          `json:"key"`
 	Trace    string          `json:"trace"`
+	Notify   string          `json:"notify"`
 }
 
 func (r *rawSingle) fields() rawFields {
@@ -68,6 +69,7 @@ type rawGroup struct {
 	Tasks  []json.RawMessage `json:"tasks"`
 	Stages json.RawMessage   `json:"stages"` // [[task, ...], ...] (staged) or [stage, ...] (pipeline)
 	Items  []json.RawMessage `json:"items"`  // pipeline: one payload per item
+	Notify string            `json:"notify"` // webhook URL
 }
 
 // rawStage is one stage of a streaming pipeline: a task template plus its
@@ -103,6 +105,9 @@ func DecodeTask(r io.Reader, lim Limits) (*shard.GroupSpec, error) {
 	if err := setKeyTrace(spec, rt.Key, rt.Trace); err != nil {
 		return nil, err
 	}
+	if err := setNotify(spec, rt.Notify, lim); err != nil {
+		return nil, err
+	}
 	return spec, validateCore(spec)
 }
 
@@ -125,6 +130,9 @@ func DecodeGroup(r io.Reader, lim Limits) (*shard.GroupSpec, error) {
 		return nil, err
 	}
 	if err := setKeyTrace(spec, rg.Key, rg.Trace); err != nil {
+		return nil, err
+	}
+	if err := setNotify(spec, rg.Notify, lim); err != nil {
 		return nil, err
 	}
 	var names map[string]int
@@ -159,6 +167,24 @@ func setKeyTrace(spec *shard.GroupSpec, key, trace string) error {
 		return fieldErr("trace", "longer than %d bytes", maxTraceLen)
 	}
 	spec.Key, spec.Trace = key, trace
+	return nil
+}
+
+// setNotify checks a webhook URL against the peer's policy (Limits.Notify)
+// and sets it.
+func setNotify(spec *shard.GroupSpec, url string, lim Limits) error {
+	switch {
+	case url == "":
+		return nil
+	case len(url) > shard.MaxNotifyLen:
+		return fieldErr("notify", "longer than %d bytes", shard.MaxNotifyLen)
+	case lim.Notify == nil:
+		return fieldErr("notify", "webhooks are off on this peer: it has no notify allow-list (needled --notify-allow)")
+	}
+	if err := lim.Notify(url); err != nil {
+		return fieldErr("notify", "%s", err.Error())
+	}
+	spec.Notify = url
 	return nil
 }
 

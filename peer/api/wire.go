@@ -33,6 +33,9 @@ type SubmitTaskRequest struct {
 	TaskFields
 	Key   string `json:"key,omitempty"`   // idempotency key
 	Trace string `json:"trace,omitempty"` // trace id, optional (extension)
+	// Notify is a webhook URL called once the task is terminal (on the
+	// peer's notify allow-list).
+	Notify string `json:"notify,omitempty"`
 }
 
 // GroupTask is one task of a group body.
@@ -50,6 +53,7 @@ type SubmitGroupRequest struct {
 	Trace  string        `json:"trace,omitempty"`  // trace id, optional (extension)
 	Tasks  []GroupTask   `json:"tasks,omitempty"`  // dag, parallel
 	Stages [][]GroupTask `json:"stages,omitempty"` // pipeline: stage i+1 starts when stage i succeeded
+	Notify string        `json:"notify,omitempty"` // webhook URL called once the group is terminal
 }
 
 // PipelineStage is one stage of a streaming pipeline body: a task template
@@ -72,6 +76,7 @@ type SubmitPipelineRequest struct {
 	Trace  string            `json:"trace,omitempty"`
 	Stages []PipelineStage   `json:"stages"`
 	Items  []json.RawMessage `json:"items"`
+	Notify string            `json:"notify,omitempty"` // webhook URL called once the group is terminal
 }
 
 // SubmitTaskResponse is the body of a successful POST /v1/tasks.

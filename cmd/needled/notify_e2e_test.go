@@ -1,0 +1,259 @@
+package main
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/needle-mesh/needle/peer"
+	"github.com/needle-mesh/needle/peer/api"
+)
+
+const hookSecret = "e2e-s3cret"
+
+// hookCall is one request the test receiver got.
+type hookCall struct {
+	path, delivery string
+	attempt        int
+	sigOK          bool
+	status         int
+	body           api.Group
+}
+
+// receiver is a webhook endpoint that records every call. Under /flaky it
+// answers 500 to a delivery's first two attempts, then 200; elsewhere 204.
+type receiver struct {
+	mu    sync.Mutex
+	calls []hookCall
+}
+
+func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	c := hookCall{path: r.URL.Path, delivery: r.Header.Get(peer.HeaderDelivery), status: http.StatusNoContent}
+	c.attempt, _ = strconv.Atoi(r.Header.Get(peer.HeaderAttempt))
+	// The receiver's side of the signature check: HMAC-SHA256 of the raw
+	// body under the shared secret, compared in constant time.
+	c.sigOK = r.Header.Get("Content-Type") == "application/json" &&
+		hmacEqual(r.Header.Get(peer.HeaderSignature), peer.Signature([]byte(hookSecret), body))
+	_ = json.Unmarshal(body, &c.body)
+	rc.mu.Lock()
+	if strings.HasPrefix(c.path, "/flaky") {
+		seen := 0
+		for _, p := range rc.calls {
+			if p.delivery == c.delivery {
+				seen++
+			}
+		}
+		c.status = http.StatusOK
+		if seen < 2 {
+			c.status = http.StatusInternalServerError
+		}
+	}
+	rc.calls = append(rc.calls, c)
+	rc.mu.Unlock()
+	w.WriteHeader(c.status)
+}
+
+func hmacEqual(a, b string) bool { return hmac.Equal([]byte(a), []byte(b)) }
+
+func (rc *receiver) byDelivery() map[string][]hookCall {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	out := map[string][]hookCall{}
+	for _, c := range rc.calls {
+		out[c.delivery] = append(out[c.delivery], c)
+	}
+	return out
+}
+
+// startNotifyDaemon runs needled with extra flags and environment.
+func startNotifyDaemon(t *testing.T, bin, addr string, env []string, args ...string) {
+	t.Helper()
+	args = append([]string{"--data", t.TempDir(), "--http", addr, "--listen", "/ip4/127.0.0.1/tcp/0", "--slots", "4",
+		"--drain-timeout", "-1s"}, args...)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	waitUntil(t, "healthz of "+addr, func() bool {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+// TestNotifyWebhooks runs the daemon with a local receiver: every finished
+// task and group is delivered exactly once with a valid signature, a
+// receiver that fails twice is retried and the failures are in the task's
+// history, and a URL off the allow-list is a 400 that creates nothing.
+func TestNotifyWebhooks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the daemon")
+	}
+	rc := &receiver{}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	bin := buildNeedled(t)
+	addr := freeAddr(t)
+	startNotifyDaemon(t, bin, addr, []string{"NEEDLE_NOTIFY_SECRET=" + hookSecret},
+		"--notify-allow", srv.URL+"/ok", "--notify-allow", srv.URL+"/flaky")
+	c := &api.Client{BaseURL: "http://" + addr}
+	ctx := t.Context()
+
+	groups := map[string]string{} // group id -> its task (single tasks) or ""
+	for i := range 5 {
+		res, err := c.SubmitTask(ctx, &api.SubmitTaskRequest{TaskFields: api.TaskFields{Handler: "echo",
+			Payload: json.RawMessage(strconv.Itoa(i))}, Notify: srv.URL + "/ok"})
+		if err != nil {
+			t.Fatalf("submit %d: %v", i, err)
+		}
+		groups[res.Group] = res.ID
+	}
+	failed, err := c.SubmitTask(ctx, &api.SubmitTaskRequest{TaskFields: api.TaskFields{Handler: "fail",
+		Payload: json.RawMessage(`{"permanent": true}`)}, Notify: srv.URL + "/ok/failed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups[failed.Group] = failed.ID
+	par, err := c.SubmitGroup(ctx, &api.SubmitGroupRequest{Mode: "parallel", Notify: srv.URL + "/ok",
+		Tasks: []api.GroupTask{{TaskFields: api.TaskFields{Handler: "echo"}}, {TaskFields: api.TaskFields{Handler: "echo"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups[par.Group] = ""
+	pipe, err := c.SubmitGroupJSON(ctx, []byte(`{"mode": "pipeline", "notify": "`+srv.URL+`/ok",
+		"stages": [{"name": "a", "handler": "echo", "concurrency": 2}, {"name": "b", "handler": "echo"}], "items": [1, 2, 3]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups[pipe.Group] = ""
+	flaky, err := c.SubmitTask(ctx, &api.SubmitTaskRequest{TaskFields: api.TaskFields{Handler: "echo"}, Notify: srv.URL + "/flaky"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups[flaky.Group] = flaky.ID
+
+	// Every group's webhook reads delivered (the flaky one after two
+	// failed attempts).
+	for g := range groups {
+		waitUntil(t, "the webhook of "+g, func() bool {
+			gr, err := c.GetGroup(ctx, g, 0)
+			return err == nil && gr.Notify != nil && gr.Notify.State == "delivered"
+		})
+	}
+	calls := rc.byDelivery()
+	for g, task := range groups {
+		cs := calls[g]
+		ok := 0
+		for _, call := range cs {
+			if !call.sigOK {
+				t.Errorf("%s: attempt %d: signature or content type does not verify", g, call.attempt)
+			}
+			if call.body.ID != g || call.body.State == "RUNNING" || len(call.body.Tasks) == 0 {
+				t.Errorf("%s: body = %+v", g, call.body)
+			}
+			if task != "" && call.body.Tasks[0].ID != task {
+				t.Errorf("%s: body's task %s; want %s", g, call.body.Tasks[0].ID, task)
+			}
+			if call.status/100 == 2 {
+				ok++
+			}
+		}
+		if ok != 1 {
+			t.Errorf("%s: %d successful deliveries; want exactly 1 (%+v)", g, ok, cs)
+		}
+	}
+	if st := calls[failed.Group]; len(st) != 1 || st[0].body.State != "FAILED" {
+		t.Errorf("failed task's delivery = %+v", st)
+	}
+	fl := calls[flaky.Group]
+	if len(fl) != 3 || fl[0].attempt != 1 || fl[1].attempt != 2 || fl[2].attempt != 3 || fl[2].status != http.StatusOK {
+		t.Fatalf("flaky deliveries = %+v; want attempts 1, 2 (500) and 3 (200)", fl)
+	}
+	evs, err := c.Events(ctx, flaky.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var notified []api.Event
+	for _, e := range evs {
+		if e.Type == "notified" {
+			notified = append(notified, e)
+		}
+	}
+	if len(notified) != 3 || !strings.Contains(notified[0].Error, "status 500") || !strings.Contains(notified[1].Error, "status 500") || notified[2].Error != "" {
+		t.Fatalf("flaky task's notified events = %+v", notified)
+	}
+	gr, _ := c.GetGroup(ctx, flaky.Group, 0)
+	if gr.Notify.Attempts != 3 || gr.Notify.URL != srv.URL+"/flaky" {
+		t.Fatalf("flaky group's notify = %+v", gr.Notify)
+	}
+	metrics := getText(t, addr, "/metrics")
+	for _, want := range []string{
+		fmt.Sprintf(`needle_notify_deliveries_total{result="delivered"} %d`, len(groups)),
+		`needle_notify_deliveries_total{result="failed"} 2`,
+		`needle_notify_delivery_seconds_count`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+
+	// Off the allow-list: 400 naming notify; nothing created (the key is
+	// still free afterwards).
+	for _, bad := range []string{srv.URL + "/elsewhere", "http://127.0.0.1:1/ok", "ftp://x/ok"} {
+		_, err := c.SubmitTask(ctx, &api.SubmitTaskRequest{TaskFields: api.TaskFields{Handler: "echo"}, Key: "k-bad", Notify: bad})
+		var ae *api.Error
+		if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Field != "notify" {
+			t.Fatalf("notify %q: %v; want 400 naming notify", bad, err)
+		}
+	}
+	if res, err := c.SubmitTask(ctx, &api.SubmitTaskRequest{TaskFields: api.TaskFields{Handler: "echo"}, Key: "k-bad"}); err != nil || !res.Created {
+		t.Fatalf("the key of the refused submissions: %+v, %v; want it unused (201)", res, err)
+	}
+	before := len(rc.byDelivery())
+	if len(calls) != before {
+		t.Fatalf("deliveries to unknown groups: %d groups called, %d expected", before, len(calls))
+	}
+
+	// A peer without an allow-list refuses notify and says why.
+	plain := freeAddr(t)
+	startNotifyDaemon(t, bin, plain, nil)
+	resp, err := http.Post("http://"+plain+"/v1/tasks", "application/json",
+		bytes.NewBufferString(`{"handler": "echo", "notify": "`+srv.URL+`/ok"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eb api.ErrorBody
+	_ = json.NewDecoder(resp.Body).Decode(&eb)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || eb.Error == nil || eb.Error.Field != "notify" || !strings.Contains(eb.Error.Message, "allow-list") {
+		t.Fatalf("no allow-list: %d %+v", resp.StatusCode, eb.Error)
+	}
+}
+
+func getText(t *testing.T, addr, path string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}

@@ -1,0 +1,244 @@
+package peer
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/needle-mesh/needle/peer/api"
+	"github.com/needle-mesh/needle/shard"
+)
+
+// NotifyConfig configures webhook deliveries: the "notify" URL of a task
+// or group, called once it reaches a terminal state (notify.go).
+type NotifyConfig struct {
+	// Allow lists the URL prefixes ("https://hooks.example.com/needle") a
+	// notify URL must lie under: checked by the peer that accepts the
+	// submission (else 400) and again by the owner that delivers (else the
+	// delivery gives up, saying so). Empty: notify is refused.
+	Allow []string
+	// Secret keys the HMAC-SHA256 signature of every delivery's body
+	// (X-Needle-Signature: sha256=<hex>). Required when Allow is set.
+	Secret string
+	// Timeout bounds one delivery, from connect to the response. Default
+	// 10 s.
+	Timeout time.Duration
+	// Concurrency bounds this peer's deliveries in flight. Default 16.
+	Concurrency int
+	// Client makes the calls; nil = a client that follows no redirects (a
+	// 3xx is a failed attempt).
+	Client *http.Client
+}
+
+// Delivery headers.
+const (
+	HeaderDelivery  = "X-Needle-Delivery"  // the group id: receivers dedupe on it (at least once)
+	HeaderAttempt   = "X-Needle-Attempt"   // 1-based attempt number
+	HeaderSignature = "X-Needle-Signature" // "sha256=" + hex HMAC-SHA256 of the body keyed by the secret
+)
+
+// notifyExcerpt bounds the response body quoted in a failed attempt.
+const notifyExcerpt = 200
+
+func (c *NotifyConfig) validate() ([]allowPrefix, error) {
+	if c.Timeout == 0 {
+		c.Timeout = 10 * time.Second
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = defaultNotifyInflight
+	}
+	switch {
+	case c.Timeout < 0:
+		return nil, errors.New("peer: --notify-timeout must be > 0")
+	case c.Concurrency < 0:
+		return nil, errors.New("peer: --notify-concurrency must be > 0")
+	case len(c.Allow) > 0 && c.Secret == "":
+		return nil, errors.New("peer: --notify-allow needs --notify-secret: every delivery is signed")
+	}
+	allow := make([]allowPrefix, 0, len(c.Allow))
+	for _, s := range c.Allow {
+		u, err := url.Parse(s)
+		if err == nil && (u.RawQuery != "" || u.Fragment != "") {
+			err = errors.New("query or fragment not allowed")
+		}
+		var p allowPrefix
+		if err == nil {
+			p, err = normaliseURL(u)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("peer: --notify-allow %q: %w", s, err)
+		}
+		allow = append(allow, p)
+	}
+	return allow, nil
+}
+
+// notifier makes the webhook calls the Node hands out (Ready.Notify), one
+// goroutine each (the Node bounds how many are out), and hands each result
+// back to the loop.
+type notifier struct {
+	allow  []allowPrefix
+	secret []byte
+	client *http.Client
+	out    chan notifyOut // results, into the loop
+
+	deliveries *prometheus.CounterVec
+	latency    prometheus.Histogram
+}
+
+// notifyOut is how one delivery ended.
+type notifyOut struct {
+	job     shard.NotifyJob
+	err     string // "" = delivered
+	refused bool   // not attempted: the URL is not on this peer's allow-list
+	took    time.Duration
+}
+
+func newNotifier(cfg NotifyConfig, allow []allowPrefix, reg *prometheus.Registry) *notifier {
+	nt := &notifier{allow: allow, secret: []byte(cfg.Secret), client: cfg.Client,
+		out: make(chan notifyOut, cfg.Concurrency+16)}
+	if nt.client == nil {
+		nt.client = &http.Client{
+			Timeout:       cfg.Timeout,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	nt.deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "needle_notify_deliveries_total",
+		Help: "Webhook delivery attempts made by this peer as owner, by result: delivered, failed (retried later), gave_up (the last attempt failed, or the URL is off this peer's allow-list)."},
+		[]string{"result"})
+	nt.latency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "needle_notify_delivery_seconds",
+		Help: "Webhook call latency, to the response or the error.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)})
+	reg.MustRegister(nt.deliveries, nt.latency)
+	for _, r := range []NotifyResult{NotifyDelivered, NotifyFailed, NotifyGaveUp} {
+		nt.deliveries.WithLabelValues(r.String())
+	}
+	return nt
+}
+
+// check reports why raw may not be a notify URL on this peer, or nil.
+func (nt *notifier) check(raw string) error {
+	if len(nt.allow) == 0 {
+		return errors.New("webhooks are off on this peer: it has no notify allow-list (needled --notify-allow)")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("not a URL: %v", err)
+	}
+	t, err := normaliseURL(u)
+	if err != nil {
+		return fmt.Errorf("%q: %v", raw, err)
+	}
+	for _, p := range nt.allow {
+		if p.under(t) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s://%s%s is not under an allowed prefix (needled --notify-allow)", t.scheme, u.Host, t.path)
+}
+
+// startNotify launches the calls of a Ready. Each goroutine ends with its call
+// (bounded by the client's timeout) or with ctx.
+func (p *Peer) startNotify(jobs []NotifyJob) {
+	if p.runCtx.Err() != nil {
+		return // stopping: the next owner (or this peer's next run) delivers them
+	}
+	for _, j := range jobs {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			o := p.notifier.deliver(p.runCtx, j)
+			select {
+			case p.notifier.out <- o:
+			case <-p.runCtx.Done():
+			}
+		}()
+	}
+}
+
+// notifyDone hands a finished call to the Node (on the loop).
+func (p *Peer) notifyDone(o notifyOut) {
+	r := p.node.NotifyDone(o.job, o.err, o.refused)
+	if r == NotifyDropped {
+		p.log.Debug("webhook result dropped: no longer the owner", keyGroup, o.job.Group)
+		return
+	}
+	p.notifier.deliveries.WithLabelValues(r.String()).Inc()
+	if !o.refused {
+		p.notifier.latency.Observe(o.took.Seconds())
+	}
+	if r == NotifyGaveUp {
+		p.log.Warn("webhook given up", keyGroup, o.job.Group, "attempts", o.job.Attempt, keyErr, o.err)
+	}
+}
+
+// deliver POSTs the group to its notify URL and says how it went.
+func (nt *notifier) deliver(ctx context.Context, j NotifyJob) notifyOut {
+	o := notifyOut{job: j.NotifyJob}
+	if err := nt.check(j.URL); err != nil {
+		o.err, o.refused = "not delivered by this peer: "+err.Error(), true
+		return o
+	}
+	body, err := json.Marshal(api.NewGroup(j.Group, true))
+	if err != nil {
+		o.err, o.refused = "encoding the group: "+err.Error(), true
+		return o
+	}
+	u, _ := url.Parse(j.URL)
+	where := u.Scheme + "://" + u.Host + u.Path // no query: it may hold secrets
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, j.URL, bytes.NewReader(body))
+	if err != nil {
+		o.err, o.refused = "POST "+where+": "+err.Error(), true
+		return o
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "needle-webhook/1")
+	req.Header.Set(HeaderDelivery, string(j.NotifyJob.Group))
+	req.Header.Set(HeaderAttempt, strconv.Itoa(j.Attempt))
+	req.Header.Set(HeaderSignature, Signature(nt.secret, body))
+	start := time.Now()
+	resp, err := nt.client.Do(req)
+	o.took = time.Since(start)
+	if err != nil {
+		o.err = fmt.Sprintf("POST %s: %v", where, unwrapURLError(err))
+		return o
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, notifyExcerpt))
+		o.err = fmt.Sprintf("POST %s: status %d: %q", where, resp.StatusCode, strings.ToValidUTF8(string(excerpt), "\uFFFD"))
+		return o
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused
+	return o
+}
+
+// unwrapURLError drops the *url.Error wrapper, whose text repeats the URL
+// with its query.
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// Signature returns the X-Needle-Signature value of body under secret:
+// "sha256=" + hex(HMAC-SHA256(secret, body)).
+func Signature(secret, body []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
