@@ -77,6 +77,15 @@ type PeerInfo struct {
 type Peers struct {
 	Self  string     `json:"self"`
 	Peers []PeerInfo `json:"peers"`
+	Node  *NodeStats `json:"node"`
+}
+
+// NodeStats is the partition part of the "node" object of GET /v1/peers.
+type NodeStats struct {
+	Leading     int `json:"Leading"`
+	Held        int `json:"Held"`
+	Voter       int `json:"Voter"`
+	LeaderKnown int `json:"LeaderKnown"`
 }
 
 // APIError is an error answer of the API.

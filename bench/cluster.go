@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,7 +106,64 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	return c.waitMesh(ctx)
+	if err := c.waitMesh(ctx); err != nil {
+		return err
+	}
+	return c.waitSettled(ctx)
+}
+
+// waitSettled waits until the partitions have stopped moving: every peer
+// holds only voters, knows every leader, and the peers' (leading, held)
+// counts are the same in two polls a second apart. A fresh mesh spends its
+// first seconds adding replicas and handing leadership to the preferred
+// owners; a workload run then would measure that transient, not needle. A
+// mesh that has not settled within ReadyTimeout is measured anyway (with a
+// warning): the numbers say so.
+func (c *Cluster) waitSettled(ctx context.Context) error {
+	deadline := time.Now().Add(c.cfg.ReadyTimeout)
+	var prev []NodeStats
+	for time.Now().Before(deadline) {
+		cur, ok := c.nodeStats(ctx)
+		if ok && (cur == nil || slices.Equal(cur, prev)) {
+			return nil
+		}
+		if !ok {
+			cur = nil
+		}
+		prev = cur
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	c.cfg.Logger.Warn("the mesh did not settle; measuring anyway", "after", c.cfg.ReadyTimeout)
+	return nil
+}
+
+// nodeStats returns every peer's partition counts when each is settled on
+// its own (voters only, every leader known); peers that do not report them
+// (test fakes) count as settled, and when none does the result is nil.
+func (c *Cluster) nodeStats(ctx context.Context) ([]NodeStats, bool) {
+	out := make([]NodeStats, len(c.peers))
+	reported := false
+	for i, p := range c.peers {
+		info, err := p.client.Peers(ctx)
+		if err != nil {
+			return nil, false
+		}
+		if info.Node == nil {
+			continue
+		}
+		if s := *info.Node; s.Voter != s.Held || s.LeaderKnown != s.Held {
+			return nil, false
+		}
+		out[i], reported = *info.Node, true
+	}
+	if !reported {
+		return nil, true
+	}
+	return out, true
 }
 
 // specs allocates free loopback ports and data directories.
