@@ -193,7 +193,7 @@ func TestPeerAuditTrail(t *testing.T) {
 		}
 		actions = append(actions, e.Action+" "+e.Subject)
 	}
-	want := []string{"schedule_paused " + sched.ID, "canceled " + res.ID}
+	want := []string{"schedule_paused " + sched.ID, "schedule_set " + sched.ID, "canceled " + res.ID}
 	if strings.Join(actions, ",") != strings.Join(want, ",") {
 		t.Errorf("audit = %v; want %v", actions, want)
 	}

@@ -32,13 +32,13 @@ func ScheduleIDFor(key string) shard.ScheduleID {
 // SetSchedule proposes a new schedule on behalf of request req. The reply
 // comes once it applied (Submit.Group empty), or at once for an invalid
 // spec or a schedule that already exists (Submit.Group set to its id).
-func (n *Node) SetSchedule(req uint64, spec *shard.ScheduleSpec) {
+func (n *Node) SetSchedule(req uint64, spec *shard.ScheduleSpec, by string) {
 	p := n.parts[n.PartitionOf(shard.GroupID(spec.ID))]
 	if p == nil || !p.serving {
 		n.reply(Reply{Req: req, Err: ErrUnavailable})
 		return
 	}
-	ev, exists, err := p.shard.SetSchedule(n.now, spec)
+	ev, exists, err := p.shard.SetSchedule(n.now, spec, by)
 	switch {
 	case err != nil:
 		n.reply(Reply{Req: req, Err: err})
@@ -107,7 +107,7 @@ func (p *Peer) callDo(ctx context.Context, f func(n *Node, req uint64)) (Reply, 
 }
 
 // CreateSchedule implements api.ScheduleBackend.
-func (b backend) CreateSchedule(ctx context.Context, spec *shard.ScheduleSpec, key string) (shard.ScheduleView, bool, error) {
+func (b backend) CreateSchedule(ctx context.Context, spec *shard.ScheduleSpec, key, by string) (shard.ScheduleView, bool, error) {
 	spec.ID = ScheduleIDFor(key)
 	var v shard.ScheduleView
 	var created bool
@@ -117,10 +117,10 @@ func (b backend) CreateSchedule(ctx context.Context, spec *shard.ScheduleSpec, k
 			return mapErr(err)
 		}
 		if to == "" {
-			v, created, err = local(b).createSchedule(ctx, spec)
+			v, created, err = local(b).createSchedule(ctx, spec, by)
 			return err
 		}
-		resp, err := b.p.forward(ctx, to, rpcRequest{Op: "schedule_set", Sched: spec})
+		resp, err := b.p.forward(ctx, to, rpcRequest{Op: "schedule_set", Sched: spec, By: by})
 		if err == nil {
 			v, created = *resp.Schedule, resp.Created
 		}
@@ -205,8 +205,8 @@ func (b backend) Schedules(ctx context.Context) ([]shard.ScheduleView, error) {
 	return out, nil
 }
 
-func (b local) createSchedule(ctx context.Context, spec *shard.ScheduleSpec) (shard.ScheduleView, bool, error) {
-	r, err := b.p.callDo(ctx, func(n *Node, req uint64) { n.SetSchedule(req, spec) })
+func (b local) createSchedule(ctx context.Context, spec *shard.ScheduleSpec, by string) (shard.ScheduleView, bool, error) {
+	r, err := b.p.callDo(ctx, func(n *Node, req uint64) { n.SetSchedule(req, spec, by) })
 	if err != nil {
 		return shard.ScheduleView{}, false, err
 	}
@@ -255,7 +255,7 @@ func (p *Peer) serveScheduleCall(ctx context.Context, req rpcRequest, resp *rpcR
 		if req.Sched == nil {
 			return errors.New("peer: forwarded schedule_set without a schedule")
 		}
-		v, created, err := l.createSchedule(ctx, req.Sched)
+		v, created, err := l.createSchedule(ctx, req.Sched, req.By)
 		resp.Schedule, resp.Created = &v, created
 		return err
 	case "schedules":

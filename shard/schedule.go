@@ -228,7 +228,9 @@ func (s *Shard) next(sp *ScheduleSpec, after time.Time) (time.Time, error) {
 // SetSchedule checks spec and returns the event creating it. exists is
 // true when a schedule with this id is already there (an idempotent
 // repeat): then no event is returned.
-func (s *Shard) SetSchedule(now time.Time, spec *ScheduleSpec) (ev Event, exists bool, err error) {
+//
+// by names who asked, for the audit trail ("" = not recorded).
+func (s *Shard) SetSchedule(now time.Time, spec *ScheduleSpec, by string) (ev Event, exists bool, err error) {
 	if err := spec.Validate(); err != nil {
 		return Event{}, false, err
 	}
@@ -243,7 +245,7 @@ func (s *Shard) SetSchedule(now time.Time, spec *ScheduleSpec) (ev Event, exists
 	}
 	cp := *spec
 	cp.Group.ID = ""
-	return Event{Type: EvScheduleSet, At: now, Group: GroupID(spec.ID), Sched: &cp, Expiry: next}, false, nil
+	return Event{Type: EvScheduleSet, At: now, Group: GroupID(spec.ID), Sched: &cp, Expiry: next, By: by}, false, nil
 }
 
 // DeleteSchedule returns the event deleting schedule id. Its firings'

@@ -37,7 +37,7 @@ func testSchedule(id ScheduleID, every time.Duration, ov Overlap, mf Misfire) Sc
 
 func (o *owner) setSchedule(sp ScheduleSpec) {
 	o.tb.Helper()
-	ev, exists, err := o.s.SetSchedule(o.now, &sp)
+	ev, exists, err := o.s.SetSchedule(o.now, &sp, "alice")
 	if err != nil || exists {
 		o.tb.Fatalf("SetSchedule = %v, %v", exists, err)
 	}
@@ -191,12 +191,12 @@ func TestSchedulePauseResumeDelete(t *testing.T) {
 func TestScheduleValidate(t *testing.T) {
 	o := newSchedOwner(t)
 	bad := testSchedule("s1", 0, OverlapAllow, MisfireOnce)
-	if _, _, err := o.s.SetSchedule(o.now, &bad); err == nil {
+	if _, _, err := o.s.SetSchedule(o.now, &bad, ""); err == nil {
 		t.Fatal("no cron nor every accepted")
 	}
 	bad = testSchedule("s1", time.Second, OverlapAllow, MisfireOnce)
 	bad.Group.Tasks[0].Handler = ""
-	_, _, err := o.s.SetSchedule(o.now, &bad)
+	_, _, err := o.s.SetSchedule(o.now, &bad, "")
 	if fe, ok := err.(*FieldError); !ok || fe.Field != "group.tasks[0].handler" {
 		t.Fatalf("err = %v", err)
 	}

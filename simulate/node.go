@@ -195,7 +195,7 @@ func (nd *simNode) handleRequest(r *request) {
 	case opSchedSet:
 		sp := *o.sched.plan.spec
 		sp.Group.Tasks = slices.Clone(sp.Group.Tasks)
-		nd.n.SetSchedule(req, &sp)
+		nd.n.SetSchedule(req, &sp, "sim")
 	case opSchedPause, opSchedResume:
 		nd.n.PauseSchedule(req, o.sched.id, o.kind == opSchedPause, "simulate")
 	case opSchedDelete:

@@ -18,7 +18,8 @@ import (
 type ScheduleBackend interface {
 	// CreateSchedule creates the schedule (or finds the one created earlier
 	// with the same key; created is then false). It assigns the id.
-	CreateSchedule(ctx context.Context, spec *shard.ScheduleSpec, key string) (v shard.ScheduleView, created bool, err error)
+	// by names who asked, for the audit trail.
+	CreateSchedule(ctx context.Context, spec *shard.ScheduleSpec, key, by string) (v shard.ScheduleView, created bool, err error)
 	Schedule(ctx context.Context, id shard.ScheduleID) (shard.ScheduleView, error)
 	// Schedules lists every schedule of the mesh, sorted by id.
 	Schedules(ctx context.Context) ([]shard.ScheduleView, error)
@@ -226,7 +227,7 @@ func (s *server) createSchedule(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	v, created, err := s.sb().CreateSchedule(r.Context(), spec, key)
+	v, created, err := s.sb().CreateSchedule(r.Context(), spec, key, s.by(r))
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -18,7 +18,7 @@ type fakeSchedules struct {
 	created []*shard.ScheduleSpec
 }
 
-func (f *fakeSchedules) CreateSchedule(_ context.Context, spec *shard.ScheduleSpec, _ string) (shard.ScheduleView, bool, error) {
+func (f *fakeSchedules) CreateSchedule(_ context.Context, spec *shard.ScheduleSpec, _, _ string) (shard.ScheduleView, bool, error) {
 	spec.ID = "s1"
 	f.created = append(f.created, spec)
 	return shard.ScheduleView{Spec: *spec, Next: time.Unix(1_700_000_000, 0)}, true, nil
