@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -55,6 +56,10 @@ type NodeConfig struct {
 	Steal bool
 	// Addrs are this peer's transport addresses, gossiped to others.
 	Addrs []string
+	// Labels are this peer's placement labels ("zone" -> "a"), gossiped to
+	// the others: a task that requires "zone=a" runs only on peers
+	// carrying it. Default none.
+	Labels map[string]string
 	// Slots is the number of tasks this peer runs at once. Default 4.
 	Slots int
 	// LeaseAhead caps the leases held beyond the slots, as a multiple of
@@ -110,6 +115,11 @@ func (c *NodeConfig) Validate() error {
 	case c.Rand == nil:
 		return errors.New("peer: config Rand is required")
 	}
+	for _, kv := range LabelList(c.Labels) {
+		if err := shard.ValidateLabel(kv); err != nil {
+			return fmt.Errorf("peer: config Labels: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -121,6 +131,8 @@ type Node struct {
 	cfg    NodeConfig
 	log    *slog.Logger
 	holder string // ID#Boot: the lease holder name of this run
+	// placement is this peer's id and labels, as leases match them.
+	placement shard.Placement
 	raftID uint64
 
 	parts []*partition // indexed by partition number; nil when not held
@@ -186,6 +198,7 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 		reqs: make(map[uint64]*request), running: make(map[shard.TaskID]shard.Round),
 		raftOut: make(map[string][]RaftMsg), started: make(map[shard.TaskID]shard.Round),
 		localOut: make(map[shard.TaskID]shard.Outcome),
+		placement: shard.Placement{Peer: cfg.ID, Labels: maps.Clone(cfg.Labels)},
 	}
 	n.mesh = newMesh(n, now)
 	var err error
@@ -278,6 +291,7 @@ func (n *Node) Leading() []int {
 // Stats is a snapshot of the node's counters, for metrics and load gossip.
 type Stats struct {
 	Ready, Running, Busy, Slots int
+	Stranded                    int    // READY tasks (of Ready) this peer may not run itself
 	Counts                      [8]int // tasks by shard.State, over the partitions this node leads
 	Leading                     int
 	Held                        int // partitions this node holds a replica of
@@ -304,6 +318,7 @@ func (n *Node) Stats() Stats {
 		}
 		st.Leading++
 		st.Ready += p.shard.ReadyLen()
+		st.Stranded += p.shard.Stranded(n.placement)
 		p.shard.Counts(st.Counts[:])
 	}
 	return st
