@@ -43,7 +43,7 @@ type member struct {
 	addrs     []string
 	state     PeerState
 	deadSince time.Time
-	draining  bool // it hands its work over and will leave: lead nothing
+	draining  bool              // it hands its work over and will leave: lead nothing
 	labels    map[string]string // its placement labels, from its heartbeats
 	labelList []string          // the same, as gossiped ("key=value", sorted)
 	stranded  int               // READY tasks it cannot run itself, from its heartbeats

@@ -133,7 +133,7 @@ type Node struct {
 	holder string // ID#Boot: the lease holder name of this run
 	// placement is this peer's id and labels, as leases match them.
 	placement shard.Placement
-	raftID uint64
+	raftID    uint64
 
 	parts []*partition // indexed by partition number; nil when not held
 	dirty []int        // partitions that may have a Raft Ready
@@ -197,7 +197,7 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 		isDir: make([]bool, cfg.Partitions), now: now, lastTick: now, bootAt: now,
 		reqs: make(map[uint64]*request), running: make(map[shard.TaskID]shard.Round),
 		raftOut: make(map[string][]RaftMsg), started: make(map[shard.TaskID]shard.Round),
-		localOut: make(map[shard.TaskID]shard.Outcome),
+		localOut:  make(map[shard.TaskID]shard.Outcome),
 		placement: shard.Placement{Peer: cfg.ID, Labels: maps.Clone(cfg.Labels)},
 	}
 	n.mesh = newMesh(n, now)
