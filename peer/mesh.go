@@ -43,10 +43,13 @@ type member struct {
 	addrs     []string
 	state     PeerState
 	deadSince time.Time
-	draining  bool              // it hands its work over and will leave: lead nothing
-	labels    map[string]string // its placement labels, from its heartbeats
-	labelList []string          // the same, as gossiped ("key=value", sorted)
-	stranded  int               // READY tasks it cannot run itself, from its heartbeats
+	draining  bool // it hands its work over and will leave: lead nothing
+
+	// From its heartbeats: its placement labels (as a map, and as gossiped:
+	// "key=value", sorted), and the READY tasks it cannot run itself.
+	labels    map[string]string
+	labelList []string
+	stranded  int
 }
 
 // mesh is the Node's view of the other peers: membership (a grow-only set

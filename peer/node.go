@@ -131,9 +131,7 @@ type Node struct {
 	cfg    NodeConfig
 	log    *slog.Logger
 	holder string // ID#Boot: the lease holder name of this run
-	// placement is this peer's id and labels, as leases match them.
-	placement shard.Placement
-	raftID    uint64
+	raftID uint64
 
 	parts []*partition // indexed by partition number; nil when not held
 	dirty []int        // partitions that may have a Raft Ready
@@ -160,6 +158,9 @@ type Node struct {
 	localOut map[shard.TaskID]shard.Outcome // outcomes proposed as owner, not yet applied (handOver)
 	started  map[shard.TaskID]shard.Round   // last round started here, per task (claim)
 	startedQ []shard.TaskID                 // insertion order of started, to bound it
+
+	// placement is this peer's id and labels, as leases match them.
+	placement shard.Placement
 }
 
 // request is a client request waiting for its entry to apply.
@@ -197,9 +198,9 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 		isDir: make([]bool, cfg.Partitions), now: now, lastTick: now, bootAt: now,
 		reqs: make(map[uint64]*request), running: make(map[shard.TaskID]shard.Round),
 		raftOut: make(map[string][]RaftMsg), started: make(map[shard.TaskID]shard.Round),
-		localOut:  make(map[shard.TaskID]shard.Outcome),
-		placement: shard.Placement{Peer: cfg.ID, Labels: maps.Clone(cfg.Labels)},
+		localOut: make(map[shard.TaskID]shard.Outcome),
 	}
+	n.placement = shard.Placement{Peer: cfg.ID, Labels: maps.Clone(cfg.Labels)}
 	n.mesh = newMesh(n, now)
 	var err error
 	if n.steal, err = newStealer(cfg); err != nil {
