@@ -84,6 +84,10 @@ type Config struct {
 	// RatePerClient bounds API requests per second from one client address
 	// (429 beyond, with a burst of twice the rate). 0 = no limit.
 	RatePerClient float64
+	// Labels are this peer's placement labels ("zone" -> "a"), gossiped
+	// to the mesh: tasks that require labels run only on peers carrying
+	// them. Default none.
+	Labels map[string]string
 }
 
 // Validate fills defaults and reports the first invalid field.
@@ -264,6 +268,7 @@ func (p *Peer) open() error {
 	ncfg.ForgetAfter = p.cfg.ForgetAfter
 	ncfg.Steal = !p.cfg.NoSteal
 	ncfg.Addrs = p.host.Addrs()
+	ncfg.Labels = p.cfg.Labels
 	ncfg.Partitions = parts
 	ncfg.Slots = p.cfg.Slots
 	ncfg.LeaseAhead = leaseAhead
