@@ -105,7 +105,9 @@ func (c *client) groupDone(*groupRec) {
 
 func (c *client) submit(a *arrival) {
 	o := &op{kind: opSubmit, spec: a.spec, group: a.spec.ID, first: c.s.now, plan: a}
-	c.s.chk.register(a.spec)
+	if !unexpanded(a.spec) {
+		c.s.chk.register(a.spec) // a broadcast registers once expanded (simNode.expand)
+	}
 	c.send(o)
 }
 
