@@ -130,6 +130,14 @@ func TestPlacementProcesses(t *testing.T) {
 			}
 		}
 	})
+	t.Run("broadcast key repeat", func(t *testing.T) {
+		body := `{"mode":"broadcast","key":"bc-1","tasks":[{"handler":"echo","require":["zone=a"]}]}`
+		first := submitGroup(t, c, body)
+		again := submitGroup(t, &api.Client{BaseURL: "http://" + addrs[1]}, body)
+		if again.Group != first.Group || !maps.Equal(again.Tasks, first.Tasks) {
+			t.Errorf("repeat = %+v; want the first answer %+v", again, first)
+		}
+	})
 	t.Run("waiting", func(t *testing.T) {
 		res, err := c.SubmitTask(ctx, &api.SubmitTaskRequest{TaskFields: api.TaskFields{Handler: "echo", Require: []string{"tpu=v5"}}})
 		if err != nil {
