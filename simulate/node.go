@@ -190,8 +190,12 @@ func (nd *simNode) handleRequest(r *request) {
 	nd.reqs[req] = r
 	switch o := r.op; o.kind {
 	case opSubmit:
-		if unexpanded(o.spec) {
+		if o.spec.Mode == shard.ModeBroadcast && !o.expanded {
 			nd.expand(o)
+		}
+		if o.expandErr != nil {
+			nd.replyTo(peer.Reply{Req: req, Err: o.expandErr})
+			return
 		}
 		nd.n.Submit(req, cloneSpec(o.spec))
 	case opCancel:

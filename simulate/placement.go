@@ -119,17 +119,20 @@ func unexpanded(spec *shard.GroupSpec) bool {
 	return spec.Mode == shard.ModeBroadcast && len(spec.Tasks) == 1 && spec.Tasks[0].Pin == ""
 }
 
-// expand expands a broadcast template on the node that took the request,
-// like the runtime's backend, and registers the group with the checker
-// once its copies are known. It returns false when no live peer matches
-// (the node's Submit answers the error).
-func (nd *simNode) expand(o *op) bool {
-	if err := nd.n.ExpandBroadcast(o.spec); err != nil {
-		return false
+// expand expands a broadcast template on the first node its request
+// reaches, like the runtime's backend, and registers the group with the
+// checker once its copies are known. When no live peer matches, the op
+// keeps the refusal: this and every later copy of the request answer it.
+func (nd *simNode) expand(o *op) {
+	o.expanded = true
+	if !unexpanded(o.spec) {
+		return // a repeat of an expanded broadcast
+	}
+	if o.expandErr = nd.n.ExpandBroadcast(o.spec); o.expandErr != nil {
+		return
 	}
 	nd.s.chk.broadcast(nd, o.spec)
 	nd.s.chk.register(o.spec)
-	return true
 }
 
 // broadcast checks an expansion: one copy per distinct peer, each named
