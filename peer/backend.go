@@ -33,11 +33,40 @@ func (b backend) Submit(ctx context.Context, spec *shard.GroupSpec) (api.SubmitR
 	if spec.Trace == "" {
 		spec.Trace = randomHex(8)
 	}
+	if spec.Mode == shard.ModeBroadcast {
+		return b.submitBroadcast(ctx, spec)
+	}
 	var r api.SubmitResult
 	// The group id is fixed before the first try, so a retry after an
 	// owner change cannot create a second group.
 	err := retryUnavailable(ctx, func() (err error) { r, err = b.submit(ctx, spec); return err })
 	return r, err
+}
+
+// submitBroadcast expands a broadcast on this peer, over the live peers
+// matching its labels in this peer's membership view (the copies and
+// their pins travel to the owner as they are, so a retry creates the same
+// group), then submits it. A repeat of a keyed broadcast answers the
+// group created first, whose peers may differ from this expansion: the
+// names (peer ids) are then read back from it.
+func (b backend) submitBroadcast(ctx context.Context, spec *shard.GroupSpec) (api.SubmitResult, error) {
+	if err := b.p.read(ctx, func(n *Node) error { return n.ExpandBroadcast(spec) }); err != nil {
+		return api.SubmitResult{}, err
+	}
+	var r api.SubmitResult
+	err := retryUnavailable(ctx, func() (err error) { r, err = b.submit(ctx, spec); return err })
+	if err != nil || r.Created || len(r.Tasks) == len(spec.Tasks) {
+		return r, err
+	}
+	v, err := b.Group(ctx, r.Group, 0)
+	if err != nil {
+		return r, err
+	}
+	spec.Tasks = spec.Tasks[:0]
+	for _, t := range v.Tasks {
+		spec.Tasks = append(spec.Tasks, shard.TaskSpec{Name: t.Name, Pin: t.Pin, Require: t.Require, Handler: t.Handler})
+	}
+	return r, nil
 }
 
 func (b backend) submit(ctx context.Context, spec *shard.GroupSpec) (api.SubmitResult, error) {

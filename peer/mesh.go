@@ -44,6 +44,12 @@ type member struct {
 	state     PeerState
 	deadSince time.Time
 	draining  bool // it hands its work over and will leave: lead nothing
+
+	// From its heartbeats: its placement labels (as a map, and as gossiped:
+	// "key=value", sorted), and the READY tasks it cannot run itself.
+	labels    map[string]string
+	labelList []string
+	stranded  int
 }
 
 // mesh is the Node's view of the other peers: membership (a grow-only set
@@ -81,7 +87,8 @@ func newMesh(n *Node, now time.Time) mesh {
 	m := mesh{n: n, members: map[string]*member{}, forgotten: map[string]bool{},
 		outbox: map[string]OutcomeMsg{}, pendAck: map[shard.TaskID]pendingAck{}, changedAt: now,
 		byRaft: map[uint64]string{}}
-	m.add(&member{id: n.cfg.ID, boot: n.cfg.Boot, heard: now, state: PeerAlive, addrs: n.cfg.Addrs})
+	m.add(&member{id: n.cfg.ID, boot: n.cfg.Boot, heard: now, state: PeerAlive, addrs: n.cfg.Addrs,
+		labels: n.placement.Labels, labelList: LabelList(n.placement.Labels)})
 	m.rebuildRing()
 	return m
 }
@@ -92,7 +99,8 @@ func (n *Node) Members() []MemberInfo {
 	out := make([]MemberInfo, 0, len(ids))
 	for _, id := range ids {
 		m := n.mesh.members[id]
-		out = append(out, MemberInfo{ID: id, State: m.state, Load: m.load, Addrs: m.addrs, LastSeen: m.heard})
+		out = append(out, MemberInfo{ID: id, State: m.state, Load: m.load, Addrs: m.addrs, LastSeen: m.heard,
+			Labels: m.labelList, Stranded: m.stranded})
 	}
 	return out
 }
@@ -104,6 +112,8 @@ type MemberInfo struct {
 	Load     Load
 	Addrs    []string
 	LastSeen time.Time
+	Labels   []string // placement labels, "key=value", sorted
+	Stranded int      // READY tasks it cannot run itself (as last gossiped)
 }
 
 func (m *mesh) live(id string) bool {
@@ -247,6 +257,7 @@ func (m *mesh) heartbeat() Message {
 		Boot: m.n.cfg.Boot, Partitions: m.n.cfg.Partitions, Addrs: m.n.cfg.Addrs,
 		Load: Load{Ready: st.Ready, Running: st.Running, Slots: st.Slots}, Draining: m.n.draining,
 		Members: m.memberIDs(), Forgotten: slices.Sorted(maps.Keys(m.forgotten)),
+		Labels: m.members[m.n.cfg.ID].labelList, Stranded: st.Stranded,
 	}}
 }
 

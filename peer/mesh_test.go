@@ -34,6 +34,7 @@ type cnode struct {
 	replies map[uint64]Reply
 	boot    int
 	founder bool
+	labels  map[string]string // its NodeConfig.Labels
 }
 
 func newCluster(tb testing.TB, size, partitions int) *cluster {
@@ -52,6 +53,7 @@ func (c *cluster) start(cn *cnode, partitions int) {
 	cn.boot++
 	cfg := DefaultNodeConfig(cn.id, fmt.Sprint(cn.boot))
 	cfg.Partitions, cfg.Slots, cfg.Founder = partitions, 2, cn.founder
+	cfg.Labels = cn.labels
 	cfg.Rand = rand.New(rand.NewPCG(RaftID(cn.id), uint64(cn.boot)))
 	states := map[uint32]wal.PartitionState{}
 	parts, _ := cn.log.Partitions()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -55,6 +56,10 @@ type NodeConfig struct {
 	Steal bool
 	// Addrs are this peer's transport addresses, gossiped to others.
 	Addrs []string
+	// Labels are this peer's placement labels ("zone" -> "a"), gossiped to
+	// the others: a task that requires "zone=a" runs only on peers
+	// carrying it. Default none.
+	Labels map[string]string
 	// Slots is the number of tasks this peer runs at once. Default 4.
 	Slots int
 	// LeaseAhead caps the leases held beyond the slots, as a multiple of
@@ -115,6 +120,11 @@ func (c *NodeConfig) Validate() error {
 	case c.NotifyInflight < 0:
 		return errors.New("peer: config NotifyInflight must be >= 0")
 	}
+	for _, kv := range LabelList(c.Labels) {
+		if err := shard.ValidateLabel(kv); err != nil {
+			return fmt.Errorf("peer: config Labels: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -159,6 +169,8 @@ type Node struct {
 
 	notifying  int // webhook deliveries handed out (Ready.Notify), not yet reported (NotifyDone)
 	notifyNext int // the partition notifyDue looks at first
+	// placement is this peer's id and labels, as leases match them.
+	placement shard.Placement
 }
 
 // request is a client request waiting for its entry to apply.
@@ -199,6 +211,7 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 		raftOut: make(map[string][]RaftMsg), started: make(map[shard.TaskID]shard.Round),
 		localOut: make(map[shard.TaskID]shard.Outcome),
 	}
+	n.placement = shard.Placement{Peer: cfg.ID, Labels: maps.Clone(cfg.Labels)}
 	n.mesh = newMesh(n, now)
 	var err error
 	if n.steal, err = newStealer(cfg); err != nil {
@@ -293,6 +306,7 @@ func (n *Node) Leading() []int {
 // Stats is a snapshot of the node's counters, for metrics and load gossip.
 type Stats struct {
 	Ready, Running, Busy, Slots int
+	Stranded                    int    // READY tasks (of Ready) this peer may not run itself
 	Counts                      [8]int // tasks by shard.State, over the partitions this node leads
 	Leading                     int
 	Held                        int // partitions this node holds a replica of
@@ -319,6 +333,7 @@ func (n *Node) Stats() Stats {
 		}
 		st.Leading++
 		st.Ready += p.shard.ReadyLen()
+		st.Stranded += p.shard.Stranded(n.placement)
 		p.shard.Counts(st.Counts[:])
 	}
 	return st

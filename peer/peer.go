@@ -86,6 +86,10 @@ type Config struct {
 	RatePerClient float64
 	// Notify configures webhook deliveries (allow-list, signing secret).
 	Notify NotifyConfig
+	// Labels are this peer's placement labels ("zone" -> "a"), gossiped
+	// to the mesh: tasks that require labels run only on peers carrying
+	// them. Default none.
+	Labels map[string]string
 }
 
 // Validate fills defaults and reports the first invalid field.
@@ -272,6 +276,7 @@ func (p *Peer) open() error {
 	ncfg.ForgetAfter = p.cfg.ForgetAfter
 	ncfg.Steal = !p.cfg.NoSteal
 	ncfg.Addrs = p.host.Addrs()
+	ncfg.Labels = p.cfg.Labels
 	ncfg.Partitions = parts
 	ncfg.Slots = p.cfg.Slots
 	ncfg.LeaseAhead = leaseAhead

@@ -20,12 +20,16 @@ type peerJSON struct {
 	State    string    `json:"state"`
 	Load     loadJSON  `json:"load"`
 	LastSeen time.Time `json:"last_seen"`
+	Labels   []string  `json:"labels"` // placement labels, "key=value", sorted
 }
 
 type loadJSON struct {
 	Ready   int `json:"ready"`
 	Running int `json:"running"`
 	Slots   int `json:"slots"`
+	// Stranded counts the READY tasks (of ready) the peer cannot run
+	// itself: pinned elsewhere or requiring labels it lacks.
+	Stranded int `json:"stranded"`
 }
 
 func (p *Peer) servePeers(w http.ResponseWriter, r *http.Request) {
@@ -37,9 +41,12 @@ func (p *Peer) servePeers(w http.ResponseWriter, r *http.Request) {
 		self := n.load()
 		for _, m := range n.Members() {
 			pj := peerJSON{ID: m.ID, Addrs: m.Addrs, State: m.State.String(), LastSeen: m.LastSeen.UTC(),
-				Load: loadJSON{m.Load.Ready, m.Load.Running, m.Load.Slots}}
+				Load: loadJSON{m.Load.Ready, m.Load.Running, m.Load.Slots, m.Stranded}, Labels: m.Labels}
+			if pj.Labels == nil {
+				pj.Labels = []string{}
+			}
 			if m.ID == out.Self {
-				pj.Load = loadJSON{self.Ready, self.Running, self.Slots}
+				pj.Load = loadJSON{self.Ready, self.Running, self.Slots, out.Node.Stranded}
 				pj.Addrs = p.host.Addrs()
 			}
 			out.Peers = append(out.Peers, pj)

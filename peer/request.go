@@ -12,6 +12,10 @@ import (
 // event is committed and applied, or at once for an invalid spec or a
 // group that already exists (idempotent repeat).
 func (n *Node) Submit(req uint64, spec *shard.GroupSpec) {
+	if err := n.ExpandBroadcast(spec); err != nil {
+		n.reply(Reply{Req: req, Err: err})
+		return
+	}
 	p := n.parts[n.PartitionOf(spec.ID)]
 	if p == nil || !p.leader {
 		n.reply(Reply{Req: req, Err: ErrUnavailable})
@@ -255,7 +259,7 @@ func (n *Node) schedule() {
 			if p == nil || !p.serving {
 				continue
 			}
-			prio, seq, ok := p.shard.Head()
+			prio, seq, ok := p.shard.HeadFor(n.placement)
 			if ok && (best < 0 || prio > bestPrio || (prio == bestPrio && seq < bestSeq)) {
 				best, bestPrio, bestSeq = i, prio, seq
 			}
@@ -265,7 +269,7 @@ func (n *Node) schedule() {
 		}
 		p := n.parts[best]
 		free := limit - n.busy
-		evs := p.shard.Lease(n.now, free, n.holder, nil)
+		evs := p.shard.LeaseFor(n.now, free, n.holder, n.placement, nil)
 		if len(evs) == 0 {
 			return
 		}
@@ -282,7 +286,9 @@ func (n *Node) Task(id shard.TaskID) (shard.TaskView, error) {
 	if err != nil {
 		return shard.TaskView{}, err
 	}
-	return p.shard.Task(id)
+	v, err := p.shard.Task(id)
+	v.Waiting = n.waiting(&v)
+	return v, err
 }
 
 // TaskEvents returns a task's history.
@@ -300,7 +306,11 @@ func (n *Node) Group(id shard.GroupID) (shard.GroupView, error) {
 	if err != nil {
 		return shard.GroupView{}, err
 	}
-	return p.shard.Group(id)
+	v, err := p.shard.Group(id)
+	for i := range v.Tasks {
+		v.Tasks[i].Waiting = n.waiting(&v.Tasks[i])
+	}
+	return v, err
 }
 
 // GroupState returns a group's summary state (cheap, for waiters).
@@ -332,7 +342,7 @@ func (n *Node) Now() time.Time { return n.now }
 // READY anywhere it leads, so the new tasks jump no queue.
 func (n *Node) initialLeases(p *partition, spec *shard.GroupSpec) []shard.Event {
 	free := n.cfg.Slots - n.busy
-	if !p.serving || free <= 0 || n.draining || n.readyTotal() > 0 {
+	if !p.serving || free <= 0 || n.draining || n.readyRunnable() > 0 {
 		return nil
 	}
 	cfg := p.shard.Config()

@@ -63,9 +63,10 @@ func (n *Node) maybeSteal() {
 		return
 	}
 	self := n.load()
-	if self.Ready > 0 {
+	if n.readyRunnable() > 0 {
 		return
 	}
+	self.Ready = 0 // what it holds READY is for other peers only (pins, labels)
 	// Capacity counts the slots plus the leases that hide a steal's round
 	// trip (Little's law on measured averages): a thief asks again before
 	// its last task ends, and long tasks stay with the victim instead of
@@ -96,36 +97,58 @@ func (n *Node) stepSteal(from string, m Message) error {
 	// backlog that this peer's slots would take many commits to drain
 	// (thousands of 1 ms tasks): then the slots are the bottleneck, and a
 	// batch granted for one commit buys the thief's slots.
-	ready := n.Stats().Ready
+	ready := n.readyRunnable()
 	short := n.pace.run == 0 || (n.pace.commit > 0 && n.pace.run < n.pace.commit && !n.pace.backlogged(ready, n.cfg.Slots))
-	if !n.steal.enabled || mb == nil || mb.boot == "" || short {
+	if mb == nil || mb.boot == "" || mb.draining {
 		n.steal.refuse = append(n.steal.refuse, from)
 		return nil
 	}
 	holder := from + "#" + mb.boot
-	limit := n.cfg.Slots + n.pace.ahead(n.cfg.Slots, n.cfg.LeaseAhead)
-	give := steal.GrantSize(ready, max(limit-n.busy, 0), m.Want)
-	granted := 0
-	for _, p := range n.parts {
-		if give == 0 {
-			break
-		}
-		if p == nil || !p.serving || p.shard.ReadyLen() == 0 {
-			continue
-		}
-		evs := p.shard.Lease(n.now, give, holder, nil)
-		for _, e := range evs {
-			n.steal.owed[e.Task] = from
-		}
-		give -= len(evs)
-		granted += len(evs)
-		p.propose(evs)
-		n.markDirty(p.id)
+	thief := shard.Placement{Peer: from, Labels: mb.labels}
+	// Tasks this peer may not run itself but the thief may go first, and
+	// all of them (up to what it asked for), whatever the pacing says:
+	// nobody else here can take them. Then, when stealing is on and tasks
+	// are long enough to be worth moving, a share of the surplus.
+	want := m.Want
+	granted := n.grant(want, func(p *partition, k int) []shard.Event {
+		return p.shard.LeaseStranded(n.now, k, holder, thief, n.placement)
+	}, from)
+	if n.steal.enabled && !short {
+		limit := n.cfg.Slots + n.pace.ahead(n.cfg.Slots, n.cfg.LeaseAhead)
+		give := min(steal.GrantSize(ready, max(limit-n.busy, 0), want), want-granted)
+		granted += n.grant(give, func(p *partition, k int) []shard.Event {
+			return p.shard.LeaseFor(n.now, k, holder, thief, nil)
+		}, from)
 	}
 	if granted == 0 {
 		n.steal.refuse = append(n.steal.refuse, from)
 	}
 	return nil
+}
+
+// grant proposes up to give leases for thief, taken by lease from the
+// partitions this node serves, and returns how many it proposed.
+func (n *Node) grant(give int, lease func(p *partition, k int) []shard.Event, thief string) int {
+	granted := 0
+	for _, p := range n.parts {
+		if give-granted <= 0 {
+			break
+		}
+		if p == nil || !p.serving || p.shard.ReadyLen() == 0 {
+			continue
+		}
+		evs := lease(p, give-granted)
+		if len(evs) == 0 {
+			continue
+		}
+		for _, e := range evs {
+			n.steal.owed[e.Task] = thief
+		}
+		granted += len(evs)
+		p.propose(evs)
+		n.markDirty(p.id)
+	}
+	return granted
 }
 
 // grantApplied turns a committed lease for a thief into a grant to send.

@@ -66,7 +66,10 @@ func (n *Node) stepHeartbeat(from string, hb *Heartbeat) error {
 		return fmt.Errorf("peer: step: %s has %d partitions, this mesh %d: it cannot join", from, hb.Partitions, n.cfg.Partitions)
 	}
 	mb := n.mesh.members[from]
-	mb.load, mb.addrs = hb.Load, hb.Addrs
+	mb.load, mb.addrs, mb.stranded = hb.Load, hb.Addrs, hb.Stranded
+	if !slices.Equal(mb.labelList, hb.Labels) {
+		mb.labelList, mb.labels = hb.Labels, ParseLabels(hb.Labels)
+	}
 	if mb.draining != hb.Draining {
 		mb.draining = hb.Draining
 		n.mesh.prefDirty = true

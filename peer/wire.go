@@ -78,6 +78,12 @@ type Heartbeat struct {
 	Forgotten  []string // peers removed from the mesh (sorted)
 	Addrs      []string // the sender's transport addresses
 	Draining   bool     // the sender is draining: do not hand it work
+	// Appended (a heartbeat without them decodes as before): the sender's
+	// labels ("key=value", sorted, unique) and how many of its READY tasks
+	// it cannot run itself (pinned elsewhere, or requiring labels it lacks):
+	// work only a matching thief can take.
+	Labels   []string
+	Stranded int
 }
 
 // OutcomeMsg is a handler outcome reported by a lease holder.
@@ -193,7 +199,9 @@ func appendHeartbeat(dst []byte, h *Heartbeat) []byte {
 	dst = appendStrings(dst, h.Members)
 	dst = appendStrings(dst, h.Forgotten)
 	dst = appendStrings(dst, h.Addrs)
-	return appendBool(dst, h.Draining)
+	dst = appendBool(dst, h.Draining)
+	dst = appendStrings(dst, h.Labels)
+	return binary.AppendUvarint(dst, uint64(max(h.Stranded, 0)))
 }
 
 func appendOutcome(dst []byte, o *OutcomeMsg) []byte {
@@ -335,6 +343,21 @@ func decodeHeartbeat(d *shard.Decoder) *Heartbeat {
 	h.Forgotten = decodeStrings(d)
 	h.Addrs = decodeStrings(d)
 	h.Draining = d.Byte() != 0
+	if d.Len() == 0 {
+		return h // a heartbeat from before labels
+	}
+	h.Labels = decodeStrings(d)
+	for i, kv := range h.Labels {
+		if err := shard.ValidateLabel(kv); err != nil {
+			d.Fail("heartbeat label: %v", err)
+			return h
+		}
+		if i > 0 && h.Labels[i-1] >= kv {
+			d.Fail("heartbeat labels not sorted and unique")
+			return h
+		}
+	}
+	h.Stranded = boundedInt(d)
 	return h
 }
 

@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -16,7 +17,8 @@ func wireSamples() []Message {
 		{Type: MsgRaft, From: "a", Raft: []RaftMsg{{Partition: 3, Msg: &pb.Message{Type: pb.MsgApp.Enum(), To: new(uint64(7)), From: new(uint64(9)),
 			Entries: []*pb.Entry{{Index: new(uint64(4)), Term: new(uint64(2)), Data: []byte("x")}}}}}},
 		{Type: MsgHeartbeat, From: "b", Heartbeat: &Heartbeat{Boot: "n", Partitions: 256, Load: Load{Ready: 3, Running: 1, Slots: 2},
-			Members: []string{"a", "b"}, Forgotten: []string{"z"}, Addrs: []string{"/ip4/127.0.0.1/tcp/1"}, Draining: true}},
+			Members: []string{"a", "b"}, Forgotten: []string{"z"}, Addrs: []string{"/ip4/127.0.0.1/tcp/1"}, Draining: true,
+			Labels: []string{"gpu=true", "zone=a"}, Stranded: 5}},
 		{Type: MsgOutcome, From: "c", Outcomes: []OutcomeMsg{{Task: "g.1", Round: 2, Holder: "c#1", OK: true, Result: []byte(`{"r":1}`)},
 			{Task: "g.2", Round: 1, Holder: "c#1", Error: "boom", Permanent: true, TimedOut: true}}},
 		{Type: MsgAck, From: "d", Acks: []AckMsg{{Task: "g.1", Round: 2}}},
@@ -44,8 +46,12 @@ func TestWireRoundTrip(t *testing.T) {
 			t.Errorf("%v does not round-trip", m.Type)
 		}
 		for cut := 0; cut < len(b); cut++ {
-			if _, err := DecodeMessage(b[:cut]); err == nil {
+			got, err := DecodeMessage(b[:cut])
+			if err == nil && (m.Type != MsgHeartbeat || cut != len(b)-len(heartbeatTail(m.Heartbeat))) {
 				t.Fatalf("%v truncated to %d/%d bytes decoded", m.Type, cut, len(b))
+			}
+			if err == nil && (got.Heartbeat.Labels != nil || got.Heartbeat.Stranded != 0) {
+				t.Fatalf("a heartbeat without its labels tail decoded labels %v", got.Heartbeat.Labels)
 			}
 		}
 	}
@@ -54,6 +60,35 @@ func TestWireRoundTrip(t *testing.T) {
 	}
 	if _, err := DecodeMessage([]byte{WireVersion, 99}); err == nil {
 		t.Error("an unknown type decoded")
+	}
+}
+
+// heartbeatTail is the part of a heartbeat's encoding appended with
+// labels: without it, a heartbeat decodes as one from an older peer.
+func heartbeatTail(h *Heartbeat) []byte {
+	return binary.AppendUvarint(appendStrings(nil, h.Labels), uint64(h.Stranded))
+}
+
+func TestHeartbeatWithoutLabelsDecodes(t *testing.T) {
+	hb := &Heartbeat{Boot: "n", Partitions: 16, Members: []string{"a"}, Labels: []string{"zone=a"}, Stranded: 2}
+	b, err := AppendMessage(nil, &Message{Type: MsgHeartbeat, From: "a", Heartbeat: hb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := b[:len(b)-len(heartbeatTail(hb))] // the layout before labels
+	m, err := DecodeMessage(old)
+	if err != nil {
+		t.Fatalf("old heartbeat: %v", err)
+	}
+	if m.Heartbeat.Boot != "n" || m.Heartbeat.Labels != nil || m.Heartbeat.Stranded != 0 {
+		t.Errorf("old heartbeat decoded as %+v", m.Heartbeat)
+	}
+	for _, bad := range [][]string{{"zone"}, {"zone=b", "zone=a"}, {"a=1", "a=1"}, {"k=v w"}} {
+		hb.Labels = bad
+		b, _ := AppendMessage(nil, &Message{Type: MsgHeartbeat, From: "a", Heartbeat: hb})
+		if _, err := DecodeMessage(b); err == nil {
+			t.Errorf("heartbeat with labels %q decoded", bad)
+		}
 	}
 }
 

@@ -72,17 +72,25 @@ func (s *Shard) Submit(now time.Time, spec *GroupSpec) (ev Event, exists bool, e
 // for each, held by holder. The tasks stay READY in the state until the
 // events apply; until then they are in flight and not offered again.
 // accept filters tasks (e.g. a thief that lacks a handler); nil accepts all.
+// Lease ignores placement: constrained tasks go to holder too (LeaseFor
+// respects it).
 func (s *Shard) Lease(now time.Time, n int, holder string, accept func(TaskView) bool) []Event {
+	return s.lease(now, n, holder, s.ready.queues(true, nil), accept)
+}
+
+// lease pops up to n tasks from qs, first in the ready order first.
+func (s *Shard) lease(now time.Time, n int, holder string, qs []*readyQueue, accept func(TaskView) bool) []Event {
 	if !s.leader || n <= 0 {
 		return nil
 	}
 	var evs []Event
 	var skipped []*task
 	for len(evs) < n {
-		t := s.ready.Pop()
+		t := first(qs)
 		if t == nil {
 			break
 		}
+		s.ready.Remove(t)
 		if accept != nil && !accept(t.view()) {
 			skipped = append(skipped, t)
 			continue

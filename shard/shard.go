@@ -83,6 +83,7 @@ type task struct {
 	readyAt    time.Time // when it last became READY (a metric only: not in snapshots)
 	seq        uint64    // FIFO order in the ready queue
 	heapIdx    int       // position in the ready queue, -1 when not queued
+	cls        *class    // its placement class while queued; nil = unconstrained
 }
 
 // group is the state of one group.
@@ -132,7 +133,7 @@ type Change struct {
 type Shard struct {
 	cfg      Config
 	groups   map[GroupID]*group
-	ready    readyQueue
+	ready    readySet
 	seq      uint64
 	done     []GroupID // finished groups in finish order, for retention
 	doneHead int

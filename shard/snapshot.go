@@ -191,7 +191,7 @@ func (s *Shard) install(groups map[GroupID]*group, done []GroupID, seq uint64) {
 	s.done = done
 	s.doneHead = 0
 	s.seq = seq
-	s.ready = readyQueue{}
+	s.ready = readySet{}
 	s.changes = nil
 	for _, id := range sortedGroupIDs(groups) {
 		g := groups[id]

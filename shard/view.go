@@ -54,6 +54,9 @@ type TaskView struct {
 	Item       int       // streaming pipelines: the item
 	Require    []string  // labels a peer must carry to run it
 	Pin        string    // the only peer that may run it
+	// Waiting says why a READY task no live peer may run waits (its pin
+	// or labels); set by the peer from its membership view, "" in shard.
+	Waiting string
 }
 
 // TaskEvent is one entry of a task's history.

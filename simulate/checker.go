@@ -75,6 +75,8 @@ type checker struct {
 
 	hooked         map[shard.GroupID]int // webhook deliveries the simulated receiver accepted, by group
 	hooksDelivered int                   // groups whose webhook reads delivered at the end
+	constrained    int                   // placement checks of constrained tasks (starts, accepted outcomes)
+	broadcasts     int                   // broadcast expansions checked
 }
 
 func newChecker(s *sim) *checker {
@@ -181,6 +183,11 @@ func (c *checker) observe(nd *simNode, t *taskRec, st shard.State) {
 			return
 		}
 		res, has = v.Result, true
+		if t.state == 0 && (st == shard.Succeeded || st == shard.Failed) {
+			if i, ok := c.holderNode(v.Holder); ok {
+				c.placed(t, i, "outcome accepted from holder "+v.Holder)
+			}
+		}
 	}
 	if t.state == 0 {
 		t.state, t.result, t.hasResult, t.at = st, res, has, c.s.now
@@ -227,6 +234,7 @@ func (c *checker) run(nd *simNode, r peer.Run) {
 		return
 	}
 	t.runs++
+	c.placed(t, nd.idx, "start of round "+fmt.Sprint(r.Round))
 	// Leading, not Serving: a leader between two read leases still starts
 	// only what its own partition committed, and must be held to it.
 	if !slices.Contains(nd.n.Leading(), nd.n.PartitionOf(t.g.id)) {

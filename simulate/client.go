@@ -38,6 +38,11 @@ type op struct {
 	done   bool
 	plan   *arrival  // what to do after the acknowledgement (submit)
 	sched  *schedRec // schedule commands
+	// A broadcast is expanded once, by the first node its request reaches
+	// (the runtime's backend does it once per HTTP request): every copy and
+	// retry carries that expansion, or that node's refusal.
+	expanded  bool
+	expandErr error
 }
 
 // request is one send of an op (client -> node).
@@ -105,7 +110,9 @@ func (c *client) groupDone(*groupRec) {
 
 func (c *client) submit(a *arrival) {
 	o := &op{kind: opSubmit, spec: a.spec, group: a.spec.ID, first: c.s.now, plan: a}
-	c.s.chk.register(a.spec)
+	if !unexpanded(a.spec) {
+		c.s.chk.register(a.spec) // a broadcast registers once expanded (simNode.expand)
+	}
 	c.send(o)
 }
 

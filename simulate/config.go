@@ -10,7 +10,7 @@ import (
 
 // Workload names accepted by Config.Workload (DESIGN.md, "Workloads shared
 // by bench/ and simulate/").
-var Workloads = []string{"w1", "w2", "w3", "w4", "mixed", "sched"}
+var Workloads = []string{"w1", "w2", "w3", "w4", "mixed", "sched", "placement"}
 
 // FaultKinds are the fault names accepted in Config.Faults.
 var FaultKinds = []string{"partition", "crash", "drop", "dup", "reorder", "pause", "skew", "churn"}

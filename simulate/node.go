@@ -61,6 +61,7 @@ func (nd *simNode) start() error {
 	cfg.Partitions, cfg.Slots = nd.s.cfg.Partitions, nd.s.cfg.Slots
 	cfg.Founder = nd.idx == 0
 	cfg.Replicas = nd.s.cfg.Replicas
+	cfg.Labels = nodeLabels(nd.s.cfg, nd.idx)
 	cfg.SnapshotEvery = 200
 	cfg.Shard = shard.DefaultConfig()
 	cfg.Shard.LeaseGrace = 2 * time.Second
@@ -189,6 +190,13 @@ func (nd *simNode) handleRequest(r *request) {
 	nd.reqs[req] = r
 	switch o := r.op; o.kind {
 	case opSubmit:
+		if o.spec.Mode == shard.ModeBroadcast && !o.expanded {
+			nd.expand(o)
+		}
+		if o.expandErr != nil {
+			nd.replyTo(peer.Reply{Req: req, Err: o.expandErr})
+			return
+		}
 		nd.n.Submit(req, cloneSpec(o.spec))
 	case opCancel:
 		nd.n.Cancel(req, o.group, o.task, "simulate")

@@ -68,6 +68,12 @@ type Report struct {
 	OverlapSkips  int      `json:"overlap_skips"`
 	TicksChecked  int      `json:"ticks_checked"` // ticks held to "at least once"
 	Faults        []string `json:"faults"`
+
+	// PlacementChecks counts starts and accepted outcomes of constrained
+	// tasks checked against their pin and labels; Broadcasts the
+	// broadcast expansions checked.
+	PlacementChecks int `json:"placement_checks,omitempty"`
+	Broadcasts      int `json:"broadcasts,omitempty"`
 	// SimSeconds is the virtual time of the run; WallSeconds the real time.
 	SimSeconds  float64 `json:"sim_seconds"`
 	WallSeconds float64 `json:"wall_seconds"`
@@ -94,6 +100,7 @@ func (s *sim) report() Report {
 		SimSeconds: s.now.Seconds(), Hash: fmt.Sprintf("%016x", s.hash.Sum64()),
 	}
 	r.Webhooks = c.hooksDelivered
+	r.PlacementChecks, r.Broadcasts = c.constrained, c.broadcasts
 	if s.viol != nil {
 		r.Violations = append(r.Violations, *s.viol)
 	}
@@ -147,6 +154,9 @@ func (r *Report) Text() string {
 	}
 	fmt.Fprintf(&b, "groups %d tasks %d runs %d refused %d client_retries %d\n", r.Groups, r.Tasks, r.Runs, r.Refused, r.Retries)
 	fmt.Fprintf(&b, "lost %d double_accepted %d duplicate_executions %d steals %d\n", r.Lost, r.DoubleAccepted, r.DuplicateExecutions, r.Steals)
+	if r.PlacementChecks > 0 || r.Broadcasts > 0 {
+		fmt.Fprintf(&b, "placement_checks %d broadcasts %d\n", r.PlacementChecks, r.Broadcasts)
+	}
 	fmt.Fprintf(&b, "latency p50 %.1f ms p99 %.1f ms", r.LatencyP50MS, r.LatencyP99MS)
 	if r.MakespanOverLB > 0 {
 		fmt.Fprintf(&b, " makespan/LB %.2f", r.MakespanOverLB)

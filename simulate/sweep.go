@@ -49,6 +49,7 @@ func (c *checker) reread(nd *simNode, t *taskRec) int {
 // after SUCCEEDED or CANCELED. It also counts duplicate executions: runs of
 // a task beyond its finished attempts (at least one).
 func (c *checker) final() {
+	c.broadcastRuns()
 	for _, g := range c.order {
 		nd := c.s.serving(g.id)
 		if !g.acked || nd == nil {

@@ -60,6 +60,8 @@ func newWorkload(cfg Config, rng *rand.Rand) *workload {
 		return g.w3()
 	case "sched":
 		return g.sched()
+	case "placement":
+		return g.placement()
 	case "w4":
 		w := g.batches(10, behaviour{dur: 50 * time.Millisecond}, 0)
 		g.spread(w, 50*time.Millisecond*time.Duration(cfg.Tasks))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -23,7 +24,7 @@ func (c *PeersCommand) flags() *flag.FlagSet {
 // Usage returns the help of peers.
 func (c *PeersCommand) Usage() string {
 	return usageOf("usage: needle peers [--json]\n\n"+
-		"Prints the peers of the mesh: id, state, load and last heartbeat.", c.flags())
+		"Prints the peers of the mesh: id, state, load, last heartbeat, address and labels.", c.flags())
 }
 
 // Run prints the peers.
@@ -43,7 +44,7 @@ func (c *PeersCommand) Run(ctx context.Context, args []string) error {
 		return printJSON(c.Stdout, ps)
 	}
 	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tREADY\tRUNNING\tSLOTS\tLAST SEEN\tADDR")
+	fmt.Fprintln(tw, "ID\tSTATE\tREADY\tRUNNING\tSLOTS\tLAST SEEN\tADDR\tLABELS")
 	for _, p := range ps.Peers {
 		id := p.ID
 		if id == ps.Self {
@@ -54,7 +55,11 @@ func (c *PeersCommand) Run(ctx context.Context, args []string) error {
 			addr = p.Addrs[0]
 		}
 		seen := time.Since(p.LastSeen).Round(time.Millisecond).String() + " ago"
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", id, p.State, p.Load.Ready, p.Load.Running, p.Load.Slots, seen, addr)
+		labels := strings.Join(p.Labels, ",")
+		if labels == "" {
+			labels = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", id, p.State, p.Load.Ready, p.Load.Running, p.Load.Slots, seen, addr, labels)
 	}
 	return tw.Flush()
 }

@@ -34,7 +34,7 @@ replays the failing seed exactly.
   --parallel P      runs at once with --seeds (default GOMAXPROCS)
   --peers N         simulated peers (default 3)
   --tasks N         tasks submitted (default 200; w3: 300)
-  --workload W      w1 | w2 | w3 | w4 | mixed (default mixed)
+  --workload W      w1 | w2 | w3 | w4 | mixed | sched | placement (default mixed)
   --faults a,b      partition,crash,drop,dup,reorder,pause,skew,churn
                     (default all; "" for none)
   --partitions N    ring partitions (default 16)

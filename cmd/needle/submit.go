@@ -21,6 +21,8 @@ type SubmitCommand struct {
 	timeout, backoff, maxBackoff, delay time.Duration
 	asJSON, wait                        bool
 	notify                              string // webhook URL (the group's "notify")
+	require                             requireFlag
+	pin                                 string
 }
 
 func (c *SubmitCommand) flags() *flag.FlagSet {
@@ -38,6 +40,8 @@ func (c *SubmitCommand) flags() *flag.FlagSet {
 	fs.BoolVar(&c.asJSON, "json", false, "print the API response as JSON")
 	fs.BoolVar(&c.wait, "wait", false, "wait for completion after submitting (exit 1 unless it succeeded)")
 	fs.StringVar(&c.notify, "notify", "", "webhook `URL` called once the task (or the -f group) is terminal; must be on the peer's --notify-allow list")
+	fs.Var(&c.require, "require", "`key=value` label a peer must carry to run the task (repeatable)")
+	fs.StringVar(&c.pin, "pin", "", "run the task only on the peer with this `ID`")
 	return fs
 }
 
@@ -61,7 +65,7 @@ func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if c.file != "" {
-		for _, name := range []string{"handler", "payload", "priority", "timeout", "retries", "backoff", "max-backoff", "delay", "key"} {
+		for _, name := range []string{"handler", "payload", "priority", "timeout", "retries", "backoff", "max-backoff", "delay", "key", "require", "pin"} {
 			if set[name] {
 				return usagef("-f and --%s do not mix: put task fields in the file", name)
 			}
@@ -93,6 +97,7 @@ func (c *SubmitCommand) taskRequest(set map[string]bool) (*api.SubmitTaskRequest
 	}
 	req := &api.SubmitTaskRequest{TaskFields: api.TaskFields{Handler: c.handler, Priority: int32(c.priority)}, Key: c.key}
 	req.Notify = c.notify
+	req.Require, req.Pin = c.require, c.pin
 	if int(req.Priority) != c.priority {
 		return nil, usagef("--priority %d out of range", c.priority)
 	}
@@ -127,6 +132,13 @@ func (c *SubmitCommand) taskRequest(set map[string]bool) (*api.SubmitTaskRequest
 	}
 	return req, nil
 }
+
+// requireFlag is the repeatable --require key=value flag; the peer checks
+// the selectors (a bad one is a 400 naming it).
+type requireFlag []string
+
+func (r *requireFlag) String() string     { return strings.Join(*r, ",") }
+func (r *requireFlag) Set(v string) error { *r = append(*r, v); return nil }
 
 // readPayload returns the JSON of --payload (inline or @FILE).
 func readPayload(arg string) (json.RawMessage, error) {

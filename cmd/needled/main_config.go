@@ -69,6 +69,8 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.IntVar(&c.Notify.Concurrency, "notify-concurrency", 16, "webhook calls in flight on this peer")
 	fs.Var(&execAllow, "exec-allow", "NAME=/path/to/program: a command exec tasks may run (repeatable)")
 	fs.Var(&httpAllow, "http-allow", "URL prefix http tasks may POST to (repeatable)")
+	labels := labelFlag{}
+	fs.Var(labels, "label", "placement label key=value of this peer (repeatable; env NEEDLE_LABELS=zone=a,gpu=true)")
 	fs.StringVar(&m.LogFormat, "log-format", m.LogFormat, "log format: text or json")
 	fs.StringVar(&m.LogLevel, "log-level", m.LogLevel, "log level: debug, info, warn, error")
 	config := fs.String("config", "", "config file: one \"flag = value\" per line (# comments; repeat a line for a repeatable flag)")
@@ -89,6 +91,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if set.err != nil {
 		return set.err
 	}
+	if err := labelsEnv(fs, set.names, getenv); err != nil {
+		return err
+	}
 	if *config != "" {
 		if err := configFile(fs, *config, set.names); err != nil {
 			return err
@@ -97,6 +102,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	c.Token = getenv("NEEDLE_API_TOKEN")
 	c.Listen, c.Join, c.NoSteal = listen, join, !*steal
 	c.Notify.Allow = notifyAllow
+	if len(labels) > 0 {
+		c.Labels = labels
+	}
 	return m.builtins(execAllow, httpAllow)
 }
 

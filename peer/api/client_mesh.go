@@ -21,6 +21,7 @@ type Peer struct {
 	State    string    `json:"state"` // alive, suspect, dead
 	Load     PeerLoad  `json:"load"`
 	LastSeen time.Time `json:"last_seen"`
+	Labels   []string  `json:"labels,omitempty"` // placement labels, "key=value", sorted
 }
 
 // PeerLoad is a peer's gossiped load.
@@ -28,6 +29,8 @@ type PeerLoad struct {
 	Ready   int `json:"ready"`
 	Running int `json:"running"`
 	Slots   int `json:"slots"`
+	// Stranded counts READY tasks (of Ready) the peer cannot run itself.
+	Stranded int `json:"stranded,omitempty"`
 }
 
 // Peers returns the mesh as the peer at BaseURL sees it.

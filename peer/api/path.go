@@ -23,6 +23,8 @@ func CorePath(spec *shard.GroupSpec, fe *shard.FieldError) string {
 		return join(stagePath(spec.Tasks, fe.Task), fe.Field)
 	case shard.ModeStream:
 		return join("stages["+strconv.Itoa(spec.Tasks[fe.Task].Stage)+"]", fe.Field)
+	case shard.ModeBroadcast:
+		return join("tasks[0]", fe.Field) // every copy comes from the one template
 	}
 	return join("tasks["+strconv.Itoa(fe.Task)+"]", fe.Field)
 }

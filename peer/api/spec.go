@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/needle-mesh/needle/shard"
@@ -35,6 +37,8 @@ type rawSingle struct {
 	Key      string          `json:"key"`
 	Trace    string          `json:"trace"`
 	Notify   string          `json:"notify"`
+	Require  []string        `json:"require"`
+	Pin      string          `json:"pin"`
 }
 
 func (r *rawSingle) fields() rawFields {
@@ -50,6 +54,8 @@ type rawGroupTask struct {
 	Retry    json.RawMessage `json:"retry"`
 	Delay    string          `json:"delay"`
 	Deps     []string        `json:"deps"`
+	Require  []string        `json:"require"`
+	Pin      string          `json:"pin"`
 }
 
 func (r *rawGroupTask) fields() rawFields {
@@ -99,6 +105,9 @@ func DecodeTask(r io.Reader, lim Limits) (*shard.GroupSpec, error) {
 	f := rt.fields()
 	ts, err := f.toSpec("", lim)
 	if err != nil {
+		return nil, err
+	}
+	if err := placement(&ts, rt.Require, rt.Pin, ""); err != nil {
 		return nil, err
 	}
 	spec := &shard.GroupSpec{Mode: shard.ModeSingle, Tasks: []shard.TaskSpec{ts}}
@@ -201,8 +210,8 @@ func (rg *rawGroup) mode(lim Limits) (shard.Mode, error) {
 		}
 	}
 	m, ok := shard.ParseMode(name)
-	if !ok || m == shard.ModeSingle || m == shard.ModeBroadcast {
-		return 0, fieldErr("mode", "unknown mode %q; want dag, parallel, pipeline or staged", rg.Mode)
+	if !ok || m == shard.ModeSingle {
+		return 0, fieldErr("mode", "unknown mode %q; want dag, parallel, pipeline, staged or broadcast", rg.Mode)
 	}
 	if m == shard.ModeStream && stagesAreLists(rg.Stages) {
 		m = shard.ModePipeline
@@ -225,6 +234,8 @@ func (rg *rawGroup) mode(lim Limits) (shard.Mode, error) {
 		return 0, fieldErr("tasks", "at least one task required")
 	case len(rg.Tasks) > lim.MaxTasks:
 		return 0, fieldErr("tasks", "%d tasks exceed the limit of %d", len(rg.Tasks), lim.MaxTasks)
+	case m == shard.ModeBroadcast && len(rg.Tasks) != 1:
+		return 0, fieldErr("tasks", "a broadcast takes one task template, not %d; it runs a copy on every matching live peer", len(rg.Tasks))
 	}
 	return m, nil
 }
@@ -237,7 +248,7 @@ func decodeTasks(raws []json.RawMessage, mode shard.Mode, lim Limits) ([]shard.T
 	for i, raw := range raws {
 		path := "tasks[" + strconv.Itoa(i) + "]"
 		dflt := ""
-		if mode == shard.ModeParallel {
+		if mode == shard.ModeParallel || mode == shard.ModeBroadcast {
 			dflt = "t" + strconv.Itoa(i)
 		}
 		ts, err := decodeGroupTask(raw, path, dflt, mode, lim)
@@ -394,7 +405,48 @@ func decodeGroupTask(raw json.RawMessage, path, dflt string, mode shard.Mode, li
 		return ts, fieldErr(join(path, "deps"), "%d deps exceed the limit of %d", len(rt.Deps), maxDepsLen)
 	}
 	ts.Deps = rt.Deps
-	return ts, nil
+	if mode == shard.ModeBroadcast {
+		switch {
+		case rt.Name != "":
+			return ts, fieldErr(join(path, "name"), "not allowed in a broadcast: each copy is named by its peer id")
+		case rt.Pin != "":
+			return ts, fieldErr(join(path, "pin"), "not allowed in a broadcast: each copy is pinned to its peer")
+		}
+		ts.Name = ""
+	}
+	return ts, placement(&ts, rt.Require, rt.Pin, path)
+}
+
+// maxRequire bounds the labels one task may require.
+const maxRequire = 32
+
+// placement checks and sets a task's require (sorted, duplicates dropped)
+// and pin. A selector that is not key=value, or two values for one key (no
+// peer could match), is a field error naming it.
+func placement(ts *shard.TaskSpec, require []string, pin, path string) error {
+	if len(require) > maxRequire {
+		return fieldErr(join(path, "require"), "%d labels exceed the limit of %d", len(require), maxRequire)
+	}
+	keys := make(map[string]int, len(require))
+	for i, kv := range require {
+		field := join(path, "require["+strconv.Itoa(i)+"]")
+		if err := shard.ValidateLabel(kv); err != nil {
+			return fieldErr(field, "%v", err)
+		}
+		k, v, _ := strings.Cut(kv, "=")
+		if j, dup := keys[k]; dup && require[j] != kv {
+			return fieldErr(field, "label %q asks for %s=%s and %s: no peer can match", k, k, v, require[j])
+		}
+		keys[k] = i
+	}
+	if len(require) > 0 {
+		ts.Require = slices.Compact(slices.Sorted(slices.Values(require)))
+	}
+	if len(pin) > maxNameLen || strings.ContainsAny(pin, " \t\n") {
+		return fieldErr(join(path, "pin"), "not a peer id")
+	}
+	ts.Pin = pin
+	return nil
 }
 
 // toSpec checks the common task fields and converts them.
@@ -495,6 +547,11 @@ func validateCore(spec *shard.GroupSpec) error {
 	cp := *spec
 	if cp.ID == "" {
 		cp.ID = "unassigned"
+	}
+	if cp.Mode == shard.ModeBroadcast && len(cp.Tasks) == 1 && cp.Tasks[0].Pin == "" {
+		// The peer that takes the request pins a copy to each matching peer.
+		cp.Tasks = slices.Clone(cp.Tasks)
+		cp.Tasks[0].Pin = "unassigned"
 	}
 	err := cp.Validate()
 	if err == nil {

@@ -26,6 +26,8 @@ type TaskFields struct {
 	Timeout  string          `json:"timeout,omitempty"`  // Go duration per attempt; "" = peer default
 	Retry    *RetryPolicy    `json:"retry,omitempty"`    // nil = no retry
 	Delay    string          `json:"delay,omitempty"`    // Go duration: not before submission + delay
+	Require  []string        `json:"require,omitempty"`  // "key=value" labels a peer must carry to run it
+	Pin      string          `json:"pin,omitempty"`      // the only peer id that may run it
 }
 
 // SubmitTaskRequest is the body of POST /v1/tasks.
@@ -118,6 +120,9 @@ type Task struct {
 	NotBefore  *time.Time      `json:"not_before,omitempty"` // WAITING: when it becomes READY
 	Stage      *int            `json:"stage,omitempty"`      // pipelines: the stage
 	Item       *int            `json:"item,omitempty"`       // streaming pipelines: the item
+	Require    []string        `json:"require,omitempty"`    // labels a peer must carry to run it
+	Pin        string          `json:"pin,omitempty"`        // the only peer that may run it
+	Waiting    string          `json:"waiting,omitempty"`    // READY and no live peer may run it: why
 }
 
 // Group is a group as GET /v1/groups/{id} returns it.
@@ -238,6 +243,7 @@ func NewTask(v shard.TaskView) Task {
 	for _, d := range v.Deps {
 		t.Deps = append(t.Deps, string(d))
 	}
+	t.Require, t.Pin, t.Waiting = v.Require, v.Pin, v.Waiting
 	if v.Stage > 0 || v.Item > 0 || v.Mode == shard.ModePipeline || v.Mode == shard.ModeStream {
 		st, it := v.Stage, v.Item
 		t.Stage = &st

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/needle-mesh/needle/peer/api"
+)
+
+// startLabeledDaemon starts a mesh peer with extra flags and environment.
+func startLabeledDaemon(t *testing.T, bin, addr, join string, env []string, extra ...string) *exec.Cmd {
+	t.Helper()
+	args := []string{"--data", t.TempDir(), "--http", addr, "--listen", "/ip4/127.0.0.1/tcp/0", "--slots", "2",
+		"--partitions", "32", "--drain-timeout", "-1s"}
+	if join != "" {
+		args = append(args, "--join", join)
+	}
+	cmd := exec.Command(bin, append(args, extra...)...)
+	cmd.Env = append(os.Environ(), env...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	waitUntil(t, "healthz of "+addr, func() bool {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return cmd
+}
+
+// TestPlacementProcesses runs three labeled daemons: tasks that require a
+// label run on the peer carrying it, a pinned task on its peer, a
+// broadcast once on every live peer (or every matching one), a task no
+// live peer can run says why, and bad selectors are 400s naming the field.
+func TestPlacementProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs three daemons")
+	}
+	bin := buildNeedled(t)
+	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	startLabeledDaemon(t, bin, addrs[0], "", nil, "--label", "zone=a")
+	join := selfAddr(t, addrs[0])
+	startLabeledDaemon(t, bin, addrs[1], join, []string{"NEEDLE_LABELS=zone=b,gpu=true"})
+	startLabeledDaemon(t, bin, addrs[2], join, nil, "--label", "zone=a", "--label", "disk=ssd")
+	ids := make([]string, 3)
+	for i, a := range addrs {
+		ids[i] = peerID(t, a)
+	}
+	wantLabels := map[string][]string{ids[0]: {"zone=a"}, ids[1]: {"gpu=true", "zone=b"}, ids[2]: {"disk=ssd", "zone=a"}}
+	for _, a := range addrs {
+		waitUntil(t, "labels of every peer seen from "+a, func() bool {
+			var ps api.Peers
+			if getJSON(a, "/v1/peers", &ps) != nil || len(ps.Peers) != 3 {
+				return false
+			}
+			for _, p := range ps.Peers {
+				if p.State != "alive" || !slices.Equal(p.Labels, wantLabels[p.ID]) {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	ctx := t.Context()
+	c := &api.Client{BaseURL: "http://" + addrs[0]}
+
+	t.Run("require", func(t *testing.T) {
+		body := `{"mode":"parallel","tasks":[`
+		for i := range 12 {
+			body += fmt.Sprintf(`{"handler":"sleep","payload":{"ms":30,"i":%d},"require":["gpu=true"]},`, i)
+		}
+		body += `{"handler":"sleep","payload":{"ms":30},"require":["zone=a","disk=ssd"]}]}`
+		res := submitGroup(t, c, body)
+		g := waitGroup(t, c, res.Group)
+		for _, tk := range g.Tasks {
+			want := ids[1]
+			if slices.Contains(tk.Require, "disk=ssd") {
+				want = ids[2]
+			}
+			if tk.Peer != want {
+				t.Errorf("%s (require %v) ran on %s; want %s", tk.ID, tk.Require, tk.Peer, want)
+			}
+		}
+	})
+	t.Run("pin", func(t *testing.T) {
+		c1 := &api.Client{BaseURL: "http://" + addrs[1]}
+		res, err := c1.SubmitTask(ctx, &api.SubmitTaskRequest{TaskFields: api.TaskFields{Handler: "echo", Payload: []byte(`"x"`), Pin: ids[2]}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk, err := c1.GetTask(ctx, res.ID, 30*time.Second)
+		if err != nil || tk.State != "SUCCEEDED" || tk.Peer != ids[2] || tk.Pin != ids[2] {
+			t.Fatalf("pinned task = %+v, %v; want SUCCEEDED on %s", tk, err, ids[2])
+		}
+	})
+	t.Run("broadcast", func(t *testing.T) {
+		for _, tt := range []struct {
+			require string
+			peers   []string
+		}{
+			{"", ids},
+			{`,"require":["zone=a"]`, []string{ids[0], ids[2]}},
+		} {
+			res := submitGroup(t, c, `{"mode":"broadcast","tasks":[{"handler":"echo","payload":{"check":"disk"}`+tt.require+`}]}`)
+			if got := slices.Sorted(maps.Keys(res.Tasks)); !slices.Equal(got, slices.Sorted(slices.Values(tt.peers))) {
+				t.Errorf("broadcast%s named its copies %v; want the peers %v", tt.require, got, tt.peers)
+			}
+			g := waitGroup(t, c, res.Group)
+			if g.Mode != "broadcast" || len(g.Tasks) != len(tt.peers) {
+				t.Errorf("broadcast group = %s with %d tasks; want %d", g.Mode, len(g.Tasks), len(tt.peers))
+			}
+			for _, tk := range g.Tasks {
+				if tk.Name != tk.Peer || tk.Pin != tk.Peer || tk.Attempt != 1 {
+					t.Errorf("copy %s named %q pinned to %q ran on %q in %d attempts; want once on its peer", tk.ID, tk.Name, tk.Pin, tk.Peer, tk.Attempt)
+				}
+			}
+		}
+	})
+	t.Run("broadcast key repeat", func(t *testing.T) {
+		body := `{"mode":"broadcast","key":"bc-1","tasks":[{"handler":"echo","require":["zone=a"]}]}`
+		first := submitGroup(t, c, body)
+		again := submitGroup(t, &api.Client{BaseURL: "http://" + addrs[1]}, body)
+		if again.Group != first.Group || !maps.Equal(again.Tasks, first.Tasks) {
+			t.Errorf("repeat = %+v; want the first answer %+v", again, first)
+		}
+	})
+	t.Run("waiting", func(t *testing.T) {
+		res, err := c.SubmitTask(ctx, &api.SubmitTaskRequest{TaskFields: api.TaskFields{Handler: "echo", Require: []string{"tpu=v5"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tk *api.Task
+		waitUntil(t, "the task to say why it waits", func() bool {
+			tk, err = c.GetTask(ctx, res.ID, 0)
+			return err == nil && tk.Waiting != ""
+		})
+		if tk.State != "READY" || tk.Waiting != "no live peer has labels tpu=v5" {
+			t.Errorf("task = %s waiting %q", tk.State, tk.Waiting)
+		}
+		if _, err := c.CancelTask(ctx, res.ID); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Run("bad input", func(t *testing.T) {
+		for _, tt := range []struct{ body, field string }{
+			{`{"mode":"parallel","tasks":[{"handler":"echo"},{"handler":"echo","require":["gpu"]}]}`, "tasks[1].require[0]"},
+			{`{"mode":"broadcast","tasks":[{"handler":"echo","require":["zone=c"]}]}`, "tasks[0].require"},
+		} {
+			_, err := c.SubmitGroupJSON(ctx, []byte(tt.body))
+			var ae *api.Error
+			if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Field != tt.field {
+				t.Errorf("POST %s = %v; want 400 naming %s", tt.body, err, tt.field)
+			}
+		}
+	})
+}
+
+func TestBadLabelExits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the daemon")
+	}
+	bin := buildNeedled(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--data", t.TempDir(), "--http", freeAddr(t), "--label", "gpu")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(stderr.String(), `"gpu" is not key=value`) {
+		t.Errorf("needled --label gpu: %v, stderr %q; want exit 2 naming the label", err, stderr.String())
+	}
+}
+
+func submitGroup(t *testing.T, c *api.Client, body string) *api.SubmitGroupResponse {
+	t.Helper()
+	res, err := c.SubmitGroupJSON(t.Context(), []byte(body))
+	if err != nil {
+		t.Fatalf("submit %s: %v", body, err)
+	}
+	return res
+}
+
+func waitGroup(t *testing.T, c *api.Client, id string) *api.Group {
+	t.Helper()
+	g, err := c.GetGroup(t.Context(), id, 60*time.Second)
+	if err != nil || g.State != "SUCCEEDED" {
+		t.Fatalf("group %s = %+v, %v; want SUCCEEDED", id, g, err)
+	}
+	return g
+}

@@ -1,0 +1,164 @@
+package shard
+
+import (
+	"strings"
+	"time"
+)
+
+// Placement is a peer as a lease sees it: its id (for pins) and its labels
+// (for require). A task is runnable by a placement when TaskSpec.Matches.
+type Placement struct {
+	Peer   string            // peer id
+	Labels map[string]string // its labels, "key" -> "value"
+}
+
+// runs reports whether a placement may run the tasks of class c.
+func (p *Placement) runs(c *class) bool { return c.spec.Matches(p.Peer, p.Labels) }
+
+// class holds the READY tasks of one placement constraint (the same pin and
+// the same require), in priority order. Every task of a class matches the
+// same peers, so a lease decides once per class, not once per task: a
+// queue head of thousands of tasks that only a GPU peer may run costs the
+// owner one check per lease, not a scan.
+type class struct {
+	key  string
+	spec *TaskSpec // the first task's spec: only Pin and Require are read
+	q    readyQueue
+}
+
+// classKey names the class of a constrained task.
+func classKey(ts *TaskSpec) string {
+	return ts.Pin + "\x00" + strings.Join(ts.Require, ",")
+}
+
+// readySet holds the READY tasks: unconstrained ones in one queue,
+// constrained ones in one queue per class. Its order is the ready queue's
+// (priority, then FIFO), merged across the queues.
+type readySet struct {
+	plain   readyQueue
+	classes map[string]*class
+	n       int
+}
+
+// Len returns the number of READY tasks queued.
+func (r *readySet) Len() int { return r.n }
+
+// Push adds t to its queue; t must not be queued already.
+func (r *readySet) Push(t *task) {
+	r.n++
+	if !t.spec.Constrained() {
+		t.cls = nil
+		r.plain.Push(t)
+		return
+	}
+	key := classKey(t.spec)
+	c := r.classes[key]
+	if c == nil {
+		if r.classes == nil {
+			r.classes = make(map[string]*class)
+		}
+		c = &class{key: key, spec: t.spec}
+		r.classes[key] = c
+	}
+	t.cls = c
+	c.q.Push(t)
+}
+
+// Remove takes t out of its queue if it is queued. An emptied class is
+// dropped, so the classes stay bounded by the READY tasks.
+func (r *readySet) Remove(t *task) {
+	if t.heapIdx < 0 {
+		return
+	}
+	r.n--
+	c := t.cls
+	if c == nil {
+		r.plain.Remove(t)
+		return
+	}
+	c.q.Remove(t)
+	if c.q.Len() == 0 && r.classes[c.key] == c {
+		delete(r.classes, c.key)
+	}
+}
+
+// before reports whether a goes before b in the ready order.
+func before(a, b *task) bool {
+	if a.spec.Priority != b.spec.Priority {
+		return a.spec.Priority > b.spec.Priority
+	}
+	return a.seq < b.seq
+}
+
+// queues returns the queues a lease may take from: the plain one when plain,
+// and every class ok accepts (all of them when ok is nil).
+func (r *readySet) queues(plain bool, ok func(*class) bool) []*readyQueue {
+	qs := make([]*readyQueue, 0, 1+len(r.classes))
+	if plain && r.plain.Len() > 0 {
+		qs = append(qs, &r.plain)
+	}
+	for _, c := range r.classes {
+		if ok == nil || ok(c) {
+			qs = append(qs, &c.q)
+		}
+	}
+	return qs
+}
+
+// first returns the first task across qs, or nil. The order is total
+// (seq is unique), so the answer does not depend on the order of qs.
+func first(qs []*readyQueue) *task {
+	var best *task
+	for _, q := range qs {
+		if h := q.Peek(); h != nil && (best == nil || before(h, best)) {
+			best = h
+		}
+	}
+	return best
+}
+
+// Peek returns the first READY task of all, or nil.
+func (r *readySet) Peek() *task { return first(r.queues(true, nil)) }
+
+// ReadyFor returns the number of READY tasks a peer may run (unconstrained
+// ones, and those whose pin and labels it matches).
+func (s *Shard) ReadyFor(at Placement) int {
+	n := s.ready.plain.Len()
+	for _, c := range s.ready.classes {
+		if at.runs(c) {
+			n += c.q.Len()
+		}
+	}
+	return n
+}
+
+// HeadFor returns the priority and queue order of the first READY task
+// that at may run.
+func (s *Shard) HeadFor(at Placement) (prio int32, seq uint64, ok bool) {
+	t := first(s.ready.queues(true, at.runs))
+	if t == nil {
+		return 0, 0, false
+	}
+	return t.spec.Priority, t.seq, true
+}
+
+// LeaseFor is Lease for a holder running at placement at: it takes
+// unconstrained tasks and those of the classes at matches, in priority
+// order across them; the other constrained tasks stay queued for a peer
+// that matches. Each class is checked once per call.
+func (s *Shard) LeaseFor(now time.Time, n int, holder string, at Placement, accept func(TaskView) bool) []Event {
+	return s.lease(now, n, holder, s.ready.queues(true, at.runs), accept)
+}
+
+// LeaseStranded leases to a thief at placement to up to n READY tasks
+// that to may run and self may not: the constrained tasks the owner can
+// only hand on. Unconstrained tasks are not taken (the owner runs them, or
+// grants its surplus through LeaseFor).
+func (s *Shard) LeaseStranded(now time.Time, n int, holder string, to, self Placement) []Event {
+	qs := s.ready.queues(false, func(c *class) bool { return to.runs(c) && !self.runs(c) })
+	return s.lease(now, n, holder, qs, nil)
+}
+
+// Stranded returns the number of READY tasks self may not run: tasks only
+// other peers can take.
+func (s *Shard) Stranded(self Placement) int { return s.ready.Len() - s.ReadyFor(self) }

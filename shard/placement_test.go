@@ -1,0 +1,148 @@
+package shard
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+)
+
+func constrained(name string, prio int32, pin string, require ...string) TaskSpec {
+	ts := echo(name)
+	ts.Priority, ts.Pin, ts.Require = prio, pin, require
+	return ts
+}
+
+func (o *owner) leaseFor(n int, holder string, at Placement) []TaskID {
+	evs := o.s.LeaseFor(o.now, n, holder, at, nil)
+	o.commit(evs...)
+	return taskIDs(evs)
+}
+
+func taskIDs(evs []Event) []TaskID {
+	ids := make([]TaskID, len(evs))
+	for i, e := range evs {
+		ids[i] = e.Task
+	}
+	return ids
+}
+
+func TestLeaseForPlacement(t *testing.T) {
+	o := newOwner(t)
+	o.submit(GroupSpec{ID: "g", Mode: ModeParallel, Tasks: []TaskSpec{
+		constrained("plain0", 0, ""),
+		constrained("gpu", 5, "", "gpu=true"),
+		constrained("pinB", 3, "b"),
+		constrained("plain1", 1, ""),
+		constrained("gpuZoneA", 4, "", "gpu=true", "zone=a"),
+	}})
+	a := Placement{Peer: "a", Labels: map[string]string{"zone": "a"}}
+	b := Placement{Peer: "b", Labels: map[string]string{"gpu": "true", "zone": "b"}}
+	if got, want := o.s.ReadyFor(a), 2; got != want {
+		t.Errorf("ReadyFor(a) = %d; want %d", got, want)
+	}
+	if got, want := o.s.Stranded(a), 3; got != want {
+		t.Errorf("Stranded(a) = %d; want %d", got, want)
+	}
+	if prio, _, ok := o.s.HeadFor(a); !ok || prio != 1 {
+		t.Errorf("HeadFor(a) = %d, %v; want 1, true", prio, ok)
+	}
+	if got, want := o.leaseFor(10, "a#1", a), []TaskID{"g.3", "g.0"}; !slices.Equal(got, want) {
+		t.Errorf("LeaseFor(a) = %v; want %v (plain tasks only, priority order)", got, want)
+	}
+	if got := o.s.ReadyLen(); got != 3 {
+		t.Errorf("ReadyLen = %d; want 3 constrained tasks left queued", got)
+	}
+	// b may run gpu and pinB, not gpuZoneA (zone=b); a may run none of them.
+	if got, want := taskIDs(o.s.LeaseStranded(o.now, 10, "b#1", b, a)), []TaskID{"g.1", "g.2"}; !slices.Equal(got, want) {
+		t.Errorf("LeaseStranded(b, a) = %v; want %v", got, want)
+	}
+	o.s.Unlease(o.s.LeaseStranded(o.now, 10, "b#1", b, a)) // nothing left to give b; a no-op
+	if got := o.s.ReadyLen(); got != 1 {
+		t.Errorf("ReadyLen = %d; want 1 (g.4 for a gpu peer in zone a)", got)
+	}
+	c := Placement{Peer: "c", Labels: map[string]string{"gpu": "true", "zone": "a"}}
+	if got, want := o.leaseFor(10, "c#1", c), []TaskID{"g.4"}; !slices.Equal(got, want) {
+		t.Errorf("LeaseFor(c) = %v; want %v", got, want)
+	}
+}
+
+func TestLeaseForUnleaseRequeues(t *testing.T) {
+	o := newOwner(t)
+	o.submit(GroupSpec{ID: "g", Mode: ModeParallel, Tasks: []TaskSpec{
+		constrained("p", 0, "b"), constrained("q", 0, "b"), constrained("r", 0, ""),
+	}})
+	b := Placement{Peer: "b"}
+	evs := o.s.LeaseFor(o.now, 10, "b#1", b, nil)
+	if len(evs) != 3 || o.s.ReadyLen() != 0 {
+		t.Fatalf("LeaseFor(b) = %d events, %d left; want 3, 0", len(evs), o.s.ReadyLen())
+	}
+	o.s.Unlease(evs)
+	if got, want := o.s.ReadyFor(Placement{Peer: "a"}), 1; got != want || o.s.ReadyLen() != 3 {
+		t.Errorf("after Unlease: ReadyFor(a) = %d (want %d), ReadyLen = %d (want 3)", got, want, o.s.ReadyLen())
+	}
+	// A canceled READY task leaves its class; an emptied class is dropped.
+	evs, err := o.s.Cancel(o.now, "g", "", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.commit(evs...)
+	if o.s.ReadyLen() != 0 || len(o.s.ready.classes) != 0 {
+		t.Errorf("after cancel: ReadyLen %d, classes %d; want 0, 0", o.s.ReadyLen(), len(o.s.ready.classes))
+	}
+}
+
+// TestLeaseForBlockedHeadIsCheap: thousands of tasks at the head of the
+// queue that this peer may not run cost a lease no per-task work.
+func TestLeaseForBlockedHeadIsCheap(t *testing.T) {
+	o := newOwner(t)
+	tasks := make([]TaskSpec, 0, 10_001)
+	for i := range 10_000 {
+		tasks = append(tasks, constrained(fmt.Sprint("gpu", i), 9, "", "gpu=true"))
+	}
+	tasks = append(tasks, constrained("plain", 0, ""))
+	o.submit(GroupSpec{ID: "g", Mode: ModeParallel, Tasks: tasks})
+	a := Placement{Peer: "a"}
+	allocs := testing.AllocsPerRun(20, func() {
+		o.s.Unlease(o.s.LeaseFor(o.now, 1, "a#1", a, nil))
+	})
+	if allocs > 8 {
+		t.Errorf("LeaseFor past 10,000 blocked tasks: %.0f allocations; want a handful (no per-task work)", allocs)
+	}
+	if got := o.leaseFor(1, "a#1", a); !slices.Equal(got, []TaskID{"g.10000"}) {
+		t.Errorf("LeaseFor(a) = %v; want the plain task", got)
+	}
+}
+
+func TestSnapshotKeepsClasses(t *testing.T) {
+	o := newOwner(t)
+	o.submit(GroupSpec{ID: "g", Mode: ModeParallel, Tasks: []TaskSpec{
+		constrained("p", 0, "b"), constrained("q", 2, "", "zone=a"), constrained("r", 1, ""),
+	}})
+	snap := o.s.Snapshot()
+	s2, err := New(o.s.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	s2.SetLeader(true, o.now)
+	got := taskIDs(s2.LeaseFor(o.now, 10, "x#1", Placement{Peer: "x", Labels: map[string]string{"zone": "a"}}, nil))
+	if want := []TaskID{"g.1", "g.2"}; !slices.Equal(got, want) {
+		t.Errorf("LeaseFor after restore = %v; want %v", got, want)
+	}
+}
+
+func BenchmarkLeaseForBlockedHead(b *testing.B) {
+	o := newOwner(b)
+	tasks := make([]TaskSpec, 0, 10_001)
+	for i := range 10_000 {
+		tasks = append(tasks, constrained(fmt.Sprint("gpu", i), 9, "", "gpu=true"))
+	}
+	tasks = append(tasks, constrained("plain", 0, ""))
+	o.submit(GroupSpec{ID: "g", Mode: ModeParallel, Tasks: tasks})
+	a := Placement{Peer: "a"}
+	for b.Loop() {
+		o.s.Unlease(o.s.LeaseFor(o.now, 1, "a#1", a, nil))
+	}
+}
