@@ -101,7 +101,7 @@ func (n *Node) stepRaft(from string, msgs []RaftMsg) error {
 				errs = append(errs, err)
 				continue
 			}
-			n.parts[rm.Partition] = p
+			n.hold(p)
 		}
 		if err := p.rn.Step(rm.Msg); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 			errs = append(errs, fmt.Errorf("peer: step partition %d: %w", rm.Partition, err))

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 
@@ -43,6 +44,7 @@ replays the failing seed exactly.
   --max-sim-time D  virtual time bound (default 10m)
   --liveness D      bound for finishing after faults heal (default 1m)
   --json            print JSON (one object per seed, or the totals)
+  --cpuprofile F    write a CPU profile of the run(s) to F (go tool pprof)
 `
 }
 
@@ -58,6 +60,13 @@ func (SimulateCommand) run(ctx context.Context, args []string, out io.Writer) er
 	}
 	if err := cfg.Validate(); err != nil {
 		return err
+	}
+	if cpuProfile != "" {
+		stop, err := startCPUProfile(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	if seeds == 0 {
 		fmt.Fprintf(out, "simulate %s\n", cfg)
@@ -89,6 +98,7 @@ func parseSimulate(args []string) (cfg simulate.Config, seeds, parallel int, asJ
 	fs.DurationVar(&cfg.MaxSimTime, "max-sim-time", cfg.MaxSimTime, "")
 	fs.DurationVar(&cfg.Liveness, "liveness", cfg.Liveness, "")
 	fs.BoolVar(&asJSON, "json", false, "")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "")
 	if err = fs.Parse(args); err != nil {
 		return cfg, 0, 0, false, fmt.Errorf("simulate: %w\n%s", err, SimulateCommand{}.Usage())
 	}
@@ -105,6 +115,22 @@ func parseSimulate(args []string) (cfg simulate.Config, seeds, parallel int, asJ
 		return cfg, 0, 0, false, errors.New("simulate: --seeds must be >= 0 and --parallel >= 1")
 	}
 	return cfg, seeds, parallel, asJSON, nil
+}
+
+// cpuProfile is --cpuprofile: where to write a CPU profile ("" for none).
+var cpuProfile string
+
+// startCPUProfile profiles the process into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("simulate: --cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("simulate: --cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func printReport(out io.Writer, r *simulate.Report, asJSON bool) {
