@@ -156,6 +156,9 @@ func (m *mesh) learn(hb *Heartbeat, now time.Time) {
 	for _, id := range hb.Forgotten {
 		m.forget(id, now)
 	}
+	if len(hb.Members) == len(m.members) && slices.Equal(hb.Members, m.memberIDs()) {
+		return // the usual case in a settled mesh: nothing new, no lookups
+	}
 	for _, id := range hb.Members {
 		if m.members[id] == nil && !m.forgotten[id] && id != "" {
 			m.add(&member{id: id, heard: now, state: PeerAlive})

@@ -137,14 +137,15 @@ type Node struct {
 	dirty []int // partitions that may have a Raft Ready
 	isDir []bool
 
-	now      time.Time
-	lastTick time.Time
-	bootAt   time.Time // when this run started (NewNode), on the node's clock
-	busy     int       // leases proposed for or held by this peer, at most limit()
-	pace     pacer
-	reqSeq   uint64
-	reqs     map[uint64]*request
-	running  map[shard.TaskID]shard.Round // leases held by this peer, by task
+	now       time.Time
+	lastTick  time.Time
+	timerSlot int64     // now / timerResolution at the last timer pass (Tick)
+	bootAt    time.Time // when this run started (NewNode), on the node's clock
+	busy      int       // leases proposed for or held by this peer, at most limit()
+	pace      pacer
+	reqSeq    uint64
+	reqs      map[uint64]*request
+	running   map[shard.TaskID]shard.Round // leases held by this peer, by task
 
 	rd     Ready     // being assembled
 	advRds []pending // partitions' Readies handed out, to Advance
@@ -255,6 +256,10 @@ func (n *Node) markDirty(p int) {
 	}
 }
 
+// timerResolution is the slot of shard's timing wheel: Tick runs the
+// shard timers (Due) and the steal backoff once per slot.
+const timerResolution = 10 * time.Millisecond
+
 // Tick advances the node's time: shard timers fire (delays, backoffs, lease
 // expiries, retention), and Raft ticks once per RaftTick.
 func (n *Node) Tick(now time.Time) {
@@ -264,7 +269,19 @@ func (n *Node) Tick(now time.Time) {
 		n.lastTick = now
 	}
 	n.mesh.tick(now)
-	n.maybeSteal() // a backoff may have ended
+	// Timers have the resolution of shard's timing wheel: within one slot
+	// no timer can fire, so the drivers' tick before every input skips
+	// the walk over the partitions it leads (retention removals, the one
+	// thing Due does between slots, may wait a slot).
+	slot := now.UnixNano() / int64(timerResolution)
+	timers := slot != n.timerSlot
+	if timers {
+		n.timerSlot = slot
+		n.maybeSteal() // a backoff may have ended
+	}
+	if !raftTick && !timers {
+		return
+	}
 	for _, i := range n.held {
 		p := n.parts[i]
 		if raftTick {
@@ -272,7 +289,7 @@ func (n *Node) Tick(now time.Time) {
 			n.markDirty(i)
 			n.mesh.tickPartition(p)
 		}
-		if p.serving {
+		if timers && p.serving {
 			if evs := p.shard.Due(now); len(evs) > 0 {
 				p.propose(evs)
 				n.markDirty(i)
