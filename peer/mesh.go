@@ -45,6 +45,9 @@ type member struct {
 	state     PeerState
 	deadSince time.Time
 	draining  bool // it hands its work over and will leave: lead nothing
+	// merged is the membership list of its last heartbeat that learn
+	// merged (the sender's immutable slice; see learn).
+	merged []string
 }
 
 // mesh is the Node's view of the other peers: membership (a grow-only set
@@ -134,8 +137,8 @@ func (m *mesh) heard(id, boot string, now time.Time) {
 		m.changedAt = now
 	}
 	wasDead := mb.state == PeerDead
-	if mb.state != PeerAlive {
-		m.detectAt = time.Time{} // its thresholds are earlier now
+	if mb.state != PeerAlive { // new, suspect or dead: its next threshold is earlier now
+		m.detectAt = earliest(m.detectAt, now.Add(m.n.cfg.DeadAfter/2))
 	}
 	rebooted := boot != "" && mb.boot != "" && boot != mb.boot
 	if boot != "" {
@@ -151,20 +154,36 @@ func (m *mesh) heard(id, boot string, now time.Time) {
 	}
 }
 
-// learn merges a heartbeat's membership view.
-func (m *mesh) learn(hb *Heartbeat, now time.Time) {
+// learn merges a heartbeat's membership view. Merging a list twice
+// changes nothing (members leave only by forget, which learn respects), so
+// the list last merged from each sender is remembered and a heartbeat that
+// carries the very same list is skipped; one that names exactly the known
+// membership is skipped without lookups.
+func (m *mesh) learn(from string, hb *Heartbeat, now time.Time) {
 	for _, id := range hb.Forgotten {
 		m.forget(id, now)
 	}
-	if len(hb.Members) == len(m.members) && slices.Equal(hb.Members, m.memberIDs()) {
-		return // the usual case in a settled mesh: nothing new, no lookups
+	sender := m.members[from]
+	if sender != nil && sameSlice(sender.merged, hb.Members) {
+		return
 	}
-	for _, id := range hb.Members {
-		if m.members[id] == nil && !m.forgotten[id] && id != "" {
-			m.add(&member{id: id, heard: now, state: PeerAlive})
-			m.changedAt = now
+	if len(hb.Members) != len(m.members) || !slices.Equal(hb.Members, m.memberIDs()) {
+		for _, id := range hb.Members {
+			if m.members[id] == nil && !m.forgotten[id] && id != "" {
+				m.add(&member{id: id, heard: now, state: PeerAlive})
+				m.changedAt = now
+				m.detectAt = earliest(m.detectAt, now.Add(m.n.cfg.DeadAfter/2))
+			}
 		}
 	}
+	if sender != nil {
+		sender.merged = hb.Members
+	}
+}
+
+// sameSlice reports whether a and b are the same slice (not merely equal).
+func sameSlice(a, b []string) bool {
+	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
 }
 
 // forget removes a peer from the membership for good.
@@ -198,10 +217,10 @@ func (m *mesh) tick(now time.Time) {
 	if !now.Before(m.detectAt) {
 		m.detect(now)
 	}
-	if m.ringVersion != m.version {
+	if m.ringVersion != m.version && now.Sub(m.changedAt) >= cfg.Debounce {
 		if slices.Equal(m.ringSet, m.memberIDs()) {
 			m.ringVersion = m.version
-		} else if now.Sub(m.changedAt) >= cfg.Debounce {
+		} else {
 			m.rebuildRing()
 		}
 	}
@@ -367,7 +386,6 @@ func (m *mesh) peerOf(raftID uint64) (string, bool) {
 func (m *mesh) add(mb *member) {
 	m.ids = nil
 	m.version++
-	m.detectAt = time.Time{}
 	m.members[mb.id] = mb
 	m.byRaft[RaftID(mb.id)] = mb.id
 }

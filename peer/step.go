@@ -71,7 +71,7 @@ func (n *Node) stepHeartbeat(from string, hb *Heartbeat) error {
 		mb.draining = hb.Draining
 		n.mesh.prefDirty = true
 	}
-	n.mesh.learn(hb, n.now)
+	n.mesh.learn(from, hb, n.now)
 	n.steal.Observe(from, hb.Load, n.now)
 	n.maybeSteal() // an idle peer asks at once, not at its next Ready
 	return nil

@@ -153,6 +153,10 @@ func (s *sim) periodic() {
 	s.chk.sample(16)
 	s.chk.liveness()
 	s.checkReplicas()
+	if s.cfg.Progress != nil {
+		s.cfg.Progress(Progress{SimSeconds: s.now.Seconds(), Tasks: len(s.chk.tasks),
+			Terminal: len(s.chk.terminal), Messages: s.net.sent})
+	}
 	s.after(time.Second, s.periodic)
 }
 

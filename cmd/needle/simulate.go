@@ -12,6 +12,7 @@ import (
 	"runtime/pprof"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/needle-mesh/needle/simulate"
 )
@@ -45,6 +46,7 @@ replays the failing seed exactly.
   --liveness D      bound for finishing after faults heal (default 1m)
   --json            print JSON (one object per seed, or the totals)
   --cpuprofile F    write a CPU profile of the run(s) to F (go tool pprof)
+  --progress        print progress to stderr every 10 s (one seed)
 `
 }
 
@@ -70,6 +72,9 @@ func (SimulateCommand) run(ctx context.Context, args []string, out io.Writer) er
 	}
 	if seeds == 0 {
 		fmt.Fprintf(out, "simulate %s\n", cfg)
+		if simProgress {
+			cfg.Progress = progressPrinter(os.Stderr)
+		}
 		r, err := simulate.Run(cfg)
 		if err != nil {
 			return err
@@ -99,6 +104,7 @@ func parseSimulate(args []string) (cfg simulate.Config, seeds, parallel int, asJ
 	fs.DurationVar(&cfg.Liveness, "liveness", cfg.Liveness, "")
 	fs.BoolVar(&asJSON, "json", false, "")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "")
+	fs.BoolVar(&simProgress, "progress", false, "")
 	if err = fs.Parse(args); err != nil {
 		return cfg, 0, 0, false, fmt.Errorf("simulate: %w\n%s", err, SimulateCommand{}.Usage())
 	}
@@ -117,8 +123,29 @@ func parseSimulate(args []string) (cfg simulate.Config, seeds, parallel int, asJ
 	return cfg, seeds, parallel, asJSON, nil
 }
 
-// cpuProfile is --cpuprofile: where to write a CPU profile ("" for none).
-var cpuProfile string
+// cpuProfile is --cpuprofile: where to write a CPU profile ("" for none);
+// simProgress is --progress.
+var (
+	cpuProfile  string
+	simProgress bool
+)
+
+// progressPrinter prints a run's progress to w, at most every 10 s of wall
+// time, with the heap in use (a long scale run's display).
+func progressPrinter(w io.Writer) func(simulate.Progress) {
+	start := time.Now()
+	last := start
+	return func(p simulate.Progress) {
+		if time.Since(last) < 10*time.Second {
+			return
+		}
+		last = time.Now()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		fmt.Fprintf(w, "progress: wall %.0fs sim %.0fs tasks %d terminal %d messages %d heap %.1f GiB\n",
+			time.Since(start).Seconds(), p.SimSeconds, p.Tasks, p.Terminal, p.Messages, float64(ms.HeapInuse)/(1<<30))
+	}
+}
 
 // startCPUProfile profiles the process into path until stop is called.
 func startCPUProfile(path string) (stop func(), err error) {
