@@ -73,7 +73,12 @@ func (n *Node) stepHeartbeat(from string, hb *Heartbeat) error {
 	}
 	n.mesh.learn(from, hb, n.now)
 	n.steal.Observe(from, hb.Load, n.now)
-	n.maybeSteal() // an idle peer asks at once, not at its next Ready
+	if hb.Load.Ready > 0 {
+		// An idle peer asks at once, not at its next Ready. A heartbeat
+		// without READY work offers nothing to take (backoffs that end are
+		// Tick's), and in a large mesh most are such: they skip the pass.
+		n.maybeSteal()
+	}
 	return nil
 }
 
