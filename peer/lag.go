@@ -6,8 +6,9 @@ package peer
 // call it for metrics, not on a hot path.
 func (n *Node) ReplicationLag() uint64 {
 	var lag uint64
-	for _, p := range n.parts {
-		if p == nil || !p.serving {
+	for _, i := range n.held {
+		p := n.parts[i]
+		if !p.serving {
 			continue
 		}
 		st := p.rn.Status()

@@ -3,6 +3,7 @@ package peer
 import (
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -50,6 +51,9 @@ type member struct {
 	labels    map[string]string
 	labelList []string
 	stranded  int
+	// merged is the membership list of its last heartbeat that learn
+	// merged (the sender's immutable slice; see learn).
+	merged []string
 }
 
 // mesh is the Node's view of the other peers: membership (a grow-only set
@@ -76,6 +80,15 @@ type mesh struct {
 	byRaft    map[uint64]string // raft id -> peer id, over members
 	ids       []string          // sorted member ids, nil when stale (memberIDs)
 	version   int               // bumps on every membership change (caches)
+	// ringVersion is the membership version last compared with ringSet:
+	// the ring is up to date for it (tick skips the comparison).
+	ringVersion int
+	// detectAt is the earliest time a member's silence can cross a
+	// threshold of the failure detector (suspect, dead, forget); tick skips
+	// the pass over the members before it. Hearing from a member only moves
+	// its thresholds later; a new member, a forget or a dead peer coming back
+	// resets detectAt to zero (check at the next tick).
+	detectAt time.Time
 }
 
 type pendingAck struct {
@@ -134,6 +147,9 @@ func (m *mesh) heard(id, boot string, now time.Time) {
 		m.changedAt = now
 	}
 	wasDead := mb.state == PeerDead
+	if mb.state != PeerAlive { // new, suspect or dead: its next threshold is earlier now
+		m.detectAt = earliest(m.detectAt, now.Add(m.n.cfg.DeadAfter/2))
+	}
 	rebooted := boot != "" && mb.boot != "" && boot != mb.boot
 	if boot != "" {
 		mb.boot = boot
@@ -148,17 +164,36 @@ func (m *mesh) heard(id, boot string, now time.Time) {
 	}
 }
 
-// learn merges a heartbeat's membership view.
-func (m *mesh) learn(hb *Heartbeat, now time.Time) {
+// learn merges a heartbeat's membership view. Merging a list twice
+// changes nothing (members leave only by forget, which learn respects), so
+// the list last merged from each sender is remembered and a heartbeat that
+// carries the very same list is skipped; one that names exactly the known
+// membership is skipped without lookups.
+func (m *mesh) learn(from string, hb *Heartbeat, now time.Time) {
 	for _, id := range hb.Forgotten {
 		m.forget(id, now)
 	}
-	for _, id := range hb.Members {
-		if m.members[id] == nil && !m.forgotten[id] && id != "" {
-			m.add(&member{id: id, heard: now, state: PeerAlive})
-			m.changedAt = now
+	sender := m.members[from]
+	if sender != nil && sameSlice(sender.merged, hb.Members) {
+		return
+	}
+	if len(hb.Members) != len(m.members) || !slices.Equal(hb.Members, m.memberIDs()) {
+		for _, id := range hb.Members {
+			if m.members[id] == nil && !m.forgotten[id] && id != "" {
+				m.add(&member{id: id, heard: now, state: PeerAlive})
+				m.changedAt = now
+				m.detectAt = earliest(m.detectAt, now.Add(m.n.cfg.DeadAfter/2))
+			}
 		}
 	}
+	if sender != nil {
+		sender.merged = hb.Members
+	}
+}
+
+// sameSlice reports whether a and b are the same slice (not merely equal).
+func sameSlice(a, b []string) bool {
+	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
 }
 
 // forget removes a peer from the membership for good.
@@ -172,6 +207,7 @@ func (m *mesh) forget(id string, now time.Time) {
 		delete(m.byRaft, RaftID(id))
 		m.ids = nil
 		m.version++
+		m.detectAt = time.Time{}
 		m.changedAt = now
 		m.prefDirty = true
 	}
@@ -185,27 +221,18 @@ func (n *Node) Forget(id string) { n.mesh.forget(id, n.now) }
 // once the membership is stable, and re-sends unacknowledged outcomes.
 func (m *mesh) tick(now time.Time) {
 	cfg := &m.n.cfg
-	for _, id := range m.memberIDs() {
-		mb := m.members[id]
-		if id == cfg.ID {
-			mb.heard, mb.state = now, PeerAlive
-			continue
-		}
-		silent := now.Sub(mb.heard)
-		switch {
-		case silent >= cfg.ForgetAfter:
-			m.forget(id, now)
-		case silent >= cfg.DeadAfter && mb.state != PeerDead:
-			mb.state, mb.deadSince = PeerDead, now
-			m.prefDirty = true
-			m.n.log.Warn("peer dead", keyPeer, id, "silent", silent)
-			m.expireHolders(func(h string) bool { return shard.HolderPeer(h) == id })
-		case silent >= cfg.DeadAfter/2 && silent < cfg.DeadAfter && mb.state == PeerAlive:
-			mb.state = PeerSuspect
-		}
+	if self := m.members[cfg.ID]; self != nil {
+		self.heard, self.state = now, PeerAlive
 	}
-	if !slices.Equal(m.ringSet, m.memberIDs()) && now.Sub(m.changedAt) >= cfg.Debounce {
-		m.rebuildRing()
+	if !now.Before(m.detectAt) {
+		m.detect(now)
+	}
+	if m.ringVersion != m.version && now.Sub(m.changedAt) >= cfg.Debounce {
+		if slices.Equal(m.ringSet, m.memberIDs()) {
+			m.ringVersion = m.version
+		} else {
+			m.rebuildRing()
+		}
 	}
 	if m.prefDirty {
 		m.computePreferred()
@@ -222,6 +249,49 @@ func (m *mesh) tick(now time.Time) {
 	}
 }
 
+// detect is the failure detector's pass over the members: suspect after
+// DeadAfter/2 of silence, dead after DeadAfter, forgotten after
+// ForgetAfter. It sets detectAt to the next time a threshold can be
+// crossed, so that the per-input tick does not walk every member.
+func (m *mesh) detect(now time.Time) {
+	cfg := &m.n.cfg
+	next := now.Add(cfg.ForgetAfter)
+	for _, id := range m.memberIDs() {
+		mb := m.members[id]
+		if id == cfg.ID {
+			continue
+		}
+		silent := now.Sub(mb.heard)
+		switch {
+		case silent >= cfg.ForgetAfter:
+			m.forget(id, now)
+			continue
+		case silent >= cfg.DeadAfter && mb.state != PeerDead:
+			mb.state, mb.deadSince = PeerDead, now
+			m.prefDirty = true
+			m.n.log.Warn("peer dead", keyPeer, id, "silent", silent)
+			m.expireHolders(func(h string) bool { return shard.HolderPeer(h) == id })
+		case silent >= cfg.DeadAfter/2 && silent < cfg.DeadAfter && mb.state == PeerAlive:
+			mb.state = PeerSuspect
+		}
+		next = earliest(next, mb.heard.Add(cfg.ForgetAfter))
+		if mb.state != PeerDead {
+			next = earliest(next, mb.heard.Add(cfg.DeadAfter))
+		}
+		if mb.state == PeerAlive {
+			next = earliest(next, mb.heard.Add(cfg.DeadAfter/2))
+		}
+	}
+	m.detectAt = next
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
 // loadJumped reports a large change of this node's READY count since the
 // last heartbeat (work arrived, or ran out): idle peers should not wait a
 // whole heartbeat interval to learn of it (DESIGN.md, W3). Rate-limited.
@@ -230,8 +300,8 @@ func (m *mesh) loadJumped(now time.Time) bool {
 		return false
 	}
 	ready := 0
-	for _, p := range m.n.parts {
-		if p != nil && p.serving {
+	for _, i := range m.n.held {
+		if p := m.n.parts[i]; p.serving {
 			ready += p.shard.ReadyLen()
 		}
 	}
@@ -269,14 +339,14 @@ func (m *mesh) rebuildRing() {
 	}
 	cfg := ring.DefaultConfig()
 	cfg.Partitions, cfg.Replicas = m.n.cfg.Partitions, m.n.cfg.Replicas
-	r, err := ring.New(cfg, m.epoch+1, peers)
+	r, err := m.n.cfg.Rings.build(cfg, m.epoch+1, peers)
 	if err != nil {
 		m.n.log.Error("ring rebuild refused; keeping the previous ring", keyErr, err, "members", len(ids))
-		m.ringSet = ids
+		m.ringSet, m.ringVersion = ids, m.version
 		return
 	}
 	m.epoch++
-	m.ring, m.ringSet = r, ids
+	m.ring, m.ringSet, m.ringVersion = r, ids, m.version
 	m.prefDirty = true
 	m.n.log.Info("ring rebuilt", "epoch", m.epoch, "members", len(ids))
 }
@@ -287,14 +357,14 @@ func (m *mesh) computePreferred() {
 		m.preferred = nil
 		return
 	}
-	m.preferred = m.ring.PreferredOwners(func(id ring.PeerID) bool { return m.eligible(string(id)) })
+	m.preferred = m.n.cfg.Rings.preferredOwners(m.ring, func(id ring.PeerID) bool { return m.eligible(string(id)) })
 }
 
 // expireHolders proposes the expiry of leases matching in every partition
 // this node serves.
 func (m *mesh) expireHolders(match func(holder string) bool) {
-	for _, p := range m.n.parts {
-		if p != nil && p.serving {
+	for _, i := range m.n.held {
+		if p := m.n.parts[i]; p.serving {
 			if evs := p.shard.ExpireHolders(m.n.now, match); len(evs) > 0 {
 				p.propose(evs)
 				m.n.markDirty(p.id)
@@ -523,4 +593,86 @@ func (m *mesh) confChange(p *partition, t pb.ConfChangeType, rid uint64) {
 	m.n.markDirty(p.id)
 	id, _ := m.peerOf(rid)
 	m.n.log.Debug("replica change proposed", keyPart, p.id, "change", t.String(), keyPeer, id)
+}
+
+// RingCache remembers the last few rings built and preferred-owner passes
+// computed, keyed by their inputs, for nodes of one process that share it
+// (NodeConfig.Rings). Rings are immutable (ring.Ring), and the owner lists
+// it returns are only read. Safe for concurrent use; a nil *RingCache
+// computes everything afresh.
+type RingCache struct {
+	mu    sync.Mutex
+	rings []cachedRing
+	prefs []cachedPreferred
+}
+
+// ringCacheSize bounds each list of the cache: a mesh converges on one
+// membership, so a few entries catch nearly every repeat.
+const ringCacheSize = 4
+
+type cachedRing struct {
+	cfg     ring.Config
+	epoch   ring.Epoch
+	members []ring.PeerID
+	r       *ring.Ring
+}
+
+type cachedPreferred struct {
+	r     *ring.Ring
+	alive []bool // by member of r
+	out   []ring.PeerID
+}
+
+// NewRingCache returns an empty cache.
+func NewRingCache() *RingCache { return &RingCache{} }
+
+func (c *RingCache) build(cfg ring.Config, epoch ring.Epoch, members []ring.PeerID) (*ring.Ring, error) {
+	if c == nil {
+		return ring.New(cfg, epoch, members)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.rings {
+		if e.cfg == cfg && e.epoch == epoch && slices.Equal(e.members, members) {
+			return e.r, nil
+		}
+	}
+	r, err := ring.New(cfg, epoch, members)
+	if err != nil {
+		return nil, err
+	}
+	c.rings = pushBounded(c.rings, cachedRing{cfg: cfg, epoch: epoch, members: slices.Clone(members), r: r})
+	return r, nil
+}
+
+func (c *RingCache) preferredOwners(r *ring.Ring, live func(ring.PeerID) bool) []ring.PeerID {
+	if c == nil {
+		return r.PreferredOwners(live)
+	}
+	members := r.Members()
+	alive := make([]bool, len(members))
+	for i, id := range members {
+		alive[i] = live(id)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.prefs {
+		if e.r == r && slices.Equal(e.alive, alive) {
+			return e.out
+		}
+	}
+	out := r.PreferredOwners(func(id ring.PeerID) bool {
+		i, _ := slices.BinarySearch(members, id)
+		return alive[i]
+	})
+	c.prefs = pushBounded(c.prefs, cachedPreferred{r: r, alive: alive, out: out})
+	return out
+}
+
+// pushBounded appends e, dropping the oldest entry beyond ringCacheSize.
+func pushBounded[T any](list []T, e T) []T {
+	if len(list) >= ringCacheSize {
+		list = append(list[:0], list[1:]...)
+	}
+	return append(list, e)
 }

@@ -79,12 +79,18 @@ func (n *Node) HasReady() bool {
 		len(n.rd.Notify) > 0 {
 		return true
 	}
-	for _, i := range n.dirty {
+	// A dirty partition found to have nothing is dropped from dirty (every
+	// change to a partition marks it again), so that the drivers' check
+	// after each input does not walk every partition a Raft tick marked.
+	for k, i := range n.dirty {
 		p := n.parts[i]
 		if p != nil && (len(p.props) > 0 || p.rn.HasReady()) {
+			n.dirty = append(n.dirty[:0], n.dirty[k:]...)
 			return true
 		}
+		n.isDir[i] = false
 	}
+	n.dirty = n.dirty[:0]
 	return false
 }
 

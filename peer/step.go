@@ -74,9 +74,14 @@ func (n *Node) stepHeartbeat(from string, hb *Heartbeat) error {
 		mb.draining = hb.Draining
 		n.mesh.prefDirty = true
 	}
-	n.mesh.learn(hb, n.now)
+	n.mesh.learn(from, hb, n.now)
 	n.steal.Observe(from, hb.Load, n.now)
-	n.maybeSteal() // an idle peer asks at once, not at its next Ready
+	if hb.Load.Ready > 0 {
+		// An idle peer asks at once, not at its next Ready. A heartbeat
+		// without READY work offers nothing to take (backoffs that end are
+		// Tick's), and in a large mesh most are such: they skip the pass.
+		n.maybeSteal()
+	}
 	return nil
 }
 
@@ -104,7 +109,7 @@ func (n *Node) stepRaft(from string, msgs []RaftMsg) error {
 				errs = append(errs, err)
 				continue
 			}
-			n.parts[rm.Partition] = p
+			n.hold(p)
 		}
 		if err := p.rn.Step(rm.Msg); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 			errs = append(errs, fmt.Errorf("peer: step partition %d: %w", rm.Partition, err))

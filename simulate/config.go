@@ -50,9 +50,21 @@ type Config struct {
 	// 60 s. --liveness.
 	Liveness time.Duration
 
+	// Progress, when set, is called once per virtual second with the
+	// run's progress (for a long run's display; it cannot change the run).
+	Progress func(Progress)
+
 	// bugNoSync makes the driver skip WAL syncs: a seeded bug for tests,
 	// which a crash must turn into a lost acknowledged group.
 	bugNoSync bool
+}
+
+// Progress is how far a run got.
+type Progress struct {
+	SimSeconds float64
+	Tasks      int // tasks registered so far
+	Terminal   int // tasks observed terminal so far
+	Messages   uint64
 }
 
 // DefaultConfig returns the default scenario: 3 peers, 200 mixed tasks,

@@ -47,3 +47,28 @@ func TestMeasure(t *testing.T) {
 		t.Logf("1000 seeds default peers=%d: wall %.1fs, failing %d %v, sim %.0fs", peers, time.Since(start).Seconds(), len(tot.FailingSeeds), inv, tot.SimSeconds)
 	}
 }
+
+// BenchmarkRun runs whole simulations: the default scenario, and 5 peers
+// with 10,000 mixed tasks without faults. Profile with -cpuprofile or
+// -memprofile.
+func BenchmarkRun(b *testing.B) {
+	for _, bb := range []struct {
+		name string
+		cfg  Config
+	}{
+		{"default", DefaultConfig()},
+		{"peers5-10k", Config{Seed: 1, Peers: 5, Tasks: 10000, Liveness: 10 * time.Minute, Faults: []string{}}},
+	} {
+		b.Run(bb.name, func(b *testing.B) {
+			var sim float64
+			for b.Loop() {
+				r := mustRun(b, bb.cfg)
+				if r.Failed() {
+					b.Fatal(r.Violations[0])
+				}
+				sim += r.SimSeconds
+			}
+			b.ReportMetric(sim/b.Elapsed().Seconds(), "x-realtime")
+		})
+	}
+}

@@ -68,6 +68,7 @@ func (nd *simNode) start() error {
 	cfg.Shard.DefaultTimeout = 10 * time.Second
 	cfg.Shard.Next = peer.ScheduleNext
 	cfg.Rand = rand.New(rand.NewPCG(nd.s.rng.Uint64(), nd.s.rng.Uint64()))
+	cfg.Rings = nd.s.rings
 	n, err := peer.NewNode(cfg, states, nd.now())
 	if err != nil {
 		return fmt.Errorf("simulate: %s: start: %w", nd.id, err)

@@ -1,9 +1,6 @@
 package simulate
 
-import (
-	"container/heap"
-	"time"
-)
+import "time"
 
 // event is one entry of the discrete-event queue: fn runs when the virtual
 // clock reaches at. Events at the same time run in the order they were
@@ -14,34 +11,66 @@ type event struct {
 	fn  func()
 }
 
-// eventQueue is a min-heap of events ordered by (at, seq).
-type eventQueue []*event
+func (e *event) before(o *event) bool {
+	return e.at < o.at || (e.at == o.at && e.seq < o.seq)
+}
+
+// eventQueue is a binary min-heap of events ordered by (at, seq), held by
+// value (a large run keeps millions of messages in flight: no pointer per
+// event, no interface calls in the sift loops).
+type eventQueue []event
 
 func (q eventQueue) Len() int { return len(q) }
-func (q eventQueue) Less(i, j int) bool {
-	if q[i].at != q[j].at {
-		return q[i].at < q[j].at
+
+func (q *eventQueue) push(e event) {
+	*q = append(*q, e)
+	h := *q
+	i := len(h) - 1
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !h[i].before(&h[parent]) {
+			break
+		}
+		h[i], h[parent] = h[parent], h[i]
+		i = parent
 	}
-	return q[i].seq < q[j].seq
 }
-func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *eventQueue) Push(x any)   { *q = append(*q, x.(*event)) }
-func (q *eventQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	old[len(old)-1] = nil
-	*q = old[:len(old)-1]
-	return e
+
+func (q *eventQueue) pop() event {
+	h := *q
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h[last] = event{}
+	h = h[:last]
+	*q = h
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			break
+		}
+		m := l
+		if r := l + 1; r < len(h) && h[r].before(&h[l]) {
+			m = r
+		}
+		if !h[m].before(&h[i]) {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	return top
 }
 
 // at schedules fn at virtual time t (never before now).
 func (s *sim) at(t time.Duration, fn func()) {
 	s.seq++
-	heap.Push(&s.q, &event{at: max(t, s.now), seq: s.seq, fn: fn})
+	s.q.push(event{at: max(t, s.now), seq: s.seq, fn: fn})
 }
 
 // after schedules fn d after now.
 func (s *sim) after(d time.Duration, fn func()) { s.at(s.now+d, fn) }
 
 // next pops the earliest event.
-func (s *sim) next() *event { return heap.Pop(&s.q).(*event) }
+func (s *sim) next() event { return s.q.pop() }

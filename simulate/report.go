@@ -47,11 +47,20 @@ type Report struct {
 	// tasks, virtual milliseconds.
 	LatencyP50MS float64 `json:"latency_p50_ms"`
 	LatencyP99MS float64 `json:"latency_p99_ms"`
-	// Messages is every message the network carried (client included).
-	Messages uint64 `json:"messages"`
-	Groups   int    `json:"groups"`
-	Tasks    int    `json:"tasks"`
-	Runs     uint64 `json:"runs"`
+	// Messages is every message the network carried (client included);
+	// MessagesPerTask is Messages over Tasks.
+	Messages        uint64  `json:"messages"`
+	MessagesPerTask float64 `json:"messages_per_task"`
+	// RingMaxOverMean is the ring's balance: the most partitions one peer
+	// is the preferred owner of, over the mean (all peers live).
+	// LeadMaxOverMean and LeadMinOverMean are the same for the partitions
+	// each up peer leads (Raft leader) at the end of the run.
+	RingMaxOverMean float64 `json:"ring_max_over_mean"`
+	LeadMaxOverMean float64 `json:"lead_max_over_mean"`
+	LeadMinOverMean float64 `json:"lead_min_over_mean"`
+	Groups          int     `json:"groups"`
+	Tasks           int     `json:"tasks"`
+	Runs            uint64  `json:"runs"`
 	// Refused counts handler outcomes the owner refused (stale round:
 	// fencing) or could not take.
 	Refused  int    `json:"refused"`
@@ -110,10 +119,41 @@ func (s *sim) report() Report {
 	lat := slices.Clone(c.latencies)
 	slices.Sort(lat)
 	r.LatencyP50MS, r.LatencyP99MS = ms(percentile(lat, 0.50)), ms(percentile(lat, 0.99))
+	if r.Tasks > 0 {
+		r.MessagesPerTask = float64(r.Messages) / float64(r.Tasks)
+	}
+	owned := make([]int, len(s.nodes))
+	for _, o := range s.owners {
+		owned[o]++
+	}
+	r.RingMaxOverMean, _ = balance(owned)
+	led := []int{}
+	for _, nd := range s.nodes {
+		if nd.up {
+			led = append(led, len(nd.n.Leading()))
+		}
+	}
+	r.LeadMaxOverMean, r.LeadMinOverMean = balance(led)
 	if s.wl.lb > 0 && c.outstanding == 0 && c.firstSubmit >= 0 {
 		r.MakespanOverLB = float64(c.lastDone-c.firstSubmit) / float64(s.wl.lb)
 	}
 	return r
+}
+
+// balance returns the largest and the smallest count over the mean.
+func balance(counts []int) (maxOverMean, minOverMean float64) {
+	if len(counts) == 0 {
+		return 0, 0
+	}
+	sum := 0
+	for _, c := range counts {
+		sum += c
+	}
+	if sum == 0 {
+		return 0, 0
+	}
+	mean := float64(sum) / float64(len(counts))
+	return float64(slices.Max(counts)) / mean, float64(slices.Min(counts)) / mean
 }
 
 func percentile(sorted []time.Duration, q float64) time.Duration {
@@ -164,7 +204,8 @@ func (r *Report) Text() string {
 	if r.ScheduleHours > 0 {
 		fmt.Fprintf(&b, "\nschedule_hours %.2f firings %d overlap_skips %d ticks_checked %d", r.ScheduleHours, r.Firings, r.OverlapSkips, r.TicksChecked)
 	}
-	fmt.Fprintf(&b, "\nmessages %d syncs %d crashes %d restarts %d pauses %d\n", r.Messages, r.Syncs, r.Crashes, r.Restarts, r.Pauses)
+	fmt.Fprintf(&b, "\nmessages %d (%.1f per task) syncs %d crashes %d restarts %d pauses %d\n", r.Messages, r.MessagesPerTask, r.Syncs, r.Crashes, r.Restarts, r.Pauses)
+	fmt.Fprintf(&b, "partitions owned max/mean: ring %.2f, led at the end %.2f (min/mean %.2f)\n", r.RingMaxOverMean, r.LeadMaxOverMean, r.LeadMinOverMean)
 	for _, f := range r.Faults {
 		fmt.Fprintf(&b, "fault %s\n", f)
 	}

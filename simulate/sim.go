@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/needle-mesh/needle/peer"
 	"github.com/needle-mesh/needle/ring"
 )
 
@@ -22,7 +23,8 @@ type sim struct {
 	now    time.Duration // virtual time since the start
 	nodes  []*simNode
 	byID   map[string]int
-	owners []int // partition -> node index that serves it (see route)
+	owners []int           // partition -> node index that serves it (see route)
+	rings  *peer.RingCache // ring builds shared by the nodes (pure: no effect on results)
 	net    *network
 	cl     *client
 	chk    *checker
@@ -66,7 +68,8 @@ func Run(cfg Config) (Report, error) {
 }
 
 func newSim(cfg Config) (*sim, error) {
-	s := &sim{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e6565646c65)), byID: map[string]int{}, hash: fnv.New64a()}
+	s := &sim{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e6565646c65)), byID: map[string]int{}, hash: fnv.New64a(),
+		rings: peer.NewRingCache()}
 	if err := s.placeGroups(); err != nil {
 		return nil, err
 	}
@@ -153,6 +156,10 @@ func (s *sim) periodic() {
 	s.chk.sample(16)
 	s.chk.liveness()
 	s.checkReplicas()
+	if s.cfg.Progress != nil {
+		s.cfg.Progress(Progress{SimSeconds: s.now.Seconds(), Tasks: len(s.chk.tasks),
+			Terminal: len(s.chk.terminal), Messages: s.net.sent})
+	}
 	s.after(time.Second, s.periodic)
 }
 

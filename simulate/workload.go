@@ -34,7 +34,7 @@ type workload struct {
 	arrivals   []arrival
 	sequential bool          // w2: each group waits until the previous one finished
 	span       time.Duration // when the last arrival is due (estimated for w2)
-	lb         time.Duration // w3: makespan lower bound max(sum/slots, longest)
+	lb         time.Duration // makespan lower bound (see lowerBound); 0: none
 	scheds     []*schedPlan  // schedules created, paused, resumed, deleted
 }
 
@@ -48,6 +48,13 @@ type gen struct {
 
 func newWorkload(cfg Config, rng *rand.Rand) *workload {
 	g := &gen{cfg: cfg, rng: rng, zipf: rand.NewZipf(rng, 1.3, 1, 300)}
+	w := g.draw()
+	w.lb = lowerBound(w, cfg.Peers*cfg.Slots)
+	return w
+}
+
+func (g *gen) draw() *workload {
+	cfg := g.cfg
 	switch cfg.Workload {
 	case "w1":
 		return g.batches(100, behaviour{dur: time.Millisecond}, time.Millisecond)
@@ -106,8 +113,61 @@ func (g *gen) w3() *workload {
 		longest = max(longest, d)
 		tasks[i] = g.task(behaviour{dur: d}, i)
 	}
-	lb := max(sum/time.Duration(g.cfg.Peers*g.cfg.Slots), longest)
-	return &workload{arrivals: []arrival{{spec: g.group(shard.ModeParallel, "", tasks), cancelTask: -1}}, lb: lb}
+	return &workload{arrivals: []arrival{{spec: g.group(shard.ModeParallel, "", tasks), cancelTask: -1}}}
+}
+
+// lowerBound is the makespan no scheduler can beat on slots task slots,
+// from the first submission to the last task's end, if every attempt
+// succeeds at once: the larger of the total work spread over every slot
+// and, over groups, the arrival plus the group's critical path (delays,
+// dependencies, pipeline stages; an attempt runs at most its timeout). For
+// w3 that is max(sum/slots, longest), DESIGN.md's LB. A sequential
+// workload (w2) sums the critical paths. Failures and retries are not in
+// it: they only make the ratio larger.
+func lowerBound(w *workload, slots int) time.Duration {
+	if len(w.arrivals) == 0 || slots <= 0 {
+		return 0
+	}
+	var work, seq, path time.Duration
+	first := w.arrivals[0].at
+	for _, a := range w.arrivals {
+		first = min(first, a.at)
+	}
+	for _, a := range w.arrivals {
+		cp, sum := criticalPath(a.spec)
+		work += sum
+		seq += cp
+		path = max(path, a.at-first+cp)
+	}
+	if w.sequential {
+		return seq
+	}
+	return max(work/time.Duration(slots), path)
+}
+
+// criticalPath returns a group's longest chain of attempts and its total
+// work. Deps name earlier tasks and stages are contiguous (workload.go).
+func criticalPath(spec *shard.GroupSpec) (cp, work time.Duration) {
+	end := make(map[string]time.Duration, len(spec.Tasks))
+	stageEnd := map[int]time.Duration{}
+	for _, t := range spec.Tasks {
+		d := decodeBehaviour(t.Payload).dur
+		if t.Timeout > 0 {
+			d = min(d, t.Timeout)
+		}
+		start := time.Duration(0)
+		for _, dep := range t.Deps {
+			start = max(start, end[dep])
+		}
+		if spec.Mode == shard.ModePipeline && t.Stage > 0 {
+			start = max(start, stageEnd[t.Stage-1])
+		}
+		e := start + t.Delay + d
+		end[t.Name] = e
+		stageEnd[t.Stage] = max(stageEnd[t.Stage], e)
+		cp, work = max(cp, e), work+d
+	}
+	return cp, work
 }
 
 // task returns a plain task with behaviour b.

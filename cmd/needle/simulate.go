@@ -9,8 +9,10 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/needle-mesh/needle/simulate"
 )
@@ -43,6 +45,8 @@ replays the failing seed exactly.
   --max-sim-time D  virtual time bound (default 10m)
   --liveness D      bound for finishing after faults heal (default 1m)
   --json            print JSON (one object per seed, or the totals)
+  --cpuprofile F    write a CPU profile of the run(s) to F (go tool pprof)
+  --progress        print progress to stderr every 10 s (one seed)
 `
 }
 
@@ -59,8 +63,18 @@ func (SimulateCommand) run(ctx context.Context, args []string, out io.Writer) er
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if cpuProfile != "" {
+		stop, err := startCPUProfile(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	if seeds == 0 {
 		fmt.Fprintf(out, "simulate %s\n", cfg)
+		if simProgress {
+			cfg.Progress = progressPrinter(os.Stderr)
+		}
 		r, err := simulate.Run(cfg)
 		if err != nil {
 			return err
@@ -89,6 +103,8 @@ func parseSimulate(args []string) (cfg simulate.Config, seeds, parallel int, asJ
 	fs.DurationVar(&cfg.MaxSimTime, "max-sim-time", cfg.MaxSimTime, "")
 	fs.DurationVar(&cfg.Liveness, "liveness", cfg.Liveness, "")
 	fs.BoolVar(&asJSON, "json", false, "")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "")
+	fs.BoolVar(&simProgress, "progress", false, "")
 	if err = fs.Parse(args); err != nil {
 		return cfg, 0, 0, false, fmt.Errorf("simulate: %w\n%s", err, SimulateCommand{}.Usage())
 	}
@@ -105,6 +121,43 @@ func parseSimulate(args []string) (cfg simulate.Config, seeds, parallel int, asJ
 		return cfg, 0, 0, false, errors.New("simulate: --seeds must be >= 0 and --parallel >= 1")
 	}
 	return cfg, seeds, parallel, asJSON, nil
+}
+
+// cpuProfile is --cpuprofile: where to write a CPU profile ("" for none);
+// simProgress is --progress.
+var (
+	cpuProfile  string
+	simProgress bool
+)
+
+// progressPrinter prints a run's progress to w, at most every 10 s of wall
+// time, with the heap in use (a long scale run's display).
+func progressPrinter(w io.Writer) func(simulate.Progress) {
+	start := time.Now()
+	last := start
+	return func(p simulate.Progress) {
+		if time.Since(last) < 10*time.Second {
+			return
+		}
+		last = time.Now()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		fmt.Fprintf(w, "progress: wall %.0fs sim %.0fs tasks %d terminal %d messages %d heap %.1f GiB\n",
+			time.Since(start).Seconds(), p.SimSeconds, p.Tasks, p.Terminal, p.Messages, float64(ms.HeapInuse)/(1<<30))
+	}
+}
+
+// startCPUProfile profiles the process into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("simulate: --cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("simulate: --cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func printReport(out io.Writer, r *simulate.Report, asJSON bool) {
