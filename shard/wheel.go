@@ -26,7 +26,7 @@ type timer struct {
 type wheel struct {
 	resolution int64 // nanoseconds per slot
 	slots      [][]timer
-	cur        int64 // last tick visited (time / resolution)
+	cur        int64 // last tick fully past (time / resolution); the next advance starts after it
 	n          int   // timers held
 }
 
@@ -66,7 +66,10 @@ func (w *wheel) advance(now time.Time, out []timer) []timer {
 		i := int((w.cur + s) % int64(len(w.slots)))
 		out = w.fireSlot(i, nowNs, out)
 	}
-	w.cur = target
+	// The slot of now is only partly past: a timer later in it is still
+	// there, and the next advance must visit it again (not a revolution
+	// later).
+	w.cur = target - 1
 	return out
 }
 

@@ -1,0 +1,52 @@
+package shard
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// TestWheelTimerLaterInTheCurrentSlot: an advance that lands in a timer's
+// slot before the timer is due must not skip the slot for a revolution.
+func TestWheelTimerLaterInTheCurrentSlot(t *testing.T) {
+	base := time.Unix(1_700_000_000, 0)
+	w := newWheel(base)
+	w.add(timer{at: base.Add(105 * time.Millisecond).UnixNano()})
+	if out := w.advance(base.Add(101*time.Millisecond), nil); len(out) != 0 {
+		t.Fatalf("fired %d timers 4 ms early", len(out))
+	}
+	if out := w.advance(base.Add(111*time.Millisecond), nil); len(out) != 1 {
+		t.Fatalf("advance past the timer fired %d, want 1 (not a revolution later)", len(out))
+	}
+}
+
+// TestWheelFiresOnTime checks random timers against random advances: each
+// fires at the first advance at or after its time, never before.
+func TestWheelFiresOnTime(t *testing.T) {
+	for seed := range uint64(50) {
+		r := rand.New(rand.NewPCG(seed, 1))
+		base := time.Unix(1_700_000_000, 0)
+		w := newWheel(base)
+		now := base
+		due := map[int64]int{} // at -> timers pending
+		for step := 0; step < 2000; step++ {
+			if r.IntN(3) == 0 {
+				at := now.Add(time.Duration(r.Int64N(int64(15 * time.Second)))).UnixNano()
+				w.add(timer{at: at})
+				due[at]++
+			}
+			now = now.Add(time.Duration(r.Int64N(int64(30 * time.Millisecond))))
+			for _, tm := range w.advance(now, nil) {
+				if tm.at > now.UnixNano() {
+					t.Fatalf("seed %d: timer at %d fired early at %d", seed, tm.at, now.UnixNano())
+				}
+				due[tm.at]--
+			}
+			for at, n := range due {
+				if n > 0 && at <= now.UnixNano() {
+					t.Fatalf("seed %d: timer due %v ago did not fire", seed, time.Duration(now.UnixNano()-at))
+				}
+			}
+		}
+	}
+}
