@@ -16,7 +16,8 @@ import (
 // delete) recorded in the partitions this node serves, oldest first.
 func (n *Node) Audit() []shard.AuditEntry {
 	var out []shard.AuditEntry
-	for _, p := range n.parts {
+	for _, i := range n.held {
+		p := n.parts[i]
 		if p != nil && p.serving {
 			out = append(out, p.shard.Audit()...)
 		}

@@ -26,7 +26,8 @@ func (n *Node) Drained() (done bool, what string) {
 	if !n.draining {
 		return false, "not draining"
 	}
-	for _, p := range n.parts {
+	for _, i := range n.held {
+		p := n.parts[i]
 		if p != nil && p.leader && n.mesh.owner(p) != "" {
 			return false, "handing over leadership"
 		}

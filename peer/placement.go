@@ -44,7 +44,8 @@ func (n *Node) Labels() []string { return LabelList(n.placement.Labels) }
 // that it may run itself (not pinned elsewhere, labels it carries).
 func (n *Node) readyRunnable() int {
 	total := 0
-	for _, p := range n.parts {
+	for _, i := range n.held {
+		p := n.parts[i]
 		if p != nil && p.serving {
 			total += p.shard.ReadyFor(n.placement)
 		}

@@ -255,7 +255,8 @@ func (n *Node) schedule() {
 		best := -1
 		var bestPrio int32
 		var bestSeq uint64
-		for i, p := range n.parts {
+		for _, i := range n.held {
+			p := n.parts[i]
 			if p == nil || !p.serving {
 				continue
 			}
@@ -368,7 +369,8 @@ func (n *Node) timeLeases(evs []shard.Event) {
 // readyTotal counts READY tasks in the partitions this node serves.
 func (n *Node) readyTotal() int {
 	total := 0
-	for _, p := range n.parts {
+	for _, i := range n.held {
+		p := n.parts[i]
 		if p != nil && p.serving {
 			total += p.shard.ReadyLen()
 		}

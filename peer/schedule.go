@@ -92,7 +92,8 @@ func (n *Node) Schedule(id shard.ScheduleID) (shard.ScheduleView, error) {
 // sorted by id.
 func (n *Node) Schedules() []shard.ScheduleView {
 	var out []shard.ScheduleView
-	for _, p := range n.parts {
+	for _, i := range n.held {
+		p := n.parts[i]
 		if p != nil && p.serving {
 			out = append(out, p.shard.Schedules()...)
 		}

@@ -130,7 +130,8 @@ func (n *Node) stepSteal(from string, m Message) error {
 // partitions this node serves, and returns how many it proposed.
 func (n *Node) grant(give int, lease func(p *partition, k int) []shard.Event, thief string) int {
 	granted := 0
-	for _, p := range n.parts {
+	for _, i := range n.held {
+		p := n.parts[i]
 		if give-granted <= 0 {
 			break
 		}
