@@ -58,7 +58,7 @@ func (b backend) submitBroadcast(ctx context.Context, spec *shard.GroupSpec) (ap
 	if err != nil || r.Created || len(r.Tasks) == len(spec.Tasks) {
 		return r, err
 	}
-	v, err := b.Group(ctx, r.Group, 0)
+	v, err := b.Group(ctx, r.Group, 0, true)
 	if err != nil {
 		return r, err
 	}
@@ -105,21 +105,21 @@ func (b backend) task(ctx context.Context, id shard.TaskID, wait time.Duration) 
 	return *resp.Task, nil
 }
 
-func (b backend) Group(ctx context.Context, id shard.GroupID, wait time.Duration) (shard.GroupView, error) {
+func (b backend) Group(ctx context.Context, id shard.GroupID, wait time.Duration, withTasks bool) (shard.GroupView, error) {
 	var v shard.GroupView
-	err := retryUnavailable(ctx, func() (err error) { v, err = b.group(ctx, id, wait); return err })
+	err := retryUnavailable(ctx, func() (err error) { v, err = b.group(ctx, id, wait, withTasks); return err })
 	return v, err
 }
 
-func (b backend) group(ctx context.Context, id shard.GroupID, wait time.Duration) (shard.GroupView, error) {
+func (b backend) group(ctx context.Context, id shard.GroupID, wait time.Duration, withTasks bool) (shard.GroupView, error) {
 	to, err := b.p.route(ctx, id)
 	if err != nil || to == "" {
 		if err != nil {
 			return shard.GroupView{}, mapErr(err)
 		}
-		return local(b).Group(ctx, id, wait)
+		return local(b).Group(ctx, id, wait, withTasks)
 	}
-	resp, err := b.p.forward(ctx, to, rpcRequest{Op: "group", Group: id, Wait: wait})
+	resp, err := b.p.forward(ctx, to, rpcRequest{Op: "group", Group: id, Wait: wait, NoTasks: !withTasks})
 	if err != nil {
 		return shard.GroupView{}, err
 	}
@@ -149,7 +149,7 @@ func (b backend) CancelGroup(ctx context.Context, id shard.GroupID, by string) (
 	if err := b.cancel(ctx, id, "", by); err != nil {
 		return shard.GroupView{}, err
 	}
-	return b.Group(ctx, id, 0)
+	return b.Group(ctx, id, 0, true)
 }
 
 func (b backend) cancel(ctx context.Context, g shard.GroupID, t shard.TaskID, by string) error {
@@ -190,14 +190,21 @@ func (b local) Task(ctx context.Context, id shard.TaskID, wait time.Duration) (s
 	return v, err
 }
 
-func (b local) Group(ctx context.Context, id shard.GroupID, wait time.Duration) (shard.GroupView, error) {
+func (b local) Group(ctx context.Context, id shard.GroupID, wait time.Duration, withTasks bool) (shard.GroupView, error) {
 	if wait > 0 {
 		if err := b.p.wait(ctx, &waiter{group: id}, wait); err != nil {
 			return shard.GroupView{}, err
 		}
 	}
 	var v shard.GroupView
-	err := b.p.read(ctx, func(n *Node) (err error) { v, err = n.Group(id); return err })
+	err := b.p.read(ctx, func(n *Node) (err error) {
+		if withTasks {
+			v, err = n.Group(id)
+		} else {
+			v, err = n.GroupSummary(id)
+		}
+		return err
+	})
 	return v, err
 }
 

@@ -21,15 +21,16 @@ import (
 const rpcVersion = 1
 
 type rpcRequest struct {
-	V     int                 `json:"v"`
-	Op    string              `json:"op"`
-	Spec  *shard.GroupSpec    `json:"spec,omitempty"`
-	Task  shard.TaskID        `json:"task,omitempty"`
-	Group shard.GroupID       `json:"group,omitempty"`
-	Wait  time.Duration       `json:"wait,omitempty"`
-	By    string              `json:"by,omitempty"`
-	Sched *shard.ScheduleSpec `json:"sched,omitempty"`
-	Tag   string              `json:"tag,omitempty"` // schedule_trigger: names the request (TriggerTag)
+	V       int                 `json:"v"`
+	Op      string              `json:"op"`
+	Spec    *shard.GroupSpec    `json:"spec,omitempty"`
+	Task    shard.TaskID        `json:"task,omitempty"`
+	Group   shard.GroupID       `json:"group,omitempty"`
+	Wait    time.Duration       `json:"wait,omitempty"`
+	NoTasks bool                `json:"no_tasks,omitempty"` // group: a summary without the task list
+	By      string              `json:"by,omitempty"`
+	Sched   *shard.ScheduleSpec `json:"sched,omitempty"`
+	Tag     string              `json:"tag,omitempty"` // schedule_trigger: names the request (TriggerTag)
 }
 
 type rpcResponse struct {
@@ -127,7 +128,7 @@ func (p *Peer) serveCall(ctx context.Context, from string, b []byte) ([]byte, er
 		resp.Task = &v
 	case "group":
 		var v shard.GroupView
-		v, err = l.Group(ctx, req.Group, req.Wait)
+		v, err = l.Group(ctx, req.Group, req.Wait, !req.NoTasks)
 		resp.Group = &v
 	case "events":
 		resp.Events, err = l.TaskEvents(ctx, req.Task)

@@ -314,6 +314,15 @@ func (n *Node) Group(id shard.GroupID) (shard.GroupView, error) {
 	return v, err
 }
 
+// GroupSummary returns a group's view without its tasks.
+func (n *Node) GroupSummary(id shard.GroupID) (shard.GroupView, error) {
+	p, err := n.readable(id)
+	if err != nil {
+		return shard.GroupView{}, err
+	}
+	return p.shard.GroupSummary(id)
+}
+
 // GroupState returns a group's summary state (cheap, for waiters).
 func (n *Node) GroupState(id shard.GroupID) (shard.GroupState, error) {
 	p, err := n.readable(id)

@@ -216,14 +216,20 @@ func (s *Shard) TaskEvents(id TaskID) ([]TaskEvent, error) {
 }
 
 // Group returns a view of group id with every task.
-func (s *Shard) Group(id GroupID) (GroupView, error) {
+func (s *Shard) Group(id GroupID) (GroupView, error) { return s.groupView(id, true) }
+
+// GroupSummary returns a view of group id without its tasks (Tasks and
+// Names nil): what a progress poll needs, without a copy of every task.
+func (s *Shard) GroupSummary(id GroupID) (GroupView, error) { return s.groupView(id, false) }
+
+func (s *Shard) groupView(id GroupID, withTasks bool) (GroupView, error) {
 	g := s.groups[id]
 	if g == nil {
 		return GroupView{}, ErrNotFound
 	}
 	v := GroupView{
 		ID: g.id, Mode: g.spec.Mode, Key: g.spec.Key, Trace: g.spec.Trace, State: g.state,
-		Counts: make(map[State]int), Names: make(map[string]TaskID),
+		Counts: make(map[State]int), Total: len(g.tasks),
 		CreatedAt: g.created, FinishedAt: g.finished,
 		Stages: g.spec.Stages, Notify: g.notifyView(),
 	}
@@ -232,18 +238,30 @@ func (s *Shard) Group(id GroupID) (GroupView, error) {
 			v.Counts[State(st)] = n
 		}
 	}
-	v.Tasks = make([]TaskView, len(g.tasks))
-	for i, t := range g.tasks {
-		v.Tasks[i] = t.view()
-		if t.spec.Name != "" {
-			v.Names[t.spec.Name] = t.id
-		}
-		if g.spec.Mode == ModeStream && t.state == Failed {
-			v.Skipped = append(v.Skipped, SkippedItem{Item: t.spec.Item, Stage: g.spec.Stages[t.spec.Stage].Name, Task: t.id, Reason: t.err})
-		}
+	if withTasks {
+		v.Tasks = make([]TaskView, len(g.tasks))
+		v.Names = make(map[string]TaskID)
 	}
 	if g.spec.Mode == ModeStream {
 		v.Items = len(g.tasks) / len(g.spec.Stages)
+		v.StageDone = make([]int, len(g.spec.Stages))
+	}
+	for i, t := range g.tasks {
+		if withTasks {
+			v.Tasks[i] = t.view()
+			if t.spec.Name != "" {
+				v.Names[t.spec.Name] = t.id
+			}
+		}
+		if g.spec.Mode != ModeStream {
+			continue
+		}
+		switch t.state {
+		case Succeeded:
+			v.StageDone[t.spec.Stage]++
+		case Failed:
+			v.Skipped = append(v.Skipped, SkippedItem{Item: t.spec.Item, Stage: g.spec.Stages[t.spec.Stage].Name, Task: t.id, Reason: t.err})
+		}
 	}
 	return v, nil
 }

@@ -3,6 +3,7 @@ package shard
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -322,5 +323,26 @@ func TestNotifyGivesUp(t *testing.T) {
 	v, _ := o.s.Group("g")
 	if v.State != GroupFailed || v.Notify.State != "failed" || o.s.NotifyPending() != 0 {
 		t.Fatalf("group %v notify %+v", v.State, v.Notify)
+	}
+}
+
+// TestGroupSummary: the summary is the full view without the task list.
+func TestGroupSummary(t *testing.T) {
+	o := newOwner(t)
+	o.submit(streamSpec("p", 3, 0, 0))
+	for _, id := range o.lease(2, "w") {
+		_ = o.report(id, "w", id != TaskIDOf("p", 2), true)
+	}
+	full, _ := o.s.Group("p")
+	sum, err := o.s.GroupSummary("p")
+	if err != nil || sum.Tasks != nil || sum.Names != nil || sum.Total != 6 {
+		t.Fatalf("summary = %+v, %v", sum, err)
+	}
+	full.Tasks, full.Names = nil, nil
+	if !reflect.DeepEqual(full, sum) {
+		t.Fatalf("summary differs from the view:\n%+v\n%+v", sum, full)
+	}
+	if sum.StageDone[0] != 1 || len(sum.Skipped) != 1 || sum.Skipped[0].Item != 1 {
+		t.Fatalf("stage done %v skipped %+v", sum.StageDone, sum.Skipped)
 	}
 }

@@ -100,11 +100,13 @@ type GroupView struct {
 	Trace      string
 	State      GroupState
 	Counts     map[State]int
-	Tasks      []TaskView // in submission order
+	Total      int        // tasks in the group
+	Tasks      []TaskView // in submission order; nil in a summary
 	Names      map[string]TaskID
 	CreatedAt  time.Time
 	FinishedAt time.Time
 	Stages     []StageSpec   // streaming pipelines
+	StageDone  []int         // streaming pipelines: items that left each stage successfully
 	Items      int           // streaming pipelines: items submitted
 	Skipped    []SkippedItem // streaming pipelines: items that left the pipeline early
 	Notify     *NotifyView   // nil when the group has no webhook

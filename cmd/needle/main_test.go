@@ -57,7 +57,7 @@ func (f *fakeBackend) Task(_ context.Context, id shard.TaskID, wait time.Duratio
 	return f.TaskFn(id, wait)
 }
 
-func (f *fakeBackend) Group(_ context.Context, id shard.GroupID, wait time.Duration) (shard.GroupView, error) {
+func (f *fakeBackend) Group(_ context.Context, id shard.GroupID, wait time.Duration, _ bool) (shard.GroupView, error) {
 	if f.GroupFn == nil {
 		return shard.GroupView{}, shard.ErrNotFound
 	}

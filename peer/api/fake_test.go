@@ -59,7 +59,7 @@ func (f *fakeBackend) Task(ctx context.Context, id shard.TaskID, wait time.Durat
 	return shard.TaskView{}, shard.ErrNotFound
 }
 
-func (f *fakeBackend) Group(ctx context.Context, id shard.GroupID, wait time.Duration) (shard.GroupView, error) {
+func (f *fakeBackend) Group(ctx context.Context, id shard.GroupID, wait time.Duration, _ bool) (shard.GroupView, error) {
 	if f.GroupFn != nil {
 		return f.GroupFn(ctx, id, wait)
 	}

@@ -28,7 +28,8 @@ type Backend interface {
 	Task(ctx context.Context, id shard.TaskID, wait time.Duration) (shard.TaskView, error)
 	// Group returns a group; with wait > 0 it first waits until the group
 	// is terminal or wait has passed.
-	Group(ctx context.Context, id shard.GroupID, wait time.Duration) (shard.GroupView, error)
+	// withTasks=false may leave the task list out (a summary).
+	Group(ctx context.Context, id shard.GroupID, wait time.Duration, withTasks bool) (shard.GroupView, error)
 	// TaskEvents returns a task's history, oldest first.
 	TaskEvents(ctx context.Context, id shard.TaskID) ([]shard.TaskEvent, error)
 	// CancelTask cancels a non-terminal task (and its dependents); by names

@@ -70,7 +70,7 @@ func (s *server) getGroup(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	v, err := s.b.Group(r.Context(), id, wait)
+	v, err := s.b.Group(r.Context(), id, wait, withTasks)
 	if err != nil {
 		s.fail(w, r, err)
 		return

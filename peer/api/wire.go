@@ -263,7 +263,7 @@ func NewGroup(v shard.GroupView, withTasks bool) Group {
 		State:      v.State.String(),
 		Key:        v.Key,
 		Trace:      v.Trace,
-		Total:      len(v.Tasks),
+		Total:      max(v.Total, len(v.Tasks)),
 		Counts:     make(map[string]int, len(v.Counts)),
 		Tasks:      []Task{},
 		CreatedAt:  timePtr(v.CreatedAt),
@@ -288,10 +288,8 @@ func NewGroup(v shard.GroupView, withTasks bool) Group {
 		g.Stages = make([]PipelineStageInfo, len(v.Stages))
 		for i, st := range v.Stages {
 			g.Stages[i] = PipelineStageInfo{Name: st.Name, Concurrency: st.Concurrency}
-		}
-		for _, tv := range v.Tasks {
-			if tv.State == shard.Succeeded && tv.Stage < len(g.Stages) {
-				g.Stages[tv.Stage].Done++
+			if i < len(v.StageDone) {
+				g.Stages[i].Done = v.StageDone[i]
 			}
 		}
 		for _, sk := range v.Skipped {
