@@ -49,6 +49,11 @@ type Config struct {
 	// unacknowledged) before the run reports a liveness violation. Default
 	// 60 s. --liveness.
 	Liveness time.Duration
+	// Warmup is how long the mesh runs before the client's first request
+	// (0: at once). A large mesh spends its first seconds building the
+	// ring and moving replicas; a scale run that submits during them
+	// measures the founder doing everything. --warmup.
+	Warmup time.Duration
 
 	// Progress, when set, is called once per virtual second with the
 	// run's progress (for a long run's display; it cannot change the run).
@@ -130,6 +135,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("simulate: --replicas = %d; want 1..15", c.Replicas)
 	case c.MaxSimTime < time.Second:
 		return fmt.Errorf("simulate: --max-sim-time = %v; want >= 1s", c.MaxSimTime)
+	case c.Warmup < 0:
+		return fmt.Errorf("simulate: --warmup = %v; want >= 0", c.Warmup)
 	case c.Liveness < time.Second:
 		return fmt.Errorf("simulate: --liveness = %v; want >= 1s", c.Liveness)
 	}
@@ -151,8 +158,12 @@ func (c Config) has(f string) bool { return slices.Contains(c.Faults, f) }
 // run's output.
 func (c Config) String() string {
 	c = c.withDefaults()
-	return fmt.Sprintf("seed=%d peers=%d tasks=%d workload=%s faults=%s partitions=%d slots=%d replicas=%d max-sim-time=%v liveness=%v",
+	s := fmt.Sprintf("seed=%d peers=%d tasks=%d workload=%s faults=%s partitions=%d slots=%d replicas=%d max-sim-time=%v liveness=%v",
 		c.Seed, c.Peers, c.Tasks, c.Workload, strings.Join(c.Faults, ","), c.Partitions, c.Slots, c.Replicas, c.MaxSimTime, c.Liveness)
+	if c.Warmup > 0 {
+		s += fmt.Sprintf(" warmup=%v", c.Warmup)
+	}
+	return s
 }
 
 // ReplayCommand returns the command line that replays this run exactly.
@@ -162,6 +173,10 @@ func (c Config) ReplayCommand() string {
 	if faults == "" {
 		faults = `""`
 	}
-	return fmt.Sprintf("needle simulate --seed %d --peers %d --tasks %d --workload %s --faults %s --partitions %d --slots %d --replicas %d --max-sim-time %v --liveness %v",
+	cmd := fmt.Sprintf("needle simulate --seed %d --peers %d --tasks %d --workload %s --faults %s --partitions %d --slots %d --replicas %d --max-sim-time %v --liveness %v",
 		c.Seed, c.Peers, c.Tasks, c.Workload, faults, c.Partitions, c.Slots, c.Replicas, c.MaxSimTime, c.Liveness)
+	if c.Warmup > 0 {
+		cmd += fmt.Sprintf(" --warmup %v", c.Warmup)
+	}
+	return cmd
 }

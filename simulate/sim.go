@@ -86,7 +86,12 @@ func newSim(cfg Config) (*sim, error) {
 		}
 	}
 	s.faults, s.healAt = s.planFaults()
-	s.cl.start(s.wl.sequential)
+	if cfg.Warmup > 0 {
+		s.wl.delay(cfg.Warmup)
+		s.at(cfg.Warmup, func() { s.cl.start(s.wl.sequential) })
+	} else {
+		s.cl.start(s.wl.sequential)
+	}
 	s.after(time.Second, s.periodic)
 	return s, nil
 }
@@ -135,7 +140,7 @@ func (s *sim) loop() {
 // done reports whether the run can stop: faults healed, every node up and
 // running, the client idle and every task terminal.
 func (s *sim) done() bool {
-	if s.now < s.healAt || !s.cl.idle() || s.chk.outstanding > 0 || s.durCheck {
+	if s.now < s.healAt || s.now < s.cfg.Warmup || !s.cl.idle() || s.chk.outstanding > 0 || s.durCheck {
 		return false
 	}
 	for _, nd := range s.nodes {

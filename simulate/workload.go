@@ -207,3 +207,16 @@ func (g *gen) spread(w *workload, span time.Duration) {
 	}
 	w.span = span
 }
+
+// delay moves every arrival and schedule plan d later.
+func (w *workload) delay(d time.Duration) {
+	for i := range w.arrivals {
+		w.arrivals[i].at += d
+	}
+	for _, p := range w.scheds {
+		p.at += d
+		if p.deleteAt > 0 {
+			p.deleteAt += d
+		}
+	}
+}
