@@ -35,7 +35,7 @@ type Config struct {
 	// Reps is the number of repetitions of each workload (default 3); each
 	// repetition gets a fresh cluster.
 	Reps int
-	// W1Tasks is the number of echo tasks of W1 (default 20000).
+	// W1Tasks is the number of echo tasks of W1 (default 100000: long enough that ramp-up and tail do not dominate).
 	W1Tasks int
 	// W1Batch is the number of tasks per W1 group (default 1000).
 	W1Batch int
@@ -80,7 +80,7 @@ const (
 	DefaultPeers        = 3
 	DefaultSlots        = 2
 	DefaultReps         = 3
-	DefaultW1Tasks      = 20000
+	DefaultW1Tasks      = 100000
 	DefaultW1Batch      = 1000
 	DefaultW2Tasks      = 500
 	DefaultW4Tasks      = 300

@@ -44,7 +44,7 @@ flags:
   --slots N          --slots of each peer (default 2)
   --workloads LIST   comma-separated subset of w1,w2,w3,w4,ws,wp (default all)
   --reps N           repetitions of each workload (default 3)
-  --w1-tasks N       W1 tasks (default 20000)
+  --w1-tasks N       W1 tasks (default 100000)
   --w1-batch N       W1 tasks per group (default 1000)
   --w2-tasks N       W2 tasks (default 500)
   --w4-tasks N       W4 tasks (default 300)
