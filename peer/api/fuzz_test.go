@@ -18,6 +18,9 @@ func FuzzDecodeGroup(f *testing.F) {
 		`{"mode": "parallel", "tasks": [{"handler": "echo", "payload": {"x": [1, 2, null]}}, {"name": "t0", "handler": "echo"}]}`,
 		`{"mode": "pipeline", "key": "k", "stages": [[{"handler": "echo"}], [{"handler": "sleep", "retry": {"max_attempts": 2}}]]}`,
 		`{"tasks": [{"name": "a", "handler": "echo", "deps": ["b"]}, {"name": "b", "handler": "echo", "deps": ["c"]}, {"name": "c", "handler": "echo"}]}`,
+		`{"mode": "pipeline", "stages": [{"name": "p", "handler": "echo", "concurrency": 2}, {"name": "q", "handler": "sleep", "timeout": "1s"}], "items": [1, {"a": 2}]}`,
+		`{"mode": "staged", "stages": [[{"handler": "echo", "require": ["zone=a"]}], [{"handler": "echo", "pin": "p1"}]]}`,
+		`{"mode": "broadcast", "notify": "http://h/x", "tasks": [{"handler": "echo", "require": ["gpu=true"]}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -40,6 +43,16 @@ func checkSpec(t *testing.T, spec *shard.GroupSpec) {
 	t.Helper()
 	if len(spec.Tasks) == 0 || len(spec.Tasks) > testLimits().MaxTasks {
 		t.Fatalf("%d tasks", len(spec.Tasks))
+	}
+	switch spec.Mode {
+	case shard.ModeStream:
+		checkStream(t, spec)
+		return
+	case shard.ModeBroadcast:
+		if len(spec.Tasks) != 1 {
+			t.Fatalf("a broadcast decodes to its one template, got %d tasks", len(spec.Tasks))
+		}
+		return // expanded over the live peers by the peer (not here)
 	}
 	index := map[string]int{}
 	for i, ts := range spec.Tasks {
@@ -89,3 +102,27 @@ func checkSpec(t *testing.T, spec *shard.GroupSpec) {
 }
 
 func validJSON(b []byte) bool { return len(b) > 0 && json.Valid(b) }
+
+// checkStream checks a decoded streaming pipeline: item-major layout, the
+// item as stage 0's payload and none on later stages, and shard's
+// validation.
+func checkStream(t *testing.T, spec *shard.GroupSpec) {
+	t.Helper()
+	ns := len(spec.Stages)
+	if ns == 0 || len(spec.Tasks)%ns != 0 {
+		t.Fatalf("%d tasks over %d stages", len(spec.Tasks), ns)
+	}
+	for i, ts := range spec.Tasks {
+		if ts.Item != i/ns || ts.Stage != i%ns || ts.Handler == "" || ts.Retry.MaxAttempts < 1 {
+			t.Fatalf("task %d: %+v", i, ts)
+		}
+		if (ts.Stage == 0) != validJSON(ts.Payload) {
+			t.Fatalf("task %d (stage %d): payload %q", i, ts.Stage, ts.Payload)
+		}
+	}
+	cp := *spec
+	cp.ID = "g"
+	if err := cp.Validate(); err != nil {
+		t.Fatalf("shard rejects a pipeline the edge accepted: %v", err)
+	}
+}
