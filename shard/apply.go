@@ -274,6 +274,17 @@ func (s *Shard) applyRemoved(g *group) {
 		s.ready.Remove(t)
 	}
 	delete(s.groups, g.id)
+	delete(s.removing, g.id)
+	// Forget the removed groups at the head of the finish order (removals
+	// go in that order), and compact now and then.
+	for s.doneHead < len(s.done) && s.groups[s.done[s.doneHead]] == nil {
+		s.done[s.doneHead] = ""
+		s.doneHead++
+	}
+	if s.doneHead > 1024 && s.doneHead*2 > len(s.done) {
+		s.done = append(s.done[:0], s.done[s.doneHead:]...)
+		s.doneHead = 0
+	}
 	s.notifyPending = slices.DeleteFunc(s.notifyPending, func(id GroupID) bool { return id == g.id })
 }
 

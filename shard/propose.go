@@ -24,6 +24,7 @@ func (s *Shard) SetLeader(leader bool, now time.Time) {
 	s.inflight = nil
 	s.schedInflight = nil
 	s.notifyInflight = nil
+	s.removing = nil
 	if !leader {
 		return
 	}
@@ -117,6 +118,10 @@ func (s *Shard) Unlease(evs []Event) {
 	for i := range evs {
 		if evs[i].Type == EvNotified {
 			delete(s.notifyInflight, evs[i].Group)
+			continue
+		}
+		if evs[i].Type == EvRemoved {
+			delete(s.removing, evs[i].Group)
 			continue
 		}
 		if evs[i].Type != EvLeased {
@@ -247,21 +252,27 @@ func (s *Shard) dueRemovals(now time.Time, evs []Event) []Event {
 	if s.cfg.Retention <= 0 {
 		return evs
 	}
+	// The finished groups are in finish order; the ones whose removal is
+	// in flight are skipped (removing), and the list itself only moves
+	// when a removal applies, on every replica alike (applyRemoved).
 	n := 0
-	for s.doneHead < len(s.done) && n < s.cfg.RemoveBatch {
-		g := s.groups[s.done[s.doneHead]]
-		if g != nil && g.finished.Add(s.cfg.Retention).After(now) {
+	for i := s.doneHead; i < len(s.done) && n < s.cfg.RemoveBatch; i++ {
+		g := s.groups[s.done[i]]
+		if g == nil {
+			continue
+		}
+		if g.finished.Add(s.cfg.Retention).After(now) {
 			break
 		}
-		s.doneHead++
-		if g != nil {
-			evs = append(evs, Event{Type: EvRemoved, At: now, Group: g.id, By: "retention"})
-			n++
+		if _, ok := s.removing[g.id]; ok {
+			continue
 		}
-	}
-	if s.doneHead > 1024 && s.doneHead*2 > len(s.done) {
-		s.done = append(s.done[:0], s.done[s.doneHead:]...)
-		s.doneHead = 0
+		if s.removing == nil {
+			s.removing = make(map[GroupID]struct{})
+		}
+		s.removing[g.id] = struct{}{}
+		evs = append(evs, Event{Type: EvRemoved, At: now, Group: g.id, By: "retention"})
+		n++
 	}
 	return evs
 }

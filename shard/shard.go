@@ -159,6 +159,9 @@ type Shard struct {
 	// deliveries handed out by NotifyDue whose outcome has not applied.
 	notifyPending  []GroupID
 	notifyInflight map[GroupID]struct{}
+	// removing holds the groups whose retention removal was proposed and
+	// has not applied (leader-local).
+	removing map[GroupID]struct{}
 }
 
 // New returns an empty Shard.

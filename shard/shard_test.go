@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -532,5 +533,44 @@ func TestAuditTrail(t *testing.T) {
 	}
 	if !reflect.DeepEqual(r.Audit(), got) {
 		t.Fatalf("restored audit = %+v; want %+v", r.Audit(), got)
+	}
+}
+
+// TestRetentionReplicasAgree: removals change the finish list on every
+// replica alike, so the owner's snapshot and a replica's are the same
+// bytes; a dropped removal proposal is proposed again, not forgotten.
+func TestRetentionReplicasAgree(t *testing.T) {
+	o := newOwner(t)
+	for i := range 5 {
+		id := GroupID(fmt.Sprintf("g%d", i))
+		o.submit(GroupSpec{ID: id, Mode: ModeSingle, Tasks: []TaskSpec{{Handler: "echo"}}})
+		o.lease(1, "w")
+		if err := o.report(TaskIDOf(id, 0), "w", true, false); err != nil {
+			t.Fatal(err)
+		}
+		o.now = o.now.Add(time.Hour)
+	}
+	o.now = o.now.Add(7*24*time.Hour - 3*time.Hour)
+	dropped := o.s.Due(o.now) // g0..g2 are due; the proposal is lost
+	if len(dropped) != 3 {
+		t.Fatalf("due removals = %d, want 3", len(dropped))
+	}
+	if again := o.s.Due(o.now); len(again) != 0 {
+		t.Fatalf("removals in flight proposed twice: %v", again)
+	}
+	o.s.Unlease(dropped)
+	o.advance(0) // proposes g0..g2 again, and they apply
+	if o.s.HasGroup("g0") || o.s.HasGroup("g2") || !o.s.HasGroup("g3") {
+		t.Fatal("wrong groups removed")
+	}
+	replica, _ := New(DefaultConfig())
+	replica.Apply(o.log)
+	if a, b := o.s.Snapshot(), replica.Snapshot(); !bytes.Equal(a, b) {
+		t.Fatalf("owner and replica snapshots differ after removals (%d vs %d bytes)", len(a), len(b))
+	}
+	o.advance(7 * 24 * time.Hour)
+	replica.Apply(o.log[len(o.log)-2:])
+	if o.s.Len() != 0 || replica.Len() != 0 || !bytes.Equal(o.s.Snapshot(), replica.Snapshot()) {
+		t.Fatalf("after every removal: owner %d groups, replica %d", o.s.Len(), replica.Len())
 	}
 }

@@ -22,7 +22,14 @@ func (s *Shard) Snapshot() []byte {
 	for _, id := range ids {
 		dst = appendGroupState(dst, s.groups[id])
 	}
-	live := s.done[s.doneHead:]
+	// The finished groups still held, in finish order (a removed group's
+	// id may linger in done behind a later one; it is not state).
+	live := make([]GroupID, 0, len(s.done)-s.doneHead)
+	for _, id := range s.done[s.doneHead:] {
+		if s.groups[id] != nil {
+			live = append(live, id)
+		}
+	}
 	dst = binary.AppendUvarint(dst, uint64(len(live)))
 	for _, id := range live {
 		dst = AppendString(dst, string(id))
