@@ -460,3 +460,42 @@ func TestMeshCutLinkDoesNotPingPongLeadership(t *testing.T) {
 	}
 	t.Logf("%d moves", moves)
 }
+
+// TestDigestReplicasAgree: after a group ran, the replicas of its
+// partition that applied the same index report the same digest, and the
+// digest moved from before.
+func TestDigestReplicasAgree(t *testing.T) {
+	c := newCluster(t, 3, 4)
+	c.run(15 * time.Second)
+	spec := shard.GroupSpec{ID: "gdigest", Mode: shard.ModeParallel, Tasks: []shard.TaskSpec{{Name: "a", Handler: "h"}, {Name: "b", Handler: "h"}}}
+	part := c.nodes[0].n.PartitionOf(spec.ID)
+	_, before, _ := c.nodes[0].n.Digest(part)
+	if r := c.submit(spec); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	c.run(5 * time.Second)
+	compared := 0
+	sums := map[uint64]uint64{}
+	for _, cn := range c.nodes {
+		applied, sum, ok := cn.n.Digest(part)
+		if !ok {
+			continue
+		}
+		if prev, seen := sums[applied]; seen {
+			compared++
+			if prev != sum {
+				t.Fatalf("%s at index %d: digest %x, another replica %x", cn.id, applied, sum, prev)
+			}
+		}
+		sums[applied] = sum
+	}
+	if compared == 0 {
+		t.Fatal("no two replicas at the same applied index")
+	}
+	if _, after, _ := c.nodes[0].n.Digest(part); after == before {
+		t.Fatal("the digest did not change with the partition's state")
+	}
+	if _, _, ok := c.nodes[0].n.Digest(99); ok {
+		t.Fatal("Digest of a partition that does not exist")
+	}
+}

@@ -326,6 +326,20 @@ func (n *Node) Tick(now time.Time) {
 	}
 }
 
+// Digest returns the index partition part has applied and a hash of its
+// replicated state (the shard's snapshot, which leaves out the owner's
+// leader-local state): two replicas that applied the same index must give
+// the same sum. ok is false when this node holds no replica of part. It
+// encodes the whole partition: for checks (the simulator's invariant 5),
+// not for a hot path.
+func (n *Node) Digest(part int) (applied, sum uint64, ok bool) {
+	if part < 0 || part >= len(n.parts) || n.parts[part] == nil {
+		return 0, 0, false
+	}
+	p := n.parts[part]
+	return p.applied, xxhash.Sum64(p.shard.Snapshot()), true
+}
+
 // Leading returns the partitions this node serves as owner, sorted.
 func (n *Node) Leading() []int {
 	var out []int

@@ -17,7 +17,7 @@ const (
 	invOutcome  = "2-outcome"    // one accepted outcome per task; terminal never changes
 	invDeps     = "3-deps"       // no start before every dependency succeeded
 	invIdem     = "4-idempotent" // same key: same ids, nothing created
-	invReplicas = "5-replicas"   // replicas of a partition agree (hook, see mesh.go)
+	invReplicas = "5-replicas"   // replicas of a partition at the same applied index agree (mesh.go)
 	invLiveness = "liveness"     // after faults heal, everything acknowledged finishes
 	invWAL      = "wal"          // the Node's batches apply to the WAL
 	invPanic    = "panic"        // the core panicked (a broken internal invariant)

@@ -93,6 +93,9 @@ type Report struct {
 	// Webhooks counts the groups whose webhook reads delivered at the end
 	// (a quarter of the generated groups carry one; see notify.go).
 	Webhooks int `json:"webhooks"`
+	// ReplicaChecks counts the replica states compared with another
+	// replica at the same applied index (invariant 5).
+	ReplicaChecks int `json:"replica_checks"`
 }
 
 // Failed reports whether an invariant broke.
@@ -109,6 +112,7 @@ func (s *sim) report() Report {
 		SimSeconds: s.now.Seconds(), Hash: fmt.Sprintf("%016x", s.hash.Sum64()),
 	}
 	r.Webhooks = c.hooksDelivered
+	r.ReplicaChecks = s.replicaPairs
 	r.PlacementChecks, r.Broadcasts = c.constrained, c.broadcasts
 	if s.viol != nil {
 		r.Violations = append(r.Violations, *s.viol)

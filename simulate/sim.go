@@ -16,23 +16,26 @@ import (
 // sim is one run: the virtual clock, the event queue, the one random
 // source, the nodes, the network, the client and the checker.
 type sim struct {
-	cfg    Config
-	rng    *rand.Rand
-	q      eventQueue
-	seq    uint64
-	now    time.Duration // virtual time since the start
-	nodes  []*simNode
-	byID   map[string]int
-	owners []int           // partition -> node index that serves it (see route)
-	rings  *peer.RingCache // ring builds shared by the nodes (pure: no effect on results)
-	net    *network
-	cl     *client
-	chk    *checker
-	wl     *workload
-	faults []Fault
-	healAt time.Duration // when the last fault heals
-	hash   hash.Hash64   // over persisted entries and runs, in order
-	viol   *Violation
+	cfg Config
+	rng *rand.Rand
+	q   eventQueue
+	seq uint64
+	now time.Duration // virtual time since the start
+	// replicaPairs counts the replica states checkReplicas compared
+	// against another replica at the same applied index (invariant 5).
+	replicaPairs int
+	nodes        []*simNode
+	byID         map[string]int
+	owners       []int           // partition -> node index that serves it (see route)
+	rings        *peer.RingCache // ring builds shared by the nodes (pure: no effect on results)
+	net          *network
+	cl           *client
+	chk          *checker
+	wl           *workload
+	faults       []Fault
+	healAt       time.Duration // when the last fault heals
+	hash         hash.Hash64   // over persisted entries and runs, in order
+	viol         *Violation
 	// durCheck is set by a restart: invariant 1 is checked (every second)
 	// until every acknowledged group was found on a serving node.
 	durCheck bool
@@ -58,6 +61,9 @@ func Run(cfg Config) (Report, error) {
 	s.loop()
 	if s.viol == nil {
 		s.chk.final()
+	}
+	if s.viol == nil {
+		s.checkReplicas()
 	}
 	if s.viol == nil {
 		s.chk.checkNotify()
@@ -160,7 +166,9 @@ func (s *sim) periodic() {
 	s.chk.checkTicks()
 	s.chk.sample(16)
 	s.chk.liveness()
-	s.checkReplicas()
+	if s.now >= s.healAt && s.cfg.Tasks <= replicaCheckTasks && int(s.now/time.Second)%replicaCheckEvery == 0 {
+		s.checkReplicas()
+	}
 	if s.cfg.Progress != nil {
 		s.cfg.Progress(Progress{SimSeconds: s.now.Seconds(), Tasks: len(s.chk.tasks),
 			Terminal: len(s.chk.terminal), Messages: s.net.sent})
