@@ -74,13 +74,26 @@ func freeAddr(t *testing.T) string {
 
 func startDaemon(t *testing.T, bin, dir, addr string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(bin, "--data", dir, "--http", addr, "--listen", "/ip4/127.0.0.1/tcp/0", "--slots", "4")
+	return runDaemon(t, bin, addr, nil, "--data", dir, "--http", addr, "--listen", "/ip4/127.0.0.1/tcp/0", "--slots", "4")
+}
+
+// runDaemon starts needled with args and extra environment (its output on
+// the test's stderr), stops it when the test ends (resuming it first, in
+// case the test paused it), and waits until its /healthz answers 200.
+func runDaemon(t *testing.T, bin, addr string, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	waitUntil(t, "healthz", func() bool {
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	waitUntil(t, "healthz of "+addr, func() bool {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err != nil {
 			return false
@@ -89,6 +102,17 @@ func startDaemon(t *testing.T, bin, dir, addr string) *exec.Cmd {
 		return resp.StatusCode == http.StatusOK
 	})
 	return cmd
+}
+
+// meshArgs are the flags of a mesh peer in these tests: small, and quick
+// to drain.
+func meshArgs(dir, addr, join string) []string {
+	args := []string{"--data", dir, "--http", addr, "--listen", "/ip4/127.0.0.1/tcp/0", "--slots", "2",
+		"--partitions", "32", "--drain-timeout", "-1s"}
+	if join != "" {
+		args = append(args, "--join", join)
+	}
+	return args
 }
 
 // waitUntil polls a condition of a separate process (there is no event to

@@ -9,8 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -80,22 +78,8 @@ func (rc *receiver) byDelivery() map[string][]hookCall {
 // startNotifyDaemon runs needled with extra flags and environment.
 func startNotifyDaemon(t *testing.T, bin, addr string, env []string, args ...string) {
 	t.Helper()
-	args = append([]string{"--data", t.TempDir(), "--http", addr, "--listen", "/ip4/127.0.0.1/tcp/0", "--slots", "4",
-		"--drain-timeout", "-1s"}, args...)
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	waitUntil(t, "healthz of "+addr, func() bool {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
+	runDaemon(t, bin, addr, env, append([]string{"--data", t.TempDir(), "--http", addr, "--listen", "/ip4/127.0.0.1/tcp/0",
+		"--slots", "4", "--drain-timeout", "-1s"}, args...)...)
 }
 
 // TestNotifyWebhooks runs the daemon with a local receiver: every finished

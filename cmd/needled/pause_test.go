@@ -101,29 +101,7 @@ func TestPausedHolderOutcomeIsFenced(t *testing.T) {
 
 func startMeshDaemon(t *testing.T, bin, addr, join string) *exec.Cmd {
 	t.Helper()
-	args := []string{"--data", t.TempDir(), "--http", addr, "--listen", "/ip4/127.0.0.1/tcp/0", "--slots", "2",
-		"--partitions", "32", "--drain-timeout", "-1s"}
-	if join != "" {
-		args = append(args, "--join", join)
-	}
-	cmd := exec.Command(bin, args...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	waitUntil(t, "healthz of "+addr, func() bool {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return cmd
+	return runDaemon(t, bin, addr, nil, meshArgs(t.TempDir(), addr, join)...)
 }
 
 func getJSON(addr, path string, v any) error {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -20,26 +19,7 @@ import (
 // startLabeledDaemon starts a mesh peer with extra flags and environment.
 func startLabeledDaemon(t *testing.T, bin, addr, join string, env []string, extra ...string) *exec.Cmd {
 	t.Helper()
-	args := []string{"--data", t.TempDir(), "--http", addr, "--listen", "/ip4/127.0.0.1/tcp/0", "--slots", "2",
-		"--partitions", "32", "--drain-timeout", "-1s"}
-	if join != "" {
-		args = append(args, "--join", join)
-	}
-	cmd := exec.Command(bin, append(args, extra...)...)
-	cmd.Env = append(os.Environ(), env...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	waitUntil(t, "healthz of "+addr, func() bool {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return cmd
+	return runDaemon(t, bin, addr, env, append(meshArgs(t.TempDir(), addr, join), extra...)...)
 }
 
 // TestPlacementProcesses runs three labeled daemons: tasks that require a

@@ -27,25 +27,7 @@ const everySecond = `{"every":"1s","misfire":"once","overlap":"allow","group":{"
 // startMeshDaemonDir is startMeshDaemon on a given data dir (restartable).
 func startMeshDaemonDir(t *testing.T, bin, dir, addr, join string) *exec.Cmd {
 	t.Helper()
-	args := []string{"--data", dir, "--http", addr, "--listen", "/ip4/127.0.0.1/tcp/0", "--slots", "2",
-		"--partitions", "32", "--drain-timeout", "-1s"}
-	if join != "" {
-		args = append(args, "--join", join)
-	}
-	cmd := exec.Command(bin, args...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	waitUntil(t, "healthz of "+addr, func() bool {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return cmd
+	return runDaemon(t, bin, addr, nil, meshArgs(dir, addr, join)...)
 }
 
 func kill9(cmd *exec.Cmd) {
