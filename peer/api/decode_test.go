@@ -227,6 +227,9 @@ func TestDecodeGroupStream(t *testing.T) {
 	if got := string(spec.Tasks[0].Payload); got != `{"n":1}` || spec.Tasks[1].Payload != nil || string(spec.Tasks[2].Payload) != "2" {
 		t.Errorf("payloads %q %q %q: stage 0 carries the item, later stages the previous result", spec.Tasks[0].Payload, spec.Tasks[1].Payload, spec.Tasks[2].Payload)
 	}
+	if spec.Tasks[0].Name != "parse/0" || spec.Tasks[3].Name != "load/1" {
+		t.Errorf("names %q, %q; want <stage>/<item>", spec.Tasks[0].Name, spec.Tasks[3].Name)
+	}
 	if spec.Tasks[0].Timeout != 5*time.Second || spec.Tasks[1].Handler != "sleep" || spec.Tasks[3].Retry.MaxAttempts != 2 {
 		t.Errorf("stage templates not applied: %+v", spec.Tasks)
 	}

@@ -360,6 +360,7 @@ func decodeStream(spec *shard.GroupSpec, rawStages json.RawMessage, items []json
 		for s := range templates {
 			ts := templates[s]
 			ts.Item = i
+			ts.Name = spec.Stages[s].Name + "/" + strconv.Itoa(i)
 			if s == 0 {
 				ts.Payload = p
 			}
