@@ -60,37 +60,50 @@ func (p *Peer) serveAudit(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"entries": out})
 }
 
-func (p *Peer) gatherAudit(ctx context.Context) ([]shard.AuditEntry, error) {
-	var members []string
-	var out []shard.AuditEntry
-	err := p.read(ctx, func(n *Node) error {
-		out = n.Audit()
-		for _, m := range n.Members() {
-			if m.ID != n.ID() && m.State == PeerAlive {
-				members = append(members, m.ID)
-			}
+// liveOthers returns the ids of the live members other than n.
+func liveOthers(n *Node) []string {
+	var ids []string
+	for _, m := range n.Members() {
+		if m.ID != n.ID() && m.State == PeerAlive {
+			ids = append(ids, m.ID)
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
+	return ids
+}
+
+// askAll sends req to every member at once and hands each answer to
+// collect, one at a time; a member that does not answer (within the
+// forward timeout) is left out.
+func (p *Peer) askAll(ctx context.Context, members []string, req rpcRequest, collect func(*rpcResponse)) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, m := range members {
 		wg.Go(func() {
 			cctx, cancel := contextWithTimeout(ctx)
 			defer cancel()
-			resp, err := p.forward(cctx, m, rpcRequest{Op: "audit"})
+			resp, err := p.forward(cctx, m, req)
 			if err != nil {
 				return
 			}
 			mu.Lock()
-			out = append(out, resp.Audit...)
+			collect(&resp)
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
+}
+
+func (p *Peer) gatherAudit(ctx context.Context) ([]shard.AuditEntry, error) {
+	var members []string
+	var out []shard.AuditEntry
+	err := p.read(ctx, func(n *Node) error {
+		out, members = n.Audit(), liveOthers(n)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.askAll(ctx, members, rpcRequest{Op: "audit"}, func(resp *rpcResponse) { out = append(out, resp.Audit...) })
 	slices.SortStableFunc(out, func(a, b shard.AuditEntry) int { return a.At.Compare(b.At) })
 	return out, nil
 }

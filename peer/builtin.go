@@ -54,7 +54,7 @@ func (c BuiltinConfig) Validate() error {
 	}
 	for _, s := range c.HTTPAllow {
 		if _, err := parseAllowPrefix(s); err != nil {
-			return err
+			return fmt.Errorf("peer: builtins: HTTPAllow %q: %w", s, err)
 		}
 	}
 	return nil

@@ -52,7 +52,8 @@ type allowPrefix struct {
 	path   string // path.Clean-ed, no trailing slash except for "/"
 }
 
-// parseAllowPrefix parses an HTTPAllow entry.
+// parseAllowPrefix parses an allow-list entry (HTTPAllow, --notify-allow):
+// an absolute URL without query or fragment.
 func parseAllowPrefix(s string) (allowPrefix, error) {
 	u, err := url.Parse(s)
 	if err == nil && (u.RawQuery != "" || u.Fragment != "") {
@@ -63,7 +64,7 @@ func parseAllowPrefix(s string) (allowPrefix, error) {
 		p, err = normaliseURL(u)
 	}
 	if err != nil {
-		return allowPrefix{}, fmt.Errorf("peer: builtins: HTTPAllow %q: %w", s, err)
+		return allowPrefix{}, err
 	}
 	return p, nil
 }

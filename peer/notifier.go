@@ -70,14 +70,7 @@ func (c *NotifyConfig) validate() ([]allowPrefix, error) {
 	}
 	allow := make([]allowPrefix, 0, len(c.Allow))
 	for _, s := range c.Allow {
-		u, err := url.Parse(s)
-		if err == nil && (u.RawQuery != "" || u.Fragment != "") {
-			err = errors.New("query or fragment not allowed")
-		}
-		var p allowPrefix
-		if err == nil {
-			p, err = normaliseURL(u)
-		}
+		p, err := parseAllowPrefix(s)
 		if err != nil {
 			return nil, fmt.Errorf("peer: --notify-allow %q: %w", s, err)
 		}

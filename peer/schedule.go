@@ -7,7 +7,6 @@ import (
 	"errors"
 	"slices"
 	"sort"
-	"sync"
 
 	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/shard"
@@ -170,14 +169,7 @@ func (b backend) scheduleOp(ctx context.Context, req rpcRequest) (shard.Schedule
 // id. A member that does not answer is left out.
 func (b backend) Schedules(ctx context.Context) ([]shard.ScheduleView, error) {
 	var members []string
-	err := b.p.read(ctx, func(n *Node) error {
-		for _, m := range n.Members() {
-			if m.ID != n.ID() && m.State.String() == "alive" {
-				members = append(members, m.ID)
-			}
-		}
-		return nil
-	})
+	err := b.p.read(ctx, func(n *Node) error { members = liveOthers(n); return nil })
 	if err != nil {
 		return nil, err
 	}
@@ -185,22 +177,7 @@ func (b backend) Schedules(ctx context.Context) ([]shard.ScheduleView, error) {
 	if err != nil {
 		return nil, err
 	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, m := range members {
-		wg.Go(func() {
-			cctx, cancel := contextWithTimeout(ctx)
-			defer cancel()
-			resp, err := b.p.forward(cctx, m, rpcRequest{Op: "schedules"})
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			out = append(out, resp.Schedules...)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
+	b.p.askAll(ctx, members, rpcRequest{Op: "schedules"}, func(resp *rpcResponse) { out = append(out, resp.Schedules...) })
 	sort.Slice(out, func(i, j int) bool { return out[i].Spec.ID < out[j].Spec.ID })
 	out = slices.CompactFunc(out, func(a, b shard.ScheduleView) bool { return a.Spec.ID == b.Spec.ID })
 	return out, nil
