@@ -333,11 +333,21 @@ func (n *Node) Tick(now time.Time) {
 // encodes the whole partition: for checks (the simulator's invariant 5),
 // not for a hot path.
 func (n *Node) Digest(part int) (applied, sum uint64, ok bool) {
-	if part < 0 || part >= len(n.parts) || n.parts[part] == nil {
+	applied, ok = n.Applied(part)
+	if !ok {
 		return 0, 0, false
 	}
-	p := n.parts[part]
-	return p.applied, xxhash.Sum64(p.shard.Snapshot()), true
+	return applied, xxhash.Sum64(n.parts[part].shard.Snapshot()), true
+}
+
+// Applied returns the index partition part has applied; ok is false when
+// this node holds no replica of part. It is cheap, so a check can find the
+// replicas at the same index before it asks for their Digests.
+func (n *Node) Applied(part int) (applied uint64, ok bool) {
+	if part < 0 || part >= len(n.parts) || n.parts[part] == nil {
+		return 0, false
+	}
+	return n.parts[part].applied, true
 }
 
 // Leading returns the partitions this node serves as owner, sorted.

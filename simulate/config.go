@@ -62,6 +62,10 @@ type Config struct {
 	// bugNoSync makes the driver skip WAL syncs: a seeded bug for tests,
 	// which a crash must turn into a lost acknowledged group.
 	bugNoSync bool
+	// bugDigest makes n1's digest of every partition differ from the
+	// state it holds: a seeded bug for tests, which invariant 5 must
+	// report as replicas that disagree.
+	bugDigest bool
 }
 
 // Progress is how far a run got.

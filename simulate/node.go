@@ -62,7 +62,7 @@ func (nd *simNode) start() error {
 	cfg.Founder = nd.idx == 0
 	cfg.Replicas = nd.s.cfg.Replicas
 	cfg.Labels = nodeLabels(nd.s.cfg, nd.idx)
-	cfg.SnapshotEvery = 200
+	cfg.SnapshotEvery = snapshotEvery(nd.s.cfg)
 	cfg.Shard = shard.DefaultConfig()
 	cfg.Shard.LeaseGrace = 2 * time.Second
 	cfg.Shard.DefaultTimeout = 10 * time.Second
@@ -225,4 +225,13 @@ func (nd *simNode) queueDrain() {
 			nd.drain()
 		}
 	})
+}
+
+// snapshotEvery is the nodes' SnapshotEvery: small, so every run installs,
+// restores and compacts snapshots, but growing with the tasks per
+// partition, so a partition takes a handful of snapshots over a run rather
+// than one per 200 entries (each encodes the whole partition, and big runs
+// spent a quarter of their time there).
+func snapshotEvery(cfg Config) uint64 {
+	return max(200, uint64(cfg.Tasks/max(cfg.Partitions, 1)))
 }

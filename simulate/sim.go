@@ -24,6 +24,7 @@ type sim struct {
 	// replicaPairs counts the replica states checkReplicas compared
 	// against another replica at the same applied index (invariant 5).
 	replicaPairs int
+	replicaNext  int // the partition the next periodic replica check covers (see periodicReplicas)
 	nodes        []*simNode
 	byID         map[string]int
 	owners       []int           // partition -> node index that serves it (see route)
@@ -63,7 +64,7 @@ func Run(cfg Config) (Report, error) {
 		s.chk.final()
 	}
 	if s.viol == nil {
-		s.checkReplicas()
+		s.checkReplicas(allParts(s.cfg.Partitions))
 	}
 	if s.viol == nil {
 		s.chk.checkNotify()
@@ -166,8 +167,8 @@ func (s *sim) periodic() {
 	s.chk.checkTicks()
 	s.chk.sample(16)
 	s.chk.liveness()
-	if s.now >= s.healAt && s.cfg.Tasks <= replicaCheckTasks && int(s.now/time.Second)%replicaCheckEvery == 0 {
-		s.checkReplicas()
+	if s.now >= s.healAt && int(s.now/time.Second)%replicaCheckEvery == 0 {
+		s.checkReplicas(s.periodicReplicas())
 	}
 	if s.cfg.Progress != nil {
 		s.cfg.Progress(Progress{SimSeconds: s.now.Seconds(), Tasks: len(s.chk.tasks),

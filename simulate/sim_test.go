@@ -80,6 +80,33 @@ func seedBatch(t *testing.T, peers, seeds int, adjust func(*Config)) {
 	t.Logf("peers %d: %d seeds, %d failing, sim %.0fs in %.2fs wall", peers, tot.Seeds, len(tot.FailingSeeds), tot.SimSeconds, tot.WallSeconds)
 }
 
+// TestReplicaCheckCatches seeds a bug (one node's replicas disagree with
+// the others at the same applied index): invariant 5 must say so, naming
+// the partition and both nodes.
+func TestReplicaCheckCatches(t *testing.T) {
+	for _, tasks := range []int{60, 3000} { // every partition per check; one in turn
+		cfg := Config{Seed: 3, Peers: 3, Tasks: tasks, Workload: "mixed", Faults: []string{}}
+		clean := mustRun(t, cfg)
+		if clean.Failed() {
+			t.Fatalf("tasks %d without the bug: %v", tasks, clean.Violations)
+		}
+		cfg.bugDigest = true
+		r := mustRun(t, cfg)
+		if !r.Failed() || r.Violations[0].Invariant != invReplicas {
+			t.Fatalf("tasks %d: violations %v, want %s", tasks, r.Violations, invReplicas)
+		}
+		v := r.Violations[0]
+		if !strings.Contains(v.Message, "n1") {
+			t.Errorf("tasks %d: %q does not name n1", tasks, v.Message)
+		}
+		// The long run must be caught by a periodic check, before its end.
+		if tasks > 60 && v.AtMS >= clean.SimSeconds*1000 {
+			t.Errorf("tasks %d: caught at %.0f ms, the run ends at %.0f ms: only the final check caught it", tasks, v.AtMS, clean.SimSeconds*1000)
+		}
+		t.Logf("tasks %d: %s at %.0f ms (run ends at %.0f ms)", tasks, v.Message, v.AtMS, clean.SimSeconds*1000)
+	}
+}
+
 // TestNoSyncLosesGroups seeds a bug (the driver never syncs the WAL): a
 // crash must then lose an acknowledged group, and the checker must say so.
 func TestNoSyncLosesGroups(t *testing.T) {
