@@ -17,12 +17,8 @@ func TestDrainUnderLoad(t *testing.T) {
 	ctx := t.Context()
 	var groups []string
 	for i := range 9 {
-		body := fmt.Sprintf(`{"mode":"parallel","tasks":[{"handler":"sleep","payload":{"ms":100,"i":%d}},{"handler":"sleep","payload":{"ms":150}},{"handler":"echo","payload":%d}]}`, i, i)
-		res, err := peers[i%3].c.SubmitGroupJSON(ctx, []byte(body))
-		if err != nil {
-			t.Fatalf("submit: %v", err)
-		}
-		groups = append(groups, res.Group)
+		body := fmt.Sprintf(`{"mode":"parallel","key":"drain-%d","tasks":[{"handler":"sleep","payload":{"ms":100,"i":%d}},{"handler":"sleep","payload":{"ms":150}},{"handler":"echo","payload":%d}]}`, i, i, i)
+		groups = append(groups, submitRetrying(t, peers[i%3].c, body).Group)
 	}
 	p2.p.RequestDrain()
 	select {

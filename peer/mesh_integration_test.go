@@ -2,8 +2,10 @@ package peer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"testing"
 	"time"
 
@@ -58,6 +60,27 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 	}
 }
 
+// submitRetrying submits body through c as a client would: a 503 (a
+// partition between owners, as while a young mesh moves leadership to the
+// ring's owners) is retried; anything else but success fails the test.
+// Bodies carry an idempotency key, so a retried submission is one group.
+func submitRetrying(t *testing.T, c *api.Client, body string) *api.SubmitGroupResponse {
+	t.Helper()
+	var res *api.SubmitGroupResponse
+	waitFor(t, "a submission to be accepted", 20*time.Second, func() bool {
+		var err error
+		res, err = c.SubmitGroupJSON(t.Context(), []byte(body))
+		if ae := (*api.Error)(nil); errors.As(err, &ae) && ae.Status == http.StatusServiceUnavailable {
+			return false
+		}
+		if err != nil {
+			t.Fatalf("submit %s: %v", body, err)
+		}
+		return true
+	})
+	return res
+}
+
 // TestMeshRealPeers runs three real peers on loopback: they form a mesh,
 // replicate every partition three ways, spread leadership, and serve a
 // submission through any peer; when a peer stops, the others take over its
@@ -71,12 +94,8 @@ func TestMeshRealPeers(t *testing.T) {
 	ctx := t.Context()
 	var groups []string
 	for i := range 6 {
-		body := fmt.Sprintf(`{"mode":"parallel","tasks":[{"handler":"echo","payload":%d},{"handler":"sleep","payload":{"ms":50}}]}`, i)
-		res, err := peers[i%3].c.SubmitGroupJSON(ctx, []byte(body))
-		if err != nil {
-			t.Fatalf("submit through peer %d: %v", i%3, err)
-		}
-		groups = append(groups, res.Group)
+		body := fmt.Sprintf(`{"mode":"parallel","key":"mesh-%d","tasks":[{"handler":"echo","payload":%d},{"handler":"sleep","payload":{"ms":50}}]}`, i, i)
+		groups = append(groups, submitRetrying(t, peers[i%3].c, body).Group)
 	}
 	for _, g := range groups {
 		gv, err := p2.c.GetGroup(ctx, g, 10*time.Second)
