@@ -71,7 +71,10 @@ type NodeConfig struct {
 	RaftTick       time.Duration
 	HeartbeatTicks int
 	// SnapshotEvery is the number of applied entries of a partition after
-	// which its state is snapshotted and its log compacted. Default 10,000.
+	// which its state is snapshotted and its log compacted, once those
+	// entries also hold half as many bytes as the last snapshot (so a big
+	// partition is not re-encoded every few small entries; see
+	// maybeSnapshot). Default 10,000.
 	SnapshotEvery uint64
 	// Shard configures each partition's state machine. Shard.Rand is
 	// replaced by one derived from Rand.

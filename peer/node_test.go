@@ -23,6 +23,8 @@ type harness struct {
 	started map[shard.TaskID]int
 	boot    int
 	notify  []NotifyJob // webhook deliveries handed out, for the test to answer
+	// snapshots taken and their bytes, and the entry bytes persisted
+	snaps, snapBytes, entryBytes int
 }
 
 func newHarness(tb testing.TB, partitions int) *harness {
@@ -68,6 +70,15 @@ func (h *harness) stabilize() {
 		rd := h.n.Ready()
 		if err := h.log.Append(&rd.Persist); err != nil {
 			h.tb.Fatal(err)
+		}
+		for _, u := range rd.Persist.Updates {
+			if u.Snapshot != nil {
+				h.snaps++
+				h.snapBytes += len(u.Snapshot.GetData())
+			}
+			for _, e := range u.Entries {
+				h.entryBytes += len(e.GetData())
+			}
 		}
 		if rd.MustSync {
 			if err := h.log.Sync(); err != nil {
@@ -128,6 +139,40 @@ func echoTasks(n int) []shard.TaskSpec {
 		out[i] = shard.TaskSpec{Name: fmt.Sprint(i), Handler: "echo", Payload: []byte(fmt.Sprint(i))}
 	}
 	return out
+}
+
+// TestSnapshotsScaleWithState runs a group far bigger than SnapshotEvery
+// entries' worth: the partition still snapshots and compacts, but encodes
+// at most about twice what its log took, not its whole state every 50
+// entries (about 80 times here).
+func TestSnapshotsScaleWithState(t *testing.T) {
+	h := newHarness(t, 1)
+	if r := h.submit(shard.GroupSpec{ID: "big", Mode: shard.ModeParallel, Tasks: echoTasks(2000)}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	base, baseBytes := h.snaps, h.snapBytes
+	for i := 0; h.groupState("big") == shard.GroupRunning; i++ {
+		if i > 10_000 {
+			t.Fatal("group does not finish")
+		}
+		h.step()
+	}
+	snaps, bytes := h.snaps-base, h.snapBytes-baseBytes
+	applied, _ := h.n.Applied(0)
+	t.Logf("%d entries, %d entry bytes, %d snapshots of %d bytes", applied, h.entryBytes, snaps, bytes)
+	if snaps == 0 {
+		t.Fatal("no snapshot while the group ran: the log is never compacted")
+	}
+	if bytes > 2*h.entryBytes+h.snapBytes/max(h.snaps, 1) {
+		t.Errorf("snapshots encoded %d bytes for %d bytes of entries: more than twice", bytes, h.entryBytes)
+	}
+	if want := int(applied) / 50; snaps*4 > want {
+		t.Errorf("%d snapshots over %d entries: the state's size did not space them out", snaps, applied)
+	}
+	h.start(1) // and a restart reads the snapshot and the log after it
+	if got := h.groupState("big"); got != shard.GroupSucceeded {
+		t.Fatalf("after restart: %v", got)
+	}
 }
 
 func TestNodeRunsGroup(t *testing.T) {

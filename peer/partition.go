@@ -27,6 +27,9 @@ type partition struct {
 	leader    bool   // Raft leader now
 	term      uint64 // current term when leader
 	serving   bool   // leader and caught up: may propose from its state
+	// snapBytes is the size of the last snapshot, logBytes the entry data
+	// applied since: see maybeSnapshot.
+	snapBytes, logBytes int
 	// acked is when each voter last answered this leader's appends or
 	// heartbeats in its current term: the read lease (see leaseHeld).
 	acked map[uint64]time.Time
@@ -65,7 +68,7 @@ func (n *Node) openPartition(p int, ps wal.PartitionState, bootstrap bool) (*par
 			return nil, fmt.Errorf("peer: partition %d: restore snapshot %d: %w", p, snap.GetMetadata().GetIndex(), err)
 		}
 		part.applied = snap.GetMetadata().GetIndex()
-		part.snapIndex = part.applied
+		part.snapIndex, part.snapBytes = part.applied, len(snap.GetData())
 		part.conf = snap.GetMetadata().GetConfState()
 	}
 	if last, _ := st.LastIndex(); bootstrap && last == 0 && raft.IsEmptySnap(ps.Snapshot) {

@@ -254,6 +254,7 @@ func (n *Node) softState(p *partition, ss *raft.SoftState) {
 // applyEntry applies one committed entry of partition p.
 func (n *Node) applyEntry(p *partition, e *pb.Entry) {
 	p.applied = e.GetIndex()
+	p.logBytes += len(e.GetData())
 	switch e.GetType() {
 	case pb.EntryConfChange:
 		var cc pb.ConfChange

@@ -100,15 +100,18 @@ func (c *checker) register(spec *shard.GroupSpec) {
 		c.tasks[t.id] = t
 		names[spec.Tasks[i].Name] = t
 	}
+	var byStage map[int][]*taskRec // barrier stages: every task of the stage before
+	if spec.Mode == shard.ModePipeline {
+		byStage = map[int][]*taskRec{}
+		for i, ts := range spec.Tasks {
+			byStage[ts.Stage] = append(byStage[ts.Stage], g.tasks[i])
+		}
+	}
 	for i, ts := range spec.Tasks {
 		for _, d := range ts.Deps {
 			g.tasks[i].deps = append(g.tasks[i].deps, names[d])
 		}
-		for j, prev := range spec.Tasks {
-			if spec.Mode == shard.ModePipeline && prev.Stage == ts.Stage-1 {
-				g.tasks[i].deps = append(g.tasks[i].deps, g.tasks[j])
-			}
-		}
+		g.tasks[i].deps = append(g.tasks[i].deps, byStage[ts.Stage-1]...)
 		if spec.Mode == shard.ModeStream && ts.Stage > 0 {
 			g.tasks[i].deps = append(g.tasks[i].deps, g.tasks[i-1]) // the item's previous stage
 		}
