@@ -196,6 +196,11 @@ func sameSlice(a, b []string) bool {
 	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
 }
 
+// isForgotten reports whether id was removed from the membership for good:
+// it will never run anything again, so the tasks pinned to it fail
+// (shard.FailPinnedTo).
+func (m *mesh) isForgotten(id string) bool { return m.forgotten[id] }
+
 // forget removes a peer from the membership for good.
 func (m *mesh) forget(id string, now time.Time) {
 	if id == m.n.cfg.ID || m.forgotten[id] {
@@ -539,6 +544,13 @@ func (m *mesh) reconfigure(p *partition) {
 		return
 	}
 	voters, learners := p.conf.GetVoters(), p.conf.GetLearners()
+	if m.ringVersion != m.version || !m.knowsAll(voters) || !m.knowsAll(learners) {
+		// The ring is not built from this node's membership yet, or the
+		// membership misses a replica (a restarted peer that knows only
+		// itself until gossip arrives): a ring from such a view would
+		// remove live replicas it has not heard of. Wait for the view.
+		return
+	}
 	replicas := m.ring.Replicas(p.id)
 	if len(learners) == 0 && len(voters) == len(replicas) && m.allVoters(replicas, voters) {
 		return // the common case: nothing to change
@@ -557,7 +569,8 @@ func (m *mesh) reconfigure(p *partition) {
 		st := p.rn.Status()
 		for _, rid := range learners {
 			if _, ok := want[rid]; ok {
-				if pr, ok := st.Progress[rid]; ok && pr.State == tracker.StateReplicate && pr.Match+16 >= m.lastIndex(st) {
+				if pr, ok := st.Progress[rid]; ok && pr.State == tracker.StateReplicate && pr.Match+16 >= m.lastIndex(st) &&
+					m.liveQuorum(append(slices.Clone(voters), rid)) {
 					m.confChange(p, pb.ConfChangeAddNode, rid)
 					return
 				}
@@ -568,11 +581,54 @@ func (m *mesh) reconfigure(p *partition) {
 		if _, ok := want[rid]; ok || rid == m.n.raftID {
 			continue // a leader that must leave hands over first (owner() no longer names it)
 		}
-		if len(voters) > 1 || slices.Contains(learners, rid) {
+		if slices.Contains(learners, rid) {
+			m.confChange(p, pb.ConfChangeRemoveNode, rid)
+			return
+		}
+		// A live voter goes only when the ring's replicas are voters
+		// already (there are more voters than the ring wants), and any
+		// voter only if the voters left still have a live quorum.
+		// Removing first would shrink the set below the ring's size: a
+		// 2-voter partition stops for good when either voter is lost,
+		// and removing a live voter while another is dead (not yet
+		// forgotten) leaves one that can never commit again.
+		if id, ok := m.peerOf(rid); ok && m.live(id) && len(voters) <= len(replicas) {
+			continue
+		}
+		if rest := slices.DeleteFunc(slices.Clone(voters), func(v uint64) bool { return v == rid }); len(rest) > 0 && m.liveQuorum(rest) {
 			m.confChange(p, pb.ConfChangeRemoveNode, rid)
 			return
 		}
 	}
+}
+
+// knowsAll reports whether every replica in rids is this node, a member,
+// or a peer forgotten for good: whether this node's membership accounts
+// for the whole configuration.
+func (m *mesh) knowsAll(rids []uint64) bool {
+	for _, rid := range rids {
+		if _, ok := m.byRaft[rid]; ok || rid == m.n.raftID {
+			continue
+		}
+		if !slices.ContainsFunc(slices.Collect(maps.Keys(m.forgotten)), func(id string) bool { return RaftID(id) == rid }) {
+			return false
+		}
+	}
+	return true
+}
+
+// liveQuorum reports whether a majority of voters are live (this node
+// counts as live): whether a configuration of them could commit now.
+func (m *mesh) liveQuorum(voters []uint64) bool {
+	live := 0
+	for _, rid := range voters {
+		if rid == m.n.raftID {
+			live++
+		} else if id, ok := m.peerOf(rid); ok && m.live(id) {
+			live++
+		}
+	}
+	return live >= len(voters)/2+1
 }
 
 func (m *mesh) allVoters(replicas []ring.PeerID, voters []uint64) bool {

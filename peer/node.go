@@ -322,6 +322,12 @@ func (n *Node) Tick(now time.Time) {
 				p.propose(evs)
 				n.markDirty(i)
 			}
+			if len(n.mesh.forgotten) > 0 {
+				if evs := p.shard.FailPinnedTo(now, n.mesh.isForgotten); len(evs) > 0 {
+					p.propose(evs)
+					n.markDirty(i)
+				}
+			}
 		}
 	}
 	if raftTick {
@@ -351,6 +357,43 @@ func (n *Node) Applied(part int) (applied uint64, ok bool) {
 		return 0, false
 	}
 	return n.parts[part].applied, true
+}
+
+// Replica describes this node's replica of partition part, for
+// diagnostics (the simulator's report of a stuck partition): the Raft
+// state and term, the leader it knows, the voters and learners of its
+// configuration (peer ids; "?" for one it cannot name) and the index it
+// applied. ok is false when it holds no replica.
+func (n *Node) Replica(part int) (r ReplicaInfo, ok bool) {
+	if part < 0 || part >= len(n.parts) || n.parts[part] == nil {
+		return ReplicaInfo{}, false
+	}
+	p := n.parts[part]
+	st := p.rn.BasicStatus()
+	name := func(ids []uint64) []string {
+		out := make([]string, len(ids))
+		for i, id := range ids {
+			out[i] = "?"
+			if pid, ok := n.mesh.peerOf(id); ok {
+				out[i] = pid
+			}
+		}
+		return out
+	}
+	r = ReplicaInfo{Raft: st.RaftState.String(), Term: st.HardState.GetTerm(), Applied: p.applied, Serving: p.serving,
+		Voters: name(p.conf.GetVoters()), Learners: name(p.conf.GetLearners())}
+	if id, ok := n.mesh.peerOf(st.Lead); ok {
+		r.Leader = id
+	}
+	return r, true
+}
+
+// ReplicaInfo is what Replica reports.
+type ReplicaInfo struct {
+	Raft, Leader     string
+	Term, Applied    uint64
+	Serving          bool
+	Voters, Learners []string
 }
 
 // Leading returns the partitions this node serves as owner, sorted.

@@ -184,3 +184,38 @@ func TestExpandBroadcast(t *testing.T) {
 		}
 	}
 }
+
+// TestPinnedToForgottenPeerFails: a task pinned to a peer that is only
+// down waits for it; once the peer is forgotten (needle forget, or
+// --forget-after of silence) the owner fails it with the reason, and its
+// group finishes instead of staying RUNNING forever.
+func TestPinnedToForgottenPeerFails(t *testing.T) {
+	c := newLabeledCluster(t, 4, nil, nil, nil, nil)
+	c.run(15 * time.Second)
+	c.node("n4").down = true
+	g := shard.GroupID("gf")
+	r := c.submit(shard.GroupSpec{ID: g, Mode: shard.ModeParallel, Tasks: []shard.TaskSpec{
+		placed("on-n4", "n4"), placed("on-n2", "n2"), placed("anywhere", ""),
+	}})
+	if r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	c.run(10 * time.Second)
+	if v := c.task(shard.TaskIDOf(g, 0)); v.State != shard.Ready {
+		t.Fatalf("pinned to a peer that is down: %v; want READY (it may come back)", v.State)
+	}
+	c.node("n1").n.Forget("n4") // one peer forgets; gossip tells the rest
+	c.run(10 * time.Second)
+	v := c.task(shard.TaskIDOf(g, 0))
+	if v.State != shard.Failed || v.Attempt != 0 || !strings.Contains(v.Error, "pinned to peer n4, which left the mesh") {
+		t.Fatalf("pinned to a forgotten peer: %v attempt %d error %q; want FAILED, 0 attempts, the reason", v.State, v.Attempt, v.Error)
+	}
+	for i := 1; i <= 2; i++ {
+		if v := c.task(shard.TaskIDOf(g, i)); v.State != shard.Succeeded {
+			t.Errorf("%s: %v; want SUCCEEDED", v.Name, v.State)
+		}
+	}
+	if st := c.groupState(g); st != shard.GroupFailed {
+		t.Errorf("group = %v; want FAILED (finished)", st)
+	}
+}

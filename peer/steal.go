@@ -163,6 +163,13 @@ func (n *Node) grantApplied(p *partition, e *shard.Event) {
 		return
 	}
 	delete(n.steal.owed, e.Task)
+	if shard.HolderPeer(e.Holder) != thief {
+		// Not the lease this node proposed: a newer leader committed
+		// another at that index (this node was deposed, or paused, in
+		// between). Granting it would start the task on a peer that
+		// holds no lease: the holder's own grant comes from its owner.
+		return
+	}
 	spec, ok := p.shard.RunOf(e.Task, e.Round, e.Holder)
 	if !ok {
 		return

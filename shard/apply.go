@@ -219,6 +219,10 @@ func (s *Shard) applySucceeded(t *task, e *Event) {
 }
 
 func (s *Shard) applyFailed(t *task, e *Event) {
+	if e.Holder == "" {
+		s.applyUnplaceable(t, e)
+		return
+	}
 	if !s.fenced(t, e) {
 		return
 	}
@@ -227,19 +231,43 @@ func (s *Shard) applyFailed(t *task, e *Event) {
 	s.record(t, e)
 	maxAttempts := max(t.spec.Retry.MaxAttempts, 1)
 	if e.Permanent || t.attempt >= maxAttempts || e.NotBefore.IsZero() {
-		t.finished = e.At
-		s.setState(t, Failed)
-		why := fmt.Sprintf("dependency %s failed", t.id)
-		if t.g.spec.Mode == ModeStream {
-			why = fmt.Sprintf("%s item %d at stage %q: %s", skippedPrefix, t.spec.Item, t.g.spec.Stages[t.spec.Stage].Name, e.Error)
-		}
-		s.cancelDependents(t, e, why)
-		s.admitNext(t, e)
+		s.fail(t, e)
 		return
 	}
 	t.notBefore = e.NotBefore
 	s.setState(t, Waiting)
 	s.addTimer(timer{at: e.NotBefore.UnixNano(), task: t, kind: timerReady})
+}
+
+// fail moves t to FAILED for good: its dependents are canceled (in a
+// streaming pipeline its item is skipped) and a held item may start.
+func (s *Shard) fail(t *task, e *Event) {
+	t.finished = e.At
+	s.setState(t, Failed)
+	why := fmt.Sprintf("dependency %s failed", t.id)
+	if t.g.spec.Mode == ModeStream {
+		why = fmt.Sprintf("%s item %d at stage %q: %s", skippedPrefix, t.spec.Item, t.g.spec.Stages[t.spec.Stage].Name, e.Error)
+	}
+	s.cancelDependents(t, e, why)
+	s.admitNext(t, e)
+}
+
+// applyUnplaceable fails a READY task no peer may ever run (see
+// FailPinnedTo): an EvFailed without a holder. Like a lease it takes the
+// next round, so whichever of the two applies first wins and the other is
+// dropped, and the round's one outcome is this failure (an earlier
+// attempt's outcome keeps its own round). No attempt is counted.
+func (s *Shard) applyUnplaceable(t *task, e *Event) {
+	if s.leader {
+		delete(s.inflight, t.id)
+	}
+	if t.state != Ready || e.Round != t.round+1 || !e.Permanent {
+		return
+	}
+	t.round, t.holder = e.Round, ""
+	t.err = e.Error
+	s.record(t, e)
+	s.fail(t, e)
 }
 
 // cancel moves t (if not terminal) and its dependents to CANCELED.

@@ -1,6 +1,9 @@
 package shard
 
 import (
+	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 )
@@ -162,3 +165,31 @@ func (s *Shard) LeaseStranded(now time.Time, n int, holder string, to, self Plac
 // Stranded returns the number of READY tasks self may not run: tasks only
 // other peers can take.
 func (s *Shard) Stranded(self Placement) int { return s.ready.Len() - s.ReadyFor(self) }
+
+// FailPinnedTo proposes to fail, for good, the READY tasks pinned to a
+// peer gone says has left the mesh (it was forgotten: it can never run
+// them). Without it a broadcast copy or a pinned task whose peer was
+// decommissioned stayed READY, and its group RUNNING, forever. Tasks
+// pinned to a peer that is only down wait for it, as before. Leader only;
+// the tasks are held out of the ready queue until the events apply (or
+// Unlease returns them).
+func (s *Shard) FailPinnedTo(now time.Time, gone func(peer string) bool) []Event {
+	if !s.leader || len(s.ready.classes) == 0 {
+		return nil
+	}
+	var evs []Event
+	for _, key := range slices.Sorted(maps.Keys(s.ready.classes)) { // map order must not reach the log
+		c := s.ready.classes[key]
+		if c.spec.Pin == "" || !gone(c.spec.Pin) {
+			continue
+		}
+		for c.q.Len() > 0 {
+			t := c.q.Peek()
+			s.ready.Remove(t)
+			s.inflight[t.id] = struct{}{}
+			evs = append(evs, Event{Type: EvFailed, At: now, Group: t.g.id, Task: t.id, Round: t.round + 1, Permanent: true,
+				Error: fmt.Sprintf("pinned to peer %s, which left the mesh: no other peer may run it", c.spec.Pin)})
+		}
+	}
+	return evs
+}

@@ -1,9 +1,12 @@
 package shard
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 )
 
 func constrained(name string, prio int32, pin string, require ...string) TaskSpec {
@@ -144,5 +147,77 @@ func BenchmarkLeaseForBlockedHead(b *testing.B) {
 	a := Placement{Peer: "a"}
 	for b.Loop() {
 		o.s.Unlease(o.s.LeaseFor(o.now, 1, "a#1", a, nil))
+	}
+}
+
+// TestFailPinnedToGonePeer: READY tasks pinned to a peer that left the
+// mesh fail for good (no attempt counted, dependents canceled, the group
+// finishes); tasks pinned to a live peer, or only requiring labels, stay;
+// a lease applied first fences the failure out; a dropped proposal puts
+// the tasks back; a replica replaying the log holds the same state.
+func TestFailPinnedToGonePeer(t *testing.T) {
+	o := newOwner(t)
+	after := constrained("after", 0, "")
+	after.Deps = []string{"gone0"}
+	o.submit(GroupSpec{ID: "g", Mode: ModeDAG, Tasks: []TaskSpec{
+		constrained("gone0", 0, "x"), constrained("gone1", 2, "x"), constrained("live", 0, "y"),
+		constrained("labels", 0, "", "gpu=true"), after,
+	}})
+	gone := func(p string) bool { return p == "x" }
+	if evs := o.s.FailPinnedTo(o.now, func(string) bool { return false }); len(evs) != 0 {
+		t.Fatalf("nobody gone: %v", evs)
+	}
+	evs := o.s.FailPinnedTo(o.now, gone)
+	if got, want := taskIDs(evs), []TaskID{"g.1", "g.0"}; !slices.Equal(got, want) {
+		t.Fatalf("FailPinnedTo = %v; want %v (the class's queue order)", got, want)
+	}
+	if again := o.s.FailPinnedTo(o.now, gone); len(again) != 0 {
+		t.Fatalf("proposed twice before applying: %v", again)
+	}
+	o.s.Unlease(evs) // the proposal was dropped: the tasks are READY again
+	if got := o.s.ReadyLen(); got != 4 {
+		t.Fatalf("ReadyLen after Unlease = %d; want 4", got)
+	}
+	evs = o.s.FailPinnedTo(o.now, gone)
+	o.commit(evs...)
+	for id, want := range map[TaskID]State{"g.0": Failed, "g.1": Failed, "g.2": Ready, "g.3": Ready, "g.4": Canceled} {
+		if got := o.state(id); got != want {
+			t.Errorf("%s = %v; want %v", id, got, want)
+		}
+	}
+	v, err := o.s.Task("g.0")
+	if err != nil || v.Attempt != 0 || !strings.Contains(v.Error, "pinned to peer x, which left the mesh") {
+		t.Errorf("g.0 = %+v, %v; want 0 attempts and the reason", v, err)
+	}
+	// A failure proposed while a lease was in flight loses to the lease.
+	o2 := newOwner(t)
+	o2.submit(GroupSpec{ID: "h", Mode: ModeSingle, Tasks: []TaskSpec{constrained("p", 0, "x")}})
+	fail := o2.s.FailPinnedTo(o2.now, gone)
+	o2.s.Unlease(fail)
+	o2.leaseFor(1, "x#1", Placement{Peer: "x"})
+	o2.commit(fail...)
+	if got := o2.state("h.0"); got != Running {
+		t.Errorf("h.0 after a lease then a stale failure = %v; want RUNNING", got)
+	}
+	// A task whose pinned peer failed an attempt before leaving: the
+	// failure takes the next round, so each round keeps one outcome.
+	o3 := newOwner(t)
+	retried := constrained("r", 0, "x")
+	retried.Retry = Retry{MaxAttempts: 3, Backoff: time.Second}
+	o3.submit(GroupSpec{ID: "k", Mode: ModeSingle, Tasks: []TaskSpec{retried}})
+	o3.leaseFor(1, "x#1", Placement{Peer: "x"})
+	if err := o3.report("k.0", "x#1", false, false); err != nil {
+		t.Fatal(err)
+	}
+	o3.advance(time.Minute)
+	o3.commit(o3.s.FailPinnedTo(o3.now, gone)...)
+	if v, _ := o3.s.Task("k.0"); v.State != Failed || v.Round != 2 || v.Attempt != 1 {
+		t.Errorf("k.0 = %v round %d attempt %d; want FAILED in round 2 after 1 attempt", v.State, v.Round, v.Attempt)
+	}
+	// Followers apply the same events to the same state.
+	rep, _ := New(o.s.Config())
+	rep.Apply(o.log)
+	if !bytes.Equal(rep.Snapshot(), o.s.Snapshot()) {
+		t.Fatal("a replica replaying the log differs")
 	}
 }

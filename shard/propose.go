@@ -124,8 +124,8 @@ func (s *Shard) Unlease(evs []Event) {
 			delete(s.removing, evs[i].Group)
 			continue
 		}
-		if evs[i].Type != EvLeased {
-			continue
+		if evs[i].Type != EvLeased && (evs[i].Type != EvFailed || evs[i].Holder != "") {
+			continue // only leases and FailPinnedTo's failures hold tasks back
 		}
 		delete(s.inflight, evs[i].Task)
 		t, err := s.lookup(evs[i].Task)

@@ -75,6 +75,7 @@ type checker struct {
 
 	hooked         map[shard.GroupID]int // webhook deliveries the simulated receiver accepted, by group
 	hooksDelivered int                   // groups whose webhook reads delivered at the end
+	leftPinned     int                   // tasks failed because their pinned peer left (unplaceable)
 	constrained    int                   // placement checks of constrained tasks (starts, accepted outcomes)
 	broadcasts     int                   // broadcast expansions checked
 }
@@ -190,6 +191,9 @@ func (c *checker) observe(nd *simNode, t *taskRec, st shard.State) {
 			if i, ok := c.holderNode(v.Holder); ok {
 				c.placed(t, i, "outcome accepted from holder "+v.Holder)
 			}
+		}
+		if t.state == 0 && st == shard.Failed && v.Holder == "" {
+			c.unplaceable(t, nd, v.Error)
 		}
 	}
 	if t.state == 0 {

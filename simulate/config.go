@@ -3,6 +3,7 @@ package simulate
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -54,6 +55,11 @@ type Config struct {
 	// ring and moving replicas; a scale run that submits during them
 	// measures the founder doing everything. --warmup.
 	Warmup time.Duration
+
+	// Log, when set, receives every node's log records, each with its
+	// virtual time ("vt"): replica changes, ring rebuilds, dead peers
+	// (--log). It cannot change the run.
+	Log *slog.Logger
 
 	// Progress, when set, is called once per virtual second with the
 	// run's progress (for a long run's display; it cannot change the run).

@@ -79,6 +79,57 @@ func (f *Crash) String() string {
 	return fmt.Sprintf("%s n%d at %v for %v", kind, f.Node, f.At, f.For)
 }
 
+// Leave takes a node out of the mesh for good, as when a host is
+// decommissioned: it stops and never comes back, and For later an operator
+// runs needle forget on every peer still up (gossip tells the rest). Its
+// replicas move to the others, and tasks pinned to it fail once it is
+// forgotten (shard.FailPinnedTo). Like an operator, it waits (second by
+// second, up to a minute) for a healthy mesh, every partition with all
+// its replicas on running peers: a partition whose only replica left
+// would be lost, which no replicated store survives.
+type Leave struct {
+	Span
+	Node    int
+	waited  int
+	skipped bool // the mesh never became healthy
+}
+
+func (f *Leave) start(s *sim) {
+	if !s.fullyReplicated() {
+		if f.waited++; f.waited > 60 {
+			f.skipped = true
+			return
+		}
+		s.healAt = max(s.healAt, s.now+time.Second+f.For)
+		s.after(time.Second, func() { f.start(s) })
+		return
+	}
+	nd := s.nodes[f.Node]
+	nd.left = true
+	s.st.crashes++
+	nd.stop(false)
+	f.At = s.now
+	s.healAt = max(s.healAt, s.now+f.For)
+	s.after(f.For, func() {
+		for _, o := range s.nodes {
+			if o.up && !o.paused {
+				o.n.Forget(nd.id)
+				o.queueDrain()
+			}
+		}
+	})
+}
+
+// stop does nothing: start schedules the forget once the node has left.
+func (f *Leave) stop(*sim) {}
+
+func (f *Leave) String() string {
+	if f.skipped {
+		return fmt.Sprintf("leave n%d skipped: the mesh was not healthy for a minute", f.Node)
+	}
+	return fmt.Sprintf("leave n%d at %v, forgotten %v later", f.Node, f.At, f.For)
+}
+
 // Clog degrades every link: drop and duplicate with a probability, and
 // reorder by up to Reorder of extra delay.
 type Clog struct {

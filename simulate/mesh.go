@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"strings"
 
 	"github.com/needle-mesh/needle/peer"
 	"github.com/needle-mesh/needle/ring"
@@ -73,6 +74,66 @@ func (s *sim) gossip(from int, m peer.Message) {
 			s.net.send(from, to, message{env: &peer.Envelope{To: s.nodes[to].id, Msg: m}})
 		}
 	}
+}
+
+// partitionOf returns g's partition.
+func (s *sim) partitionOf(g shard.GroupID) int {
+	return ring.PartitionOf(shard.RouteKey(string(g)), s.cfg.Partitions)
+}
+
+// describePartition says what each running node's replica of part is, for
+// a liveness report: why nobody serves it.
+func (s *sim) describePartition(part int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "partition %d:", part)
+	for _, nd := range s.nodes {
+		switch {
+		case nd.left:
+			fmt.Fprintf(&b, " %s left;", nd.id)
+		case !nd.up || nd.paused:
+			fmt.Fprintf(&b, " %s down;", nd.id)
+		default:
+			if r, ok := nd.n.Replica(part); ok {
+				fmt.Fprintf(&b, " %s %s term %d leader %q applied %d voters %v learners %v serving %v;",
+					nd.id, r.Raft, r.Term, r.Leader, r.Applied, r.Voters, r.Learners, r.Serving)
+			} else {
+				fmt.Fprintf(&b, " %s no replica;", nd.id)
+			}
+		}
+	}
+	return b.String()
+}
+
+// fullyReplicated reports whether every node is up and running and every
+// partition's configuration (as its most advanced replica applied it)
+// has all its replicas as voters, no learner, on running nodes.
+func (s *sim) fullyReplicated() bool {
+	for _, nd := range s.nodes {
+		if !nd.left && (!nd.up || nd.paused) {
+			return false
+		}
+	}
+	for part := range s.cfg.Partitions {
+		var best peer.ReplicaInfo
+		found := false
+		for _, nd := range s.nodes {
+			if !nd.up {
+				continue
+			}
+			if r, ok := nd.n.Replica(part); ok && (!found || r.Applied > best.Applied) {
+				best, found = r, true
+			}
+		}
+		if !found || len(best.Voters) != s.cfg.Replicas || len(best.Learners) > 0 {
+			return false
+		}
+		for _, v := range best.Voters {
+			if i, ok := s.byID[v]; !ok || !s.nodes[i].up {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // checkReplicas is invariant 5: every replica of a partition on a running

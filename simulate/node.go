@@ -1,7 +1,9 @@
 package simulate
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -29,6 +31,7 @@ type simNode struct {
 	clk clock
 
 	up, paused  bool
+	left        bool     // left the mesh for good (Leave): never restarts
 	gen         int      // incarnation: bumped by crash and stop; stale events compare it
 	boots       int      // starts so far; the Node's Boot nonce
 	drainQueued bool     // a drain is scheduled at the current instant
@@ -69,6 +72,9 @@ func (nd *simNode) start() error {
 	cfg.Shard.Next = peer.ScheduleNext
 	cfg.Rand = rand.New(rand.NewPCG(nd.s.rng.Uint64(), nd.s.rng.Uint64()))
 	cfg.Rings = nd.s.rings
+	if nd.s.cfg.Log != nil {
+		cfg.Logger = slog.New(vtHandler{nd.s.cfg.Log.Handler(), nd.s})
+	}
 	n, err := peer.NewNode(cfg, states, nd.now())
 	if err != nil {
 		return fmt.Errorf("simulate: %s: start: %w", nd.id, err)
@@ -106,6 +112,9 @@ func (nd *simNode) stop(lose bool) {
 // restart starts the node again from its disk; once it serves, the checker
 // verifies that every acknowledged group it owns is still there.
 func (nd *simNode) restart() {
+	if nd.left {
+		return
+	}
 	if err := nd.start(); err != nil {
 		nd.s.fail(invWAL, err.Error())
 		return
@@ -234,4 +243,19 @@ func (nd *simNode) queueDrain() {
 // spent a quarter of their time there).
 func snapshotEvery(cfg Config) uint64 {
 	return max(200, uint64(cfg.Tasks/max(cfg.Partitions, 1)))
+}
+
+// vtHandler adds the virtual time ("vt") to every record of a node's log
+// (Config.Log).
+type vtHandler struct {
+	slog.Handler
+	s *sim
+}
+
+func (h vtHandler) Handle(ctx context.Context, r slog.Record) error {
+	r.AddAttrs(slog.Duration("vt", h.s.now))
+	return h.Handler.Handle(ctx, r)
+}
+func (h vtHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return vtHandler{h.Handler.WithAttrs(as), h.s}
 }

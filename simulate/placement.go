@@ -69,6 +69,15 @@ func (g *gen) placedGroup(size int) (arrival, time.Duration) {
 		tasks[i] = g.mixedTask(b, i)
 		g.constrain(&tasks[i])
 	}
+	if g.rng.IntN(6) == 0 {
+		// Delayed work: READY only after the faults (a peer that leaves
+		// for good among them), so tasks pinned to a peer that left
+		// reach the owner's queue and must fail, not wait forever.
+		delay := 5*time.Second + time.Duration(g.rng.Int64N(int64(10*time.Second)))
+		for i := range tasks {
+			tasks[i].Delay = delay
+		}
+	}
 	key := ""
 	if g.rng.IntN(10) < 2 {
 		key = fmt.Sprintf("key-%d-%d", g.cfg.Seed, g.n)
@@ -166,6 +175,17 @@ func (c *checker) placed(t *taskRec, nd int, what string) {
 		c.s.fail(invPlace, fmt.Sprintf("%s %s on n%d: pinned to %q, requires %v, n%d has %v",
 			what, t.id, nd, ts.Pin, ts.Require, nd, peer.LabelList(nodeLabels(c.s.cfg, nd))))
 	}
+}
+
+// unplaceable checks a task that failed with no holder (no run's outcome):
+// only a task pinned to a peer that left the mesh may (shard.FailPinnedTo).
+func (c *checker) unplaceable(t *taskRec, nd *simNode, why string) {
+	pin := t.g.spec.Tasks[t.idx()].Pin
+	if i, ok := c.s.byID[pin]; !ok || !c.s.nodes[i].left {
+		c.s.fail(invPlace, fmt.Sprintf("n%d failed %s without a run (%q); it is pinned to %q, which did not leave", nd.idx, t.id, why, pin))
+		return
+	}
+	c.leftPinned++
 }
 
 // holderNode returns the node index of a lease holder "n<i>#<boot>".

@@ -12,7 +12,8 @@ import (
 // that require labels or are pinned, broadcasts) under every fault on
 // three and five peers, and without faults (where every broadcast copy
 // must run exactly once): no invariant may break, and the runs must
-// actually check constrained tasks and broadcasts.
+// actually check constrained tasks and broadcasts, and on five peers fail
+// tasks pinned to a peer that left the mesh.
 func TestPlacementSeeds(t *testing.T) {
 	t.Parallel()
 	for _, b := range []struct {
@@ -26,17 +27,23 @@ func TestPlacementSeeds(t *testing.T) {
 	} {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			checks, casts := 0, 0
+			checks, casts, left := 0, 0, 0
 			seedBatch(t, b.peers, b.seeds, func(cfg *Config) {
 				cfg.Workload, cfg.Faults = "placement", slices.Clone(b.faults)
 			})
 			for seed := uint64(1); seed <= 3; seed++ {
-				r := mustRun(t, Config{Seed: seed, Peers: b.peers, Tasks: 40, Workload: "placement", Faults: slices.Clone(b.faults)})
+				r := mustRun(t, Config{Seed: seed, Peers: b.peers, Tasks: 200, Workload: "placement", Faults: slices.Clone(b.faults)})
 				checks += r.PlacementChecks
 				casts += r.Broadcasts
+				left += r.LeftPinnedFailed
 			}
 			if checks == 0 || casts == 0 {
 				t.Errorf("3 seeds checked %d constrained runs and %d broadcasts; want some of each", checks, casts)
+			}
+			// With churn and a peer to spare, a peer leaves for good: tasks
+			// pinned to it must fail once it is forgotten.
+			if leaves := slices.Contains(b.faults, "churn") && b.peers > 3; leaves && left == 0 {
+				t.Errorf("3 seeds failed no task pinned to a peer that left; want some")
 			}
 		})
 	}

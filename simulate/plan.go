@@ -34,6 +34,14 @@ func (s *sim) planFaults() ([]Fault, time.Duration) {
 		node := s.route(s.wl.arrivals[0].spec.ID)
 		fs = append(fs, &Crash{Span: Span{At: max(s.wl.span*4/10, 100*time.Millisecond), For: 2 * time.Second}, Node: node, LoseUnsynced: true})
 	}
+	if s.cfg.has("churn") && s.cfg.Peers > s.cfg.Replicas {
+		// Churn also takes one peer out for good (with peers to spare
+		// for its replicas), forgotten by hand 3 s later.
+		at := 100*time.Millisecond + time.Duration(s.rng.Int64N(int64(window*6/10)))
+		if node, ok := s.leaver(s.rng.IntN(s.cfg.Peers)); ok {
+			fs = append(fs, &Leave{Span: Span{At: at, For: 3 * time.Second}, Node: node})
+		}
+	}
 	var heal time.Duration
 	for _, f := range fs {
 		at, dur := f.Window()
@@ -93,4 +101,29 @@ func (s *sim) makeSkew(sp Span, node int) Fault {
 		f.Period = 200*time.Millisecond + time.Duration(s.rng.Int64N(int64(1800*time.Millisecond)))
 	}
 	return f
+}
+
+// leaver returns the first node from i on (wrapping) whose labels other
+// nodes all carry too: tasks that require a label wait for a peer that
+// has it, so the last one's leaving would leave them waiting for good
+// (pinned tasks fail instead, and are what Leave tests).
+func (s *sim) leaver(i int) (int, bool) {
+	for k := range s.cfg.Peers {
+		n := (i + k) % s.cfg.Peers
+		covered := true
+		for key, v := range nodeLabels(s.cfg, n) {
+			other := false
+			for j := range s.cfg.Peers {
+				if j != n && nodeLabels(s.cfg, j)[key] == v {
+					other = true
+					break
+				}
+			}
+			covered = covered && other
+		}
+		if covered {
+			return n, true
+		}
+	}
+	return 0, false
 }

@@ -83,6 +83,9 @@ type Report struct {
 	// broadcast expansions checked.
 	PlacementChecks int `json:"placement_checks,omitempty"`
 	Broadcasts      int `json:"broadcasts,omitempty"`
+	// LeftPinnedFailed counts tasks failed without running because the
+	// peer they were pinned to left the mesh (each checked to be one).
+	LeftPinnedFailed int `json:"left_pinned_failed,omitempty"`
 	// SimSeconds is the virtual time of the run; WallSeconds the real time.
 	SimSeconds  float64 `json:"sim_seconds"`
 	WallSeconds float64 `json:"wall_seconds"`
@@ -113,7 +116,7 @@ func (s *sim) report() Report {
 	}
 	r.Webhooks = c.hooksDelivered
 	r.ReplicaChecks = s.replicaPairs
-	r.PlacementChecks, r.Broadcasts = c.constrained, c.broadcasts
+	r.PlacementChecks, r.Broadcasts, r.LeftPinnedFailed = c.constrained, c.broadcasts, c.leftPinned
 	if s.viol != nil {
 		r.Violations = append(r.Violations, *s.viol)
 	}
@@ -198,8 +201,8 @@ func (r *Report) Text() string {
 	}
 	fmt.Fprintf(&b, "groups %d tasks %d runs %d refused %d client_retries %d\n", r.Groups, r.Tasks, r.Runs, r.Refused, r.Retries)
 	fmt.Fprintf(&b, "lost %d double_accepted %d duplicate_executions %d steals %d\n", r.Lost, r.DoubleAccepted, r.DuplicateExecutions, r.Steals)
-	if r.PlacementChecks > 0 || r.Broadcasts > 0 {
-		fmt.Fprintf(&b, "placement_checks %d broadcasts %d\n", r.PlacementChecks, r.Broadcasts)
+	if r.PlacementChecks > 0 || r.Broadcasts > 0 || r.LeftPinnedFailed > 0 {
+		fmt.Fprintf(&b, "placement_checks %d broadcasts %d left_pinned_failed %d\n", r.PlacementChecks, r.Broadcasts, r.LeftPinnedFailed)
 	}
 	fmt.Fprintf(&b, "latency p50 %.1f ms p99 %.1f ms", r.LatencyP50MS, r.LatencyP99MS)
 	if r.MakespanOverLB > 0 {

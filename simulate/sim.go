@@ -145,13 +145,13 @@ func (s *sim) loop() {
 }
 
 // done reports whether the run can stop: faults healed, every node up and
-// running, the client idle and every task terminal.
+// running (but those that left), the client idle and every task terminal.
 func (s *sim) done() bool {
 	if s.now < s.healAt || s.now < s.cfg.Warmup || !s.cl.idle() || s.chk.outstanding > 0 || s.durCheck {
 		return false
 	}
 	for _, nd := range s.nodes {
-		if !nd.up || nd.paused {
+		if (!nd.up || nd.paused) && !nd.left {
 			return false
 		}
 	}

@@ -147,5 +147,8 @@ func (c *checker) stuck(g *groupRec) string {
 		}
 		out = append(out, fmt.Sprintf("%s %s", t.id, st))
 	}
+	if nd == nil {
+		out = append(out, c.s.describePartition(c.s.partitionOf(g.id)))
+	}
 	return strings.Join(out, "; ")
 }

@@ -188,6 +188,10 @@ func TestUsageErrors(t *testing.T) {
 		{"wait", "g1", "--timeout", "-1s"},
 		{"cancel"},
 		{"events", "g1"},
+		{"simulate", "--bogus"},
+		{"simulate", "--peers", "-1"},
+		{"simulate", "--log", "loud"},
+		{"simulate", "--log", "debug", "--seeds", "2"},
 	} {
 		if r := runCLI(t, addr, "", args...); r.code != 2 || r.stderr == "" {
 			t.Errorf("needle %v = exit %d, stderr %q; want exit 2 with a message", args, r.code, r.stderr)
