@@ -284,7 +284,11 @@ func DecodeMessage(p []byte) (Message, error) {
 	if err := d.Err(); err != nil {
 		return Message{}, fmt.Errorf("%w: %v %v", ErrWire, m.Type, err)
 	}
-	if d.Len() != 0 {
+	// A heartbeat may end with fields a newer peer appended (as labels
+	// were): they are skipped, so a mesh can be upgraded one peer at a
+	// time when the next version extends heartbeats. Other messages must
+	// end where their fields do.
+	if d.Len() != 0 && m.Type != MsgHeartbeat {
 		return Message{}, fmt.Errorf("%w: %d trailing bytes", ErrWire, d.Len())
 	}
 	return m, nil

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -82,6 +83,15 @@ func TestHeartbeatWithoutLabelsDecodes(t *testing.T) {
 	}
 	if m.Heartbeat.Boot != "n" || m.Heartbeat.Labels != nil || m.Heartbeat.Stranded != 0 {
 		t.Errorf("old heartbeat decoded as %+v", m.Heartbeat)
+	}
+	// A newer peer's heartbeat, with fields appended after these, decodes
+	// to what this version knows of it.
+	newer, err := DecodeMessage(append(slices.Clone(b), 0x07, 'f', 'u', 't', 'u', 'r', 'e'))
+	if err != nil || !slices.Equal(newer.Heartbeat.Labels, hb.Labels) || newer.Heartbeat.Stranded != 2 {
+		t.Errorf("newer heartbeat = %+v, %v; want its known fields", newer.Heartbeat, err)
+	}
+	if _, err := DecodeMessage(append(slices.Clone(b[:len(b)-1]), 0x80)); err == nil {
+		t.Error("a heartbeat cut inside a known field decoded")
 	}
 	for _, bad := range [][]string{{"zone"}, {"zone=b", "zone=a"}, {"a=1", "a=1"}, {"k=v w"}} {
 		hb.Labels = bad
