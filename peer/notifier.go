@@ -184,7 +184,7 @@ func (nt *notifier) deliver(ctx context.Context, j NotifyJob) notifyOut {
 		o.err, o.refused = "not delivered by this peer: "+err.Error(), true
 		return o
 	}
-	body, err := json.Marshal(api.NewGroup(j.Group, true))
+	body, err := json.Marshal(api.NewGroup(j.Group, j.Group.Tasks != nil))
 	if err != nil {
 		o.err, o.refused = "encoding the group: "+err.Error(), true
 		return o

@@ -21,9 +21,16 @@ import (
 type NotifyJob struct {
 	shard.NotifyJob
 	// Group is the group as it stands when the delivery is handed out,
-	// with its tasks: the body of the call.
+	// the body of the call: with its tasks when it has at most
+	// NotifyMaxTasks of them, else without (Tasks nil).
 	Group shard.GroupView
 }
+
+// NotifyMaxTasks is the most tasks a webhook body lists. A bigger group's
+// body is its summary (state, counts, total, tasks_omitted): a receiver
+// of a 100,000-task group wants to know it finished, not 30 MB in every
+// attempt, and reads the tasks with GET /v1/groups/{id}.
+const NotifyMaxTasks = 1000
 
 // NotifyResult is what NotifyDone made of a delivery attempt.
 type NotifyResult uint8
@@ -68,7 +75,10 @@ func (n *Node) notifyDue() {
 			continue
 		}
 		for _, j := range p.shard.NotifyDue(n.now, free) {
-			v, err := p.shard.Group(j.Group)
+			v, err := p.shard.GroupSummary(j.Group)
+			if err == nil && v.Total <= NotifyMaxTasks {
+				v, err = p.shard.Group(j.Group)
+			}
 			if err != nil {
 				panic(fmt.Sprintf("peer: partition %d: NotifyDue handed out %s, which it does not hold: %v", p.id, j.Group, err))
 			}

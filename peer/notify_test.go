@@ -1,7 +1,10 @@
 package peer
 
 import (
+	"encoding/json"
 	"fmt"
+	"github.com/needle-mesh/needle/peer/api"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,6 +135,40 @@ func TestNodeNotifyBoundAndRefused(t *testing.T) {
 	v, _ := h.n.Group(jobs[0].NotifyJob.Group)
 	if v.Notify.State != "failed" || v.Notify.Attempts != 1 {
 		t.Fatalf("refused notify = %+v", v.Notify)
+	}
+}
+
+// A group over NotifyMaxTasks tasks is delivered as its summary: the body
+// says the tasks were left out; a smaller one lists them.
+func TestNodeNotifyBigGroupSummary(t *testing.T) {
+	h := newHarness(t, 1)
+	h.tick(time.Second)
+	for _, c := range []struct {
+		id    shard.GroupID
+		tasks int
+	}{{"small", NotifyMaxTasks}, {"big", NotifyMaxTasks + 1}} {
+		if r := h.submit(shard.GroupSpec{ID: c.id, Mode: shard.ModeParallel, Notify: "http://hook", Tasks: echoTasks(c.tasks)}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		for i := 0; h.groupState(c.id) == shard.GroupRunning; i++ {
+			if i > 10_000 {
+				t.Fatal("group does not finish")
+			}
+			h.step()
+		}
+		h.tick(100 * time.Millisecond)
+		jobs := h.takeNotify()
+		if len(jobs) != 1 || jobs[0].Group.Total != c.tasks || jobs[0].Group.Counts[shard.Succeeded] != c.tasks {
+			t.Fatalf("%s: jobs = %d, total %d", c.id, len(jobs), jobs[0].Group.Total)
+		}
+		body, _ := json.Marshal(api.NewGroup(jobs[0].Group, jobs[0].Group.Tasks != nil))
+		listed := len(jobs[0].Group.Tasks)
+		omitted := strings.Contains(string(body), `"tasks_omitted":true`)
+		if big := c.tasks > NotifyMaxTasks; listed != 0 == big || omitted != big {
+			t.Errorf("%s (%d tasks): body lists %d tasks, tasks_omitted %v", c.id, c.tasks, listed, omitted)
+		}
+		h.n.NotifyDone(jobs[0].NotifyJob, "", false)
+		h.stabilize()
 	}
 }
 

@@ -134,7 +134,11 @@ type Group struct {
 	Trace      string         `json:"trace,omitempty"`
 	Total      int            `json:"total"`  // number of tasks (extension)
 	Counts     map[string]int `json:"counts"` // state name -> tasks in it; zero counts omitted
-	Tasks      []Task         `json:"tasks"`  // submission order; omitted with ?tasks=false
+	Tasks      []Task         `json:"tasks"`  // submission order; empty with ?tasks=false
+	// TasksOmitted says Tasks was left empty on purpose (?tasks=false, or
+	// a webhook body of a group over NotifyMaxTasks tasks): read them
+	// with GET /v1/groups/{id}.
+	TasksOmitted bool `json:"tasks_omitted,omitempty"`
 	CreatedAt  *time.Time     `json:"created_at"`
 	FinishedAt *time.Time     `json:"finished_at"`
 	// Streaming pipelines: the stages, the number of items, and the items
@@ -277,6 +281,7 @@ func NewGroup(v shard.GroupView, withTasks bool) Group {
 		}
 	}
 	g.Total = max(g.Total, counted)
+	g.TasksOmitted = !withTasks
 	if withTasks {
 		g.Tasks = make([]Task, 0, len(v.Tasks))
 		for _, tv := range v.Tasks {
