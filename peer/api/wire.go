@@ -135,12 +135,13 @@ type Group struct {
 	Total      int            `json:"total"`  // number of tasks (extension)
 	Counts     map[string]int `json:"counts"` // state name -> tasks in it; zero counts omitted
 	Tasks      []Task         `json:"tasks"`  // submission order; empty with ?tasks=false
+	CreatedAt  *time.Time     `json:"created_at"`
+	FinishedAt *time.Time     `json:"finished_at"`
+
 	// TasksOmitted says Tasks was left empty on purpose (?tasks=false, or
 	// a webhook body of a group over NotifyMaxTasks tasks): read them
 	// with GET /v1/groups/{id}.
 	TasksOmitted bool `json:"tasks_omitted,omitempty"`
-	CreatedAt  *time.Time     `json:"created_at"`
-	FinishedAt *time.Time     `json:"finished_at"`
 	// Streaming pipelines: the stages, the number of items, and the items
 	// that failed a stage after their retries (the others flowed on).
 	Stages  []PipelineStageInfo `json:"stages,omitempty"`
