@@ -58,6 +58,7 @@ func (n *Node) openPartition(p int, ps wal.PartitionState, bootstrap bool) (*par
 	}
 	scfg := n.cfg.Shard
 	scfg.Rand = rand.New(rand.NewPCG(n.cfg.Rand.Uint64(), uint64(p)))
+	scfg.Expand = n.ExpandBroadcast // scheduled broadcasts, from this node's view
 	sh, err := shard.New(scfg)
 	if err != nil {
 		return nil, err

@@ -314,6 +314,19 @@ func (n *Node) Group(id shard.GroupID) (shard.GroupView, error) {
 	return v, err
 }
 
+// ReplicaGroup returns a group as this node's replica of its partition
+// holds it, serving or not: possibly behind the owner, so not for clients
+// (Group is); for diagnostics and the simulator's checker, which reads
+// what never changes (a group's tasks and pins). ErrUnavailable when this
+// node holds no replica.
+func (n *Node) ReplicaGroup(id shard.GroupID) (shard.GroupView, error) {
+	p := n.parts[n.PartitionOf(id)]
+	if p == nil {
+		return shard.GroupView{}, ErrUnavailable
+	}
+	return p.shard.Group(id)
+}
+
 // GroupSummary returns a group's view without its tasks.
 func (n *Node) GroupSummary(id shard.GroupID) (shard.GroupView, error) {
 	p, err := n.readable(id)

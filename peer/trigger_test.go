@@ -83,3 +83,40 @@ func TestPeerScheduleTrigger(t *testing.T) {
 		}
 	}
 }
+
+// A scheduled broadcast runs one copy on every matching live peer at each
+// firing (here the one peer, named and pinned by its id); a template no
+// live peer matches is accepted (one may join) but a trigger says why.
+func TestPeerScheduledBroadcast(t *testing.T) {
+	p, c, _ := startPeer(t, t.TempDir(), 2)
+	ctx := t.Context()
+	s, err := c.CreateSchedule(ctx, &api.CreateScheduleRequest{Name: "everywhere", Every: "1h",
+		Group: []byte(`{"mode": "broadcast", "tasks": [{"handler": "echo", "payload": 1}]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := c.TriggerSchedule(ctx, s.ID, "b1")
+	if err != nil || !tr.Created {
+		t.Fatalf("trigger = %+v, %v", tr, err)
+	}
+	g, err := c.GetGroup(ctx, tr.Group, 10*time.Second)
+	self := p.host.ID()
+	if err != nil || g.State != "SUCCEEDED" || len(g.Tasks) != 1 || g.Tasks[0].Pin != self || g.Tasks[0].Name != self {
+		t.Fatalf("broadcast firing = %+v, %v; want one copy pinned to %s", g, err, self)
+	}
+	gpu, err := c.CreateSchedule(ctx, &api.CreateScheduleRequest{Name: "gpus", Every: "1h",
+		Group: []byte(`{"mode": "broadcast", "tasks": [{"handler": "echo", "require": ["gpu=true"]}]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.TriggerSchedule(ctx, gpu.ID, "")
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Field != "group.tasks[0].require" || !strings.Contains(ae.Message, "gpu=true") {
+		t.Fatalf("trigger with no matching peer: %v; want a 400 naming group.tasks[0].require", err)
+	}
+	_, err = c.CreateSchedule(ctx, &api.CreateScheduleRequest{Name: "pinned", Every: "1h",
+		Group: []byte(`{"mode": "broadcast", "tasks": [{"handler": "echo", "pin": "x"}]}`)})
+	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || !strings.HasPrefix(ae.Field, "group.tasks[0].pin") {
+		t.Fatalf("pinned template: %v; want a 400 naming group.tasks[0].pin", err)
+	}
+}

@@ -142,6 +142,17 @@ func (sp *ScheduleSpec) Validate() error {
 	}
 	g := sp.Group
 	g.ID = FiringGroupID(sp.ID, time.Unix(0, 0))
+	if g.Mode == ModeBroadcast {
+		// A template, expanded at each firing: validate one copy of it.
+		if len(g.Tasks) != 1 {
+			return &FieldError{Task: -1, Field: "group.tasks", Message: fmt.Sprintf("a broadcast takes one task template, not %d", len(g.Tasks))}
+		}
+		if t := g.Tasks[0]; t.Pin != "" || t.Name != "" {
+			return &FieldError{Task: -1, Field: "group.tasks[0].pin", Message: "a scheduled broadcast's copies are named by and pinned to the peers matching at each firing"}
+		}
+		g.Tasks = []TaskSpec{g.Tasks[0]}
+		g.Tasks[0].Pin, g.Tasks[0].Name = "template", "template"
+	}
 	if err := g.Validate(); err != nil {
 		var fe *FieldError
 		if errors.As(err, &fe) {
@@ -161,7 +172,7 @@ func (sp *ScheduleSpec) Validate() error {
 type Firing struct {
 	At      time.Time // the tick
 	Group   GroupID   // the group it created; "" when skipped
-	Skipped bool      // overlap skip: the previous group was still running
+	Skipped bool      // overlap skip (the previous group was still running), or a broadcast no live peer matched
 	State   GroupState
 	Exists  bool // the group is still held (not removed by retention)
 	Manual  bool // fired by hand (TriggerSchedule): At is when it was asked
@@ -426,19 +437,47 @@ func (s *Shard) dueSchedule(now time.Time, tm timer, evs []Event) []Event {
 	case sc.spec.Overlap == OverlapSkip && s.lastRunning(sc):
 		ev.By = firedSkipped
 	}
+	var g GroupSpec
+	if ev.By == "" {
+		var err error
+		if g, err = s.firingSpec(sc, ev.Group); err != nil {
+			ev.By = firedSkipped // a broadcast no live peer matches now
+		}
+	}
 	s.schedInflight[id] = sc.next
 	evs = append(evs, ev)
 	if ev.By != "" {
 		return evs
 	}
+	return append(evs, Event{Type: EvSubmitted, At: now, Group: g.ID, Spec: &g})
+}
+
+// firingSpec is the group a firing of sc creates, named gid: the
+// schedule's template, a broadcast expanded to the peers matching now.
+func (s *Shard) firingSpec(sc *schedule, gid GroupID) (GroupSpec, error) {
 	g := sc.spec.Group
-	g.ID = ev.Group
+	g.ID = gid
 	g.Key = ""
 	if g.Trace == "" {
-		g.Trace = string(ev.Group)
+		g.Trace = string(gid)
 	}
 	g.Tasks = slices.Clone(g.Tasks)
-	return append(evs, Event{Type: EvSubmitted, At: now, Group: g.ID, Spec: &g})
+	if g.Mode == ModeBroadcast {
+		if s.cfg.Expand == nil {
+			return GroupSpec{}, &FieldError{Task: -1, Field: "group.mode", Message: "this peer cannot expand a broadcast"}
+		}
+		if err := s.cfg.Expand(&g); err != nil {
+			var fe *FieldError
+			if errors.As(err, &fe) && fe.Task >= 0 {
+				// The request at fault is the schedule's template.
+				c := *fe
+				c.Task, c.Field = -1, fmt.Sprintf("group.tasks[%d].%s", fe.Task, fe.Field)
+				return GroupSpec{}, &c
+			}
+			return GroupSpec{}, err
+		}
+	}
+	return g, nil
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -278,5 +279,69 @@ func TestScheduleResumeBehindLastTick(t *testing.T) {
 	}
 	if len(v.Firings) < 3 {
 		t.Fatalf("firings = %+v", v.Firings)
+	}
+}
+
+// TestScheduledBroadcast: a broadcast template is accepted as a schedule's
+// group (one unpinned task), and each firing expands it through
+// Config.Expand to the peers matching then, in the firing's own entry;
+// a firing no peer matches is recorded as skipped, and a manual trigger
+// says why.
+func TestScheduledBroadcast(t *testing.T) {
+	o := newSchedOwner(t)
+	peers := []string{"a", "b"}
+	o.s.cfg.Expand = func(g *GroupSpec) error {
+		if len(peers) == 0 {
+			return &FieldError{Task: 0, Field: "require", Message: "no live peer"}
+		}
+		tmpl := g.Tasks[0]
+		g.Tasks = nil
+		for _, p := range peers {
+			ts := tmpl
+			ts.Name, ts.Pin = p, p
+			g.Tasks = append(g.Tasks, ts)
+		}
+		return nil
+	}
+	sp := testSchedule("b1", 10*time.Second, OverlapAllow, MisfireOnce)
+	sp.Group.Mode = ModeBroadcast
+	for _, bad := range []TaskSpec{{Handler: "echo", Pin: "a"}, {Handler: "echo", Name: "x"}} {
+		b := sp
+		b.Group.Tasks = []TaskSpec{bad}
+		if _, _, err := o.s.SetSchedule(o.now, &b, "alice"); err == nil {
+			t.Errorf("template %+v accepted", bad)
+		}
+	}
+	two := sp
+	two.Group.Tasks = []TaskSpec{{Handler: "echo"}, {Handler: "echo"}}
+	if _, _, err := o.s.SetSchedule(o.now, &two, "alice"); err == nil {
+		t.Error("a broadcast schedule of two templates accepted")
+	}
+	o.setSchedule(sp)
+	evs := o.tick(t0.Add(10 * time.Second))
+	if len(evs) != 2 || evs[1].Type != EvSubmitted || len(evs[1].Spec.Tasks) != 2 || evs[1].Spec.Tasks[1].Pin != "b" {
+		t.Fatalf("firing = %+v", evs)
+	}
+	g, err := o.s.Group(evs[1].Group)
+	if err != nil || len(g.Tasks) != 2 || g.Tasks[0].Pin != "a" {
+		t.Fatalf("fired group = %+v, %v", g, err)
+	}
+	peers = nil
+	evs = o.tick(t0.Add(20 * time.Second))
+	if len(evs) != 1 || evs[0].Type != EvScheduleFired || evs[0].By != firedSkipped {
+		t.Fatalf("firing with no peer = %+v; want one skipped firing", evs)
+	}
+	if _, _, err := o.s.TriggerSchedule(o.now, "b1", "k1", "alice"); err == nil || !strings.Contains(err.Error(), "no live peer") {
+		t.Fatalf("trigger with no peer: %v", err)
+	}
+	v, _ := o.s.Schedule("b1")
+	if n := len(v.Firings); n != 2 || !v.Firings[1].Skipped {
+		t.Fatalf("firings = %+v", v.Firings)
+	}
+	// Replicas apply the firings' entries: no Expand needed there.
+	rep, _ := New(DefaultConfig())
+	rep.Apply(o.log)
+	if !bytes.Equal(rep.Snapshot(), o.s.Snapshot()) {
+		t.Fatal("a replica replaying the log differs")
 	}
 }

@@ -28,6 +28,12 @@ type Config struct {
 	// zones). Called only by the owner when proposing; nil refuses
 	// schedules (ErrNoNext).
 	Next NextFunc
+	// Expand turns a scheduled broadcast's template into one pinned copy
+	// per matching live peer when it fires (the owner's membership view;
+	// the copies travel in the firing's entry, so replicas agree). Called
+	// only by the owner when proposing; nil, or an error (no peer
+	// matches), skips the firing.
+	Expand func(*GroupSpec) error
 }
 
 // DefaultConfig returns a Config with the defaults above and a fixed seed.

@@ -1,7 +1,6 @@
 package shard
 
 import (
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -99,13 +98,10 @@ func (s *Shard) TriggerSchedule(now time.Time, id ScheduleID, tag, by string) ([
 	if s.groups[gid] != nil {
 		return nil, gid, nil
 	}
-	g := sc.spec.Group
-	g.ID = gid
-	g.Key = ""
-	if g.Trace == "" {
-		g.Trace = string(gid)
+	g, err := s.firingSpec(sc, gid)
+	if err != nil {
+		return nil, "", err
 	}
-	g.Tasks = slices.Clone(g.Tasks)
 	return []Event{
 		{Type: EvScheduleTriggered, At: now, Group: gid, By: by},
 		{Type: EvSubmitted, At: now, Group: gid, Spec: &g},

@@ -162,7 +162,7 @@ func (c *checker) submitted(o *op, r *response) {
 func (c *checker) changes(nd *simNode, cs []shard.Change) {
 	for _, ch := range cs {
 		t := c.tasks[ch.Task]
-		if t == nil && c.firingGroup(ch.Group) {
+		if t == nil && c.firingGroup(nd, ch.Group) {
 			t = c.tasks[ch.Task]
 		}
 		if t == nil {
@@ -233,7 +233,7 @@ func (c *checker) sameResult(nd *simNode, t *taskRec, res []byte, has bool) {
 // dependency SUCCEEDED (3).
 func (c *checker) run(nd *simNode, r peer.Run) {
 	t := c.tasks[r.Task]
-	if g, _, ok := r.Task.Split(); t == nil && ok && c.firingGroup(g) {
+	if g, _, ok := r.Task.Split(); t == nil && ok && c.firingGroup(nd, g) {
 		t = c.tasks[r.Task]
 	}
 	if t == nil {

@@ -52,7 +52,7 @@ type schedPlan struct {
 // schedule draws schedule i: an every of 1-10 s or a cron with seconds,
 // overlap skip or allow, misfire once or skip, and a firing group of 1-3
 // short sleeps (sometimes one longer than the interval, so that overlap
-// skip has something to skip).
+// skip has something to skip), or a broadcast of one.
 func (g *gen) schedule(i int) *shard.ScheduleSpec {
 	sp := &shard.ScheduleSpec{ID: peer.ScheduleIDFor(fmt.Sprintf("sched-%d-%d", g.cfg.Seed, i)), Name: "s" + strconv.Itoa(i),
 		Overlap: shard.OverlapSkip, Misfire: shard.MisfireOnce}
@@ -79,6 +79,11 @@ func (g *gen) schedule(i int) *shard.ScheduleSpec {
 	mode := shard.ModeParallel
 	if n == 1 {
 		mode, tasks[0].Name = shard.ModeSingle, ""
+	}
+	if g.rng.IntN(5) == 0 {
+		// A broadcast: one copy per live peer at each firing.
+		mode, tasks = shard.ModeBroadcast, tasks[:1]
+		tasks[0].Name = ""
 	}
 	sp.Group = shard.GroupSpec{Mode: mode, Tasks: tasks}
 	return sp
@@ -205,7 +210,7 @@ func (c *checker) scheduleHours() float64 {
 // firingGroup registers the group of a firing the first time the checker
 // sees it (Changes, Runs, or the schedule's firings). It returns false
 // when g is not a firing group of a schedule the client created.
-func (c *checker) firingGroup(g shard.GroupID) bool {
+func (c *checker) firingGroup(nd *simNode, g shard.GroupID) bool {
 	sid, at, ok := shard.ParseFiringGroupID(g)
 	r := c.scheds[sid]
 	if !ok || r == nil {
@@ -218,6 +223,22 @@ func (c *checker) firingGroup(g shard.GroupID) bool {
 	if c.groups[g] == nil {
 		spec := r.plan.spec.Group
 		spec.ID = g
+		if spec.Mode == shard.ModeBroadcast {
+			// The copies are the peers the owner matched at the firing:
+			// read them from a replica that applied it (the reporting
+			// node may be a peer running its copy, with no replica).
+			v, ok := c.s.replicaGroup(nd, g)
+			if !ok {
+				c.s.fail(invSched, fmt.Sprintf("n%d reports broadcast firing %s, which no running replica holds", nd.idx, g))
+				return true
+			}
+			tmpl := spec.Tasks[0]
+			spec.Tasks = make([]shard.TaskSpec, len(v.Tasks))
+			for i, tv := range v.Tasks {
+				spec.Tasks[i] = tmpl
+				spec.Tasks[i].Name, spec.Tasks[i].Pin = tv.Name, tv.Pin
+			}
+		}
 		c.register(cloneSpec(&spec))
 		gr := c.groups[g]
 		gr.acked, gr.ackAt = true, c.s.now
@@ -282,7 +303,7 @@ func (c *checker) checkFirings(nd *simNode, r *schedRec, fs []shard.Firing) {
 			}
 		}
 		if f.Group != "" {
-			c.firingGroup(f.Group)
+			c.firingGroup(nd, f.Group)
 		}
 	}
 	first, last := fs[0].At.Unix(), fs[len(fs)-1].At.Unix()
@@ -376,4 +397,20 @@ func (r *schedRec) firedString(around int64) string {
 	}
 	slices.Sort(us)
 	return fmt.Sprint(us)
+}
+
+// replicaGroup reads group g from nd's replica of its partition, or else
+// from any running node's.
+func (s *sim) replicaGroup(nd *simNode, g shard.GroupID) (shard.GroupView, bool) {
+	if v, err := nd.n.ReplicaGroup(g); err == nil {
+		return v, true
+	}
+	for _, o := range s.nodes {
+		if o.up {
+			if v, err := o.n.ReplicaGroup(g); err == nil {
+				return v, true
+			}
+		}
+	}
+	return shard.GroupView{}, false
 }

@@ -189,9 +189,6 @@ func DecodeSchedule(r io.Reader, lim Limits) (*shard.ScheduleSpec, string, error
 	if g.Key != "" {
 		return nil, "", fieldErr("group.key", "not allowed in a schedule; each firing's group id derives from the tick")
 	}
-	if g.Mode == shard.ModeBroadcast {
-		return nil, "", fieldErr("group.mode", "a broadcast cannot be scheduled: its peers are chosen when it is submitted")
-	}
 	sp.Group = *g
 	return sp, rs.Key, nil
 }

@@ -64,7 +64,9 @@ func (s *server) triggerSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := TriggerResponse{Schedule: string(id), Group: string(res.Group), Tasks: map[string]string{}, Next: timePtr(v.Next)}
-	if tasks := v.Spec.Group.Tasks; len(res.Tasks) == len(tasks) {
+	// A broadcast's copies are named by the peers matched at the firing,
+	// not by the template: read them with GET /v1/groups/{group}.
+	if tasks := v.Spec.Group.Tasks; len(res.Tasks) == len(tasks) && v.Spec.Group.Mode != shard.ModeBroadcast {
 		for i, t := range res.Tasks {
 			out.Tasks[tasks[i].Name] = string(t)
 		}
