@@ -544,6 +544,9 @@ func (m *mesh) reconfigure(p *partition) {
 		return
 	}
 	voters, learners := p.conf.GetVoters(), p.conf.GetLearners()
+	if len(p.conf.GetVotersOutgoing()) > 0 {
+		return // in a joint configuration: Raft leaves it by itself first
+	}
 	if m.ringVersion != m.version || !m.knowsAll(voters) || !m.knowsAll(learners) {
 		// The ring is not built from this node's membership yet, or the
 		// membership misses a replica (a restarted peer that knows only
@@ -567,13 +570,34 @@ func (m *mesh) reconfigure(p *partition) {
 	}
 	if len(learners) > 0 { // Status allocates: only when a learner may be promoted
 		st := p.rn.Status()
+		var ready, behind []uint64 // wanted learners caught up, and live ones not yet
 		for _, rid := range learners {
-			if _, ok := want[rid]; ok {
-				if pr, ok := st.Progress[rid]; ok && pr.State == tracker.StateReplicate && pr.Match+16 >= m.lastIndex(st) &&
-					m.liveQuorum(append(slices.Clone(voters), rid)) {
-					m.confChange(p, pb.ConfChangeAddNode, rid)
-					return
-				}
+			if _, ok := want[rid]; !ok {
+				continue
+			}
+			if pr, ok := st.Progress[rid]; ok && pr.State == tracker.StateReplicate && pr.Match+16 >= m.lastIndex(st) {
+				ready = append(ready, rid)
+			} else if m.live(want[rid]) {
+				behind = append(behind, rid)
+			}
+		}
+		// A lone voter promotes two learners at once (joint consensus,
+		// left automatically): one at a time would pass through two
+		// voters, which stop for good if either is lost before the third
+		// joins. It waits for a second live learner to catch up.
+		if len(voters) == 1 && len(want) >= 3 {
+			switch {
+			case len(ready) >= 2 && m.liveQuorum(append(slices.Clone(voters), ready[:2]...)):
+				m.promote(p, ready[:2]...)
+				return
+			case len(ready) == 1 && len(behind) > 0:
+				return
+			}
+		}
+		for _, rid := range ready {
+			if m.liveQuorum(append(slices.Clone(voters), rid)) {
+				m.confChange(p, pb.ConfChangeAddNode, rid)
+				return
 			}
 		}
 	}
@@ -638,6 +662,21 @@ func (m *mesh) allVoters(replicas []ring.PeerID, voters []uint64) bool {
 		}
 	}
 	return true
+}
+
+// promote makes learners voters in one joint configuration change, which
+// Raft leaves by itself once it applies.
+func (m *mesh) promote(p *partition, rids ...uint64) {
+	cc := &pb.ConfChangeV2{Transition: pb.ConfChangeTransition_ConfChangeTransitionAuto.Enum()}
+	for _, rid := range rids {
+		cc.Changes = append(cc.Changes, &pb.ConfChangeSingle{Type: pb.ConfChangeAddNode.Enum(), NodeId: new(rid)})
+	}
+	if err := p.rn.ProposeConfChange(cc); err != nil {
+		return
+	}
+	p.confAt = m.n.now
+	m.n.markDirty(p.id)
+	m.n.log.Debug("replica change proposed", keyPart, p.id, "change", "promote (joint)", "replicas", len(rids))
 }
 
 func (m *mesh) confChange(p *partition, t pb.ConfChangeType, rid uint64) {

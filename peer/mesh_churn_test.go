@@ -76,3 +76,33 @@ func TestMeshForgetMovesReplicas(t *testing.T) {
 		}
 	}
 }
+
+// TestGrowthSkipsTwoVoters: a young mesh grows each partition from the
+// founder's lone voter to three without passing through two voters (two
+// stop for good when either is lost): the two learners are promoted
+// together in one joint configuration.
+func TestGrowthSkipsTwoVoters(t *testing.T) {
+	c := newLabeledCluster(t, 8, nil, nil, nil)
+	three := 0
+	for step := 0; step < 2000 && three < 8; step++ {
+		c.step(10 * time.Millisecond)
+		three = 0
+		for part := range 8 {
+			for _, cn := range c.nodes {
+				r, ok := cn.n.Replica(part)
+				if !ok {
+					continue
+				}
+				if len(r.Voters) == 2 {
+					t.Fatalf("at %v %s's partition %d has voters %v (learners %v)", time.Duration(step)*10*time.Millisecond, cn.id, part, r.Voters, r.Learners)
+				}
+				if r.Serving && len(r.Voters) == 3 && len(r.Learners) == 0 {
+					three++
+				}
+			}
+		}
+	}
+	if three < 8 {
+		t.Fatalf("after 20 s only %d of 8 partitions have 3 voters", three)
+	}
+}

@@ -164,6 +164,16 @@ type Node struct {
 	reqSeq    uint64
 	reqs      map[uint64]*request
 	running   map[shard.TaskID]shard.Round // leases held by this peer, by task
+	// superseded holds the rounds of local runs replaced in running by a
+	// newer round of the same task (a pinned task re-leased to this peer
+	// after its lease expired, as while it was paused): their handlers
+	// still hold slots, freed when they report (see startRun, Report).
+	superseded map[shard.TaskID][]shard.Round
+	// ownLeases counts the leases this node proposed for itself that have
+	// not applied, by task: each holds a slot in busy until it applies, is
+	// dropped, or is lost with the leadership. A task may have two (a
+	// repeated submission proposes its initial leases again).
+	ownLeases map[shard.TaskID]ownLease
 	// leaseAt is when each lease this node proposed for itself was
 	// proposed, to time its commit (the pacer's latency).
 	leaseAt map[shard.TaskID]time.Time
@@ -221,7 +231,7 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 		raftID: RaftID(cfg.ID), parts: make([]*partition, cfg.Partitions),
 		isDir: make([]bool, cfg.Partitions), now: now, lastTick: now, bootAt: now,
 		reqs: make(map[uint64]*request), running: make(map[shard.TaskID]shard.Round),
-		leaseAt: make(map[shard.TaskID]time.Time),
+		leaseAt: make(map[shard.TaskID]time.Time), ownLeases: make(map[shard.TaskID]ownLease),
 		raftOut: make(map[string][]RaftMsg), started: make(map[shard.TaskID]shard.Round),
 		localOut: make(map[shard.TaskID]shard.Outcome),
 	}
@@ -361,9 +371,10 @@ func (n *Node) Applied(part int) (applied uint64, ok bool) {
 
 // Replica describes this node's replica of partition part, for
 // diagnostics (the simulator's report of a stuck partition): the Raft
-// state and term, the leader it knows, the voters and learners of its
-// configuration (peer ids; "?" for one it cannot name) and the index it
-// applied. ok is false when it holds no replica.
+// state and term, the leader it knows, the voters, learners and (in a
+// joint configuration) outgoing voters of its configuration (peer ids;
+// "?" for one it cannot name) and the index it applied. ok is false when
+// it holds no replica.
 func (n *Node) Replica(part int) (r ReplicaInfo, ok bool) {
 	if part < 0 || part >= len(n.parts) || n.parts[part] == nil {
 		return ReplicaInfo{}, false
@@ -381,7 +392,7 @@ func (n *Node) Replica(part int) (r ReplicaInfo, ok bool) {
 		return out
 	}
 	r = ReplicaInfo{Raft: st.RaftState.String(), Term: st.HardState.GetTerm(), Applied: p.applied, Serving: p.serving,
-		Voters: name(p.conf.GetVoters()), Learners: name(p.conf.GetLearners())}
+		Voters: name(p.conf.GetVoters()), Learners: name(p.conf.GetLearners()), Outgoing: name(p.conf.GetVotersOutgoing())}
 	if id, ok := n.mesh.peerOf(st.Lead); ok {
 		r.Leader = id
 	}
@@ -394,6 +405,7 @@ type ReplicaInfo struct {
 	Term, Applied    uint64
 	Serving          bool
 	Voters, Learners []string
+	Outgoing         []string // the old voters of a joint configuration; nil outside one
 }
 
 // Leading returns the partitions this node serves as owner, sorted.
@@ -416,11 +428,25 @@ type Stats struct {
 	Held                        int // partitions this node holds a replica of
 	Voter                       int // ... as a voter (not a learner)
 	LeaderKnown                 int // ... whose leader it knows
+	// Busy is Running, plus Superseded (older rounds of running tasks,
+	// still running), plus Proposed (own leases not applied yet), of
+	// which Orphaned are in partitions this node no longer serves (a
+	// leak: they are released when the leadership goes).
+	Superseded, Proposed, Orphaned int
 }
 
 // Stats returns the node's counters.
 func (n *Node) Stats() Stats {
 	st := Stats{Busy: n.busy, Slots: n.cfg.Slots, Running: len(n.running)}
+	for _, l := range n.ownLeases {
+		st.Proposed += l.n
+		if p := n.parts[l.part]; p == nil || !p.serving {
+			st.Orphaned += l.n
+		}
+	}
+	for _, rs := range n.superseded {
+		st.Superseded += len(rs)
+	}
 	for _, i := range n.held {
 		p := n.parts[i]
 		st.Held++

@@ -3,6 +3,7 @@ package peer
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -274,5 +275,30 @@ func TestNodeRetryAndDelay(t *testing.T) {
 	}
 	if v, _ := h.n.Task("d.0"); v.State != shard.Succeeded {
 		t.Errorf("d.0 = %v; want SUCCEEDED", v.State)
+	}
+}
+
+// TestSlotsFreedAfterDuplicateSubmit: a submission repeated before the
+// first applied proposes its initial leases twice; once the group ran,
+// every slot is free again (the second lease's slot leaked, and a peer
+// whose slots all leak never steals again).
+func TestSlotsFreedAfterDuplicateSubmit(t *testing.T) {
+	h := newHarness(t, 1)
+	h.tick(time.Second)
+	spec := shard.GroupSpec{ID: "dup", Key: "k", Mode: shard.ModeParallel, Tasks: echoTasks(1)}
+	for range 2 {
+		s := spec
+		s.Tasks = slices.Clone(spec.Tasks)
+		h.n.Submit(h.n.NextRequest(), &s)
+	}
+	h.stabilize()
+	for i := 0; h.groupState("dup") == shard.GroupRunning; i++ {
+		if i > 100 {
+			t.Fatal("group does not finish")
+		}
+		h.step()
+	}
+	if st := h.n.Stats(); st.Busy != 0 || st.Proposed != 0 || st.Running != 0 {
+		t.Fatalf("after the group: busy %d, proposed %d, running %d; want all 0", st.Busy, st.Proposed, st.Running)
 	}
 }

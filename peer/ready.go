@@ -245,6 +245,7 @@ func (n *Node) softState(p *partition, ss *raft.SoftState) {
 		props := p.props
 		p.props = nil
 		n.proposalDropped(p, props)
+		n.releaseLostLeases(p.id)
 		n.handOver(p)
 		p.shard.SetLeader(false, n.now)
 		n.failRequests(p.id)

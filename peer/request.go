@@ -2,6 +2,7 @@ package peer
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/needle-mesh/needle/shard"
@@ -165,7 +166,7 @@ func (n *Node) applyLease(p *partition, e *shard.Event, ours bool) {
 	run, ok := p.shard.RunOf(e.Task, e.Round, e.Holder)
 	if !ok {
 		if ours {
-			n.busy--
+			n.releaseLease(e.Task)
 			delete(n.leaseAt, e.Task)
 		}
 		return
@@ -175,28 +176,94 @@ func (n *Node) applyLease(p *partition, e *shard.Event, ours bool) {
 			delete(n.leaseAt, e.Task)
 			n.pace.committed(n.now.Sub(at))
 		}
-	} else if !n.claim(e.Task, e.Round) {
+	}
+	if !n.claim(e.Task, e.Round) {
+		if ours {
+			n.releaseLease(e.Task)
+		}
 		return // a grant to this peer, already started from the grant message
+	}
+	if ours && n.ownLeases[e.Task].n > 0 {
+		n.dropOwnLease(e.Task) // its slot was counted when it was proposed
 	} else {
-		n.busy++ // a stolen lease this replica applied before its grant arrived
+		// A stolen lease this replica applied before its grant arrived,
+		// or one of ours released when the leadership was lost, which
+		// committed after all.
+		n.busy++
 	}
-	if ours && !n.claim(e.Task, e.Round) {
-		n.busy--
-		return
-	}
-	n.running[e.Task] = e.Round
+	n.startRun(e.Task, e.Round)
 	n.rd.Run = append(n.rd.Run, Run{
 		Task: e.Task, Round: e.Round, Handler: run.Handler, Payload: p.shard.Payload(e.Task),
 		Timeout: p.shard.Timeout(run), Attempt: 0, Inputs: rawInputs(p.shard.Inputs(e.Task)),
 	})
 }
 
+// startRun records that this peer starts task t in round r (its slot was
+// counted in busy). An older round of t still running here is superseded:
+// its slot stays taken until its handler reports.
+func (n *Node) startRun(t shard.TaskID, r shard.Round) {
+	if prev, ok := n.running[t]; ok && prev != r {
+		if n.superseded == nil {
+			n.superseded = map[shard.TaskID][]shard.Round{}
+		}
+		n.superseded[t] = append(n.superseded[t], prev)
+	}
+	n.running[t] = r
+}
+
 // releaseLeases frees the slots of local lease proposals that were dropped.
 func (n *Node) releaseLeases(evs []shard.Event) {
 	for i := range evs {
 		if evs[i].Type == shard.EvLeased && evs[i].Holder == n.holder {
-			n.busy--
+			n.releaseLease(evs[i].Task)
 			delete(n.leaseAt, evs[i].Task)
+		}
+	}
+}
+
+// ownLease is the own lease proposals of one task not applied yet: n of
+// them, in partition part.
+type ownLease struct{ part, n int }
+
+// holdLeases counts the slots of leases this node proposes for itself in
+// partition part.
+func (n *Node) holdLeases(part int, evs []shard.Event) {
+	n.busy += len(evs)
+	for i := range evs {
+		l := n.ownLeases[evs[i].Task]
+		n.ownLeases[evs[i].Task] = ownLease{part: part, n: l.n + 1}
+	}
+	n.timeLeases(evs)
+}
+
+// dropOwnLease forgets one own lease proposal of t (it applied, or will
+// not); the caller frees or passes on its slot.
+func (n *Node) dropOwnLease(t shard.TaskID) {
+	if l := n.ownLeases[t]; l.n > 1 {
+		n.ownLeases[t] = ownLease{part: l.part, n: l.n - 1}
+	} else {
+		delete(n.ownLeases, t)
+	}
+}
+
+// releaseLease frees the slot of an own lease proposal that will not start
+// a run here (if one still holds a slot).
+func (n *Node) releaseLease(t shard.TaskID) {
+	if n.ownLeases[t].n > 0 {
+		n.dropOwnLease(t)
+		n.busy--
+	}
+}
+
+// releaseLostLeases frees the slots of the own lease proposals of
+// partition part, which this node no longer leads: their entries may be
+// overwritten by the new leader's and never apply here. One that commits
+// after all takes its slot again when it applies (applyLease).
+func (n *Node) releaseLostLeases(part int) {
+	for t, l := range n.ownLeases {
+		if l.part == part {
+			delete(n.ownLeases, t)
+			n.busy -= l.n
 		}
 	}
 }
@@ -207,6 +274,16 @@ func (n *Node) releaseLeases(evs []shard.Event) {
 func (n *Node) Report(o shard.Outcome) error {
 	round, ok := n.running[o.Task]
 	if !ok || round != o.Round {
+		if rs := n.superseded[o.Task]; slices.Contains(rs, o.Round) {
+			// A run a newer round of the same task replaced here: its
+			// slot is free; its outcome is stale at the owner anyway.
+			if rs = slices.DeleteFunc(rs, func(r shard.Round) bool { return r == o.Round }); len(rs) == 0 {
+				delete(n.superseded, o.Task)
+			} else {
+				n.superseded[o.Task] = rs
+			}
+			n.busy--
+		}
 		return shard.ErrStaleRound
 	}
 	delete(n.running, o.Task)
@@ -274,8 +351,7 @@ func (n *Node) schedule() {
 		if len(evs) == 0 {
 			return
 		}
-		n.busy += len(evs)
-		n.timeLeases(evs)
+		n.holdLeases(best, evs)
 		p.propose(evs)
 		n.markDirty(best)
 	}
@@ -370,8 +446,7 @@ func (n *Node) initialLeases(p *partition, spec *shard.GroupSpec) []shard.Event 
 	}
 	cfg := p.shard.Config()
 	evs := shard.InitialLeases(n.now, spec, free, n.holder, cfg.DefaultTimeout, cfg.LeaseGrace)
-	n.busy += len(evs)
-	n.timeLeases(evs)
+	n.holdLeases(p.id, evs)
 	return evs
 }
 

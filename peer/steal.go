@@ -221,7 +221,7 @@ func (n *Node) stepGrant(from string, m Message) {
 		}
 		n.stats.StealsGranted++
 		n.busy++
-		n.running[g.Task] = g.Round
+		n.startRun(g.Task, g.Round)
 		n.rd.Run = append(n.rd.Run, Run{Task: g.Task, Round: g.Round, Handler: g.Handler, Payload: g.Payload, Timeout: g.Timeout, Inputs: g.Inputs})
 	}
 }

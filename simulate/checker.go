@@ -21,6 +21,7 @@ const (
 	invLiveness = "liveness"     // after faults heal, everything acknowledged finishes
 	invWAL      = "wal"          // the Node's batches apply to the WAL
 	invPanic    = "panic"        // the core panicked (a broken internal invariant)
+	invSlots    = "slots"        // at the end, a node's busy slots are its running handlers (mesh.go)
 )
 
 // taskRec is what the checker knows of one task.

@@ -94,8 +94,8 @@ func (s *sim) describePartition(part int) string {
 			fmt.Fprintf(&b, " %s down;", nd.id)
 		default:
 			if r, ok := nd.n.Replica(part); ok {
-				fmt.Fprintf(&b, " %s %s term %d leader %q applied %d voters %v learners %v serving %v;",
-					nd.id, r.Raft, r.Term, r.Leader, r.Applied, r.Voters, r.Learners, r.Serving)
+				fmt.Fprintf(&b, " %s %s term %d leader %q applied %d voters %v learners %v outgoing %v serving %v;",
+					nd.id, r.Raft, r.Term, r.Leader, r.Applied, r.Voters, r.Learners, r.Outgoing, r.Serving)
 			} else {
 				fmt.Fprintf(&b, " %s no replica;", nd.id)
 			}
@@ -104,9 +104,39 @@ func (s *sim) describePartition(part int) string {
 	return b.String()
 }
 
+// checkSlots runs once every task is terminal: a node's busy slots must be
+// its runs (a stale round may still run) and its own lease proposals, and
+// its runs the handlers still running or queued. A slot counted and never
+// freed stops a peer from stealing for good: a task pinned to it then
+// never runs.
+func (s *sim) checkSlots() {
+	if !s.done() {
+		return // the run stopped early (max sim time): slots may be in flight
+	}
+	for _, nd := range s.nodes {
+		if !nd.up {
+			continue
+		}
+		handlers := nd.active
+		for _, j := range nd.queue {
+			if !j.done {
+				handlers++
+			}
+		}
+		// Busy counts runs and own lease proposals (a schedule may have
+		// fired as the run ended); runs must be the handlers.
+		if st := nd.n.Stats(); st.Busy != st.Running+st.Superseded+st.Proposed || st.Running+st.Superseded != handlers || st.Orphaned > 0 {
+			s.fail(invSlots, fmt.Sprintf("%s counts %d busy slots (running %d, superseded %d, proposed %d, of which %d in partitions it does not serve) with %d handlers running or queued",
+				nd.id, st.Busy, st.Running, st.Superseded, st.Proposed, st.Orphaned, handlers))
+			return
+		}
+	}
+}
+
 // fullyReplicated reports whether every node is up and running and every
 // partition's configuration (as its most advanced replica applied it)
-// has all its replicas as voters, no learner, on running nodes.
+// has all its replicas as voters, no learner, on running nodes, and is
+// not joint.
 func (s *sim) fullyReplicated() bool {
 	for _, nd := range s.nodes {
 		if !nd.left && (!nd.up || nd.paused) {
@@ -124,7 +154,7 @@ func (s *sim) fullyReplicated() bool {
 				best, found = r, true
 			}
 		}
-		if !found || len(best.Voters) != s.cfg.Replicas || len(best.Learners) > 0 {
+		if !found || len(best.Voters) != s.cfg.Replicas || len(best.Learners) > 0 || len(best.Outgoing) > 0 {
 			return false
 		}
 		for _, v := range best.Voters {

@@ -81,8 +81,11 @@ func (g *gen) schedule(i int) *shard.ScheduleSpec {
 		mode, tasks[0].Name = shard.ModeSingle, ""
 	}
 	if g.rng.IntN(5) == 0 {
-		// A broadcast: one copy per live peer at each firing.
+		// A broadcast: one copy per live peer at each firing, short and
+		// never failing, so that without faults each copy runs once
+		// (checker.broadcastRuns).
 		mode, tasks = shard.ModeBroadcast, tasks[:1]
+		tasks[0] = g.task(behaviour{dur: time.Duration(5+g.rng.IntN(200)) * time.Millisecond}, 0)
 		tasks[0].Name = ""
 	}
 	sp.Group = shard.GroupSpec{Mode: mode, Tasks: tasks}

@@ -67,6 +67,9 @@ func Run(cfg Config) (Report, error) {
 		s.checkReplicas(allParts(s.cfg.Partitions))
 	}
 	if s.viol == nil {
+		s.checkSlots()
+	}
+	if s.viol == nil {
 		s.chk.checkNotify()
 	}
 	rep := s.report()

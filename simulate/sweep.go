@@ -136,6 +136,9 @@ func (c *checker) stuck(g *groupRec) string {
 		if nd != nil {
 			if v, err := nd.n.Task(t.id); err == nil {
 				st = fmt.Sprintf("%v round %d attempt %d holder %s", v.State, v.Round, v.Attempt, v.Holder)
+				if v.Pin != "" || len(v.Require) > 0 {
+					st += fmt.Sprintf(" pin %q require %v waiting %q", v.Pin, v.Require, v.Waiting)
+				}
 				for _, d := range v.Deps {
 					if dv, err := nd.n.Task(d); err == nil {
 						st += fmt.Sprintf(" [dep %s %v round %d holder %s]", d, dv.State, dv.Round, dv.Holder)
