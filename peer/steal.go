@@ -16,6 +16,7 @@ type NodeStats struct {
 	StealsAsked   int // steal requests sent
 	StealsGranted int // tasks received from victims
 	StealsRefused int // refusals and empty grants received
+	StaleGrants   int // grants received for this peer's former run (dropped)
 	TasksGranted  int // tasks this node granted to thieves
 	LeaseExpiries int // leases that ended without an outcome
 }
@@ -25,7 +26,7 @@ type NodeStats struct {
 type stealer struct {
 	t       *steal.Thief            // nil when stealing is off
 	owed    map[shard.TaskID]string // leases proposed for a thief, by task
-	grants  map[string][]Grant      // grants to send with the next Ready, by thief
+	grants  map[string][]Grant      // grants to send with the next Ready, by thief holder (id#boot)
 	refuse  []string                // thieves to answer with a refusal
 	askedAt time.Time               // when the last steal request went out
 	enabled bool
@@ -175,7 +176,7 @@ func (n *Node) grantApplied(p *partition, e *shard.Event) {
 		return
 	}
 	n.stats.TasksGranted++
-	n.steal.grants[thief] = append(n.steal.grants[thief], Grant{Task: e.Task, Round: e.Round, Expiry: e.Expiry,
+	n.steal.grants[e.Holder] = append(n.steal.grants[e.Holder], Grant{Task: e.Task, Round: e.Round, Expiry: e.Expiry,
 		Handler: spec.Handler, Payload: p.shard.Payload(e.Task), Timeout: p.shard.Timeout(spec),
 		Inputs: rawInputs(p.shard.Inputs(e.Task))})
 }
@@ -186,11 +187,15 @@ func (n *Node) flushGrants() {
 		return
 	}
 	self := n.load()
-	for _, to := range sortedKeys(n.steal.grants) {
-		n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgGrant, From: n.cfg.ID, Load: self, Grants: n.steal.grants[to]}})
+	granted := map[string]bool{}
+	for _, holder := range sortedKeys(n.steal.grants) {
+		to := shard.HolderPeer(holder)
+		granted[to] = true
+		n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgGrant, From: n.cfg.ID, Load: self,
+			Grants: n.steal.grants[holder], Holder: holder}})
 	}
 	for _, to := range n.steal.refuse {
-		if _, granted := n.steal.grants[to]; !granted {
+		if !granted[to] {
 			n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgGrant, From: n.cfg.ID, Load: self, Refused: true}})
 		}
 	}
@@ -212,6 +217,13 @@ func (n *Node) stepGrant(from string, m Message) {
 	}
 	if len(m.Grants) == 0 {
 		n.stats.StealsRefused++
+		return
+	}
+	if m.Holder != "" && m.Holder != n.holder {
+		// Leases for this peer's former run (it restarted since it asked):
+		// their outcomes would be refused, and the owner re-runs them when
+		// they expire.
+		n.stats.StaleGrants += len(m.Grants)
 		return
 	}
 	n.pace.stole(n.now.Sub(n.steal.askedAt))

@@ -54,6 +54,11 @@ type Message struct {
 	Grants    []Grant      // MsgGrant
 	Load      Load         // MsgStealReq, MsgGrant: the sender's load
 	Refused   bool         // MsgGrant: nothing granted, back off
+	// Holder is, on a MsgGrant with grants, the incarnation of the thief
+	// (id#boot) the leases are for: a peer restarted since its steal
+	// request must not run leases held by its former run. Appended; ""
+	// from an older peer.
+	Holder string
 }
 
 // RaftMsg is one Raft message of one partition.
@@ -161,6 +166,9 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 		dst = binary.AppendUvarint(dst, uint64(len(m.Grants)))
 		for i := range m.Grants {
 			dst = appendGrant(dst, &m.Grants[i])
+		}
+		if m.Holder != "" {
+			dst = shard.AppendString(dst, m.Holder)
 		}
 	default:
 		return nil, fmt.Errorf("peer: encode: unknown message type %v", m.Type)
@@ -279,6 +287,9 @@ func DecodeMessage(p []byte) (Message, error) {
 		m.Grants = make([]Grant, 0, n)
 		for range n {
 			m.Grants = append(m.Grants, decodeGrant(&d))
+		}
+		if d.Err() == nil && d.Len() > 0 {
+			m.Holder = d.String()
 		}
 	}
 	if err := d.Err(); err != nil {

@@ -31,11 +31,12 @@ type simNode struct {
 	clk clock
 
 	up, paused  bool
-	left        bool     // left the mesh for good (Leave): never restarts
-	gen         int      // incarnation: bumped by crash and stop; stale events compare it
-	boots       int      // starts so far; the Node's Boot nonce
-	drainQueued bool     // a drain is scheduled at the current instant
-	held        []func() // inputs that arrived while paused, in order
+	left        bool          // left the mesh for good (Leave): never restarts
+	resumedAt   time.Duration // when a pause last ended (checker.submitted)
+	gen         int           // incarnation: bumped by crash and stop; stale events compare it
+	boots       int           // starts so far; the Node's Boot nonce
+	drainQueued bool          // a drain is scheduled at the current instant
+	held        []func()      // inputs that arrived while paused, in order
 
 	jobs   map[shard.TaskID]*job // handlers running or queued here
 	queue  []*job                // jobs waiting for a worker slot
@@ -167,6 +168,7 @@ func (nd *simNode) resume() {
 		return
 	}
 	nd.paused = false
+	nd.resumedAt = nd.s.now
 	held := nd.held
 	nd.held = nil
 	nd.n.Tick(nd.now())

@@ -82,6 +82,8 @@ func TestRegressionSeeds(t *testing.T) {
 		{83, 4, "mixed", FaultKinds, "a deposed owner granted a lease another owner committed, so its thief ran a finished task"},
 		{99, 4, "placement", FaultKinds, "a task pinned to a peer that left failed in the round of its earlier attempt: two outcomes in one round"},
 		{7, 5, "placement", FaultKinds, "a peer left while a partition had 2 voters"},
+		{406, 3, "w4", FaultKinds, "a grant for a thief's former run (it restarted since it asked) ran on the new one"},
+		{410, 5, "w4", FaultKinds, "the checker took a Created reply sent as a node resumed from a pause for a second creation"},
 		{77, 5, "mixed", FaultKinds, "a peer's slots leaked with leases lost with its leadership, so it never stole its pinned broadcast copy"},
 	} {
 		cfg := Config{Seed: c.seed, Peers: c.peers, Tasks: 200, Workload: c.workload, Faults: slices.Clone(c.faults)}
