@@ -48,7 +48,10 @@
 // is on side 0), Crash (kill -9: the node's jobs, held inputs and requests
 // vanish, wal.Memory.Crash drops the unsynced tail, and the node restarts
 // from its disk with a new Boot; with skew on, its clock may come back up
-// to 2 s off either way), churn (a clean stop and a later restart), Clog
+// to 2 s off either way), churn (a clean stop and a later restart; with
+// more peers than replicas also Leave, a peer gone for good once the mesh
+// is healthy and forgotten by hand, and Join, a peer with an empty disk
+// added late), Clog
 // (drop, dup, reorder), Pause (the node is neither ticked nor stepped;
 // messages and handler outcomes wait and arrive late on resume, when
 // fencing must refuse outcomes whose lease moved on) and Skew (Linear

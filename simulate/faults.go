@@ -130,6 +130,23 @@ func (f *Leave) String() string {
 	return fmt.Sprintf("leave n%d at %v, forgotten %v later", f.Node, f.At, f.For)
 }
 
+// Join brings a node into the mesh late, with an empty disk, as when a
+// host is added to a running cluster: the ring takes it in, replicas move
+// to it, and it steals work. It was never started before (newSim stops
+// it at time 0, before it did anything, and nothing restarts it early).
+type Join struct {
+	Span
+	Node int
+}
+
+func (f *Join) start(s *sim) {
+	nd := s.nodes[f.Node]
+	nd.joining = false
+	nd.restart()
+}
+func (f *Join) stop(*sim)      {}
+func (f *Join) String() string { return fmt.Sprintf("join n%d at %v", f.Node, f.At) }
+
 // Clog degrades every link: drop and duplicate with a probability, and
 // reorder by up to Reorder of extra delay.
 type Clog struct {

@@ -32,6 +32,7 @@ type simNode struct {
 
 	up, paused  bool
 	left        bool          // left the mesh for good (Leave): never restarts
+	joining     bool          // not joined yet (Join): nothing starts it before
 	resumedAt   time.Duration // when a pause last ended (checker.submitted)
 	gen         int           // incarnation: bumped by crash and stop; stale events compare it
 	boots       int           // starts so far; the Node's Boot nonce
@@ -113,7 +114,7 @@ func (nd *simNode) stop(lose bool) {
 // restart starts the node again from its disk; once it serves, the checker
 // verifies that every acknowledged group it owns is still there.
 func (nd *simNode) restart() {
-	if nd.left {
+	if nd.left || nd.joining {
 		return
 	}
 	if err := nd.start(); err != nil {

@@ -36,11 +36,19 @@ func (s *sim) planFaults() ([]Fault, time.Duration) {
 	}
 	if s.cfg.has("churn") && s.cfg.Peers > s.cfg.Replicas {
 		// Churn also takes one peer out for good (with peers to spare
-		// for its replicas), forgotten by hand 3 s later.
+		// for its replicas), forgotten by hand 3 s later, and brings one
+		// in late.
 		at := 100*time.Millisecond + time.Duration(s.rng.Int64N(int64(window*6/10)))
-		if node, ok := s.leaver(s.rng.IntN(s.cfg.Peers)); ok {
-			fs = append(fs, &Leave{Span: Span{At: at, For: 3 * time.Second}, Node: node})
+		leaver, ok := s.leaver(s.rng.IntN(s.cfg.Peers))
+		if ok {
+			fs = append(fs, &Leave{Span: Span{At: at, For: 3 * time.Second}, Node: leaver})
 		}
+		// And one peer (not the founder, not the leaver) joins late.
+		joiner := 1 + s.rng.IntN(s.cfg.Peers-1)
+		if ok && joiner == leaver {
+			joiner = 1 + joiner%(s.cfg.Peers-1)
+		}
+		fs = append(fs, &Join{Span: Span{At: 100*time.Millisecond + time.Duration(s.rng.Int64N(int64(window*6/10)))}, Node: joiner})
 	}
 	var heal time.Duration
 	for _, f := range fs {

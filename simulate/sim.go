@@ -96,6 +96,15 @@ func newSim(cfg Config) (*sim, error) {
 		}
 	}
 	s.faults, s.healAt = s.planFaults()
+	for _, f := range s.faults {
+		if j, ok := f.(*Join); ok {
+			// Not part of the mesh until it joins: stopped before its
+			// first event, with an empty disk.
+			nd := s.nodes[j.Node]
+			nd.stop(false)
+			nd.log, nd.joining = newDisk(), true
+		}
+	}
 	if cfg.Warmup > 0 {
 		s.wl.delay(cfg.Warmup)
 		s.at(cfg.Warmup, func() { s.cl.start(s.wl.sequential) })
