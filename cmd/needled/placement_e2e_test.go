@@ -25,7 +25,8 @@ func startLabeledDaemon(t *testing.T, bin, addr, join string, env []string, extr
 // TestPlacementProcesses runs three labeled daemons: tasks that require a
 // label run on the peer carrying it, a pinned task on its peer, a
 // broadcast once on every live peer (or every matching one), a task no
-// live peer can run says why, and bad selectors are 400s naming the field.
+// live peer can run says why, bad selectors are 400s naming the field,
+// and a task pinned to a peer killed and then forgotten fails, never run.
 func TestPlacementProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three daemons")
@@ -35,7 +36,7 @@ func TestPlacementProcesses(t *testing.T) {
 	startLabeledDaemon(t, bin, addrs[0], "", nil, "--label", "zone=a")
 	join := selfAddr(t, addrs[0])
 	startLabeledDaemon(t, bin, addrs[1], join, []string{"NEEDLE_LABELS=zone=b,gpu=true"})
-	startLabeledDaemon(t, bin, addrs[2], join, nil, "--label", "zone=a", "--label", "disk=ssd")
+	third := startLabeledDaemon(t, bin, addrs[2], join, nil, "--label", "zone=a", "--label", "disk=ssd")
 	ids := make([]string, 3)
 	for i, a := range addrs {
 		ids[i] = peerID(t, a)
@@ -145,6 +146,54 @@ func TestPlacementProcesses(t *testing.T) {
 			if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Field != tt.field {
 				t.Errorf("POST %s = %v; want 400 naming %s", tt.body, err, tt.field)
 			}
+		}
+	})
+	// Last: it takes the third peer down for good.
+	t.Run("pinned to a forgotten peer", func(t *testing.T) {
+		_ = third.Process.Kill()
+		_ = third.Wait()
+		waitUntil(t, "the third peer seen dead", func() bool {
+			var ps api.Peers
+			if getJSON(addrs[0], "/v1/peers", &ps) != nil {
+				return false
+			}
+			for _, p := range ps.Peers {
+				if p.ID == ids[2] {
+					return p.State == "dead"
+				}
+			}
+			return false
+		})
+		var res *api.SubmitTaskResponse
+		waitUntil(t, "a task pinned to the dead peer accepted", func() bool {
+			var err error
+			res, err = c.SubmitTask(ctx, &api.SubmitTaskRequest{Key: "pinned-to-dead",
+				TaskFields: api.TaskFields{Handler: "echo", Payload: []byte(`1`), Pin: ids[2]}})
+			return err == nil
+		})
+		var tk *api.Task
+		waitUntil(t, "the task to wait for its peer", func() bool {
+			var err error
+			tk, err = c.GetTask(ctx, res.ID, 0)
+			return err == nil && tk.Waiting != ""
+		})
+		if tk.State != "READY" || !strings.Contains(tk.Waiting, "not alive") {
+			t.Fatalf("pinned to a dead peer: %s waiting %q; want READY, waiting for it", tk.State, tk.Waiting)
+		}
+		resp, err := http.Post("http://"+addrs[0]+"/v1/peers/"+ids[2]+"/forget", "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("forget: %s", resp.Status)
+		}
+		waitUntil(t, "the task pinned to the forgotten peer to fail", func() bool {
+			tk, err = c.GetTask(ctx, res.ID, 2*time.Second)
+			return err == nil && tk.State != "READY"
+		})
+		if tk.State != "FAILED" || tk.Error == nil || !strings.Contains(*tk.Error, "left the mesh") || tk.Attempt != 0 {
+			t.Fatalf("pinned to a forgotten peer: %s attempt %d error %v; want FAILED, never run, saying it left", tk.State, tk.Attempt, tk.Error)
 		}
 	})
 }
