@@ -97,6 +97,7 @@ type notifyOut struct {
 	job     shard.NotifyJob
 	err     string // "" = delivered
 	refused bool   // not attempted: the URL is not on this peer's allow-list
+	gone    bool   // the receiver answered 410 Gone: give up, do not retry
 	took    time.Duration
 }
 
@@ -163,7 +164,7 @@ func (p *Peer) startNotify(jobs []NotifyJob) {
 
 // notifyDone hands a finished call to the Node (on the loop).
 func (p *Peer) notifyDone(o notifyOut) {
-	r := p.node.NotifyDone(o.job, o.err, o.refused)
+	r := p.node.NotifyDone(o.job, o.err, o.refused || o.gone)
 	if r == NotifyDropped {
 		p.log.Debug("webhook result dropped: no longer the owner", keyGroup, o.job.Group)
 		return
@@ -212,6 +213,7 @@ func (nt *notifier) deliver(ctx context.Context, j NotifyJob) notifyOut {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, notifyExcerpt))
 		o.err = fmt.Sprintf("POST %s: status %d: %q", where, resp.StatusCode, strings.ToValidUTF8(string(excerpt), "\uFFFD"))
+		o.gone = resp.StatusCode == http.StatusGone // the receiver wants no more calls
 		return o
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // lets the connection be reused

@@ -100,6 +100,10 @@ func TestNotifierDeliver(t *testing.T) {
 	if o := nt.deliver(ctx, job); o.refused || !strings.Contains(o.err, "status 500") || strings.Contains(o.err, "abc") {
 		t.Fatalf("500 = %+v; want a failure quoting the status, not the query", o)
 	}
+	status = http.StatusGone
+	if o := nt.deliver(ctx, job); !o.gone || o.refused || !strings.Contains(o.err, "status 410") {
+		t.Fatalf("410 = %+v; want a failure that gives up", o)
+	}
 	other := newTestNotifier(t, "https://elsewhere.example/")
 	got = nil
 	if o := other.deliver(ctx, job); !o.refused || !strings.Contains(o.err, "not under an allowed prefix") || got != nil {
