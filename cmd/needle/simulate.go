@@ -40,7 +40,9 @@ replays the failing seed exactly.
   --tasks N         tasks submitted (default 200; w3: 300)
   --workload W      w1 | w2 | w3 | w4 | mixed | sched | placement (default mixed)
   --faults a,b      partition,crash,drop,dup,reorder,pause,skew,churn
-                    (default all; "" for none)
+                    (default all; "" for none). churn stops and restarts
+                    peers and, with more peers than replicas, has one
+                    leave for good (then forgotten) and one join late
   --partitions N    ring partitions (default 16)
   --slots N         task slots per peer (default 2)
   --replicas N      replicas per partition (default 3)
