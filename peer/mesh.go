@@ -634,11 +634,21 @@ func (m *mesh) knowsAll(rids []uint64) bool {
 		if _, ok := m.byRaft[rid]; ok || rid == m.n.raftID {
 			continue
 		}
-		if !slices.ContainsFunc(slices.Collect(maps.Keys(m.forgotten)), func(id string) bool { return RaftID(id) == rid }) {
+		if !m.forgottenRaft(rid) {
 			return false
 		}
 	}
 	return true
+}
+
+// forgottenRaft reports whether rid is the Raft id of a forgotten peer.
+func (m *mesh) forgottenRaft(rid uint64) bool {
+	for id := range m.forgotten {
+		if RaftID(id) == rid {
+			return true
+		}
+	}
+	return false
 }
 
 // liveQuorum reports whether a majority of voters are live (this node

@@ -94,16 +94,23 @@ func TestLeaseForUnleaseRequeues(t *testing.T) {
 	}
 }
 
-// TestLeaseForBlockedHeadIsCheap: thousands of tasks at the head of the
-// queue that this peer may not run cost a lease no per-task work.
-func TestLeaseForBlockedHeadIsCheap(t *testing.T) {
-	o := newOwner(t)
+// blockedHead is an owner of one group: 10,000 high-priority tasks that
+// only a gpu=true peer may run, then one plain task (g.10000).
+func blockedHead(tb testing.TB) *owner {
+	o := newOwner(tb)
 	tasks := make([]TaskSpec, 0, 10_001)
 	for i := range 10_000 {
 		tasks = append(tasks, constrained(fmt.Sprint("gpu", i), 9, "", "gpu=true"))
 	}
 	tasks = append(tasks, constrained("plain", 0, ""))
 	o.submit(GroupSpec{ID: "g", Mode: ModeParallel, Tasks: tasks})
+	return o
+}
+
+// TestLeaseForBlockedHeadIsCheap: thousands of tasks at the head of the
+// queue that this peer may not run cost a lease no per-task work.
+func TestLeaseForBlockedHeadIsCheap(t *testing.T) {
+	o := blockedHead(t)
 	a := Placement{Peer: "a"}
 	allocs := testing.AllocsPerRun(20, func() {
 		o.s.Unlease(o.s.LeaseFor(o.now, 1, "a#1", a, nil))
@@ -137,13 +144,7 @@ func TestSnapshotKeepsClasses(t *testing.T) {
 }
 
 func BenchmarkLeaseForBlockedHead(b *testing.B) {
-	o := newOwner(b)
-	tasks := make([]TaskSpec, 0, 10_001)
-	for i := range 10_000 {
-		tasks = append(tasks, constrained(fmt.Sprint("gpu", i), 9, "", "gpu=true"))
-	}
-	tasks = append(tasks, constrained("plain", 0, ""))
-	o.submit(GroupSpec{ID: "g", Mode: ModeParallel, Tasks: tasks})
+	o := blockedHead(b)
 	a := Placement{Peer: "a"}
 	for b.Loop() {
 		o.s.Unlease(o.s.LeaseFor(o.now, 1, "a#1", a, nil))
