@@ -147,6 +147,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("simulate: --max-sim-time = %v; want >= 1s", c.MaxSimTime)
 	case c.Warmup < 0:
 		return fmt.Errorf("simulate: --warmup = %v; want >= 0", c.Warmup)
+	case c.Warmup >= c.MaxSimTime:
+		return fmt.Errorf("simulate: --warmup = %v leaves no time for the workload; want less than --max-sim-time = %v", c.Warmup, c.MaxSimTime)
 	case c.Liveness < time.Second:
 		return fmt.Errorf("simulate: --liveness = %v; want >= 1s", c.Liveness)
 	}

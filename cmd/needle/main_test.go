@@ -192,6 +192,8 @@ func TestUsageErrors(t *testing.T) {
 		{"simulate", "--peers", "-1"},
 		{"simulate", "--log", "loud"},
 		{"simulate", "--log", "debug", "--seeds", "2"},
+		{"simulate", "--tasks", "0"},
+		{"simulate", "--warmup", "10m"},
 	} {
 		if r := runCLI(t, addr, "", args...); r.code != 2 || r.stderr == "" {
 			t.Errorf("needle %v = exit %d, stderr %q; want exit 2 with a message", args, r.code, r.stderr)

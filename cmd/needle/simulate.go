@@ -74,7 +74,7 @@ func (SimulateCommand) run(ctx context.Context, args []string, out io.Writer) er
 		err = cfg.Validate()
 	}
 	if err != nil {
-		return &usageError{msg: err.Error()} // exit 2, like every command's bad flags
+		return &usageError{msg: strings.TrimPrefix(err.Error(), "simulate: ")} // exit 2, like every command's bad flags
 	}
 	if cpuProfile != "" {
 		stop, err := startCPUProfile(cpuProfile)
@@ -122,10 +122,13 @@ func parseSimulate(args []string) (cfg simulate.Config, seeds, parallel int, asJ
 	fs.BoolVar(&simProgress, "progress", false, "")
 	fs.StringVar(&simLog, "log", "", "")
 	if err = fs.Parse(args); err != nil {
-		return cfg, 0, 0, false, fmt.Errorf("simulate: %w\n%s", err, SimulateCommand{}.Usage())
+		return cfg, 0, 0, false, fmt.Errorf("%w\n%s", err, SimulateCommand{}.Usage())
 	}
 	if fs.NArg() > 0 {
-		return cfg, 0, 0, false, fmt.Errorf("simulate: unexpected argument %q", fs.Arg(0))
+		return cfg, 0, 0, false, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if cfg.Tasks == 0 && flagSet(fs, "tasks") {
+		return cfg, 0, 0, false, errors.New("--tasks = 0; want 1..1000000 (omit it for the workload's default)")
 	}
 	cfg.Faults = nil
 	for f := range strings.SplitSeq(*faults, ",") {
@@ -134,15 +137,15 @@ func parseSimulate(args []string) (cfg simulate.Config, seeds, parallel int, asJ
 		}
 	}
 	if seeds < 0 || parallel < 1 {
-		return cfg, 0, 0, false, errors.New("simulate: --seeds must be >= 0 and --parallel >= 1")
+		return cfg, 0, 0, false, errors.New("--seeds must be >= 0 and --parallel >= 1")
 	}
 	if simLog != "" {
 		var level slog.Level
 		if err := level.UnmarshalText([]byte(simLog)); err != nil {
-			return cfg, 0, 0, false, fmt.Errorf("simulate: --log: %q is not debug, info, warn or error", simLog)
+			return cfg, 0, 0, false, fmt.Errorf("--log: %q is not debug, info, warn or error", simLog)
 		}
 		if seeds > 0 {
-			return cfg, 0, 0, false, errors.New("simulate: --log prints one seed's run: drop --seeds")
+			return cfg, 0, 0, false, errors.New("--log prints one seed's run: drop --seeds")
 		}
 		// Records carry the virtual time (vt); the wall clock's is noise.
 		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level,
@@ -185,11 +188,11 @@ func progressPrinter(w io.Writer) func(simulate.Progress) {
 func startCPUProfile(path string) (stop func(), err error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("simulate: --cpuprofile: %w", err)
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("simulate: --cpuprofile: %w", err)
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
@@ -210,7 +213,7 @@ func failure(cfg simulate.Config, r *simulate.Report) error {
 		return nil
 	}
 	cfg.Seed = r.Seed
-	return fmt.Errorf("simulate: %s\nreplay: %s", r.Violations[0], cfg.ReplayCommand())
+	return fmt.Errorf("%s\nreplay: %s", r.Violations[0], cfg.ReplayCommand())
 }
 
 // runSeeds runs seeds in parallel (each run is independent and
@@ -271,4 +274,11 @@ func printTotals(out io.Writer, t *simulate.Totals, asJSON bool) {
 		t.Seeds, len(t.FailingSeeds), t.FailingSeeds, t.Lost, t.DoubleAccepted, t.DuplicateExecutions, t.Steals, t.Messages, t.Tasks)
 	fmt.Fprintf(out, "worst latency p50 %.1f ms p99 %.1f ms; sim %.1fs in %.1fs of run wall time (%.0fx)\n",
 		t.LatencyP50MS, t.LatencyP99MS, t.SimSeconds, t.WallSeconds, t.SimSeconds/max(t.WallSeconds, 1e-9))
+}
+
+// flagSet reports whether name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
