@@ -89,6 +89,11 @@ type mesh struct {
 	// its thresholds later; a new member, a forget or a dead peer coming back
 	// resets detectAt to zero (check at the next tick).
 	detectAt time.Time
+	// granter is, per partition, the peer that last granted this node a
+	// lease in it: it led the partition then. Outcomes go to it as well as
+	// to the ring's owner, which may not lead yet (a young mesh, a move
+	// in progress) and drops what it does not serve.
+	granter map[int]string
 }
 
 type pendingAck struct {
@@ -98,7 +103,7 @@ type pendingAck struct {
 
 func newMesh(n *Node, now time.Time) mesh {
 	m := mesh{n: n, members: map[string]*member{}, forgotten: map[string]bool{},
-		outbox: map[string]OutcomeMsg{}, pendAck: map[shard.TaskID]pendingAck{}, changedAt: now,
+		outbox: map[string]OutcomeMsg{}, granter: map[int]string{}, pendAck: map[shard.TaskID]pendingAck{}, changedAt: now,
 		byRaft: map[uint64]string{}}
 	m.add(&member{id: n.cfg.ID, boot: n.cfg.Boot, heard: now, state: PeerAlive, addrs: n.cfg.Addrs,
 		labels: n.placement.Labels, labelList: LabelList(n.placement.Labels)})

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/needle-mesh/needle/ring"
 	"github.com/needle-mesh/needle/shard"
 	"github.com/needle-mesh/needle/wal"
 )
@@ -497,5 +498,63 @@ func TestDigestReplicasAgree(t *testing.T) {
 	}
 	if _, _, ok := c.nodes[0].n.Digest(99); ok {
 		t.Fatal("Digest of a partition that does not exist")
+	}
+}
+
+// A thief whose ring names another owner than the peer that granted its
+// leases (a young mesh, a leadership move not yet done) still gets its
+// outcomes to the granter, which leads the partition: they are accepted at
+// once, not re-run when the leases expire.
+func TestMeshOutcomesReachGranter(t *testing.T) {
+	const parts = 8
+	c := newCluster(t, 4, parts)
+	c.run(30 * time.Second)
+	var part int
+	var leader, thief, other *cnode
+	for part = range parts {
+		s := c.servers(part)
+		if len(s) != 1 {
+			continue
+		}
+		leader = c.node(s[0])
+		thief, other = nil, nil
+		for _, cn := range c.nodes {
+			switch p := cn.n.parts[part]; {
+			case cn == leader:
+			case thief == nil && (p == nil || !cn.n.replica(p)):
+				thief = cn
+			case other == nil:
+				other = cn
+			}
+		}
+		if thief != nil && other != nil {
+			break
+		}
+	}
+	if thief == nil || other == nil {
+		t.Fatal("no partition with a leader, a non-replica and a third peer")
+	}
+	g := groupIn(t, leader.n, part)
+	if r := c.submit(shard.GroupSpec{ID: g, Mode: shard.ModeParallel, Tasks: echoTasks(40)}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	for i := 0; len(c.runs[thief.id]) == 0; i++ {
+		if i > 500 {
+			t.Fatalf("%s stole nothing from %s in 5 s", thief.id, leader.id)
+		}
+		c.step(10 * time.Millisecond)
+	}
+	// The thief's view: the partition's owner is a peer that does not
+	// lead it, and drops outcomes for it.
+	thief.n.mesh.preferred[part] = ring.PeerID(other.id)
+	if o := thief.n.Owner(g); o != other.id {
+		t.Fatalf("thief's Owner(%s) = %q; want %s", g, o, other.id)
+	}
+	c.step(10 * time.Millisecond) // the thief reports its runs
+	for i := 0; thief.n.OutboxLen() > 0; i++ {
+		if i > 100 {
+			t.Fatalf("after 1 s %s still holds %d outcomes for %s, which granted them", thief.id, thief.n.OutboxLen(), leader.id)
+		}
+		c.step(10 * time.Millisecond)
 	}
 }

@@ -228,6 +228,7 @@ func (n *Node) stepGrant(from string, m Message) {
 	}
 	n.pace.stole(n.now.Sub(n.steal.askedAt))
 	for _, g := range m.Grants {
+		n.mesh.granter[n.PartitionOf(g.Task.Group())] = from
 		if g.Timeout <= 0 || !n.claim(g.Task, g.Round) {
 			continue // a duplicate or late grant, or one this replica already started
 		}

@@ -292,12 +292,23 @@ func (n *Node) RestoreOutbox(recs []wal.Record) error {
 	return nil
 }
 
-// sendOutcomes groups outcomes by their partition's owner and sends them.
+// sendOutcomes groups outcomes by their partition's owner and sends them,
+// also to the peer that last granted this node a lease in the partition
+// when that is another live peer: it led the partition at the grant, and
+// while leadership has not yet moved to the ring's owner it is the one that
+// can accept the outcome. Only the partition's leader proposes an outcome;
+// any other peer drops it, so a second copy costs one message, not a
+// second outcome.
 func (m *mesh) sendOutcomes(outs []OutcomeMsg) {
 	by := map[string][]OutcomeMsg{}
 	for _, o := range outs {
-		if owner := m.n.Owner(o.Task.Group()); owner != "" && owner != m.n.cfg.ID {
+		part := m.n.PartitionOf(o.Task.Group())
+		owner := m.n.ownerOf(part)
+		if owner != "" && owner != m.n.cfg.ID {
 			by[owner] = append(by[owner], o)
+		}
+		if g := m.granter[part]; g != "" && g != owner && g != m.n.cfg.ID && m.live(g) {
+			by[g] = append(by[g], o)
 		}
 	}
 	for _, to := range sortedKeys(by) {
