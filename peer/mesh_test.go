@@ -558,3 +558,42 @@ func TestMeshOutcomesReachGranter(t *testing.T) {
 		c.step(10 * time.Millisecond)
 	}
 }
+
+// A leader that can send but not hear (the links to it cut, those from it
+// not) is heard by its voters, so they elect nobody else, and cannot
+// commit: before abdication its partitions stayed unavailable for as long
+// as the cut lasted. It now abdicates after DeadAfter without a majority's
+// answers and falls silent; the voters elect another, and the mesh serves
+// every partition again while the cut lasts, never with two servers.
+func TestMeshOneWayCutLeaderAbdicates(t *testing.T) {
+	const parts = 8
+	c := newCluster(t, 3, parts)
+	c.run(15 * time.Second)
+	victim := c.node("n2")
+	led := victim.n.Leading()
+	if len(led) == 0 {
+		t.Fatalf("n2 leads nothing: %v", c.leaders())
+	}
+	c.oneServer(parts)
+	for _, o := range []string{"n1", "n3"} {
+		c.cuts[[2]string{o, victim.id}] = true // n2 hears nobody; everybody hears n2
+	}
+	c.run(12 * time.Second)
+	for p := range parts {
+		if s := c.servers(p); len(s) != 1 || s[0] == victim.id {
+			t.Fatalf("partition %d is served by %v 12 s into the cut; want one server other than n2 (n2 led %v)", p, s, led)
+		}
+	}
+	g := groupIn(t, victim.n, led[0])
+	if r := c.submit(shard.GroupSpec{ID: g, Mode: shard.ModeParallel, Tasks: echoTasks(2)}); r.Err != nil || !r.Submit.Created {
+		t.Fatalf("submit to partition %d during the cut: %+v", led[0], r)
+	}
+	clear(c.cuts)
+	c.run(15 * time.Second)
+	if l := c.leaders(); l[victim.id] == 0 {
+		t.Fatalf("leaders after the cut healed = %v; want n2 to lead its share again", l)
+	}
+	if st := c.groupState(g); st != shard.GroupSucceeded {
+		t.Fatalf("%s = %v after the cut healed; want SUCCEEDED", g, st)
+	}
+}

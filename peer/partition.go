@@ -36,6 +36,13 @@ type partition struct {
 	// leaderHeard is when this replica last heard from a leader (appends,
 	// heartbeats, snapshots): for DeadAfter it votes for no one else.
 	leaderHeard time.Time
+	// abdicated: this leader heard no majority of its voters for DeadAfter
+	// while they may still hear it (a one-way cut): it stopped serving and
+	// stopped sending appends and heartbeats, so that they elect another
+	// (see abdicate). Raft has no step-down call; a later term ends it,
+	// or, when none comes, the leader resumes (see resumeLeading).
+	abdicated   bool
+	abdicatedAt time.Time
 
 	// voterIDs caches mesh.voters for the ConfState votersOf and the
 	// membership version votersEpoch.

@@ -193,6 +193,14 @@ func (n *Node) readyPartition(p *partition) {
 		if !ok {
 			continue // a peer that left the membership
 		}
+		if p.abdicated && leaderTraffic(m.GetType()) {
+			// Silent, so that the voters elect another (abdicate). Raft
+			// waits for a snapshot's report: it failed.
+			if m.GetType() == pb.MsgSnap {
+				n.snapSent = append(n.snapSent, snapReport{p: p, to: m.GetTo(), failed: true})
+			}
+			continue
+		}
 		n.raftOut[to] = append(n.raftOut[to], RaftMsg{Partition: uint32(p.id), Msg: m})
 		if m.GetType() == pb.MsgSnap {
 			n.snapSent = append(n.snapSent, snapReport{p: p, to: m.GetTo()})
@@ -218,14 +226,19 @@ func (n *Node) Advance(Ready) {
 	// Snapshots were handed to the transport; if one is lost, the follower
 	// rejects the next append and the leader sends another.
 	for _, s := range n.snapSent {
-		s.p.rn.ReportSnapshot(s.to, raft.SnapshotFinish)
+		status := raft.SnapshotFinish
+		if s.failed {
+			status = raft.SnapshotFailure
+		}
+		s.p.rn.ReportSnapshot(s.to, status)
 	}
 	n.snapSent = n.snapSent[:0]
 }
 
 type snapReport struct {
-	p  *partition
-	to uint64
+	p      *partition
+	to     uint64
+	failed bool // not sent
 }
 
 func (n *Node) softState(p *partition, ss *raft.SoftState) {
@@ -236,20 +249,32 @@ func (n *Node) softState(p *partition, ss *raft.SoftState) {
 	p.leader = leader
 	p.term = p.rn.BasicStatus().GetTerm()
 	p.acked = nil
+	p.abdicated = false
 	if leader {
 		p.acked = map[uint64]time.Time{}
 		p.leadSince = n.now
 	}
-	if !leader && p.serving {
-		p.serving = false
-		props := p.props
-		p.props = nil
-		n.proposalDropped(p, props)
-		n.releaseLostLeases(p.id)
-		n.handOver(p)
-		p.shard.SetLeader(false, n.now)
-		n.failRequests(p.id)
+	if !leader {
+		n.stopServing(p)
 	}
+}
+
+// stopServing ends this node's service of partition p (it lost or gave up
+// the leadership): buffered proposals are dropped or handed on, its own
+// leases' slots are released, outcomes it proposed go to the next owner,
+// and waiting requests fail so that clients retry elsewhere.
+func (n *Node) stopServing(p *partition) {
+	if !p.serving {
+		return
+	}
+	p.serving = false
+	props := p.props
+	p.props = nil
+	n.proposalDropped(p, props)
+	n.releaseLostLeases(p.id)
+	n.handOver(p)
+	p.shard.SetLeader(false, n.now)
+	n.failRequests(p.id)
 }
 
 // applyEntry applies one committed entry of partition p.

@@ -148,7 +148,7 @@ func (n *Node) leaderLease(p *partition, from string, m *pb.Message) bool {
 	}
 	switch lead := p.rn.BasicStatus().Lead; {
 	case p.leader:
-		return true
+		return !p.abdicated // an abdicated leader serves nothing: it may vote
 	case lead != raft.None && lead == RaftID(from):
 		return false // the leader itself, restarted: nobody else relies on this vote
 	}

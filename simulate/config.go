@@ -14,7 +14,7 @@ import (
 var Workloads = []string{"w1", "w2", "w3", "w4", "mixed", "sched", "placement"}
 
 // FaultKinds are the fault names accepted in Config.Faults.
-var FaultKinds = []string{"partition", "crash", "drop", "dup", "reorder", "pause", "skew", "churn"}
+var FaultKinds = []string{"partition", "crash", "drop", "dup", "reorder", "pause", "skew", "churn", "slow"}
 
 // Config is one simulated run. Everything the run does is a function of
 // Config: the same Config replays the same run, event for event.

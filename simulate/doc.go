@@ -44,8 +44,10 @@
 //
 // Each kind enabled in Config.Faults happens once or twice at seeded times
 // over the fault window (the submissions plus a few seconds), never
-// overlapping itself: Partition (cut links between two sides; the client
-// is on side 0), Crash (kill -9: the node's jobs, held inputs and requests
+// overlapping itself: Partition (cut links between two sides, the client
+// on side 0; one in three cuts only the messages from side 1 to side 0, so
+// side 1 is not heard but hears), Slow (a peer's handlers take 2-10x as
+// long and its messages 5-100 ms more), Crash (kill -9: the node's jobs, held inputs and requests
 // vanish, wal.Memory.Crash drops the unsynced tail, and the node restarts
 // from its disk with a new Boot; with skew on, its clock may come back up
 // to 2 s off either way), churn (a clean stop and a later restart; with

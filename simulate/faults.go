@@ -26,19 +26,53 @@ type Span struct {
 func (w Span) Window() (time.Duration, time.Duration) { return w.At, w.For }
 
 // Partition cuts every link between the two sides; the client is on side 0.
+// A one-way partition cuts only the messages from side 1 to side 0 (a
+// firewall rule in one direction, a broken return route): side 1 hears
+// side 0 but is not heard.
 type Partition struct {
 	Span
-	Sides [2][]int // node indexes
+	Sides  [2][]int // node indexes
+	OneWay bool
 }
 
-func (f *Partition) start(s *sim) {
-	s.net.isolate(append(slices.Clone(f.Sides[0]), s.net.client()), f.Sides[1], true)
-}
-func (f *Partition) stop(s *sim) {
-	s.net.isolate(append(slices.Clone(f.Sides[0]), s.net.client()), f.Sides[1], false)
+func (f *Partition) start(s *sim) { f.set(s, true) }
+func (f *Partition) stop(s *sim)  { f.set(s, false) }
+func (f *Partition) set(s *sim, cut bool) {
+	a := append(slices.Clone(f.Sides[0]), s.net.client())
+	if f.OneWay {
+		s.net.cutFrom(f.Sides[1], a, cut)
+		return
+	}
+	s.net.isolate(a, f.Sides[1], cut)
 }
 func (f *Partition) String() string {
+	if f.OneWay {
+		return fmt.Sprintf("partition %v<-%v one-way (only %v is heard) at %v for %v", f.Sides[0], f.Sides[1], f.Sides[0], f.At, f.For)
+	}
 	return fmt.Sprintf("partition %v|%v at %v for %v", f.Sides[0], f.Sides[1], f.At, f.For)
+}
+
+// Slow makes one node slow for a while, as an overloaded or degraded host
+// is: its handlers take Factor times as long (those started meanwhile) and
+// every message to or from it takes Delay more.
+type Slow struct {
+	Span
+	Node   int
+	Factor int
+	Delay  time.Duration
+}
+
+func (f *Slow) start(s *sim) {
+	nd := s.nodes[f.Node]
+	nd.slowFactor = f.Factor
+	s.net.slow[f.Node] = f.Delay
+}
+func (f *Slow) stop(s *sim) {
+	s.nodes[f.Node].slowFactor = 0
+	s.net.slow[f.Node] = 0
+}
+func (f *Slow) String() string {
+	return fmt.Sprintf("slow n%d handlers x%d messages +%v at %v for %v", f.Node, f.Factor, f.Delay, f.At, f.For)
 }
 
 // Crash kills a node (kill -9; with LoseUnsynced its disk drops what was

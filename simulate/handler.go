@@ -104,6 +104,9 @@ func (nd *simNode) startJob(r peer.Run) {
 			Permanent: s.rng.IntN(1000) < int(b.permPM)}
 	}
 	d := b.dur
+	if nd.slowFactor > 1 {
+		d *= time.Duration(nd.slowFactor)
+	}
 	if r.Timeout > 0 && d > r.Timeout {
 		d = r.Timeout
 		o = shard.Outcome{Task: r.Task, Round: r.Round, Error: "timed out", TimedOut: true}

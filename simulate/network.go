@@ -26,13 +26,15 @@ type network struct {
 	drop    float64         // probability a message is lost
 	dup     float64         // probability a message is delivered twice
 	reorder time.Duration   // extra delay drawn in [0, reorder); links stop being FIFO
+	slow    []time.Duration // extra delay of every message to or from an endpoint (Slow)
 
 	sent, dropped, duplicated, undeliverable uint64
 }
 
 func newNetwork(s *sim, endpoints int) *network {
 	nw := &network{s: s, n: endpoints, latency: make([]time.Duration, endpoints*endpoints),
-		last: make([]time.Duration, endpoints*endpoints), cut: make([]bool, endpoints*endpoints)}
+		last: make([]time.Duration, endpoints*endpoints), cut: make([]bool, endpoints*endpoints),
+		slow: make([]time.Duration, endpoints)}
 	for i := range nw.latency {
 		nw.latency[i] = 100*time.Microsecond + time.Duration(s.rng.Int64N(int64(900*time.Microsecond)))
 	}
@@ -63,7 +65,7 @@ func (nw *network) send(from, to int, m message) {
 func (nw *network) schedule(from, to int, m message) {
 	k := from*nw.n + to
 	lat := nw.latency[k]
-	at := nw.s.now + lat + time.Duration(nw.s.rng.Int64N(int64(lat/4)+1))
+	at := nw.s.now + lat + time.Duration(nw.s.rng.Int64N(int64(lat/4)+1)) + nw.slow[from] + nw.slow[to]
 	if nw.reorder > 0 {
 		at += time.Duration(nw.s.rng.Int64N(int64(nw.reorder)))
 	} else {
@@ -87,6 +89,16 @@ func (nw *network) isolate(a, b []int, cut bool) {
 		for _, y := range b {
 			nw.cut[x*nw.n+y] = cut
 			nw.cut[y*nw.n+x] = cut
+		}
+	}
+}
+
+// cutFrom cuts (or restores) the links from every endpoint in from to every
+// endpoint in to, one direction only.
+func (nw *network) cutFrom(from, to []int, cut bool) {
+	for _, x := range from {
+		for _, y := range to {
+			nw.cut[x*nw.n+y] = cut
 		}
 	}
 }

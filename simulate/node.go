@@ -42,7 +42,10 @@ type simNode struct {
 	jobs   map[shard.TaskID]*job // handlers running or queued here
 	queue  []*job                // jobs waiting for a worker slot
 	active int                   // jobs holding a worker slot
-	reqs   map[uint64]*request   // client requests by the Node's request id
+	// slowFactor, when > 1, multiplies the run time of handlers started
+	// now (Slow).
+	slowFactor int
+	reqs       map[uint64]*request // client requests by the Node's request id
 }
 
 // now returns the node's own time.

@@ -78,6 +78,9 @@ func (s *sim) makeFault(kind string, sp Span) Fault {
 		return &Clog{Span: sp, Reorder: time.Millisecond + time.Duration(s.rng.Int64N(int64(20*time.Millisecond)))}
 	case "pause":
 		return &Pause{Span: sp, Node: node}
+	case "slow":
+		return &Slow{Span: sp, Node: node, Factor: 2 + s.rng.IntN(9),
+			Delay: 5*time.Millisecond + time.Duration(s.rng.Int64N(int64(95*time.Millisecond)))}
 	}
 	return s.makeSkew(sp, node)
 }
@@ -91,6 +94,7 @@ func (s *sim) makePartition(sp Span) Fault {
 	perm := s.rng.Perm(s.cfg.Peers)
 	cut := 1 + s.rng.IntN(s.cfg.Peers-1)
 	p.Sides[0], p.Sides[1] = perm[:cut], perm[cut:]
+	p.OneWay = s.rng.IntN(3) == 0
 	return p
 }
 

@@ -39,10 +39,12 @@ replays the failing seed exactly.
   --peers N         simulated peers (default 3)
   --tasks N         tasks submitted (default 200; w3: 300)
   --workload W      w1 | w2 | w3 | w4 | mixed | sched | placement (default mixed)
-  --faults a,b      partition,crash,drop,dup,reorder,pause,skew,churn
-                    (default all; "" for none). churn stops and restarts
-                    peers and, with more peers than replicas, has one
-                    leave for good (then forgotten) and one join late
+  --faults a,b      partition,crash,drop,dup,reorder,pause,skew,churn,slow
+                    (default all; "" for none). A third of the partitions
+                    are one-way. churn stops and restarts peers and, with
+                    more peers than replicas, has one leave for good (then
+                    forgotten) and one join late. slow makes a peer's
+                    handlers 2-10x slower and its messages 5-100 ms later
   --partitions N    ring partitions (default 16)
   --slots N         task slots per peer (default 2)
   --replicas N      replicas per partition (default 3)
