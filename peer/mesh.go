@@ -828,6 +828,7 @@ func (n *Node) abdicate(p *partition) bool {
 		return false
 	}
 	p.abdicated, p.abdicatedAt = true, n.now
+	n.stats.Abdications++
 	if p.rn.BasicStatus().LeadTransferee != raft.None {
 		p.rn.TransferLeader(n.raftID) // aborts it: Raft refuses proposals while it lasts
 	}

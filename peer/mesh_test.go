@@ -584,6 +584,9 @@ func TestMeshOneWayCutLeaderAbdicates(t *testing.T) {
 			t.Fatalf("partition %d is served by %v 12 s into the cut; want one server other than n2 (n2 led %v)", p, s, led)
 		}
 	}
+	if a := victim.n.stats.Abdications; a < len(led) {
+		t.Errorf("n2 counted %d abdications; want at least %d (it led %v)", a, len(led), led)
+	}
 	g := groupIn(t, victim.n, led[0])
 	if r := c.submit(shard.GroupSpec{ID: g, Mode: shard.ModeParallel, Tasks: echoTasks(2)}); r.Err != nil || !r.Submit.Created {
 		t.Fatalf("submit to partition %d during the cut: %+v", led[0], r)

@@ -75,7 +75,7 @@ func newMetrics(p *Peer) *metrics {
 		outbox: prometheus.NewGauge(prometheus.GaugeOpts{Name: "needle_outbox_outcomes",
 			Help: "Outcomes waiting for their owner's acknowledgement."}),
 		protocol: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "needle_protocol_events_total",
-			Help: "Work-stealing and lease events: steals_asked, steals_granted (tasks received), steals_refused, tasks_granted (to thieves), lease_expiries, stale_outcomes (refused by fencing)."},
+			Help: "Work-stealing, lease and leadership events: steals_asked, steals_granted (tasks received), steals_refused, tasks_granted (to thieves), lease_expiries, stale_outcomes (refused by fencing), abdications (partition leaderships given up: no majority answered)."},
 			[]string{"event"}),
 	}
 	m.reg.MustRegister(m.tasks, m.readyQ, m.running, m.slots, m.finished, m.applied, m.outcomes,
@@ -114,6 +114,7 @@ func (m *metrics) observe(n *Node) {
 		{"tasks_granted", cur.TasksGranted, m.last.TasksGranted},
 		{"lease_expiries", cur.LeaseExpiries, m.last.LeaseExpiries},
 		{"stale_outcomes", cur.StaleOutcomes, m.last.StaleOutcomes},
+		{"abdications", cur.Abdications, m.last.Abdications},
 	} {
 		if c.now > c.was {
 			m.protocol.WithLabelValues(c.name).Add(float64(c.now - c.was))

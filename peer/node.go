@@ -391,7 +391,7 @@ func (n *Node) Replica(part int) (r ReplicaInfo, ok bool) {
 		}
 		return out
 	}
-	r = ReplicaInfo{Raft: st.RaftState.String(), Term: st.HardState.GetTerm(), Applied: p.applied, Serving: p.serving,
+	r = ReplicaInfo{Raft: st.RaftState.String(), Term: st.HardState.GetTerm(), Applied: p.applied, Serving: p.serving, Abdicated: p.abdicated,
 		Voters: name(p.conf.GetVoters()), Learners: name(p.conf.GetLearners()), Outgoing: name(p.conf.GetVotersOutgoing())}
 	if id, ok := n.mesh.peerOf(st.Lead); ok {
 		r.Leader = id
@@ -404,6 +404,7 @@ type ReplicaInfo struct {
 	Raft, Leader     string
 	Term, Applied    uint64
 	Serving          bool
+	Abdicated        bool // a leader that heard no majority and fell silent (see abdicate)
 	Voters, Learners []string
 	Outgoing         []string // the old voters of a joint configuration; nil outside one
 }

@@ -19,6 +19,7 @@ type NodeStats struct {
 	StaleGrants   int // grants received for this peer's former run (dropped)
 	TasksGranted  int // tasks this node granted to thieves
 	LeaseExpiries int // leases that ended without an outcome
+	Abdications   int // partition leaderships given up for want of a majority's answers (abdicate)
 }
 
 // stealer is the node's side of work stealing: the pure policy of package

@@ -94,8 +94,12 @@ func (s *sim) describePartition(part int) string {
 			fmt.Fprintf(&b, " %s down;", nd.id)
 		default:
 			if r, ok := nd.n.Replica(part); ok {
-				fmt.Fprintf(&b, " %s %s term %d leader %q applied %d voters %v learners %v outgoing %v serving %v;",
+				fmt.Fprintf(&b, " %s %s term %d leader %q applied %d voters %v learners %v outgoing %v serving %v",
 					nd.id, r.Raft, r.Term, r.Leader, r.Applied, r.Voters, r.Learners, r.Outgoing, r.Serving)
+				if r.Abdicated {
+					b.WriteString(" abdicated")
+				}
+				b.WriteString(";")
 			} else {
 				fmt.Fprintf(&b, " %s no replica;", nd.id)
 			}
