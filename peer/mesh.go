@@ -1,6 +1,8 @@
 package peer
 
 import (
+	"context"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -834,8 +836,12 @@ func (n *Node) abdicate(p *partition) bool {
 	}
 	n.stopServing(p)
 	n.markDirty(p.id)
-	n.cfg.Logger.Warn("partition leader abdicated: no majority of its voters answered", "partition", p.id,
-		"voters", in, "outgoing", out, "for", dead)
+	lvl := slog.LevelWarn
+	if p.abdications++; p.abdications > 1 {
+		lvl = slog.LevelDebug // again, after resuming to no answers: said once
+	}
+	n.cfg.Logger.Log(context.Background(), lvl, "partition leader abdicated: no majority of its voters answered", "partition", p.id,
+		"voters", in, "outgoing", out, "for", dead, "times", p.abdications)
 	return true
 }
 
@@ -871,7 +877,7 @@ func (n *Node) resumeLeading(p *partition) {
 			p.rn.ReportUnreachable(id)
 		}
 	}
-	n.cfg.Logger.Info("partition leader resumed after abdicating: nobody else was elected", "partition", p.id)
+	n.cfg.Logger.Debug("partition leader resumed after abdicating: nobody else was elected", "partition", p.id)
 }
 
 // leaderTraffic reports whether a Raft message is a leader's replication

@@ -43,6 +43,9 @@ type partition struct {
 	// or, when none comes, the leader resumes (see resumeLeading).
 	abdicated   bool
 	abdicatedAt time.Time
+	// abdications counts this leadership's abdications since it last
+	// served: only the first is logged as a warning.
+	abdications int
 
 	// voterIDs caches mesh.voters for the ConfState votersOf and the
 	// membership version votersEpoch.

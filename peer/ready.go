@@ -249,7 +249,7 @@ func (n *Node) softState(p *partition, ss *raft.SoftState) {
 	p.leader = leader
 	p.term = p.rn.BasicStatus().GetTerm()
 	p.acked = nil
-	p.abdicated = false
+	p.abdicated, p.abdications = false, 0
 	if leader {
 		p.acked = map[uint64]time.Time{}
 		p.leadSince = n.now
@@ -322,6 +322,7 @@ func (n *Node) maybeServe(p *partition, term uint64) {
 		return
 	}
 	p.serving = true
+	p.abdications = 0
 	p.shard.SetLeader(true, n.now)
 	// Leases held by a former run of this peer, or by a dead peer, cannot
 	// be confirmed: they run again in the next round.
