@@ -51,9 +51,10 @@
 // vanish, wal.Memory.Crash drops the unsynced tail, and the node restarts
 // from its disk with a new Boot; with skew on, its clock may come back up
 // to 2 s off either way), churn (a clean stop and a later restart; with
-// more peers than replicas also Leave, a peer gone for good once the mesh
-// is healthy and forgotten by hand, and Join, a peer with an empty disk
-// added late), Clog
+// more peers than replicas also Join, a peer with an empty disk added
+// late, and, with 3 or more replicas, Leave, a peer gone for good once the
+// mesh is healthy and forgotten by hand: with fewer, its partitions would
+// lose their majority, which the guarantees assume), Clog
 // (drop, dup, reorder), Pause (the node is neither ticked nor stepped;
 // messages and handler outcomes wait and arrive late on resume, when
 // fencing must refuse outcomes whose lease moved on) and Skew (Linear

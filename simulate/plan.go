@@ -40,6 +40,12 @@ func (s *sim) planFaults() ([]Fault, time.Duration) {
 		// in late.
 		at := 100*time.Millisecond + time.Duration(s.rng.Int64N(int64(window*6/10)))
 		leaver, ok := s.leaver(s.rng.IntN(s.cfg.Peers))
+		// A peer leaving for good takes its replicas' disks with it: the
+		// guarantees hold while a majority of every partition's replicas
+		// survive, so with fewer than 3 replicas nobody leaves.
+		if ok && s.cfg.Replicas < 3 {
+			ok = false
+		}
 		if ok {
 			fs = append(fs, &Leave{Span: Span{At: at, For: 3 * time.Second}, Node: leaver})
 		}

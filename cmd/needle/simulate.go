@@ -42,8 +42,9 @@ replays the failing seed exactly.
   --faults a,b      partition,crash,drop,dup,reorder,pause,skew,churn,slow
                     (default all; "" for none). A third of the partitions
                     are one-way. churn stops and restarts peers and, with
-                    more peers than replicas, has one leave for good (then
-                    forgotten) and one join late. slow makes a peer's
+                    more peers than replicas, has one join late and (with
+                    --replicas >= 3) one leave for good, then forgotten.
+                    slow makes a peer's
                     handlers 2-10x slower and its messages 5-100 ms later
   --partitions N    ring partitions (default 16)
   --slots N         task slots per peer (default 2)
