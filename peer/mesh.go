@@ -91,6 +91,9 @@ type mesh struct {
 	// its thresholds later; a new member, a forget or a dead peer coming back
 	// resets detectAt to zero (check at the next tick).
 	detectAt time.Time
+	// strandedPeers counts the members whose last heartbeat said they hold
+	// READY tasks they cannot run themselves (see askStranded).
+	strandedPeers int
 	// granter is, per partition, the peer that last granted this node a
 	// lease in it: it led the partition then. Outcomes go to it as well as
 	// to the ring's owner, which may not lead yet (a young mesh, a move
@@ -214,7 +217,10 @@ func (m *mesh) forget(id string, now time.Time) {
 		return
 	}
 	m.forgotten[id] = true
-	if m.members[id] != nil {
+	if mb := m.members[id]; mb != nil {
+		if mb.stranded > 0 {
+			m.strandedPeers--
+		}
 		delete(m.members, id)
 		delete(m.byRaft, RaftID(id))
 		m.ids = nil

@@ -600,3 +600,50 @@ func TestMeshOneWayCutLeaderAbdicates(t *testing.T) {
 		t.Fatalf("%s = %v after the cut healed; want SUCCEEDED", g, st)
 	}
 }
+
+// A peer busy with its own queue still takes a task pinned to it that
+// another owner holds: before askStranded it stole only when its own
+// queue ran dry, so the pinned task (a scheduled broadcast's copy, say)
+// waited for all of that queue.
+func TestMeshBusyPeerTakesItsPinnedTask(t *testing.T) {
+	const parts = 8
+	c := newCluster(t, 3, parts)
+	c.run(15 * time.Second)
+	busy := c.node("n2")
+	own, other := -1, -1
+	for p := range parts {
+		switch s := c.servers(p); {
+		case len(s) != 1:
+		case s[0] == busy.id && own < 0:
+			own = p
+		case s[0] != busy.id && other < 0:
+			other = p
+		}
+	}
+	if own < 0 || other < 0 {
+		t.Fatalf("no partition led by n2 and one led elsewhere: %v", c.leaders())
+	}
+	queue := echoTasks(400)
+	for i := range queue {
+		queue[i].Pin = busy.id
+	}
+	gQueue := groupIn(t, busy.n, own)
+	if r := c.submit(shard.GroupSpec{ID: gQueue, Mode: shard.ModeParallel, Tasks: queue}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	pinned := echoTasks(1)
+	pinned[0].Pin = busy.id
+	gPinned := groupIn(t, c.node(c.servers(other)[0]).n, other)
+	if r := c.submit(shard.GroupSpec{ID: gPinned, Mode: shard.ModeParallel, Tasks: pinned}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	for i := 0; c.groupState(gPinned) != shard.GroupSucceeded; i++ {
+		if c.groupState(gQueue) == shard.GroupSucceeded {
+			t.Fatalf("n2 ran its whole queue of 400 before the task pinned to it in partition %d", other)
+		}
+		if i > 1000 {
+			t.Fatal("the pinned task did not finish in 10 s")
+		}
+		c.step(10 * time.Millisecond)
+	}
+}

@@ -328,6 +328,9 @@ func (n *Node) schedule() {
 		return // a draining peer takes no new leases; thieves may still take its work
 	}
 	limit := n.cfg.Slots + n.pace.ahead(n.cfg.Slots, n.cfg.LeaseAhead)
+	if n.busy < limit && n.askStranded() {
+		limit-- // kept for what the victim grants
+	}
 	for n.busy < limit {
 		best := -1
 		var bestPrio int32

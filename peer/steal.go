@@ -30,7 +30,10 @@ type stealer struct {
 	grants  map[string][]Grant      // grants to send with the next Ready, by thief holder (id#boot)
 	refuse  []string                // thieves to answer with a refusal
 	askedAt time.Time               // when the last steal request went out
-	enabled bool
+	// stranded is the victim of the request in flight for its stranded
+	// tasks (askStranded), "" when none is: a slot is kept for its grant.
+	stranded string
+	enabled  bool
 }
 
 func newStealer(cfg NodeConfig) (stealer, error) {
@@ -82,6 +85,49 @@ func (n *Node) maybeSteal() {
 	n.steal.askedAt = n.now
 	n.stats.StealsAsked++
 	n.rd.Messages = append(n.rd.Messages, Envelope{To: victim, Msg: Message{Type: MsgStealReq, From: n.cfg.ID, Want: want, Load: self}})
+}
+
+// askStranded lets a peer with work of its own still take the tasks that
+// other owners hold READY for want of a peer that may run them (pinned to
+// it, or requiring labels it has): without it, a peer whose own queue never
+// ran dry never stole, and a task pinned to it (a scheduled broadcast's
+// copy) waited for as long as that lasted. When a live member advertises
+// such tasks (its heartbeat's Stranded) and is not in backoff, this peer
+// asks it for one, and local scheduling keeps a slot free until the reply
+// (or the request's expiry): the victim grants its stranded tasks this
+// peer may run first (LeaseStranded), and a refusal backs it off as any
+// steal does. An idle peer needs none of this: maybeSteal asks. Reports
+// whether a slot is kept.
+func (n *Node) askStranded() bool {
+	if n.steal.t == nil {
+		return false
+	}
+	if n.steal.stranded != "" {
+		if v, ok := n.steal.t.Pending(n.now); ok && v == n.steal.stranded {
+			return true
+		}
+		n.steal.stranded = ""
+	}
+	if n.mesh.strandedPeers <= 0 || n.readyRunnable() == 0 {
+		return false
+	}
+	victim, most := "", 0
+	for _, id := range n.mesh.memberIDs() {
+		mb := n.mesh.members[id]
+		if id == n.cfg.ID || mb.stranded <= most || mb.state == PeerDead || mb.boot == "" ||
+			n.now.Before(n.steal.t.BackoffUntil(id)) {
+			continue
+		}
+		victim, most = id, mb.stranded
+	}
+	if victim == "" || !n.steal.t.Ask(n.now, victim) {
+		return false
+	}
+	n.steal.stranded = victim
+	n.steal.askedAt = n.now
+	n.stats.StealsAsked++
+	n.rd.Messages = append(n.rd.Messages, Envelope{To: victim, Msg: Message{Type: MsgStealReq, From: n.cfg.ID, Want: 1, Load: n.load()}})
+	return true
 }
 
 func (n *Node) stepSteal(from string, m Message) error {

@@ -66,6 +66,13 @@ func (n *Node) stepHeartbeat(from string, hb *Heartbeat) error {
 		return fmt.Errorf("peer: step: %s has %d partitions, this mesh %d: it cannot join", from, hb.Partitions, n.cfg.Partitions)
 	}
 	mb := n.mesh.members[from]
+	if (mb.stranded > 0) != (hb.Stranded > 0) {
+		if hb.Stranded > 0 {
+			n.mesh.strandedPeers++
+		} else {
+			n.mesh.strandedPeers--
+		}
+	}
 	mb.load, mb.addrs, mb.stranded = hb.Load, hb.Addrs, hb.Stranded
 	if !slices.Equal(mb.labelList, hb.Labels) {
 		mb.labelList, mb.labels = hb.Labels, ParseLabels(hb.Labels)

@@ -22,7 +22,7 @@ func (l Load) Free() int { return l.Slots - l.Running }
 
 // Stats are the counters a peer exports about its stealing.
 type Stats struct {
-	Asked   int // steal requests sent (Next returned ok)
+	Asked   int // steal requests sent (Next or Ask returned ok)
 	Granted int // replies that granted at least one task
 	Refused int // refusals and empty grants
 	Expired int // requests abandoned unanswered after Config.RequestTTL
@@ -103,13 +103,8 @@ func (t *Thief) Forget(peer string) {
 // MaxBatch. When ok, the request counts as outstanding from now on: send it
 // and report the reply with Granted or Refused.
 func (t *Thief) Next(now time.Time, self Load) (victim string, n int, ok bool) {
-	if t.asked != "" {
-		if now.Sub(t.askedAt) < t.cfg.RequestTTL {
-			return "", 0, false
-		}
-		t.stats.Expired++
-		t.refuse(now, t.asked)
-		t.asked = ""
+	if _, out := t.Pending(now); out {
+		return "", 0, false
 	}
 	free := self.Free()
 	if free <= 0 || self.Ready > 0 {
@@ -227,6 +222,33 @@ func (t *Thief) refuse(now time.Time, victim string) {
 		d = t.cfg.BackoffMin
 	}
 	p.until, p.next = now.Add(d), min(2*d, t.cfg.BackoffMax)
+}
+
+// Pending returns the victim of the request in flight, first abandoning it
+// (counted in Stats.Expired; the victim backs off) when it is older than
+// RequestTTL.
+func (t *Thief) Pending(now time.Time) (victim string, ok bool) {
+	if t.asked != "" && now.Sub(t.askedAt) >= t.cfg.RequestTTL {
+		t.stats.Expired++
+		t.refuse(now, t.asked)
+		t.asked = ""
+	}
+	return t.asked, t.asked != ""
+}
+
+// Ask records a request the peer sends outside Next: to victim, for work
+// that only a few peers may run (pinned or labelled tasks), which a busy
+// peer asks for although it has work of its own. It reports false, and
+// records nothing, when a request is in flight or victim is in backoff;
+// when true, the request is outstanding as one from Next is: report its
+// reply with Granted or Refused.
+func (t *Thief) Ask(now time.Time, victim string) bool {
+	if _, out := t.Pending(now); out || now.Before(t.BackoffUntil(victim)) {
+		return false
+	}
+	t.asked, t.askedAt = victim, now
+	t.stats.Asked++
+	return true
 }
 
 // Outstanding returns the victim of the request in flight and when it was

@@ -345,3 +345,39 @@ func TestDeterminism(t *testing.T) {
 		t.Fatalf("two runs with the same seed differ (or stole too little: %d)", len(a))
 	}
 }
+
+// Ask records a request made outside Next: it is outstanding like one
+// from Next, refused while another is in flight or the victim backs off,
+// and expires at RequestTTL through Pending.
+func TestAskOutsideNext(t *testing.T) {
+	th := mustThief(t, 1, nil)
+	th.Observe(Load{Peer: "a", Ready: 5, Slots: 1, At: t0})
+	th.Observe(Load{Peer: "owner", Ready: 1, Slots: 1, At: t0}) // its stranded task
+	cfg := DefaultConfig()
+	if !th.Ask(t0, "owner") {
+		t.Fatal("Ask(owner) = false with nothing in flight")
+	}
+	if v, ok := th.Pending(t0); !ok || v != "owner" {
+		t.Fatalf("Pending() = %q, %v; want owner", v, ok)
+	}
+	if th.Ask(t0, "a") {
+		t.Fatal("Ask(a) = true while the request to owner is in flight")
+	}
+	if v, _, ok := th.Next(t0, idle(1)); ok {
+		t.Fatalf("Next() = %q while the request to owner is in flight", v)
+	}
+	th.Refused(t0.Add(time.Millisecond), "owner")
+	if th.Ask(t0.Add(2*time.Millisecond), "owner") {
+		t.Fatal("Ask(owner) = true during the backoff its refusal started")
+	}
+	if !th.Ask(t0.Add(cfg.BackoffMin+time.Millisecond), "owner") {
+		t.Fatal("Ask(owner) = false after its backoff")
+	}
+	at := t0.Add(cfg.BackoffMin + time.Millisecond + cfg.RequestTTL)
+	if v, ok := th.Pending(at); ok {
+		t.Fatalf("Pending() at RequestTTL = %q; want the request abandoned", v)
+	}
+	if s := th.Stats(); s.Asked != 2 || s.Refused != 1 || s.Expired != 1 {
+		t.Fatalf("Stats() = %+v; want Asked 2, Refused 1, Expired 1", s)
+	}
+}
