@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -63,13 +65,37 @@ func TestKill9Restart(t *testing.T) {
 	}
 }
 
+var (
+	portMu   sync.Mutex
+	portUsed = map[int]bool{}
+)
+
+// freeAddr returns a loopback address that is free now, on a port below
+// the kernel's ephemeral range (32768-60999 on Linux). A port from
+// net.Listen(":0"), released for the daemon to bind, is an ephemeral one,
+// and the daemons' own listeners on port 0 (libp2p) draw from that range
+// too: one of them took such a port before its daemon bound it, which
+// then exited with "address already in use".
 func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	t.Helper()
+	portMu.Lock()
+	defer portMu.Unlock()
+	for range 1000 {
+		port := 20000 + rand.IntN(12000)
+		if portUsed[port] {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		portUsed[port] = true
+		return addr
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free loopback port in 20000-31999")
+	return ""
 }
 
 func startDaemon(t *testing.T, bin, dir, addr string) *exec.Cmd {
