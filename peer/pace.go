@@ -68,12 +68,22 @@ func (p *pacer) stealAhead(slots, factor int) int {
 const stealCover = 2
 
 func (p *pacer) extra(latency float64, slots, factor int) int {
-	if p.run == 0 || latency == 0 || factor <= 0 || slots <= 0 {
+	if p.run == 0 || latency == 0 || factor <= 0 || slots <= 0 || latency*aheadWorth < p.run {
 		return 0
 	}
 	n := int(math.Ceil(float64(slots) * latency / p.run))
 	return min(n, slots*factor)
 }
+
+// aheadWorth bounds lease-ahead to tasks shorter than aheadWorth times the
+// latency it hides. Past that, slots idle less than 1/aheadWorth of the
+// time between tasks without it, and a lease held ahead waits in the local
+// queue behind a whole run while its expiry (the task's timeout plus
+// grace) runs: the simulator's batch workload (tasks of seconds to a
+// minute, 90 s timeouts) had a task leased ahead 58 times, each lease
+// expiring before it started. Rounding slots*latency/run up had made every
+// peer hold a lease ahead whatever its tasks' length.
+const aheadWorth = 100
 
 // backlogDrainCommits is how many commit latencies a local backlog must
 // take to drain before short tasks are worth shipping to a thief.

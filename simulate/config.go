@@ -11,7 +11,7 @@ import (
 
 // Workload names accepted by Config.Workload (DESIGN.md, "Workloads shared
 // by bench/ and simulate/").
-var Workloads = []string{"w1", "w2", "w3", "w4", "mixed", "sched", "placement"}
+var Workloads = []string{"w1", "w2", "w3", "w4", "mixed", "sched", "placement", "batch"}
 
 // FaultKinds are the fault names accepted in Config.Faults.
 var FaultKinds = []string{"partition", "crash", "drop", "dup", "reorder", "pause", "skew", "churn", "slow"}
@@ -117,9 +117,18 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxSimTime == 0 {
 		c.MaxSimTime = d.MaxSimTime
+		if c.Workload == "batch" {
+			// The arrivals take about 10 s per task per slot (7.5 s of
+			// slot time, retries and timeouts included, at 75% busy),
+			// then the last groups' chains finish.
+			c.MaxSimTime = max(d.MaxSimTime, time.Duration(c.Tasks)*time.Duration(12*time.Second)/time.Duration(max(c.Peers*c.Slots, 1))+time.Hour)
+		}
 	}
 	if c.Liveness == 0 {
 		c.Liveness = d.Liveness
+		if c.Workload == "batch" {
+			c.Liveness = 30 * time.Minute // a group's chain of minute-long retries
+		}
 	}
 	return c
 }

@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -13,6 +14,28 @@ import (
 // delays, hangs past the timeout, idempotency keys (some repeated) and
 // cancels. Arrivals spread so that the peers are busy but not swamped.
 func (g *gen) mixed() *workload {
+	w := g.groups()
+	// A few schedules, live from within the submissions until 8-20 s
+	// after them.
+	w.scheds = g.schedPlans(3+g.rng.IntN(3), w.span, w.span+time.Duration(8+g.rng.IntN(13))*time.Second)
+	return w
+}
+
+// batch is mixed's groups with the run times of production batch jobs:
+// log-normal around 3 s (most between 0.5 and 30 s, at most 60 s), 90 s
+// timeouts (1% of the attempts hang past them), retry backoffs of seconds,
+// delays and cancels tens of seconds apart; no schedules. 10,000 tasks
+// keep 5 peers of 2 slots busy for about an hour and a half of virtual
+// time: this is the workload that shows what the simulator's speed buys.
+func (g *gen) batch() *workload {
+	g.long = true
+	return g.groups()
+}
+
+// groups draws mixed's groups (batch's when g.long) and spreads their
+// arrivals so that the peers are about 90% busy (batch: 75%, counting
+// retries and timeouts, as a production mesh runs with headroom).
+func (g *gen) groups() *workload {
 	w := &workload{}
 	var work time.Duration
 	for left := g.cfg.Tasks; left > 0; {
@@ -21,10 +44,11 @@ func (g *gen) mixed() *workload {
 		work += d
 		w.arrivals = append(w.arrivals, a)
 	}
-	g.spread(w, work*10/time.Duration(9*g.cfg.Peers*g.cfg.Slots))
-	// A few schedules, live from within the submissions until 8-20 s
-	// after them.
-	w.scheds = g.schedPlans(3+g.rng.IntN(3), w.span, w.span+time.Duration(8+g.rng.IntN(13))*time.Second)
+	busy := 9 * time.Duration(g.cfg.Peers*g.cfg.Slots) // tenths
+	if g.long {
+		busy = busy * 75 / 90
+	}
+	g.spread(w, work*10/busy)
 	return w
 }
 
@@ -56,10 +80,21 @@ func (g *gen) mixedGroup(left int) (arrival, time.Duration) {
 	for i := range tasks {
 		b := behaviour{dur: g.duration(durs), failPM: fail, permPM: 200}
 		if g.rng.IntN(100) == 0 {
-			b.dur = 3 * time.Second // hangs past its 2 s timeout
+			b.dur = g.timeout() + time.Second // hangs past its timeout
 		}
-		work += b.dur
 		tasks[i] = g.mixedTask(b, i)
+		if !g.long {
+			work += b.dur
+			continue
+		}
+		// What the slots will spend: a hung task times out on every
+		// attempt; a failing one is retried (expected attempts, ignoring
+		// permanent failures).
+		if b.dur > g.timeout() {
+			work += g.timeout() * time.Duration(tasks[i].Retry.MaxAttempts)
+		} else {
+			work += time.Duration(float64(b.dur) * (1 + float64(fail)/1000*float64(tasks[i].Retry.MaxAttempts-1)))
+		}
 	}
 	shapeTasks(g, mode, tasks)
 	if mode == shard.ModeStream {
@@ -82,7 +117,7 @@ func (g *gen) mixedGroup(left int) (arrival, time.Duration) {
 		a.repeat = time.Duration(1 + g.rng.Int64N(int64(time.Second)))
 	}
 	if g.rng.IntN(20) == 0 {
-		a.cancel = time.Duration(1 + g.rng.Int64N(int64(500*time.Millisecond)))
+		a.cancel = time.Duration(1 + g.rng.Int64N(int64(g.scale(500*time.Millisecond))))
 		if g.rng.IntN(2) == 0 {
 			a.cancelTask = g.rng.IntN(size)
 		}
@@ -92,18 +127,40 @@ func (g *gen) mixedGroup(left int) (arrival, time.Duration) {
 
 func (g *gen) mixedTask(b behaviour, i int) shard.TaskSpec {
 	t := shard.TaskSpec{Name: "t" + strconv.Itoa(i), Handler: "sleep", Payload: b.encode(i),
-		Priority: int32(g.rng.IntN(5) - 2), Timeout: 2 * time.Second,
-		Retry: shard.Retry{MaxAttempts: 1 + g.rng.IntN(4), Backoff: time.Duration(20+g.rng.IntN(80)) * time.Millisecond,
-			MaxBackoff: 400 * time.Millisecond}}
+		Priority: int32(g.rng.IntN(5) - 2), Timeout: g.timeout(),
+		Retry: shard.Retry{MaxAttempts: 1 + g.rng.IntN(4), Backoff: g.scale(time.Duration(20+g.rng.IntN(80)) * time.Millisecond),
+			MaxBackoff: g.scale(400 * time.Millisecond)}}
 	if g.rng.IntN(10) == 0 {
-		t.Delay = time.Duration(g.rng.Int64N(int64(300 * time.Millisecond)))
+		t.Delay = time.Duration(g.rng.Int64N(int64(g.scale(300 * time.Millisecond))))
 	}
 	return t
+}
+
+// timeout is a task's per-attempt timeout: 2 s (mixed) or 90 s (batch).
+func (g *gen) timeout() time.Duration {
+	if g.long {
+		return 90 * time.Second
+	}
+	return 2 * time.Second
+}
+
+// scale stretches mixed's backoffs, delays and cancel times for batch's
+// longer tasks (x 50).
+func (g *gen) scale(d time.Duration) time.Duration {
+	if g.long {
+		return 50 * d
+	}
+	return d
 }
 
 // duration draws one attempt's run time: fixed 10 ms, W3's bimodal 20/400
 // ms, or Zipf over 1..301 ms.
 func (g *gen) duration(kind int) time.Duration {
+	if g.long {
+		// Log-normal, median 3 s, sigma 1: mean 4.9 s, 1% over 31 s.
+		d := time.Duration(3 * float64(time.Second) * math.Exp(g.rng.NormFloat64()))
+		return min(max(d, 100*time.Millisecond), time.Minute)
+	}
 	switch kind {
 	case 0:
 		return 10 * time.Millisecond

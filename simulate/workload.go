@@ -43,7 +43,8 @@ type gen struct {
 	cfg  Config
 	rng  *rand.Rand
 	zipf *rand.Zipf
-	n    int // groups so far
+	n    int  // groups so far
+	long bool // batch: mixed's groups with long tasks (see batch)
 }
 
 func newWorkload(cfg Config, rng *rand.Rand) *workload {
@@ -69,6 +70,8 @@ func (g *gen) draw() *workload {
 		return g.sched()
 	case "placement":
 		return g.placement()
+	case "batch":
+		return g.batch()
 	case "w4":
 		w := g.batches(10, behaviour{dur: 50 * time.Millisecond}, 0)
 		g.spread(w, 50*time.Millisecond*time.Duration(cfg.Tasks))

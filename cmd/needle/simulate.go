@@ -38,7 +38,9 @@ replays the failing seed exactly.
   --parallel P      runs at once with --seeds (default GOMAXPROCS)
   --peers N         simulated peers (default 3)
   --tasks N         tasks submitted (default 200; w3: 300)
-  --workload W      w1 | w2 | w3 | w4 | mixed | sched | placement (default mixed)
+  --workload W      w1 | w2 | w3 | w4 | mixed | sched | placement | batch
+                    (default mixed). batch is mixed's groups with the run
+                    times of batch jobs: seconds to a minute, 90 s timeouts
   --faults a,b      partition,crash,drop,dup,reorder,pause,skew,churn,slow
                     (default all; "" for none). A third of the partitions
                     are one-way. churn stops and restarts peers and, with
@@ -49,8 +51,10 @@ replays the failing seed exactly.
   --partitions N    ring partitions (default 16)
   --slots N         task slots per peer (default 2)
   --replicas N      replicas per partition (default 3)
-  --max-sim-time D  virtual time bound (default 10m)
-  --liveness D      bound for finishing after faults heal (default 1m)
+  --max-sim-time D  virtual time bound (default 10m; batch: 1h plus
+                    12 s x tasks / all slots)
+  --liveness D      bound for finishing after faults heal (default 1m;
+                    batch: 30m)
   --warmup D        run the mesh this long before the first request (default 0)
   --json            print JSON (one object per seed, or the totals)
   --cpuprofile F    write a CPU profile of the run(s) to F (go tool pprof)
@@ -129,6 +133,13 @@ func parseSimulate(args []string) (cfg simulate.Config, seeds, parallel int, asJ
 	}
 	if fs.NArg() > 0 {
 		return cfg, 0, 0, false, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	// Unset bounds take the workload's defaults (batch's are longer).
+	if !flagSet(fs, "max-sim-time") {
+		cfg.MaxSimTime = 0
+	}
+	if !flagSet(fs, "liveness") {
+		cfg.Liveness = 0
 	}
 	if cfg.Tasks == 0 && flagSet(fs, "tasks") {
 		return cfg, 0, 0, false, errors.New("--tasks = 0; want 1..1000000 (omit it for the workload's default)")

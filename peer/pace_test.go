@@ -1,0 +1,32 @@
+package peer
+
+import (
+	"testing"
+	"time"
+)
+
+// Lease-ahead hides a commit behind short tasks and is off for long ones:
+// a lease held ahead waits behind a whole run while its expiry runs.
+func TestPacerAhead(t *testing.T) {
+	for _, c := range []struct {
+		run, commit time.Duration
+		want        int
+	}{
+		{0, 0, 0},                                   // nothing measured yet
+		{time.Millisecond, 2 * time.Millisecond, 4}, // 1 ms tasks, 2 ms commits: capped at slots*factor
+		{20 * time.Millisecond, 2 * time.Millisecond, 1},
+		{100 * time.Millisecond, 2 * time.Millisecond, 1}, // commit/run 2%: still worth one
+		{500 * time.Millisecond, 2 * time.Millisecond, 0}, // 0.4%: not worth a lease's clock
+		{5 * time.Second, 4 * time.Millisecond, 0},
+	} {
+		var p pacer
+		p.ran(c.run)
+		p.committed(c.commit)
+		if c.commit == 0 {
+			p.commit = 0
+		}
+		if got := p.ahead(2, 2); got != c.want {
+			t.Errorf("run %v, commit %v: ahead(2 slots, factor 2) = %d; want %d", c.run, c.commit, got, c.want)
+		}
+	}
+}
