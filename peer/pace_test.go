@@ -12,7 +12,7 @@ func TestPacerAhead(t *testing.T) {
 		run, commit time.Duration
 		want        int
 	}{
-		{0, 0, 0},                                   // nothing measured yet
+		{0, 0, 0}, // nothing measured yet
 		{time.Millisecond, 2 * time.Millisecond, 4}, // 1 ms tasks, 2 ms commits: capped at slots*factor
 		{20 * time.Millisecond, 2 * time.Millisecond, 1},
 		{100 * time.Millisecond, 2 * time.Millisecond, 1}, // commit/run 2%: still worth one
