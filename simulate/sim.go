@@ -157,13 +157,15 @@ func (s *sim) loop() {
 }
 
 // done reports whether the run can stop: faults healed, every node up and
-// running (but those that left), the client idle and every task terminal.
+// running (but those that left) with no Ready left to drain (a node that
+// just stepped a grant has runs to start: the end-of-run checks count
+// them), the client idle and every task terminal.
 func (s *sim) done() bool {
 	if s.now < s.healAt || s.now < s.cfg.Warmup || !s.cl.idle() || s.chk.outstanding > 0 || s.durCheck {
 		return false
 	}
 	for _, nd := range s.nodes {
-		if (!nd.up || nd.paused) && !nd.left {
+		if (!nd.up || nd.paused) && !nd.left || nd.drainQueued {
 			return false
 		}
 	}
