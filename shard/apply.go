@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Apply folds committed events into the state, in log order. It is
@@ -305,6 +306,7 @@ func (s *Shard) applyRemoved(g *group) {
 	delete(s.removing, g.id)
 	// Forget the removed groups at the head of the finish order (removals
 	// go in that order), and compact now and then.
+	s.removeAt = time.Time{}
 	for s.doneHead < len(s.done) && s.groups[s.done[s.doneHead]] == nil {
 		s.done[s.doneHead] = ""
 		s.doneHead++
@@ -350,6 +352,7 @@ func (s *Shard) setState(t *task, st State) {
 		g.state = groupOutcome(g)
 		g.finished = t.finished
 		s.done = append(s.done, g.id)
+		s.removeAt = time.Time{}
 		c.GroupDone = true
 		if g.spec.Notify != "" {
 			g.notify.next = g.finished

@@ -25,6 +25,7 @@ func (s *Shard) SetLeader(leader bool, now time.Time) {
 	s.schedInflight = nil
 	s.notifyInflight = nil
 	s.removing = nil
+	s.removeAt = time.Time{}
 	if !leader {
 		return
 	}
@@ -122,6 +123,7 @@ func (s *Shard) Unlease(evs []Event) {
 		}
 		if evs[i].Type == EvRemoved {
 			delete(s.removing, evs[i].Group)
+			s.removeAt = time.Time{} // due again now
 			continue
 		}
 		if evs[i].Type != EvLeased && (evs[i].Type != EvFailed || evs[i].Holder != "") {
@@ -249,7 +251,7 @@ func (s *Shard) Due(now time.Time) []Event {
 }
 
 func (s *Shard) dueRemovals(now time.Time, evs []Event) []Event {
-	if s.cfg.Retention <= 0 {
+	if s.cfg.Retention <= 0 || now.Before(s.removeAt) {
 		return evs
 	}
 	// The finished groups are in finish order; the ones whose removal is
@@ -261,7 +263,8 @@ func (s *Shard) dueRemovals(now time.Time, evs []Event) []Event {
 		if g == nil {
 			continue
 		}
-		if g.finished.Add(s.cfg.Retention).After(now) {
+		if at := g.finished.Add(s.cfg.Retention); at.After(now) {
+			s.removeAt = at
 			break
 		}
 		if _, ok := s.removing[g.id]; ok {

@@ -143,6 +143,11 @@ type Shard struct {
 	seq      uint64
 	done     []GroupID // finished groups in finish order, for retention
 	doneHead int
+	// removeAt caches when the next retention removal can be due (the
+	// first waiting group's finish plus Retention); zero: look again.
+	// Reset whenever done changes. Due runs every timer slot on every
+	// partition a peer leads, and an idle one need not look at a group.
+	removeAt time.Time
 	changes  []Change
 	applied  uint64       // events applied (for stats)
 	audit    []AuditEntry // operator actions, oldest first (bounded)

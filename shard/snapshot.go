@@ -3,6 +3,7 @@ package shard
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 )
 
 // snapshotVersion 2 adds the schedules after the finished groups, 3 the
@@ -197,6 +198,7 @@ func (s *Shard) install(groups map[GroupID]*group, done []GroupID, seq uint64) {
 	s.groups = groups
 	s.done = done
 	s.doneHead = 0
+	s.removeAt = time.Time{}
 	s.seq = seq
 	s.ready = readySet{}
 	s.changes = nil
