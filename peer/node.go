@@ -120,6 +120,12 @@ func (c *NodeConfig) Validate() error {
 		return fmt.Errorf("peer: config Replicas %d out of range 1..15", c.Replicas)
 	case c.HeartbeatEvery <= 0 || c.DeadAfter <= c.HeartbeatEvery || c.ForgetAfter < c.DeadAfter:
 		return errors.New("peer: config wants 0 < HeartbeatEvery < DeadAfter <= ForgetAfter")
+	case c.RaftTick*time.Duration(c.HeartbeatTicks) > c.DeadAfter/2:
+		// A replica that hears nothing from its leader for DeadAfter
+		// campaigns (an abdicated leader falls silent so): the leader's
+		// Raft heartbeats must come at least twice per DeadAfter.
+		return fmt.Errorf("peer: config RaftTick x HeartbeatTicks = %v; want at most DeadAfter/2 = %v",
+			c.RaftTick*time.Duration(c.HeartbeatTicks), c.DeadAfter/2)
 	case c.Debounce < 0:
 		return errors.New("peer: config Debounce must be >= 0")
 	case c.SnapshotEvery == 0:
