@@ -58,6 +58,13 @@ func (w *wheel) advance(now time.Time, out []timer) []timer {
 	if target <= w.cur {
 		return out
 	}
+	if w.n == 0 {
+		// Nothing to fire: an idle partition's wheel moves without
+		// visiting its slots (a peer advances every partition it leads
+		// every 10 ms).
+		w.cur = target - 1
+		return out
+	}
 	steps := target - w.cur
 	if steps > int64(len(w.slots)) {
 		steps = int64(len(w.slots)) // one full revolution visits every slot

@@ -50,3 +50,22 @@ func TestWheelFiresOnTime(t *testing.T) {
 		}
 	}
 }
+
+// An empty wheel moves without visiting its slots; a timer added after a
+// long idle stretch still fires at its time, neither early nor a
+// revolution late.
+func TestWheelIdleThenTimer(t *testing.T) {
+	base := time.Unix(1_700_000_000, 0)
+	w := newWheel(base)
+	now := base.Add(time.Hour + 3*time.Millisecond)
+	if out := w.advance(now, nil); len(out) != 0 {
+		t.Fatalf("an empty wheel fired %d timers", len(out))
+	}
+	w.add(timer{at: now.Add(5 * time.Millisecond).UnixNano()})
+	if out := w.advance(now.Add(4*time.Millisecond), nil); len(out) != 0 {
+		t.Fatal("fired 1 ms early")
+	}
+	if out := w.advance(now.Add(6*time.Millisecond), nil); len(out) != 1 {
+		t.Fatalf("advance past the timer fired %d, want 1", len(out))
+	}
+}
