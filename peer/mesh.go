@@ -53,6 +53,8 @@ type member struct {
 	labels    map[string]string
 	labelList []string
 	stranded  int
+	// strandedFor is the peers its stranded tasks wait for; nil: unnamed.
+	strandedFor []string
 	// merged is the membership list of its last heartbeat that learn
 	// merged (the sender's immutable slice; see learn).
 	merged []string
@@ -341,12 +343,42 @@ func (m *mesh) memberIDs() []string {
 
 func (m *mesh) heartbeat() Message {
 	st := m.n.Stats()
-	return Message{Type: MsgHeartbeat, From: m.n.cfg.ID, Heartbeat: &Heartbeat{
+	hb := &Heartbeat{
 		Boot: m.n.cfg.Boot, Partitions: m.n.cfg.Partitions, Addrs: m.n.cfg.Addrs,
 		Load: Load{Ready: st.Ready, Running: st.Running, Slots: st.Slots}, Draining: m.n.draining,
 		Members: m.memberIDs(), Forgotten: slices.Sorted(maps.Keys(m.forgotten)),
 		Labels: m.members[m.n.cfg.ID].labelList, Stranded: st.Stranded,
-	}}
+	}
+	if st.Stranded > 0 {
+		hb.StrandedFor = m.strandedFor()
+	}
+	return Message{Type: MsgHeartbeat, From: m.n.cfg.ID, Heartbeat: hb}
+}
+
+// maxStrandedFor caps the peers a heartbeat names for its stranded tasks;
+// past it, it names none and any peer may ask.
+const maxStrandedFor = 32
+
+// strandedFor returns the live members, not draining, that may run some of
+// the READY tasks this node holds but may not run itself, sorted; nil when
+// there are more than maxStrandedFor.
+func (m *mesh) strandedFor() []string {
+	var cands []shard.Placement
+	for _, id := range m.memberIDs() {
+		if mb := m.members[id]; id != m.n.cfg.ID && mb.state != PeerDead && !mb.draining {
+			cands = append(cands, shard.Placement{Peer: id, Labels: mb.labels})
+		}
+	}
+	var runners map[string]bool
+	for _, i := range m.n.held {
+		if p := m.n.parts[i]; p.serving {
+			runners = p.shard.StrandedRunners(m.n.placement, cands, runners)
+		}
+	}
+	if len(runners) > maxStrandedFor {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(runners))
 }
 
 func (m *mesh) rebuildRing() {

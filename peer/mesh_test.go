@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -633,9 +634,16 @@ func TestMeshBusyPeerTakesItsPinnedTask(t *testing.T) {
 	}
 	pinned := echoTasks(1)
 	pinned[0].Pin = busy.id
-	gPinned := groupIn(t, c.node(c.servers(other)[0]).n, other)
+	owner := c.node(c.servers(other)[0])
+	gPinned := groupIn(t, owner.n, other)
 	if r := c.submit(shard.GroupSpec{ID: gPinned, Mode: shard.ModeParallel, Tasks: pinned}); r.Err != nil {
 		t.Fatal(r.Err)
+	}
+	if c.groupState(gPinned) != shard.GroupSucceeded {
+		// Its heartbeat names the one peer that may take it.
+		if hb := owner.n.mesh.heartbeat().Heartbeat; hb.Stranded != 1 || !slices.Equal(hb.StrandedFor, []string{busy.id}) {
+			t.Errorf("%s's heartbeat: stranded %d for %v; want 1 for [%s]", owner.id, hb.Stranded, hb.StrandedFor, busy.id)
+		}
 	}
 	for i := 0; c.groupState(gPinned) != shard.GroupSucceeded; i++ {
 		if c.groupState(gQueue) == shard.GroupSucceeded {

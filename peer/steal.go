@@ -3,6 +3,7 @@ package peer
 import (
 	"encoding/json"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/needle-mesh/needle/shard"
@@ -96,8 +97,9 @@ func (n *Node) maybeSteal() {
 // asks it for one, and local scheduling keeps a slot free until the reply
 // (or the request's expiry): the victim grants its stranded tasks this
 // peer may run first (LeaseStranded), and a refusal backs it off as any
-// steal does. An idle peer needs none of this: maybeSteal asks. Reports
-// whether a slot is kept.
+// steal does. A member whose heartbeat names the peers its stranded tasks
+// wait for (StrandedFor) is asked only by those. An idle peer needs none
+// of this: maybeSteal asks. Reports whether a slot is kept.
 func (n *Node) askStranded() bool {
 	if n.steal.t == nil {
 		return false
@@ -115,7 +117,8 @@ func (n *Node) askStranded() bool {
 	for _, id := range n.mesh.memberIDs() {
 		mb := n.mesh.members[id]
 		if id == n.cfg.ID || mb.stranded <= most || mb.state == PeerDead || mb.boot == "" ||
-			n.now.Before(n.steal.t.BackoffUntil(id)) {
+			n.now.Before(n.steal.t.BackoffUntil(id)) ||
+			mb.strandedFor != nil && !slices.Contains(mb.strandedFor, n.cfg.ID) {
 			continue
 		}
 		victim, most = id, mb.stranded

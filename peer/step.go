@@ -73,7 +73,7 @@ func (n *Node) stepHeartbeat(from string, hb *Heartbeat) error {
 			n.mesh.strandedPeers--
 		}
 	}
-	mb.load, mb.addrs, mb.stranded = hb.Load, hb.Addrs, hb.Stranded
+	mb.load, mb.addrs, mb.stranded, mb.strandedFor = hb.Load, hb.Addrs, hb.Stranded, hb.StrandedFor
 	if !slices.Equal(mb.labelList, hb.Labels) {
 		mb.labelList, mb.labels = hb.Labels, ParseLabels(hb.Labels)
 	}

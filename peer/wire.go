@@ -89,6 +89,10 @@ type Heartbeat struct {
 	// work only a matching thief can take.
 	Labels   []string
 	Stranded int
+	// StrandedFor (appended after Stranded) names the peers that may run
+	// those tasks, sorted; nil when none is named (an older peer, or more
+	// than maxStrandedFor): then any peer may ask.
+	StrandedFor []string
 }
 
 // OutcomeMsg is a handler outcome reported by a lease holder.
@@ -209,7 +213,8 @@ func appendHeartbeat(dst []byte, h *Heartbeat) []byte {
 	dst = appendStrings(dst, h.Addrs)
 	dst = appendBool(dst, h.Draining)
 	dst = appendStrings(dst, h.Labels)
-	return binary.AppendUvarint(dst, uint64(max(h.Stranded, 0)))
+	dst = binary.AppendUvarint(dst, uint64(max(h.Stranded, 0)))
+	return appendStrings(dst, h.StrandedFor)
 }
 
 func appendOutcome(dst []byte, o *OutcomeMsg) []byte {
@@ -373,6 +378,10 @@ func decodeHeartbeat(d *shard.Decoder) *Heartbeat {
 		}
 	}
 	h.Stranded = boundedInt(d)
+	if d.Len() == 0 {
+		return h // a heartbeat from before StrandedFor
+	}
+	h.StrandedFor = decodeStrings(d)
 	return h
 }
 

@@ -19,7 +19,7 @@ func wireSamples() []Message {
 			Entries: []*pb.Entry{{Index: new(uint64(4)), Term: new(uint64(2)), Data: []byte("x")}}}}}},
 		{Type: MsgHeartbeat, From: "b", Heartbeat: &Heartbeat{Boot: "n", Partitions: 256, Load: Load{Ready: 3, Running: 1, Slots: 2},
 			Members: []string{"a", "b"}, Forgotten: []string{"z"}, Addrs: []string{"/ip4/127.0.0.1/tcp/1"}, Draining: true,
-			Labels: []string{"gpu=true", "zone=a"}, Stranded: 5}},
+			Labels: []string{"gpu=true", "zone=a"}, Stranded: 5, StrandedFor: []string{"c", "d"}}},
 		{Type: MsgOutcome, From: "c", Outcomes: []OutcomeMsg{{Task: "g.1", Round: 2, Holder: "c#1", OK: true, Result: []byte(`{"r":1}`)},
 			{Task: "g.2", Round: 1, Holder: "c#1", Error: "boom", Permanent: true, TimedOut: true}}},
 		{Type: MsgAck, From: "d", Acks: []AckMsg{{Task: "g.1", Round: 2}}},
@@ -52,12 +52,16 @@ func TestWireRoundTrip(t *testing.T) {
 			// A heartbeat without its labels, and a grant without its
 			// holder, are what older peers send.
 			oldHeartbeat := m.Type == MsgHeartbeat && cut == len(b)-len(heartbeatTail(m.Heartbeat))
+			beforeFor := m.Type == MsgHeartbeat && cut == len(b)-len(appendStrings(nil, m.Heartbeat.StrandedFor))
 			oldGrant := m.Type == MsgGrant && m.Holder != "" && cut == len(b)-len(shard.AppendString(nil, m.Holder))
-			if err == nil && !oldHeartbeat && !oldGrant {
+			if err == nil && !oldHeartbeat && !beforeFor && !oldGrant {
 				t.Fatalf("%v truncated to %d/%d bytes decoded", m.Type, cut, len(b))
 			}
 			if err == nil && oldHeartbeat && (got.Heartbeat.Labels != nil || got.Heartbeat.Stranded != 0) {
 				t.Fatalf("a heartbeat without its labels tail decoded labels %v", got.Heartbeat.Labels)
+			}
+			if err == nil && beforeFor && (got.Heartbeat.StrandedFor != nil || got.Heartbeat.Stranded != m.Heartbeat.Stranded) {
+				t.Fatalf("a heartbeat without StrandedFor decoded %v, stranded %d", got.Heartbeat.StrandedFor, got.Heartbeat.Stranded)
 			}
 			if err == nil && oldGrant && got.Holder != "" {
 				t.Fatalf("a grant without its holder decoded holder %q", got.Holder)
@@ -73,9 +77,10 @@ func TestWireRoundTrip(t *testing.T) {
 }
 
 // heartbeatTail is the part of a heartbeat's encoding appended with
-// labels: without it, a heartbeat decodes as one from an older peer.
+// labels and after: without it, a heartbeat decodes as one from an older
+// peer.
 func heartbeatTail(h *Heartbeat) []byte {
-	return binary.AppendUvarint(appendStrings(nil, h.Labels), uint64(h.Stranded))
+	return appendStrings(binary.AppendUvarint(appendStrings(nil, h.Labels), uint64(h.Stranded)), h.StrandedFor)
 }
 
 func TestHeartbeatWithoutLabelsDecodes(t *testing.T) {

@@ -166,6 +166,26 @@ func (s *Shard) LeaseStranded(now time.Time, n int, holder string, to, self Plac
 // other peers can take.
 func (s *Shard) Stranded(self Placement) int { return s.ready.Len() - s.ReadyFor(self) }
 
+// StrandedRunners adds to into the peers of cands that may run some READY
+// task self may not run (its stranded tasks), and returns it: the peers
+// worth telling there is work here for them.
+func (s *Shard) StrandedRunners(self Placement, cands []Placement, into map[string]bool) map[string]bool {
+	for _, c := range s.ready.classes {
+		if c.q.Len() == 0 || self.runs(c) {
+			continue
+		}
+		for i := range cands {
+			if !into[cands[i].Peer] && cands[i].runs(c) {
+				if into == nil {
+					into = map[string]bool{}
+				}
+				into[cands[i].Peer] = true
+			}
+		}
+	}
+	return into
+}
+
 // FailPinnedTo proposes to fail, for good, the READY tasks pinned to a
 // peer gone says has left the mesh (it was forgotten: it can never run
 // them). Without it a broadcast copy or a pinned task whose peer was

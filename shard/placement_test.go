@@ -3,6 +3,7 @@ package shard
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -220,5 +221,27 @@ func TestFailPinnedToGonePeer(t *testing.T) {
 	rep.Apply(o.log)
 	if !bytes.Equal(rep.Snapshot(), o.s.Snapshot()) {
 		t.Fatal("a replica replaying the log differs")
+	}
+}
+
+// StrandedRunners names the peers that may run what self may not: the
+// pinned peer, and the peers whose labels a requirement matches.
+func TestStrandedRunners(t *testing.T) {
+	o := newOwner(t)
+	o.submit(GroupSpec{ID: "g", Mode: ModeParallel, Tasks: []TaskSpec{
+		constrained("plain", 0, ""),
+		constrained("pinB", 0, "b"),
+		constrained("gpuZoneA", 0, "", "gpu=true", "zone=a"),
+		constrained("pinA", 0, "a"),
+	}})
+	self := Placement{Peer: "a", Labels: map[string]string{"zone": "a"}}
+	cands := []Placement{
+		{Peer: "b", Labels: map[string]string{"zone": "b"}},
+		{Peer: "c", Labels: map[string]string{"gpu": "true", "zone": "a"}},
+		{Peer: "d", Labels: map[string]string{"gpu": "true", "zone": "b"}},
+	}
+	got := slices.Sorted(maps.Keys(o.s.StrandedRunners(self, cands, nil)))
+	if want := []string{"b", "c"}; !slices.Equal(got, want) {
+		t.Errorf("StrandedRunners = %v; want %v (pinB for b, gpuZoneA for c; pinA is self's)", got, want)
 	}
 }
