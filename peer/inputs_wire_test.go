@@ -34,11 +34,15 @@ func TestGrantInputsRoundTrip(t *testing.T) {
 			t.Fatal("encoding of the same grant differs")
 		}
 	}
-	// Every strict prefix is refused, never a panic.
-	for i := range len(b) {
+	// Every strict prefix is refused, never a panic, but the one without
+	// the (empty) holder: a grant from an older peer.
+	for i := range len(b) - 1 {
 		if _, err := DecodeMessage(b[:i]); err == nil {
 			t.Fatalf("prefix of %d/%d bytes decoded", i, len(b))
 		}
+	}
+	if got, err := DecodeMessage(b[:len(b)-1]); err != nil || !reflect.DeepEqual(got, m) {
+		t.Fatalf("the grant without its empty holder = %+v, %v; want it as sent", got, err)
 	}
 }
 
@@ -46,12 +50,13 @@ func TestGrantDuplicateInputRefused(t *testing.T) {
 	m := Message{Type: MsgGrant, From: "v", Grants: []Grant{{Task: "g.0", Round: 1, Handler: "h", Timeout: 1,
 		Inputs: map[string]json.RawMessage{"a": json.RawMessage(`1`)}}}}
 	b, _ := AppendMessage(nil, &m)
-	// The grant ends with: count 1, "a", `1`. Rewrite to count 2 with "a" twice.
-	tail := []byte{1, 1, 'a', 1, '1'}
+	// The grant ends with: count 1, "a", `1`, then the empty holder.
+	// Rewrite to count 2 with "a" twice.
+	tail := []byte{1, 1, 'a', 1, '1', 0}
 	if string(b[len(b)-len(tail):]) != string(tail) {
 		t.Fatalf("unexpected encoding tail %q", b[len(b)-len(tail):])
 	}
-	b = append(b[:len(b)-len(tail)], 2, 1, 'a', 1, '1', 1, 'a', 1, '2')
+	b = append(b[:len(b)-len(tail)], 2, 1, 'a', 1, '1', 1, 'a', 1, '2', 0)
 	if _, err := DecodeMessage(b); err == nil {
 		t.Fatal("a grant with a duplicate input name decoded")
 	}

@@ -171,9 +171,9 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 		for i := range m.Grants {
 			dst = appendGrant(dst, &m.Grants[i])
 		}
-		if m.Holder != "" {
-			dst = shard.AppendString(dst, m.Holder)
-		}
+		// Always written (empty on a refusal), so that fields appended
+		// after it by a newer peer are not taken for it.
+		dst = shard.AppendString(dst, m.Holder)
 	default:
 		return nil, fmt.Errorf("peer: encode: unknown message type %v", m.Type)
 	}
@@ -300,13 +300,11 @@ func DecodeMessage(p []byte) (Message, error) {
 	if err := d.Err(); err != nil {
 		return Message{}, fmt.Errorf("%w: %v %v", ErrWire, m.Type, err)
 	}
-	// A heartbeat may end with fields a newer peer appended (as labels
-	// were): they are skipped, so a mesh can be upgraded one peer at a
-	// time when the next version extends heartbeats. Other messages must
-	// end where their fields do.
-	if d.Len() != 0 && m.Type != MsgHeartbeat {
-		return Message{}, fmt.Errorf("%w: %d trailing bytes", ErrWire, d.Len())
-	}
+	// A message may end with fields a newer peer appended (as a
+	// heartbeat's labels and a grant's holder were): they are skipped, so
+	// a mesh can be upgraded one peer at a time when the next version
+	// extends a message. Every field this version knows was read and
+	// checked above.
 	return m, nil
 }
 
