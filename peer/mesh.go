@@ -125,7 +125,7 @@ func (n *Node) Members() []MemberInfo {
 	for _, id := range ids {
 		m := n.mesh.members[id]
 		out = append(out, MemberInfo{ID: id, State: m.state, Load: m.load, Addrs: m.addrs, LastSeen: m.heard,
-			Labels: m.labelList, Stranded: m.stranded})
+			Labels: m.labelList, Stranded: m.stranded, StrandedFor: m.strandedFor})
 	}
 	return out
 }
@@ -139,6 +139,9 @@ type MemberInfo struct {
 	LastSeen time.Time
 	Labels   []string // placement labels, "key=value", sorted
 	Stranded int      // READY tasks it cannot run itself (as last gossiped)
+	// StrandedFor is the peers those tasks wait for, as gossiped (nil:
+	// not named).
+	StrandedFor []string
 }
 
 func (m *mesh) live(id string) bool {

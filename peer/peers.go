@@ -28,8 +28,10 @@ type loadJSON struct {
 	Running int `json:"running"`
 	Slots   int `json:"slots"`
 	// Stranded counts the READY tasks (of ready) the peer cannot run
-	// itself: pinned elsewhere or requiring labels it lacks.
-	Stranded int `json:"stranded"`
+	// itself: pinned elsewhere or requiring labels it lacks; StrandedFor
+	// names the peers that may (up to 32; omitted when not named).
+	Stranded    int      `json:"stranded"`
+	StrandedFor []string `json:"stranded_for,omitempty"`
 }
 
 func (p *Peer) servePeers(w http.ResponseWriter, r *http.Request) {
@@ -41,12 +43,15 @@ func (p *Peer) servePeers(w http.ResponseWriter, r *http.Request) {
 		self := n.load()
 		for _, m := range n.Members() {
 			pj := peerJSON{ID: m.ID, Addrs: m.Addrs, State: m.State.String(), LastSeen: m.LastSeen.UTC(),
-				Load: loadJSON{m.Load.Ready, m.Load.Running, m.Load.Slots, m.Stranded}, Labels: m.Labels}
+				Load: loadJSON{m.Load.Ready, m.Load.Running, m.Load.Slots, m.Stranded, m.StrandedFor}, Labels: m.Labels}
 			if pj.Labels == nil {
 				pj.Labels = []string{}
 			}
 			if m.ID == out.Self {
-				pj.Load = loadJSON{self.Ready, self.Running, self.Slots, out.Node.Stranded}
+				pj.Load = loadJSON{self.Ready, self.Running, self.Slots, out.Node.Stranded, nil}
+				if out.Node.Stranded > 0 {
+					pj.Load.StrandedFor = n.mesh.strandedFor()
+				}
 				pj.Addrs = p.host.Addrs()
 			}
 			out.Peers = append(out.Peers, pj)

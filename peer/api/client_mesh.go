@@ -29,8 +29,11 @@ type PeerLoad struct {
 	Ready   int `json:"ready"`
 	Running int `json:"running"`
 	Slots   int `json:"slots"`
-	// Stranded counts READY tasks (of Ready) the peer cannot run itself.
-	Stranded int `json:"stranded,omitempty"`
+	// Stranded counts READY tasks (of Ready) the peer cannot run itself;
+	// StrandedFor names the peers that may (up to 32; empty when not
+	// named).
+	Stranded    int      `json:"stranded,omitempty"`
+	StrandedFor []string `json:"stranded_for,omitempty"`
 }
 
 // Peers returns the mesh as the peer at BaseURL sees it.
