@@ -870,6 +870,21 @@ func (n *Node) abdicate(p *partition) bool {
 	if answered(in) && (len(out) == 0 || answered(out)) {
 		return false
 	}
+	// Silence helps only if the others can elect a leader without this
+	// one's vote: not in a joint configuration whose old half is this
+	// voter alone (a lone voter growing to three), for one.
+	electable := func(voters []uint64) bool {
+		others := 0
+		for _, v := range voters {
+			if v != n.raftID {
+				others++
+			}
+		}
+		return others > len(voters)/2
+	}
+	if !electable(in) || len(out) > 0 && !electable(out) {
+		return false
+	}
 	p.abdicated, p.abdicatedAt = true, n.now
 	n.stats.Abdications++
 	if p.rn.BasicStatus().LeadTransferee != raft.None {

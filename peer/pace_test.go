@@ -3,6 +3,8 @@ package peer
 import (
 	"testing"
 	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
 )
 
 // Lease-ahead hides a commit behind short tasks and is off for long ones:
@@ -41,5 +43,33 @@ func TestNodeConfigRaftHeartbeats(t *testing.T) {
 	cfg.HeartbeatTicks = 20 // 2 s of 100 ms ticks, DeadAfter 3 s
 	if err := cfg.Validate(); err == nil {
 		t.Fatal("Raft heartbeats every 2 s with DeadAfter 3 s: want an error")
+	}
+}
+
+// A leader abdicates only when the other voters can elect one without it:
+// in a joint configuration whose old half is this voter alone, its silence
+// would stop the partition instead.
+func TestAbdicateOnlyWhenOthersCanElect(t *testing.T) {
+	h := newHarness(t, 1)
+	h.tick(time.Second)
+	p := h.n.parts[0]
+	if p == nil || !p.leader {
+		t.Fatal("the lone peer does not lead its partition")
+	}
+	self := h.n.raftID
+	h.now = h.now.Add(10 * time.Second)
+	h.n.now = h.now
+	p.leadSince = h.now.Add(-10 * time.Second)
+	clear(p.acked)
+	p.conf = &pb.ConfState{Voters: []uint64{self, 2, 3}, VotersOutgoing: []uint64{self}}
+	if h.n.abdicate(p) {
+		t.Fatal("abdicated in a joint configuration whose old half is itself alone")
+	}
+	p.conf = &pb.ConfState{Voters: []uint64{self, 2, 3}}
+	if !h.n.abdicate(p) {
+		t.Fatal("did not abdicate with no answer from 2 of 3 voters for 10 s")
+	}
+	if p.serving || h.n.stats.Abdications != 1 {
+		t.Errorf("after abdicating: serving %v, abdications %d; want false, 1", p.serving, h.n.stats.Abdications)
 	}
 }

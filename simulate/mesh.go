@@ -161,8 +161,16 @@ func (s *sim) fullyReplicated() bool {
 		if !found || len(best.Voters) != s.cfg.Replicas || len(best.Learners) > 0 || len(best.Outgoing) > 0 {
 			return false
 		}
+		// Every voter must have applied that configuration too: one still
+		// in the joint configuration before it needs the old voters' votes
+		// to elect anyone, and the leaver may be one of them.
 		for _, v := range best.Voters {
-			if i, ok := s.byID[v]; !ok || !s.nodes[i].up {
+			i, ok := s.byID[v]
+			if !ok || !s.nodes[i].up {
+				return false
+			}
+			r, ok := s.nodes[i].n.Replica(part)
+			if !ok || len(r.Outgoing) > 0 || len(r.Learners) > 0 || !slices.Equal(r.Voters, best.Voters) {
 				return false
 			}
 		}
