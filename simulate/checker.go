@@ -79,6 +79,16 @@ type checker struct {
 	leftPinned     int                   // tasks failed because their pinned peer left (unplaceable)
 	constrained    int                   // placement checks of constrained tasks (starts, accepted outcomes)
 	broadcasts     int                   // broadcast expansions checked
+	// unseen are runs of broadcast firings no running replica had applied
+	// yet when the run started (a thief's copy, its owner stopped just
+	// after the commit): checked once one has (recheckRuns).
+	unseen []unseenRun
+}
+
+type unseenRun struct {
+	nd *simNode
+	r  peer.Run
+	at time.Duration
 }
 
 func newChecker(s *sim) *checker {
@@ -239,8 +249,14 @@ func (c *checker) sameResult(nd *simNode, t *taskRec, res []byte, has bool) {
 // dependency SUCCEEDED (3).
 func (c *checker) run(nd *simNode, r peer.Run) {
 	t := c.tasks[r.Task]
-	if g, _, ok := r.Task.Split(); t == nil && ok && c.firingGroup(nd, g) {
-		t = c.tasks[r.Task]
+	if g, _, ok := r.Task.Split(); t == nil && ok {
+		if c.firingUnseen(nd, g) {
+			c.unseen = append(c.unseen, unseenRun{nd: nd, r: r, at: c.s.now})
+			return
+		}
+		if c.firingGroup(nd, g) {
+			t = c.tasks[r.Task]
+		}
 	}
 	if t == nil {
 		c.s.fail(invOutcome, fmt.Sprintf("n%d runs %s, a task nobody submitted", nd.idx, r.Task))

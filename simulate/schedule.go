@@ -250,6 +250,41 @@ func (c *checker) firingGroup(nd *simNode, g shard.GroupID) bool {
 	return true
 }
 
+// firingUnseen reports whether g is a broadcast firing of a known schedule
+// that no running replica has applied yet: a thief may run its copy just
+// after the commit, with every replica that applied it stopped since. Its
+// copies cannot be learned yet; recheckRuns checks the run later.
+func (c *checker) firingUnseen(nd *simNode, g shard.GroupID) bool {
+	sid, _, ok := shard.ParseFiringGroupID(g)
+	r := c.scheds[sid]
+	if !ok || r == nil || c.groups[g] != nil || r.plan.spec.Group.Mode != shard.ModeBroadcast {
+		return false
+	}
+	_, found := c.s.replicaGroup(nd, g)
+	return !found
+}
+
+// recheckRuns checks the runs of broadcast firings that no running replica
+// held when they started, once one does; a firing still unseen after the
+// liveness bound (or at the end of the run) is a violation.
+func (c *checker) recheckRuns(final bool) {
+	keep := c.unseen[:0]
+	for _, u := range c.unseen {
+		g, _, _ := u.r.Task.Split()
+		if _, found := c.s.replicaGroup(u.nd, g); found {
+			c.firingGroup(u.nd, g)
+			c.run(u.nd, u.r)
+			continue
+		}
+		if final || c.s.now-u.at > c.s.cfg.Liveness {
+			c.s.fail(invSched, fmt.Sprintf("n%d ran a copy of broadcast firing %s at %v, which no running replica holds", u.nd.idx, g, u.at))
+			return
+		}
+		keep = append(keep, u)
+	}
+	c.unseen = keep
+}
+
 // pollSchedules reads every live schedule from a node serving it and
 // checks its firings against the history (at most once).
 func (c *checker) pollSchedules() {

@@ -61,6 +61,9 @@ func Run(cfg Config) (Report, error) {
 	}
 	s.loop()
 	if s.viol == nil {
+		s.chk.recheckRuns(true)
+	}
+	if s.viol == nil {
 		s.chk.final()
 	}
 	if s.viol == nil {
@@ -178,6 +181,7 @@ func (s *sim) periodic() {
 		s.durCheck = false
 	}
 	s.chk.pollSchedules()
+	s.chk.recheckRuns(false)
 	s.chk.checkTicks()
 	s.chk.sample(16)
 	s.chk.liveness()
