@@ -273,7 +273,15 @@ func (c *checker) recheckRuns(final bool) {
 		g, _, _ := u.r.Task.Split()
 		if _, found := c.s.replicaGroup(u.nd, g); found {
 			c.firingGroup(u.nd, g)
-			c.run(u.nd, u.r)
+			if u.nd.up && u.nd.n != nil {
+				c.run(u.nd, u.r)
+			} else if t := c.tasks[u.r.Task]; t != nil {
+				// The thief is down now: what run checks of a
+				// thief's start, without asking it.
+				t.runs++
+				c.steals++
+				c.placed(t, u.nd.idx, "start of round "+fmt.Sprint(u.r.Round))
+			}
 			continue
 		}
 		if final || c.s.now-u.at > c.s.cfg.Liveness {
@@ -440,11 +448,13 @@ func (r *schedRec) firedString(around int64) string {
 // replicaGroup reads group g from nd's replica of its partition, or else
 // from any running node's.
 func (s *sim) replicaGroup(nd *simNode, g shard.GroupID) (shard.GroupView, bool) {
-	if v, err := nd.n.ReplicaGroup(g); err == nil {
-		return v, true
+	if nd.up && nd.n != nil {
+		if v, err := nd.n.ReplicaGroup(g); err == nil {
+			return v, true
+		}
 	}
 	for _, o := range s.nodes {
-		if o.up {
+		if o.up && o.n != nil {
 			if v, err := o.n.ReplicaGroup(g); err == nil {
 				return v, true
 			}
