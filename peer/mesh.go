@@ -670,14 +670,18 @@ func (m *mesh) reconfigure(p *partition) {
 			m.confChange(p, pb.ConfChangeRemoveNode, rid)
 			return
 		}
-		// A live voter goes only when the ring's replicas are voters
-		// already (there are more voters than the ring wants), and any
-		// voter only if the voters left still have a live quorum.
-		// Removing first would shrink the set below the ring's size: a
-		// 2-voter partition stops for good when either voter is lost,
-		// and removing a live voter while another is dead (not yet
-		// forgotten) leaves one that can never commit again.
-		if id, ok := m.peerOf(rid); ok && m.live(id) && len(voters) <= len(replicas) {
+		// A voter goes only when its replacement is a voter already
+		// (there are more voters than the ring wants), and only if the
+		// voters left still have a live quorum. Removing first would
+		// shrink the set below the ring's size: a 2-voter partition stops
+		// for good when either voter is lost, and removing a live voter
+		// while another is dead leaves one that can never commit again.
+		// A dead voter too: with it the quorum is no harder to reach than
+		// without it (the live ones are needed either way), it may come
+		// back, and its replacement, once promoted, makes the removal
+		// safe (the simulator's seed 939 lost a partition that went to
+		// two voters so, then lost one of them).
+		if len(voters) <= len(replicas) {
 			continue
 		}
 		if rest := slices.DeleteFunc(slices.Clone(voters), func(v uint64) bool { return v == rid }); len(rest) > 0 && m.liveQuorum(rest) {

@@ -134,3 +134,40 @@ func TestGrantForFormerRunDropped(t *testing.T) {
 		t.Fatalf("a grant for this run did not start: runs %v", h.runs)
 	}
 }
+
+// A voter the ring no longer wants stays until its replacement votes, dead
+// or not: removing a dead one first left two voters, and a partition with
+// two stops for good when either is lost (the simulator's seed 939).
+// Here n4 is forgotten while n3, its replacement, is down: the partitions
+// keep n4 until n3 is back and promoted, and never have two voters.
+func TestMeshDeadVoterKeptUntilReplaced(t *testing.T) {
+	const parts = 16
+	c := newCluster(t, 4, parts)
+	c.run(20 * time.Second)
+	c.check = func() {
+		for _, cn := range c.nodes {
+			for i, p := range cn.n.parts {
+				// The Raft configuration: voters() leaves out forgotten peers.
+				if !cn.down && p != nil && p.serving && len(p.conf.GetVoters()) == 2 {
+					t.Fatalf("at %v partition %d has two voters %v", c.now, i, cn.n.mesh.voters(p))
+				}
+			}
+		}
+	}
+	n3, n4 := c.node("n3"), c.node("n4")
+	n3.down, n4.down = true, true
+	c.run(5 * time.Second)
+	for _, cn := range c.nodes {
+		if !cn.down {
+			cn.n.Forget("n4")
+		}
+	}
+	c.run(20 * time.Second)
+	c.start(n3, parts)
+	c.run(40 * time.Second)
+	for i, vs := range c.voterSets(parts) {
+		if len(vs) != 3 || slices.Contains(vs, "n4") {
+			t.Fatalf("partition %d has voters %v after n3 came back; want n1, n2, n3", i, vs)
+		}
+	}
+}

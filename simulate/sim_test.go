@@ -87,6 +87,7 @@ func TestRegressionSeeds(t *testing.T) {
 		{77, 5, "mixed", FaultKinds, "a peer's slots leaked with leases lost with its leadership, so it never stole its pinned broadcast copy"},
 		{5247, 4, "sched", FaultKinds, "a peer busy with its own firings never asked for a broadcast copy pinned to it at another owner"},
 		{60343, 5, "mixed", FaultKinds, "a peer left while the others were still in the joint configuration that needed its vote"},
+		{939, 5, "mixed", FaultKinds, "a dead voter the ring no longer wanted was removed before its replacement could join: two voters, then one left"},
 		{70220, 5, "mixed", FaultKinds, "the checker failed a thief's run of a broadcast firing that no running replica had applied yet"},
 	} {
 		cfg := Config{Seed: c.seed, Peers: c.peers, Tasks: 200, Workload: c.workload, Faults: slices.Clone(c.faults)}
