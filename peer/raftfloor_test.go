@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"log/slog"
 	"testing"
 
 	"go.etcd.io/raft/v3"
@@ -26,7 +27,7 @@ func BenchmarkRaftCommitFloor(b *testing.B) {
 			b.Fatal(err)
 		}
 		rn, err := raft.NewRawNode(&raft.Config{ID: uint64(i + 1), ElectionTick: 10, HeartbeatTick: 1,
-			Storage: stores[i], MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, Logger: discardRaftLogger{}})
+			Storage: stores[i], MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, Logger: raftLogger{slog.New(slog.DiscardHandler)}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -80,18 +81,3 @@ func BenchmarkRaftCommitFloor(b *testing.B) {
 		}
 	}
 }
-
-type discardRaftLogger struct{}
-
-func (discardRaftLogger) Debug(...any)            {}
-func (discardRaftLogger) Debugf(string, ...any)   {}
-func (discardRaftLogger) Error(...any)            {}
-func (discardRaftLogger) Errorf(string, ...any)   {}
-func (discardRaftLogger) Info(...any)             {}
-func (discardRaftLogger) Infof(string, ...any)    {}
-func (discardRaftLogger) Warning(...any)          {}
-func (discardRaftLogger) Warningf(string, ...any) {}
-func (discardRaftLogger) Fatal(...any)            {}
-func (discardRaftLogger) Fatalf(string, ...any)   {}
-func (discardRaftLogger) Panic(...any)            {}
-func (discardRaftLogger) Panicf(string, ...any)   {}

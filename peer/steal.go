@@ -82,10 +82,14 @@ func (n *Node) maybeSteal() {
 	if !ok {
 		return
 	}
-	want = min(want, max(capacity-self.Running, 1))
+	n.askSteal(victim, min(want, max(capacity-self.Running, 1)), self)
+}
+
+// askSteal sends a steal request for want tasks, with this node's load.
+func (n *Node) askSteal(victim string, want int, load Load) {
 	n.steal.askedAt = n.now
 	n.stats.StealsAsked++
-	n.rd.Messages = append(n.rd.Messages, Envelope{To: victim, Msg: Message{Type: MsgStealReq, From: n.cfg.ID, Want: want, Load: self}})
+	n.rd.Messages = append(n.rd.Messages, Envelope{To: victim, Msg: Message{Type: MsgStealReq, From: n.cfg.ID, Want: want, Load: load}})
 }
 
 // askStranded lets a peer with work of its own still take the tasks that
@@ -127,9 +131,7 @@ func (n *Node) askStranded() bool {
 		return false
 	}
 	n.steal.stranded = victim
-	n.steal.askedAt = n.now
-	n.stats.StealsAsked++
-	n.rd.Messages = append(n.rd.Messages, Envelope{To: victim, Msg: Message{Type: MsgStealReq, From: n.cfg.ID, Want: 1, Load: n.load()}})
+	n.askSteal(victim, 1, n.load())
 	return true
 }
 
