@@ -30,7 +30,9 @@ type rpcRequest struct {
 	NoTasks bool                `json:"no_tasks,omitempty"` // group: a summary without the task list
 	By      string              `json:"by,omitempty"`
 	Sched   *shard.ScheduleSpec `json:"sched,omitempty"`
-	Tag     string              `json:"tag,omitempty"` // schedule_trigger: names the request (TriggerTag)
+	Tag     string              `json:"tag,omitempty"`    // schedule_trigger: names the request (TriggerTag)
+	Filter  *shard.Filter       `json:"filter,omitempty"` // list
+	Groups  bool                `json:"groups,omitempty"` // list: groups, not tasks
 }
 
 type rpcResponse struct {
@@ -46,6 +48,8 @@ type rpcResponse struct {
 	Schedules []shard.ScheduleView `json:"schedules,omitempty"`
 	Audit     []shard.AuditEntry   `json:"audit,omitempty"`
 	Created   bool                 `json:"created,omitempty"`
+	List      *ListResult          `json:"list,omitempty"`
+	Stats     *StatsResult         `json:"stats,omitempty"`
 }
 
 // route returns the peer to forward a request for group g to, or "" to
@@ -134,6 +138,13 @@ func (p *Peer) serveCall(ctx context.Context, from string, b []byte) ([]byte, er
 		resp.Events, err = l.TaskEvents(ctx, req.Task)
 	case "cancel":
 		err = l.cancel(ctx, req.Group, req.Task, req.By)
+	case "list":
+		if req.Filter == nil {
+			return nil, errors.New("peer: forwarded list without a filter")
+		}
+		err = p.read(ctx, func(n *Node) error { r := n.List(req.Filter, req.Groups); resp.List = &r; return nil })
+	case "stats":
+		err = p.read(ctx, func(n *Node) error { r := n.HandlerStats(); resp.Stats = &r; return nil })
 	case "audit":
 		err = p.read(ctx, func(n *Node) error { resp.Audit = n.Audit(); return nil })
 	case "schedule_set", "schedule", "schedule_delete", "schedule_pause", "schedule_resume", "schedules":

@@ -363,6 +363,9 @@ func TestMeshIsolatedLeaderStopsServingReads(t *testing.T) {
 	if _, err := c.node("n1").n.GroupState(g); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("isolated leader reads %s: err %v; want ErrUnavailable", g, err)
 	}
+	if l := c.node("n1").n.List(&shard.Filter{}, false); slices.Contains(l.Parts, part) {
+		t.Fatalf("isolated leader lists partition %d (answers for %v); want it missing", part, l.Parts)
+	}
 	c.run(8 * time.Second)
 	if s := c.servers(part); len(s) != 1 || s[0] == "n1" {
 		t.Fatalf("partition %d is served by %v; want one of n2, n3", part, s)

@@ -109,6 +109,7 @@ func (s *Shard) applySubmitted(e *Event) {
 		g.held = make([]intHeap, len(g.spec.Stages))
 	}
 	s.groups[g.id] = g
+	s.indexAdd(g)
 	for _, t := range g.tasks {
 		t.history = append(t.history, TaskEvent{Seq: 1, Type: EvSubmitted, At: e.At})
 		g.counts[StateUnknown]++
@@ -304,6 +305,7 @@ func (s *Shard) applyRemoved(g *group) {
 	}
 	delete(s.groups, g.id)
 	delete(s.removing, g.id)
+	s.indexRemoved()
 	// Forget the removed groups at the head of the finish order (removals
 	// go in that order), and compact now and then.
 	s.removeAt = time.Time{}

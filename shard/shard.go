@@ -151,6 +151,7 @@ type Shard struct {
 	changes  []Change
 	applied  uint64       // events applied (for stats)
 	audit    []AuditEntry // operator actions, oldest first (bounded)
+	index    index        // the groups by creation, for listing (derived)
 
 	schedules map[ScheduleID]*schedule
 	firedOK   GroupID // the firing group the previous applied event allowed

@@ -231,6 +231,7 @@ func (s *Shard) install(groups map[GroupID]*group, done []GroupID, seq uint64) {
 		}
 	}
 	s.rebuildNotifyPending()
+	s.indexRebuild()
 	s.leader = false
 	s.wheel, s.inflight, s.schedInflight = nil, nil, nil
 	s.firedOK = ""

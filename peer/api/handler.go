@@ -99,6 +99,9 @@ func NewHandler(b Backend, opts HandlerOptions) http.Handler {
 		{"POST", "/v1/groups/{id}/cancel", s.cancelGroup},
 	}
 	routes = append(routes, s.scheduleRoutes()...)
+	if l, ok := b.(Lister); ok {
+		routes = append(routes, s.listRoutes(l)...)
+	}
 	if opts.Metrics != nil {
 		routes = append(routes, route{"GET", "/metrics", opts.Metrics.ServeHTTP})
 	}

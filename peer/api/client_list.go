@@ -1,0 +1,36 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+)
+
+// ListTasks lists tasks across the mesh (GET /v1/tasks) with the filters
+// in q (state, handler, since..., limit, cursor).
+func (c *Client) ListTasks(ctx context.Context, q url.Values) (*TaskList, error) {
+	var out TaskList
+	_, err := c.do(ctx, http.MethodGet, "/v1/tasks"+query(q), nil, &out)
+	return &out, err
+}
+
+// ListGroups lists groups across the mesh (GET /v1/groups).
+func (c *Client) ListGroups(ctx context.Context, q url.Values) (*GroupList, error) {
+	var out GroupList
+	_, err := c.do(ctx, http.MethodGet, "/v1/groups"+query(q), nil, &out)
+	return &out, err
+}
+
+// Stats returns the mesh's task counts per handler (GET /v1/stats).
+func (c *Client) Stats(ctx context.Context) (*Stats, error) {
+	var out Stats
+	_, err := c.do(ctx, http.MethodGet, "/v1/stats", nil, &out)
+	return &out, err
+}
+
+func query(q url.Values) string {
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
+}

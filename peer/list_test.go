@@ -1,0 +1,108 @@
+package peer
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/needle-mesh/needle/peer/api"
+)
+
+// TestListAcrossRealMesh lists the failed tasks of a 3-peer mesh page by
+// page through a peer, and checks bad queries are refused naming the field.
+func TestListAcrossRealMesh(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real libp2p mesh")
+	}
+	peers := startMesh3(t)
+	ctx := t.Context()
+	var failed, all []string
+	for i := range 12 {
+		handler, payload := "echo", fmt.Sprint(i)
+		if i%3 == 0 {
+			handler, payload = "fail", `{"permanent":true,"message":"boom"}`
+		}
+		body := fmt.Sprintf(`{"mode":"parallel","key":"list-%d","tasks":[{"name":"n%d","handler":%q,"payload":%s}]}`, i, i, handler, payload)
+		res := submitRetrying(t, peers[i%3].c, body)
+		if _, err := peers[0].c.GetGroup(ctx, res.Group, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		id := res.Tasks["n"+fmt.Sprint(i)]
+		all = append(all, id)
+		if handler == "fail" {
+			failed = append(failed, id)
+		}
+	}
+	slices.Reverse(failed)
+	var got []string
+	q := url.Values{"state": {"FAILED"}, "limit": {"2"}}
+	for page := 0; ; page++ {
+		l, err := peers[1].c.ListTasks(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.MissingPartitions) > 0 {
+			t.Fatalf("missing partitions %v in a healthy mesh", l.MissingPartitions)
+		}
+		for _, tk := range l.Tasks {
+			if tk.State != "FAILED" || tk.Error == nil {
+				t.Errorf("listed %+v as FAILED", tk)
+			}
+			got = append(got, tk.ID)
+		}
+		if l.Cursor == "" {
+			break
+		}
+		q.Set("cursor", l.Cursor)
+	}
+	if !slices.Equal(got, failed) {
+		t.Errorf("failed tasks paged = %v; want %v (newest first)", got, failed)
+	}
+	l, err := peers[2].c.ListTasks(ctx, url.Values{"q": {"list-"}, "limit": {"1000"}})
+	if err != nil || len(l.Tasks) != len(all) {
+		t.Fatalf("q=list- listed %d tasks, %v; want %d", len(l.Tasks), err, len(all))
+	}
+	gl, err := peers[0].c.ListGroups(ctx, url.Values{"state": {"FAILED"}})
+	if err != nil || len(gl.Groups) != len(failed) {
+		t.Fatalf("FAILED groups = %d, %v; want %d", len(gl.Groups), err, len(failed))
+	}
+	st, err := peers[2].c.Stats(ctx)
+	if err != nil || st.Totals["FAILED"] != len(failed) || st.Totals["SUCCEEDED"] != len(all)-len(failed) {
+		t.Fatalf("stats = %+v, %v", st, err)
+	}
+	assertListRefused(t, peers[0].c)
+}
+
+func assertListRefused(t *testing.T, c *api.Client) {
+	t.Helper()
+	first, err := c.ListTasks(t.Context(), url.Values{"limit": {"1"}})
+	if err != nil || first.Cursor == "" {
+		t.Fatalf("first page: %+v, %v", first, err)
+	}
+	tampered := []byte(first.Cursor)
+	tampered[len(tampered)/2] ^= 1
+	for _, tt := range []struct {
+		q     url.Values
+		field string
+	}{
+		{url.Values{"state": {"DONE"}}, "state"},
+		{url.Values{"colour": {"red"}}, "colour"},
+		{url.Values{"limit": {"0"}}, "limit"},
+		{url.Values{"limit": {"1001"}}, "limit"},
+		{url.Values{"created_after": {"yesterday"}}, "created_after"},
+		{url.Values{"mode": {"chain"}}, "mode"},
+		{url.Values{"cursor": {string(tampered)}}, "cursor"},
+		{url.Values{"cursor": {"%%%"}}, "cursor"},
+		{url.Values{"cursor": {first.Cursor}, "state": {"FAILED"}}, "cursor"}, // another query's cursor
+	} {
+		_, err := c.ListTasks(t.Context(), tt.q)
+		var ae *api.Error
+		if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || ae.Field != tt.field {
+			t.Errorf("ListTasks(%v) = %v; want 400 naming %s", tt.q, err, tt.field)
+		}
+	}
+}
