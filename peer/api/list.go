@@ -54,6 +54,9 @@ func ParseListQuery(q url.Values, groups bool) (ListQuery, error) {
 	var lq ListQuery
 	f := &lq.Filter
 	for _, k := range slices.Sorted(mapKeys(q)) {
+		if k == "" {
+			return lq, fieldErr("query", "a parameter without a name")
+		}
 		if !listParams[k] {
 			return lq, fieldErr(k, "unknown parameter (want one of state, handler, mode, schedule, peer, label, created_after, created_before, finished_after, finished_before, q, limit, cursor)")
 		}
@@ -341,11 +344,9 @@ type Stats struct {
 }
 
 func (s *server) stats(w http.ResponseWriter, r *http.Request, l Lister) {
-	if len(r.URL.Query()) > 0 {
-		for k := range r.URL.Query() {
-			s.fail(w, r, fieldErr(k, "unknown parameter (GET /v1/stats takes none)"))
-			return
-		}
+	if ks := slices.Sorted(mapKeys(r.URL.Query())); len(ks) > 0 {
+		s.fail(w, r, fieldErr(ks[0], "unknown parameter (GET /v1/stats takes none)"))
+		return
 	}
 	page, err := l.Stats(r.Context())
 	if err != nil {

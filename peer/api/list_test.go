@@ -1,0 +1,63 @@
+package api
+
+import (
+	"errors"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+func TestCursorRoundTrip(t *testing.T) {
+	q := url.Values{"state": {"FAILED"}, "handler": {"h"}}
+	lq, err := ParseListQuery(q, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := shard.ListKey{Created: time.Unix(1_700_000_000, 123).UTC(), Group: "g~1", Task: 7}
+	q.Set("cursor", lq.Cursor(k))
+	q.Set("limit", "3") // the limit may change between pages
+	lq2, err := ParseListQuery(q, false)
+	if err != nil || lq2.Filter.After == nil || *lq2.Filter.After != k {
+		t.Fatalf("cursor decoded to %+v, %v; want %+v", lq2.Filter.After, err, k)
+	}
+	q.Set("handler", "other")
+	if _, err := ParseListQuery(q, false); !isField(err, "cursor") {
+		t.Fatalf("cursor with other filters: %v; want a cursor error", err)
+	}
+	if _, err := ParseListQuery(url.Values{"cursor": {lq.Cursor(k)}}, true); !isField(err, "cursor") {
+		t.Fatalf("task cursor on the group list: %v; want a cursor error", err)
+	}
+}
+
+func isField(err error, field string) bool {
+	var fe *FieldError
+	return errors.As(err, &fe) && fe.Field == field
+}
+
+func FuzzListQuery(f *testing.F) {
+	lq, _ := ParseListQuery(url.Values{}, false)
+	f.Add("cursor=" + lq.Cursor(shard.ListKey{Created: time.Unix(5, 0), Group: "g", Task: 1}))
+	f.Add("state=FAILED&state=READY,running&limit=10&created_after=2026-01-02T15:04:05Z")
+	f.Add("label=a%3Db&q=x&mode=dag&cursor=AQ")
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		for _, groups := range []bool{false, true} {
+			lq, err := ParseListQuery(q, groups)
+			if err != nil {
+				var fe *FieldError
+				if !errors.As(err, &fe) || fe.Field == "" {
+					t.Fatalf("ParseListQuery(%q) error %v; want a *FieldError naming a field", raw, err)
+				}
+				continue
+			}
+			if lq.Filter.Limit < 1 || lq.Filter.Limit > MaxListLimit {
+				t.Fatalf("limit %d out of range", lq.Filter.Limit)
+			}
+		}
+	})
+}
