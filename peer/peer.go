@@ -61,7 +61,9 @@ type Config struct {
 	// Listen are the libp2p listen multiaddrs. Default TCP and QUIC on
 	// port 4001, all interfaces.
 	Listen []string
-	// Join are peers (full multiaddrs ending in /p2p/<id>) to join through.
+	// Join are peers to join through: full multiaddrs ending in /p2p/<id>,
+	// or TCP addresses without the id (/dns4/needle-0/tcp/4001,
+	// needle-0:4001), whose id the host learns by a handshake.
 	// A peer with an empty data dir and no Join founds a new mesh.
 	Join []string
 	// SwarmKeyFile makes the mesh private (pnet PSK); "" = open mesh.

@@ -41,6 +41,7 @@ var commands = map[string]func(g *Globals) Command{
 	"peers":    func(g *Globals) Command { return &PeersCommand{Globals: g} },
 	"forget":   func(g *Globals) Command { return &ForgetCommand{Globals: g} },
 	"keygen":   func(g *Globals) Command { return &KeygenCommand{Globals: g} },
+	"health":   func(g *Globals) Command { return &HealthCommand{Globals: g} },
 	"simulate": func(*Globals) Command { return SimulateCommand{} },
 	"schedule": func(g *Globals) Command { return &ScheduleCommand{Globals: g} },
 }

@@ -108,6 +108,15 @@ func startDaemon(t *testing.T, bin, dir, addr string) *exec.Cmd {
 // case the test paused it), and waits until its /healthz answers 200.
 func runDaemon(t *testing.T, bin, addr string, env []string, args ...string) *exec.Cmd {
 	t.Helper()
+	cmd := spawnDaemon(t, bin, env, args...)
+	waitHealthy(t, addr)
+	return cmd
+}
+
+// spawnDaemon starts needled with args and extra environment and stops it
+// when the test ends; it does not wait for it to serve.
+func spawnDaemon(t *testing.T, bin string, env []string, args ...string) *exec.Cmd {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -119,6 +128,12 @@ func runDaemon(t *testing.T, bin, addr string, env []string, args ...string) *ex
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
+	return cmd
+}
+
+// waitHealthy waits until the /healthz of the daemon at addr answers 200.
+func waitHealthy(t *testing.T, addr string) {
+	t.Helper()
 	waitUntil(t, "healthz of "+addr, func() bool {
 		resp, err := http.Get("http://" + addr + "/healthz")
 		if err != nil {
@@ -127,7 +142,6 @@ func runDaemon(t *testing.T, bin, addr string, env []string, args ...string) *ex
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	return cmd
 }
 
 // meshArgs are the flags of a mesh peer in these tests: small, and quick

@@ -21,6 +21,9 @@ type Main struct {
 	LogFormat string
 	LogLevel  string
 	Stderr    io.Writer
+	// SelfJoins are the --join addresses dropped as naming this peer
+	// (--self-name); logged at start.
+	SelfJoins []string
 }
 
 // NewMain returns a Main with the defaults of API.md.
@@ -52,7 +55,8 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.DurationVar(&c.Limits.MinEvery, "min-every", time.Second, "shortest \"every\" interval of a schedule")
 	var execAllow, httpAllow, listen, join listFlag
 	fs.Var(&listen, "listen", "libp2p listen multiaddr (repeatable; default TCP and QUIC on port 4001, all interfaces)")
-	fs.Var(&join, "join", "peer to join through: a multiaddr ending in /p2p/<id> (repeatable)")
+	fs.Var(&join, "join", "peer to join through: a multiaddr ending in /p2p/<id>, or a TCP address without the id (/dns4/needle-0/tcp/4001, needle-0:4001) (repeatable)")
+	selfName := fs.String("self-name", "", "this peer's own DNS name (a pod name): --join addresses naming it (NAME or NAME.<domain>) are skipped, so peers sharing one --join list found the mesh on the peer it names")
 	fs.StringVar(&c.SwarmKeyFile, "swarm-key", "", "private-network key file (needle keygen); peers without it cannot connect")
 	fs.BoolVar(&c.MDNS, "mdns", false, "discover peers on the LAN with mDNS")
 	fs.IntVar(&c.Replicas, "replicas", 3, "Raft replicas of each partition (fewer while the mesh is smaller)")
@@ -100,7 +104,8 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		}
 	}
 	c.Token = getenv("NEEDLE_API_TOKEN")
-	c.Listen, c.Join, c.NoSteal = listen, join, !*steal
+	c.Listen, c.NoSteal = listen, !*steal
+	c.Join, m.SelfJoins = withoutSelf(join, *selfName)
 	c.Notify.Allow = notifyAllow
 	if len(labels) > 0 {
 		c.Labels = labels
@@ -199,6 +204,12 @@ func (m *Main) Run(ctx context.Context) error {
 	m.Config.Logger = log
 	if abs, err := filepath.Abs(m.Config.DataDir); err == nil {
 		m.Config.DataDir = abs
+	}
+	for _, j := range m.SelfJoins {
+		log.Info("join address names this peer (--self-name); skipped", "join", j)
+	}
+	if len(m.SelfJoins) > 0 && len(m.Config.Join) == 0 {
+		log.Info("every join address names this peer: it founds the mesh unless its data dir already holds one")
 	}
 	p, err := peer.New(m.Config)
 	if err != nil {

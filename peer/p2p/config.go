@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 )
 
@@ -51,8 +50,12 @@ type Config struct {
 	// Listen lists the multiaddrs to listen on. Default DefaultListen().
 	// With a swarm key, non-TCP addresses are dropped (see doc.go).
 	Listen []string
-	// Join lists full multiaddrs ending in /p2p/<id>. Each is dialed at start
-	// and re-dialed with exponential backoff whenever it is not connected.
+	// Join lists the peers to join through: full multiaddrs ending in
+	// /p2p/<id>, or TCP addresses without the id (/dns4/needle-0/tcp/4001,
+	// /ip4/10.0.0.1/tcp/4001, needle-0:4001), whose id is learned by a
+	// handshake (see join.go). Each is dialed at start and re-dialed with
+	// exponential backoff whenever it is not connected; a name that does not
+	// resolve yet is retried the same way.
 	Join []string
 	// SwarmKeyFile is the path of a swarm key (see GenerateSwarmKey). ""
 	// runs an open mesh (logged once as a warning); otherwise only hosts
@@ -105,8 +108,8 @@ func (c *Config) Validate() error {
 		}
 	}
 	for _, s := range c.Join {
-		if _, err := peer.AddrInfoFromString(s); err != nil {
-			return bad("join %q (want a multiaddr ending in /p2p/<id>): %v", s, err)
+		if _, err := parseJoin(s); err != nil {
+			return bad("join %q (want a multiaddr ending in /p2p/<id>, a TCP multiaddr or host:port without it): %v", s, err)
 		}
 	}
 	return nil

@@ -37,41 +37,6 @@ func (h *Host) connChanged() <-chan struct{} {
 	return h.connCh
 }
 
-// joinLoop keeps this host connected to one Config.Join peer: it dials while
-// the peer is not connected, with exponential backoff and jitter, and sleeps
-// on connChanged while it is. It returns when the host closes.
-func (h *Host) joinLoop(ai peer.AddrInfo) {
-	backoff := joinBackoffMin
-	failures := 0
-	for h.ctx.Err() == nil {
-		changed := h.connChanged()
-		if h.host.Network().Connectedness(ai.ID) == network.Connected {
-			backoff, failures = joinBackoffMin, 0
-			select {
-			case <-changed:
-			case <-h.ctx.Done():
-			}
-			continue
-		}
-		ctx, cancel := context.WithTimeout(h.ctx, dialTimeout)
-		err := h.host.Connect(ctx, ai)
-		cancel()
-		if err == nil || h.ctx.Err() != nil {
-			continue
-		}
-		failures++
-		if failures == 1 {
-			h.log.Warn("join: dial failed; retrying with backoff", keyPeer, ai.ID.String(), keyErr, err)
-		} else {
-			h.log.Debug("join: dial failed", keyPeer, ai.ID.String(), keyErr, err, "attempt", failures)
-		}
-		if !h.sleep(jitter(backoff)) {
-			return
-		}
-		backoff = min(2*backoff, joinBackoffMax)
-	}
-}
-
 // sleep waits d or until the host closes; it reports whether d elapsed.
 func (h *Host) sleep(d time.Duration) bool {
 	t := time.NewTimer(d)

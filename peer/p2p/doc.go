@@ -13,7 +13,11 @@
 //     counters).
 //   - Membership plumbing only: Config.Join peers are dialed at start and
 //     re-dialed with exponential backoff (250 ms to 30 s, jittered) whenever
-//     they are not connected, and protected from the connection manager.
+//     they are not connected, and protected from the connection manager. A
+//     join address without /p2p/<id> (/dns4/needle-0/tcp/4001, needle-0:4001)
+//     is resolved and dialed first for a bare Noise handshake that reveals
+//     the peer's id (join.go), then dialed as that id; the id is learned
+//     again whenever the peer is not connected.
 //     Liveness and membership decisions belong to peer/.
 //   - One long-lived outbound stream per peer on ProtocolID
 //     (/needle/rpc/1.0.0), opened lazily on the first Send or Call and

@@ -73,6 +73,8 @@ type Host struct {
 	cfg  Config       // with defaults; read-only after New
 	log  *slog.Logger // carries keyNode
 	host host.Host
+	key  crypto.PrivKey // the identity key: learnID's handshakes
+	psk  []byte         // the swarm key; nil for an open mesh
 	self peer.ID
 	id   string // self.String(), cached: base58 encoding is costly
 
@@ -113,7 +115,13 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts, err := hostOptions(&cfg, sk)
+	var psk []byte
+	if cfg.SwarmKeyFile != "" {
+		if psk, err = LoadSwarmKey(cfg.SwarmKeyFile); err != nil {
+			return nil, err
+		}
+	}
+	opts, err := hostOptions(&cfg, sk, psk)
 	if err != nil {
 		return nil, err
 	}
@@ -122,6 +130,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		return nil, fmt.Errorf("p2p: start host: %w", err)
 	}
 	h := newHost(cfg, lh)
+	h.key, h.psk = sk, psk
 	if err := h.start(ctx); err != nil {
 		h.Close()
 		return nil, err
@@ -132,7 +141,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 // hostOptions turns cfg into libp2p options. With a swarm key it drops the
 // non-TCP listen addresses from cfg.Listen, because libp2p's QUIC transport
 // refuses private networks.
-func hostOptions(cfg *Config, sk crypto.PrivKey) ([]libp2p.Option, error) {
+func hostOptions(cfg *Config, sk crypto.PrivKey, psk []byte) ([]libp2p.Option, error) {
 	opts := []libp2p.Option{
 		libp2p.Identity(sk),
 		libp2p.Security(noise.ID, noise.New),
@@ -142,14 +151,10 @@ func hostOptions(cfg *Config, sk crypto.PrivKey) ([]libp2p.Option, error) {
 		libp2p.DisableRelay(),
 		libp2p.DisableMetrics(),
 	}
-	if cfg.SwarmKeyFile == "" {
+	if psk == nil {
 		cfg.Logger.Warn("no swarm key: open mesh, any libp2p host can connect")
 		opts = append(opts, libp2p.Transport(quic.NewTransport))
 		return append(opts, libp2p.ListenAddrStrings(cfg.Listen...)), nil
-	}
-	psk, err := LoadSwarmKey(cfg.SwarmKeyFile)
-	if err != nil {
-		return nil, err
 	}
 	tcpAddrs, other := splitTCP(cfg.Listen)
 	if len(tcpAddrs) == 0 {
@@ -158,7 +163,7 @@ func hostOptions(cfg *Config, sk crypto.PrivKey) ([]libp2p.Option, error) {
 	cfg.Listen = tcpAddrs
 	cfg.Logger.Info("private network: TCP only, QUIC does not support swarm keys",
 		keyFile, cfg.SwarmKeyFile, keyListen, tcpAddrs, "dropped", other)
-	if _, nonTCP := splitTCP(cfg.Join); len(nonTCP) > 0 {
+	if nonTCP := nonTCPJoins(cfg.Join); len(nonTCP) > 0 {
 		cfg.Logger.Warn("private network: join addresses that are not TCP cannot be dialed", "join", nonTCP)
 	}
 	opts = append(opts, libp2p.PrivateNetwork(psk))
@@ -202,13 +207,11 @@ func (h *Host) start(ctx context.Context) error {
 		}
 	}
 	for _, addr := range h.cfg.Join {
-		ai, _ := peer.AddrInfoFromString(addr) // checked by Validate
-		if ai.ID == h.self {
-			h.log.Warn("join address is this host; skipped", keyAddr, addr)
-			continue
+		t, _ := parseJoin(addr) // checked by Validate
+		if t.id != "" && t.id != h.self {
+			h.host.ConnManager().Protect(t.id, joinProtectTag)
 		}
-		h.host.ConnManager().Protect(ai.ID, joinProtectTag)
-		h.spawn(func() { h.joinLoop(*ai) })
+		h.spawn(func() { h.joinLoop(t) })
 	}
 	h.log.Info("p2p host started", "addrs", h.Addrs())
 	return ctx.Err()
