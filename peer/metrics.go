@@ -115,6 +115,8 @@ func (m *metrics) observe(n *Node) {
 		{"lease_expiries", cur.LeaseExpiries, m.last.LeaseExpiries},
 		{"stale_outcomes", cur.StaleOutcomes, m.last.StaleOutcomes},
 		{"abdications", cur.Abdications, m.last.Abdications},
+		{"rejected_entries", cur.RejectedEntries, m.last.RejectedEntries},
+		{"dropped_raft_messages", cur.DroppedRaft, m.last.DroppedRaft},
 	} {
 		if c.now > c.was {
 			m.protocol.WithLabelValues(c.name).Add(float64(c.now - c.was))

@@ -285,7 +285,8 @@ func (n *Node) applyEntry(p *partition, e *pb.Entry) {
 	case pb.EntryConfChange:
 		var cc pb.ConfChange
 		if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
-			panic(fmt.Sprintf("peer: partition %d: committed conf change %d undecodable: %v", p.id, e.GetIndex(), err))
+			n.rejectEntry(p, e, err)
+			return
 		}
 		p.conf = p.rn.ApplyConfChange(&cc)
 		p.confAt = time.Time{}
@@ -295,7 +296,8 @@ func (n *Node) applyEntry(p *partition, e *pb.Entry) {
 	case pb.EntryConfChangeV2:
 		var cc pb.ConfChangeV2
 		if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
-			panic(fmt.Sprintf("peer: partition %d: committed conf change %d undecodable: %v", p.id, e.GetIndex(), err))
+			n.rejectEntry(p, e, err)
+			return
 		}
 		p.conf = p.rn.ApplyConfChange(&cc)
 		p.confAt = time.Time{}
@@ -307,11 +309,23 @@ func (n *Node) applyEntry(p *partition, e *pb.Entry) {
 		}
 		b, err := shard.DecodeBatch(e.GetData())
 		if err != nil {
-			// The WAL checksums every record, so this is a bug, not bad disk.
-			panic(fmt.Sprintf("peer: partition %d: committed entry %d undecodable: %v", p.id, e.GetIndex(), err))
+			n.rejectEntry(p, e, err)
+			return
 		}
+		rejected := p.shard.Rejected()
 		n.applyBatch(p, &b)
+		n.stats.RejectedEntries += int(p.shard.Rejected() - rejected)
 	}
+}
+
+// rejectEntry skips a committed entry that cannot be applied (a leader
+// proposed what no replica can decode: a bug, or a hostile peer with the
+// swarm key). Every replica holds the same bytes and skips it alike, so
+// the replicas stay equal, and the peer keeps serving instead of
+// crashing on it, and again on every restart that replays it.
+func (n *Node) rejectEntry(p *partition, e *pb.Entry, err error) {
+	n.stats.RejectedEntries++
+	n.log.Error("committed entry rejected", "partition", p.id, "index", e.GetIndex(), "type", e.GetType().String(), "err", err)
 }
 
 // maybeServe starts serving a partition once its leader has applied the

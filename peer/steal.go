@@ -21,6 +21,12 @@ type NodeStats struct {
 	TasksGranted  int // tasks this node granted to thieves
 	LeaseExpiries int // leases that ended without an outcome
 	Abdications   int // partition leaderships given up for want of a majority's answers (abdicate)
+	// RejectedEntries counts committed entries (or events in them) that
+	// could not be applied and changed nothing (see rejectEntry).
+	RejectedEntries int
+	// DroppedRaft counts Raft messages from the network refused before
+	// Raft saw them (see checkRaft).
+	DroppedRaft int
 }
 
 // stealer is the node's side of work stealing: the pure policy of package

@@ -92,6 +92,12 @@ func (s *Shard) applySubmitted(e *Event) {
 	if e.Spec == nil || s.groups[e.Group] != nil || e.Spec.ID != e.Group {
 		return // idempotent repeat (same key) or malformed: nothing to do
 	}
+	if e.Spec.ValidateStored() != nil {
+		// Proposed by a buggy or hostile leader: applied, it could not be
+		// snapshotted and restored. Refused alike on every replica.
+		s.rejected++
+		return
+	}
 	spec := *e.Spec
 	g := &group{id: spec.ID, spec: spec, state: GroupRunning, created: e.At}
 	g.tasks = make([]*task, len(spec.Tasks))

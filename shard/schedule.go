@@ -126,8 +126,20 @@ type ScheduleSpec struct {
 }
 
 // Validate checks the structure of a schedule (not its cron syntax nor its
-// time zone: Config.Next does that).
+// time zone: Config.Next does that) and the bounds of its durations (Every
+// at most MaxEvery, the group template's as GroupSpec.Validate).
 func (sp *ScheduleSpec) Validate() error {
+	if sp.Every > MaxEvery {
+		return &FieldError{Task: -1, Field: "every", Message: fmt.Sprintf("%v is over the maximum of %v", sp.Every, MaxEvery)}
+	}
+	return sp.validate(false)
+}
+
+// ValidateStored checks what every committed schedule must satisfy to be
+// applied and restored (see GroupSpec.ValidateStored).
+func (sp *ScheduleSpec) ValidateStored() error { return sp.validate(true) }
+
+func (sp *ScheduleSpec) validate(stored bool) error {
 	switch {
 	case sp.ID == "" || strings.IndexByte(string(sp.ID), '~') >= 0:
 		return &FieldError{Task: -1, Field: "id", Message: fmt.Sprintf("invalid schedule id %q", sp.ID)}
@@ -153,7 +165,11 @@ func (sp *ScheduleSpec) Validate() error {
 		g.Tasks = []TaskSpec{g.Tasks[0]}
 		g.Tasks[0].Pin, g.Tasks[0].Name = "template", "template"
 	}
-	if err := g.Validate(); err != nil {
+	validate := g.Validate
+	if stored {
+		validate = g.ValidateStored
+	}
+	if err := validate(); err != nil {
 		var fe *FieldError
 		if errors.As(err, &fe) {
 			c := *fe
@@ -342,6 +358,10 @@ func (s *Shard) applySchedule(e *Event) {
 	id := ScheduleID(RouteKey(string(e.Group)))
 	if e.Type == EvScheduleSet {
 		if e.Sched == nil || s.schedules[id] != nil || e.Sched.ID != id {
+			return
+		}
+		if e.Sched.ValidateStored() != nil {
+			s.rejected++ // malformed: it could not be restored (see applySubmitted)
 			return
 		}
 		sc := &schedule{spec: *e.Sched, next: e.Expiry, created: e.At}
@@ -617,7 +637,7 @@ func decodeSchedules(d *Decoder) (map[ScheduleID]*schedule, error) {
 		if err := d.Err(); err != nil {
 			return nil, fmt.Errorf("shard: restore: schedules: %w", err)
 		}
-		if err := sc.spec.Validate(); err != nil {
+		if err := sc.spec.ValidateStored(); err != nil {
 			return nil, fmt.Errorf("shard: restore: schedule %s: %v: %w", sc.spec.ID, err, ErrCodec)
 		}
 		if out[sc.spec.ID] != nil {

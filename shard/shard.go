@@ -150,6 +150,7 @@ type Shard struct {
 	removeAt time.Time
 	changes  []Change
 	applied  uint64       // events applied (for stats)
+	rejected uint64       // events refused as malformed by Apply (for stats; see Rejected)
 	audit    []AuditEntry // operator actions, oldest first (bounded)
 	index    index        // the groups by creation, for listing (derived)
 
@@ -360,3 +361,8 @@ func (s *Shard) Waited(id TaskID) (time.Duration, bool) {
 	}
 	return t.started.Sub(t.readyAt), true
 }
+
+// Rejected returns how many applied events were refused because their spec
+// could not be held (see GroupSpec.ValidateStored): a leader proposed what
+// it should not have. They changed nothing, on every replica alike.
+func (s *Shard) Rejected() uint64 { return s.rejected }

@@ -135,7 +135,7 @@ func decodeGroupState(d *Decoder, version byte) (*group, error) {
 		return nil, fmt.Errorf("shard: restore: %w", err)
 	}
 	d.p = d.p[used:]
-	if err := spec.Validate(); err != nil {
+	if err := spec.ValidateStored(); err != nil {
 		return nil, fmt.Errorf("shard: restore: group %s: %v: %w", spec.ID, err, ErrCodec)
 	}
 	g := &group{id: spec.ID, spec: spec, state: GroupRunning}

@@ -2,18 +2,70 @@ package shard
 
 import (
 	"fmt"
+	"math"
 	"strings"
+	"time"
 )
 
 // MaxTasksPerGroup bounds a group in the core, whatever the edge allows.
 const MaxTasksPerGroup = 1 << 20
 
-// Validate checks the structure of a group: a known mode, a non-empty task
-// list that fits the mode, non-empty handlers, unique names, dependencies
-// that exist and form no cycle (dag), contiguous stages (pipeline),
-// non-negative durations. The edge decodes requests into specs and calls it;
-// the core calls it again on every command from the network.
+// Bounds on the durations of a spec. A longer one is refused at the edge
+// (400 naming the field) and by Submit and SetSchedule: added to a time it
+// would overflow (2562047h is the whole int64 range of nanoseconds), and a
+// year covers every real use.
+const (
+	MaxDelay   = 366 * 24 * time.Hour // not-before of a task after its submission
+	MaxTimeout = 366 * 24 * time.Hour // one attempt
+	MaxBackoff = 24 * time.Hour       // retry.backoff and retry.max_backoff
+	MaxEvery   = 366 * 24 * time.Hour // a schedule's interval
+)
+
+// Validate checks the structure of a group (see ValidateStored) and the
+// bounds of its durations (MaxDelay, MaxTimeout, MaxBackoff). The edge
+// decodes requests into specs and calls it; the core calls it again on
+// every command from the network before proposing it.
 func (g *GroupSpec) Validate() error {
+	if err := g.ValidateStored(); err != nil {
+		return err
+	}
+	for i := range g.Tasks {
+		if err := g.Tasks[i].checkBounds(); err != nil {
+			err.Task = i
+			return err
+		}
+	}
+	return nil
+}
+
+// checkBounds checks a task's durations against their maxima.
+func (t *TaskSpec) checkBounds() *FieldError {
+	for _, b := range []struct {
+		field string
+		d     time.Duration
+		max   time.Duration
+	}{
+		{"timeout", t.Timeout, MaxTimeout},
+		{"delay", t.Delay, MaxDelay},
+		{"retry.backoff", t.Retry.Backoff, MaxBackoff},
+		{"retry.max_backoff", t.Retry.MaxBackoff, MaxBackoff},
+	} {
+		if b.d > b.max {
+			return &FieldError{Field: b.field, Message: fmt.Sprintf("%v is over the maximum of %v", b.d, b.max)}
+		}
+	}
+	return nil
+}
+
+// ValidateStored checks what every committed group must satisfy to be
+// applied, snapshotted and restored: a known mode, a non-empty task list
+// that fits the mode, non-empty handlers, unique names, dependencies that
+// exist and form no cycle (dag), contiguous stages (pipeline), counts the
+// codec can hold, non-negative durations. Apply refuses a submission that
+// fails it (the entry changes nothing, on every replica alike) and Restore
+// a snapshot. It does not check Validate's bounds, which are newer than
+// some logs: a committed entry stays applicable across versions.
+func (g *GroupSpec) ValidateStored() error {
 	if g.ID == "" {
 		return &FieldError{Task: -1, Field: "id", Message: "group id is empty"}
 	}
@@ -80,6 +132,8 @@ func validateStream(g *GroupSpec) error {
 			return &FieldError{Task: -1, Field: field + ".name", Message: "stage name is required"}
 		case st.Concurrency < 0:
 			return &FieldError{Task: -1, Field: field + ".concurrency", Message: "must be >= 0 (0 = unbounded)"}
+		case st.Concurrency > math.MaxInt32:
+			return &FieldError{Task: -1, Field: field + ".concurrency", Message: fmt.Sprintf("%d is over the maximum of %d", st.Concurrency, math.MaxInt32)}
 		}
 		if j, dup := seen[st.Name]; dup {
 			return &FieldError{Task: -1, Field: field + ".name", Message: fmt.Sprintf("duplicate stage name %q (also stages[%d])", st.Name, j)}
@@ -145,7 +199,7 @@ func (t *TaskSpec) validate(mode Mode) *FieldError {
 		return &FieldError{Field: "retry.max_backoff", Message: "must not be negative"}
 	case t.Stage < 0 || (mode != ModePipeline && mode != ModeStream && t.Stage != 0):
 		return &FieldError{Field: "stage", Message: "stage is only for pipeline groups and must be >= 0"}
-	case t.Item < 0 || (mode != ModeStream && t.Item != 0):
+	case t.Item < 0 || t.Item > math.MaxInt32 || (mode != ModeStream && t.Item != 0):
 		return &FieldError{Field: "item", Message: "item is only for streaming pipelines and must be >= 0"}
 	case len(t.Pin) > 256:
 		return &FieldError{Field: "pin", Message: "peer id longer than 256 bytes"}

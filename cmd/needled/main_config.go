@@ -52,7 +52,8 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.IntVar(&c.Limits.MaxPayload, "max-payload", 1<<20, "largest task payload, bytes")
 	fs.IntVar(&c.Limits.MaxTasks, "max-tasks", 100_000, "most tasks in one group")
 	fs.IntVar(&c.MaxResult, "max-result", peer.DefaultMaxResult, "largest task result, bytes; a larger one fails the task (never truncated)")
-	fs.DurationVar(&c.Limits.MinEvery, "min-every", time.Second, "shortest \"every\" interval of a schedule")
+	fs.DurationVar(&c.Limits.MinEvery, "min-every", time.Second, "shortest interval between two ticks of a schedule (every, cron, @every)")
+	fs.IntVar(&c.Limits.MaxFiredPerMinute, "max-fired-per-minute", 100_000, "most tasks one schedule may fire in a minute (tasks per firing x ticks per minute)")
 	var execAllow, httpAllow, listen, join listFlag
 	fs.Var(&listen, "listen", "libp2p listen multiaddr (repeatable; default TCP and QUIC on port 4001, all interfaces)")
 	fs.Var(&join, "join", "peer to join through: a multiaddr ending in /p2p/<id>, or a TCP address without the id (/dns4/needle-0/tcp/4001, needle-0:4001) (repeatable)")

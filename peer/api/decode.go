@@ -45,8 +45,13 @@ type Limits struct {
 	// HasHandler reports whether a handler name is registered; nil accepts
 	// every non-empty name.
 	HasHandler func(name string) bool
-	// MinEvery is the shortest "every" interval of a schedule; default 1 s.
+	// MinEvery is the shortest interval between two ticks of a schedule
+	// ("every", a cron expression, @every); default 1 s.
 	MinEvery time.Duration
+	// MaxFiredPerMinute bounds the tasks one schedule may fire in a minute
+	// (tasks per firing x ticks per minute); default 100,000, a group of
+	// the default --max-tasks once a minute.
+	MaxFiredPerMinute int
 	// Notify checks a "notify" webhook URL (scheme, allow-list) and says
 	// why it is refused; nil refuses every notify URL (this peer has no
 	// allow-list).
@@ -55,7 +60,8 @@ type Limits struct {
 
 // DefaultLimits returns the limits used when a field of Limits is zero.
 func DefaultLimits() Limits {
-	return Limits{MaxBody: 1 << 20, MaxTasks: 100_000, MaxPayload: 256 << 10, MaxAttempts: 1000, MinEvery: time.Second}
+	return Limits{MaxBody: 1 << 20, MaxTasks: 100_000, MaxPayload: 256 << 10, MaxAttempts: 1000, MinEvery: time.Second,
+		MaxFiredPerMinute: 100_000}
 }
 
 func (l Limits) withDefaults() Limits {
@@ -74,6 +80,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MinEvery <= 0 {
 		l.MinEvery = d.MinEvery
+	}
+	if l.MaxFiredPerMinute <= 0 {
+		l.MaxFiredPerMinute = d.MaxFiredPerMinute
 	}
 	return l
 }

@@ -147,8 +147,11 @@ func DecodeSchedule(r io.Reader, lim Limits) (*shard.ScheduleSpec, string, error
 		if err != nil {
 			return nil, "", fieldErr("every", "invalid duration %q; want a Go duration like \"30s\"", rs.Every)
 		}
-		if d < lim.MinEvery {
+		switch {
+		case d < lim.MinEvery:
 			return nil, "", fieldErr("every", "%s is under the minimum of %s", d, lim.MinEvery)
+		case d > shard.MaxEvery:
+			return nil, "", fieldErr("every", "%s is over the maximum of %s", d, shard.MaxEvery)
 		}
 		sp.Every = d
 	}
@@ -190,6 +193,9 @@ func DecodeSchedule(r io.Reader, lim Limits) (*shard.ScheduleSpec, string, error
 		return nil, "", fieldErr("group.key", "not allowed in a schedule; each firing's group id derives from the tick")
 	}
 	sp.Group = *g
+	if err := checkScheduleRate(sp, lim, time.Now()); err != nil {
+		return nil, "", err
+	}
 	return sp, rs.Key, nil
 }
 

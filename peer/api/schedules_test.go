@@ -45,6 +45,9 @@ func TestCreateScheduleValidation(t *testing.T) {
 		{"never fires", `{"cron": "0 0 30 2 *", ` + group + `}`, "cron"},
 		{"bad tz", `{"cron": "0 2 * * *", "timezone": "Mars/Olympus", ` + group + `}`, "timezone"},
 		{"every too short", `{"every": "999ms", ` + group + `}`, "every"},
+		{"every overflows", `{"every": "2562047h", ` + group + `}`, "every"},
+		{"group delay overflows", `{"every": "1s", "group": {"tasks": [{"name": "a", "handler": "echo", "delay": "2562047h"}]}}`, "group.tasks[0].delay"},
+		{"group concurrency", `{"every": "1s", "group": {"mode": "pipeline", "stages": [{"name": "a", "handler": "echo", "concurrency": 2147483648}], "items": [1]}}`, "group.stages[0].concurrency"},
 		{"every malformed", `{"every": "soon", ` + group + `}`, "every"},
 		{"overlap", `{"every": "1s", "overlap": "maybe", ` + group + `}`, "overlap"},
 		{"misfire", `{"every": "1s", "misfire": "all", ` + group + `}`, "misfire"},
@@ -97,5 +100,42 @@ func TestCreateScheduleOK(t *testing.T) {
 	sec := &shard.ScheduleSpec{Cron: "*/15 * * * * *"}
 	if next, _ := ScheduleNext(sec, time.Date(2026, 1, 10, 12, 0, 1, 0, time.UTC)); !next.Equal(time.Date(2026, 1, 10, 12, 0, 15, 0, time.UTC)) {
 		t.Fatalf("seconds next = %v", next)
+	}
+}
+
+// TestScheduleRateLimits checks that --min-every holds for cron
+// expressions (6 fields, @every) as for intervals, and the cap on the
+// tasks a schedule fires per minute.
+func TestScheduleRateLimits(t *testing.T) {
+	lim := Limits{MinEvery: 10 * time.Second, MaxFiredPerMinute: 100}
+	two := `"group": {"mode": "parallel", "tasks": [{"handler": "echo"}, {"handler": "echo"}]}`
+	for _, tt := range []struct {
+		name, body, field string
+	}{
+		{"cron with seconds", `{"cron": "*/5 * * * * *", ` + two + `}`, "cron"},
+		{"every descriptor", `{"cron": "@every 0s", ` + two + `}`, "cron"},
+		{"seconds on mondays", `{"cron": "* * * * * 1", ` + two + `}`, "cron"},
+		{"interval", `{"every": "5s", ` + two + `}`, "every"},
+		{"tasks per minute", `{"cron": "*/10 * * * * *", "group": {"mode": "parallel", "tasks": [` +
+			strings.Repeat(`{"handler": "echo"}, `, 16) + `{"handler": "echo"}]}}`, "cron"},
+		{"tasks per minute, interval", `{"every": "15s", "group": {"mode": "parallel", "tasks": [` +
+			strings.Repeat(`{"handler": "echo"}, `, 25) + `{"handler": "echo"}]}}`, "every"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := DecodeSchedule(strings.NewReader(tt.body), lim)
+			fe, ok := err.(*FieldError)
+			if !ok || fe.Field != tt.field {
+				t.Fatalf("DecodeSchedule = %v; want a FieldError naming %q", err, tt.field)
+			}
+		})
+	}
+	for _, body := range []string{
+		`{"cron": "*/10 * * * * *", ` + two + `}`,
+		`{"cron": "0 2 * * *", "group": {"mode": "parallel", "tasks": [` + strings.Repeat(`{"handler": "echo"}, `, 99) + `{"handler": "echo"}]}}`,
+		`{"every": "1m", ` + two + `}`,
+	} {
+		if _, _, err := DecodeSchedule(strings.NewReader(body), lim); err != nil {
+			t.Errorf("DecodeSchedule(%s) = %v; want nil", body, err)
+		}
 	}
 }

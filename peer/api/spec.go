@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -341,6 +342,8 @@ func decodeStream(spec *shard.GroupSpec, rawStages json.RawMessage, items []json
 			return fieldErr(join(path, "name"), "longer than %d bytes", maxNameLen)
 		case rs.Concurrency < 0:
 			return fieldErr(join(path, "concurrency"), "must be >= 0 (0 = unbounded)")
+		case rs.Concurrency > math.MaxInt32:
+			return fieldErr(join(path, "concurrency"), "%d is over the maximum of %d", rs.Concurrency, math.MaxInt32)
 		}
 		f := rawFields{Handler: rs.Handler, Priority: rs.Priority, Timeout: rs.Timeout, Retry: rs.Retry}
 		ts, err := f.toSpec(path, lim)
@@ -465,10 +468,10 @@ func (f *rawFields) toSpec(path string, lim Limits) (shard.TaskSpec, error) {
 	if ts.Payload, err = payload(f.Payload, join(path, "payload"), lim.MaxPayload); err != nil {
 		return ts, err
 	}
-	if ts.Timeout, err = duration(f.Timeout, join(path, "timeout")); err != nil {
+	if ts.Timeout, err = duration(f.Timeout, join(path, "timeout"), shard.MaxTimeout); err != nil {
 		return ts, err
 	}
-	if ts.Delay, err = duration(f.Delay, join(path, "delay")); err != nil {
+	if ts.Delay, err = duration(f.Delay, join(path, "delay"), shard.MaxDelay); err != nil {
 		return ts, err
 	}
 	ts.Retry, err = retry(f.Retry, join(path, "retry"), lim)
@@ -491,8 +494,8 @@ func payload(raw json.RawMessage, path string, max int) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// duration parses a non-negative Go duration; "" is 0.
-func duration(s, path string) (time.Duration, error) {
+// duration parses a non-negative Go duration of at most max; "" is 0.
+func duration(s, path string, max time.Duration) (time.Duration, error) {
 	if s == "" {
 		return 0, nil
 	}
@@ -502,6 +505,9 @@ func duration(s, path string) (time.Duration, error) {
 	}
 	if d < 0 {
 		return 0, fieldErr(path, "negative duration %q", s)
+	}
+	if d > max {
+		return 0, fieldErr(path, "%s is over the maximum of %s", s, max)
 	}
 	return d, nil
 }
@@ -523,13 +529,13 @@ func retry(raw json.RawMessage, path string, lim Limits) (shard.Retry, error) {
 	}
 	var err error
 	if rr.Backoff != "" {
-		if r.Backoff, err = duration(rr.Backoff, join(path, "backoff")); err != nil {
+		if r.Backoff, err = duration(rr.Backoff, join(path, "backoff"), shard.MaxBackoff); err != nil {
 			return r, err
 		}
 	}
 	r.MaxBackoff = max(r.Backoff, defaultBackoffMax)
 	if rr.MaxBackoff != "" {
-		if r.MaxBackoff, err = duration(rr.MaxBackoff, join(path, "max_backoff")); err != nil {
+		if r.MaxBackoff, err = duration(rr.MaxBackoff, join(path, "max_backoff"), shard.MaxBackoff); err != nil {
 			return r, err
 		}
 		if r.MaxBackoff < r.Backoff {
