@@ -36,9 +36,9 @@ type rpcRequest struct {
 }
 
 type rpcResponse struct {
-	Err    string            `json:"err,omitempty"`   // error kind: not_found, unavailable, invalid, internal
+	Err    string            `json:"err,omitempty"`   // error kind: not_found, unavailable, invalid, conflict, internal
 	Msg    string            `json:"msg,omitempty"`   // error text
-	Field  *shard.FieldError `json:"field,omitempty"` // invalid: which field
+	Field  *shard.FieldError `json:"field,omitempty"` // invalid, conflict: which field
 	Submit *api.SubmitResult `json:"submit,omitempty"`
 	Task   *shard.TaskView   `json:"task,omitempty"`
 	Group  *shard.GroupView  `json:"group,omitempty"`
@@ -102,6 +102,10 @@ func (r *rpcResponse) err() error {
 		if r.Field != nil {
 			return r.Field
 		}
+	case "conflict":
+		if r.Field != nil {
+			return &shard.ConflictError{Field: r.Field.Field, Message: r.Field.Message}
+		}
 	}
 	return errors.New(r.Msg)
 }
@@ -160,6 +164,7 @@ func (p *Peer) serveCall(ctx context.Context, from string, b []byte) ([]byte, er
 
 func (r *rpcResponse) setErr(err error) {
 	var fe *shard.FieldError
+	var ce *shard.ConflictError
 	switch {
 	case err == nil:
 		return
@@ -169,6 +174,8 @@ func (r *rpcResponse) setErr(err error) {
 		r.Err = "unavailable"
 	case errors.As(err, &fe):
 		r.Err, r.Field = "invalid", fe
+	case errors.As(err, &ce):
+		r.Err, r.Field = "conflict", &shard.FieldError{Task: -1, Field: ce.Field, Message: ce.Message}
 	default:
 		r.Err = "internal"
 	}

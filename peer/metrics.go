@@ -2,6 +2,7 @@ package peer
 
 import (
 	"errors"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -82,7 +83,23 @@ func newMetrics(p *Peer) *metrics {
 		m.runTimes, m.walSync, m.partitions, m.dropped, m.peers, m.ringEpoch, m.outbox, m.protocol, m.replLag, m.queueWait, m.schedLag,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.slots.Set(float64(p.cfg.Slots))
+	m.reg.MustRegister(buildInfo(p.cfg.Version, p.cfg.Commit))
 	return m
+}
+
+// buildInfo is needle_build_info: always 1, the build in its labels.
+func buildInfo(version, commit string) prometheus.Gauge {
+	if version == "" {
+		version = "unknown"
+	}
+	if commit == "" {
+		commit = "unknown"
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "needle_build_info",
+		Help:        "Always 1; the labels name the build this peer runs (version, commit, Go version).",
+		ConstLabels: prometheus.Labels{"version": version, "commit": commit, "goversion": runtime.Version()}})
+	g.Set(1)
+	return g
 }
 
 func (m *metrics) observe(n *Node) {

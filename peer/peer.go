@@ -43,6 +43,13 @@ type Config struct {
 	Limits api.Limits
 	// Token, when set, is required as a bearer token on the API.
 	Token string
+	// Version and Commit name the build in the needle_build_info metric
+	// (needled sets them from its stamped build info). Default "unknown".
+	Version, Commit string
+	// OpenAPI allows an HTTPAddr that is not a loopback address without a
+	// Token: anyone who reaches the address may use the API. Without it,
+	// such a configuration is refused (New returns an error).
+	OpenAPI bool
 	// Builtins configures the exec and http handlers' allow-lists.
 	Builtins BuiltinConfig
 	// MaxResult bounds a handler's result, in bytes (as stored: JSON). A
@@ -149,12 +156,13 @@ func (c *Config) Validate() error {
 	case c.MaxResult < 0:
 		return errors.New("peer: --max-result must be > 0")
 	}
-	if c.Token == "" {
-		if addr, changed := loopbackOnly(c.HTTPAddr); changed {
-			c.Logger.Warn("no API token: the API binds to loopback only; set NEEDLE_API_TOKEN to serve other hosts",
-				"asked", c.HTTPAddr, "serving", addr)
-			c.HTTPAddr = addr
+	if c.Token == "" && !isLoopback(c.HTTPAddr) {
+		if !c.OpenAPI {
+			return fmt.Errorf("peer: --http %s is not a loopback address and no API token is set: "+
+				"set NEEDLE_API_TOKEN to require a bearer token, listen on 127.0.0.1, "+
+				"or pass --insecure-open-api to serve the API to anyone who can reach it", c.HTTPAddr)
 		}
+		c.Logger.Warn("the API is open: no token, and --http is not a loopback address", "http", c.HTTPAddr)
 	}
 	if _, err := c.Notify.validate(); err != nil {
 		return err
@@ -460,20 +468,16 @@ func (p *Peer) Run(ctx context.Context) error {
 	return runErr
 }
 
-// loopbackOnly returns addr with its host replaced by 127.0.0.1 unless it
-// already is a loopback address (or "localhost"), and whether it changed.
-func loopbackOnly(addr string) (string, bool) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr, false // the listener reports the error
+// isLoopback reports whether addr listens on a loopback address only (or
+// "localhost"). An address that does not parse counts as loopback: the
+// listener reports its error.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "localhost" {
+		return true
 	}
-	if host == "localhost" {
-		return addr, false
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return addr, false
-	}
-	return net.JoinHostPort("127.0.0.1", port), true
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // drain hands this peer's work over before it stops: the node stops taking

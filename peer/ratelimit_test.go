@@ -1,6 +1,8 @@
 package peer
 
 import (
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 )
@@ -25,22 +27,53 @@ func TestRateLimiter(t *testing.T) {
 	}
 }
 
-func TestLoopbackOnly(t *testing.T) {
+func TestIsLoopback(t *testing.T) {
 	tests := []struct {
-		in, want string
-		changed  bool
+		in   string
+		want bool
 	}{
-		{"127.0.0.1:7070", "127.0.0.1:7070", false},
-		{"localhost:7070", "localhost:7070", false},
-		{"[::1]:7070", "[::1]:7070", false},
-		{"0.0.0.0:7070", "127.0.0.1:7070", true},
-		{":7070", "127.0.0.1:7070", true},
-		{"10.1.2.3:80", "127.0.0.1:80", true},
+		{"127.0.0.1:7070", true},
+		{"localhost:7070", true},
+		{"[::1]:7070", true},
+		{"0.0.0.0:7070", false},
+		{":7070", false},
+		{"10.1.2.3:80", false},
+		{"[::]:80", false},
 	}
 	for _, tt := range tests {
-		got, changed := loopbackOnly(tt.in)
-		if got != tt.want || changed != tt.changed {
-			t.Errorf("loopbackOnly(%q) = %q, %v; want %q, %v", tt.in, got, changed, tt.want, tt.changed)
+		if got := isLoopback(tt.in); got != tt.want {
+			t.Errorf("isLoopback(%q) = %v; want %v", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestOpenAPIRefused: a non-loopback --http without a token stops the peer
+// with an error that says how to fix it, instead of binding elsewhere.
+func TestOpenAPIRefused(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		c       Config
+		wantErr bool
+	}{
+		{"loopback, no token", Config{HTTPAddr: "127.0.0.1:7070"}, false},
+		{"all interfaces, no token", Config{HTTPAddr: "0.0.0.0:7070"}, true},
+		{"no host, no token", Config{HTTPAddr: ":7070"}, true},
+		{"all interfaces, token", Config{HTTPAddr: "0.0.0.0:7070", Token: "t"}, false},
+		{"all interfaces, open on purpose", Config{HTTPAddr: "0.0.0.0:7070", OpenAPI: true}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := tt.c
+			c.Logger = slog.New(slog.DiscardHandler)
+			err := c.Validate()
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("Validate() = %v; want error %v", err, tt.wantErr)
+			}
+			if err != nil && (!strings.Contains(err.Error(), "NEEDLE_API_TOKEN") || !strings.Contains(err.Error(), "--insecure-open-api")) {
+				t.Errorf("Validate() = %q; want it to name NEEDLE_API_TOKEN and --insecure-open-api", err)
+			}
+			if err == nil && c.HTTPAddr != tt.c.HTTPAddr {
+				t.Errorf("HTTPAddr = %q; want %q unchanged", c.HTTPAddr, tt.c.HTTPAddr)
+			}
+		})
 	}
 }

@@ -150,6 +150,10 @@ func (n *Node) replyApplied(p *partition, req *request, b *shard.Batch, created 
 	if req.kind == reqSubmit && len(b.Events) > 0 && b.Events[0].Type == shard.EvSubmitted {
 		g := b.Events[0].Group
 		ids, err := p.shard.GroupTasks(g)
+		if err == nil && !created && b.Events[0].Spec != nil {
+			// Two submits with one key raced: the first applied wins.
+			err = p.shard.CheckRepeat(b.Events[0].Spec)
+		}
 		r.Err = err
 		r.Submit = SubmitResult{Group: g, Tasks: ids, Created: created}
 	}

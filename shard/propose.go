@@ -59,13 +59,14 @@ func (s *Shard) addTimer(tm timer) {
 
 // Submit checks spec against the state and returns the event that creates
 // it. exists is true when a group with the same id is already there (an
-// idempotent repeat): then no event is returned.
+// idempotent repeat): then no event is returned, and err is a
+// *ConflictError when that group was created by a different request.
 func (s *Shard) Submit(now time.Time, spec *GroupSpec) (ev Event, exists bool, err error) {
 	if err := spec.Validate(); err != nil {
 		return Event{}, false, err
 	}
 	if s.groups[spec.ID] != nil {
-		return Event{}, true, nil
+		return Event{}, true, s.CheckRepeat(spec)
 	}
 	return Event{Type: EvSubmitted, At: now, Group: spec.ID, Spec: spec}, false, nil
 }

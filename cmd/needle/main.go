@@ -18,6 +18,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/needle-mesh/needle/cmd/internal/buildinfo"
 	"github.com/needle-mesh/needle/peer/api"
 )
 
@@ -44,6 +45,24 @@ var commands = map[string]func(g *Globals) Command{
 	"health":   func(g *Globals) Command { return &HealthCommand{Globals: g} },
 	"simulate": func(*Globals) Command { return SimulateCommand{} },
 	"schedule": func(g *Globals) Command { return &ScheduleCommand{Globals: g} },
+	"drain":    func(g *Globals) Command { return &DrainCommand{Globals: g} },
+}
+
+// summaries are the one-line descriptions `needle --help` lists. A command
+// without one is listed with the first line of its Usage's description.
+var summaries = map[string]string{
+	"submit":   "submit a task or a group (from flags or a JSON file)",
+	"get":      "show a task or a group",
+	"wait":     "wait for a task or a group to finish, with live progress",
+	"cancel":   "cancel a task, or every unfinished task of a group",
+	"events":   "print a task's history",
+	"bench":    "run the benchmark workloads on real peers on loopback",
+	"peers":    "list the peers of the mesh, their state, load and labels",
+	"forget":   "remove a dead peer from the mesh for good",
+	"keygen":   "write a swarm key for a private mesh",
+	"simulate": "run the deterministic simulator on a seed (or many)",
+	"schedule": "add, list, pause, resume, trigger or remove schedules",
+	"drain":    "hand a peer's work over to the others and stop it",
 }
 
 // Globals are the settings and streams every command shares.
@@ -90,6 +109,7 @@ func isTerminal(f *os.File) bool {
 // the exit code.
 func run(ctx context.Context, g *Globals, args []string) int {
 	fs := g.flagSet("needle")
+	version := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(g.Stdout, mainUsage())
@@ -99,6 +119,10 @@ func run(ctx context.Context, g *Globals, args []string) int {
 		return 2
 	}
 	rest := fs.Args()
+	if *version {
+		fmt.Fprintln(g.Stdout, "needle", buildinfo.Get())
+		return 0
+	}
 	if len(rest) == 0 {
 		fmt.Fprint(g.Stderr, mainUsage())
 		return 2
@@ -152,13 +176,25 @@ func exitCode(g *Globals, name string, cmd Command, err error) int {
 
 func mainUsage() string {
 	var b strings.Builder
-	b.WriteString("usage: needle [--addr URL] [--token T] <command> [flags] [args]\n\ncommands:\n")
+	b.WriteString("usage: needle [--addr URL] [--token T] <command> [flags] [args]\n" +
+		"       needle --version\n\ncommands:\n")
 	for _, name := range slices.Sorted(maps.Keys(commands)) {
-		b.WriteString("  " + name + "\n")
+		fmt.Fprintf(&b, "  %-9s %s\n", name, summary(name))
 	}
 	b.WriteString("\nRun 'needle help <command>' for a command's flags. --addr defaults to\n" +
 		"$NEEDLE_ADDR or " + DefaultAddr + "; --token to $NEEDLE_API_TOKEN.\n")
 	return b.String()
+}
+
+// summary returns a command's one-line description: its entry in
+// summaries, else the first line of its Usage after the synopsis.
+func summary(name string) string {
+	if s, ok := summaries[name]; ok {
+		return s
+	}
+	_, desc, _ := strings.Cut(commands[name](&Globals{}).Usage(), "\n\n")
+	line, _, _ := strings.Cut(strings.TrimSpace(desc), "\n")
+	return line
 }
 
 // usageError is a mistake in the command line: exit code 2.

@@ -1,5 +1,5 @@
 // Command needled runs one needle peer: the scheduler, the worker pool and
-// the HTTP API of ../shared/API.md.
+// the HTTP API described in docs/api.md and docs/openapi.yaml.
 //
 // Every flag can also be set as an environment variable NEEDLE_<NAME>, with
 // the flag's name upper-cased and dashes turned to underscores (--data ->
@@ -21,6 +21,10 @@ func main() {
 	m := NewMain()
 	if err := m.ParseFlags(os.Args[1:], os.Getenv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		if errors.Is(err, ErrVersion) {
+			fmt.Println(Version())
 			os.Exit(0)
 		}
 		fmt.Fprintln(os.Stderr, "needled:", err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,8 +12,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/needle-mesh/needle/cmd/internal/buildinfo"
 	"github.com/needle-mesh/needle/peer"
 )
+
+// ErrVersion is returned by ParseFlags for --version: print Version() and
+// exit 0.
+var ErrVersion = errors.New("version requested")
+
+// Version is the line needled --version prints.
+func Version() string { return "needled " + buildinfo.Get().String() }
 
 // Main is the daemon: flags and environment -> peer.Config -> peer.Run.
 // End-to-end tests reuse it.
@@ -26,7 +35,7 @@ type Main struct {
 	SelfJoins []string
 }
 
-// NewMain returns a Main with the defaults of API.md.
+// NewMain returns a Main with the defaults of docs/api.md.
 func NewMain() *Main {
 	return &Main{Stderr: os.Stderr, LogFormat: "text", LogLevel: "info"}
 }
@@ -65,6 +74,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	steal := fs.Bool("steal", true, "take part in work stealing")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "serve the API over HTTPS with this certificate (PEM; with --tls-key)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "the private key of --tls-cert (PEM)")
+	fs.BoolVar(&c.OpenAPI, "insecure-open-api", false, "allow --http on a non-loopback address without NEEDLE_API_TOKEN: anyone who reaches it may use the API")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM or needle drain: hand work over for at most this long, then exit (negative: exit at once)")
 	fs.Float64Var(&c.RatePerClient, "rate", 0, "API requests per second per client address, 429 beyond (0 = no limit)")
 	var notifyAllow listFlag
@@ -78,6 +88,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.Var(labels, "label", "placement label key=value of this peer (repeatable; env NEEDLE_LABELS=zone=a,gpu=true)")
 	fs.StringVar(&m.LogFormat, "log-format", m.LogFormat, "log format: text or json")
 	fs.StringVar(&m.LogLevel, "log-level", m.LogLevel, "log level: debug, info, warn, error")
+	version := fs.Bool("version", false, "print the version and exit")
 	config := fs.String("config", "", "config file: one \"flag = value\" per line (# comments; repeat a line for a repeatable flag)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: needled [flags]\n\n"+
@@ -92,6 +103,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	if *version {
+		return ErrVersion
+	}
 	set := envFallback(fs, getenv)
 	if set.err != nil {
 		return set.err
@@ -105,6 +119,8 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		}
 	}
 	c.Token = getenv("NEEDLE_API_TOKEN")
+	build := buildinfo.Get()
+	c.Version, c.Commit = build.Version, build.Commit
 	c.Listen, c.NoSteal = listen, !*steal
 	c.Join, m.SelfJoins = withoutSelf(join, *selfName)
 	c.Notify.Allow = notifyAllow
@@ -217,7 +233,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	if m.Config.Token == "" {
-		log.Warn("no NEEDLE_API_TOKEN set: the API accepts every request; keep --http on loopback")
+		log.Warn("no NEEDLE_API_TOKEN set: the API accepts every request")
 	}
 	return p.Run(ctx)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,5 +55,43 @@ func TestParseFlagsErrors(t *testing.T) {
 				t.Errorf("ParseFlags(%v) = %v; want an error mentioning %q", tt.args, err, tt.want)
 			}
 		})
+	}
+}
+
+func TestVersionFlag(t *testing.T) {
+	m := NewMain()
+	m.Stderr = &strings.Builder{}
+	if err := m.ParseFlags([]string{"--version"}, func(string) string { return "" }); !errors.Is(err, ErrVersion) {
+		t.Fatalf("ParseFlags(--version) = %v; want ErrVersion", err)
+	}
+	if v := Version(); !strings.HasPrefix(v, "needled ") || !strings.Contains(v, "commit ") {
+		t.Errorf("Version() = %q; want \"needled <version> (commit <commit>, <go>)\"", v)
+	}
+}
+
+// TestOpenHTTPRefused: --http on every interface without a token stops the
+// daemon before it opens anything, saying how to fix it.
+func TestOpenHTTPRefused(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		env  map[string]string
+		ok   bool
+	}{
+		{[]string{"--http", "0.0.0.0:0"}, nil, false},
+		{[]string{"--http", "0.0.0.0:0"}, map[string]string{"NEEDLE_API_TOKEN": "t"}, true},
+		{[]string{"--http", "0.0.0.0:0", "--insecure-open-api"}, nil, true},
+	} {
+		m := NewMain()
+		m.Stderr = &strings.Builder{}
+		if err := m.ParseFlags(append(tt.args, "--data", t.TempDir()), func(k string) string { return tt.env[k] }); err != nil {
+			t.Fatal(err)
+		}
+		err := m.Config.Validate()
+		if (err == nil) != tt.ok {
+			t.Errorf("%v env %v: Validate() = %v; want ok %v", tt.args, tt.env, err, tt.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "NEEDLE_API_TOKEN") {
+			t.Errorf("%v: error %q does not say to set NEEDLE_API_TOKEN", tt.args, err)
+		}
 	}
 }

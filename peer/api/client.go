@@ -152,6 +152,9 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 	if resp.StatusCode/100 != 2 {
 		return resp.StatusCode, responseError(resp.StatusCode, data)
 	}
+	if out == nil {
+		return resp.StatusCode, nil // the caller wants no body (drain, forget)
+	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return resp.StatusCode, fmt.Errorf("api: %s %s: decode response: %w", method, path, err)
 	}

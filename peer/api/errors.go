@@ -49,6 +49,11 @@ func isFieldError(err error) bool {
 	return errors.As(err, &fe) || errors.As(err, &sfe)
 }
 
+func isConflict(err error) bool {
+	var ce *shard.ConflictError
+	return errors.As(err, &ce)
+}
+
 // errorTable maps error kinds to HTTP responses, first match wins. Anything
 // that matches no row is a 500 internal, and only those are logged.
 var errorTable = []errorKind{
@@ -56,6 +61,7 @@ var errorTable = []errorKind{
 	{is(shard.ErrNotFound), http.StatusNotFound, CodeNotFound},
 	{isFieldError, http.StatusBadRequest, CodeInvalidArgument},
 	{is(ErrConflict), http.StatusConflict, CodeConflict},
+	{isConflict, http.StatusConflict, CodeConflict},
 	{is(ErrUnavailable), http.StatusServiceUnavailable, CodeUnavailable},
 	{is(context.DeadlineExceeded), http.StatusServiceUnavailable, CodeUnavailable},
 	{is(context.Canceled), http.StatusServiceUnavailable, CodeUnavailable},
@@ -81,6 +87,10 @@ func errField(err error) string {
 	var fe *FieldError
 	if errors.As(err, &fe) {
 		return fe.Field
+	}
+	var ce *shard.ConflictError
+	if errors.As(err, &ce) {
+		return ce.Field
 	}
 	var sfe *shard.FieldError
 	if errors.As(err, &sfe) {

@@ -147,13 +147,25 @@ func (s *server) auth(next http.Handler) http.Handler {
 	})
 }
 
-// fail writes the response for err, logging internal errors only.
+// fail writes the response for err, logging internal errors only. A
+// not-found answer names the id of the route (`task "g1.7" not found`).
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	e, internal := toError(err)
 	if internal {
 		s.log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
+	if id := r.PathValue("id"); id != "" && errors.Is(err, shard.ErrNotFound) {
+		e = &Error{Status: e.Status, Code: e.Code, Message: fmt.Sprintf("%s %q not found", kindOf(r.URL.Path), id)}
+	}
 	writeErr(w, e)
+}
+
+// kindOf names what a /v1/<kind>s/{id} route is about: "task", "group",
+// "schedule".
+func kindOf(path string) string {
+	rest, _ := strings.CutPrefix(path, "/v1/")
+	kind, _, _ := strings.Cut(rest, "/")
+	return strings.TrimSuffix(kind, "s")
 }
 
 func writeErr(w http.ResponseWriter, e *Error) {

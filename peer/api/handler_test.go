@@ -300,3 +300,20 @@ func TestHealthNotReady(t *testing.T) {
 		t.Errorf("metrics without a handler = %d; want 404", r.status)
 	}
 }
+
+// TestNotFoundNamesTheID: a 404 for an unknown id says which id.
+func TestNotFoundNamesTheID(t *testing.T) {
+	h := newTestHandler(&fakeBackend{}, HandlerOptions{})
+	for _, tt := range []struct{ method, target, want string }{
+		{"GET", "/v1/tasks/g9.3", `task "g9.3" not found`},
+		{"GET", "/v1/tasks/g9.3/events", `task "g9.3" not found`},
+		{"POST", "/v1/tasks/g9.3/cancel", `task "g9.3" not found`},
+		{"GET", "/v1/groups/g9", `group "g9" not found`},
+		{"POST", "/v1/groups/g9/cancel", `group "g9" not found`},
+	} {
+		r := call(t, h, tt.method, tt.target, "")
+		if e := errorOf(t, r); r.status != http.StatusNotFound || e.Code != CodeNotFound || e.Message != tt.want {
+			t.Errorf("%s %s = %d %s: %s; want 404 not_found: %s", tt.method, tt.target, r.status, e.Code, e.Message, tt.want)
+		}
+	}
+}

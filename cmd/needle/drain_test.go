@@ -1,0 +1,57 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/needle-mesh/needle/cmd/internal/buildinfo"
+)
+
+func TestDrainCommand(t *testing.T) {
+	var calls atomic.Int32
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/drain", func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write([]byte(`{"draining":true}`))
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	runCLI(t, srv.URL, "", "drain").check(t, 0, "draining", "")
+	if got := calls.Load(); got != 1 {
+		t.Errorf("POST /v1/drain calls = %d; want 1", got)
+	}
+	if r := runCLI(t, srv.URL, "", "drain", "extra"); r.code != 2 {
+		t.Errorf("drain extra: exit %d; want 2 (usage)", r.code)
+	}
+}
+
+// TestHelpDescribesEveryCommand: `needle --help` lists every command of
+// the table with a one-line description.
+func TestHelpDescribesEveryCommand(t *testing.T) {
+	r := runCLI(t, "http://127.0.0.1:1", "", "--help")
+	if r.code != 0 {
+		t.Fatalf("needle --help: exit %d", r.code)
+	}
+	for name := range commands {
+		var line string
+		for l := range strings.Lines(r.stdout) {
+			if f := strings.Fields(l); len(f) > 0 && f[0] == name {
+				line = strings.TrimSpace(l)
+			}
+		}
+		if len(strings.Fields(line)) < 3 {
+			t.Errorf("needle --help lists %q as %q; want the name and a one-line description "+
+				"(add it to summaries in cmd/needle/main.go)", name, line)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	want := "needle " + buildinfo.Get().String() + "\n"
+	runCLI(t, "http://127.0.0.1:1", "", "--version").check(t, 0, want, "")
+}

@@ -1,0 +1,45 @@
+package peer
+
+import (
+	"runtime"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+// gather returns the metric family name of m's registry, or fails.
+func gather(tb testing.TB, m *metrics, name string) *dto.MetricFamily {
+	tb.Helper()
+	mfs, err := m.reg.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf
+		}
+	}
+	tb.Fatalf("metric %s not exposed", name)
+	return nil
+}
+
+func labelsOf(m *dto.Metric) map[string]string {
+	out := map[string]string{}
+	for _, l := range m.GetLabel() {
+		out[l.GetName()] = l.GetValue()
+	}
+	return out
+}
+
+func TestBuildInfoMetric(t *testing.T) {
+	m := newMetrics(&Peer{cfg: Config{Slots: 2, Version: "v1.2.3", Commit: "abc"}})
+	mf := gather(t, m, "needle_build_info")
+	if len(mf.GetMetric()) != 1 {
+		t.Fatalf("needle_build_info has %d series; want 1", len(mf.GetMetric()))
+	}
+	s := mf.GetMetric()[0]
+	got, want := labelsOf(s), map[string]string{"version": "v1.2.3", "commit": "abc", "goversion": runtime.Version()}
+	if s.GetGauge().GetValue() != 1 || len(got) != len(want) || got["version"] != want["version"] || got["commit"] != want["commit"] || got["goversion"] != want["goversion"] {
+		t.Errorf("needle_build_info = %v %v; want 1 %v", got, s.GetGauge().GetValue(), want)
+	}
+}
