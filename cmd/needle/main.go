@@ -63,6 +63,7 @@ var summaries = map[string]string{
 	"simulate": "run the deterministic simulator on a seed (or many)",
 	"schedule": "add, list, pause, resume, trigger or remove schedules",
 	"drain":    "hand a peer's work over to the others and stop it",
+	"health":   "exit 0 when the peer serves, 1 when it does not (for probes)",
 }
 
 // Globals are the settings and streams every command shares.
