@@ -288,8 +288,9 @@ func (n *Node) applyEntry(p *partition, e *pb.Entry) {
 			n.rejectEntry(p, e, err)
 			return
 		}
-		p.conf = p.rn.ApplyConfChange(&cc)
-		p.confAt = time.Time{}
+		if !n.applyConfChange(p, e, &cc) {
+			return
+		}
 		// A new replica catches up from a snapshot, which must name it in
 		// its ConfState (Raft ignores one that does not): take one now.
 		p.forceSnap = true
@@ -299,8 +300,9 @@ func (n *Node) applyEntry(p *partition, e *pb.Entry) {
 			n.rejectEntry(p, e, err)
 			return
 		}
-		p.conf = p.rn.ApplyConfChange(&cc)
-		p.confAt = time.Time{}
+		if !n.applyConfChange(p, e, &cc) {
+			return
+		}
 		p.forceSnap = true
 	default:
 		if len(e.GetData()) == 0 {
@@ -316,6 +318,23 @@ func (n *Node) applyEntry(p *partition, e *pb.Entry) {
 		n.applyBatch(p, &b)
 		n.stats.RejectedEntries += int(p.shard.Rejected() - rejected)
 	}
+}
+
+// applyConfChange applies a committed configuration change, or rejects
+// one that Raft cannot apply (it removes every voter, or leaves a joint
+// configuration it is not in). Raft panics on such a change before it
+// changes anything (raft.applyConfChange checks with its Changer first);
+// every replica holds the same entry and rejects it alike.
+func (n *Node) applyConfChange(p *partition, e *pb.Entry, cc pb.ConfChangeI) (ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			n.rejectEntry(p, e, fmt.Errorf("%v", v))
+			ok = false
+		}
+	}()
+	p.conf = p.rn.ApplyConfChange(cc)
+	p.confAt = time.Time{}
+	return true
 }
 
 // rejectEntry skips a committed entry that cannot be applied (a leader

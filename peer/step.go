@@ -104,6 +104,11 @@ func (n *Node) stepRaft(from string, msgs []RaftMsg) error {
 			continue
 		}
 		p := n.parts[rm.Partition]
+		if err := n.checkRaft(p, rm.Msg); err != nil {
+			n.stats.DroppedRaft++
+			errs = append(errs, fmt.Errorf("peer: step partition %d from %s: %w", rm.Partition, from, err))
+			continue
+		}
 		if p != nil && n.leaderLease(p, from, rm.Msg) {
 			continue // ignored, as Raft's CheckQuorum lease would (see leaderLease)
 		}
