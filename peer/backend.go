@@ -288,6 +288,8 @@ func mapErr(err error) error {
 		return nil
 	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrStopped):
 		return errors.Join(api.ErrUnavailable, err)
+	case errors.Is(err, shard.ErrNotRetryable):
+		return conflictErr(err)
 	}
 	return err
 }

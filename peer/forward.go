@@ -33,6 +33,7 @@ type rpcRequest struct {
 	Tag     string              `json:"tag,omitempty"`    // schedule_trigger: names the request (TriggerTag)
 	Filter  *shard.Filter       `json:"filter,omitempty"` // list
 	Groups  bool                `json:"groups,omitempty"` // list: groups, not tasks
+	Key     string              `json:"key,omitempty"`    // retry: idempotency key
 }
 
 type rpcResponse struct {
@@ -98,6 +99,8 @@ func (r *rpcResponse) err() error {
 		return shard.ErrNotFound
 	case "unavailable":
 		return fmt.Errorf("%w: %s", api.ErrUnavailable, r.Msg)
+	case "conflict":
+		return &conflictError{msg: r.Msg}
 	case "invalid":
 		if r.Field != nil {
 			return r.Field
@@ -142,6 +145,8 @@ func (p *Peer) serveCall(ctx context.Context, from string, b []byte) ([]byte, er
 		resp.Events, err = l.TaskEvents(ctx, req.Task)
 	case "cancel":
 		err = l.cancel(ctx, req.Group, req.Task, req.By)
+	case "retry":
+		err = l.retry(ctx, req.Group, req.Task, req.By, req.Key)
 	case "list":
 		if req.Filter == nil {
 			return nil, errors.New("peer: forwarded list without a filter")
@@ -170,6 +175,8 @@ func (r *rpcResponse) setErr(err error) {
 		return
 	case errors.Is(err, shard.ErrNotFound):
 		r.Err = "not_found"
+	case errors.Is(err, api.ErrConflict), errors.Is(err, shard.ErrNotRetryable):
+		r.Err = "conflict"
 	case errors.Is(err, api.ErrUnavailable), errors.Is(err, ErrUnavailable), errors.Is(err, ErrStopped):
 		r.Err = "unavailable"
 	case errors.As(err, &fe):

@@ -75,6 +75,16 @@ func TestListAcrossRealMesh(t *testing.T) {
 		t.Fatalf("stats = %+v, %v", st, err)
 	}
 	assertListRefused(t, peers[0].c)
+	for _, mp := range peers { // a retry through every peer: forwarded to the owner
+		tk, err := mp.c.RetryTask(ctx, failed[0], "")
+		if err != nil {
+			t.Fatalf("retry %s: %v", failed[0], err)
+		}
+		g, err := mp.c.GetGroup(ctx, tk.Group, 10*time.Second)
+		if err != nil || g.State != "FAILED" || g.Tasks[0].Attempt < 2 {
+			t.Fatalf("group after retry = %+v, %v; want FAILED again with a new attempt", g, err)
+		}
+	}
 }
 
 func assertListRefused(t *testing.T, c *api.Client) {

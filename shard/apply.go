@@ -47,6 +47,10 @@ func (s *Shard) apply(e *Event) {
 		s.applyNotified(g, e)
 		return
 	}
+	if e.Type == EvRetried {
+		s.applyRetried(g, e)
+		return
+	}
 	if e.Type == EvCanceled && e.Task == "" {
 		for _, t := range g.tasks {
 			s.cancel(t, e, "group canceled")
@@ -238,7 +242,7 @@ func (s *Shard) applyFailed(t *task, e *Event) {
 	t.err = e.Error
 	s.record(t, e)
 	maxAttempts := max(t.spec.Retry.MaxAttempts, 1)
-	if e.Permanent || t.attempt >= maxAttempts || e.NotBefore.IsZero() {
+	if e.Permanent || t.attempt-t.retried >= maxAttempts || e.NotBefore.IsZero() {
 		s.fail(t, e)
 		return
 	}

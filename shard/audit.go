@@ -12,7 +12,7 @@ import (
 // trail, and snapshots carry it.
 type AuditEntry struct {
 	At      time.Time
-	Type    EventType // EvCanceled, EvScheduleSet, EvSchedulePaused, EvScheduleResumed, EvScheduleDeleted, EvScheduleTriggered
+	Type    EventType // EvCanceled, EvRetried, EvScheduleSet, EvSchedulePaused, EvScheduleResumed, EvScheduleDeleted, EvScheduleTriggered
 	Subject string    // task, group or schedule id
 	By      string    // who asked: the API token's name or the client address
 }
@@ -23,7 +23,7 @@ const maxAudit = 1000
 // audited reports whether an event type is an operator action.
 func audited(t EventType) bool {
 	switch t {
-	case EvCanceled, EvScheduleSet, EvSchedulePaused, EvScheduleResumed, EvScheduleDeleted, EvScheduleTriggered:
+	case EvCanceled, EvRetried, EvScheduleSet, EvSchedulePaused, EvScheduleResumed, EvScheduleDeleted, EvScheduleTriggered:
 		return true
 	}
 	return false

@@ -27,7 +27,11 @@ import (
 //	        | str             otherwise
 //
 // sched (see AppendScheduleSpec) follows on, and only on, a schedule_set
-// event.
+// event, and key:str (the request's idempotency key) on, and only on, a
+// retried event. A peer that predates an event type or a flag refuses
+// the entry (DecodeBatch fails: "unknown event type", "unknown flags"); it
+// never applies it half understood. Entries written before either exist
+// decode as they did.
 //
 // The brackets are fields present only when their flag is clear: with
 // sameAt, sameGroup or sameHolder set, the field equals the previous event's
@@ -154,6 +158,9 @@ func appendEvent(dst []byte, e, prev *Event) []byte {
 	if e.Spec != nil && e.Type != EvSubmitted {
 		panic(fmt.Sprintf("shard: AppendEvent: Spec set on a %v event", e.Type))
 	}
+	if e.Key != "" && e.Type != EvRetried {
+		panic(fmt.Sprintf("shard: AppendEvent: Key set on a %v event", e.Type))
+	}
 	if (e.Sched != nil) != (e.Type == EvScheduleSet) {
 		panic(fmt.Sprintf("shard: AppendEvent: Sched on a %v event must be set iff it is schedule_set", e.Type))
 	}
@@ -186,6 +193,9 @@ func appendEvent(dst []byte, e, prev *Event) []byte {
 	}
 	if e.Sched != nil {
 		dst = AppendScheduleSpec(dst, e.Sched)
+	}
+	if e.Type == EvRetried {
+		dst = AppendString(dst, e.Key)
 	}
 	return dst
 }
@@ -308,6 +318,10 @@ func decodeEvent(d *Decoder, e *Event, prev *Event) {
 		e.Sched = new(ScheduleSpec)
 		decodeScheduleSpec(d, e.Sched)
 		d.within("sched")
+	}
+	if d.err == nil && e.Type == EvRetried {
+		e.Key = d.String()
+		d.Field("key")
 	}
 }
 

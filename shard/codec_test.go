@@ -118,6 +118,8 @@ func TestCodecEventRoundTrip(t *testing.T) {
 	}
 	tests = append(tests,
 		test{"zero fields", Event{Type: EvRemoved}},
+		test{"retried with a key", Event{Type: EvRetried, Group: "g", Task: "g.1", By: "op", Key: "k-1"}},
+		test{"group retried", Event{Type: EvRetried, Group: "g", By: "op"}},
 		test{"submitted nil spec", Event{Type: EvSubmitted, Group: "g"}},
 		test{"submitted empty spec", Event{Type: EvSubmitted, Spec: &GroupSpec{Mode: ModeSingle}}},
 		test{"task not in group", Event{Type: EvReadied, Group: "g", Task: "h.1"}},
@@ -362,7 +364,7 @@ func TestCodecDecodeErrors(t *testing.T) {
 		{"hostile count", []byte{CodecVersion, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}, "batch.events: count"},
 		{"hostile origin", []byte{CodecVersion, 0xff, 0xff, 0xff, 0xff, 0x0f}, "batch.origin: length"},
 		{"type 0", batch(ok, withByte(ok, 0, 0)), "batch.events[1].type: unknown event type 0"},
-		{"type 17", batch(withByte(ok, 0, 17)), "batch.events[0].type: unknown event type 17"},
+		{"type 18", batch(withByte(ok, 0, 18)), "batch.events[0].type: unknown event type 18"},
 		{"flags", batch(withByte(ok, 1, 0x80|flagTaskIndex)), "batch.events[0].flags: unknown flags 0x88"},
 		{"spec on readied", batch(withByte(ok, 1, flagSpec|flagTaskIndex)), "batch.events[0].flags: spec present on a readied"},
 		{"truncated task", batch(ok[:4]), "batch.events: count"},
@@ -387,6 +389,7 @@ func TestCodecEncodePanics(t *testing.T) {
 		{"type 0", func() { AppendEvent(nil, &Event{}) }},
 		{"type 10", func() { AppendEvent(nil, &Event{Type: numEventTypes}) }},
 		{"spec on leased", func() { AppendEvent(nil, &Event{Type: EvLeased, Spec: &GroupSpec{Mode: ModeSingle}}) }},
+		{"key on canceled", func() { AppendEvent(nil, &Event{Type: EvCanceled, Key: "k"}) }},
 		{"mode 0", func() { AppendEvent(nil, &Event{Type: EvSubmitted, Spec: &GroupSpec{}}) }},
 		{"mode 7", func() { AppendGroupSpec(nil, &GroupSpec{Mode: 7}) }},
 	}

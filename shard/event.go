@@ -26,12 +26,13 @@ const (
 	EvScheduleFired                          // Group = firing group id, NotBefore = the tick it fences on, Expiry = next tick, By = "" | "skipped" | "missed"
 	EvNotified                               // Group, Round = delivery attempt, Error = "" (delivered) or why not, Permanent = gave up, NotBefore = next attempt
 	EvScheduleTriggered                      // Group = firing group id, By: a schedule fired by hand; the next tick stays
+	EvRetried                                // Task or Group (Task empty), By, Key: FAILED/CANCELED tasks run again in place
 	numEventTypes
 )
 
 var eventNames = [...]string{"", "submitted", "leased", "renewed", "succeeded", "failed", "expired", "readied", "canceled", "removed",
 	"schedule_set", "schedule_deleted", "schedule_paused", "schedule_resumed", "schedule_fired",
-	"notified", "schedule_triggered"}
+	"notified", "schedule_triggered", "retried"}
 
 func (t EventType) String() string {
 	if int(t) < len(eventNames) && t != 0 {
@@ -70,4 +71,5 @@ type Event struct {
 	By        string        // canceled/removed: who asked (audit)
 	Spec      *GroupSpec    // submitted: the group
 	Sched     *ScheduleSpec // schedule_set: the schedule
+	Key       string        // retried: the request's idempotency key, "" = none
 }

@@ -182,8 +182,8 @@ func (s *Shard) Report(now time.Time, o Outcome) (Event, error) {
 	ev.Error = o.Error
 	ev.Permanent = o.Permanent
 	ev.TimedOut = o.TimedOut
-	if !o.Permanent && t.attempt+1 < max(t.spec.Retry.MaxAttempts, 1) {
-		ev.NotBefore = now.Add(t.spec.Retry.Delay(t.attempt+1, s.cfg.Rand.Float64()))
+	if !o.Permanent && t.attempt-t.retried+1 < max(t.spec.Retry.MaxAttempts, 1) {
+		ev.NotBefore = now.Add(t.spec.Retry.Delay(t.attempt-t.retried+1, s.cfg.Rand.Float64()))
 	}
 	return ev, nil
 }

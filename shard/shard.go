@@ -82,6 +82,7 @@ type task struct {
 	deps       []int // indexes of dependencies in the group
 	dependents []int // indexes of tasks that depend on this one
 	depsLeft   int   // dependencies not yet SUCCEEDED
+	retried    int   // attempt when last retried by hand: the retry budget counts from it
 	created    time.Time
 	started    time.Time
 	finished   time.Time
@@ -110,6 +111,9 @@ type group struct {
 	held      []intHeap
 
 	notify notifyState
+	// retryKeys are the idempotency keys of the retries applied to the
+	// group or its tasks, oldest first (at most maxRetryKeys).
+	retryKeys []string
 }
 
 // notifyState is the delivery state of a group's webhook.

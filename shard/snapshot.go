@@ -7,10 +7,11 @@ import (
 )
 
 // snapshotVersion 2 adds the schedules after the finished groups, 3 the
-// audit trail after them, and 4 the group and task spec extensions (codec
-// version 2) and each group's webhook state after its tasks; versions 1 to
-// 3 are still read.
-const snapshotVersion = 4
+// audit trail after them, 4 the group and task spec extensions (codec
+// version 2) and each group's webhook state after its tasks, and 5 each
+// group's retry keys and its tasks' retry marks after the webhook state;
+// versions 1 to 4 are still read.
+const snapshotVersion = 5
 
 // Snapshot encodes the folded state (not the leader-local state) so that
 // Restore on another replica, or after a restart, rebuilds exactly the same
@@ -76,7 +77,15 @@ func appendGroupState(dst []byte, g *group) []byte {
 	}
 	dst = append(dst, flags)
 	dst = AppendString(dst, n.err)
-	return AppendTime(dst, n.next)
+	dst = AppendTime(dst, n.next)
+	dst = binary.AppendUvarint(dst, uint64(len(g.retryKeys)))
+	for _, k := range g.retryKeys {
+		dst = AppendString(dst, k)
+	}
+	for _, t := range g.tasks {
+		dst = binary.AppendUvarint(dst, uint64(t.retried))
+	}
+	return dst
 }
 
 // Restore replaces the state with a snapshot's. On error the state is
@@ -161,6 +170,9 @@ func decodeGroupState(d *Decoder, version byte) (*group, error) {
 		g.notify.err = d.String()
 		g.notify.next = d.Time()
 	}
+	if version >= 5 {
+		decodeRetryState(d, g)
+	}
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("shard: restore: %w", err)
 	}
@@ -239,3 +251,20 @@ func (s *Shard) install(groups map[GroupID]*group, done []GroupID, seq uint64) {
 
 // Valid reports whether s is a real state (not StateUnknown).
 func (s State) Valid() bool { return s > StateUnknown && s < numStates }
+
+func decodeRetryState(d *Decoder, g *group) {
+	n := d.Count(1)
+	if n > maxRetryKeys {
+		d.Fail("group %s: %d retry keys, over %d", g.id, n, maxRetryKeys)
+		return
+	}
+	for range n {
+		g.retryKeys = append(g.retryKeys, d.String())
+	}
+	for _, t := range g.tasks {
+		t.retried = d.uint31()
+		if t.retried > t.attempt {
+			d.Fail("task %s retried at attempt %d of %d", t.id, t.retried, t.attempt)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 )
@@ -33,4 +34,24 @@ func query(q url.Values) string {
 		return ""
 	}
 	return "?" + q.Encode()
+}
+
+// RetryTask runs a FAILED or CANCELED task again; key ("" = none) makes
+// the request idempotent.
+func (c *Client) RetryTask(ctx context.Context, id, key string) (*Task, error) {
+	var out Task
+	_, err := c.do(ctx, http.MethodPost, "/v1/tasks/"+url.PathEscape(id)+"/retry", retryBody(key), &out)
+	return &out, err
+}
+
+// RetryGroup runs every FAILED and CANCELED task of a group again.
+func (c *Client) RetryGroup(ctx context.Context, id, key string) (*Group, error) {
+	var out Group
+	_, err := c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(id)+"/retry", retryBody(key), &out)
+	return &out, err
+}
+
+func retryBody(key string) []byte {
+	b, _ := json.Marshal(RetryRequest{Key: key})
+	return b
 }

@@ -102,6 +102,9 @@ func NewHandler(b Backend, opts HandlerOptions) http.Handler {
 	if l, ok := b.(Lister); ok {
 		routes = append(routes, s.listRoutes(l)...)
 	}
+	if rt, ok := b.(Retrier); ok {
+		routes = append(routes, s.retryRoutes(rt)...)
+	}
 	if opts.Metrics != nil {
 		routes = append(routes, route{"GET", "/metrics", opts.Metrics.ServeHTTP})
 	}
