@@ -99,8 +99,6 @@ func (r *rpcResponse) err() error {
 		return shard.ErrNotFound
 	case "unavailable":
 		return fmt.Errorf("%w: %s", api.ErrUnavailable, r.Msg)
-	case "conflict":
-		return &conflictError{msg: r.Msg}
 	case "invalid":
 		if r.Field != nil {
 			return r.Field
@@ -109,6 +107,7 @@ func (r *rpcResponse) err() error {
 		if r.Field != nil {
 			return &shard.ConflictError{Field: r.Field.Field, Message: r.Field.Message}
 		}
+		return &conflictError{msg: r.Msg}
 	}
 	return errors.New(r.Msg)
 }

@@ -55,6 +55,7 @@ type member struct {
 	stranded  int
 	// strandedFor is the peers its stranded tasks wait for; nil: unnamed.
 	strandedFor []string
+	features    uint64 // what it can apply (Heartbeat.Features)
 	// merged is the membership list of its last heartbeat that learn
 	// merged (the sender's immutable slice; see learn).
 	merged []string
@@ -350,7 +351,7 @@ func (m *mesh) heartbeat() Message {
 		Boot: m.n.cfg.Boot, Partitions: m.n.cfg.Partitions, Addrs: m.n.cfg.Addrs,
 		Load: Load{Ready: st.Ready, Running: st.Running, Slots: st.Slots}, Draining: m.n.draining,
 		Members: m.memberIDs(), Forgotten: slices.Sorted(maps.Keys(m.forgotten)),
-		Labels: m.members[m.n.cfg.ID].labelList, Stranded: st.Stranded,
+		Labels: m.members[m.n.cfg.ID].labelList, Stranded: st.Stranded, Features: Features,
 	}
 	if st.Stranded > 0 {
 		hb.StrandedFor = m.strandedFor()

@@ -74,6 +74,7 @@ func (n *Node) stepHeartbeat(from string, hb *Heartbeat) error {
 		}
 	}
 	mb.load, mb.addrs, mb.stranded, mb.strandedFor = hb.Load, hb.Addrs, hb.Stranded, hb.StrandedFor
+	mb.features = hb.Features
 	if !slices.Equal(mb.labelList, hb.Labels) {
 		mb.labelList, mb.labels = hb.Labels, ParseLabels(hb.Labels)
 	}

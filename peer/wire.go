@@ -93,6 +93,11 @@ type Heartbeat struct {
 	// those tasks, sorted; nil when none is named (an older peer, or more
 	// than maxStrandedFor): then any peer may ask.
 	StrandedFor []string
+	// Features (appended after StrandedFor) says which committed events
+	// the sender can apply beyond the first ones (FeatureRetry); 0 from
+	// an older peer. A leader proposes such an event only when every
+	// replica of the partition can apply it.
+	Features uint64
 }
 
 // OutcomeMsg is a handler outcome reported by a lease holder.
@@ -214,7 +219,8 @@ func appendHeartbeat(dst []byte, h *Heartbeat) []byte {
 	dst = appendBool(dst, h.Draining)
 	dst = appendStrings(dst, h.Labels)
 	dst = binary.AppendUvarint(dst, uint64(max(h.Stranded, 0)))
-	return appendStrings(dst, h.StrandedFor)
+	dst = appendStrings(dst, h.StrandedFor)
+	return binary.AppendUvarint(dst, h.Features)
 }
 
 func appendOutcome(dst []byte, o *OutcomeMsg) []byte {
@@ -380,6 +386,10 @@ func decodeHeartbeat(d *shard.Decoder) *Heartbeat {
 		return h // a heartbeat from before StrandedFor
 	}
 	h.StrandedFor = decodeStrings(d)
+	if d.Len() == 0 {
+		return h // a heartbeat from before Features
+	}
+	h.Features = d.Uvarint()
 	return h
 }
 

@@ -20,7 +20,7 @@ func wireSamples() []Message {
 			Entries: []*pb.Entry{{Index: new(uint64(4)), Term: new(uint64(2)), Data: []byte("x")}}}}}},
 		{Type: MsgHeartbeat, From: "b", Heartbeat: &Heartbeat{Boot: "n", Partitions: 256, Load: Load{Ready: 3, Running: 1, Slots: 2},
 			Members: []string{"a", "b"}, Forgotten: []string{"z"}, Addrs: []string{"/ip4/127.0.0.1/tcp/1"}, Draining: true,
-			Labels: []string{"gpu=true", "zone=a"}, Stranded: 5, StrandedFor: []string{"c", "d"}}},
+			Labels: []string{"gpu=true", "zone=a"}, Stranded: 5, StrandedFor: []string{"c", "d"}, Features: Features}},
 		{Type: MsgOutcome, From: "c", Outcomes: []OutcomeMsg{{Task: "g.1", Round: 2, Holder: "c#1", OK: true, Result: []byte(`{"r":1}`)},
 			{Task: "g.2", Round: 1, Holder: "c#1", Error: "boom", Permanent: true, TimedOut: true}}},
 		{Type: MsgAck, From: "d", Acks: []AckMsg{{Task: "g.1", Round: 2}}},
@@ -53,9 +53,14 @@ func TestWireRoundTrip(t *testing.T) {
 			// A heartbeat without its labels, and a grant without its
 			// holder, are what older peers send.
 			oldHeartbeat := m.Type == MsgHeartbeat && cut == len(b)-len(heartbeatTail(m.Heartbeat))
-			beforeFor := m.Type == MsgHeartbeat && cut == len(b)-len(appendStrings(nil, m.Heartbeat.StrandedFor))
+			featLen := 0
+			if m.Type == MsgHeartbeat {
+				featLen = len(binary.AppendUvarint(nil, m.Heartbeat.Features))
+			}
+			beforeFor := m.Type == MsgHeartbeat && cut == len(b)-featLen-len(appendStrings(nil, m.Heartbeat.StrandedFor))
+			beforeFeatures := m.Type == MsgHeartbeat && cut == len(b)-featLen
 			oldGrant := m.Type == MsgGrant && cut == len(b)-len(shard.AppendString(nil, m.Holder))
-			if err == nil && !oldHeartbeat && !beforeFor && !oldGrant {
+			if err == nil && !oldHeartbeat && !beforeFor && !beforeFeatures && !oldGrant {
 				t.Fatalf("%v truncated to %d/%d bytes decoded", m.Type, cut, len(b))
 			}
 			if err == nil && oldHeartbeat && (got.Heartbeat.Labels != nil || got.Heartbeat.Stranded != 0) {
@@ -63,6 +68,9 @@ func TestWireRoundTrip(t *testing.T) {
 			}
 			if err == nil && beforeFor && (got.Heartbeat.StrandedFor != nil || got.Heartbeat.Stranded != m.Heartbeat.Stranded) {
 				t.Fatalf("a heartbeat without StrandedFor decoded %v, stranded %d", got.Heartbeat.StrandedFor, got.Heartbeat.Stranded)
+			}
+			if err == nil && beforeFeatures && got.Heartbeat.Features != 0 {
+				t.Fatalf("a heartbeat without Features decoded features %d", got.Heartbeat.Features)
 			}
 			if err == nil && oldGrant && got.Holder != "" {
 				t.Fatalf("a grant without its holder decoded holder %q", got.Holder)
@@ -81,7 +89,7 @@ func TestWireRoundTrip(t *testing.T) {
 // labels and after: without it, a heartbeat decodes as one from an older
 // peer.
 func heartbeatTail(h *Heartbeat) []byte {
-	return appendStrings(binary.AppendUvarint(appendStrings(nil, h.Labels), uint64(h.Stranded)), h.StrandedFor)
+	return binary.AppendUvarint(appendStrings(binary.AppendUvarint(appendStrings(nil, h.Labels), uint64(h.Stranded)), h.StrandedFor), h.Features)
 }
 
 func TestHeartbeatWithoutLabelsDecodes(t *testing.T) {
