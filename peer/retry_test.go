@@ -60,7 +60,9 @@ func TestRetryRealPeer(t *testing.T) {
 		t.Fatalf("retry with an unknown field: %v %v; want 400", resp.Status, err)
 	}
 	resp.Body.Close()
-	var audit struct{ Entries []struct{ Action, Subject string } }
+	var audit struct {
+		Entries []struct{ Action, Subject string }
+	}
 	resp, err = http.Get("http://" + p.Addr() + "/v1/audit")
 	if err != nil {
 		t.Fatal(err)
