@@ -46,6 +46,10 @@ var commands = map[string]func(g *Globals) Command{
 	"simulate": func(*Globals) Command { return SimulateCommand{} },
 	"schedule": func(g *Globals) Command { return &ScheduleCommand{Globals: g} },
 	"drain":    func(g *Globals) Command { return &DrainCommand{Globals: g} },
+	"list":     func(g *Globals) Command { return &ListCommand{Globals: g} },
+	"stats":    func(g *Globals) Command { return &StatsCommand{Globals: g} },
+	"retry":    func(g *Globals) Command { return &RetryCommand{Globals: g} },
+	"audit":    func(g *Globals) Command { return &AuditCommand{Globals: g} },
 }
 
 // summaries are the one-line descriptions `needle --help` lists. A command
@@ -64,6 +68,10 @@ var summaries = map[string]string{
 	"schedule": "add, list, pause, resume, trigger or remove schedules",
 	"drain":    "hand a peer's work over to the others and stop it",
 	"health":   "exit 0 when the peer serves, 1 when it does not (for probes)",
+	"list":     "list or search the tasks (or groups) of the whole mesh, newest first",
+	"stats":    "count the mesh's tasks per handler and state",
+	"retry":    "run a FAILED or CANCELED task, or a group's, again",
+	"audit":    "print who canceled, retried or changed what",
 }
 
 // Globals are the settings and streams every command shares.

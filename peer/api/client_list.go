@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strconv"
+	"time"
 )
 
 // ListTasks lists tasks across the mesh (GET /v1/tasks) with the filters
@@ -54,4 +56,26 @@ func (c *Client) RetryGroup(ctx context.Context, id, key string) (*Group, error)
 func retryBody(key string) []byte {
 	b, _ := json.Marshal(RetryRequest{Key: key})
 	return b
+}
+
+// AuditEntry is one operator action of GET /v1/audit.
+type AuditEntry struct {
+	At      time.Time `json:"at"`
+	Action  string    `json:"action"` // canceled, retried, schedule_set, ...
+	Subject string    `json:"subject"`
+	By      string    `json:"by"`
+}
+
+// Audit returns the mesh's audit trail, newest first (at most limit; 0 =
+// the server's default).
+func (c *Client) Audit(ctx context.Context, limit int) ([]AuditEntry, error) {
+	var out struct {
+		Entries []AuditEntry `json:"entries"`
+	}
+	path := "/v1/audit"
+	if limit > 0 {
+		path += "?limit=" + strconv.Itoa(limit)
+	}
+	_, err := c.do(ctx, http.MethodGet, path, nil, &out)
+	return out.Entries, err
 }

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"text/tabwriter"
+	"time"
+)
+
+// StatsCommand prints the mesh's task counts per handler and state.
+type StatsCommand struct {
+	*Globals
+	asJSON bool
+}
+
+func (c *StatsCommand) flags() *flag.FlagSet {
+	fs := c.flagSet("stats")
+	fs.BoolVar(&c.asJSON, "json", false, "print the API response as JSON")
+	return fs
+}
+
+// Usage returns the help of stats.
+func (c *StatsCommand) Usage() string {
+	return usageOf("usage: needle stats [--json]\n\n"+
+		"Prints, per handler, the tasks of the whole mesh by state and how long\n"+
+		"the oldest READY task has waited.", c.flags())
+}
+
+var statOrder = []string{"PENDING", "READY", "RUNNING", "WAITING", "SUCCEEDED", "FAILED", "CANCELED"}
+
+// Run prints the counts.
+func (c *StatsCommand) Run(ctx context.Context, args []string) error {
+	pos, err := parse(c.flags(), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usagef("stats takes no arguments")
+	}
+	st, err := c.client().Stats(ctx)
+	if err != nil {
+		return err
+	}
+	if c.asJSON {
+		return printJSON(c.Stdout, st)
+	}
+	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "HANDLER\t")
+	for _, s := range statOrder {
+		fmt.Fprintf(tw, "%s\t", s)
+	}
+	fmt.Fprintln(tw, "OLDEST READY\t")
+	for _, h := range st.Handlers {
+		fmt.Fprintf(tw, "%s\t", h.Handler)
+		for _, s := range statOrder {
+			fmt.Fprintf(tw, "%d\t", h.Counts[s])
+		}
+		age := "-"
+		if h.OldestReadyAge > 0 {
+			age = (time.Duration(h.OldestReadyAge * float64(time.Second))).Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(tw, "%s\t\n", age)
+	}
+	if len(st.MissingPartitions) > 0 {
+		fmt.Fprintf(c.Stderr, "needle: %d partitions did not answer: %v\n", len(st.MissingPartitions), st.MissingPartitions)
+	}
+	return tw.Flush()
+}
+
+// RetryCommand runs a FAILED or CANCELED task, or a group's, again.
+type RetryCommand struct {
+	*Globals
+	key    string
+	asJSON bool
+}
+
+func (c *RetryCommand) flags() *flag.FlagSet {
+	fs := c.flagSet("retry")
+	fs.StringVar(&c.key, "key", "", "idempotency key: the same key again does nothing")
+	fs.BoolVar(&c.asJSON, "json", false, "print the API response as JSON")
+	return fs
+}
+
+// Usage returns the help of retry.
+func (c *RetryCommand) Usage() string {
+	return usageOf("usage: needle retry ID [--key K] [--json]\n\n"+
+		"Runs a FAILED or CANCELED task again in place (its dependents that were\n"+
+		"canceled because of it too), or every FAILED and CANCELED task of a group.", c.flags())
+}
+
+// Run retries.
+func (c *RetryCommand) Run(ctx context.Context, args []string) error {
+	pos, err := parse(c.flags(), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("want exactly one task or group id")
+	}
+	cl := c.client()
+	if isTaskID(pos[0]) {
+		t, err := cl.RetryTask(ctx, pos[0], c.key)
+		if err != nil {
+			return err
+		}
+		if c.asJSON {
+			return printJSON(c.Stdout, t)
+		}
+		_, err = fmt.Fprintf(c.Stdout, "%s %s attempt %d\n", t.ID, t.State, t.Attempt)
+		return err
+	}
+	g, err := cl.RetryGroup(ctx, pos[0], c.key)
+	if err != nil {
+		return err
+	}
+	if c.asJSON {
+		return printJSON(c.Stdout, g)
+	}
+	_, err = fmt.Fprintf(c.Stdout, "%s %s %s\n", g.ID, g.State, countsText(g.Counts))
+	return err
+}
+
+// AuditCommand prints the operator actions of the mesh.
+type AuditCommand struct {
+	*Globals
+	limit  int
+	asJSON bool
+}
+
+func (c *AuditCommand) flags() *flag.FlagSet {
+	fs := c.flagSet("audit")
+	fs.IntVar(&c.limit, "limit", 200, "entries to print (1..10000)")
+	fs.BoolVar(&c.asJSON, "json", false, "print the entries as JSON")
+	return fs
+}
+
+// Usage returns the help of audit.
+func (c *AuditCommand) Usage() string {
+	return usageOf("usage: needle audit [--limit N] [--json]\n\n"+
+		"Prints who canceled or retried tasks and groups and who changed schedules,\n"+
+		"newest first, for the whole mesh.", c.flags())
+}
+
+// Run prints the trail.
+func (c *AuditCommand) Run(ctx context.Context, args []string) error {
+	pos, err := parse(c.flags(), args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 || c.limit < 1 || c.limit > 10_000 {
+		return usagef("audit takes no arguments and --limit in 1..10000")
+	}
+	entries, err := c.client().Audit(ctx, c.limit)
+	if err != nil {
+		return err
+	}
+	if c.asJSON {
+		return printJSON(c.Stdout, map[string]any{"entries": entries})
+	}
+	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AT\tACTION\tSUBJECT\tBY")
+	for _, e := range entries {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.At.Format(time.RFC3339Nano), e.Action, e.Subject, orDash(e.By))
+	}
+	return tw.Flush()
+}
