@@ -79,4 +79,3 @@ func TestListStatsRetry(t *testing.T) {
 	runCLI(t, srv.URL, "", "retry", "nope").check(t, 1, "", "404")
 	runCLI(t, srv.URL, "", "list", "extra").check(t, 2, "", "no arguments")
 }
-
