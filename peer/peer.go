@@ -261,6 +261,10 @@ func (p *Peer) open() error {
 	if err != nil {
 		return fmt.Errorf("peer: open wal in %s: %w", p.cfg.DataDir, err)
 	}
+	if max := log.MaxRecord(); max < MaxEntryBytes+64<<10 {
+		log.Close()
+		return fmt.Errorf("peer: the wal writes records of at most %d bytes, under the largest entry (%d)", max, MaxEntryBytes+64<<10)
+	}
 	p.wal = log
 	if err := p.openHost(); err != nil {
 		log.Close()

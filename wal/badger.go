@@ -46,6 +46,8 @@ type Badger struct {
 	// parts caches each partition's partMeta once the write path read it;
 	// Append updates it after a successful commit.
 	parts map[uint32]partMeta
+	// txnMax is the size of one Badger transaction (15% of the memtable).
+	txnMax int64
 
 	// cancel stops the GC goroutine; wg waits for it in Close.
 	cancel context.CancelFunc
@@ -77,7 +79,7 @@ func OpenBadger(dir string, opts BadgerOptions) (*Badger, error) {
 		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &Badger{db: db, log: log, cancel: cancel, parts: map[uint32]partMeta{}}
+	b := &Badger{db: db, log: log, cancel: cancel, parts: map[uint32]partMeta{}, txnMax: 15 * bo.MemTableSize / 100}
 	if !opts.InMemory {
 		every := opts.GCInterval
 		if every <= 0 {
@@ -121,7 +123,9 @@ func badgerOptions(dir string, opts BadgerOptions, log *slog.Logger) (badger.Opt
 
 // Append implements Log: b is written in one Badger transaction, which
 // Badger commits as one request with a commit mark, so a crash keeps all of
-// it or none. A Batch over 15% of the memtable size fails with
+// it or none. A Batch over 15% of the memtable size is written in several
+// transactions in an order that keeps the log valid after a crash between
+// them (see badger_split.go); one record over MaxRecord fails with
 // ErrBatchTooBig.
 //
 // If an earlier Append was not synced yet, Append syncs first: Badger does
@@ -140,23 +144,14 @@ func (b *Badger) Append(batch *Batch) error {
 		}
 		b.dirty = false
 	}
-	txn := b.db.NewTransaction(true)
-	defer txn.Discard()
-	staged := map[uint32]*txnPart{}
-	if err := writeBatch(&txnWriter{txn: txn}, batch, b.partFor(txn, staged)); err != nil {
+	err := b.txnDo(func(w *txnWriter, part func(uint32) *txnPart) error { return writeBatch(w, batch, part) })
+	if errors.Is(err, ErrBatchTooBig) {
+		err = b.appendSplit(batch)
+	}
+	if err != nil {
 		return wrap("append", err)
 	}
-	if err := txn.Commit(); err != nil {
-		return wrap("append", badgerErr(err))
-	}
 	b.dirty = true
-	for p, tp := range staged {
-		if tp.meta == nil {
-			delete(b.parts, p)
-		} else {
-			b.parts[p] = *tp.meta
-		}
-	}
 	return nil
 }
 

@@ -103,12 +103,20 @@ func loadSnapshot(txn *badger.Txn, p uint32) (*raftpb.Snapshot, error) {
 	if !ok && !dataOK {
 		return nil, nil
 	}
-	if ok != dataOK {
-		return nil, corruptPart(recSnapshot, p, 0, "metadata stored %v, data stored %v", ok, dataOK)
+	if !ok {
+		return nil, corruptPart(recSnapshot, p, 0, "data stored, metadata not")
 	}
 	s := &raftpb.Snapshot{}
 	if err := proto.Unmarshal(b, s); err != nil {
 		return nil, corruptPart(recSnapshot, p, 0, "undecodable: %v", err)
+	}
+	if !dataOK {
+		// Written in several transactions: the data is staged by index.
+		staged, err := loadStaged(txn, p, s.GetMetadata().GetIndex())
+		if err != nil {
+			return nil, err
+		}
+		data = staged
 	}
 	s.Data = data
 	return s, nil

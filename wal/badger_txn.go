@@ -196,6 +196,9 @@ type txnPart struct {
 	w    *txnWriter
 	p    uint32
 	meta *partMeta // nil until loaded
+	// stagedIdx is the index of a snapshot whose data is staged
+	// (badger_split.go): putSnapshot then points at it.
+	stagedIdx uint64
 }
 
 // load returns the partition's partMeta, reading it on first use.
@@ -336,6 +339,15 @@ func (t *txnPart) putSnapshot(s *raftpb.Snapshot) error {
 		return err
 	}
 	m.snapIdx = s.GetMetadata().GetIndex()
+	if t.stagedIdx != 0 && t.stagedIdx == m.snapIdx {
+		if err := t.w.deleteRecord(partKey(t.p, kindSnapData)); err != nil {
+			return err
+		}
+		return t.w.dropStaged(t.p, m.snapIdx)
+	}
+	if err := t.w.dropStaged(t.p, 0); err != nil {
+		return err
+	}
 	return t.w.putRecord(partKey(t.p, kindSnapData), s.GetData())
 }
 

@@ -1,0 +1,65 @@
+package wal_test
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/needle-mesh/needle/wal"
+)
+
+// TestBadgerSplitsBigBatches writes batches several times the size of one
+// Badger transaction (a snapshot of 3 MiB, 40 entries of 100 KiB, with a
+// 4 MiB memtable: 600 KiB per transaction): each is written, survives a
+// reopen, and a later small snapshot replaces the staged data.
+func TestBadgerSplitsBigBatches(t *testing.T) {
+	dir := t.TempDir()
+	opts := wal.BadgerOptions{MemTableSize: 4 << 20}
+	b := mustOpen(t, dir, opts)
+	if max := b.MaxRecord(); max < 400<<10 || max > 600<<10 {
+		t.Fatalf("MaxRecord() = %d; want about 90%% of 600 KiB", max)
+	}
+	big := bytes.Repeat([]byte("snapshot"), 3<<20/8)
+	conf := &raftpb.ConfState{Voters: []uint64{1}}
+	snap := &raftpb.Snapshot{Data: big, Metadata: &raftpb.SnapshotMetadata{Index: new(uint64(10)), Term: new(uint64(2)), ConfState: conf}}
+	var ents []*raftpb.Entry
+	for i := range 40 {
+		ents = append(ents, &raftpb.Entry{Index: new(uint64(11 + i)), Term: new(uint64(2)), Data: bytes.Repeat([]byte{byte(i)}, 100<<10)})
+	}
+	hs := &raftpb.HardState{Term: new(uint64(2)), Vote: new(uint64(1)), Commit: new(uint64(45))}
+	batch := &wal.Batch{Updates: []wal.Update{{Partition: 3, Snapshot: snap, HardState: hs, Entries: ents}},
+		OutboxPut: []wal.Record{{Key: "a", Value: []byte("x")}}}
+	if err := b.Append(batch); err != nil {
+		t.Fatalf("Append(%d MiB) = %v; want it written in several transactions", (len(big)+40*100<<10)>>20, err)
+	}
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	_ = b.Close()
+	b = mustOpen(t, dir, opts)
+	ps, err := b.Load(3)
+	if err != nil {
+		t.Fatalf("Load after a split append: %v", err)
+	}
+	if !bytes.Equal(ps.Snapshot.GetData(), big) || len(ps.Entries) != 40 || ps.HardState.GetCommit() != 45 {
+		t.Fatalf("Load = snapshot of %d bytes, %d entries, commit %d; want %d, 40, 45",
+			len(ps.Snapshot.GetData()), len(ps.Entries), ps.HardState.GetCommit(), len(big))
+	}
+	if ob, _ := b.Outbox(); len(ob) != 1 {
+		t.Fatalf("Outbox = %v; want the one record", ob)
+	}
+	small := &raftpb.Snapshot{Data: []byte("small"), Metadata: &raftpb.SnapshotMetadata{Index: new(uint64(50)), Term: new(uint64(2)), ConfState: conf}}
+	if err := b.Append(&wal.Batch{Updates: []wal.Update{{Partition: 3, Snapshot: small}}}); err != nil {
+		t.Fatal(err)
+	}
+	if ps, err = b.Load(3); err != nil || string(ps.Snapshot.GetData()) != "small" {
+		t.Fatalf("Load after a small snapshot = %q, %v", ps.Snapshot.GetData(), err)
+	}
+	one := []wal.Record{{Key: "big", Value: make([]byte, 1<<20)}}
+	if err := b.Append(&wal.Batch{OutboxPut: one}); !errors.Is(err, wal.ErrBatchTooBig) {
+		t.Fatalf("Append of one record over MaxRecord = %v; want ErrBatchTooBig", err)
+	}
+	_ = b.Close()
+}
