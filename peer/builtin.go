@@ -24,6 +24,14 @@ type BuiltinConfig struct {
 	// only appends arguments and is never passed through a shell.
 	// Default: empty (exec refuses every command).
 	Exec map[string][]string
+	// ExecEnv lists the environment variables an exec task's payload may
+	// set ("env"); the daemon's own value of such a name is passed on when
+	// the task sets none. Any other name in a payload fails the task
+	// permanently. The child's environment is otherwise minimal (see
+	// execEnv): the daemon's secrets never reach it. Names the dynamic
+	// loader or a shell act on (LD_*, PATH, BASH_ENV, ...) and NEEDLE_*
+	// cannot be allowed. Default: empty.
+	ExecEnv []string
 	// HTTPAllow lists the URL prefixes an http task may POST to: scheme,
 	// host[:port] and a path prefix. Targets are compared after parsing and
 	// normalising (lower-case scheme and host, default port, path.Clean),
@@ -52,6 +60,11 @@ func (c BuiltinConfig) Validate() error {
 			return fmt.Errorf("peer: builtins: exec command %q: empty name or argv", name)
 		}
 	}
+	for _, name := range c.ExecEnv {
+		if err := checkExecEnvName(name); err != nil {
+			return fmt.Errorf("peer: builtins: ExecEnv %q: %w", name, err)
+		}
+	}
 	for _, s := range c.HTTPAllow {
 		if _, err := parseAllowPrefix(s); err != nil {
 			return fmt.Errorf("peer: builtins: HTTPAllow %q: %w", s, err)
@@ -63,6 +76,7 @@ func (c BuiltinConfig) Validate() error {
 // builtins holds the resolved configuration shared by exec and http.
 type builtins struct {
 	exec      map[string][]string // command name -> argv, argv[0] absolute
+	envAllow  map[string]bool     // names an exec payload may set (ExecEnv)
 	allow     []allowPrefix       // parsed HTTPAllow
 	client    *http.Client        // never nil
 	maxOutput int                 // bytes, > 0
@@ -82,6 +96,10 @@ func RegisterBuiltins(r *Registry, cfg BuiltinConfig) error {
 	var err error
 	if b.exec, err = resolveExec(cfg.Exec); err != nil {
 		return err
+	}
+	b.envAllow = make(map[string]bool, len(cfg.ExecEnv))
+	for _, name := range cfg.ExecEnv {
+		b.envAllow[name] = true
 	}
 	for _, s := range cfg.HTTPAllow {
 		p, _ := parseAllowPrefix(s) // checked by Validate

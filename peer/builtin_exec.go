@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,7 +29,7 @@ type execPayload struct {
 	Command string            `json:"command"` // a key of BuiltinConfig.Exec
 	Args    []string          `json:"args"`    // appended to the argv prefix, never parsed
 	Stdin   *string           `json:"stdin"`   // optional; default: the inputs document, or no input
-	Env     map[string]string `json:"env"`     // optional; added to the peer's environment
+	Env     map[string]string `json:"env"`     // optional; names on BuiltinConfig.ExecEnv only
 }
 
 // execResult is the exec handler's result.
@@ -68,14 +69,37 @@ func resolveExec(cmds map[string][]string) (map[string][]string, error) {
 	return out, nil
 }
 
-// execDeniedEnv lists variables a request may not set: they make the
-// dynamic loader or a shell run code the allow-list did not name.
+// execDeniedEnv lists variables no task may set, allow-listed or not:
+// they make the dynamic loader or a shell run code the allow-list did not
+// name, or they are the daemon's own.
 var execDeniedEnv = []string{"BASH_ENV", "ENV", "IFS", "PATH", "PS4", "SHELLOPTS", "BASHOPTS", "GCONV_PATH"}
 
 // execDeniedEnvPrefix lists prefixes of such variables.
-var execDeniedEnvPrefix = []string{"LD_", "DYLD_", "BASH_FUNC_"}
+var execDeniedEnvPrefix = []string{"LD_", "DYLD_", "BASH_FUNC_", "NEEDLE_"}
 
-// execArgv validates the payload against the allow-list and returns the argv.
+// execBaseEnv are the daemon's variables every child gets (when set):
+// where programs are and how to print, nothing that configures an
+// interpreter or holds a secret.
+var execBaseEnv = []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"}
+
+// execDefaultPath is the child's PATH when the daemon has none.
+const execDefaultPath = "/usr/local/bin:/usr/bin:/bin"
+
+// checkExecEnvName checks a name for BuiltinConfig.ExecEnv.
+func checkExecEnvName(k string) error {
+	switch {
+	case k == "" || strings.ContainsAny(k, "=\x00"):
+		return errors.New("not a variable name")
+	case slices.Contains(execDeniedEnv, k) || slices.ContainsFunc(execDeniedEnvPrefix, func(pre string) bool {
+		return strings.HasPrefix(k, pre)
+	}):
+		return errors.New("the loader, a shell or the daemon acts on it: it cannot be allowed")
+	}
+	return nil
+}
+
+// execArgv validates the payload against the allow-lists and returns the
+// argv.
 func (b *builtins) execArgv(p *execPayload) ([]string, error) {
 	prefix, ok := b.exec[p.Command]
 	if !ok {
@@ -86,17 +110,38 @@ func (b *builtins) execArgv(p *execPayload) ([]string, error) {
 			return nil, Permanent(fmt.Errorf("exec: payload field \"args\"[%d] contains a NUL byte", i))
 		}
 	}
-	for k, v := range p.Env {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
-			return nil, Permanent(fmt.Errorf("exec: payload field \"env\": invalid variable %q", k))
+	for _, k := range slices.Sorted(maps.Keys(p.Env)) {
+		if strings.ContainsRune(p.Env[k], 0) {
+			return nil, Permanent(fmt.Errorf("exec: payload field \"env\": variable %q contains a NUL byte", k))
 		}
-		if slices.Contains(execDeniedEnv, k) || slices.ContainsFunc(execDeniedEnvPrefix, func(pre string) bool {
-			return strings.HasPrefix(k, pre)
-		}) {
-			return nil, Permanent(fmt.Errorf("exec: payload field \"env\": variable %q may not be set by a task", k))
+		if !b.envAllow[k] {
+			return nil, Permanent(fmt.Errorf("exec: payload field \"env\": variable %q is not on this peer's allow-list (needled --exec-env)", k))
 		}
 	}
 	return append(slices.Clone(prefix), p.Args...), nil
+}
+
+// execEnv returns the environment of an exec child, sorted: the daemon's
+// execBaseEnv, the allow-listed names (the task's value, else the
+// daemon's), nothing else. Every variable a child gets is added here.
+func (b *builtins) execEnv(c Call, env map[string]string) []string {
+	vars := map[string]string{"PATH": execDefaultPath}
+	for _, k := range execBaseEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			vars[k] = v
+		}
+	}
+	for k := range b.envAllow {
+		if v, ok := os.LookupEnv(k); ok {
+			vars[k] = v
+		}
+	}
+	maps.Copy(vars, env) // checked against the allow-list by execArgv
+	out := make([]string, 0, len(vars))
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
+		out = append(out, k+"="+vars[k])
+	}
+	return out
 }
 
 // execInputs is what exec writes to the stdin of a task with inputs.
@@ -152,12 +197,7 @@ func (b *builtins) execHandler(ctx context.Context, c Call) ([]byte, error) {
 	if stdin != nil {
 		cmd.Stdin = stdin
 	}
-	if len(p.Env) > 0 {
-		cmd.Env = os.Environ()
-		for k, v := range p.Env {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
-	}
+	cmd.Env = b.execEnv(c, p.Env)
 	stdout := &capBuffer{limit: b.maxOutput, onOver: cancel}
 	stderr := &capBuffer{limit: b.maxOutput, onOver: cancel}
 	cmd.Stdout, cmd.Stderr = stdout, stderr

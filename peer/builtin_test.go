@@ -153,6 +153,7 @@ func execConfig(t *testing.T) BuiltinConfig {
 	}
 	return BuiltinConfig{
 		MaxOutput: 1024,
+		ExecEnv:   []string{"GREETING"},
 		Exec: map[string][]string{
 			"echo":  {"/bin/echo"},
 			"greet": {"/bin/sh", "-c", `echo "hello $1"`, "sh"},
@@ -187,6 +188,7 @@ func TestBuiltinExec(t *testing.T) {
 		{name: "shell string as command", payload: `{"command":"echo hi; id"}`, wantErr: "allow-list", permanent: true},
 		{name: "output too large", payload: `{"command":"big"}`, wantErr: "stdout exceeds 1024 bytes", permanent: true},
 		{name: "denied env", payload: `{"command":"echo","env":{"LD_PRELOAD":"/tmp/x.so"}}`, wantErr: `"LD_PRELOAD"`, permanent: true},
+		{name: "env not allowed", payload: `{"command":"echo","env":{"PYTHONWARNINGS":"x","BROWSER":"id"}}`, wantErr: `"BROWSER" is not on this peer's allow-list`, permanent: true},
 		{name: "args not a list", payload: `{"command":"echo","args":"hi"}`, wantErr: `exec: payload field "args"`, permanent: true},
 		{name: "unknown field", payload: `{"command":"echo","shell":true}`, wantErr: `unknown field "shell"`, permanent: true},
 		{name: "empty payload", payload: "", wantErr: "exec: payload is empty", permanent: true},
@@ -385,5 +387,45 @@ func TestBuiltinAllowPrefix(t *testing.T) {
 				t.Fatalf("allowedURL(%q) = %q, %v; want %q", tt.url, gotS, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestExecChildEnvironment checks that an exec child gets a minimal
+// environment: PATH and the like, the allow-listed names, never the
+// daemon's secrets nor anything else it was started with.
+func TestExecChildEnvironment(t *testing.T) {
+	cfg := execConfig(t)
+	cfg.Exec["printenv"] = []string{"/usr/bin/env"}
+	t.Setenv("NEEDLE_API_TOKEN", "token-secret")
+	t.Setenv("NEEDLE_NOTIFY_SECRET", "notify-secret")
+	t.Setenv("PYTHONWARNINGS", "ignore::x")
+	t.Setenv("GREETING", "from the daemon")
+	r := MustBuiltins(t, cfg)
+	out, err := runBuiltin(t.Context(), t, r, "exec", `{"command":"printenv"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res execResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatal(err)
+	}
+	for _, leak := range []string{"token-secret", "notify-secret", "PYTHONWARNINGS"} {
+		if strings.Contains(res.Stdout, leak) {
+			t.Errorf("child environment holds %q:\n%s", leak, res.Stdout)
+		}
+	}
+	for _, want := range []string{"PATH=", "GREETING=from the daemon"} {
+		if !strings.Contains(res.Stdout, want) {
+			t.Errorf("child environment lacks %q:\n%s", want, res.Stdout)
+		}
+	}
+	out, err = runBuiltin(t.Context(), t, r, "exec", `{"command":"env","env":{"GREETING":"from the task"}}`)
+	if err != nil || !strings.Contains(string(out), "from the task") {
+		t.Errorf("exec with an allowed env = %s, %v; want the task's value", out, err)
+	}
+	for _, name := range []string{"LD_PRELOAD", "NEEDLE_API_TOKEN", "PATH", "BASH_ENV", ""} {
+		if err := (BuiltinConfig{ExecEnv: []string{name}}).Validate(); err == nil {
+			t.Errorf("ExecEnv %q accepted", name)
+		}
 	}
 }

@@ -83,6 +83,8 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.DurationVar(&c.Notify.Timeout, "notify-timeout", 10*time.Second, "timeout of one webhook call")
 	fs.IntVar(&c.Notify.Concurrency, "notify-concurrency", 16, "webhook calls in flight on this peer")
 	fs.Var(&execAllow, "exec-allow", "NAME=/path/to/program: a command exec tasks may run (repeatable)")
+	var execEnv listFlag
+	fs.Var(&execEnv, "exec-env", "environment variable NAME exec tasks may set in their payload's env; the daemon's own value is passed when a task sets none (repeatable; default none)")
 	fs.Var(&httpAllow, "http-allow", "URL prefix http tasks may POST to (repeatable)")
 	labels := labelFlag{}
 	fs.Var(labels, "label", "placement label key=value of this peer (repeatable; env NEEDLE_LABELS=zone=a,gpu=true)")
@@ -124,6 +126,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	c.Listen, c.NoSteal = listen, !*steal
 	c.Join, m.SelfJoins = withoutSelf(join, *selfName)
 	c.Notify.Allow = notifyAllow
+	c.Builtins.ExecEnv = execEnv
 	if len(labels) > 0 {
 		c.Labels = labels
 	}
