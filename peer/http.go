@@ -43,10 +43,11 @@ func (p *Peer) httpHandler() http.Handler {
 	debug.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	debug.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.Handle("/debug/pprof/", p.requireToken(debug))
+	h := browserGuard(mux, p.cfg.Token, p.cfg.HTTPAddr)
 	if p.cfg.RatePerClient > 0 {
-		return newRateLimiter(p.cfg.RatePerClient).wrap(mux)
+		return newRateLimiter(p.cfg.RatePerClient).wrap(h)
 	}
-	return mux
+	return h
 }
 
 // requireToken guards h with the API token when one is set.

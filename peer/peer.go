@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/peer/p2p"
 	"github.com/needle-mesh/needle/shard"
@@ -90,6 +92,9 @@ type Config struct {
 	DrainTimeout time.Duration
 	// TLSCert and TLSKey serve the API over HTTPS when both are set.
 	TLSCert, TLSKey string
+	// MaxConns bounds the API's open connections; more wait in the
+	// listen backlog until one closes. Default 1024.
+	MaxConns int
 	// RatePerClient bounds API requests per second from one client address
 	// (429 beyond, with a burst of twice the rate). 0 = no limit.
 	RatePerClient float64
@@ -105,6 +110,9 @@ type Config struct {
 func (c *Config) Validate() error {
 	if c.DataDir == "" {
 		c.DataDir = "./needle-data"
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = 1024
 	}
 	if c.HTTPAddr == "" {
 		c.HTTPAddr = "127.0.0.1:7070"
@@ -420,7 +428,12 @@ func (p *Peer) Run(ctx context.Context) error {
 	runCtx, stop := context.WithCancel(context.Background())
 	defer stop()
 	p.runCtx = runCtx
-	p.srv = &http.Server{Handler: p.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+	ln = netutil.LimitListener(ln, p.cfg.MaxConns)
+	p.ln = ln
+	// No ReadTimeout or WriteTimeout: they would cut long polls (?wait=
+	// up to 5 min); apiDeadlines sets them per request instead.
+	p.srv = &http.Server{Handler: apiDeadlines(p.httpHandler()), ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout: apiIdleTimeout}
 	for range max(p.cfg.Slots, 1) {
 		p.wg.Add(1)
 		go p.worker(runCtx)

@@ -76,6 +76,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.StringVar(&c.TLSKey, "tls-key", "", "the private key of --tls-cert (PEM)")
 	fs.BoolVar(&c.OpenAPI, "insecure-open-api", false, "allow --http on a non-loopback address without NEEDLE_API_TOKEN: anyone who reaches it may use the API")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM or needle drain: hand work over for at most this long, then exit (negative: exit at once)")
+	fs.IntVar(&c.MaxConns, "max-conns", 1024, "most open API connections; more wait until one closes")
 	fs.Float64Var(&c.RatePerClient, "rate", 0, "API requests per second per client address, 429 beyond (0 = no limit)")
 	var notifyAllow listFlag
 	fs.Var(&notifyAllow, "notify-allow", "URL prefix webhook (\"notify\") URLs must be under (repeatable; none: notify is refused)")

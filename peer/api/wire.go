@@ -202,14 +202,16 @@ type Health struct {
 
 // Error codes of the error body.
 const (
-	CodeInvalidArgument = "invalid_argument"   // 400
-	CodeUnauthenticated = "unauthenticated"    // 401
-	CodeNotFound        = "not_found"          // 404
-	CodeMethodNotAllow  = "method_not_allowed" // 405 (extension)
-	CodeConflict        = "conflict"           // 409
-	CodePayloadTooLarge = "payload_too_large"  // 413
-	CodeInternal        = "internal"           // 500
-	CodeUnavailable     = "unavailable"        // 503
+	CodeInvalidArgument = "invalid_argument"       // 400
+	CodeUnauthenticated = "unauthenticated"        // 401
+	CodeForbidden       = "forbidden"              // 403: a cross-site request, or a Host this peer is not
+	CodeNotFound        = "not_found"              // 404
+	CodeMethodNotAllow  = "method_not_allowed"     // 405 (extension)
+	CodeConflict        = "conflict"               // 409
+	CodePayloadTooLarge = "payload_too_large"      // 413
+	CodeUnsupportedType = "unsupported_media_type" // 415: a body that is not application/json
+	CodeInternal        = "internal"               // 500
+	CodeUnavailable     = "unavailable"            // 503
 )
 
 // timePtr returns nil for the zero time, else t in UTC.
