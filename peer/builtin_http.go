@@ -114,14 +114,22 @@ func (b *builtins) allowedURL(u *url.URL) (*url.URL, error) {
 	}
 	for _, p := range b.allow {
 		if p.under(t) {
-			out := &url.URL{Scheme: t.scheme, Host: u.Host, Path: t.path, RawQuery: u.RawQuery}
-			if strings.HasSuffix(u.Path, "/") && t.path != "/" {
-				out.Path += "/"
-			}
-			return out, nil
+			return checkedURL(u, t), nil
 		}
 	}
 	return nil, fmt.Errorf("%w: %s://%s%s is not under an allowed prefix", errHTTPRefused, t.scheme, u.Host, t.path)
+}
+
+// checkedURL is the URL to send for u, whose normalised form t passed an
+// allow-list: t's cleaned path (so the server sees exactly the path that
+// was checked, never an escaped "..%2F" it may decode itself), u's host
+// and query, no userinfo or fragment.
+func checkedURL(u *url.URL, t allowPrefix) *url.URL {
+	out := &url.URL{Scheme: t.scheme, Host: u.Host, Path: t.path, RawQuery: u.RawQuery}
+	if strings.HasSuffix(u.Path, "/") && t.path != "/" {
+		out.Path += "/"
+	}
+	return out
 }
 
 // defaultClient is the client used when BuiltinConfig.HTTPClient is nil.

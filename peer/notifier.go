@@ -124,23 +124,30 @@ func newNotifier(cfg NotifyConfig, allow []allowPrefix, reg *prometheus.Registry
 
 // check reports why raw may not be a notify URL on this peer, or nil.
 func (nt *notifier) check(raw string) error {
+	_, err := nt.target(raw)
+	return err
+}
+
+// target checks raw against the allow-list and returns the URL to call:
+// the one that was checked (checkedURL), not raw.
+func (nt *notifier) target(raw string) (*url.URL, error) {
 	if len(nt.allow) == 0 {
-		return errors.New("webhooks are off on this peer: it has no notify allow-list (needled --notify-allow)")
+		return nil, errors.New("webhooks are off on this peer: it has no notify allow-list (needled --notify-allow)")
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return fmt.Errorf("not a URL: %v", err)
+		return nil, fmt.Errorf("not a URL: %v", err)
 	}
 	t, err := normaliseURL(u)
 	if err != nil {
-		return fmt.Errorf("%q: %v", raw, err)
+		return nil, fmt.Errorf("%q: %v", raw, err)
 	}
 	for _, p := range nt.allow {
 		if p.under(t) {
-			return nil
+			return checkedURL(u, t), nil
 		}
 	}
-	return fmt.Errorf("%s://%s%s is not under an allowed prefix (needled --notify-allow)", t.scheme, u.Host, t.path)
+	return nil, fmt.Errorf("%s://%s%s is not under an allowed prefix (needled --notify-allow)", t.scheme, u.Host, t.path)
 }
 
 // startNotify launches the calls of a Ready. Each goroutine ends with its call
@@ -181,7 +188,8 @@ func (p *Peer) notifyDone(o notifyOut) {
 // deliver POSTs the group to its notify URL and says how it went.
 func (nt *notifier) deliver(ctx context.Context, j NotifyJob) notifyOut {
 	o := notifyOut{job: j.NotifyJob}
-	if err := nt.check(j.URL); err != nil {
+	u, err := nt.target(j.URL)
+	if err != nil {
 		o.err, o.refused = "not delivered by this peer: "+err.Error(), true
 		return o
 	}
@@ -190,9 +198,8 @@ func (nt *notifier) deliver(ctx context.Context, j NotifyJob) notifyOut {
 		o.err, o.refused = "encoding the group: "+err.Error(), true
 		return o
 	}
-	u, _ := url.Parse(j.URL)
 	where := u.Scheme + "://" + u.Host + u.Path // no query: it may hold secrets
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, j.URL, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
 	if err != nil {
 		o.err, o.refused = "POST "+where+": "+err.Error(), true
 		return o

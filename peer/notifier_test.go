@@ -110,3 +110,24 @@ func TestNotifierDeliver(t *testing.T) {
 		t.Fatalf("off-list = %+v (called: %v)", o, got != nil)
 	}
 }
+
+// TestNotifierSendsTheCheckedURL: an escaped ".." passes the allow-list
+// only as the cleaned path, and the call goes to that path, not to the
+// raw URL a server may decode elsewhere (/admin/..%2Fhooks/x).
+func TestNotifierSendsTheCheckedURL(t *testing.T) {
+	paths := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		paths <- r.URL.EscapedPath()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	nt := newTestNotifier(t, srv.URL+"/hooks")
+	job := NotifyJob{NotifyJob: shard.NotifyJob{Group: "g1", URL: srv.URL + "/admin/..%2Fhooks/x", Attempt: 1},
+		Group: shard.GroupView{ID: "g1", Mode: shard.ModeSingle, State: shard.GroupSucceeded}}
+	if o := nt.deliver(context.Background(), job); o.err != "" {
+		t.Fatalf("deliver = %+v", o)
+	}
+	if got := <-paths; got != "/hooks/x" {
+		t.Fatalf("the webhook went to %q; want the checked path /hooks/x", got)
+	}
+}

@@ -68,7 +68,7 @@ func (s *Shard) apply(e *Event) {
 	case EvRenewed:
 		if t.state == Running && t.round == e.Round && t.holder == e.Holder {
 			t.expiry = e.Expiry
-			s.addTimer(timer{at: e.Expiry.UnixNano(), task: t, kind: timerExpiry, round: t.round})
+			s.addTimer(timer{at: e.Expiry.UnixNano(), task: t.refOf(), kind: timerExpiry, round: t.round})
 		}
 	case EvSucceeded:
 		s.applySucceeded(t, e)
@@ -182,7 +182,7 @@ func (s *Shard) release(t *task, e *Event) {
 		if nb.After(e.At) {
 			t.notBefore = nb
 			s.setState(t, Waiting)
-			s.addTimer(timer{at: nb.UnixNano(), task: t, kind: timerReady})
+			s.addTimer(timer{at: nb.UnixNano(), task: t.refOf(), kind: timerReady})
 			return
 		}
 	}
@@ -203,7 +203,7 @@ func (s *Shard) applyLeased(t *task, e *Event) {
 	t.started = e.At
 	s.record(t, e)
 	s.setState(t, Running)
-	s.addTimer(timer{at: e.Expiry.UnixNano(), task: t, kind: timerExpiry, round: t.round})
+	s.addTimer(timer{at: e.Expiry.UnixNano(), task: t.refOf(), kind: timerExpiry, round: t.round})
 }
 
 func (s *Shard) fenced(t *task, e *Event) bool {
@@ -248,7 +248,7 @@ func (s *Shard) applyFailed(t *task, e *Event) {
 	}
 	t.notBefore = e.NotBefore
 	s.setState(t, Waiting)
-	s.addTimer(timer{at: e.NotBefore.UnixNano(), task: t, kind: timerReady})
+	s.addTimer(timer{at: e.NotBefore.UnixNano(), task: t.refOf(), kind: timerReady})
 }
 
 // fail moves t to FAILED for good: its dependents are canceled (in a
@@ -312,10 +312,13 @@ func (s *Shard) applyRemoved(g *group) {
 	}
 	for _, t := range g.tasks {
 		s.ready.Remove(t)
+		if t.ref != nil {
+			t.ref.t = nil // its timers no longer hold it
+		}
 	}
 	delete(s.groups, g.id)
 	delete(s.removing, g.id)
-	s.indexRemoved()
+	s.indexRemoved(g)
 	// Forget the removed groups at the head of the finish order (removals
 	// go in that order), and compact now and then.
 	s.removeAt = time.Time{}

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 	"time"
+	"weak"
 )
 
 // fuzzShard returns a shard for FuzzApply, leading or following.
@@ -134,4 +136,28 @@ func TestValidateBounds(t *testing.T) {
 	if err, ok := sp.Validate().(*FieldError); !ok || err.Field != "every" {
 		t.Fatalf("ScheduleSpec.Validate() with every %v = %v; want a FieldError on every", huge, sp.Validate())
 	}
+}
+
+// TestRemovalFreesTasks: a removed group's tasks are freed at removal,
+// not when their timers fire (a lease that expires in a year held every
+// task of its group in memory until then).
+func TestRemovalFreesTasks(t *testing.T) {
+	o := newOwner(t)
+	o.s.cfg.Retention = time.Minute
+	o.submit(GroupSpec{ID: "g", Mode: ModeParallel, Tasks: []TaskSpec{{Name: "a", Handler: "h", Timeout: MaxTimeout, Payload: make([]byte, 1<<20)}}})
+	ids := o.lease(1, "w")
+	if err := o.report(ids[0], "w", true, false); err != nil {
+		t.Fatal(err)
+	}
+	wp := weak.Make(o.s.groups["g"])
+	o.advance(2 * time.Minute) // past retention: removed
+	if o.s.HasGroup("g") {
+		t.Fatal("group not removed after retention")
+	}
+	runtime.GC()
+	runtime.GC()
+	if wp.Value() != nil {
+		t.Fatal("a removed group is still in memory (held by its lease's expiry timer)")
+	}
+	runtime.KeepAlive(o.s) // the shard, its wheel and its timers live on
 }

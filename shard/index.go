@@ -68,8 +68,23 @@ func (s *Shard) indexAdd(g *group) {
 	ix.groups = slices.Insert(ix.groups, i, g)
 }
 
-func (s *Shard) indexRemoved() {
+func (s *Shard) indexRemoved(g *group) {
 	ix := &s.index
+	// The entry keeps its place (its creation and id) but not the group:
+	// a removed group's memory is freed at its removal.
+	key := ListKey{Created: g.created, Group: g.id}
+	if i, ok := slices.BinarySearchFunc(ix.groups, key, func(e *group, k ListKey) int {
+		ek := ListKey{Created: e.created, Group: e.id}
+		switch {
+		case ek.Less(k):
+			return -1
+		case k.Less(ek):
+			return 1
+		}
+		return 0
+	}); ok && ix.groups[i] == g {
+		ix.groups[i] = &group{id: g.id, created: g.created}
+	}
 	ix.dead++
 	if ix.dead < 1024 || ix.dead*2 < len(ix.groups) {
 		return

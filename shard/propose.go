@@ -35,9 +35,9 @@ func (s *Shard) SetLeader(leader bool, now time.Time) {
 		for _, t := range s.groups[id].tasks {
 			switch t.state {
 			case Waiting:
-				s.addTimer(timer{at: t.notBefore.UnixNano(), task: t, kind: timerReady})
+				s.addTimer(timer{at: t.notBefore.UnixNano(), task: t.refOf(), kind: timerReady})
 			case Running:
-				s.addTimer(timer{at: t.expiry.UnixNano(), task: t, kind: timerExpiry, round: t.round})
+				s.addTimer(timer{at: t.expiry.UnixNano(), task: t.refOf(), kind: timerExpiry, round: t.round})
 			case Ready:
 				if t.heapIdx < 0 {
 					s.ready.Push(t) // a lease proposed by a former term that never committed
@@ -236,8 +236,8 @@ func (s *Shard) Due(now time.Time) []Event {
 			evs = s.dueSchedule(now, tm, evs)
 			continue
 		}
-		t := tm.task
-		if s.groups[t.g.id] != t.g {
+		t := tm.task.t
+		if t == nil || s.groups[t.g.id] != t.g {
 			continue // removed
 		}
 		switch {

@@ -67,6 +67,7 @@ func (c *Config) Validate() error {
 // task is the state of one task. Fields other than the heap index change
 // only in apply.
 type task struct {
+	ref        *taskRef // what its timers hold, made by refOf; nil: no timer yet
 	id         TaskID
 	g          *group
 	idx        int
@@ -370,3 +371,11 @@ func (s *Shard) Waited(id TaskID) (time.Duration, bool) {
 // could not be held (see GroupSpec.ValidateStored): a leader proposed what
 // it should not have. They changed nothing, on every replica alike.
 func (s *Shard) Rejected() uint64 { return s.rejected }
+
+// refOf returns t's taskRef, making it on first use.
+func (t *task) refOf() *taskRef {
+	if t.ref == nil {
+		t.ref = &taskRef{t: t}
+	}
+	return t.ref
+}

@@ -12,12 +12,17 @@ const (
 )
 
 type timer struct {
-	at    int64 // unix nanoseconds
-	task  *task
+	at    int64    // unix nanoseconds
+	task  *taskRef // timerReady, timerExpiry
 	kind  timerKind
 	round Round     // the lease round an expiry timer belongs to
 	sched *schedule // timerSchedule
 }
+
+// taskRef is a timer's hold on its task: applyRemoved clears it, so a
+// removed group's tasks are freed at once, not when their timers fire (a
+// lease expiry can be a year away).
+type taskRef struct{ t *task }
 
 // wheel is a hashed timing wheel: slotCount slots of resolution each; a timer
 // due beyond one revolution waits in its slot for later revolutions. Add is
