@@ -41,8 +41,8 @@ type Config struct {
 	W1Batch int
 	// W2Tasks is the number of sequential tasks of W2 (default 500).
 	W2Tasks int
-	// W3File is a file of W3 durations in ms, one per line; empty means the
-	// embedded copy of ../shared/workloads/w3-durations-ms.txt.
+	// W3File is a file of W3 durations in ms, one per line; empty means
+	// the W3 list of docs/design.md, embedded.
 	W3File string
 	// W4Tasks is the number of 50 ms sleep tasks of W4 (default 300).
 	W4Tasks int

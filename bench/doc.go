@@ -1,6 +1,6 @@
 // Package bench runs needle's real-process benchmarks: it starts N needled
-// processes on loopback, drives the workloads W1-W4 of DESIGN.md through
-// the HTTP API of API.md, checks every result, and reports the median and
+// processes on loopback, drives the workloads W1-W4 of docs/design.md through
+// the HTTP API of docs/api.md, checks every result, and reports the median and
 // the min-max over repetitions as a table and as JSON.
 //
 // The harness is black-box: it only knows the needled flags and the HTTP

@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-// w3Durations is a copy of ../shared/workloads/w3-durations-ms.txt: the
+// w3Durations is the W3 list of docs/design.md (testdata/w3-durations-ms.txt): the
 // 300 task durations (ms) the peer systems were measured with.
 //
 //go:embed testdata/w3-durations-ms.txt

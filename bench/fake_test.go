@@ -14,7 +14,7 @@ import (
 )
 
 // fakeNet starts in-process fake peers that implement just enough of
-// API.md for the workloads. Peers started for one cluster (index 0 starts a
+// docs/api.md for the workloads. Peers started for one cluster (index 0 starts a
 // new one) share one fakeMesh: any peer answers for any id, and a shared
 // ready queue stands in for ownership and stealing.
 type fakeNet struct {

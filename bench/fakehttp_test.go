@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// routes serves the fake's part of API.md.
+// routes serves the fake's part of docs/api.md.
 func (p *fakePeer) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

@@ -82,7 +82,7 @@ func TestLowerBoundOfSharedDurations(t *testing.T) {
 		t.Fatalf("embedded durations: %d; want %d", got, want)
 	}
 	if got, want := lowerBound(ds, 3*2), 2900*time.Millisecond; got != want {
-		t.Errorf("lowerBound(w3, 6 slots) = %v; want %v (DESIGN.md)", got, want)
+		t.Errorf("lowerBound(w3, 6 slots) = %v; want %v (docs/design.md)", got, want)
 	}
 	if got, want := lowerBound([]int{10, 10, 500}, 6), 500*time.Millisecond; got != want {
 		t.Errorf("lowerBound with a long task = %v; want %v", got, want)

@@ -318,7 +318,7 @@ func earliest(a, b time.Time) time.Time {
 
 // loadJumped reports a large change of this node's READY count since the
 // last heartbeat (work arrived, or ran out): idle peers should not wait a
-// whole heartbeat interval to learn of it (DESIGN.md, W3). Rate-limited.
+// whole heartbeat interval to learn of it (docs/design.md, W3). Rate-limited.
 func (m *mesh) loadJumped(now time.Time) bool {
 	if now.Sub(m.lastBeat) < eagerBeatEvery {
 		return false

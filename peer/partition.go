@@ -103,7 +103,7 @@ func (n *Node) raftConfig(st raft.Storage, applied uint64) *raft.Config {
 		ID:      n.raftID,
 		Storage: st,
 		Applied: applied,
-		// needle's failure detector decides elections (DESIGN.md): Raft's own
+		// needle's failure detector decides elections (docs/design.md): Raft's own
 		// randomized timer is set out of reach.
 		ElectionTick:              1 << 30,
 		HeartbeatTick:             n.cfg.HeartbeatTicks,

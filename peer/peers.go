@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// peersJSON is GET /v1/peers (API.md "The mesh").
+// peersJSON is GET /v1/peers (docs/api.md, "The mesh and operations").
 type peersJSON struct {
 	Self  string     `json:"self"`
 	Peers []peerJSON `json:"peers"`

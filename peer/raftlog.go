@@ -24,7 +24,7 @@ func (l raftLogger) Panic(v ...any)              { panic("raft: " + fmt.Sprint(v
 func (l raftLogger) Panicf(f string, v ...any)   { panic("raft: " + fmt.Sprintf(f, v...)) }
 func (l raftLogger) fatal(msg string)            { l.log.Error("raft: " + msg); panic("raft: " + msg) }
 
-// Log keys, one const block for the whole package (STYLE.md).
+// Log keys, one const block for the whole package.
 const (
 	keyNode  = "node"
 	keyPart  = "partition"

@@ -23,7 +23,7 @@
 //   - partition -> preferred owner: PreferredOwners(live) picks, for each
 //     partition, the live replica that should be its Raft leader, so that
 //     leadership is even across live peers. See its documentation for the
-//     rule; in short: first live replica, DESIGN.md's one pass from peers
+//     rule; in short: first live replica, docs/design.md's one pass from peers
 //     above the (ceiling) mean to replicas below it, then shifts along
 //     chains of shared partitions until no peer could take one from a peer
 //     leading two more. With 256 partitions and all peers live this gives

@@ -22,7 +22,7 @@ import (
 //     mean partitions, leadership moves to the live replica of that partition
 //     that leads the fewest (ties: earliest in replica order), provided it
 //     leads fewer than mean.
-//  3. Rules 1-2 are DESIGN.md's. One pass cannot move leadership along a
+//  3. Rules 1-2 are docs/design.md's. One pass cannot move leadership along a
 //     chain (A is above the mean, B at it, C below it, and only B shares a
 //     partition with C), and it left one peer of ten at 0.39 of the mean. So,
 //     for each eligible member u in order of (count, member) and while it

@@ -8,7 +8,7 @@ import (
 )
 
 // naiveOwners is the sort-based reference for rules 1-2 of PreferredOwners
-// (DESIGN.md's rule): it works on peer ids and maps, recounts from scratch
+// (docs/design.md's rule): it works on peer ids and maps, recounts from scratch
 // and picks the taker by sorting the candidates.
 func naiveOwners(r *Ring, live func(PeerID) bool) []PeerID {
 	owners := make([]PeerID, r.Partitions())

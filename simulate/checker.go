@@ -11,7 +11,7 @@ import (
 	"github.com/needle-mesh/needle/shard"
 )
 
-// The invariants (DESIGN.md "Guarantees"); a Violation names one of them.
+// The invariants (docs/design.md "Guarantees"); a Violation names one of them.
 const (
 	invLost     = "1-lost"       // an acknowledged group is never lost
 	invOutcome  = "2-outcome"    // one accepted outcome per task; terminal never changes

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Workload names accepted by Config.Workload (DESIGN.md, "Workloads shared
+// Workload names accepted by Config.Workload (docs/design.md, "Workloads shared
 // by bench/ and simulate/").
 var Workloads = []string{"w1", "w2", "w3", "w4", "mixed", "sched", "placement", "batch"}
 
@@ -25,7 +25,7 @@ type Config struct {
 	// --peers.
 	Peers int
 	// Tasks is the number of tasks the workload submits. Default 200 (300
-	// for w3, the list of DESIGN.md; ignored by sched, whose ten schedules
+	// for w3, the list of docs/design.md; ignored by sched, whose ten schedules
 	// live for MaxSimTime less two minutes). --tasks.
 	Tasks int
 	// Workload is one of Workloads. Default "mixed". --workload.

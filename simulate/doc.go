@@ -1,7 +1,7 @@
 // Package simulate is needle's deterministic discrete-event simulator: it
 // runs many peer.Node values (the core needled ships, unchanged) on a
 // virtual clock and a simulated network, injects faults, and checks the
-// guarantees of DESIGN.md after every step. It never starts a goroutine,
+// guarantees of docs/design.md after every step. It never starts a goroutine,
 // reads real time (except to report wall time) or iterates a map into its
 // output: a run is a function of its Config, and Config.Seed replays it.
 //
@@ -58,7 +58,7 @@
 // (drop, dup, reorder), Pause (the node is neither ticked nor stepped;
 // messages and handler outcomes wait and arrive late on resume, when
 // fencing must refuse outcomes whose lease moved on) and Skew (Linear
-// drift, a forward Step, or Periodic drift). w4 adds DESIGN.md's kill -9
+// drift, a forward Step, or Periodic drift). w4 adds docs/design.md's kill -9
 // of the first group's owner mid-run.
 //
 // # Invariants and where they are checked

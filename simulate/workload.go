@@ -13,7 +13,7 @@ import (
 	"github.com/needle-mesh/needle/shard"
 )
 
-// w3Durations is DESIGN.md's W3 list (../shared/workloads/w3-durations-ms.txt):
+// w3Durations is the W3 list of docs/design.md (bench/testdata/w3-durations-ms.txt):
 // 300 sleeps, 90% 20 ms and 10% 400 ms, seed 42.
 //
 //go:embed w3-durations-ms.txt
@@ -124,7 +124,7 @@ func (g *gen) w3() *workload {
 // succeeds at once: the larger of the total work spread over every slot
 // and, over groups, the arrival plus the group's critical path (delays,
 // dependencies, pipeline stages; an attempt runs at most its timeout). For
-// w3 that is max(sum/slots, longest), DESIGN.md's LB. A sequential
+// w3 that is max(sum/slots, longest), docs/design.md's LB. A sequential
 // workload (w2) sums the critical paths. Failures and retries are not in
 // it: they only make the ratio larger.
 func lowerBound(w *workload, slots int) time.Duration {

@@ -7,7 +7,7 @@ import (
 )
 
 // TestDeps keeps steal pure: none of its dependencies may do network,
-// process or disk-database IO (STYLE.md section 2).
+// process or disk-database IO.
 func TestDeps(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {

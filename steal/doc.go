@@ -23,7 +23,7 @@
 // choices spread thieves while still favouring loaded victims.
 //
 // Direct probes: gossip comes about once a second, and waiting a gossip
-// round before stealing costs ~0.12 LB on W3 (DESIGN.md). So a thief does
+// round before stealing costs ~0.12 LB on W3 (docs/design.md). So a thief does
 // not wait for gossip: it asks as soon as a slot frees, and every grant reply
 // (empty or not) carries the victim's fresh load, which the peer feeds to
 // Observe. A thief that keeps stealing from a loaded victim thus sees that

@@ -262,7 +262,7 @@ func (f *fenceRun) commit(ev shard.Event) {
 	}
 }
 
-// modelApply is the naive reference: the transition table of DESIGN.md's
+// modelApply is the naive reference: the transition table of docs/design.md's
 // task states, fenced by round and holder. It reports whether ev changed m.
 func (f *fenceRun) modelApply(m *modelTask, ev shard.Event) bool {
 	fenced := m.state == shard.Running && m.round == ev.Round && m.holder == ev.Holder

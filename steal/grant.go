@@ -12,7 +12,7 @@ package steal
 // is left, so the victim never empties itself in one grant. Rounding up
 // rather than down matters at the tail: with one task in excess, floor would
 // strand it behind the victim's busy slots while the thief's slot idles
-// (DESIGN.md W3: one stranded 400 ms task is ~0.14 LB). Stolen tasks are
+// (docs/design.md W3: one stranded 400 ms task is ~0.14 LB). Stolen tasks are
 // leased, not READY, so they cannot bounce back.
 func GrantSize(ready, ownFree, asked int) int {
 	ownFree = max(ownFree, 0)

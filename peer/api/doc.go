@@ -1,5 +1,5 @@
 // Package api is the HTTP edge of a needle peer: the JSON wire types of the
-// v1 API (see API.md), the decoding and validation of submissions, the
+// v1 API (docs/api.md, docs/openapi.yaml), the decoding and validation of submissions, the
 // http.Handler that serves the routes, and a Go client for them.
 //
 // The package owns nothing but translation. It turns request bodies into
@@ -19,7 +19,7 @@
 //  3. Error kinds map to HTTP status codes in one table (errorStatus); only
 //     internal errors are logged.
 //
-// Defaults applied by the decoder (documented in API.md terms):
+// Defaults applied by the decoder (documented in docs/api.md):
 //
 //   - retry.max_attempts: 1 (no retry); when given it must be 1..MaxAttempts.
 //   - retry.backoff: 1s; retry.max_backoff: max(backoff, 2m). An explicit

@@ -2,7 +2,7 @@
 // at "/", that shows the mesh (peers, their load, the partitions this peer
 // leads), the groups the user tracks with their progress, a DAG view of one
 // group and the event history of one task. It refreshes live by polling the
-// peer's own HTTP API (API.md) from the browser.
+// peer's own HTTP API (docs/api.md) from the browser.
 //
 // The assets are embedded; nothing is loaded from outside the peer, and the
 // Content-Security-Policy forbids it.

@@ -1,4 +1,4 @@
-// Command asynqbench runs needle's shared workloads W1-W3 (DESIGN.md,
+// Command asynqbench runs needle's workloads W1-W3 (docs/design.md,
 // "Workloads shared by bench/ and simulate/") on Asynq, so that
 // bench/compare/run.sh can put the numbers next to needle's.
 //

@@ -1,4 +1,4 @@
-"""Needle's shared workloads W1-W3 (DESIGN.md, "Workloads shared by bench/
+"""Needle's workloads W1-W3 (docs/design.md, "Workloads shared by bench/
 and simulate/") on Dask distributed, for bench/compare/run.sh.
 
 run.sh starts the scheduler and three workers (2 threads each, no nanny,
