@@ -12,10 +12,20 @@ import (
 )
 
 func (p *Peer) httpHandler() http.Handler {
+	h := browserGuard(p.routes(), p.cfg.Token, p.cfg.HTTPAddr)
+	if p.cfg.RatePerClient > 0 {
+		return newRateLimiter(p.cfg.RatePerClient).wrap(h)
+	}
+	return h
+}
+
+// routes returns the mux of every HTTP route the peer serves. Each route
+// served is documented in docs/openapi.yaml (TestOpenAPIRoutes).
+func (p *Peer) routes() *routeMux {
 	lim := p.cfg.Limits
 	lim.HasHandler = p.handlers.Has
 	lim.Notify = p.notifier.check
-	mux := http.NewServeMux()
+	mux := &routeMux{ServeMux: http.NewServeMux()}
 	mux.Handle("/", api.NewHandler(backend{p}, api.HandlerOptions{
 		Limits:  lim,
 		Token:   p.cfg.Token,
@@ -43,11 +53,29 @@ func (p *Peer) httpHandler() http.Handler {
 	debug.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	debug.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.Handle("/debug/pprof/", p.requireToken(debug))
-	h := browserGuard(mux, p.cfg.Token, p.cfg.HTTPAddr)
-	if p.cfg.RatePerClient > 0 {
-		return newRateLimiter(p.cfg.RatePerClient).wrap(h)
+	return mux
+}
+
+// routeMux is an http.ServeMux that remembers the patterns it serves,
+// those of a handler with Patterns (the api.Handler) included.
+type routeMux struct {
+	*http.ServeMux
+	patterns []string
+}
+
+// Handle registers h for pattern, as http.ServeMux does.
+func (m *routeMux) Handle(pattern string, h http.Handler) {
+	m.ServeMux.Handle(pattern, h)
+	if ph, ok := h.(interface{ Patterns() []string }); ok {
+		m.patterns = append(m.patterns, ph.Patterns()...)
+		return
 	}
-	return h
+	m.patterns = append(m.patterns, pattern)
+}
+
+// HandleFunc registers f for pattern, as http.ServeMux does.
+func (m *routeMux) HandleFunc(pattern string, f func(http.ResponseWriter, *http.Request)) {
+	m.Handle(pattern, http.HandlerFunc(f))
 }
 
 // requireToken guards h with the API token when one is set.

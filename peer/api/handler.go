@@ -78,9 +78,19 @@ type route struct {
 	h               http.HandlerFunc
 }
 
-// NewHandler returns the v1 API of API.md (tasks, groups, /healthz and,
+// Handler serves the v1 API (docs/api.md, docs/openapi.yaml).
+type Handler struct {
+	http.Handler
+	patterns []string
+}
+
+// Patterns returns the routes the handler serves, as "METHOD /path/{param}"
+// patterns of http.ServeMux, in the order they were registered.
+func (h *Handler) Patterns() []string { return slices.Clone(h.patterns) }
+
+// NewHandler returns the v1 API (tasks, groups, schedules, /healthz and,
 // when opts.Metrics is set, /metrics) served from b.
-func NewHandler(b Backend, opts HandlerOptions) http.Handler {
+func NewHandler(b Backend, opts HandlerOptions) *Handler {
 	if opts.MaxWait <= 0 {
 		opts.MaxWait = DefaultMaxWait
 	}
@@ -110,9 +120,11 @@ func NewHandler(b Backend, opts HandlerOptions) http.Handler {
 	}
 	mux := http.NewServeMux()
 	allow := map[string][]string{}
+	h := &Handler{}
 	for _, rt := range routes {
 		mux.HandleFunc(rt.method+" "+rt.pattern, rt.h)
 		allow[rt.pattern] = append(allow[rt.pattern], rt.method)
+		h.patterns = append(h.patterns, rt.method+" "+rt.pattern)
 	}
 	for pattern, methods := range allow {
 		mux.HandleFunc(pattern, methodNotAllowed(methods))
@@ -120,7 +132,8 @@ func NewHandler(b Backend, opts HandlerOptions) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: "no route " + r.Method + " " + r.URL.Path})
 	})
-	return s.auth(mux)
+	h.Handler = s.auth(mux)
+	return h
 }
 
 func methodNotAllowed(methods []string) http.HandlerFunc {

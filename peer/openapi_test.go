@@ -1,0 +1,276 @@
+package peer
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"maps"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+)
+
+// The HTTP API's contract is docs/openapi.yaml (and its prose, docs/api.md).
+// TestOpenAPIRoutes holds it against the routes a real peer serves, and
+// TestOpenAPIExamples sends the requests below to a real peer and validates
+// each request and its answer against the spec's schemas.
+//
+// To add a route: serve it, add its path to docs/openapi.yaml, its section
+// (a heading or line naming "METHOD /path") to docs/api.md, and at least one
+// example here.
+
+// example is one request sent to a real peer, in order. Path and Body may
+// name values saved by an earlier example as {name}.
+type example struct {
+	Route  string // the served pattern, "METHOD /path/{param}"
+	Method string
+	Path   string
+	Body   string
+	Status int               // the status the peer must answer
+	Save   map[string]string // name -> top-level field of the JSON answer to keep
+}
+
+var examples = []example{
+	{Route: "GET /healthz", Method: "GET", Path: "/healthz", Status: 200},
+	{Route: "GET /metrics", Method: "GET", Path: "/metrics", Status: 200},
+	{Route: "GET /{$}", Method: "GET", Path: "/", Status: 200},
+	{Route: "GET /dash/", Method: "GET", Path: "/dash/app.js", Status: 200},
+	{Route: "/debug/pprof/", Method: "GET", Path: "/debug/pprof/cmdline", Status: 200},
+
+	{Route: "POST /v1/tasks", Method: "POST", Path: "/v1/tasks", Status: 201,
+		Body: `{"handler":"echo","payload":{"a":1},"priority":2,"timeout":"30s","retry":{"max_attempts":3,"backoff":"1s","max_backoff":"1m"},"key":"example-1"}`,
+		Save: map[string]string{"task": "id", "taskgroup": "group"}},
+	{Route: "POST /v1/tasks", Method: "POST", Path: "/v1/tasks", Status: 200,
+		Body: `{"handler":"echo","payload":{"a":1},"priority":2,"timeout":"30s","retry":{"max_attempts":3,"backoff":"1s","max_backoff":"1m"},"key":"example-1"}`},
+	{Route: "POST /v1/tasks", Method: "POST", Path: "/v1/tasks", Status: 409, Body: `{"handler":"echo","payload":{"a":2},"key":"example-1"}`},
+	{Route: "POST /v1/tasks", Method: "POST", Path: "/v1/tasks", Status: 400, Body: `{"handler":"echo","timeout":"soon"}`},
+	{Route: "POST /v1/tasks", Method: "POST", Path: "/v1/tasks", Status: 201,
+		Body: `{"handler":"sleep","payload":{"ms":60000},"delay":"1h"}`, Save: map[string]string{"delayed": "id"}},
+	{Route: "GET /v1/tasks/{id}", Method: "GET", Path: "/v1/tasks/{task}?wait=10s", Status: 200},
+	{Route: "GET /v1/tasks/{id}", Method: "GET", Path: "/v1/tasks/gnope.3", Status: 404},
+	{Route: "GET /v1/tasks/{id}", Method: "GET", Path: "/v1/tasks/{task}?wait=forever", Status: 400},
+	{Route: "GET /v1/tasks/{id}/events", Method: "GET", Path: "/v1/tasks/{task}/events", Status: 200},
+	{Route: "POST /v1/tasks/{id}/cancel", Method: "POST", Path: "/v1/tasks/{delayed}/cancel", Status: 200},
+
+	{Route: "POST /v1/groups", Method: "POST", Path: "/v1/groups", Status: 201,
+		Body: `{"mode":"dag","tasks":[{"name":"fetch","handler":"echo","payload":1},{"name":"sum","handler":"echo","payload":2,"deps":["fetch"]}]}`,
+		Save: map[string]string{"group": "group"}},
+	{Route: "POST /v1/groups", Method: "POST", Path: "/v1/groups", Status: 201,
+		Body: `{"mode":"pipeline","stages":[{"name":"parse","handler":"echo","concurrency":2},{"name":"load","handler":"echo"}],"items":[{"f":"a"},{"f":"b"}]}`,
+		Save: map[string]string{"pipeline": "group"}},
+	{Route: "POST /v1/groups", Method: "POST", Path: "/v1/groups", Status: 201,
+		Body: `{"mode":"staged","stages":[[{"handler":"echo"},{"handler":"echo"}],[{"handler":"echo"}]]}`},
+	{Route: "POST /v1/groups", Method: "POST", Path: "/v1/groups", Status: 400,
+		Body: `{"mode":"dag","tasks":[{"name":"a","handler":"echo","deps":["c"]}]}`},
+	{Route: "GET /v1/groups/{id}", Method: "GET", Path: "/v1/groups/{group}?wait=10s", Status: 200},
+	{Route: "GET /v1/groups/{id}", Method: "GET", Path: "/v1/groups/{pipeline}?wait=10s&tasks=false", Status: 200},
+	{Route: "POST /v1/groups/{id}/cancel", Method: "POST", Path: "/v1/groups/{group}/cancel", Status: 200},
+	{Route: "POST /v1/tasks/{id}/retry", Method: "POST", Path: "/v1/tasks/{delayed}/retry", Status: 200, Body: `{"key":"again-1"}`},
+	{Route: "POST /v1/tasks/{id}/retry", Method: "POST", Path: "/v1/tasks/{task}/retry", Status: 409},
+	{Route: "POST /v1/groups/{id}/retry", Method: "POST", Path: "/v1/groups/{pipeline}/retry", Status: 409},
+	{Route: "GET /v1/tasks", Method: "GET", Path: "/v1/tasks?limit=3&state=SUCCEEDED", Status: 200},
+	{Route: "GET /v1/groups", Method: "GET", Path: "/v1/groups?limit=2", Status: 200},
+	{Route: "GET /v1/stats", Method: "GET", Path: "/v1/stats", Status: 200},
+
+	{Route: "POST /v1/schedules", Method: "POST", Path: "/v1/schedules", Status: 201,
+		Body: `{"name":"nightly","cron":"0 2 * * *","timezone":"Europe/Paris","overlap":"skip","misfire":"once","key":"nightly","group":{"mode":"parallel","tasks":[{"handler":"echo","payload":1}]}}`,
+		Save: map[string]string{"schedule": "id"}},
+	{Route: "GET /v1/schedules", Method: "GET", Path: "/v1/schedules", Status: 200},
+	{Route: "GET /v1/schedules/{id}", Method: "GET", Path: "/v1/schedules/{schedule}", Status: 200},
+	{Route: "POST /v1/schedules/{id}/pause", Method: "POST", Path: "/v1/schedules/{schedule}/pause", Status: 200},
+	{Route: "POST /v1/schedules/{id}/resume", Method: "POST", Path: "/v1/schedules/{schedule}/resume", Status: 200},
+	{Route: "POST /v1/schedules/{id}/trigger", Method: "POST", Path: "/v1/schedules/{schedule}/trigger", Status: 201, Body: `{"key":"rerun-1"}`},
+	{Route: "GET /v1/schedules/{id}", Method: "GET", Path: "/v1/schedules/{schedule}", Status: 200},
+	{Route: "DELETE /v1/schedules/{id}", Method: "DELETE", Path: "/v1/schedules/{schedule}", Status: 200},
+
+	{Route: "GET /v1/peers", Method: "GET", Path: "/v1/peers", Status: 200},
+	{Route: "GET /v1/audit", Method: "GET", Path: "/v1/audit?limit=5", Status: 200},
+	{Route: "POST /v1/peers/{id}/forget", Method: "POST", Path: "/v1/peers/12D3KooWNotAMember/forget", Status: 404},
+	{Route: "POST /v1/drain", Method: "POST", Path: "/v1/drain", Status: 202}, // last: the peer leaves
+}
+
+// loadSpec loads and validates docs/openapi.yaml (its examples included).
+func loadSpec(tb testing.TB) *openapi3.T {
+	tb.Helper()
+	doc, err := openapi3.NewLoader().LoadFromFile("../docs/openapi.yaml")
+	if err != nil {
+		tb.Fatalf("docs/openapi.yaml: %v", err)
+	}
+	if err := doc.Validate(tb.Context()); err != nil {
+		tb.Fatalf("docs/openapi.yaml is not a valid OpenAPI document: %v", err)
+	}
+	return doc
+}
+
+// specKey turns a served pattern ("GET /v1/tasks/{id}", "GET /dash/",
+// "/debug/pprof/") or a spec path and method into one comparable form:
+// "GET /v1/tasks/{}". A subtree pattern ends in one parameter.
+func specKey(method, path string) string {
+	if method == "" {
+		method = "GET"
+	}
+	path = strings.TrimSuffix(path, "{$}")
+	if path != "/" && strings.HasSuffix(path, "/") {
+		path += "{}"
+	}
+	segs := strings.Split(path, "/")
+	for i, s := range segs {
+		if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
+			segs[i] = "{}"
+		}
+	}
+	return method + " " + strings.Join(segs, "/")
+}
+
+func servedKey(pattern string) string {
+	method, path, ok := strings.Cut(pattern, " ")
+	if !ok {
+		method, path = "", pattern
+	}
+	return specKey(method, path)
+}
+
+// specOps returns the spec's operations by key, with their path.
+func specOps(doc *openapi3.T) map[string]string {
+	ops := map[string]string{}
+	for path, item := range doc.Paths.Map() {
+		for method := range item.Operations() {
+			ops[specKey(method, path)] = path
+		}
+	}
+	return ops
+}
+
+func TestOpenAPIRoutes(t *testing.T) {
+	doc := loadSpec(t)
+	p, _, _ := startPeer(t, t.TempDir(), 2)
+	served := map[string]string{}
+	for _, pat := range p.routes().patterns {
+		served[servedKey(pat)] = pat
+	}
+	ops := specOps(doc)
+	prose, err := os.ReadFile("../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	withExample := map[string]bool{}
+	for _, ex := range examples {
+		withExample[ex.Route] = true
+	}
+	for _, key := range slices.Sorted(maps.Keys(served)) {
+		pat := served[key]
+		if _, ok := ops[key]; !ok {
+			method, path, _ := strings.Cut(key, " ")
+			t.Errorf("%q is served but not in docs/openapi.yaml: add paths.%q.%s (with its parameters, "+
+				"request body and every status it answers) to docs/openapi.yaml", pat, path, strings.ToLower(method))
+		}
+		if !withExample[pat] {
+			t.Errorf("%q has no example: add an example{Route: %q, ...} to examples in peer/openapi_test.go", pat, pat)
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(ops)) {
+		method, _, _ := strings.Cut(key, " ")
+		if _, ok := served[key]; !ok {
+			t.Errorf("docs/openapi.yaml documents %s %s, which the peer does not serve: serve it or remove it", method, ops[key])
+		}
+		if line := method + " " + ops[key]; !bytes.Contains(prose, []byte(line)) {
+			t.Errorf("docs/api.md does not mention %q: add its section to docs/api.md", line)
+		}
+	}
+}
+
+func TestOpenAPIExamples(t *testing.T) {
+	doc := loadSpec(t)
+	ops := specOps(doc)
+	_, c, _ := startPeer(t, t.TempDir(), 2)
+	saved := map[string]string{}
+	opts := &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, IncludeResponseStatus: true}
+	for i, ex := range examples {
+		path := ex.Path
+		for name, v := range saved {
+			path = strings.ReplaceAll(path, "{"+name+"}", url.PathEscape(v))
+		}
+		specPath, ok := ops[servedKey(ex.Route)]
+		if !ok {
+			t.Errorf("example %d: route %q is not in docs/openapi.yaml", i, ex.Route)
+			continue
+		}
+		status, body := checkExample(t, doc, specPath, ex, c.BaseURL+path, opts)
+		if status != ex.Status {
+			t.Errorf("example %d: %s %s = %d %s; want %d", i, ex.Method, path, status, body, ex.Status)
+		}
+		var fields map[string]any
+		_ = json.Unmarshal(body, &fields)
+		for name, field := range ex.Save {
+			if s, ok := fields[field].(string); ok {
+				saved[name] = s
+			} else {
+				t.Fatalf("example %d: %s %s: no string field %q in %s", i, ex.Method, path, field, body)
+			}
+		}
+	}
+}
+
+// checkExample validates the request against the spec, sends it, and
+// validates the answer; it returns the answer's status and body.
+func checkExample(t *testing.T, doc *openapi3.T, specPath string, ex example, target string, opts *openapi3filter.Options) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), ex.Method, target, strings.NewReader(ex.Body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.Body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	item := doc.Paths.Value(specPath)
+	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: pathParams(specPath, req.URL.Path), Options: opts,
+		Route: &routers.Route{Spec: doc, Path: specPath, PathItem: item, Method: ex.Method, Operation: item.GetOperation(ex.Method)}}
+	if err := openapi3filter.ValidateRequest(t.Context(), in); err != nil && ex.Status < 400 {
+		t.Errorf("%s %s: the request does not match docs/openapi.yaml: %v", ex.Method, target, err)
+	}
+	req.Body = http.NoBody // the validator read it
+	if ex.Body != "" {
+		req.Body = io.NopCloser(strings.NewReader(ex.Body))
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", ex.Method, target, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ropts := *opts
+	ropts.ExcludeResponseBody = !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json")
+	in.Options = &ropts
+	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: resp.StatusCode,
+		Header: resp.Header, Body: io.NopCloser(bytes.NewReader(body)), Options: &ropts}
+	if err := openapi3filter.ValidateResponse(t.Context(), out); err != nil {
+		t.Errorf("%s %s: the answer %d %s does not match docs/openapi.yaml: %v", ex.Method, target, resp.StatusCode, body, err)
+	}
+	return resp.StatusCode, body
+}
+
+// pathParams matches a request path against a spec path template.
+func pathParams(template, path string) map[string]string {
+	params := map[string]string{}
+	ts, ps := strings.Split(template, "/"), strings.Split(path, "/")
+	for i, s := range ts {
+		if i < len(ps) && strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
+			v, err := url.PathUnescape(ps[i])
+			if err != nil {
+				v = ps[i]
+			}
+			params[s[1:len(s)-1]] = v
+		}
+	}
+	return params
+}
