@@ -36,7 +36,11 @@ func LoadLocation(name string) (*time.Location, error) {
 // ScheduleNext is the shard's Config.Next: the first tick of sp strictly
 // after after, in UTC; the zero time when the cron expression never fires
 // again. Every ticks are aligned to multiples of the interval since the
-// Unix epoch, so every owner computes the same ticks.
+// Unix epoch, so every owner computes the same ticks. A cron expression is
+// matched against wall-clock times of its time zone (see nextWall): a
+// wall time that does not exist (spring forward) fires once, at the first
+// valid instant after it; one that exists twice (fall back) fires once, at
+// its first occurrence.
 func ScheduleNext(sp *shard.ScheduleSpec, after time.Time) (time.Time, error) {
 	if sp.Every > 0 {
 		return after.UTC().Truncate(sp.Every).Add(sp.Every), nil
@@ -49,9 +53,65 @@ func ScheduleNext(sp *shard.ScheduleSpec, after time.Time) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, fmt.Errorf("cron %q: %w", sp.Cron, err)
 	}
-	t := s.Next(after.In(loc))
-	if t.IsZero() {
-		return t, nil
+	spec, ok := s.(*cron.SpecSchedule)
+	if !ok { // @every: a constant delay, no wall clock involved
+		return s.Next(after.In(loc)).UTC(), nil
 	}
-	return t.UTC(), nil
+	if spec.Location != time.Local { // a CRON_TZ= prefix names its own zone
+		loc = spec.Location
+	}
+	return nextWall(spec, loc, after), nil
+}
+
+// maxWallSteps bounds the wall times nextWall skips because they already
+// occurred (an every-second expression during a fall-back hour's second
+// pass skips up to 3600).
+const maxWallSteps = 1 << 14
+
+// nextWall returns the first instant strictly after after at which spec
+// matches a wall-clock time of loc. robfig/cron's own Next steps through
+// instants in loc and gets daylight saving wrong (a 02:00 that does not
+// exist is skipped for the day; a 02:30 that exists twice fires twice), so
+// the expression is matched here against wall times written as UTC, which
+// has no transitions, and each match is then placed in loc.
+func nextWall(spec *cron.SpecSchedule, loc *time.Location, after time.Time) time.Time {
+	utc := *spec
+	utc.Location = time.UTC
+	w := wallOf(after.In(loc))
+	for range maxWallSteps {
+		w = utc.Next(w)
+		if w.IsZero() {
+			return w
+		}
+		if t := firstInstant(w, loc); t.After(after) {
+			return t.UTC()
+		}
+	}
+	return time.Time{}
+}
+
+// wallOf is t's wall-clock reading, written as a UTC time.
+func wallOf(t time.Time) time.Time {
+	return time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), 0, time.UTC)
+}
+
+// firstInstant is the first instant whose wall clock in loc reads w (w
+// written as UTC); when no instant does (a spring-forward gap), the
+// instant the gap ends.
+func firstInstant(w time.Time, loc *time.Location) time.Time {
+	u := w.Unix()
+	_, before := time.Unix(u-86400, 0).In(loc).Zone()
+	_, after := time.Unix(u+86400, 0).In(loc).Zone()
+	var best time.Time
+	for _, off := range []int{before, after} {
+		t := time.Unix(u-int64(off), 0).In(loc)
+		if _, o := t.Zone(); o == off && (best.IsZero() || t.Before(best)) {
+			best = t
+		}
+	}
+	if !best.IsZero() {
+		return best
+	}
+	start, _ := time.Unix(u-int64(before), 0).In(loc).ZoneBounds()
+	return start
 }
