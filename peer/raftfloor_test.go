@@ -13,7 +13,7 @@ import (
 // 100-byte entry proposed at the leader per op and pumped until every
 // replica applied it. It is the floor under the simulator's cost per Raft
 // round; a task takes at least two rounds (its submission with its first
-// lease, then its outcome). See README, "The simulator", for what that
+// lease, then its outcome). See docs/simulator.md for what that
 // floor means for the x-real-time figure.
 func BenchmarkRaftCommitFloor(b *testing.B) {
 	const n = 3
