@@ -23,7 +23,9 @@ func startPeerWith(t *testing.T, cfg Config) (*Peer, *api.Client) {
 	t.Helper()
 	cfg.InMemory, cfg.HTTPAddr, cfg.Partitions = true, "127.0.0.1:0", 16
 	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
-	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
 	if cfg.Slots == 0 {
 		cfg.Slots = 2
 	}

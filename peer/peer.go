@@ -209,8 +209,9 @@ type Peer struct {
 
 	dialing sync.Map // peer id -> true while a dial is in flight
 
-	mu      sync.Mutex // guards cancels
-	cancels map[shard.TaskID]context.CancelFunc
+	mu       sync.Mutex // guards cancels
+	cancels  map[shard.TaskID]context.CancelFunc
+	failures failLog // rate-limits the warn lines of handler failures
 
 	// Loop-owned state.
 	calls   map[uint64]chan Reply

@@ -37,6 +37,7 @@ func (p *Peer) worker(ctx context.Context) {
 			return
 		case j := <-p.jobs:
 			o := p.execute(j)
+			p.logOutcome(j.run, o, j.ctx.Err() != nil)
 			select {
 			case p.results <- o:
 			case <-ctx.Done():
