@@ -84,6 +84,9 @@ func (p *Peer) loop(ctx context.Context) error {
 		if err := p.drainReady(); err != nil {
 			return err
 		}
+		if err := p.node.Fatal(); err != nil {
+			return err
+		}
 	}
 }
 

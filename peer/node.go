@@ -150,6 +150,7 @@ func (c *NodeConfig) Validate() error {
 type Node struct {
 	cfg    NodeConfig
 	log    *slog.Logger
+	fatal  error  // see Fatal
 	holder string // ID#Boot: the lease holder name of this run
 	raftID uint64
 

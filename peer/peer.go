@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -275,6 +276,17 @@ func (p *Peer) open() error {
 		return fmt.Errorf("peer: the wal writes records of at most %d bytes, under the largest entry (%d)", max, MaxEntryBytes+64<<10)
 	}
 	p.wal = log
+	// The WAL's first record is written before the identity key is
+	// created, so that a key without a WAL means the WAL was lost.
+	if err := p.checkWALKept(); err != nil {
+		log.Close()
+		return err
+	}
+	parts, err := p.partitionCount()
+	if err != nil {
+		log.Close()
+		return err
+	}
 	if err := p.openHost(); err != nil {
 		log.Close()
 		return err
@@ -283,10 +295,6 @@ func (p *Peer) open() error {
 		p.host.Close()
 		log.Close()
 		return err
-	}
-	parts, err := p.partitionCount()
-	if err != nil {
-		return fail(err)
 	}
 	states, err := loadStates(log)
 	if err != nil {
@@ -323,6 +331,39 @@ func (p *Peer) open() error {
 	p.log = p.log.With(keyNode, id)
 	p.log.Info("wal replayed", "partitions", len(states), "took", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// ErrWALLost is returned by New for a data dir that holds an identity key
+// but no WAL (the log was deleted or lost, the key kept).
+var ErrWALLost = errors.New("peer: the WAL of this identity is lost")
+
+// checkWALKept refuses a data dir that holds an identity key but no WAL
+// record, before anything is written: every start refuses alike.
+func (p *Peer) checkWALKept() error {
+	if p.cfg.InMemory {
+		return nil
+	}
+	_, walKept, err := p.wal.Meta("partitions")
+	if err != nil {
+		return fmt.Errorf("peer: read partition count: %w", err)
+	}
+	id, keyKept, err := p2p.StoredID(p.cfg.DataDir)
+	if err != nil || !keyKept || walKept {
+		return err
+	}
+	return p.walLost(id)
+}
+
+// walLost is the error of an identity whose WAL is gone: the mesh still
+// counts this peer as a member holding replicas (and votes) it no longer
+// has, and its Raft peers would hand it commit indexes past its empty log.
+// It must come back as a new peer, after the old one is forgotten.
+func (p *Peer) walLost(id string) error {
+	key := filepath.Join(p.cfg.DataDir, p2p.IdentityFile)
+	return fmt.Errorf("%w: %s holds the identity key of peer %s but no WAL. To bring this host back: "+
+		"(1) on a live peer run `needle forget %s` (or wait --forget-after for the mesh to drop it); "+
+		"(2) delete %s; (3) start this peer again with --join: it joins as a new peer and its replicas are rebuilt from the others",
+		ErrWALLost, p.cfg.DataDir, id, id, key)
 }
 
 // openHost starts the libp2p host: the peer's identity (a key in the data

@@ -34,7 +34,7 @@ func (n *Node) Step(from string, m Message) error {
 			return errors.New("peer: step: heartbeat without body")
 		}
 		if m.Heartbeat.Partitions != n.cfg.Partitions {
-			return fmt.Errorf("peer: step: %s has %d partitions, this mesh %d: it cannot join", from, m.Heartbeat.Partitions, n.cfg.Partitions)
+			return n.partitionsMismatch(from, m.Heartbeat.Partitions)
 		}
 		boot = m.Heartbeat.Boot
 	} else if n.mesh.members[from] == nil && m.Type != MsgRaft {
@@ -57,6 +57,27 @@ func (n *Node) Step(from string, m Message) error {
 	}
 	return nil
 }
+
+// ErrPartitions is wrapped by Fatal's error when this peer cannot join the
+// mesh it was pointed at because the mesh has another partition count.
+var ErrPartitions = errors.New("peer: partition count differs from the mesh's")
+
+// partitionsMismatch refuses a heartbeat from a peer with another
+// partition count. A peer that joins and has heard of no member yet is the
+// odd one out: it stops (Fatal) rather than wait forever for a mesh that
+// can never take it.
+func (n *Node) partitionsMismatch(from string, theirs int) error {
+	err := fmt.Errorf("peer: step: %s has %d partitions, this peer %d: they cannot be in one mesh", from, theirs, n.cfg.Partitions)
+	if !n.cfg.Founder && len(n.mesh.members) == 1 && n.fatal == nil {
+		n.fatal = fmt.Errorf("%w: the mesh has %d partitions, this peer %d (--partitions); start it with --partitions %d and an empty --data dir",
+			ErrPartitions, theirs, n.cfg.Partitions, theirs)
+	}
+	return err
+}
+
+// Fatal returns why this node cannot go on (it joined a mesh it can never
+// be part of), or nil. The runtime stops with it.
+func (n *Node) Fatal() error { return n.fatal }
 
 func (n *Node) stepHeartbeat(from string, hb *Heartbeat) error {
 	if hb == nil {

@@ -244,6 +244,12 @@ func TestIdentityPersists(t *testing.T) {
 	if h2.ID() != id {
 		t.Fatalf("ID after restart = %s; want %s", h2.ID(), id)
 	}
+	if got, ok, err := StoredID(dir); err != nil || !ok || got != id {
+		t.Fatalf("StoredID = %s, %v, %v; want %s", got, ok, err, id)
+	}
+	if _, ok, err := StoredID(t.TempDir()); err != nil || ok {
+		t.Fatalf("StoredID of an empty dir: ok %v, %v; want false, nil", ok, err)
+	}
 	st, err := os.Stat(filepath.Join(dir, IdentityFile))
 	if err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("identity file: %v, mode %v; want 0600", err, st.Mode().Perm())

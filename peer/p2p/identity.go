@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // IdentityFile is the name of the identity key file inside Config.DataDir.
@@ -93,4 +94,26 @@ func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
 		os.Remove(tmp)
 	}
 	return err
+}
+
+// StoredID returns the peer id of the identity key stored in dir, without
+// creating one or starting a host; ok is false when dir holds no key.
+func StoredID(dir string) (id string, ok bool, err error) {
+	path := filepath.Join(dir, IdentityFile)
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("p2p: read identity: %w", err)
+	}
+	sk, err := crypto.UnmarshalPrivateKey(raw)
+	if err != nil {
+		return "", false, fmt.Errorf("p2p: identity %s: %w", path, err)
+	}
+	pid, err := peer.IDFromPrivateKey(sk)
+	if err != nil {
+		return "", false, fmt.Errorf("p2p: identity %s: %w", path, err)
+	}
+	return pid.String(), true, nil
 }
