@@ -200,7 +200,7 @@ func (b *builtins) execHandler(ctx context.Context, c Call) ([]byte, error) {
 	cmd.Env = b.execEnv(c, p.Env)
 	stdout := &capBuffer{limit: b.maxOutput, onOver: cancel}
 	stderr := &capBuffer{limit: b.maxOutput, onOver: cancel}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.Stdout, cmd.Stderr = stdout, io.MultiWriter(stderr, c.LogWriter())
 	runErr := cmd.Run()
 	return b.execOutcome(ctx, p.Command, runErr, stdout, stderr)
 }

@@ -34,6 +34,8 @@ type rpcRequest struct {
 	Filter  *shard.Filter       `json:"filter,omitempty"` // list
 	Groups  bool                `json:"groups,omitempty"` // list: groups, not tasks
 	Key     string              `json:"key,omitempty"`    // retry: idempotency key
+	Round   uint64              `json:"round,omitempty"`  // logs: the run
+	From    int                 `json:"from,omitempty"`   // logs: the first line wanted
 }
 
 type rpcResponse struct {
@@ -51,6 +53,7 @@ type rpcResponse struct {
 	Created   bool                 `json:"created,omitempty"`
 	List      *ListResult          `json:"list,omitempty"`
 	Stats     *StatsResult         `json:"stats,omitempty"`
+	Logs      *LogPage             `json:"logs,omitempty"`
 }
 
 // route returns the peer to forward a request for group g to, or "" to
@@ -144,6 +147,9 @@ func (p *Peer) serveCall(ctx context.Context, from string, b []byte) ([]byte, er
 		resp.Events, err = l.TaskEvents(ctx, req.Task)
 	case "cancel":
 		err = l.cancel(ctx, req.Group, req.Task, req.By)
+	case "logs":
+		page := p.logs.read(req.Task, shard.Round(req.Round), req.From)
+		resp.Logs = &page
 	case "retry":
 		err = l.retry(ctx, req.Group, req.Task, req.By, req.Key)
 	case "list":

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -23,6 +25,20 @@ type Call struct {
 	// of the previous stage (an unnamed one by its task id). nil for a task
 	// without dependencies. Handlers must not modify Payload or Inputs.
 	Inputs map[string]json.RawMessage
+	// Log writes to the attempt's task log (GET /v1/tasks/{id}/logs),
+	// one record per line; never nil when a peer runs the handler.
+	Log *slog.Logger
+	// logw receives raw output lines for the attempt's log (LogWriter).
+	logw io.Writer
+}
+
+// LogWriter returns a writer into the attempt's task log: each line
+// written is one log line (exec sends its stderr there).
+func (c Call) LogWriter() io.Writer {
+	if c.logw == nil {
+		return io.Discard
+	}
+	return c.logw
 }
 
 // HandlerFunc runs one attempt of a task. It must return when ctx is

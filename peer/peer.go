@@ -59,6 +59,9 @@ type Config struct {
 	// larger result fails the attempt permanently ("result of N bytes is
 	// over the limit of M"); it is never truncated. Default 1 MiB.
 	MaxResult int
+	// MaxLog bounds the log kept of one attempt, in bytes: past it the
+	// head is cut and the cut counted (the tail is kept). Default 64 KiB.
+	MaxLog int
 	// Handlers holds the task handlers; nil = a new registry with the
 	// built-ins. Embedding programs register their own.
 	Handlers *Registry
@@ -136,6 +139,9 @@ func (c *Config) Validate() error {
 	if c.MaxResult == 0 {
 		c.MaxResult = DefaultMaxResult
 	}
+	if c.MaxLog <= 0 {
+		c.MaxLog = DefaultMaxLog
+	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 30 * time.Second
 	}
@@ -195,6 +201,7 @@ const leaseAhead = 128
 // the WAL; the HTTP API, the workers and the timers talk to it through its
 // inbox.
 type Peer struct {
+	logs     *logStore // task logs of the runs of this peer
 	cfg      Config
 	log      *slog.Logger
 	wal      wal.Log
@@ -238,7 +245,7 @@ func New(cfg Config) (*Peer, error) {
 		return nil, err
 	}
 	p := &Peer{
-		cfg: cfg, log: cfg.Logger, handlers: cfg.Handlers,
+		cfg: cfg, log: cfg.Logger, handlers: cfg.Handlers, logs: newLogStore(logDir(cfg), cfg.MaxLog),
 		inbox: make(chan command, 4096), jobs: make(chan job, max(cfg.Slots, 1)*(1+leaseAhead)),
 		results: make(chan shard.Outcome, max(cfg.Slots, 1)*(1+leaseAhead)+16), cancels: make(map[shard.TaskID]context.CancelFunc),
 		calls: make(map[uint64]chan Reply), waiters: newWaiters(),
@@ -571,3 +578,11 @@ func (p *Peer) drain(loopErr, srvErr chan error) (error, bool) {
 
 // RequestDrain starts a drain as SIGTERM does; Run returns when it is done.
 func (p *Peer) RequestDrain() { p.drainOnce.Do(func() { close(p.drainAsked) }) }
+
+// logDir is where finished task logs go; "" keeps them in memory.
+func logDir(cfg Config) string {
+	if cfg.InMemory {
+		return ""
+	}
+	return filepath.Join(cfg.DataDir, "logs")
+}

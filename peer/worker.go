@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/needle-mesh/needle/shard"
@@ -61,7 +62,11 @@ func (p *Peer) execute(j job) shard.Outcome {
 	defer cancel()
 	j.ctx = ctx
 	start := time.Now()
-	res, err := safeCall(j.ctx, h, Call{Task: r.Task, Round: r.Round, Attempt: r.Attempt + 1, Payload: r.Payload, Inputs: r.Inputs})
+	lw := p.logs.writer(r.Task, r.Round)
+	defer p.logs.finish(r.Task, r.Round, p.cfg.Retention)
+	call := Call{Task: r.Task, Round: r.Round, Attempt: r.Attempt + 1, Payload: r.Payload, Inputs: r.Inputs,
+		Log: slog.New(slog.NewTextHandler(lw, nil)), logw: lw}
+	res, err := safeCall(j.ctx, h, call)
 	o.Took = time.Since(start)
 	p.metrics.runTime(r.Handler, o.Took)
 	if err == nil && j.ctx.Err() == nil {

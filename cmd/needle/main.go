@@ -50,6 +50,7 @@ var commands = map[string]func(g *Globals) Command{
 	"stats":    func(g *Globals) Command { return &StatsCommand{Globals: g} },
 	"retry":    func(g *Globals) Command { return &RetryCommand{Globals: g} },
 	"audit":    func(g *Globals) Command { return &AuditCommand{Globals: g} },
+	"logs":     func(g *Globals) Command { return &LogsCommand{Globals: g} },
 }
 
 // summaries are the one-line descriptions `needle --help` lists. A command
@@ -72,6 +73,7 @@ var summaries = map[string]string{
 	"stats":    "count the mesh's tasks per handler and state",
 	"retry":    "run a FAILED or CANCELED task, or a group's, again",
 	"audit":    "print who canceled, retried or changed what",
+	"logs":     "print or follow (-f) what a task's handler logged",
 }
 
 // Globals are the settings and streams every command shares.

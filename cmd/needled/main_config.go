@@ -61,6 +61,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.IntVar(&c.Limits.MaxPayload, "max-payload", 1<<20, "largest task payload, bytes")
 	fs.IntVar(&c.Limits.MaxTasks, "max-tasks", 100_000, "most tasks in one group")
 	fs.IntVar(&c.MaxResult, "max-result", peer.DefaultMaxResult, "largest task result, bytes; a larger one fails the task (never truncated)")
+	fs.IntVar(&c.MaxLog, "max-log", peer.DefaultMaxLog, "task log kept per attempt, bytes; past it the head is cut (the tail kept, the cut counted)")
 	fs.DurationVar(&c.Limits.MinEvery, "min-every", time.Second, "shortest interval between two ticks of a schedule (every, cron, @every)")
 	fs.IntVar(&c.Limits.MaxFiredPerMinute, "max-fired-per-minute", 100_000, "most tasks one schedule may fire in a minute (tasks per firing x ticks per minute)")
 	var execAllow, httpAllow, listen, join listFlag

@@ -115,6 +115,9 @@ func NewHandler(b Backend, opts HandlerOptions) *Handler {
 	if rt, ok := b.(Retrier); ok {
 		routes = append(routes, s.retryRoutes(rt)...)
 	}
+	if l, ok := b.(LogReader); ok {
+		routes = append(routes, s.logRoutes(l)...)
+	}
 	if opts.Metrics != nil {
 		routes = append(routes, route{"GET", "/metrics", opts.Metrics.ServeHTTP})
 	}
