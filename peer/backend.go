@@ -40,7 +40,16 @@ func (b backend) Submit(ctx context.Context, spec *shard.GroupSpec) (api.SubmitR
 	// The group id is fixed before the first try, so a retry after an
 	// owner change cannot create a second group.
 	err := retryUnavailable(ctx, func() (err error) { r, err = b.submit(ctx, spec); return err })
+	b.p.countSubmitted(r, err)
 	return r, err
+}
+
+// countSubmitted adds the tasks a submission created to
+// needle_tasks_submitted_total.
+func (p *Peer) countSubmitted(r api.SubmitResult, err error) {
+	if err == nil && r.Created {
+		p.metrics.user.submitted.Add(float64(len(r.Tasks)))
+	}
 }
 
 // submitBroadcast expands a broadcast on this peer, over the live peers
@@ -55,6 +64,7 @@ func (b backend) submitBroadcast(ctx context.Context, spec *shard.GroupSpec) (ap
 	}
 	var r api.SubmitResult
 	err := retryUnavailable(ctx, func() (err error) { r, err = b.submit(ctx, spec); return err })
+	b.p.countSubmitted(r, err)
 	if err != nil || r.Created || len(r.Tasks) == len(spec.Tasks) {
 		return r, err
 	}

@@ -12,7 +12,8 @@ import (
 )
 
 func (p *Peer) httpHandler() http.Handler {
-	h := browserGuard(p.routes(), p.cfg.Token, p.cfg.HTTPAddr)
+	mux := p.routes()
+	h := browserGuard(p.metrics.user.instrument(mux, mux.patterns), p.cfg.Token, p.cfg.HTTPAddr)
 	if p.cfg.RatePerClient > 0 {
 		return newRateLimiter(p.cfg.RatePerClient).wrap(h)
 	}

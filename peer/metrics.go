@@ -35,6 +35,7 @@ type metrics struct {
 	schedLag   prometheus.Histogram
 	protocol   *prometheus.CounterVec // from NodeStats, by event
 	last       NodeStats              // NodeStats at the last observe, for deltas
+	user       *userMetrics
 }
 
 func newMetrics(p *Peer) *metrics {
@@ -84,6 +85,7 @@ func newMetrics(p *Peer) *metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.slots.Set(float64(p.cfg.Slots))
 	m.reg.MustRegister(buildInfo(p.cfg.Version, p.cfg.Commit))
+	m.user = newUserMetrics(m.reg, p.handlers.Names())
 	return m
 }
 

@@ -38,7 +38,9 @@ func (p *Peer) worker(ctx context.Context) {
 			return
 		case j := <-p.jobs:
 			o := p.execute(j)
-			p.logOutcome(j.run, o, j.ctx.Err() != nil)
+			aborted := j.ctx.Err() != nil
+			p.logOutcome(j.run, o, aborted)
+			p.metrics.user.outcome(j.run.Handler, o, aborted)
 			select {
 			case p.results <- o:
 			case <-ctx.Done():

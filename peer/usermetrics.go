@@ -1,0 +1,109 @@
+package peer
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// handlerResults are the values of needle_handler_outcomes_total's result
+// label, each present from the start for every registered handler.
+var handlerResults = []string{"succeeded", "failed", "timed_out", "aborted"}
+
+// userMetrics are the metrics users alert on: what each handler's attempts
+// ended with, the tasks submitted through this peer, and the HTTP API's
+// requests by route, status and duration.
+type userMetrics struct {
+	handlerOutcomes *prometheus.CounterVec
+	submitted       prometheus.Counter
+	httpRequests    *prometheus.CounterVec
+	httpSeconds     *prometheus.HistogramVec
+}
+
+func newUserMetrics(reg *prometheus.Registry, handlers []string) *userMetrics {
+	u := &userMetrics{
+		handlerOutcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "needle_handler_outcomes_total",
+			Help: "Attempts run by this peer's workers, by handler and result (succeeded, failed, timed_out, aborted: canceled or lease lost)."},
+			[]string{"handler", "result"}),
+		submitted: prometheus.NewCounter(prometheus.CounterOpts{Name: "needle_tasks_submitted_total",
+			Help: "Tasks created by submissions received on this peer (an idempotent repeat creates none)."}),
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "needle_http_requests_total",
+			Help: "HTTP API requests by route (the served pattern) and status code."}, []string{"route", "code"}),
+		httpSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "needle_http_request_seconds",
+			Help: "HTTP API request duration by route (long polls included).", Buckets: prometheus.ExponentialBuckets(0.0005, 4, 12)},
+			[]string{"route"}),
+	}
+	reg.MustRegister(u.handlerOutcomes, u.submitted, u.httpRequests, u.httpSeconds)
+	for _, h := range handlers {
+		for _, r := range handlerResults {
+			u.handlerOutcomes.WithLabelValues(h, r)
+		}
+	}
+	return u
+}
+
+// outcome counts one attempt of handler.
+func (u *userMetrics) outcome(handler string, o shard.Outcome, aborted bool) {
+	r := "failed"
+	switch {
+	case aborted:
+		r = "aborted"
+	case o.OK:
+		r = "succeeded"
+	case o.TimedOut:
+		r = "timed_out"
+	}
+	u.handlerOutcomes.WithLabelValues(handler, r).Inc()
+}
+
+// instrument counts h's requests by the pattern that served them; routes
+// (every pattern served) have their duration series from the start.
+func (u *userMetrics) instrument(h http.Handler, routes []string) http.Handler {
+	for _, r := range routes {
+		u.httpSeconds.WithLabelValues(r)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		h.ServeHTTP(sw, r)
+		route := r.Pattern // set by the innermost ServeMux that matched
+		if route == "" {
+			route = "other"
+		}
+		u.httpRequests.WithLabelValues(route, strconv.Itoa(sw.code)).Inc()
+		u.httpSeconds.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	})
+}
+
+// statusWriter remembers the status code written.
+type statusWriter struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if !s.wrote {
+		s.code, s.wrote = code, true
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	s.wrote = true
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// Flush passes a flush on (long polls, streaming answers).
+func (s *statusWriter) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
