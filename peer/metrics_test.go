@@ -32,7 +32,7 @@ func labelsOf(m *dto.Metric) map[string]string {
 }
 
 func TestBuildInfoMetric(t *testing.T) {
-	m := newMetrics(&Peer{cfg: Config{Slots: 2, Version: "v1.2.3", Commit: "abc"}})
+	m := newMetrics(&Peer{cfg: Config{Slots: 2, Version: "v1.2.3", Commit: "abc"}, handlers: NewRegistry()})
 	mf := gather(t, m, "needle_build_info")
 	if len(mf.GetMetric()) != 1 {
 		t.Fatalf("needle_build_info has %d series; want 1", len(mf.GetMetric()))
