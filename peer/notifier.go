@@ -5,7 +5,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/hex"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,8 +30,11 @@ type NotifyConfig struct {
 	// submission (else 400) and again by the owner that delivers (else the
 	// delivery gives up, saying so). Empty: notify is refused.
 	Allow []string
-	// Secret keys the HMAC-SHA256 signature of every delivery's body
-	// (X-Needle-Signature: sha256=<hex>). Required when Allow is set.
+	// Secret keys the signature of every delivery, the Standard Webhooks
+	// scheme (webhook-signature: v1,<base64 HMAC-SHA256>): written
+	// whsec_<base64> its key is the decoded bytes, as the Standard
+	// Webhooks libraries read it; any other string is the key as is.
+	// Required when Allow is set.
 	Secret string
 	// Timeout bounds one delivery, from connect to the response. Default
 	// 10 s.
@@ -43,12 +46,24 @@ type NotifyConfig struct {
 	Client *http.Client
 }
 
-// Delivery headers.
+// Delivery headers: the three of Standard Webhooks, and the attempt.
 const (
-	HeaderDelivery  = "X-Needle-Delivery"  // the group id: receivers dedupe on it (at least once)
-	HeaderAttempt   = "X-Needle-Attempt"   // 1-based attempt number
-	HeaderSignature = "X-Needle-Signature" // "sha256=" + hex HMAC-SHA256 of the body keyed by the secret
+	// HeaderWebhookID is the delivery's id, the same in every attempt of
+	// one delivery (and from every owner that makes one): receivers dedupe
+	// on it. WebhookID makes it.
+	HeaderWebhookID = "webhook-id"
+	// HeaderWebhookTimestamp is the attempt's time in Unix seconds,
+	// signed: receivers refuse one too far from their clock (a replay).
+	HeaderWebhookTimestamp = "webhook-timestamp"
+	// HeaderWebhookSignature is "v1," + base64 HMAC-SHA256 of
+	// id.timestamp.body under the secret's key (WebhookSignature).
+	HeaderWebhookSignature = "webhook-signature"
+	// HeaderAttempt is the 1-based attempt number.
+	HeaderAttempt = "X-Needle-Attempt"
 )
+
+// webhookSecretPrefix marks a secret given as base64 key bytes.
+const webhookSecretPrefix = "whsec_"
 
 // notifyExcerpt bounds the response body quoted in a failed attempt.
 const notifyExcerpt = 200
@@ -68,6 +83,9 @@ func (c *NotifyConfig) validate() ([]allowPrefix, error) {
 	case len(c.Allow) > 0 && c.Secret == "":
 		return nil, errors.New("peer: --notify-allow needs --notify-secret: every delivery is signed")
 	}
+	if _, err := WebhookKey(c.Secret); err != nil {
+		return nil, fmt.Errorf("peer: --notify-secret: %w", err)
+	}
 	allow := make([]allowPrefix, 0, len(c.Allow))
 	for _, s := range c.Allow {
 		p, err := parseAllowPrefix(s)
@@ -84,9 +102,10 @@ func (c *NotifyConfig) validate() ([]allowPrefix, error) {
 // back to the loop.
 type notifier struct {
 	allow  []allowPrefix
-	secret []byte
+	key    []byte // HMAC key, from NotifyConfig.Secret (WebhookKey)
 	client *http.Client
-	out    chan notifyOut // results, into the loop
+	now    func() time.Time // the attempts' webhook-timestamp; time.Now
+	out    chan notifyOut   // results, into the loop
 
 	deliveries *prometheus.CounterVec
 	latency    prometheus.Histogram
@@ -102,7 +121,8 @@ type notifyOut struct {
 }
 
 func newNotifier(cfg NotifyConfig, allow []allowPrefix, reg *prometheus.Registry) *notifier {
-	nt := &notifier{allow: allow, secret: []byte(cfg.Secret), client: cfg.Client,
+	key, _ := WebhookKey(cfg.Secret) // checked by validate
+	nt := &notifier{allow: allow, key: key, client: cfg.Client, now: time.Now,
 		out: make(chan notifyOut, cfg.Concurrency+16)}
 	if nt.client == nil {
 		nt.client = &http.Client{
@@ -206,9 +226,11 @@ func (nt *notifier) deliver(ctx context.Context, j NotifyJob) notifyOut {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "needle-webhook/1")
-	req.Header.Set(HeaderDelivery, string(j.NotifyJob.Group))
+	id, ts := WebhookID(j.Group), nt.now().Unix()
+	req.Header[HeaderWebhookID] = []string{id} // lower-case as the scheme writes them
+	req.Header[HeaderWebhookTimestamp] = []string{strconv.FormatInt(ts, 10)}
+	req.Header[HeaderWebhookSignature] = []string{WebhookSignature(nt.key, id, ts, body)}
 	req.Header.Set(HeaderAttempt, strconv.Itoa(j.Attempt))
-	req.Header.Set(HeaderSignature, Signature(nt.secret, body))
 	start := time.Now()
 	resp, err := nt.client.Do(req)
 	o.took = time.Since(start)
@@ -237,10 +259,34 @@ func unwrapURLError(err error) error {
 	return err
 }
 
-// Signature returns the X-Needle-Signature value of body under secret:
-// "sha256=" + hex(HMAC-SHA256(secret, body)).
-func Signature(secret, body []byte) string {
-	m := hmac.New(sha256.New, secret)
+// WebhookID returns the webhook-id of the delivery of group g as it
+// ended: its id and the time it ended, in Unix nanoseconds
+// ("g1_1767225600000000000"). Both are replicated state, so every attempt
+// and every owner sends the same id, and a group that is retried and ends
+// again is a new delivery with a new id.
+func WebhookID(g shard.GroupView) string {
+	return string(g.ID) + "_" + strconv.FormatInt(g.FinishedAt.UnixNano(), 10)
+}
+
+// WebhookKey returns the HMAC key of a notify secret: the decoded bytes of
+// "whsec_<base64>", else the secret's own bytes.
+func WebhookKey(secret string) ([]byte, error) {
+	b64, ok := strings.CutPrefix(secret, webhookSecretPrefix)
+	if !ok {
+		return []byte(secret), nil
+	}
+	key, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil || len(key) == 0 {
+		return nil, errors.New("a whsec_ secret is followed by the key in standard base64")
+	}
+	return key, nil
+}
+
+// WebhookSignature returns the webhook-signature value of a delivery:
+// "v1," + base64(HMAC-SHA256(key, id + "." + timestamp + "." + body)).
+func WebhookSignature(key []byte, id string, timestamp int64, body []byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(id + "." + strconv.FormatInt(timestamp, 10) + "."))
 	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+	return "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))
 }

@@ -2,9 +2,15 @@ package peer
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -86,12 +92,12 @@ func TestNotifierDeliver(t *testing.T) {
 	if o.err != "" || o.refused {
 		t.Fatalf("deliver = %+v", o)
 	}
-	if got.Header.Get(HeaderDelivery) != "g1" || got.Header.Get(HeaderAttempt) != "3" ||
+	if got.Header.Get(HeaderWebhookID) != "g1_5000000000" || got.Header.Get(HeaderAttempt) != "3" ||
 		got.Header.Get("Content-Type") != "application/json" || got.URL.Query().Get("token") != "abc" {
 		t.Fatalf("headers %v, url %v", got.Header, got.URL)
 	}
-	if sig := got.Header.Get(HeaderSignature); sig != Signature([]byte("s3cret"), body) || !strings.HasPrefix(sig, "sha256=") {
-		t.Fatalf("signature %q does not verify", sig)
+	if err := verifyWebhook([]byte("s3cret"), got.Header, body, time.Now()); err != nil {
+		t.Fatalf("the delivery does not verify: %v", err)
 	}
 	if !strings.Contains(string(body), `"id":"g1"`) || !strings.Contains(string(body), `"state":"SUCCEEDED"`) {
 		t.Fatalf("body = %s", body)
@@ -129,5 +135,134 @@ func TestNotifierSendsTheCheckedURL(t *testing.T) {
 	}
 	if got := <-paths; got != "/hooks/x" {
 		t.Fatalf("the webhook went to %q; want the checked path /hooks/x", got)
+	}
+}
+
+// verifyWebhook checks a delivery the way a Standard Webhooks receiver
+// does, written from the scheme and not from the sender's code: the
+// signed content is id.timestamp.body, the signature one of the
+// space-separated "v1,<base64>" values, and the timestamp within 5 minutes
+// of now.
+func verifyWebhook(key []byte, h http.Header, body []byte, now time.Time) error {
+	id, ts, sigs := h.Get("webhook-id"), h.Get("webhook-timestamp"), h.Get("webhook-signature")
+	if id == "" || ts == "" || sigs == "" {
+		return errors.New("missing headers")
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return fmt.Errorf("timestamp %q", ts)
+	}
+	if d := now.Sub(time.Unix(sec, 0)); d > 5*time.Minute || d < -5*time.Minute {
+		return fmt.Errorf("timestamp %s off by %v", ts, d)
+	}
+	m := hmac.New(sha256.New, key)
+	fmt.Fprintf(m, "%s.%s.%s", id, ts, body)
+	want := m.Sum(nil)
+	for _, s := range strings.Fields(sigs) {
+		v, b64, _ := strings.Cut(s, ",")
+		got, err := base64.StdEncoding.DecodeString(b64)
+		if v == "v1" && err == nil && hmac.Equal(got, want) {
+			return nil
+		}
+	}
+	return errors.New("no signature matches")
+}
+
+// TestNotifierStandardWebhooks: a delivery verifies under the Standard
+// Webhooks scheme with a plain and with a whsec_ secret; a tampered body,
+// id or timestamp, another key, or an authentic delivery replayed 10
+// minutes later do not; every attempt of one delivery has one webhook-id,
+// and the group ending again (after a retry) has another.
+func TestNotifierStandardWebhooks(t *testing.T) {
+	calls := make(chan struct {
+		h    http.Header
+		body []byte
+	}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		calls <- struct {
+			h    http.Header
+			body []byte
+		}{r.Header, body}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	raw := []byte("0123456789abcdef0123456789abcdef")
+	for _, tt := range []struct {
+		name, secret string
+		key          []byte
+	}{
+		{"plain", "s3cret", []byte("s3cret")},
+		{"whsec", "whsec_" + base64.StdEncoding.EncodeToString(raw), raw},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := NotifyConfig{Allow: []string{srv.URL}, Secret: tt.secret}
+			prefixes, err := cfg.validate()
+			if err != nil {
+				t.Fatal(err)
+			}
+			nt := newNotifier(cfg, prefixes, prometheus.NewRegistry())
+			now := time.Unix(1_800_000_000, 0)
+			nt.now = func() time.Time { return now }
+			job := NotifyJob{NotifyJob: shard.NotifyJob{Group: "g1", URL: srv.URL, Attempt: 1},
+				Group: shard.GroupView{ID: "g1", Mode: shard.ModeSingle, State: shard.GroupSucceeded, FinishedAt: time.Unix(7, 8)}}
+			deliver := func(j NotifyJob) (http.Header, []byte) {
+				t.Helper()
+				if o := nt.deliver(t.Context(), j); o.err != "" {
+					t.Fatalf("deliver = %+v", o)
+				}
+				c := <-calls
+				return c.h, c.body
+			}
+			h, body := deliver(job)
+			if err := verifyWebhook(tt.key, h, body, now.Add(time.Minute)); err != nil {
+				t.Fatalf("verify = %v", err)
+			}
+			tampered := append([]byte(nil), body...)
+			tampered[len(tampered)-2] ^= 1
+			other := h.Clone()
+			other.Set("webhook-id", "g2_7000000008")
+			older := h.Clone()
+			older.Set("webhook-timestamp", strconv.FormatInt(now.Unix()-600, 10))
+			for _, bad := range []struct {
+				name string
+				key  []byte
+				h    http.Header
+				body []byte
+				now  time.Time
+			}{
+				{"tampered body", tt.key, h, tampered, now},
+				{"another id", tt.key, other, body, now},
+				{"rewritten timestamp", tt.key, older, body, now.Add(-600 * time.Second)},
+				{"another key", []byte("other"), h, body, now},
+				{"replayed 10 min later", tt.key, h, body, now.Add(10 * time.Minute)},
+			} {
+				if err := verifyWebhook(bad.key, bad.h, bad.body, bad.now); err == nil {
+					t.Errorf("%s: verifies; want refused", bad.name)
+				}
+			}
+
+			// The next attempt: a new timestamp and signature, the same id.
+			now = now.Add(time.Minute)
+			job.Attempt = 2
+			h2, body2 := deliver(job)
+			if h2.Get("webhook-id") != h.Get("webhook-id") || h2.Get("webhook-timestamp") == h.Get("webhook-timestamp") {
+				t.Fatalf("attempt 2: id %s ts %s; attempt 1: id %s ts %s; want the same id, a new time",
+					h2.Get("webhook-id"), h2.Get("webhook-timestamp"), h.Get("webhook-id"), h.Get("webhook-timestamp"))
+			}
+			if err := verifyWebhook(tt.key, h2, body2, now); err != nil {
+				t.Fatalf("attempt 2: verify = %v", err)
+			}
+			job.Group.FinishedAt = time.Unix(9, 0) // retried, ended again
+			if h3, _ := deliver(job); h3.Get("webhook-id") == h.Get("webhook-id") {
+				t.Fatalf("the group ended again: webhook-id %s unchanged", h3.Get("webhook-id"))
+			}
+		})
+	}
+	for _, bad := range []string{"whsec_", "whsec_not*base64"} {
+		cfg := NotifyConfig{Allow: []string{srv.URL}, Secret: bad}
+		if _, err := cfg.validate(); err == nil {
+			t.Errorf("validate(secret %q) = nil; want an error", bad)
+		}
 	}
 }

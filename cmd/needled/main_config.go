@@ -81,7 +81,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	fs.Float64Var(&c.RatePerClient, "rate", 0, "API requests per second per client address, 429 beyond (0 = no limit)")
 	var notifyAllow listFlag
 	fs.Var(&notifyAllow, "notify-allow", "URL prefix webhook (\"notify\") URLs must be under (repeatable; none: notify is refused)")
-	fs.StringVar(&c.Notify.Secret, "notify-secret", "", "HMAC-SHA256 key signing every webhook (X-Needle-Signature); required with --notify-allow (prefer NEEDLE_NOTIFY_SECRET or --config: argv is visible)")
+	fs.StringVar(&c.Notify.Secret, "notify-secret", "", "key signing every webhook, Standard Webhooks (webhook-signature; whsec_<base64> or a plain string); required with --notify-allow (prefer NEEDLE_NOTIFY_SECRET or --config: argv is visible)")
 	fs.DurationVar(&c.Notify.Timeout, "notify-timeout", 10*time.Second, "timeout of one webhook call")
 	fs.IntVar(&c.Notify.Concurrency, "notify-concurrency", 16, "webhook calls in flight on this peer")
 	fs.Var(&execAllow, "exec-allow", "NAME=/path/to/program: a command exec tasks may run (repeatable)")

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/needle-mesh/needle/peer"
 	"github.com/needle-mesh/needle/peer/api"
@@ -22,11 +25,12 @@ const hookSecret = "e2e-s3cret"
 
 // hookCall is one request the test receiver got.
 type hookCall struct {
-	path, delivery string
-	attempt        int
-	sigOK          bool
-	status         int
-	body           api.Group
+	path, id string // id: webhook-id
+	group    string
+	attempt  int
+	sigOK    bool
+	status   int
+	body     api.Group
 }
 
 // receiver is a webhook endpoint that records every call. Under /flaky it
@@ -38,18 +42,19 @@ type receiver struct {
 
 func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	c := hookCall{path: r.URL.Path, delivery: r.Header.Get(peer.HeaderDelivery), status: http.StatusNoContent}
+	c := hookCall{path: r.URL.Path, id: r.Header.Get("webhook-id"), status: http.StatusNoContent}
 	c.attempt, _ = strconv.Atoi(r.Header.Get(peer.HeaderAttempt))
-	// The receiver's side of the signature check: HMAC-SHA256 of the raw
-	// body under the shared secret, compared in constant time.
-	c.sigOK = r.Header.Get("Content-Type") == "application/json" &&
-		hmacEqual(r.Header.Get(peer.HeaderSignature), peer.Signature([]byte(hookSecret), body))
+	// The receiver's side of the Standard Webhooks check: HMAC-SHA256 of
+	// id.timestamp.body under the shared secret, compared in constant
+	// time, and a timestamp within 5 minutes.
+	c.sigOK = r.Header.Get("Content-Type") == "application/json" && verifyStandardWebhook(r.Header, body)
 	_ = json.Unmarshal(body, &c.body)
+	c.group = c.body.ID
 	rc.mu.Lock()
 	if strings.HasPrefix(c.path, "/flaky") {
 		seen := 0
 		for _, p := range rc.calls {
-			if p.delivery == c.delivery {
+			if p.id == c.id {
 				seen++
 			}
 		}
@@ -63,14 +68,24 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(c.status)
 }
 
-func hmacEqual(a, b string) bool { return hmac.Equal([]byte(a), []byte(b)) }
+func verifyStandardWebhook(h http.Header, body []byte) bool {
+	ts, err := strconv.ParseInt(h.Get("webhook-timestamp"), 10, 64)
+	if err != nil || time.Since(time.Unix(ts, 0)).Abs() > 5*time.Minute {
+		return false
+	}
+	m := hmac.New(sha256.New, []byte(hookSecret))
+	m.Write([]byte(h.Get("webhook-id") + "." + h.Get("webhook-timestamp") + "."))
+	m.Write(body)
+	return hmac.Equal([]byte(h.Get("webhook-signature")), []byte("v1,"+base64.StdEncoding.EncodeToString(m.Sum(nil))))
+}
 
-func (rc *receiver) byDelivery() map[string][]hookCall {
+// byGroup returns the calls made for each group.
+func (rc *receiver) byGroup() map[string][]hookCall {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	out := map[string][]hookCall{}
 	for _, c := range rc.calls {
-		out[c.delivery] = append(out[c.delivery], c)
+		out[c.group] = append(out[c.group], c)
 	}
 	return out
 }
@@ -141,13 +156,16 @@ func TestNotifyWebhooks(t *testing.T) {
 			return err == nil && gr.Notify != nil && gr.Notify.State == "delivered"
 		})
 	}
-	calls := rc.byDelivery()
+	calls := rc.byGroup()
 	for g, task := range groups {
 		cs := calls[g]
 		ok := 0
 		for _, call := range cs {
 			if !call.sigOK {
 				t.Errorf("%s: attempt %d: signature or content type does not verify", g, call.attempt)
+			}
+			if call.id != cs[0].id || !strings.HasPrefix(call.id, g+"_") {
+				t.Errorf("%s: attempt %d: webhook-id %q; attempt 1 had %q (one id per delivery)", g, call.attempt, call.id, cs[0].id)
 			}
 			if call.body.ID != g || call.body.State == "RUNNING" || len(call.body.Tasks) == 0 {
 				t.Errorf("%s: body = %+v", g, call.body)
@@ -210,7 +228,7 @@ func TestNotifyWebhooks(t *testing.T) {
 	if res, err := c.SubmitTask(ctx, &api.SubmitTaskRequest{TaskFields: api.TaskFields{Handler: "echo"}, Key: "k-bad"}); err != nil || !res.Created {
 		t.Fatalf("the key of the refused submissions: %+v, %v; want it unused (201)", res, err)
 	}
-	before := len(rc.byDelivery())
+	before := len(rc.byGroup())
 	if len(calls) != before {
 		t.Fatalf("deliveries to unknown groups: %d groups called, %d expected", before, len(calls))
 	}
