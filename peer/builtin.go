@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -254,4 +255,25 @@ func (b *capBuffer) Write(p []byte) (int, error) {
 		return 0, errOutputLimit
 	}
 	return b.buf.Write(p)
+}
+
+// identity is one field of a run's identity, as exec and http pass it.
+type identity struct {
+	env    string // the exec child's variable
+	header string // the http request's header
+	value  string
+}
+
+// callIdentity is what exec and http tell the program or service they call
+// about the run, so that it can deduplicate: a task runs at least once, and
+// an attempt whose lease was lost may run again (the same attempt number in
+// a later round) while the first is still going. (task, round) names one
+// run; (task, attempt) one retry of the task.
+func callIdentity(c Call) []identity {
+	return []identity{
+		{"NEEDLE_TASK_ID", "X-Needle-Task-Id", string(c.Task)},
+		{"NEEDLE_GROUP_ID", "X-Needle-Group-Id", string(c.Task.Group())},
+		{"NEEDLE_ATTEMPT", HeaderAttempt, strconv.Itoa(c.Attempt)},
+		{"NEEDLE_ROUND", "X-Needle-Round", strconv.FormatUint(uint64(c.Round), 10)},
+	}
 }

@@ -123,7 +123,9 @@ func (b *builtins) execArgv(p *execPayload) ([]string, error) {
 
 // execEnv returns the environment of an exec child, sorted: the daemon's
 // execBaseEnv, the allow-listed names (the task's value, else the
-// daemon's), nothing else. Every variable a child gets is added here.
+// daemon's), the run's identity (callIdentity, as NEEDLE_TASK_ID,
+// NEEDLE_GROUP_ID, NEEDLE_ATTEMPT and NEEDLE_ROUND: a task cannot set
+// NEEDLE_ names), nothing else. Every variable a child gets is added here.
 func (b *builtins) execEnv(c Call, env map[string]string) []string {
 	vars := map[string]string{"PATH": execDefaultPath}
 	for _, k := range execBaseEnv {
@@ -137,6 +139,9 @@ func (b *builtins) execEnv(c Call, env map[string]string) []string {
 		}
 	}
 	maps.Copy(vars, env) // checked against the allow-list by execArgv
+	for _, id := range callIdentity(c) {
+		vars[id.env] = id.value
+	}
 	out := make([]string, 0, len(vars))
 	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		out = append(out, k+"="+vars[k])

@@ -201,6 +201,9 @@ func (b *builtins) httpHandler(ctx context.Context, c Call) ([]byte, error) {
 		req.Header.Set(k, v)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	for _, id := range callIdentity(c) {
+		req.Header.Set(id.header, id.value) // after the payload's: a task cannot forge them
+	}
 	where := u.Scheme + "://" + u.Host + u.Path // no query: it may hold secrets
 	resp, err := b.client.Do(req)
 	switch {

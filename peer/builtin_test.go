@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -426,6 +427,46 @@ func TestExecChildEnvironment(t *testing.T) {
 	for _, name := range []string{"LD_PRELOAD", "NEEDLE_API_TOKEN", "PATH", "BASH_ENV", ""} {
 		if err := (BuiltinConfig{ExecEnv: []string{name}}).Validate(); err == nil {
 			t.Errorf("ExecEnv %q accepted", name)
+		}
+	}
+}
+
+// TestBuiltinIdentity checks that exec and http tell what they call which
+// run it is (task, group, attempt, round), so that a receiver can
+// deduplicate at-least-once runs, and that a task cannot forge it.
+func TestBuiltinIdentity(t *testing.T) {
+	call := Call{Task: "g7.3", Round: 5, Attempt: 2, Payload: []byte(`{"command":"printenv"}`)}
+	want := map[string]string{"TASK_ID": "g7.3", "GROUP_ID": "g7", "ATTEMPT": "2", "ROUND": "5"}
+
+	cfg := execConfig(t)
+	cfg.Exec["printenv"] = []string{"/usr/bin/env"}
+	h, _ := MustBuiltins(t, cfg).Lookup("exec")
+	out, err := h(t.Context(), call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res execResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range want {
+		if line := "NEEDLE_" + k + "=" + v; !slices.Contains(strings.Split(res.Stdout, "\n"), line) {
+			t.Errorf("exec child environment lacks %s:\n%s", line, res.Stdout)
+		}
+	}
+
+	got := make(chan http.Header, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got <- r.Header }))
+	t.Cleanup(srv.Close)
+	h, _ = MustBuiltins(t, BuiltinConfig{HTTPAllow: []string{srv.URL}}).Lookup("http")
+	call.Payload = []byte(`{"url":"` + srv.URL + `/x","headers":{"X-Needle-Task-Id":"forged","X-Needle-Round":"1"}}`)
+	if _, err := h(t.Context(), call); err != nil {
+		t.Fatal(err)
+	}
+	hdr := <-got
+	for k, v := range map[string]string{"X-Needle-Task-Id": "g7.3", "X-Needle-Group-Id": "g7", "X-Needle-Attempt": "2", "X-Needle-Round": "5"} {
+		if g := hdr.Values(k); !slices.Equal(g, []string{v}) {
+			t.Errorf("http header %s = %q; want %q", k, g, v)
 		}
 	}
 }

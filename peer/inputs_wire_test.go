@@ -34,15 +34,24 @@ func TestGrantInputsRoundTrip(t *testing.T) {
 			t.Fatal("encoding of the same grant differs")
 		}
 	}
-	// Every strict prefix is refused, never a panic, but the one without
-	// the (empty) holder: a grant from an older peer.
-	for i := range len(b) - 1 {
+	// Every strict prefix is refused, never a panic, but the ones without
+	// the attempts, or without the (empty) holder and the attempts: grants
+	// from older peers.
+	old := len(b) - len(grantAttempts(m.Grants))
+	for i := range old - 1 {
 		if _, err := DecodeMessage(b[:i]); err == nil {
 			t.Fatalf("prefix of %d/%d bytes decoded", i, len(b))
 		}
 	}
-	if got, err := DecodeMessage(b[:len(b)-1]); err != nil || !reflect.DeepEqual(got, m) {
-		t.Fatalf("the grant without its empty holder = %+v, %v; want it as sent", got, err)
+	for i := old + 1; i < len(b); i++ {
+		if _, err := DecodeMessage(b[:i]); err == nil {
+			t.Fatalf("prefix of %d/%d bytes decoded", i, len(b))
+		}
+	}
+	for _, cut := range []int{old - 1, old} {
+		if got, err := DecodeMessage(b[:cut]); err != nil || !reflect.DeepEqual(got, m) {
+			t.Fatalf("the grant cut to %d/%d bytes = %+v, %v; want it as sent", cut, len(b), got, err)
+		}
 	}
 }
 
@@ -50,6 +59,7 @@ func TestGrantDuplicateInputRefused(t *testing.T) {
 	m := Message{Type: MsgGrant, From: "v", Grants: []Grant{{Task: "g.0", Round: 1, Handler: "h", Timeout: 1,
 		Inputs: map[string]json.RawMessage{"a": json.RawMessage(`1`)}}}}
 	b, _ := AppendMessage(nil, &m)
+	b = b[:len(b)-len(grantAttempts(m.Grants))] // as an older peer sends it
 	// The grant ends with: count 1, "a", `1`, then the empty holder.
 	// Rewrite to count 2 with "a" twice.
 	tail := []byte{1, 1, 'a', 1, '1', 0}

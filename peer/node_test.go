@@ -24,6 +24,7 @@ type harness struct {
 	started map[shard.TaskID]int
 	boot    int
 	notify  []NotifyJob // webhook deliveries handed out, for the test to answer
+	ran     []Run       // every run step finished, in order
 	// snapshots taken and their bytes, and the entry bytes persisted
 	snaps, snapBytes, entryBytes int
 }
@@ -101,6 +102,7 @@ func (h *harness) step() {
 	h.runs = nil
 	for _, r := range runs {
 		h.started[r.Task]++
+		h.ran = append(h.ran, r)
 		o := shard.Outcome{Task: r.Task, Round: r.Round, OK: !h.fail[r.Task], Result: r.Payload, Error: "boom"}
 		_ = h.n.Report(o)
 	}
@@ -272,6 +274,16 @@ func TestNodeRetryAndDelay(t *testing.T) {
 	}
 	if v, _ := h.n.Task("f.0"); v.State != shard.Failed || v.Attempt != 2 {
 		t.Errorf("f.0 = %v attempt %d; want FAILED after 2", v.State, v.Attempt)
+	}
+	// Each run says which attempt it is (exec and http pass it on).
+	var attempts []int
+	for _, r := range h.ran {
+		if r.Task == "f.0" {
+			attempts = append(attempts, r.Attempt)
+		}
+	}
+	if !slices.Equal(attempts, []int{0, 1}) {
+		t.Errorf("f.0 ran with Run.Attempt %v; want [0 1] (attempts made before each)", attempts)
 	}
 	if v, _ := h.n.Task("d.0"); v.State != shard.Succeeded {
 		t.Errorf("d.0 = %v; want SUCCEEDED", v.State)

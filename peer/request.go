@@ -198,7 +198,7 @@ func (n *Node) applyLease(p *partition, e *shard.Event, ours bool) {
 	n.startRun(e.Task, e.Round)
 	n.rd.Run = append(n.rd.Run, Run{
 		Task: e.Task, Round: e.Round, Handler: run.Handler, Payload: p.shard.Payload(e.Task),
-		Timeout: p.shard.Timeout(run), Attempt: 0, Inputs: rawInputs(p.shard.Inputs(e.Task)),
+		Timeout: p.shard.Timeout(run), Attempt: p.shard.Attempts(e.Task), Inputs: rawInputs(p.shard.Inputs(e.Task)),
 	})
 }
 

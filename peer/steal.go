@@ -236,7 +236,7 @@ func (n *Node) grantApplied(p *partition, e *shard.Event) {
 	n.stats.TasksGranted++
 	n.steal.grants[e.Holder] = append(n.steal.grants[e.Holder], Grant{Task: e.Task, Round: e.Round, Expiry: e.Expiry,
 		Handler: spec.Handler, Payload: p.shard.Payload(e.Task), Timeout: p.shard.Timeout(spec),
-		Inputs: rawInputs(p.shard.Inputs(e.Task))})
+		Inputs: rawInputs(p.shard.Inputs(e.Task)), Attempt: p.shard.Attempts(e.Task)})
 }
 
 // flushGrants sends the grants (and refusals) of this Ready.
@@ -293,7 +293,7 @@ func (n *Node) stepGrant(from string, m Message) {
 		n.stats.StealsGranted++
 		n.busy++
 		n.startRun(g.Task, g.Round)
-		n.rd.Run = append(n.rd.Run, Run{Task: g.Task, Round: g.Round, Handler: g.Handler, Payload: g.Payload, Timeout: g.Timeout, Inputs: g.Inputs})
+		n.rd.Run = append(n.rd.Run, Run{Task: g.Task, Round: g.Round, Handler: g.Handler, Payload: g.Payload, Timeout: g.Timeout, Inputs: g.Inputs, Attempt: g.Attempt})
 	}
 }
 

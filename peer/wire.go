@@ -127,6 +127,10 @@ type Grant struct {
 	Payload []byte
 	Timeout time.Duration
 	Inputs  map[string]json.RawMessage // the results of its dependencies (Run.Inputs)
+	// Attempt is the task's finished attempts (Run.Attempt). Sent after
+	// the message's Holder, one per grant, so that an older peer skips
+	// it; 0 from an older peer.
+	Attempt int
 }
 
 // ErrWire is wrapped by every decode error.
@@ -179,6 +183,11 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 		// Always written (empty on a refusal), so that fields appended
 		// after it by a newer peer are not taken for it.
 		dst = shard.AppendString(dst, m.Holder)
+		// Appended: each grant's attempt, in the order of the grants.
+		dst = binary.AppendUvarint(dst, uint64(len(m.Grants)))
+		for _, g := range m.Grants {
+			dst = binary.AppendUvarint(dst, uint64(max(g.Attempt, 0)))
+		}
 	default:
 		return nil, fmt.Errorf("peer: encode: unknown message type %v", m.Type)
 	}
@@ -302,6 +311,9 @@ func DecodeMessage(p []byte) (Message, error) {
 		if d.Err() == nil && d.Len() > 0 {
 			m.Holder = d.String()
 		}
+		if d.Err() == nil && d.Len() > 0 {
+			decodeAttempts(&d, m.Grants)
+		}
 	}
 	if err := d.Err(); err != nil {
 		return Message{}, fmt.Errorf("%w: %v %v", ErrWire, m.Type, err)
@@ -400,6 +412,17 @@ func decodeOutcome(d *shard.Decoder) OutcomeMsg {
 	o.Result = d.Bytes()
 	o.Error = d.String()
 	return o
+}
+
+// decodeAttempts reads the grants' attempts, appended after the holder.
+func decodeAttempts(d *shard.Decoder, grants []Grant) {
+	if n := d.Count(1); n != len(grants) {
+		d.Fail("%d attempts for %d grants", n, len(grants))
+		return
+	}
+	for i := range grants {
+		grants[i].Attempt = boundedInt(d)
+	}
 }
 
 func decodeGrant(d *shard.Decoder) Grant {

@@ -26,7 +26,7 @@ func wireSamples() []Message {
 		{Type: MsgAck, From: "d", Acks: []AckMsg{{Task: "g.1", Round: 2}}},
 		{Type: MsgStealReq, From: "e", Want: 4, Load: Load{Slots: 2}},
 		{Type: MsgGrant, From: "f", Load: Load{Ready: 10}, Grants: []Grant{{Task: "g.3", Round: 1,
-			Expiry: time.Unix(1_700_000_000, 5).UTC(), Handler: "echo", Payload: []byte("1"), Timeout: time.Second},
+			Expiry: time.Unix(1_700_000_000, 5).UTC(), Handler: "echo", Payload: []byte("1"), Timeout: time.Second, Attempt: 2},
 			{Task: "g.4", Round: 1, Handler: "sum", Timeout: time.Second,
 				Inputs: map[string]json.RawMessage{"b": json.RawMessage(`[1,2]`), "a": json.RawMessage(`"x"`)}}}, Holder: "t#7"},
 		{Type: MsgGrant, From: "f", Load: Load{Ready: 1}, Grants: []Grant{{Task: "g.5", Round: 2, Handler: "echo"}}}, // from an older peer: no holder
@@ -59,8 +59,13 @@ func TestWireRoundTrip(t *testing.T) {
 			}
 			beforeFor := m.Type == MsgHeartbeat && cut == len(b)-featLen-len(appendStrings(nil, m.Heartbeat.StrandedFor))
 			beforeFeatures := m.Type == MsgHeartbeat && cut == len(b)-featLen
-			oldGrant := m.Type == MsgGrant && cut == len(b)-len(shard.AppendString(nil, m.Holder))
-			if err == nil && !oldHeartbeat && !beforeFor && !beforeFeatures && !oldGrant {
+			attemptsLen := 0
+			if m.Type == MsgGrant {
+				attemptsLen = len(grantAttempts(m.Grants))
+			}
+			oldGrant := m.Type == MsgGrant && cut == len(b)-attemptsLen-len(shard.AppendString(nil, m.Holder))
+			beforeAttempts := m.Type == MsgGrant && cut == len(b)-attemptsLen
+			if err == nil && !oldHeartbeat && !beforeFor && !beforeFeatures && !oldGrant && !beforeAttempts {
 				t.Fatalf("%v truncated to %d/%d bytes decoded", m.Type, cut, len(b))
 			}
 			if err == nil && oldHeartbeat && (got.Heartbeat.Labels != nil || got.Heartbeat.Stranded != 0) {
@@ -75,6 +80,9 @@ func TestWireRoundTrip(t *testing.T) {
 			if err == nil && oldGrant && got.Holder != "" {
 				t.Fatalf("a grant without its holder decoded holder %q", got.Holder)
 			}
+			if err == nil && (oldGrant || beforeAttempts) && slices.ContainsFunc(got.Grants, func(g Grant) bool { return g.Attempt != 0 }) {
+				t.Fatalf("a grant without its attempts decoded %+v", got.Grants)
+			}
 		}
 	}
 	if _, err := DecodeMessage([]byte{9, 1}); err == nil {
@@ -83,6 +91,15 @@ func TestWireRoundTrip(t *testing.T) {
 	if _, err := DecodeMessage([]byte{WireVersion, 99}); err == nil {
 		t.Error("an unknown type decoded")
 	}
+}
+
+// grantAttempts is the grant message's tail appended after the holder.
+func grantAttempts(gs []Grant) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(gs)))
+	for _, g := range gs {
+		b = binary.AppendUvarint(b, uint64(g.Attempt))
+	}
+	return b
 }
 
 // heartbeatTail is the part of a heartbeat's encoding appended with

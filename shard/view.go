@@ -157,6 +157,18 @@ func (s *Shard) Inputs(id TaskID) map[string][]byte {
 	return out
 }
 
+// Attempts returns how many handler attempts of task id finished
+// (succeeded or failed); 0 for an unknown task. A lease lost before its
+// handler reported does not count: its task runs again with the same
+// attempt number in a later round.
+func (s *Shard) Attempts(id TaskID) int {
+	t, err := s.lookup(id)
+	if err != nil {
+		return 0
+	}
+	return t.attempt
+}
+
 // Payload returns what task id's handler receives as its payload: its own,
 // or, for a later stage of a streaming pipeline, the result of the item's
 // previous stage (the output of stage s is the input of stage s+1). The
