@@ -3,6 +3,7 @@ package peer
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/shard"
@@ -157,6 +158,19 @@ func (n *Node) HandlerStats() StatsResult {
 		if p := n.parts[i]; p != nil && n.leaseHeld(p) {
 			out.Parts = append(out.Parts, i)
 			p.shard.AddHandlerStats(out.Handlers)
+		}
+	}
+	return out
+}
+
+// OldestReady returns, per handler, when the longest-waiting queued READY
+// task of the partitions this node serves became READY (handlers with none
+// are absent).
+func (n *Node) OldestReady() map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, i := range n.held {
+		if p := n.parts[i]; p != nil && n.leaseHeld(p) {
+			p.shard.AddOldestReady(out)
 		}
 	}
 	return out

@@ -142,6 +142,7 @@ func (m *metrics) observe(n *Node) {
 		}
 	}
 	m.last = cur
+	m.user.readyAges(n.OldestReady(), n.Now())
 }
 
 func (m *metrics) ready(rd *Ready) {

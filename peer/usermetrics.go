@@ -22,7 +22,17 @@ type userMetrics struct {
 	submitted       prometheus.Counter
 	httpRequests    *prometheus.CounterVec
 	httpSeconds     *prometheus.HistogramVec
+	oldestReady     *prometheus.GaugeVec
+	// readySeen are the handler label values of oldestReady: the
+	// registered handlers, then those of READY tasks seen (at most
+	// maxReadySeries; the rest are "other"). A handler's series stays, at
+	// 0, once its queue is empty.
+	readySeen map[string]bool
 }
+
+// maxReadySeries bounds needle_ready_oldest_seconds's handler series: the
+// handler of a task is whatever its submitter wrote.
+const maxReadySeries = 256
 
 func newUserMetrics(reg *prometheus.Registry, handlers []string) *userMetrics {
 	u := &userMetrics{
@@ -36,14 +46,38 @@ func newUserMetrics(reg *prometheus.Registry, handlers []string) *userMetrics {
 		httpSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "needle_http_request_seconds",
 			Help: "HTTP API request duration by route (long polls included).", Buckets: prometheus.ExponentialBuckets(0.0005, 4, 12)},
 			[]string{"route"}),
+		oldestReady: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "needle_ready_oldest_seconds",
+			Help: "Age of the oldest READY task per handler (since it became READY), in the partitions this peer owns; 0 when none waits. The mesh's is the max over its peers."},
+			[]string{"handler"}),
+		readySeen: map[string]bool{},
 	}
-	reg.MustRegister(u.handlerOutcomes, u.submitted, u.httpRequests, u.httpSeconds)
+	reg.MustRegister(u.handlerOutcomes, u.submitted, u.httpRequests, u.httpSeconds, u.oldestReady)
 	for _, h := range handlers {
 		for _, r := range handlerResults {
 			u.handlerOutcomes.WithLabelValues(h, r)
 		}
+		u.readySeen[h] = true
+		u.oldestReady.WithLabelValues(h)
 	}
 	return u
+}
+
+// readyAges sets needle_ready_oldest_seconds at now from the times each
+// handler's oldest READY task became READY (Node.OldestReady).
+func (u *userMetrics) readyAges(oldest map[string]time.Time, now time.Time) {
+	ages := make(map[string]float64, len(oldest))
+	for h, since := range oldest {
+		if !u.readySeen[h] {
+			if len(u.readySeen) >= maxReadySeries {
+				h = "other"
+			}
+			u.readySeen[h] = true
+		}
+		ages[h] = max(ages[h], now.Sub(since).Seconds())
+	}
+	for h := range u.readySeen {
+		u.oldestReady.WithLabelValues(h).Set(ages[h])
+	}
 }
 
 // outcome counts one attempt of handler.

@@ -1,10 +1,14 @@
 package peer
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/needle-mesh/needle/shard"
 )
 
 // scrape returns the peer's /metrics text.
@@ -53,5 +57,53 @@ func TestUserMetrics(t *testing.T) {
 		if !strings.Contains(after, want) {
 			t.Errorf("after one group, /metrics lacks %s", want)
 		}
+	}
+}
+
+// TestReadyOldestMetric: needle_ready_oldest_seconds is the age of each
+// handler's longest-waiting READY task, constrained tasks included; every
+// registered handler has its series (0) before any task, and a handler's
+// series stays, at 0, once nothing of it waits.
+func TestReadyOldestMetric(t *testing.T) {
+	h := newHarness(t, 4)
+	reg := NewRegistry()
+	if err := reg.Register("echo", func(_ context.Context, c Call) ([]byte, error) { return c.Payload, nil }); err != nil {
+		t.Fatal(err)
+	}
+	m := newMetrics(&Peer{cfg: Config{Slots: 2}, handlers: reg})
+	ages := func() map[string]float64 {
+		out := map[string]float64{}
+		for _, s := range gather(t, m, "needle_ready_oldest_seconds").GetMetric() {
+			out[labelsOf(s)["handler"]] = s.GetGauge().GetValue()
+		}
+		return out
+	}
+	if got := ages(); len(got) == 0 || got["echo"] != 0 {
+		t.Fatalf("before any task: %v; want every registered handler at 0", got)
+	}
+	// Tasks no peer may run (a label nobody has) stay READY.
+	gpu := func(id shard.GroupID, handler string) shard.GroupSpec {
+		return shard.GroupSpec{ID: id, Mode: shard.ModeParallel,
+			Tasks: []shard.TaskSpec{{Name: "a", Handler: handler, Require: []string{"gpu=true"}}}}
+	}
+	h.submit(gpu("g1", "train"))
+	h.tick(30 * time.Second)
+	h.submit(gpu("g2", "train"))
+	h.submit(gpu("g3", "render"))
+	h.tick(10 * time.Second)
+	m.observe(h.n)
+	got := ages()
+	if got["train"] != 40 || got["render"] != 10 || got["echo"] != 0 {
+		t.Fatalf("ages = %v; want train 40 (the older of two), render 10, echo 0", got)
+	}
+	req := h.n.NextRequest()
+	h.n.Cancel(req, "g3", "", "test")
+	h.stabilize()
+	if r := h.replies[req]; r.Err != nil {
+		t.Fatalf("cancel g3: %v", r.Err)
+	}
+	m.observe(h.n)
+	if got := ages(); got["render"] != 0 || got["train"] != 40 {
+		t.Fatalf("after canceling render's task: %v; want render 0, train 40", got)
 	}
 }

@@ -295,3 +295,25 @@ func (s *Shard) AddHandlerStats(into map[string]*HandlerStats) {
 		}
 	}
 }
+
+// AddOldestReady lowers into[h] to the time the longest-waiting queued
+// READY task of handler h became READY (its creation, when restored from a
+// snapshot, as in AddHandlerStats). It walks the queued READY tasks only,
+// not the partition: cheap enough for a gauge refreshed every second.
+func (s *Shard) AddOldestReady(into map[string]time.Time) {
+	add := func(q *readyQueue) {
+		for _, t := range q.items {
+			since := t.readyAt
+			if since.IsZero() {
+				since = t.created
+			}
+			if cur, ok := into[t.spec.Handler]; !ok || since.Before(cur) {
+				into[t.spec.Handler] = since
+			}
+		}
+	}
+	add(&s.ready.plain)
+	for _, c := range s.ready.classes { // a minimum: the map order does not matter
+		add(&c.q)
+	}
+}
