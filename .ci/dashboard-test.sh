@@ -4,6 +4,15 @@
 # Chromium, checks the rendered DOM shows the group and its task states, and
 # saves a screenshot to ${SCREENSHOT_DIR:-/tmp}/needle-dashboard.png.
 #
+# Then it starts a second needled that needs an API token and runs the Go
+# browser test of every view (peer/dash/browser_test.go, build tag browser),
+# which drives Chromium over the DevTools protocol: #groups (filters, cancel),
+# #failed (the error of a failed task, a retry click checked through the API),
+# #task=ID (logs followed live), #schedules (trigger, pause), #audit,
+# #workers (hidden while the peer serves no GET /v1/workers), the overview's
+# throughput chart, and the token dialog. One screenshot per view is saved as
+# ${SCREENSHOT_DIR}/needle-dashboard-<view>.png.
+#
 # Needs Go, curl and Chromium (Debian's chromium package; installed with
 # apt-get when missing).
 set -euo pipefail
@@ -35,17 +44,25 @@ SHOT_DIR=${SCREENSHOT_DIR:-/tmp}
 SHOT="$SHOT_DIR/needle-dashboard.png"
 mkdir -p "$SHOT_DIR"
 PID=""
+PID2=""
+stop() {
+	local pid=$1
+	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+		kill "$pid" 2>/dev/null || true
+		for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	fi
+}
 cleanup() {
 	rc=$?
-	if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
-		kill "$PID" 2>/dev/null || true
-		for _ in $(seq 50); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
-		kill -9 "$PID" 2>/dev/null || true
-		wait "$PID" 2>/dev/null || true
-	fi
+	stop "$PID"
+	stop "$PID2"
 	if [ "$rc" -ne 0 ]; then
 		echo "--- needled log (tail) ---" >&2
 		tail -n 40 "$TMP/needled.log" >&2 2>/dev/null || true
+		echo "--- token needled log (tail) ---" >&2
+		tail -n 20 "$TMP/needled2.log" >&2 2>/dev/null || true
 		if [ -f "$TMP/dom.html" ]; then
 			echo "--- dumped DOM (head) ---" >&2
 			head -c 4000 "$TMP/dom.html" >&2 || true
@@ -58,25 +75,30 @@ cleanup() {
 trap cleanup EXIT
 
 # A free port: random in 20000-39999, skipping ones that answer.
-PORT=${PORT:-}
-if [ -z "$PORT" ]; then
+free_port() {
+	local p
 	for _ in $(seq 50); do
-		PORT=$((20000 + RANDOM % 20000))
-		(exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null || break
+		p=$((20000 + RANDOM % 20000))
+		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || break
 	done
-fi
+	echo "$p"
+}
+healthy() { # url pid
+	for i in $(seq 150); do
+		curl -sf "$1/healthz" >/dev/null 2>&1 && return 0
+		kill -0 "$2" 2>/dev/null || die "needled at $1 exited"
+		[ "$i" -lt 150 ] || die "needled at $1 not healthy after 30s"
+		sleep 0.2
+	done
+}
+PORT=${PORT:-$(free_port)}
 BASE="http://127.0.0.1:$PORT"
 
 log "starting needled on $BASE"
 env -u NEEDLE_API_TOKEN ./bin/needled --data "$TMP/data" --http "127.0.0.1:$PORT" \
-	--listen /ip4/127.0.0.1/tcp/0 >"$TMP/needled.log" 2>&1 &
+	--listen /ip4/127.0.0.1/tcp/0 --exec-allow sh=/bin/sh >"$TMP/needled.log" 2>&1 &
 PID=$!
-for i in $(seq 150); do
-	curl -sf "$BASE/healthz" >/dev/null 2>&1 && break
-	kill -0 "$PID" 2>/dev/null || die "needled exited"
-	[ "$i" -lt 150 ] || die "needled not healthy after 30s"
-	sleep 0.2
-done
+healthy "$BASE" "$PID"
 
 log "checking the page is served"
 curl -sf -D "$TMP/headers" -o "$TMP/index.html" "$BASE/" || die "GET / failed (is the dashboard mounted?)"
@@ -130,4 +152,25 @@ chrome --hide-scrollbars --window-size=1280,900 --screenshot="$SHOT" "$URL${SUM:
 [ -s "$SHOT" ] || die "no screenshot written to $SHOT"
 [ "$(head -c 8 "$SHOT" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || die "$SHOT is not a PNG"
 log "screenshot: $SHOT ($(wc -c <"$SHOT") bytes)"
+
+PORT2=$(free_port)
+while [ "$PORT2" = "$PORT" ]; do PORT2=$(free_port); done
+TOKEN_URL="http://127.0.0.1:$PORT2"
+TOKEN="dash-test-$RANDOM$RANDOM"
+log "starting a needled that needs an API token on $TOKEN_URL"
+NEEDLE_API_TOKEN="$TOKEN" ./bin/needled --data "$TMP/data2" --http "127.0.0.1:$PORT2" \
+	--listen /ip4/127.0.0.1/tcp/0 >"$TMP/needled2.log" 2>&1 &
+PID2=$!
+healthy "$TOKEN_URL" "$PID2"
+
+log "browser test of every view (go test -tags browser ./peer/dash/)"
+NEEDLE_URL="$BASE" NEEDLE_TOKEN_URL="$TOKEN_URL" NEEDLE_TOKEN="$TOKEN" SCREENSHOT_DIR="$SHOT_DIR" \
+	CHROMIUM="$(command -v chromium)" \
+	go test -tags browser -count=1 -run '^TestDashboardViews$' -v ./peer/dash/ >&2 ||
+	die "the browser test of the views failed"
+for v in groups failed task schedules audit workers overview token; do
+	f="$SHOT_DIR/needle-dashboard-$v.png"
+	[ -s "$f" ] || die "no screenshot of the $v view ($f)"
+done
+log "screenshots: $(ls "$SHOT_DIR"/needle-dashboard*.png | tr '\n' ' ')"
 echo "dashboard-test: OK"

@@ -1,8 +1,18 @@
 // Package dash is needle's web dashboard: a small page, served by every peer
-// at "/", that shows the mesh (peers, their load, the partitions this peer
-// leads), the groups the user tracks with their progress, a DAG view of one
-// group and the event history of one task. It refreshes live by polling the
-// peer's own HTTP API (docs/api.md) from the browser.
+// at "/", to watch and operate the mesh from. The overview shows the peers,
+// their load, the partitions this peer leads, a throughput chart, tasks per
+// handler, the groups the user tracks with their progress and a DAG view of
+// one group. Hash routes open the other views: #groups and #failed (the
+// mesh-wide lists with filters, cursor paging, cancel and retry),
+// #task=ID (history, actions, logs followed live), #schedules (pause,
+// resume, trigger), #audit and #workers. It refreshes live by polling the
+// peer's own HTTP API (docs/api.md) from the browser and asks for the API
+// token when the peer answers 401.
+//
+// static/app.js holds the core (polling, the overview, a task and its
+// logs) and exports its helpers to static/views.js, which holds the other
+// views. The browser test of every view is browser_test.go (build tag
+// browser, run by .ci/dashboard-test.sh).
 //
 // The assets are embedded; nothing is loaded from outside the peer, and the
 // Content-Security-Policy forbids it.

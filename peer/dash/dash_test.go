@@ -4,7 +4,10 @@ import (
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -38,7 +41,10 @@ func TestIndex(t *testing.T) {
 			t.Errorf("GET %s: no nosniff", p)
 		}
 		body := rec.Body.String()
-		for _, want := range []string{`<script src="/dash/app.js"`, `href="/dash/style.css"`, `id="peers"`, `id="groups"`, `id="dag"`, `id="events"`} {
+		for _, want := range []string{`<script src="/dash/app.js"`, `<script src="/dash/views.js"`, `href="/dash/style.css"`,
+			`id="peers"`, `id="groups"`, `id="dag"`, `id="events"`, `id="logs"`, `id="list"`, `id="schedules"`,
+			`id="audit"`, `id="workers"`, `id="chart"`, `id="token-dialog"`,
+			`href="#groups"`, `href="#failed"`, `href="#schedules"`, `href="#audit"`, `href="#workers"`} {
 			if !strings.Contains(body, want) {
 				t.Errorf("index lacks %s", want)
 			}
@@ -50,6 +56,7 @@ func TestAssets(t *testing.T) {
 	h := Handler()
 	for path, ctype := range map[string]string{
 		"/dash/app.js":     "text/javascript",
+		"/dash/views.js":   "text/javascript",
 		"/dash/style.css":  "text/css",
 		"/dash/index.html": "text/html",
 	} {
@@ -91,15 +98,15 @@ func TestNotFound(t *testing.T) {
 
 // TestSameOrigin: the page loads nothing from outside the peer. No asset
 // names a scheme-qualified or protocol-relative URL, and the HTML references
-// only /dash/ assets; there is no inline script or style (the CSP forbids
-// them).
+// only /dash/ assets and the page's own views (#groups); there is no inline
+// script or style (the CSP forbids them).
 func TestSameOrigin(t *testing.T) {
 	entries, err := fs.ReadDir(static, "static")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(entries) != 3 {
-		t.Errorf("want index.html, app.js and style.css; have %d files", len(entries))
+	if len(entries) != 4 {
+		t.Errorf("want index.html, app.js, views.js and style.css; have %d files", len(entries))
 	}
 	external := regexp.MustCompile(`(?i)(https?:|wss?:|ftp:)//|["'(=]\s*//[a-z0-9]|@import`)
 	for _, e := range entries {
@@ -118,7 +125,7 @@ func TestSameOrigin(t *testing.T) {
 	}
 	for _, m := range refs {
 		ref := string(m[1])
-		if !strings.HasPrefix(ref, "/dash/") && ref != "data:," {
+		if !strings.HasPrefix(ref, "/dash/") && !strings.HasPrefix(ref, "#") && ref != "data:," {
 			t.Errorf("index.html references %q", ref)
 		}
 	}
@@ -127,5 +134,85 @@ func TestSameOrigin(t *testing.T) {
 	}
 	if regexp.MustCompile(`(?i)<style|\sstyle\s*=|\son[a-z]+\s*=`).Match(html) {
 		t.Error("inline style or event handler attribute in index.html")
+	}
+}
+
+// TestEveryAssetServed: every embedded file is served under /dash/ with the
+// content type of its extension, and every file index.html names is there.
+func TestEveryAssetServed(t *testing.T) {
+	h := Handler()
+	entries, err := fs.ReadDir(static, "static")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		want, ok := types[path.Ext(e.Name())]
+		if !ok {
+			t.Errorf("%s: no content type for its extension", e.Name())
+			continue
+		}
+		rec := get(t, h, "GET", "/dash/"+e.Name())
+		if rec.Code != 200 || rec.Header().Get("Content-Type") != want {
+			t.Errorf("GET /dash/%s: %d %q; want 200 %q", e.Name(), rec.Code, rec.Header().Get("Content-Type"), want)
+		}
+	}
+	html, _ := fs.ReadFile(static, "static/index.html")
+	for _, m := range regexp.MustCompile(`(?:src|href)="(/dash/[^"]+)"`).FindAllSubmatch(html, -1) {
+		if rec := get(t, h, "GET", string(m[1])); rec.Code != 200 {
+			t.Errorf("index.html names %s: GET answers %d", m[1], rec.Code)
+		}
+	}
+}
+
+// TestNoOtherHosts: no static file names a URL on another host (http,
+// https, ws, wss, or protocol-relative), whatever the context: the page
+// must work with no network but the peer's.
+func TestNoOtherHosts(t *testing.T) {
+	url := regexp.MustCompile(`(?i)\b(?:https?|wss?):\/\/[^\s"'<>)]*`)
+	entries, _ := fs.ReadDir(static, "static")
+	for _, e := range entries {
+		b, _ := fs.ReadFile(static, "static/"+e.Name())
+		for _, m := range url.FindAll(b, -1) {
+			t.Errorf("%s names %q", e.Name(), m)
+		}
+	}
+}
+
+// TestRoutesUsed: every API path the scripts call is a route of
+// docs/openapi.yaml, so the dashboard cannot drift from the API. GET
+// /v1/workers is the one optional route: the page hides its view when the
+// peer answers 404.
+func TestRoutesUsed(t *testing.T) {
+	spec, err := os.ReadFile("../../docs/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var routes []string
+	for _, m := range regexp.MustCompile(`(?m)^  (/v1/\S*):$`).FindAllSubmatch(spec, -1) {
+		routes = append(routes, string(m[1]))
+	}
+	if len(routes) < 10 {
+		t.Fatalf("found %d routes in openapi.yaml", len(routes))
+	}
+	lit := regexp.MustCompile(`'(/v1/[^'?]*)`)
+	used := 0
+	for _, name := range []string{"app.js", "views.js"} {
+		b, err := fs.ReadFile(static, "static/"+name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range lit.FindAllSubmatch(b, -1) {
+			p := string(m[1])
+			used++
+			if p == "/v1/workers" {
+				continue
+			}
+			if !slices.ContainsFunc(routes, func(r string) bool { return strings.HasPrefix(r, p) }) {
+				t.Errorf("%s calls %s, which no route of docs/openapi.yaml starts with", name, p)
+			}
+		}
+	}
+	if used < 10 {
+		t.Errorf("found %d API paths in the scripts", used)
 	}
 }

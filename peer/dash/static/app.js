@@ -1,6 +1,9 @@
 // needle dashboard: polls this peer's HTTP API (same origin) and renders the
-// mesh, the tracked groups, one group's DAG and one task's history.
-// Vanilla JS, no dependencies; the page's CSP allows nothing but 'self'.
+// mesh, the tracked groups, one group's DAG and one task's history, logs and
+// actions. The other views (lists, failed work, schedules, audit, workers,
+// the throughput chart) live in views.js and register themselves through
+// window.NeedleDash. Vanilla JS, no dependencies; the page's CSP allows
+// nothing but 'self'.
 (() => {
   'use strict';
 
@@ -13,6 +16,8 @@
   const STATES = ['PENDING', 'READY', 'RUNNING', 'WAITING', 'SUCCEEDED', 'FAILED', 'CANCELED'];
   const BAR_ORDER = ['SUCCEEDED', 'FAILED', 'CANCELED', 'RUNNING', 'READY', 'WAITING', 'PENDING'];
   const TERMINAL = new Set(['SUCCEEDED', 'FAILED', 'CANCELED']);
+  const VIEWS = new Set(['overview', 'groups', 'failed', 'task', 'schedules', 'audit', 'workers']);
+  const MAX_LOG_LINES = 5000;
   const EXAMPLE = {
     mode: 'dag',
     tasks: [
@@ -41,7 +46,10 @@
     openTask: null, // id
     task: null,
     events: null,
-    errors: { peers: null, groups: null, group: null, task: null },
+    errors: { peers: null, groups: null, group: null, task: null, view: null },
+    view: 'overview', // the hash route: overview, groups, failed, task, schedules, audit, workers
+    logs: null, // {task, attempt, runs, lines, done, terminal, dropped, err, ctl, following}
+    follow: true, // the "follow live" checkbox
     paused: false,
     tick: 0,
     updated: null,
@@ -122,6 +130,68 @@
     return data;
   }
 
+  // ---- token --------------------------------------------------------------
+  // A peer run with NEEDLE_API_TOKEN answers 401 without it: the dashboard
+  // asks for the token in a dialog (once per failure, not on every poll) and
+  // keeps it in this browser's localStorage.
+
+  let asking = null; // the pending dialog's promise
+  let askedFor = null; // the token value the last dialog was shown for
+
+  function askToken(why) {
+    if (asking) return asking;
+    const d = $('#token-dialog');
+    $('#token-dialog-why').textContent = why;
+    $('#token-dialog-input').value = '';
+    askedFor = token();
+    asking = new Promise((resolve) => {
+      const done = (ok) => {
+        d.removeEventListener('close', onClose);
+        asking = null;
+        resolve(ok);
+      };
+      const onClose = () => {
+        const v = $('#token-dialog-input').value.trim();
+        if (d.returnValue === 'ok' && v) {
+          setToken(v);
+          $('#token').value = v;
+          st.note = 'token set';
+          done(true);
+          kick();
+        } else {
+          done(false);
+        }
+      };
+      d.addEventListener('close', onClose);
+      d.returnValue = '';
+      if (typeof d.showModal === 'function') d.showModal(); else d.setAttribute('open', '');
+    });
+    return asking;
+  }
+
+  // noteAuth opens the token dialog when a poll was refused for want of the
+  // right token, unless it was already shown for the token in use.
+  function noteAuth(err) {
+    if (err && err.status === 401 && askedFor !== token() && !asking) {
+      askToken(token() ? 'The API token in use was refused. Enter the right one.'
+        : 'This peer runs with an API token. Enter it to go on; it is kept in this browser only.');
+    }
+  }
+
+  // act sends a write (cancel, retry, pause, ...). A 401 asks for the token
+  // and, once given, sends the request again.
+  async function act(method, path, body) {
+    try {
+      return await api(method, path, body);
+    } catch (e) {
+      if (e.status !== 401) throw e;
+      const ok = await askToken((token() ? 'The API token was refused. ' : 'This action needs the API token. ') +
+        method + ' ' + path);
+      if (!ok) throw e;
+      return api(method, path, body);
+    }
+  }
+
   function describe(err) {
     if (!(err instanceof ApiError)) return String(err && err.message || err);
     switch (err.status) {
@@ -140,6 +210,7 @@
       st.errors.peers = null;
     } catch (e) {
       st.errors.peers = e;
+      noteAuth(e);
     }
     renderPeers();
   }
@@ -209,6 +280,7 @@
           st.errors.task = e;
         }
         renderTask();
+        await refreshLogs(tid);
       })());
     }
     await Promise.all(jobs);
@@ -232,7 +304,8 @@
     if (document.hidden || st.paused) { renderStatus(); return; } // visibilitychange / unpause kick
     inFlight = true;
     try {
-      await Promise.all([refreshPeers(), refreshGroups(), refreshOpen()]);
+      await Promise.all([refreshPeers(), st.view === 'overview' ? refreshGroups() : null,
+        refreshOpen(), refreshView(), ...hooks.map((h) => h())]);
       st.updated = new Date();
       st.tick++;
     } finally {
@@ -342,7 +415,8 @@
     const s = $('#status');
     // A group or task that does not exist is shown where it is opened, not here.
     const local = (e) => (e && e.status !== 404 && e.status !== 400 ? e : null);
-    const err = st.errors.peers || st.errors.groups || local(st.errors.group) || local(st.errors.task);
+    const err = st.errors.peers || st.errors.groups || local(st.errors.group) || local(st.errors.task) ||
+      st.errors.view;
     let cls = 'ok';
     let msg;
     if (st.paused) {
@@ -357,6 +431,7 @@
       cls = ''; msg = 'connecting…';
     }
     if (st.note && !err) msg += ' · ' + st.note;
+    if (st.flash) { cls = 'err'; msg = st.flash; }
     s.className = 'status ' + cls;
     s.textContent = msg;
   }
@@ -508,6 +583,7 @@
 
   function openGroup(id) {
     if (id) track(id);
+    if (id && st.view !== 'overview') setView('overview');
     if (st.openGroup !== id) {
       st.openGroup = id;
       st.group = null;
@@ -691,6 +767,7 @@
 
   function openTask(id) {
     if (st.openTask !== id) {
+      closeLogs();
       st.openTask = id;
       st.task = null;
       st.events = null;
@@ -716,16 +793,20 @@
     sec.hidden = !id;
     if (!id) return;
     $('#task-title').textContent = id;
+    renderLogs();
     const t = st.task;
     const tbody = $('#events tbody');
     if (!t) {
       const e = st.errors.task;
       $('#task-meta').textContent = !e ? 'loading…' : e.status === 404 ? 'no such task' : describe(e);
       $('#task-fields').replaceChildren();
+      $('#task-actions').replaceChildren();
       replaceRows(tbody, []);
+      renderLogs();
       return;
     }
     $('#task-meta').replaceChildren(t.name ? t.name + ' · ' : '', t.handler + ' · ', pill(t.state));
+    renderTaskActions(t);
     const created = parseTime(t.created_at);
     const started = parseTime(t.started_at);
     const finished = parseTime(t.finished_at);
@@ -760,12 +841,253 @@
     }) : [el('tr', null, el('td', { colspan: 6, class: 'muted', text: 'no events' }))]);
   }
 
+  // ---- task actions --------------------------------------------------------
+
+  // button makes an action button. A destructive one (confirm) asks for a
+  // second click within 4 s instead of a modal prompt.
+  function actionButton(label, opts, run) {
+    const b = el('button', { type: 'button', class: 'act' + (opts.cls ? ' ' + opts.cls : ''),
+      'data-focus-key': opts.key, title: opts.title || null, text: label });
+    let armed = 0;
+    b.addEventListener('click', async (e) => {
+      e.stopPropagation();
+      if (opts.confirm && !armed) {
+        b.textContent = opts.confirm;
+        b.classList.add('armed');
+        armed = setTimeout(() => { armed = 0; b.textContent = label; b.classList.remove('armed'); }, 4000);
+        return;
+      }
+      clearTimeout(armed);
+      armed = 0;
+      b.disabled = true;
+      b.textContent = opts.busy || label + '…';
+      try {
+        const msg = await run();
+        st.note = msg || null;
+        b.textContent = opts.done || label;
+        b.classList.remove('armed');
+        b.classList.add('done');
+      } catch (err) {
+        st.note = null;
+        b.textContent = label;
+        b.disabled = false;
+        b.classList.remove('armed');
+        b.title = describe(err);
+        flash(label.toLowerCase() + ' failed: ' + describe(err));
+        return;
+      }
+      kick();
+    });
+    return b;
+  }
+
+  // flash shows an action's outcome in the status line until the next one.
+  function flash(msg) {
+    st.flash = msg;
+    renderStatus();
+  }
+
+  function renderTaskActions(t) {
+    const sig = t.id + ':' + t.state + ':' + t.attempt;
+    if (!changed('task-actions', sig)) return;
+    const enc2 = encodeURIComponent(t.id);
+    const kids = [];
+    if (!TERMINAL.has(t.state)) {
+      kids.push(actionButton('Cancel', { key: 'cancel:' + t.id, cls: 'danger', confirm: 'Confirm cancel',
+        title: 'cancel this task and the tasks that depend on it' }, async () => {
+        const r = await act('POST', '/v1/tasks/' + enc2 + '/cancel');
+        return 'canceled ' + t.id + ' (' + (r && r.state) + ')';
+      }));
+    }
+    if (t.state === 'FAILED' || t.state === 'CANCELED') {
+      kids.push(actionButton('Retry', { key: 'retry:' + t.id, cls: 'primary',
+        title: 'run this task again (and its dependents canceled by its failure)' }, async () => {
+        const r = await act('POST', '/v1/tasks/' + enc2 + '/retry');
+        return 'retried ' + t.id + ' (' + (r && r.state) + ')';
+      }));
+    }
+    $('#task-actions').replaceChildren(...kids);
+  }
+
+  // ---- task logs -----------------------------------------------------------
+  // With "follow live" on, the log is read as Server-Sent Events from
+  // GET /v1/tasks/{id}/logs?follow=true through fetch (an EventSource cannot
+  // send the Authorization header); off, it is polled while the task runs.
+
+  function closeLogs() {
+    if (st.logs && st.logs.ctl) st.logs.ctl.abort();
+    st.logs = null;
+    sigs.delete('logs');
+  }
+
+  function logsURL(l, follow) {
+    const q = new URLSearchParams();
+    if (l.attempt) q.set('attempt', String(l.attempt));
+    if (follow) q.set('follow', 'true');
+    const s = q.toString();
+    return '/v1/tasks/' + encodeURIComponent(l.task) + '/logs' + (s ? '?' + s : '');
+  }
+
+  async function refreshLogs(tid) {
+    const rerun = st.logs && st.logs.terminal && st.task && st.task.id === tid && !TERMINAL.has(st.task.state);
+    if (!st.logs || st.logs.task !== tid || rerun) {
+      closeLogs();
+      st.logs = { task: tid, attempt: 0, runs: [], lines: [], done: false, terminal: false, dropped: 0 };
+    }
+    const l = st.logs;
+    if (st.follow) {
+      if (!l.ctl && !(l.done && l.terminal)) follow(l);
+      renderLogs();
+      return;
+    }
+    if (l.fetched && l.done && l.terminal) return;
+    try {
+      const page = await api('GET', logsURL(l, false));
+      if (st.logs !== l) return;
+      Object.assign(l, { runs: page.runs || [], lines: page.lines || [], done: page.done, terminal: page.terminal,
+        dropped: page.dropped_bytes || 0, unavailable: page.unavailable || '', shown: page.attempt, err: null, fetched: true });
+    } catch (e) {
+      if (st.logs !== l) return;
+      l.err = e;
+    }
+    renderLogs();
+  }
+
+  async function follow(l) {
+    const ctl = new AbortController();
+    l.ctl = ctl;
+    l.lines = [];
+    l.err = null;
+    l.following = true;
+    const headers = { Accept: 'text/event-stream' };
+    if (token()) headers.Authorization = 'Bearer ' + token();
+    try {
+      const res = await fetch(logsURL(l, true), { headers, signal: ctl.signal, cache: 'no-store', credentials: 'same-origin' });
+      if (!res.ok) {
+        let e = {};
+        try { e = (await res.json()).error || {}; } catch (_) { /* not JSON */ }
+        throw new ApiError(res.status, e.code || 'http_' + res.status, e.message || 'HTTP ' + res.status);
+      }
+      const reader = res.body.getReader();
+      const dec = new TextDecoder();
+      let buf = '';
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += dec.decode(value, { stream: true });
+        let i;
+        while ((i = buf.indexOf('\n\n')) >= 0) {
+          sseEvent(l, buf.slice(0, i));
+          buf = buf.slice(i + 2);
+        }
+        if (st.logs === l) renderLogs();
+      }
+    } catch (e) {
+      if (e.name === 'AbortError' || st.logs !== l) return;
+      l.err = e instanceof ApiError ? e : new ApiError(0, 'network', 'log stream broke: ' + e.message);
+      noteAuth(l.err);
+    } finally {
+      l.following = false;
+      if (st.logs === l) {
+        if (!(l.done && l.terminal)) l.ctl = null; // a broken stream is opened again on the next poll
+        renderLogs();
+      }
+    }
+  }
+
+  function sseEvent(l, block) {
+    let type = 'message';
+    let data = '';
+    for (const line of block.split('\n')) {
+      if (line.startsWith('event:')) type = line.slice(6).trim();
+      else if (line.startsWith('data:')) data += line.slice(5).trim();
+    }
+    let v;
+    try { v = JSON.parse(data); } catch (_) { return; }
+    if (type === 'attempt') {
+      Object.assign(l, { runs: v.runs || [], shown: v.attempt, lines: [], done: v.done, terminal: v.terminal,
+        dropped: v.dropped_bytes || 0, unavailable: v.unavailable || '' });
+      sigs.delete('logs');
+    } else if (type === 'line') {
+      l.lines.push(v);
+      if (l.lines.length > MAX_LOG_LINES) l.lines.splice(0, l.lines.length - MAX_LOG_LINES);
+    } else if (type === 'end') {
+      l.done = true;
+      l.terminal = true;
+    }
+  }
+
+  function renderLogs() {
+    const l = st.logs;
+    const pre = $('#logs');
+    const sel = $('#logs-attempt');
+    if (!l) {
+      pre.replaceChildren();
+      sel.replaceChildren();
+      $('#logs-meta').textContent = '';
+      return;
+    }
+    const runs = l.runs || [];
+    const runSig = JSON.stringify([l.attempt, runs.map((r) => r.attempt)]);
+    if (changed('logs-runs', runSig)) {
+      sel.replaceChildren(el('option', { value: '0', text: 'latest' }),
+        ...runs.map((r) => el('option', { value: String(r.attempt), text: '#' + r.attempt + ' on ' + shortPeer(r.peer) })));
+      sel.value = String(l.attempt || 0);
+    }
+    const state = l.err ? describe(l.err)
+      : l.following ? (l.done && l.terminal ? 'complete' : 'following live…')
+        : l.done && l.terminal ? 'complete' : l.shown ? 'attempt ' + l.shown + (l.done ? ' done' : ' running') : 'not run yet';
+    $('#logs-meta').textContent = [l.lines.length + (l.lines.length === 1 ? ' line' : ' lines'), state,
+      l.dropped ? l.dropped + ' bytes cut from the head' : '', l.unavailable || ''].filter(Boolean).join(' · ');
+    const last = l.lines.length ? l.lines[l.lines.length - 1].seq : 0;
+    if (!changed('logs', l.task + ':' + l.shown + ':' + l.lines.length + ':' + last)) return;
+    const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+    if (!l.lines.length) {
+      pre.replaceChildren(el('span', { class: 'muted', text: l.shown ? 'no lines logged' : 'no log yet' }));
+      return;
+    }
+    pre.replaceChildren(...l.lines.map((ln) => el('div', { class: 'log-line', 'data-seq': ln.seq },
+      el('span', { class: 'log-at', text: fmtClock(parseTime(ln.at)) }), ' ', ln.text)));
+    if (atEnd) pre.scrollTop = pre.scrollHeight;
+  }
+
   // ---- URL fragment --------------------------------------------------------
   // #track=<group id>[,<id>...] tracks groups and opens the first;
-  // #group=<id>&task=<id> opens a group and a task (kept up to date).
+  // #group=<id>&task=<id> opens a group and a task (kept up to date);
+  // #task=<id> shows one task with its logs; #groups, #failed, #schedules,
+  // #audit, #workers show those views, with filters after a "?"
+  // (#groups?state=FAILED&handler=resize&since=1h).
+
+  function parseHash() {
+    const h = location.hash.replace(/^#/, '');
+    const m = /^([a-z]+)(?:\?(.*))?$/.exec(h);
+    if (m && VIEWS.has(m[1])) return { view: m[1], params: new URLSearchParams(m[2] || '') };
+    const params = new URLSearchParams(h);
+    if (params.get('task') && !params.get('group') && !params.get('track')) return { view: 'task', params };
+    return { view: 'overview', params };
+  }
 
   function readHash() {
-    const h = new URLSearchParams(location.hash.replace(/^#/, ''));
+    const r = parseHash();
+    setView(r.view);
+    if (r.view !== 'overview') {
+      // Other views show no group; the task view shows one task.
+      const t = r.view === 'task' ? r.params.get('task') : null;
+      if (st.openGroup) { st.openGroup = null; st.group = null; }
+      if (st.openTask !== t) {
+        closeLogs();
+        st.openTask = t;
+        st.task = null;
+        st.events = null;
+        st.errors.task = null;
+      }
+      renderGroup();
+      renderTask();
+      const v = views.get(r.view);
+      if (v && v.enter) v.enter(r.params);
+      return true;
+    }
+    const h = r.params;
     const tr = (h.get('track') || '').split(',').map((s) => s.trim()).filter(Boolean);
     tr.slice().reverse().forEach(track);
     const g = h.get('group') || tr[0] || null;
@@ -777,6 +1099,7 @@
   }
 
   function writeHash() {
+    if (st.view !== 'overview' && st.view !== 'task') return;
     const h = new URLSearchParams();
     if (st.openGroup) h.set('group', st.openGroup);
     if (st.openTask) h.set('task', st.openTask);
@@ -831,16 +1154,73 @@
     $('#task-close').addEventListener('click', () => openTask(null));
     document.addEventListener('visibilitychange', () => { if (!document.hidden) kick(); else renderStatus(); });
     window.addEventListener('hashchange', () => { readHash(); kick(); });
+    $('#token-dialog-cancel').addEventListener('click', () => $('#token-dialog').close(''));
+    $('#logs-follow').checked = st.follow;
+    $('#logs-follow').addEventListener('change', (e) => {
+      st.follow = e.currentTarget.checked;
+      closeLogs();
+      kick();
+    });
+    $('#logs-attempt').addEventListener('change', (e) => {
+      const a = Number(e.currentTarget.value) || 0;
+      const id = st.openTask;
+      closeLogs();
+      st.logs = { task: id, attempt: a, runs: [], lines: [], done: false, terminal: false, dropped: 0 };
+      kick();
+    });
     document.addEventListener('keydown', (e) => {
       if (e.key === 'Escape' && !(e.target instanceof HTMLInputElement)) {
         if (st.openTask) openTask(null); else if (st.openGroup) openGroup(null);
       }
     });
-    setInterval(() => { st.note = null; }, 6000);
+    setInterval(() => { st.note = null; st.flash = null; }, 6000);
     readHash();
     renderGroups();
     kick();
   }
+
+  // ---- views ---------------------------------------------------------------
+  // views.js registers the other views: name -> {enter(params), refresh()}.
+  // hooks run on every poll whatever the view (the throughput sampler).
+
+  const views = new Map();
+  const hooks = [];
+
+  function setView(v) {
+    if (!VIEWS.has(v)) v = 'overview';
+    st.view = v;
+    st.errors.view = null;
+    $('#main').dataset.view = v;
+    for (const sec of document.querySelectorAll('main > section[data-views]')) {
+      sec.classList.toggle('off', !sec.dataset.views.split(' ').includes(v));
+    }
+    for (const a of document.querySelectorAll('#nav a')) {
+      if (a.dataset.view === v || (v === 'task' && a.dataset.view === 'overview')) a.setAttribute('aria-current', 'page');
+      else a.removeAttribute('aria-current');
+    }
+  }
+
+  async function refreshView() {
+    const v = views.get(st.view);
+    if (!v || !v.refresh) return;
+    try {
+      await v.refresh();
+      st.errors.view = null;
+    } catch (e) {
+      st.errors.view = e;
+      noteAuth(e);
+    }
+  }
+
+  window.NeedleDash = {
+    st, api, act, describe, button: actionButton, el, svg, pill, bar, progress, changed, replaceRows, kick, shortPeer,
+    parseTime, fmtClock, fmtDur, fmtAgo, json, STATES, BAR_ORDER, TERMINAL,
+    register(name, v) {
+      views.set(name, v);
+      if (st.view === name && v.enter) { v.enter(parseHash().params); kick(); }
+    },
+    hook(fn) { hooks.push(fn); },
+  };
 
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);
   else init();

@@ -1,0 +1,302 @@
+//go:build browser
+
+package dash
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The browser test of the dashboard's views, run by .ci/dashboard-test.sh
+// against real peers (go test -tags browser ./peer/dash/):
+//
+//	NEEDLE_URL        a needled started with --exec-allow sh=/bin/sh, no token
+//	NEEDLE_TOKEN_URL  a needled started with NEEDLE_API_TOKEN=$NEEDLE_TOKEN (optional)
+//	SCREENSHOT_DIR    where one PNG per view is written
+//	CHROMIUM          the browser binary (default chromium)
+//
+// It submits real work with the API, opens each view in headless Chromium,
+// checks the page shows that work, clicks the view's buttons and checks
+// through the API that they did what they say.
+
+type peerAPI struct {
+	t     testing.TB
+	base  string
+	token string
+}
+
+func (p peerAPI) do(method, path string, body any, out any) int {
+	p.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, p.base+path, rd)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if p.token != "" {
+		req.Header.Set("Authorization", "Bearer "+p.token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		p.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode >= 300 {
+		p.t.Fatalf("%s %s: %d %s", method, path, res.StatusCode, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			p.t.Fatalf("%s %s: %v in %s", method, path, err, b)
+		}
+	}
+	return res.StatusCode
+}
+
+type submitted struct {
+	Group string            `json:"group"`
+	Tasks map[string]string `json:"tasks"`
+}
+
+type taskView struct {
+	ID      string `json:"id"`
+	State   string `json:"state"`
+	Attempt int    `json:"attempt"`
+	Error   string `json:"error"`
+}
+
+// until polls the API (every 50 ms, at most 20 s) until cond holds.
+func until(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not in 20s", what)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a real peer, not synchronising logic
+	}
+}
+
+func TestDashboardViews(t *testing.T) {
+	base := os.Getenv("NEEDLE_URL")
+	if base == "" {
+		t.Skip("NEEDLE_URL is not set (run by .ci/dashboard-test.sh)")
+	}
+	shots := os.Getenv("SCREENSHOT_DIR")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	shot := func(name string) string { return filepath.Join(shots, "needle-dashboard-"+name+".png") }
+	ctx := t.Context()
+	p := peerAPI{t: t, base: base}
+
+	// The work the views must show.
+	const failMsg = "disk full on /var/spool (dashboard test)"
+	var failed, running submitted
+	p.do("POST", "/v1/groups", map[string]any{"mode": "parallel", "tasks": []any{
+		map[string]any{"name": "spool", "handler": "fail", "payload": map[string]any{"message": failMsg, "permanent": true}},
+		map[string]any{"name": "ok", "handler": "echo", "payload": 1},
+	}}, &failed)
+	p.do("POST", "/v1/groups", map[string]any{"mode": "parallel", "tasks": []any{
+		map[string]any{"name": "long", "handler": "sleep", "payload": map[string]any{"ms": 120000}},
+	}}, &running)
+	var sched struct {
+		ID string `json:"id"`
+	}
+	p.do("POST", "/v1/schedules", map[string]any{"name": "nightly-report", "cron": "0 2 * * *",
+		"group": map[string]any{"mode": "parallel", "tasks": []any{map[string]any{"handler": "echo", "payload": 1}}}}, &sched)
+	spool := failed.Tasks["spool"]
+	long := running.Tasks["long"]
+	p.do("GET", "/v1/groups/"+failed.Group+"?wait=20s&tasks=false", nil, nil)
+	until(t, "the sleep task runs", func() bool {
+		var tv taskView
+		p.do("GET", "/v1/tasks/"+long, nil, &tv)
+		return tv.State == "RUNNING"
+	})
+
+	browser := mustBrowser(t)
+
+	t.Run("groups", func(t *testing.T) {
+		b := browser.on(t)
+		b.navigate(base + "/#groups")
+		b.waitJS(ctx, "the failed group's row", `document.querySelector('#list tr[data-id="`+failed.Group+`"] .s-FAILED')`)
+		b.waitJS(ctx, "the running group's row", `document.querySelector('#list tr[data-id="`+running.Group+`"] .s-RUNNING')`)
+		b.screenshot(shot("groups"))
+		// Filters: only FAILED groups.
+		b.navigate(base + "/#groups?state=FAILED")
+		b.waitJS(ctx, "the FAILED filter", `document.querySelector('#list tr[data-id="`+failed.Group+`"]') && !document.querySelector('#list tr[data-id="`+running.Group+`"]')`)
+		// Cancel asks for a second click, then cancels the group.
+		b.navigate(base + "/#groups?state=RUNNING")
+		sel := `#list tr[data-id="` + running.Group + `"] button.danger`
+		b.waitJS(ctx, "the cancel button", `document.querySelector('`+sel+`')`)
+		b.click(sel)
+		b.waitJS(ctx, "the confirm step", `document.querySelector('`+sel+`').textContent.includes('Confirm')`)
+		b.click(sel)
+		until(t, "the group canceled through the button", func() bool {
+			var tv taskView
+			p.do("GET", "/v1/tasks/"+long, nil, &tv)
+			return tv.State == "CANCELED"
+		})
+	})
+
+	t.Run("failed", func(t *testing.T) {
+		b := browser.on(t)
+		b.navigate(base + "/#failed")
+		row := `#list tr[data-id="` + spool + `"]`
+		b.waitJS(ctx, "the failed task with its error", `document.querySelector('`+row+` .error-text') && document.querySelector('`+row+` .error-text').textContent === `+jsString(failMsg))
+		b.screenshot(shot("failed"))
+		var before taskView
+		p.do("GET", "/v1/tasks/"+spool, nil, &before)
+		b.click(row + ` button.primary`)
+		until(t, "the task run again through the retry button", func() bool {
+			var tv taskView
+			p.do("GET", "/v1/tasks/"+spool, nil, &tv)
+			return tv.Attempt == before.Attempt+1 && tv.State == "FAILED"
+		})
+		var ev struct {
+			Events []struct{ Type string } `json:"events"`
+		}
+		p.do("GET", "/v1/tasks/"+spool+"/events", nil, &ev)
+		leased := 0
+		for _, e := range ev.Events {
+			if e.Type == "leased" {
+				leased++
+			}
+		}
+		if leased != 2 {
+			t.Errorf("after the retry click the task was leased %d times; want 2 (%+v)", leased, ev.Events)
+		}
+		b.waitJS(ctx, "the retried task's attempts in the list", `document.querySelector('`+row+` td.num') && document.querySelector('`+row+` td.num').textContent === '2'`)
+	})
+
+	t.Run("task", func(t *testing.T) {
+		b := browser.on(t)
+		// The task prints a line, then waits for a file the test creates
+		// once the page shows that line, then prints another: the second
+		// line can only reach the page through the live follow.
+		gate := filepath.Join(t.TempDir(), "gate")
+		var logged struct {
+			ID string `json:"id"`
+		}
+		p.do("POST", "/v1/tasks", map[string]any{"handler": "exec", "payload": map[string]any{
+			"command": "sh", "args": []string{"-c", `echo 'first line from the task' >&2; while [ ! -e "$0" ]; do sleep 0.05; done; echo 'second line, followed live' >&2`, gate}}}, &logged)
+		b.navigate(base + "/#task=" + logged.ID)
+		b.waitJS(ctx, "the first log line", `document.querySelector('#logs').textContent.includes('first line from the task')`)
+		b.waitJS(ctx, "the task shown RUNNING", `document.querySelector('#task-meta .s-RUNNING')`)
+		if err := os.WriteFile(gate, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		b.waitJS(ctx, "the followed second line", `document.querySelector('#logs').textContent.includes('second line, followed live')`)
+		b.waitJS(ctx, "the task SUCCEEDED", `document.querySelector('#task-meta .s-SUCCEEDED')`)
+		b.screenshot(shot("task"))
+		// A failed task shows its error and a Retry button.
+		b.navigate(base + "/#task=" + spool)
+		b.waitJS(ctx, "the failed task's error", `document.querySelector('#task-fields .err') && document.querySelector('#task-fields .err').textContent === `+jsString(failMsg))
+		b.waitJS(ctx, "the retry button", `document.querySelector('#task-actions button.primary')`)
+	})
+
+	t.Run("schedules", func(t *testing.T) {
+		b := browser.on(t)
+		b.navigate(base + "/#schedules")
+		row := `#schedules tr[data-id="` + sched.ID + `"]`
+		b.waitJS(ctx, "the schedule with its next fire", `document.querySelector('`+row+`') && document.querySelector('`+row+`').textContent.includes('0 2 * * *') && document.querySelector('`+row+`').textContent.includes(' in ')`)
+		b.click(row + ` button[data-focus-key="trigger:` + sched.ID + `"]`)
+		b.waitJS(ctx, "the manual firing", `document.querySelector('`+row+` a.firing')`)
+		var s struct {
+			Paused  bool `json:"paused"`
+			Firings []struct {
+				Manual bool `json:"manual"`
+			} `json:"firings"`
+		}
+		p.do("GET", "/v1/schedules/"+sched.ID, nil, &s)
+		if len(s.Firings) != 1 || !s.Firings[0].Manual {
+			t.Errorf("after the trigger click: firings %+v; want one manual", s.Firings)
+		}
+		b.click(row + ` button[data-focus-key="pause:` + sched.ID + `"]`)
+		until(t, "the schedule paused through the button", func() bool {
+			p.do("GET", "/v1/schedules/"+sched.ID, nil, &s)
+			return s.Paused
+		})
+		b.waitJS(ctx, "the resume button", `document.querySelector('`+row+` button[data-focus-key="resume:`+sched.ID+`"]')`)
+		b.screenshot(shot("schedules"))
+	})
+
+	t.Run("audit", func(t *testing.T) {
+		b := browser.on(t)
+		b.navigate(base + "/#audit")
+		b.waitJS(ctx, "the trigger in the audit trail", `document.querySelector('#audit tbody').textContent.includes('schedule_triggered')`)
+		b.waitJS(ctx, "the pause in the audit trail", `document.querySelector('#audit tbody').textContent.includes('schedule_paused')`)
+		b.waitJS(ctx, "the cancel in the audit trail", `document.querySelector('#audit tbody').textContent.includes(`+jsString(running.Group)+`)`)
+		b.screenshot(shot("audit"))
+	})
+
+	t.Run("workers", func(t *testing.T) {
+		b := browser.on(t)
+		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/workers", nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		b.navigate(base + "/#workers")
+		if res.StatusCode == http.StatusNotFound {
+			b.waitJS(ctx, "the workers tab hidden", `document.querySelector('#nav a[data-view="workers"]').hidden && document.querySelector('#workers tbody').textContent.includes('No workers view')`)
+		} else {
+			b.waitJS(ctx, "the workers tab shown", `!document.querySelector('#nav a[data-view="workers"]').hidden && document.querySelector('#workers tbody tr')`)
+		}
+		b.screenshot(shot("workers"))
+	})
+
+	t.Run("overview", func(t *testing.T) {
+		b := browser.on(t)
+		b.navigate(base + "/#track=" + failed.Group)
+		b.waitJS(ctx, "the throughput chart's bars", `document.querySelector('#chart rect.b-SUCCEEDED') && document.querySelector('#chart rect.b-FAILED')`)
+		b.waitJS(ctx, "the handlers table", `[...document.querySelectorAll('#handlers tbody th')].map((n) => n.textContent).join(',').includes('fail')`)
+		b.waitJS(ctx, "the tracked group's DAG", `document.querySelector('#dag .node.s-FAILED')`)
+		b.screenshot(shot("overview"))
+	})
+
+	if tokURL := os.Getenv("NEEDLE_TOKEN_URL"); tokURL != "" {
+		t.Run("token", func(t *testing.T) {
+			b := browser.on(t)
+			tok := os.Getenv("NEEDLE_TOKEN")
+			tp := peerAPI{t: t, base: tokURL, token: tok}
+			var g submitted
+			tp.do("POST", "/v1/groups", map[string]any{"tasks": []any{map[string]any{"name": "a", "handler": "fail", "payload": map[string]any{"permanent": true}}}}, &g)
+			tp.do("GET", "/v1/groups/"+g.Group+"?wait=20s&tasks=false", nil, nil)
+			b.navigate(tokURL + "/#failed")
+			b.waitJS(ctx, "the token dialog", `document.querySelector('#token-dialog').open && document.querySelector('#token-dialog-why').textContent.includes('token')`)
+			b.screenshot(shot("token"))
+			if err := b.eval(`(() => { document.querySelector('#token-dialog-input').value = `+jsString(tok)+`;
+				document.querySelector('#token-dialog-form button[value=ok]').click(); })()`, nil); err != nil {
+				t.Fatal(err)
+			}
+			b.waitJS(ctx, "the failed task once the token is given", `document.querySelector('#list tr[data-id="`+g.Tasks["a"]+`"]')`)
+			b.click(`#list tr[data-id="` + g.Tasks["a"] + `"] button.primary`)
+			until(t, "the retry sent with the token", func() bool {
+				var tv taskView
+				tp.do("GET", "/v1/tasks/"+url.PathEscape(g.Tasks["a"]), nil, &tv)
+				return tv.Attempt == 2
+			})
+			var status string
+			_ = b.eval(`document.querySelector('#status').className`, &status)
+			if !strings.Contains(status, "ok") {
+				t.Errorf("status line %q after the token was given", status)
+			}
+		})
+	}
+}
