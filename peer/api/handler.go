@@ -171,12 +171,29 @@ func (s *server) auth(next http.Handler) http.Handler {
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	e, internal := toError(err)
 	if internal {
-		s.log.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		attrs := append([]any{"method", r.Method, "path", r.URL.Path, "err", err}, routeIDs(r)...)
+		s.log.Error("api request failed", attrs...)
 	}
 	if id := r.PathValue("id"); id != "" && errors.Is(err, shard.ErrNotFound) {
 		e = &Error{Status: e.Status, Code: e.Code, Message: fmt.Sprintf("%s %q not found", kindOf(r.URL.Path), id)}
 	}
 	writeErr(w, e)
+}
+
+// routeIDs returns the log attributes naming what r's route is about: a
+// task and its group, a group, or a schedule.
+func routeIDs(r *http.Request) []any {
+	id := r.PathValue("id")
+	if id == "" {
+		return nil
+	}
+	switch kind := kindOf(r.URL.Path); kind {
+	case "task":
+		return []any{"task", id, "group", string(shard.TaskID(id).Group())}
+	case "group", "schedule":
+		return []any{kind, id}
+	}
+	return nil
 }
 
 // kindOf names what a /v1/<kind>s/{id} route is about: "task", "group",

@@ -240,7 +240,7 @@ func TestErrorCodes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var logged strings.Builder
-			h := newTestHandler(fail(tt.backendErr), HandlerOptions{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+			h := newTestHandler(fail(tt.backendErr), HandlerOptions{Logger: slog.New(slog.NewJSONHandler(&logged, nil))})
 			r := call(t, h, tt.method, tt.target, tt.body)
 			e := errorOf(t, r)
 			if r.status != tt.status || e.Code != tt.code || e.Field != tt.field {
@@ -251,6 +251,10 @@ func TestErrorCodes(t *testing.T) {
 			}
 			if tt.status == 500 && strings.Contains(r.body, "fire") {
 				t.Errorf("internal error leaked to the client: %s", r.body)
+			}
+			var rec struct{ Task, Group string }
+			if tt.status == 500 && strings.HasPrefix(tt.target, "/v1/tasks/") && (json.Unmarshal([]byte(logged.String()), &rec) != nil || rec.Task != "g1.0" || rec.Group != "g1") {
+				t.Errorf("the logged failure names task %q, group %q; want g1.0, g1", rec.Task, rec.Group)
 			}
 		})
 	}
