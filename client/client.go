@@ -1,0 +1,37 @@
+package client
+
+import (
+	"os"
+
+	"github.com/needle-mesh/needle/peer/api"
+)
+
+// Client calls the HTTP API of one peer: SubmitTask, SubmitGroup, GetTask,
+// WaitTask, WaitGroup, CancelTask, CancelGroup, ListTasks, ListGroups,
+// RetryTask, RetryGroup, TaskLogs, FollowLogs, ... (see peer/api.Client).
+// Any peer of a mesh answers for every task. Set Token to the API token
+// (NEEDLE_API_TOKEN) when the peer requires one.
+type Client = api.Client
+
+// The API's request and answer types, for callers of Client.
+type (
+	SubmitTaskRequest   = api.SubmitTaskRequest
+	SubmitTaskResponse  = api.SubmitTaskResponse
+	SubmitGroupRequest  = api.SubmitGroupRequest
+	SubmitGroupResponse = api.SubmitGroupResponse
+	GroupTask           = api.GroupTask
+	TaskFields          = api.TaskFields
+	RetryPolicy         = api.RetryPolicy
+	TaskView            = api.Task // a task as GET /v1/tasks/{id} shows it
+	Group               = api.Group
+	Error               = api.Error // a non-2xx answer
+)
+
+// Terminal reports whether a task or group state is final.
+func Terminal(state string) bool { return api.Terminal(state) }
+
+// New returns a client of the peer at baseURL (e.g. "http://127.0.0.1:7070")
+// with the API token of the environment (NEEDLE_API_TOKEN), if set.
+func New(baseURL string) *Client {
+	return &Client{BaseURL: baseURL, Token: os.Getenv("NEEDLE_API_TOKEN")}
+}

@@ -1,0 +1,207 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/needle-mesh/needle/peer/api"
+)
+
+// fakePeer serves the worker protocol from memory, as docs/api.md
+// describes it, and records what the worker sent. Its knobs make requests
+// fail.
+type fakePeer struct {
+	mu       sync.Mutex
+	queue    []workerTask
+	more     chan struct{} // closed and replaced when the queue grows
+	leases   map[string]workerTask
+	outcomes map[string]any // by lease: completeBody or failBody, the first taken
+	reports  map[string]int // by lease: outcome requests received
+	beats    map[string]int // by lease: heartbeats received
+	logs     map[string][]string
+	polls    []pollBody
+	done     chan struct{} // closed once outcomes reaches want
+	want     int
+
+	failNext    map[string]int  // by path kind (poll, complete, fail, heartbeat): answer 503 this many times
+	dropNext    int             // requests that fail in transport (no answer)
+	lost        map[string]bool // leases answering 409 lease_lost
+	cancelAfter int             // heartbeats after which a lease is canceled (0: never)
+	refusePoll  int             // a status every poll gets (0: none)
+}
+
+func newFakePeer(want int) *fakePeer {
+	return &fakePeer{more: make(chan struct{}), leases: map[string]workerTask{}, outcomes: map[string]any{},
+		reports: map[string]int{}, beats: map[string]int{}, logs: map[string][]string{}, done: make(chan struct{}),
+		want: want, failNext: map[string]int{}, lost: map[string]bool{}}
+}
+
+// add queues tasks of handler h with the given payloads.
+func (f *fakePeer) add(h string, payloads ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range payloads {
+		n := len(f.leases) + len(f.queue)
+		t := workerTask{Task: api.Task{ID: fmt.Sprintf("g.%d", n), Group: "g", Handler: h, State: "RUNNING", Round: 1},
+			Payload: json.RawMessage(p), Lease: fmt.Sprintf("%032x", n+1), Deadline: time.Now().Add(time.Hour), Timeout: "1h"}
+		f.queue = append(f.queue, t)
+	}
+	close(f.more)
+	f.more = make(chan struct{})
+}
+
+// client returns a client whose requests f serves in memory.
+func (f *fakePeer) client() *Client {
+	return &Client{BaseURL: "http://peer", HTTP: &http.Client{Transport: f}}
+}
+
+// RoundTrip serves one request, or fails it in transport.
+func (f *fakePeer) RoundTrip(req *http.Request) (*http.Response, error) {
+	f.mu.Lock()
+	if f.dropNext > 0 {
+		f.dropNext--
+		f.mu.Unlock()
+		return nil, errors.New("connection refused")
+	}
+	f.mu.Unlock()
+	rec := httptest.NewRecorder()
+	f.ServeHTTP(rec, req)
+	return rec.Result(), nil
+}
+
+func (f *fakePeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" {
+		http.Error(w, "want a JSON POST", http.StatusBadRequest)
+		return
+	}
+	kind := "poll"
+	lease := ""
+	if rest, ok := strings.CutPrefix(r.URL.Path, "/v1/leases/"); ok {
+		lease, kind, _ = strings.Cut(rest, "/")
+	} else if r.URL.Path != "/v1/workers/poll" {
+		http.NotFound(w, r)
+		return
+	}
+	f.mu.Lock()
+	if f.failNext[kind] > 0 {
+		f.failNext[kind]--
+		f.mu.Unlock()
+		writeErr(w, http.StatusServiceUnavailable, "unavailable")
+		return
+	}
+	f.mu.Unlock()
+	if kind == "poll" {
+		f.poll(w, r)
+		return
+	}
+	f.lease(w, r, kind, lease)
+}
+
+func writeErr(w http.ResponseWriter, status int, code string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(api.ErrorBody{Error: &api.Error{Code: code, Message: code}})
+}
+
+func (f *fakePeer) poll(w http.ResponseWriter, r *http.Request) {
+	var b pollBody
+	if err := json.NewDecoder(r.Body).Decode(&b); err != nil {
+		writeErr(w, http.StatusBadRequest, "invalid_argument")
+		return
+	}
+	wait, err := time.ParseDuration(b.Wait)
+	if err != nil || b.Max < 1 {
+		writeErr(w, http.StatusBadRequest, "invalid_argument")
+		return
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		f.mu.Lock()
+		if f.refusePoll != 0 {
+			f.mu.Unlock()
+			writeErr(w, f.refusePoll, "unauthenticated")
+			return
+		}
+		if len(f.queue) > 0 {
+			break
+		}
+		more := f.more
+		f.mu.Unlock()
+		select {
+		case <-more:
+			continue
+		case <-timer.C:
+		case <-r.Context().Done():
+		}
+		f.mu.Lock()
+		break
+	}
+	defer f.mu.Unlock()
+	f.polls = append(f.polls, b)
+	n := min(b.Max, len(f.queue))
+	got := f.queue[:n]
+	f.queue = f.queue[n:]
+	for _, t := range got {
+		f.leases[t.Lease] = t
+	}
+	writeJSON(w, pollAnswer{Tasks: append([]workerTask{}, got...)})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+func (f *fakePeer) lease(w http.ResponseWriter, r *http.Request, kind, lease string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.leases[lease]; !ok || f.lost[lease] {
+		writeErr(w, http.StatusConflict, codeLeaseLost)
+		return
+	}
+	switch kind {
+	case "heartbeat":
+		f.beats[lease]++
+		writeJSON(w, heartbeatAnswer{Canceled: f.cancelAfter > 0 && f.beats[lease] >= f.cancelAfter})
+	case "logs":
+		var b logsBody
+		json.NewDecoder(r.Body).Decode(&b)
+		f.logs[lease] = append(f.logs[lease], b.Lines...)
+		writeJSON(w, map[string]bool{"ok": true})
+	case "complete", "fail":
+		f.reports[lease]++
+		var out any
+		if kind == "complete" {
+			var b completeBody
+			json.NewDecoder(r.Body).Decode(&b)
+			out = b
+		} else {
+			var b failBody
+			json.NewDecoder(r.Body).Decode(&b)
+			out = b
+		}
+		if _, ok := f.outcomes[lease]; !ok {
+			f.outcomes[lease] = out
+			if len(f.outcomes) == f.want {
+				close(f.done)
+			}
+		}
+		writeJSON(w, map[string]bool{"ok": true})
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// outcome returns the outcome taken for the task with payload index i.
+func (f *fakePeer) outcome(i int) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.outcomes[fmt.Sprintf("%032x", i+1)]
+}

@@ -1,0 +1,332 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/needle-mesh/needle/peer/api"
+)
+
+// Defaults of Worker.
+const (
+	DefaultPollWait   = 30 * time.Second
+	DefaultHeartbeat  = 2 * time.Second
+	DefaultStopGrace  = 30 * time.Second
+	DefaultBackoffMin = 100 * time.Millisecond
+	DefaultBackoffMax = 10 * time.Second
+	// maxConcurrency bounds Concurrency: a poll takes at most 1,000 tasks.
+	maxConcurrency = 1000
+	// reportTimeout bounds the retries of one report (outcome or heartbeat).
+	reportTimeout = time.Minute
+)
+
+// Worker serves handlers over the worker protocol: it polls a peer for the
+// tasks of its handlers and runs them, at most Concurrency at once. The
+// zero values of the optional fields are their defaults. A Worker runs
+// once; see the package documentation for what Run guarantees.
+type Worker struct {
+	// Client is the peer to poll (BaseURL, Token, HTTP). Required.
+	Client *Client
+	// Handlers by name; the worker polls for these. Required.
+	Handlers map[string]HandlerFunc
+	// ID names the worker to the peer (GET /v1/workers); default
+	// "<host>-<pid>-<random>". A worker that stops polling, heartbeating
+	// and reporting for the peer's --worker-ttl is dead: its tasks run
+	// again elsewhere.
+	ID string
+	// Concurrency is how many handlers run at once; default 1.
+	Concurrency int
+	// Labels ("key=value") are matched against the tasks' require.
+	Labels []string
+	// PollWait is how long one poll waits for a task; default 30s.
+	PollWait time.Duration
+	// Heartbeat is the period of a running task's heartbeat, which keeps
+	// the worker alive, sends the task's log lines and learns of a
+	// cancellation; the first is sent one period after the task started,
+	// so short tasks send none. Default 2s (under the peer's default
+	// worker TTL of 10s).
+	Heartbeat time.Duration
+	// StopGrace is how long running handlers may finish once Run's ctx
+	// ended; then their context is canceled and their tasks fail
+	// (retryable). Default 30s.
+	StopGrace time.Duration
+	// BackoffMin and BackoffMax bound the delay before a poll or report is
+	// sent again after a 503 or a connection error; defaults 100ms, 10s.
+	BackoffMin, BackoffMax time.Duration
+	// Logger receives what the worker cannot report (a lost lease, a
+	// refused report); default none.
+	Logger *slog.Logger
+}
+
+// Validate fills defaults and reports the first invalid field.
+func (w *Worker) Validate() error {
+	switch {
+	case w.Client == nil || w.Client.BaseURL == "":
+		return errors.New("client: Worker.Client: required, with its BaseURL")
+	case len(w.Handlers) == 0:
+		return errors.New("client: Worker.Handlers: name at least one handler")
+	case w.Concurrency < 0 || w.Concurrency > maxConcurrency:
+		return fmt.Errorf("client: Worker.Concurrency: want 0..%d, got %d", maxConcurrency, w.Concurrency)
+	case w.PollWait < 0 || w.Heartbeat < 0 || w.StopGrace < 0 || w.BackoffMin < 0 || w.BackoffMax < 0:
+		return errors.New("client: Worker: durations must not be negative")
+	}
+	for name, h := range w.Handlers {
+		if h == nil {
+			return fmt.Errorf("client: Worker.Handlers[%q]: nil", name)
+		}
+	}
+	if w.ID == "" {
+		host, _ := os.Hostname()
+		w.ID = fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), rand.N(1<<16))
+	}
+	w.Concurrency = cmp(w.Concurrency, 1)
+	w.PollWait = cmp(w.PollWait, DefaultPollWait)
+	w.Heartbeat = cmp(w.Heartbeat, DefaultHeartbeat)
+	w.StopGrace = cmp(w.StopGrace, DefaultStopGrace)
+	w.BackoffMin = cmp(w.BackoffMin, DefaultBackoffMin)
+	w.BackoffMax = max(cmp(w.BackoffMax, DefaultBackoffMax), w.BackoffMin)
+	if w.Logger == nil {
+		w.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// cmp returns v, or def when v is zero.
+func cmp[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// Run polls and runs tasks until ctx ends, then stops as the package
+// documentation says (5) and returns nil. It returns an error only for an
+// invalid Worker or when the peer refuses the poll itself (400, 401, 403).
+func (w *Worker) Run(ctx context.Context) error {
+	if err := w.Validate(); err != nil {
+		return err
+	}
+	r := &run{w: w, c: newConn(w.Client), handlers: slices.Sorted(maps.Keys(w.Handlers)),
+		slots: make(chan struct{}, w.Concurrency)}
+	// hard ends the handlers: StopGrace after ctx.
+	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHard()
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(w.StopGrace, cancelHard)
+		context.AfterFunc(hard, func() { t.Stop() })
+	})
+	defer stop()
+	err := r.poll(ctx, hard)
+	r.wg.Wait()
+	return err
+}
+
+// run is one Run of a Worker.
+type run struct {
+	w        *Worker
+	c        *conn
+	handlers []string      // sorted
+	slots    chan struct{} // one token per running task
+	wg       sync.WaitGroup
+}
+
+// poll asks for tasks while ctx lasts, one poll at a time for as many
+// tasks as there are free slots, and starts each task it gets.
+func (r *run) poll(ctx, hard context.Context) error {
+	bo := backoff{min: r.w.BackoffMin, max: r.w.BackoffMax}
+	for {
+		select {
+		case r.slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		free := 1
+		for free < cap(r.slots) && tryAcquire(r.slots) {
+			free++
+		}
+		var ans pollAnswer
+		err := r.c.post(ctx, "/v1/workers/poll", pollBody{Worker: r.w.ID, Handlers: r.handlers, Max: free,
+			Wait: r.w.PollWait.String(), Labels: r.w.Labels}, &ans)
+		if err == nil {
+			bo.reset()
+		}
+		for i, t := range ans.Tasks {
+			if i >= free {
+				r.wg.Go(func() { r.release(hard, t, "the worker has no free slot") })
+				continue
+			}
+			r.wg.Go(func() {
+				defer func() { <-r.slots }()
+				r.runTask(hard, t)
+			})
+		}
+		for range free - min(len(ans.Tasks), free) {
+			<-r.slots
+		}
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil && !transient(err):
+			var e *api.Error
+			if errors.As(err, &e) && (e.Status == 400 || e.Status == 401 || e.Status == 403 || e.Status == 404) {
+				return fmt.Errorf("client: poll refused: %w", err)
+			}
+			r.w.Logger.Warn("poll failed", "err", err)
+			fallthrough
+		case err != nil:
+			if bo.wait(ctx) != nil {
+				return nil
+			}
+		}
+	}
+}
+
+func tryAcquire(slots chan struct{}) bool {
+	select {
+	case slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// runTask runs one task's handler and reports its outcome.
+func (r *run) runTask(hard context.Context, wt workerTask) {
+	t := newTask(wt)
+	h := r.w.Handlers[t.Handler]
+	if h == nil {
+		r.report(t, nil, fmt.Errorf("client: worker %s has no handler %q", r.w.ID, t.Handler), false)
+		return
+	}
+	ctx, cancel := context.WithCancel(hard)
+	defer cancel()
+	if !t.Deadline.IsZero() {
+		var c2 context.CancelFunc
+		ctx, c2 = context.WithDeadline(ctx, t.Deadline)
+		defer c2()
+	}
+	lost := make(chan bool, 1)
+	hbDone := make(chan struct{})
+	go func() {
+		defer close(hbDone)
+		lost <- r.heartbeat(ctx, t, cancel)
+	}()
+	res, err := safeCall(ctx, h, t)
+	cancel()
+	<-hbDone
+	if <-lost {
+		return // canceled or lost: nobody takes an outcome
+	}
+	stopping := err != nil && hard.Err() != nil // cut short: a result is kept
+	if stopping {
+		err = fmt.Errorf("worker %s stopped: %w", r.w.ID, err)
+	}
+	r.report(t, res, err, stopping)
+}
+
+// newTask turns a polled task into a handler's Task.
+func newTask(wt workerTask) Task {
+	t := Task{TaskView: wt.Task, Payload: wt.Payload, Inputs: wt.Inputs, Lease: wt.Lease, Deadline: wt.Deadline,
+		Shard: -1, logs: &taskLog{}}
+	if wt.Shard != nil && wt.Shards != nil {
+		t.Shard, t.Shards = *wt.Shard, *wt.Shards
+	}
+	if len(t.Payload) == 0 {
+		t.Payload = json.RawMessage("null")
+	}
+	return t
+}
+
+// safeCall runs a handler, turning a panic into a permanent failure.
+func safeCall(ctx context.Context, h HandlerFunc, t Task) (res json.RawMessage, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = Permanent(fmt.Errorf("handler panicked: %v", v))
+		}
+	}()
+	return h(ctx, t)
+}
+
+// heartbeat heartbeats t's lease every Heartbeat until ctx ends, sending
+// its log lines. It cancels the handler and reports true when the task
+// was canceled or the lease lost.
+func (r *run) heartbeat(ctx context.Context, t Task, cancel context.CancelFunc) bool {
+	tick := time.NewTicker(r.w.Heartbeat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+		r.sendLogs(ctx, t)
+		var hb heartbeatAnswer
+		err := r.c.post(ctx, "/v1/leases/"+t.Lease+"/heartbeat", struct{}{}, &hb)
+		switch {
+		case err == nil && hb.Canceled:
+			r.w.Logger.Info("task canceled", "task", t.ID, "round", t.Round)
+			cancel()
+			return true
+		case errors.Is(err, errLeaseLost):
+			r.w.Logger.Warn("lease lost", "task", t.ID, "round", t.Round, "err", err)
+			cancel()
+			return true
+		case err == nil, ctx.Err() != nil, transient(err):
+			// Alive; or the next tick tries again.
+		default:
+			r.w.Logger.Warn("heartbeat refused", "task", t.ID, "err", err)
+		}
+	}
+}
+
+// sendLogs sends t's pending log lines (best effort: they are dropped
+// when the peer does not take them).
+func (r *run) sendLogs(ctx context.Context, t Task) {
+	lines := t.logs.take()
+	if len(lines) == 0 {
+		return
+	}
+	if err := r.c.post(ctx, "/v1/leases/"+t.Lease+"/logs", logsBody{Lines: lines}, nil); err != nil && ctx.Err() == nil {
+		r.w.Logger.Debug("logs not sent", "task", t.ID, "err", err)
+	}
+}
+
+// report sends t's outcome, retrying transient errors for reportTimeout.
+// stopping marks a run the worker cut short: its failure is retryable.
+func (r *run) report(t Task, res json.RawMessage, err error, stopping bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
+	defer cancel()
+	r.sendLogs(ctx, t)
+	bo := backoff{min: r.w.BackoffMin, max: r.w.BackoffMax}
+	path, body := "/v1/leases/"+t.Lease+"/complete", any(completeBody{Result: res})
+	switch {
+	case err != nil:
+		path, body = "/v1/leases/"+t.Lease+"/fail", failBody{Error: err.Error(), Permanent: IsPermanent(err) && !stopping}
+	case len(res) == 0:
+		body = completeBody{Result: json.RawMessage("null")}
+	case !json.Valid(res):
+		path, body = "/v1/leases/"+t.Lease+"/fail", failBody{Error: "the handler's result is not JSON", Permanent: true}
+	}
+	if err := r.c.retry(ctx, bo, path, body, nil); err != nil {
+		level := slog.LevelWarn
+		if errors.Is(err, errLeaseLost) {
+			level = slog.LevelInfo
+		}
+		r.w.Logger.Log(ctx, level, "outcome not taken", "task", t.ID, "round", t.Round, "err", err)
+	}
+}
+
+// release fails a task the worker will not run, so that it runs again.
+func (r *run) release(hard context.Context, wt workerTask, why string) {
+	r.report(newTask(wt), nil, errors.New(why), true)
+}

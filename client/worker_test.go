@@ -1,0 +1,222 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// runWorker runs w until the test's bubble cancels it; wait returns Run's
+// error.
+func runWorker(t *testing.T, w *Worker) (cancel func(), wait func() error) {
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(ctx) }()
+	return cancel, func() error { return <-errc }
+}
+
+func TestWorkerRunsTasks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 40
+		f := newFakePeer(n)
+		var running, most atomic.Int32
+		echo := func(ctx context.Context, task Task) (json.RawMessage, error) {
+			if r := running.Add(1); r > most.Load() {
+				most.Store(r)
+			}
+			defer running.Add(-1)
+			time.Sleep(time.Millisecond) // virtual: lets the others start
+			return task.Payload, nil
+		}
+		w := &Worker{Client: f.client(), Concurrency: 4, Handlers: map[string]HandlerFunc{
+			"echo":  echo,
+			"boom":  func(context.Context, Task) (json.RawMessage, error) { return nil, errors.New("boom") },
+			"perm":  func(context.Context, Task) (json.RawMessage, error) { return nil, Permanent(errors.New("bad input")) },
+			"panic": func(context.Context, Task) (json.RawMessage, error) { panic("oops") },
+			"text":  func(context.Context, Task) (json.RawMessage, error) { return json.RawMessage("not json"), nil },
+			"nil":   func(context.Context, Task) (json.RawMessage, error) { return nil, nil },
+		}}
+		cancel, wait := runWorker(t, w)
+		f.add("boom", "1")
+		f.add("perm", "2")
+		f.add("panic", "3")
+		f.add("text", "4")
+		f.add("nil", "5")
+		f.add("other", "6")
+		for i := 6; i < n; i++ {
+			f.add("echo", fmt.Sprintf(`{"i":%d}`, i))
+		}
+		<-f.done
+		cancel()
+		if err := wait(); err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+		wants := []any{
+			failBody{Error: "boom"},
+			failBody{Error: "bad input", Permanent: true},
+			failBody{Error: "handler panicked: oops", Permanent: true},
+			failBody{Error: "the handler's result is not JSON", Permanent: true},
+			completeBody{Result: json.RawMessage("null")},
+			failBody{Error: `client: worker ` + w.ID + ` has no handler "other"`},
+		}
+		for i, want := range wants {
+			if got := f.outcome(i); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("outcome of task %d = %+v; want %+v", i, got, want)
+			}
+		}
+		for i := len(wants); i < n; i++ {
+			if got, want := f.outcome(i), (completeBody{Result: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("outcome of task %d = %+v; want %+v", i, got, want)
+			}
+		}
+		if m := most.Load(); m > 4 || m < 2 {
+			t.Errorf("at most %d handlers ran at once; want 2..4 (Concurrency 4)", m)
+		}
+		for _, p := range f.polls {
+			if p.Max < 1 || p.Max > 4 || p.Worker != w.ID || strings.Join(p.Handlers, ",") != "boom,echo,nil,panic,perm,text" {
+				t.Errorf("poll %+v; want max 1..4, worker %s, the handlers sorted", p, w.ID)
+			}
+		}
+		for lease, n := range f.reports {
+			if n != 1 {
+				t.Errorf("lease %s reported %d times; want once", lease, n)
+			}
+		}
+	})
+}
+
+// A long task is heartbeated (with its log lines) until a heartbeat says it
+// was canceled: its handler's context ends, and no outcome is sent.
+func TestWorkerHeartbeatsAndCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakePeer(1)
+		f.cancelAfter = 3
+		ended := make(chan error, 1)
+		w := &Worker{Client: f.client(), Heartbeat: time.Second, Handlers: map[string]HandlerFunc{
+			"long": func(ctx context.Context, task Task) (json.RawMessage, error) {
+				if d, ok := ctx.Deadline(); !ok || !d.Equal(task.Deadline) {
+					t.Errorf("handler deadline %v, %v; want the lease's %v", d, ok, task.Deadline)
+				}
+				task.Log("working\non it")
+				<-ctx.Done()
+				ended <- ctx.Err()
+				return nil, ctx.Err()
+			}}}
+		cancel, wait := runWorker(t, w)
+		f.add("long", "1")
+		if err := <-ended; !errors.Is(err, context.Canceled) {
+			t.Errorf("handler ended with %v; want canceled", err)
+		}
+		cancel()
+		if err := wait(); err != nil {
+			t.Fatal(err)
+		}
+		lease := fmt.Sprintf("%032x", 1)
+		if f.beats[lease] != 3 || f.reports[lease] != 0 || strings.Join(f.logs[lease], "|") != "working|on it" {
+			t.Errorf("heartbeats %d, reports %d, logs %q; want 3, 0 and the two lines", f.beats[lease], f.reports[lease], f.logs[lease])
+		}
+	})
+}
+
+// Polls and reports are sent again after a 503 or a connection error; a
+// lost lease is not reported again.
+func TestWorkerRetriesTransientErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakePeer(2)
+		f.failNext["poll"] = 3
+		f.failNext["complete"] = 2
+		f.dropNext = 2
+		f.lost[fmt.Sprintf("%032x", 2)] = true
+		w := &Worker{Client: f.client(), Handlers: map[string]HandlerFunc{
+			"echo": func(_ context.Context, task Task) (json.RawMessage, error) { return task.Payload, nil }}}
+		cancel, wait := runWorker(t, w)
+		f.add("echo", "1", "2", "3")
+		<-f.done // tasks 1 and 3: 2's lease is lost
+		cancel()
+		if err := wait(); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.outcome(0); fmt.Sprint(got) != fmt.Sprint(completeBody{Result: json.RawMessage("1")}) {
+			t.Errorf("outcome 0 = %v", got)
+		}
+		if got := f.outcome(2); fmt.Sprint(got) != fmt.Sprint(completeBody{Result: json.RawMessage("3")}) {
+			t.Errorf("outcome 2 = %v", got)
+		}
+		if f.failNext["poll"] != 0 || f.failNext["complete"] != 0 || f.dropNext != 0 {
+			t.Errorf("failures left unconsumed: %v, drop %d", f.failNext, f.dropNext)
+		}
+	})
+}
+
+// When Run's context ends, a handler that finishes within StopGrace
+// reports its result; one that does not is canceled and its task failed,
+// retryable.
+func TestWorkerGracefulStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakePeer(2)
+		started := make(chan struct{}, 2)
+		finish := make(chan struct{})
+		w := &Worker{Client: f.client(), Concurrency: 2, StopGrace: 10 * time.Second, Handlers: map[string]HandlerFunc{
+			"quick": func(ctx context.Context, task Task) (json.RawMessage, error) {
+				started <- struct{}{}
+				<-finish
+				return json.RawMessage(`"done"`), nil
+			},
+			"stuck": func(ctx context.Context, task Task) (json.RawMessage, error) {
+				started <- struct{}{}
+				<-ctx.Done()
+				return nil, Permanent(ctx.Err())
+			}}}
+		cancel, wait := runWorker(t, w)
+		f.add("quick", "1")
+		f.add("stuck", "2")
+		<-started
+		<-started
+		cancel()
+		synctest.Wait()
+		close(finish)
+		if err := wait(); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.outcome(0); fmt.Sprint(got) != fmt.Sprint(completeBody{Result: json.RawMessage(`"done"`)}) {
+			t.Errorf("quick = %v; want its result", got)
+		}
+		got, ok := f.outcome(1).(failBody)
+		if !ok || got.Permanent || !strings.Contains(got.Error, "stopped") {
+			t.Errorf("stuck = %+v; want a retryable failure saying the worker stopped", f.outcome(1))
+		}
+	})
+}
+
+func TestWorkerPollRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakePeer(0)
+		f.refusePoll = 401
+		_, wait := runWorker(t, &Worker{Client: f.client(), Handlers: map[string]HandlerFunc{
+			"x": func(context.Context, Task) (json.RawMessage, error) { return nil, nil }}})
+		if err := wait(); err == nil || !strings.Contains(err.Error(), "401") {
+			t.Fatalf("Run = %v; want the 401", err)
+		}
+	})
+}
+
+func TestWorkerValidate(t *testing.T) {
+	h := map[string]HandlerFunc{"x": func(context.Context, Task) (json.RawMessage, error) { return nil, nil }}
+	for _, w := range []Worker{
+		{Handlers: h},
+		{Client: &Client{BaseURL: "http://x"}},
+		{Client: &Client{BaseURL: "http://x"}, Handlers: map[string]HandlerFunc{"x": nil}},
+		{Client: &Client{BaseURL: "http://x"}, Handlers: h, Concurrency: -1},
+		{Client: &Client{BaseURL: "http://x"}, Handlers: h, Heartbeat: -1},
+	} {
+		if err := w.Validate(); err == nil {
+			t.Errorf("Validate(%+v) = nil; want an error", w)
+		}
+	}
+}
