@@ -24,7 +24,9 @@ func (p *Peer) httpHandler() http.Handler {
 // served is documented in docs/openapi.yaml (TestOpenAPIRoutes).
 func (p *Peer) routes() *routeMux {
 	lim := p.cfg.Limits
-	lim.HasHandler = p.handlers.Has
+	if p.cfg.StrictHandlers {
+		lim.HasHandler = p.handlers.Has
+	}
 	lim.Notify = p.notifier.check
 	mux := &routeMux{ServeMux: http.NewServeMux()}
 	mux.Handle("/", api.NewHandler(backend{p}, api.HandlerOptions{

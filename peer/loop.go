@@ -162,10 +162,21 @@ func (p *Peer) drainReady() error {
 		}
 		rd.Messages = late
 		p.sendReady(&rd)
+		var ext []Run
 		for _, r := range rd.Run {
+			if r.External {
+				ext = append(ext, r)
+				continue
+			}
 			p.start(r)
 		}
+		if len(ext) > 0 {
+			p.hub.deliver(p.node, ext)
+		}
 		p.abort(rd.Abort)
+		if len(rd.Abort) > 0 {
+			p.hub.abort(p.node, rd.Abort)
+		}
 		p.startNotify(rd.Notify)
 		for _, r := range rd.Replies {
 			if ch, ok := p.calls[r.Req]; ok {

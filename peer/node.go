@@ -202,6 +202,7 @@ type Node struct {
 	notifyNext int // the partition notifyDue looks at first
 	// placement is this peer's id and labels, as leases match them.
 	placement shard.Placement
+	ext       external // external workers (external.go)
 }
 
 // request is a client request waiting for its entry to apply.

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -93,6 +94,28 @@ var examples = []example{
 	{Route: "POST /v1/schedules/{id}/trigger", Method: "POST", Path: "/v1/schedules/{schedule}/trigger", Status: 201, Body: `{"key":"rerun-1"}`},
 	{Route: "GET /v1/schedules/{id}", Method: "GET", Path: "/v1/schedules/{schedule}", Status: 200},
 	{Route: "DELETE /v1/schedules/{id}", Method: "DELETE", Path: "/v1/schedules/{schedule}", Status: 200},
+
+	{Route: "POST /v1/tasks", Method: "POST", Path: "/v1/tasks", Status: 201,
+		Body: `{"handler":"resize","payload":{"image":"cat.png","width":640}}`, Save: map[string]string{"xtask": "id"}},
+	{Route: "POST /v1/workers/poll", Method: "POST", Path: "/v1/workers/poll", Status: 200,
+		Body: `{"worker":"resizer-1","handlers":["resize","email"],"max":8,"wait":"10s","labels":["zone=a"]}`,
+		Save: map[string]string{"lease": "tasks.0.lease"}},
+	{Route: "POST /v1/workers/poll", Method: "POST", Path: "/v1/workers/poll", Status: 200,
+		Body: `{"worker":"resizer-1","handlers":["resize"],"max":1,"wait":"10ms"}`},
+	{Route: "POST /v1/workers/poll", Method: "POST", Path: "/v1/workers/poll", Status: 400, Body: `{"worker":"resizer-1","handlers":[]}`},
+	{Route: "GET /v1/workers", Method: "GET", Path: "/v1/workers", Status: 200},
+	{Route: "POST /v1/leases/{lease}/heartbeat", Method: "POST", Path: "/v1/leases/{lease}/heartbeat", Status: 200},
+	{Route: "POST /v1/leases/{lease}/logs", Method: "POST", Path: "/v1/leases/{lease}/logs", Status: 200,
+		Body: `{"lines":["resizing cat.png to 640px"]}`},
+	{Route: "POST /v1/leases/{lease}/complete", Method: "POST", Path: "/v1/leases/{lease}/complete", Status: 200,
+		Body: `{"result":{"url":"s3://bucket/cat-640.png"}}`},
+	{Route: "POST /v1/leases/{lease}/complete", Method: "POST", Path: "/v1/leases/{lease}/complete", Status: 200,
+		Body: `{"result":{"url":"s3://bucket/cat-640.png"}}`},
+	{Route: "POST /v1/leases/{lease}/fail", Method: "POST", Path: "/v1/leases/{lease}/fail", Status: 409,
+		Body: `{"error":"image is corrupt","permanent":true}`},
+	{Route: "POST /v1/leases/{lease}/fail", Method: "POST", Path: "/v1/leases/00112233445566778899aabbccddeeff/fail", Status: 404,
+		Body: `{"error":"image is corrupt"}`},
+	{Route: "POST /v1/leases/{lease}/complete", Method: "POST", Path: "/v1/leases/not-a-token/complete", Status: 400, Body: `{}`},
 
 	{Route: "GET /v1/peers", Method: "GET", Path: "/v1/peers", Status: 200},
 	{Route: "GET /v1/audit", Method: "GET", Path: "/v1/audit?limit=5", Status: 200},
@@ -210,10 +233,10 @@ func TestOpenAPIExamples(t *testing.T) {
 		if status != ex.Status {
 			t.Errorf("example %d: %s %s = %d %s; want %d", i, ex.Method, path, status, body, ex.Status)
 		}
-		var fields map[string]any
+		var fields any
 		_ = json.Unmarshal(body, &fields)
 		for name, field := range ex.Save {
-			if s, ok := fields[field].(string); ok {
+			if s, ok := jsonPath(fields, field).(string); ok {
 				saved[name] = s
 			} else {
 				t.Fatalf("example %d: %s %s: no string field %q in %s", i, ex.Method, path, field, body)
@@ -277,4 +300,24 @@ func pathParams(template, path string) map[string]string {
 		}
 	}
 	return params
+}
+
+// jsonPath returns the value at a dotted path of a decoded JSON value
+// ("tasks.0.lease"), or nil.
+func jsonPath(v any, path string) any {
+	for _, k := range strings.Split(path, ".") {
+		switch x := v.(type) {
+		case map[string]any:
+			v = x[k]
+		case []any:
+			i, err := strconv.Atoi(k)
+			if err != nil || i < 0 || i >= len(x) {
+				return nil
+			}
+			v = x[i]
+		default:
+			return nil
+		}
+	}
+	return v
 }

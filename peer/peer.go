@@ -108,6 +108,14 @@ type Config struct {
 	// to the mesh: tasks that require labels run only on peers carrying
 	// them. Default none.
 	Labels map[string]string
+	// WorkerTTL is how long an external worker may go without a poll, a
+	// heartbeat or a report before it is dead: its leases are handed back
+	// and its tasks run again. Default 10 s.
+	WorkerTTL time.Duration
+	// StrictHandlers refuses submissions for handlers this peer has not
+	// registered (400 unknown handler). Default false: a handler that is
+	// not registered is external, served by workers that poll for it.
+	StrictHandlers bool
 }
 
 // Validate fills defaults and reports the first invalid field.
@@ -208,6 +216,7 @@ type Peer struct {
 	host     *p2p.Host
 	node     *Node
 	handlers *Registry
+	hub      *hub // external workers (workers.go)
 	metrics  *metrics
 	notifier *notifier
 
@@ -258,6 +267,7 @@ func New(cfg Config) (*Peer, error) {
 			return nil, err
 		}
 	}
+	p.hub = newHub(p, cfg.WorkerTTL)
 	if err := p.open(); err != nil {
 		return nil, err
 	}
@@ -323,6 +333,8 @@ func (p *Peer) open() error {
 	ncfg.Shard.Retention = p.cfg.Retention
 	ncfg.Shard.DefaultTimeout = p.cfg.DefaultTimeout
 	ncfg.Shard.Next = ScheduleNext
+	// A handler this peer has not registered runs in external workers.
+	ncfg.Shard.External = func(h string) bool { return !p.handlers.Has(h) }
 	ncfg.NotifyInflight = p.cfg.Notify.Concurrency
 	p.node, err = NewNode(ncfg, states, time.Now())
 	if err != nil {
@@ -487,6 +499,8 @@ func (p *Peer) Run(ctx context.Context) error {
 		p.wg.Add(1)
 		go p.worker(runCtx)
 	}
+	p.wg.Add(1)
+	go p.hub.run(runCtx)
 	loopErr := make(chan error, 1)
 	go func() { loopErr <- p.loop(runCtx) }()
 	srvErr := make(chan error, 1)

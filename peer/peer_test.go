@@ -106,10 +106,10 @@ func TestPeerRestartKeepsResults(t *testing.T) {
 
 func TestPeerRejectsBadInput(t *testing.T) {
 	_, c, _ := startPeer(t, t.TempDir(), 1)
-	_, err := c.SubmitGroupJSON(t.Context(), []byte(`{"mode": "dag", "tasks": [{"name": "a", "handler": "nope"}]}`))
+	_, err := c.SubmitGroupJSON(t.Context(), []byte(`{"mode": "dag", "tasks": [{"name": "a", "handler": "no pe"}]}`))
 	var ae *api.Error
 	if !asAPIError(err, &ae) || ae.Status != 400 || ae.Field != "tasks[0].handler" {
-		t.Fatalf("unknown handler: %v; want 400 naming tasks[0].handler", err)
+		t.Fatalf("malformed handler: %v; want 400 naming tasks[0].handler", err)
 	}
 }
 

@@ -56,6 +56,17 @@ type Run struct {
 	// Inputs are the results of the task's dependencies by name
 	// (shard.Shard.Inputs); nil when it has none.
 	Inputs map[string]json.RawMessage
+	// External says the handler runs in an external worker (NodeConfig.Shard.External):
+	// the runtime hands the run to a worker that polls for it. Require is the
+	// task's labels (a worker must carry them) and Expiry its lease's.
+	External bool
+	Require  []string
+	Expiry   time.Time
+	Name     string // the task's name
+	Pin      string // the peer it is pinned to, if any
+	// Shard and Shards are set on a broadcast's copies: the copy's index
+	// and the number of copies (Shards 0 otherwise).
+	Shard, Shards int
 }
 
 // Reply answers a request made through Submit or Cancel.
@@ -98,7 +109,7 @@ func (n *Node) HasReady() bool {
 // entries are applied to the shards here (they were made durable by an
 // earlier Ready), new entries are to be persisted by the driver.
 func (n *Node) Ready() Ready {
-	n.schedule()
+	n.schedulePeers()
 	dirty := n.dirty
 	n.dirty = nil
 	for _, i := range dirty {
@@ -112,7 +123,7 @@ func (n *Node) Ready() Ready {
 			n.readyPartition(p)
 		}
 	}
-	n.schedule()
+	n.schedulePeers()
 	n.maybeSteal()
 	n.flushGrants()
 	n.flushRaftMsgs()
@@ -160,9 +171,9 @@ func (n *Node) proposalDropped(p *partition, evs []shard.Event) {
 	n.releaseLeases(evs)
 	for i := range evs {
 		e := &evs[i]
-		if (e.Type == shard.EvSucceeded || e.Type == shard.EvFailed) && e.Holder == n.holder {
+		if (e.Type == shard.EvSucceeded || e.Type == shard.EvFailed || e.Type == shard.EvExpired) && e.Holder == n.holder {
 			n.forward(shard.Outcome{Task: e.Task, Round: e.Round, Holder: e.Holder, OK: e.Type == shard.EvSucceeded,
-				Result: e.Result, Error: e.Error, Permanent: e.Permanent, TimedOut: e.TimedOut})
+				Result: e.Result, Error: e.Error, Permanent: e.Permanent, TimedOut: e.TimedOut, Lost: e.Type == shard.EvExpired})
 		}
 	}
 }
@@ -384,8 +395,7 @@ func (n *Node) dropAborted() {
 	runs := n.rd.Run[:0]
 	for _, r := range n.rd.Run {
 		if aborted[r.Task] && n.running[r.Task] == r.Round {
-			delete(n.running, r.Task)
-			n.busy--
+			n.endRun(r.Task)
 			continue
 		}
 		runs = append(runs, r)

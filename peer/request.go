@@ -119,6 +119,12 @@ func (n *Node) applyBatch(p *partition, b *shard.Batch) {
 			if r, ok := n.running[e.Task]; ok && r == e.Round {
 				n.rd.Abort = append(n.rd.Abort, e.Task)
 			}
+			// An outcome that handed a lease back (an external worker lost)
+			// is answered like any outcome.
+			n.ackApplied(e)
+			if o, ok := n.localOut[e.Task]; ok && o.Round == e.Round {
+				delete(n.localOut, e.Task)
+			}
 		case shard.EvScheduleFired:
 			if b.Origin == n.holder && e.By == "" && !e.NotBefore.IsZero() {
 				n.rd.ScheduleLags = append(n.rd.ScheduleLags, e.At.Sub(e.NotBefore))
@@ -168,8 +174,21 @@ func (n *Node) applyLease(p *partition, e *shard.Event, ours bool) {
 		return
 	}
 	run, ok := p.shard.RunOf(e.Task, e.Round, e.Holder)
+	if ok && n.External(run.Handler) {
+		n.dropExternal(e.Task)
+		if !n.claim(e.Task, e.Round) {
+			return
+		}
+		n.startExternal(e.Task, e.Round)
+		n.rd.Run = append(n.rd.Run, Run{
+			Task: e.Task, Round: e.Round, Handler: run.Handler, Payload: p.shard.Payload(e.Task),
+			Timeout: p.shard.Timeout(run), Inputs: rawInputs(p.shard.Inputs(e.Task)), External: true,
+			Require: run.Require, Expiry: e.Expiry, Name: run.Name, Pin: run.Pin,
+		})
+		return
+	}
 	if !ok {
-		if ours {
+		if ours && !n.dropExternal(e.Task) {
 			n.releaseLease(e.Task)
 			delete(n.leaseAt, e.Task)
 		}
@@ -218,7 +237,7 @@ func (n *Node) startRun(t shard.TaskID, r shard.Round) {
 // releaseLeases frees the slots of local lease proposals that were dropped.
 func (n *Node) releaseLeases(evs []shard.Event) {
 	for i := range evs {
-		if evs[i].Type == shard.EvLeased && evs[i].Holder == n.holder {
+		if evs[i].Type == shard.EvLeased && evs[i].Holder == n.holder && !n.dropExternal(evs[i].Task) {
 			n.releaseLease(evs[i].Task)
 			delete(n.leaseAt, evs[i].Task)
 		}
@@ -264,6 +283,7 @@ func (n *Node) releaseLease(t shard.TaskID) {
 // overwritten by the new leader's and never apply here. One that commits
 // after all takes its slot again when it applies (applyLease).
 func (n *Node) releaseLostLeases(part int) {
+	n.releaseLostExternal(part)
 	for t, l := range n.ownLeases {
 		if l.part == part {
 			delete(n.ownLeases, t)
@@ -290,9 +310,11 @@ func (n *Node) Report(o shard.Outcome) error {
 		}
 		return shard.ErrStaleRound
 	}
-	delete(n.running, o.Task)
-	n.busy--
-	n.pace.ran(o.Took)
+	ext := n.ext.run[o.Task]
+	n.endRun(o.Task)
+	if !ext {
+		n.pace.ran(o.Took)
+	}
 	o.Holder = n.holder
 	p := n.parts[n.PartitionOf(o.Task.Group())]
 	if p == nil || !p.serving {
@@ -362,6 +384,13 @@ func (n *Node) schedule() {
 		p.propose(evs)
 		n.markDirty(best)
 	}
+}
+
+// schedulePeers leases READY tasks to this peer's free slots and to its
+// external workers' demand.
+func (n *Node) schedulePeers() {
+	n.schedule()
+	n.scheduleExternal()
 }
 
 // Task returns a task's view from the partition's state.
@@ -453,6 +482,14 @@ func (n *Node) initialLeases(p *partition, spec *shard.GroupSpec) []shard.Event 
 	}
 	cfg := p.shard.Config()
 	evs := shard.InitialLeases(n.now, spec, free, n.holder, cfg.DefaultTimeout, cfg.LeaseGrace)
+	if cfg.External != nil {
+		// Tasks of external handlers are for the workers that serve them,
+		// never for this peer's own slots.
+		evs = slices.DeleteFunc(evs, func(e shard.Event) bool {
+			_, i, _ := e.Task.Split()
+			return cfg.External(spec.Tasks[i].Handler)
+		})
+	}
 	n.holdLeases(p.id, evs)
 	return evs
 }

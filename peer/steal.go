@@ -64,7 +64,7 @@ func (s *stealer) Observe(peer string, l Load, now time.Time) {
 
 // load returns this node's load as it gossips it.
 func (n *Node) load() Load {
-	return Load{Ready: n.readyTotal(), Running: n.busy, Slots: n.cfg.Slots}
+	return Load{Ready: n.readyTotal() - n.readyExternal(), Running: n.busy, Slots: n.cfg.Slots}
 }
 
 // maybeSteal asks a loaded peer for work when this node has free slots and

@@ -304,7 +304,7 @@ func outboxKey(t shard.TaskID, r shard.Round) string { return fmt.Sprintf("%s@%d
 // (persisted with the next Ready) and sends it to the owner.
 func (n *Node) forward(o shard.Outcome) {
 	msg := OutcomeMsg{Task: o.Task, Round: o.Round, Holder: o.Holder, OK: o.OK, Result: o.Result,
-		Error: o.Error, Permanent: o.Permanent, TimedOut: o.TimedOut}
+		Error: o.Error, Permanent: o.Permanent, TimedOut: o.TimedOut, Lost: o.Lost}
 	key := outboxKey(o.Task, o.Round)
 	n.mesh.outbox[key] = msg
 	enc, _ := AppendMessage(nil, &Message{Type: MsgOutcome, Outcomes: []OutcomeMsg{msg}})
@@ -376,7 +376,7 @@ func (n *Node) stepOutcomes(from string, outs []OutcomeMsg) {
 			continue // not the owner (any more): the holder re-sends to the right one
 		}
 		ev, err := p.shard.Report(n.now, shard.Outcome{Task: o.Task, Round: o.Round, Holder: o.Holder, OK: o.OK,
-			Result: o.Result, Error: o.Error, Permanent: o.Permanent, TimedOut: o.TimedOut})
+			Result: o.Result, Error: o.Error, Permanent: o.Permanent, TimedOut: o.TimedOut, Lost: o.Lost})
 		if err != nil {
 			n.stats.StaleOutcomes++
 			acks = append(acks, AckMsg{Task: o.Task, Round: o.Round})

@@ -110,6 +110,9 @@ type OutcomeMsg struct {
 	Error     string
 	Permanent bool
 	TimedOut  bool
+	// Lost (flag bit 3) hands the lease back: the external worker that
+	// held it is gone (shard.Outcome.Lost). An older owner reads a failure.
+	Lost bool
 }
 
 // AckMsg tells a holder that the owner has its outcome.
@@ -237,7 +240,7 @@ func appendOutcome(dst []byte, o *OutcomeMsg) []byte {
 	dst = binary.AppendUvarint(dst, uint64(o.Round))
 	dst = shard.AppendString(dst, o.Holder)
 	var flags byte
-	for i, b := range []bool{o.OK, o.Permanent, o.TimedOut} {
+	for i, b := range []bool{o.OK, o.Permanent, o.TimedOut, o.Lost} {
 		if b {
 			flags |= 1 << i
 		}
@@ -408,7 +411,7 @@ func decodeHeartbeat(d *shard.Decoder) *Heartbeat {
 func decodeOutcome(d *shard.Decoder) OutcomeMsg {
 	o := OutcomeMsg{Task: shard.TaskID(d.String()), Round: shard.Round(d.Uvarint()), Holder: d.String()}
 	flags := d.Byte()
-	o.OK, o.Permanent, o.TimedOut = flags&1 != 0, flags&2 != 0, flags&4 != 0
+	o.OK, o.Permanent, o.TimedOut, o.Lost = flags&1 != 0, flags&2 != 0, flags&4 != 0, flags&8 != 0
 	o.Result = d.Bytes()
 	o.Error = d.String()
 	return o

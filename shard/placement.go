@@ -13,10 +13,19 @@ import (
 type Placement struct {
 	Peer   string            // peer id
 	Labels map[string]string // its labels, "key" -> "value"
+	// Handlers are the external handlers (Config.External) this placement
+	// serves: the workers polling a peer. A placement without them runs
+	// built-in handlers only.
+	Handlers []string
 }
 
 // runs reports whether a placement may run the tasks of class c.
-func (p *Placement) runs(c *class) bool { return c.spec.Matches(p.Peer, p.Labels) }
+func (p *Placement) runs(c *class) bool {
+	if c.ext != "" && !slices.Contains(p.Handlers, c.ext) {
+		return false
+	}
+	return c.spec.Matches(p.Peer, p.Labels)
+}
 
 // class holds the READY tasks of one placement constraint (the same pin and
 // the same require), in priority order. Every task of a class matches the
@@ -26,21 +35,25 @@ func (p *Placement) runs(c *class) bool { return c.spec.Matches(p.Peer, p.Labels
 type class struct {
 	key  string
 	spec *TaskSpec // the first task's spec: only Pin and Require are read
+	ext  string    // the external handler of its tasks; "" for built-in ones
 	q    readyQueue
 }
 
-// classKey names the class of a constrained task.
-func classKey(ts *TaskSpec) string {
-	return ts.Pin + "\x00" + strings.Join(ts.Require, ",")
+// classKey names the class of a constrained task; ext is its external
+// handler, "" when it runs in peers.
+func classKey(ts *TaskSpec, ext string) string {
+	return ts.Pin + "\x00" + strings.Join(ts.Require, ",") + "\x00" + ext
 }
 
 // readySet holds the READY tasks: unconstrained ones in one queue,
 // constrained ones in one queue per class. Its order is the ready queue's
 // (priority, then FIFO), merged across the queues.
 type readySet struct {
-	plain   readyQueue
-	classes map[string]*class
-	n       int
+	plain    readyQueue
+	classes  map[string]*class
+	n        int
+	ext      int                       // tasks queued in classes of external handlers
+	external func(handler string) bool // Config.External
 }
 
 // Len returns the number of READY tasks queued.
@@ -49,19 +62,26 @@ func (r *readySet) Len() int { return r.n }
 // Push adds t to its queue; t must not be queued already.
 func (r *readySet) Push(t *task) {
 	r.n++
-	if !t.spec.Constrained() {
+	ext := ""
+	if r.external != nil && r.external(t.spec.Handler) {
+		ext = t.spec.Handler
+	}
+	if !t.spec.Constrained() && ext == "" {
 		t.cls = nil
 		r.plain.Push(t)
 		return
 	}
-	key := classKey(t.spec)
+	key := classKey(t.spec, ext)
 	c := r.classes[key]
 	if c == nil {
 		if r.classes == nil {
 			r.classes = make(map[string]*class)
 		}
-		c = &class{key: key, spec: t.spec}
+		c = &class{key: key, spec: t.spec, ext: ext}
 		r.classes[key] = c
+	}
+	if ext != "" {
+		r.ext++
 	}
 	t.cls = c
 	c.q.Push(t)
@@ -80,6 +100,9 @@ func (r *readySet) Remove(t *task) {
 		return
 	}
 	c.q.Remove(t)
+	if c.ext != "" {
+		r.ext--
+	}
 	if c.q.Len() == 0 && r.classes[c.key] == c {
 		delete(r.classes, c.key)
 	}
@@ -158,20 +181,41 @@ func (s *Shard) LeaseFor(now time.Time, n int, holder string, at Placement, acce
 // only hand on. Unconstrained tasks are not taken (the owner runs them, or
 // grants its surplus through LeaseFor).
 func (s *Shard) LeaseStranded(now time.Time, n int, holder string, to, self Placement) []Event {
-	qs := s.ready.queues(false, func(c *class) bool { return to.runs(c) && !self.runs(c) })
+	qs := s.ready.queues(false, func(c *class) bool { return c.ext == "" && to.runs(c) && !self.runs(c) })
 	return s.lease(now, n, holder, qs, nil)
 }
 
 // Stranded returns the number of READY tasks self may not run: tasks only
-// other peers can take.
-func (s *Shard) Stranded(self Placement) int { return s.ready.Len() - s.ReadyFor(self) }
+// other peers can take. Tasks of external handlers are not counted: they
+// go to peers that serve them (ExternalReady), not to thieves.
+func (s *Shard) Stranded(self Placement) int {
+	return s.ready.Len() - s.ready.ext - s.ReadyFor(Placement{Peer: self.Peer, Labels: self.Labels})
+}
+
+// ExternalReady returns the number of READY tasks of external handlers
+// (Config.External).
+func (s *Shard) ExternalReady() int { return s.ready.ext }
+
+// ExternalHandlers returns the external handlers that have READY tasks,
+// sorted, each with how many.
+func (s *Shard) ExternalHandlers(into map[string]int) map[string]int {
+	for _, c := range s.ready.classes {
+		if c.ext != "" && c.q.Len() > 0 {
+			if into == nil {
+				into = map[string]int{}
+			}
+			into[c.ext] += c.q.Len()
+		}
+	}
+	return into
+}
 
 // StrandedRunners adds to into the peers of cands that may run some READY
 // task self may not run (its stranded tasks), and returns it: the peers
 // worth telling there is work here for them.
 func (s *Shard) StrandedRunners(self Placement, cands []Placement, into map[string]bool) map[string]bool {
 	for _, c := range s.ready.classes {
-		if c.q.Len() == 0 || self.runs(c) {
+		if c.q.Len() == 0 || c.ext != "" || self.runs(c) {
 			continue
 		}
 		for i := range cands {

@@ -156,7 +156,11 @@ type Outcome struct {
 	Error     string
 	Permanent bool
 	TimedOut  bool
-	Took      time.Duration // how long the handler ran (an input for pacing, not stored)
+	// Lost hands the lease back without an attempt: the external worker
+	// that held it is gone (it stopped polling and heartbeating). The task
+	// runs again, as when a dead peer's lease expires (EvExpired).
+	Lost bool
+	Took time.Duration // how long the handler ran (an input for pacing, not stored)
 }
 
 // Report checks an outcome against the current lease (fencing) and returns
@@ -173,6 +177,10 @@ func (s *Shard) Report(now time.Time, o Outcome) (Event, error) {
 			ErrStaleRound, o.Task, o.Round, o.Holder, t.round, t.state)
 	}
 	ev := Event{At: now, Group: t.g.id, Task: t.id, Round: o.Round, Holder: o.Holder}
+	if o.Lost {
+		ev.Type = EvExpired
+		return ev, nil
+	}
 	if o.OK {
 		ev.Type = EvSucceeded
 		ev.Result = o.Result

@@ -34,6 +34,13 @@ type Config struct {
 	// only by the owner when proposing; nil, or an error (no peer
 	// matches), skips the firing.
 	Expand func(*GroupSpec) error
+	// External reports whether a handler runs in external workers (processes
+	// that poll a peer over HTTP) rather than in the peers themselves. Its
+	// READY tasks wait for a placement that serves the handler
+	// (Placement.Handlers): never the owner's own slots, never a thief's.
+	// Only the owner's lease choice reads it (the ready queue is leader-local
+	// state), so it may differ between peers. nil: no handler is external.
+	External func(handler string) bool
 }
 
 // DefaultConfig returns a Config with the defaults above and a fixed seed.
@@ -187,7 +194,9 @@ func New(cfg Config) (*Shard, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Shard{cfg: cfg, groups: make(map[GroupID]*group), schedules: make(map[ScheduleID]*schedule)}, nil
+	s := &Shard{cfg: cfg, groups: make(map[GroupID]*group), schedules: make(map[ScheduleID]*schedule)}
+	s.ready.external = cfg.External
+	return s, nil
 }
 
 // Len returns the number of groups held.

@@ -88,6 +88,8 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	var execEnv listFlag
 	fs.Var(&execEnv, "exec-env", "environment variable NAME exec tasks may set in their payload's env; the daemon's own value is passed when a task sets none (repeatable; default none)")
 	fs.Var(&httpAllow, "http-allow", "URL prefix http tasks may POST to (repeatable)")
+	fs.DurationVar(&c.WorkerTTL, "worker-ttl", peer.DefaultWorkerTTL, "an external worker silent this long (no poll, heartbeat or report) is dead: its tasks run again")
+	handlers := fs.String("handlers", "open", "open: a handler this peer has not registered is external (served by workers polling POST /v1/workers/poll); strict: refuse it (400 unknown handler)")
 	labels := labelFlag{}
 	fs.Var(labels, "label", "placement label key=value of this peer (repeatable; env NEEDLE_LABELS=zone=a,gpu=true)")
 	fs.StringVar(&m.LogFormat, "log-format", m.LogFormat, "log format: text or json")
@@ -121,6 +123,16 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		if err := configFile(fs, *config, set.names); err != nil {
 			return err
 		}
+	}
+	switch *handlers {
+	case "open":
+	case "strict":
+		c.StrictHandlers = true
+	default:
+		return fmt.Errorf("--handlers %q: want open or strict", *handlers)
+	}
+	if c.WorkerTTL <= 0 {
+		return fmt.Errorf("--worker-ttl %v: want a positive duration", c.WorkerTTL)
 	}
 	c.Token = getenv("NEEDLE_API_TOKEN")
 	build := buildinfo.Get()

@@ -60,6 +60,7 @@ var errorTable = []errorKind{
 	{is(ErrPayloadTooLarge), http.StatusRequestEntityTooLarge, CodePayloadTooLarge},
 	{is(shard.ErrNotFound), http.StatusNotFound, CodeNotFound},
 	{isFieldError, http.StatusBadRequest, CodeInvalidArgument},
+	{is(ErrLeaseLost), http.StatusConflict, CodeLeaseLost},
 	{is(ErrConflict), http.StatusConflict, CodeConflict},
 	{isConflict, http.StatusConflict, CodeConflict},
 	{is(ErrUnavailable), http.StatusServiceUnavailable, CodeUnavailable},

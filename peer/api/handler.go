@@ -118,6 +118,9 @@ func NewHandler(b Backend, opts HandlerOptions) *Handler {
 	if l, ok := b.(LogReader); ok {
 		routes = append(routes, s.logRoutes(l)...)
 	}
+	if wk, ok := b.(Workers); ok {
+		routes = append(routes, s.workerRoutes(wk)...)
+	}
 	if opts.Metrics != nil {
 		routes = append(routes, route{"GET", "/metrics", opts.Metrics.ServeHTTP})
 	}

@@ -463,6 +463,8 @@ func (f *rawFields) toSpec(path string, lim Limits) (shard.TaskSpec, error) {
 		return ts, fieldErr(join(path, "handler"), "longer than %d bytes", maxNameLen)
 	case lim.HasHandler != nil && !lim.HasHandler(f.Handler):
 		return ts, fieldErr(join(path, "handler"), "unknown handler %q", f.Handler)
+	case lim.HasHandler == nil && ValidHandlerName(f.Handler) != nil:
+		return ts, fieldErr(join(path, "handler"), "%v", ValidHandlerName(f.Handler))
 	}
 	var err error
 	if ts.Payload, err = payload(f.Payload, join(path, "payload"), lim.MaxPayload); err != nil {

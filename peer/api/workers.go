@@ -1,0 +1,346 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// External workers: processes in any language that poll a peer for the
+// tasks of the handlers they serve (POST /v1/workers/poll), then report
+// each outcome on the lease the poll handed out (POST /v1/leases/{lease}/
+// complete, fail, heartbeat, logs). See docs/api.md, "Workers".
+
+// Bounds of a poll.
+const (
+	MaxPollTasks   = 1000            // "max" of one poll
+	MaxPollWait    = 5 * time.Minute // "wait" of one poll
+	maxPollLabels  = 64
+	maxHandlers    = 256 // handlers of one poll
+	maxLogLines    = 10_000
+	maxWorkerIDLen = 256
+	maxLeaseLen    = 128
+)
+
+// ErrLeaseLost is returned by a Workers backend for an outcome, heartbeat
+// or log on a lease that is no longer current: it expired, its worker was
+// declared dead, its task was canceled or runs in a newer round. Nothing
+// changed. HTTP 409 lease_lost.
+var ErrLeaseLost = errors.New("api: lease lost")
+
+// CodeLeaseLost is the error code of ErrLeaseLost.
+const CodeLeaseLost = "lease_lost"
+
+// PollRequest is the body of POST /v1/workers/poll.
+type PollRequest struct {
+	Worker   string        // the worker's id, chosen by the worker
+	Handlers []string      // the handlers it serves
+	Max      int           // tasks it takes at most, 1..1000
+	Wait     time.Duration // how long to wait for one, 0..5m
+	Labels   []string      // its labels, "key=value"
+}
+
+// pollBody is PollRequest on the wire.
+type pollBody struct {
+	Worker   string   `json:"worker"`
+	Handlers []string `json:"handlers"`
+	Max      *int     `json:"max"`
+	Wait     *string  `json:"wait"`
+	Labels   []string `json:"labels"`
+}
+
+// WorkerTask is a task handed to a worker: the task as GET /v1/tasks/{id}
+// shows it (RUNNING, its round), with what the handler needs and the
+// lease to report on.
+type WorkerTask struct {
+	Task
+	Payload json.RawMessage            `json:"payload"`
+	Inputs  map[string]json.RawMessage `json:"inputs,omitempty"` // results of its dependencies, by name
+	Timeout string                     `json:"timeout"`          // the attempt's timeout
+	// Lease is the opaque token to report the outcome on; Deadline is when
+	// the lease runs out (the attempt's timeout): an outcome after it is
+	// refused (409 lease_lost) and the attempt counts as timed out.
+	Lease    string    `json:"lease"`
+	Deadline time.Time `json:"deadline"`
+	// Shard and Shards are set on the copies of a broadcast: this copy's
+	// index (0-based) and the number of copies.
+	Shard  *int `json:"shard,omitempty"`
+	Shards *int `json:"shards,omitempty"`
+}
+
+// PollResult is the body of a poll's answer.
+type PollResult struct {
+	Tasks []WorkerTask `json:"tasks"`
+}
+
+// CompleteRequest is the body of POST /v1/leases/{lease}/complete.
+type CompleteRequest struct {
+	Result json.RawMessage `json:"result"`
+}
+
+// FailRequest is the body of POST /v1/leases/{lease}/fail.
+type FailRequest struct {
+	Error     string `json:"error"`
+	Permanent bool   `json:"permanent"`
+}
+
+// LogsRequest is the body of POST /v1/leases/{lease}/logs.
+type LogsRequest struct {
+	Lines []string `json:"lines"`
+}
+
+// HeartbeatResult is the answer to a lease heartbeat.
+type HeartbeatResult struct {
+	// Canceled says the task (or its group) was canceled: the worker may
+	// stop; any outcome it reports is refused.
+	Canceled bool      `json:"canceled"`
+	Deadline time.Time `json:"deadline"`
+}
+
+// WorkerInfo is one external worker as GET /v1/workers lists it.
+type WorkerInfo struct {
+	ID       string    `json:"id"`
+	Peer     string    `json:"peer"` // the peer it polls
+	Handlers []string  `json:"handlers"`
+	Labels   []string  `json:"labels,omitempty"`
+	Running  int       `json:"running"` // leases it holds
+	Slots    int       `json:"slots"`   // "max" of its last poll
+	LastSeen time.Time `json:"last_seen"`
+	Polling  bool      `json:"polling"` // a poll of it is waiting now
+}
+
+// WorkerList is the body of GET /v1/workers.
+type WorkerList struct {
+	Workers []WorkerInfo `json:"workers"`
+	// Unreachable names the live peers that did not answer: their workers
+	// are missing from the list.
+	Unreachable []string `json:"unreachable,omitempty"`
+}
+
+// Workers is what a Backend implements to serve external workers.
+type Workers interface {
+	Poll(ctx context.Context, req PollRequest) (PollResult, error)
+	// Complete and Fail report a lease's outcome: ErrLeaseLost when it is
+	// not current, nil for a repeat of the outcome already accepted.
+	Complete(ctx context.Context, lease string, result json.RawMessage) error
+	Fail(ctx context.Context, lease string, msg string, permanent bool) error
+	Heartbeat(ctx context.Context, lease string) (HeartbeatResult, error)
+	Logs(ctx context.Context, lease string, lines []string) error
+	ListWorkers(ctx context.Context) (WorkerList, error)
+}
+
+func (s *server) workerRoutes(wk Workers) []route {
+	return []route{
+		{"POST", "/v1/workers/poll", func(w http.ResponseWriter, r *http.Request) { s.poll(w, r, wk) }},
+		{"GET", "/v1/workers", func(w http.ResponseWriter, r *http.Request) {
+			l, err := wk.ListWorkers(r.Context())
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, l)
+		}},
+		{"POST", "/v1/leases/{lease}/complete", func(w http.ResponseWriter, r *http.Request) { s.leaseCall(w, r, wk, "complete") }},
+		{"POST", "/v1/leases/{lease}/fail", func(w http.ResponseWriter, r *http.Request) { s.leaseCall(w, r, wk, "fail") }},
+		{"POST", "/v1/leases/{lease}/heartbeat", func(w http.ResponseWriter, r *http.Request) { s.leaseCall(w, r, wk, "heartbeat") }},
+		{"POST", "/v1/leases/{lease}/logs", func(w http.ResponseWriter, r *http.Request) { s.leaseCall(w, r, wk, "logs") }},
+	}
+}
+
+func (s *server) poll(w http.ResponseWriter, r *http.Request, wk Workers) {
+	body, err := readBody(http.MaxBytesReader(w, r.Body, s.opts.Limits.withDefaults().MaxBody), s.opts.Limits.withDefaults().MaxBody)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	req, err := DecodePoll(body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := wk.Poll(r.Context(), req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if res.Tasks == nil {
+		res.Tasks = []WorkerTask{}
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *server) leaseCall(w http.ResponseWriter, r *http.Request, wk Workers, op string) {
+	lease := r.PathValue("lease")
+	if err := ValidLease(lease); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	body, err := readBody(http.MaxBytesReader(w, r.Body, s.opts.Limits.withDefaults().MaxBody), s.opts.Limits.withDefaults().MaxBody)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	switch op {
+	case "complete":
+		var req CompleteRequest
+		if err = DecodeComplete(body, &req); err == nil {
+			err = wk.Complete(r.Context(), lease, req.Result)
+		}
+	case "fail":
+		var req FailRequest
+		if err = DecodeFail(body, &req); err == nil {
+			err = wk.Fail(r.Context(), lease, req.Error, req.Permanent)
+		}
+	case "logs":
+		var req LogsRequest
+		if err = DecodeLogs(body, &req); err == nil {
+			err = wk.Logs(r.Context(), lease, req.Lines)
+		}
+	case "heartbeat":
+		if len(strings.TrimSpace(string(body))) > 0 {
+			var v struct{}
+			if err = decodeStrict(body, &v, ""); err != nil {
+				break
+			}
+		}
+		var hb HeartbeatResult
+		if hb, err = wk.Heartbeat(r.Context(), lease); err == nil {
+			writeJSON(w, http.StatusOK, hb)
+			return
+		}
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+}
+
+// DecodePoll decodes and checks the body of a poll.
+func DecodePoll(data []byte) (PollRequest, error) {
+	var b pollBody
+	if err := decodeStrict(data, &b, ""); err != nil {
+		return PollRequest{}, err
+	}
+	req := PollRequest{Worker: b.Worker, Handlers: b.Handlers, Labels: b.Labels, Max: 1, Wait: 0}
+	switch {
+	case b.Worker == "":
+		return req, fieldErr("worker", "required: an id the worker picks")
+	case len(b.Worker) > maxWorkerIDLen || !printable(b.Worker):
+		return req, fieldErr("worker", "want at most %d printable bytes", maxWorkerIDLen)
+	case b.Handlers == nil:
+		return req, fieldErr("handlers", "required: the handlers this worker serves")
+	case len(b.Handlers) == 0:
+		return req, fieldErr("handlers", "empty: name at least one handler")
+	case len(b.Handlers) > maxHandlers:
+		return req, fieldErr("handlers", "more than %d handlers", maxHandlers)
+	case len(b.Labels) > maxPollLabels:
+		return req, fieldErr("labels", "more than %d labels", maxPollLabels)
+	}
+	for i, h := range b.Handlers {
+		if err := ValidHandlerName(h); err != nil {
+			return req, fieldErr(fmt.Sprintf("handlers[%d]", i), "%v", err)
+		}
+	}
+	for i, l := range b.Labels {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" || len(l) > maxNameLen || !printable(k) || !printable(v) || strings.ContainsAny(k, ",=") || strings.Contains(v, ",") {
+			return req, fieldErr(fmt.Sprintf("labels[%d]", i), "want key=value, got %q", l)
+		}
+	}
+	if b.Max != nil {
+		if *b.Max < 1 || *b.Max > MaxPollTasks {
+			return req, fieldErr("max", "want 1..%d, got %d", MaxPollTasks, *b.Max)
+		}
+		req.Max = *b.Max
+	}
+	if b.Wait != nil {
+		d, err := time.ParseDuration(*b.Wait)
+		if err != nil {
+			return req, fieldErr("wait", "want a duration such as \"30s\", got %q", *b.Wait)
+		}
+		if d < 0 || d > MaxPollWait {
+			return req, fieldErr("wait", "want 0s..%v, got %v", MaxPollWait, d)
+		}
+		req.Wait = d
+	}
+	return req, nil
+}
+
+// DecodeComplete decodes the body of a complete: {"result": <json>}. An
+// empty body or a missing result is a null result.
+func DecodeComplete(data []byte, req *CompleteRequest) error {
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return nil
+	}
+	return decodeStrict(data, req, "")
+}
+
+// DecodeFail decodes the body of a fail: {"error": "...", "permanent": false}.
+func DecodeFail(data []byte, req *FailRequest) error {
+	if err := decodeStrict(data, req, ""); err != nil {
+		return err
+	}
+	if req.Error == "" {
+		return fieldErr("error", "required: say why the attempt failed")
+	}
+	return nil
+}
+
+// DecodeLogs decodes the body of a logs call: {"lines": ["...", ...]}.
+func DecodeLogs(data []byte, req *LogsRequest) error {
+	if err := decodeStrict(data, req, ""); err != nil {
+		return err
+	}
+	if len(req.Lines) > maxLogLines {
+		return fieldErr("lines", "more than %d lines in one call", maxLogLines)
+	}
+	return nil
+}
+
+// ValidHandlerName checks a handler name: 1 to 256 bytes of letters,
+// digits and . _ - : / @ +, starting with a letter or digit.
+func ValidHandlerName(h string) error {
+	if h == "" {
+		return errors.New("empty handler name")
+	}
+	if len(h) > maxNameLen {
+		return fmt.Errorf("handler name longer than %d bytes", maxNameLen)
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || !strings.ContainsRune("._-:/@+", rune(c))) {
+			return fmt.Errorf("malformed handler name %q: want letters, digits and . _ - : / @ +, starting with a letter or digit", h)
+		}
+	}
+	return nil
+}
+
+// ValidLease checks the form of a lease token (the peer's tokens are 32
+// lowercase hex digits); a malformed one is a 400 naming "lease".
+func ValidLease(l string) error {
+	if l == "" || len(l) > maxLeaseLen {
+		return fieldErr("lease", "malformed lease token")
+	}
+	for i := 0; i < len(l); i++ {
+		if c := l[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return fieldErr("lease", "malformed lease token")
+		}
+	}
+	return nil
+}
+
+// printable reports whether s is non-control ASCII or UTF-8 text.
+func printable(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || r == '\uFFFD' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,297 @@
+package peer
+
+import (
+	"bytes"
+
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/needle-mesh/needle/peer/api"
+)
+
+// wcall sends one request to a peer's API and returns the status and body.
+func wcall(t *testing.T, c *api.Client, method, path, body string) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, c.BaseURL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, data
+}
+
+// poll polls a peer as worker for handlers and returns the tasks.
+func poll(t *testing.T, c *api.Client, worker, handlers string, max int, wait string) []api.WorkerTask {
+	t.Helper()
+	body := `{"worker": "` + worker + `", "handlers": [` + handlers + `], "max": ` + itoa(max) + `, "wait": "` + wait + `"}`
+	status, data := wcall(t, c, "POST", "/v1/workers/poll", body)
+	if status != http.StatusOK {
+		t.Fatalf("poll = %d %s", status, data)
+	}
+	var res api.PollResult
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatalf("poll body %s: %v", data, err)
+	}
+	return res.Tasks
+}
+
+func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+// errCode returns the code of an error body.
+func errCode(data []byte) string {
+	var eb api.ErrorBody
+	if json.Unmarshal(data, &eb) != nil || eb.Error == nil {
+		return ""
+	}
+	return eb.Error.Code
+}
+
+func submitTask(t *testing.T, c *api.Client, body string) string {
+	t.Helper()
+	status, data := wcall(t, c, "POST", "/v1/tasks", body)
+	if status != http.StatusCreated {
+		t.Fatalf("submit = %d %s", status, data)
+	}
+	var r api.SubmitTaskResponse
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r.ID
+}
+
+func TestWorkerPollComplete(t *testing.T) {
+	_, c := startPeerWith(t, Config{})
+	id := submitTask(t, c, `{"handler": "resize", "payload": {"w": 640}}`)
+	tasks := poll(t, c, "w1", `"resize", "email"`, 8, "10s")
+	if len(tasks) != 1 || tasks[0].ID != id || tasks[0].Handler != "resize" || string(tasks[0].Payload) != `{"w":640}` ||
+		tasks[0].Lease == "" || tasks[0].State != "RUNNING" || tasks[0].Round != 1 {
+		t.Fatalf("poll = %+v; want task %s with a lease", tasks, id)
+	}
+	lease := tasks[0].Lease
+	if !tasks[0].Deadline.After(time.Now()) {
+		t.Errorf("deadline %v is not in the future", tasks[0].Deadline)
+	}
+	if status, data := wcall(t, c, "POST", "/v1/leases/"+lease+"/heartbeat", ""); status != 200 || !strings.Contains(string(data), `"canceled":false`) {
+		t.Fatalf("heartbeat = %d %s", status, data)
+	}
+	if status, data := wcall(t, c, "POST", "/v1/leases/"+lease+"/logs", `{"lines": ["resizing", "done"]}`); status != 200 {
+		t.Fatalf("logs = %d %s", status, data)
+	}
+	if status, data := wcall(t, c, "POST", "/v1/leases/"+lease+"/complete", `{"result": {"url": "x.png"}}`); status != 200 {
+		t.Fatalf("complete = %d %s", status, data)
+	}
+	got, err := c.GetTask(t.Context(), id, 10*time.Second)
+	if err != nil || got.State != "SUCCEEDED" || string(got.Result) != `{"url":"x.png"}` {
+		t.Fatalf("task = %+v, %v; want SUCCEEDED with the result", got, err)
+	}
+	// A repeat of the same outcome (its answer was lost) is a 200 and
+	// changes nothing; another outcome on the same lease is lease_lost.
+	if status, data := wcall(t, c, "POST", "/v1/leases/"+lease+"/complete", `{"result": {"url": "x.png"}}`); status != 200 {
+		t.Errorf("repeated complete = %d %s; want 200", status, data)
+	}
+	if status, data := wcall(t, c, "POST", "/v1/leases/"+lease+"/fail", `{"error": "late"}`); status != 409 || errCode(data) != api.CodeLeaseLost {
+		t.Errorf("fail after complete = %d %s; want 409 lease_lost", status, data)
+	}
+	if got, _ := c.GetTask(t.Context(), id, 0); got.State != "SUCCEEDED" || got.Attempt != 1 {
+		t.Errorf("task after repeats = %s attempt %d; want SUCCEEDED, 1 attempt", got.State, got.Attempt)
+	}
+	var logs api.TaskLogs
+	status, data := wcall(t, c, "GET", "/v1/tasks/"+id+"/logs", "")
+	if err := json.Unmarshal(data, &logs); status != 200 || err != nil || len(logs.Lines) != 2 || logs.Lines[1].Text != "done" {
+		t.Errorf("logs = %d %s; want the worker's two lines", status, data)
+	}
+	status, data = wcall(t, c, "GET", "/v1/workers", "")
+	var wl api.WorkerList
+	if err := json.Unmarshal(data, &wl); status != 200 || err != nil || len(wl.Workers) != 1 || wl.Workers[0].ID != "w1" ||
+		len(wl.Workers[0].Handlers) != 2 || wl.Workers[0].Slots != 8 {
+		t.Errorf("workers = %d %s; want w1 serving resize and email with 8 slots", status, data)
+	}
+}
+
+// A poll that waits gets a task submitted after it started, without
+// waiting for its wait to pass; one that finds nothing answers an empty
+// list when its wait passes.
+func TestWorkerLongPoll(t *testing.T) {
+	_, c := startPeerWith(t, Config{})
+	if tasks := poll(t, c, "w1", `"thumb"`, 1, "50ms"); len(tasks) != 0 {
+		t.Fatalf("poll of an empty peer = %+v; want none", tasks)
+	}
+	got := make(chan []api.WorkerTask, 1)
+	go func() { got <- poll(t, c, "w1", `"thumb"`, 4, "2m") }()
+	waitUntil(t, func() bool {
+		status, data := wcall(t, c, "GET", "/v1/workers", "")
+		return status == 200 && strings.Contains(string(data), `"polling":true`)
+	})
+	id := submitTask(t, c, `{"handler": "thumb", "payload": 1}`)
+	select {
+	case tasks := <-got:
+		if len(tasks) != 1 || tasks[0].ID != id {
+			t.Fatalf("poll = %+v; want %s", tasks, id)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiting poll got nothing")
+	}
+}
+
+// waitUntil polls cond until it holds (or the test's deadline).
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	timeout := time.After(30 * time.Second)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-timeout:
+			t.Fatal("condition not reached in 30 s")
+		}
+	}
+}
+
+// A worker that stops polling and heartbeating is dead after the TTL: its
+// task runs again (a new round, no attempt spent) and its late outcome is
+// refused with lease_lost, changing nothing.
+func TestWorkerDeadTaskRunsAgain(t *testing.T) {
+	_, c := startPeerWith(t, Config{WorkerTTL: 200 * time.Millisecond})
+	id := submitTask(t, c, `{"handler": "resize", "payload": 1, "retry": {"max_attempts": 1}}`)
+	first := poll(t, c, "dies", `"resize"`, 1, "10s")
+	if len(first) != 1 {
+		t.Fatalf("poll = %+v", first)
+	}
+	var second []api.WorkerTask
+	waitUntil(t, func() bool {
+		second = poll(t, c, "lives", `"resize"`, 1, "100ms")
+		return len(second) == 1
+	})
+	if second[0].ID != id || second[0].Round != 2 {
+		t.Fatalf("second poll = %+v; want %s in round 2", second, id)
+	}
+	status, data := wcall(t, c, "POST", "/v1/leases/"+first[0].Lease+"/complete", `{"result": "late"}`)
+	if status != 409 || errCode(data) != api.CodeLeaseLost {
+		t.Fatalf("late complete = %d %s; want 409 lease_lost", status, data)
+	}
+	if status, data := wcall(t, c, "POST", "/v1/leases/"+second[0].Lease+"/complete", `{"result": "ok"}`); status != 200 {
+		t.Fatalf("complete = %d %s", status, data)
+	}
+	got, err := c.GetTask(t.Context(), id, 10*time.Second)
+	if err != nil || got.State != "SUCCEEDED" || string(got.Result) != `"ok"` {
+		t.Fatalf("task = %+v, %v; want SUCCEEDED with the live worker's result", got, err)
+	}
+}
+
+// A heartbeat after the task was canceled says so; the worker's outcome
+// is then refused.
+func TestWorkerHeartbeatCanceled(t *testing.T) {
+	_, c := startPeerWith(t, Config{})
+	id := submitTask(t, c, `{"handler": "long", "payload": 1}`)
+	tasks := poll(t, c, "w", `"long"`, 1, "10s")
+	if len(tasks) != 1 {
+		t.Fatalf("poll = %+v", tasks)
+	}
+	if _, err := c.CancelTask(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	status, data := wcall(t, c, "POST", "/v1/leases/"+tasks[0].Lease+"/heartbeat", "")
+	if status != 200 || !strings.Contains(string(data), `"canceled":true`) {
+		t.Fatalf("heartbeat = %d %s; want canceled", status, data)
+	}
+	status, data = wcall(t, c, "POST", "/v1/leases/"+tasks[0].Lease+"/complete", `{"result": 1}`)
+	if status != 409 || errCode(data) != api.CodeLeaseLost {
+		t.Fatalf("complete after cancel = %d %s; want 409 lease_lost", status, data)
+	}
+	if got, _ := c.GetTask(t.Context(), id, 0); got.State != "CANCELED" {
+		t.Errorf("task = %s; want CANCELED", got.State)
+	}
+}
+
+// A result over --max-result is a 400 naming result, and the task fails
+// permanently as a built-in's oversized result does.
+func TestWorkerResultTooLarge(t *testing.T) {
+	_, c := startPeerWith(t, Config{MaxResult: 100})
+	id := submitTask(t, c, `{"handler": "big", "payload": 1, "retry": {"max_attempts": 5}}`)
+	tasks := poll(t, c, "w", `"big"`, 1, "10s")
+	big := `{"result": "` + strings.Repeat("x", 200) + `"}`
+	status, data := wcall(t, c, "POST", "/v1/leases/"+tasks[0].Lease+"/complete", big)
+	var eb api.ErrorBody
+	if status != 400 || json.Unmarshal(data, &eb) != nil || eb.Error.Field != "result" {
+		t.Fatalf("complete = %d %s; want 400 naming result", status, data)
+	}
+	got, err := c.GetTask(t.Context(), id, 10*time.Second)
+	if err != nil || got.State != "FAILED" || got.Error == nil || !strings.Contains(*got.Error, "over the limit") {
+		t.Fatalf("task = %+v, %v; want FAILED for good", got, err)
+	}
+}
+
+func TestWorkerBadInput(t *testing.T) {
+	_, c := startPeerWith(t, Config{Token: "secret"})
+	c.Token = "secret"
+	for _, tt := range []struct {
+		name, path, body string
+		status           int
+		field            string
+	}{
+		{"no handlers", "/v1/workers/poll", `{"worker": "w"}`, 400, "handlers"},
+		{"empty handlers", "/v1/workers/poll", `{"worker": "w", "handlers": []}`, 400, "handlers"},
+		{"empty handler", "/v1/workers/poll", `{"worker": "w", "handlers": [""]}`, 400, "handlers[0]"},
+		{"malformed handler", "/v1/workers/poll", `{"worker": "w", "handlers": ["a", "b c"]}`, 400, "handlers[1]"},
+		{"max over", "/v1/workers/poll", `{"worker": "w", "handlers": ["a"], "max": 1001}`, 400, "max"},
+		{"max under", "/v1/workers/poll", `{"worker": "w", "handlers": ["a"], "max": 0}`, 400, "max"},
+		{"wait over", "/v1/workers/poll", `{"worker": "w", "handlers": ["a"], "wait": "6m"}`, 400, "wait"},
+		{"wait bad", "/v1/workers/poll", `{"worker": "w", "handlers": ["a"], "wait": "soon"}`, 400, "wait"},
+		{"unknown field", "/v1/workers/poll", `{"worker": "w", "handlers": ["a"], "slots": 3}`, 400, "slots"},
+		{"no worker", "/v1/workers/poll", `{"handlers": ["a"]}`, 400, "worker"},
+		{"bad label", "/v1/workers/poll", `{"worker": "w", "handlers": ["a"], "labels": ["zone"]}`, 400, "labels[0]"},
+		{"unknown lease", "/v1/leases/00112233445566778899aabbccddeeff/complete", `{"result": 1}`, 404, ""},
+		{"malformed lease", "/v1/leases/not-a-lease/complete", `{"result": 1}`, 400, "lease"},
+		{"fail without error", "/v1/leases/00112233445566778899aabbccddeeff/fail", `{}`, 400, "error"},
+		{"complete unknown field", "/v1/leases/00112233445566778899aabbccddeeff/complete", `{"resul": 1}`, 400, "resul"},
+		{"heartbeat unknown lease", "/v1/leases/00112233445566778899aabbccddeeff/heartbeat", ``, 404, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			status, data := wcall(t, c, "POST", tt.path, tt.body)
+			var eb api.ErrorBody
+			if status != tt.status || json.Unmarshal(data, &eb) != nil || eb.Error == nil || eb.Error.Field != tt.field {
+				t.Errorf("POST %s %s = %d %s; want %d naming %q", tt.path, tt.body, status, data, tt.status, tt.field)
+			}
+		})
+	}
+	c.Token = ""
+	if status, _ := wcall(t, c, "POST", "/v1/workers/poll", `{"worker": "w", "handlers": ["a"]}`); status != 401 {
+		t.Errorf("poll without the token = %d; want 401", status)
+	}
+}
+
+// Any well-formed handler name may be submitted (it is external unless
+// registered); --handlers strict refuses the ones not registered.
+func TestSubmitExternalHandler(t *testing.T) {
+	_, c := startPeerWith(t, Config{})
+	submitTask(t, c, `{"handler": "my.resize-v2", "payload": 1}`)
+	status, data := wcall(t, c, "POST", "/v1/tasks", `{"handler": "bad name", "payload": 1}`)
+	if status != 400 || !bytes.Contains(data, []byte(`"field":"handler"`)) {
+		t.Errorf("malformed handler = %d %s; want 400 naming handler", status, data)
+	}
+	_, strict := startPeerWith(t, Config{StrictHandlers: true})
+	status, data = wcall(t, strict, "POST", "/v1/tasks", `{"handler": "resize", "payload": 1}`)
+	if status != 400 || !bytes.Contains(data, []byte("unknown handler")) {
+		t.Errorf("strict peer, unknown handler = %d %s; want 400 unknown handler", status, data)
+	}
+}
