@@ -86,6 +86,9 @@ type NodeStats struct {
 	Held        int `json:"Held"`
 	Voter       int `json:"Voter"`
 	LeaderKnown int `json:"LeaderKnown"`
+	// Counts are the tasks of the partitions the peer leads, by state
+	// (UNKNOWN, PENDING, READY, RUNNING, WAITING, SUCCEEDED, FAILED, CANCELED).
+	Counts [8]int `json:"Counts"`
 }
 
 // APIError is an error answer of the API.

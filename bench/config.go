@@ -18,7 +18,11 @@ const (
 )
 
 // AllWorkloads lists every workload Run knows.
-var AllWorkloads = []string{W1, W2, W3, W4, WS, WP}
+var AllWorkloads = []string{W1, W2, W3, W4, WS, WP, WL}
+
+// DefaultWorkloads are the workloads run when none are named: all but WL,
+// which loads a million tasks first.
+var DefaultWorkloads = []string{W1, W2, W3, W4, WS, WP}
 
 // Config says what to run. Every zero numeric field takes the default of
 // DefaultConfig; Validate reports the rest with the CLI flag's name.
@@ -29,8 +33,8 @@ type Config struct {
 	Peers int
 	// Slots is each peer's --slots (default 2).
 	Slots int
-	// Workloads to run, a subset of AllWorkloads (default all), run in the
-	// order of AllWorkloads.
+	// Workloads to run, a subset of AllWorkloads (default
+	// DefaultWorkloads), run in the order of AllWorkloads.
 	Workloads []string
 	// Reps is the number of repetitions of each workload (default 3); each
 	// repetition gets a fresh cluster.
@@ -49,6 +53,10 @@ type Config struct {
 	// WPItems is the number of items of the WP pipeline (default 10000),
 	// and WPConcurrency each stage's in-flight bound (default 256).
 	WPItems, WPConcurrency int
+	// WLTasks is the number of finished tasks WL loads the mesh with
+	// (default 1,000,000), WLFailed how many of them FAILED (default
+	// 10,000; at most WLTasks).
+	WLTasks, WLFailed int
 	// Steal is each peer's --steal; false passes --steal=false.
 	// DefaultConfig sets it to true.
 	Steal bool
@@ -93,7 +101,7 @@ const (
 func DefaultConfig() Config {
 	return Config{
 		Peers: DefaultPeers, Slots: DefaultSlots, Reps: DefaultReps,
-		Workloads: slices.Clone(AllWorkloads),
+		Workloads: slices.Clone(DefaultWorkloads),
 		W1Tasks:   DefaultW1Tasks, W1Batch: DefaultW1Batch,
 		W2Tasks: DefaultW2Tasks, W4Tasks: DefaultW4Tasks, Steal: true,
 		ReadyTimeout: DefaultReadyTimeout, WaitTimeout: DefaultWaitTimeout,
@@ -117,6 +125,8 @@ func (cfg Config) withDefaults() Config {
 	setInt(&cfg.W4Tasks, def.W4Tasks)
 	setInt(&cfg.WPItems, DefaultWPItems)
 	setInt(&cfg.WPConcurrency, DefaultWPConcurrency)
+	setInt(&cfg.WLTasks, DefaultWLTasks)
+	setInt(&cfg.WLFailed, min(DefaultWLFailed, cfg.WLTasks))
 	if len(cfg.Workloads) == 0 {
 		cfg.Workloads = def.Workloads
 	}
@@ -150,17 +160,21 @@ func (cfg Config) Validate() error {
 		{"--w1-tasks", cfg.W1Tasks}, {"--w1-batch", cfg.W1Batch},
 		{"--w2-tasks", cfg.W2Tasks}, {"--w4-tasks", cfg.W4Tasks},
 		{"--wp-items", cfg.WPItems}, {"--wp-concurrency", cfg.WPConcurrency},
+		{"--wl-tasks", cfg.WLTasks}, {"--wl-failed", cfg.WLFailed},
 	} {
 		if f.v < 0 {
 			bad("%s must be >= 1, got %d", f.flag, f.v)
 		}
+	}
+	if cfg.WLFailed > 0 && cfg.WLTasks > 0 && cfg.WLFailed > cfg.WLTasks {
+		bad("--wl-failed (%d) must be <= --wl-tasks (%d)", cfg.WLFailed, cfg.WLTasks)
 	}
 	if cfg.Peers > 64 {
 		bad("--peers must be <= 64 on one machine, got %d", cfg.Peers)
 	}
 	for _, w := range cfg.Workloads {
 		if !slices.Contains(AllWorkloads, w) {
-			bad("--workloads: unknown workload %q (want a subset of w1,w2,w3,w4,ws,wp)", w)
+			bad("--workloads: unknown workload %q (want a subset of w1,w2,w3,w4,ws,wp,wl)", w)
 		}
 	}
 	if cfg.ReadyTimeout < 0 || cfg.WaitTimeout < 0 {

@@ -115,7 +115,10 @@ func (s *Shard) IndexBytes() int { return cap(s.index.groups) * 8 }
 // walk calls f for the live groups newest first, starting below the
 // cursor's group (inclusive of it when f must see its older tasks), and
 // stops when f returns false or the groups are older than f.CreatedAfter.
-func (s *Shard) walk(f *Filter, visit func(g *group) bool) {
+// With tasks set, a group holding no task in f.States is passed over on
+// its per-state counts, without looking at its tasks: listing the FAILED
+// tasks of a partition costs a step per group, not per task.
+func (s *Shard) walk(f *Filter, tasks bool, visit func(g *group) bool) {
 	gs := s.index.groups
 	end := len(gs)
 	if f.After != nil {
@@ -132,6 +135,9 @@ func (s *Shard) walk(f *Filter, visit func(g *group) bool) {
 		if !f.CreatedAfter.IsZero() && !g.created.After(f.CreatedAfter) {
 			return
 		}
+		if tasks && !f.statesIn(g) {
+			continue // a removed group's stub counts nothing
+		}
 		if s.groups[g.id] != g || !f.groupMatches(g) {
 			continue
 		}
@@ -146,6 +152,20 @@ func (f *Filter) limit() int {
 		return 50
 	}
 	return f.Limit
+}
+
+// statesIn reports whether g holds a task in one of f.States (true
+// without States).
+func (f *Filter) statesIn(g *group) bool {
+	if len(f.States) == 0 {
+		return true
+	}
+	for _, st := range f.States {
+		if int(st) < len(g.counts) && g.counts[st] > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // groupMatches checks what a group alone decides.
@@ -208,7 +228,7 @@ func (s *Shard) ListTasks(f *Filter) ([]TaskView, []ListKey) {
 	var out []TaskView
 	var keys []ListKey
 	n := f.limit()
-	s.walk(f, func(g *group) bool {
+	s.walk(f, true, func(g *group) bool {
 		last := len(g.tasks) - 1
 		if f.After != nil && f.After.Group == g.id && f.After.Created.Equal(g.created) {
 			last = f.After.Task - 1
@@ -240,7 +260,7 @@ func (s *Shard) ListGroups(f *Filter) ([]GroupView, []ListKey) {
 	tf := *f
 	tf.States, tf.FinishedAfter, tf.FinishedBefore = nil, time.Time{}, time.Time{}
 	taskLevel := tf.Handler != "" || tf.Peer != "" || tf.Label != "" || tf.Q != ""
-	s.walk(f, func(g *group) bool {
+	s.walk(f, false, func(g *group) bool {
 		if f.After != nil && f.After.Group == g.id && f.After.Created.Equal(g.created) {
 			return true // the cursor's own group was on the previous page
 		}

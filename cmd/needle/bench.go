@@ -37,12 +37,17 @@ Exits non-zero when a result is wrong or a task is lost.
   ws  schedule firing accuracy: an every-1s schedule for 20 s
   wp  streaming pipeline: --wp-items items through 3 stages of 1 ms sleep
       tasks (one group, one owner); makespan / lower bound
+  wl  lists on a loaded mesh (not run by default): --wl-tasks finished tasks,
+      --wl-failed of them FAILED outside the last peer's partitions; asked of
+      that peer, the first and the next page of 100 FAILED tasks (p50, p99),
+      and W1 alone vs W1 while a client pages the failures every second
 
 flags:
   --needled PATH     needled binary (default: next to needle, else in PATH)
   --peers N          peers (default 3)
   --slots N          --slots of each peer (default 2)
-  --workloads LIST   comma-separated subset of w1,w2,w3,w4,ws,wp (default all)
+  --workloads LIST   comma-separated subset of w1,w2,w3,w4,ws,wp,wl
+                     (default all but wl)
   --reps N           repetitions of each workload (default 3)
   --w1-tasks N       W1 tasks (default 100000)
   --w1-batch N       W1 tasks per group (default 1000)
@@ -50,6 +55,8 @@ flags:
   --w4-tasks N       W4 tasks (default 300)
   --wp-items N       WP items (default 10000)
   --wp-concurrency N WP in-flight items per stage (default 256)
+  --wl-tasks N       WL finished tasks (default 1000000)
+  --wl-failed N      WL FAILED tasks among them (default 10000)
   --steal            work stealing on the peers (default true; --steal=false)
   --data-dir DIR     parent of the peers' data directories (default: the
                      system temp dir; on a tmpfs, fsync is free)
@@ -101,6 +108,8 @@ func (c BenchCommand) parse(args []string) (cfg bench.Config, jsonPath string, v
 	fs.IntVar(&cfg.W4Tasks, "w4-tasks", cfg.W4Tasks, "")
 	fs.IntVar(&cfg.WPItems, "wp-items", cfg.WPItems, "")
 	fs.IntVar(&cfg.WPConcurrency, "wp-concurrency", cfg.WPConcurrency, "")
+	fs.IntVar(&cfg.WLTasks, "wl-tasks", cfg.WLTasks, "")
+	fs.IntVar(&cfg.WLFailed, "wl-failed", cfg.WLFailed, "")
 	fs.BoolVar(&cfg.Steal, "steal", cfg.Steal, "")
 	fs.StringVar(&jsonPath, "json", "", "")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "")
@@ -134,7 +143,8 @@ func positive(fs *flag.FlagSet) error {
 	var errs []error
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "peers", "slots", "reps", "w1-tasks", "w1-batch", "w2-tasks", "w4-tasks", "wp-items", "wp-concurrency":
+		case "peers", "slots", "reps", "w1-tasks", "w1-batch", "w2-tasks", "w4-tasks", "wp-items", "wp-concurrency",
+			"wl-tasks", "wl-failed":
 			if g, ok := f.Value.(flag.Getter); ok && g.Get().(int) < 1 {
 				errs = append(errs, fmt.Errorf("--%s must be >= 1, got %s", f.Name, f.Value))
 			}
