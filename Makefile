@@ -2,10 +2,32 @@ GO ?= go
 PKGS := ./...
 CORE := ./shard/... ./ring/... ./steal/... ./wal/... ./peer/...
 
-.PHONY: run build test race sim simulate fuzz bench compare lint deps vet fmt
+.PHONY: run build release test race sim simulate fuzz bench compare lint deps vet fmt
+
+# Release builds: static binaries (no cgo) stamped with the version and
+# commit that --version prints, for each of PLATFORMS, into DIST with their
+# sha256 sums. `make release DIST=dir PLATFORMS=linux/arm64 VERSION=v1.2.3`.
+DIST ?= dist
+PLATFORMS ?= linux/amd64 linux/arm64
+VERSION ?= $(shell git describe --tags --match 'v*' --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BUILDINFO := github.com/needle-mesh/needle/cmd/internal/buildinfo
+RELEASE_LDFLAGS := -s -w -X $(BUILDINFO).Version=$(VERSION) -X $(BUILDINFO).Commit=$(COMMIT)
 
 build:
 	$(GO) build -o bin/ ./cmd/...
+
+release:
+	@mkdir -p $(DIST)
+	@for p in $(PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; \
+		for cmd in needled needle; do \
+			echo "build $(DIST)/$$cmd-$$os-$$arch ($(VERSION))"; \
+			CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -buildvcs=false \
+				-ldflags '$(RELEASE_LDFLAGS)' -o $(DIST)/$$cmd-$$os-$$arch ./cmd/$$cmd || exit 1; \
+		done; \
+	done
+	cd $(DIST) && sha256sum needled-* needle-* > SHA256SUMS && cat SHA256SUMS
 
 run: build
 	./bin/needled --data ./needle-data --http 127.0.0.1:7070

@@ -19,6 +19,7 @@ import (
 	"syscall"
 
 	"github.com/needle-mesh/needle/cmd/internal/buildinfo"
+	"github.com/needle-mesh/needle/cmd/internal/secret"
 	"github.com/needle-mesh/needle/peer/api"
 )
 
@@ -79,7 +80,7 @@ var summaries = map[string]string{
 // Globals are the settings and streams every command shares.
 type Globals struct {
 	Addr      string    // API base URL; --addr, env NEEDLE_ADDR
-	Token     string    // bearer token; --token, env NEEDLE_API_TOKEN
+	Token     string    // bearer token; --token, env NEEDLE_API_TOKEN or the file NEEDLE_API_TOKEN_FILE names
 	Stdin     io.Reader // read by `submit -f -`
 	Stdout    io.Writer // results
 	Stderr    io.Writer // progress and diagnostics
@@ -90,10 +91,15 @@ type Globals struct {
 const DefaultAddr = "http://127.0.0.1:7070"
 
 func main() {
+	token, err := secret.FromEnv("NEEDLE_API_TOKEN", os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "needle:", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	g := &Globals{
 		Addr:      envOr("NEEDLE_ADDR", DefaultAddr),
-		Token:     os.Getenv("NEEDLE_API_TOKEN"),
+		Token:     token,
 		Stdin:     os.Stdin,
 		Stdout:    os.Stdout,
 		Stderr:    os.Stderr,
@@ -193,7 +199,8 @@ func mainUsage() string {
 		fmt.Fprintf(&b, "  %-9s %s\n", name, summary(name))
 	}
 	b.WriteString("\nRun 'needle help <command>' for a command's flags. --addr defaults to\n" +
-		"$NEEDLE_ADDR or " + DefaultAddr + "; --token to $NEEDLE_API_TOKEN.\n")
+		"$NEEDLE_ADDR or " + DefaultAddr + "; --token to $NEEDLE_API_TOKEN (or the\n" +
+		"contents of the file $NEEDLE_API_TOKEN_FILE names).\n")
 	return b.String()
 }
 

@@ -18,7 +18,8 @@ import (
 )
 
 // TestMeshJoinByName runs three daemons configured the way deploy/ does,
-// through NEEDLE_* variables only: a private mesh (swarm key, API token),
+// through NEEDLE_* variables only: a private mesh (swarm key, API token,
+// both read from files as compose and Kubernetes mount their secrets),
 // every peer given the same NEEDLE_JOIN naming the first by DNS name
 // without its peer id, and NEEDLE_SELF_NAME telling the first that the name
 // is its own (a StatefulSet pod's name). The joiners start first, as they
@@ -39,6 +40,10 @@ func TestMeshJoinByName(t *testing.T) {
 		t.Fatal(err)
 	}
 	const token = "test-token"
+	tokenFile := filepath.Join(t.TempDir(), "api.token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o400); err != nil {
+		t.Fatal(err)
+	}
 	seed := freeAddr(t)
 	_, seedPort, _ := net.SplitHostPort(seed)
 	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
@@ -52,7 +57,7 @@ func TestMeshJoinByName(t *testing.T) {
 		cmds[i] = spawnDaemon(t, bin, []string{
 			"NEEDLE_DATA=" + t.TempDir(), "NEEDLE_HTTP=" + addrs[i], "NEEDLE_LISTEN=" + listen,
 			"NEEDLE_JOIN=/dns4/localhost/tcp/" + seedPort, "NEEDLE_SELF_NAME=" + self,
-			"NEEDLE_SWARM_KEY=" + keyFile, "NEEDLE_API_TOKEN=" + token,
+			"NEEDLE_SWARM_KEY=" + keyFile, "NEEDLE_API_TOKEN_FILE=" + tokenFile,
 			"NEEDLE_PARTITIONS=32", "NEEDLE_SLOTS=2", "NEEDLE_DRAIN_TIMEOUT=8s",
 		})
 	}

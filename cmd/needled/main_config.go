@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/needle-mesh/needle/cmd/internal/buildinfo"
+	"github.com/needle-mesh/needle/cmd/internal/secret"
 	"github.com/needle-mesh/needle/peer"
 )
 
@@ -75,6 +76,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	steal := fs.Bool("steal", true, "take part in work stealing")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "serve the API over HTTPS with this certificate (PEM; with --tls-key)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "the private key of --tls-cert (PEM)")
+	tokenFile := fs.String("api-token-file", "", "file holding the API token (a mounted secret; env NEEDLE_API_TOKEN_FILE): instead of NEEDLE_API_TOKEN")
 	fs.BoolVar(&c.OpenAPI, "insecure-open-api", false, "allow --http on a non-loopback address without NEEDLE_API_TOKEN: anyone who reaches it may use the API")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM or needle drain: hand work over for at most this long, then exit (negative: exit at once)")
 	fs.IntVar(&c.MaxConns, "max-conns", 1024, "most open API connections; more wait until one closes")
@@ -100,10 +102,12 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		fmt.Fprintf(fs.Output(), "usage: needled [flags]\n\n"+
 			"Every flag is also read from NEEDLE_<FLAG> (e.g. NEEDLE_DATA, NEEDLE_HTTP_ALLOW=a,b)\n"+
 			"and from the --config file; the command line wins over the environment, which\n"+
-			"wins over the file. The API token comes from NEEDLE_API_TOKEN.\n\n")
+			"wins over the file. The API token comes from NEEDLE_API_TOKEN or the file\n"+
+			"--api-token-file (NEEDLE_API_TOKEN_FILE) names.\n\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	err := fs.Parse(args)
+	if err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -134,7 +138,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if c.WorkerTTL <= 0 {
 		return fmt.Errorf("--worker-ttl %v: want a positive duration", c.WorkerTTL)
 	}
-	c.Token = getenv("NEEDLE_API_TOKEN")
+	if c.Token, err = apiToken(getenv("NEEDLE_API_TOKEN"), *tokenFile); err != nil {
+		return err
+	}
 	build := buildinfo.Get()
 	c.Version, c.Commit = build.Version, build.Commit
 	c.Listen, c.NoSteal = listen, !*steal
@@ -145,6 +151,23 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		c.Labels = labels
 	}
 	return m.builtins(execAllow, httpAllow)
+}
+
+// apiToken returns the API token: NEEDLE_API_TOKEN's value, or what the
+// --api-token-file names (a compose secret or a Kubernetes Secret mounted
+// as a file), but not both.
+func apiToken(env, file string) (string, error) {
+	switch {
+	case file == "":
+		return env, nil
+	case env != "":
+		return "", errors.New("NEEDLE_API_TOKEN and --api-token-file (NEEDLE_API_TOKEN_FILE) are both set: set one")
+	}
+	token, err := secret.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("--api-token-file: %w", err)
+	}
+	return token, nil
 }
 
 type flagsSet struct {

@@ -95,3 +95,44 @@ func TestOpenHTTPRefused(t *testing.T) {
 		}
 	}
 }
+
+func TestParseFlagsTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "api.token")
+	if err := os.WriteFile(file, []byte("from-a-secret\n"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, nil, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		args      []string
+		env       map[string]string
+		want, err string
+	}{
+		{"env file", nil, map[string]string{"NEEDLE_API_TOKEN_FILE": file}, "from-a-secret", ""},
+		{"flag", []string{"--api-token-file", file}, nil, "from-a-secret", ""},
+		{"token alone", nil, map[string]string{"NEEDLE_API_TOKEN": "plain"}, "plain", ""},
+		{"both", nil, map[string]string{"NEEDLE_API_TOKEN": "plain", "NEEDLE_API_TOKEN_FILE": file}, "", "both set"},
+		{"empty file", []string{"--api-token-file", empty}, nil, "", "empty"},
+		{"missing file", []string{"--api-token-file", file + ".x"}, nil, "", "--api-token-file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := NewMain()
+			m.Stderr = &strings.Builder{}
+			err := m.ParseFlags(tt.args, func(k string) string { return tt.env[k] })
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("ParseFlags = %v; want an error mentioning %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil || m.Config.Token != tt.want {
+				t.Fatalf("ParseFlags: token %q, err %v; want %q", m.Config.Token, err, tt.want)
+			}
+		})
+	}
+}

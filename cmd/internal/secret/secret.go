@@ -1,0 +1,65 @@
+// Package secret reads the secrets the needle binaries take from files
+// (NEEDLE_API_TOKEN_FILE), the way container secrets are mounted: a compose
+// secret or a Kubernetes Secret is a file holding the value, often with a
+// trailing newline.
+package secret
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// MaxSize is the largest secret file read, in bytes: a token is short, and
+// a path naming a large file by mistake is refused rather than read whole.
+const MaxSize = 4096
+
+// ErrEmpty is wrapped by ReadFile for a file that holds only whitespace.
+var ErrEmpty = errors.New("secret: file is empty")
+
+// ReadFile returns the secret in the file at path with the white space
+// around it removed. It refuses an empty file, a file larger than MaxSize
+// and a value of more than one line.
+func ReadFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("secret: %w", err)
+	}
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+	if err != nil {
+		return "", fmt.Errorf("secret: read %s: %w", path, err)
+	}
+	if len(raw) > MaxSize {
+		return "", fmt.Errorf("secret: %s: larger than %d bytes", path, MaxSize)
+	}
+	v := strings.TrimSpace(string(raw))
+	switch {
+	case v == "":
+		return "", fmt.Errorf("%w: %s", ErrEmpty, path)
+	case strings.ContainsAny(v, "\r\n"):
+		return "", fmt.Errorf("secret: %s: holds more than one line", path)
+	}
+	return v, nil
+}
+
+// FromEnv returns the secret named by the variable name, read from the
+// environment directly or, when name is unset, from the file that
+// name+"_FILE" names. Setting both is an error: which one wins would be a
+// guess.
+func FromEnv(name string, getenv func(string) string) (string, error) {
+	v, file := getenv(name), getenv(name+"_FILE")
+	switch {
+	case file == "":
+		return v, nil
+	case v != "":
+		return "", fmt.Errorf("%s and %s_FILE are both set: set one", name, name)
+	}
+	v, err := ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("%s_FILE: %w", name, err)
+	}
+	return v, nil
+}

@@ -1,0 +1,80 @@
+package secret
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestReadFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct {
+		name, path, want, wantErr string
+	}{
+		{"trailing newline", write("a", "s3cret\n"), "s3cret", ""},
+		{"surrounding space", write("b", "  s3cret \r\n"), "s3cret", ""},
+		{"empty", write("c", " \n"), "", "empty"},
+		{"two lines", write("d", "one\ntwo\n"), "", "more than one line"},
+		{"too large", write("e", strings.Repeat("x", MaxSize+1)), "", "larger than"},
+		{"missing", filepath.Join(dir, "nope"), "", "no such file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ReadFile(tt.path)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("ReadFile = %q, %v; want an error mentioning %q", got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("ReadFile = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+	if _, err := ReadFile(write("f", "")); !errors.Is(err, ErrEmpty) {
+		t.Errorf("ReadFile(empty) = %v; want ErrEmpty", err)
+	}
+}
+
+func TestFromEnv(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte("from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		env     map[string]string
+		want    string
+		wantErr string
+	}{
+		{"neither", nil, "", ""},
+		{"value", map[string]string{"T": "v"}, "v", ""},
+		{"file", map[string]string{"T_FILE": file}, "from-file", ""},
+		{"both", map[string]string{"T": "v", "T_FILE": file}, "", "both set"},
+		{"missing file", map[string]string{"T_FILE": file + ".x"}, "", "T_FILE"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := FromEnv("T", func(k string) string { return tt.env[k] })
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("FromEnv = %q, %v; want an error mentioning %q", got, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("FromEnv = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
