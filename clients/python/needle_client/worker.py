@@ -1,0 +1,408 @@
+"""A worker that serves Python handlers over needle's worker protocol
+(docs/api.md, "Workers")."""
+
+import json
+import logging
+import os
+import queue
+import random
+import signal
+import socket
+import threading
+import time
+import traceback
+import uuid
+from datetime import datetime
+
+from .client import Client, NeedleError
+
+_log = logging.getLogger("needle_client")
+
+# Bound on the retries of one report (an outcome), in seconds.
+_REPORT_TIMEOUT = 60.0
+# Bound on the log lines a task keeps until they are sent.
+_MAX_PENDING_LINES = 1000
+# Concurrency bound: a poll takes at most 1,000 tasks.
+_MAX_CONCURRENCY = 1000
+
+
+class Permanent(Exception):
+    """Raise it in a handler to fail the task without further attempts."""
+
+
+class Task:
+    """A task handed to a handler.
+
+    Attributes: ``id``, ``group``, ``name``, ``handler``, ``payload`` (the
+    decoded JSON), ``inputs`` (results of its dependencies by name; {}
+    without), ``attempt`` (this run's attempt number, 1-based, as exec's
+    NEEDLE_ATTEMPT), ``round`` (the lease's round: a run of the same attempt
+    after a lost lease has a higher one), ``deadline`` (epoch seconds when
+    the lease runs out), ``lease``, ``shard``/``shards`` (a broadcast copy's
+    index and count, else None) and ``raw`` (the task as the peer sent it).
+
+    ``canceled`` is a threading.Event set when the handler should stop: the
+    task was canceled, its lease was lost, or the worker is stopping. A
+    long handler checks ``should_stop()`` now and then.
+    """
+
+    def __init__(self, raw):
+        self.raw = raw
+        self.id = raw["id"]
+        self.group = raw.get("group")
+        self.name = raw.get("name")
+        self.handler = raw["handler"]
+        self.payload = raw.get("payload")
+        self.inputs = raw.get("inputs") or {}
+        self.attempt = int(raw.get("attempt") or 0) + 1
+        self.round = int(raw.get("round") or 0)
+        self.lease = raw["lease"]
+        self.deadline = _parse_time(raw.get("deadline"))
+        self.shard = raw.get("shard")
+        self.shards = raw.get("shards")
+        self.canceled = threading.Event()
+        self.started = time.monotonic()
+        self._lines = []
+        self._dropped = 0
+        self._mu = threading.Lock()
+        self._state = "running"  # running, lost (canceled or lease lost), released, done
+
+    def log(self, line):
+        """Adds a line (or several) to the attempt's task log (GET
+        /v1/tasks/{id}/logs); sent with the heartbeats and before the
+        outcome."""
+        with self._mu:
+            for s in str(line).rstrip("\n").split("\n"):
+                if len(self._lines) >= _MAX_PENDING_LINES:
+                    self._lines.pop(0)
+                    self._dropped += 1
+                self._lines.append(s)
+
+    def should_stop(self):
+        """True once the handler should give up: canceled, lease lost,
+        worker stopping, or the deadline passed."""
+        return self.canceled.is_set() or (self.deadline is not None and time.time() >= self.deadline)
+
+    def _take_lines(self):
+        with self._mu:
+            out, self._lines = self._lines, []
+            if self._dropped:
+                out.insert(0, "(%d lines dropped: the log was not sent fast enough)" % self._dropped)
+                self._dropped = 0
+            return out
+
+    def _end(self, state):
+        """Moves a running task to state; False when it had ended already."""
+        with self._mu:
+            if self._state != "running":
+                return False
+            self._state = state
+            return True
+
+    def __repr__(self):
+        return "Task(%s, handler=%s, attempt=%d, round=%d)" % (self.id, self.handler, self.attempt, self.round)
+
+
+def _parse_time(s):
+    if not s:
+        return None
+    # RFC 3339 with up to nanoseconds; fromisoformat (3.9) wants at most 6
+    # fractional digits and no "Z".
+    s = s.replace("Z", "+00:00")
+    if "." in s:
+        head, rest = s.split(".", 1)
+        i = 0
+        while i < len(rest) and rest[i].isdigit():
+            i += 1
+        s = head + "." + (rest[:i] + "000000")[:6] + rest[i:]
+    try:
+        return datetime.fromisoformat(s).timestamp()
+    except ValueError:
+        return None
+
+
+class _Backoff:
+    def __init__(self, lo, hi):
+        self.lo, self.hi, self.next = lo, hi, 0.0
+
+    def delay(self):
+        self.next = min(max(self.next * 2, self.lo), self.hi)
+        return self.next / 2 + random.random() * self.next / 2
+
+    def reset(self):
+        self.next = 0.0
+
+
+class Worker:
+    """Serves handlers: polls a peer for their tasks and runs them, at most
+    ``concurrency`` at once, each in a thread.
+
+    ``handlers`` maps a handler name to a function taking a Task and
+    returning a JSON-serialisable result. An exception fails the attempt
+    (retried as the task's retry policy says); a Permanent one fails the
+    task for good.
+
+    The peer is ``client``, else Client(url, token) (defaults:
+    $NEEDLE_URL or http://127.0.0.1:7070, $NEEDLE_API_TOKEN).
+
+    Other options: ``labels`` ("key=value", matched against the tasks'
+    require), ``id`` (the worker's name; default host-pid-random),
+    ``poll_wait`` (seconds one poll waits), ``heartbeat`` (period of a
+    running task's heartbeat, which keeps the worker alive, sends its log
+    lines and learns of a cancellation; the first one a period after the
+    task started, so short tasks send none), ``stop_grace`` (how long
+    running handlers may finish once the worker stops; then their tasks are
+    failed, retryable, to run again elsewhere), ``backoff_min`` and
+    ``backoff_max`` (delay before a poll or report is sent again after a
+    503 or a connection error).
+    """
+
+    def __init__(self, handlers, *, client=None, url=None, token=None, concurrency=1, labels=(), id=None,
+                 poll_wait=30.0, heartbeat=2.0, stop_grace=30.0, backoff_min=0.1, backoff_max=10.0):
+        if not handlers:
+            raise ValueError("handlers: name at least one handler")
+        for name, fn in handlers.items():
+            if not callable(fn):
+                raise ValueError("handlers[%r]: not callable" % name)
+        if not 1 <= concurrency <= _MAX_CONCURRENCY:
+            raise ValueError("concurrency: want 1..%d, got %r" % (_MAX_CONCURRENCY, concurrency))
+        if min(poll_wait, heartbeat, stop_grace, backoff_min, backoff_max) < 0 or heartbeat == 0:
+            raise ValueError("durations must be positive")
+        self.handlers = dict(handlers)
+        self.client = client or Client(url, token)
+        self.concurrency = concurrency
+        self.labels = list(labels)
+        self.id = id or "%s-%d-%s" % (socket.gethostname(), os.getpid(), uuid.uuid4().hex[:4])
+        self.poll_wait = poll_wait
+        self.heartbeat = heartbeat
+        self.stop_grace = stop_grace
+        self.backoff_min = backoff_min
+        self.backoff_max = max(backoff_max, backoff_min)
+        # The poller has its own client (connection), so that stop() can
+        # cut a waiting poll short.
+        self._poller = Client(self.client.url, self.client.token, self.client.timeout)
+        self._poll_conn = None
+        self._stop = threading.Event()
+        self._hard = threading.Event()
+        self._cv = threading.Condition()
+        self._running = {}  # lease -> Task, started or queued
+        self._queue = queue.Queue()
+
+    # -- control --------------------------------------------------------
+
+    def stop(self):
+        """Asks the worker to stop (safe from a signal handler or any
+        thread); a second call stops without waiting for stop_grace."""
+        if self._stop.is_set():
+            self._hard.set()
+        self._stop.set()
+        conn = self._poll_conn
+        sock = getattr(conn, "sock", None)
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # ends a waiting poll now
+            except OSError:
+                pass
+        with self._cv:
+            self._cv.notify_all()
+
+    def run(self, handle_signals=True):
+        """Polls and runs tasks until stop() (or SIGTERM/SIGINT, when
+        called in the main thread with handle_signals), then stops
+        gracefully and returns. Raises NeedleError when the peer refuses
+        the poll itself (400, 401, 403, 404)."""
+        old = {}
+        if handle_signals and threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                old[sig] = signal.signal(sig, lambda *_: self.stop())
+        threads = [threading.Thread(target=self._runner, name="needle-worker-%d" % i, daemon=True)
+                   for i in range(self.concurrency)]
+        threads.append(threading.Thread(target=self._heartbeats, name="needle-heartbeat", daemon=True))
+        for t in threads:
+            t.start()
+        try:
+            self._poll_loop()
+        finally:
+            self._stop.set()
+            self._poller.close()
+            self._drain()
+            for _ in range(self.concurrency):
+                self._queue.put(None)
+            for sig, h in old.items():
+                signal.signal(sig, h)
+
+    # -- polling --------------------------------------------------------
+
+    def _free(self):
+        with self._cv:
+            return self.concurrency - len(self._running)
+
+    def _poll_loop(self):
+        bo = _Backoff(self.backoff_min, self.backoff_max)
+        body = {"worker": self.id, "handlers": sorted(self.handlers), "wait": "%dms" % round(self.poll_wait * 1000)}
+        if self.labels:
+            body["labels"] = self.labels
+        while not self._stop.is_set():
+            with self._cv:
+                while len(self._running) >= self.concurrency and not self._stop.is_set():
+                    self._cv.wait()
+                free = self.concurrency - len(self._running)
+            if self._stop.is_set():
+                return
+            body["max"] = free
+            try:
+                self._poll_conn = self._poller._conn(self._poller.timeout + self.poll_wait)
+                if self._stop.is_set():
+                    return
+                # Not resent on a new connection: stop() ends a poll by
+                # closing its connection.
+                ans = self._poller.request("POST", "/v1/workers/poll", body,
+                                           timeout=self._poller.timeout + self.poll_wait, resend=False)
+                bo.reset()
+            except NeedleError as e:
+                if self._stop.is_set():
+                    return
+                if e.status in (400, 401, 403, 404):
+                    raise
+                if not e.transient:
+                    _log.warning("poll failed: %s", e)
+                self._stop.wait(bo.delay())
+                continue
+            finally:
+                self._poll_conn = None
+            for i, raw in enumerate((ans or {}).get("tasks") or []):
+                t = Task(raw)
+                if i >= free or self._stop.is_set():
+                    # Not ours to run: it goes back, to run elsewhere.
+                    t._end("released")
+                    threading.Thread(target=self._report, args=(t, None, "worker %s is stopping" % self.id, False),
+                                     daemon=True).start()
+                    continue
+                with self._cv:
+                    self._running[t.lease] = t
+                self._queue.put(t)
+
+    # -- running --------------------------------------------------------
+
+    def _runner(self):
+        while True:
+            t = self._queue.get()
+            if t is None:
+                self.client.close()
+                return
+            try:
+                self._run_task(t)
+            finally:
+                with self._cv:
+                    self._running.pop(t.lease, None)
+                    self._cv.notify_all()
+
+    def _run_task(self, t):
+        t.started = time.monotonic()
+        fn = self.handlers.get(t.handler)
+        result, error, permanent = None, None, False
+        if fn is None:
+            error = "worker %s has no handler %r" % (self.id, t.handler)
+        elif t.canceled.is_set():
+            return  # released while queued
+        else:
+            try:
+                result = fn(t)
+            except Exception as e:  # noqa: BLE001 - any failure of the handler fails the attempt
+                error, permanent = _describe(e), isinstance(e, Permanent)
+                t.log(traceback.format_exc())
+            else:
+                try:
+                    json.dumps(result)
+                except (TypeError, ValueError) as e:
+                    result, error, permanent = None, "the handler's result is not JSON: %s" % e, True
+        if t._end("done"):
+            self._report(t, result, error, permanent)
+
+    def _report(self, t, result, error, permanent):
+        """Sends t's outcome, retrying transient errors for a while."""
+        self._send_logs(t)
+        if error is None:
+            path, body = "/complete", {"result": result}
+        else:
+            path, body = "/fail", {"error": error, "permanent": permanent}
+        end = time.monotonic() + _REPORT_TIMEOUT
+        bo = _Backoff(self.backoff_min, self.backoff_max)
+        while True:
+            try:
+                self.client.request("POST", "/v1/leases/" + t.lease + path, body)
+                return
+            except NeedleError as e:
+                if e.code == "lease_lost":
+                    _log.info("outcome of %s not taken: %s", t.id, e)
+                    return
+                delay = bo.delay()
+                if not e.transient or time.monotonic() + delay > end:
+                    _log.warning("outcome of %s not sent: %s", t.id, e)
+                    return
+                time.sleep(delay)
+
+    def _send_logs(self, t):
+        lines = t._take_lines()
+        if not lines:
+            return
+        try:
+            self.client.request("POST", "/v1/leases/" + t.lease + "/logs", {"lines": lines})
+        except NeedleError as e:
+            _log.debug("logs of %s not sent: %s", t.id, e)
+
+    # -- heartbeats -----------------------------------------------------
+
+    def _heartbeats(self):
+        while not self._hard.wait(self.heartbeat / 2):
+            now = time.monotonic()
+            with self._cv:
+                due = [t for t in self._running.values()
+                       if t._state == "running" and now - t.started >= self.heartbeat
+                       and now - getattr(t, "_beat", t.started) >= self.heartbeat]
+            for t in due:
+                t._beat = now
+                self._beat(t)
+        self.client.close()
+
+    def _beat(self, t):
+        self._send_logs(t)
+        try:
+            hb = self.client.request("POST", "/v1/leases/" + t.lease + "/heartbeat", {})
+        except NeedleError as e:
+            if e.code == "lease_lost":
+                _log.warning("lease of %s lost: %s", t.id, e)
+                t._end("lost")
+                t.canceled.set()
+            elif not e.transient:
+                _log.warning("heartbeat of %s refused: %s", t.id, e)
+            return
+        if hb and hb.get("canceled"):
+            _log.info("task %s canceled", t.id)
+            t._end("lost")
+            t.canceled.set()
+
+    # -- stopping -------------------------------------------------------
+
+    def _drain(self):
+        """Waits for running handlers up to stop_grace, then fails the
+        tasks of those still running (retryable) and tells them to stop."""
+        end = time.monotonic() + self.stop_grace
+        with self._cv:
+            while self._running and not self._hard.is_set():
+                left = end - time.monotonic()
+                if left <= 0:
+                    break
+                self._cv.wait(min(left, 0.5))
+            left_over = list(self._running.values())
+        for t in left_over:
+            t.canceled.set()
+            if t._end("released"):
+                self._report(t, None, "worker %s stopped before the handler returned" % self.id, False)
+        self._hard.set()
+
+
+def _describe(e):
+    msg = str(e)
+    return "%s: %s" % (type(e).__name__, msg) if msg else type(e).__name__
+

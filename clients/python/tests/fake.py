@@ -1,0 +1,157 @@
+"""An in-memory peer serving the worker protocol and a few task routes, for
+the unit tests. Its knobs make requests fail."""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class FakePeer:
+    def __init__(self, want=0):
+        self.cv = threading.Condition()
+        self.queue = []  # tasks not handed out yet
+        self.leases = {}  # lease -> task
+        self.outcomes = {}  # lease -> ("complete", result) or ("fail", error, permanent)
+        self.reports = {}  # lease -> outcome requests
+        self.beats = {}  # lease -> heartbeats
+        self.logs = {}  # lease -> lines
+        self.polls = []  # poll bodies
+        self.requests = []  # (method, path, body, headers)
+        self.want = want
+        self.done = threading.Event()
+        self.fail_next = {}  # kind (poll, complete, fail, heartbeat) -> 503s to answer
+        self.drop_next = 0  # requests answered by closing the connection
+        self.lost = set()  # leases answering 409 lease_lost
+        self.cancel_after = 0  # heartbeats after which a lease is canceled
+        self.refuse_poll = 0  # a status every poll gets
+        self.tasks = {}  # task id -> task view, for GET /v1/tasks/{id}
+        self.gets = {}  # task id -> GETs answered
+        self.n = 0
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                fake.serve(self, "POST")
+
+            def do_GET(self):
+                fake.serve(self, "GET")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
+        self.thread.start()
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+
+    def close(self):
+        with self.cv:
+            self.cv.notify_all()
+        self.server.shutdown()
+        self.server.server_close()
+
+    def lease_of(self, i):
+        return "%032x" % (i + 1)
+
+    def add(self, handler, *payloads):
+        with self.cv:
+            for p in payloads:
+                t = {"id": "g.%d" % self.n, "group": "g", "handler": handler, "state": "RUNNING", "attempt": 0,
+                     "round": 1, "payload": p, "lease": self.lease_of(self.n),
+                     "deadline": "2999-01-01T00:00:00.123456789Z", "timeout": "1h"}
+                self.n += 1
+                self.queue.append(t)
+            self.cv.notify_all()
+
+    # -- serving --------------------------------------------------------
+
+    def serve(self, h, method):
+        n = int(h.headers.get("Content-Length") or 0)
+        body = json.loads(h.rfile.read(n)) if n else None
+        path = h.path
+        with self.cv:
+            self.requests.append((method, path, body, dict(h.headers)))
+            if self.drop_next > 0:
+                self.drop_next -= 1
+                h.close_connection = True
+                h.wfile.flush()
+                h.connection.shutdown(2)
+                return
+        if method == "POST" and h.headers.get("Content-Type") != "application/json":
+            return self.error(h, 415, "unsupported_media_type")
+        kind, lease = "poll", None
+        if path.startswith("/v1/leases/"):
+            lease, kind = path[len("/v1/leases/"):].split("/", 1)
+        elif path.startswith("/v1/tasks/") and method == "GET":
+            return self.get_task(h, path)
+        elif path != "/v1/workers/poll":
+            return self.error(h, 404, "not_found")
+        with self.cv:
+            if self.fail_next.get(kind, 0) > 0:
+                self.fail_next[kind] -= 1
+                return self.error(h, 503, "unavailable")
+        if kind == "poll":
+            return self.poll(h, body)
+        return self.lease(h, kind, lease, body)
+
+    def reply(self, h, status, obj):
+        data = json.dumps(obj).encode()
+        h.send_response(status)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        try:
+            h.wfile.write(data)
+        except OSError:
+            pass  # the client went away (a stopped worker's poll)
+
+    def error(self, h, status, code):
+        self.reply(h, status, {"error": {"code": code, "message": code}})
+
+    def poll(self, h, body):
+        wait = float(body["wait"].rstrip("ms")) / 1000
+        with self.cv:
+            if self.refuse_poll:
+                return self.error(h, self.refuse_poll, "unauthenticated")
+            self.cv.wait_for(lambda: self.queue, timeout=wait)
+            self.polls.append(body)
+            got, self.queue = self.queue[:body["max"]], self.queue[body["max"]:]
+            for t in got:
+                self.leases[t["lease"]] = t
+        self.reply(h, 200, {"tasks": got})
+
+    def lease(self, h, kind, lease, body):
+        with self.cv:
+            if lease not in self.leases or lease in self.lost:
+                return self.error(h, 409, "lease_lost")
+            if kind == "heartbeat":
+                self.beats[lease] = self.beats.get(lease, 0) + 1
+                canceled = bool(self.cancel_after) and self.beats[lease] >= self.cancel_after
+                return self.reply(h, 200, {"canceled": canceled, "deadline": "2999-01-01T00:00:00Z"})
+            if kind == "logs":
+                self.logs.setdefault(lease, []).extend(body["lines"])
+                return self.reply(h, 200, {"ok": True})
+            self.reports[lease] = self.reports.get(lease, 0) + 1
+            if lease not in self.outcomes:
+                if kind == "complete":
+                    self.outcomes[lease] = ("complete", body["result"])
+                else:
+                    self.outcomes[lease] = ("fail", body["error"], body["permanent"])
+                if len(self.outcomes) == self.want:
+                    self.done.set()
+                self.cv.notify_all()
+            return self.reply(h, 200, {"ok": True})
+
+    def get_task(self, h, path):
+        tid = path[len("/v1/tasks/"):].split("?")[0]
+        with self.cv:
+            self.gets[tid] = self.gets.get(tid, 0) + 1
+            views = self.tasks.get(tid)
+            if not views:
+                return self.error(h, 404, "not_found")
+            v = views[min(self.gets[tid], len(views)) - 1]
+        self.reply(h, 200, v)

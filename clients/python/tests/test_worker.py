@@ -1,0 +1,187 @@
+"""Unit tests of Worker against an in-memory peer (tests/fake.py)."""
+
+import threading
+import time
+import unittest
+
+from fake import FakePeer
+from needle_client import Client, Permanent, Worker
+
+WAIT = 20  # seconds a test waits for an event before it fails
+
+
+class WorkerTest(unittest.TestCase):
+    def setUp(self):
+        self.fake = None
+        self.threads = []
+
+    def tearDown(self):
+        for w, t in self.threads:
+            w.stop()
+            w.stop()
+            t.join(WAIT)
+        if self.fake:
+            self.fake.close()
+
+    def start(self, handlers, want, **kw):
+        self.fake = FakePeer(want)
+        kw.setdefault("backoff_min", 0.01)
+        kw.setdefault("backoff_max", 0.05)
+        kw.setdefault("poll_wait", 1.0)
+        c = Client(self.fake.url, token="tok")
+        self.addCleanup(c.close)
+        w = Worker(handlers, client=c, **kw)
+        errs = []
+
+        def run():
+            try:
+                w.run(handle_signals=False)
+            except Exception as e:  # noqa: BLE001
+                errs.append(e)
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        self.threads.append((w, t))
+        return w, t, errs
+
+    def test_runs_tasks(self):
+        running, most, lock = [0], [0], threading.Lock()
+
+        def echo(task):
+            with lock:
+                running[0] += 1
+                most[0] = max(most[0], running[0])
+            time.sleep(0.005)
+            with lock:
+                running[0] -= 1
+            return {"i": task.payload, "attempt": task.attempt}
+
+        def boom(task):
+            raise ValueError("boom")
+
+        def perm(task):
+            raise Permanent("bad input")
+
+        handlers = {"echo": echo, "boom": boom, "perm": perm, "notjson": lambda t: {1, 2}, "none": lambda t: None}
+        n = 40
+        w, t, errs = self.start(handlers, n, concurrency=4)
+        self.fake.add("boom", 1)
+        self.fake.add("perm", 2)
+        self.fake.add("notjson", 3)
+        self.fake.add("none", 4)
+        self.fake.add("other", 5)
+        self.fake.add("echo", *range(5, n))
+        self.assertTrue(self.fake.done.wait(WAIT), "outcomes: %s" % self.fake.outcomes)
+        w.stop()
+        t.join(WAIT)
+        self.assertFalse(t.is_alive())
+        self.assertEqual(errs, [])
+        out = [self.fake.outcomes[self.fake.lease_of(i)] for i in range(n)]
+        self.assertEqual(out[0], ("fail", "ValueError: boom", False))
+        self.assertEqual(out[1], ("fail", "Permanent: bad input", True))
+        self.assertEqual(out[2][0], "fail")
+        self.assertIn("not JSON", out[2][1])
+        self.assertTrue(out[2][2])
+        self.assertEqual(out[3], ("complete", None))
+        self.assertEqual(out[4], ("fail", "worker %s has no handler 'other'" % w.id, False))
+        for i in range(5, n):
+            self.assertEqual(out[i], ("complete", {"i": i, "attempt": 1}))
+        self.assertLessEqual(most[0], 4)
+        for p in self.fake.polls:
+            self.assertTrue(1 <= p["max"] <= 4, p)
+            self.assertEqual(p["handlers"], sorted(handlers))
+            self.assertEqual(p["worker"], w.id)
+        self.assertEqual(set(self.fake.reports.values()), {1})
+        self.assertTrue(all(r[3].get("Authorization") == "Bearer tok" for r in self.fake.requests))
+        # A failure's traceback is in the task's log.
+        self.assertTrue(any("ValueError: boom" in line for line in self.fake.logs[self.fake.lease_of(0)]))
+
+    def test_heartbeats_and_cancel(self):
+        ended = threading.Event()
+
+        def long(task):
+            task.log("working\non it")
+            task.canceled.wait(WAIT)
+            ended.set()
+            return "late"
+
+        w, t, errs = self.start({"long": long}, 1, heartbeat=0.05)
+        self.fake.cancel_after = 3
+        self.fake.add("long", 1)
+        self.assertTrue(ended.wait(WAIT))
+        w.stop()
+        t.join(WAIT)
+        lease = self.fake.lease_of(0)
+        self.assertEqual(self.fake.beats[lease], 3)
+        self.assertEqual(self.fake.reports.get(lease), None)  # canceled: no outcome
+        self.assertEqual(self.fake.logs[lease], ["working", "on it"])
+
+    def test_retries_transient_errors(self):
+        w, t, errs = self.start({"echo": lambda task: task.payload}, 2)
+        self.fake.fail_next = {"poll": 3, "complete": 2}
+        self.fake.drop_next = 2
+        self.fake.lost.add(self.fake.lease_of(1))
+        self.fake.add("echo", "a", "b", "c")
+        self.assertTrue(self.fake.done.wait(WAIT), "outcomes: %s" % self.fake.outcomes)
+        w.stop()
+        t.join(WAIT)
+        self.assertEqual(self.fake.outcomes[self.fake.lease_of(0)], ("complete", "a"))
+        self.assertEqual(self.fake.outcomes[self.fake.lease_of(2)], ("complete", "c"))
+        self.assertEqual(self.fake.reports.get(self.fake.lease_of(1)), None)  # lost: 409, not retried
+        self.assertEqual(self.fake.fail_next, {"poll": 0, "complete": 0})
+        self.assertEqual(self.fake.drop_next, 0)
+
+    def test_graceful_stop(self):
+        started = threading.Semaphore(0)
+        finish = threading.Event()
+
+        def quick(task):
+            started.release()
+            finish.wait(WAIT)
+            return "done"
+
+        def stuck(task):
+            started.release()
+            task.canceled.wait(WAIT)
+            raise Permanent("gave up")
+
+        w, t, errs = self.start({"quick": quick, "stuck": stuck}, 2, concurrency=2, stop_grace=0.5)
+        self.fake.add("quick", 1)
+        self.fake.add("stuck", 2)
+        self.assertTrue(started.acquire(timeout=WAIT) and started.acquire(timeout=WAIT))
+        w.stop()
+        finish.set()
+        t.join(WAIT)
+        self.assertFalse(t.is_alive())
+        self.assertEqual(self.fake.outcomes[self.fake.lease_of(0)], ("complete", "done"))
+        kind, msg, permanent = self.fake.outcomes[self.fake.lease_of(1)]
+        self.assertEqual((kind, permanent), ("fail", False))
+        self.assertIn("stopped", msg)
+
+    def test_stop_ends_a_waiting_poll(self):
+        w, t, errs = self.start({"x": lambda task: None}, 0, poll_wait=60)
+        deadline = time.monotonic() + WAIT
+        while not self.fake.requests and time.monotonic() < deadline:
+            time.sleep(0.01)
+        w.stop()
+        t.join(WAIT)
+        self.assertFalse(t.is_alive(), "run() still waits on its poll")
+
+    def test_poll_refused(self):
+        self.fake = FakePeer()
+        self.fake.refuse_poll = 401
+        w = Worker({"x": lambda task: None}, client=Client(self.fake.url))
+        with self.assertRaises(Exception) as cm:
+            w.run(handle_signals=False)
+        self.assertEqual(cm.exception.status, 401)
+
+    def test_validation(self):
+        for kw in ({"handlers": {}}, {"handlers": {"x": 1}}, {"handlers": {"x": print}, "concurrency": 0},
+                   {"handlers": {"x": print}, "heartbeat": 0}):
+            handlers = kw.pop("handlers")
+            with self.assertRaises(ValueError):
+                Worker(handlers, url="http://127.0.0.1:1", **kw)
+
+
+if __name__ == "__main__":
+    unittest.main()
