@@ -87,7 +87,7 @@ func answerError(status int, data []byte) error {
 	if len(e.Message) > 200 {
 		e.Message = e.Message[:200] + "..."
 	}
-	if status == http.StatusConflict && e.Code == codeLeaseLost {
+	if status == http.StatusConflict && e.Code == api.CodeLeaseLost {
 		return fmt.Errorf("%w: %w", errLeaseLost, e)
 	}
 	return e

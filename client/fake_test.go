@@ -18,10 +18,10 @@ import (
 // fail.
 type fakePeer struct {
 	mu       sync.Mutex
-	queue    []workerTask
+	queue    []api.WorkerTask
 	more     chan struct{} // closed and replaced when the queue grows
-	leases   map[string]workerTask
-	outcomes map[string]any // by lease: completeBody or failBody, the first taken
+	leases   map[string]api.WorkerTask
+	outcomes map[string]any // by lease: api.CompleteRequest or api.FailRequest, the first taken
 	reports  map[string]int // by lease: outcome requests received
 	beats    map[string]int // by lease: heartbeats received
 	logs     map[string][]string
@@ -37,7 +37,7 @@ type fakePeer struct {
 }
 
 func newFakePeer(want int) *fakePeer {
-	return &fakePeer{more: make(chan struct{}), leases: map[string]workerTask{}, outcomes: map[string]any{},
+	return &fakePeer{more: make(chan struct{}), leases: map[string]api.WorkerTask{}, outcomes: map[string]any{},
 		reports: map[string]int{}, beats: map[string]int{}, logs: map[string][]string{}, done: make(chan struct{}),
 		want: want, failNext: map[string]int{}, lost: map[string]bool{}}
 }
@@ -48,7 +48,7 @@ func (f *fakePeer) add(h string, payloads ...string) {
 	defer f.mu.Unlock()
 	for _, p := range payloads {
 		n := len(f.leases) + len(f.queue)
-		t := workerTask{Task: api.Task{ID: fmt.Sprintf("g.%d", n), Group: "g", Handler: h, State: "RUNNING", Round: 1},
+		t := api.WorkerTask{Task: api.Task{ID: fmt.Sprintf("g.%d", n), Group: "g", Handler: h, State: "RUNNING", Round: 1},
 			Payload: json.RawMessage(p), Lease: fmt.Sprintf("%032x", n+1), Deadline: time.Now().Add(time.Hour), Timeout: "1h"}
 		f.queue = append(f.queue, t)
 	}
@@ -151,7 +151,7 @@ func (f *fakePeer) poll(w http.ResponseWriter, r *http.Request) {
 	for _, t := range got {
 		f.leases[t.Lease] = t
 	}
-	writeJSON(w, pollAnswer{Tasks: append([]workerTask{}, got...)})
+	writeJSON(w, api.PollResult{Tasks: append([]api.WorkerTask{}, got...)})
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -163,15 +163,15 @@ func (f *fakePeer) lease(w http.ResponseWriter, r *http.Request, kind, lease str
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.leases[lease]; !ok || f.lost[lease] {
-		writeErr(w, http.StatusConflict, codeLeaseLost)
+		writeErr(w, http.StatusConflict, api.CodeLeaseLost)
 		return
 	}
 	switch kind {
 	case "heartbeat":
 		f.beats[lease]++
-		writeJSON(w, heartbeatAnswer{Canceled: f.cancelAfter > 0 && f.beats[lease] >= f.cancelAfter})
+		writeJSON(w, api.HeartbeatResult{Canceled: f.cancelAfter > 0 && f.beats[lease] >= f.cancelAfter})
 	case "logs":
-		var b logsBody
+		var b api.LogsRequest
 		json.NewDecoder(r.Body).Decode(&b)
 		f.logs[lease] = append(f.logs[lease], b.Lines...)
 		writeJSON(w, map[string]bool{"ok": true})
@@ -179,11 +179,11 @@ func (f *fakePeer) lease(w http.ResponseWriter, r *http.Request, kind, lease str
 		f.reports[lease]++
 		var out any
 		if kind == "complete" {
-			var b completeBody
+			var b api.CompleteRequest
 			json.NewDecoder(r.Body).Decode(&b)
 			out = b
 		} else {
-			var b failBody
+			var b api.FailRequest
 			json.NewDecoder(r.Body).Decode(&b)
 			out = b
 		}

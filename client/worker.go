@@ -154,7 +154,7 @@ func (r *run) poll(ctx, hard context.Context) error {
 		for free < cap(r.slots) && tryAcquire(r.slots) {
 			free++
 		}
-		var ans pollAnswer
+		var ans api.PollResult
 		err := r.c.post(ctx, "/v1/workers/poll", pollBody{Worker: r.w.ID, Handlers: r.handlers, Max: free,
 			Wait: r.w.PollWait.String(), Labels: r.w.Labels}, &ans)
 		if err == nil {
@@ -201,7 +201,7 @@ func tryAcquire(slots chan struct{}) bool {
 }
 
 // runTask runs one task's handler and reports its outcome.
-func (r *run) runTask(hard context.Context, wt workerTask) {
+func (r *run) runTask(hard context.Context, wt api.WorkerTask) {
 	t := newTask(wt)
 	h := r.w.Handlers[t.Handler]
 	if h == nil {
@@ -235,7 +235,7 @@ func (r *run) runTask(hard context.Context, wt workerTask) {
 }
 
 // newTask turns a polled task into a handler's Task.
-func newTask(wt workerTask) Task {
+func newTask(wt api.WorkerTask) Task {
 	t := Task{TaskView: wt.Task, Payload: wt.Payload, Inputs: wt.Inputs, Lease: wt.Lease, Deadline: wt.Deadline,
 		Shard: -1, logs: &taskLog{}}
 	if wt.Shard != nil && wt.Shards != nil {
@@ -270,7 +270,7 @@ func (r *run) heartbeat(ctx context.Context, t Task, cancel context.CancelFunc) 
 		case <-tick.C:
 		}
 		r.sendLogs(ctx, t)
-		var hb heartbeatAnswer
+		var hb api.HeartbeatResult
 		err := r.c.post(ctx, "/v1/leases/"+t.Lease+"/heartbeat", struct{}{}, &hb)
 		switch {
 		case err == nil && hb.Canceled:
@@ -296,7 +296,7 @@ func (r *run) sendLogs(ctx context.Context, t Task) {
 	if len(lines) == 0 {
 		return
 	}
-	if err := r.c.post(ctx, "/v1/leases/"+t.Lease+"/logs", logsBody{Lines: lines}, nil); err != nil && ctx.Err() == nil {
+	if err := r.c.post(ctx, "/v1/leases/"+t.Lease+"/logs", api.LogsRequest{Lines: lines}, nil); err != nil && ctx.Err() == nil {
 		r.w.Logger.Debug("logs not sent", "task", t.ID, "err", err)
 	}
 }
@@ -308,14 +308,14 @@ func (r *run) report(t Task, res json.RawMessage, err error, stopping bool) {
 	defer cancel()
 	r.sendLogs(ctx, t)
 	bo := backoff{min: r.w.BackoffMin, max: r.w.BackoffMax}
-	path, body := "/v1/leases/"+t.Lease+"/complete", any(completeBody{Result: res})
+	path, body := "/v1/leases/"+t.Lease+"/complete", any(api.CompleteRequest{Result: res})
 	switch {
 	case err != nil:
-		path, body = "/v1/leases/"+t.Lease+"/fail", failBody{Error: err.Error(), Permanent: IsPermanent(err) && !stopping}
+		path, body = "/v1/leases/"+t.Lease+"/fail", api.FailRequest{Error: err.Error(), Permanent: IsPermanent(err) && !stopping}
 	case len(res) == 0:
-		body = completeBody{Result: json.RawMessage("null")}
+		body = api.CompleteRequest{Result: json.RawMessage("null")}
 	case !json.Valid(res):
-		path, body = "/v1/leases/"+t.Lease+"/fail", failBody{Error: "the handler's result is not JSON", Permanent: true}
+		path, body = "/v1/leases/"+t.Lease+"/fail", api.FailRequest{Error: "the handler's result is not JSON", Permanent: true}
 	}
 	if err := r.c.retry(ctx, bo, path, body, nil); err != nil {
 		level := slog.LevelWarn
@@ -327,6 +327,6 @@ func (r *run) report(t Task, res json.RawMessage, err error, stopping bool) {
 }
 
 // release fails a task the worker will not run, so that it runs again.
-func (r *run) release(hard context.Context, wt workerTask, why string) {
+func (r *run) release(hard context.Context, wt api.WorkerTask, why string) {
 	r.report(newTask(wt), nil, errors.New(why), true)
 }

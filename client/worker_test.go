@@ -10,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/needle-mesh/needle/peer/api"
 )
 
 // runWorker runs w until the test's bubble cancels it; wait returns Run's
@@ -58,12 +60,12 @@ func TestWorkerRunsTasks(t *testing.T) {
 			t.Fatalf("Run = %v", err)
 		}
 		wants := []any{
-			failBody{Error: "boom"},
-			failBody{Error: "bad input", Permanent: true},
-			failBody{Error: "handler panicked: oops", Permanent: true},
-			failBody{Error: "the handler's result is not JSON", Permanent: true},
-			completeBody{Result: json.RawMessage("null")},
-			failBody{Error: `client: worker ` + w.ID + ` has no handler "other"`},
+			api.FailRequest{Error: "boom"},
+			api.FailRequest{Error: "bad input", Permanent: true},
+			api.FailRequest{Error: "handler panicked: oops", Permanent: true},
+			api.FailRequest{Error: "the handler's result is not JSON", Permanent: true},
+			api.CompleteRequest{Result: json.RawMessage("null")},
+			api.FailRequest{Error: `client: worker ` + w.ID + ` has no handler "other"`},
 		}
 		for i, want := range wants {
 			if got := f.outcome(i); fmt.Sprint(got) != fmt.Sprint(want) {
@@ -71,7 +73,7 @@ func TestWorkerRunsTasks(t *testing.T) {
 			}
 		}
 		for i := len(wants); i < n; i++ {
-			if got, want := f.outcome(i), (completeBody{Result: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}); fmt.Sprint(got) != fmt.Sprint(want) {
+			if got, want := f.outcome(i), (api.CompleteRequest{Result: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("outcome of task %d = %+v; want %+v", i, got, want)
 			}
 		}
@@ -142,10 +144,10 @@ func TestWorkerRetriesTransientErrors(t *testing.T) {
 		if err := wait(); err != nil {
 			t.Fatal(err)
 		}
-		if got := f.outcome(0); fmt.Sprint(got) != fmt.Sprint(completeBody{Result: json.RawMessage("1")}) {
+		if got := f.outcome(0); fmt.Sprint(got) != fmt.Sprint(api.CompleteRequest{Result: json.RawMessage("1")}) {
 			t.Errorf("outcome 0 = %v", got)
 		}
-		if got := f.outcome(2); fmt.Sprint(got) != fmt.Sprint(completeBody{Result: json.RawMessage("3")}) {
+		if got := f.outcome(2); fmt.Sprint(got) != fmt.Sprint(api.CompleteRequest{Result: json.RawMessage("3")}) {
 			t.Errorf("outcome 2 = %v", got)
 		}
 		if f.failNext["poll"] != 0 || f.failNext["complete"] != 0 || f.dropNext != 0 {
@@ -184,10 +186,10 @@ func TestWorkerGracefulStop(t *testing.T) {
 		if err := wait(); err != nil {
 			t.Fatal(err)
 		}
-		if got := f.outcome(0); fmt.Sprint(got) != fmt.Sprint(completeBody{Result: json.RawMessage(`"done"`)}) {
+		if got := f.outcome(0); fmt.Sprint(got) != fmt.Sprint(api.CompleteRequest{Result: json.RawMessage(`"done"`)}) {
 			t.Errorf("quick = %v; want its result", got)
 		}
-		got, ok := f.outcome(1).(failBody)
+		got, ok := f.outcome(1).(api.FailRequest)
 		if !ok || got.Permanent || !strings.Contains(got.Error, "stopped") {
 			t.Errorf("stuck = %+v; want a retryable failure saying the worker stopped", f.outcome(1))
 		}

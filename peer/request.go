@@ -182,7 +182,7 @@ func (n *Node) applyLease(p *partition, e *shard.Event, ours bool) {
 		n.startExternal(e.Task, e.Round)
 		n.rd.Run = append(n.rd.Run, Run{
 			Task: e.Task, Round: e.Round, Handler: run.Handler, Payload: p.shard.Payload(e.Task),
-			Timeout: p.shard.Timeout(run), Inputs: rawInputs(p.shard.Inputs(e.Task)), External: true,
+			Timeout: p.shard.Timeout(run), Inputs: rawInputs(p.shard.Inputs(e.Task)), External: true, Attempt: p.shard.Attempts(e.Task),
 			Require: run.Require, Expiry: e.Expiry, Name: run.Name, Pin: run.Pin,
 		})
 		return

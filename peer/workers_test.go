@@ -295,3 +295,22 @@ func TestSubmitExternalHandler(t *testing.T) {
 		t.Errorf("strict peer, unknown handler = %d %s; want 400 unknown handler", status, data)
 	}
 }
+
+// A retried task is handed out with the attempts made before: a worker
+// tells its second attempt from its first (as exec's NEEDLE_ATTEMPT).
+func TestWorkerTaskAttempt(t *testing.T) {
+	_, c := startPeerWith(t, Config{})
+	id := submitTask(t, c, `{"handler": "flaky", "retry": {"max_attempts": 2, "backoff": "10ms"}}`)
+	for attempt := range 2 {
+		tasks := poll(t, c, "w1", `"flaky"`, 1, "10s")
+		if len(tasks) != 1 || tasks[0].ID != id || tasks[0].Attempt != attempt {
+			t.Fatalf("poll %d = %+v; want %s with attempt %d (attempts made)", attempt, tasks, id, attempt)
+		}
+		if status, data := wcall(t, c, "POST", "/v1/leases/"+tasks[0].Lease+"/fail", `{"error": "boom"}`); status != 200 {
+			t.Fatalf("fail = %d %s", status, data)
+		}
+	}
+	if got, err := c.GetTask(t.Context(), id, 10*time.Second); err != nil || got.State != "FAILED" || got.Attempt != 2 {
+		t.Fatalf("task = %+v, %v; want FAILED after 2 attempts", got, err)
+	}
+}
