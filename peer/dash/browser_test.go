@@ -4,6 +4,7 @@ package dash
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 // against real peers (go test -tags browser ./peer/dash/):
 //
 //	NEEDLE_URL        a needled started with --exec-allow sh=/bin/sh, no token
+//	                  (it serves GET /v1/workers: the workers view is checked)
 //	NEEDLE_TOKEN_URL  a needled started with NEEDLE_API_TOKEN=$NEEDLE_TOKEN (optional)
 //	SCREENSHOT_DIR    where one PNG per view is written
 //	CHROMIUM          the browser binary (default chromium)
@@ -246,19 +248,33 @@ func TestDashboardViews(t *testing.T) {
 
 	t.Run("workers", func(t *testing.T) {
 		b := browser.on(t)
-		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/workers", nil)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
+		// A worker waiting in a long poll is a live worker.
+		pollCtx, stop := context.WithCancel(ctx)
+		defer stop()
+		polled := make(chan struct{})
+		go func() {
+			defer close(polled)
+			body := strings.NewReader(`{"worker": "dash-test-worker", "handlers": ["dash-test-resize"], "max": 4, "wait": "30s"}`)
+			req, _ := http.NewRequestWithContext(pollCtx, "POST", base+"/v1/workers/poll", body)
+			req.Header.Set("Content-Type", "application/json")
+			if res, err := http.DefaultClient.Do(req); err == nil {
+				res.Body.Close()
+			}
+		}()
+		until(t, "the worker listed by the API", func() bool {
+			var ws struct {
+				Workers []struct{ ID string } `json:"workers"`
+			}
+			p.do("GET", "/v1/workers", nil, &ws)
+			return len(ws.Workers) == 1 && ws.Workers[0].ID == "dash-test-worker"
+		})
 		b.navigate(base + "/#workers")
-		if res.StatusCode == http.StatusNotFound {
-			b.waitJS(ctx, "the workers tab hidden", `document.querySelector('#nav a[data-view="workers"]').hidden && document.querySelector('#workers tbody').textContent.includes('No workers view')`)
-		} else {
-			b.waitJS(ctx, "the workers tab shown", `!document.querySelector('#nav a[data-view="workers"]').hidden && document.querySelector('#workers tbody tr')`)
-		}
+		row := `#workers tr[data-id="dash-test-worker"]`
+		b.waitJS(ctx, "the workers tab shown", `!document.querySelector('#nav a[data-view="workers"]').hidden`)
+		b.waitJS(ctx, "the worker's row", `document.querySelector('`+row+`') && document.querySelector('`+row+`').textContent.includes('dash-test-resize') && document.querySelector('`+row+`').textContent.includes('0 / 4')`)
 		b.screenshot(shot("workers"))
+		stop()
+		<-polled
 	})
 
 	t.Run("overview", func(t *testing.T) {

@@ -179,9 +179,7 @@ func TestNoOtherHosts(t *testing.T) {
 }
 
 // TestRoutesUsed: every API path the scripts call is a route of
-// docs/openapi.yaml, so the dashboard cannot drift from the API. GET
-// /v1/workers is the one optional route: the page hides its view when the
-// peer answers 404.
+// docs/openapi.yaml, so the dashboard cannot drift from the API.
 func TestRoutesUsed(t *testing.T) {
 	spec, err := os.ReadFile("../../docs/openapi.yaml")
 	if err != nil {
@@ -204,9 +202,6 @@ func TestRoutesUsed(t *testing.T) {
 		for _, m := range lit.FindAllSubmatch(b, -1) {
 			p := string(m[1])
 			used++
-			if p == "/v1/workers" {
-				continue
-			}
 			if !slices.ContainsFunc(routes, func(r string) bool { return strings.HasPrefix(r, p) }) {
 				t.Errorf("%s calls %s, which no route of docs/openapi.yaml starts with", name, p)
 			}

@@ -300,16 +300,11 @@
   }
 
   // ---- workers -------------------------------------------------------------
-  // GET /v1/workers may not exist on this peer: the view and its tab show
-  // only when it answers, and hide again on a 404.
+  // GET /v1/workers lists the external workers of the whole mesh. A peer
+  // that does not serve it (an older one) answers 404: the view and its
+  // tab show only when the route answers.
 
   const workers = { data: null, known: null, probed: -1e9 };
-
-  function workerRows(data) {
-    if (Array.isArray(data)) return data;
-    if (data && Array.isArray(data.workers)) return data.workers;
-    return [];
-  }
 
   async function probeWorkers(force) {
     if (!force && Date.now() - workers.probed < 30e3) return;
@@ -321,42 +316,48 @@
       if (e.status === 404 || e.status === 405) workers.known = false;
       else if (force) throw e;
     }
-    const tab = document.querySelector('#nav a[data-view="workers"]');
-    tab.hidden = !workers.known;
-    if (workers.known === false && st.view === 'workers') {
-      $('#workers-meta').textContent = 'this peer serves no GET /v1/workers';
-    }
+    document.querySelector('#nav a[data-view="workers"]').hidden = !workers.known;
   }
 
-  function cell(v) {
-    if (v === null || v === undefined || v === '') return '—';
-    if (typeof v === 'string' && /^\d{4}-\d\d-\d\dT/.test(v)) return when(v);
-    if (typeof v === 'object') return D.json(v, 80);
-    return String(v);
+  function workerRow(w) {
+    const seen = parseTime(w.last_seen);
+    return el('tr', { 'data-id': w.id },
+      el('th', { scope: 'row', class: 'gid', text: w.id }),
+      el('td', { class: 'mono', title: w.peer || '', text: D.shortPeer(w.peer) || '—' }),
+      el('td', null, (w.handlers || []).map((h, i) => [i ? ', ' : '', link('#groups?handler=' + enc(h), h)])),
+      el('td', { class: 'mono', text: (w.labels || []).join(', ') || '—' }),
+      el('td', null, el('div', { class: 'bar-cell' },
+        D.bar([['b-load', w.running || 0]], w.slots || 1, (w.running || 0) + ' of ' + (w.slots || 0) + ' busy'),
+        el('span', { class: 'n', text: (w.running || 0) + ' / ' + (w.slots || 0) }))),
+      el('td', null, w.polling ? pill('SUCCEEDED', 'polling') : pill('RUNNING', 'working')),
+      el('td', { class: 'muted', title: w.last_seen || '', text: fmtAgo(seen) }));
   }
 
   function renderWorkers() {
-    const rows = workerRows(workers.data);
+    const tbody = $('#workers tbody');
     if (workers.known === false) {
-      replaceRows($('#workers tbody'), [el('tr', null, el('td', { class: 'muted empty-row', text: 'No workers view on this peer.' }))]);
+      $('#workers-meta').textContent = 'this peer serves no GET /v1/workers';
+      replaceRows(tbody, [el('tr', null, el('td', { colspan: 7, class: 'muted empty-row', text: 'No workers view on this peer.' }))]);
       return;
     }
-    $('#workers-meta').textContent = workers.data ? rows.length + (rows.length === 1 ? ' worker' : ' workers') : '';
-    if (!changed('workers', JSON.stringify(rows))) return;
-    const keys = [];
-    for (const r of rows) for (const k of Object.keys(r || {})) if (!keys.includes(k)) keys.push(k);
-    $('#workers thead tr').replaceChildren(...keys.map((k) => el('th', { scope: 'col', text: k.replace(/_/g, ' ') })));
-    replaceRows($('#workers tbody'), rows.length ? rows.map((r) => el('tr', null, keys.map((k) => {
-      const v = r[k];
-      if (k === 'state' || k === 'status') return el('td', null, pill(String(v), String(v)));
-      return el('td', { class: typeof v === 'number' ? 'num' : null }, cell(v));
-    }))) : [el('tr', null, el('td', { class: 'muted empty-row', text: 'No workers connected.' }))]);
+    const d = workers.data;
+    const rows = (d && d.workers) || [];
+    const unreach = (d && d.unreachable) || [];
+    $('#workers-meta').textContent = d ? rows.length + (rows.length === 1 ? ' live worker' : ' live workers') : '';
+    $('#workers-missing').hidden = unreach.length === 0;
+    $('#workers-missing').textContent = unreach.length ? 'Peers that did not answer (their workers are not listed): ' +
+      unreach.map(D.shortPeer).join(', ') : '';
+    if (!changed('workers', JSON.stringify([rows, Math.floor(Date.now() / 5000)]))) return;
+    replaceRows(tbody, rows.length ? rows.slice().sort((a, b) => String(a.id).localeCompare(String(b.id))).map(workerRow)
+      : [el('tr', null, el('td', { colspan: 7, class: 'muted empty-row',
+        text: 'No live workers. A worker in any language polls POST /v1/workers/poll for the handlers no peer registered.' }))]);
   }
 
   // ---- throughput ------------------------------------------------------------
   // Tasks finished per second by state, over the last WINDOW: sampled from
-  // the mesh-wide totals of GET /v1/stats every SAMPLE_MS while the page is
-  // open (a rise of the SUCCEEDED, FAILED or CANCELED total over one sample
+  // the mesh-wide totals of GET /v1/stats every SAMPLE_MS (or ten times as
+  // long as the last answer took, at most 30 s: counting a large mesh's
+  // tasks is not free) while the page is open (a rise of the SUCCEEDED, FAILED or CANCELED total over one sample
   // is that many finishes), and filled in before the page opened from one
   // page of GET /v1/tasks finished in the window when that page holds them
   // all.
@@ -364,13 +365,14 @@
   const WINDOW = 5 * 60e3;
   const SAMPLE_MS = 2000;
   const DONE = ['SUCCEEDED', 'FAILED', 'CANCELED'];
-  const tp = { last: null, lastAt: 0, points: [], stats: null, backfilled: null, since: Date.now() };
+  const tp = { last: null, lastAt: 0, every: SAMPLE_MS, points: [], stats: null, backfilled: null, since: Date.now() };
 
   async function sample() {
     const now = Date.now();
-    if (now - tp.lastAt < SAMPLE_MS - 100) return;
+    if (now - tp.lastAt < tp.every - 100) return;
     tp.lastAt = now;
     const s = await api('GET', '/v1/stats');
+    tp.every = Math.min(30e3, Math.max(SAMPLE_MS, 10 * (Date.now() - now)));
     tp.stats = s;
     const totals = s.totals || {};
     if (tp.last) {
