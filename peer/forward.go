@@ -54,6 +54,7 @@ type rpcResponse struct {
 	List      *ListResult          `json:"list,omitempty"`
 	Stats     *StatsResult         `json:"stats,omitempty"`
 	Logs      *LogPage             `json:"logs,omitempty"`
+	Workers   []api.WorkerInfo     `json:"workers,omitempty"`
 }
 
 // route returns the peer to forward a request for group g to, or "" to
@@ -161,6 +162,8 @@ func (p *Peer) serveCall(ctx context.Context, from string, b []byte) ([]byte, er
 		err = p.read(ctx, func(n *Node) error { r := n.HandlerStats(); resp.Stats = &r; return nil })
 	case "audit":
 		err = p.read(ctx, func(n *Node) error { resp.Audit = n.Audit(); return nil })
+	case "workers":
+		resp.Workers = p.hub.list(time.Now())
 	case "schedule_set", "schedule", "schedule_delete", "schedule_pause", "schedule_resume", "schedules":
 		err = p.serveScheduleCall(ctx, req, &resp)
 	case "schedule_trigger":

@@ -56,6 +56,11 @@ type member struct {
 	// strandedFor is the peers its stranded tasks wait for; nil: unnamed.
 	strandedFor []string
 	features    uint64 // what it can apply (Heartbeat.Features)
+	// workers are its external workers' handlers and demand, from its
+	// last heartbeat; offered counts the tasks this node leased to it
+	// since, by WorkerAd key (scheduleExternal).
+	workers []WorkerAd
+	offered map[string]int
 	// merged is the membership list of its last heartbeat that learn
 	// merged (the sender's immutable slice; see learn).
 	merged []string
@@ -261,8 +266,9 @@ func (m *mesh) tick(now time.Time) {
 	if m.prefDirty {
 		m.computePreferred()
 	}
-	if now.Sub(m.lastBeat) >= cfg.HeartbeatEvery || m.loadJumped(now) {
+	if now.Sub(m.lastBeat) >= cfg.HeartbeatEvery || m.loadJumped(now) || m.n.ext.beatSoon && now.Sub(m.lastBeat) >= workerBeatEvery {
 		m.lastBeat = now
+		m.n.ext.beatSoon = false
 		hb := m.heartbeat()
 		m.lastReady = hb.Heartbeat.Load.Ready
 		m.n.rd.Gossip = append(m.n.rd.Gossip, hb)
@@ -352,6 +358,7 @@ func (m *mesh) heartbeat() Message {
 		Load: Load{Ready: st.Ready, Running: st.Running, Slots: st.Slots}, Draining: m.n.draining,
 		Members: m.memberIDs(), Forgotten: slices.Sorted(maps.Keys(m.forgotten)),
 		Labels: m.members[m.n.cfg.ID].labelList, Stranded: st.Stranded, Features: Features,
+		Workers: m.n.workerAds(),
 	}
 	if st.Stranded > 0 {
 		hb.StrandedFor = m.strandedFor()

@@ -79,6 +79,15 @@ func (m *mesh) runnableBy(ts *shard.TaskSpec) []string {
 // matches it in this node's membership view. "" when one does (or when
 // the task is not READY or not constrained).
 func (n *Node) waiting(v *shard.TaskView) string {
+	if v.State == shard.Ready && n.External(v.Handler) {
+		switch served, matched := n.servesExternal(v.Handler, v.Require); {
+		case !served:
+			return fmt.Sprintf("no live worker serves handler %q", v.Handler)
+		case !matched:
+			return fmt.Sprintf("no live worker of handler %q has labels %s", v.Handler, strings.Join(v.Require, ","))
+		}
+		return ""
+	}
 	if v.State != shard.Ready || (v.Pin == "" && len(v.Require) == 0) {
 		return ""
 	}

@@ -266,6 +266,10 @@ func (n *Node) flushGrants() {
 // elsewhere.
 func (n *Node) stepGrant(from string, m Message) {
 	n.steal.Observe(from, m.Load, n.now)
+	if len(m.Grants) > 0 && !slices.ContainsFunc(m.Grants, func(g Grant) bool { return !n.External(g.Handler) }) {
+		n.stepOffer(from, m) // offered to this peer's workers, not asked for
+		return
+	}
 	if n.steal.t != nil {
 		if len(m.Grants) == 0 {
 			n.steal.t.Refused(n.now, from)
@@ -287,6 +291,10 @@ func (n *Node) stepGrant(from string, m Message) {
 	n.pace.stole(n.now.Sub(n.steal.askedAt))
 	for _, g := range m.Grants {
 		n.mesh.granter[n.PartitionOf(g.Task.Group())] = from
+		if n.External(g.Handler) {
+			n.startOffered(g)
+			continue
+		}
 		if g.Timeout <= 0 || !n.claim(g.Task, g.Round) {
 			continue // a duplicate or late grant, or one this replica already started
 		}

@@ -96,6 +96,10 @@ func (n *Node) stepHeartbeat(from string, hb *Heartbeat) error {
 	}
 	mb.load, mb.addrs, mb.stranded, mb.strandedFor = hb.Load, hb.Addrs, hb.Stranded, hb.StrandedFor
 	mb.features = hb.Features
+	mb.workers, mb.offered = hb.Workers, nil
+	if len(hb.Workers) > 0 {
+		n.scheduleExternal() // offer READY work to its waiting workers now
+	}
 	if !slices.Equal(mb.labelList, hb.Labels) {
 		mb.labelList, mb.labels = hb.Labels, ParseLabels(hb.Labels)
 	}

@@ -98,6 +98,21 @@ type Heartbeat struct {
 	// an older peer. A leader proposes such an event only when every
 	// replica of the partition can apply it.
 	Features uint64
+	// Workers (appended after Features) are the external workers of the
+	// sender, one entry per handler and worker labels, with how many more
+	// tasks its waiting polls take (Want): an owner leases READY tasks of
+	// an external handler only to peers that serve it, up to what they
+	// want. nil from an older peer (it serves none).
+	Workers []WorkerAd
+}
+
+// WorkerAd is what a peer's external workers serve: a handler, for workers
+// carrying Labels ("key=value", sorted), and how many more tasks of it
+// their waiting polls take.
+type WorkerAd struct {
+	Handler string
+	Labels  []string
+	Want    int
 }
 
 // OutcomeMsg is a handler outcome reported by a lease holder.
@@ -232,7 +247,18 @@ func appendHeartbeat(dst []byte, h *Heartbeat) []byte {
 	dst = appendStrings(dst, h.Labels)
 	dst = binary.AppendUvarint(dst, uint64(max(h.Stranded, 0)))
 	dst = appendStrings(dst, h.StrandedFor)
-	return binary.AppendUvarint(dst, h.Features)
+	dst = binary.AppendUvarint(dst, h.Features)
+	return appendWorkerAds(dst, h.Workers)
+}
+
+func appendWorkerAds(dst []byte, ws []WorkerAd) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(ws)))
+	for _, w := range ws {
+		dst = shard.AppendString(dst, w.Handler)
+		dst = appendStrings(dst, w.Labels)
+		dst = binary.AppendUvarint(dst, uint64(max(w.Want, 0)))
+	}
+	return dst
 }
 
 func appendOutcome(dst []byte, o *OutcomeMsg) []byte {
@@ -405,7 +431,43 @@ func decodeHeartbeat(d *shard.Decoder) *Heartbeat {
 		return h // a heartbeat from before Features
 	}
 	h.Features = d.Uvarint()
+	if d.Len() == 0 {
+		return h // a heartbeat from before Workers
+	}
+	h.Workers = decodeWorkerAds(d)
 	return h
+}
+
+// decodeWorkerAds reads a heartbeat's Workers: non-empty handler names,
+// valid labels, sorted and unique.
+func decodeWorkerAds(d *shard.Decoder) []WorkerAd {
+	n := d.Count(3)
+	if n == 0 {
+		return nil
+	}
+	out := make([]WorkerAd, 0, n)
+	for range n {
+		w := WorkerAd{Handler: d.String(), Labels: decodeStrings(d), Want: boundedInt(d)}
+		if d.Err() != nil {
+			return nil
+		}
+		if w.Handler == "" {
+			d.Fail("heartbeat worker without a handler")
+			return nil
+		}
+		for i, kv := range w.Labels {
+			if err := shard.ValidateLabel(kv); err != nil {
+				d.Fail("heartbeat worker label: %v", err)
+				return nil
+			}
+			if i > 0 && w.Labels[i-1] >= kv {
+				d.Fail("heartbeat worker labels not sorted and unique")
+				return nil
+			}
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 func decodeOutcome(d *shard.Decoder) OutcomeMsg {

@@ -20,7 +20,8 @@ func wireSamples() []Message {
 			Entries: []*pb.Entry{{Index: new(uint64(4)), Term: new(uint64(2)), Data: []byte("x")}}}}}},
 		{Type: MsgHeartbeat, From: "b", Heartbeat: &Heartbeat{Boot: "n", Partitions: 256, Load: Load{Ready: 3, Running: 1, Slots: 2},
 			Members: []string{"a", "b"}, Forgotten: []string{"z"}, Addrs: []string{"/ip4/127.0.0.1/tcp/1"}, Draining: true,
-			Labels: []string{"gpu=true", "zone=a"}, Stranded: 5, StrandedFor: []string{"c", "d"}, Features: Features}},
+			Labels: []string{"gpu=true", "zone=a"}, Stranded: 5, StrandedFor: []string{"c", "d"}, Features: Features,
+			Workers: []WorkerAd{{Handler: "resize", Want: 8}, {Handler: "resize", Labels: []string{"zone=a"}, Want: 1}}}},
 		{Type: MsgOutcome, From: "c", Outcomes: []OutcomeMsg{{Task: "g.1", Round: 2, Holder: "c#1", OK: true, Result: []byte(`{"r":1}`)},
 			{Task: "g.2", Round: 1, Holder: "c#1", Error: "boom", Permanent: true, TimedOut: true}}},
 		{Type: MsgAck, From: "d", Acks: []AckMsg{{Task: "g.1", Round: 2}}},
@@ -53,19 +54,21 @@ func TestWireRoundTrip(t *testing.T) {
 			// A heartbeat without its labels, and a grant without its
 			// holder, are what older peers send.
 			oldHeartbeat := m.Type == MsgHeartbeat && cut == len(b)-len(heartbeatTail(m.Heartbeat))
-			featLen := 0
+			featLen, workersLen := 0, 0
 			if m.Type == MsgHeartbeat {
 				featLen = len(binary.AppendUvarint(nil, m.Heartbeat.Features))
+				workersLen = len(appendWorkerAds(nil, m.Heartbeat.Workers))
 			}
-			beforeFor := m.Type == MsgHeartbeat && cut == len(b)-featLen-len(appendStrings(nil, m.Heartbeat.StrandedFor))
-			beforeFeatures := m.Type == MsgHeartbeat && cut == len(b)-featLen
+			beforeFor := m.Type == MsgHeartbeat && cut == len(b)-workersLen-featLen-len(appendStrings(nil, m.Heartbeat.StrandedFor))
+			beforeFeatures := m.Type == MsgHeartbeat && cut == len(b)-workersLen-featLen
+			beforeWorkers := m.Type == MsgHeartbeat && cut == len(b)-workersLen
 			attemptsLen := 0
 			if m.Type == MsgGrant {
 				attemptsLen = len(grantAttempts(m.Grants))
 			}
 			oldGrant := m.Type == MsgGrant && cut == len(b)-attemptsLen-len(shard.AppendString(nil, m.Holder))
 			beforeAttempts := m.Type == MsgGrant && cut == len(b)-attemptsLen
-			if err == nil && !oldHeartbeat && !beforeFor && !beforeFeatures && !oldGrant && !beforeAttempts {
+			if err == nil && !oldHeartbeat && !beforeFor && !beforeFeatures && !beforeWorkers && !oldGrant && !beforeAttempts {
 				t.Fatalf("%v truncated to %d/%d bytes decoded", m.Type, cut, len(b))
 			}
 			if err == nil && oldHeartbeat && (got.Heartbeat.Labels != nil || got.Heartbeat.Stranded != 0) {
@@ -76,6 +79,9 @@ func TestWireRoundTrip(t *testing.T) {
 			}
 			if err == nil && beforeFeatures && got.Heartbeat.Features != 0 {
 				t.Fatalf("a heartbeat without Features decoded features %d", got.Heartbeat.Features)
+			}
+			if err == nil && beforeWorkers && (got.Heartbeat.Workers != nil || got.Heartbeat.Features != m.Heartbeat.Features) {
+				t.Fatalf("a heartbeat without Workers decoded %+v", got.Heartbeat.Workers)
 			}
 			if err == nil && oldGrant && got.Holder != "" {
 				t.Fatalf("a grant without its holder decoded holder %q", got.Holder)
@@ -106,7 +112,7 @@ func grantAttempts(gs []Grant) []byte {
 // labels and after: without it, a heartbeat decodes as one from an older
 // peer.
 func heartbeatTail(h *Heartbeat) []byte {
-	return binary.AppendUvarint(appendStrings(binary.AppendUvarint(appendStrings(nil, h.Labels), uint64(h.Stranded)), h.StrandedFor), h.Features)
+	return appendWorkerAds(binary.AppendUvarint(appendStrings(binary.AppendUvarint(appendStrings(nil, h.Labels), uint64(h.Stranded)), h.StrandedFor), h.Features), h.Workers)
 }
 
 func TestHeartbeatWithoutLabelsDecodes(t *testing.T) {

@@ -176,13 +176,18 @@ func (h *hub) Poll(ctx context.Context, req api.PollRequest) (api.PollResult, er
 		return api.PollResult{}, fmt.Errorf("%w: this peer serves %d workers already", api.ErrUnavailable, maxWorkers)
 	}
 	now := time.Now()
+	known := h.workers[req.Worker] != nil
 	w := h.worker(req.Worker, now)
+	changed := !known || !slices.Equal(w.handlers, req.Handlers) || !maps.Equal(w.labels, labels)
 	w.handlers, w.labels, w.slots = slices.Clone(req.Handlers), labels, req.Max
 	q := &xpoll{w: w, handlers: w.handlers, labels: labels, max: req.Max, ready: make(chan struct{})}
 	h.fill(q, now)
 	if len(q.got) > 0 || req.Wait <= 0 {
 		got := q.got
 		h.mu.Unlock()
+		if changed {
+			h.demandChanged(ctx) // a new worker: the mesh learns what it serves
+		}
 		return h.answer(got), nil
 	}
 	h.polls = append(h.polls, q)
@@ -295,6 +300,18 @@ func (h *hub) demand() []Demand {
 
 func (h *hub) demandLocked() []Demand {
 	by := map[string]*Demand{}
+	now := time.Now()
+	for _, w := range h.workers {
+		if w.polling == 0 && now.Sub(w.seen) >= h.ttl {
+			continue
+		}
+		for _, hd := range w.handlers {
+			d := Demand{Handler: hd, Labels: w.labels}
+			if k := d.key(); by[k] == nil {
+				by[k] = &d
+			}
+		}
+	}
 	for _, q := range h.polls {
 		room := q.max - len(q.got)
 		if room <= 0 {
@@ -572,6 +589,7 @@ func (h *hub) expire(ctx context.Context, l *xlease, now time.Time) {
 func (h *hub) sweep(ctx context.Context, now time.Time) {
 	var lost, timedOut []*xlease
 	var back []Run
+	died := false
 	h.mu.Lock()
 	for _, id := range slices.Sorted(maps.Keys(h.workers)) {
 		w := h.workers[id]
@@ -579,6 +597,7 @@ func (h *hub) sweep(ctx context.Context, now time.Time) {
 			continue
 		}
 		delete(h.workers, id)
+		died = true
 		for _, l := range h.byTask {
 			if l.worker == id && l.state == leaseHeld {
 				lost = append(lost, l)
@@ -617,6 +636,9 @@ func (h *hub) sweep(ctx context.Context, now time.Time) {
 		h.done = h.done[1:]
 	}
 	h.mu.Unlock()
+	if died {
+		h.demandChanged(ctx) // the mesh learns it serves no more
+	}
 	for _, l := range lost {
 		_ = h.report(ctx, shard.Outcome{Task: l.run.Task, Round: l.run.Round, Lost: true,
 			Error: fmt.Sprintf("worker %s lost: no poll or heartbeat for %v", l.worker, h.ttl)}, l.run.Handler)
@@ -699,6 +721,49 @@ func (b backend) Logs(ctx context.Context, lease string, lines []string) error {
 	return b.p.hub.Logs(ctx, lease, lines)
 }
 
+// ListWorkers lists the workers of every live peer: its own, and those
+// the others answer over the mesh (asked in parallel, 2 s at most).
 func (b backend) ListWorkers(ctx context.Context) (api.WorkerList, error) {
-	return api.WorkerList{Workers: b.p.hub.list(time.Now())}, nil
+	out := api.WorkerList{Workers: b.p.hub.list(time.Now())}
+	var peers []string
+	if err := b.p.read(ctx, func(n *Node) error {
+		for _, m := range n.Members() {
+			if m.ID != n.ID() && m.State != PeerDead {
+				peers = append(peers, m.ID)
+			}
+		}
+		return nil
+	}); err != nil {
+		return out, err
+	}
+	ctx, cancel := contextWithTimeout(ctx)
+	defer cancel()
+	type answer struct {
+		peer    string
+		workers []api.WorkerInfo
+		err     error
+	}
+	answers := make(chan answer, len(peers))
+	for _, id := range peers {
+		go func() {
+			resp, err := b.p.forward(ctx, id, rpcRequest{Op: "workers"})
+			answers <- answer{id, resp.Workers, err}
+		}()
+	}
+	for range peers {
+		a := <-answers
+		if a.err != nil {
+			out.Unreachable = append(out.Unreachable, a.peer)
+			continue
+		}
+		out.Workers = append(out.Workers, a.workers...)
+	}
+	slices.Sort(out.Unreachable)
+	slices.SortFunc(out.Workers, func(a, b api.WorkerInfo) int {
+		if c := strings.Compare(a.Peer, b.Peer); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out, nil
 }

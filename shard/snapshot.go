@@ -212,7 +212,7 @@ func (s *Shard) install(groups map[GroupID]*group, done []GroupID, seq uint64) {
 	s.doneHead = 0
 	s.removeAt = time.Time{}
 	s.seq = seq
-	s.ready = readySet{}
+	s.ready = readySet{external: s.cfg.External}
 	s.changes = nil
 	for _, id := range sortedGroupIDs(groups) {
 		g := groups[id]
