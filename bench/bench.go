@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // Run runs every selected workload cfg.Reps times, each repetition on a
@@ -61,7 +62,11 @@ func (r *runner) run(ctx context.Context, name string) (WorkloadReport, error) {
 // runRep starts a cluster, runs one repetition on it and stops it.
 func (r *runner) runRep(ctx context.Context, name string, rep int) (RepResult, error) {
 	r.cfg.Logger.Info("starting cluster", "workload", name, "rep", rep, "peers", r.cfg.Peers)
-	cl, err := StartCluster(ctx, r.cfg)
+	cfg := r.cfg
+	if name == WG { // its tasks run a shell that prints the clock
+		cfg.ExtraArgs = append(slices.Clone(cfg.ExtraArgs), "--exec-allow", wgExec)
+	}
+	cl, err := StartCluster(ctx, cfg)
 	if err != nil {
 		return RepResult{}, err
 	}

@@ -18,10 +18,10 @@ const (
 )
 
 // AllWorkloads lists every workload Run knows.
-var AllWorkloads = []string{W1, W2, W3, W4, WS, WP, WL}
+var AllWorkloads = []string{W1, W2, W3, W4, WS, WP, WL, WG}
 
 // DefaultWorkloads are the workloads run when none are named: all but WL,
-// which loads a million tasks first.
+// which loads a million tasks first, and WG.
 var DefaultWorkloads = []string{W1, W2, W3, W4, WS, WP}
 
 // Config says what to run. Every zero numeric field takes the default of
@@ -174,7 +174,7 @@ func (cfg Config) Validate() error {
 	}
 	for _, w := range cfg.Workloads {
 		if !slices.Contains(AllWorkloads, w) {
-			bad("--workloads: unknown workload %q (want a subset of w1,w2,w3,w4,ws,wp,wl)", w)
+			bad("--workloads: unknown workload %q (want a subset of w1,w2,w3,w4,ws,wp,wl,wg)", w)
 		}
 	}
 	if cfg.ReadyTimeout < 0 || cfg.WaitTimeout < 0 {

@@ -55,7 +55,8 @@ type statsPage struct {
 }
 
 func (r *runner) wl(ctx context.Context, cl *Cluster, rep int) (RepResult, error) {
-	ctx, cancel := context.WithTimeout(ctx, 3*r.cfg.WaitTimeout)
+	// Loading a million tasks takes minutes: allow 5 ms a task (200 tasks/s).
+	ctx, cancel := context.WithTimeout(ctx, max(3*r.cfg.WaitTimeout, time.Duration(r.cfg.WLTasks)*5*time.Millisecond))
 	defer cancel()
 	ask := cl.Client(cl.Len() - 1)
 	var ck checks
@@ -68,7 +69,8 @@ func (r *runner) wl(ctx context.Context, cl *Cluster, rep int) (RepResult, error
 	if err != nil {
 		return RepResult{}, err
 	}
-	if err := waitTotals(ctx, cl.Client(0), func(t map[string]int) bool {
+	r.cfg.Logger.Info("wl: failures submitted", "rep", rep, "failed", r.cfg.WLFailed, "canceled", canceled)
+	if err := r.waitTotals(ctx, cl.Client(0), func(t map[string]int) bool {
 		return t["SUCCEEDED"] >= echoes && t["FAILED"] >= r.cfg.WLFailed
 	}); err != nil {
 		return RepResult{}, fmt.Errorf("bench: wl load: %w", err)
@@ -204,19 +206,22 @@ func ownedTotal(ctx context.Context, c *Client) (int, error) {
 	return n, nil
 }
 
-// waitTotals polls GET /v1/stats (every second: it counts every task)
-// until done holds.
-func waitTotals(ctx context.Context, c *Client, done func(map[string]int) bool) error {
-	for {
+// waitTotals polls GET /v1/stats (every 5 s: it counts every task of the
+// mesh) until done holds.
+func (r *runner) waitTotals(ctx context.Context, c *Client, done func(map[string]int) bool) error {
+	for i := 0; ; i++ {
 		var s statsPage
 		err := c.do(ctx, http.MethodGet, "/v1/stats", 0, nil, &s)
 		if err == nil && done(s.Totals) {
 			return nil
 		}
+		if i%6 == 0 {
+			r.cfg.Logger.Info("wl: waiting for the load to finish", "totals", s.Totals, "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("totals %v (%v): %w", s.Totals, err, ctx.Err())
-		case <-time.After(time.Second):
+		case <-time.After(5 * time.Second):
 		}
 	}
 }

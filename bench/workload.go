@@ -21,7 +21,7 @@ type workloadFunc func(ctx context.Context, cl *Cluster, rep int) (RepResult, er
 
 // workload returns the function of a workload name.
 func (r *runner) workload(name string) workloadFunc {
-	return map[string]workloadFunc{W1: r.w1, W2: r.w2, W3: r.w3, W4: r.w4, WS: r.ws, WP: r.wp, WL: r.wl}[name]
+	return map[string]workloadFunc{W1: r.w1, W2: r.w2, W3: r.w3, W4: r.w4, WS: r.ws, WP: r.wp, WL: r.wl, WG: r.wg}[name]
 }
 
 // skip says why a workload cannot run with this config, or "".

@@ -41,13 +41,15 @@ Exits non-zero when a result is wrong or a task is lost.
       --wl-failed of them FAILED outside the last peer's partitions; asked of
       that peer, the first and the next page of 100 FAILED tasks (p50, p99),
       and W1 alone vs W1 while a client pages the failures every second
+  wg  logs followed (not run by default): 20 exec tasks print their clock;
+      the last peer follows each log as needle logs -f does; line p50/p99
 
 flags:
   --needled PATH     needled binary (default: next to needle, else in PATH)
   --peers N          peers (default 3)
   --slots N          --slots of each peer (default 2)
-  --workloads LIST   comma-separated subset of w1,w2,w3,w4,ws,wp,wl
-                     (default all but wl)
+  --workloads LIST   comma-separated subset of w1,w2,w3,w4,ws,wp,wl,wg
+                     (default all but wl and wg)
   --reps N           repetitions of each workload (default 3)
   --w1-tasks N       W1 tasks (default 100000)
   --w1-batch N       W1 tasks per group (default 1000)
