@@ -7,6 +7,9 @@ import (
 	"errors"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/shard"
 )
@@ -28,19 +31,28 @@ func GroupIDFor(key string) shard.GroupID {
 	return shard.GroupID("k" + hex.EncodeToString(sum[:12]))
 }
 
-func (b backend) Submit(ctx context.Context, spec *shard.GroupSpec) (api.SubmitResult, error) {
+// Submit creates a group. Its trace (spec.Trace) is the traceparent of
+// the submit span, a child of the client's traceparent (spec.Trace as the
+// API found it); another id the client chose is kept; with none and no
+// span recorded, a random id.
+func (b backend) Submit(ctx context.Context, spec *shard.GroupSpec) (r api.SubmitResult, err error) {
 	spec.ID = GroupIDFor(spec.Key)
-	if spec.Trace == "" {
+	ctx, span := b.p.startSpan(ctx, spec.Trace, "needle.submit", trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("needle.group", string(spec.ID)), attribute.Int("needle.tasks", len(spec.Tasks))))
+	defer func() { endSpan(span, err) }()
+	if tp := traceparent(ctx); tp != "" && (spec.Trace == "" || isTraceparent(spec.Trace)) {
+		spec.Trace = tp // an id the client chose stays (its spans' trace id derives from it)
+	} else if spec.Trace == "" {
 		spec.Trace = randomHex(8)
 	}
 	if spec.Mode == shard.ModeBroadcast {
 		return b.submitBroadcast(ctx, spec)
 	}
-	var r api.SubmitResult
 	// The group id is fixed before the first try, so a retry after an
 	// owner change cannot create a second group.
-	err := retryUnavailable(ctx, func() (err error) { r, err = b.submit(ctx, spec); return err })
+	err = retryUnavailable(ctx, func() (err error) { r, err = b.submit(ctx, spec); return err })
 	b.p.countSubmitted(r, err)
+	span.SetAttributes(attribute.Bool("needle.created", r.Created))
 	return r, err
 }
 
@@ -87,7 +99,10 @@ func (b backend) submit(ctx context.Context, spec *shard.GroupSpec) (api.SubmitR
 		}
 		return local(b).Submit(ctx, spec)
 	}
-	resp, err := b.p.forward(ctx, to, rpcRequest{Op: "submit", Spec: spec})
+	ctx, span := b.p.tracer.Start(ctx, "needle.forward", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("needle.peer", to)))
+	resp, err := b.p.forward(ctx, to, rpcRequest{Op: "submit", Spec: spec, Trace: traceparent(ctx)})
+	endSpan(span, err)
 	if err != nil {
 		return api.SubmitResult{}, err
 	}
@@ -181,8 +196,14 @@ func (b backend) tryCancel(ctx context.Context, g shard.GroupID, t shard.TaskID,
 // local serves requests for partitions this peer leads, through its loop.
 type local struct{ p *Peer }
 
+// Submit proposes a submission as owner and waits for its commit; the
+// commit span is a child of the submit span (spec.Trace), here or on the
+// peer that forwarded it.
 func (b local) Submit(ctx context.Context, spec *shard.GroupSpec) (api.SubmitResult, error) {
+	_, span := b.p.startSpan(ctx, spec.Trace, "needle.commit",
+		trace.WithAttributes(attribute.String("needle.group", string(spec.ID)), attribute.String("needle.peer", b.p.ID())))
 	r, err := b.p.call(ctx, command{submit: spec})
+	endSpan(span, err)
 	if err != nil {
 		return api.SubmitResult{}, err
 	}

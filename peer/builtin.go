@@ -269,11 +269,18 @@ type identity struct {
 // an attempt whose lease was lost may run again (the same attempt number in
 // a later round) while the first is still going. (task, round) names one
 // run; (task, attempt) one retry of the task.
+// The run's trace context goes along when it has one (TRACEPARENT, the
+// variable OpenTelemetry's environment propagation reads, and the W3C
+// traceparent header), so that what they do joins the task's trace.
 func callIdentity(c Call) []identity {
-	return []identity{
+	ids := []identity{
 		{"NEEDLE_TASK_ID", "X-Needle-Task-Id", string(c.Task)},
 		{"NEEDLE_GROUP_ID", "X-Needle-Group-Id", string(c.Task.Group())},
 		{"NEEDLE_ATTEMPT", HeaderAttempt, strconv.Itoa(c.Attempt)},
 		{"NEEDLE_ROUND", "X-Needle-Round", strconv.FormatUint(uint64(c.Round), 10)},
 	}
+	if c.Trace != "" {
+		ids = append(ids, identity{"TRACEPARENT", "traceparent", c.Trace})
+	}
+	return ids
 }

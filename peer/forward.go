@@ -36,6 +36,7 @@ type rpcRequest struct {
 	Key     string              `json:"key,omitempty"`    // retry: idempotency key
 	Round   uint64              `json:"round,omitempty"`  // logs: the run
 	From    int                 `json:"from,omitempty"`   // logs: the first line wanted
+	Trace   string              `json:"trace,omitempty"`  // the caller's span (W3C traceparent), parent of the owner's spans
 }
 
 type rpcResponse struct {
@@ -126,6 +127,7 @@ func (p *Peer) serveCall(ctx context.Context, from string, b []byte) ([]byte, er
 		return nil, fmt.Errorf("peer: forwarded request from %s: version %d, want %d", from, req.V, rpcVersion)
 	}
 	l := local{p}
+	ctx = p.withTrace(ctx, req.Trace)
 	var resp rpcResponse
 	var err error
 	switch req.Op {

@@ -25,6 +25,10 @@ type Call struct {
 	// of the previous stage (an unnamed one by its task id). nil for a task
 	// without dependencies. Handlers must not modify Payload or Inputs.
 	Inputs map[string]json.RawMessage
+	// Trace is the W3C traceparent of the attempt's run span ("" when the
+	// task has no trace context); ctx carries the same span, for handlers
+	// that use OpenTelemetry.
+	Trace string
 	// Log writes to the attempt's task log (GET /v1/tasks/{id}/logs),
 	// one record per line; never nil when a peer runs the handler.
 	Log *slog.Logger

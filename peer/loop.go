@@ -115,9 +115,14 @@ func (p *Peer) report(o shard.Outcome) {
 		cancel()
 		delete(p.cancels, o.Task)
 	}
+	span := p.outcomes[runKey{o.Task, o.Round}]
+	delete(p.outcomes, runKey{o.Task, o.Round})
 	p.mu.Unlock()
 	err := p.node.Report(o)
 	p.metrics.outcome(o, err)
+	if span != nil {
+		endOutcome(span, o, err)
+	}
 }
 
 func (p *Peer) handle(c command) {

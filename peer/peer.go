@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/net/netutil"
 
 	"github.com/needle-mesh/needle/peer/api"
@@ -116,6 +117,10 @@ type Config struct {
 	// registered (400 unknown handler). Default false: a handler that is
 	// not registered is external, served by workers that poll for it.
 	StrictHandlers bool
+	// TracerProvider records the spans of submissions and runs
+	// (tracing.go); needled builds one from the OTEL_* environment. nil:
+	// no spans, though a client's traceparent still reaches the handlers.
+	TracerProvider trace.TracerProvider
 }
 
 // Validate fills defaults and reports the first invalid field.
@@ -226,8 +231,12 @@ type Peer struct {
 
 	dialing sync.Map // peer id -> true while a dial is in flight
 
-	mu       sync.Mutex // guards cancels
+	mu       sync.Mutex // guards cancels and outcomes
 	cancels  map[shard.TaskID]context.CancelFunc
+	outcomes map[runKey]trace.Span // the outcome span of a run whose outcome the loop has not taken yet
+
+	tracer   trace.Tracer
+	tracing  bool    // a TracerProvider is set: spans are recorded
 	failures failLog // rate-limits the warn lines of handler failures
 
 	// Loop-owned state.
@@ -257,6 +266,7 @@ func New(cfg Config) (*Peer, error) {
 		cfg: cfg, log: cfg.Logger, handlers: cfg.Handlers, logs: newLogStore(logDir(cfg), cfg.MaxLog),
 		inbox: make(chan command, 4096), jobs: make(chan job, max(cfg.Slots, 1)*(1+leaseAhead)),
 		results: make(chan shard.Outcome, max(cfg.Slots, 1)*(1+leaseAhead)+16), cancels: make(map[shard.TaskID]context.CancelFunc),
+		outcomes: make(map[runKey]trace.Span), tracer: newTracer(cfg.TracerProvider), tracing: cfg.TracerProvider != nil,
 		calls: make(map[uint64]chan Reply), waiters: newWaiters(),
 		ready: make(chan struct{}), closed: make(chan struct{}),
 		drainAsked: make(chan struct{}), drained: make(chan struct{}),

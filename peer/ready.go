@@ -50,6 +50,10 @@ type Run struct {
 	Task    shard.TaskID
 	Round   shard.Round
 	Handler string
+	// Trace is the trace of the task's group (shard.GroupSpec.Trace): a
+	// W3C traceparent when the submission carried one, which the runtime
+	// makes the parent of the attempt's spans and hands to the handler.
+	Trace   string
 	Payload []byte
 	Timeout time.Duration
 	Attempt int // attempts already made (0 on the first run)

@@ -149,6 +149,9 @@ type Grant struct {
 	// the message's Holder, one per grant, so that an older peer skips
 	// it; 0 from an older peer.
 	Attempt int
+	// Trace is the trace of the task's group (Run.Trace). Sent after the
+	// attempts, one per grant; "" from an older peer.
+	Trace string
 }
 
 // ErrWire is wrapped by every decode error.
@@ -205,6 +208,11 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 		dst = binary.AppendUvarint(dst, uint64(len(m.Grants)))
 		for _, g := range m.Grants {
 			dst = binary.AppendUvarint(dst, uint64(max(g.Attempt, 0)))
+		}
+		// Appended: each grant's trace, in the order of the grants.
+		dst = binary.AppendUvarint(dst, uint64(len(m.Grants)))
+		for _, g := range m.Grants {
+			dst = shard.AppendString(dst, g.Trace)
 		}
 	default:
 		return nil, fmt.Errorf("peer: encode: unknown message type %v", m.Type)
@@ -342,6 +350,9 @@ func DecodeMessage(p []byte) (Message, error) {
 		}
 		if d.Err() == nil && d.Len() > 0 {
 			decodeAttempts(&d, m.Grants)
+		}
+		if d.Err() == nil && d.Len() > 0 {
+			decodeTraces(&d, m.Grants)
 		}
 	}
 	if err := d.Err(); err != nil {
@@ -487,6 +498,17 @@ func decodeAttempts(d *shard.Decoder, grants []Grant) {
 	}
 	for i := range grants {
 		grants[i].Attempt = boundedInt(d)
+	}
+}
+
+// decodeTraces reads the grants' traces, appended after their attempts.
+func decodeTraces(d *shard.Decoder, grants []Grant) {
+	if n := d.Count(1); n != len(grants) {
+		d.Fail("%d traces for %d grants", n, len(grants))
+		return
+	}
+	for i := range grants {
+		grants[i].Trace = d.String()
 	}
 }
 

@@ -8,6 +8,10 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -15,8 +19,15 @@ import (
 // on abort or when the peer stops; the worker adds the timeout when the
 // handler starts, so time queued behind other leases does not count).
 type job struct {
-	run Run
-	ctx context.Context
+	run   Run
+	ctx   context.Context // with the task's trace (withTrace)
+	lease trace.Span      // from the lease to the handler's start
+}
+
+// runKey names one run of a task.
+type runKey struct {
+	task  shard.TaskID
+	round shard.Round
 }
 
 // start queues a committed lease for a worker. The Node bounds the leases
@@ -26,7 +37,9 @@ func (p *Peer) start(r Run) {
 	p.mu.Lock()
 	p.cancels[r.Task] = cancel
 	p.mu.Unlock()
-	p.jobs <- job{run: r, ctx: ctx}
+	ctx = p.withTrace(ctx, r.Trace)
+	_, lease := p.tracer.Start(ctx, "needle.lease", taskAttrs(&r))
+	p.jobs <- job{run: r, ctx: ctx, lease: lease}
 }
 
 // worker runs jobs until ctx ends. Each outcome goes back to the loop.
@@ -37,10 +50,16 @@ func (p *Peer) worker(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case j := <-p.jobs:
-			o := p.execute(j)
+			j.lease.End()
+			o := p.run(j)
 			aborted := j.ctx.Err() != nil
 			p.logOutcome(j.run, o, aborted)
 			p.metrics.user.outcome(j.run.Handler, o, aborted)
+			if _, span := p.tracer.Start(j.ctx, "needle.outcome", taskAttrs(&j.run)); span.IsRecording() {
+				p.mu.Lock()
+				p.outcomes[runKey{o.Task, o.Round}] = span // ended by report
+				p.mu.Unlock()
+			}
 			select {
 			case p.results <- o:
 			case <-ctx.Done():
@@ -48,6 +67,19 @@ func (p *Peer) worker(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// run executes j inside its run span: the handler's ctx carries it.
+func (p *Peer) run(j job) shard.Outcome {
+	ctx, span := p.tracer.Start(j.ctx, "needle.run", taskAttrs(&j.run),
+		trace.WithAttributes(attribute.String("needle.peer", p.ID())))
+	j.ctx = ctx
+	o := p.execute(j)
+	if !o.OK {
+		span.SetStatus(codes.Error, o.Error)
+	}
+	span.End()
+	return o
 }
 
 // execute runs one attempt and turns what the handler did into an outcome.
@@ -66,7 +98,7 @@ func (p *Peer) execute(j job) shard.Outcome {
 	start := time.Now()
 	lw := p.logs.writer(r.Task, r.Round)
 	defer p.logs.finish(r.Task, r.Round, p.cfg.Retention)
-	call := Call{Task: r.Task, Round: r.Round, Attempt: r.Attempt + 1, Payload: r.Payload, Inputs: r.Inputs,
+	call := Call{Task: r.Task, Round: r.Round, Attempt: r.Attempt + 1, Payload: r.Payload, Inputs: r.Inputs, Trace: traceparent(j.ctx),
 		Log: slog.New(slog.NewTextHandler(lw, nil)), logw: lw}
 	res, err := safeCall(j.ctx, h, call)
 	o.Took = time.Since(start)

@@ -262,7 +262,7 @@ func (h *hub) answer(ls []*xlease) api.PollResult {
 			Task: api.Task{ID: string(r.Task), Group: string(r.Task.Group()), Name: r.Name, Handler: r.Handler,
 				State: shard.Running.String(), Attempt: r.Attempt, Round: uint64(r.Round), Peer: h.p.ID(),
 				StartedAt: &start, Require: r.Require, Pin: r.Pin},
-			Payload: payloadJSON(r.Payload), Inputs: r.Inputs, Timeout: r.Timeout.String(),
+			Payload: payloadJSON(r.Payload), Inputs: r.Inputs, Timeout: r.Timeout.String(), Trace: r.Trace,
 			Lease: l.token, Deadline: l.deadline.UTC(),
 		}
 		if r.Shards > 0 {

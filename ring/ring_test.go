@@ -382,7 +382,8 @@ func TestChurnOnJoin(t *testing.T) {
 	}
 }
 
-// TestDeps keeps ring pure: no IO, clock, randomness or network packages.
+// TestDeps keeps ring pure: no IO, clock, randomness, network, metrics or
+// tracing packages.
 func TestDeps(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
@@ -404,7 +405,8 @@ func TestDeps(t *testing.T) {
 	}
 	for _, dep := range strings.Fields(string(out)) {
 		if dep == "net" || strings.HasPrefix(dep, "net/") || dep == "os/exec" ||
-			strings.Contains(dep, "libp2p") || strings.Contains(dep, "badger") {
+			strings.Contains(dep, "libp2p") || strings.Contains(dep, "badger") ||
+			strings.Contains(dep, "prometheus") || strings.Contains(dep, "opentelemetry") {
 			t.Errorf("ring depends on %s", dep)
 		}
 	}

@@ -183,3 +183,13 @@ func (s *Shard) Payload(id TaskID) []byte {
 	}
 	return t.spec.Payload
 }
+
+// Trace returns the trace of task id's group (GroupSpec.Trace), "" when
+// the task is unknown.
+func (s *Shard) Trace(id TaskID) string {
+	t, err := s.lookup(id)
+	if err != nil {
+		return ""
+	}
+	return t.g.spec.Trace
+}

@@ -268,6 +268,22 @@ func (m *Main) Run(ctx context.Context) error {
 	if len(m.SelfJoins) > 0 && len(m.Config.Join) == 0 {
 		log.Info("every join address names this peer: it founds the mesh unless its data dir already holds one")
 	}
+	tp, err := tracerProvider(ctx, os.Getenv)
+	if err != nil {
+		return err
+	}
+	if tp != nil {
+		m.Config.TracerProvider = tp
+		defer func() {
+			// Export what the batcher holds; bounded, as a stop must be.
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tp.Shutdown(sctx); err != nil {
+				log.Warn("tracing: spans not exported at exit", "err", err)
+			}
+		}()
+		log.Info("tracing: spans exported over OTLP/HTTP (OTEL_* environment)")
+	}
 	p, err := peer.New(m.Config)
 	if err != nil {
 		return err

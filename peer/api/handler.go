@@ -252,6 +252,7 @@ func (s *server) submitTask(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	setTraceparent(spec, r.Header)
 	res, err := s.submit(r.Context(), spec)
 	if err != nil {
 		s.fail(w, r, err)
@@ -267,6 +268,7 @@ func (s *server) submitGroup(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	setTraceparent(spec, r.Header)
 	res, err := s.submit(r.Context(), spec)
 	if err != nil {
 		s.fail(w, r, err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -167,6 +168,31 @@ func DecodeGroup(r io.Reader, lim Limits) (*shard.GroupSpec, error) {
 		}
 	}
 	return spec, validateCore(spec)
+}
+
+// setTraceparent makes a well-formed W3C traceparent header the
+// submission's trace, in place of the body's "trace": the submit span is
+// its child, and the group's tasks run in the client's trace. A malformed
+// one is ignored, as the W3C Trace Context spec asks of receivers.
+func setTraceparent(spec *shard.GroupSpec, h http.Header) {
+	if tp := h.Get("traceparent"); validTraceparent(tp) {
+		spec.Trace = tp
+	}
+}
+
+// validTraceparent reports whether s is a W3C traceparent of version 00:
+// 00-<trace id, 32 hex>-<parent id, 16 hex>-<flags, 2 hex>, lower case,
+// neither id all zeros.
+func validTraceparent(s string) bool {
+	if len(s) != 55 || s[2] != '-' || s[35] != '-' || s[52] != '-' || s[:2] != "00" {
+		return false
+	}
+	for i, c := range []byte(s) {
+		if i != 2 && i != 35 && i != 52 && !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return strings.Trim(s[3:35], "0") != "" && strings.Trim(s[36:52], "0") != ""
 }
 
 func setKeyTrace(spec *shard.GroupSpec, key, trace string) error {

@@ -61,6 +61,9 @@ type WorkerTask struct {
 	Payload json.RawMessage            `json:"payload"`
 	Inputs  map[string]json.RawMessage `json:"inputs,omitempty"` // results of its dependencies, by name
 	Timeout string                     `json:"timeout"`          // the attempt's timeout
+	// Trace is the trace of the task's group: a W3C traceparent when the
+	// submission had one (the worker's spans are its children), else an id.
+	Trace string `json:"trace,omitempty"`
 	// Lease is the opaque token to report the outcome on; Deadline is when
 	// the lease runs out (the attempt's timeout): an outcome after it is
 	// refused (409 lease_lost) and the attempt counts as timed out.
