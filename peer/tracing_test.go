@@ -259,3 +259,14 @@ func TestBuiltinTraceparent(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerTaskCarriesTrace: a task an external worker polls carries its
+// group's trace, the client's traceparent here (the peer records no spans).
+func TestWorkerTaskCarriesTrace(t *testing.T) {
+	_, c := startPeerWith(t, Config{})
+	res := submitTraced(t, c, `{"handler": "resize"}`, clientParent)
+	tasks := poll(t, c, "w1", `"resize"`, 1, "10s")
+	if len(tasks) != 1 || tasks[0].ID != res.ID || tasks[0].Trace != clientParent {
+		t.Fatalf("poll = %+v; want task %s with trace %s", tasks, res.ID, clientParent)
+	}
+}
