@@ -71,13 +71,13 @@ func (c *KeygenCommand) write(path string, ifMissing bool, gen func(io.Writer) e
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) && ifMissing {
 		if err := valid(path); err != nil {
-			return fmt.Errorf("keygen: %s exists but is not valid (delete it to write a new one): %w", path, err)
+			return fmt.Errorf("%s exists but is not valid (delete it to write a new one): %w", path, err)
 		}
 		fmt.Fprintf(c.Stderr, "keygen: kept %s\n", path)
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("keygen: %w", err)
+		return err
 	}
 	if err := gen(f); err != nil {
 		f.Close()
@@ -86,7 +86,7 @@ func (c *KeygenCommand) write(path string, ifMissing bool, gen func(io.Writer) e
 	}
 	if err := f.Close(); err != nil {
 		os.Remove(path)
-		return fmt.Errorf("keygen: %w", err)
+		return err
 	}
 	fmt.Fprintf(c.Stderr, "keygen: wrote %s\n", path)
 	return nil
@@ -97,10 +97,10 @@ func (c *KeygenCommand) write(path string, ifMissing bool, gen func(io.Writer) e
 func generateToken(w io.Writer) error {
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return fmt.Errorf("keygen: generate token: %w", err)
+		return fmt.Errorf("generate token: %w", err)
 	}
 	if _, err := fmt.Fprintln(w, hex.EncodeToString(b[:])); err != nil {
-		return fmt.Errorf("keygen: write token: %w", err)
+		return fmt.Errorf("write token: %w", err)
 	}
 	return nil
 }

@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# Deployment test: the container image, the compose mesh, the systemd unit
+# and the Kubernetes manifests of deploy/.
+#
+#  1. make release cross-compiles the static binaries the image is built of
+#     (the Dockerfile's build stage runs the same make release).
+#  2. deploy/'s own Go module decodes the Kubernetes manifests strictly into
+#     the API's types and checks that compose, the unit and the Dockerfile
+#     agree with each other and with needled.
+#  3. systemd-analyze verify on the unit (any warning fails).
+#  4. With podman (Debian's, installed when missing): docker-compose config
+#     on deploy/compose.yaml; the image built (from the Dockerfile when its
+#     base images can be pulled, else its run stage on the binaries of step 1
+#     and a local minimal base); the compose mesh of three containers up; a
+#     group submitted through one peer, read through another, one container
+#     stopped (a drain), the group read again; everything torn down.
+#
+# A tool that cannot be installed, or containers that cannot run here, are
+# reported with the exact error and skipped; a check that runs and fails
+# fails the script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '== deploy: %s\n' "$*" >&2; }
+die() { printf 'deploy-test: FAIL: %s\n' "$*" >&2; exit 1; }
+skip() { printf 'deploy-test: SKIPPED: %s\n' "$*" >&2; SKIPPED+=("$1"); }
+SKIPPED=()
+PASSED=0
+
+as_root() {
+	if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else "$@"; fi
+}
+APT_UPDATED=""
+apt_install() { # apt_install PKG...: 0 when installed, 1 (and the error printed) otherwise
+	local out
+	if [ -z "$APT_UPDATED" ]; then
+		as_root apt-get update -qq >/dev/null 2>&1 || true
+		APT_UPDATED=1
+	fi
+	if ! out=$(as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" 2>&1); then
+		printf '%s\n' "$out" | tail -n 5 >&2
+		return 1
+	fi
+}
+
+TMP=$(mktemp -d)
+PROJECT="needleci$$"
+SERVICE_PID=""
+COMPOSE=()
+cleanup() {
+	rc=$?
+	if [ ${#COMPOSE[@]} -gt 0 ]; then
+		if [ "$rc" -ne 0 ]; then
+			echo "--- compose ps and logs (tail) ---" >&2
+			"${COMPOSE[@]}" ps >&2 2>&1 || true
+			"${COMPOSE[@]}" logs --tail=30 >&2 2>&1 || true
+		fi
+		timeout 120 "${COMPOSE[@]}" down -v >/dev/null 2>&1 || true
+	fi
+	if [ -n "$SERVICE_PID" ]; then
+		kill "$SERVICE_PID" 2>/dev/null || true
+		wait "$SERVICE_PID" 2>/dev/null || true
+	fi
+	rm -rf "$TMP"
+	exit "$rc"
+}
+trap cleanup EXIT
+
+# 1. Release binaries.
+ARCH=$(go env GOARCH)
+log "make release (linux/amd64, linux/arm64)"
+make -s release DIST="$TMP/dist" VERSION=v0.0.0-ci >/dev/null
+(cd "$TMP/dist" && sha256sum --quiet -c SHA256SUMS) || die "SHA256SUMS does not match dist/"
+for f in needled-linux-amd64 needle-linux-amd64 needled-linux-arm64 needle-linux-arm64; do
+	[ -x "$TMP/dist/$f" ] || die "make release wrote no $f"
+done
+"$TMP/dist/needled-linux-$ARCH" --version | grep -q 'v0.0.0-ci' || die "needled --version is not stamped: $("$TMP/dist/needled-linux-$ARCH" --version)"
+if file "$TMP/dist/needled-linux-$ARCH" 2>/dev/null | grep -q 'dynamically linked'; then
+	die "needled-linux-$ARCH is dynamically linked"
+fi
+PASSED=$((PASSED + 1))
+
+# 2. The manifests and files, decoded and cross-checked.
+log "deploy/ checks (Kubernetes types, compose, unit, Dockerfile)"
+if (cd deploy && go mod download) >"$TMP/mod.log" 2>&1; then
+	(cd deploy && go vet . && go test -count=1 .) || die "deploy/ checks"
+	PASSED=$((PASSED + 1))
+else
+	cat "$TMP/mod.log" >&2
+	skip "deploy-go-checks" "the modules of deploy/go.mod could not be downloaded"
+fi
+
+# 3. systemd-analyze verify, with ExecStart on the binary built above.
+if ! command -v systemd-analyze >/dev/null && ! apt_install systemd; then
+	skip "systemd-analyze" "systemd-analyze could not be installed (apt-get install systemd failed, above)"
+elif command -v systemd-analyze >/dev/null; then
+	log "systemd-analyze verify deploy/systemd/needled.service"
+	mkdir -p "$TMP/unit"
+	sed "s#/usr/local/bin/needled#$TMP/dist/needled-linux-$ARCH#" deploy/systemd/needled.service >"$TMP/unit/needled.service"
+	out=$(systemd-analyze verify "$TMP/unit/needled.service" 2>&1) || die "systemd-analyze verify: $out"
+	[ -z "$out" ] || die "systemd-analyze verify warns: $out"
+	PASSED=$((PASSED + 1))
+fi
+
+# 4. Containers.
+containers() {
+	if ! command -v podman >/dev/null || ! command -v runc >/dev/null || ! command -v docker-compose >/dev/null; then
+		log "installing podman, runc, docker-compose"
+		apt_install podman runc docker-compose || { skip "containers" "podman/runc/docker-compose could not be installed (error above)"; return 0; }
+	fi
+	podman --version >&2
+	log "docker-compose config"
+	docker-compose -f deploy/compose.yaml config -q || die "docker-compose config rejects deploy/compose.yaml"
+	PASSED=$((PASSED + 1))
+
+	build_image || return 0
+	run_mesh
+}
+
+build_image() {
+	local go_image out
+	go_image=$(sed -n 's/^ARG GO_IMAGE=//p' Dockerfile)
+	if out=$(timeout 120 podman pull -q "$go_image" 2>&1); then
+		log "podman build (the Dockerfile)"
+		podman build -q --format docker -t needle:local --build-arg VERSION=v0.0.0-ci . >/dev/null || die "podman build of the Dockerfile"
+	else
+		printf 'deploy-test: cannot pull %s, so the Dockerfile is built from its run stage on the binaries of make release:\n%s\n' "$go_image" "$out" >&2
+		log "podman build (local base, the Dockerfile's run stage, make release's binaries)"
+		mkdir -p "$TMP/base" "$TMP/ctx/out/bin" "$TMP/ctx/out/data" "$TMP/ctx/out/keys"
+		printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$TMP/base/passwd"
+		printf 'root:x:0:\nnonroot:x:65532:\n' >"$TMP/base/group"
+		printf 'FROM scratch\nCOPY passwd group /etc/\n' >"$TMP/base/Containerfile"
+		podman build -q -t localhost/needle-ci-base "$TMP/base" >/dev/null || die "podman build of the local base image"
+		cp "$TMP/dist/needled-linux-$ARCH" "$TMP/ctx/out/bin/needled"
+		cp "$TMP/dist/needle-linux-$ARCH" "$TMP/ctx/out/bin/needle"
+		awk '/^FROM \$\{GO_IMAGE\} AS build/ { print "FROM scratch AS build"; print "COPY out/ /out/"; skip = 1; next }
+			skip && /^FROM / { skip = 0 }
+			!skip { print }' Dockerfile >"$TMP/ctx/Containerfile"
+		podman build -q --format docker -t needle:local --build-arg BASE_IMAGE=localhost/needle-ci-base \
+			-f "$TMP/ctx/Containerfile" "$TMP/ctx" >/dev/null || die "podman build of the Dockerfile's run stage"
+	fi
+	[ "$(podman image inspect needle:local --format '{{.Config.User}}')" = "65532:65532" ] || die "the image does not run as 65532:65532"
+	if ! out=$(podman run --rm needle:local --version 2>&1); then
+		printf 'deploy-test: podman run with the default settings fails here:\n%s\n' "$out" >&2
+		# A sandbox without CAP_SYS_RESOURCE cannot raise the limits podman
+		# asks for, and crun refuses hybrid cgroups: try runc and the
+		# limits the shell already has.
+		cat >"$TMP/containers.conf" <<-CONF
+			[containers]
+			default_ulimits = ["nofile=$(ulimit -Hn):$(ulimit -Hn)", "nproc=4096:4096"]
+			[engine]
+			runtime = "runc"
+		CONF
+		export CONTAINERS_CONF="$TMP/containers.conf"
+		if ! out=$(podman run --rm needle:local --version 2>&1); then
+			printf 'deploy-test: with runc and nofile=%s, nproc=4096 too:\n%s\n' "$(ulimit -Hn)" "$out" >&2
+			skip "containers" "containers cannot run on this machine (errors above); the image was built and the compose file validated"
+			return 1
+		fi
+		log "containers run with runc and lower limits ($CONTAINERS_CONF)"
+	fi
+	printf '%s\n' "$out" | grep -q '^needled ' || die "needled --version in the image printed: $out"
+	PASSED=$((PASSED + 1))
+}
+
+run_mesh() {
+	local port token group out
+	podman system service --time=0 "unix://$TMP/podman.sock" >"$TMP/service.log" 2>&1 &
+	SERVICE_PID=$!
+	for _ in $(seq 100); do [ -S "$TMP/podman.sock" ] && break; sleep 0.1; done
+	[ -S "$TMP/podman.sock" ] || die "podman system service did not start: $(cat "$TMP/service.log")"
+	export DOCKER_HOST="unix://$TMP/podman.sock"
+	for _ in $(seq 50); do
+		port=$((20000 + RANDOM % 20000))
+		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || break
+	done
+	export NEEDLE_PORT=$port NEEDLE_IMAGE=needle:local
+	COMPOSE=(timeout 120 docker-compose -p "$PROJECT" -f deploy/compose.yaml)
+
+	log "compose up: three peers, API on 127.0.0.1:$port"
+	"${COMPOSE[@]}" up -d --no-build || die "compose up"
+	podman cp "${PROJECT}_needle-0_1:/etc/needle/api.token" "$TMP/api.token" || die "no API token in the keys volume"
+	export NEEDLE_API_TOKEN_FILE="$TMP/api.token" NEEDLE_ADDR="http://127.0.0.1:$port"
+	unset NEEDLE_API_TOKEN
+	NEEDLE="$TMP/dist/needle-linux-$ARCH"
+	for i in $(seq 120); do
+		out=$("$NEEDLE" peers 2>&1 || true)
+		[ "$(printf '%s\n' "$out" | grep -c ' alive ')" -eq 3 ] && break
+		[ "$i" -lt 120 ] || die "no three live peers after 60 s: $out"
+		sleep 0.5
+	done
+	for c in needle-0 needle-1 needle-2; do
+		for i in $(seq 60); do
+			podman healthcheck run "${PROJECT}_${c}_1" >/dev/null 2>&1 && break
+			[ "$i" -lt 60 ] || die "$c's HEALTHCHECK (needle health) fails"
+			sleep 0.5
+		done
+	done
+	# Without the token the published API refuses.
+	if out=$(env -u NEEDLE_API_TOKEN_FILE "$NEEDLE" peers 2>&1); then
+		die "needle peers without the token succeeded: $out"
+	fi
+	printf '%s\n' "$out" | grep -q '401' || die "needle peers without the token: $out; want a 401"
+
+	log "a group through needle-0 (published), read through needle-1"
+	out=$("$NEEDLE" submit -f - <<-'JSON'
+		{"mode":"parallel","tasks":[{"handler":"echo","payload":1},{"handler":"echo","payload":2},{"handler":"sleep","payload":{"ms":100}}]}
+	JSON
+	) || die "submit: $out"
+	group=$(printf '%s\n' "$out" | grep -o 'g[0-9a-f]*' | head -n 1)
+	[ -n "$group" ] || die "no group id in: $out"
+	"${COMPOSE[@]}" exec -T needle-1 needle wait "$group" >/dev/null 2>&1 || die "needle wait $group through needle-1"
+	"${COMPOSE[@]}" exec -T needle-1 needle get "$group" | grep -q 'SUCCEEDED' || die "group $group through needle-1 is not SUCCEEDED"
+
+	log "stop needle-0 (SIGTERM drains), read the group through needle-1 and needle-2"
+	"${COMPOSE[@]}" stop needle-0 || die "compose stop needle-0"
+	[ "$(podman inspect "${PROJECT}_needle-0_1" --format '{{.State.ExitCode}}')" = 0 ] || die "needle-0 did not exit 0 after its drain"
+	for c in needle-1 needle-2; do
+		ok=""
+		for _ in $(seq 60); do
+			if "${COMPOSE[@]}" exec -T "$c" needle get "$group" 2>/dev/null | grep -q 'SUCCEEDED'; then ok=1; break; fi
+			sleep 0.5
+		done
+		[ -n "$ok" ] || die "group $group not readable through $c after needle-0 stopped"
+	done
+	out=$("${COMPOSE[@]}" exec -T needle-2 needle submit --handler echo --payload 3 --wait 2>&1) || die "submit through needle-2 after the stop: $out"
+
+	log "compose down"
+	"${COMPOSE[@]}" down -v >/dev/null 2>&1 || die "compose down"
+	COMPOSE=()
+	[ -z "$(podman ps -a -q --filter "name=${PROJECT}_")" ] || die "containers left after compose down"
+	PASSED=$((PASSED + 1))
+}
+
+containers
+
+if [ ${#SKIPPED[@]} -gt 0 ]; then
+	echo "deploy-test: skipped: ${SKIPPED[*]}"
+	echo "deploy-test: $PASSED passed, 0 failed, ${#SKIPPED[@]} skipped"
+else
+	echo "deploy-test: $PASSED passed, 0 failed"
+fi

@@ -1,0 +1,441 @@
+// Package deploy checks the deployment files beside it without a container
+// runtime or a cluster: the Kubernetes manifests decode strictly into the
+// API's own types (an unknown or misspelt field is an error), and the
+// compose file, the systemd unit and the Dockerfile hold together with each
+// other and with needled (the names, paths and drain timeouts they share).
+// It is its own module so that the main one does not depend on the
+// Kubernetes API; .ci/deploy-test.sh runs it.
+package deploy
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+)
+
+// manifests decodes every document of every file in deploy/k8s strictly
+// into the type its kind names.
+type manifests struct {
+	sets     []appsv1.StatefulSet
+	services []corev1.Service
+	budgets  []policyv1.PodDisruptionBudget
+}
+
+func loadManifests(t *testing.T) manifests {
+	t.Helper()
+	files, err := filepath.Glob("k8s/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no manifests in k8s/: %v", err)
+	}
+	var m manifests
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, doc := range splitDocs(raw) {
+			if err := m.add(doc); err != nil {
+				t.Errorf("%s: document %d: %v", f, i+1, err)
+			}
+		}
+	}
+	return m
+}
+
+func splitDocs(raw []byte) [][]byte {
+	var docs [][]byte
+	for _, d := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(raw), -1) {
+		if strings.TrimSpace(stripComments(d)) != "" {
+			docs = append(docs, []byte(d))
+		}
+	}
+	return docs
+}
+
+func stripComments(s string) string {
+	return regexp.MustCompile(`(?m)^\s*#.*$`).ReplaceAllString(s, "")
+}
+
+func (m *manifests) add(doc []byte) error {
+	var head struct{ APIVersion, Kind string }
+	if err := yaml.Unmarshal(doc, &head); err != nil {
+		return err
+	}
+	switch head.APIVersion + " " + head.Kind {
+	case "apps/v1 StatefulSet":
+		var s appsv1.StatefulSet
+		if err := yaml.UnmarshalStrict(doc, &s); err != nil {
+			return err
+		}
+		m.sets = append(m.sets, s)
+	case "v1 Service":
+		var s corev1.Service
+		if err := yaml.UnmarshalStrict(doc, &s); err != nil {
+			return err
+		}
+		m.services = append(m.services, s)
+	case "policy/v1 PodDisruptionBudget":
+		var p policyv1.PodDisruptionBudget
+		if err := yaml.UnmarshalStrict(doc, &p); err != nil {
+			return err
+		}
+		m.budgets = append(m.budgets, p)
+	default:
+		return fmt.Errorf("unexpected %s %s", head.APIVersion, head.Kind)
+	}
+	return nil
+}
+
+func TestKubernetes(t *testing.T) {
+	m := loadManifests(t)
+	if len(m.sets) != 1 || len(m.budgets) != 1 || len(m.services) != 2 {
+		t.Fatalf("got %d StatefulSets, %d PodDisruptionBudgets, %d Services; want 1, 1, 2",
+			len(m.sets), len(m.budgets), len(m.services))
+	}
+	set := m.sets[0]
+	pod := set.Spec.Template
+	if !matches(set.Spec.Selector.MatchLabels, pod.Labels) {
+		t.Errorf("the StatefulSet's selector %v does not select its pods %v", set.Spec.Selector.MatchLabels, pod.Labels)
+	}
+	if len(pod.Spec.Containers) != 1 {
+		t.Fatalf("%d containers; want 1", len(pod.Spec.Containers))
+	}
+	c := pod.Spec.Containers[0]
+	env := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		env[e.Name] = e
+	}
+
+	// Joining: every pod joins pod 0 through the headless Service, and
+	// knows its own name.
+	var headless *corev1.Service
+	for i, s := range m.services {
+		if s.Name == set.Spec.ServiceName {
+			headless = &m.services[i]
+		}
+	}
+	switch {
+	case headless == nil:
+		t.Fatalf("no Service named %q (the StatefulSet's serviceName)", set.Spec.ServiceName)
+	case headless.Spec.ClusterIP != corev1.ClusterIPNone:
+		t.Errorf("Service %s: clusterIP %q; want None (headless)", headless.Name, headless.Spec.ClusterIP)
+	case !headless.Spec.PublishNotReadyAddresses:
+		t.Errorf("Service %s: publishNotReadyAddresses is false: pod names would not resolve until ready, and no pod is ready before it joins", headless.Name)
+	}
+	if want := fmt.Sprintf("%s-0.%s:%d", set.Name, set.Spec.ServiceName, containerPort(t, c, "p2p")); env["NEEDLE_JOIN"].Value != want {
+		t.Errorf("NEEDLE_JOIN = %q; want %q", env["NEEDLE_JOIN"].Value, want)
+	}
+	if self := env["NEEDLE_SELF_NAME"].ValueFrom; self == nil || self.FieldRef == nil || self.FieldRef.FieldPath != "metadata.name" {
+		t.Errorf("NEEDLE_SELF_NAME is not the pod's metadata.name")
+	}
+	if want := fmt.Sprintf("/ip4/0.0.0.0/tcp/%d", containerPort(t, c, "p2p")); env["NEEDLE_LISTEN"].Value != want {
+		t.Errorf("NEEDLE_LISTEN = %q; want %q", env["NEEDLE_LISTEN"].Value, want)
+	}
+	if want := fmt.Sprintf("0.0.0.0:%d", containerPort(t, c, "api")); env["NEEDLE_HTTP"].Value != want {
+		t.Errorf("NEEDLE_HTTP = %q; want %q", env["NEEDLE_HTTP"].Value, want)
+	}
+
+	// Storage and secrets: a volume per pod at the data dir, the key and
+	// the token from a Secret.
+	mounts := map[string]string{}
+	for _, vm := range c.VolumeMounts {
+		mounts[vm.MountPath] = vm.Name
+	}
+	if len(set.Spec.VolumeClaimTemplates) != 1 || mounts[env["NEEDLE_DATA"].Value] != set.Spec.VolumeClaimTemplates[0].Name {
+		t.Errorf("NEEDLE_DATA %q is not on the StatefulSet's volume claim", env["NEEDLE_DATA"].Value)
+	}
+	for _, name := range []string{"NEEDLE_SWARM_KEY", "NEEDLE_API_TOKEN_FILE"} {
+		dir := filepath.Dir(env[name].Value)
+		vol := volume(pod.Spec, mounts[dir])
+		if vol == nil || vol.Secret == nil {
+			t.Errorf("%s = %q is not in a mounted Secret", name, env[name].Value)
+		}
+	}
+
+	// Health and stopping.
+	probe := c.ReadinessProbe
+	if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != "/healthz" || probe.HTTPGet.Port != intstr.FromString("api") {
+		t.Errorf("readiness probe %+v; want GET /healthz on the api port", probe)
+	}
+	drain := duration(t, "NEEDLE_DRAIN_TIMEOUT", env["NEEDLE_DRAIN_TIMEOUT"].Value)
+	grace := time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
+	if grace < drain+10*time.Second {
+		t.Errorf("terminationGracePeriodSeconds %v is not at least 10 s above the drain timeout %v: a stop would cut the drain short", grace, drain)
+	}
+	sc := pod.Spec.SecurityContext
+	if sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser == 0 {
+		t.Error("the pod does not run as a non-root user")
+	}
+
+	// A majority of each partition's 3 replicas stays up.
+	pdb := m.budgets[0]
+	if !matches(pdb.Spec.Selector.MatchLabels, pod.Labels) {
+		t.Errorf("the PodDisruptionBudget's selector %v does not select the pods", pdb.Spec.Selector.MatchLabels)
+	}
+	if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 {
+		t.Errorf("PodDisruptionBudget maxUnavailable %v; want 1", pdb.Spec.MaxUnavailable)
+	}
+
+	// The API Service reaches the pods' api port.
+	for _, s := range m.services {
+		if !matches(s.Spec.Selector, pod.Labels) {
+			t.Errorf("Service %s selects %v, not the pods", s.Name, s.Spec.Selector)
+		}
+		for _, p := range s.Spec.Ports {
+			containerPort(t, c, p.TargetPort.String())
+		}
+	}
+}
+
+func matches(selector, labels map[string]string) bool {
+	if len(selector) == 0 {
+		return false
+	}
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func containerPort(t *testing.T, c corev1.Container, name string) int32 {
+	t.Helper()
+	for _, p := range c.Ports {
+		if p.Name == name {
+			return p.ContainerPort
+		}
+	}
+	t.Errorf("container %s has no port named %q", c.Name, name)
+	return 0
+}
+
+func volume(spec corev1.PodSpec, name string) *corev1.Volume {
+	for i, v := range spec.Volumes {
+		if v.Name == name {
+			return &spec.Volumes[i]
+		}
+	}
+	return nil
+}
+
+func duration(t *testing.T, what, s string) time.Duration {
+	t.Helper()
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		t.Fatalf("%s = %q: %v", what, s, err)
+	}
+	return d
+}
+
+// compose is the part of a compose file the checks read.
+type compose struct {
+	Services map[string]struct {
+		Image           string                                `json:"image"`
+		Build           any                                   `json:"build"`
+		Entrypoint      []string                              `json:"entrypoint"`
+		Environment     map[string]string                     `json:"environment"`
+		Ports           []string                              `json:"ports"`
+		Volumes         []string                              `json:"volumes"`
+		DependsOn       map[string]struct{ Condition string } `json:"depends_on"`
+		StopGracePeriod string                                `json:"stop_grace_period"`
+		StopSignal      string                                `json:"stop_signal"`
+		Hostname        string                                `json:"hostname"`
+		Restart         string                                `json:"restart"`
+		Networks        []string                              `json:"networks"`
+	} `json:"services"`
+	Volumes  map[string]any `json:"volumes"`
+	Networks map[string]any `json:"networks"`
+}
+
+func TestCompose(t *testing.T) {
+	raw, err := os.ReadFile("compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c compose
+	if err := yaml.Unmarshal(raw, &c); err != nil {
+		t.Fatalf("compose.yaml: %v", err)
+	}
+	keys, ok := c.Services["keys"]
+	if !ok {
+		t.Fatal("no service keys (writes the swarm key and the token once)")
+	}
+	peers := slices.Sorted(func(yield func(string) bool) {
+		for name := range c.Services {
+			if name != "keys" && !yield(name) {
+				return
+			}
+		}
+	})
+	if want := []string{"needle-0", "needle-1", "needle-2"}; !slices.Equal(peers, want) {
+		t.Fatalf("peer services %v; want %v", peers, want)
+	}
+	keygen := strings.Join(keys.Entrypoint, " ")
+	if !strings.HasPrefix(keygen, "needle keygen --if-missing") {
+		t.Errorf("keys runs %q; want needle keygen --if-missing", keygen)
+	}
+	published, dataVolumes := 0, map[string]string{}
+	for _, name := range peers {
+		s := c.Services[name]
+		env := s.Environment
+		if s.Image != keys.Image {
+			t.Errorf("%s: image %q; want keys' %q", name, s.Image, keys.Image)
+		}
+		if s.DependsOn["keys"].Condition != "service_completed_successfully" {
+			t.Errorf("%s does not wait for keys to complete", name)
+		}
+		if env["NEEDLE_JOIN"] != "needle-0:4001" || env["NEEDLE_SELF_NAME"] != name || s.Hostname != name {
+			t.Errorf("%s: NEEDLE_JOIN %q, NEEDLE_SELF_NAME %q, hostname %q; want needle-0:4001 and its own name",
+				name, env["NEEDLE_JOIN"], env["NEEDLE_SELF_NAME"], s.Hostname)
+		}
+		for _, v := range []string{"NEEDLE_SWARM_KEY", "NEEDLE_API_TOKEN_FILE"} {
+			if !strings.Contains(keygen, env[v]) || env[v] == "" {
+				t.Errorf("%s: %s = %q is not a file keys writes (%s)", name, v, env[v], keygen)
+			}
+		}
+		drain := duration(t, name+" NEEDLE_DRAIN_TIMEOUT", env["NEEDLE_DRAIN_TIMEOUT"])
+		if grace := duration(t, name+" stop_grace_period", s.StopGracePeriod); grace < drain+5*time.Second {
+			t.Errorf("%s: stop_grace_period %v is not above the drain timeout %v: a stop would cut the drain short", name, grace, drain)
+		}
+		for _, v := range s.Volumes {
+			src, dst, _ := strings.Cut(v, ":")
+			if _, named := c.Volumes[src]; !named {
+				t.Errorf("%s: volume %q is not a named volume", name, v)
+			}
+			if dst == "/var/lib/needle" {
+				if other, dup := dataVolumes[src]; dup {
+					t.Errorf("%s and %s share the data volume %s", name, other, src)
+				}
+				dataVolumes[src] = name
+			}
+		}
+		for _, p := range s.Ports {
+			published++
+			if !strings.HasPrefix(p, "127.0.0.1:") || !strings.HasSuffix(p, ":7070") {
+				t.Errorf("%s publishes %q; want 127.0.0.1:PORT:7070", name, p)
+			}
+		}
+	}
+	if len(dataVolumes) != 3 {
+		t.Errorf("%d peers have a data volume; want 3", len(dataVolumes))
+	}
+	if published != 1 {
+		t.Errorf("%d published ports; want the API of one peer", published)
+	}
+}
+
+// unit is a systemd unit file: section -> key -> values, in order.
+type unit map[string]map[string][]string
+
+func parseUnit(t *testing.T, path string) unit {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, section := unit{}, ""
+	text := strings.ReplaceAll(string(raw), "\\\n", " ")
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "" || strings.HasPrefix(line, "#"):
+		case strings.HasPrefix(line, "["):
+			section = strings.Trim(line, "[]")
+			u[section] = map[string][]string{}
+		default:
+			k, v, ok := strings.Cut(line, "=")
+			if !ok {
+				t.Fatalf("%s: %q is not key=value", path, line)
+			}
+			u[section][k] = append(u[section][k], v)
+		}
+	}
+	return u
+}
+
+func TestSystemdUnit(t *testing.T) {
+	u := parseUnit(t, "systemd/needled.service")
+	s := u["Service"]
+	for k, want := range map[string]string{
+		"DynamicUser": "yes", "User": "needle", "StateDirectory": "needle", "ProtectSystem": "strict",
+		"Restart": "on-failure", "KillSignal": "SIGTERM", "NoNewPrivileges": "yes",
+	} {
+		if got := s[k]; len(got) != 1 || got[0] != want {
+			t.Errorf("%s = %v; want %s", k, got, want)
+		}
+	}
+	envFile, err := os.ReadFile("systemd/needled.env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^NEEDLE_DRAIN_TIMEOUT=(\S+)$`).FindSubmatch(envFile)
+	if m == nil {
+		t.Fatal("needled.env sets no NEEDLE_DRAIN_TIMEOUT")
+	}
+	drain := duration(t, "NEEDLE_DRAIN_TIMEOUT", string(m[1]))
+	if len(s["TimeoutStopSec"]) != 1 {
+		t.Fatal("no TimeoutStopSec")
+	}
+	if stop := duration(t, "TimeoutStopSec", s["TimeoutStopSec"][0]); stop < drain+5*time.Second {
+		t.Errorf("TimeoutStopSec %v is not above the drain timeout %v", stop, drain)
+	}
+	exec := strings.Join(s["ExecStart"], " ")
+	for _, cred := range s["LoadCredential"] {
+		name, _, _ := strings.Cut(cred, ":")
+		if !strings.Contains(exec, "${CREDENTIALS_DIRECTORY}/"+name) {
+			t.Errorf("credential %s is loaded but ExecStart does not use it", name)
+		}
+	}
+	for _, line := range bytes.Split(envFile, []byte("\n")) {
+		if k, _, ok := bytes.Cut(line, []byte("=")); ok && !bytes.HasPrefix(line, []byte("#")) && !bytes.HasPrefix(k, []byte("NEEDLE_")) {
+			t.Errorf("needled.env sets %s, which needled does not read", k)
+		}
+	}
+}
+
+func TestDockerfile(t *testing.T) {
+	raw, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	df := string(raw)
+	stages := regexp.MustCompile(`(?m)^FROM `).FindAllStringIndex(df, -1)
+	if len(stages) != 2 {
+		t.Fatalf("%d stages; want 2 (build, run)", len(stages))
+	}
+	build, run := df[stages[0][0]:stages[1][0]], df[stages[1][0]:]
+	if !strings.Contains(build, "make release") {
+		t.Error("the build stage does not build with make release")
+	}
+	user := regexp.MustCompile(`(?m)^USER (\d+)(:\d+)?$`).FindStringSubmatch(run)
+	if user == nil || user[1] == "0" {
+		t.Errorf("the image does not run as a numeric non-root user (USER %v)", user)
+	}
+	if !regexp.MustCompile(`(?m)^HEALTHCHECK .*CMD \["needle", "health"`).MatchString(run) {
+		t.Error("no HEALTHCHECK running needle health")
+	}
+	m := regexp.MustCompile(`NEEDLE_DRAIN_TIMEOUT=(\S+)`).FindStringSubmatch(run)
+	if m == nil {
+		t.Fatal("the image sets no NEEDLE_DRAIN_TIMEOUT")
+	}
+	// docker stop waits 10 s before SIGKILL.
+	if d := duration(t, "NEEDLE_DRAIN_TIMEOUT", m[1]); d >= 10*time.Second {
+		t.Errorf("the image's drain timeout %v is not below docker stop's 10 s", d)
+	}
+	if !strings.Contains(run, `VOLUME ["/var/lib/needle"]`) || !strings.Contains(run, "NEEDLE_DATA=/var/lib/needle") {
+		t.Error("the data dir is not a volume")
+	}
+}
