@@ -259,8 +259,18 @@ func (p *Peer) stepFrame(f p2p.Frame) {
 	if err == nil {
 		err = p.node.Step(f.From, m)
 	}
-	if err != nil {
-		p.log.Warn("message refused", keyPeer, f.From, keyErr, err)
+	if err == nil {
+		return
+	}
+	p.metrics.refused.Inc()
+	// A host holding the swarm key can send a thousand bad messages a
+	// second: log a few, count the rest.
+	if ok, dropped := p.refusals.allow(time.Now()); ok {
+		attrs := []any{keyPeer, f.From, keyErr, err}
+		if dropped > 0 {
+			attrs = append(attrs, "suppressed", dropped)
+		}
+		p.log.Warn("message refused", attrs...)
 	}
 }
 

@@ -192,6 +192,14 @@ func (m *mesh) heard(id, boot string, now time.Time) {
 // membership is skipped without lookups.
 func (m *mesh) learn(from string, hb *Heartbeat, now time.Time) {
 	for _, id := range hb.Forgotten {
+		// A forget heard second-hand applies to a peer this one does not
+		// hear from any more: forget is for dead peers (needle forget),
+		// and one keyed host must not be able to remove live peers from
+		// the whole mesh. The list comes with every heartbeat, so the
+		// forget applies here once the peer is dead here too.
+		if mb := m.members[id]; mb != nil && mb.state == PeerAlive {
+			continue
+		}
 		m.forget(id, now)
 	}
 	sender := m.members[from]
@@ -200,7 +208,7 @@ func (m *mesh) learn(from string, hb *Heartbeat, now time.Time) {
 	}
 	if len(hb.Members) != len(m.members) || !slices.Equal(hb.Members, m.memberIDs()) {
 		for _, id := range hb.Members {
-			if m.members[id] == nil && !m.forgotten[id] && id != "" {
+			if m.members[id] == nil && !m.forgotten[id] && id != "" && (m.n.cfg.ValidID == nil || m.n.cfg.ValidID(id)) {
 				m.add(&member{id: id, heard: now, state: PeerAlive})
 				m.changedAt = now
 				m.detectAt = earliest(m.detectAt, now.Add(m.n.cfg.DeadAfter/2))
@@ -239,6 +247,12 @@ func (m *mesh) forget(id string, now time.Time) {
 		m.detectAt = time.Time{}
 		m.changedAt = now
 		m.prefDirty = true
+		if mb.state != PeerDead {
+			// Forgotten before the failure detector declared it dead
+			// (needle forget right after a kill): its leases would
+			// otherwise wait for their tasks' timeouts.
+			m.expireHolders(func(h string) bool { return shard.HolderPeer(h) == id })
+		}
 	}
 }
 

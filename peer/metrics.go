@@ -27,6 +27,7 @@ type metrics struct {
 	walSync    prometheus.Histogram
 	partitions prometheus.Gauge
 	dropped    prometheus.Counter
+	refused    prometheus.Counter
 	peers      *prometheus.GaugeVec
 	ringEpoch  prometheus.Gauge
 	outbox     prometheus.Gauge
@@ -64,6 +65,8 @@ func newMetrics(p *Peer) *metrics {
 			Help: "Partitions this peer leads."}),
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "needle_messages_dropped_total",
 			Help: "Messages to other peers dropped because their send queue was full."}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "needle_messages_refused_total",
+			Help: "Messages from other hosts refused: malformed, from a non-member, or failing their checks (a peer logs at most 10 a window)."}),
 		peers: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "needle_peers",
 			Help: "Members of the mesh by state, as this peer sees them."}, []string{"state"}),
 		ringEpoch: prometheus.NewGauge(prometheus.GaugeOpts{Name: "needle_ring_epoch",
@@ -81,7 +84,7 @@ func newMetrics(p *Peer) *metrics {
 			[]string{"event"}),
 	}
 	m.reg.MustRegister(m.tasks, m.readyQ, m.running, m.slots, m.finished, m.applied, m.outcomes,
-		m.runTimes, m.walSync, m.partitions, m.dropped, m.peers, m.ringEpoch, m.outbox, m.protocol, m.replLag, m.queueWait, m.schedLag,
+		m.runTimes, m.walSync, m.partitions, m.dropped, m.refused, m.peers, m.ringEpoch, m.outbox, m.protocol, m.replLag, m.queueWait, m.schedLag,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.slots.Set(float64(p.cfg.Slots))
 	m.reg.MustRegister(buildInfo(p.cfg.Version, p.cfg.Commit))

@@ -92,6 +92,11 @@ type NodeConfig struct {
 	// are pure functions of their inputs, so sharing changes no result.
 	// Default nil: each node computes its own.
 	Rings *RingCache
+	// ValidID reports whether id can name a peer (the daemon: a libp2p
+	// peer id). A member learned second-hand from a heartbeat's list must
+	// pass it, so a keyed host cannot fill the membership with junk
+	// names. Default nil: any non-empty id.
+	ValidID func(id string) bool
 }
 
 // DefaultNodeConfig returns the defaults for a peer id and boot nonce.

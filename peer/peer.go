@@ -238,6 +238,7 @@ type Peer struct {
 	tracer   trace.Tracer
 	tracing  bool    // a TracerProvider is set: spans are recorded
 	failures failLog // rate-limits the warn lines of handler failures
+	refusals failLog // and those of messages refused
 
 	// Loop-owned state.
 	calls   map[uint64]chan Reply
@@ -334,6 +335,7 @@ func (p *Peer) open() error {
 	ncfg.ForgetAfter = p.cfg.ForgetAfter
 	ncfg.Steal = !p.cfg.NoSteal
 	ncfg.Addrs = p.host.Addrs()
+	ncfg.ValidID = p2p.ValidID
 	ncfg.Labels = p.cfg.Labels
 	ncfg.Partitions = parts
 	ncfg.Slots = p.cfg.Slots

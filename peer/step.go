@@ -37,7 +37,11 @@ func (n *Node) Step(from string, m Message) error {
 			return n.partitionsMismatch(from, m.Heartbeat.Partitions)
 		}
 		boot = m.Heartbeat.Boot
-	} else if n.mesh.members[from] == nil && m.Type != MsgRaft {
+	} else if n.mesh.members[from] == nil {
+		// Raft too: heard() below would make any keyed host a member
+		// without the heartbeat's checks, and the ring would give it
+		// partitions it never serves. A joiner's Raft traffic comes after
+		// its heartbeat; one that overtakes it is resent by Raft.
 		return fmt.Errorf("%w: %s sent %v before any heartbeat", ErrNotMember, from, m.Type)
 	}
 	n.mesh.heard(from, boot, n.now)

@@ -345,6 +345,12 @@ func (h *Host) isClosed() bool {
 }
 
 // parsePeer decodes a peer id given to Send or Call and refuses this host's.
+// ValidID reports whether id is a well-formed peer id.
+func ValidID(id string) bool {
+	_, err := peer.Decode(id)
+	return err == nil
+}
+
 func (h *Host) parsePeer(id string) (peer.ID, error) {
 	pid, err := peer.Decode(id)
 	if err != nil {
