@@ -52,6 +52,7 @@ var commands = map[string]func(g *Globals) Command{
 	"retry":    func(g *Globals) Command { return &RetryCommand{Globals: g} },
 	"audit":    func(g *Globals) Command { return &AuditCommand{Globals: g} },
 	"logs":     func(g *Globals) Command { return &LogsCommand{Globals: g} },
+	"hostile":  func(*Globals) Command { return HostileCommand{} },
 }
 
 // summaries are the one-line descriptions `needle --help` lists. A command
@@ -75,6 +76,7 @@ var summaries = map[string]string{
 	"retry":    "run a FAILED or CANCELED task, or a group's, again",
 	"audit":    "print who canceled, retried or changed what",
 	"logs":     "print or follow (-f) what a task's handler logged",
+	"hostile":  "attack a mesh on loopback with hostile requests and wire messages, and check it held",
 }
 
 // Globals are the settings and streams every command shares.
