@@ -18,6 +18,17 @@ import (
 const fakeNeedledEnv = "NEEDLE_BENCH_FAKE_NEEDLED"
 
 func TestMain(m *testing.M) {
+	// TestWorkerWorkloads runs the test binary as its Go worker processes.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	served, err := ServeWorkerFromEnv(ctx)
+	stop()
+	if served {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench worker:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	switch os.Getenv(fakeNeedledEnv) {
 	case "serve":
 		os.Exit(fakeNeedledMain(os.Args[1:]))

@@ -18,10 +18,11 @@ const (
 )
 
 // AllWorkloads lists every workload Run knows.
-var AllWorkloads = []string{W1, W2, W3, W4, WS, WP, WL, WG}
+var AllWorkloads = []string{W1, W2, W3, W4, WS, WP, WL, WG, W1Go, W1Py}
 
 // DefaultWorkloads are the workloads run when none are named: all but WL,
-// which loads a million tasks first, and WG.
+// which loads a million tasks first, WG, and W1Go and W1Py, which start
+// worker processes (W1Py needs python3).
 var DefaultWorkloads = []string{W1, W2, W3, W4, WS, WP}
 
 // Config says what to run. Every zero numeric field takes the default of
@@ -57,6 +58,17 @@ type Config struct {
 	// (default 1,000,000), WLFailed how many of them FAILED (default
 	// 10,000; at most WLTasks).
 	WLTasks, WLFailed int
+	// GoWorker is the command line of a W1Go worker process, a Go program
+	// that calls ServeWorkerFromEnv (the CLI: its own binary).
+	GoWorker []string
+	// Python is the python3 binary of W1Py's workers (default "python3"),
+	// PythonClient the directory of the Python client package
+	// (clients/python; empty: the installed one).
+	Python, PythonClient string
+	// WorkerSlots is how many tasks each worker process runs at once
+	// (default 2), WorkerPrefetch how many more it may hold, leased ahead
+	// (default 32; -1 for none).
+	WorkerSlots, WorkerPrefetch int
 	// Steal is each peer's --steal; false passes --steal=false.
 	// DefaultConfig sets it to true.
 	Steal bool
@@ -126,6 +138,9 @@ func (cfg Config) withDefaults() Config {
 	setInt(&cfg.WPItems, DefaultWPItems)
 	setInt(&cfg.WPConcurrency, DefaultWPConcurrency)
 	setInt(&cfg.WLTasks, DefaultWLTasks)
+	setInt(&cfg.WorkerSlots, DefaultWorkerSlots)
+	setInt(&cfg.WorkerPrefetch, DefaultWorkerPrefetch)
+	cfg.WorkerPrefetch = max(cfg.WorkerPrefetch, 0)
 	setInt(&cfg.WLFailed, min(DefaultWLFailed, cfg.WLTasks))
 	if len(cfg.Workloads) == 0 {
 		cfg.Workloads = def.Workloads
@@ -160,7 +175,7 @@ func (cfg Config) Validate() error {
 		{"--w1-tasks", cfg.W1Tasks}, {"--w1-batch", cfg.W1Batch},
 		{"--w2-tasks", cfg.W2Tasks}, {"--w4-tasks", cfg.W4Tasks},
 		{"--wp-items", cfg.WPItems}, {"--wp-concurrency", cfg.WPConcurrency},
-		{"--wl-tasks", cfg.WLTasks}, {"--wl-failed", cfg.WLFailed},
+		{"--wl-tasks", cfg.WLTasks}, {"--wl-failed", cfg.WLFailed}, {"--worker-slots", cfg.WorkerSlots},
 	} {
 		if f.v < 0 {
 			bad("%s must be >= 1, got %d", f.flag, f.v)
@@ -174,7 +189,7 @@ func (cfg Config) Validate() error {
 	}
 	for _, w := range cfg.Workloads {
 		if !slices.Contains(AllWorkloads, w) {
-			bad("--workloads: unknown workload %q (want a subset of w1,w2,w3,w4,ws,wp,wl,wg)", w)
+			bad("--workloads: unknown workload %q (want a subset of w1,w2,w3,w4,ws,wp,wl,wg,w1go,w1py)", w)
 		}
 	}
 	if cfg.ReadyTimeout < 0 || cfg.WaitTimeout < 0 {

@@ -21,7 +21,8 @@ type workloadFunc func(ctx context.Context, cl *Cluster, rep int) (RepResult, er
 
 // workload returns the function of a workload name.
 func (r *runner) workload(name string) workloadFunc {
-	return map[string]workloadFunc{W1: r.w1, W2: r.w2, W3: r.w3, W4: r.w4, WS: r.ws, WP: r.wp, WL: r.wl, WG: r.wg}[name]
+	return map[string]workloadFunc{W1: r.w1, W2: r.w2, W3: r.w3, W4: r.w4, WS: r.ws, WP: r.wp, WL: r.wl, WG: r.wg,
+		W1Go: r.w1External(W1Go), W1Py: r.w1External(W1Py)}[name]
 }
 
 // skip says why a workload cannot run with this config, or "".
@@ -81,8 +82,13 @@ func checkGroups(ck *checks, subs []submitted, ws []waited) int {
 // w1 measures throughput: W1Tasks echo tasks in parallel groups of
 // W1Batch, submitted round-robin by a few submitters.
 func (r *runner) w1(ctx context.Context, cl *Cluster, rep int) (RepResult, error) {
+	return r.throughput(ctx, cl, rep, W1, "echo")
+}
+
+// throughput runs W1 for handler: W1Tasks tasks returning their payload.
+func (r *runner) throughput(ctx context.Context, cl *Cluster, rep int, name, handler string) (RepResult, error) {
 	bs := batches(r.cfg.W1Tasks, r.cfg.W1Batch, cl.Len(), func(i int) (string, json.RawMessage) {
-		return "echo", payload(W1, rep, i, "")
+		return handler, payload(name, rep, i, "")
 	})
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.WaitTimeout)
 	defer cancel()

@@ -45,6 +45,12 @@ type Worker struct {
 	ID string
 	// Concurrency is how many handlers run at once; default 1.
 	Concurrency int
+	// Prefetch is how many tasks the worker may hold beyond Concurrency,
+	// leased and waiting for a free handler; default 0. It hides the time
+	// a lease takes to commit when tasks are short (a few per
+	// Concurrency); a waiting task's timeout runs, and other workers
+	// cannot take it.
+	Prefetch int
 	// Labels ("key=value") are matched against the tasks' require.
 	Labels []string
 	// PollWait is how long one poll waits for a task; default 30s.
@@ -76,6 +82,8 @@ func (w *Worker) Validate() error {
 		return errors.New("client: Worker.Handlers: name at least one handler")
 	case w.Concurrency < 0 || w.Concurrency > maxConcurrency:
 		return fmt.Errorf("client: Worker.Concurrency: want 0..%d, got %d", maxConcurrency, w.Concurrency)
+	case w.Prefetch < 0 || w.Prefetch+max(w.Concurrency, 1) > maxConcurrency:
+		return fmt.Errorf("client: Worker.Prefetch: want 0..%d, got %d", maxConcurrency-max(w.Concurrency, 1), w.Prefetch)
 	case w.PollWait < 0 || w.Heartbeat < 0 || w.StopGrace < 0 || w.BackoffMin < 0 || w.BackoffMax < 0:
 		return errors.New("client: Worker: durations must not be negative")
 	}
@@ -117,7 +125,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	r := &run{w: w, c: newConn(w.Client), handlers: slices.Sorted(maps.Keys(w.Handlers)),
-		slots: make(chan struct{}, w.Concurrency)}
+		slots: make(chan struct{}, w.Concurrency+w.Prefetch), running: make(chan struct{}, w.Concurrency),
+		reports: make(chan struct{}, w.Concurrency+w.Prefetch)}
 	// hard ends the handlers: StopGrace after ctx.
 	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHard()
@@ -136,7 +145,9 @@ type run struct {
 	w        *Worker
 	c        *conn
 	handlers []string      // sorted
-	slots    chan struct{} // one token per running task
+	slots    chan struct{} // one token per task held (running or waiting to)
+	running  chan struct{} // one token per running handler
+	reports  chan struct{} // one token per outcome being reported
 	wg       sync.WaitGroup
 }
 
@@ -165,10 +176,7 @@ func (r *run) poll(ctx, hard context.Context) error {
 				r.wg.Go(func() { r.release(hard, t, "the worker has no free slot") })
 				continue
 			}
-			r.wg.Go(func() {
-				defer func() { <-r.slots }()
-				r.runTask(hard, t)
-			})
+			r.wg.Go(func() { r.runTask(ctx, hard, t) })
 		}
 		for range free - min(len(ans.Tasks), free) {
 			<-r.slots
@@ -200,13 +208,39 @@ func tryAcquire(slots chan struct{}) bool {
 	}
 }
 
-// runTask runs one task's handler and reports its outcome.
-func (r *run) runTask(hard context.Context, wt api.WorkerTask) {
+// runTask waits for a free handler, runs the task's handler and reports
+// its outcome. A task still waiting when ctx ends is handed back.
+func (r *run) runTask(ctx, hard context.Context, wt api.WorkerTask) {
+	select {
+	case r.running <- struct{}{}:
+	case <-ctx.Done():
+		<-r.slots
+		r.release(hard, wt, fmt.Sprintf("worker %s stopped before the task started", r.w.ID))
+		return
+	}
 	t := newTask(wt)
+	res, err, report := r.runHandler(hard, t)
+	<-r.running
+	// The report does not hold the slot: the next poll asks for another
+	// task meanwhile. Reports in flight are bounded as the slots are.
+	r.reports <- struct{}{}
+	<-r.slots
+	defer func() { <-r.reports }()
+	if report {
+		stopping := err != nil && hard.Err() != nil // cut short: a result is kept
+		if stopping {
+			err = fmt.Errorf("worker %s stopped: %w", r.w.ID, err)
+		}
+		r.report(t, res, err, stopping)
+	}
+}
+
+// runHandler runs t's handler with heartbeats; report is false when the
+// task was canceled or its lease lost (nobody takes an outcome).
+func (r *run) runHandler(hard context.Context, t Task) (res json.RawMessage, err error, report bool) {
 	h := r.w.Handlers[t.Handler]
 	if h == nil {
-		r.report(t, nil, fmt.Errorf("client: worker %s has no handler %q", r.w.ID, t.Handler), false)
-		return
+		return nil, fmt.Errorf("client: worker %s has no handler %q", r.w.ID, t.Handler), true
 	}
 	ctx, cancel := context.WithCancel(hard)
 	defer cancel()
@@ -216,22 +250,10 @@ func (r *run) runTask(hard context.Context, wt api.WorkerTask) {
 		defer c2()
 	}
 	lost := make(chan bool, 1)
-	hbDone := make(chan struct{})
-	go func() {
-		defer close(hbDone)
-		lost <- r.heartbeat(ctx, t, cancel)
-	}()
-	res, err := safeCall(ctx, h, t)
+	go func() { lost <- r.heartbeat(ctx, t, cancel) }()
+	res, err = safeCall(ctx, h, t)
 	cancel()
-	<-hbDone
-	if <-lost {
-		return // canceled or lost: nobody takes an outcome
-	}
-	stopping := err != nil && hard.Err() != nil // cut short: a result is kept
-	if stopping {
-		err = fmt.Errorf("worker %s stopped: %w", r.w.ID, err)
-	}
-	r.report(t, res, err, stopping)
+	return res, err, !<-lost
 }
 
 // newTask turns a polled task into a handler's Task.

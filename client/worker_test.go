@@ -222,3 +222,49 @@ func TestWorkerValidate(t *testing.T) {
 		}
 	}
 }
+
+// With Prefetch, a poll asks for Concurrency+Prefetch tasks; only
+// Concurrency handlers run at once, and the tasks still waiting when the
+// worker stops are handed back (retryable), not run.
+func TestWorkerPrefetch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakePeer(3)
+		started := make(chan string, 3)
+		release := make(chan struct{})
+		w := &Worker{Client: f.client(), Concurrency: 1, Prefetch: 2, Handlers: map[string]HandlerFunc{
+			"block": func(_ context.Context, task Task) (json.RawMessage, error) {
+				started <- task.ID
+				<-release
+				return json.RawMessage(`"ran"`), nil
+			}}}
+		f.add("block", "1", "2", "3")
+		cancel, wait := runWorker(t, w)
+		first := <-started
+		synctest.Wait()
+		if len(started) != 0 {
+			t.Fatalf("%d more handlers started; want Concurrency 1", len(started))
+		}
+		if len(f.polls) == 0 || f.polls[0].Max != 3 {
+			t.Fatalf("polls %+v; want the first for max 3", f.polls)
+		}
+		cancel()
+		synctest.Wait()
+		close(release)
+		if err := wait(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			id := fmt.Sprintf("g.%d", i)
+			got := f.outcome(i)
+			if id == first {
+				if fmt.Sprint(got) != fmt.Sprint(api.CompleteRequest{Result: json.RawMessage(`"ran"`)}) {
+					t.Errorf("%s (running at the stop) = %+v; want its result", id, got)
+				}
+				continue
+			}
+			if fb, ok := got.(api.FailRequest); !ok || fb.Permanent || !strings.Contains(fb.Error, "before the task started") {
+				t.Errorf("%s (waiting at the stop) = %+v; want handed back, retryable", id, got)
+			}
+		}
+	})
+}

@@ -43,6 +43,9 @@ Exits non-zero when a result is wrong or a task is lost.
       and W1 alone vs W1 while a client pages the failures every second
   wg  logs followed (not run by default): 20 exec tasks print their clock;
       the last peer follows each log as needle logs -f does; line p50/p99
+  w1go, w1py  W1 through external workers (not run by default): one Go
+      (package client) or Python (clients/python) worker process per peer,
+      --worker-slots tasks at a time each; tasks/s
 
 flags:
   --needled PATH     needled binary (default: next to needle, else in PATH)
@@ -59,6 +62,13 @@ flags:
   --wp-concurrency N WP in-flight items per stage (default 256)
   --wl-tasks N       WL finished tasks (default 1000000)
   --wl-failed N      WL FAILED tasks among them (default 10000)
+  --worker-slots N   tasks each w1go/w1py worker runs at once (default 2)
+  --worker-prefetch N  tasks each worker holds beyond them, leased ahead
+                     (default 32; -1 for none)
+  --python PATH      python3 of the w1py workers (default python3)
+  --python-client DIR  the Python client package (default: clients/python
+                     beside the binary's directory or the current one, else
+                     the installed needle_client)
   --steal            work stealing on the peers (default true; --steal=false)
   --data-dir DIR     parent of the peers' data directories (default: the
                      system temp dir; on a tmpfs, fsync is free)
@@ -75,6 +85,12 @@ func (c BenchCommand) Run(ctx context.Context, args []string) error {
 	}
 	if cfg.Needled, err = findNeedled(cfg.Needled); err != nil {
 		return err
+	}
+	if self, err := os.Executable(); err == nil {
+		cfg.GoWorker = []string{self} // it serves as a worker with bench.WorkerEnv set
+		if cfg.PythonClient == "" {
+			cfg.PythonClient = findPythonClient(filepath.Dir(self))
+		}
 	}
 	level := slog.LevelWarn
 	if verbose {
@@ -112,6 +128,10 @@ func (c BenchCommand) parse(args []string) (cfg bench.Config, jsonPath string, v
 	fs.IntVar(&cfg.WPConcurrency, "wp-concurrency", cfg.WPConcurrency, "")
 	fs.IntVar(&cfg.WLTasks, "wl-tasks", cfg.WLTasks, "")
 	fs.IntVar(&cfg.WLFailed, "wl-failed", cfg.WLFailed, "")
+	fs.IntVar(&cfg.WorkerSlots, "worker-slots", bench.DefaultWorkerSlots, "")
+	fs.IntVar(&cfg.WorkerPrefetch, "worker-prefetch", bench.DefaultWorkerPrefetch, "")
+	fs.StringVar(&cfg.Python, "python", "", "")
+	fs.StringVar(&cfg.PythonClient, "python-client", "", "")
 	fs.BoolVar(&cfg.Steal, "steal", cfg.Steal, "")
 	fs.StringVar(&jsonPath, "json", "", "")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "")
@@ -146,7 +166,7 @@ func positive(fs *flag.FlagSet) error {
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "peers", "slots", "reps", "w1-tasks", "w1-batch", "w2-tasks", "w4-tasks", "wp-items", "wp-concurrency",
-			"wl-tasks", "wl-failed":
+			"wl-tasks", "wl-failed", "worker-slots":
 			if g, ok := f.Value.(flag.Getter); ok && g.Get().(int) < 1 {
 				errs = append(errs, fmt.Errorf("--%s must be >= 1, got %s", f.Name, f.Value))
 			}
@@ -186,6 +206,18 @@ func findNeedled(path string) (string, error) {
 		return "", fmt.Errorf("no needled next to needle or in PATH (run make build, or pass --needled PATH): %w", err)
 	}
 	return p, nil
+}
+
+// findPythonClient returns clients/python beside the directory of the
+// binary (bin/needle in a checkout) or in the current directory, else ""
+// (the installed needle_client).
+func findPythonClient(binDir string) string {
+	for _, dir := range []string{filepath.Join(binDir, "..", "clients", "python"), filepath.Join("clients", "python")} {
+		if st, err := os.Stat(filepath.Join(dir, "needle_client")); err == nil && st.IsDir() {
+			return dir
+		}
+	}
+	return ""
 }
 
 // createJSON opens the JSON report file; "-" is stdout.

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/needle-mesh/needle/bench"
 	"github.com/needle-mesh/needle/cmd/internal/buildinfo"
 	"github.com/needle-mesh/needle/cmd/internal/secret"
 	"github.com/needle-mesh/needle/peer/api"
@@ -99,6 +100,15 @@ func main() {
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// `needle bench` runs this binary as its Go worker processes (w1go).
+	if served, err := bench.ServeWorkerFromEnv(ctx); served {
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "needle: bench worker:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	g := &Globals{
 		Addr:      envOr("NEEDLE_ADDR", DefaultAddr),
 		Token:     token,

@@ -66,6 +66,7 @@ class Task:
         self._dropped = 0
         self._mu = threading.Lock()
         self._state = "running"  # running, lost (canceled or lease lost), released, done
+        self.began = False  # its handler was called
 
     def log(self, line):
         """Adds a line (or several) to the attempt's task log (GET
@@ -154,11 +155,14 @@ class Worker:
     running handlers may finish once the worker stops; then their tasks are
     failed, retryable, to run again elsewhere), ``backoff_min`` and
     ``backoff_max`` (delay before a poll or report is sent again after a
-    503 or a connection error).
+    503 or a connection error), ``prefetch`` (tasks held beyond
+    ``concurrency``, leased and waiting for a free handler: it hides the
+    time a lease takes to commit when tasks are short; a waiting task's
+    timeout runs, and other workers cannot take it).
     """
 
-    def __init__(self, handlers, *, client=None, url=None, token=None, concurrency=1, labels=(), id=None,
-                 poll_wait=30.0, heartbeat=2.0, stop_grace=30.0, backoff_min=0.1, backoff_max=10.0):
+    def __init__(self, handlers, *, client=None, url=None, token=None, concurrency=1, prefetch=0, labels=(),
+                 id=None, poll_wait=30.0, heartbeat=2.0, stop_grace=30.0, backoff_min=0.1, backoff_max=10.0):
         if not handlers:
             raise ValueError("handlers: name at least one handler")
         for name, fn in handlers.items():
@@ -166,11 +170,14 @@ class Worker:
                 raise ValueError("handlers[%r]: not callable" % name)
         if not 1 <= concurrency <= _MAX_CONCURRENCY:
             raise ValueError("concurrency: want 1..%d, got %r" % (_MAX_CONCURRENCY, concurrency))
+        if not 0 <= prefetch <= _MAX_CONCURRENCY - concurrency:
+            raise ValueError("prefetch: want 0..%d, got %r" % (_MAX_CONCURRENCY - concurrency, prefetch))
         if min(poll_wait, heartbeat, stop_grace, backoff_min, backoff_max) < 0 or heartbeat == 0:
             raise ValueError("durations must be positive")
         self.handlers = dict(handlers)
         self.client = client or Client(url, token)
         self.concurrency = concurrency
+        self.prefetch = prefetch
         self.labels = list(labels)
         self.id = id or "%s-%d-%s" % (socket.gethostname(), os.getpid(), uuid.uuid4().hex[:4])
         self.poll_wait = poll_wait
@@ -185,8 +192,11 @@ class Worker:
         self._stop = threading.Event()
         self._hard = threading.Event()
         self._cv = threading.Condition()
-        self._running = {}  # lease -> Task, started or queued
-        self._queue = queue.Queue()
+        self._running = {}  # lease -> Task, running or queued: the tasks held
+        self._queue = queue.Queue()  # tasks for the handler threads
+        # Outcomes for the reporter threads: a handler's thread and slot are
+        # free while its outcome is sent.
+        self._reports = queue.Queue(maxsize=concurrency + prefetch)
 
     # -- control --------------------------------------------------------
 
@@ -218,7 +228,9 @@ class Worker:
         threads = [threading.Thread(target=self._runner, name="needle-worker-%d" % i, daemon=True)
                    for i in range(self.concurrency)]
         threads.append(threading.Thread(target=self._heartbeats, name="needle-heartbeat", daemon=True))
-        for t in threads:
+        reporters = [threading.Thread(target=self._reporter, name="needle-report-%d" % i, daemon=True)
+                     for i in range(self.concurrency)]
+        for t in threads + reporters:
             t.start()
         try:
             self._poll_loop()
@@ -228,14 +240,14 @@ class Worker:
             self._drain()
             for _ in range(self.concurrency):
                 self._queue.put(None)
+                self._reports.put(None)
+            end = time.monotonic() + _REPORT_TIMEOUT
+            for t in reporters:
+                t.join(max(0.0, end - time.monotonic()))
             for sig, h in old.items():
                 signal.signal(sig, h)
 
     # -- polling --------------------------------------------------------
-
-    def _free(self):
-        with self._cv:
-            return self.concurrency - len(self._running)
 
     def _poll_loop(self):
         bo = _Backoff(self.backoff_min, self.backoff_max)
@@ -244,9 +256,10 @@ class Worker:
             body["labels"] = self.labels
         while not self._stop.is_set():
             with self._cv:
-                while len(self._running) >= self.concurrency and not self._stop.is_set():
+                held = self.concurrency + self.prefetch
+                while len(self._running) >= held and not self._stop.is_set():
                     self._cv.wait()
-                free = self.concurrency - len(self._running)
+                free = held - len(self._running)
             if self._stop.is_set():
                 return
             body["max"] = free
@@ -290,21 +303,35 @@ class Worker:
             if t is None:
                 self.client.close()
                 return
+            outcome = None
             try:
-                self._run_task(t)
+                outcome = self._run_task(t)
             finally:
                 with self._cv:
                     self._running.pop(t.lease, None)
                     self._cv.notify_all()
+            if outcome is not None:
+                self._reports.put(outcome)
+
+    def _reporter(self):
+        while True:
+            o = self._reports.get()
+            if o is None:
+                self.client.close()
+                return
+            self._report(*o)
 
     def _run_task(self, t):
+        """Runs t's handler; returns its outcome to report, or None."""
+        with t._mu:
+            if t._state != "running":
+                return None  # handed back while queued
+            t.began = True
         t.started = time.monotonic()
         fn = self.handlers.get(t.handler)
         result, error, permanent = None, None, False
         if fn is None:
             error = "worker %s has no handler %r" % (self.id, t.handler)
-        elif t.canceled.is_set():
-            return  # released while queued
         else:
             try:
                 result = fn(t)
@@ -317,7 +344,8 @@ class Worker:
                 except (TypeError, ValueError) as e:
                     result, error, permanent = None, "the handler's result is not JSON: %s" % e, True
         if t._end("done"):
-            self._report(t, result, error, permanent)
+            return (t, result, error, permanent)
+        return None
 
     def _report(self, t, result, error, permanent):
         """Sends t's outcome, retrying transient errors for a while."""
@@ -358,7 +386,7 @@ class Worker:
             now = time.monotonic()
             with self._cv:
                 due = [t for t in self._running.values()
-                       if t._state == "running" and now - t.started >= self.heartbeat
+                       if t.began and t._state == "running" and now - t.started >= self.heartbeat
                        and now - getattr(t, "_beat", t.started) >= self.heartbeat]
             for t in due:
                 t._beat = now
@@ -385,8 +413,18 @@ class Worker:
     # -- stopping -------------------------------------------------------
 
     def _drain(self):
-        """Waits for running handlers up to stop_grace, then fails the
-        tasks of those still running (retryable) and tells them to stop."""
+        """Hands back the tasks not started, waits for running handlers up
+        to stop_grace, then fails the tasks of those still running
+        (retryable) and tells them to stop."""
+        with self._cv:
+            held = list(self._running.values())
+        for t in held:
+            with t._mu:
+                queued = not t.began and t._state == "running"
+                if queued:
+                    t._state = "released"
+            if queued:
+                self._report(t, None, "worker %s stopped before the task started" % self.id, False)
         end = time.monotonic() + self.stop_grace
         with self._cv:
             while self._running and not self._hard.is_set():

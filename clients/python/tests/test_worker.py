@@ -158,6 +158,39 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual((kind, permanent), ("fail", False))
         self.assertIn("stopped", msg)
 
+    def test_prefetch(self):
+        started = []
+        release = threading.Event()
+        began = threading.Event()
+
+        def block(task):
+            started.append(task.id)
+            began.set()
+            release.wait(WAIT)
+            return "ran"
+
+        w, t, errs = self.start({"block": block}, 3, concurrency=1, prefetch=2)
+        self.fake.add("block", 1, 2, 3)
+        self.assertTrue(began.wait(WAIT))
+        deadline = time.monotonic() + WAIT
+        while len(self.fake.leases) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertEqual(self.fake.polls[0]["max"], 3)
+        self.assertEqual(len(started), 1)  # concurrency 1: the others wait
+        w.stop()
+        with self.fake.cv:  # the waiting two are handed back at once
+            self.assertTrue(self.fake.cv.wait_for(lambda: len(self.fake.outcomes) == 2, timeout=WAIT))
+        release.set()
+        t.join(WAIT)
+        for i in range(3):
+            out = self.fake.outcomes[self.fake.lease_of(i)]
+            if "g.%d" % i == started[0]:
+                self.assertEqual(out, ("complete", "ran"))
+            else:
+                self.assertEqual((out[0], out[2]), ("fail", False))
+                self.assertIn("before the task started", out[1])
+        self.assertEqual(len(started), 1)
+
     def test_stop_ends_a_waiting_poll(self):
         w, t, errs = self.start({"x": lambda task: None}, 0, poll_wait=60)
         deadline = time.monotonic() + WAIT

@@ -1,0 +1,47 @@
+package bench
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// TestWorkerWorkloads runs w1go and w1py (when python3 is there) on one
+// real needled, built from cmd/needled, with worker processes: the test
+// binary as the Go worker, clients/python as the Python one. Every task's
+// result is checked by the workload.
+func TestWorkerWorkloads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds needled and runs worker processes")
+	}
+	bin := filepath.Join(t.TempDir(), "needled")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/needled").CombinedOutput(); err != nil {
+		t.Fatalf("go build needled: %v\n%s", err, out)
+	}
+	workloads := []string{W1Go}
+	if _, err := exec.LookPath("python3"); err == nil {
+		workloads = append(workloads, W1Py)
+	} else {
+		t.Log("python3 not found: w1py not run")
+	}
+	cfg := DefaultConfig()
+	cfg.Needled, cfg.Peers, cfg.Reps = bin, 1, 1
+	cfg.Workloads = workloads
+	cfg.W1Tasks, cfg.W1Batch = 400, 100
+	cfg.GoWorker = []string{os.Args[0]}
+	cfg.PythonClient = "../clients/python"
+	cfg.DataDir = t.TempDir()
+	rep, err := Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if len(rep.Workloads) != len(workloads) {
+		t.Fatalf("%d workloads reported; want %d", len(rep.Workloads), len(workloads))
+	}
+	for _, w := range rep.Workloads {
+		if len(w.Reps) != 1 || w.Reps[0].ProblemCount != 0 || len(w.Reps[0].Metrics) == 0 || !(w.Reps[0].Metrics[0].Value > 0) {
+			t.Errorf("%s: %+v; want one clean repetition with a throughput", w.Name, w)
+		}
+	}
+}
