@@ -88,6 +88,9 @@ type Globals struct {
 	Stdout    io.Writer // results
 	Stderr    io.Writer // progress and diagnostics
 	StderrTTY bool      // Stderr is a terminal: draw a live progress bar
+	// Traceparent is the W3C trace context submissions join (submit
+	// --traceparent); env TRACEPARENT, as exec hands it to a task's child.
+	Traceparent string
 }
 
 // DefaultAddr is the API address used without --addr and NEEDLE_ADDR.
@@ -116,6 +119,8 @@ func main() {
 		Stdout:    os.Stdout,
 		Stderr:    os.Stderr,
 		StderrTTY: isTerminal(os.Stderr),
+
+		Traceparent: os.Getenv("TRACEPARENT"),
 	}
 	code := run(ctx, g, os.Args[1:])
 	stop()

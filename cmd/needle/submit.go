@@ -23,6 +23,7 @@ type SubmitCommand struct {
 	notify                              string // webhook URL (the group's "notify")
 	require                             requireFlag
 	pin                                 string
+	traceparent                         string // the trace the submission joins
 }
 
 func (c *SubmitCommand) flags() *flag.FlagSet {
@@ -42,6 +43,7 @@ func (c *SubmitCommand) flags() *flag.FlagSet {
 	fs.StringVar(&c.notify, "notify", "", "webhook `URL` called once the task (or the -f group) is terminal; must be on the peer's --notify-allow list")
 	fs.Var(&c.require, "require", "`key=value` label a peer must carry to run the task (repeatable)")
 	fs.StringVar(&c.pin, "pin", "", "run the task only on the peer with this `ID`")
+	fs.StringVar(&c.traceparent, "traceparent", c.Traceparent, "W3C `traceparent` the submission joins (default: env TRACEPARENT, set in exec tasks)")
 	return fs
 }
 
@@ -64,6 +66,7 @@ func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	ctx = api.WithTraceparent(ctx, c.traceparent)
 	if c.file != "" {
 		for _, name := range []string{"handler", "payload", "priority", "timeout", "retries", "backoff", "max-backoff", "delay", "key", "require", "pin"} {
 			if set[name] {

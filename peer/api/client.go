@@ -24,6 +24,16 @@ type Client struct {
 	HTTP    *http.Client // nil = http.DefaultClient
 }
 
+// traceparentKey keys the traceparent a context's submissions carry.
+type traceparentKey struct{}
+
+// WithTraceparent returns ctx whose requests carry traceparent, a W3C
+// traceparent, as their traceparent header: a submission made with it
+// joins that trace (docs/api.md, Tracing). "" sends none.
+func WithTraceparent(ctx context.Context, traceparent string) context.Context {
+	return context.WithValue(ctx, traceparentKey{}, traceparent)
+}
+
 // SubmitTask submits one task. The response's Created is false for an
 // idempotent repeat.
 func (c *Client) SubmitTask(ctx context.Context, req *SubmitTaskRequest) (*SubmitTaskResponse, error) {
@@ -135,6 +145,9 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 	}
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	if tp, _ := ctx.Value(traceparentKey{}).(string); tp != "" {
+		req.Header.Set("traceparent", tp)
 	}
 	hc := c.HTTP
 	if hc == nil {
