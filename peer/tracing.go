@@ -35,6 +35,10 @@ import (
 // tracerName names the instrumentation scope of needle's spans.
 const tracerName = "github.com/needle-mesh/needle/peer"
 
+// traceparentLen is the length of a version 00 traceparent; later versions
+// may be longer.
+const traceparentLen = 55
+
 // traceContext is the W3C trace context propagator (traceparent,
 // tracestate).
 var traceContext = propagation.TraceContext{}
@@ -45,6 +49,18 @@ func newTracer(tp trace.TracerProvider) trace.Tracer {
 		tp = noop.NewTracerProvider()
 	}
 	return tp.Tracer(tracerName)
+}
+
+// nonRecording is a span that records nothing: runs use it when no
+// TracerProvider is set, so that a run pays for no attributes or spans.
+var nonRecording = trace.SpanFromContext(context.Background())
+
+// runSpan starts the span name of run r under ctx, when spans are recorded.
+func (p *Peer) runSpan(ctx context.Context, name string, r *Run) (context.Context, trace.Span) {
+	if !p.tracing {
+		return ctx, nonRecording
+	}
+	return p.tracer.Start(ctx, name, taskAttrs(r))
 }
 
 // startSpan starts a span named name under ctx's span, or else under the
@@ -62,9 +78,14 @@ func (p *Peer) withTrace(ctx context.Context, tr string) context.Context {
 	if tr == "" || trace.SpanContextFromContext(ctx).IsValid() {
 		return ctx
 	}
-	c := traceContext.Extract(ctx, propagation.MapCarrier{"traceparent": tr})
-	if trace.SpanContextFromContext(c).IsValid() || !p.tracing {
-		return c
+	if len(tr) >= traceparentLen { // shorter is no traceparent: spare the parse
+		c := traceContext.Extract(ctx, propagation.MapCarrier{"traceparent": tr})
+		if trace.SpanContextFromContext(c).IsValid() {
+			return c
+		}
+	}
+	if !p.tracing {
+		return ctx
 	}
 	sum := sha256.Sum256([]byte(tr))
 	sc := trace.NewSpanContext(trace.SpanContextConfig{
@@ -82,6 +103,9 @@ func isTraceparent(tr string) bool {
 // traceparent returns the W3C traceparent of ctx's span, "" when it has
 // none.
 func traceparent(ctx context.Context) string {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return ""
+	}
 	c := propagation.MapCarrier{}
 	traceContext.Inject(ctx, c)
 	return c["traceparent"]

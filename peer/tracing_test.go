@@ -270,3 +270,28 @@ func TestWorkerTaskCarriesTrace(t *testing.T) {
 		t.Fatalf("poll = %+v; want task %s with trace %s", tasks, res.ID, clientParent)
 	}
 }
+
+// BenchmarkRunTracingOff is what tracing adds to a run on a peer that
+// records no spans: the trace context (withTrace), the lease, run and
+// outcome spans (no-ops) and Call.Trace, for a group with a random trace
+// id and for one with a client's traceparent.
+func BenchmarkRunTracingOff(b *testing.B) {
+	p := &Peer{tracer: newTracer(nil)}
+	r := Run{Task: "g1.0", Round: 1, Handler: "echo"}
+	for _, tr := range []string{"3f2a9c0d5be14e7f", clientParent} {
+		b.Run(map[bool]string{true: "traceparent", false: "id"}[tr == clientParent], func(b *testing.B) {
+			r.Trace = tr
+			for b.Loop() {
+				ctx := p.withTrace(context.Background(), r.Trace)
+				_, lease := p.runSpan(ctx, "needle.lease", &r)
+				lease.End()
+				rctx, run := p.runSpan(ctx, "needle.run", &r)
+				_ = traceparent(rctx)
+				run.End()
+				if _, out := p.runSpan(ctx, "needle.outcome", &r); out.IsRecording() {
+					b.Fatal("a no-op span records")
+				}
+			}
+		})
+	}
+}

@@ -38,7 +38,7 @@ func (p *Peer) start(r Run) {
 	p.cancels[r.Task] = cancel
 	p.mu.Unlock()
 	ctx = p.withTrace(ctx, r.Trace)
-	_, lease := p.tracer.Start(ctx, "needle.lease", taskAttrs(&r))
+	_, lease := p.runSpan(ctx, "needle.lease", &r)
 	p.jobs <- job{run: r, ctx: ctx, lease: lease}
 }
 
@@ -55,7 +55,7 @@ func (p *Peer) worker(ctx context.Context) {
 			aborted := j.ctx.Err() != nil
 			p.logOutcome(j.run, o, aborted)
 			p.metrics.user.outcome(j.run.Handler, o, aborted)
-			if _, span := p.tracer.Start(j.ctx, "needle.outcome", taskAttrs(&j.run)); span.IsRecording() {
+			if _, span := p.runSpan(j.ctx, "needle.outcome", &j.run); span.IsRecording() {
 				p.mu.Lock()
 				p.outcomes[runKey{o.Task, o.Round}] = span // ended by report
 				p.mu.Unlock()
@@ -71,8 +71,8 @@ func (p *Peer) worker(ctx context.Context) {
 
 // run executes j inside its run span: the handler's ctx carries it.
 func (p *Peer) run(j job) shard.Outcome {
-	ctx, span := p.tracer.Start(j.ctx, "needle.run", taskAttrs(&j.run),
-		trace.WithAttributes(attribute.String("needle.peer", p.ID())))
+	ctx, span := p.runSpan(j.ctx, "needle.run", &j.run)
+	span.SetAttributes(attribute.String("needle.peer", p.ID()))
 	j.ctx = ctx
 	o := p.execute(j)
 	if !o.OK {
