@@ -54,6 +54,8 @@ var examples = []example{
 	{Route: "POST /v1/tasks", Method: "POST", Path: "/v1/tasks", Status: 400, Body: `{"handler":"echo","timeout":"soon"}`},
 	{Route: "POST /v1/tasks", Method: "POST", Path: "/v1/tasks", Status: 201,
 		Body: `{"handler":"sleep","payload":{"ms":60000},"delay":"1h"}`, Save: map[string]string{"delayed": "id"}},
+	{Route: "POST /v1/tasks", Method: "POST", Path: "/v1/tasks?wait=10s", Status: 201, Body: `{"handler":"echo","payload":{"b":1}}`},
+	{Route: "POST /v1/tasks", Method: "POST", Path: "/v1/tasks?wait=soon", Status: 400, Body: `{"handler":"echo"}`},
 	{Route: "GET /v1/tasks/{id}", Method: "GET", Path: "/v1/tasks/{task}?wait=10s", Status: 200},
 	{Route: "GET /v1/tasks/{id}", Method: "GET", Path: "/v1/tasks/gnope.3", Status: 404},
 	{Route: "GET /v1/tasks/{id}", Method: "GET", Path: "/v1/tasks/{task}?wait=forever", Status: 400},

@@ -247,6 +247,11 @@ func (s *server) body(w http.ResponseWriter, r *http.Request) io.Reader {
 }
 
 func (s *server) submitTask(w http.ResponseWriter, r *http.Request) {
+	wait, err := s.wait(r) // checked first: a bad wait creates nothing
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	spec, err := DecodeTask(s.body(w, r), s.opts.Limits)
 	if err != nil {
 		s.fail(w, r, err)
@@ -258,8 +263,18 @@ func (s *server) submitTask(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	w.Header().Set("Location", "/v1/tasks/"+string(res.Tasks[0]))
-	writeJSON(w, createdStatus(res), SubmitTaskResponse{ID: string(res.Tasks[0]), Group: string(res.Group)})
+	out := SubmitTaskResponse{ID: string(res.Tasks[0]), Group: string(res.Group)}
+	if wait > 0 {
+		// One call for submit-and-wait: the task as GET ?wait= shows it,
+		// terminal unless wait passed first. The task exists whatever
+		// happens next, so a failed read still answers its id.
+		if v, err := s.b.Task(r.Context(), res.Tasks[0], wait); err == nil {
+			t := NewTask(v)
+			out.Task = &t
+		}
+	}
+	w.Header().Set("Location", "/v1/tasks/"+out.ID)
+	writeJSON(w, createdStatus(res), out)
 }
 
 func (s *server) submitGroup(w http.ResponseWriter, r *http.Request) {

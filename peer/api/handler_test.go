@@ -321,3 +321,39 @@ func TestNotFoundNamesTheID(t *testing.T) {
 		}
 	}
 }
+
+// POST /v1/tasks?wait= submits and answers the finished task in one call;
+// a bad wait is refused before anything is created.
+func TestSubmitTaskAndWait(t *testing.T) {
+	var waited time.Duration
+	f := &fakeBackend{TaskFn: func(_ context.Context, id shard.TaskID, wait time.Duration) (shard.TaskView, error) {
+		waited = wait
+		return doneTask(id), nil
+	}}
+	h := newTestHandler(f, HandlerOptions{})
+	r := call(t, h, "POST", "/v1/tasks?wait=2s", `{"handler": "echo", "payload": 1}`)
+	if r.status != http.StatusCreated {
+		t.Fatalf("submit ?wait=2s = %d %s", r.status, r.body)
+	}
+	var got SubmitTaskResponse
+	if err := json.Unmarshal([]byte(r.body), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != "g1.0" || got.Task == nil || got.Task.ID != "g1.0" || got.Task.State != "SUCCEEDED" || waited != 2*time.Second {
+		t.Fatalf("answer = %s (waited %v); want the task g1.0 SUCCEEDED after a 2s wait", r.body, waited)
+	}
+	for _, q := range []string{"soon", "-1s"} {
+		r = call(t, h, "POST", "/v1/tasks?wait="+q, `{"handler": "echo"}`)
+		if e := errorOf(t, r); r.status != http.StatusBadRequest || e.Field != "wait" {
+			t.Errorf("?wait=%s: %d %s; want 400 naming wait", q, r.status, r.body)
+		}
+	}
+	if n := f.submits.Load(); n != 1 {
+		t.Errorf("backend saw %d submits; want 1 (a bad wait creates nothing)", n)
+	}
+	// Without wait the answer stays the ids only.
+	r = call(t, h, "POST", "/v1/tasks", `{"handler": "echo"}`)
+	if strings.Contains(r.body, `"task"`) {
+		t.Errorf("submit without wait = %s; want no task", r.body)
+	}
+}

@@ -85,6 +85,9 @@ type SubmitPipelineRequest struct {
 type SubmitTaskResponse struct {
 	ID    string `json:"id"`    // the task id
 	Group string `json:"group"` // its group of one
+	// Task is, with ?wait=, the task once terminal (or when wait passed),
+	// as GET /v1/tasks/{id} shows it.
+	Task *Task `json:"task,omitempty"`
 	// Created is false when the request repeated an earlier key (HTTP 200
 	// instead of 201). It is not part of the body.
 	Created bool `json:"-"`
