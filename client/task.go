@@ -33,7 +33,11 @@ type Task struct {
 	// Shard and Shards are set on the copies of a broadcast task: this
 	// copy's index (0-based) and the number of copies; -1 and 0 otherwise.
 	Shard, Shards int
-	logs          *taskLog
+	// Trace is the trace of the task's group: a W3C traceparent when the
+	// submission carried one (make the handler's spans its children; the
+	// handler's ctx passes it on to submissions made with api.Client).
+	Trace string
+	logs  *taskLog
 }
 
 // Log adds a line to the attempt's task log (GET /v1/tasks/{id}/logs). Lines

@@ -242,7 +242,7 @@ func (r *run) runHandler(hard context.Context, t Task) (res json.RawMessage, err
 	if h == nil {
 		return nil, fmt.Errorf("client: worker %s has no handler %q", r.w.ID, t.Handler), true
 	}
-	ctx, cancel := context.WithCancel(hard)
+	ctx, cancel := context.WithCancel(api.WithTraceparent(hard, t.Trace))
 	defer cancel()
 	if !t.Deadline.IsZero() {
 		var c2 context.CancelFunc
@@ -259,7 +259,7 @@ func (r *run) runHandler(hard context.Context, t Task) (res json.RawMessage, err
 // newTask turns a polled task into a handler's Task.
 func newTask(wt api.WorkerTask) Task {
 	t := Task{TaskView: wt.Task, Payload: wt.Payload, Inputs: wt.Inputs, Lease: wt.Lease, Deadline: wt.Deadline,
-		Shard: -1, logs: &taskLog{}}
+		Shard: -1, Trace: wt.Trace, logs: &taskLog{}}
 	if wt.Shard != nil && wt.Shards != nil {
 		t.Shard, t.Shards = *wt.Shard, *wt.Shards
 	}

@@ -39,7 +39,9 @@ class Task:
     NEEDLE_ATTEMPT), ``round`` (the lease's round: a run of the same attempt
     after a lost lease has a higher one), ``deadline`` (epoch seconds when
     the lease runs out), ``lease``, ``shard``/``shards`` (a broadcast copy's
-    index and count, else None) and ``raw`` (the task as the peer sent it).
+    index and count, else None), ``trace`` (the group's trace: a W3C
+    traceparent when the submission carried one, for the handler's spans;
+    else an id or None) and ``raw`` (the task as the peer sent it).
 
     ``canceled`` is a threading.Event set when the handler should stop: the
     task was canceled, its lease was lost, or the worker is stopping. A
@@ -60,6 +62,7 @@ class Task:
         self.deadline = _parse_time(raw.get("deadline"))
         self.shard = raw.get("shard")
         self.shards = raw.get("shards")
+        self.trace = raw.get("trace")
         self.canceled = threading.Event()
         self.started = time.monotonic()
         self._lines = []

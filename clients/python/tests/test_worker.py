@@ -5,7 +5,7 @@ import time
 import unittest
 
 from fake import FakePeer
-from needle_client import Client, Permanent, Worker
+from needle_client import Client, Permanent, Task, Worker
 
 WAIT = 20  # seconds a test waits for an event before it fails
 
@@ -214,6 +214,13 @@ class WorkerTest(unittest.TestCase):
             handlers = kw.pop("handlers")
             with self.assertRaises(ValueError):
                 Worker(handlers, url="http://127.0.0.1:1", **kw)
+
+    def test_task_trace(self):
+        tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        raw = {"id": "g.0", "handler": "h", "lease": "l", "trace": tp}
+        self.assertEqual(Task(raw).trace, tp)
+        del raw["trace"]
+        self.assertIsNone(Task(raw).trace)
 
 
 if __name__ == "__main__":
