@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -154,4 +156,27 @@ func BenchmarkLogsFollowLatency(b *testing.B) {
 	}
 	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/line")
 	b.ReportMetric(float64(worst.Milliseconds()), "worst-ms")
+}
+
+// An attempt that logged nothing writes no file (a file per run, written
+// under the store's lock, slowed every run's end), and still reads as an
+// empty, finished log; one that logged writes its file.
+func TestTaskLogsEmptyWritesNoFile(t *testing.T) {
+	dir := t.TempDir()
+	s := newLogStore(dir, 1<<10)
+	s.writer("g.0", 1)
+	s.finish("g.0", 1, time.Hour)
+	w := s.writer("g.1", 1)
+	w.Write([]byte("said something\n"))
+	s.finish("g.1", 1, time.Hour)
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) != 1 || ents[0].Name() != filepath.Base(s.path(logKey{"g.1", 1})) {
+		t.Fatalf("log files %v, %v; want only g.1's", ents, err)
+	}
+	if p := s.read("g.0", 1, 0); !p.Found || !p.Done || len(p.Lines) != 0 {
+		t.Errorf("empty log = %+v; want found, done, no lines", p)
+	}
+	if p := s.read("g.1", 1, 0); !p.Done || len(p.Lines) != 1 || p.Lines[0].Text != "said something" {
+		t.Errorf("g.1's log = %+v; want its line", p)
+	}
 }
