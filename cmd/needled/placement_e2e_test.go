@@ -217,7 +217,7 @@ func TestBadLabelExits(t *testing.T) {
 
 func submitGroup(t *testing.T, c *api.Client, body string) *api.SubmitGroupResponse {
 	t.Helper()
-	res, err := c.SubmitGroupJSON(t.Context(), []byte(body))
+	res, err := retryUnavailable(func() (*api.SubmitGroupResponse, error) { return c.SubmitGroupJSON(t.Context(), []byte(body)) })
 	if err != nil {
 		t.Fatalf("submit %s: %v", body, err)
 	}
@@ -226,9 +226,24 @@ func submitGroup(t *testing.T, c *api.Client, body string) *api.SubmitGroupRespo
 
 func waitGroup(t *testing.T, c *api.Client, id string) *api.Group {
 	t.Helper()
-	g, err := c.GetGroup(t.Context(), id, 60*time.Second)
+	g, err := retryUnavailable(func() (*api.Group, error) { return c.GetGroup(t.Context(), id, 60*time.Second) })
 	if err != nil || g.State != "SUCCEEDED" {
 		t.Fatalf("group %s = %+v, %v; want SUCCEEDED", id, g, err)
 	}
 	return g
+}
+
+// retryUnavailable calls f again while it answers 503, for up to 30 s, as
+// a client does: a partition between two leaders (a leadership handed to a
+// joiner, a replica slow on a loaded machine) answers 503 for a moment.
+func retryUnavailable[T any](f func() (T, error)) (T, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		v, err := f()
+		var e *api.Error
+		if !errors.As(err, &e) || e.Status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			return v, err
+		}
+		time.Sleep(wait) // backoff between retries, not a synchronisation
+	}
 }
