@@ -296,17 +296,17 @@ func (r *run) heartbeat(ctx context.Context, t Task, cancel context.CancelFunc) 
 		err := r.c.post(ctx, "/v1/leases/"+t.Lease+"/heartbeat", struct{}{}, &hb)
 		switch {
 		case err == nil && hb.Canceled:
-			r.w.Logger.Info("task canceled", "task", t.ID, "round", t.Round)
+			r.w.Logger.Info("task canceled", "task", t.ID, "group", t.Group, "round", t.Round)
 			cancel()
 			return true
 		case errors.Is(err, errLeaseLost):
-			r.w.Logger.Warn("lease lost", "task", t.ID, "round", t.Round, "err", err)
+			r.w.Logger.Warn("lease lost", "task", t.ID, "group", t.Group, "round", t.Round, "err", err)
 			cancel()
 			return true
 		case err == nil, ctx.Err() != nil, transient(err):
 			// Alive; or the next tick tries again.
 		default:
-			r.w.Logger.Warn("heartbeat refused", "task", t.ID, "err", err)
+			r.w.Logger.Warn("heartbeat refused", "task", t.ID, "group", t.Group, "err", err)
 		}
 	}
 }
@@ -319,7 +319,7 @@ func (r *run) sendLogs(ctx context.Context, t Task) {
 		return
 	}
 	if err := r.c.post(ctx, "/v1/leases/"+t.Lease+"/logs", api.LogsRequest{Lines: lines}, nil); err != nil && ctx.Err() == nil {
-		r.w.Logger.Debug("logs not sent", "task", t.ID, "err", err)
+		r.w.Logger.Debug("logs not sent", "task", t.ID, "group", t.Group, "err", err)
 	}
 }
 
@@ -344,7 +344,7 @@ func (r *run) report(t Task, res json.RawMessage, err error, stopping bool) {
 		if errors.Is(err, errLeaseLost) {
 			level = slog.LevelInfo
 		}
-		r.w.Logger.Log(ctx, level, "outcome not taken", "task", t.ID, "round", t.Round, "err", err)
+		r.w.Logger.Log(ctx, level, "outcome not taken", "task", t.ID, "group", t.Group, "round", t.Round, "err", err)
 	}
 }
 

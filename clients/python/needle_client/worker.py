@@ -30,6 +30,11 @@ class Permanent(Exception):
     """Raise it in a handler to fail the task without further attempts."""
 
 
+def _ids(t):
+    """The structured ids of a log record about task t (logging's extra)."""
+    return {"task": t.id, "group": t.group}
+
+
 class Task:
     """A task handed to a handler.
 
@@ -365,11 +370,11 @@ class Worker:
                 return
             except NeedleError as e:
                 if e.code == "lease_lost":
-                    _log.info("outcome of %s not taken: %s", t.id, e)
+                    _log.info("outcome of %s not taken: %s", t.id, e, extra=_ids(t))
                     return
                 delay = bo.delay()
                 if not e.transient or time.monotonic() + delay > end:
-                    _log.warning("outcome of %s not sent: %s", t.id, e)
+                    _log.warning("outcome of %s not sent: %s", t.id, e, extra=_ids(t))
                     return
                 time.sleep(delay)
 
@@ -380,7 +385,7 @@ class Worker:
         try:
             self.client.request("POST", "/v1/leases/" + t.lease + "/logs", {"lines": lines})
         except NeedleError as e:
-            _log.debug("logs of %s not sent: %s", t.id, e)
+            _log.debug("logs of %s not sent: %s", t.id, e, extra=_ids(t))
 
     # -- heartbeats -----------------------------------------------------
 
@@ -402,14 +407,14 @@ class Worker:
             hb = self.client.request("POST", "/v1/leases/" + t.lease + "/heartbeat", {})
         except NeedleError as e:
             if e.code == "lease_lost":
-                _log.warning("lease of %s lost: %s", t.id, e)
+                _log.warning("lease of %s lost: %s", t.id, e, extra=_ids(t))
                 t._end("lost")
                 t.canceled.set()
             elif not e.transient:
-                _log.warning("heartbeat of %s refused: %s", t.id, e)
+                _log.warning("heartbeat of %s refused: %s", t.id, e, extra=_ids(t))
             return
         if hb and hb.get("canceled"):
-            _log.info("task %s canceled", t.id)
+            _log.info("task %s canceled", t.id, extra=_ids(t))
             t._end("lost")
             t.canceled.set()
 
