@@ -243,3 +243,16 @@ func TestWireSkipsAppendedFields(t *testing.T) {
 		}
 	}
 }
+
+// A heartbeat's Workers are checked where they enter: a worker without a
+// handler, or with labels not sorted, unique and valid, is refused.
+func TestHeartbeatWorkersChecked(t *testing.T) {
+	for _, bad := range []WorkerAd{{Handler: ""}, {Handler: "h", Labels: []string{"zone"}},
+		{Handler: "h", Labels: []string{"z=1", "a=1"}}, {Handler: "h", Labels: []string{"a=1", "a=1"}}} {
+		hb := &Heartbeat{Boot: "n", Partitions: 16, Workers: []WorkerAd{{Handler: "ok", Want: 1}, bad}}
+		b, _ := AppendMessage(nil, &Message{Type: MsgHeartbeat, From: "a", Heartbeat: hb})
+		if _, err := DecodeMessage(b); err == nil {
+			t.Errorf("heartbeat with worker %+v decoded", bad)
+		}
+	}
+}

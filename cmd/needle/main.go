@@ -54,6 +54,7 @@ var commands = map[string]func(g *Globals) Command{
 	"audit":    func(g *Globals) Command { return &AuditCommand{Globals: g} },
 	"logs":     func(g *Globals) Command { return &LogsCommand{Globals: g} },
 	"hostile":  func(*Globals) Command { return HostileCommand{} },
+	"workers":  func(g *Globals) Command { return &WorkersCommand{Globals: g} },
 }
 
 // summaries are the one-line descriptions `needle --help` lists. A command
@@ -78,6 +79,7 @@ var summaries = map[string]string{
 	"audit":    "print who canceled, retried or changed what",
 	"logs":     "print or follow (-f) what a task's handler logged",
 	"hostile":  "attack a mesh on loopback with hostile requests and wire messages, and check it held",
+	"workers":  "list the external workers of the mesh: handlers, peer, running, last seen",
 }
 
 // Globals are the settings and streams every command shares.

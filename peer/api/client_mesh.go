@@ -54,3 +54,10 @@ func (c *Client) Drain(ctx context.Context) error {
 	_, err := c.do(ctx, http.MethodPost, "/v1/drain", []byte("{}"), nil)
 	return err
 }
+
+// Workers returns the live external workers of the whole mesh.
+func (c *Client) Workers(ctx context.Context) (*WorkerList, error) {
+	var out WorkerList
+	_, err := c.do(ctx, http.MethodGet, "/v1/workers", nil, &out)
+	return &out, err
+}

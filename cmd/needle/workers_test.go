@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/needle-mesh/needle/peer/api"
+)
+
+// workersBackend serves GET /v1/workers from a fixed list.
+type workersBackend struct {
+	*fakeBackend
+	list api.WorkerList
+}
+
+var errNoLeases = errors.New("no leases here")
+
+func (w *workersBackend) Poll(context.Context, api.PollRequest) (api.PollResult, error) {
+	return api.PollResult{}, nil
+}
+func (w *workersBackend) Complete(context.Context, string, json.RawMessage) error { return errNoLeases }
+func (w *workersBackend) Fail(context.Context, string, string, bool) error        { return errNoLeases }
+func (w *workersBackend) Heartbeat(context.Context, string) (api.HeartbeatResult, error) {
+	return api.HeartbeatResult{}, errNoLeases
+}
+func (w *workersBackend) Logs(context.Context, string, []string) error { return errNoLeases }
+func (w *workersBackend) ListWorkers(context.Context) (api.WorkerList, error) {
+	return w.list, nil
+}
+
+func TestWorkersCommand(t *testing.T) {
+	b := &workersBackend{fakeBackend: &fakeBackend{}, list: api.WorkerList{
+		Workers: []api.WorkerInfo{{ID: "resizer-1", Peer: "12D3KooWAbcdefghijkl", Handlers: []string{"resize", "email"},
+			Labels: []string{"zone=a"}, Running: 3, Slots: 8, LastSeen: time.Now(), Polling: true}},
+		Unreachable: []string{"12D3KooWGone"}}}
+	srv := httptest.NewServer(api.NewHandler(b, api.HandlerOptions{}))
+	t.Cleanup(srv.Close)
+	r := runCLI(t, srv.URL, "", "workers")
+	r.check(t, 0, "resizer-1", "not answering")
+	for _, want := range []string{"resize,email", "zone=a", "…efghijkl", "yes"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("needle workers printed %q; want it to contain %q", r.stdout, want)
+		}
+	}
+	runCLI(t, srv.URL, "", "workers", "--json").check(t, 0, `"handlers"`, "")
+	runCLI(t, srv.URL, "", "workers", "extra").check(t, 2, "", "no arguments")
+}
