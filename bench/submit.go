@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 )
@@ -64,9 +66,26 @@ func submitAll(ctx context.Context, cl *Cluster, batches []batch) ([]submitted, 
 	return out, nil
 }
 
-// submitBatch posts one group and maps its task ids to payloads.
+// submitRetries bounds the submissions of one group refused with 503 (no
+// owner reachable yet: an election on a loaded machine), and
+// submitRetryGap is the pause before each.
+const (
+	submitRetries  = 20
+	submitRetryGap = 250 * time.Millisecond
+)
+
+// submitBatch posts one group and maps its task ids to payloads. A 503
+// did nothing (docs/api.md): the group is sent again, a few times.
 func submitBatch(ctx context.Context, cl *Cluster, b batch) (submitted, error) {
 	s, err := cl.Client(b.peer).SubmitGroup(ctx, b.spec)
+	for try := 0; try < submitRetries && unavailable(err); try++ {
+		select {
+		case <-ctx.Done():
+			return submitted{}, ctx.Err()
+		case <-time.After(submitRetryGap):
+		}
+		s, err = cl.Client(b.peer).SubmitGroup(ctx, b.spec)
+	}
 	if err != nil {
 		return submitted{}, fmt.Errorf("bench: submit group to peer %d: %w", b.peer, err)
 	}
@@ -157,4 +176,10 @@ func lastDone(ws []waited) time.Time {
 		}
 	}
 	return last
+}
+
+// unavailable reports whether err is a 503 answer.
+func unavailable(err error) bool {
+	var e *APIError
+	return errors.As(err, &e) && e.Status == http.StatusServiceUnavailable
 }
