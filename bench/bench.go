@@ -71,6 +71,9 @@ func (r *runner) runRep(ctx context.Context, name string, rep int) (RepResult, e
 		return RepResult{}, err
 	}
 	res, err := r.workload(name)(ctx, cl, rep)
+	if err != nil { // said now: stopping a large cluster takes a while
+		r.cfg.Logger.Warn("repetition failed", "workload", name, "rep", rep, "err", err)
+	}
 	if cerr := cl.Close(); cerr != nil {
 		r.cfg.Logger.Warn("closing cluster", "workload", name, "rep", rep, "err", cerr)
 	}

@@ -87,7 +87,7 @@ func (r *runner) wl(ctx context.Context, cl *Cluster, rep int) (RepResult, error
 	if err != nil {
 		return RepResult{}, err
 	}
-	return RepResult{Rep: rep, Problems: ck.list, ProblemCount: ck.count, Metrics: []Metric{
+	res := RepResult{Rep: rep, Problems: ck.list, ProblemCount: ck.count, Metrics: []Metric{
 		{"first page p50", "ms", Percentile(first, 50)},
 		{"first page p99", "ms", Percentile(first, 99)},
 		{"next page p50", "ms", Percentile(next, 50)},
@@ -98,7 +98,11 @@ func (r *runner) wl(ctx context.Context, cl *Cluster, rep int) (RepResult, error
 		{"pager page p50", "ms", Percentile(pager, 50)},
 		{"load", "s", loaded},
 		{"canceled probes", "tasks", float64(canceled)},
-	}}, nil
+	}}
+	// Stopping a cluster that holds a million tasks takes minutes: say
+	// what was measured now.
+	r.cfg.Logger.Info("wl: measured", "rep", rep, "metrics", res.Metrics, "problems", res.Problems)
+	return res, nil
 }
 
 // wlLoad submits n echo tasks in parallel groups of W1Batch, round-robin
