@@ -23,14 +23,16 @@ import (
 //
 //	needle.submit (the peer the client called)
 //	├── needle.forward (to the owner, when the peer is not it)
-//	├── needle.commit (on the owner: proposed, committed, applied)
+//	│   └── needle.commit (on the owner: proposed, committed, applied)
+//	├── needle.commit (when the peer is the owner)
 //	└── per attempt, on the peer that runs it:
 //	    needle.lease (leased, waiting for a slot) → needle.run (the handler;
 //	    its ctx, exec's TRACEPARENT, http's traceparent header) →
 //	    needle.outcome (handed to the owner)
 //
-// With no TracerProvider the tracer is a no-op that costs a string parse
-// per run: the client's own traceparent still reaches the handlers.
+// With no TracerProvider a run starts no span and costs at most the parse
+// of its traceparent (none for a shorter trace id); the client's own
+// traceparent still reaches the handlers.
 
 // tracerName names the instrumentation scope of needle's spans.
 const tracerName = "github.com/needle-mesh/needle/peer"
