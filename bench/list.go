@@ -71,7 +71,10 @@ func (r *runner) wl(ctx context.Context, cl *Cluster, rep int) (RepResult, error
 	}
 	r.cfg.Logger.Info("wl: failures submitted", "rep", rep, "failed", r.cfg.WLFailed, "canceled", canceled)
 	if err := r.waitTotals(ctx, cl.Client(0), func(t map[string]int) bool {
-		return t["SUCCEEDED"] >= echoes && t["FAILED"] >= r.cfg.WLFailed
+		// Nothing left to run: a count alone can run ahead while a
+		// partition changes hands and two peers both count it.
+		return t["SUCCEEDED"] >= echoes && t["FAILED"] >= r.cfg.WLFailed &&
+			t["PENDING"]+t["READY"]+t["RUNNING"]+t["WAITING"] == 0
 	}); err != nil {
 		return RepResult{}, fmt.Errorf("bench: wl load: %w", err)
 	}
