@@ -22,6 +22,8 @@ _log = logging.getLogger("needle_client")
 _REPORT_TIMEOUT = 60.0
 # Bound on the log lines a task keeps until they are sent.
 _MAX_PENDING_LINES = 1000
+# Bound on the reporter threads.
+_MAX_REPORTERS = 64
 # Concurrency bound: a poll takes at most 1,000 tasks.
 _MAX_CONCURRENCY = 1000
 
@@ -205,6 +207,7 @@ class Worker:
         # Outcomes for the reporter threads: a handler's thread and slot are
         # free while its outcome is sent.
         self._reports = queue.Queue(maxsize=concurrency + prefetch)
+        self._reporters = min(concurrency + prefetch, _MAX_REPORTERS)
 
     # -- control --------------------------------------------------------
 
@@ -236,8 +239,10 @@ class Worker:
         threads = [threading.Thread(target=self._runner, name="needle-worker-%d" % i, daemon=True)
                    for i in range(self.concurrency)]
         threads.append(threading.Thread(target=self._heartbeats, name="needle-heartbeat", daemon=True))
+        # As many reports in flight as tasks held: a report waits for the
+        # peer's answer, and a few reporters would bound the throughput.
         reporters = [threading.Thread(target=self._reporter, name="needle-report-%d" % i, daemon=True)
-                     for i in range(self.concurrency)]
+                     for i in range(self._reporters)]
         for t in threads + reporters:
             t.start()
         try:
@@ -248,6 +253,7 @@ class Worker:
             self._drain()
             for _ in range(self.concurrency):
                 self._queue.put(None)
+            for _ in reporters:
                 self._reports.put(None)
             end = time.monotonic() + _REPORT_TIMEOUT
             for t in reporters:
