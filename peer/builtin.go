@@ -279,6 +279,10 @@ func callIdentity(c Call) []identity {
 		{"NEEDLE_ATTEMPT", HeaderAttempt, strconv.Itoa(c.Attempt)},
 		{"NEEDLE_ROUND", "X-Needle-Round", strconv.FormatUint(uint64(c.Round), 10)},
 	}
+	if c.Shards > 0 {
+		ids = append(ids, identity{"NEEDLE_SHARD", "X-Needle-Shard", strconv.Itoa(c.Shard)},
+			identity{"NEEDLE_SHARDS", "X-Needle-Shards", strconv.Itoa(c.Shards)})
+	}
 	if c.Trace != "" {
 		ids = append(ids, identity{"TRACEPARENT", "traceparent", c.Trace})
 	}

@@ -25,6 +25,10 @@ type Call struct {
 	// of the previous stage (an unnamed one by its task id). nil for a task
 	// without dependencies. Handlers must not modify Payload or Inputs.
 	Inputs map[string]json.RawMessage
+	// Shard and Shards are set on a copy of a broadcast group: this copy's
+	// index (0-based) and the number of copies, to split work by; 0 and 0
+	// for any other task.
+	Shard, Shards int
 	// Trace is the W3C traceparent of the attempt's run span ("" when the
 	// task has no trace context); ctx carries the same span, for handlers
 	// that use OpenTelemetry.

@@ -174,6 +174,7 @@ func (n *Node) applyLease(p *partition, e *shard.Event, ours bool) {
 		return
 	}
 	run, ok := p.shard.RunOf(e.Task, e.Round, e.Holder)
+	si, sn := p.shard.BroadcastShard(e.Task)
 	if ok && n.External(run.Handler) {
 		n.dropExternal(e.Task)
 		if !n.claim(e.Task, e.Round) {
@@ -181,7 +182,7 @@ func (n *Node) applyLease(p *partition, e *shard.Event, ours bool) {
 		}
 		n.startExternal(e.Task, e.Round)
 		n.rd.Run = append(n.rd.Run, Run{
-			Task: e.Task, Round: e.Round, Handler: run.Handler, Trace: p.shard.Trace(e.Task), Payload: p.shard.Payload(e.Task),
+			Task: e.Task, Round: e.Round, Handler: run.Handler, Trace: p.shard.Trace(e.Task), Payload: p.shard.Payload(e.Task), Shard: si, Shards: sn,
 			Timeout: p.shard.Timeout(run), Inputs: rawInputs(p.shard.Inputs(e.Task)), External: true, Attempt: p.shard.Attempts(e.Task),
 			Require: run.Require, Expiry: e.Expiry, Name: run.Name, Pin: run.Pin,
 		})
@@ -216,7 +217,7 @@ func (n *Node) applyLease(p *partition, e *shard.Event, ours bool) {
 	}
 	n.startRun(e.Task, e.Round)
 	n.rd.Run = append(n.rd.Run, Run{
-		Task: e.Task, Round: e.Round, Handler: run.Handler, Trace: p.shard.Trace(e.Task), Payload: p.shard.Payload(e.Task),
+		Task: e.Task, Round: e.Round, Handler: run.Handler, Trace: p.shard.Trace(e.Task), Payload: p.shard.Payload(e.Task), Shard: si, Shards: sn,
 		Timeout: p.shard.Timeout(run), Attempt: p.shard.Attempts(e.Task), Inputs: rawInputs(p.shard.Inputs(e.Task)),
 	})
 }

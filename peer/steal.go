@@ -233,10 +233,12 @@ func (n *Node) grantApplied(p *partition, e *shard.Event) {
 	if !ok {
 		return
 	}
+	si, sn := p.shard.BroadcastShard(e.Task)
 	n.stats.TasksGranted++
 	n.steal.grants[e.Holder] = append(n.steal.grants[e.Holder], Grant{Task: e.Task, Round: e.Round, Expiry: e.Expiry,
 		Handler: spec.Handler, Payload: p.shard.Payload(e.Task), Timeout: p.shard.Timeout(spec),
-		Inputs: rawInputs(p.shard.Inputs(e.Task)), Attempt: p.shard.Attempts(e.Task), Trace: p.shard.Trace(e.Task)})
+		Inputs: rawInputs(p.shard.Inputs(e.Task)), Attempt: p.shard.Attempts(e.Task), Trace: p.shard.Trace(e.Task),
+		Shard: si, Shards: sn})
 }
 
 // flushGrants sends the grants (and refusals) of this Ready.
@@ -301,7 +303,8 @@ func (n *Node) stepGrant(from string, m Message) {
 		n.stats.StealsGranted++
 		n.busy++
 		n.startRun(g.Task, g.Round)
-		n.rd.Run = append(n.rd.Run, Run{Task: g.Task, Round: g.Round, Handler: g.Handler, Trace: g.Trace, Payload: g.Payload, Timeout: g.Timeout, Inputs: g.Inputs, Attempt: g.Attempt})
+		n.rd.Run = append(n.rd.Run, Run{Task: g.Task, Round: g.Round, Handler: g.Handler, Trace: g.Trace, Payload: g.Payload, Timeout: g.Timeout, Inputs: g.Inputs, Attempt: g.Attempt,
+			Shard: g.Shard, Shards: g.Shards})
 	}
 }
 

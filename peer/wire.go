@@ -152,6 +152,10 @@ type Grant struct {
 	// Trace is the trace of the task's group (Run.Trace). Sent after the
 	// attempts, one per grant; "" from an older peer.
 	Trace string
+	// Shard and Shards are a broadcast copy's index and the number of
+	// copies (Run.Shard); sent after the traces, one pair per grant; 0
+	// from an older peer.
+	Shard, Shards int
 }
 
 // ErrWire is wrapped by every decode error.
@@ -213,6 +217,12 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 		dst = binary.AppendUvarint(dst, uint64(len(m.Grants)))
 		for _, g := range m.Grants {
 			dst = shard.AppendString(dst, g.Trace)
+		}
+		// Appended: each grant's broadcast shard and shard count.
+		dst = binary.AppendUvarint(dst, uint64(len(m.Grants)))
+		for _, g := range m.Grants {
+			dst = binary.AppendUvarint(dst, uint64(max(g.Shard, 0)))
+			dst = binary.AppendUvarint(dst, uint64(max(g.Shards, 0)))
 		}
 	default:
 		return nil, fmt.Errorf("peer: encode: unknown message type %v", m.Type)
@@ -353,6 +363,9 @@ func DecodeMessage(p []byte) (Message, error) {
 		}
 		if d.Err() == nil && d.Len() > 0 {
 			decodeTraces(&d, m.Grants)
+		}
+		if d.Err() == nil && d.Len() > 0 {
+			decodeShards(&d, m.Grants)
 		}
 	}
 	if err := d.Err(); err != nil {
@@ -498,6 +511,22 @@ func decodeAttempts(d *shard.Decoder, grants []Grant) {
 	}
 	for i := range grants {
 		grants[i].Attempt = boundedInt(d)
+	}
+}
+
+// decodeShards reads the grants' broadcast shards, appended after their
+// traces.
+func decodeShards(d *shard.Decoder, grants []Grant) {
+	if n := d.Count(2); n != len(grants) {
+		d.Fail("%d shards for %d grants", n, len(grants))
+		return
+	}
+	for i := range grants {
+		grants[i].Shard, grants[i].Shards = boundedInt(d), boundedInt(d)
+		if grants[i].Shards > 0 && grants[i].Shard >= grants[i].Shards {
+			d.Fail("grant shard %d of %d", grants[i].Shard, grants[i].Shards)
+			return
+		}
 	}
 }
 

@@ -98,7 +98,7 @@ func (p *Peer) execute(j job) shard.Outcome {
 	start := time.Now()
 	lw := p.logs.writer(r.Task, r.Round)
 	defer p.logs.finish(r.Task, r.Round, p.cfg.Retention)
-	call := Call{Task: r.Task, Round: r.Round, Attempt: r.Attempt + 1, Payload: r.Payload, Inputs: r.Inputs, Trace: traceparent(j.ctx),
+	call := Call{Task: r.Task, Round: r.Round, Attempt: r.Attempt + 1, Payload: r.Payload, Inputs: r.Inputs, Shard: r.Shard, Shards: r.Shards, Trace: traceparent(j.ctx),
 		Log: slog.New(slog.NewTextHandler(lw, nil)), logw: lw}
 	res, err := safeCall(j.ctx, h, call)
 	o.Took = time.Since(start)

@@ -2,6 +2,7 @@ package peer
 
 import (
 	"bytes"
+	"context"
 
 	"encoding/json"
 	"io"
@@ -312,5 +313,45 @@ func TestWorkerTaskAttempt(t *testing.T) {
 	}
 	if got, err := c.GetTask(t.Context(), id, 10*time.Second); err != nil || got.State != "FAILED" || got.Attempt != 2 {
 		t.Fatalf("task = %+v, %v; want FAILED after 2 attempts", got, err)
+	}
+}
+
+// A broadcast's copy is told its shard index and the number of copies:
+// in the polled task, and in a Go handler's Call.
+func TestBroadcastShard(t *testing.T) {
+	p, c := startPeerWith(t, Config{})
+	status, data := wcall(t, c, "POST", "/v1/groups", `{"mode":"broadcast","tasks":[{"handler":"resize","payload":1}]}`)
+	if status != http.StatusCreated {
+		t.Fatalf("submit = %d %s", status, data)
+	}
+	tasks := poll(t, c, "w", `"resize"`, 1, "10s")
+	if len(tasks) != 1 || tasks[0].Shard == nil || *tasks[0].Shard != 0 || tasks[0].Shards == nil || *tasks[0].Shards != 1 {
+		t.Fatalf("polled broadcast copy = %+v; want shard 0 of 1", tasks)
+	}
+	got := make(chan [2]int, 1)
+	if err := p.Handlers().Register("shardy", func(_ context.Context, call Call) ([]byte, error) {
+		got <- [2]int{call.Shard, call.Shards}
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	status, data = wcall(t, c, "POST", "/v1/groups", `{"mode":"broadcast","tasks":[{"handler":"shardy","payload":1}]}`)
+	if status != http.StatusCreated {
+		t.Fatalf("submit = %d %s", status, data)
+	}
+	select {
+	case s := <-got:
+		if s != [2]int{0, 1} {
+			t.Errorf("Call shard = %v; want 0 of 1", s)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the broadcast's handler did not run")
+	}
+	env := map[string]string{}
+	for _, id := range callIdentity(Call{Task: "g.2", Round: 1, Attempt: 1, Shard: 2, Shards: 3}) {
+		env[id.env] = id.value
+	}
+	if env["NEEDLE_SHARD"] != "2" || env["NEEDLE_SHARDS"] != "3" {
+		t.Errorf("exec and http identity = %v; want NEEDLE_SHARD=2, NEEDLE_SHARDS=3", env)
 	}
 }

@@ -193,3 +193,17 @@ func (s *Shard) Trace(id TaskID) string {
 	}
 	return t.g.spec.Trace
 }
+
+// BroadcastShard returns, for a copy of a broadcast group, its index among
+// the copies (0-based) and their number; 0, 0 for any other task.
+func (s *Shard) BroadcastShard(id TaskID) (i, n int) {
+	gid, i, ok := id.Split()
+	if !ok {
+		return 0, 0
+	}
+	g := s.groups[gid]
+	if g == nil || g.spec.Mode != ModeBroadcast || i >= len(g.tasks) {
+		return 0, 0
+	}
+	return i, len(g.tasks)
+}
