@@ -156,6 +156,10 @@ type Grant struct {
 	// copies (Run.Shard); sent after the traces, one pair per grant; 0
 	// from an older peer.
 	Shard, Shards int
+	// Require is the labels the task requires (TaskSpec.Require): an
+	// external worker must carry them. Sent after the shards, one list per
+	// grant; nil from an older peer.
+	Require []string
 }
 
 // ErrWire is wrapped by every decode error.
@@ -223,6 +227,11 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 		for _, g := range m.Grants {
 			dst = binary.AppendUvarint(dst, uint64(max(g.Shard, 0)))
 			dst = binary.AppendUvarint(dst, uint64(max(g.Shards, 0)))
+		}
+		// Appended: each grant's required labels.
+		dst = binary.AppendUvarint(dst, uint64(len(m.Grants)))
+		for _, g := range m.Grants {
+			dst = appendStrings(dst, g.Require)
 		}
 	default:
 		return nil, fmt.Errorf("peer: encode: unknown message type %v", m.Type)
@@ -366,6 +375,9 @@ func DecodeMessage(p []byte) (Message, error) {
 		}
 		if d.Err() == nil && d.Len() > 0 {
 			decodeShards(&d, m.Grants)
+		}
+		if d.Err() == nil && d.Len() > 0 {
+			decodeRequires(&d, m.Grants)
 		}
 	}
 	if err := d.Err(); err != nil {
@@ -511,6 +523,24 @@ func decodeAttempts(d *shard.Decoder, grants []Grant) {
 	}
 	for i := range grants {
 		grants[i].Attempt = boundedInt(d)
+	}
+}
+
+// decodeRequires reads the grants' required labels, appended after their
+// shards.
+func decodeRequires(d *shard.Decoder, grants []Grant) {
+	if n := d.Count(1); n != len(grants) {
+		d.Fail("%d requires for %d grants", n, len(grants))
+		return
+	}
+	for i := range grants {
+		grants[i].Require = decodeStrings(d)
+		for _, kv := range grants[i].Require {
+			if err := shard.ValidateLabel(kv); err != nil {
+				d.Fail("grant require: %v", err)
+				return
+			}
+		}
 	}
 }
 

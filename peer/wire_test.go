@@ -28,7 +28,7 @@ func wireSamples() []Message {
 		{Type: MsgStealReq, From: "e", Want: 4, Load: Load{Slots: 2}},
 		{Type: MsgGrant, From: "f", Load: Load{Ready: 10}, Grants: []Grant{{Task: "g.3", Round: 1,
 			Expiry: time.Unix(1_700_000_000, 5).UTC(), Handler: "echo", Payload: []byte("1"), Timeout: time.Second, Attempt: 2,
-			Trace: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Shard: 1, Shards: 3},
+			Trace: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Shard: 1, Shards: 3, Require: []string{"zone=a"}},
 			{Task: "g.4", Round: 1, Handler: "sum", Timeout: time.Second,
 				Inputs: map[string]json.RawMessage{"b": json.RawMessage(`[1,2]`), "a": json.RawMessage(`"x"`)}}}, Holder: "t#7"},
 		{Type: MsgGrant, From: "f", Load: Load{Ready: 1}, Grants: []Grant{{Task: "g.5", Round: 2, Handler: "echo"}}}, // from an older peer: no holder
@@ -63,9 +63,10 @@ func TestWireRoundTrip(t *testing.T) {
 			beforeFor := m.Type == MsgHeartbeat && cut == len(b)-workersLen-featLen-len(appendStrings(nil, m.Heartbeat.StrandedFor))
 			beforeFeatures := m.Type == MsgHeartbeat && cut == len(b)-workersLen-featLen
 			beforeWorkers := m.Type == MsgHeartbeat && cut == len(b)-workersLen
-			attemptsLen, tracesLen, shardsLen := 0, 0, 0
+			attemptsLen, tracesLen, shardsLen, requiresLen := 0, 0, 0, 0
 			if m.Type == MsgGrant {
-				shardsLen = len(grantShards(m.Grants))
+				requiresLen = len(grantRequires(m.Grants))
+				shardsLen = len(grantShards(m.Grants)) + requiresLen
 				tracesLen = len(grantTraces(m.Grants)) + shardsLen
 				attemptsLen = len(grantAttempts(m.Grants)) + tracesLen
 			}
@@ -73,7 +74,8 @@ func TestWireRoundTrip(t *testing.T) {
 			beforeAttempts := m.Type == MsgGrant && cut == len(b)-attemptsLen
 			beforeTraces := m.Type == MsgGrant && cut == len(b)-tracesLen
 			beforeShards := m.Type == MsgGrant && cut == len(b)-shardsLen
-			if err == nil && !oldHeartbeat && !beforeFor && !beforeFeatures && !beforeWorkers && !oldGrant && !beforeAttempts && !beforeTraces && !beforeShards {
+			beforeRequires := m.Type == MsgGrant && cut == len(b)-requiresLen
+			if err == nil && !oldHeartbeat && !beforeFor && !beforeFeatures && !beforeWorkers && !oldGrant && !beforeAttempts && !beforeTraces && !beforeShards && !beforeRequires {
 				t.Fatalf("%v truncated to %d/%d bytes decoded", m.Type, cut, len(b))
 			}
 			if err == nil && oldHeartbeat && (got.Heartbeat.Labels != nil || got.Heartbeat.Stranded != 0) {
@@ -115,6 +117,15 @@ func grantAttempts(gs []Grant) []byte {
 	b := binary.AppendUvarint(nil, uint64(len(gs)))
 	for _, g := range gs {
 		b = binary.AppendUvarint(b, uint64(g.Attempt))
+	}
+	return b
+}
+
+// grantRequires is the grant message's tail appended after the shards.
+func grantRequires(gs []Grant) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(gs)))
+	for _, g := range gs {
+		b = appendStrings(b, g.Require)
 	}
 	return b
 }
