@@ -39,6 +39,9 @@ const (
 	maxDoneLeases  = 1 << 16
 	doneLeaseKeep  = 10 * time.Minute // finished leases kept to answer a repeated report
 	hubSweepFactor = 10               // the sweep runs ttl/hubSweepFactor apart
+	// reportTimeout bounds the wait for the loop to take a worker's outcome
+	// (once queued, it is taken whether or not the wait ends first).
+	reportTimeout = 30 * time.Second
 )
 
 // hub holds the external workers of this peer, their waiting polls, the
@@ -450,7 +453,12 @@ func (h *hub) outcome(ctx context.Context, token string, o shard.Outcome) error 
 	l.outcome = o
 	h.end(l, leaseDone, now)
 	h.mu.Unlock()
-	if err := h.report(ctx, o, l.run.Handler); err != nil {
+	// The lease is done here: the outcome must reach the node even if the
+	// worker hangs up now (a repeat would be answered as taken), so the
+	// report does not end with the request, only with the peer or a bound.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
+	defer cancel()
+	if err := h.report(rctx, o, l.run.Handler); err != nil {
 		if errors.Is(err, api.ErrLeaseLost) {
 			h.mu.Lock()
 			l.state = leaseLost
