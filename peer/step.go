@@ -53,7 +53,7 @@ func (n *Node) Step(from string, m Message) error {
 	case MsgOutcome:
 		n.stepOutcomes(from, m.Outcomes)
 	case MsgAck:
-		n.stepAcks(m.Acks)
+		n.stepAcks(from, m.Acks)
 	case MsgStealReq, MsgGrant:
 		return n.stepSteal(from, m)
 	default:
@@ -379,6 +379,9 @@ func (m *mesh) resend() {
 func (n *Node) stepOutcomes(from string, outs []OutcomeMsg) {
 	var acks []AckMsg
 	for _, o := range outs {
+		if shard.HolderPeer(o.Holder) != from {
+			continue // only the holder reports for its lease
+		}
 		p := n.parts[n.PartitionOf(o.Task.Group())]
 		if p == nil || !p.serving {
 			continue // not the owner (any more): the holder re-sends to the right one
@@ -402,7 +405,7 @@ func (n *Node) ack(to string, acks []AckMsg) {
 		return
 	}
 	if to == n.cfg.ID {
-		n.stepAcks(acks)
+		n.stepAcks(to, acks)
 		return
 	}
 	n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgAck, From: n.cfg.ID, Acks: acks}})
@@ -419,14 +422,39 @@ func (n *Node) ackApplied(e *shard.Event) {
 }
 
 // stepAcks drops acknowledged outcomes from the outbox.
-func (n *Node) stepAcks(acks []AckMsg) {
+func (n *Node) stepAcks(from string, acks []AckMsg) {
 	for _, a := range acks {
+		if !n.mayOwn(from, n.PartitionOf(a.Task.Group())) {
+			// Only the task's owner acknowledges: an ack from another
+			// member (forged, with a guessed round) dropped the outcome
+			// before the owner had it, and the task stayed RUNNING.
+			continue
+		}
 		key := outboxKey(a.Task, a.Round)
 		if _, ok := n.mesh.outbox[key]; ok {
 			delete(n.mesh.outbox, key)
 			n.rd.Persist.OutboxDel = append(n.rd.Persist.OutboxDel, key)
 		}
 	}
+}
+
+// mayOwn reports whether peer id may own partition part: this node, the
+// owner it knows, a voter of its replica, or a replica on the ring.
+func (n *Node) mayOwn(id string, part int) bool {
+	if id == n.cfg.ID || id == n.ownerOf(part) {
+		return true
+	}
+	if p := n.parts[part]; p != nil && slices.Contains(n.mesh.voters(p), id) {
+		return true
+	}
+	if n.mesh.ring != nil {
+		for _, r := range n.mesh.ring.Replicas(part) {
+			if string(r) == id {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // OutboxLen returns the outcomes waiting for their owner's acknowledgement.
