@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -394,30 +395,12 @@ func waitGroupTerminal(ctx context.Context, cl *Cluster, id string, deadline tim
 	}
 }
 
-// hostileOut renders a report as the CLI prints it.
+// Print writes the report as the CLI prints it.
 func (r *HostileReport) Print(w io.Writer) {
 	fmt.Fprintf(w, "seed %d, %d peers, %s\n", r.Seed, r.Peers, r.Duration)
-	keys := make([]string, 0, len(r.Requests))
-	for k := range r.Requests {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	fmt.Fprintf(w, "requests:")
-	for _, k := range keys {
-		fmt.Fprintf(w, " %s=%d", k, r.Requests[k])
-	}
-	fmt.Fprintln(w)
+	printCounts(w, "requests:", r.Requests)
 	if len(r.WireSent) > 0 {
-		keys = keys[:0]
-		for k := range r.WireSent {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		fmt.Fprintf(w, "wire frames sent:")
-		for _, k := range keys {
-			fmt.Fprintf(w, " %s=%d", k, r.WireSent[k])
-		}
-		fmt.Fprintln(w)
+		printCounts(w, "wire frames sent:", r.WireSent)
 	}
 	fmt.Fprintf(w, "acknowledged tasks %d, finished %d\n", r.Acked, r.Finished)
 	for _, u := range r.Unfinished {
@@ -435,4 +418,13 @@ func (r *HostileReport) Print(w io.Writer) {
 	if r.OK() {
 		fmt.Fprintln(w, "ok: no crash, no 500, every acknowledged task finished")
 	}
+}
+
+// printCounts writes a line of "key=count" pairs, keys sorted.
+func printCounts(w io.Writer, title string, counts map[string]int) {
+	fmt.Fprint(w, title)
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
+		fmt.Fprintf(w, " %s=%d", k, counts[k])
+	}
+	fmt.Fprintln(w)
 }
