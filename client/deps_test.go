@@ -1,39 +1,25 @@
 package client
 
 import (
-	"os/exec"
-	"strings"
 	"testing"
+
+	"github.com/needle-mesh/needle/internal/deptest"
 )
 
 // TestDeps keeps the client small: a program that only calls the API or
 // serves handlers must not link the peer (libp2p, Badger, Raft, the WAL).
+// peer/api, the wire types, is allowed: only the peer package itself is
+// forbidden, not the packages below it.
 func TestDeps(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("go tool not found")
-	}
-	out, err := exec.CommandContext(t.Context(), goBin, "list", "-deps", ".").Output()
-	if err != nil {
-		t.Fatalf("go list -deps: %v", err)
-	}
-	forbidden := []string{"github.com/needle-mesh/needle/peer", "github.com/needle-mesh/needle/wal",
-		"github.com/needle-mesh/needle/steal", "github.com/needle-mesh/needle/ring"}
-	substrings := []string{"libp2p", "badger", "go.etcd.io/raft", "prometheus"}
-	deps := strings.Fields(string(out))
-	for _, dep := range deps {
-		for _, f := range forbidden {
-			if dep == f {
-				t.Errorf("client depends on %s", dep)
-			}
-		}
-		for _, f := range substrings {
-			if strings.Contains(dep, f) {
-				t.Errorf("client depends on %s", dep)
-			}
-		}
-	}
-	if !strings.Contains(string(out), "github.com/needle-mesh/needle/peer/api\n") {
-		t.Errorf("go list -deps does not list peer/api: the test lists the wrong package\n%s", out)
-	}
+	const needle = "github.com/needle-mesh/needle/"
+	deptest.Checker{BadDeps: map[string]string{
+		needle + "peer":                   "the peer runtime",
+		needle + "wal":                    "the write-ahead log",
+		needle + "steal":                  "the peer's work stealing",
+		needle + "ring":                   "the peer's placement",
+		"github.com/libp2p/...":           "libp2p networking",
+		"github.com/dgraph-io/badger/...": "disk storage (Badger)",
+		"go.etcd.io/raft/...":             "Raft",
+		"github.com/prometheus/...":       "metrics export (Prometheus)",
+	}}.Check(t, ".")
 }

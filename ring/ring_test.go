@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -378,36 +377,6 @@ func TestChurnOnJoin(t *testing.T) {
 			meanP*float64(n), maxP*float64(n), sumM/trials, maxM)
 		if limit := 2.5 / float64(n); meanP > limit {
 			t.Errorf("join to %d peers: mean primaries moved %.3f > 2.5/N = %.3f", n, meanP, limit)
-		}
-	}
-}
-
-// TestDeps keeps ring pure: no IO, clock, randomness, network, metrics or
-// tracing packages.
-func TestDeps(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("go tool not found")
-	}
-	out, err := exec.Command(goBin, "list", "-f", "{{join .Imports \"\\n\"}}", ".").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	for _, imp := range strings.Fields(string(out)) {
-		switch imp {
-		case "os", "net", "time", "math/rand", "math/rand/v2", "crypto/rand", "sync", "syscall":
-			t.Errorf("ring imports %s", imp)
-		}
-	}
-	out, err = exec.Command(goBin, "list", "-deps", ".").Output()
-	if err != nil {
-		t.Fatalf("go list -deps: %v", err)
-	}
-	for _, dep := range strings.Fields(string(out)) {
-		if dep == "net" || strings.HasPrefix(dep, "net/") || dep == "os/exec" ||
-			strings.Contains(dep, "libp2p") || strings.Contains(dep, "badger") ||
-			strings.Contains(dep, "prometheus") || strings.Contains(dep, "opentelemetry") {
-			t.Errorf("ring depends on %s", dep)
 		}
 	}
 }

@@ -1,0 +1,6 @@
+package plat
+
+import "os/exec"
+
+// Cmd runs a command.
+var Cmd = exec.Command
