@@ -22,6 +22,9 @@
 //  4. An outcome is reported once per run, retried on 503, 429 and
 //     connection errors with a jittered exponential backoff; a 409
 //     lease_lost ends the retries (the task is someone else's now).
+//     Outcomes go in batches (POST /v1/leases/report, or in the next poll's
+//     "done" while a batch is in flight): those that finish while one
+//     report is in flight share the next request.
 //  5. When ctx ends, Run stops polling, lets running handlers finish for
 //     StopGrace, then cancels them and fails their tasks (retryable, so they
 //     run again elsewhere), and returns once every report was sent.

@@ -34,6 +34,11 @@ type fakePeer struct {
 	lost        map[string]bool // leases answering 409 lease_lost
 	cancelAfter int             // heartbeats after which a lease is canceled (0: never)
 	refusePoll  int             // a status every poll gets (0: none)
+	noBatch     bool            // an older peer: no batch route, no "done" in polls
+	batches     []int           // sizes of the batches received on the batch route
+	single      int             // outcomes received on the per-lease routes
+	gate        chan struct{}   // batch reports wait for it when set
+	pollDone    [][]doneEntry   // the outcomes each poll carried, as it arrived
 }
 
 func newFakePeer(want int) *fakePeer {
@@ -82,7 +87,13 @@ func (f *fakePeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	kind := "poll"
 	lease := ""
-	if rest, ok := strings.CutPrefix(r.URL.Path, "/v1/leases/"); ok {
+	if r.URL.Path == "/v1/leases/report" {
+		if f.noBatch {
+			http.NotFound(w, r)
+			return
+		}
+		kind = "report"
+	} else if rest, ok := strings.CutPrefix(r.URL.Path, "/v1/leases/"); ok {
 		lease, kind, _ = strings.Cut(rest, "/")
 	} else if r.URL.Path != "/v1/workers/poll" {
 		http.NotFound(w, r)
@@ -96,8 +107,12 @@ func (f *fakePeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.mu.Unlock()
-	if kind == "poll" {
+	switch kind {
+	case "poll":
 		f.poll(w, r)
+		return
+	case "report":
+		f.report(w, r)
 		return
 	}
 	f.lease(w, r, kind, lease)
@@ -115,6 +130,10 @@ func (f *fakePeer) poll(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, "invalid_argument")
 		return
 	}
+	f.mu.Lock()
+	done := f.takeAll(b.Done) // at once, as a peer does
+	f.pollDone = append(f.pollDone, b.Done)
+	f.mu.Unlock()
 	wait, err := time.ParseDuration(b.Wait)
 	if err != nil || b.Max < 1 {
 		writeErr(w, http.StatusBadRequest, "invalid_argument")
@@ -151,7 +170,57 @@ func (f *fakePeer) poll(w http.ResponseWriter, r *http.Request) {
 	for _, t := range got {
 		f.leases[t.Lease] = t
 	}
-	writeJSON(w, api.PollResult{Tasks: append([]api.WorkerTask{}, got...)})
+	writeJSON(w, api.PollResult{Tasks: append([]api.WorkerTask{}, got...), Done: done})
+}
+
+// report serves POST /v1/leases/report; it waits for gate when set.
+func (f *fakePeer) report(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	gate := f.gate
+	f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	var b struct {
+		Done []doneEntry `json:"done"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&b); err != nil || b.Done == nil {
+		writeErr(w, http.StatusBadRequest, "invalid_argument")
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.batches = append(f.batches, len(b.Done))
+	writeJSON(w, api.ReportResult{Done: f.takeAll(b.Done)})
+}
+
+// takeAll takes a batch of outcomes and returns the verdicts. f.mu is held.
+func (f *fakePeer) takeAll(done []doneEntry) []api.LeaseVerdict {
+	var vs []api.LeaseVerdict
+	for _, d := range done {
+		if _, ok := f.leases[d.Lease]; !ok || f.lost[d.Lease] {
+			vs = append(vs, api.LeaseVerdict{Lease: d.Lease, Status: http.StatusConflict, Error: &api.Error{Code: api.CodeLeaseLost, Message: "lost"}})
+			continue
+		}
+		var out any = api.CompleteRequest{Result: d.Result}
+		if d.Error != "" {
+			out = api.FailRequest{Error: d.Error, Permanent: d.Permanent}
+		}
+		f.take(d.Lease, out)
+		vs = append(vs, api.LeaseVerdict{Lease: d.Lease, Status: http.StatusOK})
+	}
+	return vs
+}
+
+// take records an outcome of lease (the first is kept). f.mu is held.
+func (f *fakePeer) take(lease string, out any) {
+	f.reports[lease]++
+	if _, ok := f.outcomes[lease]; !ok {
+		f.outcomes[lease] = out
+		if len(f.outcomes) == f.want {
+			close(f.done)
+		}
+	}
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -176,7 +245,9 @@ func (f *fakePeer) lease(w http.ResponseWriter, r *http.Request, kind, lease str
 		f.logs[lease] = append(f.logs[lease], b.Lines...)
 		writeJSON(w, map[string]bool{"ok": true})
 	case "complete", "fail":
-		f.reports[lease]++
+		if f.noBatch {
+			f.single++
+		}
 		var out any
 		if kind == "complete" {
 			var b api.CompleteRequest
@@ -187,12 +258,7 @@ func (f *fakePeer) lease(w http.ResponseWriter, r *http.Request, kind, lease str
 			json.NewDecoder(r.Body).Decode(&b)
 			out = b
 		}
-		if _, ok := f.outcomes[lease]; !ok {
-			f.outcomes[lease] = out
-			if len(f.outcomes) == f.want {
-				close(f.done)
-			}
-		}
+		f.take(lease, out)
 		writeJSON(w, map[string]bool{"ok": true})
 	default:
 		http.NotFound(w, r)

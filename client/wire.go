@@ -8,4 +8,6 @@ type pollBody struct {
 	Max      int      `json:"max"`
 	Wait     string   `json:"wait"`
 	Labels   []string `json:"labels,omitempty"`
+	// Done carries outcomes of finished leases (docs/api.md).
+	Done []doneEntry `json:"done,omitempty"`
 }

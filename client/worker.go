@@ -124,9 +124,15 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := w.Validate(); err != nil {
 		return err
 	}
-	r := &run{w: w, c: newConn(w.Client), handlers: slices.Sorted(maps.Keys(w.Handlers)),
+	c := newConn(w.Client)
+	r := &run{w: w, c: c, handlers: slices.Sorted(maps.Keys(w.Handlers)),
 		slots: make(chan struct{}, w.Concurrency+w.Prefetch), running: make(chan struct{}, w.Concurrency),
-		reports: make(chan struct{}, w.Concurrency+w.Prefetch)}
+		rep: newReporter(w, c, 2*(w.Concurrency+w.Prefetch))}
+	reported := make(chan struct{})
+	go func() {
+		defer close(reported)
+		r.rep.run()
+	}()
 	// hard ends the handlers: StopGrace after ctx.
 	hard, cancelHard := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHard()
@@ -137,6 +143,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer stop()
 	err := r.poll(ctx, hard)
 	r.wg.Wait()
+	close(r.rep.stop) // every outcome was added: the reporter sends the last
+	<-reported
 	return err
 }
 
@@ -147,7 +155,7 @@ type run struct {
 	handlers []string      // sorted
 	slots    chan struct{} // one token per task held (running or waiting to)
 	running  chan struct{} // one token per running handler
-	reports  chan struct{} // one token per outcome being reported
+	rep      *reporter
 	wg       sync.WaitGroup
 }
 
@@ -166,10 +174,14 @@ func (r *run) poll(ctx, hard context.Context) error {
 			free++
 		}
 		var ans api.PollResult
+		done := r.rep.forPoll()
 		err := r.c.post(ctx, "/v1/workers/poll", pollBody{Worker: r.w.ID, Handlers: r.handlers, Max: free,
-			Wait: r.w.PollWait.String(), Labels: r.w.Labels}, &ans)
+			Wait: r.w.PollWait.String(), Labels: r.w.Labels, Done: entries(done)}, &ans)
 		if err == nil {
 			bo.reset()
+			r.rep.answered(ctx, done, ans.Done, nil)
+		} else {
+			r.rep.putBack(done) // the reporter sends them again
 		}
 		for i, t := range ans.Tasks {
 			if i >= free {
@@ -221,18 +233,19 @@ func (r *run) runTask(ctx, hard context.Context, wt api.WorkerTask) {
 	t := newTask(wt)
 	res, err, report := r.runHandler(hard, t)
 	<-r.running
-	// The report does not hold the slot: the next poll asks for another
-	// task meanwhile. Reports in flight are bounded as the slots are.
-	r.reports <- struct{}{}
-	<-r.slots
-	defer func() { <-r.reports }()
-	if report {
-		stopping := err != nil && hard.Err() != nil // cut short: a result is kept
-		if stopping {
-			err = fmt.Errorf("worker %s stopped: %w", r.w.ID, err)
-		}
-		r.report(t, res, err, stopping)
+	if !report {
+		<-r.slots
+		return
 	}
+	stopping := err != nil && hard.Err() != nil // cut short: a result is kept
+	if stopping {
+		err = fmt.Errorf("worker %s stopped: %w", r.w.ID, err)
+	}
+	r.report(t, res, err, stopping)
+	// The report does not hold the slot: the next poll asks for another
+	// task meanwhile. Outcomes not yet answered are bounded as the slots
+	// are.
+	<-r.slots
 }
 
 // runHandler runs t's handler with heartbeats; report is false when the
@@ -323,29 +336,14 @@ func (r *run) sendLogs(ctx context.Context, t Task) {
 	}
 }
 
-// report sends t's outcome, retrying transient errors for reportTimeout.
-// stopping marks a run the worker cut short: its failure is retryable.
+// report sends t's pending log lines, then queues its outcome for the
+// reporter (which retries transient errors for reportTimeout). stopping
+// marks a run the worker cut short: its failure is retryable.
 func (r *run) report(t Task, res json.RawMessage, err error, stopping bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
-	defer cancel()
 	r.sendLogs(ctx, t)
-	bo := backoff{min: r.w.BackoffMin, max: r.w.BackoffMax}
-	path, body := "/v1/leases/"+t.Lease+"/complete", any(api.CompleteRequest{Result: res})
-	switch {
-	case err != nil:
-		path, body = "/v1/leases/"+t.Lease+"/fail", api.FailRequest{Error: err.Error(), Permanent: IsPermanent(err) && !stopping}
-	case len(res) == 0:
-		body = api.CompleteRequest{Result: json.RawMessage("null")}
-	case !json.Valid(res):
-		path, body = "/v1/leases/"+t.Lease+"/fail", api.FailRequest{Error: "the handler's result is not JSON", Permanent: true}
-	}
-	if err := r.c.retry(ctx, bo, path, body, nil); err != nil {
-		level := slog.LevelWarn
-		if errors.Is(err, errLeaseLost) {
-			level = slog.LevelInfo
-		}
-		r.w.Logger.Log(ctx, level, "outcome not taken", "task", t.ID, "group", t.Group, "round", t.Round, "err", err)
-	}
+	cancel()
+	r.rep.add(newOutcome(t, res, err, stopping))
 }
 
 // release fails a task the worker will not run, so that it runs again.

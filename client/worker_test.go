@@ -132,7 +132,7 @@ func TestWorkerRetriesTransientErrors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakePeer(2)
 		f.failNext["poll"] = 3
-		f.failNext["complete"] = 2
+		f.failNext["report"] = 2
 		f.dropNext = 2
 		f.lost[fmt.Sprintf("%032x", 2)] = true
 		w := &Worker{Client: f.client(), Handlers: map[string]HandlerFunc{
@@ -150,7 +150,7 @@ func TestWorkerRetriesTransientErrors(t *testing.T) {
 		if got := f.outcome(2); fmt.Sprint(got) != fmt.Sprint(api.CompleteRequest{Result: json.RawMessage("3")}) {
 			t.Errorf("outcome 2 = %v", got)
 		}
-		if f.failNext["poll"] != 0 || f.failNext["complete"] != 0 || f.dropNext != 0 {
+		if f.failNext["poll"] != 0 || f.failNext["report"] != 0 || f.dropNext != 0 {
 			t.Errorf("failures left unconsumed: %v, drop %d", f.failNext, f.dropNext)
 		}
 	})

@@ -35,7 +35,7 @@ type example struct {
 	Path   string
 	Body   string
 	Status int               // the status the peer must answer
-	Save   map[string]string // name -> top-level field of the JSON answer to keep
+	Save   map[string]string // name -> field of the JSON answer to keep ({name} in Path and Body)
 }
 
 var examples = []example{
@@ -118,6 +118,16 @@ var examples = []example{
 	{Route: "POST /v1/leases/{lease}/fail", Method: "POST", Path: "/v1/leases/00112233445566778899aabbccddeeff/fail", Status: 404,
 		Body: `{"error":"image is corrupt"}`},
 	{Route: "POST /v1/leases/{lease}/complete", Method: "POST", Path: "/v1/leases/not-a-token/complete", Status: 400, Body: `{}`},
+	{Route: "POST /v1/tasks", Method: "POST", Path: "/v1/tasks", Status: 201,
+		Body: `{"handler":"resize","payload":{"image":"dog.png","width":640}}`},
+	{Route: "POST /v1/workers/poll", Method: "POST", Path: "/v1/workers/poll", Status: 200,
+		Body: `{"worker":"resizer-1","handlers":["resize"],"max":8,"wait":"10s"}`, Save: map[string]string{"lease2": "tasks.0.lease"}},
+	{Route: "POST /v1/leases/report", Method: "POST", Path: "/v1/leases/report", Status: 200,
+		Body: `{"done":[{"lease":"{lease2}","result":{"url":"s3://bucket/dog-640.png"}},{"lease":"{lease}","error":"late"}]}`},
+	{Route: "POST /v1/workers/poll", Method: "POST", Path: "/v1/workers/poll", Status: 200,
+		Body: `{"worker":"resizer-1","handlers":["resize"],"max":8,"wait":"10ms","done":[{"lease":"{lease2}","result":{"url":"s3://bucket/dog-640.png"}}]}`},
+	{Route: "POST /v1/leases/report", Method: "POST", Path: "/v1/leases/report", Status: 400,
+		Body: `{"done":[{"lease":"{lease2}","result":1},{"lease":"not-a-token","result":1}]}`},
 
 	{Route: "GET /v1/peers", Method: "GET", Path: "/v1/peers", Status: 200},
 	{Route: "GET /v1/audit", Method: "GET", Path: "/v1/audit?limit=5", Status: 200},
@@ -225,6 +235,7 @@ func TestOpenAPIExamples(t *testing.T) {
 		path := ex.Path
 		for name, v := range saved {
 			path = strings.ReplaceAll(path, "{"+name+"}", url.PathEscape(v))
+			ex.Body = strings.ReplaceAll(ex.Body, "{"+name+"}", v)
 		}
 		specPath, ok := ops[servedKey(ex.Route)]
 		if !ok {

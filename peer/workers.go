@@ -425,34 +425,15 @@ func (h *hub) find(token string) (*xlease, error) {
 func (h *hub) outcome(ctx context.Context, token string, o shard.Outcome) error {
 	now := time.Now()
 	h.mu.Lock()
-	l, err := h.find(token)
-	if err != nil {
-		h.mu.Unlock()
+	l, err := h.take(token, &o, now)
+	h.mu.Unlock()
+	if l == nil || err != nil {
+		if errors.Is(err, errExpired) {
+			h.expire(ctx, l, now)
+			err = fmt.Errorf("%w: lease %s ran out at %s", api.ErrLeaseLost, token, l.deadline.UTC().Format(time.RFC3339Nano))
+		}
 		return err
 	}
-	if w := h.workers[l.worker]; w != nil {
-		w.seen = now
-	}
-	switch {
-	case l.state == leaseDone && sameOutcome(&l.outcome, &o):
-		h.mu.Unlock()
-		return nil // a repeat (its first answer was lost): changes nothing
-	case l.state == leaseDone:
-		h.mu.Unlock()
-		return fmt.Errorf("%w: lease %s already ended with another outcome", api.ErrLeaseLost, token)
-	case l.state == leaseLost:
-		h.mu.Unlock()
-		return fmt.Errorf("%w: lease %s was lost (%s)", api.ErrLeaseLost, token, h.why(l))
-	case now.After(l.deadline):
-		h.mu.Unlock()
-		h.expire(ctx, l, now)
-		return fmt.Errorf("%w: lease %s ran out at %s", api.ErrLeaseLost, token, l.deadline.UTC().Format(time.RFC3339Nano))
-	}
-	o.Task, o.Round = l.run.Task, l.run.Round
-	o.Took = now.Sub(l.deadline.Add(-l.run.Timeout))
-	l.outcome = o
-	h.end(l, leaseDone, now)
-	h.mu.Unlock()
 	// The lease is done here: the outcome must reach the node even if the
 	// worker hangs up now (a repeat would be answered as taken), so the
 	// report does not end with the request, only with the peer or a bound.

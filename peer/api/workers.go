@@ -42,15 +42,19 @@ type PollRequest struct {
 	Max      int           // tasks it takes at most, 1..1000
 	Wait     time.Duration // how long to wait for one, 0..5m
 	Labels   []string      // its labels, "key=value"
+	// Done holds outcomes of the worker's leases, applied before the poll
+	// looks for tasks (as POST /v1/leases/report does).
+	Done []LeaseOutcome
 }
 
 // pollBody is PollRequest on the wire.
 type pollBody struct {
-	Worker   string   `json:"worker"`
-	Handlers []string `json:"handlers"`
-	Max      *int     `json:"max"`
-	Wait     *string  `json:"wait"`
-	Labels   []string `json:"labels"`
+	Worker   string            `json:"worker"`
+	Handlers []string          `json:"handlers"`
+	Max      *int              `json:"max"`
+	Wait     *string           `json:"wait"`
+	Labels   []string          `json:"labels"`
+	Done     []json.RawMessage `json:"done"`
 }
 
 // WorkerTask is a task handed to a worker: the task as GET /v1/tasks/{id}
@@ -78,6 +82,8 @@ type WorkerTask struct {
 // PollResult is the body of a poll's answer.
 type PollResult struct {
 	Tasks []WorkerTask `json:"tasks"`
+	// Done answers the poll's "done" entries, in their order.
+	Done []LeaseVerdict `json:"done,omitempty"`
 }
 
 // CompleteRequest is the body of POST /v1/leases/{lease}/complete.
@@ -134,6 +140,7 @@ type Workers interface {
 	Heartbeat(ctx context.Context, lease string) (HeartbeatResult, error)
 	Logs(ctx context.Context, lease string, lines []string) error
 	ListWorkers(ctx context.Context) (WorkerList, error)
+	Reporter
 }
 
 func (s *server) workerRoutes(wk Workers) []route {
@@ -151,6 +158,7 @@ func (s *server) workerRoutes(wk Workers) []route {
 		{"POST", "/v1/leases/{lease}/fail", func(w http.ResponseWriter, r *http.Request) { s.leaseCall(w, r, wk, "fail") }},
 		{"POST", "/v1/leases/{lease}/heartbeat", func(w http.ResponseWriter, r *http.Request) { s.leaseCall(w, r, wk, "heartbeat") }},
 		{"POST", "/v1/leases/{lease}/logs", func(w http.ResponseWriter, r *http.Request) { s.leaseCall(w, r, wk, "logs") }},
+		{"POST", "/v1/leases/report", func(w http.ResponseWriter, r *http.Request) { s.report(w, r, wk) }},
 	}
 }
 
@@ -165,11 +173,17 @@ func (s *server) poll(w http.ResponseWriter, r *http.Request, wk Workers) {
 		s.fail(w, r, err)
 		return
 	}
+	var done []LeaseVerdict
+	if len(req.Done) > 0 {
+		// The outcomes first: they free the worker's slots for this poll.
+		done = s.verdicts(r, "done", req.Done, wk.Report(r.Context(), req.Done))
+	}
 	res, err := wk.Poll(r.Context(), req)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	res.Done = done
 	if res.Tasks == nil {
 		res.Tasks = []WorkerTask{}
 	}
@@ -270,6 +284,13 @@ func DecodePoll(data []byte) (PollRequest, error) {
 			return req, fieldErr("wait", "want 0s..%v, got %v", MaxPollWait, d)
 		}
 		req.Wait = d
+	}
+	if b.Done != nil {
+		done, err := DecodeDone(b.Done, "done")
+		if err != nil {
+			return req, err
+		}
+		req.Done = done
 	}
 	return req, nil
 }

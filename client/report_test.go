@@ -1,0 +1,110 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"testing/synctest"
+
+	"github.com/needle-mesh/needle/peer/api"
+)
+
+func echoWorker(f *fakePeer, concurrency, prefetch int) *Worker {
+	return &Worker{Client: f.client(), Concurrency: concurrency, Prefetch: prefetch, Handlers: map[string]HandlerFunc{
+		"echo": func(_ context.Context, task Task) (json.RawMessage, error) { return task.Payload, nil }}}
+}
+
+// Outcomes that finish while a report is in flight go together in the
+// next one: one request for many leases, each reported once.
+func TestWorkerBatchesOutcomes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakePeer(8)
+		f.gate = make(chan struct{})
+		for i := range 8 {
+			f.add("echo", fmt.Sprint(i))
+		}
+		cancel, wait := runWorker(t, echoWorker(f, 2, 6))
+		synctest.Wait() // all 8 ran; the first report waits at the gate
+		close(f.gate)
+		<-f.done
+		cancel()
+		if err := wait(); err != nil {
+			t.Fatal(err)
+		}
+		if len(f.batches) != 2 || f.batches[0]+f.batches[1] != 8 || f.single != 0 {
+			t.Errorf("batches %v, %d single reports; want the 8 outcomes in 2 batches", f.batches, f.single)
+		}
+		for i := range 8 {
+			if got, want := f.outcome(i), (api.CompleteRequest{Result: json.RawMessage(fmt.Sprint(i))}); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("outcome %d = %v; want %v", i, got, want)
+			}
+			if n := f.reports[fmt.Sprintf("%032x", i+1)]; n != 1 {
+				t.Errorf("task %d reported %d times; want once", i, n)
+			}
+		}
+	})
+}
+
+// Once the peer took a batch, a poll carries the outcomes waiting while
+// the reporter is busy ("done"), and they are not sent again.
+func TestWorkerPollCarriesOutcomes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakePeer(3)
+		cancel, wait := runWorker(t, echoWorker(f, 1, 0))
+		f.add("echo", "0")
+		synctest.Wait()
+		f.mu.Lock()
+		f.gate = make(chan struct{})
+		f.mu.Unlock()
+		f.add("echo", "1") // its report waits at the gate
+		synctest.Wait()
+		f.add("echo", "2") // its outcome goes with the next poll
+		synctest.Wait()
+		f.mu.Lock()
+		last := f.pollDone[len(f.pollDone)-1]
+		f.mu.Unlock()
+		if len(last) != 1 || last[0].Lease != fmt.Sprintf("%032x", 3) || string(last[0].Result) != "2" {
+			t.Errorf("the last poll carried %+v; want task 2's outcome", last)
+		}
+		close(f.gate)
+		<-f.done
+		cancel()
+		if err := wait(); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(f.batches) != "[1 1]" {
+			t.Errorf("batches %v; want tasks 0 and 1 on the batch route", f.batches)
+		}
+		for i := range 3 {
+			if n := f.reports[fmt.Sprintf("%032x", i+1)]; n != 1 {
+				t.Errorf("task %d reported %d times; want once", i, n)
+			}
+		}
+	})
+}
+
+// A peer without the batch route (404) is sent each outcome on its lease.
+func TestWorkerOlderPeer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakePeer(5)
+		f.noBatch = true
+		for i := range 5 {
+			f.add("echo", fmt.Sprint(i))
+		}
+		cancel, wait := runWorker(t, echoWorker(f, 2, 0))
+		<-f.done
+		cancel()
+		if err := wait(); err != nil {
+			t.Fatal(err)
+		}
+		if f.single != 5 || len(f.batches) != 0 {
+			t.Errorf("%d single reports, batches %v; want 5 single", f.single, f.batches)
+		}
+		for _, d := range f.pollDone {
+			if len(d) != 0 {
+				t.Errorf("a poll carried %+v to a peer without batches", d)
+			}
+		}
+	})
+}
