@@ -10,7 +10,7 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 
-	"github.com/needle-mesh/needle/peer"
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/p2p"
 	"github.com/needle-mesh/needle/shard"
 )
@@ -27,7 +27,7 @@ type wireFuzzer struct {
 	h       *p2p.Host
 	targets []string // member ids
 	raftIDs []uint64
-	types   []peer.MsgType // the message types to send; nil: all
+	types   []node.MsgType // the message types to send; nil: all
 }
 
 func newWireFuzzer(ctx context.Context, cl *Cluster, keyFile string, types []string, r *rand.Rand, st *hostileState) (*wireFuzzer, error) {
@@ -73,14 +73,14 @@ func newWireFuzzer(ctx context.Context, cl *Cluster, keyFile string, types []str
 			return nil, fmt.Errorf("hostile: keyed host cannot connect to peer %d: %w", i, err)
 		}
 		w.targets = append(w.targets, info.Self)
-		w.raftIDs = append(w.raftIDs, peer.RaftID(info.Self))
+		w.raftIDs = append(w.raftIDs, node.RaftID(info.Self))
 	}
 	return w, nil
 }
 
 // wireType returns the message type named name (MsgType.String).
-func wireType(name string) (peer.MsgType, bool) {
-	for t := peer.MsgRaft; t <= peer.MsgGrant; t++ {
+func wireType(name string) (node.MsgType, bool) {
+	for t := node.MsgRaft; t <= node.MsgGrant; t++ {
 		if t.String() == name {
 			return t, true
 		}
@@ -168,39 +168,39 @@ func (w *wireFuzzer) bytes(n int) []byte {
 
 // encoded returns a well-formed message with random contents.
 func (w *wireFuzzer) encoded() []byte {
-	m := &peer.Message{Type: peer.MsgType(1 + w.r.IntN(6)), From: w.id()}
+	m := &node.Message{Type: node.MsgType(1 + w.r.IntN(6)), From: w.id()}
 	if len(w.types) > 0 {
 		m.Type = w.types[w.r.IntN(len(w.types))]
 	}
 	switch m.Type {
-	case peer.MsgRaft:
+	case node.MsgRaft:
 		for range 1 + w.r.IntN(4) {
-			m.Raft = append(m.Raft, peer.RaftMsg{Partition: w.u32(), Msg: w.raftMsg()})
+			m.Raft = append(m.Raft, node.RaftMsg{Partition: w.u32(), Msg: w.raftMsg()})
 		}
-	case peer.MsgHeartbeat:
-		m.Heartbeat = &peer.Heartbeat{
+	case node.MsgHeartbeat:
+		m.Heartbeat = &node.Heartbeat{
 			Boot: w.str(), Partitions: w.smallInt(), Load: w.load(),
 			Members: w.ids(), Forgotten: w.ids(), Addrs: []string{w.str()},
 			Draining: w.r.IntN(2) == 0, Labels: []string{"zone=" + w.str()},
 			Stranded: w.smallInt(), StrandedFor: w.ids(), Features: w.r.Uint64(),
 		}
-	case peer.MsgOutcome:
+	case node.MsgOutcome:
 		for range 1 + w.r.IntN(4) {
-			m.Outcomes = append(m.Outcomes, peer.OutcomeMsg{
+			m.Outcomes = append(m.Outcomes, node.OutcomeMsg{
 				Task: w.task(), Round: shard.Round(w.u64()), Holder: w.id(), OK: w.r.IntN(2) == 0,
 				Result: []byte(`{"forged":true}`), Error: w.str(), Permanent: w.r.IntN(2) == 0, TimedOut: w.r.IntN(4) == 0,
 			})
 		}
-	case peer.MsgAck:
+	case node.MsgAck:
 		for range 1 + w.r.IntN(4) {
-			m.Acks = append(m.Acks, peer.AckMsg{Task: w.task(), Round: shard.Round(w.u64())})
+			m.Acks = append(m.Acks, node.AckMsg{Task: w.task(), Round: shard.Round(w.u64())})
 		}
-	case peer.MsgStealReq:
+	case node.MsgStealReq:
 		m.Want, m.Load = w.smallInt(), w.load()
-	case peer.MsgGrant:
+	case node.MsgGrant:
 		m.Load, m.Refused, m.Holder = w.load(), w.r.IntN(4) == 0, w.id()
 		for range w.r.IntN(4) {
-			m.Grants = append(m.Grants, peer.Grant{
+			m.Grants = append(m.Grants, node.Grant{
 				Task: w.task(), Round: shard.Round(w.u64()), Expiry: time.Now().Add(time.Duration(w.r.Int64N(int64(time.Hour)))),
 				Handler: []string{"echo", "sleep", "exec", "http", "fail", w.str()}[w.r.IntN(6)],
 				Payload: []byte(`{"ms":1}`), Timeout: time.Duration(w.r.Int64N(int64(time.Minute))),
@@ -208,7 +208,7 @@ func (w *wireFuzzer) encoded() []byte {
 			})
 		}
 	}
-	b, err := peer.AppendMessage(nil, m)
+	b, err := node.AppendMessage(nil, m)
 	if err != nil { // a value the encoder refuses: send the bytes instead
 		return w.bytes(64)
 	}
@@ -260,8 +260,8 @@ func (w *wireFuzzer) smallInt() int {
 	return []int{0, 1, 7, 64, 256, -1, 1 << 30}[w.r.IntN(7)]
 }
 
-func (w *wireFuzzer) load() peer.Load {
-	return peer.Load{Ready: w.smallInt(), Running: w.smallInt(), Slots: w.smallInt()}
+func (w *wireFuzzer) load() node.Load {
+	return node.Load{Ready: w.smallInt(), Running: w.smallInt(), Slots: w.smallInt()}
 }
 
 func (w *wireFuzzer) raftID() uint64 {

@@ -9,22 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/shard"
 )
-
-// Audit returns the operator actions (cancels; schedule set, pause, resume,
-// delete) recorded in the partitions this node serves, oldest first.
-func (n *Node) Audit() []shard.AuditEntry {
-	var out []shard.AuditEntry
-	for _, i := range n.held {
-		p := n.parts[i]
-		if p != nil && p.serving {
-			out = append(out, p.shard.Audit()...)
-		}
-	}
-	slices.SortStableFunc(out, func(a, b shard.AuditEntry) int { return a.At.Compare(b.At) })
-	return out
-}
 
 type auditJSON struct {
 	At      time.Time `json:"at"`
@@ -61,10 +48,10 @@ func (p *Peer) serveAudit(w http.ResponseWriter, r *http.Request) {
 }
 
 // liveOthers returns the ids of the live members other than n.
-func liveOthers(n *Node) []string {
+func liveOthers(n *node.Node) []string {
 	var ids []string
 	for _, m := range n.Members() {
-		if m.ID != n.ID() && m.State == PeerAlive {
+		if m.ID != n.ID() && m.State == node.PeerAlive {
 			ids = append(ids, m.ID)
 		}
 	}
@@ -96,7 +83,7 @@ func (p *Peer) askAll(ctx context.Context, members []string, req rpcRequest, col
 func (p *Peer) gatherAudit(ctx context.Context) ([]shard.AuditEntry, error) {
 	var members []string
 	var out []shard.AuditEntry
-	err := p.read(ctx, func(n *Node) error {
+	err := p.read(ctx, func(n *node.Node) error {
 		out, members = n.Audit(), liveOthers(n)
 		return nil
 	})

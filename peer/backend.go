@@ -2,14 +2,13 @@ package peer
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/shard"
 )
@@ -27,8 +26,7 @@ func GroupIDFor(key string) shard.GroupID {
 	if key == "" {
 		return shard.GroupID("g" + randomHex(12))
 	}
-	sum := sha256.Sum256([]byte(key))
-	return shard.GroupID("k" + hex.EncodeToString(sum[:12]))
+	return shard.KeyedGroupID(key)
 }
 
 // Submit creates a group. Its trace (spec.Trace) is the traceparent of
@@ -71,7 +69,7 @@ func (p *Peer) countSubmitted(r api.SubmitResult, err error) {
 // group created first, whose peers may differ from this expansion: the
 // names (peer ids) are then read back from it.
 func (b backend) submitBroadcast(ctx context.Context, spec *shard.GroupSpec) (api.SubmitResult, error) {
-	if err := b.p.read(ctx, func(n *Node) error { return n.ExpandBroadcast(spec) }); err != nil {
+	if err := b.p.read(ctx, func(n *node.Node) error { return n.ExpandBroadcast(spec) }); err != nil {
 		return api.SubmitResult{}, err
 	}
 	var r api.SubmitResult
@@ -217,7 +215,7 @@ func (b local) Task(ctx context.Context, id shard.TaskID, wait time.Duration) (s
 		}
 	}
 	var v shard.TaskView
-	err := b.p.read(ctx, func(n *Node) (err error) { v, err = n.Task(id); return err })
+	err := b.p.read(ctx, func(n *node.Node) (err error) { v, err = n.Task(id); return err })
 	return v, err
 }
 
@@ -228,7 +226,7 @@ func (b local) Group(ctx context.Context, id shard.GroupID, wait time.Duration, 
 		}
 	}
 	var v shard.GroupView
-	err := b.p.read(ctx, func(n *Node) (err error) {
+	err := b.p.read(ctx, func(n *node.Node) (err error) {
 		if withTasks {
 			v, err = n.Group(id)
 		} else {
@@ -241,7 +239,7 @@ func (b local) Group(ctx context.Context, id shard.GroupID, wait time.Duration, 
 
 func (b local) TaskEvents(ctx context.Context, id shard.TaskID) ([]shard.TaskEvent, error) {
 	var evs []shard.TaskEvent
-	err := b.p.read(ctx, func(n *Node) (err error) { evs, err = n.TaskEvents(id); return err })
+	err := b.p.read(ctx, func(n *node.Node) (err error) { evs, err = n.TaskEvents(id); return err })
 	return evs, err
 }
 
@@ -251,25 +249,25 @@ func (b local) cancel(ctx context.Context, g shard.GroupID, t shard.TaskID, by s
 }
 
 // call sends a request into the loop and waits for its reply.
-func (p *Peer) call(ctx context.Context, c command) (Reply, error) {
-	c.reply = make(chan Reply, 1)
+func (p *Peer) call(ctx context.Context, c command) (node.Reply, error) {
+	c.reply = make(chan node.Reply, 1)
 	if err := p.send(ctx, c); err != nil {
-		return Reply{}, err
+		return node.Reply{}, err
 	}
 	select {
 	case r := <-c.reply:
 		return r, mapErr(r.Err)
 	case <-ctx.Done():
-		return Reply{}, ctx.Err()
+		return node.Reply{}, ctx.Err()
 	case <-p.closed:
-		return Reply{}, api.ErrUnavailable
+		return node.Reply{}, api.ErrUnavailable
 	}
 }
 
 // read runs f on the loop goroutine and waits for it.
-func (p *Peer) read(ctx context.Context, f func(n *Node) error) error {
+func (p *Peer) read(ctx context.Context, f func(n *node.Node) error) error {
 	done := make(chan error, 1)
-	if err := p.send(ctx, command{query: func(n *Node) { done <- f(n) }}); err != nil {
+	if err := p.send(ctx, command{query: func(n *node.Node) { done <- f(n) }}); err != nil {
 		return err
 	}
 	select {
@@ -317,7 +315,7 @@ func mapErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, ErrUnavailable), errors.Is(err, ErrStopped):
+	case errors.Is(err, node.ErrUnavailable), errors.Is(err, node.ErrStopped):
 		return errors.Join(api.ErrUnavailable, err)
 	case errors.Is(err, shard.ErrNotRetryable):
 		return conflictErr(err)

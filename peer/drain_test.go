@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/needle-mesh/needle/node"
 )
 
 // TestDrainUnderLoad drains one of three real peers while tasks run: it
@@ -39,8 +41,8 @@ func TestDrainUnderLoad(t *testing.T) {
 	waitFor(t, "p1 and p3 to lead every partition", 15*time.Second, func() bool {
 		total := 0
 		for _, mp := range []*meshPeer{p1, p3} {
-			var st Stats
-			_ = mp.p.read(t.Context(), func(n *Node) error { st = n.Stats(); return nil })
+			var st node.Stats
+			_ = mp.p.read(t.Context(), func(n *node.Node) error { st = n.Stats(); return nil })
 			total += st.Leading
 		}
 		return total == 32

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -43,7 +44,7 @@ func (f *failLog) allow(now time.Time) (bool, int) {
 
 // logOutcome logs a failed attempt of r (not one the peer aborted itself:
 // a cancel, a lost lease or a stop) with the task's and group's ids.
-func (p *Peer) logOutcome(r Run, o shard.Outcome, aborted bool) {
+func (p *Peer) logOutcome(r node.Run, o shard.Outcome, aborted bool) {
 	if o.OK || aborted {
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/shard"
 )
@@ -52,8 +53,8 @@ type rpcResponse struct {
 	Schedules []shard.ScheduleView `json:"schedules,omitempty"`
 	Audit     []shard.AuditEntry   `json:"audit,omitempty"`
 	Created   bool                 `json:"created,omitempty"`
-	List      *ListResult          `json:"list,omitempty"`
-	Stats     *StatsResult         `json:"stats,omitempty"`
+	List      *node.ListResult     `json:"list,omitempty"`
+	Stats     *node.StatsResult    `json:"stats,omitempty"`
 	Logs      *LogPage             `json:"logs,omitempty"`
 	Workers   []api.WorkerInfo     `json:"workers,omitempty"`
 }
@@ -62,10 +63,10 @@ type rpcResponse struct {
 // serve it here.
 func (p *Peer) route(ctx context.Context, g shard.GroupID) (string, error) {
 	var owner string
-	err := p.read(ctx, func(n *Node) error {
+	err := p.read(ctx, func(n *node.Node) error {
 		owner = n.Owner(g)
 		if owner == "" {
-			return ErrUnavailable
+			return node.ErrUnavailable
 		}
 		return nil
 	})
@@ -159,11 +160,11 @@ func (p *Peer) serveCall(ctx context.Context, from string, b []byte) ([]byte, er
 		if req.Filter == nil {
 			return nil, errors.New("peer: forwarded list without a filter")
 		}
-		err = p.read(ctx, func(n *Node) error { r := n.List(req.Filter, req.Groups); resp.List = &r; return nil })
+		err = p.read(ctx, func(n *node.Node) error { r := n.List(req.Filter, req.Groups); resp.List = &r; return nil })
 	case "stats":
-		err = p.read(ctx, func(n *Node) error { r := n.HandlerStats(); resp.Stats = &r; return nil })
+		err = p.read(ctx, func(n *node.Node) error { r := n.HandlerStats(); resp.Stats = &r; return nil })
 	case "audit":
-		err = p.read(ctx, func(n *Node) error { resp.Audit = n.Audit(); return nil })
+		err = p.read(ctx, func(n *node.Node) error { resp.Audit = n.Audit(); return nil })
 	case "workers":
 		resp.Workers = p.hub.list(time.Now())
 	case "schedule_set", "schedule", "schedule_delete", "schedule_pause", "schedule_resume", "schedules":
@@ -187,7 +188,7 @@ func (r *rpcResponse) setErr(err error) {
 		r.Err = "not_found"
 	case errors.Is(err, api.ErrConflict), errors.Is(err, shard.ErrNotRetryable):
 		r.Err = "conflict"
-	case errors.Is(err, api.ErrUnavailable), errors.Is(err, ErrUnavailable), errors.Is(err, ErrStopped):
+	case errors.Is(err, api.ErrUnavailable), errors.Is(err, node.ErrUnavailable), errors.Is(err, node.ErrStopped):
 		r.Err = "unavailable"
 	case errors.As(err, &fe):
 		r.Err, r.Field = "invalid", fe

@@ -2,9 +2,8 @@ package peer
 
 import (
 	"context"
-	"slices"
-	"time"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/shard"
 )
@@ -15,81 +14,6 @@ import (
 // merges. Each partition answers from its list index (shard.ListTasks);
 // the answer names the partitions nobody served, so a minority side says
 // what it is missing rather than silently returning less.
-
-// ListResult is one peer's answer to a list query: the items of the
-// partitions it serves, newest first, at most the filter's limit, and
-// which partitions those are.
-type ListResult struct {
-	Tasks  []shard.TaskView  `json:"tasks,omitempty"`
-	Groups []shard.GroupView `json:"groups,omitempty"`
-	Keys   []shard.ListKey   `json:"keys,omitempty"`
-	Parts  []int             `json:"parts,omitempty"`
-}
-
-// List answers a list query for the partitions this node serves.
-func (n *Node) List(f *shard.Filter, groups bool) ListResult {
-	f.Limit = min(max(f.Limit, 1), api.MaxListLimit)
-	var out ListResult
-	for _, i := range n.held {
-		p := n.parts[i]
-		if p == nil || !n.leaseHeld(p) {
-			continue
-		}
-		out.Parts = append(out.Parts, i)
-		if groups {
-			gs, keys := p.shard.ListGroups(f)
-			out.Groups, out.Keys = append(out.Groups, gs...), append(out.Keys, keys...)
-		} else {
-			ts, keys := p.shard.ListTasks(f)
-			out.Tasks, out.Keys = append(out.Tasks, ts...), append(out.Keys, keys...)
-		}
-		out.trim(f.Limit)
-	}
-	return out
-}
-
-// merge adds o's items to r and keeps the newest limit.
-func (r *ListResult) merge(o *ListResult, limit int) {
-	r.Tasks = append(r.Tasks, o.Tasks...)
-	r.Groups = append(r.Groups, o.Groups...)
-	r.Keys = append(r.Keys, o.Keys...)
-	r.Parts = append(r.Parts, o.Parts...)
-	r.trim(limit)
-}
-
-// trim sorts the items newest first and keeps the first limit.
-func (r *ListResult) trim(limit int) {
-	order := make([]int, len(r.Keys))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int {
-		if r.Keys[b].Less(r.Keys[a]) {
-			return -1
-		}
-		return 1
-	})
-	order = order[:min(len(order), max(limit, 1))]
-	keys := make([]shard.ListKey, len(order))
-	for i, j := range order {
-		keys[i] = r.Keys[j]
-	}
-	if r.Tasks != nil {
-		ts := make([]shard.TaskView, len(order))
-		for i, j := range order {
-			ts[i] = r.Tasks[j]
-		}
-		r.Tasks = ts
-	}
-	if r.Groups != nil {
-		gs := make([]shard.GroupView, len(order))
-		for i, j := range order {
-			gs[i] = r.Groups[j]
-		}
-		r.Groups = gs
-	}
-	r.Keys = keys
-}
 
 // missing returns the partitions in 0..total-1 not in served.
 func missing(total int, served []int) []int {
@@ -109,20 +33,20 @@ func missing(total int, served []int) []int {
 }
 
 // gatherList runs a list query on every live member and merges.
-func (p *Peer) gatherList(ctx context.Context, f *shard.Filter, groups bool) (ListResult, []int, error) {
+func (p *Peer) gatherList(ctx context.Context, f *shard.Filter, groups bool) (node.ListResult, []int, error) {
 	var members []string
-	var out ListResult
+	var out node.ListResult
 	var total int
-	err := p.read(ctx, func(n *Node) error {
-		out, members, total = n.List(f, groups), liveOthers(n), n.cfg.Partitions
+	err := p.read(ctx, func(n *node.Node) error {
+		out, members, total = n.List(f, groups), liveOthers(n), n.Partitions()
 		return nil
 	})
 	if err != nil {
-		return ListResult{}, nil, err
+		return node.ListResult{}, nil, err
 	}
 	p.askAll(ctx, members, rpcRequest{Op: "list", Filter: f, Groups: groups}, func(resp *rpcResponse) {
 		if resp.List != nil {
-			out.merge(resp.List, f.Limit)
+			out.Merge(resp.List, f.Limit)
 		}
 	})
 	return out, missing(total, out.Parts), nil
@@ -144,62 +68,13 @@ func (b backend) ListGroups(ctx context.Context, f *shard.Filter) (api.GroupPage
 	return api.GroupPage{Groups: r.Groups, Keys: r.Keys, Missing: miss}, nil
 }
 
-// StatsResult is one peer's task counts per handler, for the partitions
-// it serves.
-type StatsResult struct {
-	Handlers map[string]*shard.HandlerStats `json:"handlers,omitempty"`
-	Parts    []int                          `json:"parts,omitempty"`
-}
-
-// HandlerStats counts the tasks of the partitions this node serves.
-func (n *Node) HandlerStats() StatsResult {
-	out := StatsResult{Handlers: map[string]*shard.HandlerStats{}}
-	for _, i := range n.held {
-		if p := n.parts[i]; p != nil && n.leaseHeld(p) {
-			out.Parts = append(out.Parts, i)
-			p.shard.AddHandlerStats(out.Handlers)
-		}
-	}
-	return out
-}
-
-// OldestReady returns, per handler, when the longest-waiting queued READY
-// task of the partitions this node serves became READY (handlers with none
-// are absent).
-func (n *Node) OldestReady() map[string]time.Time {
-	out := map[string]time.Time{}
-	for _, i := range n.held {
-		if p := n.parts[i]; p != nil && n.leaseHeld(p) {
-			p.shard.AddOldestReady(out)
-		}
-	}
-	return out
-}
-
-func (r *StatsResult) merge(o *StatsResult) {
-	r.Parts = append(r.Parts, o.Parts...)
-	for h, os := range o.Handlers {
-		hs := r.Handlers[h]
-		if hs == nil {
-			hs = &shard.HandlerStats{}
-			r.Handlers[h] = hs
-		}
-		for st, c := range os.Counts {
-			hs.Counts[st] += c
-		}
-		if !os.OldestReady.IsZero() && (hs.OldestReady.IsZero() || os.OldestReady.Before(hs.OldestReady)) {
-			hs.OldestReady = os.OldestReady
-		}
-	}
-}
-
 func (b backend) Stats(ctx context.Context) (api.StatsPage, error) {
 	var members []string
-	var out StatsResult
+	var out node.StatsResult
 	var total int
 	var page api.StatsPage
-	err := b.p.read(ctx, func(n *Node) error {
-		out, members, total, page.Now = n.HandlerStats(), liveOthers(n), n.cfg.Partitions, n.Now()
+	err := b.p.read(ctx, func(n *node.Node) error {
+		out, members, total, page.Now = n.HandlerStats(), liveOthers(n), n.Partitions(), n.Now()
 		return nil
 	})
 	if err != nil {
@@ -207,7 +82,7 @@ func (b backend) Stats(ctx context.Context) (api.StatsPage, error) {
 	}
 	b.p.askAll(ctx, members, rpcRequest{Op: "stats"}, func(resp *rpcResponse) {
 		if resp.Stats != nil {
-			out.merge(resp.Stats)
+			out.Merge(resp.Stats)
 		}
 	})
 	page.Handlers, page.Missing = out.Handlers, missing(total, out.Parts)

@@ -8,6 +8,7 @@ import (
 
 	raftpb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/p2p"
 	"github.com/needle-mesh/needle/shard"
 	"github.com/needle-mesh/needle/wal"
@@ -20,11 +21,11 @@ type command struct {
 	cancelG shard.GroupID
 	cancelT shard.TaskID
 	by      string
-	reply   chan Reply // for submit and cancel
+	reply   chan node.Reply // for submit and cancel
 
-	query func(n *Node) // run on the loop goroutine (reads)
+	query func(n *node.Node) // run on the loop goroutine (reads)
 
-	do func(n *Node, req uint64) // a request answered by a Reply (schedules)
+	do func(n *node.Node, req uint64) // a request answered by a Reply (schedules)
 
 	wait *waiter // register a waiter
 
@@ -167,7 +168,7 @@ func (p *Peer) drainReady() error {
 		}
 		rd.Messages = late
 		p.sendReady(&rd)
-		var ext []Run
+		var ext []node.Run
 		for _, r := range rd.Run {
 			if r.External {
 				ext = append(ext, r)
@@ -196,7 +197,7 @@ func (p *Peer) drainReady() error {
 	return nil
 }
 
-func (p *Peer) persist(rd *Ready) error {
+func (p *Peer) persist(rd *node.Ready) error {
 	b := &rd.Persist
 	if len(b.Updates) == 0 && len(b.OutboxPut) == 0 && len(b.OutboxDel) == 0 && len(b.MetaPut) == 0 {
 		return nil
@@ -255,7 +256,7 @@ func (p *Peer) append(b *wal.Batch) error {
 // stepFrame decodes a message from another peer and steps the node. A
 // malformed or refused message is logged and dropped: the peer stays up.
 func (p *Peer) stepFrame(f p2p.Frame) {
-	m, err := DecodeMessage(f.Data)
+	m, err := node.DecodeMessage(f.Data)
 	if err == nil {
 		err = p.node.Step(f.From, m)
 	}
@@ -277,12 +278,12 @@ func (p *Peer) stepFrame(f p2p.Frame) {
 // sendReady hands a Ready's messages to the transport (after the persist, so
 // nothing promises state that is not durable). A full queue drops the
 // message: Raft retransmits and the outbox re-sends.
-func (p *Peer) sendReady(rd *Ready) {
+func (p *Peer) sendReady(rd *node.Ready) {
 	for i := range rd.Messages {
 		p.sendOne(rd.Messages[i].To, &rd.Messages[i].Msg)
 	}
 	for i := range rd.Gossip {
-		b, err := AppendMessage(nil, &rd.Gossip[i])
+		b, err := node.AppendMessage(nil, &rd.Gossip[i])
 		if err == nil {
 			err = p.host.Publish(b)
 		}
@@ -301,7 +302,7 @@ func (p *Peer) dialMembers(ctx context.Context) {
 		connected[id] = true
 	}
 	for _, m := range p.node.Members() {
-		if m.ID == p.host.ID() || connected[m.ID] || len(m.Addrs) == 0 || m.State == PeerDead {
+		if m.ID == p.host.ID() || connected[m.ID] || len(m.Addrs) == 0 || m.State == node.PeerDead {
 			continue
 		}
 		if _, busy := p.dialing.LoadOrStore(m.ID, true); busy {
@@ -327,14 +328,14 @@ func (p *Peer) dialMembers(ctx context.Context) {
 // are durable, and returns the envelopes still to send after the persist.
 // Those are Raft's responses (append and vote responses: they vouch for
 // local state) and every non-Raft message (outcomes, grants, acks).
-func (p *Peer) sendEarly(rd *Ready) []Envelope {
-	late := make([]Envelope, 0, len(rd.Messages))
+func (p *Peer) sendEarly(rd *node.Ready) []node.Envelope {
+	late := make([]node.Envelope, 0, len(rd.Messages))
 	for _, e := range rd.Messages {
-		if e.Msg.Type != MsgRaft {
+		if e.Msg.Type != node.MsgRaft {
 			late = append(late, e)
 			continue
 		}
-		var early, after []RaftMsg
+		var early, after []node.RaftMsg
 		for _, rm := range e.Msg.Raft {
 			switch rm.Msg.GetType() {
 			case raftpb.MsgAppResp, raftpb.MsgVoteResp, raftpb.MsgPreVoteResp:
@@ -351,14 +352,14 @@ func (p *Peer) sendEarly(rd *Ready) []Envelope {
 		if len(after) > 0 {
 			m := e.Msg
 			m.Raft = after
-			late = append(late, Envelope{To: e.To, Msg: m})
+			late = append(late, node.Envelope{To: e.To, Msg: m})
 		}
 	}
 	return late
 }
 
-func (p *Peer) sendOne(to string, m *Message) {
-	b, err := AppendMessage(nil, m)
+func (p *Peer) sendOne(to string, m *node.Message) {
+	b, err := node.AppendMessage(nil, m)
 	if err != nil {
 		p.log.Error("encode message", keyPeer, to, keyErr, err)
 		return

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/api"
 )
 
@@ -133,8 +134,8 @@ func startMesh3(t *testing.T) []*meshPeer {
 	peers := []*meshPeer{p1, startMeshPeer(t, t.TempDir(), join), startMeshPeer(t, t.TempDir(), join)}
 	waitFor(t, "3 replicas of every partition, leadership on every peer", 30*time.Second, func() bool {
 		for _, mp := range peers {
-			var st Stats
-			_ = mp.p.read(t.Context(), func(n *Node) error { st = n.Stats(); return nil })
+			var st node.Stats
+			_ = mp.p.read(t.Context(), func(n *node.Node) error { st = n.Stats(); return nil })
 			if st.Voter != 32 || st.Leading == 0 {
 				return false
 			}

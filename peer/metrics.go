@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -35,7 +36,7 @@ type metrics struct {
 	queueWait  prometheus.Histogram
 	schedLag   prometheus.Histogram
 	protocol   *prometheus.CounterVec // from NodeStats, by event
-	last       NodeStats              // NodeStats at the last observe, for deltas
+	last       node.NodeStats         // NodeStats at the last observe, for deltas
 	user       *userMetrics
 }
 
@@ -107,7 +108,7 @@ func buildInfo(version, commit string) prometheus.Gauge {
 	return g
 }
 
-func (m *metrics) observe(n *Node) {
+func (m *metrics) observe(n *node.Node) {
 	st := n.Stats()
 	for _, s := range shard.States() {
 		m.tasks.WithLabelValues(s.String()).Set(float64(st.Counts[s]))
@@ -115,17 +116,17 @@ func (m *metrics) observe(n *Node) {
 	m.readyQ.Set(float64(st.Ready))
 	m.running.Set(float64(st.Running))
 	m.partitions.Set(float64(st.Leading))
-	byState := map[PeerState]int{}
+	byState := map[node.PeerState]int{}
 	for _, mb := range n.Members() {
 		byState[mb.State]++
 	}
-	for _, s := range []PeerState{PeerAlive, PeerSuspect, PeerDead} {
+	for _, s := range []node.PeerState{node.PeerAlive, node.PeerSuspect, node.PeerDead} {
 		m.peers.WithLabelValues(s.String()).Set(float64(byState[s]))
 	}
-	m.ringEpoch.Set(float64(n.mesh.epoch))
+	m.ringEpoch.Set(float64(n.Epoch()))
 	m.outbox.Set(float64(n.OutboxLen()))
 	m.replLag.Set(float64(n.ReplicationLag()))
-	cur := n.stats
+	cur := n.Counters()
 	for _, c := range []struct {
 		name     string
 		now, was int
@@ -148,7 +149,7 @@ func (m *metrics) observe(n *Node) {
 	m.user.readyAges(n.OldestReady(), n.Now())
 }
 
-func (m *metrics) ready(rd *Ready) {
+func (m *metrics) ready(rd *node.Ready) {
 	m.applied.Add(float64(rd.Applied))
 	for _, w := range rd.QueueWaits {
 		m.queueWait.Observe(w.Seconds())

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/shard"
 )
@@ -73,7 +74,7 @@ func (c *NotifyConfig) validate() ([]allowPrefix, error) {
 		c.Timeout = 10 * time.Second
 	}
 	if c.Concurrency == 0 {
-		c.Concurrency = defaultNotifyInflight
+		c.Concurrency = node.DefaultNotifyInflight
 	}
 	switch {
 	case c.Timeout < 0:
@@ -136,7 +137,7 @@ func newNotifier(cfg NotifyConfig, allow []allowPrefix, reg *prometheus.Registry
 	nt.latency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "needle_notify_delivery_seconds",
 		Help: "Webhook call latency, to the response or the error.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)})
 	reg.MustRegister(nt.deliveries, nt.latency)
-	for _, r := range []NotifyResult{NotifyDelivered, NotifyFailed, NotifyGaveUp} {
+	for _, r := range []node.NotifyResult{node.NotifyDelivered, node.NotifyFailed, node.NotifyGaveUp} {
 		nt.deliveries.WithLabelValues(r.String())
 	}
 	return nt
@@ -172,7 +173,7 @@ func (nt *notifier) target(raw string) (*url.URL, error) {
 
 // startNotify launches the calls of a Ready. Each goroutine ends with its call
 // (bounded by the client's timeout) or with ctx.
-func (p *Peer) startNotify(jobs []NotifyJob) {
+func (p *Peer) startNotify(jobs []node.NotifyJob) {
 	if p.runCtx.Err() != nil {
 		return // stopping: the next owner (or this peer's next run) delivers them
 	}
@@ -192,7 +193,7 @@ func (p *Peer) startNotify(jobs []NotifyJob) {
 // notifyDone hands a finished call to the Node (on the loop).
 func (p *Peer) notifyDone(o notifyOut) {
 	r := p.node.NotifyDone(o.job, o.err, o.refused || o.gone)
-	if r == NotifyDropped {
+	if r == node.NotifyDropped {
 		p.log.Debug("webhook result dropped: no longer the owner", keyGroup, o.job.Group)
 		return
 	}
@@ -200,13 +201,13 @@ func (p *Peer) notifyDone(o notifyOut) {
 	if !o.refused {
 		p.notifier.latency.Observe(o.took.Seconds())
 	}
-	if r == NotifyGaveUp {
+	if r == node.NotifyGaveUp {
 		p.log.Warn("webhook given up", keyGroup, o.job.Group, "attempts", o.job.Attempt, keyErr, o.err)
 	}
 }
 
 // deliver POSTs the group to its notify URL and says how it went.
-func (nt *notifier) deliver(ctx context.Context, j NotifyJob) notifyOut {
+func (nt *notifier) deliver(ctx context.Context, j node.NotifyJob) notifyOut {
 	o := notifyOut{job: j.NotifyJob}
 	u, err := nt.target(j.URL)
 	if err != nil {

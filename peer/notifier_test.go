@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -85,7 +86,7 @@ func TestNotifierDeliver(t *testing.T) {
 	}))
 	defer srv.Close()
 	nt := newTestNotifier(t, srv.URL+"/hook")
-	job := NotifyJob{NotifyJob: shard.NotifyJob{Group: "g1", URL: srv.URL + "/hook?token=abc", Attempt: 3},
+	job := node.NotifyJob{NotifyJob: shard.NotifyJob{Group: "g1", URL: srv.URL + "/hook?token=abc", Attempt: 3},
 		Group: shard.GroupView{ID: "g1", Mode: shard.ModeSingle, State: shard.GroupSucceeded, FinishedAt: time.Unix(5, 0)}}
 	ctx := context.Background()
 	o := nt.deliver(ctx, job)
@@ -128,7 +129,7 @@ func TestNotifierSendsTheCheckedURL(t *testing.T) {
 	}))
 	defer srv.Close()
 	nt := newTestNotifier(t, srv.URL+"/hooks")
-	job := NotifyJob{NotifyJob: shard.NotifyJob{Group: "g1", URL: srv.URL + "/admin/..%2Fhooks/x", Attempt: 1},
+	job := node.NotifyJob{NotifyJob: shard.NotifyJob{Group: "g1", URL: srv.URL + "/admin/..%2Fhooks/x", Attempt: 1},
 		Group: shard.GroupView{ID: "g1", Mode: shard.ModeSingle, State: shard.GroupSucceeded}}
 	if o := nt.deliver(context.Background(), job); o.err != "" {
 		t.Fatalf("deliver = %+v", o)
@@ -204,9 +205,9 @@ func TestNotifierStandardWebhooks(t *testing.T) {
 			nt := newNotifier(cfg, prefixes, prometheus.NewRegistry())
 			now := time.Unix(1_800_000_000, 0)
 			nt.now = func() time.Time { return now }
-			job := NotifyJob{NotifyJob: shard.NotifyJob{Group: "g1", URL: srv.URL, Attempt: 1},
+			job := node.NotifyJob{NotifyJob: shard.NotifyJob{Group: "g1", URL: srv.URL, Attempt: 1},
 				Group: shard.GroupView{ID: "g1", Mode: shard.ModeSingle, State: shard.GroupSucceeded, FinishedAt: time.Unix(7, 8)}}
-			deliver := func(j NotifyJob) (http.Header, []byte) {
+			deliver := func(j node.NotifyJob) (http.Header, []byte) {
 				t.Helper()
 				if o := nt.deliver(t.Context(), j); o.err != "" {
 					t.Fatalf("deliver = %+v", o)

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/net/netutil"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/peer/p2p"
 	"github.com/needle-mesh/needle/shard"
@@ -219,7 +220,7 @@ type Peer struct {
 	log      *slog.Logger
 	wal      wal.Log
 	host     *p2p.Host
-	node     *Node
+	node     *node.Node
 	handlers *Registry
 	hub      *hub // external workers (workers.go)
 	metrics  *metrics
@@ -241,7 +242,7 @@ type Peer struct {
 	refusals failLog // and those of messages refused
 
 	// Loop-owned state.
-	calls   map[uint64]chan Reply
+	calls   map[uint64]chan node.Reply
 	waiters waiters
 
 	runCtx context.Context // canceled when Run ends: parent of handler contexts
@@ -268,7 +269,7 @@ func New(cfg Config) (*Peer, error) {
 		inbox: make(chan command, 4096), jobs: make(chan job, max(cfg.Slots, 1)*(1+leaseAhead)),
 		results: make(chan shard.Outcome, max(cfg.Slots, 1)*(1+leaseAhead)+16), cancels: make(map[shard.TaskID]context.CancelFunc),
 		outcomes: make(map[runKey]trace.Span), tracer: newTracer(cfg.TracerProvider), tracing: cfg.TracerProvider != nil,
-		calls: make(map[uint64]chan Reply), waiters: newWaiters(),
+		calls: make(map[uint64]chan node.Reply), waiters: newWaiters(),
 		ready: make(chan struct{}), closed: make(chan struct{}),
 		drainAsked: make(chan struct{}), drained: make(chan struct{}),
 	}
@@ -299,9 +300,9 @@ func (p *Peer) open() error {
 	if err != nil {
 		return fmt.Errorf("peer: open wal in %s: %w", p.cfg.DataDir, err)
 	}
-	if max := log.MaxRecord(); max < MaxEntryBytes+64<<10 {
+	if max := log.MaxRecord(); max < node.MaxEntryBytes+64<<10 {
 		log.Close()
-		return fmt.Errorf("peer: the wal writes records of at most %d bytes, under the largest entry (%d)", max, MaxEntryBytes+64<<10)
+		return fmt.Errorf("peer: the wal writes records of at most %d bytes, under the largest entry (%d)", max, node.MaxEntryBytes+64<<10)
 	}
 	p.wal = log
 	// The WAL's first record is written before the identity key is
@@ -324,12 +325,12 @@ func (p *Peer) open() error {
 		log.Close()
 		return err
 	}
-	states, err := loadStates(log)
+	states, err := wal.LoadAll(log)
 	if err != nil {
 		return fail(err)
 	}
 	id := p.host.ID()
-	ncfg := DefaultNodeConfig(id, randomHex(8))
+	ncfg := node.DefaultNodeConfig(id, randomHex(8))
 	ncfg.Founder = len(p.cfg.Join) == 0
 	ncfg.Replicas = p.cfg.Replicas
 	ncfg.ForgetAfter = p.cfg.ForgetAfter
@@ -348,7 +349,7 @@ func (p *Peer) open() error {
 	// A handler this peer has not registered runs in external workers.
 	ncfg.Shard.External = func(h string) bool { return !p.handlers.Has(h) }
 	ncfg.NotifyInflight = p.cfg.Notify.Concurrency
-	p.node, err = NewNode(ncfg, states, time.Now())
+	p.node, err = node.NewNode(ncfg, states, time.Now())
 	if err != nil {
 		return fail(err)
 	}
@@ -439,22 +440,6 @@ func (p *Peer) partitionCount() (int, error) {
 		return 0, fmt.Errorf("peer: write partition count: %w", err)
 	}
 	return parts, p.wal.Sync()
-}
-
-func loadStates(log wal.Log) (map[uint32]wal.PartitionState, error) {
-	parts, err := log.Partitions()
-	if err != nil {
-		return nil, fmt.Errorf("peer: list partitions: %w", err)
-	}
-	states := make(map[uint32]wal.PartitionState, len(parts))
-	for _, pt := range parts {
-		st, err := log.Load(pt)
-		if err != nil {
-			return nil, fmt.Errorf("peer: load partition %d: %w", pt, err)
-		}
-		states[pt] = st
-	}
-	return states, nil
 }
 
 func randomHex(n int) string {
@@ -592,7 +577,7 @@ func (p *Peer) drain(loopErr, srvErr chan error) (error, bool) {
 		p.log.Info("drained", "took", time.Since(start).Round(time.Millisecond))
 	case <-ctx.Done():
 		var what string
-		_ = p.read(context.Background(), func(n *Node) error { _, what = n.Drained(); return nil })
+		_ = p.read(context.Background(), func(n *node.Node) error { _, what = n.Drained(); return nil })
 		p.log.Warn("drain timed out; stopping anyway", "waiting_for", what)
 	case err := <-loopErr:
 		return err, true

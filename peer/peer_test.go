@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/api"
 )
 
@@ -130,7 +131,7 @@ func TestPeerMetrics(t *testing.T) {
 	if _, err := c.GetTask(t.Context(), res.ID, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	_ = p.read(t.Context(), func(n *Node) error { p.metrics.observe(n); return nil })
+	_ = p.read(t.Context(), func(n *node.Node) error { p.metrics.observe(n); return nil })
 	resp, err := http.Get("http://" + p.Addr() + "/metrics")
 	if err != nil {
 		t.Fatal(err)

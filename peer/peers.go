@@ -4,14 +4,16 @@ import (
 	"encoding/json"
 	"net/http"
 	"time"
+
+	"github.com/needle-mesh/needle/node"
 )
 
 // peersJSON is GET /v1/peers (docs/api.md, "The mesh and operations").
 type peersJSON struct {
-	Self  string     `json:"self"`
-	Peers []peerJSON `json:"peers"`
-	Stats NodeStats  `json:"stats"`
-	Node  Stats      `json:"node"`
+	Self  string         `json:"self"`
+	Peers []peerJSON     `json:"peers"`
+	Stats node.NodeStats `json:"stats"`
+	Node  node.Stats     `json:"node"`
 }
 
 type peerJSON struct {
@@ -36,11 +38,11 @@ type loadJSON struct {
 
 func (p *Peer) servePeers(w http.ResponseWriter, r *http.Request) {
 	var out peersJSON
-	err := p.read(r.Context(), func(n *Node) error {
+	err := p.read(r.Context(), func(n *node.Node) error {
 		out.Self = n.ID()
-		out.Stats = n.stats
+		out.Stats = n.Counters()
 		out.Node = n.Stats()
-		self := n.load()
+		self := n.SelfLoad()
 		for _, m := range n.Members() {
 			pj := peerJSON{ID: m.ID, Addrs: m.Addrs, State: m.State.String(), LastSeen: m.LastSeen.UTC(),
 				Load: loadJSON{m.Load.Ready, m.Load.Running, m.Load.Slots, m.Stranded, m.StrandedFor}, Labels: m.Labels}
@@ -50,7 +52,7 @@ func (p *Peer) servePeers(w http.ResponseWriter, r *http.Request) {
 			if m.ID == out.Self {
 				pj.Load = loadJSON{self.Ready, self.Running, self.Slots, out.Node.Stranded, nil}
 				if out.Node.Stranded > 0 {
-					pj.Load.StrandedFor = n.mesh.strandedFor()
+					pj.Load.StrandedFor = n.StrandedFor()
 				}
 				pj.Addrs = p.host.Addrs()
 			}
@@ -74,7 +76,7 @@ func (p *Peer) serveForget(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	known := false
-	err := p.read(r.Context(), func(n *Node) error {
+	err := p.read(r.Context(), func(n *node.Node) error {
 		for _, m := range n.Members() {
 			known = known || m.ID == id
 		}

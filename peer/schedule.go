@@ -2,12 +2,11 @@ package peer
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"slices"
 	"sort"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/shard"
 )
@@ -16,99 +15,16 @@ import (
 // group ("<schedule id>~<unix seconds>") routes with its schedule (see
 // shard.RouteKey), so a firing is one entry of that partition's log.
 
-const reqSchedule requestKind = 100 // a schedule command: replied to once applied
-
-// ScheduleIDFor returns the id of a new schedule: derived from the
-// idempotency key when there is one, random otherwise.
-func ScheduleIDFor(key string) shard.ScheduleID {
-	if key == "" {
-		return shard.ScheduleID("s" + randomHex(12))
-	}
-	sum := sha256.Sum256([]byte("schedule\x00" + key))
-	return shard.ScheduleID("s" + hex.EncodeToString(sum[:12]))
-}
-
-// SetSchedule proposes a new schedule on behalf of request req. The reply
-// comes once it applied (Submit.Group empty), or at once for an invalid
-// spec or a schedule that already exists (Submit.Group set to its id).
-func (n *Node) SetSchedule(req uint64, spec *shard.ScheduleSpec, by string) {
-	p := n.parts[n.PartitionOf(shard.GroupID(spec.ID))]
-	if p == nil || !p.serving {
-		n.reply(Reply{Req: req, Err: ErrUnavailable})
-		return
-	}
-	ev, exists, err := p.shard.SetSchedule(n.now, spec, by)
-	switch {
-	case err != nil:
-		n.reply(Reply{Req: req, Err: err})
-	case exists:
-		n.reply(Reply{Req: req, Submit: SubmitResult{Group: shard.GroupID(spec.ID)}})
-	default:
-		n.proposeRequest(p, req, reqSchedule, []shard.Event{ev})
-	}
-}
-
-// DeleteSchedule proposes the deletion of a schedule.
-func (n *Node) DeleteSchedule(req uint64, id shard.ScheduleID, by string) {
-	p := n.parts[n.PartitionOf(shard.GroupID(id))]
-	if p == nil || !p.serving {
-		n.reply(Reply{Req: req, Err: ErrUnavailable})
-		return
-	}
-	ev, err := p.shard.DeleteSchedule(n.now, id, by)
-	if err != nil {
-		n.reply(Reply{Req: req, Err: err})
-		return
-	}
-	n.proposeRequest(p, req, reqSchedule, []shard.Event{ev})
-}
-
-// PauseSchedule proposes pausing (pause) or resuming a schedule.
-func (n *Node) PauseSchedule(req uint64, id shard.ScheduleID, pause bool, by string) {
-	p := n.parts[n.PartitionOf(shard.GroupID(id))]
-	if p == nil || !p.serving {
-		n.reply(Reply{Req: req, Err: ErrUnavailable})
-		return
-	}
-	evs, err := p.shard.PauseSchedule(n.now, id, pause, by)
-	if err != nil || len(evs) == 0 {
-		n.reply(Reply{Req: req, Err: err})
-		return
-	}
-	n.proposeRequest(p, req, reqSchedule, evs)
-}
-
-// Schedule returns a schedule's view (from its owner's state).
-func (n *Node) Schedule(id shard.ScheduleID) (shard.ScheduleView, error) {
-	p, err := n.readable(shard.GroupID(id))
-	if err != nil {
-		return shard.ScheduleView{}, err
-	}
-	return p.shard.Schedule(id)
-}
-
-// Schedules returns the schedules of the partitions this node serves,
-// sorted by id.
-func (n *Node) Schedules() []shard.ScheduleView {
-	var out []shard.ScheduleView
-	for _, i := range n.held {
-		p := n.parts[i]
-		if p != nil && p.serving {
-			out = append(out, p.shard.Schedules()...)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Spec.ID < out[j].Spec.ID })
-	return out
-}
+// a schedule command: replied to once applied
 
 // call runs a request-style command (reply once applied) in the loop.
-func (p *Peer) callDo(ctx context.Context, f func(n *Node, req uint64)) (Reply, error) {
+func (p *Peer) callDo(ctx context.Context, f func(n *node.Node, req uint64)) (node.Reply, error) {
 	return p.call(ctx, command{do: f})
 }
 
 // CreateSchedule implements api.ScheduleBackend.
 func (b backend) CreateSchedule(ctx context.Context, spec *shard.ScheduleSpec, key, by string) (shard.ScheduleView, bool, error) {
-	spec.ID = ScheduleIDFor(key)
+	spec.ID = scheduleIDFor(key)
 	var v shard.ScheduleView
 	var created bool
 	err := retryUnavailable(ctx, func() error {
@@ -169,7 +85,7 @@ func (b backend) scheduleOp(ctx context.Context, req rpcRequest) (shard.Schedule
 // id. A member that does not answer is left out.
 func (b backend) Schedules(ctx context.Context) ([]shard.ScheduleView, error) {
 	var members []string
-	err := b.p.read(ctx, func(n *Node) error { members = liveOthers(n); return nil })
+	err := b.p.read(ctx, func(n *node.Node) error { members = liveOthers(n); return nil })
 	if err != nil {
 		return nil, err
 	}
@@ -184,13 +100,13 @@ func (b backend) Schedules(ctx context.Context) ([]shard.ScheduleView, error) {
 }
 
 func (b local) createSchedule(ctx context.Context, spec *shard.ScheduleSpec, by string) (shard.ScheduleView, bool, error) {
-	r, err := b.p.callDo(ctx, func(n *Node, req uint64) { n.SetSchedule(req, spec, by) })
+	r, err := b.p.callDo(ctx, func(n *node.Node, req uint64) { n.SetSchedule(req, spec, by) })
 	if err != nil {
 		return shard.ScheduleView{}, false, err
 	}
 	created := r.Submit.Group == ""
 	var v shard.ScheduleView
-	err = b.p.read(ctx, func(n *Node) (err error) { v, err = n.Schedule(spec.ID); return err })
+	err = b.p.read(ctx, func(n *node.Node) (err error) { v, err = n.Schedule(spec.ID); return err })
 	return v, created, err
 }
 
@@ -198,7 +114,7 @@ func (b local) scheduleOp(ctx context.Context, req rpcRequest) (shard.ScheduleVi
 	id := shard.ScheduleID(req.Group)
 	var v shard.ScheduleView
 	get := func() error {
-		return b.p.read(ctx, func(n *Node) (err error) { v, err = n.Schedule(id); return err })
+		return b.p.read(ctx, func(n *node.Node) (err error) { v, err = n.Schedule(id); return err })
 	}
 	switch req.Op {
 	case "schedule":
@@ -207,11 +123,11 @@ func (b local) scheduleOp(ctx context.Context, req rpcRequest) (shard.ScheduleVi
 		if err := get(); err != nil {
 			return v, err
 		}
-		_, err := b.p.callDo(ctx, func(n *Node, r uint64) { n.DeleteSchedule(r, id, req.By) })
+		_, err := b.p.callDo(ctx, func(n *node.Node, r uint64) { n.DeleteSchedule(r, id, req.By) })
 		return v, err
 	case "schedule_pause", "schedule_resume":
 		pause := req.Op == "schedule_pause"
-		if _, err := b.p.callDo(ctx, func(n *Node, r uint64) { n.PauseSchedule(r, id, pause, req.By) }); err != nil {
+		if _, err := b.p.callDo(ctx, func(n *node.Node, r uint64) { n.PauseSchedule(r, id, pause, req.By) }); err != nil {
 			return v, err
 		}
 		return v, get()
@@ -221,7 +137,7 @@ func (b local) scheduleOp(ctx context.Context, req rpcRequest) (shard.ScheduleVi
 
 func (b local) schedules(ctx context.Context) ([]shard.ScheduleView, error) {
 	var out []shard.ScheduleView
-	err := b.p.read(ctx, func(n *Node) error { out = n.Schedules(); return nil })
+	err := b.p.read(ctx, func(n *node.Node) error { out = n.Schedules(); return nil })
 	return out, err
 }
 
@@ -247,3 +163,12 @@ func (p *Peer) serveScheduleCall(ctx context.Context, req rpcRequest, resp *rpcR
 }
 
 var _ api.ScheduleBackend = backend{}
+
+// scheduleIDFor returns the id of a new schedule: derived from the
+// idempotency key when there is one, random otherwise.
+func scheduleIDFor(key string) shard.ScheduleID {
+	if key == "" {
+		return shard.ScheduleID("s" + randomHex(12))
+	}
+	return shard.KeyedScheduleID(key)
+}

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -58,7 +59,7 @@ func newTracer(tp trace.TracerProvider) trace.Tracer {
 var nonRecording = trace.SpanFromContext(context.Background())
 
 // runSpan starts the span name of run r under ctx, when spans are recorded.
-func (p *Peer) runSpan(ctx context.Context, name string, r *Run) (context.Context, trace.Span) {
+func (p *Peer) runSpan(ctx context.Context, name string, r *node.Run) (context.Context, trace.Span) {
 	if !p.tracing {
 		return ctx, nonRecording
 	}
@@ -114,7 +115,7 @@ func traceparent(ctx context.Context) string {
 }
 
 // taskAttrs are the attributes naming a run.
-func taskAttrs(r *Run) trace.SpanStartEventOption {
+func taskAttrs(r *node.Run) trace.SpanStartEventOption {
 	return trace.WithAttributes(
 		attribute.String("needle.task", string(r.Task)),
 		attribute.String("needle.group", string(r.Task.Group())),

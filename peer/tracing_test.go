@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/api"
 )
 
@@ -93,8 +94,8 @@ func TestTracingAcrossPeers(t *testing.T) {
 	peers := []*meshPeer{a, b}
 	waitFor(t, "both peers leading partitions", 30*time.Second, func() bool {
 		for _, mp := range peers {
-			var st Stats
-			_ = mp.p.read(t.Context(), func(n *Node) error { st = n.Stats(); return nil })
+			var st node.Stats
+			_ = mp.p.read(t.Context(), func(n *node.Node) error { st = n.Stats(); return nil })
 			if st.Leading == 0 {
 				return false
 			}
@@ -106,7 +107,7 @@ func TestTracingAcrossPeers(t *testing.T) {
 	for i := 0; key == ""; i++ {
 		k := fmt.Sprintf("traced-%d", i)
 		var owner string
-		_ = a.p.read(t.Context(), func(n *Node) error { owner = n.Owner(GroupIDFor(k)); return nil })
+		_ = a.p.read(t.Context(), func(n *node.Node) error { owner = n.Owner(GroupIDFor(k)); return nil })
 		if owner == b.p.ID() {
 			key = k
 		}
@@ -277,7 +278,7 @@ func TestWorkerTaskCarriesTrace(t *testing.T) {
 // id and for one with a client's traceparent.
 func BenchmarkRunTracingOff(b *testing.B) {
 	p := &Peer{tracer: newTracer(nil)}
-	r := Run{Task: "g1.0", Round: 1, Handler: "echo"}
+	r := node.Run{Task: "g1.0", Round: 1, Handler: "echo"}
 	for _, tr := range []string{"3f2a9c0d5be14e7f", clientParent} {
 		b.Run(map[bool]string{true: "traceparent", false: "id"}[tr == clientParent], func(b *testing.B) {
 			r.Trace = tr

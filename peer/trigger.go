@@ -2,9 +2,8 @@ package peer
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/shard"
 )
@@ -17,66 +16,11 @@ import (
 // again (shard/trigger.go). A client that retries the HTTP request itself
 // should send a key.
 
-const reqTrigger requestKind = 101 // a manual firing: replied to with its group once applied
-
-// TriggerTag returns the tag of a trigger request: derived from the
-// idempotency key when there is one, random otherwise.
-func TriggerTag(key string) string {
-	if key == "" {
-		return "n" + randomHex(8)
-	}
-	sum := sha256.Sum256([]byte("trigger\x00" + key))
-	return "k" + hex.EncodeToString(sum[:8])
-}
-
-// TriggerSchedule proposes a manual firing of schedule id for request req.
-// The reply's Submit.Group is the firing's group; Created is false when a
-// firing with this tag existed already.
-func (n *Node) TriggerSchedule(req uint64, id shard.ScheduleID, tag, by string) {
-	p := n.parts[n.PartitionOf(shard.GroupID(id))]
-	if p == nil || !p.serving {
-		n.reply(Reply{Req: req, Err: ErrUnavailable})
-		return
-	}
-	evs, g, err := p.shard.TriggerSchedule(n.now, id, tag, by)
-	switch {
-	case err != nil:
-		n.reply(Reply{Req: req, Err: err})
-	case len(evs) == 0:
-		ids, _ := p.shard.GroupTasks(g)
-		n.reply(Reply{Req: req, Submit: SubmitResult{Group: g, Tasks: ids}})
-	default:
-		n.proposeRequest(p, req, reqTrigger, evs)
-	}
-}
-
-// replyTriggered answers a trigger once its entry applied: with the group
-// it created, or, when the trigger was fenced at apply, with the firing of
-// the same tag that won, or not found when the schedule is gone.
-func (n *Node) replyTriggered(p *partition, req *request, b *shard.Batch) {
-	r := Reply{Req: req.id}
-	if len(b.Events) == 0 || b.Events[0].Type != shard.EvScheduleTriggered {
-		r.Err = shard.ErrNotFound
-		n.reply(r)
-		return
-	}
-	g := b.Events[0].Group
-	sid, _, tag, _ := shard.ParseTriggeredGroupID(g)
-	if p.shard.HasGroup(g) {
-		r.Submit = SubmitResult{Group: g, Created: true}
-		ids, _ := p.shard.GroupTasks(g)
-		r.Submit.Tasks = ids
-		n.reply(r)
-		return
-	}
-	_, won, err := p.shard.TriggerSchedule(n.now, sid, tag, "")
-	r.Err, r.Submit.Group = err, won
-	n.reply(r)
-}
+// a manual firing: replied to with its group once applied
 
 // TriggerSchedule implements api.TriggerBackend.
 func (b backend) TriggerSchedule(ctx context.Context, id shard.ScheduleID, key, by string) (shard.ScheduleView, api.SubmitResult, error) {
-	req := rpcRequest{Op: "schedule_trigger", Group: shard.GroupID(id), By: by, Tag: TriggerTag(key)}
+	req := rpcRequest{Op: "schedule_trigger", Group: shard.GroupID(id), By: by, Tag: triggerTag(key)}
 	var v shard.ScheduleView
 	var res api.SubmitResult
 	err := retryUnavailable(ctx, func() error {
@@ -99,13 +43,13 @@ func (b backend) TriggerSchedule(ctx context.Context, id shard.ScheduleID, key, 
 
 func (b local) trigger(ctx context.Context, req rpcRequest) (shard.ScheduleView, api.SubmitResult, error) {
 	id := shard.ScheduleID(req.Group)
-	r, err := b.p.callDo(ctx, func(n *Node, rq uint64) { n.TriggerSchedule(rq, id, req.Tag, req.By) })
+	r, err := b.p.callDo(ctx, func(n *node.Node, rq uint64) { n.TriggerSchedule(rq, id, req.Tag, req.By) })
 	if err != nil {
 		return shard.ScheduleView{}, api.SubmitResult{}, err
 	}
 	res := api.SubmitResult{Group: r.Submit.Group, Tasks: r.Submit.Tasks, Created: r.Submit.Created}
 	var v shard.ScheduleView
-	err = b.p.read(ctx, func(n *Node) (err error) { v, err = n.Schedule(id); return err })
+	err = b.p.read(ctx, func(n *node.Node) (err error) { v, err = n.Schedule(id); return err })
 	return v, res, err
 }
 
@@ -117,3 +61,12 @@ func (p *Peer) serveTriggerCall(ctx context.Context, req rpcRequest, resp *rpcRe
 }
 
 var _ api.TriggerBackend = backend{}
+
+// triggerTag returns the tag of a trigger request: derived from the
+// idempotency key when there is one, random otherwise.
+func triggerTag(key string) string {
+	if key == "" {
+		return "n" + randomHex(8)
+	}
+	return shard.KeyedTriggerTag(key)
+}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/shard"
 )
@@ -58,7 +59,7 @@ func TestPeerScheduleTrigger(t *testing.T) {
 		t.Fatal("the trigger resumed the schedule")
 	}
 	var audit []shard.AuditEntry
-	if err := p.read(ctx, func(n *Node) error { audit = n.Audit(); return nil }); err != nil {
+	if err := p.read(ctx, func(n *node.Node) error { audit = n.Audit(); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	triggers := 0

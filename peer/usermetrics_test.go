@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/needle-mesh/needle/node"
+	"github.com/needle-mesh/needle/node/nodetest"
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -65,7 +67,7 @@ func TestUserMetrics(t *testing.T) {
 // registered handler has its series (0) before any task, and a handler's
 // series stays, at 0, once nothing of it waits.
 func TestReadyOldestMetric(t *testing.T) {
-	h := newHarness(t, 4)
+	h := nodetest.NewSingle(t, 4)
 	reg := NewRegistry()
 	if err := reg.Register("echo", func(_ context.Context, c Call) ([]byte, error) { return c.Payload, nil }); err != nil {
 		t.Fatal(err)
@@ -86,23 +88,20 @@ func TestReadyOldestMetric(t *testing.T) {
 		return shard.GroupSpec{ID: id, Mode: shard.ModeParallel,
 			Tasks: []shard.TaskSpec{{Name: "a", Handler: handler, Require: []string{"gpu=true"}}}}
 	}
-	h.submit(gpu("g1", "train"))
-	h.tick(30 * time.Second)
-	h.submit(gpu("g2", "train"))
-	h.submit(gpu("g3", "render"))
-	h.tick(10 * time.Second)
-	m.observe(h.n)
+	h.Submit(gpu("g1", "train"))
+	h.Tick(30 * time.Second)
+	h.Submit(gpu("g2", "train"))
+	h.Submit(gpu("g3", "render"))
+	h.Tick(10 * time.Second)
+	m.observe(h.Node)
 	got := ages()
 	if got["train"] != 40 || got["render"] != 10 || got["echo"] != 0 {
 		t.Fatalf("ages = %v; want train 40 (the older of two), render 10, echo 0", got)
 	}
-	req := h.n.NextRequest()
-	h.n.Cancel(req, "g3", "", "test")
-	h.stabilize()
-	if r := h.replies[req]; r.Err != nil {
+	if r := h.Do(func(n *node.Node, req uint64) { n.Cancel(req, "g3", "", "test") }); r.Err != nil {
 		t.Fatalf("cancel g3: %v", r.Err)
 	}
-	m.observe(h.n)
+	m.observe(h.Node)
 	if got := ages(); got["render"] != 0 || got["train"] != 40 {
 		t.Fatalf("after canceling render's task: %v; want render 0, train 40", got)
 	}

@@ -3,6 +3,7 @@ package peer
 import (
 	"context"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -27,7 +28,7 @@ func newWaiters() waiters {
 
 // add parks w, or releases it at once when its target is already terminal
 // or unknown (the caller then reads the current state).
-func (ws *waiters) add(n *Node, w *waiter) {
+func (ws *waiters) add(n *node.Node, w *waiter) {
 	if w.group != "" {
 		st, err := n.GroupState(w.group)
 		if err != nil || st.Terminal() {
@@ -46,7 +47,7 @@ func (ws *waiters) add(n *Node, w *waiter) {
 }
 
 // wake releases the waiters of tasks and groups that changed.
-func (ws *waiters) wake(_ *Node, changes []shard.Change) {
+func (ws *waiters) wake(_ *node.Node, changes []shard.Change) {
 	for _, c := range changes {
 		if list, ok := ws.tasks[c.Task]; ok {
 			for _, w := range list {

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -19,7 +20,7 @@ import (
 // on abort or when the peer stops; the worker adds the timeout when the
 // handler starts, so time queued behind other leases does not count).
 type job struct {
-	run   Run
+	run   node.Run
 	ctx   context.Context // with the task's trace (withTrace)
 	lease trace.Span      // from the lease to the handler's start
 }
@@ -32,7 +33,7 @@ type runKey struct {
 
 // start queues a committed lease for a worker. The Node bounds the leases
 // it holds by the slots, so the queue (one place per slot) never blocks.
-func (p *Peer) start(r Run) {
+func (p *Peer) start(r node.Run) {
 	ctx, cancel := context.WithCancel(p.runCtx)
 	p.mu.Lock()
 	p.cancels[r.Task] = cancel

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/shard"
 )
@@ -79,7 +80,7 @@ type xpoll struct {
 }
 
 type xrun struct {
-	run Run
+	run node.Run
 	at  time.Time // when it arrived here
 }
 
@@ -93,7 +94,7 @@ const (
 
 type xlease struct {
 	token    string
-	run      Run
+	run      node.Run
 	worker   string
 	deadline time.Time
 	state    leaseState
@@ -118,7 +119,7 @@ func newToken() string {
 
 // serves reports whether a poll takes run r: its handler, and the labels
 // the task requires.
-func (q *xpoll) serves(r *Run) bool {
+func (q *xpoll) serves(r *node.Run) bool {
 	if len(q.got) >= q.max || !slices.Contains(q.handlers, r.Handler) {
 		return false
 	}
@@ -138,7 +139,7 @@ func (h *hub) worker(id string, now time.Time) *xworker {
 }
 
 // lease hands run r to worker w under a new token. h.mu is held.
-func (h *hub) lease(w *xworker, r Run, now time.Time) *xlease {
+func (h *hub) lease(w *xworker, r node.Run, now time.Time) *xlease {
 	if old := h.byTask[r.Task]; old != nil && old.state == leaseHeld {
 		h.lose(old, now) // an older round of the same task: stale
 	}
@@ -172,7 +173,7 @@ func (h *hub) lose(l *xlease, now time.Time) { h.end(l, leaseLost, now) }
 // once, else it waits (its demand goes to the node) until tasks arrive or
 // req.Wait passes.
 func (h *hub) Poll(ctx context.Context, req api.PollRequest) (api.PollResult, error) {
-	labels := ParseLabels(req.Labels)
+	labels := node.ParseLabels(req.Labels)
 	h.mu.Lock()
 	if h.workers[req.Worker] == nil && len(h.workers) >= maxWorkers {
 		h.mu.Unlock()
@@ -291,26 +292,26 @@ func (h *hub) demandChanged(ctx context.Context) {
 	ds := h.demand()
 	ctx, cancel := contextWithTimeout(ctx)
 	defer cancel()
-	_ = h.p.send(ctx, command{query: func(n *Node) { n.SetDemand(ds) }})
+	_ = h.p.send(ctx, command{query: func(n *node.Node) { n.SetDemand(ds) }})
 }
 
 // demand sums the waiting polls' room by handler and labels.
-func (h *hub) demand() []Demand {
+func (h *hub) demand() []node.Demand {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.demandLocked()
 }
 
-func (h *hub) demandLocked() []Demand {
-	by := map[string]*Demand{}
+func (h *hub) demandLocked() []node.Demand {
+	by := map[string]*node.Demand{}
 	now := time.Now()
 	for _, w := range h.workers {
 		if w.polling == 0 && now.Sub(w.seen) >= h.ttl {
 			continue
 		}
 		for _, hd := range w.handlers {
-			d := Demand{Handler: hd, Labels: w.labels}
-			if k := d.key(); by[k] == nil {
+			d := node.Demand{Handler: hd, Labels: w.labels}
+			if k := d.Key(); by[k] == nil {
 				by[k] = &d
 			}
 		}
@@ -321,15 +322,15 @@ func (h *hub) demandLocked() []Demand {
 			continue
 		}
 		for _, hd := range q.handlers {
-			d := Demand{Handler: hd, Labels: q.labels}
-			k := d.key()
+			d := node.Demand{Handler: hd, Labels: q.labels}
+			k := d.Key()
 			if by[k] == nil {
 				by[k] = &d
 			}
 			by[k].Want += room
 		}
 	}
-	out := make([]Demand, 0, len(by))
+	out := make([]node.Demand, 0, len(by))
 	for _, k := range slices.Sorted(maps.Keys(by)) {
 		out = append(out, *by[k])
 	}
@@ -339,7 +340,7 @@ func (h *hub) demandLocked() []Demand {
 // deliver takes the external runs of a Ready (on the loop goroutine):
 // each goes to a waiting poll that takes it, or to the queue. The node's
 // demand is updated at once, before its next Ready.
-func (h *hub) deliver(n *Node, runs []Run) {
+func (h *hub) deliver(n *node.Node, runs []node.Run) {
 	now := time.Now()
 	h.mu.Lock()
 	for _, r := range runs {
@@ -366,7 +367,7 @@ func (h *hub) deliver(n *Node, runs []Run) {
 
 // abort marks the leases of aborted tasks lost (on the loop goroutine): the
 // owner expired or canceled them. Queued runs of them are dropped.
-func (h *hub) abort(n *Node, ids []shard.TaskID) {
+func (h *hub) abort(n *node.Node, ids []shard.TaskID) {
 	now := time.Now()
 	h.mu.Lock()
 	var outs []shard.Outcome
@@ -397,7 +398,7 @@ var errStale = shard.ErrStaleRound
 // verdict: a stale round is ErrLeaseLost.
 func (h *hub) report(ctx context.Context, o shard.Outcome, handler string) error {
 	o.Holder = ""
-	err := h.p.read(ctx, func(n *Node) error {
+	err := h.p.read(ctx, func(n *node.Node) error {
 		err := n.Report(o)
 		h.p.metrics.outcome(o, err)
 		return err
@@ -577,7 +578,7 @@ func (h *hub) expire(ctx context.Context, l *xlease, now time.Time) {
 // serves, and forgets old finished leases.
 func (h *hub) sweep(ctx context.Context, now time.Time) {
 	var lost, timedOut []*xlease
-	var back []Run
+	var back []node.Run
 	died := false
 	h.mu.Lock()
 	for _, id := range slices.Sorted(maps.Keys(h.workers)) {
@@ -667,7 +668,7 @@ func (h *hub) list(now time.Time) []api.WorkerInfo {
 		if w.polling == 0 && now.Sub(w.seen) >= h.ttl {
 			continue
 		}
-		out = append(out, api.WorkerInfo{ID: id, Peer: h.p.ID(), Handlers: w.handlers, Labels: LabelList(w.labels),
+		out = append(out, api.WorkerInfo{ID: id, Peer: h.p.ID(), Handlers: w.handlers, Labels: node.LabelList(w.labels),
 			Running: w.running, Slots: w.slots, LastSeen: w.seen.UTC(), Polling: w.polling > 0})
 	}
 	return out
@@ -715,9 +716,9 @@ func (b backend) Logs(ctx context.Context, lease string, lines []string) error {
 func (b backend) ListWorkers(ctx context.Context) (api.WorkerList, error) {
 	out := api.WorkerList{Workers: b.p.hub.list(time.Now())}
 	var peers []string
-	if err := b.p.read(ctx, func(n *Node) error {
+	if err := b.p.read(ctx, func(n *node.Node) error {
 		for _, m := range n.Members() {
-			if m.ID != n.ID() && m.State != PeerDead {
+			if m.ID != n.ID() && m.State != node.PeerDead {
 				peers = append(peers, m.ID)
 			}
 		}

@@ -37,6 +37,9 @@ func (k ListKey) Less(o ListKey) bool {
 	return k.Task < o.Task
 }
 
+// MaxListLimit bounds Filter.Limit: the most items one list query answers.
+const MaxListLimit = 1000
+
 // Filter selects tasks (or groups) for ListTasks and ListGroups. Zero
 // fields match everything.
 type Filter struct {

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/needle-mesh/needle/peer"
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -87,7 +87,7 @@ type checker struct {
 
 type unseenRun struct {
 	nd *simNode
-	r  peer.Run
+	r  node.Run
 	at time.Duration
 }
 
@@ -247,7 +247,7 @@ func (c *checker) sameResult(nd *simNode, t *taskRec, res []byte, has bool) {
 
 // run checks a handler start: the task is not terminal (2) and every
 // dependency SUCCEEDED (3).
-func (c *checker) run(nd *simNode, r peer.Run) {
+func (c *checker) run(nd *simNode, r node.Run) {
 	t := c.tasks[r.Task]
 	if g, _, ok := r.Task.Split(); t == nil && ok {
 		if c.firingUnseen(nd, g) {

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/needle-mesh/needle/peer"
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -37,8 +37,8 @@ func TestCheckerCreatedReplyArrivingLate(t *testing.T) {
 			for _, a := range tt.arrivals {
 				s.now = a.at
 				o := &op{kind: opSubmit, spec: spec, group: spec.ID, repeat: a.repeat}
-				s.chk.submitted(o, &response{req: &request{op: o, try: 1}, sent: a.sent, reply: peer.Reply{Req: 1,
-					Submit: peer.SubmitResult{Group: "g1", Tasks: []shard.TaskID{shard.TaskIDOf("g1", 0)}, Created: a.created}}})
+				s.chk.submitted(o, &response{req: &request{op: o, try: 1}, sent: a.sent, reply: node.Reply{Req: 1,
+					Submit: node.SubmitResult{Group: "g1", Tasks: []shard.TaskID{shard.TaskIDOf("g1", 0)}, Created: a.created}}})
 			}
 			if got := s.viol == nil; got != tt.ok {
 				t.Fatalf("violation %v; want ok=%v", s.viol, tt.ok)

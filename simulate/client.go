@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/needle-mesh/needle/peer"
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -56,7 +56,7 @@ type response struct {
 	req   *request
 	node  int
 	sent  time.Duration // when the node sent it
-	reply peer.Reply
+	reply node.Reply
 }
 
 // client submits the workload's groups, repeats keyed ones, cancels some,
@@ -143,7 +143,7 @@ func (c *client) receive(_ int, r *response) {
 		return
 	}
 	if err := r.reply.Err; err != nil {
-		if errors.Is(err, peer.ErrUnavailable) || errors.Is(err, peer.ErrStopped) {
+		if errors.Is(err, node.ErrUnavailable) || errors.Is(err, node.ErrStopped) {
 			o.try++ // the pending timeout is stale now
 			c.retries++
 			c.s.after(50*time.Millisecond+time.Duration(c.s.rng.Int64N(int64(100*time.Millisecond))), func() {

@@ -21,7 +21,7 @@ var FaultKinds = []string{"partition", "crash", "drop", "dup", "reorder", "pause
 type Config struct {
 	// Seed seeds the one random source of the run. --seed.
 	Seed uint64
-	// Peers is the number of simulated peers (peer.Node), 1..64. Default 3.
+	// Peers is the number of simulated peers (node.Node), 1..64. Default 3.
 	// --peers.
 	Peers int
 	// Tasks is the number of tasks the workload submits. Default 200 (300

@@ -1,5 +1,5 @@
 // Package simulate is needle's deterministic discrete-event simulator: it
-// runs many peer.Node values (the core needled ships, unchanged) on a
+// runs many node.Node values (the core needled ships, unchanged) on a
 // virtual clock and a simulated network, injects faults, and checks the
 // guarantees of docs/design.md after every step. It never starts a goroutine,
 // reads real time (except to report wall time) or iterates a map into its
@@ -11,7 +11,7 @@
 //     by (virtual time, scheduling sequence) and one math/rand/v2 PCG source
 //     from which everything is drawn (workload, latencies, faults, handler
 //     outcomes, each Node's Rand);
-//   - the nodes (node.go, handler.go): a peer.Node each, with a wal.Memory
+//   - the nodes (node.go, handler.go): a node.Node each, with a wal.Memory
 //     as its disk and its own clock (clock.go: virtual time bent by skew;
 //     the node sees only that). A node ticks every 10 ms of its own clock;
 //   - the network (network.go, mesh.go): per-link latency, FIFO links

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/needle-mesh/needle/peer"
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -13,7 +13,7 @@ import (
 type job struct {
 	nd      *simNode
 	gen     int // the node's incarnation that started it
-	run     peer.Run
+	run     node.Run
 	out     shard.Outcome
 	dur     time.Duration // how long the handler runs once it has a slot
 	started bool          // has a worker slot (false: queued behind others)
@@ -21,7 +21,7 @@ type job struct {
 }
 
 // drain hands the node's Readies to the disk, the network, the handlers,
-// the client and the checker, in the order peer.Ready documents, until the
+// the client and the checker, in the order node.Ready documents, until the
 // node has nothing left to do.
 func (nd *simNode) drain() {
 	for i := 0; nd.n.HasReady(); i++ {
@@ -61,7 +61,7 @@ func (nd *simNode) drain() {
 }
 
 // persist appends the Ready's batch to the disk and syncs it when asked.
-func (nd *simNode) persist(rd *peer.Ready) bool {
+func (nd *simNode) persist(rd *node.Ready) bool {
 	b := &rd.Persist
 	if len(b.Updates)+len(b.OutboxPut)+len(b.OutboxDel)+len(b.MetaPut) > 0 {
 		if err := nd.log.Append(b); err != nil {
@@ -80,7 +80,7 @@ func (nd *simNode) persist(rd *peer.Ready) bool {
 	return true
 }
 
-func (nd *simNode) replyTo(r peer.Reply) {
+func (nd *simNode) replyTo(r node.Reply) {
 	req, ok := nd.reqs[r.Req]
 	if !ok {
 		return
@@ -92,7 +92,7 @@ func (nd *simNode) replyTo(r peer.Reply) {
 // startJob starts a handler for a committed lease. The payload says how
 // long it runs and how likely it fails; an attempt longer than the task's
 // timeout ends as a timed-out failure at the timeout.
-func (nd *simNode) startJob(r peer.Run) {
+func (nd *simNode) startJob(r node.Run) {
 	s := nd.s
 	s.chk.run(nd, r)
 	s.hashRun(nd.idx, r)

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/needle-mesh/needle/peer"
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/ring"
 	"github.com/needle-mesh/needle/shard"
 	"github.com/needle-mesh/needle/wal"
@@ -61,17 +61,17 @@ func (s *sim) peerIndex(id string) int {
 // step hands a message from another node to nd (inside nd.input, so the
 // node has ticked to its own now). A refused message is the sender's
 // problem, as on a real stream; the count shows in the report.
-func (s *sim) step(nd *simNode, from int, m *peer.Message) {
+func (s *sim) step(nd *simNode, from int, m *node.Message) {
 	if err := nd.n.Step(s.nodes[from].id, *m); err != nil {
 		s.st.refusedMsgs++
 	}
 }
 
 // gossip sends a best-effort message to every other node.
-func (s *sim) gossip(from int, m peer.Message) {
+func (s *sim) gossip(from int, m node.Message) {
 	for to := range s.nodes {
 		if to != from {
-			s.net.send(from, to, message{env: &peer.Envelope{To: s.nodes[to].id, Msg: m}})
+			s.net.send(from, to, message{env: &node.Envelope{To: s.nodes[to].id, Msg: m}})
 		}
 	}
 }
@@ -148,7 +148,7 @@ func (s *sim) fullyReplicated() bool {
 		}
 	}
 	for part := range s.cfg.Partitions {
-		var best peer.ReplicaInfo
+		var best node.ReplicaInfo
 		found := false
 		for _, nd := range s.nodes {
 			if !nd.up {

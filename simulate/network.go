@@ -3,12 +3,12 @@ package simulate
 import (
 	"time"
 
-	"github.com/needle-mesh/needle/peer"
+	"github.com/needle-mesh/needle/node"
 )
 
 // message is what the simulated network carries: exactly one field is set.
 type message struct {
-	env   *peer.Envelope // node to node (Raft; later forwarded outcomes, steals)
+	env   *node.Envelope // node to node (Raft; later forwarded outcomes, steals)
 	req   *request       // client to node
 	reply *response      // node to client
 }

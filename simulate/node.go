@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer"
 	"github.com/needle-mesh/needle/shard"
 	"github.com/needle-mesh/needle/wal"
@@ -17,7 +18,7 @@ import (
 // runtime's ticker, peer/loop.go).
 const tickEvery = 10 * time.Millisecond
 
-// simNode is one simulated peer: a peer.Node, its disk (a wal.Memory that
+// simNode is one simulated peer: a node.Node, its disk (a wal.Memory that
 // survives crashes), its clock, and the handlers it runs. It drives the
 // Node exactly like the runtime's loop (peer/loop.go): every input is
 // preceded by Tick(now), and all inputs of one instant are followed by one
@@ -26,7 +27,7 @@ type simNode struct {
 	s   *sim
 	idx int
 	id  string
-	n   *peer.Node  // nil while down
+	n   *node.Node  // nil while down
 	log *wal.Memory // the disk: kept across crashes
 	clk clock
 
@@ -65,7 +66,7 @@ func (nd *simNode) start() error {
 		}
 	}
 	nd.boots++
-	cfg := peer.DefaultNodeConfig(nd.id, fmt.Sprint(nd.boots))
+	cfg := node.DefaultNodeConfig(nd.id, fmt.Sprint(nd.boots))
 	cfg.Partitions, cfg.Slots = nd.s.cfg.Partitions, nd.s.cfg.Slots
 	cfg.Founder = nd.idx == 0
 	cfg.Replicas = nd.s.cfg.Replicas
@@ -80,7 +81,7 @@ func (nd *simNode) start() error {
 	if nd.s.cfg.Log != nil {
 		cfg.Logger = slog.New(vtHandler{nd.s.cfg.Log.Handler(), nd.s})
 	}
-	n, err := peer.NewNode(cfg, states, nd.now())
+	n, err := node.NewNode(cfg, states, nd.now())
 	if err != nil {
 		return fmt.Errorf("simulate: %s: start: %w", nd.id, err)
 	}
@@ -210,7 +211,7 @@ func (nd *simNode) handleRequest(r *request) {
 			nd.expand(o)
 		}
 		if o.expandErr != nil {
-			nd.replyTo(peer.Reply{Req: req, Err: o.expandErr})
+			nd.replyTo(node.Reply{Req: req, Err: o.expandErr})
 			return
 		}
 		nd.n.Submit(req, cloneSpec(o.spec))

@@ -5,7 +5,7 @@ import (
 	"hash/fnv"
 	"time"
 
-	"github.com/needle-mesh/needle/peer"
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -40,7 +40,7 @@ func (s *sim) hookAnswer(j shard.NotifyJob) (time.Duration, bool) {
 // deliver makes a webhook call the Node handed out: the receiver sees it
 // (and counts it when it accepts), and the answer comes back to the node
 // as an input, unless the node crashed or restarted meanwhile.
-func (nd *simNode) deliver(j peer.NotifyJob) {
+func (nd *simNode) deliver(j node.NotifyJob) {
 	s, gen := nd.s, nd.gen
 	if !j.Group.State.Terminal() {
 		s.fail(invOutcome, fmt.Sprintf("%s: webhook of %s handed out while the group is %v", nd.id, j.NotifyJob.Group, j.Group.State))

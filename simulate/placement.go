@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/needle-mesh/needle/peer"
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -101,7 +101,7 @@ func (g *gen) constrain(t *shard.TaskSpec) {
 		t.Pin = fmt.Sprintf("n%d", i)
 	}
 	if k < 7 || k == 9 {
-		labels := peer.LabelList(nodeLabels(g.cfg, i))
+		labels := node.LabelList(nodeLabels(g.cfg, i))
 		t.Require = []string{labels[g.rng.IntN(len(labels))]}
 	}
 }
@@ -173,7 +173,7 @@ func (c *checker) placed(t *taskRec, nd int, what string) {
 	c.constrained++
 	if !ts.Matches(c.s.nodes[nd].id, nodeLabels(c.s.cfg, nd)) {
 		c.s.fail(invPlace, fmt.Sprintf("%s %s on n%d: pinned to %q, requires %v, n%d has %v",
-			what, t.id, nd, ts.Pin, ts.Require, nd, peer.LabelList(nodeLabels(c.s.cfg, nd))))
+			what, t.id, nd, ts.Pin, ts.Require, nd, node.LabelList(nodeLabels(c.s.cfg, nd))))
 	}
 }
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/needle-mesh/needle/peer"
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/wal"
 )
 
@@ -189,7 +189,7 @@ func (s *sim) hashPersist(node int, b *wal.Batch) {
 }
 
 // hashRun feeds one handler start to the event-log hash.
-func (s *sim) hashRun(node int, r peer.Run) {
+func (s *sim) hashRun(node int, r node.Run) {
 	fmt.Fprintf(s.hash, "run %d %s %d %d\n", node, r.Task, r.Round, s.now)
 }
 

@@ -54,7 +54,7 @@ type schedPlan struct {
 // short sleeps (sometimes one longer than the interval, so that overlap
 // skip has something to skip), or a broadcast of one.
 func (g *gen) schedule(i int) *shard.ScheduleSpec {
-	sp := &shard.ScheduleSpec{ID: peer.ScheduleIDFor(fmt.Sprintf("sched-%d-%d", g.cfg.Seed, i)), Name: "s" + strconv.Itoa(i),
+	sp := &shard.ScheduleSpec{ID: shard.KeyedScheduleID(fmt.Sprintf("sched-%d-%d", g.cfg.Seed, i)), Name: "s" + strconv.Itoa(i),
 		Overlap: shard.OverlapSkip, Misfire: shard.MisfireOnce}
 	if g.rng.IntN(5) == 0 {
 		sp.Cron = []string{"*/2 * * * * *", "*/5 * * * * *", "0,7,30,31 * * * * *"}[g.rng.IntN(3)]

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/needle-mesh/needle/peer"
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/ring"
 )
 
@@ -28,7 +28,7 @@ type sim struct {
 	nodes        []*simNode
 	byID         map[string]int
 	owners       []int           // partition -> node index that serves it (see route)
-	rings        *peer.RingCache // ring builds shared by the nodes (pure: no effect on results)
+	rings        *node.RingCache // ring builds shared by the nodes (pure: no effect on results)
 	net          *network
 	cl           *client
 	chk          *checker
@@ -82,7 +82,7 @@ func Run(cfg Config) (Report, error) {
 
 func newSim(cfg Config) (*sim, error) {
 	s := &sim{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e6565646c65)), byID: map[string]int{}, hash: fnv.New64a(),
-		rings: peer.NewRingCache()}
+		rings: node.NewRingCache()}
 	if err := s.placeGroups(); err != nil {
 		return nil, err
 	}

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/needle-mesh/needle/peer"
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -180,12 +179,12 @@ func (g *gen) task(b behaviour, i int) shard.TaskSpec {
 }
 
 // group returns a spec with an id derived from the key when there is one
-// (peer.GroupIDFor, as the edge does), else drawn from the seed.
+// (shard.KeyedGroupID, as the edge does), else drawn from the seed.
 func (g *gen) group(mode shard.Mode, key string, tasks []shard.TaskSpec) *shard.GroupSpec {
 	g.n++
 	id := shard.GroupID(fmt.Sprintf("g%016x", g.rng.Uint64()))
 	if key != "" {
-		id = peer.GroupIDFor(key)
+		id = shard.KeyedGroupID(key)
 	}
 	if mode == shard.ModeSingle {
 		tasks[0].Name = ""

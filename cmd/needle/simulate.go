@@ -19,7 +19,7 @@ import (
 	"github.com/needle-mesh/needle/simulate"
 )
 
-// SimulateCommand runs the deterministic simulator: many peer.Nodes on a
+// SimulateCommand runs the deterministic simulator: many node.Nodes on a
 // virtual clock and network, with faults, checking the guarantees.
 type SimulateCommand struct{}
 
@@ -27,7 +27,7 @@ type SimulateCommand struct{}
 func (SimulateCommand) Usage() string {
 	return `usage: needle simulate [--seed N | --seeds K] [flags]
 
-Runs needle's core (peer.Node, the code needled ships) as a mesh of
+Runs needle's core (node.Node, the code needled ships) as a mesh of
 simulated peers on a virtual clock and network, injects faults, and checks
 the guarantees after every step. Prints the seed and options first, then
 the report. Exits non-zero when an invariant broke, with the command that

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/needle-mesh/needle/peer"
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -14,7 +14,7 @@ import (
 // error naming it.
 type labelFlag map[string]string
 
-func (l labelFlag) String() string { return strings.Join(peer.LabelList(l), ",") }
+func (l labelFlag) String() string { return strings.Join(node.LabelList(l), ",") }
 
 // Set adds one label, or several separated by commas.
 func (l labelFlag) Set(list string) error {

@@ -29,7 +29,7 @@ import (
 // Limits of a list query.
 const (
 	DefaultListLimit = 50
-	MaxListLimit     = 1000
+	MaxListLimit     = shard.MaxListLimit
 )
 
 // ListQuery is a parsed list request.

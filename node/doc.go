@@ -1,0 +1,46 @@
+// Package node is needle's protocol: one peer's Node, composing the
+// partitions' state machines (shard), the ring (ring), work stealing
+// (steal) and the Raft groups (go.etcd.io/raft/v3) of the partitions the
+// peer holds, plus membership and failure detection, replica changes,
+// placement, webhook scheduling and the binary message codec (wire.go).
+//
+// The package is pure: it does no IO, starts no goroutines, reads no clock
+// and draws randomness only from the seeded NodeConfig.Rand. Time is an
+// argument (NewNode, Tick), messages come in through Step and leave in
+// Ready, and so the daemon (peer/) and the simulator (simulate/) run
+// exactly the same code. TestPure (pure_test.go) proves the package links
+// no network, storage, metrics or process library.
+//
+// # Rooms
+//
+//   - node.go, ready.go: the Node, its Config, Ready and Advance.
+//   - step.go, wire.go, raftcheck.go: inbound messages, their codec and the
+//     checks a Raft message passes before Raft steps it.
+//   - mesh.go, partition.go, snapshot.go, lag.go: membership, heartbeats,
+//     the ring, replica sets and changes, one partition's Raft group.
+//   - request.go, schedule.go, trigger.go, retry.go, list.go, audit.go:
+//     requests from the API (submit, cancel, schedules, lists).
+//   - steal.go, pace.go, placement.go, external.go: who runs what: leases
+//     to this peer, to thieves and to external workers.
+//   - notify.go, drain.go, settled.go: webhooks, draining, readiness.
+//
+// # Driving it (the runtime's loop; the simulator's handler)
+//
+//  1. Feed inputs: Step for every message from another peer (decoded with
+//     DecodeMessage, never trusted), Tick with the current time at least
+//     every RaftTick/10, Report for every finished run, and the request
+//     methods (Submit, Cancel, ...) with a request id from NextRequest.
+//  2. While HasReady, take rd := Ready() and, in order:
+//  3. persist rd.Persist (Log.Append, then Log.Sync when rd.MustSync);
+//  4. send rd.Messages and rd.Gossip; no message may leave before step 3,
+//     since grants, acks and Raft responses vouch for durable state;
+//  5. start rd.Run, cancel rd.Abort, make the webhook calls of rd.Notify
+//     and report each with NotifyDone;
+//  6. deliver rd.Replies, use rd.Changes (waiters, metrics);
+//  7. call Advance(rd).
+//
+// A reply or a grant is sent only after the entries it depends on are
+// persisted by this peer and committed by the partition's majority: an
+// acknowledged task is durable on a majority, and exactly one outcome per
+// task is accepted (the round fencing of shard and steal).
+package node

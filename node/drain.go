@@ -1,0 +1,42 @@
+package node
+
+// Drain makes the node hand its work over before the peer stops: it takes no
+// new leases and steals nothing, gossips that it drains so no peer hands it
+// leadership, and transfers the leadership of every partition it leads to
+// another live replica (tickPartition). Running tasks finish and report as
+// usual. Drained tells when it is done.
+func (n *Node) Drain() {
+	if n.draining {
+		return
+	}
+	n.draining = true
+	n.mesh.prefDirty = true
+	n.mesh.lastBeat = n.now.Add(-n.cfg.HeartbeatEvery) // gossip it at the next tick
+	n.log.Info("draining")
+}
+
+// Draining reports whether Drain was called.
+func (n *Node) Draining() bool { return n.draining }
+
+// Drained reports whether a draining node is done: it leads no partition
+// that another live replica could take over, runs no task, and every
+// outcome it reported elsewhere was acknowledged. what says what it still
+// waits for.
+func (n *Node) Drained() (done bool, what string) {
+	if !n.draining {
+		return false, "not draining"
+	}
+	for _, i := range n.held {
+		p := n.parts[i]
+		if p != nil && p.leader && n.mesh.owner(p) != "" {
+			return false, "handing over leadership"
+		}
+	}
+	switch {
+	case n.busy > 0:
+		return false, "running tasks"
+	case len(n.mesh.outbox) > 0:
+		return false, "outcomes not yet acknowledged"
+	}
+	return true, ""
+}

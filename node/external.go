@@ -1,0 +1,325 @@
+package node
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// Demand is what the external workers waiting on this peer (long polls)
+// ask for: up to Want more tasks of Handler, for workers carrying Labels.
+// The runtime computes it from its waiting polls minus the tasks it holds
+// for them already, and hands it to the node with SetDemand.
+type Demand struct {
+	Handler string
+	Labels  map[string]string
+	Want    int
+}
+
+// key names the demand's (handler, labels) pair: the node counts its lease
+// proposals per key, so that it does not lease twice for the same wait.
+func (d *Demand) Key() string {
+	return d.Handler + "\x00" + strings.Join(LabelList(d.Labels), ",")
+}
+
+// external is the node's side of external workers: what this peer's
+// workers serve and wait for, and the leases it proposed or holds for
+// them. Leases for external handlers do not take this peer's slots (busy):
+// the workers bring their own capacity, which Demand states.
+type external struct {
+	demand []Demand // sorted by key; Want 0: served, no poll waiting
+	// own holds this node's lease proposals for its workers that have not
+	// applied, by task: the demand key they were proposed for.
+	own map[shard.TaskID]string
+	// run holds the external tasks this peer runs (also in Node.running).
+	run map[shard.TaskID]bool
+	// beatSoon asks for a heartbeat before the next interval: what the
+	// workers wait for changed (see mesh.tick).
+	beatSoon bool
+}
+
+// workerBeatEvery bounds the heartbeats sent early because this peer's
+// workers began to wait: an owner learns of them within about this long,
+// not a heartbeat interval later.
+const workerBeatEvery = 5 * time.Millisecond
+
+// External reports whether handler runs in external workers on this node
+// (NodeConfig.Shard.External).
+func (n *Node) External(handler string) bool {
+	return n.cfg.Shard.External != nil && n.cfg.Shard.External(handler)
+}
+
+// SetDemand replaces what this peer's live workers serve and what their
+// waiting polls ask for (entries with Want 0: served, nothing asked). The
+// node leases READY tasks for it at once from the partitions it serves,
+// and heartbeats early when workers began to wait, so that owners
+// elsewhere offer theirs without waiting for a gossip round.
+func (n *Node) SetDemand(ds []Demand) {
+	ds = slices.DeleteFunc(slices.Clone(ds), func(d Demand) bool { return d.Handler == "" })
+	slices.SortFunc(ds, func(a, b Demand) int { return strings.Compare(a.Key(), b.Key()) })
+	old := map[string]int{}
+	for _, d := range n.ext.demand {
+		old[d.Key()] = d.Want
+	}
+	for _, d := range ds {
+		if w, ok := old[d.Key()]; !ok || (w <= 0) != (d.Want <= 0) {
+			n.ext.beatSoon = true
+		}
+		delete(old, d.Key())
+	}
+	if len(old) > 0 {
+		n.ext.beatSoon = true
+	}
+	n.ext.demand = ds
+	n.scheduleExternal()
+}
+
+// workerAds returns what this peer's workers serve and want, for its
+// heartbeat.
+func (n *Node) workerAds() []WorkerAd {
+	if len(n.ext.demand) == 0 {
+		return nil
+	}
+	out := make([]WorkerAd, 0, len(n.ext.demand))
+	for _, d := range n.ext.demand {
+		out = append(out, WorkerAd{Handler: d.Handler, Labels: LabelList(d.Labels), Want: max(d.Want, 0)})
+	}
+	return out
+}
+
+// adKey names a WorkerAd as Demand.key names a demand.
+func adKey(w *WorkerAd) string { return w.Handler + "\x00" + strings.Join(w.Labels, ",") }
+
+// scheduleExternal leases READY tasks of external handlers, in the
+// partitions this node serves, to the peers whose workers wait for them:
+// this peer first (its demand less the leases already proposed for it),
+// then every live member that advertised waiting workers (what it asked
+// for less what this node leased to it since its heartbeat). A lease for
+// another peer commits like a thief's and goes out as a grant; the same
+// rounds, fencing and outbox apply. Highest priority first across
+// partitions, for each (handler, labels) in turn.
+func (n *Node) scheduleExternal() {
+	if n.draining || !n.anyExternalReady() {
+		return
+	}
+	proposed := map[string]int{}
+	for _, k := range n.ext.own {
+		proposed[k]++
+	}
+	for _, d := range n.ext.demand {
+		key := d.Key()
+		at := shard.Placement{Peer: n.cfg.ID, Labels: d.Labels, Handlers: []string{d.Handler}}
+		if got := n.leaseExternal(at, d.Want-proposed[key], n.holder, ""); len(got) > 0 {
+			if n.ext.own == nil {
+				n.ext.own = map[shard.TaskID]string{}
+			}
+			for _, t := range got {
+				n.ext.own[t] = key
+			}
+		}
+	}
+	for _, id := range n.mesh.memberIDs() {
+		mb := n.mesh.members[id]
+		if id == n.cfg.ID || len(mb.workers) == 0 || !n.mesh.placeable(id) || mb.boot == "" {
+			continue
+		}
+		for i := range mb.workers {
+			w := &mb.workers[i]
+			key := adKey(w)
+			want := w.Want - mb.offered[key]
+			if want <= 0 {
+				continue
+			}
+			at := shard.Placement{Peer: id, Labels: ParseLabels(w.Labels), Handlers: []string{w.Handler}}
+			if got := n.leaseExternal(at, want, id+"#"+mb.boot, id); len(got) > 0 {
+				if mb.offered == nil {
+					mb.offered = map[string]int{}
+				}
+				mb.offered[key] += len(got)
+			}
+		}
+	}
+}
+
+// anyExternalReady reports whether a partition this node serves holds a
+// READY task of an external handler.
+func (n *Node) anyExternalReady() bool {
+	for _, i := range n.held {
+		if p := n.parts[i]; p != nil && p.serving && p.shard.ExternalReady() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// leaseExternal proposes up to want leases for holder at placement at,
+// highest priority first across the partitions this node serves, and
+// returns their tasks. thief, when set, is the peer the leases go to as
+// grants once committed.
+func (n *Node) leaseExternal(at shard.Placement, want int, holder, thief string) []shard.TaskID {
+	var out []shard.TaskID
+	for want > 0 {
+		best := -1
+		var bestPrio int32
+		var bestSeq uint64
+		for _, i := range n.held {
+			p := n.parts[i]
+			if p == nil || !p.serving || p.shard.ExternalReady() == 0 {
+				continue
+			}
+			prio, seq, ok := p.shard.HeadFor(at)
+			if ok && (best < 0 || prio > bestPrio || (prio == bestPrio && seq < bestSeq)) {
+				best, bestPrio, bestSeq = i, prio, seq
+			}
+		}
+		if best < 0 {
+			break
+		}
+		p := n.parts[best]
+		evs := p.shard.LeaseFor(n.now, want, holder, at, nil)
+		if len(evs) == 0 {
+			break
+		}
+		for i := range evs {
+			out = append(out, evs[i].Task)
+			if thief != "" {
+				n.steal.owed[evs[i].Task] = thief
+			}
+		}
+		want -= len(evs)
+		p.propose(evs)
+		n.markDirty(best)
+	}
+	return out
+}
+
+// servesExternal says whether a live worker in the mesh (this node's view)
+// serves handler, and whether one of those carries the labels require asks.
+func (n *Node) servesExternal(handler string, require []string) (served, matched bool) {
+	ts := shard.TaskSpec{Require: require}
+	for _, d := range n.ext.demand {
+		if d.Handler == handler {
+			served = true
+			matched = matched || ts.Matches("", d.Labels)
+		}
+	}
+	for _, id := range n.mesh.memberIDs() {
+		mb := n.mesh.members[id]
+		if id == n.cfg.ID || !n.mesh.placeable(id) {
+			continue
+		}
+		for _, w := range mb.workers {
+			if w.Handler == handler {
+				served = true
+				matched = matched || ts.Matches("", ParseLabels(w.Labels))
+			}
+		}
+	}
+	return served, matched
+}
+
+// dropExternal forgets an own lease proposal for a worker (it applied, or
+// will not) and reports whether there was one.
+func (n *Node) dropExternal(t shard.TaskID) bool {
+	if _, ok := n.ext.own[t]; !ok {
+		return false
+	}
+	delete(n.ext.own, t)
+	return true
+}
+
+// releaseLostExternal forgets the own lease proposals for workers in
+// partition part, which this node no longer leads.
+func (n *Node) releaseLostExternal(part int) {
+	for t := range n.ext.own {
+		if n.PartitionOf(t.Group()) == part {
+			delete(n.ext.own, t)
+		}
+	}
+}
+
+// startExternal records that this peer's workers run task t in round r.
+// An older round of t held here is simply replaced: its worker's lease is
+// stale, and its outcome is refused (no slot to free).
+func (n *Node) startExternal(t shard.TaskID, r shard.Round) {
+	if n.ext.run == nil {
+		n.ext.run = map[shard.TaskID]bool{}
+	}
+	n.ext.run[t] = true
+	n.running[t] = r
+}
+
+// endRun forgets the run of t that ends (reported, or aborted before it
+// started) and frees its slot, unless it was an external worker's.
+func (n *Node) endRun(t shard.TaskID) {
+	delete(n.running, t)
+	if n.ext.run[t] {
+		delete(n.ext.run, t)
+		return
+	}
+	n.busy--
+}
+
+// ExternalRunning returns the number of tasks this peer's external workers
+// hold (or it holds for them).
+func (n *Node) ExternalRunning() int { return len(n.ext.run) }
+
+// externalReady returns the READY tasks of external handlers in the
+// partitions this node serves, by handler (nil when none).
+func (n *Node) externalReady() map[string]int {
+	var by map[string]int
+	for _, i := range n.held {
+		if p := n.parts[i]; p != nil && p.serving && p.shard.ExternalReady() > 0 {
+			by = p.shard.ExternalHandlers(by)
+		}
+	}
+	return by
+}
+
+// ExternalReady returns the handlers with READY tasks waiting for an
+// external worker in the partitions this node serves, sorted.
+func (n *Node) ExternalReady() []string {
+	return slices.Sorted(maps.Keys(n.externalReady()))
+}
+
+// readyExternal counts the READY tasks of external handlers in the
+// partitions this node serves: work for workers, not for thieves.
+func (n *Node) readyExternal() int {
+	total := 0
+	for _, i := range n.held {
+		if p := n.parts[i]; p != nil && p.serving {
+			total += p.shard.ExternalReady()
+		}
+	}
+	return total
+}
+
+// stepOffer starts the leases an owner granted this peer's workers
+// (scheduleExternal on the owner): they were not asked for by a steal
+// request, so the thief's policy and pacing do not see them.
+func (n *Node) stepOffer(from string, m Message) {
+	if m.Holder != "" && m.Holder != n.holder {
+		n.stats.StaleGrants += len(m.Grants)
+		return // for this peer's former run: they expire at the owner
+	}
+	for _, g := range m.Grants {
+		n.mesh.granter[n.PartitionOf(g.Task.Group())] = from
+		n.startOffered(g)
+	}
+}
+
+// startOffered hands one granted lease of an external handler to this
+// peer's workers, once (a replica may have started it from the committed
+// entry already).
+func (n *Node) startOffered(g Grant) {
+	if g.Timeout <= 0 || !n.claim(g.Task, g.Round) {
+		return
+	}
+	n.startExternal(g.Task, g.Round)
+	n.rd.Run = append(n.rd.Run, Run{Task: g.Task, Round: g.Round, Handler: g.Handler, Payload: g.Payload, Timeout: g.Timeout,
+		Inputs: g.Inputs, Attempt: g.Attempt, External: true, Expiry: g.Expiry, Trace: g.Trace,
+		Shard: g.Shard, Shards: g.Shards, Require: g.Require})
+}

@@ -1,0 +1,508 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"go.etcd.io/raft/v3"
+
+	"github.com/needle-mesh/needle/ring"
+	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/wal"
+)
+
+// ErrUnavailable is returned for a request this peer cannot serve now: it
+// does not lead the partition and cannot reach whoever does.
+var ErrUnavailable = errors.New("peer: unavailable")
+
+// ErrStopped is returned for requests pending when the node stops leading a
+// partition; the request may or may not have taken effect.
+var ErrStopped = errors.New("peer: leadership lost before the request committed")
+
+// NodeConfig configures a Node. Every field is an input: the Node reads no
+// clock and draws no randomness of its own.
+type NodeConfig struct {
+	// ID is this peer's id (libp2p peer id, or a name in the simulator).
+	ID string
+	// Boot is a nonce unique to this run of the peer: lease holders are
+	// "<ID>#<Boot>", so a restarted peer knows which leases it can no longer
+	// confirm.
+	Boot string
+	// Partitions is the fixed number of ring partitions. Default 256.
+	Partitions int
+	// Founder bootstraps every partition with this peer as its only voter
+	// when there is no stored state: the first peer of a mesh. A peer that
+	// joins a mesh is not a founder: it gets its partitions from their
+	// leaders.
+	Founder bool
+	// Replicas is R, the size of each partition's replica set (fewer while
+	// the mesh is smaller). Default 3.
+	Replicas int
+	// HeartbeatEvery is the gossip interval; a peer unheard for DeadAfter
+	// is dead (suspect after half of it). ForgetAfter removes a dead peer
+	// from the membership. Defaults 1 s, 3 s, 10 min.
+	HeartbeatEvery, DeadAfter, ForgetAfter time.Duration
+	// Debounce is how long the membership must be stable before the ring
+	// (and so the replica sets) changes. Default 1 s.
+	Debounce time.Duration
+	// Steal makes this peer take part in work stealing (as thief and as
+	// victim). Default true.
+	Steal bool
+	// Addrs are this peer's transport addresses, gossiped to others.
+	Addrs []string
+	// Labels are this peer's placement labels ("zone" -> "a"), gossiped to
+	// the others: a task that requires "zone=a" runs only on peers
+	// carrying it. Default none.
+	Labels map[string]string
+	// Slots is the number of tasks this peer runs at once. Default 4.
+	Slots int
+	// LeaseAhead caps the leases held beyond the slots, as a multiple of
+	// Slots, when tasks are short next to the commit latency (see pacer).
+	// 0 disables leasing ahead. Default 32.
+	LeaseAhead int
+	// RaftTick is the time per Raft tick; heartbeats go every
+	// HeartbeatTicks ticks. Defaults 100 ms and 10.
+	RaftTick       time.Duration
+	HeartbeatTicks int
+	// SnapshotEvery is the number of applied entries of a partition after
+	// which its state is snapshotted and its log compacted, once those
+	// entries also hold half as many bytes as the last snapshot (so a big
+	// partition is not re-encoded every few small entries; see
+	// maybeSnapshot). Default 10,000.
+	SnapshotEvery uint64
+	// Shard configures each partition's state machine. Shard.Rand is
+	// replaced by one derived from Rand.
+	Shard shard.Config
+	// Rand is the node's seeded source of randomness. Required.
+	Rand *rand.Rand
+	// NotifyInflight bounds the webhook deliveries handed out in
+	// Ready.Notify and not yet reported with NotifyDone. 0 = 16.
+	NotifyInflight int
+	// Logger receives the node's logs. Default: discard.
+	Logger *slog.Logger
+	// Rings, when set, shares ring builds and preferred-owner passes
+	// between the nodes of one process that see the same membership (the
+	// simulator: a 1,000-member ring takes about a second to build). Both
+	// are pure functions of their inputs, so sharing changes no result.
+	// Default nil: each node computes its own.
+	Rings *RingCache
+	// ValidID reports whether id can name a peer (the daemon: a libp2p
+	// peer id). A member learned second-hand from a heartbeat's list must
+	// pass it, so a keyed host cannot fill the membership with junk
+	// names. Default nil: any non-empty id.
+	ValidID func(id string) bool
+}
+
+// DefaultNodeConfig returns the defaults for a peer id and boot nonce.
+func DefaultNodeConfig(id, boot string) NodeConfig {
+	return NodeConfig{
+		ID: id, Boot: boot, Partitions: 256, Slots: 4, LeaseAhead: 32, Founder: true, Replicas: 3,
+		HeartbeatEvery: time.Second, DeadAfter: 3 * time.Second, ForgetAfter: 10 * time.Minute,
+		Debounce: time.Second, Steal: true,
+		RaftTick: 100 * time.Millisecond, HeartbeatTicks: 10, SnapshotEvery: 10_000,
+		Shard: shard.DefaultConfig(), Rand: rand.New(rand.NewPCG(1, 1)),
+	}
+}
+
+// Validate reports the first invalid field.
+func (c *NodeConfig) Validate() error {
+	switch {
+	case c.ID == "":
+		return errors.New("peer: config ID is required")
+	case c.Partitions < 1 || c.Partitions > 1<<16:
+		return fmt.Errorf("peer: config Partitions %d out of range 1..65536", c.Partitions)
+	case c.Slots < 0:
+		return errors.New("peer: config Slots must be >= 0")
+	case c.RaftTick <= 0 || c.HeartbeatTicks <= 0:
+		return errors.New("peer: config RaftTick and HeartbeatTicks must be > 0")
+	case c.Replicas < 1 || c.Replicas > 15:
+		return fmt.Errorf("peer: config Replicas %d out of range 1..15", c.Replicas)
+	case c.HeartbeatEvery <= 0 || c.DeadAfter <= c.HeartbeatEvery || c.ForgetAfter < c.DeadAfter:
+		return errors.New("peer: config wants 0 < HeartbeatEvery < DeadAfter <= ForgetAfter")
+	case c.RaftTick*time.Duration(c.HeartbeatTicks) > c.DeadAfter/2:
+		// A replica that hears nothing from its leader for DeadAfter
+		// campaigns (an abdicated leader falls silent so): the leader's
+		// Raft heartbeats must come at least twice per DeadAfter.
+		return fmt.Errorf("peer: config RaftTick x HeartbeatTicks = %v; want at most DeadAfter/2 = %v",
+			c.RaftTick*time.Duration(c.HeartbeatTicks), c.DeadAfter/2)
+	case c.Debounce < 0:
+		return errors.New("peer: config Debounce must be >= 0")
+	case c.SnapshotEvery == 0:
+		return errors.New("peer: config SnapshotEvery must be > 0")
+	case c.Rand == nil:
+		return errors.New("peer: config Rand is required")
+	case c.NotifyInflight < 0:
+		return errors.New("peer: config NotifyInflight must be >= 0")
+	}
+	for _, kv := range LabelList(c.Labels) {
+		if err := shard.ValidateLabel(kv); err != nil {
+			return fmt.Errorf("peer: config Labels: %w", err)
+		}
+	}
+	return nil
+}
+
+// Node is one peer's pure core: the Raft groups of the partitions it holds,
+// each with its shard state machine, plus the peer's leases and requests. It
+// does no IO, starts no goroutines and reads no clock: the runtime and the
+// simulator drive it with the same verbs (see doc.go).
+type Node struct {
+	cfg    NodeConfig
+	log    *slog.Logger
+	fatal  error  // see Fatal
+	holder string // ID#Boot: the lease holder name of this run
+	raftID uint64
+
+	parts []*partition // indexed by partition number; nil when not held
+	// held lists the partitions this node holds (parts[i] != nil), in
+	// increasing order: the per-tick loops walk it instead of every slot of
+	// parts (partitions are opened by NewNode and stepRaft, never closed).
+	held  []int
+	dirty []int // partitions that may have a Raft Ready
+	isDir []bool
+
+	now       time.Time
+	lastTick  time.Time
+	timerSlot int64     // now / timerResolution at the last timer pass (Tick)
+	bootAt    time.Time // when this run started (NewNode), on the node's clock
+	busy      int       // leases proposed for or held by this peer, at most limit()
+	pace      pacer
+	reqSeq    uint64
+	reqs      map[uint64]*request
+	running   map[shard.TaskID]shard.Round // leases held by this peer, by task
+	// superseded holds the rounds of local runs replaced in running by a
+	// newer round of the same task (a pinned task re-leased to this peer
+	// after its lease expired, as while it was paused): their handlers
+	// still hold slots, freed when they report (see startRun, Report).
+	superseded map[shard.TaskID][]shard.Round
+	// ownLeases counts the leases this node proposed for itself that have
+	// not applied, by task: each holds a slot in busy until it applies, is
+	// dropped, or is lost with the leadership. A task may have two (a
+	// repeated submission proposes its initial leases again).
+	ownLeases map[shard.TaskID]ownLease
+	// leaseAt is when each lease this node proposed for itself was
+	// proposed, to time its commit (the pacer's latency).
+	leaseAt map[shard.TaskID]time.Time
+
+	rd     Ready     // being assembled
+	advRds []pending // partitions' Readies handed out, to Advance
+
+	mesh     mesh // membership, liveness, ring, outbox
+	raftOut  map[string][]RaftMsg
+	snapSent []snapReport
+	steal    stealer
+	stats    NodeStats
+	draining bool                           // Drain was called: no new leases, leadership handed over
+	localOut map[shard.TaskID]shard.Outcome // outcomes proposed as owner, not yet applied (handOver)
+	started  map[shard.TaskID]shard.Round   // last round started here, per task (claim)
+	startedQ []shard.TaskID                 // insertion order of started, to bound it
+
+	notifying  int // webhook deliveries handed out (Ready.Notify), not yet reported (NotifyDone)
+	notifyNext int // the partition notifyDue looks at first
+	// placement is this peer's id and labels, as leases match them.
+	placement shard.Placement
+	ext       external // external workers (external.go)
+}
+
+// request is a client request waiting for its entry to apply.
+type request struct {
+	id   uint64
+	part int
+	kind requestKind
+}
+
+type requestKind uint8
+
+const (
+	reqSubmit requestKind = iota + 1
+	reqCancel
+)
+
+type pending struct {
+	p  *partition
+	rd raft.Ready
+}
+
+// NewNode builds a node from the partitions' stored states (empty for a new
+// peer). It holds every partition as a single voter: a mesh adds voters by
+// configuration changes.
+func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	n := &Node{
+		cfg: cfg, log: cfg.Logger.With(keyNode, cfg.ID), holder: cfg.ID + "#" + cfg.Boot,
+		raftID: RaftID(cfg.ID), parts: make([]*partition, cfg.Partitions),
+		isDir: make([]bool, cfg.Partitions), now: now, lastTick: now, bootAt: now,
+		reqs: make(map[uint64]*request), running: make(map[shard.TaskID]shard.Round),
+		leaseAt: make(map[shard.TaskID]time.Time), ownLeases: make(map[shard.TaskID]ownLease),
+		raftOut: make(map[string][]RaftMsg), started: make(map[shard.TaskID]shard.Round),
+		localOut: make(map[shard.TaskID]shard.Outcome),
+	}
+	n.placement = shard.Placement{Peer: cfg.ID, Labels: maps.Clone(cfg.Labels)}
+	n.mesh = newMesh(n, now)
+	var err error
+	if n.steal, err = newStealer(cfg); err != nil {
+		return nil, err
+	}
+	founder := cfg.Founder && len(states) == 0
+	for p := range cfg.Partitions {
+		st, stored := states[uint32(p)]
+		if !stored && !founder {
+			continue // a joiner's partitions arrive from their leaders
+		}
+		part, err := n.openPartition(p, st, founder)
+		if err != nil {
+			return nil, err
+		}
+		n.hold(part)
+		n.markDirty(p)
+	}
+	return n, nil
+}
+
+// hold records a partition this node now holds, in parts and in held.
+func (n *Node) hold(p *partition) {
+	n.parts[p.id] = p
+	i, found := slices.BinarySearch(n.held, p.id)
+	if !found {
+		n.held = slices.Insert(n.held, i, p.id)
+	}
+}
+
+// RaftID maps a peer id to its Raft node id (never 0).
+func RaftID(peer string) uint64 {
+	id := xxhash.Sum64String(peer)
+	if id == 0 {
+		id = 1
+	}
+	return id
+}
+
+// Holder returns the lease holder name of this run of the peer.
+func (n *Node) Holder() string { return n.holder }
+
+// ID returns the peer id.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// PartitionOf returns the partition of a group (or of a schedule: a
+// schedule's firing groups route with it, see shard.RouteKey).
+func (n *Node) PartitionOf(g shard.GroupID) int {
+	return ring.PartitionOf(shard.RouteKey(string(g)), n.cfg.Partitions)
+}
+
+func (n *Node) markDirty(p int) {
+	if !n.isDir[p] {
+		n.isDir[p] = true
+		n.dirty = append(n.dirty, p)
+	}
+}
+
+// timerResolution is the slot of shard's timing wheel: Tick runs the
+// shard timers (Due) and the steal backoff once per slot.
+const timerResolution = 10 * time.Millisecond
+
+// Tick advances the node's time: shard timers fire (delays, backoffs, lease
+// expiries, retention), and Raft ticks once per RaftTick.
+func (n *Node) Tick(now time.Time) {
+	n.now = now
+	raftTick := now.Sub(n.lastTick) >= n.cfg.RaftTick
+	if raftTick {
+		n.lastTick = now
+	}
+	n.mesh.tick(now)
+	// Timers have the resolution of shard's timing wheel: within one slot
+	// no timer can fire, so the drivers' tick before every input skips
+	// the walk over the partitions it leads (retention removals, the one
+	// thing Due does between slots, may wait a slot).
+	slot := now.UnixNano() / int64(timerResolution)
+	timers := slot != n.timerSlot
+	if timers {
+		n.timerSlot = slot
+		n.maybeSteal() // a backoff may have ended
+	}
+	if !raftTick && !timers {
+		return
+	}
+	for _, i := range n.held {
+		p := n.parts[i]
+		if raftTick {
+			p.rn.Tick()
+			n.markDirty(i)
+			n.mesh.tickPartition(p)
+		}
+		if timers && p.serving {
+			if evs := p.shard.Due(now); len(evs) > 0 {
+				p.propose(evs)
+				n.markDirty(i)
+			}
+			if len(n.mesh.forgotten) > 0 {
+				if evs := p.shard.FailPinnedTo(now, n.mesh.isForgotten); len(evs) > 0 {
+					p.propose(evs)
+					n.markDirty(i)
+				}
+			}
+		}
+	}
+	if raftTick {
+		n.notifyDue()
+	}
+}
+
+// Digest returns the index partition part has applied and a hash of its
+// replicated state (the shard's snapshot, which leaves out the owner's
+// leader-local state): two replicas that applied the same index must give
+// the same sum. ok is false when this node holds no replica of part. It
+// encodes the whole partition: for checks (the simulator's invariant 5),
+// not for a hot path.
+func (n *Node) Digest(part int) (applied, sum uint64, ok bool) {
+	applied, ok = n.Applied(part)
+	if !ok {
+		return 0, 0, false
+	}
+	return applied, xxhash.Sum64(n.parts[part].shard.Snapshot()), true
+}
+
+// Applied returns the index partition part has applied; ok is false when
+// this node holds no replica of part. It is cheap, so a check can find the
+// replicas at the same index before it asks for their Digests.
+func (n *Node) Applied(part int) (applied uint64, ok bool) {
+	if part < 0 || part >= len(n.parts) || n.parts[part] == nil {
+		return 0, false
+	}
+	return n.parts[part].applied, true
+}
+
+// Replica describes this node's replica of partition part, for
+// diagnostics (the simulator's report of a stuck partition): the Raft
+// state and term, the leader it knows, the voters, learners and (in a
+// joint configuration) outgoing voters of its configuration (peer ids;
+// "?" for one it cannot name) and the index it applied. ok is false when
+// it holds no replica.
+func (n *Node) Replica(part int) (r ReplicaInfo, ok bool) {
+	if part < 0 || part >= len(n.parts) || n.parts[part] == nil {
+		return ReplicaInfo{}, false
+	}
+	p := n.parts[part]
+	st := p.rn.BasicStatus()
+	name := func(ids []uint64) []string {
+		out := make([]string, len(ids))
+		for i, id := range ids {
+			out[i] = "?"
+			if pid, ok := n.mesh.peerOf(id); ok {
+				out[i] = pid
+			}
+		}
+		return out
+	}
+	r = ReplicaInfo{Raft: st.RaftState.String(), Term: st.HardState.GetTerm(), Applied: p.applied, Serving: p.serving, Abdicated: p.abdicated,
+		Voters: name(p.conf.GetVoters()), Learners: name(p.conf.GetLearners()), Outgoing: name(p.conf.GetVotersOutgoing())}
+	if id, ok := n.mesh.peerOf(st.Lead); ok {
+		r.Leader = id
+	}
+	return r, true
+}
+
+// ReplicaInfo is what Replica reports.
+type ReplicaInfo struct {
+	Raft, Leader     string
+	Term, Applied    uint64
+	Serving          bool
+	Abdicated        bool // a leader that heard no majority and fell silent (see abdicate)
+	Voters, Learners []string
+	Outgoing         []string // the old voters of a joint configuration; nil outside one
+}
+
+// Leading returns the partitions this node serves as owner, sorted.
+func (n *Node) Leading() []int {
+	var out []int
+	for _, i := range n.held {
+		if n.parts[i].serving {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// Stats is a snapshot of the node's counters, for metrics and load gossip.
+type Stats struct {
+	Ready, Running, Busy, Slots int
+	Stranded                    int    // READY tasks (of Ready) this peer may not run itself
+	Counts                      [8]int // tasks by shard.State, over the partitions this node leads
+	Leading                     int
+	Held                        int // partitions this node holds a replica of
+	Voter                       int // ... as a voter (not a learner)
+	LeaderKnown                 int // ... whose leader it knows
+	// Busy is Running, plus Superseded (older rounds of running tasks,
+	// still running), plus Proposed (own leases not applied yet), of
+	// which Orphaned are in partitions this node no longer serves (a
+	// leak: they are released when the leadership goes).
+	Superseded, Proposed, Orphaned int
+}
+
+// Stats returns the node's counters.
+func (n *Node) Stats() Stats {
+	st := Stats{Busy: n.busy, Slots: n.cfg.Slots, Running: len(n.running)}
+	for _, l := range n.ownLeases {
+		st.Proposed += l.n
+		if p := n.parts[l.part]; p == nil || !p.serving {
+			st.Orphaned += l.n
+		}
+	}
+	for _, rs := range n.superseded {
+		st.Superseded += len(rs)
+	}
+	for _, i := range n.held {
+		p := n.parts[i]
+		st.Held++
+		if slices.Contains(p.conf.GetVoters(), n.raftID) {
+			st.Voter++
+		}
+		if p.rn.BasicStatus().Lead != 0 {
+			st.LeaderKnown++
+		}
+		if !p.serving {
+			continue
+		}
+		st.Leading++
+		st.Ready += p.shard.ReadyLen()
+		st.Stranded += p.shard.Stranded(n.placement)
+		p.shard.Counts(st.Counts[:])
+	}
+	return st
+}
+
+func sortedKeys[K ~string | ~uint64 | ~int, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// Counters returns the node's cumulative protocol counters (steals,
+// grants, refusals): the runtime exports them as metrics.
+func (n *Node) Counters() NodeStats { return n.stats }
+
+// Partitions returns the number of ring partitions of the mesh.
+func (n *Node) Partitions() int { return n.cfg.Partitions }
+
+// SelfLoad returns the load this peer gossips about itself.
+func (n *Node) SelfLoad() Load { return n.load() }
+
+// Epoch returns the epoch of the ring this peer uses.
+func (n *Node) Epoch() ring.Epoch { return n.mesh.epoch }
+
+// StrandedFor returns the live members that may run some of the READY
+// tasks this peer holds but may not run itself (nil when more than 32).
+func (n *Node) StrandedFor() []string { return n.mesh.strandedFor() }

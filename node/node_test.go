@@ -1,0 +1,316 @@
+package node
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/wal"
+)
+
+// harness drives one Node the way the runtime does, with an in-memory WAL
+// and handlers run inline: every Run finishes at the next step.
+type harness struct {
+	tb      testing.TB
+	log     *wal.Memory
+	n       *Node
+	now     time.Time
+	replies map[uint64]Reply
+	runs    []Run
+	fail    map[shard.TaskID]bool // tasks whose handler fails
+	started map[shard.TaskID]int
+	boot    int
+	notify  []NotifyJob // webhook deliveries handed out, for the test to answer
+	ran     []Run       // every run step finished, in order
+	// snapshots taken and their bytes, and the entry bytes persisted
+	snaps, snapBytes, entryBytes int
+}
+
+func newHarness(tb testing.TB, partitions int) *harness {
+	h := &harness{tb: tb, log: wal.NewMemory(), now: time.Unix(1_700_000_000, 0).UTC(),
+		replies: map[uint64]Reply{}, fail: map[shard.TaskID]bool{}, started: map[shard.TaskID]int{}}
+	h.start(partitions)
+	return h
+}
+
+func (h *harness) start(partitions int) {
+	h.tb.Helper()
+	h.boot++
+	cfg := DefaultNodeConfig("p1", fmt.Sprint(h.boot))
+	cfg.Partitions = partitions
+	cfg.Slots = 2
+	cfg.SnapshotEvery = 50
+	cfg.Rand = rand.New(rand.NewPCG(1, uint64(h.boot)))
+	states := map[uint32]wal.PartitionState{}
+	parts, err := h.log.Partitions()
+	if err != nil {
+		h.tb.Fatal(err)
+	}
+	for _, p := range parts {
+		if states[p], err = h.log.Load(p); err != nil {
+			h.tb.Fatal(err)
+		}
+	}
+	h.n, err = NewNode(cfg, states, h.now)
+	if err != nil {
+		h.tb.Fatal(err)
+	}
+	h.runs = nil
+	h.stabilize()
+}
+
+// stabilize runs Ready/Advance until the node has nothing left to do,
+// without running handlers.
+func (h *harness) stabilize() {
+	for i := 0; h.n.HasReady(); i++ {
+		if i > 1000 {
+			h.tb.Fatal("node does not settle")
+		}
+		rd := h.n.Ready()
+		if err := h.log.Append(&rd.Persist); err != nil {
+			h.tb.Fatal(err)
+		}
+		for _, u := range rd.Persist.Updates {
+			if u.Snapshot != nil {
+				h.snaps++
+				h.snapBytes += len(u.Snapshot.GetData())
+			}
+			for _, e := range u.Entries {
+				h.entryBytes += len(e.GetData())
+			}
+		}
+		if rd.MustSync {
+			if err := h.log.Sync(); err != nil {
+				h.tb.Fatal(err)
+			}
+		}
+		for _, r := range rd.Replies {
+			h.replies[r.Req] = r
+		}
+		h.runs = append(h.runs, rd.Run...)
+		h.notify = append(h.notify, rd.Notify...)
+		h.n.Advance(rd)
+	}
+}
+
+// step finishes every started handler, then stabilizes.
+func (h *harness) step() {
+	runs := h.runs
+	h.runs = nil
+	for _, r := range runs {
+		h.started[r.Task]++
+		h.ran = append(h.ran, r)
+		o := shard.Outcome{Task: r.Task, Round: r.Round, OK: !h.fail[r.Task], Result: r.Payload, Error: "boom"}
+		_ = h.n.Report(o)
+	}
+	h.stabilize()
+}
+
+func (h *harness) tick(d time.Duration) {
+	h.now = h.now.Add(d)
+	h.n.Tick(h.now)
+	h.stabilize()
+}
+
+func (h *harness) submit(spec shard.GroupSpec) Reply {
+	h.tb.Helper()
+	req := h.n.NextRequest()
+	h.n.Submit(req, &spec)
+	h.stabilize()
+	r, ok := h.replies[req]
+	if !ok {
+		h.tb.Fatalf("no reply to submit of %s", spec.ID)
+	}
+	return r
+}
+
+func (h *harness) groupState(g shard.GroupID) shard.GroupState {
+	h.tb.Helper()
+	st, err := h.n.GroupState(g)
+	if err != nil {
+		h.tb.Fatalf("GroupState(%s): %v", g, err)
+	}
+	return st
+}
+
+func echoTasks(n int) []shard.TaskSpec {
+	out := make([]shard.TaskSpec, n)
+	for i := range out {
+		out[i] = shard.TaskSpec{Name: fmt.Sprint(i), Handler: "echo", Payload: []byte(fmt.Sprint(i))}
+	}
+	return out
+}
+
+// TestSnapshotsScaleWithState runs a group far bigger than SnapshotEvery
+// entries' worth: the partition still snapshots and compacts, but encodes
+// at most about twice what its log took, not its whole state every 50
+// entries (about 80 times here).
+func TestSnapshotsScaleWithState(t *testing.T) {
+	h := newHarness(t, 1)
+	if r := h.submit(shard.GroupSpec{ID: "big", Mode: shard.ModeParallel, Tasks: echoTasks(2000)}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	base, baseBytes := h.snaps, h.snapBytes
+	for i := 0; h.groupState("big") == shard.GroupRunning; i++ {
+		if i > 10_000 {
+			t.Fatal("group does not finish")
+		}
+		h.step()
+	}
+	snaps, bytes := h.snaps-base, h.snapBytes-baseBytes
+	applied, _ := h.n.Applied(0)
+	t.Logf("%d entries, %d entry bytes, %d snapshots of %d bytes", applied, h.entryBytes, snaps, bytes)
+	if snaps == 0 {
+		t.Fatal("no snapshot while the group ran: the log is never compacted")
+	}
+	if bytes > 2*h.entryBytes+h.snapBytes/max(h.snaps, 1) {
+		t.Errorf("snapshots encoded %d bytes for %d bytes of entries: more than twice", bytes, h.entryBytes)
+	}
+	if want := int(applied) / 50; snaps*4 > want {
+		t.Errorf("%d snapshots over %d entries: the state's size did not space them out", snaps, applied)
+	}
+	h.start(1) // and a restart reads the snapshot and the log after it
+	if got := h.groupState("big"); got != shard.GroupSucceeded {
+		t.Fatalf("after restart: %v", got)
+	}
+}
+
+func TestNodeRunsGroup(t *testing.T) {
+	h := newHarness(t, 8)
+	r := h.submit(shard.GroupSpec{ID: "g1", Mode: shard.ModeParallel, Tasks: echoTasks(10)})
+	if r.Err != nil || !r.Submit.Created || len(r.Submit.Tasks) != 10 {
+		t.Fatalf("submit reply = %+v", r)
+	}
+	for i := 0; i < 20 && h.groupState("g1") == shard.GroupRunning; i++ {
+		if len(h.runs) > 2 {
+			t.Fatalf("%d tasks running on 2 slots", len(h.runs))
+		}
+		h.step()
+	}
+	if st := h.groupState("g1"); st != shard.GroupSucceeded {
+		t.Fatalf("group = %v; want SUCCEEDED", st)
+	}
+	v, _ := h.n.Task("g1.3")
+	if string(v.Result) != "3" || v.Holder != h.n.Holder() {
+		t.Errorf("task = %+v", v)
+	}
+	again := h.submit(shard.GroupSpec{ID: "g1", Mode: shard.ModeParallel, Tasks: echoTasks(10)})
+	if again.Err != nil || again.Submit.Created || len(again.Submit.Tasks) != 10 {
+		t.Errorf("idempotent repeat reply = %+v; want Created=false and the same ids", again)
+	}
+}
+
+func TestNodeInvalidSubmitCreatesNothing(t *testing.T) {
+	h := newHarness(t, 4)
+	r := h.submit(shard.GroupSpec{ID: "bad", Mode: shard.ModeDAG, Tasks: []shard.TaskSpec{
+		{Name: "a", Handler: "echo", Deps: []string{"b"}}, {Name: "b", Handler: "echo", Deps: []string{"a"}},
+	}})
+	if r.Err == nil {
+		t.Fatal("cyclic dag accepted")
+	}
+	if _, err := h.n.Group("bad"); err == nil {
+		t.Fatal("rejected group exists")
+	}
+}
+
+// TestNodeRestart crashes the WAL (dropping the unsynced tail) mid-run and
+// restarts: acknowledged groups are there, RUNNING tasks run again in the
+// next round, finished tasks keep their results, and snapshots + log replay
+// rebuild the same state.
+func TestNodeRestart(t *testing.T) {
+	h := newHarness(t, 4)
+	for g := range 20 {
+		h.submit(shard.GroupSpec{ID: shard.GroupID(fmt.Sprint("g", g)), Mode: shard.ModeParallel, Tasks: echoTasks(5)})
+	}
+	for range 10 {
+		h.step()
+	}
+	running := append([]Run(nil), h.runs...)
+	if len(running) == 0 {
+		t.Fatal("nothing running at the crash")
+	}
+	before, _ := h.n.Task("g0.0")
+	h.log.Crash()
+	h.start(4)
+	after, err := h.n.Task("g0.0")
+	if err != nil || after.State != before.State || string(after.Result) != string(before.Result) {
+		t.Fatalf("after restart g0.0 = %+v, %v; want %+v", after, err, before)
+	}
+	for range 100 {
+		h.step()
+	}
+	for g := range 20 {
+		if st := h.groupState(shard.GroupID(fmt.Sprint("g", g))); st != shard.GroupSucceeded {
+			t.Fatalf("g%d = %v after restart", g, st)
+		}
+	}
+	for _, r := range running {
+		v, _ := h.n.Task(r.Task)
+		if v.Round <= r.Round {
+			t.Errorf("%s ran in round %d before the crash and %d after; want a later round", r.Task, r.Round, v.Round)
+		}
+	}
+}
+
+func TestNodeRetryAndDelay(t *testing.T) {
+	h := newHarness(t, 2)
+	spec := shard.TaskSpec{Handler: "fail", Retry: shard.Retry{MaxAttempts: 2, Backoff: time.Second, MaxBackoff: time.Second}}
+	h.fail["f.0"] = true
+	h.submit(shard.GroupSpec{ID: "f", Mode: shard.ModeSingle, Tasks: []shard.TaskSpec{spec}})
+	h.submit(shard.GroupSpec{ID: "d", Mode: shard.ModeSingle, Tasks: []shard.TaskSpec{{Handler: "echo", Delay: 2 * time.Second}}})
+	h.step()
+	if v, _ := h.n.Task("f.0"); v.State != shard.Waiting {
+		t.Fatalf("after first failure: %v; want WAITING", v.State)
+	}
+	if h.started["d.0"] != 0 {
+		t.Fatal("delayed task started early")
+	}
+	for range 25 {
+		h.tick(100 * time.Millisecond)
+		h.step()
+	}
+	if v, _ := h.n.Task("f.0"); v.State != shard.Failed || v.Attempt != 2 {
+		t.Errorf("f.0 = %v attempt %d; want FAILED after 2", v.State, v.Attempt)
+	}
+	// Each run says which attempt it is (exec and http pass it on).
+	var attempts []int
+	for _, r := range h.ran {
+		if r.Task == "f.0" {
+			attempts = append(attempts, r.Attempt)
+		}
+	}
+	if !slices.Equal(attempts, []int{0, 1}) {
+		t.Errorf("f.0 ran with Run.Attempt %v; want [0 1] (attempts made before each)", attempts)
+	}
+	if v, _ := h.n.Task("d.0"); v.State != shard.Succeeded {
+		t.Errorf("d.0 = %v; want SUCCEEDED", v.State)
+	}
+}
+
+// TestSlotsFreedAfterDuplicateSubmit: a submission repeated before the
+// first applied proposes its initial leases twice; once the group ran,
+// every slot is free again (the second lease's slot leaked, and a peer
+// whose slots all leak never steals again).
+func TestSlotsFreedAfterDuplicateSubmit(t *testing.T) {
+	h := newHarness(t, 1)
+	h.tick(time.Second)
+	spec := shard.GroupSpec{ID: "dup", Key: "k", Mode: shard.ModeParallel, Tasks: echoTasks(1)}
+	for range 2 {
+		s := spec
+		s.Tasks = slices.Clone(spec.Tasks)
+		h.n.Submit(h.n.NextRequest(), &s)
+	}
+	h.stabilize()
+	for i := 0; h.groupState("dup") == shard.GroupRunning; i++ {
+		if i > 100 {
+			t.Fatal("group does not finish")
+		}
+		h.step()
+	}
+	if st := h.n.Stats(); st.Busy != 0 || st.Proposed != 0 || st.Running != 0 {
+		t.Fatalf("after the group: busy %d, proposed %d, running %d; want all 0", st.Busy, st.Proposed, st.Running)
+	}
+}

@@ -1,0 +1,143 @@
+package node
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/wal"
+)
+
+// partition is one ring partition held by this peer: a Raft group replica,
+// its in-memory Raft storage (persisted by the runtime), and the shard state
+// folded from its committed entries.
+type partition struct {
+	id      int
+	rn      *raft.RawNode
+	storage *wal.Storage
+	shard   *shard.Shard
+	conf    *pb.ConfState
+
+	applied   uint64 // last applied index
+	snapIndex uint64 // index of the last snapshot taken or restored
+	leader    bool   // Raft leader now
+	term      uint64 // current term when leader
+	serving   bool   // leader and caught up: may propose from its state
+	// snapBytes is the size of the last snapshot, logBytes the entry data
+	// applied since: see maybeSnapshot.
+	snapBytes, logBytes int
+	// acked is when each voter last answered this leader's appends or
+	// heartbeats in its current term: the read lease (see leaseHeld).
+	acked map[uint64]time.Time
+	// leaderHeard is when this replica last heard from a leader (appends,
+	// heartbeats, snapshots): for DeadAfter it votes for no one else.
+	leaderHeard time.Time
+	// abdicated: this leader heard no majority of its voters for DeadAfter
+	// while they may still hear it (a one-way cut): it stopped serving and
+	// stopped sending appends and heartbeats, so that they elect another
+	// (see abdicate). Raft has no step-down call; a later term ends it,
+	// or, when none comes, the leader resumes (see resumeLeading).
+	abdicated   bool
+	abdicatedAt time.Time
+	// abdications counts this leadership's abdications since it last
+	// served: only the first is logged as a warning.
+	abdications int
+
+	// voterIDs caches mesh.voters for the ConfState votersOf and the
+	// membership version votersEpoch.
+	voterIDs    []string
+	votersOf    *pb.ConfState
+	votersEpoch int
+
+	props      []shard.Event // events to propose as one entry at the next Ready
+	campaignAt time.Time     // when to campaign for a leaderless partition (jitter)
+	confAt     time.Time     // a replica change was proposed then and has not applied
+	forceSnap  bool          // snapshot at the next Advance (after a replica change)
+	transferAt time.Time     // when a leadership transfer was started
+	leadSince  time.Time     // when this node last became leader
+}
+
+func (n *Node) openPartition(p int, ps wal.PartitionState, bootstrap bool) (*partition, error) {
+	st, err := wal.NewStorage(ps)
+	if err != nil {
+		return nil, fmt.Errorf("peer: partition %d: %w", p, err)
+	}
+	scfg := n.cfg.Shard
+	scfg.Rand = rand.New(rand.NewPCG(n.cfg.Rand.Uint64(), uint64(p)))
+	scfg.Expand = n.ExpandBroadcast // scheduled broadcasts, from this node's view
+	sh, err := shard.New(scfg)
+	if err != nil {
+		return nil, err
+	}
+	part := &partition{id: p, storage: st, shard: sh, conf: &pb.ConfState{}}
+	if snap := ps.Snapshot; snap != nil && !raft.IsEmptySnap(snap) {
+		if err := sh.Restore(snap.GetData()); err != nil {
+			return nil, fmt.Errorf("peer: partition %d: restore snapshot %d: %w", p, snap.GetMetadata().GetIndex(), err)
+		}
+		part.applied = snap.GetMetadata().GetIndex()
+		part.snapIndex, part.snapBytes = part.applied, len(snap.GetData())
+		part.conf = snap.GetMetadata().GetConfState()
+	}
+	if last, _ := st.LastIndex(); bootstrap && last == 0 && raft.IsEmptySnap(ps.Snapshot) {
+		n.bootstrap(part, []uint64{n.raftID})
+	}
+	rn, err := raft.NewRawNode(n.raftConfig(st, part.applied))
+	if err != nil {
+		return nil, fmt.Errorf("peer: partition %d: raft: %w", p, err)
+	}
+	part.rn = rn
+	if voters := part.conf.GetVoters(); len(voters) == 1 && voters[0] == n.raftID {
+		if err := rn.Campaign(); err != nil {
+			return nil, fmt.Errorf("peer: partition %d: campaign: %w", p, err)
+		}
+	}
+	return part, nil
+}
+
+func (n *Node) raftConfig(st raft.Storage, applied uint64) *raft.Config {
+	return &raft.Config{
+		ID:      n.raftID,
+		Storage: st,
+		Applied: applied,
+		// needle's failure detector decides elections (docs/design.md): Raft's own
+		// randomized timer is set out of reach.
+		ElectionTick:              1 << 30,
+		HeartbeatTick:             n.cfg.HeartbeatTicks,
+		MaxSizePerMsg:             4 << 20,
+		MaxCommittedSizePerReady:  64 << 20,
+		MaxUncommittedEntriesSize: 1 << 30,
+		MaxInflightMsgs:           256,
+		PreVote:                   true,
+		DisableProposalForwarding: true,
+		Logger:                    raftLogger{n.log},
+	}
+}
+
+// propose buffers events to go into the partition's next entry.
+func (p *partition) propose(evs []shard.Event) {
+	p.props = append(p.props, evs...)
+}
+
+// bootstrap gives a new partition its initial state: a snapshot at index 1,
+// term 1, with the given voters and an empty shard. Every replica
+// bootstrapped with the same voters starts from the same state (the way the
+// Raft README recommends, instead of RawNode.Bootstrap's conf entries).
+func (n *Node) bootstrap(p *partition, voters []uint64) {
+	snap := &pb.Snapshot{
+		Data: p.shard.Snapshot(),
+		Metadata: &pb.SnapshotMetadata{
+			ConfState: &pb.ConfState{Voters: voters}, Index: new(uint64(1)), Term: new(uint64(1)),
+		},
+	}
+	if err := p.storage.Apply(wal.Update{Snapshot: snap}); err != nil {
+		panic(fmt.Sprintf("peer: partition %d: bootstrap: %v", p.id, err))
+	}
+	p.conf = snap.GetMetadata().GetConfState()
+	p.applied, p.snapIndex = 1, 1
+	n.rd.Persist.Updates = append(n.rd.Persist.Updates, wal.Update{Partition: uint32(p.id), Snapshot: snap})
+	n.rd.MustSync = true
+}

@@ -1,0 +1,132 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// ErrBadRaft is wrapped by the errors of Raft messages refused before Raft
+// saw them (checkRaft).
+var ErrBadRaft = errors.New("peer: bad raft message")
+
+// remoteRaftTypes are the Raft messages one replica sends another in
+// needle: proposals are never forwarded (DisableProposalForwarding), and
+// read-index and leadership-transfer requests are made locally.
+var remoteRaftTypes = map[pb.MessageType]bool{
+	pb.MsgApp: true, pb.MsgAppResp: true, pb.MsgHeartbeat: true, pb.MsgHeartbeatResp: true,
+	pb.MsgVote: true, pb.MsgVoteResp: true, pb.MsgPreVote: true, pb.MsgPreVoteResp: true,
+	pb.MsgSnap: true, pb.MsgTimeoutNow: true,
+}
+
+// checkRaft reports why a Raft message from the network must not reach
+// Raft, which trusts its peers and panics on what no correct peer sends (a
+// heartbeat committing past the log's end: "tocommit out of range"; an
+// append conflicting with a committed entry). Every check holds for the
+// messages of a correct peer, whatever the faults:
+//
+//  1. only the types replicas exchange (remoteRaftTypes);
+//  2. an append's entries follow its index one by one, with terms that
+//     never decrease, from its log term to its own term, and agree with
+//     this replica's committed entries;
+//  3. a heartbeat commits no further than this replica's log: a leader
+//     sends min(match, committed), and match is what this replica
+//     persisted and acknowledged;
+//  4. the leader's current term hears acknowledgements only of entries it
+//     has (a follower acks what it was sent);
+//  5. a snapshot has an index, a term no later than its message's and a
+//     configuration, and its state restores (installSnapshot cannot fail).
+//
+// p is nil for a partition this node does not hold yet (its state is
+// empty).
+func (n *Node) checkRaft(p *partition, m *pb.Message) error {
+	t := m.GetType()
+	if !remoteRaftTypes[t] {
+		return fmt.Errorf("%w: %v is not sent between replicas", ErrBadRaft, t)
+	}
+	var last, committed, term uint64
+	if p != nil {
+		last, _ = p.storage.LastIndex()
+		st := p.rn.BasicStatus()
+		committed, term = st.GetCommit(), st.GetTerm()
+	}
+	switch t {
+	case pb.MsgApp:
+		return checkAppend(p, m, committed)
+	case pb.MsgHeartbeat:
+		if m.GetCommit() > last {
+			return fmt.Errorf("%w: heartbeat commits %d past the log's last index %d", ErrBadRaft, m.GetCommit(), last)
+		}
+	case pb.MsgAppResp:
+		if m.GetTerm() == term && (m.GetIndex() > last || m.GetRejectHint() > last) {
+			return fmt.Errorf("%w: append response for index %d (hint %d) past the log's last index %d", ErrBadRaft, m.GetIndex(), m.GetRejectHint(), last)
+		}
+	case pb.MsgVote, pb.MsgPreVote:
+		if m.GetLogTerm() > m.GetTerm() {
+			return fmt.Errorf("%w: vote request with log term %d after its term %d", ErrBadRaft, m.GetLogTerm(), m.GetTerm())
+		}
+	case pb.MsgSnap:
+		return checkSnapshot(m, committed)
+	}
+	return nil
+}
+
+// checkAppend is checkRaft's rule 2.
+func checkAppend(p *partition, m *pb.Message, committed uint64) error {
+	if m.GetLogTerm() > m.GetTerm() {
+		return fmt.Errorf("%w: append with log term %d after its term %d", ErrBadRaft, m.GetLogTerm(), m.GetTerm())
+	}
+	prev := m.GetLogTerm()
+	for i, e := range m.GetEntries() {
+		if e.GetIndex() != m.GetIndex()+1+uint64(i) {
+			return fmt.Errorf("%w: append entry %d has index %d after %d", ErrBadRaft, i, e.GetIndex(), m.GetIndex())
+		}
+		if e.GetTerm() < prev || e.GetTerm() > m.GetTerm() {
+			return fmt.Errorf("%w: append entry %d has term %d, not in [%d, %d]", ErrBadRaft, e.GetIndex(), e.GetTerm(), prev, m.GetTerm())
+		}
+		prev = e.GetTerm()
+		if p == nil || e.GetIndex() > committed {
+			continue
+		}
+		if have, err := p.storage.Term(e.GetIndex()); err == nil && have != e.GetTerm() {
+			return fmt.Errorf("%w: append entry %d of term %d conflicts with the committed entry of term %d", ErrBadRaft, e.GetIndex(), e.GetTerm(), have)
+		}
+	}
+	return nil
+}
+
+// checkSnapshot is checkRaft's rule 5. A snapshot at or below the commit
+// index is ignored by Raft, so only a newer one is decoded here.
+func checkSnapshot(m *pb.Message, committed uint64) error {
+	snap := m.GetSnapshot()
+	md := snap.GetMetadata()
+	switch {
+	case snap == nil || md.GetIndex() == 0 || md.GetTerm() == 0:
+		return fmt.Errorf("%w: snapshot without index or term", ErrBadRaft)
+	case md.GetTerm() > m.GetTerm():
+		return fmt.Errorf("%w: snapshot of term %d after its message's term %d", ErrBadRaft, md.GetTerm(), m.GetTerm())
+	case len(md.GetConfState().GetVoters()) == 0:
+		return fmt.Errorf("%w: snapshot without voters", ErrBadRaft)
+	case md.GetIndex() <= committed:
+		return nil
+	}
+	if err := restorable(snap.GetData()); err != nil {
+		return fmt.Errorf("%w: snapshot %d: %v", ErrBadRaft, md.GetIndex(), err)
+	}
+	return nil
+}
+
+// restorable reports whether a snapshot's state restores.
+func restorable(data []byte) error {
+	cfg := shard.DefaultConfig()
+	cfg.Rand = rand.New(rand.NewPCG(0, 0)) // never drawn from: Restore only
+	s, err := shard.New(cfg)
+	if err != nil {
+		return err
+	}
+	return s.Restore(data)
+}

@@ -1,0 +1,408 @@
+package node
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/wal"
+)
+
+// Ready is the work the node hands its driver. The driver must, in order:
+//  1. Persist: Log.Append(&rd.Persist), then Log.Sync() if rd.MustSync;
+//  2. send rd.Messages;
+//  3. start rd.Run and cancel rd.Abort; make the webhook calls of
+//     rd.Notify and report each with NotifyDone;
+//  4. deliver rd.Replies and use rd.Changes (waiters, metrics);
+//  5. call Advance(rd).
+type Ready struct {
+	Persist  wal.Batch
+	MustSync bool
+	Messages []Envelope // to one peer each, in order
+	Gossip   []Message  // to every peer (heartbeats): best effort
+	Run      []Run
+	Abort    []shard.TaskID
+	Replies  []Reply
+	Changes  []shard.Change
+	Applied  int // events applied in this Ready
+	// QueueWaits are how long tasks leased in this Ready waited READY, and
+	// ScheduleLags how late schedule ticks fired, by this node as owner
+	// (for metrics).
+	QueueWaits   []time.Duration
+	ScheduleLags []time.Duration
+	// Notify are webhook deliveries to make, as owner (see notify.go).
+	Notify []NotifyJob
+}
+
+// Envelope is a message for another peer.
+type Envelope struct {
+	To  string
+	Msg Message
+}
+
+// Run is a lease granted to this peer: start the handler.
+type Run struct {
+	Task    shard.TaskID
+	Round   shard.Round
+	Handler string
+	// Trace is the trace of the task's group (shard.GroupSpec.Trace): a
+	// W3C traceparent when the submission carried one, which the runtime
+	// makes the parent of the attempt's spans and hands to the handler.
+	Trace   string
+	Payload []byte
+	Timeout time.Duration
+	Attempt int // attempts already made (0 on the first run)
+	// Inputs are the results of the task's dependencies by name
+	// (shard.Shard.Inputs); nil when it has none.
+	Inputs map[string]json.RawMessage
+	// External says the handler runs in an external worker (NodeConfig.Shard.External):
+	// the runtime hands the run to a worker that polls for it. Require is the
+	// task's labels (a worker must carry them) and Expiry its lease's.
+	External bool
+	Require  []string
+	Expiry   time.Time
+	Name     string // the task's name
+	Pin      string // the peer it is pinned to, if any
+	// Shard and Shards are set on a broadcast's copies: the copy's index
+	// and the number of copies (Shards 0 otherwise).
+	Shard, Shards int
+}
+
+// Reply answers a request made through Submit or Cancel.
+type Reply struct {
+	Req    uint64
+	Err    error
+	Submit SubmitResult
+}
+
+// SubmitResult is the answer to a submission.
+type SubmitResult struct {
+	Group   shard.GroupID
+	Tasks   []shard.TaskID
+	Created bool // false: a group with this id (idempotency key) already existed
+}
+
+// HasReady reports whether Ready has work.
+func (n *Node) HasReady() bool {
+	if len(n.rd.Replies) > 0 || len(n.rd.Run) > 0 || len(n.rd.Abort) > 0 || len(n.rd.Persist.Updates) > 0 ||
+		len(n.rd.Messages) > 0 || len(n.rd.Gossip) > 0 || len(n.rd.Persist.OutboxPut) > 0 || len(n.rd.Persist.OutboxDel) > 0 ||
+		len(n.rd.Notify) > 0 {
+		return true
+	}
+	// A dirty partition found to have nothing is dropped from dirty (every
+	// change to a partition marks it again), so that the drivers' check
+	// after each input does not walk every partition a Raft tick marked.
+	for k, i := range n.dirty {
+		p := n.parts[i]
+		if p != nil && (len(p.props) > 0 || p.rn.HasReady()) {
+			n.dirty = append(n.dirty[:0], n.dirty[k:]...)
+			return true
+		}
+		n.isDir[i] = false
+	}
+	n.dirty = n.dirty[:0]
+	return false
+}
+
+// Ready returns the work accumulated since the last Advance. Committed
+// entries are applied to the shards here (they were made durable by an
+// earlier Ready), new entries are to be persisted by the driver.
+func (n *Node) Ready() Ready {
+	n.schedulePeers()
+	dirty := n.dirty
+	n.dirty = nil
+	for _, i := range dirty {
+		n.isDir[i] = false
+		p := n.parts[i]
+		if p == nil {
+			continue
+		}
+		n.flush(p)
+		if p.rn.HasReady() {
+			n.readyPartition(p)
+		}
+	}
+	n.schedulePeers()
+	n.maybeSteal()
+	n.flushGrants()
+	n.flushRaftMsgs()
+	n.dropAborted()
+	rd := n.rd
+	n.rd = Ready{}
+	return rd
+}
+
+// flushRaftMsgs batches the Raft messages of every partition into one
+// Message per destination.
+func (n *Node) flushRaftMsgs() {
+	for _, to := range sortedKeys(n.raftOut) {
+		n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgRaft, From: n.cfg.ID, Raft: n.raftOut[to]}})
+	}
+	clear(n.raftOut)
+}
+
+// flush proposes the partition's buffered events as one entry.
+func (n *Node) flush(p *partition) {
+	if len(p.props) == 0 {
+		return
+	}
+	evs := p.props
+	p.props = nil
+	data := shard.AppendBatch(nil, &shard.Batch{Origin: n.holder, Events: evs})
+	if err := p.rn.Propose(data); err != nil {
+		n.proposalDropped(p, evs)
+	}
+}
+
+// proposalDropped handles events Raft refused. A leader that still serves
+// keeps them for the next try (Raft refuses proposals while it transfers
+// leadership); the partition is not marked dirty, so the node does not
+// spin: the next Raft tick or message retries. Otherwise leases go back to
+// the queue, this peer's own outcomes go to the outbox (for whoever leads
+// now), and the rest is dropped: the new leader derives it again from the
+// committed state.
+func (n *Node) proposalDropped(p *partition, evs []shard.Event) {
+	if p.serving {
+		p.props = append(evs, p.props...)
+		return
+	}
+	p.shard.Unlease(evs)
+	n.releaseLeases(evs)
+	for i := range evs {
+		e := &evs[i]
+		if (e.Type == shard.EvSucceeded || e.Type == shard.EvFailed || e.Type == shard.EvExpired) && e.Holder == n.holder {
+			n.forward(shard.Outcome{Task: e.Task, Round: e.Round, Holder: e.Holder, OK: e.Type == shard.EvSucceeded,
+				Result: e.Result, Error: e.Error, Permanent: e.Permanent, TimedOut: e.TimedOut, Lost: e.Type == shard.EvExpired})
+		}
+	}
+}
+
+func (n *Node) readyPartition(p *partition) {
+	rd := p.rn.Ready()
+	u := wal.Update{Partition: uint32(p.id)}
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		n.installSnapshot(p, rd.Snapshot)
+		u.Snapshot = rd.Snapshot
+	}
+	if !raft.IsEmptyHardState(rd.HardState) {
+		u.HardState = rd.HardState
+	}
+	u.Entries = rd.Entries
+	if err := p.storage.Apply(wal.Update{HardState: u.HardState, Entries: u.Entries}); err != nil {
+		panic(fmt.Sprintf("peer: partition %d: in-memory raft storage refused a Ready: %v", p.id, err))
+	}
+	if u.HardState != nil || u.Snapshot != nil || len(u.Entries) > 0 {
+		n.rd.Persist.Updates = append(n.rd.Persist.Updates, u)
+	}
+	// A snapshot must be durable before the follower acknowledges it (Raft's
+	// MustSync does not count snapshots): else a crash loses what the
+	// leader believes this replica holds.
+	n.rd.MustSync = n.rd.MustSync || rd.MustSync || u.Snapshot != nil
+	for _, m := range rd.Messages {
+		to, ok := n.mesh.peerOf(m.GetTo())
+		if !ok {
+			continue // a peer that left the membership
+		}
+		if p.abdicated && leaderTraffic(m.GetType()) {
+			// Silent, so that the voters elect another (abdicate). Raft
+			// waits for a snapshot's report: it failed.
+			if m.GetType() == pb.MsgSnap {
+				n.snapSent = append(n.snapSent, snapReport{p: p, to: m.GetTo(), failed: true})
+			}
+			continue
+		}
+		n.raftOut[to] = append(n.raftOut[to], RaftMsg{Partition: uint32(p.id), Msg: m})
+		if m.GetType() == pb.MsgSnap {
+			n.snapSent = append(n.snapSent, snapReport{p: p, to: m.GetTo()})
+		}
+	}
+	for _, e := range rd.CommittedEntries {
+		n.applyEntry(p, e)
+	}
+	if rd.SoftState != nil {
+		n.softState(p, rd.SoftState)
+	}
+	n.advRds = append(n.advRds, pending{p: p, rd: rd})
+}
+
+// Advance tells the node the Ready was handled.
+func (n *Node) Advance(Ready) {
+	for _, a := range n.advRds {
+		a.p.rn.Advance(a.rd)
+		n.markDirty(a.p.id)
+		n.maybeSnapshot(a.p)
+	}
+	n.advRds = n.advRds[:0]
+	// Snapshots were handed to the transport; if one is lost, the follower
+	// rejects the next append and the leader sends another.
+	for _, s := range n.snapSent {
+		status := raft.SnapshotFinish
+		if s.failed {
+			status = raft.SnapshotFailure
+		}
+		s.p.rn.ReportSnapshot(s.to, status)
+	}
+	n.snapSent = n.snapSent[:0]
+}
+
+type snapReport struct {
+	p      *partition
+	to     uint64
+	failed bool // not sent
+}
+
+func (n *Node) softState(p *partition, ss *raft.SoftState) {
+	leader := ss.RaftState == raft.StateLeader
+	if leader == p.leader {
+		return
+	}
+	p.leader = leader
+	p.term = p.rn.BasicStatus().GetTerm()
+	p.acked = nil
+	p.abdicated, p.abdications = false, 0
+	if leader {
+		p.acked = map[uint64]time.Time{}
+		p.leadSince = n.now
+	}
+	if !leader {
+		n.stopServing(p)
+	}
+}
+
+// stopServing ends this node's service of partition p (it lost or gave up
+// the leadership): buffered proposals are dropped or handed on, its own
+// leases' slots are released, outcomes it proposed go to the next owner,
+// and waiting requests fail so that clients retry elsewhere.
+func (n *Node) stopServing(p *partition) {
+	if !p.serving {
+		return
+	}
+	p.serving = false
+	props := p.props
+	p.props = nil
+	n.proposalDropped(p, props)
+	n.releaseLostLeases(p.id)
+	n.handOver(p)
+	p.shard.SetLeader(false, n.now)
+	n.failRequests(p.id)
+}
+
+// applyEntry applies one committed entry of partition p.
+func (n *Node) applyEntry(p *partition, e *pb.Entry) {
+	p.applied = e.GetIndex()
+	p.logBytes += len(e.GetData())
+	switch e.GetType() {
+	case pb.EntryConfChange:
+		var cc pb.ConfChange
+		if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+			n.rejectEntry(p, e, err)
+			return
+		}
+		if !n.applyConfChange(p, e, &cc) {
+			return
+		}
+		// A new replica catches up from a snapshot, which must name it in
+		// its ConfState (Raft ignores one that does not): take one now.
+		p.forceSnap = true
+	case pb.EntryConfChangeV2:
+		var cc pb.ConfChangeV2
+		if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+			n.rejectEntry(p, e, err)
+			return
+		}
+		if !n.applyConfChange(p, e, &cc) {
+			return
+		}
+		p.forceSnap = true
+	default:
+		if len(e.GetData()) == 0 {
+			n.maybeServe(p, e.GetTerm())
+			return
+		}
+		b, err := shard.DecodeBatch(e.GetData())
+		if err != nil {
+			n.rejectEntry(p, e, err)
+			return
+		}
+		rejected := p.shard.Rejected()
+		n.applyBatch(p, &b)
+		n.stats.RejectedEntries += int(p.shard.Rejected() - rejected)
+	}
+}
+
+// applyConfChange applies a committed configuration change, or rejects
+// one that Raft cannot apply (it removes every voter, or leaves a joint
+// configuration it is not in). Raft panics on such a change before it
+// changes anything (raft.applyConfChange checks with its Changer first);
+// every replica holds the same entry and rejects it alike.
+func (n *Node) applyConfChange(p *partition, e *pb.Entry, cc pb.ConfChangeI) (ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			n.rejectEntry(p, e, fmt.Errorf("%v", v))
+			ok = false
+		}
+	}()
+	p.conf = p.rn.ApplyConfChange(cc)
+	p.confAt = time.Time{}
+	return true
+}
+
+// rejectEntry skips a committed entry that cannot be applied (a leader
+// proposed what no replica can decode: a bug, or a hostile peer with the
+// swarm key). Every replica holds the same bytes and skips it alike, so
+// the replicas stay equal, and the peer keeps serving instead of
+// crashing on it, and again on every restart that replays it.
+func (n *Node) rejectEntry(p *partition, e *pb.Entry, err error) {
+	n.stats.RejectedEntries++
+	n.log.Error("committed entry rejected", "partition", p.id, "index", e.GetIndex(), "type", e.GetType().String(), "err", err)
+}
+
+// maybeServe starts serving a partition once its leader has applied the
+// empty entry of its own term: from then on its state holds everything
+// committed before, so it may propose from it.
+func (n *Node) maybeServe(p *partition, term uint64) {
+	if !p.leader || p.serving || term != p.term {
+		return
+	}
+	p.serving = true
+	p.abdications = 0
+	p.shard.SetLeader(true, n.now)
+	// Leases held by a former run of this peer, or by a dead peer, cannot
+	// be confirmed: they run again in the next round.
+	evs := p.shard.ExpireHolders(n.now, func(h string) bool {
+		peer := shard.HolderPeer(h)
+		if peer == n.cfg.ID {
+			return h != n.holder
+		}
+		return !n.mesh.live(peer)
+	})
+	p.propose(evs)
+	n.markDirty(p.id)
+}
+
+// dropAborted removes from this Ready the runs that the same Ready aborts
+// (a lease and its task's cancellation applied together): they never
+// start, and their slots are free again.
+func (n *Node) dropAborted() {
+	if len(n.rd.Abort) == 0 || len(n.rd.Run) == 0 {
+		return
+	}
+	aborted := make(map[shard.TaskID]bool, len(n.rd.Abort))
+	for _, id := range n.rd.Abort {
+		aborted[id] = true
+	}
+	runs := n.rd.Run[:0]
+	for _, r := range n.rd.Run {
+		if aborted[r.Task] && n.running[r.Task] == r.Round {
+			n.endRun(r.Task)
+			continue
+		}
+		runs = append(runs, r)
+	}
+	n.rd.Run = runs
+}

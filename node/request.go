@@ -1,0 +1,521 @@
+package node
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// Submit proposes a group on behalf of request req (an id the caller picks
+// from NextRequest). The reply comes in a later Ready once the group's
+// event is committed and applied, or at once for an invalid spec or a
+// group that already exists (idempotent repeat).
+func (n *Node) Submit(req uint64, spec *shard.GroupSpec) {
+	if err := n.ExpandBroadcast(spec); err != nil {
+		n.reply(Reply{Req: req, Err: err})
+		return
+	}
+	p := n.parts[n.PartitionOf(spec.ID)]
+	if p == nil || !p.leader {
+		n.reply(Reply{Req: req, Err: ErrUnavailable})
+		return
+	}
+	ev, exists, err := p.shard.Submit(n.now, spec)
+	switch {
+	case err != nil:
+		n.reply(Reply{Req: req, Err: err})
+		return
+	case exists:
+		ids, _ := p.shard.GroupTasks(spec.ID)
+		n.reply(Reply{Req: req, Submit: SubmitResult{Group: spec.ID, Tasks: ids}})
+		return
+	}
+	n.proposeRequest(p, req, reqSubmit, append([]shard.Event{ev}, n.initialLeases(p, spec)...))
+}
+
+// Cancel proposes the cancellation of a task, or of a whole group when task
+// is "". The reply comes once it is applied (at once when there is nothing
+// left to cancel).
+func (n *Node) Cancel(req uint64, g shard.GroupID, task shard.TaskID, by string) {
+	p := n.parts[n.PartitionOf(g)]
+	if p == nil || !p.serving {
+		n.reply(Reply{Req: req, Err: ErrUnavailable})
+		return
+	}
+	evs, err := p.shard.Cancel(n.now, g, task, by)
+	if err != nil || len(evs) == 0 {
+		n.reply(Reply{Req: req, Err: err})
+		return
+	}
+	n.proposeRequest(p, req, reqCancel, evs)
+}
+
+// NextRequest returns a fresh request id.
+func (n *Node) NextRequest() uint64 {
+	n.reqSeq++
+	return n.reqSeq
+}
+
+// MaxEntryBytes bounds one Raft entry: a group whose submitted event
+// encodes larger is refused (the WAL writes each Ready atomically).
+const MaxEntryBytes = 16 << 20
+
+func (n *Node) proposeRequest(p *partition, req uint64, kind requestKind, evs []shard.Event) {
+	data := shard.AppendBatch(nil, &shard.Batch{Origin: n.holder, Req: req, Events: evs})
+	if len(data) > MaxEntryBytes {
+		n.releaseLeases(evs)
+		n.reply(Reply{Req: req, Err: &shard.FieldError{Task: -1, Field: "tasks",
+			Message: fmt.Sprintf("the group encodes to %d bytes, over the limit of %d", len(data), MaxEntryBytes)}})
+		return
+	}
+	if err := p.rn.Propose(data); err != nil {
+		n.releaseLeases(evs)
+		n.reply(Reply{Req: req, Err: ErrUnavailable})
+		return
+	}
+	n.reqs[req] = &request{id: req, part: p.id, kind: kind}
+	n.markDirty(p.id)
+}
+
+func (n *Node) reply(r Reply) { n.rd.Replies = append(n.rd.Replies, r) }
+
+// failRequests answers every request pending on a partition this node no
+// longer leads.
+func (n *Node) failRequests(part int) {
+	for _, id := range sortedKeys(n.reqs) {
+		if r := n.reqs[id]; r.part == part {
+			delete(n.reqs, id)
+			n.reply(Reply{Req: id, Err: ErrStopped})
+		}
+	}
+}
+
+// applyBatch applies one committed entry's events to the shard and derives
+// what follows: replies, runs, aborts, freed slots.
+func (n *Node) applyBatch(p *partition, b *shard.Batch) {
+	var req *request
+	if b.Origin == n.holder && b.Req != 0 {
+		req = n.reqs[b.Req]
+		delete(n.reqs, b.Req)
+	}
+	created := false
+	for i := range b.Events {
+		e := &b.Events[i]
+		existed := e.Type == shard.EvSubmitted && p.shard.HasGroup(e.Group)
+		p.shard.Apply(b.Events[i : i+1])
+		n.rd.Applied++
+		switch e.Type {
+		case shard.EvSubmitted:
+			created = created || !existed
+		case shard.EvLeased:
+			n.applyLease(p, e, b.Origin == n.holder)
+			if w, ok := p.shard.Waited(e.Task); ok && p.serving {
+				n.rd.QueueWaits = append(n.rd.QueueWaits, w)
+			}
+		case shard.EvExpired:
+			n.stats.LeaseExpiries++
+			if r, ok := n.running[e.Task]; ok && r == e.Round {
+				n.rd.Abort = append(n.rd.Abort, e.Task)
+			}
+			// An outcome that handed a lease back (an external worker lost)
+			// is answered like any outcome.
+			n.ackApplied(e)
+			if o, ok := n.localOut[e.Task]; ok && o.Round == e.Round {
+				delete(n.localOut, e.Task)
+			}
+		case shard.EvScheduleFired:
+			if b.Origin == n.holder && e.By == "" && !e.NotBefore.IsZero() {
+				n.rd.ScheduleLags = append(n.rd.ScheduleLags, e.At.Sub(e.NotBefore))
+			}
+		case shard.EvSucceeded, shard.EvFailed:
+			n.ackApplied(e)
+			if o, ok := n.localOut[e.Task]; ok && o.Round == e.Round {
+				delete(n.localOut, e.Task)
+			}
+		}
+	}
+	for _, c := range p.shard.TakeChanges() {
+		if c.Abort && c.Holder == n.holder {
+			n.rd.Abort = append(n.rd.Abort, c.Task)
+		}
+		n.rd.Changes = append(n.rd.Changes, c)
+	}
+	if req != nil {
+		n.replyApplied(p, req, b, created)
+	}
+}
+
+func (n *Node) replyApplied(p *partition, req *request, b *shard.Batch, created bool) {
+	if req.kind == reqTrigger {
+		n.replyTriggered(p, req, b)
+		return
+	}
+	r := Reply{Req: req.id}
+	if req.kind == reqSubmit && len(b.Events) > 0 && b.Events[0].Type == shard.EvSubmitted {
+		g := b.Events[0].Group
+		ids, err := p.shard.GroupTasks(g)
+		if err == nil && !created && b.Events[0].Spec != nil {
+			// Two submits with one key raced: the first applied wins.
+			err = p.shard.CheckRepeat(b.Events[0].Spec)
+		}
+		r.Err = err
+		r.Submit = SubmitResult{Group: g, Tasks: ids, Created: created}
+	}
+	n.reply(r)
+}
+
+// applyLease starts a committed lease held by this run of the peer, and
+// frees the slot of one this node proposed that did not take effect.
+func (n *Node) applyLease(p *partition, e *shard.Event, ours bool) {
+	if e.Holder != n.holder {
+		n.grantApplied(p, e)
+		return
+	}
+	run, ok := p.shard.RunOf(e.Task, e.Round, e.Holder)
+	si, sn := p.shard.BroadcastShard(e.Task)
+	if ok && n.External(run.Handler) {
+		n.dropExternal(e.Task)
+		if !n.claim(e.Task, e.Round) {
+			return
+		}
+		n.startExternal(e.Task, e.Round)
+		n.rd.Run = append(n.rd.Run, Run{
+			Task: e.Task, Round: e.Round, Handler: run.Handler, Trace: p.shard.Trace(e.Task), Payload: p.shard.Payload(e.Task), Shard: si, Shards: sn,
+			Timeout: p.shard.Timeout(run), Inputs: rawInputs(p.shard.Inputs(e.Task)), External: true, Attempt: p.shard.Attempts(e.Task),
+			Require: run.Require, Expiry: e.Expiry, Name: run.Name, Pin: run.Pin,
+		})
+		return
+	}
+	if !ok {
+		if ours && !n.dropExternal(e.Task) {
+			n.releaseLease(e.Task)
+			delete(n.leaseAt, e.Task)
+		}
+		return
+	}
+	if ours {
+		if at, ok := n.leaseAt[e.Task]; ok {
+			delete(n.leaseAt, e.Task)
+			n.pace.committed(n.now.Sub(at))
+		}
+	}
+	if !n.claim(e.Task, e.Round) {
+		if ours {
+			n.releaseLease(e.Task)
+		}
+		return // a grant to this peer, already started from the grant message
+	}
+	if ours && n.ownLeases[e.Task].n > 0 {
+		n.dropOwnLease(e.Task) // its slot was counted when it was proposed
+	} else {
+		// A stolen lease this replica applied before its grant arrived,
+		// or one of ours released when the leadership was lost, which
+		// committed after all.
+		n.busy++
+	}
+	n.startRun(e.Task, e.Round)
+	n.rd.Run = append(n.rd.Run, Run{
+		Task: e.Task, Round: e.Round, Handler: run.Handler, Trace: p.shard.Trace(e.Task), Payload: p.shard.Payload(e.Task), Shard: si, Shards: sn,
+		Timeout: p.shard.Timeout(run), Attempt: p.shard.Attempts(e.Task), Inputs: rawInputs(p.shard.Inputs(e.Task)),
+	})
+}
+
+// startRun records that this peer starts task t in round r (its slot was
+// counted in busy). An older round of t still running here is superseded:
+// its slot stays taken until its handler reports.
+func (n *Node) startRun(t shard.TaskID, r shard.Round) {
+	if prev, ok := n.running[t]; ok && prev != r {
+		if n.superseded == nil {
+			n.superseded = map[shard.TaskID][]shard.Round{}
+		}
+		n.superseded[t] = append(n.superseded[t], prev)
+	}
+	n.running[t] = r
+}
+
+// releaseLeases frees the slots of local lease proposals that were dropped.
+func (n *Node) releaseLeases(evs []shard.Event) {
+	for i := range evs {
+		if evs[i].Type == shard.EvLeased && evs[i].Holder == n.holder && !n.dropExternal(evs[i].Task) {
+			n.releaseLease(evs[i].Task)
+			delete(n.leaseAt, evs[i].Task)
+		}
+	}
+}
+
+// ownLease is the own lease proposals of one task not applied yet: n of
+// them, in partition part.
+type ownLease struct{ part, n int }
+
+// holdLeases counts the slots of leases this node proposes for itself in
+// partition part.
+func (n *Node) holdLeases(part int, evs []shard.Event) {
+	n.busy += len(evs)
+	for i := range evs {
+		l := n.ownLeases[evs[i].Task]
+		n.ownLeases[evs[i].Task] = ownLease{part: part, n: l.n + 1}
+	}
+	n.timeLeases(evs)
+}
+
+// dropOwnLease forgets one own lease proposal of t (it applied, or will
+// not); the caller frees or passes on its slot.
+func (n *Node) dropOwnLease(t shard.TaskID) {
+	if l := n.ownLeases[t]; l.n > 1 {
+		n.ownLeases[t] = ownLease{part: l.part, n: l.n - 1}
+	} else {
+		delete(n.ownLeases, t)
+	}
+}
+
+// releaseLease frees the slot of an own lease proposal that will not start
+// a run here (if one still holds a slot).
+func (n *Node) releaseLease(t shard.TaskID) {
+	if n.ownLeases[t].n > 0 {
+		n.dropOwnLease(t)
+		n.busy--
+	}
+}
+
+// releaseLostLeases frees the slots of the own lease proposals of
+// partition part, which this node no longer leads: their entries may be
+// overwritten by the new leader's and never apply here. One that commits
+// after all takes its slot again when it applies (applyLease).
+func (n *Node) releaseLostLeases(part int) {
+	n.releaseLostExternal(part)
+	for t, l := range n.ownLeases {
+		if l.part == part {
+			delete(n.ownLeases, t)
+			n.busy -= l.n
+		}
+	}
+}
+
+// Report hands the node a local handler's outcome. The slot is free again;
+// the owner (this node when it leads the partition) proposes the outcome if
+// it still holds the current round.
+func (n *Node) Report(o shard.Outcome) error {
+	round, ok := n.running[o.Task]
+	if !ok || round != o.Round {
+		if rs := n.superseded[o.Task]; slices.Contains(rs, o.Round) {
+			// A run a newer round of the same task replaced here: its
+			// slot is free; its outcome is stale at the owner anyway.
+			if rs = slices.DeleteFunc(rs, func(r shard.Round) bool { return r == o.Round }); len(rs) == 0 {
+				delete(n.superseded, o.Task)
+			} else {
+				n.superseded[o.Task] = rs
+			}
+			n.busy--
+		}
+		return shard.ErrStaleRound
+	}
+	ext := n.ext.run[o.Task]
+	n.endRun(o.Task)
+	if !ext {
+		n.pace.ran(o.Took)
+	}
+	o.Holder = n.holder
+	p := n.parts[n.PartitionOf(o.Task.Group())]
+	if p == nil || !p.serving {
+		n.forward(o)
+		return nil
+	}
+	ev, err := p.shard.Report(n.now, o)
+	if err != nil {
+		n.stats.StaleOutcomes++
+		return err
+	}
+	p.propose([]shard.Event{ev})
+	n.markDirty(p.id)
+	// Until its event commits, the outcome lives only in this leader's
+	// log: if leadership moves first, the entry is lost and the new owner
+	// would wait for the lease to expire. Keep it to hand over (handOver).
+	n.localOut[o.Task] = o
+	return nil
+}
+
+// handOver sends the outcomes this node proposed as owner of partition p,
+// whose events have not committed, to whoever owns p now (through the
+// outbox): it just lost the leadership, and with it those entries.
+func (n *Node) handOver(p *partition) {
+	for _, id := range sortedKeys(n.localOut) {
+		if o := n.localOut[id]; n.PartitionOf(id.Group()) == p.id {
+			delete(n.localOut, id)
+			n.forward(o)
+		}
+	}
+}
+
+// schedule leases READY tasks to this peer's free slots, highest priority
+// first across the partitions it leads.
+func (n *Node) schedule() {
+	if n.draining {
+		return // a draining peer takes no new leases; thieves may still take its work
+	}
+	limit := n.cfg.Slots + n.pace.ahead(n.cfg.Slots, n.cfg.LeaseAhead)
+	if n.busy < limit && n.askStranded() {
+		limit-- // kept for what the victim grants
+	}
+	for n.busy < limit {
+		best := -1
+		var bestPrio int32
+		var bestSeq uint64
+		for _, i := range n.held {
+			p := n.parts[i]
+			if p == nil || !p.serving {
+				continue
+			}
+			prio, seq, ok := p.shard.HeadFor(n.placement)
+			if ok && (best < 0 || prio > bestPrio || (prio == bestPrio && seq < bestSeq)) {
+				best, bestPrio, bestSeq = i, prio, seq
+			}
+		}
+		if best < 0 {
+			return
+		}
+		p := n.parts[best]
+		free := limit - n.busy
+		evs := p.shard.LeaseFor(n.now, free, n.holder, n.placement, nil)
+		if len(evs) == 0 {
+			return
+		}
+		n.holdLeases(best, evs)
+		p.propose(evs)
+		n.markDirty(best)
+	}
+}
+
+// schedulePeers leases READY tasks to this peer's free slots and to its
+// external workers' demand.
+func (n *Node) schedulePeers() {
+	n.schedule()
+	n.scheduleExternal()
+}
+
+// Task returns a task's view from the partition's state.
+func (n *Node) Task(id shard.TaskID) (shard.TaskView, error) {
+	p, err := n.readable(id.Group())
+	if err != nil {
+		return shard.TaskView{}, err
+	}
+	v, err := p.shard.Task(id)
+	v.Waiting = n.waiting(&v)
+	return v, err
+}
+
+// TaskEvents returns a task's history.
+func (n *Node) TaskEvents(id shard.TaskID) ([]shard.TaskEvent, error) {
+	p, err := n.readable(id.Group())
+	if err != nil {
+		return nil, err
+	}
+	return p.shard.TaskEvents(id)
+}
+
+// Group returns a group's view.
+func (n *Node) Group(id shard.GroupID) (shard.GroupView, error) {
+	p, err := n.readable(id)
+	if err != nil {
+		return shard.GroupView{}, err
+	}
+	v, err := p.shard.Group(id)
+	for i := range v.Tasks {
+		v.Tasks[i].Waiting = n.waiting(&v.Tasks[i])
+	}
+	return v, err
+}
+
+// ReplicaGroup returns a group as this node's replica of its partition
+// holds it, serving or not: possibly behind the owner, so not for clients
+// (Group is); for diagnostics and the simulator's checker, which reads
+// what never changes (a group's tasks and pins). ErrUnavailable when this
+// node holds no replica.
+func (n *Node) ReplicaGroup(id shard.GroupID) (shard.GroupView, error) {
+	p := n.parts[n.PartitionOf(id)]
+	if p == nil {
+		return shard.GroupView{}, ErrUnavailable
+	}
+	return p.shard.Group(id)
+}
+
+// GroupSummary returns a group's view without its tasks.
+func (n *Node) GroupSummary(id shard.GroupID) (shard.GroupView, error) {
+	p, err := n.readable(id)
+	if err != nil {
+		return shard.GroupView{}, err
+	}
+	return p.shard.GroupSummary(id)
+}
+
+// GroupState returns a group's summary state (cheap, for waiters).
+func (n *Node) GroupState(id shard.GroupID) (shard.GroupState, error) {
+	p, err := n.readable(id)
+	if err != nil {
+		return 0, err
+	}
+	return p.shard.GroupState(id)
+}
+
+func (n *Node) readable(g shard.GroupID) (*partition, error) {
+	if g == "" {
+		return nil, shard.ErrNotFound
+	}
+	p := n.parts[n.PartitionOf(g)]
+	if !n.leaseHeld(p) {
+		return nil, ErrUnavailable
+	}
+	return p, nil
+}
+
+// Now returns the node's current time (the last Tick).
+func (n *Node) Now() time.Time { return n.now }
+
+// initialLeases leases a new group's first tasks to this peer's free slots
+// in the submission's own entry, saving a Raft commit before they start
+// (W2 latency). Only when this peer serves the partition and nothing else is
+// READY anywhere it leads, so the new tasks jump no queue.
+func (n *Node) initialLeases(p *partition, spec *shard.GroupSpec) []shard.Event {
+	free := n.cfg.Slots - n.busy
+	if !p.serving || free <= 0 || n.draining || n.readyRunnable() > 0 {
+		return nil
+	}
+	cfg := p.shard.Config()
+	evs := shard.InitialLeases(n.now, spec, free, n.holder, cfg.DefaultTimeout, cfg.LeaseGrace)
+	if cfg.External != nil {
+		// Tasks of external handlers are for the workers that serve them,
+		// never for this peer's own slots.
+		evs = slices.DeleteFunc(evs, func(e shard.Event) bool {
+			_, i, _ := e.Task.Split()
+			return cfg.External(spec.Tasks[i].Handler)
+		})
+	}
+	n.holdLeases(p.id, evs)
+	return evs
+}
+
+// timeLeases notes when this node proposed its own leases. Entries lost
+// without a drop notice (a deposed leader's tail) would leave theirs
+// behind, so the map is reset when it grows past any plausible number of
+// leases in flight.
+func (n *Node) timeLeases(evs []shard.Event) {
+	if len(n.leaseAt) > 1<<16 {
+		clear(n.leaseAt)
+	}
+	for i := range evs {
+		n.leaseAt[evs[i].Task] = n.now
+	}
+}
+
+// readyTotal counts READY tasks in the partitions this node serves.
+func (n *Node) readyTotal() int {
+	total := 0
+	for _, i := range n.held {
+		p := n.parts[i]
+		if p != nil && p.serving {
+			total += p.shard.ReadyLen()
+		}
+	}
+	return total
+}

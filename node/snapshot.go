@@ -1,0 +1,61 @@
+package node
+
+import (
+	"fmt"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/needle-mesh/needle/wal"
+)
+
+// installSnapshot replaces a partition's state with a snapshot received from
+// its leader.
+func (n *Node) installSnapshot(p *partition, snap *pb.Snapshot) {
+	if err := p.storage.Apply(wal.Update{Snapshot: snap}); err != nil {
+		panic(fmt.Sprintf("peer: partition %d: in-memory raft storage refused snapshot: %v", p.id, err))
+	}
+	if err := p.shard.Restore(snap.GetData()); err != nil {
+		// The leader encoded it and Raft checked nothing of its content: a
+		// bug, never bad input from outside (messages are decoded and
+		// checked at the edge).
+		panic(fmt.Sprintf("peer: partition %d: restore snapshot %d: %v", p.id, snap.GetMetadata().GetIndex(), err))
+	}
+	p.applied = snap.GetMetadata().GetIndex()
+	p.snapIndex, p.snapBytes, p.logBytes = p.applied, len(snap.GetData()), 0
+	p.conf = snap.GetMetadata().GetConfState()
+	if p.serving {
+		p.shard.SetLeader(true, n.now)
+	}
+}
+
+// maybeSnapshot snapshots a partition's state and compacts its log once
+// SnapshotEvery entries were applied since the last snapshot and those
+// entries hold at least half as many bytes as that snapshot did. The second
+// bound keeps a big partition from re-encoding its whole state every
+// SnapshotEvery small entries (a 10,000-task group snapshotted 48 times
+// in the simulator): the bytes encoded by snapshots stay within twice the
+// bytes appended to the log, and the log kept between two snapshots stays
+// within about half the state. The snapshot is persisted with the next
+// Ready; a replica change forces one (forceSnap).
+func (n *Node) maybeSnapshot(p *partition) {
+	due := p.applied-p.snapIndex >= n.cfg.SnapshotEvery && p.logBytes >= p.snapBytes/2
+	if !due && !(p.forceSnap && p.applied > p.snapIndex) {
+		return
+	}
+	p.forceSnap = false
+	snap, err := p.storage.CreateSnapshot(p.applied, p.conf, p.shard.Snapshot())
+	if err != nil {
+		if err == raft.ErrSnapOutOfDate {
+			return
+		}
+		panic(fmt.Sprintf("peer: partition %d: snapshot at %d: %v", p.id, p.applied, err))
+	}
+	if err := p.storage.Compact(p.applied); err != nil && err != raft.ErrCompacted {
+		panic(fmt.Sprintf("peer: partition %d: compact at %d: %v", p.id, p.applied, err))
+	}
+	p.snapIndex, p.snapBytes, p.logBytes = p.applied, len(snap.GetData()), 0
+	n.rd.Persist.Updates = append(n.rd.Persist.Updates, wal.Update{Partition: uint32(p.id), Snapshot: snap})
+	n.rd.MustSync = true
+	n.markDirty(p.id)
+}

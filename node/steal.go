@@ -1,0 +1,344 @@
+package node
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/steal"
+)
+
+// NodeStats are counters of the node's protocol work, for metrics and
+// /v1/peers.
+type NodeStats struct {
+	StaleOutcomes int // outcomes refused by fencing (stale round or holder)
+	StealsAsked   int // steal requests sent
+	StealsGranted int // tasks received from victims
+	StealsRefused int // refusals and empty grants received
+	StaleGrants   int // grants received for this peer's former run (dropped)
+	TasksGranted  int // tasks this node granted to thieves
+	LeaseExpiries int // leases that ended without an outcome
+	Abdications   int // partition leaderships given up for want of a majority's answers (abdicate)
+	// RejectedEntries counts committed entries (or events in them) that
+	// could not be applied and changed nothing (see rejectEntry).
+	RejectedEntries int
+	// DroppedRaft counts Raft messages from the network refused before
+	// Raft saw them (see checkRaft).
+	DroppedRaft int
+}
+
+// stealer is the node's side of work stealing: the pure policy of package
+// steal as thief, and the grants this node owes thieves as victim.
+type stealer struct {
+	t       *steal.Thief            // nil when stealing is off
+	owed    map[shard.TaskID]string // leases proposed for a thief, by task
+	grants  map[string][]Grant      // grants to send with the next Ready, by thief holder (id#boot)
+	refuse  []string                // thieves to answer with a refusal
+	askedAt time.Time               // when the last steal request went out
+	// stranded is the victim of the request in flight for its stranded
+	// tasks (askStranded), "" when none is: a slot is kept for its grant.
+	stranded string
+	enabled  bool
+}
+
+func newStealer(cfg NodeConfig) (stealer, error) {
+	s := stealer{owed: map[shard.TaskID]string{}, grants: map[string][]Grant{}, enabled: cfg.Steal}
+	if !cfg.Steal {
+		return s, nil
+	}
+	sc := steal.DefaultConfig()
+	sc.Rand = rand.New(rand.NewPCG(RaftID(cfg.ID), cfg.Rand.Uint64()))
+	t, err := steal.New(sc)
+	s.t = t
+	return s, err
+}
+
+// Observe feeds a gossiped or replied load to the policy.
+func (s *stealer) Observe(peer string, l Load, now time.Time) {
+	if s.t != nil {
+		s.t.Observe(steal.Load{Peer: peer, Ready: l.Ready, Running: l.Running, Slots: l.Slots, At: now})
+	}
+}
+
+// load returns this node's load as it gossips it.
+func (n *Node) load() Load {
+	return Load{Ready: n.readyTotal() - n.readyExternal(), Running: n.busy, Slots: n.cfg.Slots}
+}
+
+// maybeSteal asks a loaded peer for work when this node has free slots and
+// nothing READY of its own. It runs after every local scheduling pass, not
+// only on gossip, so an idle peer does not wait for the next round.
+func (n *Node) maybeSteal() {
+	if n.steal.t == nil || n.draining || n.busy >= n.cfg.Slots+n.pace.stealAhead(n.cfg.Slots, n.cfg.LeaseAhead) {
+		return
+	}
+	self := n.load()
+	if n.readyRunnable() > 0 {
+		return
+	}
+	self.Ready = 0 // what it holds READY is for other peers only (pins, labels)
+	// Capacity counts the slots plus the leases that hide a steal's round
+	// trip (Little's law on measured averages): a thief asks again before
+	// its last task ends, and long tasks stay with the victim instead of
+	// waiting in a thief's queue.
+	capacity := n.cfg.Slots + n.pace.stealAhead(n.cfg.Slots, n.cfg.LeaseAhead)
+	victim, want, ok := n.steal.t.Next(n.now, steal.Load{Peer: n.cfg.ID, Ready: self.Ready, Running: self.Running, Slots: capacity, At: n.now})
+	if !ok {
+		return
+	}
+	n.askSteal(victim, min(want, max(capacity-self.Running, 1)), self)
+}
+
+// askSteal sends a steal request for want tasks, with this node's load.
+func (n *Node) askSteal(victim string, want int, load Load) {
+	n.steal.askedAt = n.now
+	n.stats.StealsAsked++
+	n.rd.Messages = append(n.rd.Messages, Envelope{To: victim, Msg: Message{Type: MsgStealReq, From: n.cfg.ID, Want: want, Load: load}})
+}
+
+// askStranded lets a peer with work of its own still take the tasks that
+// other owners hold READY for want of a peer that may run them (pinned to
+// it, or requiring labels it has): without it, a peer whose own queue never
+// ran dry never stole, and a task pinned to it (a scheduled broadcast's
+// copy) waited for as long as that lasted. When a live member advertises
+// such tasks (its heartbeat's Stranded) and is not in backoff, this peer
+// asks it for one, and local scheduling keeps a slot free until the reply
+// (or the request's expiry): the victim grants its stranded tasks this
+// peer may run first (LeaseStranded), and a refusal backs it off as any
+// steal does. A member whose heartbeat names the peers its stranded tasks
+// wait for (StrandedFor) is asked only by those. An idle peer needs none
+// of this: maybeSteal asks. Reports whether a slot is kept.
+func (n *Node) askStranded() bool {
+	if n.steal.t == nil {
+		return false
+	}
+	if n.steal.stranded != "" {
+		if v, ok := n.steal.t.Pending(n.now); ok && v == n.steal.stranded {
+			return true
+		}
+		n.steal.stranded = ""
+	}
+	if n.mesh.strandedPeers <= 0 || n.readyRunnable() == 0 {
+		return false
+	}
+	victim, most := "", 0
+	for _, id := range n.mesh.memberIDs() {
+		mb := n.mesh.members[id]
+		if id == n.cfg.ID || mb.stranded <= most || mb.state == PeerDead || mb.boot == "" ||
+			n.now.Before(n.steal.t.BackoffUntil(id)) ||
+			mb.strandedFor != nil && !slices.Contains(mb.strandedFor, n.cfg.ID) {
+			continue
+		}
+		victim, most = id, mb.stranded
+	}
+	if victim == "" || !n.steal.t.Ask(n.now, victim) {
+		return false
+	}
+	n.steal.stranded = victim
+	n.askSteal(victim, 1, n.load())
+	return true
+}
+
+func (n *Node) stepSteal(from string, m Message) error {
+	if m.Type == MsgGrant {
+		n.stepGrant(from, m)
+		return nil
+	}
+	n.steal.Observe(from, m.Load, n.now)
+	mb := n.mesh.members[from]
+	// Tasks shorter than a commit are cheaper to run here than to ship: a
+	// stolen task costs a lease commit, a grant, and an outcome sent back
+	// and committed, while the lease-ahead pacing keeps this peer's slots
+	// busy. Only longer work is worth moving. Until this peer has timed a
+	// task it does not know which kind it has, and it ships: refusing sent
+	// every thief into backoff for the first task's duration, which for a
+	// fresh burst of long tasks idles the mesh at the start (W3 lost 2% of
+	// its makespan so), while a few short tasks shipped early cost little.
+	// The exception to "short stays" is a backlog that this peer's slots
+	// would take many commits to drain (thousands of 1 ms tasks): then the
+	// slots are the bottleneck, and a batch granted for one commit buys the
+	// thief's slots.
+	ready := n.readyRunnable()
+	short := n.pace.run > 0 && n.pace.commit > 0 && n.pace.run < n.pace.commit && !n.pace.backlogged(ready, n.cfg.Slots)
+	if mb == nil || mb.boot == "" || mb.draining {
+		n.steal.refuse = append(n.steal.refuse, from)
+		return nil
+	}
+	holder := from + "#" + mb.boot
+	thief := shard.Placement{Peer: from, Labels: mb.labels}
+	// Tasks this peer may not run itself but the thief may go first, and
+	// all of them (up to what it asked for), whatever the pacing says:
+	// nobody else here can take them. Then, when stealing is on and tasks
+	// are long enough to be worth moving, a share of the surplus.
+	want := m.Want
+	granted := n.grant(want, func(p *partition, k int) []shard.Event {
+		return p.shard.LeaseStranded(n.now, k, holder, thief, n.placement)
+	}, from)
+	if n.steal.enabled && !short {
+		limit := n.cfg.Slots + n.pace.ahead(n.cfg.Slots, n.cfg.LeaseAhead)
+		give := min(steal.GrantSize(ready, max(limit-n.busy, 0), want), want-granted)
+		granted += n.grant(give, func(p *partition, k int) []shard.Event {
+			return p.shard.LeaseFor(n.now, k, holder, thief, nil)
+		}, from)
+	}
+	if granted == 0 {
+		n.steal.refuse = append(n.steal.refuse, from)
+	}
+	return nil
+}
+
+// grant proposes up to give leases for thief, taken by lease from the
+// partitions this node serves, and returns how many it proposed.
+func (n *Node) grant(give int, lease func(p *partition, k int) []shard.Event, thief string) int {
+	granted := 0
+	for _, i := range n.held {
+		p := n.parts[i]
+		if give-granted <= 0 {
+			break
+		}
+		if p == nil || !p.serving || p.shard.ReadyLen() == 0 {
+			continue
+		}
+		evs := lease(p, give-granted)
+		if len(evs) == 0 {
+			continue
+		}
+		for _, e := range evs {
+			n.steal.owed[e.Task] = thief
+		}
+		granted += len(evs)
+		p.propose(evs)
+		n.markDirty(p.id)
+	}
+	return granted
+}
+
+// grantApplied turns a committed lease for a thief into a grant to send.
+func (n *Node) grantApplied(p *partition, e *shard.Event) {
+	thief, ok := n.steal.owed[e.Task]
+	if !ok {
+		return
+	}
+	delete(n.steal.owed, e.Task)
+	if shard.HolderPeer(e.Holder) != thief {
+		// Not the lease this node proposed: a newer leader committed
+		// another at that index (this node was deposed, or paused, in
+		// between). Granting it would start the task on a peer that
+		// holds no lease: the holder's own grant comes from its owner.
+		return
+	}
+	spec, ok := p.shard.RunOf(e.Task, e.Round, e.Holder)
+	if !ok {
+		return
+	}
+	si, sn := p.shard.BroadcastShard(e.Task)
+	n.stats.TasksGranted++
+	n.steal.grants[e.Holder] = append(n.steal.grants[e.Holder], Grant{Task: e.Task, Round: e.Round, Expiry: e.Expiry,
+		Handler: spec.Handler, Payload: p.shard.Payload(e.Task), Timeout: p.shard.Timeout(spec),
+		Inputs: rawInputs(p.shard.Inputs(e.Task)), Attempt: p.shard.Attempts(e.Task), Trace: p.shard.Trace(e.Task),
+		Shard: si, Shards: sn, Require: spec.Require})
+}
+
+// flushGrants sends the grants (and refusals) of this Ready.
+func (n *Node) flushGrants() {
+	if len(n.steal.grants) == 0 && len(n.steal.refuse) == 0 {
+		return
+	}
+	self := n.load()
+	granted := map[string]bool{}
+	for _, holder := range sortedKeys(n.steal.grants) {
+		to := shard.HolderPeer(holder)
+		granted[to] = true
+		n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgGrant, From: n.cfg.ID, Load: self,
+			Grants: n.steal.grants[holder], Holder: holder}})
+	}
+	for _, to := range n.steal.refuse {
+		if !granted[to] {
+			n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgGrant, From: n.cfg.ID, Load: self, Refused: true}})
+		}
+	}
+	clear(n.steal.grants)
+	n.steal.refuse = n.steal.refuse[:0]
+}
+
+// stepGrant starts the tasks a victim leased to this node. Their outcomes
+// go to the owner through the outbox like any outcome for a partition led
+// elsewhere.
+func (n *Node) stepGrant(from string, m Message) {
+	n.steal.Observe(from, m.Load, n.now)
+	if len(m.Grants) > 0 && !slices.ContainsFunc(m.Grants, func(g Grant) bool { return !n.External(g.Handler) }) {
+		n.stepOffer(from, m) // offered to this peer's workers, not asked for
+		return
+	}
+	if n.steal.t != nil {
+		if len(m.Grants) == 0 {
+			n.steal.t.Refused(n.now, from)
+		} else {
+			n.steal.t.Granted(n.now, from, len(m.Grants))
+		}
+	}
+	if len(m.Grants) == 0 {
+		n.stats.StealsRefused++
+		return
+	}
+	if m.Holder != "" && m.Holder != n.holder {
+		// Leases for this peer's former run (it restarted since it asked):
+		// their outcomes would be refused, and the owner re-runs them when
+		// they expire.
+		n.stats.StaleGrants += len(m.Grants)
+		return
+	}
+	n.pace.stole(n.now.Sub(n.steal.askedAt))
+	for _, g := range m.Grants {
+		n.mesh.granter[n.PartitionOf(g.Task.Group())] = from
+		if n.External(g.Handler) {
+			n.startOffered(g)
+			continue
+		}
+		if g.Timeout <= 0 || !n.claim(g.Task, g.Round) {
+			continue // a duplicate or late grant, or one this replica already started
+		}
+		n.stats.StealsGranted++
+		n.busy++
+		n.startRun(g.Task, g.Round)
+		n.rd.Run = append(n.rd.Run, Run{Task: g.Task, Round: g.Round, Handler: g.Handler, Trace: g.Trace, Payload: g.Payload, Timeout: g.Timeout, Inputs: g.Inputs, Attempt: g.Attempt,
+			Shard: g.Shard, Shards: g.Shards})
+	}
+}
+
+// claim records that this peer starts task t in round r, and reports false
+// when it already started that round (or a later one): a lease reaches a
+// thief both as a grant message and, when the thief is a replica of the
+// partition, as a committed entry; it must run once.
+func (n *Node) claim(t shard.TaskID, r shard.Round) bool {
+	if prev, ok := n.started[t]; ok && prev >= r {
+		return false
+	}
+	if _, ok := n.started[t]; !ok {
+		n.startedQ = append(n.startedQ, t)
+		if len(n.startedQ) > maxStarted {
+			delete(n.started, n.startedQ[0])
+			n.startedQ = n.startedQ[1:]
+		}
+	}
+	n.started[t] = r
+	return true
+}
+
+// rawInputs converts a task's inputs as the shard holds them (shared, not
+// copied) to the JSON form handlers get; nil stays nil.
+func rawInputs(in map[string][]byte) map[string]json.RawMessage {
+	if in == nil {
+		return nil
+	}
+	out := make(map[string]json.RawMessage, len(in))
+	for k, v := range in {
+		out[k] = v
+	}
+	return out
+}
+
+// maxStarted bounds the memory of started leases (claim).
+const maxStarted = 1 << 17

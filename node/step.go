@@ -1,0 +1,461 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/needle-mesh/needle/ring"
+	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/wal"
+)
+
+// ErrNotMember is returned for a message from a peer outside the mesh.
+var ErrNotMember = errors.New("peer: sender is not a member")
+
+// Step hands the node one message from peer from (the transport's
+// authenticated id). Malformed or misdirected content is refused with an
+// error and changes nothing; the node never panics on input from the
+// network.
+func (n *Node) Step(from string, m Message) error {
+	if from == "" || from == n.cfg.ID {
+		return fmt.Errorf("peer: step: bad sender %q", from)
+	}
+	if n.mesh.forgotten[from] {
+		return fmt.Errorf("%w: %s was forgotten", ErrNotMember, from)
+	}
+	boot := ""
+	if m.Type == MsgHeartbeat {
+		if m.Heartbeat == nil {
+			return errors.New("peer: step: heartbeat without body")
+		}
+		if m.Heartbeat.Partitions != n.cfg.Partitions {
+			return n.partitionsMismatch(from, m.Heartbeat.Partitions)
+		}
+		boot = m.Heartbeat.Boot
+	} else if n.mesh.members[from] == nil {
+		// Raft too: heard() below would make any keyed host a member
+		// without the heartbeat's checks, and the ring would give it
+		// partitions it never serves. A joiner's Raft traffic comes after
+		// its heartbeat; one that overtakes it is resent by Raft.
+		return fmt.Errorf("%w: %s sent %v before any heartbeat", ErrNotMember, from, m.Type)
+	}
+	n.mesh.heard(from, boot, n.now)
+	switch m.Type {
+	case MsgHeartbeat:
+		return n.stepHeartbeat(from, m.Heartbeat)
+	case MsgRaft:
+		return n.stepRaft(from, m.Raft)
+	case MsgOutcome:
+		n.stepOutcomes(from, m.Outcomes)
+	case MsgAck:
+		n.stepAcks(from, m.Acks)
+	case MsgStealReq, MsgGrant:
+		return n.stepSteal(from, m)
+	default:
+		return fmt.Errorf("peer: step: unknown message type %v", m.Type)
+	}
+	return nil
+}
+
+// ErrPartitions is wrapped by Fatal's error when this peer cannot join the
+// mesh it was pointed at because the mesh has another partition count.
+var ErrPartitions = errors.New("peer: partition count differs from the mesh's")
+
+// partitionsMismatch refuses a heartbeat from a peer with another
+// partition count. A peer that joins and has heard of no member yet is the
+// odd one out: it stops (Fatal) rather than wait forever for a mesh that
+// can never take it.
+func (n *Node) partitionsMismatch(from string, theirs int) error {
+	err := fmt.Errorf("peer: step: %s has %d partitions, this peer %d: they cannot be in one mesh", from, theirs, n.cfg.Partitions)
+	if !n.cfg.Founder && len(n.mesh.members) == 1 && n.fatal == nil {
+		n.fatal = fmt.Errorf("%w: the mesh has %d partitions, this peer %d (--partitions); start it with --partitions %d and an empty --data dir",
+			ErrPartitions, theirs, n.cfg.Partitions, theirs)
+	}
+	return err
+}
+
+// Fatal returns why this node cannot go on (it joined a mesh it can never
+// be part of), or nil. The runtime stops with it.
+func (n *Node) Fatal() error { return n.fatal }
+
+func (n *Node) stepHeartbeat(from string, hb *Heartbeat) error {
+	if hb == nil {
+		return errors.New("peer: step: heartbeat without body")
+	}
+	if hb.Partitions != n.cfg.Partitions {
+		return fmt.Errorf("peer: step: %s has %d partitions, this mesh %d: it cannot join", from, hb.Partitions, n.cfg.Partitions)
+	}
+	mb := n.mesh.members[from]
+	if (mb.stranded > 0) != (hb.Stranded > 0) {
+		if hb.Stranded > 0 {
+			n.mesh.strandedPeers++
+		} else {
+			n.mesh.strandedPeers--
+		}
+	}
+	mb.load, mb.addrs, mb.stranded, mb.strandedFor = hb.Load, hb.Addrs, hb.Stranded, hb.StrandedFor
+	mb.features = hb.Features
+	mb.workers, mb.offered = hb.Workers, nil
+	if len(hb.Workers) > 0 {
+		n.scheduleExternal() // offer READY work to its waiting workers now
+	}
+	if !slices.Equal(mb.labelList, hb.Labels) {
+		mb.labelList, mb.labels = hb.Labels, ParseLabels(hb.Labels)
+	}
+	if mb.draining != hb.Draining {
+		mb.draining = hb.Draining
+		n.mesh.prefDirty = true
+	}
+	n.mesh.learn(from, hb, n.now)
+	n.steal.Observe(from, hb.Load, n.now)
+	if hb.Load.Ready > 0 {
+		// An idle peer asks at once, not at its next Ready. A heartbeat
+		// without READY work offers nothing to take (backoffs that end are
+		// Tick's), and in a large mesh most are such: they skip the pass.
+		n.maybeSteal()
+	}
+	return nil
+}
+
+func (n *Node) stepRaft(from string, msgs []RaftMsg) error {
+	var errs []error
+	for _, rm := range msgs {
+		if int(rm.Partition) >= len(n.parts) || rm.Msg == nil {
+			errs = append(errs, fmt.Errorf("peer: step: partition %d out of range", rm.Partition))
+			continue
+		}
+		if rm.Msg.GetTo() != n.raftID || rm.Msg.GetFrom() != RaftID(from) || raft.IsLocalMsg(rm.Msg.GetType()) {
+			errs = append(errs, fmt.Errorf("peer: step: misaddressed raft message %v from %s", rm.Msg.GetType(), from))
+			continue
+		}
+		p := n.parts[rm.Partition]
+		if err := n.checkRaft(p, rm.Msg); err != nil {
+			n.stats.DroppedRaft++
+			errs = append(errs, fmt.Errorf("peer: step partition %d from %s: %w", rm.Partition, from, err))
+			continue
+		}
+		if p != nil && n.leaderLease(p, from, rm.Msg) {
+			continue // ignored, as Raft's CheckQuorum lease would (see leaderLease)
+		}
+		if p != nil {
+			n.renewLease(p, rm.Msg)
+		}
+		if p == nil {
+			var err error
+			if p, err = n.openPartition(int(rm.Partition), wal.PartitionState{}, false); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			n.hold(p)
+		}
+		if err := p.rn.Step(rm.Msg); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
+			errs = append(errs, fmt.Errorf("peer: step partition %d: %w", rm.Partition, err))
+		}
+		n.markDirty(p.id)
+	}
+	return errors.Join(errs...)
+}
+
+// leaderLease reports whether a (pre-)vote request must be ignored because
+// this replica promised its vote to its leader: Raft's CheckQuorum lease,
+// which needs Raft's election timer (off: needle's failure detector
+// decides elections), done here on the node's clock. A replica that heard
+// from its leader (appends, heartbeats) within DeadAfter votes for no one
+// else, and a replica that restarted votes for no one within a lease
+// window of its boot (it may have answered a leader's heartbeat just
+// before it died). Without this a replica that has not heard from the
+// leader yet (a restarted peer, one behind a partition) wins an election
+// with the votes of replicas that still follow a live leader, and the
+// deposed leader keeps serving reads, unaware, until it hears of the new
+// term: two owners of one partition, the old one answering from a stale
+// state. The leader's side of the promise is leaseHeld. A leadership
+// transfer (its votes carry the transfer context) is the leader's own
+// doing and goes through.
+func (n *Node) leaderLease(p *partition, from string, m *pb.Message) bool {
+	switch m.GetType() {
+	case pb.MsgPreVote, pb.MsgVote:
+	default:
+		return false
+	}
+	if string(m.GetContext()) == campaignTransfer {
+		return false
+	}
+	if n.now.Sub(n.bootAt) < n.leaseWindow() {
+		return true
+	}
+	switch lead := p.rn.BasicStatus().Lead; {
+	case p.leader:
+		return !p.abdicated // an abdicated leader serves nothing: it may vote
+	case lead != raft.None && lead == RaftID(from):
+		return false // the leader itself, restarted: nobody else relies on this vote
+	}
+	// Not only while Lead names the leader: Raft forgets it on any message
+	// of a later term (a failed candidate's), and the leader still counts
+	// on this replica's answer.
+	return !p.leaderHeard.IsZero() && n.now.Sub(p.leaderHeard) < n.cfg.DeadAfter
+}
+
+// leaseWindow is how long a voter's answer lets the leader serve reads: half
+// of DeadAfter, the silence after which that voter may vote for another
+// leader, so that clock drift and message delay stay well inside it.
+func (n *Node) leaseWindow() time.Duration { return n.cfg.DeadAfter / 2 }
+
+// renewLease records both sides of the lease: a follower hearing from a
+// leader of its term or a later one (it follows that leader), a leader a
+// voter's answer in its current term.
+func (n *Node) renewLease(p *partition, m *pb.Message) {
+	term := p.rn.BasicStatus().GetTerm()
+	switch m.GetType() {
+	case pb.MsgApp, pb.MsgHeartbeat, pb.MsgSnap:
+		if m.GetTerm() >= term {
+			p.leaderHeard = n.now
+		}
+	case pb.MsgAppResp, pb.MsgHeartbeatResp:
+		if p.leader && m.GetTerm() == term && p.acked != nil {
+			p.acked[m.GetFrom()] = n.now
+		}
+	}
+}
+
+// leaseHeld reports whether this node may answer reads of partition p from
+// its state: it serves p, is not handing it over, and a majority of the
+// voters (itself included) answered it within the lease window. Until the
+// window passes none of those voters votes for another leader (see
+// leaderLease), so no other peer can have committed anything newer. A
+// leader cut off from its voters stops answering reads before they elect
+// another.
+func (n *Node) leaseHeld(p *partition) bool {
+	if p == nil || !p.serving || p.rn.BasicStatus().LeadTransferee != raft.None {
+		return false
+	}
+	voters := p.conf.GetVoters()
+	ok := 0
+	for _, v := range voters {
+		if v == n.raftID {
+			ok++
+		} else if at, found := p.acked[v]; found && n.now.Sub(at) < n.leaseWindow() {
+			ok++
+		}
+	}
+	return ok > len(voters)/2
+}
+
+// campaignTransfer is the context of the votes of a leadership transfer
+// (raft's unexported campaignTransfer).
+const campaignTransfer = "CampaignTransfer"
+
+// Owner returns the peer that leads a group's partition, as far as this
+// node knows ("" when unknown), so that requests can be routed there.
+//
+// Only a replica of the partition's current configuration knows its leader.
+// A peer that holds no replica, or one that was removed from the replica
+// set (it keeps its stale copy, and its Raft state may not even have
+// applied its own removal: nobody sends it anything any more), names the
+// ring's preferred owner instead, the peer leadership moves to, else a
+// live replica; a removed replica's last known leader may have lost the
+// partition long ago, and requests routed there would fail for good.
+func (n *Node) Owner(g shard.GroupID) string { return n.ownerOf(n.PartitionOf(g)) }
+
+// ownerOf is Owner for a partition.
+func (n *Node) ownerOf(part int) string {
+	p := n.parts[part]
+	if p != nil && p.serving {
+		return n.cfg.ID
+	}
+	if p != nil && n.replica(p) {
+		if id, ok := n.mesh.peerOf(p.rn.BasicStatus().Lead); ok && id != n.cfg.ID {
+			return id
+		}
+		return ""
+	}
+	m := &n.mesh
+	if m.ring == nil {
+		return ""
+	}
+	if len(m.preferred) > part {
+		if pref := string(m.preferred[part]); pref != "" && pref != n.cfg.ID && m.live(pref) {
+			return pref
+		}
+	}
+	for _, id := range m.ring.Replicas(part) {
+		if string(id) != n.cfg.ID && m.live(string(id)) {
+			return string(id) // a replica knows the leader
+		}
+	}
+	return ""
+}
+
+// replica reports whether this node is a replica of p's current
+// configuration (a voter or learner that the ring still places there).
+func (n *Node) replica(p *partition) bool {
+	if !slices.Contains(p.conf.GetVoters(), n.raftID) && !slices.Contains(p.conf.GetLearners(), n.raftID) {
+		return false
+	}
+	return n.mesh.ring == nil || n.mesh.ring.IsReplica(p.id, ring.PeerID(n.cfg.ID))
+}
+
+// Serving reports whether this node serves (leads, caught up, and holds the
+// read lease of) a group's partition: its reads are current.
+func (n *Node) Serving(g shard.GroupID) bool {
+	return n.leaseHeld(n.parts[n.PartitionOf(g)])
+}
+
+// outboxKey names an outcome in the outbox.
+func outboxKey(t shard.TaskID, r shard.Round) string { return fmt.Sprintf("%s@%d", t, r) }
+
+// forward keeps an outcome for a partition led elsewhere in the outbox
+// (persisted with the next Ready) and sends it to the owner.
+func (n *Node) forward(o shard.Outcome) {
+	msg := OutcomeMsg{Task: o.Task, Round: o.Round, Holder: o.Holder, OK: o.OK, Result: o.Result,
+		Error: o.Error, Permanent: o.Permanent, TimedOut: o.TimedOut, Lost: o.Lost}
+	key := outboxKey(o.Task, o.Round)
+	n.mesh.outbox[key] = msg
+	enc, _ := AppendMessage(nil, &Message{Type: MsgOutcome, Outcomes: []OutcomeMsg{msg}})
+	n.rd.Persist.OutboxPut = append(n.rd.Persist.OutboxPut, wal.Record{Key: key, Value: enc})
+	n.rd.MustSync = true
+	n.mesh.sendOutcomes([]OutcomeMsg{msg})
+}
+
+// RestoreOutbox reloads outcomes persisted by an earlier run; they are
+// re-sent until acknowledged.
+func (n *Node) RestoreOutbox(recs []wal.Record) error {
+	for _, r := range recs {
+		m, err := DecodeMessage(r.Value)
+		if err != nil || m.Type != MsgOutcome || len(m.Outcomes) != 1 {
+			return fmt.Errorf("peer: outbox record %q: bad content: %v", r.Key, err)
+		}
+		n.mesh.outbox[r.Key] = m.Outcomes[0]
+	}
+	return nil
+}
+
+// sendOutcomes groups outcomes by their partition's owner and sends them,
+// also to the peer that last granted this node a lease in the partition
+// when that is another live peer: it led the partition at the grant, and
+// while leadership has not yet moved to the ring's owner it is the one that
+// can accept the outcome. Only the partition's leader proposes an outcome;
+// any other peer drops it, so a second copy costs one message, not a
+// second outcome.
+func (m *mesh) sendOutcomes(outs []OutcomeMsg) {
+	by := map[string][]OutcomeMsg{}
+	for _, o := range outs {
+		part := m.n.PartitionOf(o.Task.Group())
+		owner := m.n.ownerOf(part)
+		if owner != "" && owner != m.n.cfg.ID {
+			by[owner] = append(by[owner], o)
+		}
+		if g := m.granter[part]; g != "" && g != owner && g != m.n.cfg.ID && m.live(g) {
+			by[g] = append(by[g], o)
+		}
+	}
+	for _, to := range sortedKeys(by) {
+		m.n.rd.Messages = append(m.n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgOutcome, From: m.n.cfg.ID, Outcomes: by[to]}})
+	}
+}
+
+// resend sends every unacknowledged outcome again, to the current owners;
+// outcomes for partitions this node now serves are proposed locally.
+func (m *mesh) resend() {
+	var remote []OutcomeMsg
+	for _, k := range sortedKeys(m.outbox) {
+		o := m.outbox[k]
+		if p := m.n.parts[m.n.PartitionOf(o.Task.Group())]; p != nil && p.serving {
+			m.n.stepOutcomes(m.n.cfg.ID, []OutcomeMsg{o})
+			continue
+		}
+		remote = append(remote, o)
+	}
+	m.sendOutcomes(remote)
+}
+
+// stepOutcomes proposes reported outcomes (fenced by round and holder) in
+// the partitions this node serves. Stale ones are acknowledged at once (the
+// holder drops them); accepted ones once their event is committed.
+func (n *Node) stepOutcomes(from string, outs []OutcomeMsg) {
+	var acks []AckMsg
+	for _, o := range outs {
+		if shard.HolderPeer(o.Holder) != from {
+			continue // only the holder reports for its lease
+		}
+		p := n.parts[n.PartitionOf(o.Task.Group())]
+		if p == nil || !p.serving {
+			continue // not the owner (any more): the holder re-sends to the right one
+		}
+		ev, err := p.shard.Report(n.now, shard.Outcome{Task: o.Task, Round: o.Round, Holder: o.Holder, OK: o.OK,
+			Result: o.Result, Error: o.Error, Permanent: o.Permanent, TimedOut: o.TimedOut, Lost: o.Lost})
+		if err != nil {
+			n.stats.StaleOutcomes++
+			acks = append(acks, AckMsg{Task: o.Task, Round: o.Round})
+			continue
+		}
+		n.mesh.pendAck[o.Task] = pendingAck{from: from, round: o.Round}
+		p.propose([]shard.Event{ev})
+		n.markDirty(p.id)
+	}
+	n.ack(from, acks)
+}
+
+func (n *Node) ack(to string, acks []AckMsg) {
+	if len(acks) == 0 {
+		return
+	}
+	if to == n.cfg.ID {
+		n.stepAcks(to, acks)
+		return
+	}
+	n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgAck, From: n.cfg.ID, Acks: acks}})
+}
+
+// ackApplied acknowledges a forwarded outcome once its event applied.
+func (n *Node) ackApplied(e *shard.Event) {
+	pa, ok := n.mesh.pendAck[e.Task]
+	if !ok || pa.round != e.Round {
+		return
+	}
+	delete(n.mesh.pendAck, e.Task)
+	n.ack(pa.from, []AckMsg{{Task: e.Task, Round: e.Round}})
+}
+
+// stepAcks drops acknowledged outcomes from the outbox.
+func (n *Node) stepAcks(from string, acks []AckMsg) {
+	for _, a := range acks {
+		if !n.mayOwn(from, n.PartitionOf(a.Task.Group())) {
+			// Only the task's owner acknowledges: an ack from another
+			// member (forged, with a guessed round) dropped the outcome
+			// before the owner had it, and the task stayed RUNNING.
+			continue
+		}
+		key := outboxKey(a.Task, a.Round)
+		if _, ok := n.mesh.outbox[key]; ok {
+			delete(n.mesh.outbox, key)
+			n.rd.Persist.OutboxDel = append(n.rd.Persist.OutboxDel, key)
+		}
+	}
+}
+
+// mayOwn reports whether peer id may own partition part: this node, the
+// owner it knows, a voter of its replica, or a replica on the ring.
+func (n *Node) mayOwn(id string, part int) bool {
+	if id == n.cfg.ID || id == n.ownerOf(part) {
+		return true
+	}
+	if p := n.parts[part]; p != nil && slices.Contains(n.mesh.voters(p), id) {
+		return true
+	}
+	if n.mesh.ring != nil {
+		for _, r := range n.mesh.ring.Replicas(part) {
+			if string(r) == id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// OutboxLen returns the outcomes waiting for their owner's acknowledgement.
+func (n *Node) OutboxLen() int { return len(n.mesh.outbox) }

@@ -1,0 +1,596 @@
+package node
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// MsgType says what a Message between peers carries. Values are part of
+// the wire format: append only.
+type MsgType uint8
+
+const (
+	MsgRaft      MsgType = iota + 1 // Raft messages of many partitions
+	MsgHeartbeat                    // liveness, load and membership (gossip)
+	MsgOutcome                      // handler outcomes for the owner
+	MsgAck                          // the owner has the outcomes (accepted or stale)
+	MsgStealReq                     // an idle peer asks for READY tasks
+	MsgGrant                        // leases granted to a thief (committed first)
+	numMsgTypes
+)
+
+var msgNames = [...]string{"", "raft", "heartbeat", "outcome", "ack", "steal", "grant"}
+
+func (t MsgType) String() string {
+	if t > 0 && int(t) < len(msgNames) {
+		return msgNames[t]
+	}
+	return fmt.Sprintf("MsgType(%d)", uint8(t))
+}
+
+// WireVersion is the first byte of every encoded Message.
+const WireVersion = 1
+
+// Message is what one peer sends another (or gossips to all).
+type Message struct {
+	Type MsgType
+	From string // sender peer id (set by the sender; the transport's authenticated id wins)
+
+	Raft      []RaftMsg    // MsgRaft
+	Heartbeat *Heartbeat   // MsgHeartbeat
+	Outcomes  []OutcomeMsg // MsgOutcome
+	Acks      []AckMsg     // MsgAck
+	Want      int          // MsgStealReq: tasks asked for
+	Grants    []Grant      // MsgGrant
+	Load      Load         // MsgStealReq, MsgGrant: the sender's load
+	Refused   bool         // MsgGrant: nothing granted, back off
+	// Holder is, on a MsgGrant with grants, the incarnation of the thief
+	// (id#boot) the leases are for: a peer restarted since its steal
+	// request must not run leases held by its former run. Appended; ""
+	// from an older peer.
+	Holder string
+}
+
+// RaftMsg is one Raft message of one partition.
+type RaftMsg struct {
+	Partition uint32
+	Msg       *pb.Message
+}
+
+// Load is a peer's advertised load.
+type Load struct {
+	Ready   int // READY tasks in partitions it owns
+	Running int // leases it holds
+	Slots   int // its worker slots
+}
+
+// Heartbeat is gossiped about once a second.
+type Heartbeat struct {
+	Boot       string
+	Partitions int
+	Load       Load
+	Members    []string // the sender's membership view (sorted)
+	Forgotten  []string // peers removed from the mesh (sorted)
+	Addrs      []string // the sender's transport addresses
+	Draining   bool     // the sender is draining: do not hand it work
+	// Appended (a heartbeat without them decodes as before): the sender's
+	// labels ("key=value", sorted, unique) and how many of its READY tasks
+	// it cannot run itself (pinned elsewhere, or requiring labels it lacks):
+	// work only a matching thief can take.
+	Labels   []string
+	Stranded int
+	// StrandedFor (appended after Stranded) names the peers that may run
+	// those tasks, sorted; nil when none is named (an older peer, or more
+	// than maxStrandedFor): then any peer may ask.
+	StrandedFor []string
+	// Features (appended after StrandedFor) says which committed events
+	// the sender can apply beyond the first ones (FeatureRetry); 0 from
+	// an older peer. A leader proposes such an event only when every
+	// replica of the partition can apply it.
+	Features uint64
+	// Workers (appended after Features) are the external workers of the
+	// sender, one entry per handler and worker labels, with how many more
+	// tasks its waiting polls take (Want): an owner leases READY tasks of
+	// an external handler only to peers that serve it, up to what they
+	// want. nil from an older peer (it serves none).
+	Workers []WorkerAd
+}
+
+// WorkerAd is what a peer's external workers serve: a handler, for workers
+// carrying Labels ("key=value", sorted), and how many more tasks of it
+// their waiting polls take.
+type WorkerAd struct {
+	Handler string
+	Labels  []string
+	Want    int
+}
+
+// OutcomeMsg is a handler outcome reported by a lease holder.
+type OutcomeMsg struct {
+	Task      shard.TaskID
+	Round     shard.Round
+	Holder    string
+	OK        bool
+	Result    []byte
+	Error     string
+	Permanent bool
+	TimedOut  bool
+	// Lost (flag bit 3) hands the lease back: the external worker that
+	// held it is gone (shard.Outcome.Lost). An older owner reads a failure.
+	Lost bool
+}
+
+// AckMsg tells a holder that the owner has its outcome.
+type AckMsg struct {
+	Task  shard.TaskID
+	Round shard.Round
+}
+
+// Grant is a lease given to a thief, with what it needs to run the task.
+type Grant struct {
+	Task    shard.TaskID
+	Round   shard.Round
+	Expiry  time.Time
+	Handler string
+	Payload []byte
+	Timeout time.Duration
+	Inputs  map[string]json.RawMessage // the results of its dependencies (Run.Inputs)
+	// Attempt is the task's finished attempts (Run.Attempt). Sent after
+	// the message's Holder, one per grant, so that an older peer skips
+	// it; 0 from an older peer.
+	Attempt int
+	// Trace is the trace of the task's group (Run.Trace). Sent after the
+	// attempts, one per grant; "" from an older peer.
+	Trace string
+	// Shard and Shards are a broadcast copy's index and the number of
+	// copies (Run.Shard); sent after the traces, one pair per grant; 0
+	// from an older peer.
+	Shard, Shards int
+	// Require is the labels the task requires (TaskSpec.Require): an
+	// external worker must carry them. Sent after the shards, one list per
+	// grant; nil from an older peer.
+	Require []string
+}
+
+// ErrWire is wrapped by every decode error.
+var ErrWire = errors.New("peer: malformed message")
+
+// Limits on decoded messages, so a hostile frame cannot make a peer
+// allocate without bound.
+const (
+	maxWireList = 1 << 20
+)
+
+// AppendMessage encodes m.
+func AppendMessage(dst []byte, m *Message) ([]byte, error) {
+	dst = append(dst, WireVersion, byte(m.Type))
+	dst = shard.AppendString(dst, m.From)
+	switch m.Type {
+	case MsgRaft:
+		dst = binary.AppendUvarint(dst, uint64(len(m.Raft)))
+		for _, r := range m.Raft {
+			b, err := proto.Marshal(r.Msg)
+			if err != nil {
+				return nil, fmt.Errorf("peer: encode raft message: %w", err)
+			}
+			dst = binary.AppendUvarint(dst, uint64(r.Partition))
+			dst = shard.AppendBytes(dst, b)
+		}
+	case MsgHeartbeat:
+		dst = appendHeartbeat(dst, m.Heartbeat)
+	case MsgOutcome:
+		dst = binary.AppendUvarint(dst, uint64(len(m.Outcomes)))
+		for i := range m.Outcomes {
+			dst = appendOutcome(dst, &m.Outcomes[i])
+		}
+	case MsgAck:
+		dst = binary.AppendUvarint(dst, uint64(len(m.Acks)))
+		for _, a := range m.Acks {
+			dst = shard.AppendString(dst, string(a.Task))
+			dst = binary.AppendUvarint(dst, uint64(a.Round))
+		}
+	case MsgStealReq:
+		dst = binary.AppendUvarint(dst, uint64(max(m.Want, 0)))
+		dst = appendLoad(dst, m.Load)
+	case MsgGrant:
+		dst = appendLoad(dst, m.Load)
+		dst = appendBool(dst, m.Refused)
+		dst = binary.AppendUvarint(dst, uint64(len(m.Grants)))
+		for i := range m.Grants {
+			dst = appendGrant(dst, &m.Grants[i])
+		}
+		// Always written (empty on a refusal), so that fields appended
+		// after it by a newer peer are not taken for it.
+		dst = shard.AppendString(dst, m.Holder)
+		// Appended: each grant's attempt, in the order of the grants.
+		dst = binary.AppendUvarint(dst, uint64(len(m.Grants)))
+		for _, g := range m.Grants {
+			dst = binary.AppendUvarint(dst, uint64(max(g.Attempt, 0)))
+		}
+		// Appended: each grant's trace, in the order of the grants.
+		dst = binary.AppendUvarint(dst, uint64(len(m.Grants)))
+		for _, g := range m.Grants {
+			dst = shard.AppendString(dst, g.Trace)
+		}
+		// Appended: each grant's broadcast shard and shard count.
+		dst = binary.AppendUvarint(dst, uint64(len(m.Grants)))
+		for _, g := range m.Grants {
+			dst = binary.AppendUvarint(dst, uint64(max(g.Shard, 0)))
+			dst = binary.AppendUvarint(dst, uint64(max(g.Shards, 0)))
+		}
+		// Appended: each grant's required labels.
+		dst = binary.AppendUvarint(dst, uint64(len(m.Grants)))
+		for _, g := range m.Grants {
+			dst = appendStrings(dst, g.Require)
+		}
+	default:
+		return nil, fmt.Errorf("peer: encode: unknown message type %v", m.Type)
+	}
+	return dst, nil
+}
+
+func appendBool(dst []byte, b bool) []byte {
+	if b {
+		return append(dst, 1)
+	}
+	return append(dst, 0)
+}
+
+func appendLoad(dst []byte, l Load) []byte {
+	dst = binary.AppendUvarint(dst, uint64(max(l.Ready, 0)))
+	dst = binary.AppendUvarint(dst, uint64(max(l.Running, 0)))
+	return binary.AppendUvarint(dst, uint64(max(l.Slots, 0)))
+}
+
+func appendStrings(dst []byte, ss []string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(ss)))
+	for _, s := range ss {
+		dst = shard.AppendString(dst, s)
+	}
+	return dst
+}
+
+func appendHeartbeat(dst []byte, h *Heartbeat) []byte {
+	if h == nil {
+		h = &Heartbeat{}
+	}
+	dst = shard.AppendString(dst, h.Boot)
+	dst = binary.AppendUvarint(dst, uint64(max(h.Partitions, 0)))
+	dst = appendLoad(dst, h.Load)
+	dst = appendStrings(dst, h.Members)
+	dst = appendStrings(dst, h.Forgotten)
+	dst = appendStrings(dst, h.Addrs)
+	dst = appendBool(dst, h.Draining)
+	dst = appendStrings(dst, h.Labels)
+	dst = binary.AppendUvarint(dst, uint64(max(h.Stranded, 0)))
+	dst = appendStrings(dst, h.StrandedFor)
+	dst = binary.AppendUvarint(dst, h.Features)
+	return appendWorkerAds(dst, h.Workers)
+}
+
+func appendWorkerAds(dst []byte, ws []WorkerAd) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(ws)))
+	for _, w := range ws {
+		dst = shard.AppendString(dst, w.Handler)
+		dst = appendStrings(dst, w.Labels)
+		dst = binary.AppendUvarint(dst, uint64(max(w.Want, 0)))
+	}
+	return dst
+}
+
+func appendOutcome(dst []byte, o *OutcomeMsg) []byte {
+	dst = shard.AppendString(dst, string(o.Task))
+	dst = binary.AppendUvarint(dst, uint64(o.Round))
+	dst = shard.AppendString(dst, o.Holder)
+	var flags byte
+	for i, b := range []bool{o.OK, o.Permanent, o.TimedOut, o.Lost} {
+		if b {
+			flags |= 1 << i
+		}
+	}
+	dst = append(dst, flags)
+	dst = shard.AppendBytes(dst, o.Result)
+	return shard.AppendString(dst, o.Error)
+}
+
+func appendGrant(dst []byte, g *Grant) []byte {
+	dst = shard.AppendString(dst, string(g.Task))
+	dst = binary.AppendUvarint(dst, uint64(g.Round))
+	dst = shard.AppendTime(dst, g.Expiry)
+	dst = shard.AppendString(dst, g.Handler)
+	dst = shard.AppendBytes(dst, g.Payload)
+	dst = binary.AppendVarint(dst, int64(g.Timeout))
+	// Appended: the inputs, sorted by name so that the encoding is
+	// deterministic.
+	dst = binary.AppendUvarint(dst, uint64(len(g.Inputs)))
+	for _, name := range slices.Sorted(maps.Keys(g.Inputs)) {
+		dst = shard.AppendString(dst, name)
+		dst = shard.AppendBytes(dst, g.Inputs[name])
+	}
+	return dst
+}
+
+// DecodeMessage decodes a Message. It never panics and bounds every
+// allocation by the input's size.
+func DecodeMessage(p []byte) (Message, error) {
+	var m Message
+	if len(p) < 2 {
+		return m, fmt.Errorf("%w: %d bytes", ErrWire, len(p))
+	}
+	if p[0] != WireVersion {
+		return m, fmt.Errorf("%w: version %d, want %d", ErrWire, p[0], WireVersion)
+	}
+	m.Type = MsgType(p[1])
+	if m.Type == 0 || m.Type >= numMsgTypes {
+		return m, fmt.Errorf("%w: unknown type %d", ErrWire, p[1])
+	}
+	d := shard.NewDecoder(p[2:])
+	m.From = d.String()
+	switch m.Type {
+	case MsgRaft:
+		decodeRaft(&d, &m)
+	case MsgHeartbeat:
+		m.Heartbeat = decodeHeartbeat(&d)
+	case MsgOutcome:
+		n := d.Count(4)
+		m.Outcomes = make([]OutcomeMsg, 0, n)
+		for range n {
+			m.Outcomes = append(m.Outcomes, decodeOutcome(&d))
+		}
+	case MsgAck:
+		n := d.Count(2)
+		m.Acks = make([]AckMsg, 0, n)
+		for range n {
+			m.Acks = append(m.Acks, AckMsg{Task: shard.TaskID(d.String()), Round: shard.Round(d.Uvarint())})
+		}
+	case MsgStealReq:
+		m.Want = boundedInt(&d)
+		m.Load = decodeLoad(&d)
+	case MsgGrant:
+		m.Load = decodeLoad(&d)
+		m.Refused = d.Byte() != 0
+		n := d.Count(6)
+		m.Grants = make([]Grant, 0, n)
+		for range n {
+			m.Grants = append(m.Grants, decodeGrant(&d))
+		}
+		if d.Err() == nil && d.Len() > 0 {
+			m.Holder = d.String()
+		}
+		if d.Err() == nil && d.Len() > 0 {
+			decodeAttempts(&d, m.Grants)
+		}
+		if d.Err() == nil && d.Len() > 0 {
+			decodeTraces(&d, m.Grants)
+		}
+		if d.Err() == nil && d.Len() > 0 {
+			decodeShards(&d, m.Grants)
+		}
+		if d.Err() == nil && d.Len() > 0 {
+			decodeRequires(&d, m.Grants)
+		}
+	}
+	if err := d.Err(); err != nil {
+		return Message{}, fmt.Errorf("%w: %v %v", ErrWire, m.Type, err)
+	}
+	// A message may end with fields a newer peer appended (as a
+	// heartbeat's labels and a grant's holder were): they are skipped, so
+	// a mesh can be upgraded one peer at a time when the next version
+	// extends a message. Every field this version knows was read and
+	// checked above.
+	return m, nil
+}
+
+func boundedInt(d *shard.Decoder) int {
+	v := d.Uvarint()
+	if v > maxWireList {
+		d.Fail("value %d over %d", v, maxWireList)
+		return 0
+	}
+	return int(v)
+}
+
+func decodeRaft(d *shard.Decoder, m *Message) {
+	n := d.Count(2)
+	m.Raft = make([]RaftMsg, 0, n)
+	for range n {
+		part := d.Uvarint()
+		b := d.Bytes()
+		if d.Err() != nil {
+			return
+		}
+		if part > 1<<16 {
+			d.Fail("partition %d out of range", part)
+			return
+		}
+		msg := &pb.Message{}
+		if err := proto.Unmarshal(b, msg); err != nil {
+			d.Fail("raft message: %v", err)
+			return
+		}
+		m.Raft = append(m.Raft, RaftMsg{Partition: uint32(part), Msg: msg})
+	}
+}
+
+func decodeLoad(d *shard.Decoder) Load {
+	return Load{Ready: boundedInt(d), Running: boundedInt(d), Slots: boundedInt(d)}
+}
+
+func decodeStrings(d *shard.Decoder) []string {
+	n := d.Count(1)
+	if n == 0 {
+		return nil
+	}
+	out := make([]string, 0, n)
+	for range n {
+		out = append(out, d.String())
+	}
+	return out
+}
+
+func decodeHeartbeat(d *shard.Decoder) *Heartbeat {
+	h := &Heartbeat{Boot: d.String(), Partitions: boundedInt(d), Load: decodeLoad(d)}
+	h.Members = decodeStrings(d)
+	h.Forgotten = decodeStrings(d)
+	h.Addrs = decodeStrings(d)
+	h.Draining = d.Byte() != 0
+	if d.Len() == 0 {
+		return h // a heartbeat from before labels
+	}
+	h.Labels = decodeStrings(d)
+	for i, kv := range h.Labels {
+		if err := shard.ValidateLabel(kv); err != nil {
+			d.Fail("heartbeat label: %v", err)
+			return h
+		}
+		if i > 0 && h.Labels[i-1] >= kv {
+			d.Fail("heartbeat labels not sorted and unique")
+			return h
+		}
+	}
+	h.Stranded = boundedInt(d)
+	if d.Len() == 0 {
+		return h // a heartbeat from before StrandedFor
+	}
+	h.StrandedFor = decodeStrings(d)
+	if d.Len() == 0 {
+		return h // a heartbeat from before Features
+	}
+	h.Features = d.Uvarint()
+	if d.Len() == 0 {
+		return h // a heartbeat from before Workers
+	}
+	h.Workers = decodeWorkerAds(d)
+	return h
+}
+
+// decodeWorkerAds reads a heartbeat's Workers: non-empty handler names,
+// valid labels, sorted and unique.
+func decodeWorkerAds(d *shard.Decoder) []WorkerAd {
+	n := d.Count(3)
+	if n == 0 {
+		return nil
+	}
+	out := make([]WorkerAd, 0, n)
+	for range n {
+		w := WorkerAd{Handler: d.String(), Labels: decodeStrings(d), Want: boundedInt(d)}
+		if d.Err() != nil {
+			return nil
+		}
+		if w.Handler == "" {
+			d.Fail("heartbeat worker without a handler")
+			return nil
+		}
+		for i, kv := range w.Labels {
+			if err := shard.ValidateLabel(kv); err != nil {
+				d.Fail("heartbeat worker label: %v", err)
+				return nil
+			}
+			if i > 0 && w.Labels[i-1] >= kv {
+				d.Fail("heartbeat worker labels not sorted and unique")
+				return nil
+			}
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+func decodeOutcome(d *shard.Decoder) OutcomeMsg {
+	o := OutcomeMsg{Task: shard.TaskID(d.String()), Round: shard.Round(d.Uvarint()), Holder: d.String()}
+	flags := d.Byte()
+	o.OK, o.Permanent, o.TimedOut, o.Lost = flags&1 != 0, flags&2 != 0, flags&4 != 0, flags&8 != 0
+	o.Result = d.Bytes()
+	o.Error = d.String()
+	return o
+}
+
+// decodeAttempts reads the grants' attempts, appended after the holder.
+func decodeAttempts(d *shard.Decoder, grants []Grant) {
+	if n := d.Count(1); n != len(grants) {
+		d.Fail("%d attempts for %d grants", n, len(grants))
+		return
+	}
+	for i := range grants {
+		grants[i].Attempt = boundedInt(d)
+	}
+}
+
+// decodeRequires reads the grants' required labels, appended after their
+// shards.
+func decodeRequires(d *shard.Decoder, grants []Grant) {
+	if n := d.Count(1); n != len(grants) {
+		d.Fail("%d requires for %d grants", n, len(grants))
+		return
+	}
+	for i := range grants {
+		grants[i].Require = decodeStrings(d)
+		for _, kv := range grants[i].Require {
+			if err := shard.ValidateLabel(kv); err != nil {
+				d.Fail("grant require: %v", err)
+				return
+			}
+		}
+	}
+}
+
+// decodeShards reads the grants' broadcast shards, appended after their
+// traces.
+func decodeShards(d *shard.Decoder, grants []Grant) {
+	if n := d.Count(2); n != len(grants) {
+		d.Fail("%d shards for %d grants", n, len(grants))
+		return
+	}
+	for i := range grants {
+		grants[i].Shard, grants[i].Shards = boundedInt(d), boundedInt(d)
+		if grants[i].Shards > 0 && grants[i].Shard >= grants[i].Shards {
+			d.Fail("grant shard %d of %d", grants[i].Shard, grants[i].Shards)
+			return
+		}
+	}
+}
+
+// decodeTraces reads the grants' traces, appended after their attempts.
+func decodeTraces(d *shard.Decoder, grants []Grant) {
+	if n := d.Count(1); n != len(grants) {
+		d.Fail("%d traces for %d grants", n, len(grants))
+		return
+	}
+	for i := range grants {
+		grants[i].Trace = d.String()
+	}
+}
+
+func decodeGrant(d *shard.Decoder) Grant {
+	g := Grant{Task: shard.TaskID(d.String()), Round: shard.Round(d.Uvarint()), Expiry: d.Time()}
+	g.Handler = d.String()
+	g.Payload = d.Bytes()
+	g.Timeout = time.Duration(d.Varint())
+	n := d.Count(2) // a name and a result, two length prefixes at least
+	if n == 0 {
+		return g
+	}
+	g.Inputs = make(map[string]json.RawMessage, n)
+	for range n {
+		name, res := d.String(), d.Bytes()
+		if d.Err() != nil {
+			return g
+		}
+		if _, dup := g.Inputs[name]; dup {
+			d.Fail("grant %s: input %q twice", g.Task, name)
+			return g
+		}
+		g.Inputs[name] = res
+	}
+	return g
+}

@@ -1,0 +1,283 @@
+package node
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+func wireSamples() []Message {
+	return []Message{
+		{Type: MsgRaft, From: "a", Raft: []RaftMsg{{Partition: 3, Msg: &pb.Message{Type: pb.MsgApp.Enum(), To: new(uint64(7)), From: new(uint64(9)),
+			Entries: []*pb.Entry{{Index: new(uint64(4)), Term: new(uint64(2)), Data: []byte("x")}}}}}},
+		{Type: MsgHeartbeat, From: "b", Heartbeat: &Heartbeat{Boot: "n", Partitions: 256, Load: Load{Ready: 3, Running: 1, Slots: 2},
+			Members: []string{"a", "b"}, Forgotten: []string{"z"}, Addrs: []string{"/ip4/127.0.0.1/tcp/1"}, Draining: true,
+			Labels: []string{"gpu=true", "zone=a"}, Stranded: 5, StrandedFor: []string{"c", "d"}, Features: Features,
+			Workers: []WorkerAd{{Handler: "resize", Want: 8}, {Handler: "resize", Labels: []string{"zone=a"}, Want: 1}}}},
+		{Type: MsgOutcome, From: "c", Outcomes: []OutcomeMsg{{Task: "g.1", Round: 2, Holder: "c#1", OK: true, Result: []byte(`{"r":1}`)},
+			{Task: "g.2", Round: 1, Holder: "c#1", Error: "boom", Permanent: true, TimedOut: true}}},
+		{Type: MsgAck, From: "d", Acks: []AckMsg{{Task: "g.1", Round: 2}}},
+		{Type: MsgStealReq, From: "e", Want: 4, Load: Load{Slots: 2}},
+		{Type: MsgGrant, From: "f", Load: Load{Ready: 10}, Grants: []Grant{{Task: "g.3", Round: 1,
+			Expiry: time.Unix(1_700_000_000, 5).UTC(), Handler: "echo", Payload: []byte("1"), Timeout: time.Second, Attempt: 2,
+			Trace: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Shard: 1, Shards: 3, Require: []string{"zone=a"}},
+			{Task: "g.4", Round: 1, Handler: "sum", Timeout: time.Second,
+				Inputs: map[string]json.RawMessage{"b": json.RawMessage(`[1,2]`), "a": json.RawMessage(`"x"`)}}}, Holder: "t#7"},
+		{Type: MsgGrant, From: "f", Load: Load{Ready: 1}, Grants: []Grant{{Task: "g.5", Round: 2, Handler: "echo"}}}, // from an older peer: no holder
+		{Type: MsgGrant, From: "f", Refused: true},
+	}
+}
+
+func TestWireRoundTrip(t *testing.T) {
+	for _, m := range wireSamples() {
+		b, err := AppendMessage(nil, &m)
+		if err != nil {
+			t.Fatalf("encode %v: %v", m.Type, err)
+		}
+		got, err := DecodeMessage(b)
+		if err != nil {
+			t.Fatalf("decode %v: %v", m.Type, err)
+		}
+		again, _ := AppendMessage(nil, &got)
+		if !reflect.DeepEqual(b, again) {
+			t.Errorf("%v does not round-trip", m.Type)
+		}
+		for cut := 0; cut < len(b); cut++ {
+			got, err := DecodeMessage(b[:cut])
+			// A heartbeat without its labels, and a grant without its
+			// holder, are what older peers send.
+			oldHeartbeat := m.Type == MsgHeartbeat && cut == len(b)-len(heartbeatTail(m.Heartbeat))
+			featLen, workersLen := 0, 0
+			if m.Type == MsgHeartbeat {
+				featLen = len(binary.AppendUvarint(nil, m.Heartbeat.Features))
+				workersLen = len(appendWorkerAds(nil, m.Heartbeat.Workers))
+			}
+			beforeFor := m.Type == MsgHeartbeat && cut == len(b)-workersLen-featLen-len(appendStrings(nil, m.Heartbeat.StrandedFor))
+			beforeFeatures := m.Type == MsgHeartbeat && cut == len(b)-workersLen-featLen
+			beforeWorkers := m.Type == MsgHeartbeat && cut == len(b)-workersLen
+			attemptsLen, tracesLen, shardsLen, requiresLen := 0, 0, 0, 0
+			if m.Type == MsgGrant {
+				requiresLen = len(grantRequires(m.Grants))
+				shardsLen = len(grantShards(m.Grants)) + requiresLen
+				tracesLen = len(grantTraces(m.Grants)) + shardsLen
+				attemptsLen = len(grantAttempts(m.Grants)) + tracesLen
+			}
+			oldGrant := m.Type == MsgGrant && cut == len(b)-attemptsLen-len(shard.AppendString(nil, m.Holder))
+			beforeAttempts := m.Type == MsgGrant && cut == len(b)-attemptsLen
+			beforeTraces := m.Type == MsgGrant && cut == len(b)-tracesLen
+			beforeShards := m.Type == MsgGrant && cut == len(b)-shardsLen
+			beforeRequires := m.Type == MsgGrant && cut == len(b)-requiresLen
+			if err == nil && !oldHeartbeat && !beforeFor && !beforeFeatures && !beforeWorkers && !oldGrant && !beforeAttempts && !beforeTraces && !beforeShards && !beforeRequires {
+				t.Fatalf("%v truncated to %d/%d bytes decoded", m.Type, cut, len(b))
+			}
+			if err == nil && oldHeartbeat && (got.Heartbeat.Labels != nil || got.Heartbeat.Stranded != 0) {
+				t.Fatalf("a heartbeat without its labels tail decoded labels %v", got.Heartbeat.Labels)
+			}
+			if err == nil && beforeFor && (got.Heartbeat.StrandedFor != nil || got.Heartbeat.Stranded != m.Heartbeat.Stranded) {
+				t.Fatalf("a heartbeat without StrandedFor decoded %v, stranded %d", got.Heartbeat.StrandedFor, got.Heartbeat.Stranded)
+			}
+			if err == nil && beforeFeatures && got.Heartbeat.Features != 0 {
+				t.Fatalf("a heartbeat without Features decoded features %d", got.Heartbeat.Features)
+			}
+			if err == nil && beforeWorkers && (got.Heartbeat.Workers != nil || got.Heartbeat.Features != m.Heartbeat.Features) {
+				t.Fatalf("a heartbeat without Workers decoded %+v", got.Heartbeat.Workers)
+			}
+			if err == nil && oldGrant && got.Holder != "" {
+				t.Fatalf("a grant without its holder decoded holder %q", got.Holder)
+			}
+			if err == nil && (oldGrant || beforeAttempts) && slices.ContainsFunc(got.Grants, func(g Grant) bool { return g.Attempt != 0 }) {
+				t.Fatalf("a grant without its attempts decoded %+v", got.Grants)
+			}
+			if err == nil && (oldGrant || beforeAttempts || beforeTraces) && slices.ContainsFunc(got.Grants, func(g Grant) bool { return g.Trace != "" }) {
+				t.Fatalf("a grant without its traces decoded %+v", got.Grants)
+			}
+			if err == nil && (oldGrant || beforeAttempts || beforeTraces || beforeShards) && slices.ContainsFunc(got.Grants, func(g Grant) bool { return g.Shards != 0 }) {
+				t.Fatalf("a grant without its shards decoded %+v", got.Grants)
+			}
+		}
+	}
+	if _, err := DecodeMessage([]byte{9, 1}); err == nil {
+		t.Error("a wrong version decoded")
+	}
+	if _, err := DecodeMessage([]byte{WireVersion, 99}); err == nil {
+		t.Error("an unknown type decoded")
+	}
+}
+
+// grantAttempts is the grant message's tail appended after the holder.
+func grantAttempts(gs []Grant) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(gs)))
+	for _, g := range gs {
+		b = binary.AppendUvarint(b, uint64(g.Attempt))
+	}
+	return b
+}
+
+// grantRequires is the grant message's tail appended after the shards.
+func grantRequires(gs []Grant) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(gs)))
+	for _, g := range gs {
+		b = appendStrings(b, g.Require)
+	}
+	return b
+}
+
+// grantShards is the grant message's tail appended after the traces.
+func grantShards(gs []Grant) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(gs)))
+	for _, g := range gs {
+		b = binary.AppendUvarint(binary.AppendUvarint(b, uint64(g.Shard)), uint64(g.Shards))
+	}
+	return b
+}
+
+// grantTraces is the grant message's tail appended after the attempts.
+func grantTraces(gs []Grant) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(gs)))
+	for _, g := range gs {
+		b = shard.AppendString(b, g.Trace)
+	}
+	return b
+}
+
+// heartbeatTail is the part of a heartbeat's encoding appended with
+// labels and after: without it, a heartbeat decodes as one from an older
+// peer.
+func heartbeatTail(h *Heartbeat) []byte {
+	return appendWorkerAds(binary.AppendUvarint(appendStrings(binary.AppendUvarint(appendStrings(nil, h.Labels), uint64(h.Stranded)), h.StrandedFor), h.Features), h.Workers)
+}
+
+func TestHeartbeatWithoutLabelsDecodes(t *testing.T) {
+	hb := &Heartbeat{Boot: "n", Partitions: 16, Members: []string{"a"}, Labels: []string{"zone=a"}, Stranded: 2}
+	b, err := AppendMessage(nil, &Message{Type: MsgHeartbeat, From: "a", Heartbeat: hb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := b[:len(b)-len(heartbeatTail(hb))] // the layout before labels
+	m, err := DecodeMessage(old)
+	if err != nil {
+		t.Fatalf("old heartbeat: %v", err)
+	}
+	if m.Heartbeat.Boot != "n" || m.Heartbeat.Labels != nil || m.Heartbeat.Stranded != 0 {
+		t.Errorf("old heartbeat decoded as %+v", m.Heartbeat)
+	}
+	// A newer peer's heartbeat, with fields appended after these, decodes
+	// to what this version knows of it.
+	newer, err := DecodeMessage(append(slices.Clone(b), 0x07, 'f', 'u', 't', 'u', 'r', 'e'))
+	if err != nil || !slices.Equal(newer.Heartbeat.Labels, hb.Labels) || newer.Heartbeat.Stranded != 2 {
+		t.Errorf("newer heartbeat = %+v, %v; want its known fields", newer.Heartbeat, err)
+	}
+	if _, err := DecodeMessage(append(slices.Clone(b[:len(b)-1]), 0x80)); err == nil {
+		t.Error("a heartbeat cut inside a known field decoded")
+	}
+	for _, bad := range [][]string{{"zone"}, {"zone=b", "zone=a"}, {"a=1", "a=1"}, {"k=v w"}} {
+		hb.Labels = bad
+		b, _ := AppendMessage(nil, &Message{Type: MsgHeartbeat, From: "a", Heartbeat: hb})
+		if _, err := DecodeMessage(b); err == nil {
+			t.Errorf("heartbeat with labels %q decoded", bad)
+		}
+	}
+}
+
+// FuzzDecodeMessage: decoding never panics, and what decodes re-encodes
+// to something that decodes to the same message.
+func FuzzDecodeMessage(f *testing.F) {
+	for _, m := range wireSamples() {
+		b, _ := AppendMessage(nil, &m)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, p []byte) {
+		m, err := DecodeMessage(p)
+		if err != nil {
+			return
+		}
+		b, err := AppendMessage(nil, &m)
+		if err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+		m2, err := DecodeMessage(b)
+		if err != nil {
+			t.Fatalf("re-decode: %v", err)
+		}
+		b2, _ := AppendMessage(nil, &m2)
+		if string(b) != string(b2) {
+			t.Fatal("not stable")
+		}
+	})
+}
+
+// The node refuses a malformed message and stays up.
+func TestStepRefusesBadMessages(t *testing.T) {
+	h := newHarness(t, 4)
+	bad := []Message{
+		{Type: MsgHeartbeat, From: "x"},                                       // no body
+		{Type: MsgHeartbeat, From: "x", Heartbeat: &Heartbeat{Partitions: 7}}, // wrong partition count
+		{Type: MsgRaft, From: "x", Raft: []RaftMsg{{Partition: 99, Msg: &pb.Message{}}}},
+		{Type: MsgRaft, From: "x", Raft: []RaftMsg{{Partition: 1, Msg: &pb.Message{Type: pb.MsgHup.Enum(), To: new(h.n.raftID), From: new(RaftID("x"))}}}},
+		{Type: 77, From: "x"},
+	}
+	for _, m := range bad {
+		if err := h.n.Step("x", m); err == nil {
+			t.Errorf("Step(%v) accepted a malformed message", m.Type)
+		}
+	}
+	if err := h.n.Step("", Message{Type: MsgAck}); err == nil {
+		t.Error("Step from an empty sender accepted")
+	}
+	h.stabilize()
+	r := h.submit(shard.GroupSpec{ID: "g", Mode: shard.ModeSingle, Tasks: []shard.TaskSpec{{Handler: "echo"}}})
+	if r.Err != nil {
+		t.Fatalf("node does not serve after bad messages: %v", r.Err)
+	}
+}
+
+func TestStepBadHeartbeatAddsNoMember(t *testing.T) {
+	h := newHarness(t, 4)
+	_ = h.n.Step("intruder", Message{Type: MsgHeartbeat, Heartbeat: &Heartbeat{Partitions: 7}})
+	_ = h.n.Step("intruder", Message{Type: MsgOutcome})
+	for _, m := range h.n.Members() {
+		if m.ID == "intruder" {
+			t.Fatal("a peer with a wrong partition count became a member")
+		}
+	}
+}
+
+// A message a newer peer extended (fields appended after the ones this
+// version knows) decodes to what this version knows of it, so a mesh can
+// be upgraded one peer at a time.
+func TestWireSkipsAppendedFields(t *testing.T) {
+	for _, m := range wireSamples() {
+		b, err := AppendMessage(nil, &m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := DecodeMessage(append(slices.Clone(b), 0x03, 'n', 'e', 'w'))
+		if err != nil {
+			t.Fatalf("%v with appended bytes: %v", m.Type, err)
+		}
+		if again, _ := AppendMessage(nil, &got); !bytes.Equal(again, b) {
+			t.Errorf("%v with appended bytes decoded to something else", m.Type)
+		}
+	}
+}
+
+// A heartbeat's Workers are checked where they enter: a worker without a
+// handler, or with labels not sorted, unique and valid, is refused.
+func TestHeartbeatWorkersChecked(t *testing.T) {
+	for _, bad := range []WorkerAd{{Handler: ""}, {Handler: "h", Labels: []string{"zone"}},
+		{Handler: "h", Labels: []string{"z=1", "a=1"}}, {Handler: "h", Labels: []string{"a=1", "a=1"}}} {
+		hb := &Heartbeat{Boot: "n", Partitions: 16, Workers: []WorkerAd{{Handler: "ok", Want: 1}, bad}}
+		b, _ := AppendMessage(nil, &Message{Type: MsgHeartbeat, From: "a", Heartbeat: hb})
+		if _, err := DecodeMessage(b); err == nil {
+			t.Errorf("heartbeat with worker %+v decoded", bad)
+		}
+	}
+}
