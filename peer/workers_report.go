@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/shard"
 )
@@ -129,7 +130,7 @@ func (h *hub) leaseOutcome(d *api.LeaseOutcome) (shard.Outcome, error) {
 // returns its verdict on each: a stale round is ErrLeaseLost.
 func (h *hub) reportAll(ctx context.Context, outs []shard.Outcome, handlers []string) []error {
 	errs := make([]error, len(outs))
-	err := h.p.read(ctx, func(n *Node) error {
+	err := h.p.read(ctx, func(n *node.Node) error {
 		for i := range outs {
 			outs[i].Holder = ""
 			errs[i] = n.Report(outs[i])
