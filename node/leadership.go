@@ -1,0 +1,109 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+)
+
+// abdicate makes leader p give up serving when no majority of its voters
+// (itself included) answered it for DeadAfter, once it has led that long:
+// it cannot commit, and while they still hear its heartbeats (the link
+// to it is cut, the one from it is not) they elect nobody else. It stops
+// serving (requests fail, clients retry elsewhere) and stops sending
+// appends and heartbeats; the voters find it silent for DeadAfter and
+// elect another, whose later term ends this leadership when it is heard.
+// Its read lease (leaseHeld) ran out DeadAfter/2 after the last answers,
+// so nothing it answered can be stale. Reports whether it abdicated.
+func (n *Node) abdicate(p *partition) bool {
+	dead := n.cfg.DeadAfter
+	if n.now.Sub(p.leadSince) < dead {
+		return false
+	}
+	answered := func(voters []uint64) bool {
+		ok := 0
+		for _, v := range voters {
+			if at, found := p.acked[v]; v == n.raftID || (found && n.now.Sub(at) < dead) {
+				ok++
+			}
+		}
+		return ok > len(voters)/2
+	}
+	in, out := p.conf.GetVoters(), p.conf.GetVotersOutgoing()
+	if answered(in) && (len(out) == 0 || answered(out)) {
+		return false
+	}
+	// Silence helps only if the others can elect a leader without this
+	// one's vote: not in a joint configuration whose old half is this
+	// voter alone (a lone voter growing to three), for one.
+	electable := func(voters []uint64) bool {
+		others := 0
+		for _, v := range voters {
+			if v != n.raftID {
+				others++
+			}
+		}
+		return others > len(voters)/2
+	}
+	if !electable(in) || len(out) > 0 && !electable(out) {
+		return false
+	}
+	p.abdicated, p.abdicatedAt = true, n.now
+	n.stats.Abdications++
+	if p.rn.BasicStatus().LeadTransferee != raft.None {
+		p.rn.TransferLeader(n.raftID) // aborts it: Raft refuses proposals while it lasts
+	}
+	n.stopServing(p)
+	n.markDirty(p.id)
+	lvl := slog.LevelWarn
+	if p.abdications++; p.abdications > 1 {
+		lvl = slog.LevelDebug // again, after resuming to no answers: said once
+	}
+	n.cfg.Logger.Log(context.Background(), lvl, "partition leader abdicated: no majority of its voters answered", "partition", p.id,
+		"voters", in, "outgoing", out, "for", dead, "times", p.abdications)
+	return true
+}
+
+// abdicateQuiet is how long, in DeadAfters, an abdicated leader stays
+// silent: DeadAfter for the voters to find it silent, and as long again to
+// elect another.
+const abdicateQuiet = 2
+
+// resumeLeading ends an abdication that no later term ended: nobody else
+// could be elected (the others are learners, in a joint configuration
+// only this leader's vote counts, or they are down). The leader sends
+// again and proposes an empty entry; it serves again once that commits
+// (maybeServe), which needs a majority's answers, and may abdicate again a
+// DeadAfter later.
+func (n *Node) resumeLeading(p *partition) {
+	if p.rn.BasicStatus().LeadTransferee != raft.None {
+		p.rn.TransferLeader(n.raftID)
+	}
+	n.markDirty(p.id)
+	if err := p.rn.Propose(nil); err != nil {
+		// Stay silent another quiet period, and try again then.
+		p.abdicatedAt = n.now
+		n.cfg.Logger.Warn("partition leader could not resume", "partition", p.id, "err", err)
+		return
+	}
+	p.abdicated = false
+	p.leadSince = n.now
+	clear(p.acked)
+	// Its appends were held back: replicate from what each replica
+	// answers, not from what Raft believes it sent.
+	for _, id := range append(slices.Clone(p.conf.GetVoters()), p.conf.GetLearners()...) {
+		if id != n.raftID {
+			p.rn.ReportUnreachable(id)
+		}
+	}
+	n.cfg.Logger.Debug("partition leader resumed after abdicating: nobody else was elected", "partition", p.id)
+}
+
+// leaderTraffic reports whether a Raft message is a leader's replication
+// (appends, heartbeats, snapshots), which an abdicated leader holds back.
+func leaderTraffic(t pb.MessageType) bool {
+	return t == pb.MsgApp || t == pb.MsgHeartbeat || t == pb.MsgSnap
+}
