@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"github.com/needle-mesh/needle/shard"
-	"github.com/needle-mesh/needle/wal"
+	"github.com/needle-mesh/needle/wal/badgerwal"
 )
 
 // badgerNode drives a Node over a real Badger WAL as the runtime does.
 type badgerNode struct {
 	tb      testing.TB
 	dir     string
-	log     *wal.Badger
+	log     *badgerwal.Log
 	n       *Node
 	now     time.Time
 	replies map[uint64]Reply
@@ -24,7 +24,7 @@ type badgerNode struct {
 func (b *badgerNode) open(boot int) {
 	b.tb.Helper()
 	var err error
-	if b.log, err = wal.OpenBadger(b.dir, wal.BadgerOptions{MemTableSize: 128 << 20}); err != nil {
+	if b.log, err = badgerwal.Open(b.dir, badgerwal.Options{MemTableSize: 128 << 20}); err != nil {
 		b.tb.Fatal(err)
 	}
 	states, err := wal.LoadAll(b.log)

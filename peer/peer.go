@@ -26,6 +26,7 @@ import (
 	"github.com/needle-mesh/needle/peer/p2p"
 	"github.com/needle-mesh/needle/shard"
 	"github.com/needle-mesh/needle/wal"
+	"github.com/needle-mesh/needle/wal/badgerwal"
 )
 
 // Config configures a running peer (the runtime around the pure Node).
@@ -296,7 +297,7 @@ func (p *Peer) open() error {
 		}
 	}
 	start := time.Now()
-	log, err := wal.OpenBadger(p.cfg.DataDir, wal.BadgerOptions{Logger: p.log, InMemory: p.cfg.InMemory, MemTableSize: 128 << 20})
+	log, err := badgerwal.Open(p.cfg.DataDir, badgerwal.Options{Logger: p.log, InMemory: p.cfg.InMemory, MemTableSize: 128 << 20})
 	if err != nil {
 		return fmt.Errorf("peer: open wal in %s: %w", p.cfg.DataDir, err)
 	}

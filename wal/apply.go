@@ -7,38 +7,41 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 )
 
-// partStore is one partition's stored log as applyUpdate edits it. Badger
-// implements it over a read-write transaction, Memory over a copy of its
-// in-memory partition, so both Logs share one set of rules.
-type partStore interface {
-	// snapIndex returns the stored snapshot's index, 0 if none.
-	snapIndex() (uint64, error)
-	// term returns the term of stored entry i and whether it is stored.
-	term(i uint64) (uint64, bool, error)
-	// lastIndex returns the last stored entry's index, or the snapshot
+// PartStore is one partition's stored log as ApplyUpdate edits it. It is
+// what a Log implementation provides so that every Log shares one set of
+// rules: Memory implements it over a copy of its in-memory partition,
+// wal/badgerwal over a read-write transaction.
+type PartStore interface {
+	// SnapIndex returns the stored snapshot's index, 0 if none.
+	SnapIndex() (uint64, error)
+	// Term returns the term of stored entry i and whether it is stored.
+	Term(i uint64) (uint64, bool, error)
+	// LastIndex returns the last stored entry's index, or the snapshot
 	// index when no entry is stored.
-	lastIndex() (uint64, error)
-	// dropEntries drops the stored entries with from <= Index < to; to == 0
+	LastIndex() (uint64, error)
+	// DropEntries drops the stored entries with from <= Index < to; to == 0
 	// means no upper bound.
-	dropEntries(from, to uint64) error
-	// putSnapshot stores s in place of the stored snapshot.
-	putSnapshot(s *raftpb.Snapshot) error
-	// putHardState stores hs in place of the stored hard state.
-	putHardState(hs *raftpb.HardState) error
-	// putEntries stores es, which are contiguous and follow the last index.
-	putEntries(es []*raftpb.Entry) error
+	DropEntries(from, to uint64) error
+	// PutSnapshot stores s in place of the stored snapshot.
+	PutSnapshot(s *raftpb.Snapshot) error
+	// PutHardState stores hs in place of the stored hard state.
+	PutHardState(hs *raftpb.HardState) error
+	// PutEntries stores es, which are contiguous and follow the last index.
+	PutEntries(es []*raftpb.Entry) error
 }
 
-// applyUpdate applies u to s in the order Raft expects: snapshot, hard
-// state, entries, compaction. See Update for the rules.
-func applyUpdate(s partStore, u *Update) error {
+// ApplyUpdate applies u to s in the order Raft expects: snapshot, hard
+// state, entries, compaction. See Update for the rules. An invalid u
+// returns an error wrapping ErrInvalidUpdate; s may then be partly edited,
+// so a Log applies it to a copy or inside a transaction it can discard.
+func ApplyUpdate(s PartStore, u *Update) error {
 	if !raft.IsEmptySnap(u.Snapshot) {
 		if err := applySnapshot(s, u.Snapshot); err != nil {
 			return err
 		}
 	}
 	if !raft.IsEmptyHardState(u.HardState) {
-		if err := s.putHardState(u.HardState); err != nil {
+		if err := s.PutHardState(u.HardState); err != nil {
 			return err
 		}
 	}
@@ -46,13 +49,13 @@ func applyUpdate(s partStore, u *Update) error {
 		return err
 	}
 	if u.Compact > 0 {
-		si, err := s.snapIndex()
+		si, err := s.SnapIndex()
 		if err != nil {
 			return err
 		}
 		// Never past the snapshot: keep the first entry after it.
 		if to := min(u.Compact, si+1); to > 0 {
-			return s.dropEntries(0, to)
+			return s.DropEntries(0, to)
 		}
 	}
 	return nil
@@ -61,13 +64,13 @@ func applyUpdate(s partStore, u *Update) error {
 // applySnapshot stores snap if it is newer than the stored snapshot, and
 // drops the entries it covers, or the whole log if the log does not hold
 // the snapshot's last entry.
-func applySnapshot(s partStore, snap *raftpb.Snapshot) error {
+func applySnapshot(s PartStore, snap *raftpb.Snapshot) error {
 	idx, term := snap.GetMetadata().GetIndex(), snap.GetMetadata().GetTerm()
-	si, err := s.snapIndex()
+	si, err := s.SnapIndex()
 	if err != nil || idx <= si {
 		return err
 	}
-	t, ok, err := s.term(idx)
+	t, ok, err := s.Term(idx)
 	if err != nil {
 		return err
 	}
@@ -75,18 +78,18 @@ func applySnapshot(s partStore, snap *raftpb.Snapshot) error {
 	if ok && t == term {
 		to = idx + 1
 	}
-	if err := s.dropEntries(0, to); err != nil {
+	if err := s.DropEntries(0, to); err != nil {
 		return err
 	}
-	return s.putSnapshot(snap)
+	return s.PutSnapshot(snap)
 }
 
 // applyEntries appends es, truncating the stored suffix they overwrite.
-func applyEntries(s partStore, p uint32, es []*raftpb.Entry) error {
-	if err := checkContiguous(p, es); err != nil || len(es) == 0 {
+func applyEntries(s PartStore, p uint32, es []*raftpb.Entry) error {
+	if err := CheckEntries(p, es); err != nil || len(es) == 0 {
 		return err
 	}
-	si, err := s.snapIndex()
+	si, err := s.SnapIndex()
 	if err != nil {
 		return err
 	}
@@ -94,7 +97,7 @@ func applyEntries(s partStore, p uint32, es []*raftpb.Entry) error {
 	if len(es) == 0 {
 		return nil
 	}
-	last, err := s.lastIndex()
+	last, err := s.LastIndex()
 	if err != nil {
 		return err
 	}
@@ -104,16 +107,17 @@ func applyEntries(s partStore, p uint32, es []*raftpb.Entry) error {
 			ErrInvalidUpdate, p, first, last)
 	}
 	if first <= last {
-		if err := s.dropEntries(first, 0); err != nil {
+		if err := s.DropEntries(first, 0); err != nil {
 			return err
 		}
 	}
-	return s.putEntries(es)
+	return s.PutEntries(es)
 }
 
-// checkContiguous rejects entries whose indexes do not increase by one, or
-// that start at index 0.
-func checkContiguous(p uint32, es []*raftpb.Entry) error {
+// CheckEntries rejects entries whose indexes do not increase by one, or
+// that start at index 0, with an error wrapping ErrInvalidUpdate. A Log
+// that writes one Update in several steps checks it first.
+func CheckEntries(p uint32, es []*raftpb.Entry) error {
 	for i, e := range es {
 		switch {
 		case e == nil:

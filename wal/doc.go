@@ -8,11 +8,14 @@
 // (identity, cluster settings). Entry and record data are opaque bytes: wal
 // knows nothing about tasks.
 //
-// A Log has two implementations: Badger (one github.com/dgraph-io/badger/v4
-// database per peer) and Memory (the simulator's disk, whose Crash drops the
-// unsynced tail). Storage is the in-memory raft.Storage of one partition
-// that the pure peer core hands to raft.RawNode. The package wal/waltest
-// holds the conformance suite both Logs pass.
+// This package is the contract and holds no storage engine: the Log
+// interface, the rules every Log applies (ApplyUpdate, VerifyState), Memory
+// (the simulator's disk, whose Crash drops the unsynced tail) and Storage,
+// the in-memory raft.Storage of one partition that the pure peer core hands
+// to raft.RawNode. The real peer's Log is in wal/badgerwal (one
+// github.com/dgraph-io/badger/v4 database per peer), so that the pure core's
+// dependencies hold no Badger. The package wal/waltest holds the
+// conformance suite both Logs pass.
 //
 // # Caller's duties
 //
@@ -23,7 +26,7 @@
 //     Storage.Apply for each Update in the same order.
 //  3. Append the Batch, then Sync, and only then send messages or answer
 //     anything that promises durability (persist before send). One Sync per
-//     iteration is the group commit that makes Badger fast.
+//     iteration is the group commit that makes a disk Log fast.
 //  4. Close on shutdown.
 //
 // # Orderings and guarantees
@@ -36,24 +39,6 @@
 //     raft.MemoryStorage, which Storage.Apply uses).
 //   - Sync makes every earlier Append durable. Appends are durable in order:
 //     a crash never keeps a later Append while losing an earlier one.
-//   - Load verifies a CRC32C on every stored value and the log invariants
-//     (see verifyState); it never panics on bad data.
-//
-// # Badger key layout
-//
-// Every value is split into chunks of at most 256 KiB so that all data stays
-// in Badger's memtable WAL and LSM tree, never in the value log. A chunk's
-// key is its record's base key followed by the chunk number (4 bytes, big
-// endian); integers are big endian, so entries sort by index.
-//
-//	p <part:4> e <index:8>  Raft entry (protobuf raftpb.Entry)
-//	p <part:4> h            hard state (protobuf raftpb.HardState)
-//	p <part:4> s            snapshot metadata (protobuf raftpb.Snapshot, no Data)
-//	p <part:4> d            snapshot data
-//	o <len:4> <key>         outbox record
-//	m <len:4> <key>         meta record
-//
-// A chunk's value is: format version (1 byte), CRC32C (Castagnoli, 4 bytes)
-// over the base key, chunk number, chunk count and payload; the chunk count
-// (4 bytes); the payload.
+//   - Load verifies the log invariants (see VerifyState) and, on disk, a
+//     CRC32C on every stored value; it never panics on bad data.
 package wal

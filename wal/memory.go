@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -93,8 +94,8 @@ func (m *Memory) Append(b *Batch) error {
 			mp = &c
 			scratch[u.Partition] = mp
 		}
-		if err := applyUpdate(mp, u); err != nil {
-			return wrap("append", err)
+		if err := ApplyUpdate(mp, u); err != nil {
+			return fmt.Errorf("wal: append: %w", err)
 		}
 	}
 	for p, mp := range scratch {
@@ -199,8 +200,8 @@ func (m *Memory) Load(p uint32) (PartitionState, error) {
 			ps.Entries[i] = proto.Clone(e).(*raftpb.Entry)
 		}
 	}
-	if err := verifyState(p, &ps); err != nil {
-		return PartitionState{}, wrap("load", err)
+	if err := VerifyState(p, &ps); err != nil {
+		return PartitionState{}, fmt.Errorf("wal: load: %w", err)
 	}
 	return ps, nil
 }
@@ -229,25 +230,25 @@ func (m *Memory) Meta(key string) ([]byte, bool, error) {
 // peer opens again.
 func (m *Memory) Close() error { return m.Sync() }
 
-// memPart implements partStore for Memory.Append.
+// memPart implements PartStore for Memory.Append.
 
-func (mp *memPart) snapIndex() (uint64, error) { return mp.snap.GetMetadata().GetIndex(), nil }
+func (mp *memPart) SnapIndex() (uint64, error) { return mp.snap.GetMetadata().GetIndex(), nil }
 
-func (mp *memPart) term(i uint64) (uint64, bool, error) {
+func (mp *memPart) Term(i uint64) (uint64, bool, error) {
 	if len(mp.ents) == 0 || i < mp.ents[0].GetIndex() || i > mp.ents[len(mp.ents)-1].GetIndex() {
 		return 0, false, nil
 	}
 	return mp.ents[i-mp.ents[0].GetIndex()].GetTerm(), true, nil
 }
 
-func (mp *memPart) lastIndex() (uint64, error) {
+func (mp *memPart) LastIndex() (uint64, error) {
 	if len(mp.ents) == 0 {
-		return mp.snapIndex()
+		return mp.SnapIndex()
 	}
 	return mp.ents[len(mp.ents)-1].GetIndex(), nil
 }
 
-func (mp *memPart) dropEntries(from, to uint64) error {
+func (mp *memPart) DropEntries(from, to uint64) error {
 	n := uint64(len(mp.ents))
 	if n == 0 {
 		return nil
@@ -273,17 +274,17 @@ func (mp *memPart) dropEntries(from, to uint64) error {
 	return nil
 }
 
-func (mp *memPart) putSnapshot(s *raftpb.Snapshot) error {
+func (mp *memPart) PutSnapshot(s *raftpb.Snapshot) error {
 	mp.snap = proto.Clone(s).(*raftpb.Snapshot)
 	return nil
 }
 
-func (mp *memPart) putHardState(hs *raftpb.HardState) error {
+func (mp *memPart) PutHardState(hs *raftpb.HardState) error {
 	mp.hs = proto.Clone(hs).(*raftpb.HardState)
 	return nil
 }
 
-func (mp *memPart) putEntries(es []*raftpb.Entry) error {
+func (mp *memPart) PutEntries(es []*raftpb.Entry) error {
 	for _, e := range es {
 		mp.ents = append(mp.ents, proto.Clone(e).(*raftpb.Entry))
 	}

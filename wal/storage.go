@@ -23,7 +23,7 @@ var _ raft.Storage = (*Storage)(nil)
 // ps like Load does and returns an error wrapping ErrCorrupt (never panics)
 // when the entries do not follow the snapshot.
 func NewStorage(ps PartitionState) (*Storage, error) {
-	if err := verifyState(0, &ps); err != nil {
+	if err := VerifyState(0, &ps); err != nil {
 		return nil, fmt.Errorf("wal: new storage: %w", err)
 	}
 	ms := raft.NewMemoryStorage()
@@ -48,7 +48,7 @@ func NewStorage(ps PartitionState) (*Storage, error) {
 // Log holds after Append(u). An invalid u returns an error wrapping
 // ErrInvalidUpdate and leaves the Storage unchanged.
 func (s *Storage) Apply(u Update) error {
-	if err := checkContiguous(u.Partition, u.Entries); err != nil {
+	if err := CheckEntries(u.Partition, u.Entries); err != nil {
 		return fmt.Errorf("wal: apply: %w", err)
 	}
 	if err := s.checkGap(u); err != nil {

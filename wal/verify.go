@@ -7,11 +7,11 @@ import (
 
 // Record kinds named in a CorruptError.
 const (
-	recEntry     = "entry"
-	recHardState = "hard state"
-	recSnapshot  = "snapshot"
-	recOutbox    = "outbox"
-	recMeta      = "meta"
+	RecordEntry     = "entry"
+	RecordHardState = "hard state"
+	RecordSnapshot  = "snapshot"
+	RecordOutbox    = "outbox"
+	RecordMeta      = "meta"
 )
 
 // CorruptError is the typed form of ErrCorrupt: it says which stored record
@@ -34,7 +34,7 @@ type CorruptError struct {
 // Error implements error.
 func (e *CorruptError) Error() string {
 	where := "partition " + strconv.FormatUint(uint64(e.Partition), 10)
-	if e.Record == recOutbox || e.Record == recMeta {
+	if e.Record == RecordOutbox || e.Record == RecordMeta {
 		where = "key " + strconv.Quote(e.Key)
 	}
 	if e.Index > 0 {
@@ -51,7 +51,7 @@ func corruptPart(rec string, p uint32, i uint64, format string, args ...any) *Co
 	return &CorruptError{Record: rec, Partition: p, Index: i, Reason: fmt.Sprintf(format, args...)}
 }
 
-// verifyState checks the invariants of a loaded partition:
+// VerifyState checks the invariants of a loaded partition:
 //
 //  1. every entry's index is above the snapshot index (the snapshot dropped
 //     the older ones);
@@ -59,22 +59,25 @@ func corruptPart(rec string, p uint32, i uint64, format string, args ...any) *Co
 //     snapshot+1, or 1 without a snapshot);
 //  3. the hard state's commit index is at most the last index, counting the
 //     snapshot index when there are no entries.
-func verifyState(p uint32, ps *PartitionState) error {
+//
+// A violation is a *CorruptError for partition p. Every Log's Load ends
+// with it, as NewStorage starts with it.
+func VerifyState(p uint32, ps *PartitionState) error {
 	snapIdx := ps.Snapshot.GetMetadata().GetIndex()
 	want := snapIdx + 1
 	for _, e := range ps.Entries {
 		i := e.GetIndex()
 		if i <= snapIdx {
-			return corruptPart(recEntry, p, i, "entry at or below snapshot index %d was not dropped", snapIdx)
+			return corruptPart(RecordEntry, p, i, "entry at or below snapshot index %d was not dropped", snapIdx)
 		}
 		if i != want {
-			return corruptPart(recEntry, p, i, "gap in log: want index %d", want)
+			return corruptPart(RecordEntry, p, i, "gap in log: want index %d", want)
 		}
 		want++
 	}
 	last := want - 1
 	if c := ps.HardState.GetCommit(); c > last {
-		return corruptPart(recHardState, p, c, "commit index beyond last index %d", last)
+		return corruptPart(RecordHardState, p, c, "commit index beyond last index %d", last)
 	}
 	return nil
 }

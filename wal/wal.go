@@ -17,8 +17,9 @@ var (
 	// are not contiguous, or that leave a gap after the stored last index.
 	// The whole Batch is rejected and nothing is written.
 	ErrInvalidUpdate = errors.New("wal: invalid update")
-	// ErrBatchTooBig reports a Batch larger than one atomic Badger write
-	// (15% of BadgerOptions.MemTableSize). Nothing is written.
+	// ErrBatchTooBig reports a Batch, or one record in it, larger than the
+	// Log can write (for wal/badgerwal: a record over its MaxRecord).
+	// Nothing is written.
 	ErrBatchTooBig = errors.New("wal: batch too big")
 	// ErrClosed reports a call on a closed Log.
 	ErrClosed = errors.New("wal: closed")
@@ -91,8 +92,8 @@ type PartitionState struct {
 	Entries []*raftpb.Entry
 }
 
-// Log is the durable log storage of one peer. Implementations: *Badger and
-// *Memory. Methods are safe for concurrent use, but a peer calls them from
+// Log is the durable log storage of one peer. Implementations: *Memory here
+// and *badgerwal.Log in wal/badgerwal. Methods are safe for concurrent use, but a peer calls them from
 // its one loop goroutine.
 type Log interface {
 	// Append writes b atomically (all or nothing). It is not necessarily
@@ -113,8 +114,5 @@ type Log interface {
 	Close() error
 }
 
-// Compile-time checks that both implementations satisfy Log.
-var (
-	_ Log = (*Badger)(nil)
-	_ Log = (*Memory)(nil)
-)
+// Compile-time check that Memory satisfies Log.
+var _ Log = (*Memory)(nil)

@@ -1,6 +1,6 @@
 // Package waltest is the conformance suite every wal.Log implementation
 // passes: Run for all of them, RunCrash for those that can simulate a crash
-// that loses unsynced writes.
+// that loses unsynced writes; BenchCommits is the group-commit benchmark.
 package waltest
 
 import (

@@ -1,4 +1,4 @@
-package wal
+package badgerwal
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/needle-mesh/needle/wal"
 )
 
 func ent(i, term uint64) *raftpb.Entry {
@@ -20,11 +22,11 @@ func ents(lo, hi, term uint64) []*raftpb.Entry {
 	return es
 }
 
-// newCorruptible returns an in-memory Badger holding partition 3 with
+// newCorruptible returns an in-memory Log holding partition 3 with
 // entries 1..10 (entry 4 spans three chunks) and commit 5.
-func newCorruptible(t *testing.T) *Badger {
+func newCorruptible(t *testing.T) *Log {
 	t.Helper()
-	b, err := OpenBadger("", BadgerOptions{InMemory: true})
+	b, err := Open("", Options{InMemory: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,10 +34,10 @@ func newCorruptible(t *testing.T) *Badger {
 	es := ents(1, 10, 1)
 	es[3].Data = make([]byte, 2*chunkSize+10)
 	hs := &raftpb.HardState{Term: new(uint64(1)), Commit: new(uint64(5))}
-	err = b.Append(&Batch{
-		Updates:   []Update{{Partition: 3, HardState: hs, Entries: es}},
-		OutboxPut: []Record{{Key: "o", Value: []byte("v")}},
-		MetaPut:   []Record{{Key: "m", Value: []byte("v")}},
+	err = b.Append(&wal.Batch{
+		Updates:   []wal.Update{{Partition: 3, HardState: hs, Entries: es}},
+		OutboxPut: []wal.Record{{Key: "o", Value: []byte("v")}},
+		MetaPut:   []wal.Record{{Key: "m", Value: []byte("v")}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +49,7 @@ func newCorruptible(t *testing.T) *Badger {
 }
 
 // raw edits the database underneath the Log.
-func raw(t *testing.T, b *Badger, fn func(txn *badger.Txn) error) {
+func raw(t *testing.T, b *Log, fn func(txn *badger.Txn) error) {
 	t.Helper()
 	if err := b.db.Update(fn); err != nil {
 		t.Fatal(err)
@@ -55,8 +57,8 @@ func raw(t *testing.T, b *Badger, fn func(txn *badger.Txn) error) {
 }
 
 // flip flips one bit of the stored value at key.
-func flip(at int) func(t *testing.T, b *Badger, key []byte) {
-	return func(t *testing.T, b *Badger, key []byte) {
+func flip(at int) func(t *testing.T, b *Log, key []byte) {
+	return func(t *testing.T, b *Log, key []byte) {
 		raw(t, b, func(txn *badger.Txn) error {
 			item, err := txn.Get(key)
 			if err != nil {
@@ -69,13 +71,13 @@ func flip(at int) func(t *testing.T, b *Badger, key []byte) {
 	}
 }
 
-func set(v []byte) func(t *testing.T, b *Badger, key []byte) {
-	return func(t *testing.T, b *Badger, key []byte) {
+func set(v []byte) func(t *testing.T, b *Log, key []byte) {
+	return func(t *testing.T, b *Log, key []byte) {
 		raw(t, b, func(txn *badger.Txn) error { return txn.Set(key, v) })
 	}
 }
 
-func del(t *testing.T, b *Badger, key []byte) {
+func del(t *testing.T, b *Log, key []byte) {
 	raw(t, b, func(txn *badger.Txn) error { return txn.Delete(key) })
 }
 
@@ -88,32 +90,32 @@ func TestLoadCorrupt(t *testing.T) {
 	tests := []struct {
 		name    string
 		key     []byte
-		corrupt func(t *testing.T, b *Badger, key []byte)
+		corrupt func(t *testing.T, b *Log, key []byte)
 		rec     string
 		index   uint64
 	}{
-		{"checksum payload", entry(2, 0), flip(headerLen + 2), recEntry, 2},
-		{"checksum header", entry(6, 0), flip(2), recEntry, 6},
-		{"version", entry(6, 0), set(append([]byte{9}, make([]byte, 20)...)), recEntry, 6},
-		{"truncated value", entry(7, 0), set([]byte{formatVersion, 1, 2}), recEntry, 7},
-		{"empty value", entry(7, 0), set(nil), recEntry, 7},
-		{"undecodable", entry(7, 0), set(encodeChunks(entryKey(3, 7), []byte{0xff, 0xff, 0xff})[0]), recEntry, 7},
-		{"wrong index", entry(7, 0), set(wrongIndex), recEntry, 7},
-		{"missing chunk", entry(4, 1), del, recEntry, 4},
-		{"missing last chunk", entry(4, 2), del, recEntry, 4},
-		{"gap", entry(5, 0), del, recEntry, 6},
-		{"first entry missing", entry(1, 0), del, recEntry, 2},
-		{"commit beyond last", hsKey, set(commit20), recHardState, 20},
-		{"hard state checksum", hsKey, flip(headerLen), recHardState, 0},
+		{"checksum payload", entry(2, 0), flip(headerLen + 2), wal.RecordEntry, 2},
+		{"checksum header", entry(6, 0), flip(2), wal.RecordEntry, 6},
+		{"version", entry(6, 0), set(append([]byte{9}, make([]byte, 20)...)), wal.RecordEntry, 6},
+		{"truncated value", entry(7, 0), set([]byte{formatVersion, 1, 2}), wal.RecordEntry, 7},
+		{"empty value", entry(7, 0), set(nil), wal.RecordEntry, 7},
+		{"undecodable", entry(7, 0), set(encodeChunks(entryKey(3, 7), []byte{0xff, 0xff, 0xff})[0]), wal.RecordEntry, 7},
+		{"wrong index", entry(7, 0), set(wrongIndex), wal.RecordEntry, 7},
+		{"missing chunk", entry(4, 1), del, wal.RecordEntry, 4},
+		{"missing last chunk", entry(4, 2), del, wal.RecordEntry, 4},
+		{"gap", entry(5, 0), del, wal.RecordEntry, 6},
+		{"first entry missing", entry(1, 0), del, wal.RecordEntry, 2},
+		{"commit beyond last", hsKey, set(commit20), wal.RecordHardState, 20},
+		{"hard state checksum", hsKey, flip(headerLen), wal.RecordHardState, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			b := newCorruptible(t)
 			tt.corrupt(t, b, tt.key)
 			_, err := b.Load(3)
-			var ce *CorruptError
-			if !errors.Is(err, ErrCorrupt) || !errors.As(err, &ce) {
-				t.Fatalf("Load = %v; want a CorruptError", err)
+			var ce *wal.CorruptError
+			if !errors.Is(err, wal.ErrCorrupt) || !errors.As(err, &ce) {
+				t.Fatalf("Load = %v; want a wal.CorruptError", err)
 			}
 			if ce.Partition != 3 || ce.Index != tt.index || ce.Record != tt.rec {
 				t.Errorf("Load = %v; want %s of partition 3 index %d", err, tt.rec, tt.index)
@@ -124,10 +126,10 @@ func TestLoadCorrupt(t *testing.T) {
 		b := newCorruptible(t)
 		raw(t, b, func(txn *badger.Txn) error {
 			w := &txnWriter{txn: txn}
-			return (&txnPart{w: w, p: 3}).putSnapshot(snap5)
+			return (&txnPart{w: w, p: 3}).PutSnapshot(snap5)
 		})
 		_, err := b.Load(3)
-		var ce *CorruptError
+		var ce *wal.CorruptError
 		if !errors.As(err, &ce) || ce.Index != 1 {
 			t.Errorf("Load = %v; want corrupt entry 1", err)
 		}
@@ -137,31 +139,17 @@ func TestLoadCorrupt(t *testing.T) {
 func TestOutboxMetaCorrupt(t *testing.T) {
 	b := newCorruptible(t)
 	flip(headerLen)(t, b, chunkKey(namedKey(prefixOutbox, "o"), 0))
-	if _, err := b.Outbox(); !errors.Is(err, ErrCorrupt) {
-		t.Errorf("Outbox = %v; want ErrCorrupt", err)
+	if _, err := b.Outbox(); !errors.Is(err, wal.ErrCorrupt) {
+		t.Errorf("Outbox = %v; want wal.ErrCorrupt", err)
 	}
 	flip(1)(t, b, chunkKey(namedKey(prefixMeta, "m"), 0))
-	if _, _, err := b.Meta("m"); !errors.Is(err, ErrCorrupt) {
-		t.Errorf("Meta = %v; want ErrCorrupt", err)
-	}
-}
-
-func TestNewStorageRejectsBadState(t *testing.T) {
-	snap := &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{Index: new(uint64(5)), Term: new(uint64(1))}}
-	for _, ps := range []PartitionState{
-		{Entries: ents(2, 3, 1)},
-		{Snapshot: snap, Entries: ents(7, 8, 1)},
-		{Snapshot: snap, Entries: ents(5, 8, 1)},
-		{HardState: &raftpb.HardState{Commit: new(uint64(9))}, Snapshot: snap, Entries: ents(6, 8, 1)},
-	} {
-		if _, err := NewStorage(ps); !errors.Is(err, ErrCorrupt) {
-			t.Errorf("NewStorage(%v) = %v; want ErrCorrupt", len(ps.Entries), err)
-		}
+	if _, _, err := b.Meta("m"); !errors.Is(err, wal.ErrCorrupt) {
+		t.Errorf("Meta = %v; want wal.ErrCorrupt", err)
 	}
 }
 
 // FuzzLoad flips bytes and truncates values of a stored log: Load must
-// report ErrCorrupt or succeed, never panic.
+// report wal.ErrCorrupt or succeed, never panic.
 func FuzzLoad(f *testing.F) {
 	f.Add(uint8(2), uint16(0), uint8(1), false)
 	f.Add(uint8(4), uint16(12), uint8(0x80), true)
@@ -182,8 +170,8 @@ func FuzzLoad(f *testing.F) {
 			}
 			return txn.Set(key, v)
 		})
-		if _, err := b.Load(3); err != nil && !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("Load = %v; want nil or ErrCorrupt", err)
+		if _, err := b.Load(3); err != nil && !errors.Is(err, wal.ErrCorrupt) {
+			t.Fatalf("Load = %v; want nil or wal.ErrCorrupt", err)
 		}
 	})
 }

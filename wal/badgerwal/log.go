@@ -1,4 +1,4 @@
-package wal
+package badgerwal
 
 import (
 	"context"
@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/needle-mesh/needle/wal"
 )
 
-// BadgerOptions configures OpenBadger. The zero value is a good default.
-type BadgerOptions struct {
+// Options configures Open. The zero value is a good default.
+type Options struct {
 	// Logger receives Badger's warnings and errors and the GC loop's
 	// failures. Nil discards them.
 	Logger *slog.Logger
@@ -22,17 +24,17 @@ type BadgerOptions struct {
 	// Sync is then a no-op and nothing survives Close.
 	InMemory bool
 	// MemTableSize is the size of one Badger memtable in bytes. One Append
-	// must fit in 15% of it (ErrBatchTooBig otherwise). Default 64 MiB;
+	// must fit in 15% of it (wal.ErrBatchTooBig otherwise). Default 64 MiB;
 	// at least 4 MiB.
 	MemTableSize int64
 	// GCInterval is how often the value-log GC runs. Default 1 minute.
 	GCInterval time.Duration
 }
 
-// Badger is the Log of a real peer: one Badger database holding every
+// Log is the wal.Log of a real peer: one Badger database holding every
 // partition's Raft log, hard state and snapshot, the outbox and the meta
-// records. Create it with OpenBadger and release it with Close.
-type Badger struct {
+// records. Create it with Open and release it with Close.
+type Log struct {
 	db  *badger.DB
 	log *slog.Logger
 
@@ -54,6 +56,8 @@ type Badger struct {
 	wg     sync.WaitGroup
 }
 
+var _ wal.Log = (*Log)(nil)
+
 const (
 	defaultMemTableSize = 64 << 20
 	minMemTableSize     = 4 << 20
@@ -64,22 +68,22 @@ const (
 	gcMaxRounds = 16
 )
 
-// OpenBadger opens (or creates) the Badger database in dir.
-func OpenBadger(dir string, opts BadgerOptions) (*Badger, error) {
+// Open opens (or creates) the Badger database in dir.
+func Open(dir string, opts Options) (*Log, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	bo, err := badgerOptions(dir, opts, log)
 	if err != nil {
-		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
+		return nil, fmt.Errorf("badgerwal: open %s: %w", dir, err)
 	}
 	db, err := badger.Open(bo)
 	if err != nil {
-		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
+		return nil, fmt.Errorf("badgerwal: open %s: %w", dir, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &Badger{db: db, log: log, cancel: cancel, parts: map[uint32]partMeta{}, txnMax: 15 * bo.MemTableSize / 100}
+	b := &Log{db: db, log: log, cancel: cancel, parts: map[uint32]partMeta{}, txnMax: 15 * bo.MemTableSize / 100}
 	if !opts.InMemory {
 		every := opts.GCInterval
 		if every <= 0 {
@@ -91,7 +95,7 @@ func OpenBadger(dir string, opts BadgerOptions) (*Badger, error) {
 }
 
 // badgerOptions tunes Badger for a write-heavy log on a small machine.
-func badgerOptions(dir string, opts BadgerOptions, log *slog.Logger) (badger.Options, error) {
+func badgerOptions(dir string, opts Options, log *slog.Logger) (badger.Options, error) {
 	mt := opts.MemTableSize
 	if mt == 0 {
 		mt = defaultMemTableSize
@@ -123,29 +127,29 @@ func badgerOptions(dir string, opts BadgerOptions, log *slog.Logger) (badger.Opt
 
 // Append implements Log: b is written in one Badger transaction, which
 // Badger commits as one request with a commit mark, so a crash keeps all of
-// it or none. A Batch over 15% of the memtable size is written in several
+// it or none. A wal.Batch over 15% of the memtable size is written in several
 // transactions in an order that keeps the log valid after a crash between
-// them (see badger_split.go); one record over MaxRecord fails with
-// ErrBatchTooBig.
+// them (see split.go); one record over MaxRecord fails with
+// wal.ErrBatchTooBig.
 //
 // If an earlier Append was not synced yet, Append syncs first: Badger does
 // not fsync a memtable's WAL file when it rotates to a new memtable, and
 // DB.Sync only syncs the current one, so a rotation between two unsynced
 // Appends could lose the first while keeping the second.
-func (b *Badger) Append(batch *Batch) error {
+func (b *Log) Append(batch *wal.Batch) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return ErrClosed
+		return wal.ErrClosed
 	}
 	if b.dirty {
 		if err := b.db.Sync(); err != nil {
-			return fmt.Errorf("wal: append: sync previous: %w", err)
+			return fmt.Errorf("badgerwal: append: sync previous: %w", err)
 		}
 		b.dirty = false
 	}
 	err := b.txnDo(func(w *txnWriter, part func(uint32) *txnPart) error { return writeBatch(w, batch, part) })
-	if errors.Is(err, ErrBatchTooBig) {
+	if errors.Is(err, wal.ErrBatchTooBig) {
 		err = b.appendSplit(batch)
 	}
 	if err != nil {
@@ -157,7 +161,7 @@ func (b *Badger) Append(batch *Batch) error {
 
 // partFor returns a function giving the txnPart of a partition within one
 // Append, starting from a copy of the cached partMeta.
-func (b *Badger) partFor(txn *badger.Txn, staged map[uint32]*txnPart) func(p uint32) *txnPart {
+func (b *Log) partFor(txn *badger.Txn, staged map[uint32]*txnPart) func(p uint32) *txnPart {
 	w := &txnWriter{txn: txn}
 	return func(p uint32) *txnPart {
 		if tp, ok := staged[p]; ok {
@@ -173,10 +177,10 @@ func (b *Badger) partFor(txn *badger.Txn, staged map[uint32]*txnPart) func(p uin
 }
 
 // writeBatch stages every change of batch in w's transaction.
-func writeBatch(w *txnWriter, batch *Batch, part func(p uint32) *txnPart) error {
+func writeBatch(w *txnWriter, batch *wal.Batch, part func(p uint32) *txnPart) error {
 	for i := range batch.Updates {
 		u := &batch.Updates[i]
-		if err := applyUpdate(part(u.Partition), u); err != nil {
+		if err := wal.ApplyUpdate(part(u.Partition), u); err != nil {
 			return err
 		}
 	}
@@ -202,14 +206,14 @@ func writeBatch(w *txnWriter, batch *Batch, part func(p uint32) *txnPart) error 
 // active memtable's WAL file and the active value-log file, which together
 // hold every write since the last memtable rotation (see Append for
 // rotations).
-func (b *Badger) Sync() error {
+func (b *Log) Sync() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		return ErrClosed
+		return wal.ErrClosed
 	}
 	if err := b.db.Sync(); err != nil {
-		return fmt.Errorf("wal: sync: %w", err)
+		return fmt.Errorf("badgerwal: sync: %w", err)
 	}
 	b.dirty = false
 	return nil
@@ -217,7 +221,7 @@ func (b *Badger) Sync() error {
 
 // Close implements Log: it stops the GC goroutine and closes Badger, which
 // flushes the memtables.
-func (b *Badger) Close() error {
+func (b *Log) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -227,7 +231,7 @@ func (b *Badger) Close() error {
 	b.cancel()
 	b.wg.Wait()
 	if err := b.db.Close(); err != nil {
-		return fmt.Errorf("wal: close: %w", err)
+		return fmt.Errorf("badgerwal: close: %w", err)
 	}
 	return nil
 }
@@ -236,7 +240,7 @@ func (b *Badger) Close() error {
 // entries are deleted as the log is truncated, compacted and snapshotted;
 // LSM compaction drops their tombstones, and this reclaims value-log space
 // (unused while values stay below the threshold, but cheap to check).
-func (b *Badger) gcLoop(ctx context.Context, every time.Duration) {
+func (b *Log) gcLoop(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -250,7 +254,7 @@ func (b *Badger) gcLoop(ctx context.Context, every time.Duration) {
 }
 
 // runGC rewrites value-log files until none is worth it (bounded).
-func (b *Badger) runGC(ctx context.Context) {
+func (b *Log) runGC(ctx context.Context) {
 	for range gcMaxRounds {
 		if ctx.Err() != nil {
 			return
@@ -269,14 +273,19 @@ func (b *Badger) runGC(ctx context.Context) {
 // badgerErr maps Badger errors that callers can act on to wal sentinels.
 func badgerErr(err error) error {
 	if errors.Is(err, badger.ErrTxnTooBig) {
-		return fmt.Errorf("%w: %w", ErrBatchTooBig, err)
+		return fmt.Errorf("%w: %w", wal.ErrBatchTooBig, err)
 	}
 	return err
 }
 
 // wrap prefixes err with the operation.
 func wrap(op string, err error) error {
-	return fmt.Errorf("wal: %s: %w", op, err)
+	return fmt.Errorf("badgerwal: %s: %w", op, err)
+}
+
+// corruptPart builds the wal.CorruptError of a partition record.
+func corruptPart(rec string, p uint32, i uint64, format string, args ...any) *wal.CorruptError {
+	return &wal.CorruptError{Record: rec, Partition: p, Index: i, Reason: fmt.Sprintf(format, args...)}
 }
 
 // badgerLogger adapts Badger's printf logger to slog. Badger is set to log

@@ -1,4 +1,4 @@
-package wal
+package badgerwal
 
 import (
 	"encoding/binary"
@@ -150,7 +150,7 @@ type assembler struct {
 }
 
 // add checks and appends the value of chunk c. It returns a reason string
-// (for a CorruptError) when the chunk is bad.
+// (for a wal.CorruptError) when the chunk is bad.
 func (a *assembler) add(c uint32, v []byte) string {
 	switch {
 	case len(v) < headerLen:
@@ -188,7 +188,7 @@ func (a *assembler) done() string {
 func marshal(m proto.Message) []byte {
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
 	if err != nil {
-		panic(fmt.Sprintf("wal: invariant: marshal %T: %v", m, err))
+		panic(fmt.Sprintf("badgerwal: invariant: marshal %T: %v", m, err))
 	}
 	return b
 }

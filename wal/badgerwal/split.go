@@ -1,4 +1,4 @@
-package wal
+package badgerwal
 
 import (
 	"encoding/binary"
@@ -7,9 +7,11 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/needle-mesh/needle/wal"
 )
 
-// A Batch that does not fit in one Badger transaction (15% of the
+// A wal.Batch that does not fit in one Badger transaction (15% of the
 // memtable) is written in several, in an order that leaves a valid log
 // after a crash between any two of them: every state in between is a
 // prefix of the batch's writes, as if the crash had lost its unsynced
@@ -29,7 +31,7 @@ import (
 // Each transaction is synced before the next (Badger does not fsync a
 // memtable it rotates away from, so a later one could survive an earlier
 // one). One record larger than a transaction (an entry, an outbox or meta
-// record) is still ErrBatchTooBig: MaxRecord says how large one may be.
+// record) is still wal.ErrBatchTooBig: MaxRecord says how large one may be.
 
 // kindSnapStaged is the key kind of snapshot data staged by index.
 const kindSnapStaged = 'D'
@@ -49,13 +51,13 @@ func recordCost(keyLen, n int) int64 {
 
 // MaxRecord is the largest record (one Raft entry, outbox or meta record)
 // an Append can write: 90% of one transaction.
-func (b *Badger) MaxRecord() int {
+func (b *Log) MaxRecord() int {
 	return int(b.txnMax*9/10) - 64<<10
 }
 
 // txnDo runs fn in one read-write transaction and commits it, publishing
 // the partition metadata fn changed.
-func (b *Badger) txnDo(fn func(w *txnWriter, part func(uint32) *txnPart) error) error {
+func (b *Log) txnDo(fn func(w *txnWriter, part func(uint32) *txnPart) error) error {
 	txn := b.db.NewTransaction(true)
 	defer txn.Discard()
 	staged := map[uint32]*txnPart{}
@@ -76,7 +78,7 @@ func (b *Badger) txnDo(fn func(w *txnWriter, part func(uint32) *txnPart) error) 
 }
 
 // txnSync is txnDo followed by a sync (see the ordering note above).
-func (b *Badger) txnSync(fn func(w *txnWriter, part func(uint32) *txnPart) error) error {
+func (b *Log) txnSync(fn func(w *txnWriter, part func(uint32) *txnPart) error) error {
 	if err := b.txnDo(fn); err != nil {
 		return err
 	}
@@ -84,7 +86,7 @@ func (b *Badger) txnSync(fn func(w *txnWriter, part func(uint32) *txnPart) error
 }
 
 // appendSplit writes batch in several transactions (see above).
-func (b *Badger) appendSplit(batch *Batch) error {
+func (b *Log) appendSplit(batch *wal.Batch) error {
 	for i := range batch.Updates {
 		if err := b.splitUpdate(&batch.Updates[i]); err != nil {
 			return err
@@ -117,7 +119,7 @@ func (b *Badger) appendSplit(batch *Batch) error {
 // packed calls write for consecutive runs [lo, hi) of items whose costs
 // fit in half a transaction (an item costing more goes alone), each in a
 // transaction of its own, synced.
-func (b *Badger) packed(costs []int64, write func(lo, hi int, w *txnWriter, part func(uint32) *txnPart) error) error {
+func (b *Log) packed(costs []int64, write func(lo, hi int, w *txnWriter, part func(uint32) *txnPart) error) error {
 	budget := b.txnMax / 2
 	for lo := 0; lo < len(costs); {
 		hi, sum := lo+1, costs[lo]
@@ -135,9 +137,9 @@ func (b *Badger) packed(costs []int64, write func(lo, hi int, w *txnWriter, part
 }
 
 // splitUpdate writes one partition's update in several transactions.
-func (b *Badger) splitUpdate(u *Update) error {
+func (b *Log) splitUpdate(u *wal.Update) error {
 	p := u.Partition
-	if err := checkContiguous(p, u.Entries); err != nil {
+	if err := wal.CheckEntries(p, u.Entries); err != nil {
 		return err
 	}
 	if !raft.IsEmptySnap(u.Snapshot) {
@@ -150,23 +152,23 @@ func (b *Badger) splitUpdate(u *Update) error {
 		costs[i] = recordCost(entryKeyLen, proto.Size(e))
 	}
 	err := b.packed(costs, func(lo, hi int, _ *txnWriter, part func(uint32) *txnPart) error {
-		return applyEntries(part(p), p, u.Entries[lo:hi])
+		return wal.ApplyUpdate(part(p), &wal.Update{Partition: p, Entries: u.Entries[lo:hi]})
 	})
 	if err != nil {
 		return err
 	}
-	rest := Update{Partition: p, HardState: u.HardState, Compact: u.Compact}
-	return b.txnSync(func(_ *txnWriter, part func(uint32) *txnPart) error { return applyUpdate(part(p), &rest) })
+	rest := wal.Update{Partition: p, HardState: u.HardState, Compact: u.Compact}
+	return b.txnSync(func(_ *txnWriter, part func(uint32) *txnPart) error { return wal.ApplyUpdate(part(p), &rest) })
 }
 
 // splitSnapshot stages a snapshot's data, then installs it with a hard
 // state that commits its index (steps 1 and 2).
-func (b *Badger) splitSnapshot(p uint32, snap *raftpb.Snapshot, hs *raftpb.HardState) error {
+func (b *Log) splitSnapshot(p uint32, snap *raftpb.Snapshot, hs *raftpb.HardState) error {
 	idx := snap.GetMetadata().GetIndex()
 	var stored uint64
 	err := b.txnDo(func(_ *txnWriter, part func(uint32) *txnPart) error {
 		var err error
-		stored, err = part(p).snapIndex()
+		stored, err = part(p).SnapIndex()
 		return err
 	})
 	if err != nil || idx <= stored {
@@ -183,13 +185,13 @@ func (b *Badger) splitSnapshot(p uint32, snap *raftpb.Snapshot, hs *raftpb.HardS
 	return b.txnSync(func(_ *txnWriter, part func(uint32) *txnPart) error {
 		tp := part(p)
 		tp.stagedIdx = idx
-		return applyUpdate(tp, &Update{Partition: p, Snapshot: snap, HardState: first})
+		return wal.ApplyUpdate(tp, &wal.Update{Partition: p, Snapshot: snap, HardState: first})
 	})
 }
 
 // stage writes payload's chunks under base in as many transactions as it
 // takes, after deleting whatever a crashed attempt left there.
-func (b *Badger) stage(base, payload []byte) error {
+func (b *Log) stage(base, payload []byte) error {
 	if err := b.txnDo(func(w *txnWriter, _ func(uint32) *txnPart) error { return w.deleteRecord(base) }); err != nil {
 		return err
 	}
@@ -233,9 +235,9 @@ func loadStaged(txn *badger.Txn, p uint32, i uint64) ([]byte, error) {
 	data, ok, why := readRecord(txn, stagedKey(p, i))
 	switch {
 	case why != "":
-		return nil, corruptPart(recSnapshot, p, i, "staged data: %s", why)
+		return nil, corruptPart(wal.RecordSnapshot, p, i, "staged data: %s", why)
 	case !ok:
-		return nil, corruptPart(recSnapshot, p, i, "metadata stored, data not")
+		return nil, corruptPart(wal.RecordSnapshot, p, i, "metadata stored, data not")
 	}
 	return data, nil
 }

@@ -1,4 +1,4 @@
-package wal
+package badgerwal
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/needle-mesh/needle/wal"
 )
 
 // txnWriter stages chunked records in a Badger transaction. Reads through
@@ -156,7 +158,7 @@ type partMeta struct {
 	last    uint64 // last stored entry index, 0 if no entries
 }
 
-// lastIndex is partStore.lastIndex over the cached values.
+// lastIndex is wal.PartStore.LastIndex over the cached values.
 func (m partMeta) lastIndex() uint64 {
 	if m.last == 0 {
 		return m.snapIdx
@@ -189,15 +191,15 @@ func (m *partMeta) drop(from, to uint64) (any, ok bool) {
 	return true, true
 }
 
-// txnPart implements partStore for one partition over a transaction. Its
+// txnPart implements wal.PartStore for one partition over a transaction. Its
 // partMeta is read from Badger once per process and then kept up to date by
-// the writes; Badger.Append publishes it only if the transaction commits.
+// the writes; Log.Append publishes it only if the transaction commits.
 type txnPart struct {
 	w    *txnWriter
 	p    uint32
 	meta *partMeta // nil until loaded
 	// stagedIdx is the index of a snapshot whose data is staged
-	// (badger_split.go): putSnapshot then points at it.
+	// (split.go): PutSnapshot then points at it.
 	stagedIdx uint64
 }
 
@@ -221,14 +223,14 @@ func (t *txnPart) load() (*partMeta, error) {
 func (t *txnPart) readSnapIndex() (uint64, error) {
 	b, ok, why := t.w.record(partKey(t.p, kindSnapMeta))
 	if why != "" {
-		return 0, corruptPart(recSnapshot, t.p, 0, "%s", why)
+		return 0, corruptPart(wal.RecordSnapshot, t.p, 0, "%s", why)
 	}
 	if !ok {
 		return 0, nil
 	}
 	var s raftpb.Snapshot
 	if err := proto.Unmarshal(b, &s); err != nil {
-		return 0, corruptPart(recSnapshot, t.p, 0, "undecodable: %v", err)
+		return 0, corruptPart(wal.RecordSnapshot, t.p, 0, "undecodable: %v", err)
 	}
 	return s.GetMetadata().GetIndex(), nil
 }
@@ -249,7 +251,7 @@ func (t *txnPart) readEntryRange() (first, last uint64, err error) {
 		}
 		k := it.Item().KeyCopy(nil)
 		if len(k) != entryKeyLen+chunkNumLen {
-			return nil, corruptPart(recEntry, t.p, 0, "malformed key %x", k)
+			return nil, corruptPart(wal.RecordEntry, t.p, 0, "malformed key %x", k)
 		}
 		return k, nil
 	}
@@ -264,7 +266,7 @@ func (t *txnPart) readEntryRange() (first, last uint64, err error) {
 	return binary.BigEndian.Uint64(lo[partKeyLen:entryKeyLen]), binary.BigEndian.Uint64(hi[partKeyLen:entryKeyLen]), nil
 }
 
-func (t *txnPart) snapIndex() (uint64, error) {
+func (t *txnPart) SnapIndex() (uint64, error) {
 	m, err := t.load()
 	if err != nil {
 		return 0, err
@@ -272,26 +274,26 @@ func (t *txnPart) snapIndex() (uint64, error) {
 	return m.snapIdx, nil
 }
 
-func (t *txnPart) term(i uint64) (uint64, bool, error) {
+func (t *txnPart) Term(i uint64) (uint64, bool, error) {
 	m, err := t.load()
 	if err != nil || m.first == 0 || i < m.first || i > m.last {
 		return 0, false, err
 	}
 	b, ok, why := t.w.record(entryKey(t.p, i))
 	if why != "" {
-		return 0, false, corruptPart(recEntry, t.p, i, "%s", why)
+		return 0, false, corruptPart(wal.RecordEntry, t.p, i, "%s", why)
 	}
 	if !ok {
 		return 0, false, nil
 	}
 	var e raftpb.Entry
 	if err := proto.Unmarshal(b, &e); err != nil {
-		return 0, false, corruptPart(recEntry, t.p, i, "undecodable: %v", err)
+		return 0, false, corruptPart(wal.RecordEntry, t.p, i, "undecodable: %v", err)
 	}
 	return e.GetTerm(), true, nil
 }
 
-func (t *txnPart) lastIndex() (uint64, error) {
+func (t *txnPart) LastIndex() (uint64, error) {
 	m, err := t.load()
 	if err != nil {
 		return 0, err
@@ -299,7 +301,7 @@ func (t *txnPart) lastIndex() (uint64, error) {
 	return m.lastIndex(), nil
 }
 
-func (t *txnPart) dropEntries(from, to uint64) error {
+func (t *txnPart) DropEntries(from, to uint64) error {
 	m, err := t.load()
 	if err != nil {
 		return err
@@ -328,7 +330,7 @@ func (t *txnPart) dropEntries(from, to uint64) error {
 	return nil
 }
 
-func (t *txnPart) putSnapshot(s *raftpb.Snapshot) error {
+func (t *txnPart) PutSnapshot(s *raftpb.Snapshot) error {
 	meta := proto.Clone(s).(*raftpb.Snapshot)
 	meta.Data = nil
 	m, err := t.load()
@@ -351,11 +353,11 @@ func (t *txnPart) putSnapshot(s *raftpb.Snapshot) error {
 	return t.w.putRecord(partKey(t.p, kindSnapData), s.GetData())
 }
 
-func (t *txnPart) putHardState(hs *raftpb.HardState) error {
+func (t *txnPart) PutHardState(hs *raftpb.HardState) error {
 	return t.w.putRecord(partKey(t.p, kindHardState), marshal(hs))
 }
 
-func (t *txnPart) putEntries(es []*raftpb.Entry) error {
+func (t *txnPart) PutEntries(es []*raftpb.Entry) error {
 	m, err := t.load()
 	if err != nil {
 		return err

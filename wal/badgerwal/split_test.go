@@ -1,4 +1,4 @@
-package wal_test
+package badgerwal_test
 
 import (
 	"bytes"
@@ -8,15 +8,16 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/needle-mesh/needle/wal"
+	"github.com/needle-mesh/needle/wal/badgerwal"
 )
 
 // TestBadgerSplitsBigBatches writes batches several times the size of one
 // Badger transaction (a snapshot of 3 MiB, 40 entries of 100 KiB, with a
 // 4 MiB memtable: 600 KiB per transaction): each is written, survives a
 // reopen, and a later small snapshot replaces the staged data.
-func TestBadgerSplitsBigBatches(t *testing.T) {
+func TestSplitsBigBatches(t *testing.T) {
 	dir := t.TempDir()
-	opts := wal.BadgerOptions{MemTableSize: 4 << 20}
+	opts := badgerwal.Options{MemTableSize: 4 << 20}
 	b := mustOpen(t, dir, opts)
 	if max := b.MaxRecord(); max < 400<<10 || max > 600<<10 {
 		t.Fatalf("MaxRecord() = %d; want about 90%% of 600 KiB", max)

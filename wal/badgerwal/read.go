@@ -1,4 +1,4 @@
-package wal
+package badgerwal
 
 import (
 	"bytes"
@@ -11,14 +11,16 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/needle-mesh/needle/wal"
 )
 
 // view runs fn in a read-only transaction unless b is closed.
-func (b *Badger) view(op string, fn func(txn *badger.Txn) error) error {
+func (b *Log) view(op string, fn func(txn *badger.Txn) error) error {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if b.closed {
-		return ErrClosed
+		return wal.ErrClosed
 	}
 	if err := b.db.View(fn); err != nil {
 		return wrap(op, err)
@@ -28,7 +30,7 @@ func (b *Badger) view(op string, fn func(txn *badger.Txn) error) error {
 
 // Partitions implements Log. It seeks from partition to partition instead
 // of scanning their entries.
-func (b *Badger) Partitions() ([]uint32, error) {
+func (b *Log) Partitions() ([]uint32, error) {
 	var ps []uint32
 	err := b.view("partitions", func(txn *badger.Txn) error {
 		ps = nil
@@ -38,7 +40,7 @@ func (b *Badger) Partitions() ([]uint32, error) {
 		for it.Seek(prefix); it.ValidForPrefix(prefix); {
 			k := it.Item().Key()
 			if len(k) < partKeyLen {
-				return corruptPart(recEntry, 0, 0, "malformed key %x", k)
+				return corruptPart(wal.RecordEntry, 0, 0, "malformed key %x", k)
 			}
 			p := binary.BigEndian.Uint32(k[1:5])
 			ps = append(ps, p)
@@ -54,31 +56,31 @@ func (b *Badger) Partitions() ([]uint32, error) {
 
 // Load implements Log: it reads one partition and verifies every checksum
 // and the invariants listed at verifyState.
-func (b *Badger) Load(p uint32) (PartitionState, error) {
-	var ps PartitionState
+func (b *Log) Load(p uint32) (wal.PartitionState, error) {
+	var ps wal.PartitionState
 	err := b.view("load", func(txn *badger.Txn) error {
 		var err error
 		ps, err = loadPart(txn, p)
 		if err != nil {
 			return err
 		}
-		return verifyState(p, &ps)
+		return wal.VerifyState(p, &ps)
 	})
 	if err != nil {
-		return PartitionState{}, err
+		return wal.PartitionState{}, err
 	}
 	return ps, nil
 }
 
 // loadPart reads one partition's records without checking the invariants.
-func loadPart(txn *badger.Txn, p uint32) (PartitionState, error) {
-	var ps PartitionState
+func loadPart(txn *badger.Txn, p uint32) (wal.PartitionState, error) {
+	var ps wal.PartitionState
 	if b, ok, why := readRecord(txn, partKey(p, kindHardState)); why != "" {
-		return ps, corruptPart(recHardState, p, 0, "%s", why)
+		return ps, corruptPart(wal.RecordHardState, p, 0, "%s", why)
 	} else if ok {
 		ps.HardState = &raftpb.HardState{}
 		if err := proto.Unmarshal(b, ps.HardState); err != nil {
-			return ps, corruptPart(recHardState, p, 0, "undecodable: %v", err)
+			return ps, corruptPart(wal.RecordHardState, p, 0, "undecodable: %v", err)
 		}
 	}
 	snap, err := loadSnapshot(txn, p)
@@ -94,21 +96,21 @@ func loadPart(txn *badger.Txn, p uint32) (PartitionState, error) {
 func loadSnapshot(txn *badger.Txn, p uint32) (*raftpb.Snapshot, error) {
 	b, ok, why := readRecord(txn, partKey(p, kindSnapMeta))
 	if why != "" {
-		return nil, corruptPart(recSnapshot, p, 0, "metadata: %s", why)
+		return nil, corruptPart(wal.RecordSnapshot, p, 0, "metadata: %s", why)
 	}
 	data, dataOK, why := readRecord(txn, partKey(p, kindSnapData))
 	if why != "" {
-		return nil, corruptPart(recSnapshot, p, 0, "data: %s", why)
+		return nil, corruptPart(wal.RecordSnapshot, p, 0, "data: %s", why)
 	}
 	if !ok && !dataOK {
 		return nil, nil
 	}
 	if !ok {
-		return nil, corruptPart(recSnapshot, p, 0, "data stored, metadata not")
+		return nil, corruptPart(wal.RecordSnapshot, p, 0, "data stored, metadata not")
 	}
 	s := &raftpb.Snapshot{}
 	if err := proto.Unmarshal(b, s); err != nil {
-		return nil, corruptPart(recSnapshot, p, 0, "undecodable: %v", err)
+		return nil, corruptPart(wal.RecordSnapshot, p, 0, "undecodable: %v", err)
 	}
 	if !dataOK {
 		// Written in several transactions: the data is staged by index.
@@ -187,14 +189,14 @@ func loadEntries(txn *badger.Txn, p uint32) ([]*raftpb.Entry, error) {
 		if len(bad) >= entryKeyLen {
 			i = binary.BigEndian.Uint64(bad[partKeyLen:entryKeyLen])
 		}
-		return nil, corruptPart(recEntry, p, i, "%s", why)
+		return nil, corruptPart(wal.RecordEntry, p, i, "%s", why)
 	}
 	return es, nil
 }
 
 // Outbox implements Log.
-func (b *Badger) Outbox() ([]Record, error) {
-	var rs []Record
+func (b *Log) Outbox() ([]wal.Record, error) {
+	var rs []wal.Record
 	err := b.view("outbox", func(txn *badger.Txn) error {
 		rs = nil
 		bad, why := chunkScan(txn, []byte{prefixOutbox}, func(base, payload []byte) string {
@@ -202,24 +204,24 @@ func (b *Badger) Outbox() ([]Record, error) {
 			if !ok {
 				return "malformed key"
 			}
-			rs = append(rs, Record{Key: k, Value: payload})
+			rs = append(rs, wal.Record{Key: k, Value: payload})
 			return ""
 		})
 		if why != "" {
 			k, _ := parseNamedKey(bad)
-			return &CorruptError{Record: recOutbox, Key: k, Reason: why}
+			return &wal.CorruptError{Record: wal.RecordOutbox, Key: k, Reason: why}
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(rs, func(x, y Record) int { return strings.Compare(x.Key, y.Key) })
+	slices.SortFunc(rs, func(x, y wal.Record) int { return strings.Compare(x.Key, y.Key) })
 	return rs, nil
 }
 
 // Meta implements Log.
-func (b *Badger) Meta(key string) ([]byte, bool, error) {
+func (b *Log) Meta(key string) ([]byte, bool, error) {
 	var (
 		v  []byte
 		ok bool
@@ -228,7 +230,7 @@ func (b *Badger) Meta(key string) ([]byte, bool, error) {
 		var why string
 		v, ok, why = readRecord(txn, namedKey(prefixMeta, key))
 		if why != "" {
-			return &CorruptError{Record: recMeta, Key: key, Reason: why}
+			return &wal.CorruptError{Record: wal.RecordMeta, Key: key, Reason: why}
 		}
 		return nil
 	})

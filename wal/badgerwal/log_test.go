@@ -1,4 +1,4 @@
-package wal_test
+package badgerwal_test
 
 import (
 	"errors"
@@ -6,14 +6,15 @@ import (
 	"testing"
 
 	"github.com/needle-mesh/needle/wal"
+	"github.com/needle-mesh/needle/wal/badgerwal"
 	"github.com/needle-mesh/needle/wal/waltest"
 )
 
-// openBadger opens a Badger in a fresh temp dir; reopen closes it and opens
+// openBadger opens a Log in a fresh temp dir; reopen closes it and opens
 // the same dir again.
 func openBadger(t *testing.T) (wal.Log, func() wal.Log) {
 	dir := t.TempDir()
-	opts := wal.BadgerOptions{Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	opts := badgerwal.Options{Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	cur := mustOpen(t, dir, opts)
 	t.Cleanup(func() { _ = cur.Close() })
 	return cur, func() wal.Log {
@@ -25,31 +26,31 @@ func openBadger(t *testing.T) (wal.Log, func() wal.Log) {
 	}
 }
 
-func mustOpen(t *testing.T, dir string, opts wal.BadgerOptions) *wal.Badger {
+func mustOpen(t *testing.T, dir string, opts badgerwal.Options) *badgerwal.Log {
 	t.Helper()
-	b, err := wal.OpenBadger(dir, opts)
+	b, err := badgerwal.Open(dir, opts)
 	if err != nil {
-		t.Fatalf("OpenBadger: %v", err)
+		t.Fatalf("Open: %v", err)
 	}
 	return b
 }
 
-func TestBadger(t *testing.T) {
+func TestConformance(t *testing.T) {
 	waltest.Run(t, openBadger)
 }
 
-func TestBadgerInMemory(t *testing.T) {
+func TestConformanceInMemory(t *testing.T) {
 	waltest.Run(t, func(t *testing.T) (wal.Log, func() wal.Log) {
-		b, err := wal.OpenBadger("", wal.BadgerOptions{InMemory: true})
+		b, err := badgerwal.Open("", badgerwal.Options{InMemory: true})
 		if err != nil {
-			t.Fatalf("OpenBadger: %v", err)
+			t.Fatalf("Open: %v", err)
 		}
 		t.Cleanup(func() { _ = b.Close() })
 		return b, func() wal.Log { return b } // no restart without a disk
 	})
 }
 
-func TestBadgerClosed(t *testing.T) {
+func TestClosed(t *testing.T) {
 	l, _ := openBadger(t)
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
@@ -65,8 +66,8 @@ func TestBadgerClosed(t *testing.T) {
 	}
 }
 
-func TestBadgerBatchTooBig(t *testing.T) {
-	b, err := wal.OpenBadger("", wal.BadgerOptions{InMemory: true, MemTableSize: 4 << 20})
+func TestBatchTooBig(t *testing.T) {
+	b, err := badgerwal.Open("", badgerwal.Options{InMemory: true, MemTableSize: 4 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
