@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/wal"
 	"github.com/needle-mesh/needle/wal/badgerwal"
 )
 
