@@ -25,6 +25,7 @@ import (
 	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/peer/p2p"
 	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/shard/cron"
 	"github.com/needle-mesh/needle/wal"
 	"github.com/needle-mesh/needle/wal/badgerwal"
 )
@@ -346,7 +347,7 @@ func (p *Peer) open() error {
 	ncfg.Rand = mrand.New(mrand.NewPCG(seed(), seed()))
 	ncfg.Shard.Retention = p.cfg.Retention
 	ncfg.Shard.DefaultTimeout = p.cfg.DefaultTimeout
-	ncfg.Shard.Next = ScheduleNext
+	ncfg.Shard.Next = cron.Next
 	// A handler this peer has not registered runs in external workers.
 	ncfg.Shard.External = func(h string) bool { return !p.handlers.Has(h) }
 	ncfg.NotifyInflight = p.cfg.Notify.Concurrency

@@ -117,7 +117,7 @@ type ScheduleSpec struct {
 	ID      ScheduleID
 	Name    string
 	Cron    string        // 5 fields, or 6 with seconds first, or a descriptor (@daily)
-	Every   time.Duration // fixed interval, ticks aligned to multiples of it since the Unix epoch
+	Every   time.Duration // fixed interval, ticks aligned to multiples of it (cron.Next)
 	TZ      string        // IANA time zone of Cron; "" = UTC
 	Overlap Overlap
 	Misfire Misfire

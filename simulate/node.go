@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/needle-mesh/needle/node"
-	"github.com/needle-mesh/needle/peer"
 	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/shard/cron"
 	"github.com/needle-mesh/needle/wal"
 )
 
@@ -75,7 +75,7 @@ func (nd *simNode) start() error {
 	cfg.Shard = shard.DefaultConfig()
 	cfg.Shard.LeaseGrace = 2 * time.Second
 	cfg.Shard.DefaultTimeout = 10 * time.Second
-	cfg.Shard.Next = peer.ScheduleNext
+	cfg.Shard.Next = cron.Next
 	cfg.Rand = rand.New(rand.NewPCG(nd.s.rng.Uint64(), nd.s.rng.Uint64()))
 	cfg.Rings = nd.s.rings
 	if nd.s.cfg.Log != nil {

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/needle-mesh/needle/peer"
 	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/shard/cron"
 )
 
 // Schedules (docs/decisions.md "Schedules"): the client creates schedules
@@ -407,7 +407,7 @@ func (c *checker) checkTicks() {
 			from = r.verified
 		}
 		for t := from; ; {
-			n, err := peer.ScheduleNext(r.plan.spec, t)
+			n, err := cron.Next(r.plan.spec, t)
 			if err != nil || n.IsZero() || n.Sub(epoch) > hi {
 				break
 			}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/shard/cron"
 )
 
 // cronGapSamples is how many consecutive ticks of a cron expression are
@@ -17,13 +18,13 @@ func shortestInterval(sp *shard.ScheduleSpec, now time.Time) time.Duration {
 	if sp.Every > 0 {
 		return sp.Every
 	}
-	prev, err := ScheduleNext(sp, now)
+	prev, err := cron.Next(sp, now)
 	if err != nil || prev.IsZero() {
 		return 0
 	}
 	var gap time.Duration
 	for range cronGapSamples {
-		next, err := ScheduleNext(sp, prev)
+		next, err := cron.Next(sp, prev)
 		if err != nil || next.IsZero() {
 			break
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/shard/cron"
 )
 
 var commitT0 = time.Unix(1_700_000_000, 0).UTC()
@@ -17,7 +18,7 @@ func commitShard(tb testing.TB) *shard.Shard {
 	tb.Helper()
 	cfg := shard.DefaultConfig()
 	cfg.Rand = rand.New(rand.NewPCG(1, 1))
-	cfg.Next = ScheduleNext
+	cfg.Next = cron.Next
 	s, err := shard.New(cfg)
 	if err != nil {
 		tb.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/shard/cron"
 )
 
 // ScheduleBackend is what the schedule routes ask of a peer. A Backend that
@@ -155,17 +156,17 @@ func DecodeSchedule(r io.Reader, lim Limits) (*shard.ScheduleSpec, string, error
 		}
 		sp.Every = d
 	}
-	if _, err := LoadLocation(rs.Timezone); err != nil {
+	if _, err := cron.LoadLocation(rs.Timezone); err != nil {
 		return nil, "", fieldErr("timezone", "unknown time zone %q; want an IANA name like \"Europe/Paris\"", rs.Timezone)
 	}
 	if rs.Cron != "" {
 		if len(rs.Cron) > maxNameLen {
 			return nil, "", fieldErr("cron", "longer than %d bytes", maxNameLen)
 		}
-		if _, err := cronParser.Parse(rs.Cron); err != nil {
-			return nil, "", fieldErr("cron", "invalid cron expression %q: %v", rs.Cron, err)
+		if err := cron.Parse(rs.Cron); err != nil {
+			return nil, "", fieldErr("cron", "%v", err)
 		}
-		if next, _ := ScheduleNext(sp, time.Now()); next.IsZero() {
+		if next, _ := cron.Next(sp, time.Now()); next.IsZero() {
 			return nil, "", fieldErr("cron", "%q never fires", rs.Cron)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/shard/cron"
 )
 
 // fakeSchedules is a Backend with schedules kept in memory.
@@ -92,13 +93,13 @@ func TestCreateScheduleOK(t *testing.T) {
 		t.Fatalf("body = %s (%v)", rec.Body, err)
 	}
 	// Next in Paris: 02:00 local.
-	next, err := ScheduleNext(sp, time.Date(2026, 1, 10, 12, 0, 0, 0, time.UTC))
+	next, err := cron.Next(sp, time.Date(2026, 1, 10, 12, 0, 0, 0, time.UTC))
 	if err != nil || !next.Equal(time.Date(2026, 1, 11, 1, 0, 0, 0, time.UTC)) {
 		t.Fatalf("next = %v, %v", next, err)
 	}
 	// Six fields: seconds.
 	sec := &shard.ScheduleSpec{Cron: "*/15 * * * * *"}
-	if next, _ := ScheduleNext(sec, time.Date(2026, 1, 10, 12, 0, 1, 0, time.UTC)); !next.Equal(time.Date(2026, 1, 10, 12, 0, 15, 0, time.UTC)) {
+	if next, _ := cron.Next(sec, time.Date(2026, 1, 10, 12, 0, 1, 0, time.UTC)); !next.Equal(time.Date(2026, 1, 10, 12, 0, 15, 0, time.UTC)) {
 		t.Fatalf("seconds next = %v", next)
 	}
 }

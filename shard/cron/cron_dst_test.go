@@ -1,4 +1,4 @@
-package api
+package cron
 
 import (
 	"testing"
@@ -16,12 +16,12 @@ func ticks(t *testing.T, sp *shard.ScheduleSpec, from string, n int) []string {
 	}
 	var out []string
 	for range n {
-		next, err := ScheduleNext(sp, at)
+		next, err := Next(sp, at)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !next.After(at) {
-			t.Fatalf("ScheduleNext(%+v, %v) = %v, not after it", sp, at, next)
+			t.Fatalf("Next(%+v, %v) = %v, not after it", sp, at, next)
 		}
 		out = append(out, next.UTC().Format(time.RFC3339))
 		at = next

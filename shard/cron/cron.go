@@ -1,19 +1,41 @@
-package api
+// Package cron computes schedule ticks: the shard.Config.Next that the
+// daemon and the simulator give every partition, and the checks the HTTP
+// API runs on a new schedule. It is the one place cron expressions are
+// parsed (robfig/cron v3: 5 fields with an optional leading seconds field,
+// and descriptors such as @daily) and "every" intervals are aligned.
+//
+// It is pure in the core's sense (no network, no goroutines, no wall
+// clock, no global randomness): the time is an argument. The one read it
+// makes is the time-zone database, through time.LoadLocation, the first
+// time a zone is named; zones are cached for the life of the process.
+// Only the owner of a partition calls Next, and the events carry its
+// answers to the replicas, so two peers with different tz databases never
+// disagree on a committed tick.
+package cron
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
-	"github.com/robfig/cron/v3"
+	robfig "github.com/robfig/cron/v3"
 
 	"github.com/needle-mesh/needle/shard"
 )
 
-// cronParser reads standard 5-field cron expressions, an optional leading
+// Sentinel errors, wrapped by Next and Parse.
+var (
+	// ErrZone is an unknown time zone.
+	ErrZone = errors.New("cron: time zone")
+	// ErrExpr is an expression robfig/cron does not parse.
+	ErrExpr = errors.New("cron: expression")
+)
+
+// parser reads standard 5-field cron expressions, an optional leading
 // seconds field, and descriptors (@daily, @hourly, ...). robfig/cron is a
 // well-kept parser with time-zone-aware Next; we use only its parser.
-var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+var parser = robfig.NewParser(robfig.SecondOptional | robfig.Minute | robfig.Hour | robfig.Dom | robfig.Month | robfig.Dow | robfig.Descriptor)
 
 var locations sync.Map // name -> *time.Location
 
@@ -27,33 +49,43 @@ func LoadLocation(name string) (*time.Location, error) {
 	}
 	l, err := time.LoadLocation(name)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w %q: %v", ErrZone, name, err)
 	}
 	locations.Store(name, l)
 	return l, nil
 }
 
-// ScheduleNext is the shard's Config.Next: the first tick of sp strictly
+// Parse reports whether expr is a cron expression Next accepts.
+func Parse(expr string) error {
+	if _, err := parser.Parse(expr); err != nil {
+		return fmt.Errorf("%w %q: %v", ErrExpr, expr, err)
+	}
+	return nil
+}
+
+// Next is the shard's Config.Next: the first tick of sp strictly
 // after after, in UTC; the zero time when the cron expression never fires
-// again. Every ticks are aligned to multiples of the interval since the
-// Unix epoch, so every owner computes the same ticks. A cron expression is
+// again. Every ticks are aligned to multiples of the interval counted from
+// time.Time's zero instant (January 1, year 1, UTC: time.Truncate), so
+// every owner computes the same ticks; an interval that divides a day is
+// thereby aligned to the Unix epoch too. A cron expression is
 // matched against wall-clock times of its time zone (see nextWall): a
 // wall time that does not exist (spring forward) fires once, at the first
 // valid instant after it; one that exists twice (fall back) fires once, at
 // its first occurrence.
-func ScheduleNext(sp *shard.ScheduleSpec, after time.Time) (time.Time, error) {
+func Next(sp *shard.ScheduleSpec, after time.Time) (time.Time, error) {
 	if sp.Every > 0 {
 		return after.UTC().Truncate(sp.Every).Add(sp.Every), nil
 	}
 	loc, err := LoadLocation(sp.TZ)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("timezone %q: %w", sp.TZ, err)
+		return time.Time{}, err
 	}
-	s, err := cronParser.Parse(sp.Cron)
+	s, err := parser.Parse(sp.Cron)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("cron %q: %w", sp.Cron, err)
+		return time.Time{}, fmt.Errorf("%w %q: %v", ErrExpr, sp.Cron, err)
 	}
-	spec, ok := s.(*cron.SpecSchedule)
+	spec, ok := s.(*robfig.SpecSchedule)
 	if !ok { // @every: a constant delay, no wall clock involved
 		return s.Next(after.In(loc)).UTC(), nil
 	}
@@ -74,7 +106,7 @@ const maxWallSteps = 1 << 14
 // exist is skipped for the day; a 02:30 that exists twice fires twice), so
 // the expression is matched here against wall times written as UTC, which
 // has no transitions, and each match is then placed in loc.
-func nextWall(spec *cron.SpecSchedule, loc *time.Location, after time.Time) time.Time {
+func nextWall(spec *robfig.SpecSchedule, loc *time.Location, after time.Time) time.Time {
 	utc := *spec
 	utc.Location = time.UTC
 	w := wallOf(after.In(loc))
