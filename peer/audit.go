@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/needle-mesh/needle/node"
+	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -28,14 +29,14 @@ func (p *Peer) serveAudit(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 10_000 {
-			writeError(w, http.StatusBadRequest, "invalid_argument", "limit: want an integer in 1..10000", "limit")
+			writeError(w, api.CodeInvalidArgument, "limit: want an integer in 1..10000", "limit")
 			return
 		}
 		limit = n
 	}
 	entries, err := p.gatherAudit(r.Context())
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error(), "")
+		writeError(w, api.CodeUnavailable, err.Error(), "")
 		return
 	}
 	slices.Reverse(entries)

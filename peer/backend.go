@@ -3,6 +3,7 @@ package peer
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -310,7 +311,9 @@ func (p *Peer) send(ctx context.Context, c command) error {
 	}
 }
 
-// mapErr turns the node's errors into the API's kinds.
+// mapErr puts the node's errors in the API's vocabulary (the shard's are
+// in its table): a node that cannot serve is unavailable, a retry of
+// nothing retryable a conflict that says why (the task's state).
 func mapErr(err error) error {
 	switch {
 	case err == nil:
@@ -318,7 +321,7 @@ func mapErr(err error) error {
 	case errors.Is(err, node.ErrUnavailable), errors.Is(err, node.ErrStopped):
 		return errors.Join(api.ErrUnavailable, err)
 	case errors.Is(err, shard.ErrNotRetryable):
-		return conflictErr(err)
+		return api.NewError(api.CodeConflict, "", strings.TrimPrefix(err.Error(), shard.ErrNotRetryable.Error()+": "))
 	}
 	return err
 }

@@ -41,9 +41,7 @@ type rpcRequest struct {
 }
 
 type rpcResponse struct {
-	Err    string            `json:"err,omitempty"`   // error kind: not_found, unavailable, invalid, conflict, internal
-	Msg    string            `json:"msg,omitempty"`   // error text
-	Field  *shard.FieldError `json:"field,omitempty"` // invalid, conflict: which field
+	rpcError
 	Submit *api.SubmitResult `json:"submit,omitempty"`
 	Task   *shard.TaskView   `json:"task,omitempty"`
 	Group  *shard.GroupView  `json:"group,omitempty"`
@@ -94,28 +92,7 @@ func (p *Peer) forward(ctx context.Context, to string, req rpcRequest) (rpcRespo
 	if err := json.Unmarshal(out, &resp); err != nil {
 		return rpcResponse{}, fmt.Errorf("peer: forward to %s: bad answer: %w", to, err)
 	}
-	return resp, resp.err()
-}
-
-func (r *rpcResponse) err() error {
-	switch r.Err {
-	case "":
-		return nil
-	case "not_found":
-		return shard.ErrNotFound
-	case "unavailable":
-		return fmt.Errorf("%w: %s", api.ErrUnavailable, r.Msg)
-	case "invalid":
-		if r.Field != nil {
-			return r.Field
-		}
-	case "conflict":
-		if r.Field != nil {
-			return &shard.ConflictError{Field: r.Field.Field, Message: r.Field.Message}
-		}
-		return &conflictError{msg: r.Msg}
-	}
-	return errors.New(r.Msg)
+	return resp, resp.rpcError.err()
 }
 
 // serveCall answers a request forwarded by another peer, locally only.
@@ -174,28 +151,6 @@ func (p *Peer) serveCall(ctx context.Context, from string, b []byte) ([]byte, er
 	default:
 		return nil, fmt.Errorf("peer: forwarded request from %s: unknown op %q", from, req.Op)
 	}
-	resp.setErr(err)
+	resp.rpcError.set(err)
 	return json.Marshal(resp)
-}
-
-func (r *rpcResponse) setErr(err error) {
-	var fe *shard.FieldError
-	var ce *shard.ConflictError
-	switch {
-	case err == nil:
-		return
-	case errors.Is(err, shard.ErrNotFound):
-		r.Err = "not_found"
-	case errors.Is(err, api.ErrConflict), errors.Is(err, shard.ErrNotRetryable):
-		r.Err = "conflict"
-	case errors.Is(err, api.ErrUnavailable), errors.Is(err, node.ErrUnavailable), errors.Is(err, node.ErrStopped):
-		r.Err = "unavailable"
-	case errors.As(err, &fe):
-		r.Err, r.Field = "invalid", fe
-	case errors.As(err, &ce):
-		r.Err, r.Field = "conflict", &shard.FieldError{Task: -1, Field: ce.Field, Message: ce.Message}
-	default:
-		r.Err = "internal"
-	}
-	r.Msg = err.Error()
 }

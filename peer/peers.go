@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/needle-mesh/needle/node"
+	"github.com/needle-mesh/needle/peer/api"
 )
 
 // peersJSON is GET /v1/peers (docs/api.md, "The mesh and operations").
@@ -61,7 +62,7 @@ func (p *Peer) servePeers(w http.ResponseWriter, r *http.Request) {
 		return nil
 	})
 	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error(), "")
+		writeError(w, api.CodeUnavailable, err.Error(), "")
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -72,7 +73,7 @@ func (p *Peer) servePeers(w http.ResponseWriter, r *http.Request) {
 func (p *Peer) serveForget(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if id == "" || id == p.host.ID() {
-		writeError(w, http.StatusBadRequest, "invalid_argument", "cannot forget this peer itself or an empty id", "id")
+		writeError(w, api.CodeInvalidArgument, "cannot forget this peer itself or an empty id", "id")
 		return
 	}
 	known := false
@@ -87,9 +88,9 @@ func (p *Peer) serveForget(w http.ResponseWriter, r *http.Request) {
 	})
 	switch {
 	case err != nil:
-		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error(), "")
+		writeError(w, api.CodeUnavailable, err.Error(), "")
 	case !known:
-		writeError(w, http.StatusNotFound, "not_found", "no member "+id, "id")
+		writeError(w, api.CodeNotFound, "no member "+id, "id")
 	default:
 		p.log.Warn("peer forgotten by operator", keyPeer, id, "by", r.RemoteAddr)
 		w.Header().Set("Content-Type", "application/json")
@@ -102,9 +103,10 @@ func mustJSON(v any) []byte {
 	return b
 }
 
-func writeError(w http.ResponseWriter, status int, code, msg, field string) {
+// writeError writes the error body of a code of the API's vocabulary.
+func writeError(w http.ResponseWriter, code, msg, field string) {
+	e := api.NewError(code, field, msg)
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	body := map[string]any{"error": map[string]string{"code": code, "message": msg, "field": field}}
-	_ = json.NewEncoder(w).Encode(body)
+	w.WriteHeader(e.Status)
+	_ = json.NewEncoder(w).Encode(api.ErrorBody{Error: e})
 }

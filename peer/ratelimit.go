@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/needle-mesh/needle/peer/api"
 )
 
 // rateLimiter bounds the API requests of each client address (token bucket,
@@ -57,7 +59,7 @@ func (rl *rateLimiter) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/healthz" && !rl.allow(r.RemoteAddr, time.Now()) {
 			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusTooManyRequests, "rate_limited", "too many requests from this client; slow down", "")
+			writeError(w, api.CodeRateLimited, "too many requests from this client; slow down", "")
 			return
 		}
 		h.ServeHTTP(w, r)

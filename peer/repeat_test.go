@@ -2,7 +2,6 @@ package peer
 
 import (
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/needle-mesh/needle/peer/api"
-	"github.com/needle-mesh/needle/shard"
 )
 
 // post sends body to path on c's peer and returns the status and body.
@@ -59,24 +57,5 @@ func TestPeerKeyReuse(t *testing.T) {
 	g, err := c.GetGroup(t.Context(), res.Group, 10*time.Second)
 	if err != nil || len(g.Tasks) != 1 || string(g.Tasks[0].Result) != `{"a":1}` {
 		t.Errorf("group after the conflicts = %+v, %v; want the first request's one task", g, err)
-	}
-}
-
-// TestForwardedConflict: a conflict answered by the owner reaches the peer
-// that forwarded the request as a conflict naming its field.
-func TestForwardedConflict(t *testing.T) {
-	var r rpcResponse
-	r.setErr(&shard.ConflictError{Field: "key", Message: "used"})
-	b, err := json.Marshal(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var back rpcResponse
-	if err := json.Unmarshal(b, &back); err != nil {
-		t.Fatal(err)
-	}
-	var ce *shard.ConflictError
-	if err := back.err(); !errors.As(err, &ce) || ce.Field != "key" || ce.Message != "used" {
-		t.Errorf("forwarded conflict = %v; want a ConflictError on key", err)
 	}
 }

@@ -2,7 +2,6 @@ package peer
 
 import (
 	"context"
-	"strings"
 
 	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/api"
@@ -42,18 +41,6 @@ func (b backend) RetryGroup(ctx context.Context, id shard.GroupID, by, key strin
 		return shard.GroupView{}, err
 	}
 	return b.Group(ctx, id, 0, true)
-}
-
-// conflictError is a refusal the API answers with 409 conflict; its text
-// says why (e.g. the task's state).
-type conflictError struct{ msg string }
-
-func (e *conflictError) Error() string        { return e.msg }
-func (e *conflictError) Is(target error) bool { return target == api.ErrConflict }
-
-// conflictErr turns a core refusal into the API's conflict (409).
-func conflictErr(err error) error {
-	return &conflictError{msg: strings.TrimPrefix(err.Error(), shard.ErrNotRetryable.Error()+": ")}
 }
 
 var (

@@ -32,6 +32,13 @@ func (e *Error) Error() string {
 	return strconv.Itoa(e.Status) + " " + e.Code + ": " + e.Message
 }
 
+// The error vocabulary: every failure the API reports is one of a few kinds,
+// each a code (CodeInvalidArgument, CodeNotFound, ...) with its HTTP status.
+// The HTTP edge writes it as the error body; a request forwarded over the
+// mesh answers it as code, field and message, and the forwarding peer
+// returns it as an *Error, so the kind, the field and the text an owner
+// chose reach the client unchanged, whichever peer it asked.
+
 // errorKind is one row of the error table.
 type errorKind struct {
 	match  func(error) bool
@@ -68,19 +75,87 @@ var errorTable = []errorKind{
 	{is(context.Canceled), http.StatusServiceUnavailable, CodeUnavailable},
 }
 
-// toError maps err to the response the client sees; internal reports
-// whether it matched no kind (and must be logged).
-func toError(err error) (e *Error, internal bool) {
+// codeSentinel is the sentinel an *Error of a code matches with errors.Is,
+// so callers test a forwarded answer the way they test a local error.
+var codeSentinel = map[string]error{
+	CodeNotFound:        shard.ErrNotFound,
+	CodeConflict:        ErrConflict,
+	CodeLeaseLost:       ErrLeaseLost,
+	CodeUnavailable:     ErrUnavailable,
+	CodePayloadTooLarge: ErrPayloadTooLarge,
+}
+
+// Is reports whether target is the sentinel of e's code (ErrUnavailable
+// for unavailable, shard.ErrNotFound for not_found, ...).
+func (e *Error) Is(target error) bool {
+	s, ok := codeSentinel[e.Code]
+	return ok && s == target
+}
+
+// ErrorOf classifies err in the vocabulary: its status, code, field and
+// full message. An *Error in err's chain is returned as it is; an error of
+// no kind is a 500 internal whose message is err's text (the HTTP edge
+// hides it from clients and logs it). nil is nil.
+func ErrorOf(err error) *Error {
+	if err == nil {
+		return nil
+	}
 	var ae *Error
 	if errors.As(err, &ae) {
-		return ae, false
+		return ae
 	}
 	for _, k := range errorTable {
 		if k.match(err) {
-			return &Error{Status: k.status, Code: k.code, Message: err.Error(), Field: errField(err)}, false
+			return &Error{Status: k.status, Code: k.code, Message: err.Error(), Field: errField(err)}
 		}
 	}
-	return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error"}, true
+	return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: err.Error()}
+}
+
+// NewError returns the error of a code, as another peer answered it: its
+// status is the code's (an unknown code is a 500), field and message as
+// given.
+func NewError(code, field, msg string) *Error {
+	return &Error{Status: StatusOf(code), Code: code, Message: msg, Field: field}
+}
+
+// StatusOf returns the HTTP status of an error code; an unknown code is
+// 500.
+func StatusOf(code string) int {
+	switch code {
+	case CodeInvalidArgument:
+		return http.StatusBadRequest
+	case CodeUnauthenticated:
+		return http.StatusUnauthorized
+	case CodeForbidden:
+		return http.StatusForbidden
+	case CodeNotFound:
+		return http.StatusNotFound
+	case CodeMethodNotAllow:
+		return http.StatusMethodNotAllowed
+	case CodeConflict, CodeLeaseLost:
+		return http.StatusConflict
+	case CodePayloadTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case CodeUnsupportedType:
+		return http.StatusUnsupportedMediaType
+	case CodeRateLimited:
+		return http.StatusTooManyRequests
+	case CodeUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// toError maps err to the response the client sees; internal reports
+// whether it is of no kind (and must be logged): its text stays in the log,
+// the client reads "internal error".
+func toError(err error) (e *Error, internal bool) {
+	e = ErrorOf(err)
+	if e.Code == CodeInternal {
+		return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error"}, true
+	}
+	return e, false
 }
 
 // errField returns the JSON path named by a field error in err, if any.

@@ -213,6 +213,7 @@ const (
 	CodeConflict        = "conflict"               // 409
 	CodePayloadTooLarge = "payload_too_large"      // 413
 	CodeUnsupportedType = "unsupported_media_type" // 415: a body that is not application/json
+	CodeRateLimited     = "rate_limited"           // 429: too many requests from one client
 	CodeInternal        = "internal"               // 500
 	CodeUnavailable     = "unavailable"            // 503
 )
