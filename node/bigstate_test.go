@@ -43,23 +43,31 @@ func (b *badgerNode) open(boot int) {
 }
 
 func (b *badgerNode) drain() {
-	for i := 0; b.n.HasReady(); i++ {
-		if i > 1000 {
-			b.tb.Fatal("node does not settle")
-		}
-		rd := b.n.Ready()
-		if err := b.log.Append(&rd.Persist); err != nil {
-			b.tb.Fatalf("wal append: %v", err)
-		}
-		if err := b.log.Sync(); err != nil {
-			b.tb.Fatal(err)
-		}
-		for _, r := range rd.Replies {
-			b.replies[r.Req] = r
-		}
-		b.runs = append(b.runs, rd.Run...)
-		b.n.Advance(rd)
+	d := Driver{Node: b.n, IO: badgerIO{b}, MaxRounds: 1000}
+	if err := d.Drive(); err != nil {
+		b.tb.Fatal(err)
 	}
+}
+
+// badgerIO is badgerNode's DriverIO: a real WAL, synced after every batch.
+type badgerIO struct{ b *badgerNode }
+
+func (io badgerIO) Now() time.Time   { return io.b.now }
+func (io badgerIO) Send([]Envelope)  {}
+func (io badgerIO) Gossip([]Message) {}
+func (io badgerIO) Start(rd *Ready)  { io.b.runs = append(io.b.runs, rd.Run...) }
+func (io badgerIO) Persist(b *wal.Batch, _ bool) error {
+	if err := io.b.log.Append(b); err != nil {
+		return fmt.Errorf("wal append: %w", err)
+	}
+	return io.b.log.Sync()
+}
+
+func (io badgerIO) Deliver(rd *Ready) error {
+	for _, r := range rd.Replies {
+		io.b.replies[r.Req] = r
+	}
+	return nil
 }
 
 func (b *badgerNode) step() {

@@ -13,7 +13,8 @@
 //
 // # Rooms
 //
-//   - node.go, ready.go: the Node, its Config, Ready and Advance.
+//   - node.go, ready.go, driver.go: the Node, its Config, Ready, Advance
+//     and the Driver that does a Ready's duties in order.
 //   - step.go, wire.go, raftcheck.go: inbound messages, their codec and the
 //     checks a Raft message passes before Raft steps it.
 //   - mesh.go, partition.go, snapshot.go, lag.go: membership, heartbeats,
@@ -24,20 +25,29 @@
 //     to this peer, to thieves and to external workers.
 //   - notify.go, drain.go, settled.go: webhooks, draining, readiness.
 //
-// # Driving it (the runtime's loop; the simulator's handler)
+// # Driving it (Driver: the runtime's loop, the simulator, the tests)
 //
 //  1. Feed inputs: Step for every message from another peer (decoded with
 //     DecodeMessage, never trusted), Tick with the current time at least
 //     every RaftTick/10, Report for every finished run, and the request
 //     methods (Submit, Cancel, ...) with a request id from NextRequest.
-//  2. While HasReady, take rd := Ready() and, in order:
-//  3. persist rd.Persist (Log.Append, then Log.Sync when rd.MustSync);
-//  4. send rd.Messages and rd.Gossip; no message may leave before step 3,
-//     since grants, acks and Raft responses vouch for durable state;
-//  5. start rd.Run, cancel rd.Abort, make the webhook calls of rd.Notify
+//  2. While HasReady, take rd := Ready() (ticking the node first when a
+//     persist took time) and, in order:
+//  3. send rd.Early: Raft messages that vouch for no local state (a
+//     leader's appends, snapshots and heartbeats, vote requests) may leave
+//     before the Ready is durable, so followers write in parallel with
+//     the leader; the core, not the driver, decides which they are;
+//  4. persist rd.Persist (Log.Append, then Log.Sync when rd.MustSync);
+//  5. send rd.Messages and rd.Gossip; none may leave before step 4, since
+//     grants, acks, outcomes and Raft's responses vouch for durable state;
+//  6. start rd.Run, cancel rd.Abort, make the webhook calls of rd.Notify
 //     and report each with NotifyDone;
-//  6. deliver rd.Replies, use rd.Changes (waiters, metrics);
-//  7. call Advance(rd).
+//  7. deliver rd.Replies, use rd.Changes (waiters, metrics);
+//  8. call Advance(rd).
+//
+// Steps 2 to 8 are Driver.Drive over a DriverIO: every caller that steps a
+// Node (peer/loop.go, simulate/handler.go, nodetest and this package's
+// tests) goes through it, so all of them take one path through Ready.
 //
 // A reply or a grant is sent only after the entries it depends on are
 // persisted by this peer and committed by the partition's majority: an

@@ -20,8 +20,9 @@ type cluster struct {
 	now   time.Time
 	nodes []*cnode
 	runs  map[string][]Run
-	cuts  map[[2]string]bool // links that drop every message (both directions)
-	check func()             // run after every step, when set
+	cuts  map[[2]string]bool                 // links that drop every message (both directions)
+	check func()                             // run after every step, when set
+	trace func(id string, d Duty, rd *Ready) // every driver's Trace, when set
 	// notify holds the webhook deliveries each node handed out, for the
 	// test to answer.
 	notify map[string][]NotifyJob
@@ -134,34 +135,60 @@ func (c *cluster) deliver(from string, to *cnode, e Envelope) {
 }
 
 func (c *cluster) drain(cn *cnode) {
-	for i := 0; cn.n.HasReady(); i++ {
-		if i > 100 {
-			c.tb.Fatalf("%s does not settle", cn.id)
-		}
-		rd := cn.n.Ready()
-		if err := cn.log.Append(&rd.Persist); err != nil {
-			c.tb.Fatal(err)
-		}
-		if rd.MustSync {
-			_ = cn.log.Sync()
-		}
-		for _, e := range rd.Messages {
-			c.deliver(cn.id, c.node(e.To), e)
-		}
-		for _, g := range rd.Gossip {
-			for _, to := range c.nodes {
-				if to != cn {
-					c.deliver(cn.id, to, Envelope{To: to.id, Msg: g})
-				}
+	d := Driver{Node: cn.n, IO: clusterIO{c, cn}, MaxRounds: 100}
+	if c.trace != nil {
+		d.Trace = func(duty Duty, rd *Ready) { c.trace(cn.id, duty, rd) }
+	}
+	if err := d.Drive(); err != nil {
+		c.tb.Fatalf("%s: %v", cn.id, err)
+	}
+}
+
+// clusterIO is one cnode's DriverIO: its in-memory WAL, the cluster's
+// network, runs and webhook calls kept for the cluster and the test.
+type clusterIO struct {
+	c  *cluster
+	cn *cnode
+}
+
+func (io clusterIO) Now() time.Time { return io.c.now }
+
+func (io clusterIO) Send(envs []Envelope) {
+	for _, e := range envs {
+		io.c.deliver(io.cn.id, io.c.node(e.To), e)
+	}
+}
+
+func (io clusterIO) Gossip(msgs []Message) {
+	for _, g := range msgs {
+		for _, to := range io.c.nodes {
+			if to != io.cn {
+				io.c.deliver(io.cn.id, to, Envelope{To: to.id, Msg: g})
 			}
 		}
-		for _, r := range rd.Replies {
-			cn.replies[r.Req] = r
-		}
-		c.runs[cn.id] = append(c.runs[cn.id], rd.Run...)
-		c.notify[cn.id] = append(c.notify[cn.id], rd.Notify...)
-		cn.n.Advance(rd)
 	}
+}
+
+func (io clusterIO) Persist(b *wal.Batch, sync bool) error {
+	if err := io.cn.log.Append(b); err != nil {
+		return err
+	}
+	if sync {
+		return io.cn.log.Sync()
+	}
+	return nil
+}
+
+func (io clusterIO) Start(rd *Ready) {
+	io.c.runs[io.cn.id] = append(io.c.runs[io.cn.id], rd.Run...)
+	io.c.notify[io.cn.id] = append(io.c.notify[io.cn.id], rd.Notify...)
+}
+
+func (io clusterIO) Deliver(rd *Ready) error {
+	for _, r := range rd.Replies {
+		io.cn.replies[r.Req] = r
+	}
+	return nil
 }
 
 func (c *cluster) run(d time.Duration) {

@@ -62,38 +62,51 @@ func (h *harness) start(partitions int) {
 	h.stabilize()
 }
 
-// stabilize runs Ready/Advance until the node has nothing left to do,
-// without running handlers.
+// stabilize runs Ready/Advance through the shared Driver until the node
+// has nothing left to do, without running handlers.
 func (h *harness) stabilize() {
-	for i := 0; h.n.HasReady(); i++ {
-		if i > 1000 {
-			h.tb.Fatal("node does not settle")
-		}
-		rd := h.n.Ready()
-		if err := h.log.Append(&rd.Persist); err != nil {
-			h.tb.Fatal(err)
-		}
-		for _, u := range rd.Persist.Updates {
-			if u.Snapshot != nil {
-				h.snaps++
-				h.snapBytes += len(u.Snapshot.GetData())
-			}
-			for _, e := range u.Entries {
-				h.entryBytes += len(e.GetData())
-			}
-		}
-		if rd.MustSync {
-			if err := h.log.Sync(); err != nil {
-				h.tb.Fatal(err)
-			}
-		}
-		for _, r := range rd.Replies {
-			h.replies[r.Req] = r
-		}
-		h.runs = append(h.runs, rd.Run...)
-		h.notify = append(h.notify, rd.Notify...)
-		h.n.Advance(rd)
+	d := Driver{Node: h.n, IO: harnessIO{h}, MaxRounds: 1000}
+	if err := d.Drive(); err != nil {
+		h.tb.Fatal(err)
 	}
+}
+
+// harnessIO is the harness's DriverIO: an in-memory WAL, runs and webhook
+// calls kept for the test, no peers.
+type harnessIO struct{ h *harness }
+
+func (io harnessIO) Now() time.Time   { return io.h.now }
+func (io harnessIO) Send([]Envelope)  {}
+func (io harnessIO) Gossip([]Message) {}
+func (io harnessIO) Start(rd *Ready) {
+	io.h.runs = append(io.h.runs, rd.Run...)
+	io.h.notify = append(io.h.notify, rd.Notify...)
+}
+func (io harnessIO) Persist(b *wal.Batch, sync bool) error {
+	h := io.h
+	if err := h.log.Append(b); err != nil {
+		return err
+	}
+	for _, u := range b.Updates {
+		if u.Snapshot != nil {
+			h.snaps++
+			h.snapBytes += len(u.Snapshot.GetData())
+		}
+		for _, e := range u.Entries {
+			h.entryBytes += len(e.GetData())
+		}
+	}
+	if sync {
+		return h.log.Sync()
+	}
+	return nil
+}
+
+func (io harnessIO) Deliver(rd *Ready) error {
+	for _, r := range rd.Replies {
+		io.h.replies[r.Req] = r
+	}
+	return nil
 }
 
 // step finishes every started handler, then stabilizes.

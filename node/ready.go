@@ -13,17 +13,25 @@ import (
 	"github.com/needle-mesh/needle/wal"
 )
 
-// Ready is the work the node hands its driver. The driver must, in order:
-//  1. Persist: Log.Append(&rd.Persist), then Log.Sync() if rd.MustSync;
-//  2. send rd.Messages;
-//  3. start rd.Run and cancel rd.Abort; make the webhook calls of
+// Ready is the work the node hands its driver (Driver does it). The
+// driver must, in order:
+//  1. send rd.Early: Raft messages that vouch for no local state (a
+//     leader's appends, snapshots and heartbeats, vote requests), which
+//     may leave before this Ready's entries are durable, so that followers
+//     write in parallel with the leader (Raft thesis 10.2.1);
+//  2. persist: Log.Append(&rd.Persist), then Log.Sync() if rd.MustSync;
+//  3. send rd.Messages and rd.Gossip: Raft's responses (append and vote
+//     acknowledgements) and every other message (outcomes, grants, acks)
+//     vouch for the state just persisted, and never leave before it;
+//  4. start rd.Run and cancel rd.Abort; make the webhook calls of
 //     rd.Notify and report each with NotifyDone;
-//  4. deliver rd.Replies and use rd.Changes (waiters, metrics);
-//  5. call Advance(rd).
+//  5. deliver rd.Replies and use rd.Changes (waiters, metrics);
+//  6. call Advance(rd).
 type Ready struct {
 	Persist  wal.Batch
 	MustSync bool
-	Messages []Envelope // to one peer each, in order
+	Early    []Envelope // to one peer each, in order: may leave before Persist is written
+	Messages []Envelope // to one peer each, in order: only after Persist is written (and synced)
 	Gossip   []Message  // to every peer (heartbeats): best effort
 	Run      []Run
 	Abort    []shard.TaskID
@@ -91,7 +99,7 @@ type SubmitResult struct {
 func (n *Node) HasReady() bool {
 	if len(n.rd.Replies) > 0 || len(n.rd.Run) > 0 || len(n.rd.Abort) > 0 || len(n.rd.Persist.Updates) > 0 ||
 		len(n.rd.Messages) > 0 || len(n.rd.Gossip) > 0 || len(n.rd.Persist.OutboxPut) > 0 || len(n.rd.Persist.OutboxDel) > 0 ||
-		len(n.rd.Notify) > 0 {
+		len(n.rd.Notify) > 0 || len(n.rd.Early) > 0 {
 		return true
 	}
 	// A dirty partition found to have nothing is dropped from dirty (every
@@ -138,12 +146,38 @@ func (n *Node) Ready() Ready {
 }
 
 // flushRaftMsgs batches the Raft messages of every partition into one
-// Message per destination.
+// Message per destination and kind: Early for those that may leave before
+// the Ready is persisted, Messages for the responses that vouch for it
+// (see earlyRaft).
 func (n *Node) flushRaftMsgs() {
 	for _, to := range sortedKeys(n.raftOut) {
-		n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgRaft, From: n.cfg.ID, Raft: n.raftOut[to]}})
+		var early, late []RaftMsg
+		for _, rm := range n.raftOut[to] {
+			if earlyRaft(rm.Msg.GetType()) {
+				early = append(early, rm)
+			} else {
+				late = append(late, rm)
+			}
+		}
+		if len(early) > 0 {
+			n.rd.Early = append(n.rd.Early, Envelope{To: to, Msg: Message{Type: MsgRaft, From: n.cfg.ID, Raft: early}})
+		}
+		if len(late) > 0 {
+			n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgRaft, From: n.cfg.ID, Raft: late}})
+		}
 	}
 	clear(n.raftOut)
+}
+
+// earlyRaft reports whether a Raft message may leave before the entries
+// and hard state of its Ready are durable: everything but the responses
+// that acknowledge them (etcd raft's msgsAfterAppend rule).
+func earlyRaft(t pb.MessageType) bool {
+	switch t {
+	case pb.MsgAppResp, pb.MsgVoteResp, pb.MsgPreVoteResp:
+		return false
+	}
+	return true
 }
 
 // flush proposes the partition's buffered events as one entry.

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	raftpb "go.etcd.io/raft/v3/raftpb"
-
 	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/p2p"
 	"github.com/needle-mesh/needle/shard"
@@ -149,63 +147,48 @@ func (p *Peer) handle(c command) {
 	}
 }
 
-// drainReady handles Readies until the node has nothing left: persist
-// (one batch, one sync), then start and abort handlers, answer requests
-// and wake waiters, then Advance.
+// drainReady hands the node's Readies to the shared driver (node.Driver)
+// until the node has nothing left; loopIO does their IO in the contract's
+// order: early Raft messages, the WAL (one batch, one sync), the other
+// messages, handlers, replies and waiters, then Advance.
 func (p *Peer) drainReady() error {
-	for i := 0; p.node.HasReady(); i++ {
-		if i > 0 {
-			p.node.Tick(time.Now()) // a sync took time: timers and pacing see it
-		}
-		rd := p.node.Ready()
-		// Raft messages that do not answer for local state (appends and
-		// heartbeats from a leader, vote requests) go out before the WAL
-		// write, so followers persist in parallel with the leader (Raft
-		// thesis 10.2.1); responses wait for it.
-		late := p.sendEarly(&rd)
-		if err := p.persist(&rd); err != nil {
-			return err
-		}
-		rd.Messages = late
-		p.sendReady(&rd)
-		var ext []node.Run
-		for _, r := range rd.Run {
-			if r.External {
-				ext = append(ext, r)
-				continue
-			}
-			p.start(r)
-		}
-		if len(ext) > 0 {
-			p.hub.deliver(p.node, ext)
-		}
-		p.abort(rd.Abort)
-		if len(rd.Abort) > 0 {
-			p.hub.abort(p.node, rd.Abort)
-		}
-		p.startNotify(rd.Notify)
-		for _, r := range rd.Replies {
-			if ch, ok := p.calls[r.Req]; ok {
-				delete(p.calls, r.Req)
-				ch <- r
-			}
-		}
-		p.waiters.wake(p.node, rd.Changes)
-		p.metrics.ready(&rd)
-		p.node.Advance(rd)
-	}
-	return nil
+	return p.driver.Drive()
 }
 
-func (p *Peer) persist(rd *node.Ready) error {
-	b := &rd.Persist
-	if len(b.Updates) == 0 && len(b.OutboxPut) == 0 && len(b.OutboxDel) == 0 && len(b.MetaPut) == 0 {
-		return nil
+// loopIO is the loop's node.DriverIO: the WAL, the libp2p host, the
+// handlers and workers, the waiting clients.
+type loopIO struct{ p *Peer }
+
+func (io loopIO) Now() time.Time { return time.Now() }
+
+// Send hands messages to the transport. A full queue drops the message:
+// Raft retransmits and the outbox re-sends.
+func (io loopIO) Send(envs []node.Envelope) {
+	for i := range envs {
+		io.p.sendOne(envs[i].To, &envs[i].Msg)
 	}
-	if err := p.append(b); err != nil {
-		return err
+}
+
+func (io loopIO) Gossip(msgs []node.Message) {
+	for i := range msgs {
+		b, err := node.AppendMessage(nil, &msgs[i])
+		if err == nil {
+			err = io.p.host.Publish(b)
+		}
+		if err != nil {
+			io.p.log.Debug("gossip", keyErr, err)
+		}
 	}
-	if !rd.MustSync {
+}
+
+func (io loopIO) Persist(b *wal.Batch, sync bool) error {
+	p := io.p
+	if len(b.Updates) > 0 || len(b.OutboxPut) > 0 || len(b.OutboxDel) > 0 || len(b.MetaPut) > 0 {
+		if err := p.append(b); err != nil {
+			return err
+		}
+	}
+	if !sync {
 		return nil
 	}
 	start := time.Now()
@@ -213,6 +196,42 @@ func (p *Peer) persist(rd *node.Ready) error {
 		return fmt.Errorf("peer: wal sync: %w", err)
 	}
 	p.metrics.sync(time.Since(start))
+	return nil
+}
+
+// Start hands runs to the worker pool (external ones to the worker hub),
+// stops aborted tasks and starts the webhook calls.
+func (io loopIO) Start(rd *node.Ready) {
+	p := io.p
+	var ext []node.Run
+	for _, r := range rd.Run {
+		if r.External {
+			ext = append(ext, r)
+			continue
+		}
+		p.start(r)
+	}
+	if len(ext) > 0 {
+		p.hub.deliver(p.node, ext)
+	}
+	p.abort(rd.Abort)
+	if len(rd.Abort) > 0 {
+		p.hub.abort(p.node, rd.Abort)
+	}
+	p.startNotify(rd.Notify)
+}
+
+// Deliver answers the waiting calls and wakes the waiters.
+func (io loopIO) Deliver(rd *node.Ready) error {
+	p := io.p
+	for _, r := range rd.Replies {
+		if ch, ok := p.calls[r.Req]; ok {
+			delete(p.calls, r.Req)
+			ch <- r
+		}
+	}
+	p.waiters.wake(p.node, rd.Changes)
+	p.metrics.ready(rd)
 	return nil
 }
 
@@ -275,24 +294,6 @@ func (p *Peer) stepFrame(f p2p.Frame) {
 	}
 }
 
-// sendReady hands a Ready's messages to the transport (after the persist, so
-// nothing promises state that is not durable). A full queue drops the
-// message: Raft retransmits and the outbox re-sends.
-func (p *Peer) sendReady(rd *node.Ready) {
-	for i := range rd.Messages {
-		p.sendOne(rd.Messages[i].To, &rd.Messages[i].Msg)
-	}
-	for i := range rd.Gossip {
-		b, err := node.AppendMessage(nil, &rd.Gossip[i])
-		if err == nil {
-			err = p.host.Publish(b)
-		}
-		if err != nil {
-			p.log.Debug("gossip", keyErr, err)
-		}
-	}
-}
-
 // dialMembers connects to members this host has no connection to, using
 // the addresses they gossip: peers that joined through the same seed learn
 // of each other this way. At most one dial per peer is in flight.
@@ -322,40 +323,6 @@ func (p *Peer) dialMembers(ctx context.Context) {
 			}
 		}(m.ID, m.Addrs)
 	}
-}
-
-// sendEarly sends the Raft messages of rd that may leave before its entries
-// are durable, and returns the envelopes still to send after the persist.
-// Those are Raft's responses (append and vote responses: they vouch for
-// local state) and every non-Raft message (outcomes, grants, acks).
-func (p *Peer) sendEarly(rd *node.Ready) []node.Envelope {
-	late := make([]node.Envelope, 0, len(rd.Messages))
-	for _, e := range rd.Messages {
-		if e.Msg.Type != node.MsgRaft {
-			late = append(late, e)
-			continue
-		}
-		var early, after []node.RaftMsg
-		for _, rm := range e.Msg.Raft {
-			switch rm.Msg.GetType() {
-			case raftpb.MsgAppResp, raftpb.MsgVoteResp, raftpb.MsgPreVoteResp:
-				after = append(after, rm)
-			default:
-				early = append(early, rm)
-			}
-		}
-		if len(early) > 0 {
-			m := e.Msg
-			m.Raft = early
-			p.sendOne(e.To, &m)
-		}
-		if len(after) > 0 {
-			m := e.Msg
-			m.Raft = after
-			late = append(late, node.Envelope{To: e.To, Msg: m})
-		}
-	}
-	return late
 }
 
 func (p *Peer) sendOne(to string, m *node.Message) {

@@ -223,6 +223,7 @@ type Peer struct {
 	wal      wal.Log
 	host     *p2p.Host
 	node     *node.Node
+	driver   *node.Driver // drives node's Readies (loop.go, loopIO)
 	handlers *Registry
 	hub      *hub // external workers (workers.go)
 	metrics  *metrics
@@ -355,6 +356,7 @@ func (p *Peer) open() error {
 	if err != nil {
 		return fail(err)
 	}
+	p.driver = &node.Driver{Node: p.node, IO: loopIO{p}}
 	outbox, err := log.Outbox()
 	if err == nil {
 		err = p.node.RestoreOutbox(outbox)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/needle-mesh/needle/node"
 )
 
 // Workload names accepted by Config.Workload (docs/design.md, "Workloads shared
@@ -72,6 +74,17 @@ type Config struct {
 	// state it holds: a seeded bug for tests, which invariant 5 must
 	// report as replicas that disagree.
 	bugDigest bool
+	// driverTrace, when set, gives each node's driver its Trace (by node
+	// id): tests see through it that the simulator drives Ready through
+	// node.Driver, early sends first.
+	driverTrace func(id string) func(node.Duty, *node.Ready)
+}
+
+func (cfg *Config) trace(id string) func(node.Duty, *node.Ready) {
+	if cfg.driverTrace == nil {
+		return nil
+	}
+	return cfg.driverTrace(id)
 }
 
 // Progress is how far a run got.

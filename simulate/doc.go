@@ -29,16 +29,21 @@
 // fault. A node input first calls Node.Tick(now) with the node's own time,
 // as the runtime does before every input, then the verb (Step, Submit,
 // Cancel, Report). The inputs of one instant are followed by one drain,
-// which handles Ready the way peer/loop.go does:
+// which hands every Ready to node.Driver, the driver peer/loop.go uses,
+// with simIO doing its IO in the contract's order (node/doc.go):
 //
-//  1. wal.Memory.Append(&rd.Persist), then Sync if rd.MustSync;
-//  2. send rd.Messages through the network, rd.Gossip to every node;
-//  3. hand rd.Changes to the checker; start rd.Run as handler jobs that
+//  1. send rd.Early (a leader's appends, heartbeats, vote requests)
+//     through the network: the disk's writes take no virtual time, so
+//     they leave at the drain's instant, before the rest;
+//  2. wal.Memory.Append(&rd.Persist), then Sync if rd.MustSync;
+//  3. send rd.Messages through the network, rd.Gossip to every node;
+//  4. hand rd.Changes to the checker; start rd.Run as handler jobs that
 //     finish at now + the duration the task's payload encodes, with the
 //     outcome drawn from its failure rates (past the task's timeout: a
-//     timed-out failure at the timeout); cancel rd.Abort;
-//  4. send rd.Replies back to the client;
-//  5. Node.Advance(rd); repeat while HasReady.
+//     timed-out failure at the timeout); cancel rd.Abort; make rd.Notify's
+//     webhook calls;
+//  5. send rd.Replies back to the client;
+//  6. Node.Advance(rd); repeat while HasReady, ticking the node first.
 //
 // # Faults
 //

@@ -1,11 +1,13 @@
 package simulate
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/wal"
 )
 
 // job is one handler attempt running on a node: it finishes at a time the
@@ -20,64 +22,88 @@ type job struct {
 	done    bool          // reported (or aborted and reported)
 }
 
-// drain hands the node's Readies to the disk, the network, the handlers,
-// the client and the checker, in the order node.Ready documents, until the
-// node has nothing left to do.
+// errViolation stops a drive once the checker found a broken invariant.
+var errViolation = errors.New("simulate: invariant broken")
+
+// drain hands the node's Readies to the shared driver (node.Driver, the
+// one the runtime's loop uses) until the node has nothing left to do;
+// simIO does their IO on the disk, the network, the handlers, the client
+// and the checker.
 func (nd *simNode) drain() {
-	for i := 0; nd.n.HasReady(); i++ {
-		if i > 100_000 {
-			nd.s.fail(invLiveness, nd.id+": Ready does not settle after 100000 rounds")
-			return
-		}
-		rd := nd.n.Ready()
-		if !nd.persist(&rd) {
-			return
-		}
-		for i := range rd.Messages {
-			env := rd.Messages[i]
-			nd.s.net.send(nd.idx, nd.s.peerIndex(env.To), message{env: &env})
-		}
-		for _, m := range rd.Gossip {
-			nd.s.gossip(nd.idx, m)
-		}
-		nd.s.chk.changes(nd, rd.Changes)
-		for _, r := range rd.Run {
-			nd.startJob(r)
-		}
-		for _, t := range rd.Abort {
-			nd.abortJob(t)
-		}
-		for _, r := range rd.Replies {
-			nd.replyTo(r)
-		}
-		for _, j := range rd.Notify {
-			nd.deliver(j)
-		}
-		nd.n.Advance(rd)
-		if nd.s.viol != nil {
-			return
-		}
+	err := nd.drv.Drive()
+	switch {
+	case err == nil, errors.Is(err, errViolation):
+	case errors.Is(err, node.ErrNoSettle):
+		nd.s.fail(invLiveness, fmt.Sprintf("%s: %v", nd.id, err))
+	default:
+		nd.s.fail(invWAL, fmt.Sprintf("%s: %v", nd.id, err))
 	}
 }
 
-// persist appends the Ready's batch to the disk and syncs it when asked.
-func (nd *simNode) persist(rd *node.Ready) bool {
-	b := &rd.Persist
+// simIO is a node's node.DriverIO. The disk's writes take no virtual time,
+// so a Ready's early messages leave at the same instant as the others, but
+// first: their latency draws and deliveries come before the responses'.
+type simIO struct{ nd *simNode }
+
+func (io simIO) Now() time.Time { return io.nd.now() }
+
+func (io simIO) Send(envs []node.Envelope) {
+	nd := io.nd
+	for i := range envs {
+		env := envs[i]
+		nd.s.net.send(nd.idx, nd.s.peerIndex(env.To), message{env: &env})
+	}
+}
+
+func (io simIO) Gossip(msgs []node.Message) {
+	for _, m := range msgs {
+		io.nd.s.gossip(io.nd.idx, m)
+	}
+}
+
+// Persist appends the Ready's batch to the disk and syncs it when asked.
+func (io simIO) Persist(b *wal.Batch, sync bool) error {
+	nd := io.nd
 	if len(b.Updates)+len(b.OutboxPut)+len(b.OutboxDel)+len(b.MetaPut) > 0 {
 		if err := nd.log.Append(b); err != nil {
-			nd.s.fail(invWAL, fmt.Sprintf("%s: the Node's batch was refused by the WAL: %v", nd.id, err))
-			return false
+			return fmt.Errorf("the Node's batch was refused by the WAL: %w", err)
 		}
 		nd.s.hashPersist(nd.idx, b)
 	}
-	if rd.MustSync && !nd.s.cfg.bugNoSync {
+	if sync && !nd.s.cfg.bugNoSync {
 		if err := nd.log.Sync(); err != nil {
-			nd.s.fail(invWAL, fmt.Sprintf("%s: sync: %v", nd.id, err))
-			return false
+			return fmt.Errorf("sync: %w", err)
 		}
 		nd.s.st.syncs++
 	}
-	return true
+	return nil
+}
+
+// Start shows the checker the Ready's changes (before the runs they
+// explain), then starts and aborts handler jobs and makes webhook calls.
+func (io simIO) Start(rd *node.Ready) {
+	nd := io.nd
+	nd.s.chk.changes(nd, rd.Changes)
+	for _, r := range rd.Run {
+		nd.startJob(r)
+	}
+	for _, t := range rd.Abort {
+		nd.abortJob(t)
+	}
+	for _, j := range rd.Notify {
+		nd.deliver(j)
+	}
+}
+
+// Deliver sends the replies back to the client.
+func (io simIO) Deliver(rd *node.Ready) error {
+	for _, r := range rd.Replies {
+		io.nd.replyTo(r)
+	}
+	if io.nd.s.viol != nil {
+		return errViolation
+	}
+	return nil
 }
 
 func (nd *simNode) replyTo(r node.Reply) {

@@ -27,8 +27,9 @@ type simNode struct {
 	s   *sim
 	idx int
 	id  string
-	n   *node.Node  // nil while down
-	log *wal.Memory // the disk: kept across crashes
+	n   *node.Node   // nil while down
+	drv *node.Driver // drives n's Readies (handler.go, simIO)
+	log *wal.Memory  // the disk: kept across crashes
 	clk clock
 
 	up, paused  bool
@@ -93,6 +94,7 @@ func (nd *simNode) start() error {
 		return fmt.Errorf("simulate: %s: outbox: %w", nd.id, err)
 	}
 	nd.n, nd.up, nd.paused = n, true, false
+	nd.drv = &node.Driver{Node: n, IO: simIO{nd}, MaxRounds: 100_000, Trace: nd.s.cfg.trace(nd.id)}
 	nd.jobs, nd.reqs = map[shard.TaskID]*job{}, map[uint64]*request{}
 	nd.queue, nd.active = nil, 0
 	nd.scheduleTick(nd.gen)
@@ -109,7 +111,7 @@ func (nd *simNode) stop(lose bool) {
 	} else if err := nd.log.Close(); err != nil {
 		nd.s.fail(invWAL, fmt.Sprintf("%s: close: %v", nd.id, err))
 	}
-	nd.up, nd.paused, nd.n, nd.drainQueued = false, false, nil, false
+	nd.up, nd.paused, nd.n, nd.drv, nd.drainQueued = false, false, nil, nil, false
 	nd.gen++
 	nd.held, nd.jobs, nd.reqs = nil, nil, nil
 	nd.queue, nd.active = nil, 0

@@ -41,27 +41,38 @@ func NewSingle(tb testing.TB, partitions int) *Single {
 	return s
 }
 
-// Stabilize runs Ready/Advance until the node has nothing left to do.
+// Stabilize runs Ready/Advance through the shared node.Driver until the
+// node has nothing left to do.
 func (s *Single) Stabilize() {
-	for i := 0; s.Node.HasReady(); i++ {
-		if i > 1000 {
-			s.tb.Fatal("nodetest: node does not settle")
-		}
-		rd := s.Node.Ready()
-		if err := s.Log.Append(&rd.Persist); err != nil {
-			s.tb.Fatal(err)
-		}
-		if rd.MustSync {
-			if err := s.Log.Sync(); err != nil {
-				s.tb.Fatal(err)
-			}
-		}
-		for _, r := range rd.Replies {
-			s.Replies[r.Req] = r
-		}
-		s.Runs = append(s.Runs, rd.Run...)
-		s.Node.Advance(rd)
+	d := node.Driver{Node: s.Node, IO: singleIO{s}, MaxRounds: 1000}
+	if err := d.Drive(); err != nil {
+		s.tb.Fatalf("nodetest: %v", err)
 	}
+}
+
+// singleIO is Single's node.DriverIO: the in-memory WAL, runs and replies
+// kept for the test, no peers.
+type singleIO struct{ s *Single }
+
+func (io singleIO) Now() time.Time        { return io.s.Now }
+func (io singleIO) Send([]node.Envelope)  {}
+func (io singleIO) Gossip([]node.Message) {}
+func (io singleIO) Start(rd *node.Ready)  { io.s.Runs = append(io.s.Runs, rd.Run...) }
+func (io singleIO) Persist(b *wal.Batch, sync bool) error {
+	if err := io.s.Log.Append(b); err != nil {
+		return err
+	}
+	if sync {
+		return io.s.Log.Sync()
+	}
+	return nil
+}
+
+func (io singleIO) Deliver(rd *node.Ready) error {
+	for _, r := range rd.Replies {
+		io.s.Replies[r.Req] = r
+	}
+	return nil
 }
 
 // Tick advances the clock by d, ticks the node and stabilizes.
