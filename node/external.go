@@ -55,8 +55,8 @@ func (n *Node) External(handler string) bool {
 // SetDemand replaces what this peer's live workers serve and what their
 // waiting polls ask for (entries with Want 0: served, nothing asked). The
 // node leases READY tasks for it at once from the partitions it serves,
-// and heartbeats early when workers began to wait, so that owners
-// elsewhere offer theirs without waiting for a gossip round.
+// and heartbeats early when workers began to wait or want more, so that
+// owners elsewhere offer theirs without waiting for a gossip round.
 func (n *Node) SetDemand(ds []Demand) {
 	ds = slices.DeleteFunc(slices.Clone(ds), func(d Demand) bool { return d.Handler == "" })
 	slices.SortFunc(ds, func(a, b Demand) int { return strings.Compare(a.Key(), b.Key()) })
@@ -65,7 +65,7 @@ func (n *Node) SetDemand(ds []Demand) {
 		old[d.Key()] = d.Want
 	}
 	for _, d := range ds {
-		if w, ok := old[d.Key()]; !ok || (w <= 0) != (d.Want <= 0) {
+		if w, ok := old[d.Key()]; !ok || (w <= 0) != (d.Want <= 0) || d.Want > w {
 			n.ext.beatSoon = true
 		}
 		delete(old, d.Key())

@@ -19,7 +19,8 @@ import (
 )
 
 // External workers, the runtime side. A worker polls this peer for tasks
-// of the handlers it serves; the polls waiting here are the peer's demand
+// of the handlers it serves; the free slots of the workers polling here
+// (waiting, or polled within standingFor) are the peer's demand
 // (Node.SetDemand), for which the owner leases READY tasks to this peer
 // exactly as to its own slots or to a thief (same leases, rounds, outbox).
 // A committed lease arrives as a Run with External set; the hub hands it
@@ -68,6 +69,11 @@ type xworker struct {
 	slots    int
 	running  int
 	polling  int
+	// capacity is what the worker holds when full: the max of its last
+	// poll plus the leases it held then; polled is when a poll of it last
+	// started or ended.
+	capacity int
+	polled   time.Time
 }
 
 type xpoll struct {
@@ -184,13 +190,15 @@ func (h *hub) Poll(ctx context.Context, req api.PollRequest) (api.PollResult, er
 	w := h.worker(req.Worker, now)
 	changed := !known || !slices.Equal(w.handlers, req.Handlers) || !maps.Equal(w.labels, labels)
 	w.handlers, w.labels, w.slots = slices.Clone(req.Handlers), labels, req.Max
+	changed = changed || w.capacity != req.Max+w.running || now.Sub(w.polled) >= standingFor
+	w.capacity, w.polled = req.Max+w.running, now
 	q := &xpoll{w: w, handlers: w.handlers, labels: labels, max: req.Max, ready: make(chan struct{})}
 	h.fill(q, now)
 	if len(q.got) > 0 || req.Wait <= 0 {
 		got := q.got
 		h.mu.Unlock()
-		if changed {
-			h.demandChanged(ctx) // a new worker: the mesh learns what it serves
+		if changed || len(got) > 0 {
+			h.demandChanged(ctx) // what the worker serves, or its free slots, changed
 		}
 		return h.answer(got), nil
 	}
@@ -209,7 +217,7 @@ func (h *hub) Poll(ctx context.Context, req api.PollRequest) (api.PollResult, er
 	}
 	h.mu.Lock()
 	now = time.Now()
-	w.seen = now
+	w.seen, w.polled = now, now
 	got := q.got
 	waiting := h.unpoll(q)
 	if len(got) > 0 && ctx.Err() != nil {
@@ -287,7 +295,7 @@ func payloadJSON(b []byte) json.RawMessage {
 	return json.RawMessage(b)
 }
 
-// demandChanged hands the node the demand of the waiting polls.
+// demandChanged hands the node the demand of this peer's workers.
 func (h *hub) demandChanged(ctx context.Context) {
 	ds := h.demand()
 	ctx, cancel := contextWithTimeout(ctx)
@@ -295,7 +303,16 @@ func (h *hub) demandChanged(ctx context.Context) {
 	_ = h.p.send(ctx, command{query: func(n *node.Node) { n.SetDemand(ds) }})
 }
 
-// demand sums the waiting polls' room by handler and labels.
+// standingFor is how long a worker's free slots stay in this peer's demand
+// after its last poll: the owners lease for it while it reports and polls
+// again, and its next poll finds the tasks queued here, instead of waiting
+// for a lease to commit on every poll. A worker that stopped polling
+// leases no more after it.
+const standingFor = time.Second
+
+// demand sums, by handler and labels, the free slots of the workers
+// polling now or within standingFor (at least what their waiting polls
+// ask), less the runs queued here for them already.
 func (h *hub) demand() []node.Demand {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -305,29 +322,33 @@ func (h *hub) demand() []node.Demand {
 func (h *hub) demandLocked() []node.Demand {
 	by := map[string]*node.Demand{}
 	now := time.Now()
+	asked := map[*xworker]int{}
+	for _, q := range h.polls {
+		asked[q.w] += max(q.max-len(q.got), 0)
+	}
 	for _, w := range h.workers {
 		if w.polling == 0 && now.Sub(w.seen) >= h.ttl {
 			continue
 		}
+		room := asked[w]
+		if w.polling > 0 || now.Sub(w.polled) < standingFor {
+			room = max(room, w.capacity-w.running)
+		}
 		for _, hd := range w.handlers {
 			d := node.Demand{Handler: hd, Labels: w.labels}
-			if k := d.Key(); by[k] == nil {
-				by[k] = &d
-			}
-		}
-	}
-	for _, q := range h.polls {
-		room := q.max - len(q.got)
-		if room <= 0 {
-			continue
-		}
-		for _, hd := range q.handlers {
-			d := node.Demand{Handler: hd, Labels: q.labels}
 			k := d.Key()
 			if by[k] == nil {
 				by[k] = &d
 			}
 			by[k].Want += room
+		}
+	}
+	for _, x := range h.queue {
+		ts := shard.TaskSpec{Require: x.run.Require}
+		for _, d := range by {
+			if d.Want > 0 && d.Handler == x.run.Handler && ts.Matches("", d.Labels) {
+				d.Want--
+			}
 		}
 	}
 	out := make([]node.Demand, 0, len(by))
@@ -401,6 +422,7 @@ func (h *hub) report(ctx context.Context, o shard.Outcome, handler string) error
 	err := h.p.read(ctx, func(n *node.Node) error {
 		err := n.Report(o)
 		h.p.metrics.outcome(o, err)
+		n.SetDemand(h.demand()) // the worker's slot is free again
 		return err
 	})
 	if err == nil && !o.Lost {
@@ -625,9 +647,10 @@ func (h *hub) sweep(ctx context.Context, now time.Time) {
 		delete(h.leases, h.done[0].token)
 		h.done = h.done[1:]
 	}
+	standing := len(h.workers) > 0
 	h.mu.Unlock()
-	if died {
-		h.demandChanged(ctx) // the mesh learns it serves no more
+	if died || standing {
+		h.demandChanged(ctx) // the mesh learns it serves no more; free slots lapse (standingFor)
 	}
 	for _, l := range lost {
 		_ = h.report(ctx, shard.Outcome{Task: l.run.Task, Round: l.run.Round, Lost: true,

@@ -136,6 +136,7 @@ func (h *hub) reportAll(ctx context.Context, outs []shard.Outcome, handlers []st
 			errs[i] = n.Report(outs[i])
 			h.p.metrics.outcome(outs[i], errs[i])
 		}
+		n.SetDemand(h.demand()) // the workers' slots are free again
 		return nil
 	})
 	for i := range outs {

@@ -166,3 +166,27 @@ func TestWorkerReportBadInput(t *testing.T) {
 		t.Errorf("task = %+v, %v; want the result of the accepted batch", got, err)
 	}
 }
+
+// A worker's free slots stay in the peer's demand for a while after its
+// poll: tasks submitted meanwhile are leased and queued for it, and a poll
+// that does not wait (wait 0) finds them.
+func TestWorkerStandingDemand(t *testing.T) {
+	_, c := startPeerWith(t, Config{})
+	submitTask(t, c, `{"handler": "resize", "payload": 0}`)
+	if tasks := poll(t, c, "w", `"resize"`, 4, "10s"); len(tasks) != 1 {
+		t.Fatalf("poll = %+v; want the task", tasks)
+	}
+	want := map[string]bool{}
+	for i := range 3 {
+		want[submitTask(t, c, fmt.Sprintf(`{"handler": "resize", "payload": %d}`, i+1))] = true
+	}
+	waitUntil(t, func() bool {
+		for _, tk := range poll(t, c, "w", `"resize"`, 3, "0s") {
+			if !want[tk.ID] {
+				t.Fatalf("poll got %s; want one of %v", tk.ID, want)
+			}
+			delete(want, tk.ID)
+		}
+		return len(want) == 0
+	})
+}
