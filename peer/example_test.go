@@ -9,6 +9,7 @@ import (
 
 	"github.com/needle-mesh/needle/peer"
 	"github.com/needle-mesh/needle/peer/api"
+	"github.com/needle-mesh/needle/peer/handler"
 )
 
 // Example embeds a peer in a Go program, registers a handler and runs a
@@ -23,10 +24,10 @@ func Example() {
 		panic(err)
 	}
 	// Handlers receive the payload (JSON) and return a JSON result.
-	p.Handlers().Register("upper", func(ctx context.Context, c peer.Call) ([]byte, error) {
+	p.Handlers().Register("upper", func(ctx context.Context, c handler.Call) ([]byte, error) {
 		var s string
 		if err := json.Unmarshal(c.Payload, &s); err != nil {
-			return nil, peer.Permanent(err) // bad input: do not retry
+			return nil, handler.Permanent(err) // bad input: do not retry
 		}
 		return json.Marshal(strings.ToUpper(s))
 	})

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/needle-mesh/needle/node"
+	"github.com/needle-mesh/needle/peer/allowlist"
 	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/shard"
 )
@@ -69,7 +70,7 @@ const webhookSecretPrefix = "whsec_"
 // notifyExcerpt bounds the response body quoted in a failed attempt.
 const notifyExcerpt = 200
 
-func (c *NotifyConfig) validate() ([]allowPrefix, error) {
+func (c *NotifyConfig) validate() (allowlist.List, error) {
 	if c.Timeout == 0 {
 		c.Timeout = 10 * time.Second
 	}
@@ -87,13 +88,9 @@ func (c *NotifyConfig) validate() ([]allowPrefix, error) {
 	if _, err := WebhookKey(c.Secret); err != nil {
 		return nil, fmt.Errorf("peer: --notify-secret: %w", err)
 	}
-	allow := make([]allowPrefix, 0, len(c.Allow))
-	for _, s := range c.Allow {
-		p, err := parseAllowPrefix(s)
-		if err != nil {
-			return nil, fmt.Errorf("peer: --notify-allow %q: %w", s, err)
-		}
-		allow = append(allow, p)
+	allow, err := allowlist.Parse(c.Allow)
+	if err != nil {
+		return nil, fmt.Errorf("peer: --notify-allow %w", err)
 	}
 	return allow, nil
 }
@@ -102,7 +99,7 @@ func (c *NotifyConfig) validate() ([]allowPrefix, error) {
 // goroutine each (the Node bounds how many are out), and hands each result
 // back to the loop.
 type notifier struct {
-	allow  []allowPrefix
+	allow  allowlist.List
 	key    []byte // HMAC key, from NotifyConfig.Secret (WebhookKey)
 	client *http.Client
 	now    func() time.Time // the attempts' webhook-timestamp; time.Now
@@ -121,7 +118,7 @@ type notifyOut struct {
 	took    time.Duration
 }
 
-func newNotifier(cfg NotifyConfig, allow []allowPrefix, reg *prometheus.Registry) *notifier {
+func newNotifier(cfg NotifyConfig, allow allowlist.List, reg *prometheus.Registry) *notifier {
 	key, _ := WebhookKey(cfg.Secret) // checked by validate
 	nt := &notifier{allow: allow, key: key, client: cfg.Client, now: time.Now,
 		out: make(chan notifyOut, cfg.Concurrency+16)}
@@ -159,16 +156,14 @@ func (nt *notifier) target(raw string) (*url.URL, error) {
 	if err != nil {
 		return nil, fmt.Errorf("not a URL: %v", err)
 	}
-	t, err := normaliseURL(u)
-	if err != nil {
-		return nil, fmt.Errorf("%q: %v", raw, err)
+	t, err := nt.allow.Check(u)
+	switch {
+	case errors.Is(err, allowlist.ErrNotListed):
+		return nil, fmt.Errorf("%w (needled --notify-allow)", err)
+	case err != nil:
+		return nil, fmt.Errorf("%q: %w", raw, err)
 	}
-	for _, p := range nt.allow {
-		if p.under(t) {
-			return checkedURL(u, t), nil
-		}
-	}
-	return nil, fmt.Errorf("%s://%s%s is not under an allowed prefix (needled --notify-allow)", t.scheme, u.Host, t.path)
+	return t, nil
 }
 
 // startNotify launches the calls of a Ready. Each goroutine ends with its call

@@ -23,6 +23,7 @@ import (
 
 	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/api"
+	"github.com/needle-mesh/needle/peer/handler"
 	"github.com/needle-mesh/needle/peer/p2p"
 	"github.com/needle-mesh/needle/shard"
 	"github.com/needle-mesh/needle/shard/cron"
@@ -57,8 +58,9 @@ type Config struct {
 	// Token: anyone who reaches the address may use the API. Without it,
 	// such a configuration is refused (New returns an error).
 	OpenAPI bool
-	// Builtins configures the exec and http handlers' allow-lists.
-	Builtins BuiltinConfig
+	// Builtins configures the exec and http handlers' allow-lists, for
+	// the registry New builds when Handlers is nil.
+	Builtins handler.BuiltinConfig
 	// MaxResult bounds a handler's result, in bytes (as stored: JSON). A
 	// larger result fails the attempt permanently ("result of N bytes is
 	// over the limit of M"); it is never truncated. Default 1 MiB.
@@ -67,8 +69,9 @@ type Config struct {
 	// head is cut and the cut counted (the tail is kept). Default 64 KiB.
 	MaxLog int
 	// Handlers holds the task handlers; nil = a new registry with the
-	// built-ins. Embedding programs register their own.
-	Handlers *Registry
+	// built-ins configured by Builtins (handler.NewBuiltins: needled builds
+	// it so). Embedding programs register their own.
+	Handlers *handler.Registry
 	// Logger receives logs. Default: slog.Default().
 	Logger *slog.Logger
 	// InMemory runs on an in-memory Badger with an ephemeral identity
@@ -224,7 +227,7 @@ type Peer struct {
 	host     *p2p.Host
 	node     *node.Node
 	driver   *node.Driver // drives node's Readies (loop.go, loopIO)
-	handlers *Registry
+	handlers *handler.Registry
 	hub      *hub // external workers (workers.go)
 	metrics  *metrics
 	notifier *notifier
@@ -277,8 +280,8 @@ func New(cfg Config) (*Peer, error) {
 		drainAsked: make(chan struct{}), drained: make(chan struct{}),
 	}
 	if p.handlers == nil {
-		p.handlers = NewRegistry()
-		if err := RegisterBuiltins(p.handlers, cfg.Builtins); err != nil {
+		var err error
+		if p.handlers, err = handler.NewBuiltins(cfg.Builtins); err != nil {
 			return nil, err
 		}
 	}
@@ -463,7 +466,7 @@ func (p *Peer) ID() string { return p.node.ID() }
 
 // Handlers returns the registry, to register handlers before or while
 // the peer runs.
-func (p *Peer) Handlers() *Registry { return p.handlers }
+func (p *Peer) Handlers() *handler.Registry { return p.handlers }
 
 // Addr returns the API's address once Run has started listening.
 func (p *Peer) Addr() string {

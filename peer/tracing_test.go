@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -222,41 +221,6 @@ func TestTraceparentWithoutTracing(t *testing.T) {
 		gv, err := c.GetGroup(t.Context(), res.Group, 10*time.Second)
 		if err != nil || (tt.want != "" && gv.Trace != tt.want) || (tt.want == "" && gv.Trace == tt.header) {
 			t.Errorf("traceparent %q: the group's trace = %q, %v", tt.header, gv.Trace, err)
-		}
-	}
-}
-
-// TestBuiltinTraceparent: exec and http pass a traced run's context on
-// (TRACEPARENT, the traceparent header), which a task cannot forge, and
-// pass nothing for a run without one.
-func TestBuiltinTraceparent(t *testing.T) {
-	cfg := execConfig(t)
-	cfg.Exec["printenv"] = []string{"/usr/bin/env"}
-	exec, _ := MustBuiltins(t, cfg).Lookup("exec")
-	got := make(chan http.Header, 1)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got <- r.Header }))
-	t.Cleanup(srv.Close)
-	web, _ := MustBuiltins(t, BuiltinConfig{HTTPAllow: []string{srv.URL}}).Lookup("http")
-	for _, tr := range []string{clientParent, ""} {
-		call := Call{Task: "g7.3", Round: 5, Attempt: 2, Trace: tr, Payload: []byte(`{"command":"printenv"}`)}
-		out, err := exec(t.Context(), call)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var res execResult
-		if err := json.Unmarshal(out, &res); err != nil {
-			t.Fatal(err)
-		}
-		lines := strings.Split(res.Stdout, "\n")
-		if has := slices.Contains(lines, "TRACEPARENT="+tr); has != (tr != "") || (tr == "" && strings.Contains(res.Stdout, "TRACEPARENT")) {
-			t.Errorf("trace %q: exec child environment:\n%s", tr, res.Stdout)
-		}
-		call.Payload = []byte(`{"url":"` + srv.URL + `/x","headers":{"traceparent":"00-` + strings.Repeat("1", 32) + `-` + strings.Repeat("2", 16) + `-01"}}`)
-		if _, err := web(t.Context(), call); err != nil {
-			t.Fatal(err)
-		}
-		if hdr := <-got; tr != "" && !slices.Equal(hdr.Values("traceparent"), []string{tr}) {
-			t.Errorf("trace %q: http traceparent header %q", tr, hdr.Values("traceparent"))
 		}
 	}
 }

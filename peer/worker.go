@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/needle-mesh/needle/node"
+	"github.com/needle-mesh/needle/peer/handler"
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -99,8 +100,8 @@ func (p *Peer) execute(j job) shard.Outcome {
 	start := time.Now()
 	lw := p.logs.writer(r.Task, r.Round)
 	defer p.logs.finish(r.Task, r.Round, p.cfg.Retention)
-	call := Call{Task: r.Task, Round: r.Round, Attempt: r.Attempt + 1, Payload: r.Payload, Inputs: r.Inputs, Shard: r.Shard, Shards: r.Shards, Trace: traceparent(j.ctx),
-		Log: slog.New(slog.NewTextHandler(lw, nil)), logw: lw}
+	call := handler.Call{Task: r.Task, Round: r.Round, Attempt: r.Attempt + 1, Payload: r.Payload, Inputs: r.Inputs, Shard: r.Shard, Shards: r.Shards, Trace: traceparent(j.ctx),
+		Log: slog.New(slog.NewTextHandler(lw, nil))}.WithLogWriter(lw)
 	res, err := safeCall(j.ctx, h, call)
 	o.Took = time.Since(start)
 	p.metrics.runTime(r.Handler, o.Took)
@@ -121,7 +122,7 @@ func (p *Peer) execute(j job) shard.Outcome {
 		err = j.ctx.Err()
 	}
 	o.Error = err.Error()
-	o.Permanent = IsPermanent(err)
+	o.Permanent = handler.IsPermanent(err)
 	if errors.Is(j.ctx.Err(), context.DeadlineExceeded) {
 		o.TimedOut = true
 		o.Error = fmt.Sprintf("timed out after %v: %v", r.Timeout, err)
@@ -130,10 +131,10 @@ func (p *Peer) execute(j job) shard.Outcome {
 }
 
 // safeCall runs a handler, turning a panic into a permanent failure.
-func safeCall(ctx context.Context, h HandlerFunc, c Call) (res []byte, err error) {
+func safeCall(ctx context.Context, h handler.Func, c handler.Call) (res []byte, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = Permanent(fmt.Errorf("handler panicked: %v", v))
+			err = handler.Permanent(fmt.Errorf("handler panicked: %v", v))
 		}
 	}()
 	return h(ctx, c)

@@ -347,11 +347,4 @@ func TestBroadcastShard(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the broadcast's handler did not run")
 	}
-	env := map[string]string{}
-	for _, id := range callIdentity(Call{Task: "g.2", Round: 1, Attempt: 1, Shard: 2, Shards: 3}) {
-		env[id.env] = id.value
-	}
-	if env["NEEDLE_SHARD"] != "2" || env["NEEDLE_SHARDS"] != "3" {
-		t.Errorf("exec and http identity = %v; want NEEDLE_SHARD=2, NEEDLE_SHARDS=3", env)
-	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/needle-mesh/needle/cmd/internal/buildinfo"
 	"github.com/needle-mesh/needle/cmd/internal/secret"
 	"github.com/needle-mesh/needle/peer"
+	"github.com/needle-mesh/needle/peer/handler"
 )
 
 // ErrVersion is returned by ParseFlags for --version: print Version() and
@@ -283,6 +284,11 @@ func (m *Main) Run(ctx context.Context) error {
 			}
 		}()
 		log.Info("tracing: spans exported over OTLP/HTTP (OTEL_* environment)")
+	}
+	// The adapters are built here, the one place that knows them all,
+	// and handed to the runtime.
+	if m.Config.Handlers, err = handler.NewBuiltins(m.Config.Builtins); err != nil {
+		return err
 	}
 	p, err := peer.New(m.Config)
 	if err != nil {

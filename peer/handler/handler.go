@@ -1,4 +1,13 @@
-package peer
+// Package handler holds the task handlers a peer runs in process: the
+// handler contract (Call, Func, Permanent), the Registry that maps
+// handler names to functions, and the built-ins (echo, sleep, fail, exec,
+// http) with their allow-lists (BuiltinConfig, NewBuiltins).
+//
+// The runtime (package peer) looks a task's handler up in its Registry
+// and runs it; a name that is not registered is an external handler,
+// served by workers that poll for it. needled builds the Registry from its
+// flags; a Go program that embeds a peer registers its own handlers in it.
+package handler
 
 import (
 	"context"
@@ -40,6 +49,13 @@ type Call struct {
 	logw io.Writer
 }
 
+// WithLogWriter returns c with w as its LogWriter: the runtime sets the
+// attempt's task log here.
+func (c Call) WithLogWriter(w io.Writer) Call {
+	c.logw = w
+	return c
+}
+
 // LogWriter returns a writer into the attempt's task log: each line
 // written is one log line (exec sends its stderr there).
 func (c Call) LogWriter() io.Writer {
@@ -49,11 +65,11 @@ func (c Call) LogWriter() io.Writer {
 	return c.logw
 }
 
-// HandlerFunc runs one attempt of a task. It must return when ctx is
+// Func runs one attempt of a task. It must return when ctx is
 // canceled (the attempt timed out, or the task was canceled). The result
 // should be JSON (the API returns it as is); a nil result is stored as
 // null. Return Permanent(err) for a failure that must not be retried.
-type HandlerFunc func(ctx context.Context, c Call) (result []byte, err error)
+type Func func(ctx context.Context, c Call) (result []byte, err error)
 
 // permanentError marks a failure that is not retried.
 type permanentError struct{ err error }
@@ -75,20 +91,23 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p)
 }
 
+// ErrRegister is wrapped by Register's error.
+var ErrRegister = errors.New("handler: register")
+
 // Registry maps handler names to functions. It is safe for concurrent use:
 // handlers may be registered while the peer runs.
 type Registry struct {
 	mu sync.RWMutex
-	m  map[string]HandlerFunc
+	m  map[string]Func
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{m: make(map[string]HandlerFunc)} }
+func NewRegistry() *Registry { return &Registry{m: make(map[string]Func)} }
 
 // Register adds or replaces a handler. The name must be non-empty.
-func (r *Registry) Register(name string, h HandlerFunc) error {
+func (r *Registry) Register(name string, h Func) error {
 	if name == "" || h == nil {
-		return fmt.Errorf("peer: register %q: empty name or nil handler", name)
+		return fmt.Errorf("%w: %q: empty name or nil handler", ErrRegister, name)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -97,7 +116,7 @@ func (r *Registry) Register(name string, h HandlerFunc) error {
 }
 
 // Lookup returns the handler registered under name.
-func (r *Registry) Lookup(name string) (HandlerFunc, bool) {
+func (r *Registry) Lookup(name string) (Func, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	h, ok := r.m[name]

@@ -1,4 +1,4 @@
-package peer
+package handler
 
 import (
 	"bytes"
@@ -57,10 +57,10 @@ func resolveExec(cmds map[string][]string) (map[string][]string, error) {
 	for name, argv := range cmds {
 		path, err := exec.LookPath(argv[0])
 		if err != nil {
-			return nil, fmt.Errorf("peer: builtins: exec command %q: %w", name, err)
+			return nil, fmt.Errorf("%w: exec command %q: %w", ErrBuiltins, name, err)
 		}
 		if !filepath.IsAbs(path) {
-			return nil, fmt.Errorf("peer: builtins: exec command %q: %q does not resolve to an absolute path", name, argv[0])
+			return nil, fmt.Errorf("%w: exec command %q: %q does not resolve to an absolute path", ErrBuiltins, name, argv[0])
 		}
 		resolved := slices.Clone(argv)
 		resolved[0] = path

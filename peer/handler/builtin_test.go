@@ -1,4 +1,4 @@
-package peer
+package handler
 
 import (
 	"bufio"
@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,9 +23,9 @@ import (
 // MustBuiltins returns a registry with the built-ins registered per cfg.
 func MustBuiltins(tb testing.TB, cfg BuiltinConfig) *Registry {
 	tb.Helper()
-	r := NewRegistry()
-	if err := RegisterBuiltins(r, cfg); err != nil {
-		tb.Fatalf("RegisterBuiltins: %v", err)
+	r, err := NewBuiltins(cfg)
+	if err != nil {
+		tb.Fatalf("NewBuiltins: %v", err)
 	}
 	return r
 }
@@ -340,52 +339,8 @@ func TestBuiltinRegisterErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if err := RegisterBuiltins(NewRegistry(), tt.cfg); err == nil {
-				t.Fatalf("RegisterBuiltins(%+v) = nil; want an error", tt.cfg)
-			}
-		})
-	}
-}
-
-func TestBuiltinAllowPrefix(t *testing.T) {
-	b := &builtins{}
-	for _, s := range []string{"http://127.0.0.1:9000/hooks/", "https://Example.COM", "http://h:80/a/b"} {
-		p, err := parseAllowPrefix(s)
-		if err != nil {
-			t.Fatalf("parseAllowPrefix(%q) = %v", s, err)
-		}
-		b.allow = append(b.allow, p)
-	}
-	tests := []struct {
-		url, want string // want "" = refused
-	}{
-		{"http://127.0.0.1:9000/hooks/x", "http://127.0.0.1:9000/hooks/x"},
-		{"http://127.0.0.1:9000/hooks/x/", "http://127.0.0.1:9000/hooks/x/"},
-		{"http://127.0.0.1:9000/hooks/./x//y?q=1#f", "http://127.0.0.1:9000/hooks/x/y?q=1"},
-		{"http://127.0.0.1:9000/hooks/a/../b", "http://127.0.0.1:9000/hooks/b"},
-		{"http://127.0.0.1:9000/hooks/../admin", ""},
-		{"http://127.0.0.1:9000/hooksX", ""},
-		{"http://127.0.0.1:9000@evil/hooks/x", ""},
-		{"http://127.0.0.1:09000/hooks/x", "http://127.0.0.1:09000/hooks/x"},
-		{"https://example.com:443/anything", "https://example.com:443/anything"},
-		{"http://example.com/anything", ""},
-		{"http://h/a/b/c", "http://h/a/b/c"},
-		{"http://h/a/bc", ""},
-		{"http://h/a", ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.url, func(t *testing.T) {
-			u, err := url.Parse(tt.url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := b.allowedURL(u)
-			gotS := ""
-			if err == nil {
-				gotS = got.String()
-			}
-			if gotS != tt.want {
-				t.Fatalf("allowedURL(%q) = %q, %v; want %q", tt.url, gotS, err, tt.want)
+			if r, err := NewBuiltins(tt.cfg); !errors.Is(err, ErrBuiltins) || r != nil {
+				t.Fatalf("NewBuiltins(%+v) = %v, %v; want nil, ErrBuiltins", tt.cfg, r, err)
 			}
 		})
 	}
@@ -467,6 +422,89 @@ func TestBuiltinIdentity(t *testing.T) {
 	for k, v := range map[string]string{"X-Needle-Task-Id": "g7.3", "X-Needle-Group-Id": "g7", "X-Needle-Attempt": "2", "X-Needle-Round": "5"} {
 		if g := hdr.Values(k); !slices.Equal(g, []string{v}) {
 			t.Errorf("http header %s = %q; want %q", k, g, v)
+		}
+	}
+}
+
+// TestCallIdentityShard: a copy of a broadcast group tells exec and http
+// which copy it is (NEEDLE_SHARD of NEEDLE_SHARDS); any other task does
+// not mention shards.
+func TestCallIdentityShard(t *testing.T) {
+	env := map[string]string{}
+	for _, id := range callIdentity(Call{Task: "g.2", Round: 1, Attempt: 1, Shard: 2, Shards: 3}) {
+		env[id.env] = id.value
+	}
+	if env["NEEDLE_SHARD"] != "2" || env["NEEDLE_SHARDS"] != "3" {
+		t.Errorf("exec and http identity = %v; want NEEDLE_SHARD=2, NEEDLE_SHARDS=3", env)
+	}
+	for _, id := range callIdentity(Call{Task: "g.0", Round: 1, Attempt: 1}) {
+		if strings.Contains(id.env, "SHARD") {
+			t.Errorf("identity of a plain task holds %s", id.env)
+		}
+	}
+}
+
+// TestRegistry: Register refuses an empty name or a nil handler; Names
+// are sorted; the log writer of a Call is io.Discard until the runtime
+// sets one.
+func TestRegistry(t *testing.T) {
+	r := NewRegistry()
+	h := func(context.Context, Call) ([]byte, error) { return nil, nil }
+	if err := r.Register("", h); !errors.Is(err, ErrRegister) {
+		t.Errorf("Register(\"\") = %v; want ErrRegister", err)
+	}
+	if err := r.Register("x", nil); !errors.Is(err, ErrRegister) {
+		t.Errorf("Register(nil) = %v; want ErrRegister", err)
+	}
+	for _, n := range []string{"b", "a"} {
+		if err := r.Register(n, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := r.Names(); !slices.Equal(got, []string{"a", "b"}) || !r.Has("a") || r.Has("c") {
+		t.Errorf("Names = %v", got)
+	}
+	var c Call
+	if c.LogWriter() != io.Discard {
+		t.Error("zero Call's LogWriter is not io.Discard")
+	}
+	var buf strings.Builder
+	if c = c.WithLogWriter(&buf); c.LogWriter() != &buf {
+		t.Error("WithLogWriter did not set the writer")
+	}
+}
+
+// TestBuiltinTraceparent: exec and http pass a traced run's context on
+// (TRACEPARENT, the traceparent header), which a task cannot forge, and
+// pass nothing for a run without one.
+func TestBuiltinTraceparent(t *testing.T) {
+	cfg := execConfig(t)
+	cfg.Exec["printenv"] = []string{"/usr/bin/env"}
+	exec, _ := MustBuiltins(t, cfg).Lookup("exec")
+	got := make(chan http.Header, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got <- r.Header }))
+	t.Cleanup(srv.Close)
+	web, _ := MustBuiltins(t, BuiltinConfig{HTTPAllow: []string{srv.URL}}).Lookup("http")
+	for _, tr := range []string{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", ""} {
+		call := Call{Task: "g7.3", Round: 5, Attempt: 2, Trace: tr, Payload: []byte(`{"command":"printenv"}`)}
+		out, err := exec(t.Context(), call)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var res execResult
+		if err := json.Unmarshal(out, &res); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(res.Stdout, "\n")
+		if has := slices.Contains(lines, "TRACEPARENT="+tr); has != (tr != "") || (tr == "" && strings.Contains(res.Stdout, "TRACEPARENT")) {
+			t.Errorf("trace %q: exec child environment:\n%s", tr, res.Stdout)
+		}
+		call.Payload = []byte(`{"url":"` + srv.URL + `/x","headers":{"traceparent":"00-` + strings.Repeat("1", 32) + `-` + strings.Repeat("2", 16) + `-01"}}`)
+		if _, err := web(t.Context(), call); err != nil {
+			t.Fatal(err)
+		}
+		if hdr := <-got; tr != "" && !slices.Equal(hdr.Values("traceparent"), []string{tr}) {
+			t.Errorf("trace %q: http traceparent header %q", tr, hdr.Values("traceparent"))
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package peer
+package handler
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/needle-mesh/needle/peer/allowlist"
 )
 
 // defaultMaxOutput is BuiltinConfig.MaxOutput when it is zero.
@@ -54,33 +56,45 @@ type BuiltinConfig struct {
 // other than an exec command missing from PATH.
 func (c BuiltinConfig) Validate() error {
 	if c.MaxOutput < 0 {
-		return fmt.Errorf("peer: builtins: MaxOutput %d is negative", c.MaxOutput)
+		return fmt.Errorf("%w: MaxOutput %d is negative", ErrBuiltins, c.MaxOutput)
 	}
 	for name, argv := range c.Exec {
 		if name == "" || len(argv) == 0 || argv[0] == "" {
-			return fmt.Errorf("peer: builtins: exec command %q: empty name or argv", name)
+			return fmt.Errorf("%w: exec command %q: empty name or argv", ErrBuiltins, name)
 		}
 	}
 	for _, name := range c.ExecEnv {
 		if err := checkExecEnvName(name); err != nil {
-			return fmt.Errorf("peer: builtins: ExecEnv %q: %w", name, err)
+			return fmt.Errorf("%w: ExecEnv %q: %w", ErrBuiltins, name, err)
 		}
 	}
-	for _, s := range c.HTTPAllow {
-		if _, err := parseAllowPrefix(s); err != nil {
-			return fmt.Errorf("peer: builtins: HTTPAllow %q: %w", s, err)
-		}
+	if _, err := allowlist.Parse(c.HTTPAllow); err != nil {
+		return fmt.Errorf("%w: HTTPAllow %w", ErrBuiltins, err)
 	}
 	return nil
 }
+
+// ErrBuiltins is wrapped by the errors of a BuiltinConfig that
+// NewBuiltins or RegisterBuiltins refuses.
+var ErrBuiltins = errors.New("handler: builtins")
 
 // builtins holds the resolved configuration shared by exec and http.
 type builtins struct {
 	exec      map[string][]string // command name -> argv, argv[0] absolute
 	envAllow  map[string]bool     // names an exec payload may set (ExecEnv)
-	allow     []allowPrefix       // parsed HTTPAllow
+	allow     allowlist.List      // parsed HTTPAllow
 	client    *http.Client        // never nil
 	maxOutput int                 // bytes, > 0
+}
+
+// NewBuiltins returns a new Registry holding the built-ins configured by
+// cfg (RegisterBuiltins).
+func NewBuiltins(cfg BuiltinConfig) (*Registry, error) {
+	r := NewRegistry()
+	if err := RegisterBuiltins(r, cfg); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // RegisterBuiltins registers echo, sleep, fail, exec and http in r. It
@@ -102,16 +116,13 @@ func RegisterBuiltins(r *Registry, cfg BuiltinConfig) error {
 	for _, name := range cfg.ExecEnv {
 		b.envAllow[name] = true
 	}
-	for _, s := range cfg.HTTPAllow {
-		p, _ := parseAllowPrefix(s) // checked by Validate
-		b.allow = append(b.allow, p)
-	}
+	b.allow, _ = allowlist.Parse(cfg.HTTPAllow) // checked by Validate
 	if b.client == nil {
 		b.client = b.defaultClient()
 	}
 	handlers := []struct {
 		name string
-		h    HandlerFunc
+		h    Func
 	}{
 		{"echo", echoHandler},
 		{"sleep", sleepHandler},
@@ -243,7 +254,7 @@ type capBuffer struct {
 }
 
 // errOutputLimit is returned by capBuffer.Write past the limit.
-var errOutputLimit = errors.New("peer: output limit exceeded")
+var errOutputLimit = errors.New("handler: output limit exceeded")
 
 // Write implements io.Writer.
 func (b *capBuffer) Write(p []byte) (int, error) {
@@ -276,7 +287,7 @@ func callIdentity(c Call) []identity {
 	ids := []identity{
 		{"NEEDLE_TASK_ID", "X-Needle-Task-Id", string(c.Task)},
 		{"NEEDLE_GROUP_ID", "X-Needle-Group-Id", string(c.Task.Group())},
-		{"NEEDLE_ATTEMPT", HeaderAttempt, strconv.Itoa(c.Attempt)},
+		{"NEEDLE_ATTEMPT", "X-Needle-Attempt", strconv.Itoa(c.Attempt)},
 		{"NEEDLE_ROUND", "X-Needle-Round", strconv.FormatUint(uint64(c.Round), 10)},
 	}
 	if c.Shards > 0 {

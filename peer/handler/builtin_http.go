@@ -1,4 +1,4 @@
-package peer
+package handler
 
 import (
 	"bytes"
@@ -9,8 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"path"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -44,92 +42,14 @@ type httpWithInputs struct {
 	Inputs map[string]json.RawMessage `json:"inputs"`
 }
 
-// allowPrefix is one parsed, normalised BuiltinConfig.HTTPAllow entry.
-type allowPrefix struct {
-	scheme string // "http" or "https"
-	host   string // lower-case host name, without brackets
-	port   string // decimal, default filled in
-	path   string // path.Clean-ed, no trailing slash except for "/"
-}
-
-// parseAllowPrefix parses an allow-list entry (HTTPAllow, --notify-allow):
-// an absolute URL without query or fragment.
-func parseAllowPrefix(s string) (allowPrefix, error) {
-	u, err := url.Parse(s)
-	if err == nil && (u.RawQuery != "" || u.Fragment != "") {
-		err = errors.New("query or fragment not allowed")
-	}
-	var p allowPrefix
-	if err == nil {
-		p, err = normaliseURL(u)
-	}
-	if err != nil {
-		return allowPrefix{}, err
-	}
-	return p, nil
-}
-
-// normaliseURL checks that u is an absolute http(s) URL without userinfo
-// and returns its comparable form.
-func normaliseURL(u *url.URL) (allowPrefix, error) {
-	p := allowPrefix{scheme: strings.ToLower(u.Scheme), host: strings.ToLower(u.Hostname())}
-	switch {
-	case p.scheme != "http" && p.scheme != "https":
-		return p, errors.New("scheme must be http or https")
-	case u.Opaque != "" || p.host == "":
-		return p, errors.New("missing host")
-	case u.User != nil:
-		return p, errors.New("userinfo not allowed")
-	case strings.ContainsAny(u.Path, "\\\x00"):
-		return p, errors.New("backslash or NUL in path")
-	}
-	p.port = u.Port()
-	if p.port == "" {
-		p.port = map[string]string{"http": "80", "https": "443"}[p.scheme]
-	}
-	n, err := strconv.ParseUint(p.port, 10, 16)
-	if err != nil {
-		return p, fmt.Errorf("bad port %q", p.port)
-	}
-	p.port = strconv.FormatUint(n, 10)
-	p.path = path.Clean("/" + u.Path)
-	return p, nil
-}
-
-// under reports whether t lies under prefix p, on a "/" boundary.
-func (p allowPrefix) under(t allowPrefix) bool {
-	if p.scheme != t.scheme || p.host != t.host || p.port != t.port {
-		return false
-	}
-	return p.path == "/" || t.path == p.path || strings.HasPrefix(t.path, p.path+"/")
-}
-
-// allowedURL checks u against the allow-list and returns the URL to send:
-// u with its path cleaned (so the server sees the path that was checked)
-// and without userinfo or fragment.
+// allowedURL checks u against the allow-list and returns the URL to send
+// (allowlist.List.Check).
 func (b *builtins) allowedURL(u *url.URL) (*url.URL, error) {
-	t, err := normaliseURL(u)
+	t, err := b.allow.Check(u)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s", errHTTPRefused, err)
+		return nil, fmt.Errorf("%w: %w", errHTTPRefused, err)
 	}
-	for _, p := range b.allow {
-		if p.under(t) {
-			return checkedURL(u, t), nil
-		}
-	}
-	return nil, fmt.Errorf("%w: %s://%s%s is not under an allowed prefix", errHTTPRefused, t.scheme, u.Host, t.path)
-}
-
-// checkedURL is the URL to send for u, whose normalised form t passed an
-// allow-list: t's cleaned path (so the server sees exactly the path that
-// was checked, never an escaped "..%2F" it may decode itself), u's host
-// and query, no userinfo or fragment.
-func checkedURL(u *url.URL, t allowPrefix) *url.URL {
-	out := &url.URL{Scheme: t.scheme, Host: u.Host, Path: t.path, RawQuery: u.RawQuery}
-	if strings.HasSuffix(u.Path, "/") && t.path != "/" {
-		out.Path += "/"
-	}
-	return out
+	return t, nil
 }
 
 // defaultClient is the client used when BuiltinConfig.HTTPClient is nil.

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package peer
+package handler
 
 import "os/exec"
 
