@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/needle-mesh/needle/node"
@@ -59,28 +58,6 @@ func liveOthers(n *node.Node) []string {
 	return ids
 }
 
-// askAll sends req to every member at once and hands each answer to
-// collect, one at a time; a member that does not answer (within the
-// forward timeout) is left out.
-func (p *Peer) askAll(ctx context.Context, members []string, req rpcRequest, collect func(*rpcResponse)) {
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, m := range members {
-		wg.Go(func() {
-			cctx, cancel := contextWithTimeout(ctx)
-			defer cancel()
-			resp, err := p.forward(cctx, m, req)
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			collect(&resp)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-}
-
 func (p *Peer) gatherAudit(ctx context.Context) ([]shard.AuditEntry, error) {
 	var members []string
 	var out []shard.AuditEntry
@@ -91,7 +68,7 @@ func (p *Peer) gatherAudit(ctx context.Context) ([]shard.AuditEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.askAll(ctx, members, rpcRequest{Op: "audit"}, func(resp *rpcResponse) { out = append(out, resp.Audit...) })
+	askAll(ctx, p, members, &auditReq{}, func(a *auditAns) { out = append(out, a.Audit...) })
 	slices.SortStableFunc(out, func(a, b shard.AuditEntry) int { return a.At.Compare(b.At) })
 	return out, nil
 }

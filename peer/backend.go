@@ -49,7 +49,7 @@ func (b backend) Submit(ctx context.Context, spec *shard.GroupSpec) (r api.Submi
 	}
 	// The group id is fixed before the first try, so a retry after an
 	// owner change cannot create a second group.
-	err = retryUnavailable(ctx, func() (err error) { r, err = b.submit(ctx, spec); return err })
+	r, err = b.submit(ctx, spec)
 	b.p.countSubmitted(r, err)
 	span.SetAttributes(attribute.Bool("needle.created", r.Created))
 	return r, err
@@ -73,8 +73,7 @@ func (b backend) submitBroadcast(ctx context.Context, spec *shard.GroupSpec) (ap
 	if err := b.p.read(ctx, func(n *node.Node) error { return n.ExpandBroadcast(spec) }); err != nil {
 		return api.SubmitResult{}, err
 	}
-	var r api.SubmitResult
-	err := retryUnavailable(ctx, func() (err error) { r, err = b.submit(ctx, spec); return err })
+	r, err := b.submit(ctx, spec)
 	b.p.countSubmitted(r, err)
 	if err != nil || r.Created || len(r.Tasks) == len(spec.Tasks) {
 		return r, err
@@ -91,75 +90,23 @@ func (b backend) submitBroadcast(ctx context.Context, spec *shard.GroupSpec) (ap
 }
 
 func (b backend) submit(ctx context.Context, spec *shard.GroupSpec) (api.SubmitResult, error) {
-	to, err := b.p.route(ctx, spec.ID)
-	if err != nil || to == "" {
-		if err != nil {
-			return api.SubmitResult{}, mapErr(err)
-		}
-		return local(b).Submit(ctx, spec)
-	}
-	ctx, span := b.p.tracer.Start(ctx, "needle.forward", trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("needle.peer", to)))
-	resp, err := b.p.forward(ctx, to, rpcRequest{Op: "submit", Spec: spec, Trace: traceparent(ctx)})
-	endSpan(span, err)
-	if err != nil {
-		return api.SubmitResult{}, err
-	}
-	return *resp.Submit, nil
+	a, err := routed[submitAns](ctx, b.p, spec.ID, &submitReq{Spec: spec})
+	return answered(a.Submit, err)
 }
 
 func (b backend) Task(ctx context.Context, id shard.TaskID, wait time.Duration) (shard.TaskView, error) {
-	var v shard.TaskView
-	err := retryUnavailable(ctx, func() (err error) { v, err = b.task(ctx, id, wait); return err })
-	return v, err
-}
-
-func (b backend) task(ctx context.Context, id shard.TaskID, wait time.Duration) (shard.TaskView, error) {
-	to, err := b.p.route(ctx, id.Group())
-	if err != nil || to == "" {
-		if err != nil {
-			return shard.TaskView{}, mapErr(err)
-		}
-		return local(b).Task(ctx, id, wait)
-	}
-	resp, err := b.p.forward(ctx, to, rpcRequest{Op: "task", Task: id, Wait: wait})
-	if err != nil {
-		return shard.TaskView{}, err
-	}
-	return *resp.Task, nil
+	a, err := routed[taskAns](ctx, b.p, id.Group(), &taskReq{Task: id, Wait: wait})
+	return answered(a.Task, err)
 }
 
 func (b backend) Group(ctx context.Context, id shard.GroupID, wait time.Duration, withTasks bool) (shard.GroupView, error) {
-	var v shard.GroupView
-	err := retryUnavailable(ctx, func() (err error) { v, err = b.group(ctx, id, wait, withTasks); return err })
-	return v, err
-}
-
-func (b backend) group(ctx context.Context, id shard.GroupID, wait time.Duration, withTasks bool) (shard.GroupView, error) {
-	to, err := b.p.route(ctx, id)
-	if err != nil || to == "" {
-		if err != nil {
-			return shard.GroupView{}, mapErr(err)
-		}
-		return local(b).Group(ctx, id, wait, withTasks)
-	}
-	resp, err := b.p.forward(ctx, to, rpcRequest{Op: "group", Group: id, Wait: wait, NoTasks: !withTasks})
-	if err != nil {
-		return shard.GroupView{}, err
-	}
-	return *resp.Group, nil
+	a, err := routed[groupAns](ctx, b.p, id, &groupReq{Group: id, Wait: wait, NoTasks: !withTasks})
+	return answered(a.Group, err)
 }
 
 func (b backend) TaskEvents(ctx context.Context, id shard.TaskID) ([]shard.TaskEvent, error) {
-	to, err := b.p.route(ctx, id.Group())
-	if err != nil || to == "" {
-		if err != nil {
-			return nil, mapErr(err)
-		}
-		return local(b).TaskEvents(ctx, id)
-	}
-	resp, err := b.p.forward(ctx, to, rpcRequest{Op: "events", Task: id})
-	return resp.Events, err
+	a, err := routed[eventsAns](ctx, b.p, id.Group(), &eventsReq{Task: id})
+	return a.Events, err
 }
 
 func (b backend) CancelTask(ctx context.Context, id shard.TaskID, by string) (shard.TaskView, error) {
@@ -177,18 +124,7 @@ func (b backend) CancelGroup(ctx context.Context, id shard.GroupID, by string) (
 }
 
 func (b backend) cancel(ctx context.Context, g shard.GroupID, t shard.TaskID, by string) error {
-	return retryUnavailable(ctx, func() error { return b.tryCancel(ctx, g, t, by) })
-}
-
-func (b backend) tryCancel(ctx context.Context, g shard.GroupID, t shard.TaskID, by string) error {
-	to, err := b.p.route(ctx, g)
-	if err != nil || to == "" {
-		if err != nil {
-			return mapErr(err)
-		}
-		return local(b).cancel(ctx, g, t, by)
-	}
-	_, err = b.p.forward(ctx, to, rpcRequest{Op: "cancel", Group: g, Task: t, By: by})
+	_, err := routed[rpcError](ctx, b.p, g, &cancelReq{Group: g, Task: t, By: by})
 	return err
 }
 
@@ -201,7 +137,7 @@ type local struct{ p *Peer }
 func (b local) Submit(ctx context.Context, spec *shard.GroupSpec) (api.SubmitResult, error) {
 	_, span := b.p.startSpan(ctx, spec.Trace, "needle.commit",
 		trace.WithAttributes(attribute.String("needle.group", string(spec.ID)), attribute.String("needle.peer", b.p.ID())))
-	r, err := b.p.call(ctx, command{submit: spec})
+	r, err := b.p.call(ctx, func(n *node.Node, req uint64) { n.Submit(req, spec) })
 	endSpan(span, err)
 	if err != nil {
 		return api.SubmitResult{}, err
@@ -245,13 +181,14 @@ func (b local) TaskEvents(ctx context.Context, id shard.TaskID) ([]shard.TaskEve
 }
 
 func (b local) cancel(ctx context.Context, g shard.GroupID, t shard.TaskID, by string) error {
-	_, err := b.p.call(ctx, command{cancelG: g, cancelT: t, by: by})
+	_, err := b.p.call(ctx, func(n *node.Node, req uint64) { n.Cancel(req, g, t, by) })
 	return err
 }
 
-// call sends a request into the loop and waits for its reply.
-func (p *Peer) call(ctx context.Context, c command) (node.Reply, error) {
-	c.reply = make(chan node.Reply, 1)
+// call runs a request in the loop (f gets the request's number) and waits
+// for its reply, once applied.
+func (p *Peer) call(ctx context.Context, f func(n *node.Node, req uint64)) (node.Reply, error) {
+	c := command{do: f, reply: make(chan node.Reply, 1)}
 	if err := p.send(ctx, c); err != nil {
 		return node.Reply{}, err
 	}
@@ -288,7 +225,7 @@ func (p *Peer) wait(ctx context.Context, w *waiter, d time.Duration) error {
 	defer cancel()
 	w.ctx = ctx
 	w.done = make(chan struct{})
-	if err := p.send(ctx, command{wait: w}); err != nil {
+	if err := p.send(ctx, command{query: func(n *node.Node) { p.waiters.add(n, w) }}); err != nil {
 		return nil
 	}
 	select {

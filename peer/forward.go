@@ -1,11 +1,15 @@
 package peer
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
+	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/api"
@@ -14,48 +18,50 @@ import (
 
 // Requests of the HTTP API reach the owner of their group's partition: a
 // peer that does not serve it forwards the request over the mesh
-// (p2p.Host.Call on the long-lived /needle/rpc/1.0.0 streams), and the owner
-// runs it as a local request. A forwarded request is never forwarded again,
-// so a stale view of who leads cannot loop.
+// (transport.Call, on the long-lived /needle/rpc/1.0.0 streams of
+// libp2p), and the owner runs it as a local request. A forwarded request
+// is never forwarded again, so a stale view of who leads cannot loop.
+//
+// Each request is its own type (calls.go), which knows how the owner
+// serves it and what it answers; routed is route-or-forward for all of
+// them, serveCall the owner's side. On the wire a request is a JSON object
+// opening with its version and op, then its fields; its answer a JSON
+// object of its fields and the error (rpcError). That is the previous
+// release's encoding, whose one request type held every op's fields.
 
 // rpcVersion is the first field of every forwarded request.
 const rpcVersion = 1
 
-type rpcRequest struct {
-	V       int                 `json:"v"`
-	Op      string              `json:"op"`
-	Spec    *shard.GroupSpec    `json:"spec,omitempty"`
-	Task    shard.TaskID        `json:"task,omitempty"`
-	Group   shard.GroupID       `json:"group,omitempty"`
-	Wait    time.Duration       `json:"wait,omitempty"`
-	NoTasks bool                `json:"no_tasks,omitempty"` // group: a summary without the task list
-	By      string              `json:"by,omitempty"`
-	Sched   *shard.ScheduleSpec `json:"sched,omitempty"`
-	Tag     string              `json:"tag,omitempty"`    // schedule_trigger: names the request (TriggerTag)
-	Filter  *shard.Filter       `json:"filter,omitempty"` // list
-	Groups  bool                `json:"groups,omitempty"` // list: groups, not tasks
-	Key     string              `json:"key,omitempty"`    // retry: idempotency key
-	Round   uint64              `json:"round,omitempty"`  // logs: the run
-	From    int                 `json:"from,omitempty"`   // logs: the first line wanted
-	Trace   string              `json:"trace,omitempty"`  // the caller's span (W3C traceparent), parent of the owner's spans
+// rpcHeader opens every forwarded request.
+type rpcHeader struct {
+	V     int    `json:"v"`
+	Op    string `json:"op"`
+	Trace string `json:"trace,omitempty"` // the caller's span (W3C traceparent), parent of the owner's spans
 }
 
-type rpcResponse struct {
-	rpcError
-	Submit *api.SubmitResult `json:"submit,omitempty"`
-	Task   *shard.TaskView   `json:"task,omitempty"`
-	Group  *shard.GroupView  `json:"group,omitempty"`
-	Events []shard.TaskEvent `json:"events,omitempty"`
+func (h *rpcHeader) head() *rpcHeader { return h }
 
-	Schedule  *shard.ScheduleView  `json:"schedule,omitempty"`
-	Schedules []shard.ScheduleView `json:"schedules,omitempty"`
-	Audit     []shard.AuditEntry   `json:"audit,omitempty"`
-	Created   bool                 `json:"created,omitempty"`
-	List      *node.ListResult     `json:"list,omitempty"`
-	Stats     *node.StatsResult    `json:"stats,omitempty"`
-	Logs      *LogPage             `json:"logs,omitempty"`
-	Workers   []api.WorkerInfo     `json:"workers,omitempty"`
+// meshReq is a request of the mesh: a pointer to a struct embedding
+// rpcHeader, named by its op.
+type meshReq interface {
+	head() *rpcHeader
+	op() string
 }
+
+// meshCall is a request served on its owner (or the peer asked) with an
+// answer of type A.
+type meshCall[A any] interface {
+	meshReq
+	serve(ctx context.Context, p *Peer) (A, error)
+}
+
+// rpcAnswer is a pointer to an answer: a struct embedding rpcError.
+type rpcAnswer[A any] interface {
+	*A
+	answerErr() *rpcError
+}
+
+func (e *rpcError) answerErr() *rpcError { return e }
 
 // route returns the peer to forward a request for group g to, or "" to
 // serve it here.
@@ -74,83 +80,145 @@ func (p *Peer) route(ctx context.Context, g shard.GroupID) (string, error) {
 	return owner, nil
 }
 
+// routed serves req, a request about group g, here when this peer owns g's
+// partition and on its owner otherwise, retrying while that is
+// unavailable (retryUnavailable).
+func routed[A any, PA rpcAnswer[A]](ctx context.Context, p *Peer, g shard.GroupID, req meshCall[A]) (A, error) {
+	var out A
+	err := retryUnavailable(ctx, func() error {
+		to, err := p.route(ctx, g)
+		switch {
+		case err != nil:
+			return err
+		case to == "":
+			out, err = req.serve(ctx, p)
+			return mapErr(err)
+		}
+		out, err = forwardSpan[A, PA](ctx, p, to, req)
+		return err
+	})
+	return out, err
+}
+
+// spanned is a request whose forward is a span of its trace (a submission).
+type spanned interface{ forwardSpan() }
+
+func forwardSpan[A any, PA rpcAnswer[A]](ctx context.Context, p *Peer, to string, req meshReq) (A, error) {
+	if _, ok := req.(spanned); !ok {
+		return forward[A, PA](ctx, p, to, req)
+	}
+	ctx, span := p.tracer.Start(ctx, "needle.forward", trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("needle.peer", to)))
+	a, err := forward[A, PA](ctx, p, to, req)
+	endSpan(span, err)
+	return a, err
+}
+
 // forward runs req on peer to and decodes its answer.
-func (p *Peer) forward(ctx context.Context, to string, req rpcRequest) (rpcResponse, error) {
-	req.V = rpcVersion
+func forward[A any, PA rpcAnswer[A]](ctx context.Context, p *Peer, to string, req meshReq) (A, error) {
+	var out A
+	h := req.head()
+	h.V, h.Op, h.Trace = rpcVersion, req.op(), traceparent(ctx)
 	b, err := json.Marshal(req)
 	if err != nil {
-		return rpcResponse{}, err
+		return out, err
 	}
-	out, err := p.host.Call(ctx, to, b)
+	raw, err := p.host.Call(ctx, to, b)
 	if err != nil {
 		if ctx.Err() != nil {
-			return rpcResponse{}, ctx.Err()
+			return out, ctx.Err()
 		}
-		return rpcResponse{}, fmt.Errorf("%w: forward to %s: %v", api.ErrUnavailable, to, err)
+		return out, fmt.Errorf("%w: forward to %s: %v", api.ErrUnavailable, to, err)
 	}
-	var resp rpcResponse
-	if err := json.Unmarshal(out, &resp); err != nil {
-		return rpcResponse{}, fmt.Errorf("peer: forward to %s: bad answer: %w", to, err)
+	if err := json.Unmarshal(raw, PA(&out)); err != nil {
+		return out, fmt.Errorf("peer: forward to %s: bad answer: %w", to, err)
 	}
-	return resp, resp.rpcError.err()
+	return out, PA(&out).answerErr().err()
+}
+
+// callServer decodes one op's request and serves it locally.
+type callServer func(ctx context.Context, p *Peer, b []byte) ([]byte, error)
+
+// serveAs is the callServer of request type R answering A.
+func serveAs[R, A any, PR interface {
+	*R
+	meshCall[A]
+}, PA rpcAnswer[A]](ctx context.Context, p *Peer, b []byte) ([]byte, error) {
+	req := PR(new(R))
+	if err := json.Unmarshal(b, req); err != nil {
+		return nil, fmt.Errorf("peer: forwarded %s: %w", req.op(), err)
+	}
+	a, err := req.serve(p.withTrace(ctx, req.head().Trace), p)
+	PA(&a).answerErr().set(err)
+	return json.Marshal(&a)
 }
 
 // serveCall answers a request forwarded by another peer, locally only.
 func (p *Peer) serveCall(ctx context.Context, from string, b []byte) ([]byte, error) {
-	var req rpcRequest
-	if err := json.Unmarshal(b, &req); err != nil {
+	h, err := readHeader(b)
+	if err != nil {
 		return nil, fmt.Errorf("peer: forwarded request from %s: %w", from, err)
 	}
-	if req.V != rpcVersion {
-		return nil, fmt.Errorf("peer: forwarded request from %s: version %d, want %d", from, req.V, rpcVersion)
+	if h.V != rpcVersion {
+		return nil, fmt.Errorf("peer: forwarded request from %s: version %d, want %d", from, h.V, rpcVersion)
 	}
-	l := local{p}
-	ctx = p.withTrace(ctx, req.Trace)
-	var resp rpcResponse
-	var err error
-	switch req.Op {
-	case "submit":
-		if req.Spec == nil {
-			return nil, errors.New("peer: forwarded submit without a spec")
-		}
-		var r api.SubmitResult
-		r, err = l.Submit(ctx, req.Spec)
-		resp.Submit = &r
-	case "task":
-		var v shard.TaskView
-		v, err = l.Task(ctx, req.Task, req.Wait)
-		resp.Task = &v
-	case "group":
-		var v shard.GroupView
-		v, err = l.Group(ctx, req.Group, req.Wait, !req.NoTasks)
-		resp.Group = &v
-	case "events":
-		resp.Events, err = l.TaskEvents(ctx, req.Task)
-	case "cancel":
-		err = l.cancel(ctx, req.Group, req.Task, req.By)
-	case "logs":
-		page := p.logs.read(req.Task, shard.Round(req.Round), req.From)
-		resp.Logs = &page
-	case "retry":
-		err = l.retry(ctx, req.Group, req.Task, req.By, req.Key)
-	case "list":
-		if req.Filter == nil {
-			return nil, errors.New("peer: forwarded list without a filter")
-		}
-		err = p.read(ctx, func(n *node.Node) error { r := n.List(req.Filter, req.Groups); resp.List = &r; return nil })
-	case "stats":
-		err = p.read(ctx, func(n *node.Node) error { r := n.HandlerStats(); resp.Stats = &r; return nil })
-	case "audit":
-		err = p.read(ctx, func(n *node.Node) error { resp.Audit = n.Audit(); return nil })
-	case "workers":
-		resp.Workers = p.hub.list(time.Now())
-	case "schedule_set", "schedule", "schedule_delete", "schedule_pause", "schedule_resume", "schedules":
-		err = p.serveScheduleCall(ctx, req, &resp)
-	case "schedule_trigger":
-		err = p.serveTriggerCall(ctx, req, &resp)
-	default:
-		return nil, fmt.Errorf("peer: forwarded request from %s: unknown op %q", from, req.Op)
+	serve, ok := callServers[h.Op]
+	if !ok {
+		return nil, fmt.Errorf("peer: forwarded request from %s: unknown op %q", from, h.Op)
 	}
-	resp.rpcError.set(err)
-	return json.Marshal(resp)
+	return serve(ctx, p, b)
+}
+
+// headerPrefix is how every peer's requests open (the header's first
+// fields, in order), read without parsing a large body twice.
+var headerPrefix = []byte(`{"v":1,"op":"`)
+
+// readHeader returns a request's version and op.
+func readHeader(b []byte) (rpcHeader, error) {
+	if rest, ok := bytes.CutPrefix(b, headerPrefix); ok {
+		if i := bytes.IndexByte(rest, '"'); i > 0 && bytes.IndexByte(rest[:i], '\\') < 0 {
+			return rpcHeader{V: rpcVersion, Op: string(rest[:i])}, nil
+		}
+	}
+	var h rpcHeader
+	err := json.Unmarshal(b, &h)
+	return h, err
+}
+
+// errNoAnswer is the error of an answer that lacks what its request asks.
+var errNoAnswer = errors.New("peer: forwarded request answered without its result")
+
+// answered returns *v, the part of an answer a request asks for, unless
+// err is set or the answer lacks it.
+func answered[T any](v *T, err error) (T, error) {
+	var zero T
+	if err != nil {
+		return zero, err
+	}
+	if v == nil {
+		return zero, errNoAnswer
+	}
+	return *v, nil
+}
+
+// askAll sends req to every member at once and hands each answer to
+// collect, one at a time; a member that does not answer (within the
+// forward timeout) is left out.
+func askAll[A any, PA rpcAnswer[A]](ctx context.Context, p *Peer, members []string, req meshReq, collect func(PA)) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, m := range members {
+		wg.Go(func() {
+			cctx, cancel := contextWithTimeout(ctx)
+			defer cancel()
+			a, err := forward[A, PA](cctx, p, m, req)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			collect(&a)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
 }

@@ -44,9 +44,9 @@ func (p *Peer) gatherList(ctx context.Context, f *shard.Filter, groups bool) (no
 	if err != nil {
 		return node.ListResult{}, nil, err
 	}
-	p.askAll(ctx, members, rpcRequest{Op: "list", Filter: f, Groups: groups}, func(resp *rpcResponse) {
-		if resp.List != nil {
-			out.Merge(resp.List, f.Limit)
+	askAll(ctx, p, members, &listReq{Filter: f, Groups: groups}, func(a *listAns) {
+		if a.List != nil {
+			out.Merge(a.List, f.Limit)
 		}
 	})
 	return out, missing(total, out.Parts), nil
@@ -80,9 +80,9 @@ func (b backend) Stats(ctx context.Context) (api.StatsPage, error) {
 	if err != nil {
 		return api.StatsPage{}, mapErr(err)
 	}
-	b.p.askAll(ctx, members, rpcRequest{Op: "stats"}, func(resp *rpcResponse) {
-		if resp.Stats != nil {
-			out.Merge(resp.Stats)
+	askAll(ctx, b.p, members, &statsReq{}, func(a *statsAns) {
+		if a.Stats != nil {
+			out.Merge(a.Stats)
 		}
 	})
 	page.Handlers, page.Missing = out.Handlers, missing(total, out.Parts)

@@ -48,12 +48,12 @@ func (b backend) TaskLogs(ctx context.Context, id shard.TaskID, attempt, from in
 	if run.Peer == b.p.ID() {
 		page = b.p.logs.read(id, shard.Round(run.Attempt), from)
 	} else {
-		resp, err := b.p.forward(ctx, run.Peer, rpcRequest{Op: "logs", Task: id, Round: uint64(run.Attempt), From: from})
-		if err != nil || resp.Logs == nil {
+		a, err := forward[logsAns](ctx, b.p, run.Peer, &logsReq{Task: id, Round: uint64(run.Attempt), From: from})
+		if err != nil || a.Logs == nil {
 			out.Unavailable = "peer " + run.Peer + " that ran it does not answer"
 			return out, nil
 		}
-		page = *resp.Logs
+		page = *a.Logs
 	}
 	out.Lines, out.DroppedBytes = page.Lines, page.Dropped
 	// An attempt whose runner has no log of it (it restarted, or ran an

@@ -12,22 +12,14 @@ import (
 	"github.com/needle-mesh/needle/wal"
 )
 
-// command is one message into the loop's inbox. Exactly one field group is
-// set; queries carry a reply channel.
+// command is one message into the loop's inbox: a request answered by a
+// Reply once applied (do, reply), or a function run on the loop goroutine
+// (query: reads, waiters, the drain).
 type command struct {
-	submit  *shard.GroupSpec
-	cancelG shard.GroupID
-	cancelT shard.TaskID
-	by      string
-	reply   chan node.Reply // for submit and cancel
+	do    func(n *node.Node, req uint64)
+	reply chan node.Reply
 
-	query func(n *node.Node) // run on the loop goroutine (reads)
-
-	do func(n *node.Node, req uint64) // a request answered by a Reply (schedules)
-
-	wait *waiter // register a waiter
-
-	drain bool // start draining
+	query func(n *node.Node)
 }
 
 const (
@@ -125,26 +117,13 @@ func (p *Peer) report(o shard.Outcome) {
 }
 
 func (p *Peer) handle(c command) {
-	switch {
-	case c.submit != nil:
-		req := p.node.NextRequest()
-		p.calls[req] = c.reply
-		p.node.Submit(req, c.submit)
-	case c.cancelG != "":
-		req := p.node.NextRequest()
-		p.calls[req] = c.reply
-		p.node.Cancel(req, c.cancelG, c.cancelT, c.by)
-	case c.do != nil:
-		req := p.node.NextRequest()
-		p.calls[req] = c.reply
-		c.do(p.node, req)
-	case c.query != nil:
+	if c.do == nil {
 		c.query(p.node)
-	case c.wait != nil:
-		p.waiters.add(p.node, c.wait)
-	case c.drain:
-		p.node.Drain()
+		return
 	}
+	req := p.node.NextRequest()
+	p.calls[req] = c.reply
+	c.do(p.node, req)
 }
 
 // drainReady hands the node's Readies to the shared driver (node.Driver)

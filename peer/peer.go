@@ -576,7 +576,7 @@ func (p *Peer) drain(loopErr, srvErr chan error) (error, bool) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.DrainTimeout)
 	defer cancel()
-	if err := p.send(ctx, command{drain: true}); err != nil {
+	if err := p.send(ctx, command{query: (*node.Node).Drain}); err != nil {
 		return nil, false
 	}
 	select {

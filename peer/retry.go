@@ -9,22 +9,13 @@ import (
 )
 
 func (b local) retry(ctx context.Context, g shard.GroupID, t shard.TaskID, by, key string) error {
-	_, err := b.p.call(ctx, command{do: func(n *node.Node, req uint64) { n.Retry(req, g, t, by, key) }})
+	_, err := b.p.call(ctx, func(n *node.Node, req uint64) { n.Retry(req, g, t, by, key) })
 	return mapErr(err)
 }
 
 func (b backend) retry(ctx context.Context, g shard.GroupID, t shard.TaskID, by, key string) error {
-	return retryUnavailable(ctx, func() error {
-		to, err := b.p.route(ctx, g)
-		if err != nil || to == "" {
-			if err != nil {
-				return mapErr(err)
-			}
-			return local(b).retry(ctx, g, t, by, key)
-		}
-		_, err = b.p.forward(ctx, to, rpcRequest{Op: "retry", Group: g, Task: t, By: by, Key: key})
-		return err
-	})
+	_, err := routed[rpcError](ctx, b.p, g, &retryReq{Group: g, Task: t, By: by, Key: key})
+	return err
 }
 
 // RetryTask runs a FAILED or CANCELED task again (api.Retrier).

@@ -17,13 +17,13 @@ import (
 // and returns what the forwarding peer gets.
 func roundTrip(t *testing.T, err error) error {
 	t.Helper()
-	var r rpcResponse
+	var r rpcError
 	r.set(err)
 	b, jerr := json.Marshal(r)
 	if jerr != nil {
 		t.Fatal(jerr)
 	}
-	var back rpcResponse
+	var back rpcError
 	if jerr := json.Unmarshal(b, &back); jerr != nil {
 		t.Fatal(jerr)
 	}
@@ -110,7 +110,7 @@ func previousDecode(kind, msg string, field *shard.FieldError) error {
 // the answers of that one (its kinds, without codes) the way it did.
 func TestErrorPreviousRelease(t *testing.T) {
 	for _, k := range errorKinds {
-		var r rpcResponse
+		var r rpcError
 		r.set(k.err)
 		old := api.ErrorOf(previousDecode(r.Err, r.Msg, r.Field))
 		status := k.status
@@ -135,7 +135,7 @@ func TestErrorPreviousRelease(t *testing.T) {
 		{`{"err":"internal","msg":"disk on fire"}`, api.Error{Status: 500, Code: api.CodeInternal, Message: "disk on fire"}},
 		{`{"err":"something new","msg":"?"}`, api.Error{Status: 500, Code: api.CodeInternal, Message: "?"}},
 	} {
-		var r rpcResponse
+		var r rpcError
 		if err := json.Unmarshal([]byte(c.answer), &r); err != nil {
 			t.Fatal(err)
 		}

@@ -15,70 +15,36 @@ import (
 // group ("<schedule id>~<unix seconds>") routes with its schedule (see
 // shard.RouteKey), so a firing is one entry of that partition's log.
 
-// a schedule command: replied to once applied
-
-// call runs a request-style command (reply once applied) in the loop.
-func (p *Peer) callDo(ctx context.Context, f func(n *node.Node, req uint64)) (node.Reply, error) {
-	return p.call(ctx, command{do: f})
-}
-
 // CreateSchedule implements api.ScheduleBackend.
 func (b backend) CreateSchedule(ctx context.Context, spec *shard.ScheduleSpec, key, by string) (shard.ScheduleView, bool, error) {
 	spec.ID = scheduleIDFor(key)
-	var v shard.ScheduleView
-	var created bool
-	err := retryUnavailable(ctx, func() error {
-		to, err := b.p.route(ctx, shard.GroupID(spec.ID))
-		if err != nil {
-			return mapErr(err)
-		}
-		if to == "" {
-			v, created, err = local(b).createSchedule(ctx, spec, by)
-			return err
-		}
-		resp, err := b.p.forward(ctx, to, rpcRequest{Op: "schedule_set", Sched: spec, By: by})
-		if err == nil {
-			v, created = *resp.Schedule, resp.Created
-		}
-		return err
-	})
-	return v, created, err
+	a, err := routed[scheduleAns](ctx, b.p, shard.GroupID(spec.ID), &scheduleSetReq{Sched: spec, By: by})
+	v, err := answered(a.Schedule, err)
+	return v, a.Created, err
 }
 
 func (b backend) Schedule(ctx context.Context, id shard.ScheduleID) (shard.ScheduleView, error) {
-	return b.scheduleOp(ctx, rpcRequest{Op: "schedule", Group: shard.GroupID(id)})
+	return b.scheduleOp(ctx, &scheduleGetReq{scheduleRef: scheduleRef{ID: shard.GroupID(id)}})
 }
 
 func (b backend) DeleteSchedule(ctx context.Context, id shard.ScheduleID, by string) (shard.ScheduleView, error) {
-	return b.scheduleOp(ctx, rpcRequest{Op: "schedule_delete", Group: shard.GroupID(id), By: by})
+	return b.scheduleOp(ctx, &scheduleDeleteReq{scheduleRef: scheduleRef{ID: shard.GroupID(id), By: by}})
 }
 
 func (b backend) PauseSchedule(ctx context.Context, id shard.ScheduleID, pause bool, by string) (shard.ScheduleView, error) {
-	op := "schedule_resume"
+	ref := scheduleRef{ID: shard.GroupID(id), By: by}
 	if pause {
-		op = "schedule_pause"
+		return b.scheduleOp(ctx, &schedulePauseReq{scheduleRef: ref})
 	}
-	return b.scheduleOp(ctx, rpcRequest{Op: op, Group: shard.GroupID(id), By: by})
+	return b.scheduleOp(ctx, &scheduleResumeReq{scheduleRef: ref})
 }
 
-func (b backend) scheduleOp(ctx context.Context, req rpcRequest) (shard.ScheduleView, error) {
-	var v shard.ScheduleView
-	err := retryUnavailable(ctx, func() error {
-		to, err := b.p.route(ctx, req.Group)
-		if err != nil {
-			return mapErr(err)
-		}
-		if to == "" {
-			v, err = local(b).scheduleOp(ctx, req)
-			return err
-		}
-		resp, err := b.p.forward(ctx, to, req)
-		if err == nil {
-			v = *resp.Schedule
-		}
-		return err
-	})
-	return v, err
+func (b backend) scheduleOp(ctx context.Context, req interface {
+	meshCall[scheduleAns]
+	ref() *scheduleRef
+}) (shard.ScheduleView, error) {
+	a, err := routed[scheduleAns](ctx, b.p, req.ref().ID, req)
+	return answered(a.Schedule, err)
 }
 
 // Schedules lists the schedules of every live member, merged and sorted by
@@ -93,46 +59,26 @@ func (b backend) Schedules(ctx context.Context) ([]shard.ScheduleView, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.p.askAll(ctx, members, rpcRequest{Op: "schedules"}, func(resp *rpcResponse) { out = append(out, resp.Schedules...) })
+	askAll(ctx, b.p, members, &schedulesReq{}, func(a *schedulesAns) { out = append(out, a.Schedules...) })
 	sort.Slice(out, func(i, j int) bool { return out[i].Spec.ID < out[j].Spec.ID })
 	out = slices.CompactFunc(out, func(a, b shard.ScheduleView) bool { return a.Spec.ID == b.Spec.ID })
 	return out, nil
 }
 
 func (b local) createSchedule(ctx context.Context, spec *shard.ScheduleSpec, by string) (shard.ScheduleView, bool, error) {
-	r, err := b.p.callDo(ctx, func(n *node.Node, req uint64) { n.SetSchedule(req, spec, by) })
+	r, err := b.p.call(ctx, func(n *node.Node, req uint64) { n.SetSchedule(req, spec, by) })
 	if err != nil {
 		return shard.ScheduleView{}, false, err
 	}
 	created := r.Submit.Group == ""
-	var v shard.ScheduleView
-	err = b.p.read(ctx, func(n *node.Node) (err error) { v, err = n.Schedule(spec.ID); return err })
+	v, err := b.schedule(ctx, spec.ID)
 	return v, created, err
 }
 
-func (b local) scheduleOp(ctx context.Context, req rpcRequest) (shard.ScheduleView, error) {
-	id := shard.ScheduleID(req.Group)
+func (b local) schedule(ctx context.Context, id shard.ScheduleID) (shard.ScheduleView, error) {
 	var v shard.ScheduleView
-	get := func() error {
-		return b.p.read(ctx, func(n *node.Node) (err error) { v, err = n.Schedule(id); return err })
-	}
-	switch req.Op {
-	case "schedule":
-		return v, get()
-	case "schedule_delete":
-		if err := get(); err != nil {
-			return v, err
-		}
-		_, err := b.p.callDo(ctx, func(n *node.Node, r uint64) { n.DeleteSchedule(r, id, req.By) })
-		return v, err
-	case "schedule_pause", "schedule_resume":
-		pause := req.Op == "schedule_pause"
-		if _, err := b.p.callDo(ctx, func(n *node.Node, r uint64) { n.PauseSchedule(r, id, pause, req.By) }); err != nil {
-			return v, err
-		}
-		return v, get()
-	}
-	return v, errors.New("peer: unknown schedule op " + req.Op)
+	err := b.p.read(ctx, func(n *node.Node) (err error) { v, err = n.Schedule(id); return err })
+	return v, err
 }
 
 func (b local) schedules(ctx context.Context) ([]shard.ScheduleView, error) {
@@ -141,25 +87,109 @@ func (b local) schedules(ctx context.Context) ([]shard.ScheduleView, error) {
 	return out, err
 }
 
-// serveScheduleCall answers a forwarded schedule request.
-func (p *Peer) serveScheduleCall(ctx context.Context, req rpcRequest, resp *rpcResponse) error {
-	l := local{p}
-	switch req.Op {
-	case "schedule_set":
-		if req.Sched == nil {
-			return errors.New("peer: forwarded schedule_set without a schedule")
-		}
-		v, created, err := l.createSchedule(ctx, req.Sched, req.By)
-		resp.Schedule, resp.Created = &v, created
-		return err
-	case "schedules":
-		var err error
-		resp.Schedules, err = l.schedules(ctx)
-		return err
+// The schedule requests of the mesh. A schedule routes like a group: its
+// id is the wire's "group".
+
+// scheduleRef names a schedule and who asks.
+type scheduleRef struct {
+	ID shard.GroupID `json:"group,omitempty"`
+	By string        `json:"by,omitempty"`
+}
+
+func (r *scheduleRef) ref() *scheduleRef { return r }
+
+type scheduleAns struct {
+	rpcError
+	Schedule *shard.ScheduleView `json:"schedule,omitempty"`
+	Created  bool                `json:"created,omitempty"`
+}
+
+// scheduleSetReq creates a schedule (or finds the one of its key).
+type scheduleSetReq struct {
+	rpcHeader
+	Sched *shard.ScheduleSpec `json:"sched,omitempty"`
+	By    string              `json:"by,omitempty"`
+}
+
+func (*scheduleSetReq) op() string { return opScheduleSet }
+func (r *scheduleSetReq) serve(ctx context.Context, p *Peer) (scheduleAns, error) {
+	if r.Sched == nil {
+		return scheduleAns{}, errors.New("peer: forwarded schedule_set without a schedule")
 	}
-	v, err := l.scheduleOp(ctx, req)
-	resp.Schedule = &v
-	return err
+	v, created, err := local{p}.createSchedule(ctx, r.Sched, r.By)
+	return scheduleAns{Schedule: &v, Created: created}, err
+}
+
+// scheduleGetReq reads a schedule.
+type scheduleGetReq struct {
+	rpcHeader
+	scheduleRef
+}
+
+func (*scheduleGetReq) op() string { return opSchedule }
+func (r *scheduleGetReq) serve(ctx context.Context, p *Peer) (scheduleAns, error) {
+	v, err := local{p}.schedule(ctx, shard.ScheduleID(r.ID))
+	return scheduleAns{Schedule: &v}, err
+}
+
+// scheduleDeleteReq deletes a schedule; the answer is the schedule before.
+type scheduleDeleteReq struct {
+	rpcHeader
+	scheduleRef
+}
+
+func (*scheduleDeleteReq) op() string { return opScheduleDelete }
+func (r *scheduleDeleteReq) serve(ctx context.Context, p *Peer) (scheduleAns, error) {
+	id := shard.ScheduleID(r.ID)
+	v, err := local{p}.schedule(ctx, id)
+	if err == nil {
+		_, err = p.call(ctx, func(n *node.Node, req uint64) { n.DeleteSchedule(req, id, r.By) })
+	}
+	return scheduleAns{Schedule: &v}, err
+}
+
+// schedulePauseReq pauses a schedule, scheduleResumeReq resumes it.
+type (
+	schedulePauseReq struct {
+		rpcHeader
+		scheduleRef
+	}
+	scheduleResumeReq struct {
+		rpcHeader
+		scheduleRef
+	}
+)
+
+func (*schedulePauseReq) op() string  { return opSchedulePause }
+func (*scheduleResumeReq) op() string { return opScheduleResume }
+func (r *schedulePauseReq) serve(ctx context.Context, p *Peer) (scheduleAns, error) {
+	return local{p}.pause(ctx, r.scheduleRef, true)
+}
+func (r *scheduleResumeReq) serve(ctx context.Context, p *Peer) (scheduleAns, error) {
+	return local{p}.pause(ctx, r.scheduleRef, false)
+}
+
+func (b local) pause(ctx context.Context, r scheduleRef, pause bool) (scheduleAns, error) {
+	id := shard.ScheduleID(r.ID)
+	if _, err := b.p.call(ctx, func(n *node.Node, req uint64) { n.PauseSchedule(req, id, pause, r.By) }); err != nil {
+		return scheduleAns{}, err
+	}
+	v, err := b.schedule(ctx, id)
+	return scheduleAns{Schedule: &v}, err
+}
+
+// schedulesReq lists the schedules of the partitions this peer serves.
+type schedulesReq struct{ rpcHeader }
+
+type schedulesAns struct {
+	rpcError
+	Schedules []shard.ScheduleView `json:"schedules,omitempty"`
+}
+
+func (*schedulesReq) op() string { return opSchedules }
+func (r *schedulesReq) serve(ctx context.Context, p *Peer) (schedulesAns, error) {
+	out, err := local{p}.schedules(ctx)
+	return schedulesAns{Schedules: out}, err
 }
 
 var _ api.ScheduleBackend = backend{}

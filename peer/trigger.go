@@ -16,48 +16,41 @@ import (
 // again (shard/trigger.go). A client that retries the HTTP request itself
 // should send a key.
 
-// a manual firing: replied to with its group once applied
-
 // TriggerSchedule implements api.TriggerBackend.
 func (b backend) TriggerSchedule(ctx context.Context, id shard.ScheduleID, key, by string) (shard.ScheduleView, api.SubmitResult, error) {
-	req := rpcRequest{Op: "schedule_trigger", Group: shard.GroupID(id), By: by, Tag: triggerTag(key)}
-	var v shard.ScheduleView
-	var res api.SubmitResult
-	err := retryUnavailable(ctx, func() error {
-		to, err := b.p.route(ctx, req.Group)
-		if err != nil {
-			return mapErr(err)
-		}
-		if to == "" {
-			v, res, err = local(b).trigger(ctx, req)
-			return err
-		}
-		resp, err := b.p.forward(ctx, to, req)
-		if err == nil {
-			v, res = *resp.Schedule, *resp.Submit
-		}
-		return err
-	})
-	return v, res, err
-}
-
-func (b local) trigger(ctx context.Context, req rpcRequest) (shard.ScheduleView, api.SubmitResult, error) {
-	id := shard.ScheduleID(req.Group)
-	r, err := b.p.callDo(ctx, func(n *node.Node, rq uint64) { n.TriggerSchedule(rq, id, req.Tag, req.By) })
+	req := &triggerReq{scheduleRef: scheduleRef{ID: shard.GroupID(id), By: by}, Tag: triggerTag(key)}
+	a, err := routed[triggerAns](ctx, b.p, req.ID, req)
 	if err != nil {
 		return shard.ScheduleView{}, api.SubmitResult{}, err
 	}
-	res := api.SubmitResult{Group: r.Submit.Group, Tasks: r.Submit.Tasks, Created: r.Submit.Created}
-	var v shard.ScheduleView
-	err = b.p.read(ctx, func(n *node.Node) (err error) { v, err = n.Schedule(id); return err })
+	res, err := answered(a.Submit, err)
+	v, err := answered(a.Schedule, err)
 	return v, res, err
 }
 
-// serveTriggerCall answers a forwarded trigger.
-func (p *Peer) serveTriggerCall(ctx context.Context, req rpcRequest, resp *rpcResponse) error {
-	v, res, err := local{p}.trigger(ctx, req)
-	resp.Schedule, resp.Submit = &v, &res
-	return err
+// triggerReq fires a schedule now; its tag names the request.
+type triggerReq struct {
+	rpcHeader
+	scheduleRef
+	Tag string `json:"tag,omitempty"` // TriggerTag
+}
+
+type triggerAns struct {
+	rpcError
+	Submit   *api.SubmitResult   `json:"submit,omitempty"`
+	Schedule *shard.ScheduleView `json:"schedule,omitempty"`
+}
+
+func (*triggerReq) op() string { return opTrigger }
+func (r *triggerReq) serve(ctx context.Context, p *Peer) (triggerAns, error) {
+	id := shard.ScheduleID(r.ID)
+	res, err := p.call(ctx, func(n *node.Node, rq uint64) { n.TriggerSchedule(rq, id, r.Tag, r.By) })
+	if err != nil {
+		return triggerAns{}, err
+	}
+	sub := api.SubmitResult{Group: res.Submit.Group, Tasks: res.Submit.Tasks, Created: res.Submit.Created}
+	v, err := local{p}.schedule(ctx, id)
+	return triggerAns{Submit: &sub, Schedule: &v}, err
 }
 
 var _ api.TriggerBackend = backend{}

@@ -759,8 +759,8 @@ func (b backend) ListWorkers(ctx context.Context) (api.WorkerList, error) {
 	answers := make(chan answer, len(peers))
 	for _, id := range peers {
 		go func() {
-			resp, err := b.p.forward(ctx, id, rpcRequest{Op: "workers"})
-			answers <- answer{id, resp.Workers, err}
+			a, err := forward[workersAns](ctx, b.p, id, &workersReq{})
+			answers <- answer{id, a.Workers, err}
 		}()
 	}
 	for range peers {
