@@ -1,0 +1,235 @@
+package node_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/needle-mesh/needle/node"
+	"github.com/needle-mesh/needle/node/nodetest"
+	"github.com/needle-mesh/needle/shard"
+)
+
+// TestTranscripts runs the transcripts of testdata/*.txt: each is a
+// scenario written in a small command language over nodetest.Mesh (see
+// transcript_cmds_test.go for the commands), with the events that matter
+// (leadership, replica sets, runs, grants, outcomes, acks, terminal
+// states) printed after each command. Regenerate with
+//
+//	go test ./node -run TestTranscripts -rewrite
+//
+// and review the diff.
+func TestTranscripts(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		e := &env{t: t}
+		datadriven.RunTest(t, path, e.run)
+	})
+}
+
+// env is one transcript's state: the mesh and what its events last showed.
+type env struct {
+	t    *testing.T
+	m    *nodetest.Mesh
+	out  strings.Builder // events since the last command's output
+	show map[string]bool // event kinds printed (log)
+	// last state printed, to print changes only
+	servers   []string
+	confs     []string
+	abdicated map[string]bool
+	terminal  map[string]bool       // task/state already printed
+	stepped   map[string]int        // refusals printed, by peer
+	grantsOn  map[nodetest.Link]int // tasks granted on a link and delivered or held (wait grant)
+}
+
+// defaultLog is what a transcript prints unless it says otherwise (log).
+var defaultLog = []string{"leaders", "conf", "runs", "grants", "outcomes", "acks", "states", "refusals"}
+
+func (e *env) run(t *testing.T, d *datadriven.TestData) string {
+	e.t = t
+	out, err := e.command(d)
+	if err != nil {
+		d.Fatalf(t, "%s: %v", d.Pos, err)
+	}
+	e.observe()
+	ev := e.out.String()
+	e.out.Reset()
+	if out != "" && !strings.HasSuffix(out, "\n") {
+		out += "\n"
+	}
+	if ev+out == "" {
+		return "ok\n"
+	}
+	return ev + out
+}
+
+// start builds the mesh and hooks its events.
+func (e *env) start(peers, parts int) {
+	e.m = nodetest.NewMesh(e.t, peers, parts)
+	e.show = map[string]bool{}
+	for _, k := range defaultLog {
+		e.show[k] = true
+	}
+	e.servers, e.confs = make([]string, parts), make([]string, parts)
+	e.abdicated, e.terminal, e.stepped = map[string]bool{}, map[string]bool{}, map[string]int{}
+	e.grantsOn = map[nodetest.Link]int{}
+	e.m.OnSend = e.sent
+	e.m.OnRun = func(p *nodetest.Peer, r node.Run) {
+		e.logf("runs", "%s runs %s round %d", p.ID, r.Task, r.Round)
+	}
+	e.m.OnChange = func(p *nodetest.Peer, c shard.Change) {
+		k := fmt.Sprint(c.Task, c.State)
+		if c.State.Terminal() && !e.terminal[k] {
+			e.terminal[k] = true
+			e.logf("states", "%s %v", c.Task, c.State)
+		}
+	}
+	e.m.OnDuty = func(p *nodetest.Peer, d node.Duty, rd *node.Ready) {
+		if d == node.DutyPersist && e.show["duties"] && len(rd.Early) > 0 {
+			e.logf("duties", "%s persists %d updates after its early sends", p.ID, len(rd.Persist.Updates))
+		}
+	}
+	e.m.Check = e.observe
+}
+
+// logf records an event of kind k, with the virtual time.
+func (e *env) logf(k, format string, args ...any) {
+	if !e.show[k] {
+		return
+	}
+	fmt.Fprintf(&e.out, "%s %s\n", e.at(), fmt.Sprintf(format, args...))
+}
+
+func (e *env) at() string {
+	return fmt.Sprintf("[%7.2fs]", e.m.Now.Sub(nodetest.Epoch).Seconds())
+}
+
+// sent prints the messages that matter.
+func (e *env) sent(s nodetest.Sent) {
+	fate := ""
+	if s.Fate != "" {
+		fate = " (" + s.Fate + ")"
+	}
+	m := s.Msg
+	switch m.Type {
+	case node.MsgGrant:
+		if s.Fate == "" || s.Fate == "held" {
+			e.grantsOn[nodetest.Link{From: s.From, To: s.To}] += len(m.Grants)
+		}
+		if m.Refused {
+			e.logf("grants", "%s -> %s grant refused%s", s.From, s.To, fate)
+			return
+		}
+		for _, g := range m.Grants {
+			e.logf("grants", "%s -> %s grant %s round %d for %s%s", s.From, s.To, g.Task, g.Round, m.Holder, fate)
+		}
+	case node.MsgOutcome:
+		for _, o := range m.Outcomes {
+			e.logf("outcomes", "%s -> %s outcome %s round %d ok=%v%s", s.From, s.To, o.Task, o.Round, o.OK, fate)
+		}
+	case node.MsgAck:
+		for _, a := range m.Acks {
+			e.logf("acks", "%s -> %s ack %s round %d%s", s.From, s.To, a.Task, a.Round, fate)
+		}
+	case node.MsgStealReq:
+		e.logf("steals", "%s -> %s steal want %d%s", s.From, s.To, m.Want, fate)
+	case node.MsgRaft:
+		e.sentRaft(s, fate)
+	}
+}
+
+// sentRaft prints Raft messages other than heartbeats (log raft).
+func (e *env) sentRaft(s nodetest.Sent, fate string) {
+	when := "after persist"
+	if s.Early {
+		when = "early"
+	}
+	for _, rm := range s.Msg.Raft {
+		switch t := rm.Msg.GetType(); t {
+		case pb.MsgHeartbeat, pb.MsgHeartbeatResp:
+		default:
+			e.logf("raft", "%s -> %s p%d %v term %d index %d (%s)%s", s.From, s.To, rm.Partition, t,
+				rm.Msg.GetTerm(), rm.Msg.GetIndex(), when, fate)
+		}
+	}
+}
+
+// observe prints the changes of leadership, replica sets, abdication and
+// refused messages since it last ran.
+func (e *env) observe() {
+	if e.m == nil {
+		return
+	}
+	for part := range e.m.Partitions {
+		s := strings.Join(e.m.Serving(part), ",")
+		if s != e.servers[part] {
+			e.servers[part] = s
+			if s == "" {
+				s = "nobody"
+			}
+			e.logf("leaders", "p%d served by %s", part, s)
+		}
+		if c := e.conf(part); c != "" && c != e.confs[part] {
+			e.confs[part] = c
+			e.logf("conf", "p%d %s", part, c)
+		}
+	}
+	for _, p := range e.m.Peers {
+		e.observePeer(p)
+	}
+}
+
+func (e *env) observePeer(p *nodetest.Peer) {
+	for part := range e.m.Partitions {
+		r, ok := p.Node.Replica(part)
+		k := fmt.Sprint(p.ID, "/", part)
+		ab := ok && !p.Down && r.Abdicated
+		if ab != e.abdicated[k] {
+			e.abdicated[k] = ab
+			if ab {
+				e.logf("leaders", "%s abdicates p%d (term %d)", p.ID, part, r.Term)
+			}
+		}
+	}
+	for _, s := range p.Stepped[e.stepped[p.ID]:] {
+		e.logf("refusals", "%s refused from %s", p.ID, s)
+	}
+	e.stepped[p.ID] = len(p.Stepped)
+}
+
+// conf describes partition part's configuration as its server sees it
+// ("" without one server).
+func (e *env) conf(part int) string {
+	srv := e.m.Server(part)
+	if srv == "" {
+		return ""
+	}
+	r, _ := e.m.MustPeer(srv).Node.Replica(part)
+	return describeConf(r)
+}
+
+func describeConf(r node.ReplicaInfo) string {
+	s := "voters " + strings.Join(sorted(r.Voters), " ")
+	if len(r.Learners) > 0 {
+		s += " learners " + strings.Join(sorted(r.Learners), " ")
+	}
+	if len(r.Outgoing) > 0 {
+		s += " outgoing " + strings.Join(sorted(r.Outgoing), " ")
+	}
+	return s
+}
+
+func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }
+
+// duration parses a command's duration argument.
+func duration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("bad duration %q: %w", s, err)
+	}
+	return d, nil
+}
