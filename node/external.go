@@ -321,5 +321,5 @@ func (n *Node) startOffered(g Grant) {
 	n.startExternal(g.Task, g.Round)
 	n.rd.Run = append(n.rd.Run, Run{Task: g.Task, Round: g.Round, Handler: g.Handler, Payload: g.Payload, Timeout: g.Timeout,
 		Inputs: g.Inputs, Attempt: g.Attempt, External: true, Expiry: g.Expiry, Trace: g.Trace,
-		Shard: g.Shard, Shards: g.Shards, Require: g.Require})
+		Shard: g.Shard, Shards: g.Shards, Require: g.Require, Worker: g.Worker})
 }

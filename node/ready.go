@@ -79,6 +79,9 @@ type Run struct {
 	// Shard and Shards are set on a broadcast's copies: the copy's index
 	// and the number of copies (Shards 0 otherwise).
 	Shard, Shards int
+	// Worker is set on a copy of a broadcast to external workers: the only
+	// worker (polling this peer) that may take it (shard.BroadcastWorker).
+	Worker string
 }
 
 // Reply answers a request made through Submit or Cancel.

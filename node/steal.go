@@ -238,7 +238,7 @@ func (n *Node) grantApplied(p *partition, e *shard.Event) {
 	n.steal.grants[e.Holder] = append(n.steal.grants[e.Holder], Grant{Task: e.Task, Round: e.Round, Expiry: e.Expiry,
 		Handler: spec.Handler, Payload: p.shard.Payload(e.Task), Timeout: p.shard.Timeout(spec),
 		Inputs: rawInputs(p.shard.Inputs(e.Task)), Attempt: p.shard.Attempts(e.Task), Trace: p.shard.Trace(e.Task),
-		Shard: si, Shards: sn, Require: spec.Require})
+		Shard: si, Shards: sn, Require: spec.Require, Worker: p.shard.BroadcastWorker(e.Task)})
 }
 
 // flushGrants sends the grants (and refusals) of this Ready.

@@ -160,6 +160,10 @@ type Grant struct {
 	// external worker must carry them. Sent after the shards, one list per
 	// grant; nil from an older peer.
 	Require []string
+	// Worker is the external worker a copy of a broadcast to workers is
+	// pinned to (Run.Worker). Sent after the requires, one per grant; ""
+	// from an older peer.
+	Worker string
 }
 
 // ErrWire is wrapped by every decode error.
@@ -232,6 +236,11 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 		dst = binary.AppendUvarint(dst, uint64(len(m.Grants)))
 		for _, g := range m.Grants {
 			dst = appendStrings(dst, g.Require)
+		}
+		// Appended: each grant's pinned worker.
+		dst = binary.AppendUvarint(dst, uint64(len(m.Grants)))
+		for _, g := range m.Grants {
+			dst = shard.AppendString(dst, g.Worker)
 		}
 	default:
 		return nil, fmt.Errorf("peer: encode: unknown message type %v", m.Type)
@@ -378,6 +387,9 @@ func DecodeMessage(p []byte) (Message, error) {
 		}
 		if d.Err() == nil && d.Len() > 0 {
 			decodeRequires(&d, m.Grants)
+		}
+		if d.Err() == nil && d.Len() > 0 {
+			decodeWorkers(&d, m.Grants)
 		}
 	}
 	if err := d.Err(); err != nil {
@@ -541,6 +553,18 @@ func decodeRequires(d *shard.Decoder, grants []Grant) {
 				return
 			}
 		}
+	}
+}
+
+// decodeWorkers reads the grants' pinned workers, appended after their
+// requires.
+func decodeWorkers(d *shard.Decoder, grants []Grant) {
+	if n := d.Count(1); n != len(grants) {
+		d.Fail("%d workers for %d grants", n, len(grants))
+		return
+	}
+	for i := range grants {
+		grants[i].Worker = d.String()
 	}
 }
 

@@ -28,7 +28,7 @@ func wireSamples() []Message {
 		{Type: MsgStealReq, From: "e", Want: 4, Load: Load{Slots: 2}},
 		{Type: MsgGrant, From: "f", Load: Load{Ready: 10}, Grants: []Grant{{Task: "g.3", Round: 1,
 			Expiry: time.Unix(1_700_000_000, 5).UTC(), Handler: "echo", Payload: []byte("1"), Timeout: time.Second, Attempt: 2,
-			Trace: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Shard: 1, Shards: 3, Require: []string{"zone=a"}},
+			Trace: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Shard: 1, Shards: 3, Require: []string{"zone=a"}, Worker: "resizer-1"},
 			{Task: "g.4", Round: 1, Handler: "sum", Timeout: time.Second,
 				Inputs: map[string]json.RawMessage{"b": json.RawMessage(`[1,2]`), "a": json.RawMessage(`"x"`)}}}, Holder: "t#7"},
 		{Type: MsgGrant, From: "f", Load: Load{Ready: 1}, Grants: []Grant{{Task: "g.5", Round: 2, Handler: "echo"}}}, // from an older peer: no holder
@@ -63,9 +63,10 @@ func TestWireRoundTrip(t *testing.T) {
 			beforeFor := m.Type == MsgHeartbeat && cut == len(b)-workersLen-featLen-len(appendStrings(nil, m.Heartbeat.StrandedFor))
 			beforeFeatures := m.Type == MsgHeartbeat && cut == len(b)-workersLen-featLen
 			beforeWorkers := m.Type == MsgHeartbeat && cut == len(b)-workersLen
-			attemptsLen, tracesLen, shardsLen, requiresLen := 0, 0, 0, 0
+			attemptsLen, tracesLen, shardsLen, requiresLen, workersLen := 0, 0, 0, 0, 0
 			if m.Type == MsgGrant {
-				requiresLen = len(grantRequires(m.Grants))
+				workersLen = len(grantWorkers(m.Grants))
+				requiresLen = len(grantRequires(m.Grants)) + workersLen
 				shardsLen = len(grantShards(m.Grants)) + requiresLen
 				tracesLen = len(grantTraces(m.Grants)) + shardsLen
 				attemptsLen = len(grantAttempts(m.Grants)) + tracesLen
@@ -75,7 +76,9 @@ func TestWireRoundTrip(t *testing.T) {
 			beforeTraces := m.Type == MsgGrant && cut == len(b)-tracesLen
 			beforeShards := m.Type == MsgGrant && cut == len(b)-shardsLen
 			beforeRequires := m.Type == MsgGrant && cut == len(b)-requiresLen
-			if err == nil && !oldHeartbeat && !beforeFor && !beforeFeatures && !beforeWorkers && !oldGrant && !beforeAttempts && !beforeTraces && !beforeShards && !beforeRequires {
+			beforeGrantWorkers := m.Type == MsgGrant && cut == len(b)-workersLen
+			if err == nil && !oldHeartbeat && !beforeFor && !beforeFeatures && !beforeWorkers && !oldGrant && !beforeAttempts && !beforeTraces &&
+				!beforeShards && !beforeRequires && !beforeGrantWorkers {
 				t.Fatalf("%v truncated to %d/%d bytes decoded", m.Type, cut, len(b))
 			}
 			if err == nil && oldHeartbeat && (got.Heartbeat.Labels != nil || got.Heartbeat.Stranded != 0) {
@@ -102,6 +105,9 @@ func TestWireRoundTrip(t *testing.T) {
 			if err == nil && (oldGrant || beforeAttempts || beforeTraces || beforeShards) && slices.ContainsFunc(got.Grants, func(g Grant) bool { return g.Shards != 0 }) {
 				t.Fatalf("a grant without its shards decoded %+v", got.Grants)
 			}
+			if err == nil && beforeGrantWorkers && slices.ContainsFunc(got.Grants, func(g Grant) bool { return g.Worker != "" }) {
+				t.Fatalf("a grant without its workers decoded %+v", got.Grants)
+			}
 		}
 	}
 	if _, err := DecodeMessage([]byte{9, 1}); err == nil {
@@ -126,6 +132,15 @@ func grantRequires(gs []Grant) []byte {
 	b := binary.AppendUvarint(nil, uint64(len(gs)))
 	for _, g := range gs {
 		b = appendStrings(b, g.Require)
+	}
+	return b
+}
+
+// grantWorkers is the grant message's tail appended after the requires.
+func grantWorkers(gs []Grant) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(gs)))
+	for _, g := range gs {
+		b = shard.AppendString(b, g.Worker)
 	}
 	return b
 }

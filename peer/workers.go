@@ -254,7 +254,7 @@ func (h *hub) unpoll(q *xpoll) bool {
 func (h *hub) fill(q *xpoll, now time.Time) {
 	kept := h.queue[:0]
 	for _, x := range h.queue {
-		if q.serves(&x.run) {
+		if q.takes(&x.run) {
 			q.got = append(q.got, h.lease(q.w, x.run, now))
 			continue
 		}
@@ -600,7 +600,7 @@ func (h *hub) expire(ctx context.Context, l *xlease, now time.Time) {
 // serves, and forgets old finished leases.
 func (h *hub) sweep(ctx context.Context, now time.Time) {
 	var lost, timedOut []*xlease
-	var back []node.Run
+	var back, pinned []node.Run
 	died := false
 	h.mu.Lock()
 	for _, id := range slices.Sorted(maps.Keys(h.workers)) {
@@ -635,7 +635,12 @@ func (h *hub) sweep(ctx context.Context, now time.Time) {
 	}
 	kept := h.queue[:0]
 	for _, x := range h.queue {
-		if !served[x.run.Handler] && now.Sub(x.at) >= h.ttl || !x.run.Expiry.IsZero() && now.After(x.run.Expiry) {
+		expired := !x.run.Expiry.IsZero() && now.After(x.run.Expiry)
+		if !expired && h.pinnedGone(&x.run, now) {
+			pinned = append(pinned, x.run) // its worker is dead: no other may take it
+			continue
+		}
+		if !served[x.run.Handler] && now.Sub(x.at) >= h.ttl || expired {
 			back = append(back, x.run)
 			continue
 		}
@@ -653,6 +658,10 @@ func (h *hub) sweep(ctx context.Context, now time.Time) {
 		h.demandChanged(ctx) // the mesh learns it serves no more; free slots lapse (standingFor)
 	}
 	for _, l := range lost {
+		if l.run.Worker != "" {
+			pinned = append(pinned, l.run)
+			continue
+		}
 		_ = h.report(ctx, shard.Outcome{Task: l.run.Task, Round: l.run.Round, Lost: true,
 			Error: fmt.Sprintf("worker %s lost: no poll or heartbeat for %v", l.worker, h.ttl)}, l.run.Handler)
 	}
@@ -663,6 +672,9 @@ func (h *hub) sweep(ctx context.Context, now time.Time) {
 	for _, r := range back {
 		_ = h.report(ctx, shard.Outcome{Task: r.Task, Round: r.Round, Lost: true,
 			Error: fmt.Sprintf("no live worker on peer %s serves handler %q", h.p.ID(), r.Handler)}, r.Handler)
+	}
+	for i := range pinned {
+		_ = h.report(ctx, h.pinnedFailed(&pinned[i]), pinned[i].Handler)
 	}
 }
 

@@ -28,7 +28,11 @@ func (g *GroupSpec) Fingerprint() [32]byte {
 	c.ID, c.Trace = "", ""
 	if c.Mode == ModeBroadcast && len(c.Tasks) > 0 {
 		t := c.Tasks[0]
+		toWorkers := BroadcastWorker(&t) != ""
 		t.Name, t.Pin = "", ""
+		if toWorkers {
+			t.Name = "\x00workers" // to workers and to peers are two requests
+		}
 		c.Tasks = []TaskSpec{t}
 	}
 	return sha256.Sum256(AppendGroupSpec(nil, &c))

@@ -25,6 +25,8 @@ func TestCheckRepeat(t *testing.T) {
 	otherPeers.Tasks = []TaskSpec{{Name: "p3", Pin: "p3", Handler: "echo", Require: []string{"zone=a"}}}
 	otherLabels := bcast
 	otherLabels.Tasks = []TaskSpec{{Name: "p1", Pin: "p1", Handler: "echo", Require: []string{"zone=b"}}}
+	toWorkers := bcast
+	toWorkers.Tasks = []TaskSpec{{Name: "w1", Pin: "p1", Handler: "echo", Require: []string{"zone=a"}}}
 	fresh := first
 	fresh.ID = "k3"
 	for _, tt := range []struct {
@@ -37,6 +39,7 @@ func TestCheckRepeat(t *testing.T) {
 		{"more tasks", moreTasks, true},
 		{"broadcast over other peers", otherPeers, false},
 		{"broadcast to other labels", otherLabels, true},
+		{"broadcast to workers, not peers", toWorkers, true},
 		{"unused key", fresh, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -230,6 +230,30 @@ func TestStreamValidate(t *testing.T) {
 	if err := b.Validate(); err == nil || !strings.Contains(err.Error(), "pin") {
 		t.Errorf("broadcast with a peer twice: %v", err)
 	}
+	// To workers: two workers may poll one peer; the kinds do not mix.
+	w := GroupSpec{ID: "w", Mode: ModeBroadcast, Tasks: []TaskSpec{{Name: "w1", Handler: "h", Pin: "p1"}, {Name: "w2", Handler: "h", Pin: "p1"}}}
+	if err := w.Validate(); err != nil {
+		t.Errorf("broadcast to two workers of one peer: %v", err)
+	}
+	w.Tasks = append(w.Tasks, TaskSpec{Name: "p2", Handler: "h", Pin: "p2"})
+	if err := w.Validate(); err == nil || !strings.HasPrefix(err.Error(), "tasks[2].name") {
+		t.Errorf("broadcast to workers and a peer: %v", err)
+	}
+}
+
+func TestBroadcastWorker(t *testing.T) {
+	o := newOwner(t)
+	o.submit(GroupSpec{ID: "w", Mode: ModeBroadcast, Tasks: []TaskSpec{{Name: "w1", Handler: "h", Pin: "p1"}, {Name: "w2", Handler: "h", Pin: "p1"}}})
+	o.submit(GroupSpec{ID: "p", Mode: ModeBroadcast, Tasks: []TaskSpec{{Name: "p1", Handler: "h", Pin: "p1"}}})
+	o.submit(GroupSpec{ID: "d", Mode: ModeDAG, Tasks: []TaskSpec{{Name: "fetch", Handler: "h", Pin: "p1"}}})
+	for id, want := range map[TaskID]string{"w.0": "w1", "w.1": "w2", "p.0": "", "d.0": "", "x.0": ""} {
+		if got := o.s.BroadcastWorker(id); got != want {
+			t.Errorf("BroadcastWorker(%s) = %q; want %q", id, got, want)
+		}
+	}
+	if i, n := o.s.BroadcastShard("w.1"); i != 1 || n != 2 {
+		t.Errorf("BroadcastShard(w.1) = %d, %d; want 1, 2", i, n)
+	}
 }
 
 func TestMatches(t *testing.T) {

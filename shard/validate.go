@@ -151,13 +151,22 @@ func validateStream(g *GroupSpec) error {
 	return nil
 }
 
-// validateBroadcast checks that every copy is pinned to a different peer.
+// validateBroadcast checks that every copy is pinned: a peer's copy (named
+// by its pin) to a different peer, a worker's copy (named by its worker,
+// see Shard.BroadcastWorker) to the peer that worker polls, where several
+// workers may poll one peer (the names, unique in the group, keep the
+// workers apart). Copies of both kinds are not mixed in one group.
 func validateBroadcast(tasks []TaskSpec) error {
 	pins := make(map[string]int, len(tasks))
 	for i := range tasks {
 		p := tasks[i].Pin
 		if p == "" {
 			return &FieldError{Task: i, Field: "pin", Message: "every copy of a broadcast is pinned to its peer"}
+		}
+		if toWorker := BroadcastWorker(&tasks[i]) != ""; toWorker != (BroadcastWorker(&tasks[0]) != "") {
+			return &FieldError{Task: i, Field: "name", Message: "a broadcast goes to peers (each copy named by its pin) or to workers, not both"}
+		} else if toWorker {
+			continue
 		}
 		if j, dup := pins[p]; dup {
 			return &FieldError{Task: i, Field: "pin", Message: fmt.Sprintf("peer %s twice (also tasks[%d])", p, j)}

@@ -207,3 +207,31 @@ func (s *Shard) BroadcastShard(id TaskID) (i, n int) {
 	}
 	return i, len(g.tasks)
 }
+
+// BroadcastWorker returns, for a copy of a broadcast to external workers,
+// the id of the worker it is pinned to (at the peer of its Pin); "" for
+// any other task. A broadcast's copy is named by what runs it: its peer
+// (the name is the pin) or one worker polling that peer (the name is the
+// worker's id). The worker is thus carried by the name the group already
+// stores, and the log and snapshot layouts do not change.
+func (s *Shard) BroadcastWorker(id TaskID) string {
+	gid, i, ok := id.Split()
+	if !ok {
+		return ""
+	}
+	g := s.groups[gid]
+	if g == nil || g.spec.Mode != ModeBroadcast || i >= len(g.tasks) {
+		return ""
+	}
+	return BroadcastWorker(&g.spec.Tasks[i])
+}
+
+// BroadcastWorker returns the worker a broadcast's copy ts is pinned to, ""
+// for a peer's copy (see Shard.BroadcastWorker). ts must be a broadcast's:
+// another group's tasks have names of their own.
+func BroadcastWorker(ts *TaskSpec) string {
+	if ts.Pin == "" || ts.Name == "" || ts.Name == ts.Pin {
+		return ""
+	}
+	return ts.Name
+}

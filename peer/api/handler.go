@@ -278,7 +278,10 @@ func (s *server) submitTask(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) submitGroup(w http.ResponseWriter, r *http.Request) {
-	spec, err := DecodeGroup(s.body(w, r), s.opts.Limits)
+	spec, to, err := decodeGroupTo(s.body(w, r), s.opts.Limits)
+	if err == nil && to == ToWorkers {
+		err = s.expandToWorkers(r.Context(), spec)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -78,6 +78,7 @@ type rawGroup struct {
 	Stages json.RawMessage   `json:"stages"` // [[task, ...], ...] (staged) or [stage, ...] (pipeline)
 	Items  []json.RawMessage `json:"items"`  // pipeline: one payload per item
 	Notify string            `json:"notify"` // webhook URL
+	To     string            `json:"to"`     // a broadcast's target: peers (default) or workers
 }
 
 // rawStage is one stage of a streaming pipeline: a task template plus its
@@ -127,31 +128,45 @@ func DecodeTask(r io.Reader, lim Limits) (*shard.GroupSpec, error) {
 // TaskSpec.Stage set and no Deps). Errors are *FieldError naming the JSON
 // path, possibly wrapping ErrPayloadTooLarge. The group id is left empty.
 func DecodeGroup(r io.Reader, lim Limits) (*shard.GroupSpec, error) {
+	spec, to, err := decodeGroupTo(r, lim)
+	if err == nil && to == ToWorkers {
+		return nil, fieldErr("to", "workers: not in a schedule; each firing expands a broadcast in its owner's membership view, which lists peers, not workers")
+	}
+	return spec, err
+}
+
+// decodeGroupTo is DecodeGroup that also returns a broadcast's target
+// ("to": ToPeers or ToWorkers), which the peer taking the request expands.
+func decodeGroupTo(r io.Reader, lim Limits) (*shard.GroupSpec, string, error) {
 	lim = lim.withDefaults()
 	data, err := readBody(r, lim.MaxBody)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	var rg rawGroup
 	if err := decodeStrict(data, &rg, ""); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	spec := &shard.GroupSpec{}
 	if spec.Mode, err = rg.mode(lim); err != nil {
-		return nil, err
+		return nil, "", err
+	}
+	to, err := checkTo(rg.To, spec.Mode)
+	if err != nil {
+		return nil, "", err
 	}
 	if err := setKeyTrace(spec, rg.Key, rg.Trace); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if err := setNotify(spec, rg.Notify, lim); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	var names map[string]int
 	switch spec.Mode {
 	case shard.ModePipeline:
 		var stages [][]json.RawMessage
 		if err := decodeStrict(rg.Stages, &stages, "stages"); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		spec.Tasks, names, err = decodeStages(stages, lim)
 	case shard.ModeStream:
@@ -160,14 +175,14 @@ func DecodeGroup(r io.Reader, lim Limits) (*shard.GroupSpec, error) {
 		spec.Tasks, names, err = decodeTasks(rg.Tasks, spec.Mode, lim)
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if spec.Mode == shard.ModeDAG {
 		if err := checkDeps(spec.Tasks, names); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 	}
-	return spec, validateCore(spec)
+	return spec, to, validateCore(spec)
 }
 
 // setTraceparent makes a well-formed W3C traceparent header the

@@ -1,0 +1,75 @@
+package peer
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/needle-mesh/needle/node"
+	"github.com/needle-mesh/needle/peer/api"
+	"github.com/needle-mesh/needle/shard"
+)
+
+// Broadcasts to external workers. The peer that takes the request expands
+// the template over the live workers of its handler, mesh-wide (one copy
+// per worker, named by the worker's id and pinned to the peer it polls;
+// api.ExpandToWorkers). The owner leases a copy to that peer only, as any
+// pinned task, and this peer's hub hands it to that worker only
+// (Run.Worker). A copy whose worker is dead here (silent for the TTL,
+// unknown, or dead while it ran the copy) fails the attempt: the copy's
+// retry policy decides whether it runs again, in that worker once it polls
+// again under the same id.
+
+var _ api.WorkerBroadcaster = backend{}
+
+// WorkersFor lists the live workers of the mesh that serve handler, for a
+// broadcast to workers.
+func (b backend) WorkersFor(ctx context.Context, handler string) ([]api.WorkerInfo, error) {
+	if b.p.handlers.Has(handler) {
+		return nil, &api.FieldError{Field: "tasks[0].handler",
+			Message: fmt.Sprintf("handler %q runs in the peers (built in or registered), never in external workers: broadcast it to peers", handler)}
+	}
+	list, err := b.ListWorkers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(list.Unreachable) > 0 {
+		return nil, fmt.Errorf("%w: peers %s did not answer for their workers, which would miss their copies",
+			api.ErrUnavailable, strings.Join(list.Unreachable, ", "))
+	}
+	out := list.Workers[:0]
+	for _, w := range list.Workers {
+		for _, h := range w.Handlers {
+			if h == handler {
+				out = append(out, w)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// takes reports whether poll q may take run r: it serves r (handler,
+// labels), and r is not pinned to another worker.
+func (q *xpoll) takes(r *node.Run) bool {
+	return (r.Worker == "" || r.Worker == q.w.id) && q.serves(r)
+}
+
+// pinnedGone reports whether r is pinned to a worker that is not alive on
+// this peer at now. h.mu is held.
+func (h *hub) pinnedGone(r *node.Run, now time.Time) bool {
+	if r.Worker == "" {
+		return false
+	}
+	w := h.workers[r.Worker]
+	return w == nil || w.polling == 0 && now.Sub(w.seen) >= h.ttl
+}
+
+// pinnedFailed is the outcome of a copy pinned to a worker that is dead:
+// the attempt fails (not handed back as Lost: no other worker may take it),
+// and the copy's retry policy decides.
+func (h *hub) pinnedFailed(r *node.Run) shard.Outcome {
+	return shard.Outcome{Task: r.Task, Round: r.Round,
+		Error: fmt.Sprintf("worker %s is not alive on peer %s: no poll or heartbeat for %v", r.Worker, h.p.ID(), h.ttl)}
+}
