@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -22,7 +21,6 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/needle-mesh/needle/node"
-	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/peer/handler"
 	"github.com/needle-mesh/needle/peer/p2p"
 	"github.com/needle-mesh/needle/shard"
@@ -30,188 +28,6 @@ import (
 	"github.com/needle-mesh/needle/wal"
 	"github.com/needle-mesh/needle/wal/badgerwal"
 )
-
-// Config configures a running peer (the runtime around the pure Node).
-type Config struct {
-	// DataDir holds the WAL (Badger), identity and outbox. Default
-	// "./needle-data".
-	DataDir string
-	// HTTPAddr is the API's listen address. Default "127.0.0.1:7070".
-	HTTPAddr string
-	// Slots is the number of tasks run at once. Default NumCPU+1.
-	Slots int
-	// Partitions is the ring's partition count, fixed when the data dir is
-	// first created. Default 256.
-	Partitions int
-	// Retention keeps finished groups this long. Default 7 days.
-	Retention time.Duration
-	// DefaultTimeout applies to tasks without a timeout. Default 10 min.
-	DefaultTimeout time.Duration
-	// Limits bound API requests (body, tasks per group, payload).
-	Limits api.Limits
-	// Token, when set, is required as a bearer token on the API.
-	Token string
-	// Version and Commit name the build in the needle_build_info metric
-	// (needled sets them from its stamped build info). Default "unknown".
-	Version, Commit string
-	// OpenAPI allows an HTTPAddr that is not a loopback address without a
-	// Token: anyone who reaches the address may use the API. Without it,
-	// such a configuration is refused (New returns an error).
-	OpenAPI bool
-	// Builtins configures the exec and http handlers' allow-lists, for
-	// the registry New builds when Handlers is nil.
-	Builtins handler.BuiltinConfig
-	// MaxResult bounds a handler's result, in bytes (as stored: JSON). A
-	// larger result fails the attempt permanently ("result of N bytes is
-	// over the limit of M"); it is never truncated. Default 1 MiB.
-	MaxResult int
-	// MaxLog bounds the log kept of one attempt, in bytes: past it the
-	// head is cut and the cut counted (the tail is kept). Default 64 KiB.
-	MaxLog int
-	// Handlers holds the task handlers; nil = a new registry with the
-	// built-ins configured by Builtins (handler.NewBuiltins: needled builds
-	// it so). Embedding programs register their own.
-	Handlers *handler.Registry
-	// Logger receives logs. Default: slog.Default().
-	Logger *slog.Logger
-	// InMemory runs on an in-memory Badger with an ephemeral identity
-	// (tests, examples). DataDir is then ignored.
-	InMemory bool
-
-	// Listen are the libp2p listen multiaddrs. Default TCP and QUIC on
-	// port 4001, all interfaces.
-	Listen []string
-	// Join are peers to join through: full multiaddrs ending in /p2p/<id>,
-	// or TCP addresses without the id (/dns4/needle-0/tcp/4001,
-	// needle-0:4001), whose id the host learns by a handshake.
-	// A peer with an empty data dir and no Join founds a new mesh.
-	Join []string
-	// SwarmKeyFile makes the mesh private (pnet PSK); "" = open mesh.
-	SwarmKeyFile string
-	// MDNS discovers peers on the LAN.
-	MDNS bool
-	// Replicas is R, the Raft replicas of each partition. Default 3.
-	Replicas int
-	// ForgetAfter removes a peer dead this long from the membership.
-	// Default 10 min.
-	ForgetAfter time.Duration
-	// NoSteal turns work stealing off (for comparison).
-	NoSteal bool
-	// DrainTimeout bounds the drain on SIGTERM (or POST /v1/drain): hand
-	// leadership over, finish running tasks, then exit. Default 30 s; a
-	// negative value stops at once.
-	DrainTimeout time.Duration
-	// TLSCert and TLSKey serve the API over HTTPS when both are set.
-	TLSCert, TLSKey string
-	// MaxConns bounds the API's open connections; more wait in the
-	// listen backlog until one closes. Default 1024.
-	MaxConns int
-	// RatePerClient bounds API requests per second from one client address
-	// (429 beyond, with a burst of twice the rate). 0 = no limit.
-	RatePerClient float64
-	// Notify configures webhook deliveries (allow-list, signing secret).
-	Notify NotifyConfig
-	// Labels are this peer's placement labels ("zone" -> "a"), gossiped
-	// to the mesh: tasks that require labels run only on peers carrying
-	// them. Default none.
-	Labels map[string]string
-	// WorkerTTL is how long an external worker may go without a poll, a
-	// heartbeat or a report before it is dead: its leases are handed back
-	// and its tasks run again. Default 10 s.
-	WorkerTTL time.Duration
-	// StrictHandlers refuses submissions for handlers this peer has not
-	// registered (400 unknown handler). Default false: a handler that is
-	// not registered is external, served by workers that poll for it.
-	StrictHandlers bool
-	// TracerProvider records the spans of submissions and runs
-	// (tracing.go); needled builds one from the OTEL_* environment. nil:
-	// no spans, though a client's traceparent still reaches the handlers.
-	TracerProvider trace.TracerProvider
-}
-
-// Validate fills defaults and reports the first invalid field.
-func (c *Config) Validate() error {
-	if c.DataDir == "" {
-		c.DataDir = "./needle-data"
-	}
-	if c.MaxConns <= 0 {
-		c.MaxConns = 1024
-	}
-	if c.HTTPAddr == "" {
-		c.HTTPAddr = "127.0.0.1:7070"
-	}
-	if c.Slots == 0 {
-		c.Slots = runtime.NumCPU() + 1
-	}
-	if c.Partitions == 0 {
-		c.Partitions = 256
-	}
-	if c.Retention == 0 {
-		c.Retention = 7 * 24 * time.Hour
-	}
-	if c.DefaultTimeout == 0 {
-		c.DefaultTimeout = 10 * time.Minute
-	}
-	if c.Replicas == 0 {
-		c.Replicas = 3
-	}
-	if c.MaxResult == 0 {
-		c.MaxResult = DefaultMaxResult
-	}
-	if c.MaxLog <= 0 {
-		c.MaxLog = DefaultMaxLog
-	}
-	if c.DrainTimeout == 0 {
-		c.DrainTimeout = 30 * time.Second
-	}
-	if c.ForgetAfter == 0 {
-		c.ForgetAfter = 10 * time.Minute
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	switch {
-	case c.Slots < 0:
-		return errors.New("peer: --slots must be >= 0")
-	case c.Partitions < 1 || c.Partitions > 1<<16:
-		return fmt.Errorf("peer: --partitions %d out of range 1..65536", c.Partitions)
-	case c.Retention < 0:
-		return errors.New("peer: --retention must be >= 0")
-	case c.DefaultTimeout < 0:
-		return errors.New("peer: --default-timeout must be > 0")
-	case c.Replicas < 1 || c.Replicas > 15:
-		return fmt.Errorf("peer: --replicas %d out of range 1..15", c.Replicas)
-	case c.ForgetAfter < 10*time.Second:
-		return fmt.Errorf("peer: --forget-after %v is under 10s", c.ForgetAfter)
-	case (c.TLSCert == "") != (c.TLSKey == ""):
-		return errors.New("peer: --tls-cert and --tls-key go together")
-	case c.RatePerClient < 0:
-		return errors.New("peer: --rate must be >= 0")
-	case c.MaxResult < 0:
-		return errors.New("peer: --max-result must be > 0")
-	}
-	if c.Token == "" && !isLoopback(c.HTTPAddr) {
-		if !c.OpenAPI {
-			return fmt.Errorf("peer: --http %s is not a loopback address and no API token is set: "+
-				"set NEEDLE_API_TOKEN to require a bearer token, listen on 127.0.0.1, "+
-				"or pass --insecure-open-api to serve the API to anyone who can reach it", c.HTTPAddr)
-		}
-		c.Logger.Warn("the API is open: no token, and --http is not a loopback address", "http", c.HTTPAddr)
-	}
-	if _, err := c.Notify.validate(); err != nil {
-		return err
-	}
-	if c.Limits.MaxBody == 0 {
-		c.Limits.MaxBody = 32 << 20
-	}
-	if c.Limits.MaxPayload == 0 {
-		c.Limits.MaxPayload = 1 << 20
-	}
-	return nil
-}
-
-// DefaultMaxResult is Config.MaxResult when it is zero: 1 MiB.
-const DefaultMaxResult = 1 << 20
 
 // leaseAhead is the most leases a peer holds beyond its slots, per slot.
 const leaseAhead = 128
