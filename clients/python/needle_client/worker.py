@@ -22,8 +22,8 @@ _log = logging.getLogger("needle_client")
 _REPORT_TIMEOUT = 60.0
 # Bound on the log lines a task keeps until they are sent.
 _MAX_PENDING_LINES = 1000
-# Bound on the reporter threads.
-_MAX_REPORTERS = 64
+# Bound on the outcomes of one batch (POST /v1/leases/report, a poll's "done").
+_MAX_BATCH = 1000
 # Concurrency bound: a poll takes at most 1,000 tasks.
 _MAX_CONCURRENCY = 1000
 
@@ -204,10 +204,14 @@ class Worker:
         self._cv = threading.Condition()
         self._running = {}  # lease -> Task, running or queued: the tasks held
         self._queue = queue.Queue()  # tasks for the handler threads
-        # Outcomes for the reporter threads: a handler's thread and slot are
-        # free while its outcome is sent.
-        self._reports = queue.Queue(maxsize=concurrency + prefetch)
-        self._reporters = min(concurrency + prefetch, _MAX_REPORTERS)
+        # Outcomes (task, entry) for the reporter: a handler's thread and
+        # slot are free while its outcome is sent. The reporter sends all
+        # that waited in one batch; while it has one in flight, the poller
+        # carries those waiting in its poll ("done").
+        self._reports = queue.Queue(maxsize=2 * (concurrency + prefetch))
+        self._sending = False  # the reporter has a batch in flight
+        self._batches = False  # the peer took a batch: polls may carry outcomes
+        self._legacy = False  # the peer has no batch route: one call per lease
 
     # -- control --------------------------------------------------------
 
@@ -239,11 +243,8 @@ class Worker:
         threads = [threading.Thread(target=self._runner, name="needle-worker-%d" % i, daemon=True)
                    for i in range(self.concurrency)]
         threads.append(threading.Thread(target=self._heartbeats, name="needle-heartbeat", daemon=True))
-        # As many reports in flight as tasks held: a report waits for the
-        # peer's answer, and a few reporters would bound the throughput.
-        reporters = [threading.Thread(target=self._reporter, name="needle-report-%d" % i, daemon=True)
-                     for i in range(self._reporters)]
-        for t in threads + reporters:
+        reporter = threading.Thread(target=self._reporter, name="needle-report", daemon=True)
+        for t in threads + [reporter]:
             t.start()
         try:
             self._poll_loop()
@@ -253,11 +254,8 @@ class Worker:
             self._drain()
             for _ in range(self.concurrency):
                 self._queue.put(None)
-            for _ in reporters:
-                self._reports.put(None)
-            end = time.monotonic() + _REPORT_TIMEOUT
-            for t in reporters:
-                t.join(max(0.0, end - time.monotonic()))
+            self._reports.put(None)
+            reporter.join(_REPORT_TIMEOUT)
             for sig, h in old.items():
                 signal.signal(sig, h)
 
@@ -277,9 +275,15 @@ class Worker:
             if self._stop.is_set():
                 return
             body["max"] = free
+            done = self._for_poll()
+            if done:
+                body["done"] = [e for _, e in done]
+            else:
+                body.pop("done", None)
             try:
                 self._poll_conn = self._poller._conn(self._poller.timeout + self.poll_wait)
                 if self._stop.is_set():
+                    self._put_back(done)
                     return
                 # Not resent on a new connection: stop() ends a poll by
                 # closing its connection.
@@ -287,6 +291,7 @@ class Worker:
                                            timeout=self._poller.timeout + self.poll_wait, resend=False)
                 bo.reset()
             except NeedleError as e:
+                self._put_back(done)  # the reporter sends them again
                 if self._stop.is_set():
                     return
                 if e.status in (400, 401, 403, 404):
@@ -297,13 +302,13 @@ class Worker:
                 continue
             finally:
                 self._poll_conn = None
+            self._verdicts(done, (ans or {}).get("done") or [])
             for i, raw in enumerate((ans or {}).get("tasks") or []):
                 t = Task(raw)
                 if i >= free or self._stop.is_set():
                     # Not ours to run: it goes back, to run elsewhere.
                     t._end("released")
-                    threading.Thread(target=self._report, args=(t, None, "worker %s is stopping" % self.id, False),
-                                     daemon=True).start()
+                    self._reports.put(_outcome(t, None, "worker %s is stopping" % self.id, False))
                     continue
                 with self._cv:
                     self._running[t.lease] = t
@@ -320,20 +325,120 @@ class Worker:
             outcome = None
             try:
                 outcome = self._run_task(t)
+                if outcome is not None:
+                    # Queued before the slot is free: the next poll may
+                    # carry it.
+                    self._reports.put(_outcome(*outcome))
             finally:
                 with self._cv:
                     self._running.pop(t.lease, None)
                     self._cv.notify_all()
-            if outcome is not None:
-                self._reports.put(outcome)
+
+    # -- reporting ------------------------------------------------------
 
     def _reporter(self):
-        while True:
+        """Sends the waiting outcomes, all of them in one batch, until the
+        end mark."""
+        end = False
+        while not end:
             o = self._reports.get()
             if o is None:
-                self.client.close()
+                break
+            batch = [o]
+            while len(batch) < _MAX_BATCH:
+                try:
+                    o = self._reports.get_nowait()
+                except queue.Empty:
+                    break
+                if o is None:
+                    end = True
+                    break
+                batch.append(o)
+            self._sending = True
+            try:
+                self._send_batch(batch)
+            finally:
+                self._sending = False
+        self.client.close()
+
+    def _for_poll(self):
+        """The waiting outcomes for a poll to carry: while the reporter has
+        a batch in flight (an idle one sends them at once), once the peer
+        is known to take batches."""
+        out = []
+        if not (self._batches and self._sending):
+            return out
+        while len(out) < _MAX_BATCH:
+            try:
+                o = self._reports.get_nowait()
+            except queue.Empty:
+                break
+            if o is None:  # not while polling; kept for the reporter
+                self._reports.put(o)
+                break
+            self._send_logs(o[0])
+            out.append(o)
+        return out
+
+    def _put_back(self, done):
+        for o in done:
+            self._reports.put(o)
+
+    def _send_batch(self, batch):
+        """Reports a batch (POST /v1/leases/report), retrying transient
+        errors for a while; to a peer without the route (404), each outcome
+        on its lease."""
+        for t, _ in batch:
+            self._send_logs(t)
+        if not self._legacy:
+            try:
+                ans = self._retry("/v1/leases/report", {"done": [e for _, e in batch]})
+            except NeedleError as e:
+                if e.status != 404:
+                    for t, _ in batch:
+                        _log.warning("outcome of %s not sent: %s", t.id, e, extra=_ids(t))
+                    return
+                self._legacy = True
+            else:
+                self._batches = True
+                self._verdicts(batch, (ans or {}).get("done") or [])
                 return
-            self._report(*o)
+        for t, e in batch:
+            if "error" in e:
+                path, body = "/fail", {"error": e["error"], "permanent": e["permanent"]}
+            else:
+                path, body = "/complete", {"result": e["result"]}
+            try:
+                self._retry("/v1/leases/" + t.lease + path, body)
+            except NeedleError as err:
+                self._refused(t, err.code, err)
+
+    def _retry(self, path, body):
+        """Sends a report, retrying transient errors for _REPORT_TIMEOUT."""
+        end = time.monotonic() + _REPORT_TIMEOUT
+        bo = _Backoff(self.backoff_min, self.backoff_max)
+        while True:
+            try:
+                return self.client.request("POST", path, body)
+            except NeedleError as e:
+                delay = bo.delay()
+                if not e.transient or time.monotonic() + delay > end:
+                    raise
+                time.sleep(delay)
+
+    def _verdicts(self, batch, verdicts):
+        """Logs the outcomes of a batch the peer did not take."""
+        for i, (t, _) in enumerate(batch):
+            v = verdicts[i] if i < len(verdicts) else {"status": 0, "error": {"code": "", "message": "no verdict"}}
+            if v.get("status") != 200:
+                err = v.get("error") or {}
+                self._refused(t, err.get("code"), "%s %s: %s" % (v.get("status"), err.get("code"), err.get("message")))
+
+    def _refused(self, t, code, e):
+        if code == "lease_lost":
+            _log.info("outcome of %s not taken: %s", t.id, e, extra=_ids(t))
+        else:
+            _log.warning("outcome of %s not sent: %s", t.id, e, extra=_ids(t))
 
     def _run_task(self, t):
         """Runs t's handler; returns its outcome to report, or None."""
@@ -360,29 +465,6 @@ class Worker:
         if t._end("done"):
             return (t, result, error, permanent)
         return None
-
-    def _report(self, t, result, error, permanent):
-        """Sends t's outcome, retrying transient errors for a while."""
-        self._send_logs(t)
-        if error is None:
-            path, body = "/complete", {"result": result}
-        else:
-            path, body = "/fail", {"error": error, "permanent": permanent}
-        end = time.monotonic() + _REPORT_TIMEOUT
-        bo = _Backoff(self.backoff_min, self.backoff_max)
-        while True:
-            try:
-                self.client.request("POST", "/v1/leases/" + t.lease + path, body)
-                return
-            except NeedleError as e:
-                if e.code == "lease_lost":
-                    _log.info("outcome of %s not taken: %s", t.id, e, extra=_ids(t))
-                    return
-                delay = bo.delay()
-                if not e.transient or time.monotonic() + delay > end:
-                    _log.warning("outcome of %s not sent: %s", t.id, e, extra=_ids(t))
-                    return
-                time.sleep(delay)
 
     def _send_logs(self, t):
         lines = t._take_lines()
@@ -438,7 +520,7 @@ class Worker:
                 if queued:
                     t._state = "released"
             if queued:
-                self._report(t, None, "worker %s stopped before the task started" % self.id, False)
+                self._reports.put(_outcome(t, None, "worker %s stopped before the task started" % self.id, False))
         end = time.monotonic() + self.stop_grace
         with self._cv:
             while self._running and not self._hard.is_set():
@@ -450,8 +532,15 @@ class Worker:
         for t in left_over:
             t.canceled.set()
             if t._end("released"):
-                self._report(t, None, "worker %s stopped before the handler returned" % self.id, False)
+                self._reports.put(_outcome(t, None, "worker %s stopped before the handler returned" % self.id, False))
         self._hard.set()
+
+
+def _outcome(t, result, error, permanent):
+    """t's outcome as the reporter queues it: (task, batch entry)."""
+    if error is None:
+        return (t, {"lease": t.lease, "result": result})
+    return (t, {"lease": t.lease, "error": error, "permanent": permanent})
 
 
 def _describe(e):

@@ -24,6 +24,10 @@ class FakePeer:
         self.lost = set()  # leases answering 409 lease_lost
         self.cancel_after = 0  # heartbeats after which a lease is canceled
         self.refuse_poll = 0  # a status every poll gets
+        self.no_batch = False  # an older peer: no batch route
+        self.batches = []  # sizes of the batches received on the batch route
+        self.poll_done = []  # the outcomes each poll carried, as it arrived
+        self.gate = None  # a threading.Event batch reports wait for, when set
         self.tasks = {}  # task id -> task view, for GET /v1/tasks/{id}
         self.gets = {}  # task id -> GETs answered
         self.n = 0
@@ -84,7 +88,11 @@ class FakePeer:
         if method == "POST" and h.headers.get("Content-Type") != "application/json":
             return self.error(h, 415, "unsupported_media_type")
         kind, lease = "poll", None
-        if path.startswith("/v1/leases/"):
+        if path == "/v1/leases/report":
+            if self.no_batch:
+                return self.error(h, 404, "not_found")
+            kind = "report"
+        elif path.startswith("/v1/leases/"):
             lease, kind = path[len("/v1/leases/"):].split("/", 1)
         elif path.startswith("/v1/tasks/") and method == "GET":
             return self.get_task(h, path)
@@ -96,6 +104,15 @@ class FakePeer:
                 return self.error(h, 503, "unavailable")
         if kind == "poll":
             return self.poll(h, body)
+        if kind == "report":
+            with self.cv:
+                self.batches.append(len(body["done"]))
+                gate = self.gate
+            if gate is not None:
+                gate.wait()
+            with self.cv:
+                verdicts = self.take_all(body["done"])
+            return self.reply(h, 200, {"done": verdicts})
         return self.lease(h, kind, lease, body)
 
     def reply(self, h, status, obj):
@@ -112,9 +129,35 @@ class FakePeer:
     def error(self, h, status, code):
         self.reply(h, status, {"error": {"code": code, "message": code}})
 
+    def take_all(self, done):
+        """Takes a batch of outcomes; returns the verdicts. self.cv is held."""
+        out = []
+        for e in done:
+            lease = e["lease"]
+            if lease not in self.leases or lease in self.lost:
+                out.append({"lease": lease, "status": 409, "error": {"code": "lease_lost", "message": "lost"}})
+                continue
+            if "error" in e:
+                self.take(lease, ("fail", e["error"], e.get("permanent", False)))
+            else:
+                self.take(lease, ("complete", e.get("result")))
+            out.append({"lease": lease, "status": 200})
+        return out
+
+    def take(self, lease, outcome):
+        """Records an outcome of lease (the first is kept). self.cv is held."""
+        self.reports[lease] = self.reports.get(lease, 0) + 1
+        if lease not in self.outcomes:
+            self.outcomes[lease] = outcome
+            if len(self.outcomes) == self.want:
+                self.done.set()
+            self.cv.notify_all()
+
     def poll(self, h, body):
         wait = float(body["wait"].rstrip("ms")) / 1000
         with self.cv:
+            self.poll_done.append(body.get("done") or [])
+            verdicts = self.take_all(body.get("done") or [])
             if self.refuse_poll:
                 return self.error(h, self.refuse_poll, "unauthenticated")
             self.cv.wait_for(lambda: self.queue, timeout=wait)
@@ -122,7 +165,10 @@ class FakePeer:
             got, self.queue = self.queue[:body["max"]], self.queue[body["max"]:]
             for t in got:
                 self.leases[t["lease"]] = t
-        self.reply(h, 200, {"tasks": got})
+        ans = {"tasks": got}
+        if verdicts:
+            ans["done"] = verdicts
+        self.reply(h, 200, ans)
 
     def lease(self, h, kind, lease, body):
         with self.cv:
@@ -135,15 +181,10 @@ class FakePeer:
             if kind == "logs":
                 self.logs.setdefault(lease, []).extend(body["lines"])
                 return self.reply(h, 200, {"ok": True})
-            self.reports[lease] = self.reports.get(lease, 0) + 1
-            if lease not in self.outcomes:
-                if kind == "complete":
-                    self.outcomes[lease] = ("complete", body["result"])
-                else:
-                    self.outcomes[lease] = ("fail", body["error"], body["permanent"])
-                if len(self.outcomes) == self.want:
-                    self.done.set()
-                self.cv.notify_all()
+            if kind == "complete":
+                self.take(lease, ("complete", body["result"]))
+            else:
+                self.take(lease, ("fail", body["error"], body["permanent"]))
             return self.reply(h, 200, {"ok": True})
 
     def get_task(self, h, path):

@@ -118,7 +118,7 @@ class WorkerTest(unittest.TestCase):
 
     def test_retries_transient_errors(self):
         w, t, errs = self.start({"echo": lambda task: task.payload}, 2)
-        self.fake.fail_next = {"poll": 3, "complete": 2}
+        self.fake.fail_next = {"poll": 3, "report": 2}
         self.fake.drop_next = 2
         self.fake.lost.add(self.fake.lease_of(1))
         self.fake.add("echo", "a", "b", "c")
@@ -128,7 +128,7 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual(self.fake.outcomes[self.fake.lease_of(0)], ("complete", "a"))
         self.assertEqual(self.fake.outcomes[self.fake.lease_of(2)], ("complete", "c"))
         self.assertEqual(self.fake.reports.get(self.fake.lease_of(1)), None)  # lost: 409, not retried
-        self.assertEqual(self.fake.fail_next, {"poll": 0, "complete": 0})
+        self.assertEqual(self.fake.fail_next, {"poll": 0, "report": 0})
         self.assertEqual(self.fake.drop_next, 0)
 
     def test_graceful_stop(self):
@@ -221,6 +221,79 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual(Task(raw).trace, tp)
         del raw["trace"]
         self.assertIsNone(Task(raw).trace)
+
+    def until(self, cond, what):
+        """Waits until cond() holds, WAIT seconds at most."""
+        end = time.monotonic() + WAIT
+        while not cond():
+            if time.monotonic() > end:
+                self.fail("not reached: %s" % what)
+            time.sleep(0.005)
+
+    def test_batches_outcomes(self):
+        # Outcomes that finish while a report is in flight go together in
+        # the next one, each reported once.
+        release = threading.Event()
+
+        def echo(task):
+            if task.payload:
+                release.wait(WAIT)
+            return task.payload
+
+        w, t, errs = self.start({"echo": echo}, 8, concurrency=2, prefetch=6)
+        self.fake.gate = threading.Event()
+        self.fake.add("echo", *range(8))
+        self.until(lambda: self.fake.batches == [1], "task 0's report waits at the gate")
+        release.set()
+        self.until(lambda: w._reports.qsize() == 7, "the other outcomes queued")
+        self.fake.gate.set()
+        self.assertTrue(self.fake.done.wait(WAIT), "outcomes: %s" % self.fake.outcomes)
+        w.stop()
+        t.join(WAIT)
+        self.assertEqual(self.fake.batches, [1, 7])
+        for i in range(8):
+            self.assertEqual(self.fake.outcomes[self.fake.lease_of(i)], ("complete", i))
+        self.assertEqual(set(self.fake.reports.values()), {1})
+        self.assertEqual(errs, [])
+
+    def test_poll_carries_outcomes(self):
+        # Once the peer took a batch, a poll carries the outcomes waiting
+        # while the reporter is busy, and they are not sent again.
+        w, t, errs = self.start({"echo": lambda task: task.payload}, 3)
+        self.fake.add("echo", 0)
+        self.until(lambda: self.fake.lease_of(0) in self.fake.outcomes and w._batches, "task 0 reported")
+        self.fake.gate = threading.Event()
+        self.fake.add("echo", 1)  # its report waits at the gate
+        self.until(lambda: len(self.fake.batches) == 2, "task 1's report sent")
+        self.fake.add("echo", 2)  # its outcome goes with a poll
+        self.until(lambda: any(e["lease"] == self.fake.lease_of(2) for d in self.fake.poll_done for e in d),
+                   "a poll carries task 2's outcome")
+        self.fake.gate.set()
+        self.assertTrue(self.fake.done.wait(WAIT), "outcomes: %s" % self.fake.outcomes)
+        # The poll that carried it is answered (a poll cut short by the stop
+        # would send its outcomes again, a harmless repeat).
+        polls = len(self.fake.poll_done)
+        self.until(lambda: len(self.fake.poll_done) > polls, "the next poll")
+        w.stop()
+        t.join(WAIT)
+        self.assertEqual(self.fake.batches, [1, 1])
+        self.assertEqual(self.fake.outcomes[self.fake.lease_of(2)], ("complete", 2))
+        self.assertEqual(set(self.fake.reports.values()), {1})
+        self.assertEqual(errs, [])
+
+    def test_older_peer(self):
+        # A peer without the batch route (404) is sent each outcome on its
+        # lease.
+        w, t, errs = self.start({"echo": lambda task: task.payload}, 5, concurrency=2)
+        self.fake.no_batch = True
+        self.fake.add("echo", *range(5))
+        self.assertTrue(self.fake.done.wait(WAIT), "outcomes: %s" % self.fake.outcomes)
+        w.stop()
+        t.join(WAIT)
+        singles = [p for m, p, b, h in self.fake.requests if p.endswith("/complete")]
+        self.assertEqual((len(singles), self.fake.batches), (5, []))
+        self.assertEqual([d for d in self.fake.poll_done if d], [])
+        self.assertEqual(set(self.fake.reports.values()), {1})
 
 
 if __name__ == "__main__":
