@@ -319,11 +319,8 @@ func (m *mesh) removeExtra(p *partition, voters, learners []uint64, want map[uin
 		// shrink the set below the ring's size: a 2-voter partition stops
 		// for good when either voter is lost, and removing a live voter
 		// while another is dead leaves one that can never commit again.
-		// A dead voter too: with it the quorum is no harder to reach than
-		// without it (the live ones are needed either way), it may come
-		// back, and its replacement, once promoted, makes the removal
-		// safe (the simulator's seed 939 lost a partition that went to
-		// two voters so, then lost one of them).
+		// A dead voter too, until its replacement votes (seed 939:
+		// testdata/dead_voter_kept.txt shows it).
 		if len(voters) <= nReplicas {
 			continue
 		}

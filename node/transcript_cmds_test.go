@@ -254,7 +254,7 @@ func (e *env) schedule(pos []string, kv map[string]string) (string, error) {
 	if srv == "" {
 		return fmt.Sprintf("nobody serves p%d", part), nil
 	}
-	spec := shard.ScheduleSpec{ID: id, Every: every, Group: shard.GroupSpec{Mode: shard.ModeParallel,
+	spec := shard.ScheduleSpec{ID: id, Every: every, Overlap: shard.OverlapAllow, Misfire: shard.MisfireOnce, Group: shard.GroupSpec{Mode: shard.ModeParallel,
 		Tasks: []shard.TaskSpec{{Handler: "echo", Payload: []byte(`"tick"`)}}}}
 	r, ok := e.m.Do(srv, 3*time.Second, func(n *node.Node, req uint64) { n.SetSchedule(req, &spec, "transcript") })
 	switch {

@@ -110,7 +110,11 @@ func (e *env) showCmd(pos []string) (string, error) {
 		e.showLeaders(&b)
 	case "conf":
 		for part := range e.m.Partitions {
-			fmt.Fprintf(&b, "p%d %s\n", part, e.conf(part))
+			c := e.conf(part)
+			if c == "" {
+				c = "(no server)"
+			}
+			fmt.Fprintf(&b, "p%d %s\n", part, c)
 		}
 	case "members":
 		for _, mi := range e.m.MustPeer(pos[1]).Node.Members() {
@@ -130,7 +134,7 @@ func (e *env) showCmd(pos []string) (string, error) {
 		e.showSchedule(&b, shard.ScheduleID(pos[1]))
 	case "drained":
 		done, what := e.m.MustPeer(pos[1]).Node.Drained()
-		fmt.Fprintf(&b, "drained=%v %s\n", done, what)
+		fmt.Fprintf(&b, "drained=%v%s\n", done, strings.TrimRight(" "+what, " "))
 	default:
 		return "", fmt.Errorf("show %q?", pos[0])
 	}

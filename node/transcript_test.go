@@ -13,6 +13,7 @@ import (
 	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/node/nodetest"
 	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/wal"
 )
 
 // TestTranscripts runs the transcripts of testdata/*.txt: each is a
@@ -33,9 +34,12 @@ func TestTranscripts(t *testing.T) {
 
 // env is one transcript's state: the mesh and what its events last showed.
 type env struct {
-	t    *testing.T
-	m    *nodetest.Mesh
-	out  strings.Builder // events since the last command's output
+	t   *testing.T
+	m   *nodetest.Mesh
+	out strings.Builder // events since the last command's output
+	// seen counts the events of the current command by text: a repeat
+	// (an outbox re-sending every half second) is counted, not printed.
+	seen map[string]int
 	show map[string]bool // event kinds printed (log)
 	// last state printed, to print changes only
 	servers   []string
@@ -56,8 +60,7 @@ func (e *env) run(t *testing.T, d *datadriven.TestData) string {
 		d.Fatalf(t, "%s: %v", d.Pos, err)
 	}
 	e.observe()
-	ev := e.out.String()
-	e.out.Reset()
+	ev := e.events()
 	if out != "" && !strings.HasSuffix(out, "\n") {
 		out += "\n"
 	}
@@ -70,6 +73,7 @@ func (e *env) run(t *testing.T, d *datadriven.TestData) string {
 // start builds the mesh and hooks its events.
 func (e *env) start(peers, parts int) {
 	e.m = nodetest.NewMesh(e.t, peers, parts)
+	e.seen = map[string]int{}
 	e.show = map[string]bool{}
 	for _, k := range defaultLog {
 		e.show[k] = true
@@ -89,19 +93,52 @@ func (e *env) start(peers, parts int) {
 		}
 	}
 	e.m.OnDuty = func(p *nodetest.Peer, d node.Duty, rd *node.Ready) {
-		if d == node.DutyPersist && e.show["duties"] && len(rd.Early) > 0 {
-			e.logf("duties", "%s persists %d updates after its early sends", p.ID, len(rd.Persist.Updates))
+		if d == node.DutyPersist && len(rd.Persist.Updates) > 0 {
+			e.logf("duties", "%s persists %d entries (%d messages sent early)", p.ID, entries(&rd.Persist), len(rd.Early))
 		}
 	}
 	e.m.Check = e.observe
 }
 
-// logf records an event of kind k, with the virtual time.
+// resent are the event kinds of messages that peers re-send until
+// answered (outboxes, steal requests): one line per command each, with
+// its count.
+var resent = map[string]bool{"grants": true, "outcomes": true, "acks": true, "steals": true, "refusals": true}
+
+// logf records an event of kind k, with the virtual time (of its first
+// occurrence in the current command, for the kinds in resent).
 func (e *env) logf(k, format string, args ...any) {
 	if !e.show[k] {
 		return
 	}
-	fmt.Fprintf(&e.out, "%s %s\n", e.at(), fmt.Sprintf(format, args...))
+	text := fmt.Sprintf(format, args...)
+	key := text
+	if !resent[k] {
+		key = e.at() + text // a transition: printed each time
+	}
+	if e.seen[key] == 0 {
+		fmt.Fprintf(&e.out, "%s %s\x00%s\n", e.at(), text, key)
+	}
+	e.seen[key]++
+}
+
+// events returns the current command's events, each once, with its
+// count when it repeated, and starts over.
+func (e *env) events() string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(e.out.String(), "\n") {
+		head, key, ok := strings.Cut(strings.TrimSuffix(line, "\n"), "\x00")
+		if !ok {
+			continue
+		}
+		if n := e.seen[key]; n > 1 {
+			head += fmt.Sprintf(" (x%d)", n)
+		}
+		b.WriteString(head + "\n")
+	}
+	e.out.Reset()
+	clear(e.seen)
+	return b.String()
 }
 
 func (e *env) at() string {
@@ -152,8 +189,8 @@ func (e *env) sentRaft(s nodetest.Sent, fate string) {
 		switch t := rm.Msg.GetType(); t {
 		case pb.MsgHeartbeat, pb.MsgHeartbeatResp:
 		default:
-			e.logf("raft", "%s -> %s p%d %v term %d index %d (%s)%s", s.From, s.To, rm.Partition, t,
-				rm.Msg.GetTerm(), rm.Msg.GetIndex(), when, fate)
+			e.logf("raft", "%s -> %s p%d %v term %d index %d entries %d (%s)%s", s.From, s.To, rm.Partition, t,
+				rm.Msg.GetTerm(), rm.Msg.GetIndex(), len(rm.Msg.GetEntries()), when, fate)
 		}
 	}
 }
@@ -196,7 +233,7 @@ func (e *env) observePeer(p *nodetest.Peer) {
 		}
 	}
 	for _, s := range p.Stepped[e.stepped[p.ID]:] {
-		e.logf("refusals", "%s refused from %s", p.ID, s)
+		e.logf("refusals", "%s refused from %s", p.ID, strings.ReplaceAll(s, "\n", "; "))
 	}
 	e.stepped[p.ID] = len(p.Stepped)
 }
@@ -221,6 +258,14 @@ func describeConf(r node.ReplicaInfo) string {
 		s += " outgoing " + strings.Join(sorted(r.Outgoing), " ")
 	}
 	return s
+}
+
+func entries(b *wal.Batch) int {
+	n := 0
+	for _, u := range b.Updates {
+		n += len(u.Entries)
+	}
+	return n
 }
 
 func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }
