@@ -8,8 +8,8 @@ func (n *Node) ReplicationLag() uint64 {
 	var lag uint64
 	for _, i := range n.held {
 		p := n.parts[i]
-		if !p.serving {
-			continue
+		if !p.serving || len(p.conf.GetVoters()) < 2 {
+			continue // a lone voter lags nobody (and Status allocates)
 		}
 		st := p.rn.Status()
 		last := st.Progress[n.raftID].Match

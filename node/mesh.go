@@ -333,9 +333,12 @@ func earliest(a, b time.Time) time.Time {
 // last heartbeat (work arrived, or ran out): idle peers should not wait a
 // whole heartbeat interval to learn of it (docs/design.md, W3). Rate-limited.
 func (m *mesh) loadJumped(now time.Time) bool {
-	if now.Sub(m.lastBeat) < eagerBeatEvery {
-		return false
-	}
+	return now.Sub(m.lastBeat) >= eagerBeatEvery && m.loadJump()
+}
+
+// loadJump reports whether this node's READY count moved enough since the
+// last heartbeat to gossip it early (loadJumped, less the rate limit).
+func (m *mesh) loadJump() bool {
 	ready := 0
 	for _, i := range m.n.held {
 		if p := m.n.parts[i]; p.serving {

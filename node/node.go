@@ -312,12 +312,15 @@ func (n *Node) markDirty(p int) {
 const timerResolution = 10 * time.Millisecond
 
 // Tick advances the node's time: shard timers fire (delays, backoffs, lease
-// expiries, retention), and Raft ticks once per RaftTick.
+// expiries, retention), and Raft ticks once per RaftTick while some
+// partition needs it (needsRaftTick: a Raft tick of a lone leader does
+// nothing).
 func (n *Node) Tick(now time.Time) {
 	n.now = now
-	raftTick := now.Sub(n.lastTick) >= n.cfg.RaftTick
-	if raftTick {
-		n.lastTick = now
+	raftTick := false
+	if now.Sub(n.lastTick) >= n.cfg.RaftTick {
+		n.lastTick = now // checked once per RaftTick, not at every input
+		raftTick = n.needsRaftTick()
 	}
 	n.mesh.tick(now)
 	// Timers have the resolution of shard's timing wheel: within one slot

@@ -23,23 +23,26 @@ type command struct {
 }
 
 const (
-	tickEvery   = 10 * time.Millisecond // shard timer resolution
-	inboxBatch  = 4096                  // commands taken per loop iteration
-	sweepEvery  = time.Second           // waiter cleanup
+	inboxBatch  = 4096        // commands taken per loop iteration
+	sweepEvery  = time.Second // waiter cleanup, metrics, dials
 	resultBatch = 4096
 )
 
 // loop owns the Node and the WAL. Each iteration takes what arrived (client
 // commands, handler outcomes, the clock), then hands every Ready to the
-// WAL (one batch, one sync), the workers and the waiting clients.
+// WAL (one batch, one sync), the workers and the waiting clients. Between
+// inputs it sleeps until the Node's next deadline (Node.NextDeadline):
+// an idle peer wakes for its heartbeats, not every timer slot.
 func (p *Peer) loop(ctx context.Context) error {
-	ticker := time.NewTicker(tickEvery)
-	defer ticker.Stop()
-	lastSweep := time.Now()
+	wake := time.NewTimer(time.Hour)
+	defer wake.Stop()
+	sweep := time.NewTicker(sweepEvery)
+	defer sweep.Stop()
 	if err := p.drainReady(); err != nil {
 		return err
 	}
 	for {
+		wake.Reset(max(time.Until(p.node.NextDeadline()), 0))
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -62,16 +65,15 @@ func (p *Peer) loop(ctx context.Context) error {
 			p.node.Tick(time.Now())
 			p.notifyDone(o)
 			p.drainInbox()
-		case now := <-ticker.C:
+		case <-wake.C:
 			p.node.Tick(time.Now())
-			p.checkDrained()
-			if now.Sub(lastSweep) >= sweepEvery {
-				lastSweep = now
-				p.waiters.sweep()
-				p.metrics.observe(p.node)
-				p.dialMembers(ctx)
-			}
+		case <-sweep.C:
+			p.node.Tick(time.Now())
+			p.waiters.sweep()
+			p.metrics.observe(p.node)
+			p.dialMembers(ctx)
 		}
+		p.checkDrained()
 		if err := p.drainReady(); err != nil {
 			return err
 		}

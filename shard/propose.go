@@ -259,6 +259,44 @@ func (s *Shard) Due(now time.Time) []Event {
 	return s.dueRemovals(now, evs)
 }
 
+// NextDue returns when Due next has something to return without any new
+// input: the earliest timer (a delay or backoff ending, a lease expiring, a
+// schedule's tick) or retention removal; ok is false when nothing is
+// pending (or this replica does not lead). It may be early (a timer whose
+// task moved on is counted until it fires), never late, so a driver that
+// sleeps until then misses nothing.
+func (s *Shard) NextDue() (at time.Time, ok bool) {
+	if !s.leader {
+		return time.Time{}, false
+	}
+	if ns, found := s.wheel.next(); found {
+		at, ok = time.Unix(0, ns), true
+	}
+	if r, found := s.nextRemoval(); found && (!ok || r.Before(at)) {
+		at, ok = r, true
+	}
+	return at, ok
+}
+
+// nextRemoval returns when the first finished group whose removal is not
+// in flight passes its retention.
+func (s *Shard) nextRemoval() (time.Time, bool) {
+	if s.cfg.Retention <= 0 {
+		return time.Time{}, false
+	}
+	for i := s.doneHead; i < len(s.done); i++ {
+		g := s.groups[s.done[i]]
+		if g == nil {
+			continue
+		}
+		if _, ok := s.removing[g.id]; ok {
+			continue
+		}
+		return g.finished.Add(s.cfg.Retention), true
+	}
+	return time.Time{}, false
+}
+
 func (s *Shard) dueRemovals(now time.Time, evs []Event) []Event {
 	if s.cfg.Retention <= 0 || now.Before(s.removeAt) {
 		return evs

@@ -33,6 +33,11 @@ type wheel struct {
 	slots      [][]timer
 	cur        int64 // last tick fully past (time / resolution); the next advance starts after it
 	n          int   // timers held
+	// first is the earliest timer's time (unix nanoseconds) when
+	// firstOK; add keeps it, advance that fires drops it (next finds it
+	// again).
+	first   int64
+	firstOK bool
 }
 
 const (
@@ -54,6 +59,45 @@ func (w *wheel) add(tm timer) {
 	i := int(tick % int64(len(w.slots)))
 	w.slots[i] = append(w.slots[i], tm)
 	w.n++
+	if w.n == 1 {
+		w.first, w.firstOK = tm.at, true
+	} else if w.firstOK && tm.at < w.first {
+		w.first = tm.at
+	}
+}
+
+// next returns the time (unix nanoseconds) of the earliest timer held; ok
+// is false when none is. Timers that went stale are counted until they
+// fire, so the answer may be early, never late. It walks the slots from
+// the current one to the first holding a timer of this revolution (once
+// per change of the earliest timer, not per call).
+func (w *wheel) next() (at int64, ok bool) {
+	if w.n == 0 {
+		return 0, false
+	}
+	if w.firstOK {
+		return w.first, true
+	}
+	size := int64(len(w.slots))
+	found := false
+	for s := int64(1); s <= size && !found; s++ {
+		for _, tm := range w.slots[int((w.cur+s)%size)] {
+			if tm.at/w.resolution <= w.cur+s && (!found || tm.at < at) {
+				at, found = tm.at, true
+			}
+		}
+	}
+	if !found { // every timer is more than a revolution away
+		for _, slot := range w.slots {
+			for _, tm := range slot {
+				if !found || tm.at < at {
+					at, found = tm.at, true
+				}
+			}
+		}
+	}
+	w.first, w.firstOK = at, true
+	return at, true
 }
 
 // advance moves the wheel to now and appends every timer due to out.
@@ -69,6 +113,9 @@ func (w *wheel) advance(now time.Time, out []timer) []timer {
 		// every 10 ms).
 		w.cur = target - 1
 		return out
+	}
+	if w.firstOK && w.first <= nowNs {
+		w.firstOK = false // it fires now
 	}
 	steps := target - w.cur
 	if steps > int64(len(w.slots)) {

@@ -69,3 +69,40 @@ func TestWheelIdleThenTimer(t *testing.T) {
 		t.Fatalf("advance past the timer fired %d, want 1", len(out))
 	}
 }
+
+// TestWheelNext checks next against random timers and advances: it is the
+// earliest timer not yet fired, and a stale answer is never late.
+func TestWheelNext(t *testing.T) {
+	for seed := range uint64(50) {
+		r := rand.New(rand.NewPCG(seed, 2))
+		base := time.Unix(1_700_000_000, 0)
+		w := newWheel(base)
+		now := base
+		pending := map[int64]int{}
+		for step := 0; step < 1000; step++ {
+			if r.IntN(3) == 0 {
+				// Up to two revolutions ahead, and a few overdue ones.
+				at := now.Add(time.Duration(r.Int64N(int64(25*time.Second))) - 50*time.Millisecond).UnixNano()
+				w.add(timer{at: at})
+				pending[at]++
+			}
+			if r.IntN(2) == 0 {
+				now = now.Add(time.Duration(r.Int64N(int64(2 * time.Second))))
+				for _, tm := range w.advance(now, nil) {
+					pending[tm.at]--
+				}
+			}
+			var want int64
+			found := false
+			for at, n := range pending {
+				if n > 0 && (!found || at < want) {
+					want, found = at, true
+				}
+			}
+			got, ok := w.next()
+			if ok != found || got != want {
+				t.Fatalf("seed %d step %d: next = %d, %v; want %d, %v", seed, step, got, ok, want, found)
+			}
+		}
+	}
+}

@@ -13,7 +13,7 @@ import (
 
 // Workload names accepted by Config.Workload (docs/design.md, "Workloads shared
 // by bench/ and simulate/").
-var Workloads = []string{"w1", "w2", "w3", "w4", "mixed", "sched", "placement", "batch"}
+var Workloads = []string{"w1", "w2", "w3", "w4", "mixed", "sched", "placement", "batch", "idle"}
 
 // FaultKinds are the fault names accepted in Config.Faults.
 var FaultKinds = []string{"partition", "crash", "drop", "dup", "reorder", "pause", "skew", "churn", "slow"}
@@ -28,7 +28,8 @@ type Config struct {
 	Peers int
 	// Tasks is the number of tasks the workload submits. Default 200 (300
 	// for w3, the list of docs/design.md; ignored by sched, whose ten schedules
-	// live for MaxSimTime less two minutes). --tasks.
+	// live for MaxSimTime less two minutes, and by idle, which submits
+	// nothing for idleFor). --tasks.
 	Tasks int
 	// Workload is one of Workloads. Default "mixed". --workload.
 	Workload string

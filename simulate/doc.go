@@ -13,7 +13,8 @@
 //     outcomes, each Node's Rand);
 //   - the nodes (node.go, handler.go): a node.Node each, with a wal.Memory
 //     as its disk and its own clock (clock.go: virtual time bent by skew;
-//     the node sees only that). A node ticks every 10 ms of its own clock;
+//     the node sees only that). A node wakes (Tick) at the deadline its
+//     Node reports (Node.NextDeadline), read on its own clock;
 //   - the network (network.go, mesh.go): per-link latency, FIFO links
 //     unless reordering, cuts, drop and duplication; it carries
 //     peer.Envelope between nodes, gossip (Ready.Gossip to every node), and
@@ -24,7 +25,7 @@
 //
 // # The loop
 //
-// Each event is one input to one node (a tick, a delivered message, a
+// Each event is one input to one node (a wakeup, a delivered message, a
 // handler outcome, a client request) or an action of the client or a
 // fault. A node input first calls Node.Tick(now) with the node's own time,
 // as the runtime does before every input, then the verb (Step, Submit,

@@ -259,6 +259,7 @@ func (f *Skew) start(s *sim) {
 	case Periodic:
 		f.flip(s, f.PPM)
 	}
+	s.nodes[f.Node].rescheduleWake() // its deadline comes at another virtual time
 }
 
 func (f *Skew) flip(s *sim, ppm int64) {
@@ -266,12 +267,14 @@ func (f *Skew) flip(s *sim, ppm int64) {
 		return
 	}
 	s.nodes[f.Node].clk.setRate(s.now, ppm)
+	s.nodes[f.Node].rescheduleWake()
 	s.after(f.Period/2, func() { f.flip(s, -ppm) })
 }
 
 func (f *Skew) stop(s *sim) {
 	f.on = false
 	s.nodes[f.Node].clk.setRate(s.now, 0)
+	s.nodes[f.Node].rescheduleWake()
 }
 func (f *Skew) String() string {
 	switch f.Kind {

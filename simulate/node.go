@@ -14,15 +14,12 @@ import (
 	"github.com/needle-mesh/needle/wal"
 )
 
-// tickEvery is how often a node ticks, measured on its own clock (the
-// runtime's ticker, peer/loop.go).
-const tickEvery = 10 * time.Millisecond
-
 // simNode is one simulated peer: a node.Node, its disk (a wal.Memory that
 // survives crashes), its clock, and the handlers it runs. It drives the
 // Node exactly like the runtime's loop (peer/loop.go): every input is
-// preceded by Tick(now), and all inputs of one instant are followed by one
-// drain of Ready.
+// preceded by Tick(now), all inputs of one instant are followed by one
+// drain of Ready, and between inputs the node sleeps until its
+// NextDeadline (a wakeup on its own clock).
 type simNode struct {
 	s   *sim
 	idx int
@@ -48,13 +45,19 @@ type simNode struct {
 	// now (Slow).
 	slowFactor int
 	reqs       map[uint64]*request // client requests by the Node's request id
+	// wakeAt is the virtual time of the wakeup scheduled for incarnation
+	// wakeGen (see scheduleWake); wakeSet is false when none is.
+	wakeAt  time.Duration
+	wakeGen int
+	wakeSet bool
 }
 
 // now returns the node's own time.
 func (nd *simNode) now() time.Time { return nd.clk.now(nd.s.now) }
 
 // start builds the Node from what the disk holds (nothing at the first
-// start) with a new Boot nonce, and starts its ticker.
+// start) with a new Boot nonce; its first drain schedules its first
+// wakeup.
 func (nd *simNode) start() error {
 	states := map[uint32]wal.PartitionState{}
 	parts, err := nd.log.Partitions()
@@ -97,7 +100,7 @@ func (nd *simNode) start() error {
 	nd.drv = &node.Driver{Node: n, IO: simIO{nd}, MaxRounds: 100_000, Trace: nd.s.cfg.trace(nd.id)}
 	nd.jobs, nd.reqs = map[shard.TaskID]*job{}, map[uint64]*request{}
 	nd.queue, nd.active = nil, 0
-	nd.scheduleTick(nd.gen)
+	nd.wakeSet = false
 	nd.queueDrain()
 	return nil
 }
@@ -130,18 +133,42 @@ func (nd *simNode) restart() {
 	nd.s.durCheck = true
 }
 
-func (nd *simNode) scheduleTick(gen int) {
-	nd.s.after(nd.clk.virtual(tickEvery), func() {
-		if nd.gen != gen || !nd.up {
-			return
+// scheduleWake schedules the node's next Tick at its NextDeadline, read
+// on its own clock, unless a wakeup no later is already scheduled. It runs
+// after every drain (every input and wakeup ends with one), so the
+// deadline is always that of the node's latest state; a wakeup found
+// superseded by an earlier one does nothing. A paused node gets none: its
+// resume ticks it.
+func (nd *simNode) scheduleWake() {
+	if !nd.up || nd.paused {
+		return
+	}
+	d := min(max(nd.n.NextDeadline().Sub(nd.now()), 0), time.Hour)
+	at := nd.s.now + nd.clk.virtual(d)
+	if nd.wakeSet && nd.wakeGen == nd.gen && nd.wakeAt <= at && nd.wakeAt >= nd.s.now {
+		return
+	}
+	nd.wakeAt, nd.wakeGen, nd.wakeSet = at, nd.gen, true
+	gen := nd.gen
+	nd.s.at(at, func() {
+		if nd.gen != gen || !nd.up || !nd.wakeSet || nd.wakeAt != at {
+			return // stale or superseded
 		}
-		nd.scheduleTick(gen)
+		nd.wakeSet = false
 		if nd.paused {
 			return
 		}
+		nd.s.st.wakeups++
 		nd.n.Tick(nd.now())
 		nd.queueDrain()
 	})
+}
+
+// rescheduleWake drops the scheduled wakeup and schedules one from the
+// node's clock as it reads now (a skew fault changed it).
+func (nd *simNode) rescheduleWake() {
+	nd.wakeSet = false
+	nd.scheduleWake()
 }
 
 // input runs fn as one input of incarnation gen: dropped when the node is
@@ -241,6 +268,7 @@ func (nd *simNode) queueDrain() {
 		nd.drainQueued = false
 		if nd.up && !nd.paused {
 			nd.drain()
+			nd.scheduleWake()
 		}
 	})
 }

@@ -69,6 +69,9 @@ type Report struct {
 	Restarts uint64 `json:"restarts"`
 	Pauses   uint64 `json:"pauses"`
 	Syncs    uint64 `json:"syncs"`
+	// Wakeups counts the nodes' Ticks at their deadlines
+	// (Node.NextDeadline), inputs aside.
+	Wakeups uint64 `json:"wakeups"`
 	// ScheduleHours is the time schedules were live and not paused;
 	// Firings the firing groups seen, OverlapSkips the ticks overlap
 	// skipped.
@@ -110,7 +113,7 @@ func (s *sim) report() Report {
 		Seed: s.cfg.Seed, Options: s.cfg.String(), Violations: []Violation{}, Lost: c.lost,
 		DoubleAccepted: c.doubleAcc, DuplicateExecutions: c.dupExec, Messages: s.net.sent, Steals: c.steals,
 		Groups: len(c.order), Tasks: len(c.tasks), Runs: s.st.runs, Refused: c.stale, Retries: s.cl.retries,
-		Crashes: s.st.crashes, Restarts: s.st.restarts, Pauses: s.st.pauses, Syncs: s.st.syncs,
+		Crashes: s.st.crashes, Restarts: s.st.restarts, Pauses: s.st.pauses, Syncs: s.st.syncs, Wakeups: s.st.wakeups,
 		ScheduleHours: c.scheduleHours(), Firings: c.firings, OverlapSkips: c.skips, TicksChecked: c.ticksOK,
 		SimSeconds: s.now.Seconds(), Hash: fmt.Sprintf("%016x", s.hash.Sum64()),
 	}
@@ -211,7 +214,7 @@ func (r *Report) Text() string {
 	if r.ScheduleHours > 0 {
 		fmt.Fprintf(&b, "\nschedule_hours %.2f firings %d overlap_skips %d ticks_checked %d", r.ScheduleHours, r.Firings, r.OverlapSkips, r.TicksChecked)
 	}
-	fmt.Fprintf(&b, "\nmessages %d (%.1f per task) syncs %d crashes %d restarts %d pauses %d\n", r.Messages, r.MessagesPerTask, r.Syncs, r.Crashes, r.Restarts, r.Pauses)
+	fmt.Fprintf(&b, "\nmessages %d (%.1f per task) syncs %d crashes %d restarts %d pauses %d wakeups %d\n", r.Messages, r.MessagesPerTask, r.Syncs, r.Crashes, r.Restarts, r.Pauses, r.Wakeups)
 	fmt.Fprintf(&b, "partitions owned max/mean: ring %.2f, led at the end %.2f (min/mean %.2f)\n", r.RingMaxOverMean, r.LeadMaxOverMean, r.LeadMinOverMean)
 	for _, f := range r.Faults {
 		fmt.Fprintf(&b, "fault %s\n", f)

@@ -46,6 +46,7 @@ type sim struct {
 // stats are the run's counters.
 type stats struct {
 	runs, syncs, crashes, restarts, pauses, refusedMsgs uint64
+	wakeups                                             uint64 // Ticks at a node's deadline (scheduleWake)
 }
 
 // Run runs one simulation. The error is for a bad Config or a setup
@@ -164,7 +165,8 @@ func (s *sim) loop() {
 // just stepped a grant has runs to start: the end-of-run checks count
 // them), the client idle and every task terminal.
 func (s *sim) done() bool {
-	if s.now < s.healAt || s.now < s.cfg.Warmup || !s.cl.idle() || s.chk.outstanding > 0 || s.durCheck {
+	if s.now < s.healAt || s.now < s.cfg.Warmup || !s.cl.idle() || s.chk.outstanding > 0 || s.durCheck ||
+		s.wl.idle && s.now < s.cfg.Warmup+s.wl.span {
 		return false
 	}
 	for _, nd := range s.nodes {

@@ -32,6 +32,7 @@ type arrival struct {
 type workload struct {
 	arrivals   []arrival
 	sequential bool          // w2: each group waits until the previous one finished
+	idle       bool          // idle: nothing is submitted; the mesh runs for span
 	span       time.Duration // when the last arrival is due (estimated for w2)
 	lb         time.Duration // makespan lower bound (see lowerBound); 0: none
 	scheds     []*schedPlan  // schedules created, paused, resumed, deleted
@@ -71,6 +72,8 @@ func (g *gen) draw() *workload {
 		return g.placement()
 	case "batch":
 		return g.batch()
+	case "idle":
+		return &workload{idle: true, span: idleFor}
 	case "w4":
 		w := g.batches(10, behaviour{dur: 50 * time.Millisecond}, 0)
 		g.spread(w, 50*time.Millisecond*time.Duration(cfg.Tasks))
@@ -78,6 +81,11 @@ func (g *gen) draw() *workload {
 	}
 	return g.mixed()
 }
+
+// idleFor is how long the idle workload runs the mesh with nothing
+// submitted: what the peers cost when there is no work (heartbeats, Raft
+// heartbeats, failure detection, timers).
+const idleFor = 5 * time.Minute
 
 // batches submits groups of up to size tasks with the same behaviour
 // (size 1: single-task groups), gap apart.

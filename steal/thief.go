@@ -121,6 +121,40 @@ func (t *Thief) Next(now time.Time, self Load) (victim string, n int, ok bool) {
 	return l.Peer, n, true
 }
 
+// NextAt returns the earliest time at which Next, asked with no new
+// observation or reply, could ask a peer other than self: when the
+// request in flight expires (RequestTTL), or when the first peer with
+// READY tasks and a load still fresh then leaves its backoff. ok is false
+// when no known peer could be asked before its load goes stale. The
+// caller also needs a free slot and no READY task of its own: NextAt does
+// not look at them.
+func (t *Thief) NextAt(now time.Time, self string) (at time.Time, ok bool) {
+	if t.asked != "" {
+		return t.askedAt.Add(t.cfg.RequestTTL), true
+	}
+	for i := range t.peers {
+		p := &t.peers[i]
+		if p.load.Ready <= 0 || p.load.Peer == self {
+			continue
+		}
+		when := later(now, p.until)
+		if when.Sub(p.load.At) > t.cfg.StaleAfter {
+			continue // stale before it may be asked
+		}
+		if !ok || when.Before(at) {
+			at, ok = when, true
+		}
+	}
+	return at, ok
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
 // pick draws the victim among the eligible peers, in sorted order so that
 // the draw depends only on the seed and the inputs.
 func (t *Thief) pick(now time.Time, self string) (int, bool) {

@@ -38,9 +38,11 @@ replays the failing seed exactly.
   --parallel P      runs at once with --seeds (default GOMAXPROCS)
   --peers N         simulated peers (default 3)
   --tasks N         tasks submitted (default 200; w3: 300)
-  --workload W      w1 | w2 | w3 | w4 | mixed | sched | placement | batch
-                    (default mixed). batch is mixed's groups with the run
-                    times of batch jobs: seconds to a minute, 90 s timeouts
+  --workload W      w1 | w2 | w3 | w4 | mixed | sched | placement | batch |
+                    idle (default mixed). batch is mixed's groups with the
+                    run times of batch jobs: seconds to a minute, 90 s
+                    timeouts; idle submits nothing for 5 minutes (what an
+                    idle mesh costs)
   --faults a,b      partition,crash,drop,dup,reorder,pause,skew,churn,slow
                     (default all; "" for none). A third of the partitions
                     are one-way. churn stops and restarts peers and, with

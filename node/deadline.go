@@ -1,0 +1,145 @@
+package node
+
+import (
+	"time"
+
+	"github.com/needle-mesh/needle/ring"
+)
+
+// NextDeadline returns when the node next has work that no input brings:
+// a gossip heartbeat, a failure-detection threshold, the end of the
+// membership's debounce, an outbox resend, a Raft tick (only while some
+// partition needs one: see quiet), a shard timer (a delay or backoff
+// ending, a lease expiring, a schedule's tick, a retention removal), a
+// steal that a backoff or a request's expiry allows, a webhook due. The
+// drivers (peer/loop.go, the simulator) sleep until then or until an
+// input, and Tick then: a node with nothing to do wakes about once per
+// HeartbeatEvery instead of every timer slot.
+//
+// It is computed from the node's state after the last Tick, input and
+// Advance, and may be early (a timer whose task moved on, a tick that
+// finds nothing to do), never late: an input or Advance can bring it
+// forward, so the drivers ask again after each. It is never before the
+// node's time unless something is due at once.
+func (n *Node) NextDeadline() time.Time {
+	d := n.mesh.nextDeadline()
+	if n.needsRaftTick() {
+		d = earliest(d, n.lastTick.Add(n.cfg.RaftTick))
+	}
+	if at, ok := n.nextTimers(); ok {
+		// Tick runs the timers once per timer slot: one due later in
+		// the slot of the last pass fires at the start of the next.
+		next := time.Unix(0, (n.timerSlot+1)*int64(timerResolution))
+		d = earliest(d, later(at, next))
+	}
+	return d
+}
+
+// nextDeadline is the mesh's part of NextDeadline: heartbeats (the
+// interval, an eager one when the load jumped, one soon for the external
+// workers), the failure detector's next threshold, the debounced ring
+// rebuild, the outbox resend and a pending preferred-owner pass.
+func (m *mesh) nextDeadline() time.Time {
+	cfg := &m.n.cfg
+	d := earliest(m.lastBeat.Add(cfg.HeartbeatEvery), m.detectAt)
+	if m.loadJump() {
+		d = earliest(d, m.lastBeat.Add(eagerBeatEvery))
+	}
+	if m.n.ext.beatSoon {
+		d = earliest(d, m.lastBeat.Add(workerBeatEvery))
+	}
+	if m.ringVersion != m.version {
+		d = earliest(d, m.changedAt.Add(cfg.Debounce))
+	}
+	if len(m.outbox) > 0 {
+		d = earliest(d, m.lastSend.Add(cfg.HeartbeatEvery/2))
+	}
+	if m.prefDirty {
+		d = earliest(d, m.n.now)
+	}
+	return d
+}
+
+// needsRaftTick reports whether some partition needs Raft ticks (see
+// quiet), or webhook deliveries wait (notifyDue runs on Raft ticks).
+func (n *Node) needsRaftTick() bool {
+	for _, i := range n.held {
+		if !n.mesh.quiet(n.parts[i]) {
+			return true
+		}
+	}
+	if n.notifying < n.notifyLimit() {
+		for _, i := range n.held {
+			if p := n.parts[i]; p.serving && p.shard.NotifyPending() > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// quiet reports whether a Raft tick of partition p would do nothing
+// (tickPartition included): p is led by this node as its only replica,
+// which is all the ring wants of it, with no change, transfer or
+// abdication under way. Such a leader has no follower to send heartbeats
+// to, and Raft's election timer is out of reach (raftConfig). Any other
+// partition ticks every RaftTick: a leader with followers heartbeats them,
+// a follower watches its leader.
+func (m *mesh) quiet(p *partition) bool {
+	if !p.leader || p.abdicated || !p.confAt.IsZero() || len(p.props) > 0 {
+		return false
+	}
+	voters := p.conf.GetVoters()
+	if len(voters) != 1 || voters[0] != m.n.raftID || len(p.conf.GetLearners()) > 0 || len(p.conf.GetVotersOutgoing()) > 0 {
+		return false
+	}
+	// A lone voter has no leadership transfer under way: Raft transfers
+	// only to another voter.
+	if m.ring == nil || m.ringVersion != m.version {
+		// No ring, or one not built from this membership yet: reconfigure
+		// waits for the rebuild, a deadline of its own (the debounce).
+		return true
+	}
+	// The ring wants min(Replicas, members) replicas: one, this node.
+	return (len(m.ringSet) == 1 || m.n.cfg.Replicas == 1) && m.ring.IsReplica(p.id, ring.PeerID(m.n.cfg.ID))
+}
+
+// nextTimers returns the earliest time the timer pass of Tick has
+// something to do: a shard timer of a partition this node serves, a READY
+// task pinned to a forgotten peer (failed at the next pass), or a steal
+// that becomes possible.
+func (n *Node) nextTimers() (at time.Time, ok bool) {
+	take := func(t time.Time) {
+		if !ok || t.Before(at) {
+			at, ok = t, true
+		}
+	}
+	ready := 0
+	for _, i := range n.held {
+		p := n.parts[i]
+		if !p.serving {
+			continue
+		}
+		if t, due := p.shard.NextDue(); due {
+			take(t)
+		}
+		ready += p.shard.ReadyLen()
+	}
+	if ready > 0 && len(n.mesh.forgotten) > 0 {
+		take(n.now)
+	}
+	if n.stealPossible() {
+		if t, found := n.steal.t.NextAt(n.now, n.cfg.ID); found {
+			take(t)
+		}
+	}
+	return at, ok
+}
+
+// stealPossible reports whether maybeSteal could ask a peer for work,
+// as far as this node's own state goes: it steals, has a free slot and
+// nothing READY it may run.
+func (n *Node) stealPossible() bool {
+	return n.steal.t != nil && !n.draining && n.busy < n.cfg.Slots+n.pace.stealAhead(n.cfg.Slots, n.cfg.LeaseAhead) &&
+		n.readyRunnable() == 0
+}

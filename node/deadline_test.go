@@ -1,0 +1,97 @@
+package node
+
+import (
+	"testing"
+	"time"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// wake moves the harness clock to the node's deadline and ticks there.
+func (h *harness) wake() {
+	h.tb.Helper()
+	d := h.n.NextDeadline()
+	if !d.After(h.now) {
+		h.tb.Fatalf("deadline %v is not after the node's time %v with nothing due", d, h.now)
+	}
+	h.now = d
+	h.n.Tick(h.now)
+	h.stabilize()
+}
+
+// TestNextDeadlineIdle: a lone peer with nothing to do needs no Raft tick
+// (its partitions have no follower) and no timer: it wakes once per
+// heartbeat interval.
+func TestNextDeadlineIdle(t *testing.T) {
+	h := newHarness(t, 8)
+	h.tick(10 * time.Millisecond)
+	start := h.now
+	wakes := 0
+	for h.now.Sub(start) < time.Minute {
+		h.wake()
+		wakes++
+	}
+	if hb := int(time.Minute / h.n.cfg.HeartbeatEvery); wakes > hb+1 {
+		t.Errorf("%d wakeups in a minute idle; want at most %d (one per heartbeat)", wakes, hb+1)
+	}
+}
+
+// TestNextDeadlineTimers drives a node only by its deadlines (and the
+// handlers' outcomes): a delayed task, a retried one and a lease that
+// expires all happen on time, with a handful of wakeups.
+func TestNextDeadlineTimers(t *testing.T) {
+	h := newHarness(t, 4)
+	h.tick(10 * time.Millisecond)
+	t0 := h.now
+	h.submit(shard.GroupSpec{ID: "d", Mode: shard.ModeSingle, Tasks: []shard.TaskSpec{{Handler: "echo", Delay: 2500 * time.Millisecond}}})
+	h.fail["f.0"] = true
+	h.submit(shard.GroupSpec{ID: "f", Mode: shard.ModeSingle, Tasks: []shard.TaskSpec{{Handler: "fail",
+		Retry: shard.Retry{MaxAttempts: 2, Backoff: 3 * time.Second, MaxBackoff: 3 * time.Second}}}})
+	// A lease whose handler never reports: it expires (timeout plus grace)
+	// and the task runs again.
+	h.submit(shard.GroupSpec{ID: "x", Mode: shard.ModeSingle, Tasks: []shard.TaskSpec{{Handler: "hang", Timeout: 4 * time.Second}}})
+	var hung []Run
+	finish := func() {
+		runs := h.runs[:0:0]
+		for _, r := range h.runs {
+			if r.Task == "x.0" && len(hung) == 0 {
+				hung = append(hung, r)
+				continue
+			}
+			runs = append(runs, r)
+		}
+		h.runs = runs
+		h.step()
+	}
+	finish()
+	wakes := 0
+	var doneAt time.Duration
+	for h.now.Sub(t0) < 30*time.Second {
+		h.wake()
+		wakes++
+		finish()
+		if v, _ := h.n.Task("d.0"); v.State == shard.Succeeded && doneAt == 0 {
+			doneAt = h.now.Sub(t0)
+		}
+	}
+	// Its timer, not a heartbeat's wakeup, runs it: at the timer slot
+	// after 2.5 s.
+	if want := 2500 * time.Millisecond; doneAt < want || doneAt > want+2*timerResolution {
+		t.Errorf("delayed task done %v after submission; want %v (to the timer slot)", doneAt, want)
+	}
+	for _, id := range []shard.TaskID{"d.0", "f.0", "x.0"} {
+		v, _ := h.n.Task(id)
+		if !v.State.Terminal() {
+			t.Errorf("%s = %v after 30 s driven by deadlines; want terminal", id, v.State)
+		}
+	}
+	if h.started["x.0"] != 1 || len(hung) != 1 {
+		t.Errorf("x.0 ran %d times after its hung run; want once again after the lease expired", h.started["x.0"])
+	}
+	if v, _ := h.n.Task("f.0"); v.Attempt != 2 {
+		t.Errorf("f.0 attempt %d; want 2 (retried after its backoff)", v.Attempt)
+	}
+	if wakes > 60 {
+		t.Errorf("%d wakeups in 30 s; want about one per heartbeat plus the timers", wakes)
+	}
+}

@@ -1,0 +1,47 @@
+package simulate
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestIdleSleeps: nodes wake at their deadlines, not every timer slot. A
+// lone idle peer wakes once per heartbeat; on a mesh, where partitions
+// have followers, about once per Raft tick.
+func TestIdleSleeps(t *testing.T) {
+	for _, b := range []struct {
+		peers   int
+		perNode float64 // wakeups per node per virtual second, at most
+	}{{1, 1.1}, {3, 12}} {
+		r := mustRun(t, Config{Seed: 1, Peers: b.peers, Workload: "idle", Faults: []string{}})
+		if r.Failed() {
+			t.Fatalf("peers %d: %v", b.peers, r.Violations)
+		}
+		if r.SimSeconds < idleFor.Seconds() {
+			t.Errorf("peers %d: ran %.0f s; want the idle workload's %v", b.peers, r.SimSeconds, idleFor)
+		}
+		if got := float64(r.Wakeups) / float64(b.peers) / r.SimSeconds; got > b.perNode {
+			t.Errorf("peers %d: %.1f wakeups per node per second idle; want at most %.1f", b.peers, got, b.perNode)
+		}
+	}
+}
+
+// TestWorkloadsByDeadline runs the workloads TestSeedsMesh does not (sched
+// has TestSchedSeeds) on a few seeds, with and without faults, driven by
+// the nodes' deadlines: no invariant breaks and every task finishes (a
+// timer the deadline missed would leave a task waiting until the liveness
+// bound).
+func TestWorkloadsByDeadline(t *testing.T) {
+	t.Parallel()
+	for _, wl := range []string{"w1", "w2", "w3", "placement"} {
+		for seed := uint64(1); seed <= 3; seed++ {
+			for _, faults := range [][]string{{}, slices.Clone(FaultKinds)} {
+				cfg := Config{Seed: seed, Peers: 3, Tasks: 60, Workload: wl, Faults: faults}
+				r := mustRun(t, cfg)
+				if r.Failed() {
+					t.Errorf("%s\nreplay: %s", r.Violations[0], cfg.ReplayCommand())
+				}
+			}
+		}
+	}
+}
