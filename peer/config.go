@@ -9,8 +9,10 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/peer/handler"
+	"github.com/needle-mesh/needle/peer/webhook"
 )
 
 // Config configures a running peer (the runtime around the pure Node).
@@ -40,8 +42,7 @@ type Config struct {
 	// Token: anyone who reaches the address may use the API. Without it,
 	// such a configuration is refused (New returns an error).
 	OpenAPI bool
-	// Builtins configures the exec and http handlers' allow-lists, for
-	// the registry New builds when Handlers is nil.
+	// Builtins configures the exec and http handlers' allow-lists.
 	Builtins handler.BuiltinConfig
 	// MaxResult bounds a handler's result, in bytes (as stored: JSON). A
 	// larger result fails the attempt permanently ("result of N bytes is
@@ -50,9 +51,8 @@ type Config struct {
 	// MaxLog bounds the log kept of one attempt, in bytes: past it the
 	// head is cut and the cut counted (the tail is kept). Default 64 KiB.
 	MaxLog int
-	// Handlers holds the task handlers; nil = a new registry with the
-	// built-ins configured by Builtins (handler.NewBuiltins: needled builds
-	// it so). Embedding programs register their own.
+	// Handlers holds the task handlers; nil = handler.NewBuiltins(Builtins).
+	// Embedding programs register their own.
 	Handlers *handler.Registry
 	// Logger receives logs. Default: slog.Default().
 	Logger *slog.Logger
@@ -91,8 +91,11 @@ type Config struct {
 	// RatePerClient bounds API requests per second from one client address
 	// (429 beyond, with a burst of twice the rate). 0 = no limit.
 	RatePerClient float64
-	// Notify configures webhook deliveries (allow-list, signing secret).
-	Notify NotifyConfig
+	// Notify configures webhook deliveries (allow-list, signing secret,
+	// deliveries in flight).
+	Notify webhook.Config
+	// Webhooks makes the webhook calls; nil = webhook.New(Notify).
+	Webhooks *webhook.Sender
 	// Labels are this peer's placement labels ("zone" -> "a"), gossiped
 	// to the mesh: tasks that require labels run only on peers carrying
 	// them. Default none.
@@ -180,8 +183,11 @@ func (c *Config) Validate() error {
 		}
 		c.Logger.Warn("the API is open: no token, and --http is not a loopback address", "http", c.HTTPAddr)
 	}
-	if _, err := c.Notify.validate(); err != nil {
-		return err
+	if c.Notify.Concurrency == 0 {
+		c.Notify.Concurrency = node.DefaultNotifyInflight
+	}
+	if err := c.Notify.Validate(); err != nil {
+		return fmt.Errorf("peer: %w", err)
 	}
 	if c.Limits.MaxBody == 0 {
 		c.Limits.MaxBody = 32 << 20

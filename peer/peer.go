@@ -86,8 +86,12 @@ func New(cfg Config) (*Peer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	handlers, sender, err := cfg.adapters()
+	if err != nil {
+		return nil, err
+	}
 	p := &Peer{
-		cfg: cfg, log: cfg.Logger, handlers: cfg.Handlers, logs: newLogStore(logDir(cfg), cfg.MaxLog),
+		cfg: cfg, log: cfg.Logger, handlers: handlers, logs: newLogStore(logDir(cfg), cfg.MaxLog),
 		inbox: make(chan command, 4096), jobs: make(chan job, max(cfg.Slots, 1)*(1+leaseAhead)),
 		results: make(chan shard.Outcome, max(cfg.Slots, 1)*(1+leaseAhead)+16), cancels: make(map[shard.TaskID]context.CancelFunc),
 		outcomes: make(map[runKey]trace.Span), tracer: newTracer(cfg.TracerProvider), tracing: cfg.TracerProvider != nil,
@@ -95,19 +99,12 @@ func New(cfg Config) (*Peer, error) {
 		ready: make(chan struct{}), closed: make(chan struct{}),
 		drainAsked: make(chan struct{}), drained: make(chan struct{}),
 	}
-	if p.handlers == nil {
-		var err error
-		if p.handlers, err = handler.NewBuiltins(cfg.Builtins); err != nil {
-			return nil, err
-		}
-	}
 	p.hub = newHub(p, cfg.WorkerTTL)
 	if err := p.open(); err != nil {
 		return nil, err
 	}
 	p.metrics = newMetrics(p)
-	allow, _ := cfg.Notify.validate() // checked by Validate
-	p.notifier = newNotifier(cfg.Notify, allow, p.metrics.reg)
+	p.notifier = newNotifier(sender, cfg.Notify.Concurrency, p.metrics.reg)
 	return p, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/needle-mesh/needle/cmd/internal/secret"
 	"github.com/needle-mesh/needle/peer"
 	"github.com/needle-mesh/needle/peer/handler"
+	"github.com/needle-mesh/needle/peer/webhook"
 )
 
 // ErrVersion is returned by ParseFlags for --version: print Version() and
@@ -288,6 +289,9 @@ func (m *Main) Run(ctx context.Context) error {
 	// The adapters are built here, the one place that knows them all,
 	// and handed to the runtime.
 	if m.Config.Handlers, err = handler.NewBuiltins(m.Config.Builtins); err != nil {
+		return err
+	}
+	if m.Config.Webhooks, err = webhook.New(m.Config.Notify); err != nil {
 		return err
 	}
 	p, err := peer.New(m.Config)

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/needle-mesh/needle/peer"
 	"github.com/needle-mesh/needle/peer/api"
+	"github.com/needle-mesh/needle/peer/webhook"
 )
 
 const hookSecret = "e2e-s3cret"
@@ -43,7 +43,7 @@ type receiver struct {
 func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	c := hookCall{path: r.URL.Path, id: r.Header.Get("webhook-id"), status: http.StatusNoContent}
-	c.attempt, _ = strconv.Atoi(r.Header.Get(peer.HeaderAttempt))
+	c.attempt, _ = strconv.Atoi(r.Header.Get(webhook.HeaderAttempt))
 	// The receiver's side of the Standard Webhooks check: HMAC-SHA256 of
 	// id.timestamp.body under the shared secret, compared in constant
 	// time, and a timestamp within 5 minutes.

@@ -1,6 +1,26 @@
 package peer
 
-import "github.com/needle-mesh/needle/peer/handler"
+import (
+	"github.com/needle-mesh/needle/peer/handler"
+	"github.com/needle-mesh/needle/peer/webhook"
+)
+
+// adapters returns the handler registry and the webhook sender the
+// runtime uses: Handlers and Webhooks as given (needled builds them), else
+// built from Builtins and Notify (embedding programs, tests).
+func (c *Config) adapters() (reg *handler.Registry, sender *webhook.Sender, err error) {
+	if reg = c.Handlers; reg == nil {
+		if reg, err = handler.NewBuiltins(c.Builtins); err != nil {
+			return nil, nil, err
+		}
+	}
+	if sender = c.Webhooks; sender == nil {
+		if sender, err = webhook.New(c.Notify); err != nil {
+			return nil, nil, err
+		}
+	}
+	return reg, sender, nil
+}
 
 // The handler contract and the built-ins live in package handler; these
 // aliases keep programs that embed a peer and were written against
