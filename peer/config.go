@@ -56,6 +56,9 @@ type Config struct {
 	Handlers *handler.Registry
 	// Logger receives logs. Default: slog.Default().
 	Logger *slog.Logger
+	// Runtime replaces parts of the runtime (transport, WAL, API
+	// listener) with the caller's; the zero value builds them all.
+	Runtime Runtime
 	// InMemory runs on an in-memory Badger with an ephemeral identity
 	// (tests, examples). DataDir is then ignored.
 	InMemory bool

@@ -16,7 +16,7 @@ import (
 func TestLoopDrivesThroughNodeDriver(t *testing.T) {
 	c := nodetest.NewContract()
 	first := startTracedPeer(t, c, "a", nil)
-	startTracedPeer(t, c, "b", []string{first.host.Addrs()[0]})
+	startTracedPeer(t, c, "b", []string{first.tr.Addrs()[0]})
 	waitFor(t, "a leader's early Raft messages before its persist", 30*time.Second, func() bool {
 		_, early := c.Counts()
 		return early > 0 || c.Err() != nil

@@ -74,7 +74,7 @@ func (p *Peer) route(ctx context.Context, g shard.GroupID) (string, error) {
 		}
 		return nil
 	})
-	if err != nil || owner == p.host.ID() {
+	if err != nil || owner == p.tr.ID() {
 		return "", err
 	}
 	return owner, nil
@@ -123,7 +123,7 @@ func forward[A any, PA rpcAnswer[A]](ctx context.Context, p *Peer, to string, re
 	if err != nil {
 		return out, err
 	}
-	raw, err := p.host.Call(ctx, to, b)
+	raw, err := p.tr.Call(ctx, to, b)
 	if err != nil {
 		if ctx.Err() != nil {
 			return out, ctx.Err()

@@ -54,11 +54,11 @@ func (p *Peer) loop(ctx context.Context) error {
 			p.node.Tick(time.Now())
 			p.report(o)
 			p.drainInbox()
-		case f := <-p.host.Inbound():
+		case f := <-p.tr.Inbound():
 			p.node.Tick(time.Now())
 			p.stepFrame(f)
 			p.drainInbox()
-		case f := <-p.host.Gossip():
+		case f := <-p.tr.Gossip():
 			p.node.Tick(time.Now())
 			p.stepFrame(f)
 		case o := <-p.notifier.out:
@@ -92,7 +92,7 @@ func (p *Peer) drainInbox() {
 			p.handle(c)
 		case o := <-p.results:
 			p.report(o)
-		case f := <-p.host.Inbound():
+		case f := <-p.tr.Inbound():
 			p.stepFrame(f)
 		case o := <-p.notifier.out:
 			p.notifyDone(o)
@@ -154,7 +154,7 @@ func (io loopIO) Gossip(msgs []node.Message) {
 	for i := range msgs {
 		b, err := node.AppendMessage(nil, &msgs[i])
 		if err == nil {
-			err = io.p.host.Publish(b)
+			err = io.p.tr.Publish(b)
 		}
 		if err != nil {
 			io.p.log.Debug("gossip", keyErr, err)
@@ -277,14 +277,19 @@ func (p *Peer) stepFrame(f p2p.Frame) {
 
 // dialMembers connects to members this host has no connection to, using
 // the addresses they gossip: peers that joined through the same seed learn
-// of each other this way. At most one dial per peer is in flight.
+// of each other this way. At most one dial per peer is in flight. A
+// transport without connections (in memory) needs none.
 func (p *Peer) dialMembers(ctx context.Context) {
+	d, ok := p.tr.(dialer)
+	if !ok {
+		return
+	}
 	connected := map[string]bool{}
-	for _, id := range p.host.Connected() {
+	for _, id := range d.Connected() {
 		connected[id] = true
 	}
 	for _, m := range p.node.Members() {
-		if m.ID == p.host.ID() || connected[m.ID] || len(m.Addrs) == 0 || m.State == node.PeerDead {
+		if m.ID == p.tr.ID() || connected[m.ID] || len(m.Addrs) == 0 || m.State == node.PeerDead {
 			continue
 		}
 		if _, busy := p.dialing.LoadOrStore(m.ID, true); busy {
@@ -296,7 +301,7 @@ func (p *Peer) dialMembers(ctx context.Context) {
 			defer p.dialing.Delete(id)
 			for _, a := range addrs {
 				dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				err := p.host.Connect(dctx, a)
+				err := d.Connect(dctx, a)
 				cancel()
 				if err == nil {
 					return
@@ -312,7 +317,7 @@ func (p *Peer) sendOne(to string, m *node.Message) {
 		p.log.Error("encode message", keyPeer, to, keyErr, err)
 		return
 	}
-	if err := p.host.Send(to, b); err != nil {
+	if err := p.tr.Send(to, b); err != nil {
 		p.metrics.dropped.Inc()
 	}
 }

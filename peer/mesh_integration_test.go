@@ -130,7 +130,7 @@ func TestMeshRealPeers(t *testing.T) {
 func startMesh3(t *testing.T) []*meshPeer {
 	t.Helper()
 	p1 := startMeshPeer(t, t.TempDir(), nil)
-	join := []string{p1.p.host.Addrs()[0]}
+	join := []string{p1.p.tr.Addrs()[0]}
 	peers := []*meshPeer{p1, startMeshPeer(t, t.TempDir(), join), startMeshPeer(t, t.TempDir(), join)}
 	waitFor(t, "3 replicas of every partition, leadership on every peer", 30*time.Second, func() bool {
 		for _, mp := range peers {

@@ -40,7 +40,7 @@ type Peer struct {
 	cfg      Config
 	log      *slog.Logger
 	wal      wal.Log
-	host     *p2p.Host
+	tr       Transport // the mesh: the libp2p host unless Config.Runtime gives one
 	node     *node.Node
 	driver   *node.Driver // drives node's Readies (loop.go, loopIO)
 	handlers *handler.Registry
@@ -109,19 +109,10 @@ func New(cfg Config) (*Peer, error) {
 }
 
 func (p *Peer) open() error {
-	if !p.cfg.InMemory {
-		if err := os.MkdirAll(p.cfg.DataDir, 0o700); err != nil {
-			return fmt.Errorf("peer: data dir: %w", err)
-		}
-	}
 	start := time.Now()
-	log, err := badgerwal.Open(p.cfg.DataDir, badgerwal.Options{Logger: p.log, InMemory: p.cfg.InMemory, MemTableSize: 128 << 20})
+	log, err := p.openWAL()
 	if err != nil {
-		return fmt.Errorf("peer: open wal in %s: %w", p.cfg.DataDir, err)
-	}
-	if max := log.MaxRecord(); max < node.MaxEntryBytes+64<<10 {
-		log.Close()
-		return fmt.Errorf("peer: the wal writes records of at most %d bytes, under the largest entry (%d)", max, node.MaxEntryBytes+64<<10)
+		return err
 	}
 	p.wal = log
 	// The WAL's first record is written before the identity key is
@@ -140,7 +131,7 @@ func (p *Peer) open() error {
 		return err
 	}
 	fail := func(err error) error {
-		p.host.Close()
+		p.tr.Close()
 		log.Close()
 		return err
 	}
@@ -148,14 +139,14 @@ func (p *Peer) open() error {
 	if err != nil {
 		return fail(err)
 	}
-	id := p.host.ID()
+	id := p.tr.ID()
 	ncfg := node.DefaultNodeConfig(id, randomHex(8))
 	ncfg.Founder = len(p.cfg.Join) == 0
 	ncfg.Replicas = p.cfg.Replicas
 	ncfg.ForgetAfter = p.cfg.ForgetAfter
 	ncfg.Steal = !p.cfg.NoSteal
-	ncfg.Addrs = p.host.Addrs()
-	ncfg.ValidID = p2p.ValidID
+	ncfg.Addrs = p.tr.Addrs()
+	ncfg.ValidID = p.validID
 	ncfg.Labels = p.cfg.Labels
 	ncfg.Partitions = parts
 	ncfg.Slots = p.cfg.Slots
@@ -185,6 +176,39 @@ func (p *Peer) open() error {
 	return nil
 }
 
+// openWAL opens Badger in the data dir, or takes the caller's log.
+func (p *Peer) openWAL() (wal.Log, error) {
+	if l := p.cfg.Runtime.WAL; l != nil {
+		return l, nil
+	}
+	if !p.cfg.InMemory {
+		if err := os.MkdirAll(p.cfg.DataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("peer: data dir: %w", err)
+		}
+	}
+	log, err := badgerwal.Open(p.cfg.DataDir, badgerwal.Options{Logger: p.log, InMemory: p.cfg.InMemory, MemTableSize: 128 << 20})
+	if err != nil {
+		return nil, fmt.Errorf("peer: open wal in %s: %w", p.cfg.DataDir, err)
+	}
+	if max := log.MaxRecord(); max < node.MaxEntryBytes+64<<10 {
+		log.Close()
+		return nil, fmt.Errorf("peer: the wal writes records of at most %d bytes, under the largest entry (%d)", max, node.MaxEntryBytes+64<<10)
+	}
+	return log, nil
+}
+
+// listen returns the API's listener: the caller's, or one on HTTPAddr.
+func (p *Peer) listen() (net.Listener, error) {
+	if ln := p.cfg.Runtime.Listener; ln != nil {
+		return ln, nil
+	}
+	ln, err := net.Listen("tcp", p.cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("peer: listen on %s: %w", p.cfg.HTTPAddr, err)
+	}
+	return ln, nil
+}
+
 // ErrWALLost is returned by New for a data dir that holds an identity key
 // but no WAL (the log was deleted or lost, the key kept).
 var ErrWALLost = errors.New("peer: the WAL of this identity is lost")
@@ -192,7 +216,7 @@ var ErrWALLost = errors.New("peer: the WAL of this identity is lost")
 // checkWALKept refuses a data dir that holds an identity key but no WAL
 // record, before anything is written: every start refuses alike.
 func (p *Peer) checkWALKept() error {
-	if p.cfg.InMemory {
+	if p.cfg.ephemeral() || p.cfg.Runtime.Transport != nil {
 		return nil
 	}
 	_, walKept, err := p.wal.Meta("partitions")
@@ -221,6 +245,10 @@ func (p *Peer) walLost(id string) error {
 // openHost starts the libp2p host: the peer's identity (a key in the data
 // dir) and its transport to the other peers.
 func (p *Peer) openHost() error {
+	if t := p.cfg.Runtime.Transport; t != nil {
+		p.tr = t
+		return nil
+	}
 	dir := p.cfg.DataDir
 	if p.cfg.InMemory {
 		dir = ""
@@ -232,7 +260,7 @@ func (p *Peer) openHost() error {
 	if err != nil {
 		return fmt.Errorf("peer: libp2p host: %w", err)
 	}
-	p.host = h
+	p.tr = h
 	return nil
 }
 
@@ -294,11 +322,11 @@ func (p *Peer) Ready() <-chan struct{} { return p.ready }
 // loop, and closes the WAL.
 func (p *Peer) Run(ctx context.Context) error {
 	defer close(p.closed)
-	ln, err := net.Listen("tcp", p.cfg.HTTPAddr)
+	ln, err := p.listen()
 	if err != nil {
-		p.host.Close()
+		p.tr.Close()
 		p.wal.Close()
-		return fmt.Errorf("peer: listen on %s: %w", p.cfg.HTTPAddr, err)
+		return err
 	}
 	p.ln = ln
 	// The loop and the workers outlive ctx by the drain: they stop when
@@ -329,9 +357,9 @@ func (p *Peer) Run(ctx context.Context) error {
 		srvErr <- p.srv.Serve(ln)
 	}()
 	close(p.ready)
-	p.host.HandleCall(p.serveCall)
+	p.tr.HandleCall(p.serveCall)
 	p.log.Info("serving", "http", ln.Addr().String(), "slots", p.cfg.Slots, "data", p.cfg.DataDir,
-		"peer", p.host.ID(), "addrs", strings.Join(p.host.Addrs(), ","))
+		"peer", p.tr.ID(), "addrs", strings.Join(p.tr.Addrs(), ","))
 	var runErr error
 	loopDone := false
 	select {
@@ -353,7 +381,7 @@ func (p *Peer) Run(ctx context.Context) error {
 			runErr = err
 		}
 	}
-	if err := p.host.Close(); err != nil && runErr == nil {
+	if err := p.tr.Close(); err != nil && runErr == nil {
 		runErr = err
 	}
 	if err := p.wal.Close(); err != nil && runErr == nil {
@@ -412,7 +440,7 @@ func (p *Peer) RequestDrain() { p.drainOnce.Do(func() { close(p.drainAsked) }) }
 
 // logDir is where finished task logs go; "" keeps them in memory.
 func logDir(cfg Config) string {
-	if cfg.InMemory {
+	if cfg.ephemeral() {
 		return ""
 	}
 	return filepath.Join(cfg.DataDir, "logs")

@@ -55,7 +55,7 @@ func (p *Peer) servePeers(w http.ResponseWriter, r *http.Request) {
 				if out.Node.Stranded > 0 {
 					pj.Load.StrandedFor = n.StrandedFor()
 				}
-				pj.Addrs = p.host.Addrs()
+				pj.Addrs = p.tr.Addrs()
 			}
 			out.Peers = append(out.Peers, pj)
 		}
@@ -72,7 +72,7 @@ func (p *Peer) servePeers(w http.ResponseWriter, r *http.Request) {
 // serveForget removes a peer from the membership (needle forget).
 func (p *Peer) serveForget(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if id == "" || id == p.host.ID() {
+	if id == "" || id == p.tr.ID() {
 		writeError(w, api.CodeInvalidArgument, "cannot forget this peer itself or an empty id", "id")
 		return
 	}

@@ -89,7 +89,7 @@ func TestTracingAcrossPeers(t *testing.T) {
 		return startMeshPeerWith(t, Config{DataDir: t.TempDir(), Join: join, TracerProvider: tp, Handlers: tracedRegistry(t, calls)}), exp
 	}
 	a, expA := start(nil)
-	b, expB := start([]string{a.p.host.Addrs()[0]})
+	b, expB := start([]string{a.p.tr.Addrs()[0]})
 	peers := []*meshPeer{a, b}
 	waitFor(t, "both peers leading partitions", 30*time.Second, func() bool {
 		for _, mp := range peers {

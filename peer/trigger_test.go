@@ -101,7 +101,7 @@ func TestPeerScheduledBroadcast(t *testing.T) {
 		t.Fatalf("trigger = %+v, %v", tr, err)
 	}
 	g, err := c.GetGroup(ctx, tr.Group, 10*time.Second)
-	self := p.host.ID()
+	self := p.tr.ID()
 	if err != nil || g.State != "SUCCEEDED" || len(g.Tasks) != 1 || g.Tasks[0].Pin != self || g.Tasks[0].Name != self {
 		t.Fatalf("broadcast firing = %+v, %v; want one copy pinned to %s", g, err, self)
 	}

@@ -1,0 +1,106 @@
+package peer
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/needle-mesh/needle/node"
+	"github.com/needle-mesh/needle/peer/api"
+)
+
+// memPeer is a peer of an in-memory mesh.
+type memPeer struct {
+	p    *Peer
+	c    *api.Client
+	stop func()
+}
+
+// startMemMesh starts n peers on one memNet (the first founds the mesh)
+// and waits, on the virtual clock, until every partition has min(n, 3)
+// voters and every peer leads some.
+func startMemMesh(t *testing.T, n, parts int) (*memNet, []*memPeer) {
+	t.Helper()
+	mn := newMemNet()
+	var peers []*memPeer
+	for i := range n {
+		cfg := Config{Slots: 2, Partitions: parts}
+		if i > 0 {
+			cfg.Join = []string{"/memory/p0"} // not a founder; the memNet reaches everyone
+		}
+		p, c, stop := startMemPeer(t, mn, fmt.Sprintf("p%d", i), cfg)
+		peers = append(peers, &memPeer{p, c, stop})
+	}
+	waitFor(t, "every partition replicated, leadership on every peer", time.Minute, func() bool {
+		for _, mp := range peers {
+			var st node.Stats
+			_ = mp.p.read(t.Context(), func(n *node.Node) error { st = n.Stats(); return nil })
+			if st.Voter != parts || st.Leading == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	return mn, peers
+}
+
+// TestMemMesh runs three peers in one process on the virtual clock: a
+// submission through any peer reaches its owner, errors of a remote owner
+// reach the client as the same kind and field, and when a peer stops the
+// others take its partitions over and finish the work.
+func TestMemMesh(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, peers := startMemMesh(t, 3, 16)
+		ctx := t.Context()
+		var groups []string
+		for i := range 6 {
+			body := fmt.Sprintf(`{"mode":"parallel","key":"mem-%d","tasks":[{"handler":"echo","payload":%d},{"handler":"sleep","payload":{"ms":50}}]}`, i, i)
+			groups = append(groups, submitRetrying(t, peers[i%3].c, body).Group)
+		}
+		for _, g := range groups {
+			gv, err := peers[1].c.GetGroup(ctx, g, 10*time.Second)
+			if err != nil || gv.State != "SUCCEEDED" {
+				t.Fatalf("group %s through p1 = %+v, %v", g, gv, err)
+			}
+		}
+		checkRemoteErrors(t, peers, groups[0])
+		peers[2].stop()
+		for i := range 6 {
+			body := fmt.Sprintf(`{"mode":"parallel","tasks":[{"handler":"echo","payload":%d}]}`, i)
+			res := submitRetrying(t, peers[0].c, body)
+			g, err := peers[0].c.GetGroup(ctx, res.Group, 15*time.Second)
+			if err != nil || g.State != "SUCCEEDED" {
+				t.Fatalf("group %s after p2 stopped = %+v, %v", res.Group, g, err)
+			}
+		}
+		if tk, err := peers[0].c.GetTask(ctx, groups[0]+".0", 0); err != nil || string(tk.Result) != "0" {
+			t.Fatalf("old result after failover = %+v, %v", tk, err)
+		}
+	})
+}
+
+// checkRemoteErrors asks every peer, owner or not, for things that fail
+// at the owner: each answers the owner's status, code and field.
+func checkRemoteErrors(t *testing.T, peers []*memPeer, g string) {
+	t.Helper()
+	ctx := t.Context()
+	for i, mp := range peers {
+		_, err := mp.c.SubmitGroupJSON(ctx, []byte(`{"mode":"parallel","key":"mem-0","tasks":[{"handler":"echo","payload":"other"}]}`))
+		wantError(t, fmt.Sprintf("p%d: a key reused with another body", i), err, http.StatusConflict, api.CodeConflict, "key")
+		_, err = mp.c.RetryTask(ctx, g+".0", "")
+		wantError(t, fmt.Sprintf("p%d: a retry of a SUCCEEDED task", i), err, http.StatusConflict, api.CodeConflict, "")
+		_, err = mp.c.GetTask(ctx, g+".9", 0)
+		wantError(t, fmt.Sprintf("p%d: a task that does not exist", i), err, http.StatusNotFound, api.CodeNotFound, "")
+	}
+}
+
+func wantError(t *testing.T, what string, err error, status int, code, field string) {
+	t.Helper()
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Status != status || ae.Code != code || ae.Field != field {
+		t.Errorf("%s = %v; want %d %s naming %q", what, err, status, code, field)
+	}
+}
