@@ -14,12 +14,13 @@ import (
 	"github.com/needle-mesh/needle/client"
 )
 
-// Workloads through external workers (docs/clients.md): W1's tasks, for a
-// handler no peer registers, served by one worker process per peer that
-// runs WorkerSlots tasks at a time.
+// Workloads through external workers (docs/clients.md): W1's or W2's
+// tasks, for a handler no peer registers, served by one worker process per
+// peer that runs WorkerSlots tasks at a time.
 const (
 	W1Go = "w1go" // W1 through Go worker processes (package client)
 	W1Py = "w1py" // W1 through Python worker processes (clients/python)
+	W2Go = "w2go" // W2 through Go worker processes
 )
 
 // WorkerHandler is the handler the worker processes serve: it returns the
@@ -42,7 +43,7 @@ const (
 // while the next lease commits.
 const (
 	DefaultWorkerSlots    = 2
-	DefaultWorkerPrefetch = 32
+	DefaultWorkerPrefetch = 256
 )
 
 // workerPollWait is a worker's poll wait: short, so a stopped worker's
@@ -89,7 +90,7 @@ func ServeWorkerFromEnv(ctx context.Context) (bool, error) {
 // workerArgv returns the command line of a worker process of workload
 // name.
 func (r *runner) workerArgv(name string) ([]string, []string, error) {
-	if name == W1Go {
+	if name == W1Go || name == W2Go {
 		if len(r.cfg.GoWorker) == 0 {
 			return nil, nil, fmt.Errorf("bench: %s: no Go worker command (Config.GoWorker)", name)
 		}
@@ -189,5 +190,17 @@ func (r *runner) w1External(name string) workloadFunc {
 		}
 		defer stopWorkers(ps)
 		return r.throughput(ctx, cl, rep, name, WorkerHandler)
+	}
+}
+
+// w2External runs W2 through worker processes of workload name.
+func (r *runner) w2External(name string) workloadFunc {
+	return func(ctx context.Context, cl *Cluster, rep int) (RepResult, error) {
+		ps, err := r.startWorkers(ctx, name, cl)
+		if err != nil {
+			return RepResult{}, err
+		}
+		defer stopWorkers(ps)
+		return r.latency(ctx, cl, rep, name, WorkerHandler)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestWorkerWorkloads runs w1go and w1py (when python3 is there) on one
+// TestWorkerWorkloads runs w1go, w2go and w1py (when python3 is there) on one
 // real needled, built from cmd/needled, with worker processes: the test
 // binary as the Go worker, clients/python as the Python one. Every task's
 // result is checked by the workload.
@@ -19,7 +19,7 @@ func TestWorkerWorkloads(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/needled").CombinedOutput(); err != nil {
 		t.Fatalf("go build needled: %v\n%s", err, out)
 	}
-	workloads := []string{W1Go}
+	workloads := []string{W1Go, W2Go}
 	if _, err := exec.LookPath("python3"); err == nil {
 		workloads = append(workloads, W1Py)
 	} else {
@@ -28,7 +28,7 @@ func TestWorkerWorkloads(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Needled, cfg.Peers, cfg.Reps = bin, 1, 1
 	cfg.Workloads = workloads
-	cfg.W1Tasks, cfg.W1Batch = 400, 100
+	cfg.W1Tasks, cfg.W1Batch, cfg.W2Tasks = 400, 100, 20
 	cfg.GoWorker = []string{os.Args[0]}
 	cfg.PythonClient = "../clients/python"
 	cfg.DataDir = t.TempDir()
@@ -41,7 +41,7 @@ func TestWorkerWorkloads(t *testing.T) {
 	}
 	for _, w := range rep.Workloads {
 		if len(w.Reps) != 1 || w.Reps[0].ProblemCount != 0 || len(w.Reps[0].Metrics) == 0 || !(w.Reps[0].Metrics[0].Value > 0) {
-			t.Errorf("%s: %+v; want one clean repetition with a throughput", w.Name, w)
+			t.Errorf("%s: %+v; want one clean repetition with a throughput or latency", w.Name, w)
 		}
 	}
 }

@@ -22,7 +22,7 @@ type workloadFunc func(ctx context.Context, cl *Cluster, rep int) (RepResult, er
 // workload returns the function of a workload name.
 func (r *runner) workload(name string) workloadFunc {
 	return map[string]workloadFunc{W1: r.w1, W2: r.w2, W3: r.w3, W4: r.w4, WS: r.ws, WP: r.wp, WL: r.wl, WG: r.wg,
-		W1Go: r.w1External(W1Go), W1Py: r.w1External(W1Py)}[name]
+		W1Go: r.w1External(W1Go), W1Py: r.w1External(W1Py), W2Go: r.w2External(W2Go)}[name]
 }
 
 // skip says why a workload cannot run with this config, or "".
@@ -113,21 +113,26 @@ func (r *runner) throughput(ctx context.Context, cl *Cluster, rep int, name, han
 // w2 measures latency: W2Tasks single echo tasks one after another, each
 // submitted to the next peer and waited for on it.
 func (r *runner) w2(ctx context.Context, cl *Cluster, rep int) (RepResult, error) {
+	return r.latency(ctx, cl, rep, W2, "echo")
+}
+
+// latency runs W2 for handler: W2Tasks tasks returning their payload.
+func (r *runner) latency(ctx context.Context, cl *Cluster, rep int, name, handler string) (RepResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.WaitTimeout)
 	defer cancel()
 	var ck checks
 	lat := make([]float64, 0, r.cfg.W2Tasks)
 	for i := range r.cfg.W2Tasks {
 		c := cl.Client(i % cl.Len())
-		p := payload(W2, rep, i, "")
+		p := payload(name, rep, i, "")
 		start := time.Now()
-		id, err := c.SubmitTask(ctx, TaskSpec{Handler: "echo", Payload: p})
+		id, err := c.SubmitTask(ctx, TaskSpec{Handler: handler, Payload: p})
 		if err != nil {
-			return RepResult{}, fmt.Errorf("bench: w2 submit to peer %d: %w", i%cl.Len(), err)
+			return RepResult{}, fmt.Errorf("bench: %s submit to peer %d: %w", name, i%cl.Len(), err)
 		}
 		t, err := waitTask(ctx, c, id)
 		if err != nil {
-			return RepResult{}, fmt.Errorf("bench: w2 wait on peer %d: %w", i%cl.Len(), err)
+			return RepResult{}, fmt.Errorf("bench: %s wait on peer %d: %w", name, i%cl.Len(), err)
 		}
 		lat = append(lat, millis(time.Since(start)))
 		ck.task(t, p)

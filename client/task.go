@@ -67,6 +67,13 @@ func (l *taskLog) add(line string) {
 	}
 }
 
+// pending reports whether lines wait to be sent.
+func (l *taskLog) pending() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.lines) > 0 || l.dropped > 0
+}
+
 // take returns the pending lines and forgets them.
 func (l *taskLog) take() []string {
 	l.mu.Lock()

@@ -340,9 +340,11 @@ func (r *run) sendLogs(ctx context.Context, t Task) {
 // reporter (which retries transient errors for reportTimeout). stopping
 // marks a run the worker cut short: its failure is retryable.
 func (r *run) report(t Task, res json.RawMessage, err error, stopping bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
-	r.sendLogs(ctx, t)
-	cancel()
+	if t.logs.pending() {
+		ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
+		r.sendLogs(ctx, t)
+		cancel()
+	}
 	r.rep.add(newOutcome(t, res, err, stopping))
 }
 

@@ -58,41 +58,66 @@ type Reporter interface {
 }
 
 // DecodeDone decodes and checks a batch of outcomes (the "done" field of
-// a poll or a report); field is its name, for errors ("done[3].lease").
-// A lease may appear once in a batch.
-func DecodeDone(raw []json.RawMessage, field string) ([]LeaseOutcome, error) {
-	if len(raw) > MaxReport {
+// a poll or a report, a JSON array); field is its name, for errors
+// ("done[3].lease"). A lease may appear once in a batch.
+func DecodeDone(data json.RawMessage, field string) ([]LeaseOutcome, error) {
+	var bs []doneBody
+	if err := decodeStrict(data, &bs, field); err != nil {
+		// Decode entry by entry to name the one at fault.
+		var raw []json.RawMessage
+		if rerr := decodeStrict(data, &raw, field); rerr != nil {
+			return nil, rerr
+		}
+		if len(raw) > MaxReport {
+			return nil, fieldErr(field, "more than %d outcomes in one batch", MaxReport)
+		}
+		for i, r := range raw {
+			var b doneBody
+			if err := decodeStrict(r, &b, fmt.Sprintf("%s[%d]", field, i)); err != nil {
+				return nil, err
+			}
+		}
+		return nil, err
+	}
+	if bs == nil {
+		return nil, fieldErr(field, "want a list of outcomes, got null")
+	}
+	if len(bs) > MaxReport {
 		return nil, fieldErr(field, "more than %d outcomes in one batch", MaxReport)
 	}
-	out := make([]LeaseOutcome, 0, len(raw))
-	seen := make(map[string]bool, len(raw))
-	for i, r := range raw {
-		path := fmt.Sprintf("%s[%d]", field, i)
-		var b doneBody
-		if err := decodeStrict(r, &b, path); err != nil {
+	out := make([]LeaseOutcome, 0, len(bs))
+	seen := make(map[string]bool, len(bs))
+	for i := range bs {
+		o, err := checkDone(&bs[i], fmt.Sprintf("%s[%d]", field, i), seen)
+		if err != nil {
 			return nil, err
-		}
-		if err := ValidLease(b.Lease); err != nil {
-			return nil, fieldErr(path+".lease", "malformed lease token")
-		}
-		if seen[b.Lease] {
-			return nil, fieldErr(path+".lease", "lease %s is already in this batch", b.Lease)
-		}
-		seen[b.Lease] = true
-		o := LeaseOutcome{Lease: b.Lease, Result: b.Result, Permanent: b.Permanent}
-		switch {
-		case b.Error != nil && b.Result != nil:
-			return nil, fieldErr(path, "either result (complete) or error (fail), not both")
-		case b.Error != nil && *b.Error == "":
-			return nil, fieldErr(path+".error", "empty: say why the attempt failed")
-		case b.Error != nil:
-			o.Failed, o.Error = true, *b.Error
-		case b.Permanent:
-			return nil, fieldErr(path+".permanent", "only a failure (error) is permanent")
 		}
 		out = append(out, o)
 	}
 	return out, nil
+}
+
+// checkDone checks one decoded entry of a batch at path.
+func checkDone(b *doneBody, path string, seen map[string]bool) (LeaseOutcome, error) {
+	if err := ValidLease(b.Lease); err != nil {
+		return LeaseOutcome{}, fieldErr(path+".lease", "malformed lease token")
+	}
+	if seen[b.Lease] {
+		return LeaseOutcome{}, fieldErr(path+".lease", "lease %s is already in this batch", b.Lease)
+	}
+	seen[b.Lease] = true
+	o := LeaseOutcome{Lease: b.Lease, Result: b.Result, Permanent: b.Permanent}
+	switch {
+	case b.Error != nil && b.Result != nil:
+		return o, fieldErr(path, "either result (complete) or error (fail), not both")
+	case b.Error != nil && *b.Error == "":
+		return o, fieldErr(path+".error", "empty: say why the attempt failed")
+	case b.Error != nil:
+		o.Failed, o.Error = true, *b.Error
+	case b.Permanent:
+		return o, fieldErr(path+".permanent", "only a failure (error) is permanent")
+	}
+	return o, nil
 }
 
 // verdicts turns a backend's per-entry errors into the answer's entries;
@@ -124,13 +149,13 @@ func (s *server) report(w http.ResponseWriter, r *http.Request, rp Reporter) {
 		return
 	}
 	var b struct {
-		Done []json.RawMessage `json:"done"`
+		Done json.RawMessage `json:"done"`
 	}
 	if err := decodeStrict(body, &b, ""); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if b.Done == nil {
+	if b.Done == nil || string(b.Done) == "null" {
 		s.fail(w, r, fieldErr("done", "required: the outcomes to report"))
 		return
 	}

@@ -49,12 +49,12 @@ type PollRequest struct {
 
 // pollBody is PollRequest on the wire.
 type pollBody struct {
-	Worker   string            `json:"worker"`
-	Handlers []string          `json:"handlers"`
-	Max      *int              `json:"max"`
-	Wait     *string           `json:"wait"`
-	Labels   []string          `json:"labels"`
-	Done     []json.RawMessage `json:"done"`
+	Worker   string          `json:"worker"`
+	Handlers []string        `json:"handlers"`
+	Max      *int            `json:"max"`
+	Wait     *string         `json:"wait"`
+	Labels   []string        `json:"labels"`
+	Done     json.RawMessage `json:"done"`
 }
 
 // WorkerTask is a task handed to a worker: the task as GET /v1/tasks/{id}
@@ -285,7 +285,7 @@ func DecodePoll(data []byte) (PollRequest, error) {
 		}
 		req.Wait = d
 	}
-	if b.Done != nil {
+	if b.Done != nil && string(b.Done) != "null" {
 		done, err := DecodeDone(b.Done, "done")
 		if err != nil {
 			return req, err
