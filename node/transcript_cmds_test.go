@@ -23,6 +23,7 @@ import (
 //	                           grants outcomes acks states refusals steals
 //	                           raft duties)
 //	run 5s                     step the clock in 10 ms steps
+//	tick 5s                    one step of 5 s (a process that slept)
 //	stabilize                  deliver what is in flight, clock stopped
 //	wait served p0 [by=n2|not=n2] [max=10s]    step until it holds
 //	wait voters p0 n1 n2 n3 | wait runs n2 | wait grant n1->n2
@@ -56,10 +57,14 @@ func (e *env) command(d *datadriven.TestData) (string, error) {
 		return "", nil
 	case "log":
 		return "", e.setLog(pos)
-	case "run":
+	case "run", "tick":
 		dur, err := duration(pos[0])
-		if err == nil {
+		switch {
+		case err != nil:
+		case d.Cmd == "run":
 			e.m.Run(dur)
+		default:
+			e.m.Step(dur)
 		}
 		return "", err
 	case "stabilize":
