@@ -175,7 +175,11 @@ type Node struct {
 	pace      pacer
 	reqSeq    uint64
 	reqs      map[uint64]*request
-	running   map[shard.TaskID]shard.Round // leases held by this peer, by task
+	// submits holds the submissions proposed with other events (see
+	// proposeSubmit), by group, in proposal order: each is answered when
+	// its group's submitted event applies.
+	submits map[shard.GroupID][]uint64
+	running map[shard.TaskID]shard.Round // leases held by this peer, by task
 	// superseded holds the rounds of local runs replaced in running by a
 	// newer round of the same task (a pinned task re-leased to this peer
 	// after its lease expired, as while it was paused): their handlers
@@ -212,9 +216,10 @@ type Node struct {
 
 // request is a client request waiting for its entry to apply.
 type request struct {
-	id   uint64
-	part int
-	kind requestKind
+	id    uint64
+	part  int
+	kind  requestKind
+	group shard.GroupID // a submission proposed with other events (proposeSubmit)
 }
 
 type requestKind uint8
@@ -243,7 +248,7 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 		cfg: cfg, log: cfg.Logger.With(keyNode, cfg.ID), holder: cfg.ID + "#" + cfg.Boot,
 		raftID: RaftID(cfg.ID), parts: make([]*partition, cfg.Partitions),
 		isDir: make([]bool, cfg.Partitions), now: now, lastTick: now, bootAt: now,
-		reqs: make(map[uint64]*request), running: make(map[shard.TaskID]shard.Round),
+		reqs: make(map[uint64]*request), submits: make(map[shard.GroupID][]uint64), running: make(map[shard.TaskID]shard.Round),
 		leaseAt: make(map[shard.TaskID]time.Time), ownLeases: make(map[shard.TaskID]ownLease),
 		raftOut: make(map[string][]RaftMsg), started: make(map[shard.TaskID]shard.Round),
 		localOut: make(map[shard.TaskID]shard.Outcome),

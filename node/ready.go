@@ -183,15 +183,30 @@ func earlyRaft(t pb.MessageType) bool {
 	return true
 }
 
-// flush proposes the partition's buffered events as one entry.
+// flush proposes the partition's buffered events as one entry (as few as
+// MaxEntryBytes allows).
 func (n *Node) flush(p *partition) {
 	if len(p.props) == 0 {
 		return
 	}
 	evs := p.props
 	p.props = nil
+	n.proposeEvents(p, evs)
+}
+
+// proposeEvents proposes evs as one entry, or, when they encode over
+// MaxEntryBytes, as two halves in order (each split again if need be).
+func (n *Node) proposeEvents(p *partition, evs []shard.Event) {
 	data := shard.AppendBatch(nil, &shard.Batch{Origin: n.holder, Events: evs})
+	if len(data) > MaxEntryBytes && len(evs) > 1 {
+		half := len(evs) / 2
+		n.proposeEvents(p, evs[:half:half])
+		n.proposeEvents(p, evs[half:])
+		return
+	}
+	n.stats.Entries++
 	if err := p.rn.Propose(data); err != nil {
+		n.stats.Entries--
 		n.proposalDropped(p, evs)
 	}
 }
@@ -210,6 +225,7 @@ func (n *Node) proposalDropped(p *partition, evs []shard.Event) {
 	}
 	p.shard.Unlease(evs)
 	n.releaseLeases(evs)
+	n.dropSubmits(evs)
 	for i := range evs {
 		e := &evs[i]
 		if (e.Type == shard.EvSucceeded || e.Type == shard.EvFailed || e.Type == shard.EvExpired) && e.Holder == n.holder {

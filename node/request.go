@@ -32,7 +32,78 @@ func (n *Node) Submit(req uint64, spec *shard.GroupSpec) {
 		n.reply(Reply{Req: req, Submit: SubmitResult{Group: spec.ID, Tasks: ids}})
 		return
 	}
-	n.proposeRequest(p, req, reqSubmit, append([]shard.Event{ev}, n.initialLeases(p, spec)...))
+	n.proposeSubmit(p, req, append([]shard.Event{ev}, n.initialLeases(p, spec)...))
+}
+
+// proposeSubmit buffers a submission's events (the group and its initial
+// leases) with the partition's other events: the submissions, outcomes and
+// leases of one loop iteration go into one entry at the next Ready (the
+// entry's Req stays 0; the format is the one every release applies). The
+// request is answered when its submitted event applies (applySubmitted),
+// or when the proposal is dropped (dropSubmits).
+func (n *Node) proposeSubmit(p *partition, req uint64, evs []shard.Event) {
+	if size := len(shard.AppendBatch(nil, &shard.Batch{Origin: n.holder, Req: req, Events: evs})); size > MaxEntryBytes {
+		n.releaseLeases(evs)
+		n.reply(Reply{Req: req, Err: &shard.FieldError{Task: -1, Field: "tasks",
+			Message: fmt.Sprintf("the group encodes to %d bytes, over the limit of %d", size, MaxEntryBytes)}})
+		return
+	}
+	g := evs[0].Group
+	p.propose(evs)
+	n.reqs[req] = &request{id: req, part: p.id, kind: reqSubmit, group: g}
+	n.submits[g] = append(n.submits[g], req)
+	n.markDirty(p.id)
+}
+
+// takeSubmit returns the oldest submission of group g still waiting, and
+// forgets those answered already (failRequests).
+func (n *Node) takeSubmit(g shard.GroupID) (*request, bool) {
+	q := n.submits[g]
+	defer func() {
+		if len(q) == 0 {
+			delete(n.submits, g)
+		} else {
+			n.submits[g] = q
+		}
+	}()
+	for len(q) > 0 {
+		id := q[0]
+		q = q[1:]
+		if r, ok := n.reqs[id]; ok && r.group == g {
+			delete(n.reqs, id)
+			return r, true
+		}
+	}
+	return nil, false
+}
+
+// applySubmitted answers the submission whose event e (proposed by this
+// run of the peer with other events) just applied; existed says whether
+// the group was there before it.
+func (n *Node) applySubmitted(p *partition, e *shard.Event, existed bool) {
+	req, ok := n.takeSubmit(e.Group)
+	if !ok {
+		return
+	}
+	ids, err := p.shard.GroupTasks(e.Group)
+	if err == nil && existed && e.Spec != nil {
+		// Two submits with one key raced: the first applied wins.
+		err = p.shard.CheckRepeat(e.Spec)
+	}
+	n.reply(Reply{Req: req.id, Err: err, Submit: SubmitResult{Group: e.Group, Tasks: ids, Created: !existed}})
+}
+
+// dropSubmits answers the submissions among evs, whose proposal Raft
+// refused on a partition this node no longer serves.
+func (n *Node) dropSubmits(evs []shard.Event) {
+	for i := range evs {
+		if evs[i].Type != shard.EvSubmitted {
+			continue
+		}
+		if req, ok := n.takeSubmit(evs[i].Group); ok {
+			n.reply(Reply{Req: req.id, Err: ErrUnavailable})
+		}
+	}
 }
 
 // Cancel proposes the cancellation of a task, or of a whole group when task
@@ -75,6 +146,7 @@ func (n *Node) proposeRequest(p *partition, req uint64, kind requestKind, evs []
 		n.reply(Reply{Req: req, Err: ErrUnavailable})
 		return
 	}
+	n.stats.Entries++
 	n.reqs[req] = &request{id: req, part: p.id, kind: kind}
 	n.markDirty(p.id)
 }
@@ -87,6 +159,9 @@ func (n *Node) failRequests(part int) {
 	for _, id := range sortedKeys(n.reqs) {
 		if r := n.reqs[id]; r.part == part {
 			delete(n.reqs, id)
+			if r.group != "" {
+				n.takeSubmit(r.group) // drops it and any other answered one
+			}
 			n.reply(Reply{Req: id, Err: ErrStopped})
 		}
 	}
@@ -109,6 +184,9 @@ func (n *Node) applyBatch(p *partition, b *shard.Batch) {
 		switch e.Type {
 		case shard.EvSubmitted:
 			created = created || !existed
+			if b.Origin == n.holder && b.Req == 0 {
+				n.applySubmitted(p, e, existed)
+			}
 		case shard.EvLeased:
 			n.applyLease(p, e, b.Origin == n.holder)
 			if w, ok := p.shard.Waited(e.Task); ok && p.serving {

@@ -27,6 +27,11 @@ type NodeStats struct {
 	// DroppedRaft counts Raft messages from the network refused before
 	// Raft saw them (see checkRaft).
 	DroppedRaft int
+	// Entries counts the entries of events this node proposed as leader
+	// that Raft took (one per partition per Ready under load, and one per
+	// request other than a submission): over the tasks run, the log's
+	// cost per task.
+	Entries int
 }
 
 // stealer is the node's side of work stealing: the pure policy of package

@@ -140,6 +140,7 @@ func (m *metrics) observe(n *node.Node) {
 		{"abdications", cur.Abdications, m.last.Abdications},
 		{"rejected_entries", cur.RejectedEntries, m.last.RejectedEntries},
 		{"dropped_raft_messages", cur.DroppedRaft, m.last.DroppedRaft},
+		{"entries_proposed", cur.Entries, m.last.Entries},
 	} {
 		if c.now > c.was {
 			m.protocol.WithLabelValues(c.name).Add(float64(c.now - c.was))

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	raftpb "go.etcd.io/raft/v3/raftpb"
+
 	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/wal"
 )
@@ -69,6 +71,16 @@ type Report struct {
 	Restarts uint64 `json:"restarts"`
 	Pauses   uint64 `json:"pauses"`
 	Syncs    uint64 `json:"syncs"`
+	// Entries counts the Raft entries holding events that the partitions'
+	// logs took (each once, however many replicas persisted it; empty
+	// and configuration entries aside); EntriesPerTask is Entries over
+	// Tasks: batching puts many tasks' events in one entry.
+	Entries        uint64  `json:"entries"`
+	EntriesPerTask float64 `json:"entries_per_task"`
+	// CPUPerTaskUS is the run's wall time per task, microseconds: the
+	// simulator runs on one goroutine, so it is the CPU a task costs the
+	// core (every peer's share, the simulator's own aside).
+	CPUPerTaskUS float64 `json:"cpu_us_per_task"`
 	// Wakeups counts the nodes' Ticks at their deadlines
 	// (Node.NextDeadline), inputs aside.
 	Wakeups uint64 `json:"wakeups"`
@@ -129,8 +141,10 @@ func (s *sim) report() Report {
 	lat := slices.Clone(c.latencies)
 	slices.Sort(lat)
 	r.LatencyP50MS, r.LatencyP99MS = ms(percentile(lat, 0.50)), ms(percentile(lat, 0.99))
+	r.Entries = s.entries
 	if r.Tasks > 0 {
 		r.MessagesPerTask = float64(r.Messages) / float64(r.Tasks)
+		r.EntriesPerTask = float64(r.Entries) / float64(r.Tasks)
 	}
 	owned := make([]int, len(s.nodes))
 	for _, o := range s.owners {
@@ -182,6 +196,12 @@ func (s *sim) hashPersist(node int, b *wal.Batch) {
 	}
 	for _, u := range b.Updates {
 		for _, e := range u.Entries {
+			if e.GetIndex() > s.entryTop[u.Partition] {
+				s.entryTop[u.Partition] = e.GetIndex()
+				if e.GetType() == raftpb.EntryNormal && len(e.GetData()) > 0 {
+					s.entries++
+				}
+			}
 			put(uint64(node))
 			put(uint64(u.Partition))
 			put(e.GetIndex())
@@ -219,6 +239,7 @@ func (r *Report) Text() string {
 	for _, f := range r.Faults {
 		fmt.Fprintf(&b, "fault %s\n", f)
 	}
+	fmt.Fprintf(&b, "entries %d (%.2f per task) cpu %.1f us per task\n", r.Entries, r.EntriesPerTask, r.CPUPerTaskUS)
 	fmt.Fprintf(&b, "sim %.2fs wall %.3fs (%.0fx) hash %s\n", r.SimSeconds, r.WallSeconds, r.SimSeconds/max(r.WallSeconds, 1e-9), r.Hash)
 	return b.String()
 }

@@ -41,6 +41,10 @@ type sim struct {
 	// until every acknowledged group was found on a serving node.
 	durCheck bool
 	st       stats
+	// entries counts the event entries the partitions' logs took;
+	// entryTop is the highest index counted per partition (hashPersist).
+	entries  uint64
+	entryTop map[uint32]uint64
 }
 
 // stats are the run's counters.
@@ -78,12 +82,15 @@ func Run(cfg Config) (Report, error) {
 	}
 	rep := s.report()
 	rep.WallSeconds = time.Since(wall).Seconds()
+	if rep.Tasks > 0 {
+		rep.CPUPerTaskUS = rep.WallSeconds * 1e6 / float64(rep.Tasks)
+	}
 	return rep, nil
 }
 
 func newSim(cfg Config) (*sim, error) {
 	s := &sim{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e6565646c65)), byID: map[string]int{}, hash: fnv.New64a(),
-		rings: node.NewRingCache()}
+		rings: node.NewRingCache(), entryTop: map[uint32]uint64{}}
 	if err := s.placeGroups(); err != nil {
 		return nil, err
 	}

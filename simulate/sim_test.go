@@ -26,6 +26,7 @@ func TestDeterministic(t *testing.T) {
 	for _, cfg := range []Config{small(7), DefaultConfig()} {
 		a, b := mustRun(t, cfg), mustRun(t, cfg)
 		a.WallSeconds, b.WallSeconds = 0, 0
+		a.CPUPerTaskUS, b.CPUPerTaskUS = 0, 0
 		if !reflect.DeepEqual(a, b) {
 			t.Errorf("%v ran twice:\n%+v\n%+v", cfg, a, b)
 		}

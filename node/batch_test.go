@@ -1,0 +1,48 @@
+package node
+
+import (
+	"testing"
+	"time"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// TestSubmissionsShareAnEntry: submissions to one partition in one loop
+// iteration go into one entry with the iteration's other events, and each
+// is answered as if alone: created, or a repeat of a key submitted just
+// before it.
+func TestSubmissionsShareAnEntry(t *testing.T) {
+	h := newHarness(t, 1)
+	h.tick(10 * time.Millisecond)
+	before := h.n.Counters().Entries
+	reqs := map[uint64]shard.GroupID{}
+	for _, id := range []shard.GroupID{"a", "b", "c"} {
+		req := h.n.NextRequest()
+		h.n.Submit(req, &shard.GroupSpec{ID: id, Mode: shard.ModeParallel, Tasks: echoTasks(2)})
+		reqs[req] = id
+	}
+	keyed := shard.KeyedGroupID("k")
+	var repeat []uint64
+	for range 2 {
+		req := h.n.NextRequest()
+		h.n.Submit(req, &shard.GroupSpec{ID: keyed, Key: "k", Mode: shard.ModeSingle, Tasks: echoTasks(1)})
+		repeat = append(repeat, req)
+	}
+	h.stabilize()
+	if got := h.n.Counters().Entries - before; got != 1 {
+		t.Errorf("%d entries for five submissions in one iteration; want 1", got)
+	}
+	for req, id := range reqs {
+		r, ok := h.replies[req]
+		if !ok || r.Err != nil || r.Submit.Group != id || !r.Submit.Created || len(r.Submit.Tasks) != 2 {
+			t.Errorf("reply to %s: %+v (answered %v); want created with 2 tasks", id, r, ok)
+		}
+	}
+	first, second := h.replies[repeat[0]], h.replies[repeat[1]]
+	if first.Err != nil || !first.Submit.Created || second.Err != nil || second.Submit.Created || second.Submit.Group != keyed {
+		t.Errorf("keyed submissions answered %+v and %+v; want created, then an idempotent repeat", first, second)
+	}
+	if len(h.n.reqs) != 0 || len(h.n.submits) != 0 {
+		t.Errorf("requests left waiting: %d, by group %d", len(h.n.reqs), len(h.n.submits))
+	}
+}
