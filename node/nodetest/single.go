@@ -1,5 +1,13 @@
-// Package nodetest drives Nodes in memory for tests outside package node:
-// an in-memory WAL, handlers run by the test, replies collected by request.
+// Package nodetest drives Nodes in memory for tests outside package node,
+// through node.Driver, the path the daemon and the simulator take:
+//
+//   - Single: one Node alone, its WAL in memory, runs and replies kept for
+//     the test;
+//   - Mesh: peers on one virtual clock and network (one-way cuts, held
+//     links, crashes that lose unsynced writes, restarts as new
+//     incarnations), which the transcripts of node/testdata use;
+//   - Contract: a driver Trace that checks the Ready contract's order,
+//     early sends included (the runtime's and the simulator's tests).
 package nodetest
 
 import (
