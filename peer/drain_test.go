@@ -3,18 +3,19 @@ package peer
 import (
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/needle-mesh/needle/node"
 )
 
-// TestDrainUnderLoad drains one of three real peers while tasks run: it
-// hands its partitions over and exits, and every task finishes, none lost.
-func TestDrainUnderLoad(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real libp2p mesh")
-	}
-	peers := startMesh3(t)
+// TestDrainUnderLoad drains one of three peers (in memory, on the virtual
+// clock) while tasks run: it hands its partitions over and exits, and
+// every task finishes, none lost.
+func TestDrainUnderLoad(t *testing.T) { synctest.Test(t, testDrainUnderLoad) }
+
+func testDrainUnderLoad(t *testing.T) {
+	_, peers := startMemMesh(t, 3, 32)
 	p1, p2, p3 := peers[0], peers[1], peers[2]
 	ctx := t.Context()
 	var groups []string
@@ -24,11 +25,10 @@ func TestDrainUnderLoad(t *testing.T) {
 	}
 	p2.p.RequestDrain()
 	select {
-	case err := <-p2.done:
-		if err != nil {
-			t.Fatalf("drained peer's Run: %v", err)
+	case <-p2.done:
+		if p2.err != nil {
+			t.Fatalf("drained peer's Run: %v", p2.err)
 		}
-		p2.cancel = nil
 	case <-time.After(30 * time.Second):
 		t.Fatal("p2 did not finish draining")
 	}
@@ -40,7 +40,7 @@ func TestDrainUnderLoad(t *testing.T) {
 	}
 	waitFor(t, "p1 and p3 to lead every partition", 15*time.Second, func() bool {
 		total := 0
-		for _, mp := range []*meshPeer{p1, p3} {
+		for _, mp := range []*memPeer{p1, p3} {
 			var st node.Stats
 			_ = mp.p.read(t.Context(), func(n *node.Node) error { st = n.Stats(); return nil })
 			total += st.Leading

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -29,9 +30,12 @@ func (l *lockedBuffer) String() string {
 
 // TestHandlerFailureLogged: a failed attempt is a warn line carrying the
 // task's and the group's ids, the handler and its error.
-func TestHandlerFailureLogged(t *testing.T) {
+func TestHandlerFailureLogged(t *testing.T) { synctest.Test(t, testHandlerFailureLogged) }
+
+func testHandlerFailureLogged(t *testing.T) {
 	var buf lockedBuffer
-	_, c := startPeerWith(t, Config{Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	c := startMemPeer(t, newMemNet(), "solo", Config{Slots: 2,
+		Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))}).c
 	g, tasks := runGroup(t, c, `{"mode":"parallel","tasks":[{"name":"boom","handler":"fail","payload":{"permanent":true,"message":"disk on fire"}}]}`)
 	if g.State != "FAILED" {
 		t.Fatalf("group %s; want FAILED", g.State)

@@ -34,8 +34,8 @@ const rpcVersion = 1
 
 // rpcHeader opens every forwarded request.
 type rpcHeader struct {
-	V     int    `json:"v"`
-	Op    string `json:"op"`
+	V     int    `json:"v,omitempty"`     // rpcVersion; written by encodeCall, first
+	Op    string `json:"op,omitempty"`    // written by encodeCall, second
 	Trace string `json:"trace,omitempty"` // the caller's span (W3C traceparent), parent of the owner's spans
 }
 
@@ -117,9 +117,7 @@ func forwardSpan[A any, PA rpcAnswer[A]](ctx context.Context, p *Peer, to string
 // forward runs req on peer to and decodes its answer.
 func forward[A any, PA rpcAnswer[A]](ctx context.Context, p *Peer, to string, req meshReq) (A, error) {
 	var out A
-	h := req.head()
-	h.V, h.Op, h.Trace = rpcVersion, req.op(), traceparent(ctx)
-	b, err := json.Marshal(req)
+	b, err := encodeCall(req, traceparent(ctx))
 	if err != nil {
 		return out, err
 	}
@@ -134,6 +132,25 @@ func forward[A any, PA rpcAnswer[A]](ctx context.Context, p *Peer, to string, re
 		return out, fmt.Errorf("peer: forward to %s: bad answer: %w", to, err)
 	}
 	return out, PA(&out).answerErr().err()
+}
+
+// encodeCall writes req as the wire has it: the header (version, op, then
+// trace) and req's fields. req is not changed: askAll sends one request to
+// many peers at once.
+func encodeCall(req meshReq, trace string) ([]byte, error) {
+	body, err := json.Marshal(req) // its header is empty, so omitted
+	if err != nil {
+		return nil, err
+	}
+	b := fmt.Appendf(make([]byte, 0, len(body)+64), `{"v":%d,"op":%q`, rpcVersion, req.op())
+	if trace != "" {
+		b = fmt.Appendf(b, `,"trace":%q`, trace)
+	}
+	if len(body) > 2 {
+		b = append(append(b, ','), body[1:]...)
+		return b, nil
+	}
+	return append(b, '}'), nil
 }
 
 // callServer decodes one op's request and serves it locally.

@@ -98,13 +98,18 @@ func TestRequestWire(t *testing.T) {
 		{&schedulesReq{}, previousRequest{Op: "schedules"}},
 		{&triggerReq{scheduleRef: ref, Tag: "t"}, previousRequest{Op: "schedule_trigger", Group: "s1", By: "ann", Tag: "t"}},
 	} {
-		h := c.req.head()
-		h.V, h.Op, h.Trace = rpcVersion, c.req.op(), "00-trace"
 		c.old.V, c.old.Trace = 1, "00-trace"
-		if got, want, ok := sameJSON(t, c.req, c.old); !ok {
+		b, err := encodeCall(c.req, "00-trace")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want, ok := sameJSON(t, json.RawMessage(b), c.old); !ok {
 			t.Errorf("%s: %s; the previous release writes %s", c.req.op(), got, want)
 		}
-		for _, b := range [][]byte{mustJSON(c.req), mustJSON(c.old)} {
+		if c.req.head().Op != "" {
+			t.Errorf("%s: encodeCall changed the request", c.req.op())
+		}
+		for _, b := range [][]byte{b, mustJSON(c.old)} {
 			if hd, err := readHeader(b); err != nil || hd.Op != c.old.Op || hd.V != 1 {
 				t.Errorf("readHeader(%s) = %+v, %v", b, hd, err)
 			}

@@ -7,18 +7,18 @@ import (
 	"net/url"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/needle-mesh/needle/peer/api"
 )
 
-// TestListAcrossRealMesh lists the failed tasks of a 3-peer mesh page by
+// TestListAcrossMesh lists the failed tasks of a 3-peer mesh page by
 // page through a peer, and checks bad queries are refused naming the field.
-func TestListAcrossRealMesh(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real libp2p mesh")
-	}
-	peers := startMesh3(t)
+func TestListAcrossMesh(t *testing.T) { synctest.Test(t, testListAcrossMesh) }
+
+func testListAcrossMesh(t *testing.T) {
+	_, peers := startMemMesh(t, 3, 32)
 	ctx := t.Context()
 	var failed, all []string
 	for i := range 12 {
@@ -27,6 +27,7 @@ func TestListAcrossRealMesh(t *testing.T) {
 			handler, payload = "fail", `{"permanent":true,"message":"boom"}`
 		}
 		body := fmt.Sprintf(`{"mode":"parallel","key":"list-%d","tasks":[{"name":"n%d","handler":%q,"payload":%s}]}`, i, i, handler, payload)
+		time.Sleep(time.Millisecond) // the virtual clock: each submission a moment after the last, so newest-first is one order
 		res := submitRetrying(t, peers[i%3].c, body)
 		if _, err := peers[0].c.GetGroup(ctx, res.Group, 10*time.Second); err != nil {
 			t.Fatal(err)

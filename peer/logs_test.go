@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/needle-mesh/needle/peer/api"
@@ -48,8 +49,11 @@ func submitOne(t testing.TB, c *api.Client, handler, payload string) string {
 
 // TestTaskLogsFollow: a Go handler's Call.Log lines reach a follower while
 // the handler still runs; the follow ends once the task is terminal.
-func TestTaskLogsFollow(t *testing.T) {
-	p, c := startLogPeer(t, Config{})
+func TestTaskLogsFollow(t *testing.T) { synctest.Test(t, testTaskLogsFollow) }
+
+func testTaskLogsFollow(t *testing.T) {
+	mp := startMemPeer(t, newMemNet(), "solo", Config{Slots: 2, Logger: slog.New(slog.DiscardHandler)})
+	p, c := mp.p, mp.c
 	release := make(chan struct{})
 	_ = p.Handlers().Register("talk", func(ctx context.Context, call Call) ([]byte, error) {
 		call.Log.Info("step one", "n", 1)

@@ -183,11 +183,20 @@ type memAddr struct{}
 func (memAddr) Network() string { return "memory" }
 func (memAddr) String() string  { return "memory" }
 
-// startMemPeer runs a peer named id on net, with an in-memory WAL and API,
-// until the test ends or stop is called; it returns a client of its API.
-// Call it inside a synctest bubble: the peer's timers then run on the
-// virtual clock. Its Config is base with the runtime filled in.
-func startMemPeer(t *testing.T, mn *memNet, id string, base Config) (*Peer, *api.Client, func()) {
+// memPeer is a peer of an in-memory mesh.
+type memPeer struct {
+	p    *Peer
+	c    *api.Client
+	done chan struct{} // closed when Run returns, with its error in err
+	err  error
+	stop func() // cancels Run and waits for it; idempotent
+}
+
+// startMemPeer runs a peer named id on mn, with an in-memory WAL and API,
+// until the test ends or stop is called. Call it inside a synctest bubble:
+// the peer's timers then run on the virtual clock. Its Config is base with
+// the runtime filled in.
+func startMemPeer(t *testing.T, mn *memNet, id string, base Config) *memPeer {
 	t.Helper()
 	ln := newMemListener()
 	cfg := base
@@ -203,20 +212,22 @@ func startMemPeer(t *testing.T, mn *memNet, id string, base Config) (*Peer, *api
 		t.Fatalf("New: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	<-p.Ready()
 	tr := &http.Transport{DialContext: ln.dial}
+	mp := &memPeer{p: p, done: make(chan struct{}),
+		c: &api.Client{BaseURL: "http://localhost", HTTP: &http.Client{Transport: tr}}} // the dial picks the peer
+	go func() { mp.err = p.Run(ctx); close(mp.done) }()
+	<-p.Ready()
 	var once sync.Once
-	stop := func() {
+	mp.stop = func() {
 		once.Do(func() {
 			tr.CloseIdleConnections()
 			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
+			<-mp.done
+			if mp.err != nil {
+				t.Errorf("Run: %v", mp.err)
 			}
 		})
 	}
-	t.Cleanup(stop)
-	return p, &api.Client{BaseURL: "http://localhost", HTTP: &http.Client{Transport: tr}}, stop // the dial picks the peer
+	t.Cleanup(mp.stop)
+	return mp
 }

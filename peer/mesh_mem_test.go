@@ -12,13 +12,6 @@ import (
 	"github.com/needle-mesh/needle/peer/api"
 )
 
-// memPeer is a peer of an in-memory mesh.
-type memPeer struct {
-	p    *Peer
-	c    *api.Client
-	stop func()
-}
-
 // startMemMesh starts n peers on one memNet (the first founds the mesh)
 // and waits, on the virtual clock, until every partition has min(n, 3)
 // voters and every peer leads some.
@@ -31,8 +24,7 @@ func startMemMesh(t *testing.T, n, parts int) (*memNet, []*memPeer) {
 		if i > 0 {
 			cfg.Join = []string{"/memory/p0"} // not a founder; the memNet reaches everyone
 		}
-		p, c, stop := startMemPeer(t, mn, fmt.Sprintf("p%d", i), cfg)
-		peers = append(peers, &memPeer{p, c, stop})
+		peers = append(peers, startMemPeer(t, mn, fmt.Sprintf("p%d", i), cfg))
 	}
 	waitFor(t, "every partition replicated, leadership on every peer", time.Minute, func() bool {
 		for _, mp := range peers {

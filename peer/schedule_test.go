@@ -16,7 +16,7 @@ import (
 func TestPeerScheduleEvery(t *testing.T) { synctest.Test(t, testPeerScheduleEvery) }
 
 func testPeerScheduleEvery(t *testing.T) {
-	_, c, _ := startMemPeer(t, newMemNet(), "solo", Config{Slots: 2})
+	c := startMemPeer(t, newMemNet(), "solo", Config{Slots: 2}).c
 	ctx := t.Context()
 	s, err := c.CreateSchedule(ctx, &api.CreateScheduleRequest{Name: "tick", Every: "1s", Overlap: "allow",
 		Group: []byte(`{"mode": "parallel", "tasks": [{"handler": "echo", "payload": 1}]}`)})
