@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"time"
 )
 
 // Run runs every selected workload cfg.Reps times, each repetition on a
@@ -70,9 +71,18 @@ func (r *runner) runRep(ctx context.Context, name string, rep int) (RepResult, e
 	if err != nil {
 		return RepResult{}, err
 	}
+	before, serr := cl.scrape(ctx)
 	res, err := r.workload(name)(ctx, cl, rep)
 	if err != nil { // said now: stopping a large cluster takes a while
 		r.cfg.Logger.Warn("repetition failed", "workload", name, "rep", rep, "err", err)
+	} else if serr == nil && ctx.Err() == nil {
+		// The cost of the work: Raft entries and CPU per task, over
+		// the whole cluster (the peers refresh their counters each
+		// metricsEvery).
+		time.Sleep(metricsEvery)
+		if after, err := cl.scrape(ctx); err == nil {
+			res.Metrics = append(res.Metrics, costMetrics(before, after)...)
+		}
 	}
 	if cerr := cl.Close(); cerr != nil {
 		r.cfg.Logger.Warn("closing cluster", "workload", name, "rep", rep, "err", cerr)

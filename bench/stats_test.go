@@ -128,3 +128,24 @@ func TestSummarizeAndTable(t *testing.T) {
 func sameFloat(a, b float64) bool {
 	return a == b || (math.IsNaN(a) && math.IsNaN(b))
 }
+
+// TestParseCounters reads the cost counters from a /metrics page: entries
+// proposed, outcomes other than stale ones, process CPU.
+func TestParseCounters(t *testing.T) {
+	page := `# HELP needle_outcomes_total x
+needle_outcomes_total{result="failed"} 2
+needle_outcomes_total{result="stale"} 5
+needle_outcomes_total{result="succeeded"} 8
+needle_protocol_events_total{event="entries_proposed"} 4
+needle_protocol_events_total{event="steals_asked"} 9
+process_cpu_seconds_total 1.5
+`
+	got := parseCounters([]byte(page))
+	if got != (counters{entries: 4, tasks: 10, cpu: 1.5}) {
+		t.Errorf("parseCounters = %+v; want entries 4, tasks 10, cpu 1.5", got)
+	}
+	ms := costMetrics(counters{entries: 1, tasks: 0, cpu: 0.5}, got)
+	if len(ms) != 2 || ms[0].Value != 0.3 || ms[1].Value != 1e5 {
+		t.Errorf("costMetrics = %+v; want 0.3 entries and 100000 us per task", ms)
+	}
+}
