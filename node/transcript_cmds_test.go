@@ -31,7 +31,7 @@ import (
 //	steal n2 from n1 [max=5s]  step until n1 grants n2 a task
 //	cut n1->n2 | cut n1<->n2 | heal [n1->n2]
 //	hold n1->n2 [grant|outcome|ack|raft|steal] | release n1->n2 | drop-held n1->n2
-//	crash n2 [lose-unsynced] | restart n2 | forget n4 | drain n1
+//	crash n2 [lose-unsynced|after-early] | restart n2 | forget n4 | drain n1
 //	hold-runs n2 [off]         n2's handlers wait for report
 //	report n2 g.0 ok|fail      n2's handler of g.0 finishes
 //	report-late n2 g.0 round=1 ok    an outcome of a round n2 does not run
@@ -169,6 +169,10 @@ func (e *env) peerCmd(cmd string, pos []string) (string, error) {
 	id := pos[0]
 	switch cmd {
 	case "crash":
+		if len(pos) > 1 && pos[1] == "after-early" {
+			e.m.MustPeer(id).CrashAfterEarly = true
+			return fmt.Sprintf("%s crashes after its next early sends, before their persist", id), nil
+		}
 		e.m.Crash(id, len(pos) > 1 && pos[1] == "lose-unsynced")
 		return fmt.Sprintf("%s down", id), nil
 	case "restart":

@@ -42,12 +42,13 @@ type env struct {
 	seen map[string]int
 	show map[string]bool // event kinds printed (log)
 	// last state printed, to print changes only
-	servers   []string
-	confs     []string
-	abdicated map[string]bool
-	terminal  map[string]bool       // task/state already printed
-	stepped   map[string]int        // refusals printed, by peer
-	grantsOn  map[nodetest.Link]int // tasks granted on a link and delivered or held (wait grant)
+	servers    []string
+	confs      []string
+	abdicated  map[string]bool
+	terminal   map[string]bool // task/state already printed
+	stepped    map[string]int  // refusals printed, by peer
+	grantsOn   map[nodetest.Link]int
+	persisting map[string]bool // a peer's driver is persisting (duties) // tasks granted on a link and delivered or held (wait grant)
 }
 
 // defaultLog is what a transcript prints unless it says otherwise (log).
@@ -80,7 +81,7 @@ func (e *env) start(peers, parts int) {
 	}
 	e.servers, e.confs = make([]string, parts), make([]string, parts)
 	e.abdicated, e.terminal, e.stepped = map[string]bool{}, map[string]bool{}, map[string]int{}
-	e.grantsOn = map[nodetest.Link]int{}
+	e.grantsOn, e.persisting = map[nodetest.Link]int{}, map[string]bool{}
 	e.m.OnSend = e.sent
 	e.m.OnRun = func(p *nodetest.Peer, r node.Run) {
 		e.logf("runs", "%s runs %s round %d", p.ID, r.Task, r.Round)
@@ -93,9 +94,12 @@ func (e *env) start(peers, parts int) {
 		}
 	}
 	e.m.OnDuty = func(p *nodetest.Peer, d node.Duty, rd *node.Ready) {
-		if d == node.DutyPersist && len(rd.Persist.Updates) > 0 {
-			e.logf("duties", "%s persists %d entries (%d messages sent early)", p.ID, entries(&rd.Persist), len(rd.Early))
+		// Printed at the duty after the persist: a crash (crash
+		// after-early) stops the Ready before it.
+		if (d == node.DutySend || d == node.DutyStart) && e.persisting[p.ID] {
+			e.logf("duties", "%s persisted %d entries (%d messages sent early)", p.ID, entries(&rd.Persist), len(rd.Early))
 		}
+		e.persisting[p.ID] = d == node.DutyPersist && len(rd.Persist.Updates) > 0
 	}
 	e.m.Check = e.observe
 }

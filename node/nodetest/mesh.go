@@ -1,6 +1,7 @@
 package nodetest
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -63,15 +64,20 @@ type Peer struct {
 	// HoldRuns keeps this peer's runs until the test reports them
 	// (Report); otherwise each finishes successfully at the next step.
 	HoldRuns bool
-	Runs     []node.Run // runs handed out and not yet reported
-	Notify   []node.NotifyJob
-	Replies  map[uint64]node.Reply
-	Stepped  []string // refusals of Step, as "from type: err"
+	// CrashAfterEarly crashes the peer (losing unsynced writes) at the
+	// first Ready that sends early messages, between those sends and its
+	// persist: the window the early-send rule opens.
+	CrashAfterEarly bool
+	Runs            []node.Run // runs handed out and not yet reported
+	Notify          []node.NotifyJob
+	Replies         map[uint64]node.Reply
+	Stepped         []string // refusals of Step, as "from type: err"
 
-	m     *Mesh
-	drv   *node.Driver
-	inbox []node.Envelope
-	early bool // the driver is sending rd.Early
+	m         *Mesh
+	drv       *node.Driver
+	inbox     []node.Envelope
+	early     bool // the driver is sending rd.Early
+	sentEarly bool // the current Ready sent early messages
 }
 
 // NewMesh starts size peers n1..n<size> (n1 founds the mesh) holding the
@@ -122,6 +128,9 @@ func (m *Mesh) start(p *Peer) {
 	p.drv = &node.Driver{Node: n, IO: meshIO{p}, MaxRounds: 1000}
 	p.drv.Trace = func(d node.Duty, rd *node.Ready) {
 		p.early = d == node.DutySendEarly
+		if d == node.DutyAdvance {
+			p.sentEarly = false
+		}
 		if m.OnDuty != nil {
 			m.OnDuty(p, d, rd)
 		}
@@ -194,10 +203,18 @@ func (p *Peer) step(e node.Envelope) {
 
 // Drive hands the peer's Readies to the shared driver.
 func (p *Peer) Drive() {
-	if err := p.drv.Drive(); err != nil {
+	err := p.drv.Drive()
+	switch {
+	case errors.Is(err, errCrashed):
+		p.CrashAfterEarly = false
+		p.m.Crash(p.ID, true)
+	case err != nil:
 		p.m.tb.Fatalf("nodetest: %s: %v", p.ID, err)
 	}
 }
+
+// errCrashed stops a Drive at a crash (CrashAfterEarly).
+var errCrashed = errors.New("nodetest: crashed")
 
 // Run steps the mesh in 10 ms steps for d.
 func (m *Mesh) Run(d time.Duration) {

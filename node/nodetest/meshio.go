@@ -24,6 +24,7 @@ func (io meshIO) Send(envs []node.Envelope) {
 }
 
 func (io meshIO) sent(e node.Envelope) {
+	io.p.sentEarly = io.p.sentEarly || io.p.early
 	io.p.m.send(io.p.ID, e, io.p.early)
 }
 
@@ -38,6 +39,9 @@ func (io meshIO) Gossip(msgs []node.Message) {
 }
 
 func (io meshIO) Persist(b *wal.Batch, sync bool) error {
+	if io.p.CrashAfterEarly && io.p.sentEarly {
+		return errCrashed
+	}
 	if err := io.p.Log.Append(b); err != nil {
 		return err
 	}
