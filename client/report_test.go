@@ -32,8 +32,15 @@ func TestWorkerBatchesOutcomes(t *testing.T) {
 		if err := wait(); err != nil {
 			t.Fatal(err)
 		}
-		if len(f.batches) != 2 || f.batches[0]+f.batches[1] != 8 || f.single != 0 {
-			t.Errorf("batches %v, %d single reports; want the 8 outcomes in 2 batches", f.batches, f.single)
+		// The first report may leave with one outcome or with all of them
+		// (goroutine order is not fixed): either way the rest, finished
+		// while it waited, go in one more request.
+		sum := 0
+		for _, n := range f.batches {
+			sum += n
+		}
+		if len(f.batches) < 1 || len(f.batches) > 2 || sum != 8 || f.single != 0 {
+			t.Errorf("batches %v, %d single reports; want the 8 outcomes in at most 2 batches", f.batches, f.single)
 		}
 		for i := range 8 {
 			if got, want := f.outcome(i), (api.CompleteRequest{Result: json.RawMessage(fmt.Sprint(i))}); fmt.Sprint(got) != fmt.Sprint(want) {

@@ -29,6 +29,13 @@ func (w *workersBackend) Heartbeat(context.Context, string) (api.HeartbeatResult
 	return api.HeartbeatResult{}, errNoLeases
 }
 func (w *workersBackend) Logs(context.Context, string, []string) error { return errNoLeases }
+func (w *workersBackend) Report(_ context.Context, done []api.LeaseOutcome) []error {
+	errs := make([]error, len(done))
+	for i := range errs {
+		errs[i] = errNoLeases
+	}
+	return errs
+}
 func (w *workersBackend) ListWorkers(context.Context) (api.WorkerList, error) {
 	return w.list, nil
 }
