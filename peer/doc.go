@@ -2,10 +2,13 @@
 // (package node). It does the IO the Node asks for and nothing else.
 //
 // One goroutine, the loop (loop.go), owns the Node. Everything else talks
-// to it through the loop's inbox: messages from other peers (peer/p2p, a
-// libp2p host: streams for Raft, leases and forwarded calls, gossipsub for
-// heartbeats), API requests (peer/api, through backend.go, which routes a
-// request to the owner of its group or forwards it), finished runs of
+// to it through the loop's inbox: messages from other peers (a Transport,
+// transport.go: the libp2p host of peer/p2p in the daemon, with streams for
+// Raft, leases and forwarded calls and gossipsub for heartbeats; an
+// in-memory network in tests), API requests (peer/api, through backend.go:
+// routed in forward.go serves a request here or on the owner of its group,
+// each request a type of calls.go; errors cross in the API's vocabulary,
+// rpcerr.go), finished runs of
 // local handlers (worker.go) and of external workers (workers.go), and
 // the clock. The loop drains the Node's Ready in the order node's doc
 // lists: early messages, the WAL write and sync, the other messages, the
