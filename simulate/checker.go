@@ -22,6 +22,7 @@ const (
 	invWAL      = "wal"          // the Node's batches apply to the WAL
 	invPanic    = "panic"        // the core panicked (a broken internal invariant)
 	invSlots    = "slots"        // at the end, a node's busy slots are its running handlers (mesh.go)
+	invWorkers  = "6-workers"    // a worker's report counts only for its own current lease (workers.go)
 )
 
 // taskRec is what the checker knows of one task.
@@ -83,6 +84,13 @@ type checker struct {
 	// yet when the run started (a thief's copy, its owner stopped just
 	// after the commit): checked once one has (recheckRuns).
 	unseen []unseenRun
+
+	// External workers (workers.go): leases handed out, faults, and the
+	// verdicts on the workers' reports; lostLeases are the leases the hubs
+	// lost (a later report on one must be refused).
+	workerLeases, workerDeaths, workerStalls                 int
+	workerAccepted, workerRepeats, workerRefused, workerLate int
+	lostLeases                                               map[leaseKey]bool
 }
 
 type unseenRun struct {

@@ -13,10 +13,10 @@ import (
 
 // Workload names accepted by Config.Workload (docs/design.md, "Workloads shared
 // by bench/ and simulate/").
-var Workloads = []string{"w1", "w2", "w3", "w4", "mixed", "sched", "placement", "batch", "idle"}
+var Workloads = []string{"w1", "w2", "w3", "w4", "mixed", "sched", "placement", "batch", "idle", "workers"}
 
 // FaultKinds are the fault names accepted in Config.Faults.
-var FaultKinds = []string{"partition", "crash", "drop", "dup", "reorder", "pause", "skew", "churn", "slow"}
+var FaultKinds = []string{"partition", "crash", "drop", "dup", "reorder", "pause", "skew", "churn", "slow", "worker"}
 
 // Config is one simulated run. Everything the run does is a function of
 // Config: the same Config replays the same run, event for event.
@@ -53,6 +53,13 @@ type Config struct {
 	// unacknowledged) before the run reports a liveness violation. Default
 	// 60 s. --liveness.
 	Liveness time.Duration
+	// Workers is the number of external workers polling each peer (0:
+	// none; the workers workload defaults to 2). With workers, every other
+	// task of the workload (all of the workers workload's) is of an
+	// external handler they serve, and the "worker" fault kills one,
+	// stalls one past the TTL and makes one repeat its reports
+	// (workers.go). --workers.
+	Workers int
 	// Warmup is how long the mesh runs before the client's first request
 	// (0: at once). A large mesh spends its first seconds building the
 	// ring and moving replicas; a scale run that submits during them
@@ -75,6 +82,11 @@ type Config struct {
 	// state it holds: a seeded bug for tests, which invariant 5 must
 	// report as replicas that disagree.
 	bugDigest bool
+	// bugWorkerFence makes the simulated hubs match a worker's report by
+	// its task instead of its lease: a seeded bug for tests, which a
+	// stalled worker's late report must turn into a violation of
+	// invariant 6.
+	bugWorkerFence bool
 	// driverTrace, when set, gives each node's driver its Trace (by node
 	// id): tests see through it that the simulator drives Ready through
 	// node.Driver, early sends first.
@@ -122,6 +134,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Partitions == 0 {
 		c.Partitions = d.Partitions
+	}
+	if c.Workers == 0 && c.Workload == "workers" {
+		c.Workers = 2
 	}
 	if c.Slots == 0 {
 		c.Slots = d.Slots
@@ -174,6 +189,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("simulate: --warmup = %v leaves no time for the workload; want less than --max-sim-time = %v", c.Warmup, c.MaxSimTime)
 	case c.Liveness < time.Second:
 		return fmt.Errorf("simulate: --liveness = %v; want >= 1s", c.Liveness)
+	case c.Workers < 0 || c.Workers > 64:
+		return fmt.Errorf("simulate: --workers = %d; want 0..64", c.Workers)
 	}
 	for _, f := range c.Faults {
 		if !slices.Contains(FaultKinds, f) {
@@ -198,6 +215,9 @@ func (c Config) String() string {
 	if c.Warmup > 0 {
 		s += fmt.Sprintf(" warmup=%v", c.Warmup)
 	}
+	if c.Workers > 0 {
+		s += fmt.Sprintf(" workers=%d", c.Workers)
+	}
 	return s
 }
 
@@ -212,6 +232,9 @@ func (c Config) ReplayCommand() string {
 		c.Seed, c.Peers, c.Tasks, c.Workload, faults, c.Partitions, c.Slots, c.Replicas, c.MaxSimTime, c.Liveness)
 	if c.Warmup > 0 {
 		cmd += fmt.Sprintf(" --warmup %v", c.Warmup)
+	}
+	if c.Workers > 0 {
+		cmd += fmt.Sprintf(" --workers %d", c.Workers)
 	}
 	return cmd
 }

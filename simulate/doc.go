@@ -74,25 +74,35 @@
 //     virtual second until all were found); samples and the final sweep
 //     re-read tasks (sweep.go). A group its serving node does not know is
 //     a violation.
+//
 //  2. One accepted outcome per task, terminal states never change:
 //     checker.observe compares every terminal Change (and the result read
 //     from the node) with the first observation; checker.run refuses a Run
 //     of a task observed terminal; sample and final re-read states and
 //     results; checkHistory refuses two outcomes for one round, or
 //     anything after SUCCEEDED or CANCELED.
+//
 //  3. No start before the dependencies SUCCEEDED (dag deps, the previous
 //     pipeline stage): checker.run, on every Run.
+//
 //  4. Idempotent keys: checker.submitted, on every successful submit reply
 //     (duplicates included): same group, the same task ids, and at most
 //     one reply saying Created, never to a deliberate repeat nor sent
 //     after the acknowledgement. Judged by when the node sent a reply, not
 //     when it arrived: with reordering the creating reply to a request may
 //     arrive after a Created=false reply to its network duplicate.
+//
 //  5. Replicas agree: every replica on a running node that applied the same
 //     Raft index holds the same state (Node.Digest: a hash of the shard's
 //     snapshot); checked at the end of every run and, for runs of up to
 //     20,000 tasks, every 5 virtual seconds after the faults heal
 //     (sim.checkReplicas, mesh.go).
+//
+//  6. External workers (Config.Workers, workers.go): a worker's report
+//     reaches the node only as the outcome of that worker's own lease, in
+//     its round, while the hub still holds it, and once; a repeat of an
+//     accepted report is answered as a repeat (checker.workerVerdict, on
+//     every report the simulated hub answers).
 //
 // Liveness: after the last fault heals, every group must be acknowledged
 // and finished within Config.Liveness of the later of its submission (or

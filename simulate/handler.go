@@ -123,6 +123,10 @@ func (nd *simNode) startJob(r node.Run) {
 	s.chk.run(nd, r)
 	s.hashRun(nd.idx, r)
 	s.st.runs++
+	if r.External && nd.hub != nil {
+		nd.hub.take(r) // a worker runs it (workers.go)
+		return
+	}
 	b := decodeBehaviour(r.Payload)
 	o := shard.Outcome{Task: r.Task, Round: r.Round, OK: true, Result: r.Payload}
 	if s.rng.IntN(1000) < int(b.failPM) {
@@ -163,6 +167,9 @@ func (nd *simNode) startQueued() {
 // abortJob cancels a running handler (its task was canceled): it returns at
 // once with the context's error, which the owner will refuse.
 func (nd *simNode) abortJob(t shard.TaskID) {
+	if nd.hub != nil {
+		nd.hub.abort(t)
+	}
 	j := nd.jobs[t]
 	if j == nil || j.done {
 		return

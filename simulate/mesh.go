@@ -128,8 +128,17 @@ func (s *sim) checkSlots() {
 			}
 		}
 		// Busy counts runs and own lease proposals (a schedule may have
-		// fired as the run ended); runs must be the handlers.
-		if st := nd.n.Stats(); st.Busy != st.Running+st.Superseded+st.Proposed || st.Running+st.Superseded != handlers || st.Orphaned > 0 {
+		// fired as the run ended); runs must be the handlers. External
+		// runs take no slot: they are what the hub holds for its workers.
+		ext, held := nd.n.ExternalRunning(), 0
+		if nd.hub != nil {
+			held = nd.hub.holding()
+		}
+		if ext != held {
+			s.fail(invSlots, fmt.Sprintf("%s counts %d external runs; its hub holds %d", nd.id, ext, held))
+			return
+		}
+		if st := nd.n.Stats(); st.Busy != st.Running-ext+st.Superseded+st.Proposed || st.Running-ext+st.Superseded != handlers || st.Orphaned > 0 {
 			s.fail(invSlots, fmt.Sprintf("%s counts %d busy slots (running %d, superseded %d, proposed %d, of which %d in partitions it does not serve) with %d handlers running or queued",
 				nd.id, st.Busy, st.Running, st.Superseded, st.Proposed, st.Orphaned, handlers))
 			return

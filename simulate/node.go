@@ -50,6 +50,7 @@ type simNode struct {
 	wakeAt  time.Duration
 	wakeGen int
 	wakeSet bool
+	hub     *simHub // its external workers' hub (Config.Workers; workers.go)
 }
 
 // now returns the node's own time.
@@ -80,6 +81,9 @@ func (nd *simNode) start() error {
 	cfg.Shard.LeaseGrace = 2 * time.Second
 	cfg.Shard.DefaultTimeout = 10 * time.Second
 	cfg.Shard.Next = cron.Next
+	if nd.s.cfg.Workers > 0 {
+		cfg.Shard.External = func(h string) bool { return h == extHandler }
+	}
 	cfg.Rand = rand.New(rand.NewPCG(nd.s.rng.Uint64(), nd.s.rng.Uint64()))
 	cfg.Rings = nd.s.rings
 	if nd.s.cfg.Log != nil {
@@ -101,6 +105,10 @@ func (nd *simNode) start() error {
 	nd.jobs, nd.reqs = map[shard.TaskID]*job{}, map[uint64]*request{}
 	nd.queue, nd.active = nil, 0
 	nd.wakeSet = false
+	if nd.s.cfg.Workers > 0 {
+		nd.hub = newHub(nd)
+		nd.hub.wake() // its workers poll the new incarnation
+	}
 	nd.queueDrain()
 	return nil
 }
@@ -118,6 +126,7 @@ func (nd *simNode) stop(lose bool) {
 	nd.gen++
 	nd.held, nd.jobs, nd.reqs = nil, nil, nil
 	nd.queue, nd.active = nil, 0
+	nd.hub = nil // the peer's leases die with it; its workers' reports are refused
 }
 
 // restart starts the node again from its disk; once it serves, the checker

@@ -15,6 +15,12 @@ func (s *sim) planFaults() ([]Fault, time.Duration) {
 		if !s.cfg.has(kind) {
 			continue
 		}
+		if kind == "worker" {
+			if s.cfg.Workers > 0 {
+				fs = append(fs, s.workerFaults(window)...)
+			}
+			continue
+		}
 		k := 1 + s.rng.IntN(2)
 		slot := window / time.Duration(k)
 		for i := range k {

@@ -101,6 +101,17 @@ type Report struct {
 	// LeftPinnedFailed counts tasks failed without running because the
 	// peer they were pinned to left the mesh (each checked to be one).
 	LeftPinnedFailed int `json:"left_pinned_failed,omitempty"`
+	// External workers (Config.Workers): leases handed to workers, worker
+	// deaths and stalls injected, reports accepted, repeats answered as
+	// such, reports refused, and of those the late ones (on a lease the
+	// hub had lost).
+	WorkerLeases   int `json:"worker_leases,omitempty"`
+	WorkerDeaths   int `json:"worker_deaths,omitempty"`
+	WorkerStalls   int `json:"worker_stalls,omitempty"`
+	WorkerAccepted int `json:"worker_accepted,omitempty"`
+	WorkerRepeats  int `json:"worker_repeats,omitempty"`
+	WorkerRefused  int `json:"worker_refused,omitempty"`
+	WorkerLate     int `json:"worker_late_refused,omitempty"`
 	// SimSeconds is the virtual time of the run; WallSeconds the real time.
 	SimSeconds  float64 `json:"sim_seconds"`
 	WallSeconds float64 `json:"wall_seconds"`
@@ -132,6 +143,8 @@ func (s *sim) report() Report {
 	r.Webhooks = c.hooksDelivered
 	r.ReplicaChecks = s.replicaPairs
 	r.PlacementChecks, r.Broadcasts, r.LeftPinnedFailed = c.constrained, c.broadcasts, c.leftPinned
+	r.WorkerLeases, r.WorkerDeaths, r.WorkerStalls = c.workerLeases, c.workerDeaths, c.workerStalls
+	r.WorkerAccepted, r.WorkerRepeats, r.WorkerRefused, r.WorkerLate = c.workerAccepted, c.workerRepeats, c.workerRefused, c.workerLate
 	if s.viol != nil {
 		r.Violations = append(r.Violations, *s.viol)
 	}
@@ -226,6 +239,10 @@ func (r *Report) Text() string {
 	fmt.Fprintf(&b, "lost %d double_accepted %d duplicate_executions %d steals %d\n", r.Lost, r.DoubleAccepted, r.DuplicateExecutions, r.Steals)
 	if r.PlacementChecks > 0 || r.Broadcasts > 0 || r.LeftPinnedFailed > 0 {
 		fmt.Fprintf(&b, "placement_checks %d broadcasts %d left_pinned_failed %d\n", r.PlacementChecks, r.Broadcasts, r.LeftPinnedFailed)
+	}
+	if r.WorkerLeases > 0 {
+		fmt.Fprintf(&b, "worker_leases %d deaths %d stalls %d accepted %d repeats %d refused %d (late %d)\n", r.WorkerLeases,
+			r.WorkerDeaths, r.WorkerStalls, r.WorkerAccepted, r.WorkerRepeats, r.WorkerRefused, r.WorkerLate)
 	}
 	fmt.Fprintf(&b, "latency p50 %.1f ms p99 %.1f ms", r.LatencyP50MS, r.LatencyP99MS)
 	if r.MakespanOverLB > 0 {

@@ -45,6 +45,12 @@ type sim struct {
 	// entryTop is the highest index counted per partition (hashPersist).
 	entries  uint64
 	entryTop map[uint32]uint64
+	// External workers (Config.Workers; workers.go): every worker started,
+	// the current one of each slot (faults name slots), and a counter for
+	// their ids.
+	allWorkers, workers []*simWorker
+	workerSeq           int
+	workersRepeat       bool // every report is sent twice (WorkerRepeat)
 }
 
 // stats are the run's counters.
@@ -97,6 +103,9 @@ func newSim(cfg Config) (*sim, error) {
 	s.net = newNetwork(s, cfg.Peers+1)
 	s.chk = newChecker(s)
 	s.wl = newWorkload(cfg, s.rng)
+	if cfg.Workers > 0 {
+		s.wl.external(cfg.Workload == "workers")
+	}
 	s.cl = newClient(s, s.wl)
 	for i := range cfg.Peers {
 		nd := &simNode{s: s, idx: i, id: fmt.Sprintf("n%d", i), log: newDisk()}
@@ -106,6 +115,7 @@ func newSim(cfg Config) (*sim, error) {
 			return nil, err
 		}
 	}
+	s.startWorkers()
 	s.faults, s.healAt = s.planFaults()
 	for _, f := range s.faults {
 		if j, ok := f.(*Join); ok {

@@ -50,7 +50,7 @@ type gen struct {
 func newWorkload(cfg Config, rng *rand.Rand) *workload {
 	g := &gen{cfg: cfg, rng: rng, zipf: rand.NewZipf(rng, 1.3, 1, 300)}
 	w := g.draw()
-	w.lb = lowerBound(w, cfg.Peers*cfg.Slots)
+	w.lb = lowerBound(w, cfg.Peers*(cfg.Slots+cfg.Workers*workerSlots)) // external workers add their slots
 	return w
 }
 
@@ -74,6 +74,8 @@ func (g *gen) draw() *workload {
 		return g.batch()
 	case "idle":
 		return &workload{idle: true, span: idleFor}
+	case "workers":
+		return g.workers()
 	case "w4":
 		w := g.batches(10, behaviour{dur: 50 * time.Millisecond}, 0)
 		g.spread(w, 50*time.Millisecond*time.Duration(cfg.Tasks))

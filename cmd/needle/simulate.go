@@ -39,17 +39,21 @@ replays the failing seed exactly.
   --peers N         simulated peers (default 3)
   --tasks N         tasks submitted (default 200; w3: 300)
   --workload W      w1 | w2 | w3 | w4 | mixed | sched | placement | batch |
-                    idle (default mixed). batch is mixed's groups with the
-                    run times of batch jobs: seconds to a minute, 90 s
-                    timeouts; idle submits nothing for 5 minutes (what an
-                    idle mesh costs)
-  --faults a,b      partition,crash,drop,dup,reorder,pause,skew,churn,slow
+                    idle | workers (default mixed). batch is mixed's groups
+                    with the run times of batch jobs: seconds to a minute,
+                    90 s timeouts; idle submits nothing for 5 minutes (what
+                    an idle mesh costs); workers is tasks for external
+                    workers only
+  --faults a,b      partition,crash,drop,dup,reorder,pause,skew,churn,slow,
+                    worker
                     (default all; "" for none). A third of the partitions
                     are one-way. churn stops and restarts peers and, with
                     more peers than replicas, has one join late and (with
                     --replicas >= 3) one leave for good, then forgotten.
                     slow makes a peer's
-                    handlers 2-10x slower and its messages 5-100 ms later
+                    handlers 2-10x slower and its messages 5-100 ms later;
+                    worker (with --workers) kills an external worker,
+                    stalls one past the TTL and makes one repeat reports
   --partitions N    ring partitions (default 16)
   --slots N         task slots per peer (default 2)
   --replicas N      replicas per partition (default 3)
@@ -58,6 +62,8 @@ replays the failing seed exactly.
   --liveness D      bound for finishing after faults heal (default 1m;
                     batch: 30m)
   --warmup D        run the mesh this long before the first request (default 0)
+  --workers N       external workers polling each peer (default 0); every
+                    other task is then of a handler they serve
   --json            print JSON (one object per seed, or the totals)
   --cpuprofile F    write a CPU profile of the run(s) to F (go tool pprof)
   --progress        print progress to stderr every 10 s (one seed)
@@ -126,6 +132,7 @@ func parseSimulate(args []string) (cfg simulate.Config, seeds, parallel int, asJ
 	fs.DurationVar(&cfg.MaxSimTime, "max-sim-time", cfg.MaxSimTime, "")
 	fs.DurationVar(&cfg.Liveness, "liveness", cfg.Liveness, "")
 	fs.DurationVar(&cfg.Warmup, "warmup", 0, "")
+	fs.IntVar(&cfg.Workers, "workers", 0, "")
 	fs.BoolVar(&asJSON, "json", false, "")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "")
 	fs.BoolVar(&simProgress, "progress", false, "")

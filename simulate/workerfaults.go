@@ -1,0 +1,150 @@
+package simulate
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// The worker faults and invariant 6 (see workers.go).
+
+// WorkerDie kills worker slot Worker (kill -9): what it runs vanishes;
+// the hub declares it dead after the TTL and its tasks run again. For
+// later a new worker (a new id) polls the same peer in its place.
+type WorkerDie struct {
+	Span
+	Worker int
+	id     string
+}
+
+func (f *WorkerDie) start(s *sim) {
+	w := s.workers[f.Worker]
+	f.id = w.id
+	if w.dead {
+		return
+	}
+	s.chk.workerDeaths++
+	w.dead, w.silent, w.stalled = true, s.now, false
+}
+
+func (f *WorkerDie) stop(s *sim) {
+	s.workers[f.Worker] = s.addWorker(s.workers[f.Worker].node)
+}
+
+func (f *WorkerDie) String() string {
+	return fmt.Sprintf("worker %s dies at %v, replaced %v later", f.id, f.At, f.For)
+}
+
+// WorkerStall stops worker slot Worker (SIGSTOP) for For, past the TTL:
+// the hub declares it dead and its tasks run again; when it continues, it
+// sends the reports it finished meanwhile, which must be refused.
+type WorkerStall struct {
+	Span
+	Worker int
+	w      *simWorker
+}
+
+func (f *WorkerStall) start(s *sim) {
+	w := s.workers[f.Worker]
+	if w.dead || w.stalled {
+		return
+	}
+	f.w = w
+	s.chk.workerStalls++
+	w.stalled, w.silent = true, s.now
+}
+
+func (f *WorkerStall) stop(s *sim) {
+	w := f.w
+	if w == nil || w.dead {
+		return
+	}
+	w.stalled, w.silent = false, -1
+	held := w.held
+	w.held = nil
+	for _, j := range held {
+		w.send(s, j)
+		w.running--
+	}
+	if nd := s.nodes[w.node]; nd.hub != nil {
+		nd.hub.wake()
+	}
+}
+
+func (f *WorkerStall) String() string {
+	return fmt.Sprintf("worker slot %d stalls at %v for %v", f.Worker, f.At, f.For)
+}
+
+// WorkerRepeat makes every worker send each report twice for a while, as
+// workers retrying after lost responses (a flaky network in front of the
+// peers) do.
+type WorkerRepeat struct {
+	Span
+}
+
+func (f *WorkerRepeat) start(s *sim) { s.workersRepeat = true }
+func (f *WorkerRepeat) stop(s *sim)  { s.workersRepeat = false }
+func (f *WorkerRepeat) String() string {
+	return fmt.Sprintf("workers repeat their reports at %v for %v", f.At, f.For)
+}
+
+// workerFaults draws one fault of each worker kind over the window: a
+// death, a stall past the TTL, repeated reports.
+func (s *sim) workerFaults(window time.Duration) []Fault {
+	n := len(s.workers)
+	at := func() time.Duration { return 100*time.Millisecond + time.Duration(s.rng.Int64N(int64(window*6/10))) }
+	return []Fault{
+		&WorkerDie{Span: Span{At: at(), For: 500*time.Millisecond + time.Duration(s.rng.Int64N(int64(2*time.Second)))}, Worker: s.rng.IntN(n)},
+		&WorkerStall{Span: Span{At: at(), For: workerTTL + 50*time.Millisecond + time.Duration(s.rng.Int64N(int64(time.Second)))}, Worker: s.rng.IntN(n)},
+		&WorkerRepeat{Span: Span{At: at(), For: window / 3}},
+	}
+}
+
+// leaseLost records that the hub lost a lease (its worker's later reports
+// on it must be refused).
+func (c *checker) leaseLost(l *simLease) {
+	if c.lostLeases == nil {
+		c.lostLeases = map[leaseKey]bool{}
+	}
+	c.lostLeases[leaseKey{l.w, l.run.Task, l.run.Round}] = true
+}
+
+type leaseKey struct {
+	w     *simWorker
+	task  shard.TaskID
+	round shard.Round
+}
+
+// workerVerdict checks the hub's answer to a worker's report (invariant
+// 6): an outcome the node took is the reporting worker's, for the round of
+// its own lease, on a lease the hub had not lost; a repeat of an accepted
+// report is answered as a repeat.
+func (c *checker) workerVerdict(nd *simNode, j *wjob, verdict string, round shard.Round) {
+	lost := c.lostLeases[leaseKey{j.w, j.task, j.round}]
+	switch {
+	case verdict == verdictAccepted && round != j.round:
+		c.s.fail(invWorkers, fmt.Sprintf("n%d handed worker %s's report on %s (its lease of round %d) to the node as round %d",
+			nd.idx, j.w.id, j.task, j.round, round))
+	case verdict == verdictAccepted && lost:
+		c.s.fail(invWorkers, fmt.Sprintf("n%d accepted worker %s's late report on %s round %d, whose lease it had lost", nd.idx, j.w.id, j.task, j.round))
+	case verdict == verdictAccepted && j.ok:
+		c.s.fail(invWorkers, fmt.Sprintf("n%d accepted worker %s's report on %s round %d twice", nd.idx, j.w.id, j.task, j.round))
+	case j.ok && verdict != verdictRepeat && verdict != verdictUnknown:
+		c.s.fail(invWorkers, fmt.Sprintf("n%d answered %s to a repeat of worker %s's accepted report on %s round %d", nd.idx, verdict, j.w.id, j.task, j.round))
+	}
+	switch verdict {
+	case verdictAccepted:
+		j.ok = true
+		c.workerAccepted++
+	case verdictRepeat:
+		c.workerRepeats++
+	case verdictLost, verdictStale:
+		if lost {
+			c.workerLate++
+		}
+		c.workerRefused++
+	default:
+		c.workerRefused++
+	}
+}

@@ -1,0 +1,496 @@
+package simulate
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/needle-mesh/needle/node"
+	"github.com/needle-mesh/needle/shard"
+)
+
+// External workers (Config.Workers): processes that poll a peer for the
+// tasks of an external handler, run them and report on their lease, as
+// peer/workers.go's hub serves them over HTTP. The simulator has no HTTP:
+// each node has a simHub, a minimal model of that hub's bookkeeping
+// (waiting workers as the node's demand, runs queued until a worker takes
+// them, leases by token, fencing of reports, the TTL sweep), and workers
+// are simulated processes attached to one peer. The node side is the
+// real one: node.SetDemand, Run.External, Node.Report.
+//
+// Faults ("worker" in Config.Faults): a worker dies (kill -9: what it runs
+// vanishes; a new worker takes its place later), stalls past the TTL
+// (SIGSTOP: the hub declares it dead and its tasks run again; once it
+// continues, its late reports must be refused and change nothing), or
+// repeats each report (a retry after a lost response: accepted once,
+// answered as a repeat after). Invariant 6 (checker.workerVerdict): an
+// outcome the hub hands the node is the reporting worker's, for the round
+// of its own lease, on a lease not lost; a repeat of an accepted report is
+// answered as one without a second outcome.
+
+// extHandler is the handler external workers serve: with Config.Workers,
+// every other task of the workload is of it (workload.external).
+const extHandler = "ext"
+
+// workerTTL is the hubs' --worker-ttl: a worker silent this long is dead.
+const workerTTL = time.Second
+
+// workerSlots is how many tasks a worker runs at once ("max" of its polls).
+const workerSlots = 2
+
+// simWorker is one external worker process.
+type simWorker struct {
+	id      string
+	node    int           // the peer it polls
+	running int           // tasks it runs (its slots taken)
+	silent  time.Duration // since when it neither polls nor heartbeats; -1: it does
+	dead    bool          // killed: it never reports again
+	stalled bool          // stopped: its reports wait (held)
+	held    []*wjob       // reports finished while stalled
+}
+
+// alive reports whether a hub still hears from w at now.
+func (w *simWorker) alive(now time.Duration) bool {
+	return w.silent < 0 || now-w.silent < workerTTL
+}
+
+// wjob is one task a worker runs: what it got from its poll.
+type wjob struct {
+	w     *simWorker
+	hub   *simHub // the hub (peer incarnation) that handed it out
+	token uint64
+	task  shard.TaskID
+	round shard.Round
+	out   shard.Outcome
+	sent  int  // reports sent so far
+	ok    bool // a report of it was accepted (then repeats must be too)
+}
+
+type leaseState uint8
+
+const (
+	leaseHeld leaseState = iota
+	leaseDone
+	leaseLost
+)
+
+// simLease is a lease the hub handed to a worker.
+type simLease struct {
+	token    uint64
+	run      node.Run
+	w        *simWorker
+	deadline time.Duration // virtual time (the hub's clock: see simHub)
+	state    leaseState
+	out      shard.Outcome
+}
+
+// simHub is one node incarnation's hub. It measures the TTL and leases'
+// deadlines in virtual time, not the node's skewed clock.
+type simHub struct {
+	nd       *simNode
+	queue    []queuedRun
+	leases   map[uint64]*simLease
+	byTask   map[shard.TaskID]*simLease
+	declared map[*simWorker]bool // declared dead (until it polls again)
+	next     uint64
+}
+
+type queuedRun struct {
+	run node.Run
+	at  time.Duration
+}
+
+func newHub(nd *simNode) *simHub {
+	return &simHub{nd: nd, leases: map[uint64]*simLease{}, byTask: map[shard.TaskID]*simLease{}, declared: map[*simWorker]bool{}}
+}
+
+// workers returns the workers polling this hub's peer that it has not
+// declared dead, in creation order.
+func (h *simHub) workers() []*simWorker {
+	var out []*simWorker
+	for _, w := range h.nd.s.allWorkers {
+		if w.node == h.nd.idx && !h.declared[w] {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// demand is what the waiting workers ask for: every live worker's free
+// slots (a worker with none still says what it serves).
+func (h *simHub) demand() []node.Demand {
+	labels := nodeLabels(h.nd.s.cfg, h.nd.idx)
+	d := node.Demand{Handler: extHandler, Labels: labels}
+	served := false
+	for _, w := range h.workers() {
+		if w.dead || w.stalled || !w.alive(h.nd.s.now) {
+			continue
+		}
+		served = true
+		d.Want += workerSlots - w.running
+	}
+	if !served {
+		return nil
+	}
+	return []node.Demand{d}
+}
+
+// setDemand hands the node the demand, as one input (outside a drain).
+func (h *simHub) setDemand() {
+	nd := h.nd
+	if nd.hub != h {
+		return
+	}
+	nd.input(nd.gen, func() { nd.n.SetDemand(h.demand()) })
+}
+
+// take queues a committed external run (inside the node's drain, as the
+// runtime's hub.deliver) and hands what it can to workers.
+func (h *simHub) take(r node.Run) {
+	h.queue = append(h.queue, queuedRun{run: r, at: h.nd.s.now})
+	h.fill()
+	h.nd.n.SetDemand(h.demand())
+}
+
+// fill hands queued runs to live workers with a free slot, the freest
+// first (ties: the oldest worker), honouring a run's pinned worker.
+func (h *simHub) fill() {
+	kept := h.queue[:0]
+	for _, q := range h.queue {
+		var best *simWorker
+		for _, w := range h.workers() {
+			if w.dead || w.stalled || w.running >= workerSlots || (q.run.Worker != "" && q.run.Worker != w.id) {
+				continue
+			}
+			if best == nil || w.running < best.running {
+				best = w
+			}
+		}
+		if best == nil {
+			kept = append(kept, q)
+			continue
+		}
+		h.lease(best, q.run)
+	}
+	h.queue = kept
+}
+
+// lease hands run r to worker w, which starts it.
+func (h *simHub) lease(w *simWorker, r node.Run) {
+	s := h.nd.s
+	if old := h.byTask[r.Task]; old != nil && old.state == leaseHeld {
+		h.lose(old) // an older round of the same task: stale
+	}
+	h.next++
+	l := &simLease{token: h.next, run: r, w: w, deadline: s.now + r.Timeout}
+	h.leases[l.token] = l
+	h.byTask[r.Task] = l
+	s.chk.workerLeases++
+	b := decodeBehaviour(r.Payload)
+	o := shard.Outcome{OK: true, Result: r.Payload}
+	if s.rng.IntN(1000) < int(b.failPM) {
+		o = shard.Outcome{Error: "simulated failure", Permanent: s.rng.IntN(1000) < int(b.permPM)}
+	}
+	d := b.dur
+	if r.Timeout > 0 && d > r.Timeout {
+		d = r.Timeout + time.Millisecond // reported after the deadline: refused, timed out by the hub
+	}
+	o.Took = d
+	j := &wjob{w: w, hub: h, token: l.token, task: r.Task, round: r.Round, out: o}
+	w.running++
+	s.after(d, func() { w.finish(s, j) })
+}
+
+// lose ends a held lease without an outcome (the caller reports what the
+// node must learn).
+func (h *simHub) lose(l *simLease) {
+	if l.state != leaseHeld {
+		return
+	}
+	l.state = leaseLost
+	if h.byTask[l.run.Task] == l {
+		delete(h.byTask, l.run.Task)
+	}
+	h.nd.s.chk.leaseLost(l)
+}
+
+// holding returns the tasks the hub holds for its workers (leased or
+// queued): the node's ExternalRunning once it settled.
+func (h *simHub) holding() int {
+	n := 0
+	for _, l := range h.byTask {
+		if l.state == leaseHeld {
+			n++
+		}
+	}
+	for _, q := range h.queue {
+		if h.byTask[q.run.Task] == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// abort marks the leases of aborted tasks lost and drops their queued runs
+// (inside the drain, as the runtime's hub.abort); the node learns through
+// a report it will find stale.
+func (h *simHub) abort(t shard.TaskID) {
+	if l := h.byTask[t]; l != nil && l.state == leaseHeld {
+		h.lose(l)
+		_ = h.nd.n.Report(shard.Outcome{Task: t, Round: l.run.Round, Error: "aborted"})
+	}
+	for i, q := range h.queue {
+		if q.run.Task == t {
+			h.queue = slices.Delete(h.queue, i, i+1)
+			_ = h.nd.n.Report(shard.Outcome{Task: t, Round: q.run.Round, Error: "aborted"})
+			break
+		}
+	}
+}
+
+// verdicts of a worker's report.
+const (
+	verdictAccepted = "accepted"
+	verdictRepeat   = "repeat"  // the same report again: answered 200, nothing changes
+	verdictLost     = "lost"    // 409 lease_lost
+	verdictUnknown  = "unknown" // 404: another incarnation's lease
+	verdictStale    = "stale"   // the node refused it (fencing)
+)
+
+// report is a worker's report on lease token (one input of the node).
+func (h *simHub) report(j *wjob) {
+	s := h.nd.s
+	l := h.leases[j.token]
+	switch {
+	case h.nd.hub != h || l == nil:
+		s.chk.workerVerdict(h.nd, j, verdictUnknown, 0)
+	case l.state == leaseDone:
+		v := verdictLost
+		if l.out.OK == j.out.OK && string(l.out.Result) == string(j.out.Result) && l.out.Error == j.out.Error {
+			v = verdictRepeat
+		}
+		s.chk.workerVerdict(h.nd, j, v, 0)
+	case l.state == leaseLost && s.cfg.bugWorkerFence && h.byTask[j.task] != nil && h.byTask[j.task].state == leaseHeld:
+		// Seeded bug: the report is matched by task, not by lease, so a
+		// late report lands on the task's newer lease here.
+		h.accept(h.byTask[j.task], j)
+	case l.state == leaseLost:
+		s.chk.workerVerdict(h.nd, j, verdictLost, 0)
+	case s.now > l.deadline:
+		h.lose(l)
+		_ = h.nd.n.Report(shard.Outcome{Task: l.run.Task, Round: l.run.Round, TimedOut: true, Took: l.run.Timeout,
+			Error: fmt.Sprintf("timed out after %v: the worker %s reported no outcome", l.run.Timeout, l.w.id)})
+		s.chk.workerVerdict(h.nd, j, verdictLost, 0)
+	default:
+		h.accept(l, j)
+	}
+}
+
+// accept records j's outcome on lease l and hands it to the node.
+func (h *simHub) accept(l *simLease, j *wjob) {
+	s := h.nd.s
+	l.state, l.out = leaseDone, j.out
+	if h.byTask[l.run.Task] == l {
+		delete(h.byTask, l.run.Task)
+	}
+	o := j.out
+	o.Task, o.Round = l.run.Task, l.run.Round
+	if err := h.nd.n.Report(o); err != nil {
+		l.state = leaseLost
+		s.chk.workerVerdict(h.nd, j, verdictStale, 0)
+		return
+	}
+	s.chk.workerVerdict(h.nd, j, verdictAccepted, l.run.Round)
+}
+
+// sweep declares dead the workers silent for the TTL and hands their
+// leases back (the tasks run again at once), times out leases past their
+// deadline, and hands back queued runs no live worker here serves (one
+// input of the node).
+func (h *simHub) sweep() {
+	s := h.nd.s
+	now := s.now
+	changed := false
+	for _, w := range h.workers() {
+		if w.alive(now) {
+			continue
+		}
+		h.declared[w] = true
+		changed = true
+		for _, l := range h.heldBy(w) {
+			h.lose(l)
+			_ = h.nd.n.Report(shard.Outcome{Task: l.run.Task, Round: l.run.Round, Lost: true,
+				Error: fmt.Sprintf("worker %s lost: no poll or heartbeat for %v", w.id, workerTTL)})
+		}
+	}
+	for _, t := range sortedTasks(h.byTask) {
+		if l := h.byTask[t]; l.state == leaseHeld && now > l.deadline {
+			h.lose(l)
+			_ = h.nd.n.Report(shard.Outcome{Task: t, Round: l.run.Round, TimedOut: true, Took: l.run.Timeout,
+				Error: fmt.Sprintf("timed out after %v: the worker %s reported no outcome", l.run.Timeout, l.w.id)})
+		}
+	}
+	served := h.demand() != nil
+	kept := h.queue[:0]
+	for _, q := range h.queue {
+		if !served && now-q.at >= workerTTL {
+			_ = h.nd.n.Report(shard.Outcome{Task: q.run.Task, Round: q.run.Round, Lost: true,
+				Error: fmt.Sprintf("no live worker on peer %s serves handler %q", h.nd.id, q.run.Handler)})
+			continue
+		}
+		kept = append(kept, q)
+	}
+	h.queue = kept
+	if changed {
+		h.nd.n.SetDemand(h.demand())
+	}
+}
+
+// heldBy returns w's held leases in task order.
+func (h *simHub) heldBy(w *simWorker) []*simLease {
+	var out []*simLease
+	for _, t := range sortedTasks(h.byTask) {
+		if l := h.byTask[t]; l.w == w && l.state == leaseHeld {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func sortedTasks(m map[shard.TaskID]*simLease) []shard.TaskID {
+	ts := make([]shard.TaskID, 0, len(m))
+	for t := range m {
+		ts = append(ts, t)
+	}
+	slices.Sort(ts)
+	return ts
+}
+
+// finish is a worker's handler returning: it reports (unless dead; held
+// while stalled) and its slot frees.
+func (w *simWorker) finish(s *sim, j *wjob) {
+	switch {
+	case w.dead:
+		return
+	case w.stalled:
+		w.held = append(w.held, j)
+		return
+	}
+	w.send(s, j)
+	w.running--
+	if nd := s.nodes[w.node]; nd.hub != nil {
+		nd.hub.wake()
+	}
+}
+
+// send delivers a report to the hub that handed the lease out (dropped
+// with that incarnation of the peer); a repeating worker sends it again a
+// little later.
+func (w *simWorker) send(s *sim, j *wjob) {
+	h := j.hub
+	j.sent++
+	h.nd.input(h.gen(), func() { h.report(j) })
+	if s.workersRepeat && j.sent == 1 {
+		s.after(time.Millisecond+time.Duration(s.rng.Int64N(int64(20*time.Millisecond))), func() {
+			if !w.dead {
+				w.send(s, j)
+			}
+		})
+	}
+}
+
+// gen is the incarnation of the node this hub belongs to (a newer one
+// drops inputs for it).
+func (h *simHub) gen() int {
+	if h.nd.hub != h {
+		return -1
+	}
+	return h.nd.gen
+}
+
+// wake hands queued runs to workers that just freed a slot or came back,
+// and updates the node's demand (one input).
+func (h *simHub) wake() {
+	nd := h.nd
+	nd.input(nd.gen, func() {
+		if nd.hub != h {
+			return
+		}
+		for _, w := range h.nd.s.allWorkers {
+			if w.node == nd.idx && h.declared[w] && !w.dead && w.alive(nd.s.now) {
+				delete(h.declared, w) // it polls again: a new worker to the hub
+			}
+		}
+		h.fill()
+		nd.n.SetDemand(h.demand())
+	})
+}
+
+// startWorkers attaches Config.Workers workers to every peer and starts
+// the hubs' sweep (every tenth of the TTL).
+func (s *sim) startWorkers() {
+	if s.cfg.Workers == 0 {
+		return
+	}
+	for i := range s.nodes {
+		for range s.cfg.Workers {
+			s.workers = append(s.workers, s.addWorker(i))
+		}
+	}
+	s.after(workerTTL/10, s.sweepHubs)
+}
+
+// addWorker starts a new worker polling node i.
+func (s *sim) addWorker(i int) *simWorker {
+	s.workerSeq++
+	w := &simWorker{id: fmt.Sprintf("w%d.n%d", s.workerSeq, i), node: i, silent: -1}
+	s.allWorkers = append(s.allWorkers, w)
+	if nd := s.nodes[i]; nd.hub != nil {
+		nd.hub.wake()
+	}
+	return w
+}
+
+func (s *sim) sweepHubs() {
+	for _, nd := range s.nodes {
+		if h := nd.hub; h != nil && nd.up && !nd.paused {
+			nd.input(nd.gen, h.sweep)
+		}
+	}
+	s.after(workerTTL/10, s.sweepHubs)
+}
+
+// external makes every other task of the workload's groups (even index)
+// one of the external handler, so runs mix both kinds; all of them with
+// all set (the workers workload).
+func (w *workload) external(all bool) {
+	for _, a := range w.arrivals {
+		for i := range a.spec.Tasks {
+			if all || i%2 == 0 {
+				a.spec.Tasks[i].Handler = extHandler
+			}
+		}
+	}
+}
+
+// workers is the workers workload: parallel groups of 10 tasks for
+// external workers, each running 100 ms to 1.5 s (1% fail), arriving at
+// about 60% of the workers' capacity. The workers are busy but not
+// swamped: a task whose worker stalled past the TTL runs again at once,
+// and is still running elsewhere when the stalled worker continues.
+func (g *gen) workers() *workload {
+	slots := max(g.cfg.Peers*g.cfg.Workers*workerSlots, 1)
+	gap := 10 * 800 * time.Millisecond * 10 / time.Duration(6*slots)
+	w := &workload{}
+	for left := g.cfg.Tasks; left > 0; left -= 10 {
+		tasks := make([]shard.TaskSpec, min(10, left))
+		for i := range tasks {
+			d := 100*time.Millisecond + time.Duration(g.rng.Int64N(int64(1400*time.Millisecond)))
+			tasks[i] = g.task(behaviour{dur: d, failPM: 10, permPM: 200}, i)
+		}
+		w.arrivals = append(w.arrivals, arrival{at: time.Duration(len(w.arrivals)) * gap,
+			spec: g.group(shard.ModeParallel, "", tasks), cancelTask: -1})
+	}
+	w.span = time.Duration(len(w.arrivals)) * gap
+	return w
+}
