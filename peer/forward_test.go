@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/needle-mesh/needle/node"
@@ -145,4 +146,43 @@ func TestAnswerWire(t *testing.T) {
 			t.Errorf("%s: %s; the previous release writes %s", c.name, got, want)
 		}
 	}
+}
+
+// TestServeCallPreviousRelease: a peer of the previous release forwards
+// requests in its encoding and reads the answers with its struct; a peer of
+// this one serves them, errors included.
+func TestServeCallPreviousRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mp := startMemPeer(t, newMemNet(), "solo", Config{Slots: 2})
+		ctx := t.Context()
+		id := submitOne(t, mp.c, "echo", `7`)
+		if _, err := mp.c.GetTask(ctx, id, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		ask := func(req previousRequest) previousResponse {
+			t.Helper()
+			req.V = 1
+			b, err := mp.p.serveCall(ctx, "old", mustJSON(req))
+			if err != nil {
+				t.Fatalf("serveCall(%+v): %v", req, err)
+			}
+			var resp previousResponse
+			if err := json.Unmarshal(b, &resp); err != nil {
+				t.Fatal(err)
+			}
+			return resp
+		}
+		if r := ask(previousRequest{Op: "task", Task: shard.TaskID(id)}); r.Err != "" || r.Task == nil || string(r.Task.Result) != "7" {
+			t.Errorf("task = %+v", r)
+		}
+		if r := ask(previousRequest{Op: "task", Task: "gnope.0"}); r.Err != "not_found" {
+			t.Errorf("unknown task = %+v; want not_found", r)
+		}
+		if r := ask(previousRequest{Op: "retry", Group: shard.TaskID(id).Group(), Task: shard.TaskID(id)}); r.Err != "conflict" || r.Msg == "" {
+			t.Errorf("retry of a SUCCEEDED task = %+v; want conflict", r)
+		}
+		if _, err := mp.p.serveCall(ctx, "old", []byte(`{"v":1,"op":"nonsense"}`)); err == nil {
+			t.Error("an unknown op was served")
+		}
+	})
 }
