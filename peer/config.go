@@ -119,45 +119,7 @@ type Config struct {
 
 // Validate fills defaults and reports the first invalid field.
 func (c *Config) Validate() error {
-	if c.DataDir == "" {
-		c.DataDir = "./needle-data"
-	}
-	if c.MaxConns <= 0 {
-		c.MaxConns = 1024
-	}
-	if c.HTTPAddr == "" {
-		c.HTTPAddr = "127.0.0.1:7070"
-	}
-	if c.Slots == 0 {
-		c.Slots = runtime.NumCPU() + 1
-	}
-	if c.Partitions == 0 {
-		c.Partitions = 256
-	}
-	if c.Retention == 0 {
-		c.Retention = 7 * 24 * time.Hour
-	}
-	if c.DefaultTimeout == 0 {
-		c.DefaultTimeout = 10 * time.Minute
-	}
-	if c.Replicas == 0 {
-		c.Replicas = 3
-	}
-	if c.MaxResult == 0 {
-		c.MaxResult = DefaultMaxResult
-	}
-	if c.MaxLog <= 0 {
-		c.MaxLog = DefaultMaxLog
-	}
-	if c.DrainTimeout == 0 {
-		c.DrainTimeout = 30 * time.Second
-	}
-	if c.ForgetAfter == 0 {
-		c.ForgetAfter = 10 * time.Minute
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.fillDefaults()
 	switch {
 	case c.Slots < 0:
 		return errors.New("peer: --slots must be >= 0")
@@ -199,6 +161,49 @@ func (c *Config) Validate() error {
 		c.Limits.MaxPayload = 1 << 20
 	}
 	return nil
+}
+
+// fillDefaults sets the zero fields that have a default.
+func (c *Config) fillDefaults() {
+	if c.DataDir == "" {
+		c.DataDir = "./needle-data"
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = 1024
+	}
+	if c.HTTPAddr == "" {
+		c.HTTPAddr = "127.0.0.1:7070"
+	}
+	if c.Slots == 0 {
+		c.Slots = runtime.NumCPU() + 1
+	}
+	if c.Partitions == 0 {
+		c.Partitions = 256
+	}
+	if c.Retention == 0 {
+		c.Retention = 7 * 24 * time.Hour
+	}
+	if c.DefaultTimeout == 0 {
+		c.DefaultTimeout = 10 * time.Minute
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 3
+	}
+	if c.MaxResult == 0 {
+		c.MaxResult = DefaultMaxResult
+	}
+	if c.MaxLog <= 0 {
+		c.MaxLog = DefaultMaxLog
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = 30 * time.Second
+	}
+	if c.ForgetAfter == 0 {
+		c.ForgetAfter = 10 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
 }
 
 // DefaultMaxResult is Config.MaxResult when it is zero: 1 MiB.
