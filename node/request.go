@@ -160,11 +160,24 @@ func (n *Node) failRequests(part int) {
 		if r := n.reqs[id]; r.part == part {
 			delete(n.reqs, id)
 			if r.group != "" {
-				n.takeSubmit(r.group) // drops it and any other answered one
+				n.dropSubmit(r.group, id)
 			}
 			n.reply(Reply{Req: id, Err: ErrStopped})
 		}
 	}
+}
+
+// dropSubmit removes request id from the submissions waiting for group g,
+// leaving the others (a retry of the same key is another request, which
+// failRequests answers in its turn: taking the first waiting one here
+// dropped that one unanswered and left a hole in the loop's keys).
+func (n *Node) dropSubmit(g shard.GroupID, id uint64) {
+	q := slices.DeleteFunc(n.submits[g], func(r uint64) bool { return r == id })
+	if len(q) == 0 {
+		delete(n.submits, g)
+		return
+	}
+	n.submits[g] = q
 }
 
 // applyBatch applies one committed entry's events to the shard and derives

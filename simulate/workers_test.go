@@ -52,3 +52,19 @@ func TestWorkerFenceBug(t *testing.T) {
 	}
 	t.Fatal("no seed caught the hub that matches reports by task")
 }
+
+// Seeds with external workers that found a bug, and the bug (200 tasks).
+func TestWorkersRegressionSeeds(t *testing.T) {
+	for _, c := range []struct {
+		seed  uint64
+		peers int
+		bug   string
+	}{
+		{49, 3, "a peer losing a partition answered a pending submission and took the next one of the same key off the pending requests unanswered: the core panicked on its hole"},
+	} {
+		cfg := Config{Seed: c.seed, Peers: c.peers, Tasks: 200, Workload: "mixed", Workers: 2, Faults: FaultKinds}
+		if r := mustRun(t, cfg); r.Failed() {
+			t.Errorf("%s\nonce: %s\nreplay: %s", r.Violations[0], c.bug, cfg.ReplayCommand())
+		}
+	}
+}
