@@ -138,19 +138,23 @@ func forward[A any, PA rpcAnswer[A]](ctx context.Context, p *Peer, to string, re
 // trace) and req's fields. req is not changed: askAll sends one request to
 // many peers at once.
 func encodeCall(req meshReq, trace string) ([]byte, error) {
-	body, err := json.Marshal(req) // its header is empty, so omitted
-	if err != nil {
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, `{"v":%d,"op":%q`, rpcVersion, req.op())
+	if trace != "" {
+		fmt.Fprintf(&buf, `,"trace":%q`, trace)
+	}
+	n := buf.Len()
+	// The fields follow in place: req's header is empty, so omitted, and
+	// its opening brace becomes the comma after the header.
+	if err := json.NewEncoder(&buf).Encode(req); err != nil {
 		return nil, err
 	}
-	b := fmt.Appendf(make([]byte, 0, len(body)+64), `{"v":%d,"op":%q`, rpcVersion, req.op())
-	if trace != "" {
-		b = fmt.Appendf(b, `,"trace":%q`, trace)
+	b := bytes.TrimRight(buf.Bytes(), "\n")
+	if len(b) == n+2 { // {}
+		return append(b[:n], '}'), nil
 	}
-	if len(body) > 2 {
-		b = append(append(b, ','), body[1:]...)
-		return b, nil
-	}
-	return append(b, '}'), nil
+	b[n] = ','
+	return b, nil
 }
 
 // callServer decodes one op's request and serves it locally.

@@ -2,6 +2,7 @@ package peer
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 	"testing/synctest"
@@ -183,6 +184,35 @@ func TestServeCallPreviousRelease(t *testing.T) {
 		}
 		if _, err := mp.p.serveCall(ctx, "old", []byte(`{"v":1,"op":"nonsense"}`)); err == nil {
 			t.Error("an unknown op was served")
+		}
+	})
+}
+
+// BenchmarkForwardSubmit encodes a submission of 100 tasks as a forwarded
+// request and decodes it as its owner does: the previous release's one
+// struct, and the typed request with its header read first.
+func BenchmarkForwardSubmit(b *testing.B) {
+	spec := &shard.GroupSpec{ID: "g1", Trace: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	for i := range 100 {
+		spec.Tasks = append(spec.Tasks, shard.TaskSpec{Name: fmt.Sprint("t", i), Handler: "echo", Payload: []byte(`{"n":12345,"s":"some payload text"}`)})
+	}
+	b.Run("previous", func(b *testing.B) {
+		for b.Loop() {
+			data, _ := json.Marshal(previousRequest{V: 1, Op: "submit", Spec: spec, Trace: spec.Trace})
+			var r previousRequest
+			if err := json.Unmarshal(data, &r); err != nil || r.Op != "submit" {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("typed", func(b *testing.B) {
+		for b.Loop() {
+			data, _ := encodeCall(&submitReq{Spec: spec}, spec.Trace)
+			h, err := readHeader(data)
+			var r submitReq
+			if err != nil || h.Op != "submit" || json.Unmarshal(data, &r) != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }
