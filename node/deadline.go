@@ -22,29 +22,39 @@ import (
 // forward, so the drivers ask again after each. It is never before the
 // node's time unless something is due at once.
 func (n *Node) NextDeadline() time.Time {
+	// The cheap deadlines first: the walks over the partitions below are
+	// made only when what they find could come before them (the runtime
+	// asks once per loop iteration).
 	d := n.mesh.nextDeadline()
-	if n.needsRaftTick() {
-		d = earliest(d, n.lastTick.Add(n.cfg.RaftTick))
+	// Tick runs the timers once per timer slot: one due later in the slot
+	// of the last pass fires at the start of the next.
+	slot := time.Unix(0, (n.timerSlot+1)*int64(timerResolution))
+	if at, ok := n.shardTimers(); ok {
+		d = earliest(d, later(at, slot))
 	}
-	if at, ok := n.nextTimers(); ok {
-		// Tick runs the timers once per timer slot: one due later in
-		// the slot of the last pass fires at the start of the next.
-		next := time.Unix(0, (n.timerSlot+1)*int64(timerResolution))
-		d = earliest(d, later(at, next))
+	if eager := n.mesh.lastBeat.Add(eagerBeatEvery); eager.Before(d) && n.mesh.loadJump() {
+		d = eager
+	}
+	if slot.Before(d) && len(n.mesh.forgotten) > 0 && n.readyTotal() > 0 {
+		d = slot // a READY task pinned to a forgotten peer fails at the next pass
+	}
+	if at, ok := n.stealAt(); ok && later(at, slot).Before(d) && n.readyRunnable() == 0 {
+		d = later(at, slot)
+	}
+	if tick := n.lastTick.Add(n.cfg.RaftTick); tick.Before(d) && n.needsRaftTick() {
+		d = tick
 	}
 	return d
 }
 
-// nextDeadline is the mesh's part of NextDeadline: heartbeats (the
-// interval, an eager one when the load jumped, one soon for the external
-// workers), the failure detector's next threshold, the debounced ring
-// rebuild, the outbox resend and a pending preferred-owner pass.
+// nextDeadline is the mesh's part of NextDeadline but the eager heartbeat
+// of a load jump (a walk: NextDeadline asks when it matters): heartbeats
+// (the interval, one soon for the external workers), the failure
+// detector's next threshold, the debounced ring rebuild, the outbox resend
+// and a pending preferred-owner pass.
 func (m *mesh) nextDeadline() time.Time {
 	cfg := &m.n.cfg
 	d := earliest(m.lastBeat.Add(cfg.HeartbeatEvery), m.detectAt)
-	if m.loadJump() {
-		d = earliest(d, m.lastBeat.Add(eagerBeatEvery))
-	}
 	if m.n.ext.beatSoon {
 		d = earliest(d, m.lastBeat.Add(workerBeatEvery))
 	}
@@ -86,60 +96,57 @@ func (n *Node) needsRaftTick() bool {
 // partition ticks every RaftTick: a leader with followers heartbeats them,
 // a follower watches its leader.
 func (m *mesh) quiet(p *partition) bool {
-	if !p.leader || p.abdicated || !p.confAt.IsZero() || len(p.props) > 0 {
-		return false
-	}
-	voters := p.conf.GetVoters()
-	if len(voters) != 1 || voters[0] != m.n.raftID || len(p.conf.GetLearners()) > 0 || len(p.conf.GetVotersOutgoing()) > 0 {
+	if !p.leader || p.abdicated || !p.confAt.IsZero() || len(p.props) > 0 || !m.alone(p) {
 		return false
 	}
 	// A lone voter has no leadership transfer under way: Raft transfers
 	// only to another voter.
-	if m.ring == nil || m.ringVersion != m.version {
+	switch {
+	case m.ring == nil || m.ringVersion != m.version:
 		// No ring, or one not built from this membership yet: reconfigure
 		// waits for the rebuild, a deadline of its own (the debounce).
 		return true
+	case len(m.ringSet) == 1:
+		return m.ringSet[0] == m.n.cfg.ID
 	}
 	// The ring wants min(Replicas, members) replicas: one, this node.
-	return (len(m.ringSet) == 1 || m.n.cfg.Replicas == 1) && m.ring.IsReplica(p.id, ring.PeerID(m.n.cfg.ID))
+	return m.n.cfg.Replicas == 1 && m.ring.IsReplica(p.id, ring.PeerID(m.n.cfg.ID))
 }
 
-// nextTimers returns the earliest time the timer pass of Tick has
-// something to do: a shard timer of a partition this node serves, a READY
-// task pinned to a forgotten peer (failed at the next pass), or a steal
-// that becomes possible.
-func (n *Node) nextTimers() (at time.Time, ok bool) {
-	take := func(t time.Time) {
-		if !ok || t.Before(at) {
-			at, ok = t, true
-		}
+// alone reports whether this node is partition p's only replica: its
+// only voter, with no learner and no joint configuration. Cached per
+// ConfState (a change replaces it).
+func (m *mesh) alone(p *partition) bool {
+	if p.aloneOf != p.conf {
+		voters := p.conf.GetVoters()
+		p.aloneOf = p.conf
+		p.isAlone = len(voters) == 1 && voters[0] == m.n.raftID && len(p.conf.GetLearners()) == 0 &&
+			len(p.conf.GetVotersOutgoing()) == 0
 	}
-	ready := 0
+	return p.isAlone
+}
+
+// shardTimers returns the earliest shard timer or retention removal of
+// the partitions this node serves.
+func (n *Node) shardTimers() (at time.Time, ok bool) {
 	for _, i := range n.held {
 		p := n.parts[i]
 		if !p.serving {
 			continue
 		}
-		if t, due := p.shard.NextDue(); due {
-			take(t)
-		}
-		ready += p.shard.ReadyLen()
-	}
-	if ready > 0 && len(n.mesh.forgotten) > 0 {
-		take(n.now)
-	}
-	if n.stealPossible() {
-		if t, found := n.steal.t.NextAt(n.now, n.cfg.ID); found {
-			take(t)
+		if t, due := p.shard.NextDue(); due && (!ok || t.Before(at)) {
+			at, ok = t, true
 		}
 	}
 	return at, ok
 }
 
-// stealPossible reports whether maybeSteal could ask a peer for work,
-// as far as this node's own state goes: it steals, has a free slot and
-// nothing READY it may run.
-func (n *Node) stealPossible() bool {
-	return n.steal.t != nil && !n.draining && n.busy < n.cfg.Slots+n.pace.stealAhead(n.cfg.Slots, n.cfg.LeaseAhead) &&
-		n.readyRunnable() == 0
+// stealAt returns when maybeSteal could next ask a peer for work, as far
+// as the thief and this node's slots go (the caller checks that nothing
+// READY here may run: maybeSteal's last condition, a walk).
+func (n *Node) stealAt() (time.Time, bool) {
+	if n.steal.t == nil || n.draining || n.busy >= n.cfg.Slots+n.pace.stealAhead(n.cfg.Slots, n.cfg.LeaseAhead) {
+		return time.Time{}, false
+	}
+	return n.steal.t.NextAt(n.now, n.cfg.ID)
 }

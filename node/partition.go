@@ -52,6 +52,9 @@ type partition struct {
 	voterIDs    []string
 	votersOf    *pb.ConfState
 	votersEpoch int
+	// isAlone caches mesh.alone for the ConfState aloneOf.
+	isAlone bool
+	aloneOf *pb.ConfState
 
 	props      []shard.Event // events to propose as one entry at the next Ready
 	campaignAt time.Time     // when to campaign for a leaderless partition (jitter)
