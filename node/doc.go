@@ -53,4 +53,14 @@
 // persisted by this peer and committed by the partition's majority: an
 // acknowledged task is durable on a majority, and exactly one outcome per
 // task is accepted (the round fencing of shard and steal).
+//
+// # Transcripts
+//
+// testdata/*.txt pin the protocol's hard cases (replica changes, a dead
+// voter kept until replaced, abdication, stale grants, round fencing,
+// failover of outcomes and schedules, draining, early sends and a crash
+// between them and the persist) as transcripts over nodetest.Mesh: a
+// command per step and the events it caused (TestTranscripts). After a
+// change of behaviour, regenerate them with
+// go test ./node -run TestTranscripts -rewrite and review the diff.
 package node
