@@ -153,3 +153,56 @@ func TestBroadcastToWorkersPinnedAndDead(t *testing.T) {
 		}
 	}
 }
+
+// A worker that dies while running its copy fails that attempt after the
+// TTL (its copy goes to no other worker), and the retry runs when the
+// same worker id polls again.
+func TestBroadcastToWorkersDiesRunning(t *testing.T) {
+	_, c := startPeerWith(t, Config{WorkerTTL: 200 * time.Millisecond})
+	if got := poll(t, c, "w1", `"split"`, 1, "0s"); len(got) != 0 {
+		t.Fatalf("first poll = %+v", got)
+	}
+	status, data := wcall(t, c, "POST", "/v1/groups", `{"mode":"broadcast","to":"workers","tasks":[{"handler":"split","retry":{"max_attempts":2,"backoff":"1s"}}]}`)
+	if status != http.StatusCreated {
+		t.Fatalf("submit = %d %s", status, data)
+	}
+	var res api.SubmitGroupResponse
+	if err := json.Unmarshal(data, &res); err != nil || res.Tasks["w1"] == "" {
+		t.Fatalf("submit body %s: %v", data, err)
+	}
+	first := poll(t, c, "w1", `"split"`, 1, "10s")
+	if len(first) != 1 || first[0].ID != res.Tasks["w1"] {
+		t.Fatalf("w1 polled %+v; want its copy", first)
+	}
+	// w1 goes silent past the TTL while an intruder polls for the handler.
+	var tk *api.Task
+	waitUntil(t, func() bool {
+		if got := poll(t, c, "intruder", `"split"`, 1, "20ms"); len(got) != 0 {
+			t.Fatalf("another worker polled w1's copy: %+v", got)
+		}
+		var err error
+		tk, err = c.GetTask(t.Context(), res.Tasks["w1"], 0)
+		return err == nil && tk.Attempt == 1
+	})
+	if tk.Error == nil || !strings.Contains(*tk.Error, "worker w1 is not alive") {
+		t.Fatalf("copy after w1 went silent = %+v; want its attempt failed: worker w1 is not alive", tk)
+	}
+	status, data = wcall(t, c, "POST", "/v1/leases/"+first[0].Lease+"/complete", `{"result": "late"}`)
+	if status != http.StatusConflict || errCode(data) != api.CodeLeaseLost {
+		t.Fatalf("late complete = %d %s; want 409 lease_lost", status, data)
+	}
+	var again []api.WorkerTask
+	waitUntil(t, func() bool {
+		again = poll(t, c, "w1", `"split"`, 1, "50ms")
+		return len(again) == 1
+	})
+	if again[0].ID != res.Tasks["w1"] || again[0].Attempt != 1 || *again[0].Shard != 0 || *again[0].Shards != 1 {
+		t.Fatalf("w1 polled again %+v; want its copy's second attempt, shard 0 of 1", again[0])
+	}
+	if status, data := wcall(t, c, "POST", "/v1/leases/"+again[0].Lease+"/complete", `{"result": "w1"}`); status != 200 {
+		t.Fatalf("complete = %d %s", status, data)
+	}
+	if got, err := c.GetTask(t.Context(), res.Tasks["w1"], 10*time.Second); err != nil || got.State != "SUCCEEDED" {
+		t.Fatalf("copy = %+v, %v; want SUCCEEDED", got, err)
+	}
+}
