@@ -96,3 +96,34 @@ func wantError(t *testing.T, what string, err error, status int, code, field str
 		t.Errorf("%s = %v; want %d %s naming %q", what, err, status, code, field)
 	}
 }
+
+// TestMemMeshCutLink cuts the link between a peer and the owner of a
+// group: asked through that peer the group is 503 unavailable (the
+// forward fails, retried for about a second), through the third peer it is
+// there, and once the link heals the first peer serves it again.
+func TestMemMeshCutLink(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mn, peers := startMemMesh(t, 3, 16)
+		ctx := t.Context()
+		var g string
+		for i := 0; g == ""; i++ {
+			key := fmt.Sprint("cut-", i)
+			var owner string
+			_ = peers[0].p.read(ctx, func(n *node.Node) error { owner = n.Owner(GroupIDFor(key)); return nil })
+			if owner == "p1" {
+				body := fmt.Sprintf(`{"mode":"parallel","key":%q,"tasks":[{"handler":"echo","payload":1}]}`, key)
+				g = submitRetrying(t, peers[2].c, body).Group
+			}
+		}
+		mn.setCut("p0", "p1", true)
+		_, err := peers[0].c.GetGroup(ctx, g, 0)
+		wantError(t, "a group whose owner is cut off", err, http.StatusServiceUnavailable, api.CodeUnavailable, "")
+		if gv, err := peers[2].c.GetGroup(ctx, g, 10*time.Second); err != nil || gv.State != "SUCCEEDED" {
+			t.Fatalf("group through p2 = %+v, %v", gv, err)
+		}
+		mn.setCut("p0", "p1", false)
+		if gv, err := peers[0].c.GetGroup(ctx, g, 0); err != nil || gv.State != "SUCCEEDED" {
+			t.Fatalf("group through p0 after the heal = %+v, %v", gv, err)
+		}
+	})
+}
