@@ -137,6 +137,13 @@ func (nd *simNode) expand(o *op) {
 	if !unexpanded(o.spec) {
 		return // a repeat of an expanded broadcast
 	}
+	if o.spec.Tasks[0].Name == toWorkersName {
+		if o.expandErr = nd.s.expandToWorkers(o.spec); o.expandErr == nil {
+			nd.s.chk.workerBroadcast(nd, o.spec)
+			nd.s.chk.register(o.spec)
+		}
+		return
+	}
 	if o.expandErr = nd.n.ExpandBroadcast(o.spec); o.expandErr != nil {
 		return
 	}

@@ -147,6 +147,7 @@ func (h *simHub) setDemand() {
 // take queues a committed external run (inside the node's drain, as the
 // runtime's hub.deliver) and hands what it can to workers.
 func (h *simHub) take(r node.Run) {
+	h.nd.s.chk.workerRun(h.nd, &workerRunView{task: r.Task, round: r.Round, worker: r.Worker})
 	h.queue = append(h.queue, queuedRun{run: r, at: h.nd.s.now})
 	h.fill()
 	h.nd.n.SetDemand(h.demand())
@@ -319,6 +320,10 @@ func (h *simHub) sweep() {
 		changed = true
 		for _, l := range h.heldBy(w) {
 			h.lose(l)
+			if l.run.Worker != "" {
+				_ = h.nd.n.Report(h.pinnedFailed(l.run.Task, l.run.Round, w.id))
+				continue
+			}
 			_ = h.nd.n.Report(shard.Outcome{Task: l.run.Task, Round: l.run.Round, Lost: true,
 				Error: fmt.Sprintf("worker %s lost: no poll or heartbeat for %v", w.id, workerTTL)})
 		}
@@ -333,6 +338,10 @@ func (h *simHub) sweep() {
 	served := h.demand() != nil
 	kept := h.queue[:0]
 	for _, q := range h.queue {
+		if q.run.Worker != "" && h.pinnedGone(q.run.Worker) {
+			_ = h.nd.n.Report(h.pinnedFailed(q.run.Task, q.run.Round, q.run.Worker))
+			continue
+		}
 		if !served && now-q.at >= workerTTL {
 			_ = h.nd.n.Report(shard.Outcome{Task: q.run.Task, Round: q.run.Round, Lost: true,
 				Error: fmt.Sprintf("no live worker on peer %s serves handler %q", h.nd.id, q.run.Handler)})
@@ -474,7 +483,7 @@ func (w *workload) external(all bool) {
 }
 
 // workers is the workers workload: parallel groups of 10 tasks for
-// external workers, each running 100 ms to 1.5 s (1% fail), arriving at
+// external workers (every fourth a broadcast to the workers instead), each running 100 ms to 1.5 s (1% fail), arriving at
 // about 60% of the workers' capacity. The workers are busy but not
 // swamped: a task whose worker stalled past the TTL runs again at once,
 // and is still running elsewhere when the stalled worker continues.
@@ -488,8 +497,14 @@ func (g *gen) workers() *workload {
 			d := 100*time.Millisecond + time.Duration(g.rng.Int64N(int64(1400*time.Millisecond)))
 			tasks[i] = g.task(behaviour{dur: d, failPM: 10, permPM: 200}, i)
 		}
+		mode := shard.ModeParallel
+		if len(w.arrivals)%4 == 3 {
+			// A broadcast to the workers (workerbroadcast.go).
+			mode, tasks = shard.ModeBroadcast, tasks[:1]
+			tasks[0].Name = toWorkersName
+		}
 		w.arrivals = append(w.arrivals, arrival{at: time.Duration(len(w.arrivals)) * gap,
-			spec: g.group(shard.ModeParallel, "", tasks), cancelTask: -1})
+			spec: g.group(mode, "", tasks), cancelTask: -1})
 	}
 	w.span = time.Duration(len(w.arrivals)) * gap
 	return w
