@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -141,12 +142,37 @@ func (h *Host) answer(from peer.ID, fromStr string, f WireFrame) {
 	}
 	w, err := h.writerFor(fromStr)
 	if err == nil {
-		err = h.enqueue(w, outFrame{kind: kind, id: f.ID, data: resp})
+		err = h.enqueueReply(w, outFrame{kind: kind, id: f.ID, data: resp})
 	}
 	if errors.Is(err, ErrFrameTooLarge) {
-		err = h.enqueue(w, outFrame{kind: KindError, id: f.ID, data: []byte(err.Error())})
+		err = h.enqueueReply(w, outFrame{kind: KindError, id: f.ID, data: []byte(err.Error())})
 	}
 	if err != nil && h.ctx.Err() == nil {
 		h.log.Warn("call reply dropped", keyPeer, fromStr, keyErr, err)
+	}
+}
+
+// replyQueueWait bounds how long an answer waits for room in a full
+// outbound queue before it is dropped.
+var replyQueueWait = 10 * time.Second
+
+// enqueueReply queues a call's reply, waiting for room when the peer's
+// queue is full: a dropped reply leaves its caller waiting until its
+// deadline, while the answering goroutine (one of Config.MaxCalls) can
+// afford to wait for the writer to drain.
+func (h *Host) enqueueReply(w *writer, f outFrame) error {
+	err := h.enqueue(w, f)
+	if !errors.Is(err, ErrQueueFull) {
+		return err
+	}
+	t := time.NewTimer(replyQueueWait)
+	defer t.Stop()
+	select {
+	case w.queue <- f:
+		return nil
+	case <-t.C:
+		return err
+	case <-h.ctx.Done():
+		return ErrClosed
 	}
 }

@@ -135,7 +135,7 @@ func (h *Host) runWriter(w *writer) {
 			bw.Reset(s)
 		}
 		if lost, err := h.writeBurst(bw, w.queue, f); err != nil {
-			h.dropFrame(w.peer, lost, "write", err)
+			h.lostBurst(w, lost, err)
 			s.Reset()
 			s = nil
 		}
@@ -155,16 +155,19 @@ func (h *Host) openStream(p peer.ID) (network.Stream, error) {
 }
 
 // writeBurst writes f and then every frame already queued, and flushes once
-// the queue is empty. On error it returns the frame being written; it and
-// the rest of the unflushed burst are lost.
-func (h *Host) writeBurst(bw *bufio.Writer, queue <-chan outFrame, f outFrame) (outFrame, error) {
+// the queue is empty. On error it returns every frame of the unflushed
+// burst: any of them may not have reached the peer (bufio writes through
+// when its buffer fills, so some may have).
+func (h *Host) writeBurst(bw *bufio.Writer, queue <-chan outFrame, f outFrame) ([]outFrame, error) {
 	var hdr [maxHeaderLen]byte
+	var burst []outFrame
 	for {
+		burst = append(burst, f)
 		if _, err := bw.Write(appendHeader(hdr[:0], f.kind, f.id, len(f.data))); err != nil {
-			return f, err
+			return burst, err
 		}
 		if _, err := bw.Write(f.data); err != nil {
-			return f, err
+			return burst, err
 		}
 		h.stats.framesSent.Add(1)
 		select {
@@ -172,7 +175,27 @@ func (h *Host) writeBurst(bw *bufio.Writer, queue <-chan outFrame, f outFrame) (
 			continue
 		default:
 		}
-		return f, bw.Flush()
+		if err := bw.Flush(); err != nil {
+			return burst, err
+		}
+		return nil, nil
+	}
+}
+
+// lostBurst accounts for the frames of a burst whose write failed. A
+// reply goes out again on the next stream (the caller matches replies by
+// id and ignores a repeat, so a copy that did arrive does no harm); a
+// call fails now, rather than at its caller's deadline (it may have
+// reached the peer: sending it again could run it twice); a message is
+// lost, as Send documents.
+func (h *Host) lostBurst(w *writer, lost []outFrame, err error) {
+	for _, f := range lost {
+		if f.kind == KindReply || f.kind == KindError {
+			if h.enqueue(w, f) == nil {
+				continue
+			}
+		}
+		h.dropFrame(w.peer, f, "write", err)
 	}
 }
 
