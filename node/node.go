@@ -53,7 +53,7 @@ type NodeConfig struct {
 	// waits for the suspect's refutation before the peer is dead.
 	// ProbeEvery 0 turns the probe protocol off: every peer heartbeats to
 	// every other every HeartbeatEvery and silence decides death (the
-	// previous release). Defaults 500 ms and 2 s.
+	// previous release). Defaults 500 ms and 1.5 s.
 	ProbeEvery, SuspectFor time.Duration
 	// Debounce is how long the membership must be stable before the ring
 	// (and so the replica sets) changes. Default 1 s.
@@ -111,7 +111,7 @@ func DefaultNodeConfig(id, boot string) NodeConfig {
 	return NodeConfig{
 		ID: id, Boot: boot, Partitions: 256, Slots: 4, LeaseAhead: 32, Founder: true, Replicas: 3,
 		HeartbeatEvery: time.Second, DeadAfter: 3 * time.Second, ForgetAfter: 10 * time.Minute,
-		ProbeEvery: 500 * time.Millisecond, SuspectFor: 2 * time.Second,
+		ProbeEvery: 500 * time.Millisecond, SuspectFor: 1500 * time.Millisecond,
 		Debounce: time.Second, Steal: true,
 		RaftTick: 100 * time.Millisecond, HeartbeatTicks: 10, SnapshotEvery: 10_000,
 		Shard: shard.DefaultConfig(), Rand: rand.New(rand.NewPCG(1, 1)),

@@ -63,10 +63,12 @@ type swim struct {
 	relays    map[uint64]relay // indirect pings run for others, by the seq sent
 	news      []*news          // updates to piggyback
 	legacy    int              // live members that lack FeatureProbe
-	sig       uint64           // what the last heartbeat advertised (beatSig)
-	checkedAt time.Time        // when beatDue last looked at the load
+	sig       uint64           // what the last heartbeat advertised (beatBits)
 	lastSync  time.Time
 	refutedAt time.Time
+	// introducedAt is when this peer last answered a stranger's probe
+	// (introduce).
+	introducedAt time.Time
 }
 
 // probing is the probe of the current period.
@@ -151,14 +153,23 @@ func (m *mesh) probeTick(now time.Time) {
 		sw.lastSync = now
 		m.pushPull()
 	}
-	target := m.nextTarget()
-	if target == "" {
+	// A member that spoke lately (Raft among replicas, its own probes) is
+	// alive: the period goes to the next one.
+	var mb *member
+	for range min(len(m.members), 8) {
+		target := m.nextTarget()
+		if target == "" {
+			return
+		}
+		if mb = m.members[target]; mb.state != PeerAlive || !m.heardLately(mb, now) {
+			break
+		}
+		mb = nil
+	}
+	if mb == nil {
 		return
 	}
-	mb := m.members[target]
-	if mb.state == PeerAlive && m.heardLately(mb, now) {
-		return // it spoke lately (Raft among replicas, its probes): alive
-	}
+	target := mb.id
 	sw.seq++
 	if mb.state != PeerDead {
 		// A dead member is pinged too (if it answers it learns it is dead and
@@ -295,6 +306,20 @@ func (m *mesh) markDead(mb *member, now time.Time) {
 	m.n.log.Warn("peer dead", keyPeer, mb.id, "silent", now.Sub(mb.heard))
 	m.expireHolders(func(h string) bool { return shard.HolderPeer(h) == mb.id })
 	m.detectAt = earliest(m.detectAt, now.Add(m.n.cfg.ForgetAfter))
+}
+
+// silentLeader (true when it declared the leader dead) takes Raft's silence as evidence of failure: a leader this
+// replica has heard nothing at all from for DeadAfter (no Raft, no probe,
+// nothing) is dead here at once, as it was with heartbeats, rather than
+// when a probe happens to find it (a replica's failover waits for this).
+func (m *mesh) silentLeader(id string) bool {
+	mb := m.members[id]
+	if mb == nil || !m.swimOn() || mb.state == PeerDead || m.n.now.Sub(mb.heard) < m.n.cfg.DeadAfter {
+		return false
+	}
+	m.markDead(mb, m.n.now)
+	m.enqueue(Update{ID: id, Boot: mb.boot, Inc: mb.inc, State: PeerDead})
+	return true
 }
 
 // refute answers a suspicion or death of this peer: a higher incarnation,

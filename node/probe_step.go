@@ -156,6 +156,20 @@ func (m *mesh) wantBeat(mb *member, now time.Time) {
 	m.sendBeat(mb.id, SyncPull)
 }
 
+// introduce answers a probe from a peer that is not a member (it restarted
+// and lost its membership, or this peer did: neither heartbeats to
+// everyone any more) with this peer's heartbeat and a SyncPull, at most
+// once per ProbeEvery: its heartbeat in return makes it a member, as any
+// heartbeat would. The probe itself is refused (Step).
+func (m *mesh) introduce(to string, now time.Time) {
+	if !m.swimOn() || m.forgotten[to] || m.n.cfg.ValidID != nil && !m.n.cfg.ValidID(to) ||
+		!m.sw.introducedAt.IsZero() && now.Sub(m.sw.introducedAt) < m.n.cfg.ProbeEvery {
+		return
+	}
+	m.sw.introducedAt = now
+	m.sendBeat(to, SyncPull)
+}
+
 // sendBeat sends this peer's heartbeat to one member.
 func (m *mesh) sendBeat(to string, sync uint8) {
 	hb := m.heartbeat()
@@ -198,15 +212,54 @@ func (m *mesh) beatDue(now time.Time) bool {
 		return true
 	case len(m.members) <= 1:
 		return since >= cfg.HeartbeatEvery
-	case since < eagerBeatEvery || now.Sub(m.sw.checkedAt) < eagerBeatEvery:
+	case since < eagerBeatEvery:
 		return false
 	}
-	m.sw.checkedAt = now
-	st := m.n.Stats()
-	if beatBits(m.n.draining, st.Ready, st.Stranded) != m.sw.sig {
+	ready, stranded := m.advertised()
+	if beatBits(m.n.draining, ready, stranded) != m.sw.sig {
 		return true
 	}
-	return since >= cfg.HeartbeatEvery && (st.Stranded > 0 || m.n.draining || len(m.n.workerAds()) > 0)
+	return since >= cfg.HeartbeatEvery && m.beatsPeriodically(stranded)
+}
+
+// beatsPeriodically reports whether this peer heartbeats every
+// HeartbeatEvery under the probe protocol: while it knows no member, holds
+// stranded tasks, drains, or has external workers.
+func (m *mesh) beatsPeriodically(stranded int) bool {
+	return len(m.members) <= 1 || stranded > 0 || m.n.draining || len(m.n.workerAds()) > 0
+}
+
+// advertised returns the READY tasks of the partitions this node serves,
+// and how many of them it may not run itself (as Stats counts them).
+func (m *mesh) advertised() (ready, stranded int) {
+	for _, i := range m.n.held {
+		if p := m.n.parts[i]; p.serving {
+			ready += p.shard.ReadyLen()
+			stranded += p.shard.Stranded(m.n.placement)
+		}
+	}
+	return ready, stranded
+}
+
+// swimDeadline is when the probe protocol next has work: the next period,
+// the indirect pings of the current probe, a heartbeat due.
+func (m *mesh) swimDeadline() time.Time {
+	cfg := &m.n.cfg
+	d := m.n.now.Add(cfg.ForgetAfter) // nothing sooner
+	if len(m.members) > 1 { // a lone peer probes no one
+		d = m.sw.lastProbe.Add(cfg.ProbeEvery)
+	}
+	if pr := m.sw.probe; pr.target != "" && !pr.acked && !pr.indirect {
+		d = earliest(d, pr.at.Add(cfg.ProbeEvery/2))
+	}
+	ready, stranded := m.advertised()
+	if m.lastBeat.IsZero() || beatBits(m.n.draining, ready, stranded) != m.sw.sig {
+		d = earliest(d, m.lastBeat.Add(eagerBeatEvery))
+	}
+	if m.beatsPeriodically(stranded) {
+		d = earliest(d, m.lastBeat.Add(cfg.HeartbeatEvery))
+	}
+	return d
 }
 
 // beatBits is what beatDue compares with the last heartbeat.

@@ -172,6 +172,9 @@ func (m *mesh) tickPartition(p *partition) {
 	// cannot hear its voters and abdicated, or the link from it is cut)
 	// is no leader here: its promise (leaderLease) has run out too.
 	silent := !p.leaderHeard.IsZero() && m.n.now.Sub(p.leaderHeard) >= m.n.cfg.DeadAfter
+	if silent && known && m.silentLeader(lead) {
+		return // the preferred owners change first (campaign next tick)
+	}
 	if st.Lead != raft.None && known && m.live(lead) && !silent {
 		p.campaignAt = time.Time{}
 		return

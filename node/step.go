@@ -44,6 +44,9 @@ func (n *Node) Step(from string, m Message) error {
 		// without the heartbeat's checks, and the ring would give it
 		// partitions it never serves. A joiner's Raft traffic comes after
 		// its heartbeat; one that overtakes it is resent by Raft.
+		if m.Type == MsgProbe {
+			n.mesh.introduce(from, n.now) // a peer that does not know us either
+		}
 		return fmt.Errorf("%w: %s sent %v before any heartbeat", ErrNotMember, from, m.Type)
 	}
 	n.mesh.heard(from, boot, n.now)
