@@ -246,7 +246,7 @@ func (m *mesh) advertised() (ready, stranded int) {
 func (m *mesh) swimDeadline() time.Time {
 	cfg := &m.n.cfg
 	d := m.n.now.Add(cfg.ForgetAfter) // nothing sooner
-	if len(m.members) > 1 { // a lone peer probes no one
+	if len(m.members) > 1 {           // a lone peer probes no one
 		d = m.sw.lastProbe.Add(cfg.ProbeEvery)
 	}
 	if pr := m.sw.probe; pr.target != "" && !pr.acked && !pr.indirect {
