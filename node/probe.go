@@ -308,27 +308,27 @@ func (m *mesh) markDead(mb *member, now time.Time) {
 	m.detectAt = earliest(m.detectAt, now.Add(m.n.cfg.ForgetAfter))
 }
 
-// silentLeader (true when it declared the leader dead) takes Raft's silence as evidence of failure: a leader this
-// replica has heard nothing at all from for DeadAfter (no Raft, no probe,
-// nothing) is dead here at once, as it was with heartbeats, rather than
-// when a probe happens to find it (a replica's failover waits for this).
-func (m *mesh) silentLeader(id string) bool {
+// silentLeader takes Raft's silence as a hint of failure: a leader this
+// replica has heard nothing at all from for DeadAfter (no Raft, no probe)
+// is suspected here and the suspicion gossiped, rather than waiting for a
+// probe to find it. Only a hint: this replica may have been removed from
+// the partition without knowing it (its leader then sends it nothing), so
+// the leader may refute.
+func (m *mesh) silentLeader(id string) {
 	mb := m.members[id]
-	if mb == nil || !m.swimOn() || mb.state == PeerDead || m.n.now.Sub(mb.heard) < m.n.cfg.DeadAfter {
-		return false
+	if mb == nil || !m.swimOn() || mb.state != PeerAlive || m.n.now.Sub(mb.heard) < m.n.cfg.DeadAfter {
+		return
 	}
-	m.markDead(mb, m.n.now)
-	m.enqueue(Update{ID: id, Boot: mb.boot, Inc: mb.inc, State: PeerDead})
-	return true
+	m.suspect(mb, m.n.now, true)
 }
 
 // refute answers a suspicion or death of this peer: a higher incarnation,
-// gossiped at once (at most once a period) and piggybacked.
+// gossiped at once (at most once per eagerBeatEvery) and piggybacked.
 func (m *mesh) refute(now time.Time) {
 	m.sw.inc = max(m.sw.inc+1, uint64(now.UnixMilli()))
 	u := Update{ID: m.n.cfg.ID, Boot: m.n.cfg.Boot, Inc: m.sw.inc, State: PeerAlive}
 	m.enqueue(u)
-	if now.Sub(m.sw.refutedAt) >= m.n.cfg.ProbeEvery {
+	if now.Sub(m.sw.refutedAt) >= eagerBeatEvery {
 		m.sw.refutedAt = now
 		m.n.rd.Gossip = append(m.n.rd.Gossip, m.newsMessage(u))
 	}

@@ -253,8 +253,8 @@ func (m *mesh) swimDeadline() time.Time {
 		d = earliest(d, pr.at.Add(cfg.ProbeEvery/2))
 	}
 	ready, stranded := m.advertised()
-	if m.lastBeat.IsZero() || beatBits(m.n.draining, ready, stranded) != m.sw.sig {
-		d = earliest(d, m.lastBeat.Add(eagerBeatEvery))
+	if len(m.members) > 1 && beatBits(m.n.draining, ready, stranded) != m.sw.sig || m.lastBeat.IsZero() {
+		d = earliest(d, m.lastBeat.Add(eagerBeatEvery)) // as beatDue decides
 	}
 	if m.beatsPeriodically(stranded) {
 		d = earliest(d, m.lastBeat.Add(cfg.HeartbeatEvery))
