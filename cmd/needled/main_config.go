@@ -54,52 +54,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	c := &m.Config
 	fs := flag.NewFlagSet("needled", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
-	fs.StringVar(&c.DataDir, "data", "./needle-data", "data dir: WAL, identity, outbox")
-	fs.StringVar(&c.HTTPAddr, "http", "127.0.0.1:7070", "HTTP API listen address")
-	fs.IntVar(&c.Slots, "slots", 0, "tasks this peer runs at once (default NumCPU+1)")
-	fs.IntVar(&c.Partitions, "partitions", 256, "ring partitions; fixed when the data dir is first created")
-	fs.DurationVar(&c.Retention, "retention", 7*24*time.Hour, "how long finished groups are kept")
-	fs.DurationVar(&c.DefaultTimeout, "default-timeout", 10*time.Minute, "per-attempt timeout of tasks that set none")
-	fs.Int64Var(&c.Limits.MaxBody, "max-body", 32<<20, "largest request body, bytes")
-	fs.IntVar(&c.Limits.MaxPayload, "max-payload", 1<<20, "largest task payload, bytes")
-	fs.IntVar(&c.Limits.MaxTasks, "max-tasks", 100_000, "most tasks in one group")
-	fs.IntVar(&c.MaxResult, "max-result", peer.DefaultMaxResult, "largest task result, bytes; a larger one fails the task (never truncated)")
-	fs.IntVar(&c.MaxLog, "max-log", peer.DefaultMaxLog, "task log kept per attempt, bytes; past it the head is cut (the tail kept, the cut counted)")
-	fs.DurationVar(&c.Limits.MinEvery, "min-every", time.Second, "shortest interval between two ticks of a schedule (every, cron, @every)")
-	fs.IntVar(&c.Limits.MaxFiredPerMinute, "max-fired-per-minute", 100_000, "most tasks one schedule may fire in a minute (tasks per firing x ticks per minute)")
-	var execAllow, httpAllow, listen, join listFlag
-	fs.Var(&listen, "listen", "libp2p listen multiaddr (repeatable; default TCP and QUIC on port 4001, all interfaces)")
-	fs.Var(&join, "join", "peer to join through: a multiaddr ending in /p2p/<id>, or a TCP address without the id (/dns4/needle-0/tcp/4001, needle-0:4001) (repeatable)")
-	selfName := fs.String("self-name", "", "this peer's own DNS name (a pod name): --join addresses naming it (NAME or NAME.<domain>) are skipped, so peers sharing one --join list found the mesh on the peer it names")
-	fs.StringVar(&c.SwarmKeyFile, "swarm-key", "", "private-network key file (needle keygen); peers without it cannot connect")
-	fs.BoolVar(&c.MDNS, "mdns", false, "discover peers on the LAN with mDNS")
-	fs.IntVar(&c.Replicas, "replicas", 3, "Raft replicas of each partition (fewer while the mesh is smaller)")
-	fs.DurationVar(&c.ForgetAfter, "forget-after", 10*time.Minute, "a peer dead this long leaves the membership and its replicas move")
-	steal := fs.Bool("steal", true, "take part in work stealing")
-	fs.StringVar(&c.TLSCert, "tls-cert", "", "serve the API over HTTPS with this certificate (PEM; with --tls-key)")
-	fs.StringVar(&c.TLSKey, "tls-key", "", "the private key of --tls-cert (PEM)")
-	tokenFile := fs.String("api-token-file", "", "file holding the API token (a mounted secret; env NEEDLE_API_TOKEN_FILE): instead of NEEDLE_API_TOKEN")
-	fs.BoolVar(&c.OpenAPI, "insecure-open-api", false, "allow --http on a non-loopback address without NEEDLE_API_TOKEN: anyone who reaches it may use the API")
-	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM or needle drain: hand work over for at most this long, then exit (negative: exit at once)")
-	fs.IntVar(&c.MaxConns, "max-conns", 1024, "most open API connections; more wait until one closes")
-	fs.Float64Var(&c.RatePerClient, "rate", 0, "API requests per second per client address, 429 beyond (0 = no limit)")
-	var notifyAllow listFlag
-	fs.Var(&notifyAllow, "notify-allow", "URL prefix webhook (\"notify\") URLs must be under (repeatable; none: notify is refused)")
-	fs.StringVar(&c.Notify.Secret, "notify-secret", "", "key signing every webhook, Standard Webhooks (webhook-signature; whsec_<base64> or a plain string); required with --notify-allow (prefer NEEDLE_NOTIFY_SECRET or --config: argv is visible)")
-	fs.DurationVar(&c.Notify.Timeout, "notify-timeout", 10*time.Second, "timeout of one webhook call")
-	fs.IntVar(&c.Notify.Concurrency, "notify-concurrency", 16, "webhook calls in flight on this peer")
-	fs.Var(&execAllow, "exec-allow", "NAME=/path/to/program: a command exec tasks may run (repeatable)")
-	var execEnv listFlag
-	fs.Var(&execEnv, "exec-env", "environment variable NAME exec tasks may set in their payload's env; the daemon's own value is passed when a task sets none (repeatable; default none)")
-	fs.Var(&httpAllow, "http-allow", "URL prefix http tasks may POST to (repeatable)")
-	fs.DurationVar(&c.WorkerTTL, "worker-ttl", peer.DefaultWorkerTTL, "an external worker silent this long (no poll, heartbeat or report) is dead: its tasks run again")
-	handlers := fs.String("handlers", "open", "open: a handler this peer has not registered is external (served by workers polling POST /v1/workers/poll); strict: refuse it (400 unknown handler)")
-	labels := labelFlag{}
-	fs.Var(labels, "label", "placement label key=value of this peer (repeatable; env NEEDLE_LABELS=zone=a,gpu=true)")
-	fs.StringVar(&m.LogFormat, "log-format", m.LogFormat, "log format: text or json")
-	fs.StringVar(&m.LogLevel, "log-level", m.LogLevel, "log level: debug, info, warn, error")
-	version := fs.Bool("version", false, "print the version and exit")
-	config := fs.String("config", "", "config file: one \"flag = value\" per line (# comments; repeat a line for a repeatable flag)")
+	v := m.defineFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: needled [flags]\n\n"+
 			"Every flag is also read from NEEDLE_<FLAG> (e.g. NEEDLE_DATA, NEEDLE_HTTP_ALLOW=a,b)\n"+
@@ -115,7 +70,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if *version {
+	if *v.version {
 		return ErrVersion
 	}
 	set := envFallback(fs, getenv)
@@ -125,34 +80,34 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if err := labelsEnv(fs, set.names, getenv); err != nil {
 		return err
 	}
-	if *config != "" {
-		if err := configFile(fs, *config, set.names); err != nil {
+	if *v.config != "" {
+		if err := configFile(fs, *v.config, set.names); err != nil {
 			return err
 		}
 	}
-	switch *handlers {
+	switch *v.handlers {
 	case "open":
 	case "strict":
 		c.StrictHandlers = true
 	default:
-		return fmt.Errorf("--handlers %q: want open or strict", *handlers)
+		return fmt.Errorf("--handlers %q: want open or strict", *v.handlers)
 	}
 	if c.WorkerTTL <= 0 {
 		return fmt.Errorf("--worker-ttl %v: want a positive duration", c.WorkerTTL)
 	}
-	if c.Token, err = apiToken(getenv("NEEDLE_API_TOKEN"), *tokenFile); err != nil {
+	if c.Token, err = apiToken(getenv("NEEDLE_API_TOKEN"), *v.tokenFile); err != nil {
 		return err
 	}
 	build := buildinfo.Get()
 	c.Version, c.Commit = build.Version, build.Commit
-	c.Listen, c.NoSteal = listen, !*steal
-	c.Join, m.SelfJoins = withoutSelf(join, *selfName)
-	c.Notify.Allow = notifyAllow
-	c.Builtins.ExecEnv = execEnv
-	if len(labels) > 0 {
-		c.Labels = labels
+	c.Listen, c.NoSteal = v.listen, !*v.steal
+	c.Join, m.SelfJoins = withoutSelf(v.join, *v.selfName)
+	c.Notify.Allow = v.notifyAllow
+	c.Builtins.ExecEnv = v.execEnv
+	if len(v.labels) > 0 {
+		c.Labels = v.labels
 	}
-	return m.builtins(execAllow, httpAllow)
+	return m.builtins(v.execAllow, v.httpAllow)
 }
 
 // apiToken returns the API token: NEEDLE_API_TOKEN's value, or what the
@@ -317,4 +272,80 @@ func (m *Main) logger() (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(m.Stderr, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", m.LogFormat)
+}
+
+// flagVars holds the flags that are not fields of Config, for ParseFlags
+// to apply once the environment and the config file are read.
+type flagVars struct {
+	listen, join, notifyAllow, execAllow, execEnv, httpAllow listFlag
+	labels                                                   labelFlag
+	selfName, tokenFile, handlers, config                    *string
+	steal, version                                           *bool
+}
+
+// defineFlags defines every flag of needled on fs.
+func (m *Main) defineFlags(fs *flag.FlagSet) *flagVars {
+	v := &flagVars{labels: labelFlag{}}
+	m.defineLimitFlags(fs)
+	m.defineMeshFlags(fs, v)
+	m.defineTaskFlags(fs, v)
+	return v
+}
+
+// defineLimitFlags defines the flags of storage, tasks' defaults and limits.
+func (m *Main) defineLimitFlags(fs *flag.FlagSet) {
+	c := &m.Config
+	fs.StringVar(&c.DataDir, "data", "./needle-data", "data dir: WAL, identity, outbox")
+	fs.StringVar(&c.HTTPAddr, "http", "127.0.0.1:7070", "HTTP API listen address")
+	fs.IntVar(&c.Slots, "slots", 0, "tasks this peer runs at once (default NumCPU+1)")
+	fs.IntVar(&c.Partitions, "partitions", 256, "ring partitions; fixed when the data dir is first created")
+	fs.DurationVar(&c.Retention, "retention", 7*24*time.Hour, "how long finished groups are kept")
+	fs.DurationVar(&c.DefaultTimeout, "default-timeout", 10*time.Minute, "per-attempt timeout of tasks that set none")
+	fs.Int64Var(&c.Limits.MaxBody, "max-body", 32<<20, "largest request body, bytes")
+	fs.IntVar(&c.Limits.MaxPayload, "max-payload", 1<<20, "largest task payload, bytes")
+	fs.IntVar(&c.Limits.MaxTasks, "max-tasks", 100_000, "most tasks in one group")
+	fs.IntVar(&c.MaxResult, "max-result", peer.DefaultMaxResult, "largest task result, bytes; a larger one fails the task (never truncated)")
+	fs.IntVar(&c.MaxLog, "max-log", peer.DefaultMaxLog, "task log kept per attempt, bytes; past it the head is cut (the tail kept, the cut counted)")
+	fs.DurationVar(&c.Limits.MinEvery, "min-every", time.Second, "shortest interval between two ticks of a schedule (every, cron, @every)")
+	fs.IntVar(&c.Limits.MaxFiredPerMinute, "max-fired-per-minute", 100_000, "most tasks one schedule may fire in a minute (tasks per firing x ticks per minute)")
+}
+
+// defineMeshFlags defines the flags of the mesh, the API and its access.
+func (m *Main) defineMeshFlags(fs *flag.FlagSet, v *flagVars) {
+	c := &m.Config
+	fs.Var(&v.listen, "listen", "libp2p listen multiaddr (repeatable; default TCP and QUIC on port 4001, all interfaces)")
+	fs.Var(&v.join, "join", "peer to join through: a multiaddr ending in /p2p/<id>, or a TCP address without the id (/dns4/needle-0/tcp/4001, needle-0:4001) (repeatable)")
+	v.selfName = fs.String("self-name", "", "this peer's own DNS name (a pod name): --join addresses naming it (NAME or NAME.<domain>) are skipped, so peers sharing one --join list found the mesh on the peer it names")
+	fs.StringVar(&c.SwarmKeyFile, "swarm-key", "", "private-network key file (needle keygen); peers without it cannot connect")
+	fs.BoolVar(&c.MDNS, "mdns", false, "discover peers on the LAN with mDNS")
+	fs.IntVar(&c.Replicas, "replicas", 3, "Raft replicas of each partition (fewer while the mesh is smaller)")
+	fs.DurationVar(&c.ForgetAfter, "forget-after", 10*time.Minute, "a peer dead this long leaves the membership and its replicas move")
+	v.steal = fs.Bool("steal", true, "take part in work stealing")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "serve the API over HTTPS with this certificate (PEM; with --tls-key)")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "the private key of --tls-cert (PEM)")
+	v.tokenFile = fs.String("api-token-file", "", "file holding the API token (a mounted secret; env NEEDLE_API_TOKEN_FILE): instead of NEEDLE_API_TOKEN")
+	fs.BoolVar(&c.OpenAPI, "insecure-open-api", false, "allow --http on a non-loopback address without NEEDLE_API_TOKEN: anyone who reaches it may use the API")
+	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM or needle drain: hand work over for at most this long, then exit (negative: exit at once)")
+	fs.IntVar(&c.MaxConns, "max-conns", 1024, "most open API connections; more wait until one closes")
+	fs.Float64Var(&c.RatePerClient, "rate", 0, "API requests per second per client address, 429 beyond (0 = no limit)")
+}
+
+// defineTaskFlags defines the flags of webhooks, built-ins, workers, logs
+// and the config file.
+func (m *Main) defineTaskFlags(fs *flag.FlagSet, v *flagVars) {
+	c := &m.Config
+	fs.Var(&v.notifyAllow, "notify-allow", "URL prefix webhook (\"notify\") URLs must be under (repeatable; none: notify is refused)")
+	fs.StringVar(&c.Notify.Secret, "notify-secret", "", "key signing every webhook, Standard Webhooks (webhook-signature; whsec_<base64> or a plain string); required with --notify-allow (prefer NEEDLE_NOTIFY_SECRET or --config: argv is visible)")
+	fs.DurationVar(&c.Notify.Timeout, "notify-timeout", 10*time.Second, "timeout of one webhook call")
+	fs.IntVar(&c.Notify.Concurrency, "notify-concurrency", 16, "webhook calls in flight on this peer")
+	fs.Var(&v.execAllow, "exec-allow", "NAME=/path/to/program: a command exec tasks may run (repeatable)")
+	fs.Var(&v.execEnv, "exec-env", "environment variable NAME exec tasks may set in their payload's env; the daemon's own value is passed when a task sets none (repeatable; default none)")
+	fs.Var(&v.httpAllow, "http-allow", "URL prefix http tasks may POST to (repeatable)")
+	fs.DurationVar(&c.WorkerTTL, "worker-ttl", peer.DefaultWorkerTTL, "an external worker silent this long (no poll, heartbeat or report) is dead: its tasks run again")
+	v.handlers = fs.String("handlers", "open", "open: a handler this peer has not registered is external (served by workers polling POST /v1/workers/poll); strict: refuse it (400 unknown handler)")
+	fs.Var(v.labels, "label", "placement label key=value of this peer (repeatable; env NEEDLE_LABELS=zone=a,gpu=true)")
+	fs.StringVar(&m.LogFormat, "log-format", m.LogFormat, "log format: text or json")
+	fs.StringVar(&m.LogLevel, "log-level", m.LogLevel, "log level: debug, info, warn, error")
+	v.version = fs.Bool("version", false, "print the version and exit")
+	v.config = fs.String("config", "", "config file: one \"flag = value\" per line (# comments; repeat a line for a repeatable flag)")
 }

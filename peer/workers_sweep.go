@@ -1,0 +1,158 @@
+package peer
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/needle-mesh/needle/node"
+	"github.com/needle-mesh/needle/peer/api"
+	"github.com/needle-mesh/needle/shard"
+)
+
+// expire ends a lease that ran past its deadline: the attempt timed out,
+// as a built-in's does.
+func (h *hub) expire(ctx context.Context, l *xlease, now time.Time) {
+	h.mu.Lock()
+	if l.state != leaseHeld {
+		h.mu.Unlock()
+		return
+	}
+	h.lose(l, now)
+	h.mu.Unlock()
+	o := shard.Outcome{Task: l.run.Task, Round: l.run.Round, TimedOut: true, Took: l.run.Timeout,
+		Error: fmt.Sprintf("timed out after %v: the worker %s reported no outcome", l.run.Timeout, l.worker)}
+	_ = h.report(ctx, o, l.run.Handler)
+}
+
+// sweep declares dead the workers silent for the TTL and hands their
+// leases back (the tasks run again at once, as a dead peer's), times out
+// leases past their deadline, hands back queued runs no live worker here
+// serves, and forgets old finished leases.
+func (h *hub) sweep(ctx context.Context, now time.Time) {
+	var lost, timedOut []*xlease
+	var back, pinned []node.Run
+	died := false
+	h.mu.Lock()
+	for _, id := range slices.Sorted(maps.Keys(h.workers)) {
+		w := h.workers[id]
+		if w.polling > 0 || now.Sub(w.seen) < h.ttl {
+			continue
+		}
+		delete(h.workers, id)
+		died = true
+		for _, l := range h.byTask {
+			if l.worker == id && l.state == leaseHeld {
+				lost = append(lost, l)
+			}
+		}
+	}
+	for _, l := range lost {
+		h.lose(l, now)
+	}
+	for _, l := range h.byTask {
+		if l.state == leaseHeld && now.After(l.deadline) {
+			timedOut = append(timedOut, l)
+		}
+	}
+	for _, l := range timedOut {
+		h.lose(l, now)
+	}
+	served := map[string]bool{}
+	for _, w := range h.workers {
+		for _, hd := range w.handlers {
+			served[hd] = true
+		}
+	}
+	kept := h.queue[:0]
+	for _, x := range h.queue {
+		expired := !x.run.Expiry.IsZero() && now.After(x.run.Expiry)
+		if !expired && h.pinnedGone(&x.run, now) {
+			pinned = append(pinned, x.run) // its worker is dead: no other may take it
+			continue
+		}
+		if !served[x.run.Handler] && now.Sub(x.at) >= h.ttl || expired {
+			back = append(back, x.run)
+			continue
+		}
+		kept = append(kept, x)
+	}
+	clear(h.queue[len(kept):])
+	h.queue = kept
+	for len(h.done) > 0 && (len(h.done) > maxDoneLeases || now.Sub(h.done[0].ended) > doneLeaseKeep) {
+		delete(h.leases, h.done[0].token)
+		h.done = h.done[1:]
+	}
+	standing := len(h.workers) > 0
+	h.mu.Unlock()
+	if died || standing {
+		h.demandChanged(ctx) // the mesh learns it serves no more; free slots lapse (standingFor)
+	}
+	for _, l := range lost {
+		if l.run.Worker != "" {
+			pinned = append(pinned, l.run)
+			continue
+		}
+		_ = h.report(ctx, shard.Outcome{Task: l.run.Task, Round: l.run.Round, Lost: true,
+			Error: fmt.Sprintf("worker %s lost: no poll or heartbeat for %v", l.worker, h.ttl)}, l.run.Handler)
+	}
+	for _, l := range timedOut {
+		_ = h.report(ctx, shard.Outcome{Task: l.run.Task, Round: l.run.Round, TimedOut: true, Took: l.run.Timeout,
+			Error: fmt.Sprintf("timed out after %v: the worker %s reported no outcome", l.run.Timeout, l.worker)}, l.run.Handler)
+	}
+	for _, r := range back {
+		_ = h.report(ctx, shard.Outcome{Task: r.Task, Round: r.Round, Lost: true,
+			Error: fmt.Sprintf("no live worker on peer %s serves handler %q", h.p.ID(), r.Handler)}, r.Handler)
+	}
+	for i := range pinned {
+		_ = h.report(ctx, h.pinnedFailed(&pinned[i]), pinned[i].Handler)
+	}
+}
+
+// run sweeps until ctx ends.
+func (h *hub) run(ctx context.Context) {
+	defer h.p.wg.Done()
+	t := time.NewTicker(max(h.ttl/hubSweepFactor, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			h.sweep(ctx, now)
+		}
+	}
+}
+
+// list returns this peer's workers, sorted by id.
+func (h *hub) list(now time.Time) []api.WorkerInfo {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]api.WorkerInfo, 0, len(h.workers))
+	for _, id := range slices.Sorted(maps.Keys(h.workers)) {
+		w := h.workers[id]
+		if w.polling == 0 && now.Sub(w.seen) >= h.ttl {
+			continue
+		}
+		out = append(out, api.WorkerInfo{ID: id, Peer: h.p.ID(), Handlers: w.handlers, Labels: node.LabelList(w.labels),
+			Running: w.running, Slots: w.slots, LastSeen: w.seen.UTC(), Polling: w.polling > 0})
+	}
+	return out
+}
+
+// served returns the handlers the live workers of this peer serve, sorted.
+func (h *hub) served(now time.Time) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	set := map[string]bool{}
+	for _, w := range h.workers {
+		if w.polling > 0 || now.Sub(w.seen) < h.ttl {
+			for _, hd := range w.handlers {
+				set[hd] = true
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
