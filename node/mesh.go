@@ -120,7 +120,7 @@ type pendingAck struct {
 func newMesh(n *Node, now time.Time) mesh {
 	m := mesh{n: n, members: map[string]*member{}, forgotten: map[string]bool{},
 		outbox: map[string]OutcomeMsg{}, granter: map[int]string{}, pendAck: map[shard.TaskID]pendingAck{}, changedAt: now,
-		byRaft: map[uint64]string{}, sw: swim{inc: uint64(max(now.UnixMilli(), 0)), relays: map[uint64]relay{}}}
+		byRaft: map[uint64]string{}, sw: swim{inc: uint64(max(now.UnixMilli(), 0)), relays: map[uint64]relay{}, silent: map[int]time.Time{}}}
 	m.add(&member{id: n.cfg.ID, boot: n.cfg.Boot, heard: now, state: PeerAlive, addrs: n.cfg.Addrs,
 		labels: n.placement.Labels, labelList: LabelList(n.placement.Labels)})
 	m.rebuildRing()

@@ -60,10 +60,11 @@ type swim struct {
 	seq       uint64
 	probe     probing
 	lastProbe time.Time
-	relays    map[uint64]relay // indirect pings run for others, by the seq sent
-	news      []*news          // updates to piggyback
-	legacy    int              // live members that lack FeatureProbe
-	sig       uint64           // what the last heartbeat advertised (beatBits)
+	relays    map[uint64]relay  // indirect pings run for others, by the seq sent
+	silent    map[int]time.Time // per partition, the leaderHeard of the silence silentLeader acted on
+	news      []*news           // updates to piggyback
+	legacy    int               // live members that lack FeatureProbe
+	sig       uint64            // what the last heartbeat advertised (beatBits)
 	lastSync  time.Time
 	refutedAt time.Time
 	// introducedAt is when this peer last answered a stranger's probe
@@ -314,11 +315,17 @@ func (m *mesh) markDead(mb *member, now time.Time) {
 // probe to find it. Only a hint: this replica may have been removed from
 // the partition without knowing it (its leader then sends it nothing), so
 // the leader may refute.
-func (m *mesh) silentLeader(id string) {
+func (m *mesh) silentLeader(p *partition, id string) {
 	mb := m.members[id]
 	if mb == nil || !m.swimOn() || mb.state != PeerAlive || m.n.now.Sub(mb.heard) < m.n.cfg.DeadAfter {
 		return
 	}
+	// Once per silence: a replica removed without knowing it stays silent
+	// for good, and its leader refutes each suspicion.
+	if at, ok := m.sw.silent[p.id]; ok && at.Equal(p.leaderHeard) {
+		return
+	}
+	m.sw.silent[p.id] = p.leaderHeard
 	m.suspect(mb, m.n.now, true)
 }
 

@@ -173,7 +173,7 @@ func (m *mesh) tickPartition(p *partition) {
 	// is no leader here: its promise (leaderLease) has run out too.
 	silent := !p.leaderHeard.IsZero() && m.n.now.Sub(p.leaderHeard) >= m.n.cfg.DeadAfter
 	if silent && known {
-		m.silentLeader(lead)
+		m.silentLeader(p, lead)
 	}
 	if st.Lead != raft.None && known && m.live(lead) && !silent {
 		p.campaignAt = time.Time{}
