@@ -13,12 +13,8 @@ import (
 // replicas; a leader proposes one only when every replica has the feature.
 const (
 	FeatureRetry = 1 << iota // the retried event (shard.EvRetried)
-	// FeatureProbe is not an event: the peer answers probes (MsgProbe) and
-	// heartbeats only on change (probe.go). While a live member lacks it,
-	// every peer heartbeats every HeartbeatEvery as before.
-	FeatureProbe
 
-	Features = FeatureRetry | FeatureProbe // what this build applies
+	Features = FeatureRetry // what this build applies
 )
 
 // lacking returns a replica of p (voter or learner) that has not

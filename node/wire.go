@@ -26,11 +26,10 @@ const (
 	MsgAck                          // the owner has the outcomes (accepted or stale)
 	MsgStealReq                     // an idle peer asks for READY tasks
 	MsgGrant                        // leases granted to a thief (committed first)
-	MsgProbe                        // failure detection and membership updates (probe.go)
 	numMsgTypes
 )
 
-var msgNames = [...]string{"", "raft", "heartbeat", "outcome", "ack", "steal", "grant", "probe"}
+var msgNames = [...]string{"", "raft", "heartbeat", "outcome", "ack", "steal", "grant"}
 
 func (t MsgType) String() string {
 	if t > 0 && int(t) < len(msgNames) {
@@ -49,7 +48,6 @@ type Message struct {
 
 	Raft      []RaftMsg    // MsgRaft
 	Heartbeat *Heartbeat   // MsgHeartbeat
-	Probe     *Probe       // MsgProbe
 	Outcomes  []OutcomeMsg // MsgOutcome
 	Acks      []AckMsg     // MsgAck
 	Want      int          // MsgStealReq: tasks asked for
@@ -106,20 +104,7 @@ type Heartbeat struct {
 	// an external handler only to peers that serve it, up to what they
 	// want. nil from an older peer (it serves none).
 	Workers []WorkerAd
-	// Inc (appended after Workers) is the sender's incarnation (probe.go);
-	// 0 from an older peer. Sync (appended after Inc) asks for the
-	// receiver's heartbeat in return: SyncJoin from a peer that knows no
-	// member yet (a few members answer), SyncPull from a member's periodic
-	// exchange (the receiver answers).
-	Inc  uint64
-	Sync uint8
 }
-
-// Heartbeat.Sync values.
-const (
-	SyncJoin uint8 = 1
-	SyncPull uint8 = 2
-)
 
 // WorkerAd is what a peer's external workers serve: a handler, for workers
 // carrying Labels ("key=value", sorted), and how many more tasks of it
@@ -207,8 +192,6 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 		}
 	case MsgHeartbeat:
 		dst = appendHeartbeat(dst, m.Heartbeat)
-	case MsgProbe:
-		dst = appendProbe(dst, m.Probe)
 	case MsgOutcome:
 		dst = binary.AppendUvarint(dst, uint64(len(m.Outcomes)))
 		for i := range m.Outcomes {
@@ -301,9 +284,7 @@ func appendHeartbeat(dst []byte, h *Heartbeat) []byte {
 	dst = binary.AppendUvarint(dst, uint64(max(h.Stranded, 0)))
 	dst = appendStrings(dst, h.StrandedFor)
 	dst = binary.AppendUvarint(dst, h.Features)
-	dst = appendWorkerAds(dst, h.Workers)
-	dst = binary.AppendUvarint(dst, h.Inc)
-	return append(dst, h.Sync)
+	return appendWorkerAds(dst, h.Workers)
 }
 
 func appendWorkerAds(dst []byte, ws []WorkerAd) []byte {
@@ -369,8 +350,6 @@ func DecodeMessage(p []byte) (Message, error) {
 		decodeRaft(&d, &m)
 	case MsgHeartbeat:
 		m.Heartbeat = decodeHeartbeat(&d)
-	case MsgProbe:
-		m.Probe = decodeProbe(&d)
 	case MsgOutcome:
 		n := d.Count(4)
 		m.Outcomes = make([]OutcomeMsg, 0, n)
@@ -504,13 +483,6 @@ func decodeHeartbeat(d *shard.Decoder) *Heartbeat {
 		return h // a heartbeat from before Workers
 	}
 	h.Workers = decodeWorkerAds(d)
-	if d.Err() != nil || d.Len() == 0 {
-		return h // a heartbeat from before Inc and Sync
-	}
-	h.Inc = d.Uvarint()
-	if d.Len() > 0 {
-		h.Sync = d.Byte()
-	}
 	return h
 }
 

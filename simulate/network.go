@@ -29,7 +29,6 @@ type network struct {
 	slow    []time.Duration // extra delay of every message to or from an endpoint (Slow)
 
 	sent, dropped, duplicated, undeliverable uint64
-	kinds                                    [3]uint64 // sent, by trafficKind
 }
 
 func newNetwork(s *sim, endpoints int) *network {
@@ -48,7 +47,6 @@ func (nw *network) client() int { return nw.n - 1 }
 // send puts m on the link from -> to.
 func (nw *network) send(from, to int, m message) {
 	nw.sent++
-	nw.kinds[trafficKind(&m)]++
 	if to < 0 {
 		nw.undeliverable++
 		return

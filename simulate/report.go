@@ -53,8 +53,6 @@ type Report struct {
 	// MessagesPerTask is Messages over Tasks.
 	Messages        uint64  `json:"messages"`
 	MessagesPerTask float64 `json:"messages_per_task"`
-	// Traffic splits Messages into membership, Raft and task messages.
-	Traffic Traffic `json:"traffic"`
 	// RingMaxOverMean is the ring's balance: the most partitions one peer
 	// is the preferred owner of, over the mean (all peers live).
 	// LeadMaxOverMean and LeadMinOverMean are the same for the partitions
@@ -142,7 +140,6 @@ func (s *sim) report() Report {
 		ScheduleHours: c.scheduleHours(), Firings: c.firings, OverlapSkips: c.skips, TicksChecked: c.ticksOK,
 		SimSeconds: s.now.Seconds(), Hash: fmt.Sprintf("%016x", s.hash.Sum64()),
 	}
-	r.Traffic = s.traffic()
 	r.Webhooks = c.hooksDelivered
 	r.ReplicaChecks = s.replicaPairs
 	r.PlacementChecks, r.Broadcasts, r.LeftPinnedFailed = c.constrained, c.broadcasts, c.leftPinned
@@ -255,8 +252,6 @@ func (r *Report) Text() string {
 		fmt.Fprintf(&b, "\nschedule_hours %.2f firings %d overlap_skips %d ticks_checked %d", r.ScheduleHours, r.Firings, r.OverlapSkips, r.TicksChecked)
 	}
 	fmt.Fprintf(&b, "\nmessages %d (%.1f per task) syncs %d crashes %d restarts %d pauses %d wakeups %d\n", r.Messages, r.MessagesPerTask, r.Syncs, r.Crashes, r.Restarts, r.Pauses, r.Wakeups)
-	fmt.Fprintf(&b, "messages per peer per second %.2f: membership %.2f, raft %.2f, task %.2f\n", r.Traffic.PerPeerSecond,
-		r.Traffic.MembershipPerPeerSecond, r.Traffic.RaftPerPeerSecond, r.Traffic.PerPeerSecond-r.Traffic.MembershipPerPeerSecond-r.Traffic.RaftPerPeerSecond)
 	fmt.Fprintf(&b, "partitions owned max/mean: ring %.2f, led at the end %.2f (min/mean %.2f)\n", r.RingMaxOverMean, r.LeadMaxOverMean, r.LeadMinOverMean)
 	for _, f := range r.Faults {
 		fmt.Fprintf(&b, "fault %s\n", f)
