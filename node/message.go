@@ -1,0 +1,162 @@
+package node
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// MsgType says what a Message between peers carries. Values are part of
+// the wire format: append only.
+type MsgType uint8
+
+const (
+	MsgRaft      MsgType = iota + 1 // Raft messages of many partitions
+	MsgHeartbeat                    // liveness, load and membership (gossip)
+	MsgOutcome                      // handler outcomes for the owner
+	MsgAck                          // the owner has the outcomes (accepted or stale)
+	MsgStealReq                     // an idle peer asks for READY tasks
+	MsgGrant                        // leases granted to a thief (committed first)
+	numMsgTypes
+)
+
+var msgNames = [...]string{"", "raft", "heartbeat", "outcome", "ack", "steal", "grant"}
+
+func (t MsgType) String() string {
+	if t > 0 && int(t) < len(msgNames) {
+		return msgNames[t]
+	}
+	return fmt.Sprintf("MsgType(%d)", uint8(t))
+}
+
+// WireVersion is the first byte of every encoded Message.
+const WireVersion = 1
+
+// Message is what one peer sends another (or gossips to all).
+type Message struct {
+	Type MsgType
+	From string // sender peer id (set by the sender; the transport's authenticated id wins)
+
+	Raft      []RaftMsg    // MsgRaft
+	Heartbeat *Heartbeat   // MsgHeartbeat
+	Outcomes  []OutcomeMsg // MsgOutcome
+	Acks      []AckMsg     // MsgAck
+	Want      int          // MsgStealReq: tasks asked for
+	Grants    []Grant      // MsgGrant
+	Load      Load         // MsgStealReq, MsgGrant: the sender's load
+	Refused   bool         // MsgGrant: nothing granted, back off
+	// Holder is, on a MsgGrant with grants, the incarnation of the thief
+	// (id#boot) the leases are for: a peer restarted since its steal
+	// request must not run leases held by its former run. Appended; ""
+	// from an older peer.
+	Holder string
+}
+
+// RaftMsg is one Raft message of one partition.
+type RaftMsg struct {
+	Partition uint32
+	Msg       *pb.Message
+}
+
+// Load is a peer's advertised load.
+type Load struct {
+	Ready   int // READY tasks in partitions it owns
+	Running int // leases it holds
+	Slots   int // its worker slots
+}
+
+// Heartbeat is gossiped about once a second.
+type Heartbeat struct {
+	Boot       string
+	Partitions int
+	Load       Load
+	Members    []string // the sender's membership view (sorted)
+	Forgotten  []string // peers removed from the mesh (sorted)
+	Addrs      []string // the sender's transport addresses
+	Draining   bool     // the sender is draining: do not hand it work
+	// Appended (a heartbeat without them decodes as before): the sender's
+	// labels ("key=value", sorted, unique) and how many of its READY tasks
+	// it cannot run itself (pinned elsewhere, or requiring labels it lacks):
+	// work only a matching thief can take.
+	Labels   []string
+	Stranded int
+	// StrandedFor (appended after Stranded) names the peers that may run
+	// those tasks, sorted; nil when none is named (an older peer, or more
+	// than maxStrandedFor): then any peer may ask.
+	StrandedFor []string
+	// Features (appended after StrandedFor) says which committed events
+	// the sender can apply beyond the first ones (FeatureRetry); 0 from
+	// an older peer. A leader proposes such an event only when every
+	// replica of the partition can apply it.
+	Features uint64
+	// Workers (appended after Features) are the external workers of the
+	// sender, one entry per handler and worker labels, with how many more
+	// tasks its waiting polls take (Want): an owner leases READY tasks of
+	// an external handler only to peers that serve it, up to what they
+	// want. nil from an older peer (it serves none).
+	Workers []WorkerAd
+}
+
+// WorkerAd is what a peer's external workers serve: a handler, for workers
+// carrying Labels ("key=value", sorted), and how many more tasks of it
+// their waiting polls take.
+type WorkerAd struct {
+	Handler string
+	Labels  []string
+	Want    int
+}
+
+// OutcomeMsg is a handler outcome reported by a lease holder.
+type OutcomeMsg struct {
+	Task      shard.TaskID
+	Round     shard.Round
+	Holder    string
+	OK        bool
+	Result    []byte
+	Error     string
+	Permanent bool
+	TimedOut  bool
+	// Lost (flag bit 3) hands the lease back: the external worker that
+	// held it is gone (shard.Outcome.Lost). An older owner reads a failure.
+	Lost bool
+}
+
+// AckMsg tells a holder that the owner has its outcome.
+type AckMsg struct {
+	Task  shard.TaskID
+	Round shard.Round
+}
+
+// Grant is a lease given to a thief, with what it needs to run the task.
+type Grant struct {
+	Task    shard.TaskID
+	Round   shard.Round
+	Expiry  time.Time
+	Handler string
+	Payload []byte
+	Timeout time.Duration
+	Inputs  map[string]json.RawMessage // the results of its dependencies (Run.Inputs)
+	// Attempt is the task's finished attempts (Run.Attempt). Sent after
+	// the message's Holder, one per grant, so that an older peer skips
+	// it; 0 from an older peer.
+	Attempt int
+	// Trace is the trace of the task's group (Run.Trace). Sent after the
+	// attempts, one per grant; "" from an older peer.
+	Trace string
+	// Shard and Shards are a broadcast copy's index and the number of
+	// copies (Run.Shard); sent after the traces, one pair per grant; 0
+	// from an older peer.
+	Shard, Shards int
+	// Require is the labels the task requires (TaskSpec.Require): an
+	// external worker must carry them. Sent after the shards, one list per
+	// grant; nil from an older peer.
+	Require []string
+	// Worker is the external worker a copy of a broadcast to workers is
+	// pinned to (Run.Worker). Sent after the requires, one per grant; ""
+	// from an older peer.
+	Worker string
+}
