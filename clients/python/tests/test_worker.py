@@ -91,7 +91,11 @@ class WorkerTest(unittest.TestCase):
             self.assertTrue(1 <= p["max"] <= 4, p)
             self.assertEqual(p["handlers"], sorted(handlers))
             self.assertEqual(p["worker"], w.id)
-        self.assertEqual(set(self.fake.reports.values()), {1})
+        # Every lease reported; a repeat is allowed here: a poll that
+        # carried outcomes and failed after the peer took them (a timeout on
+        # a loaded machine) hands them to the reporter again, and the peer
+        # answers a repeat as taken (the first outcome counts, checked above).
+        self.assertEqual(set(self.fake.reports), {self.fake.lease_of(i) for i in range(n)})
         self.assertTrue(all(r[3].get("Authorization") == "Bearer tok" for r in self.fake.requests))
         # A failure's traceback is in the task's log.
         self.assertTrue(any("ValueError: boom" in line for line in self.fake.logs[self.fake.lease_of(0)]))
