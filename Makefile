@@ -2,7 +2,7 @@ GO ?= go
 PKGS := ./...
 CORE := ./shard/... ./ring/... ./steal/... ./wal/... ./node/... ./peer/...
 
-.PHONY: run build release test race sim simulate fuzz bench compare lint deps vet fmt
+.PHONY: run build release test race sim simulate fuzz bench compare lint deps vet fmt hostile
 
 # Release builds: static binaries (no cgo) stamped with the version and
 # commit that --version prints, for each of PLATFORMS, into DIST with their
@@ -35,6 +35,10 @@ run: build
 test: vet
 	$(GO) test -count=1 -timeout 15m $(PKGS)
 	$(GO) test -count=1 -race -timeout 15m $(CORE)
+
+# The hostile-input soak on three real daemons, alone on the machine.
+hostile:
+	NEEDLE_HOSTILE=1 $(GO) test -count=1 -timeout 10m -run '^TestHostileMeshHolds$$' ./cmd/needled
 
 race:
 	$(GO) test -race $(CORE)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"testing"
 	"time"
 
@@ -16,6 +17,13 @@ import (
 func TestHostileMeshHolds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three daemons")
+	}
+	if os.Getenv("NEEDLE_HOSTILE") == "" {
+		// A soak of three daemons under attack, run alone (make hostile,
+		// which .ci/run runs after make test): under make test it shares
+		// two cores with every other package, and a task starved there for
+		// two minutes is not what this test is about.
+		t.Skip("run alone: make hostile (NEEDLE_HOSTILE=1)")
 	}
 	bin := buildNeedled(t)
 	cfg := bench.DefaultHostile()
