@@ -18,10 +18,10 @@ const (
 )
 
 // AllWorkloads lists every workload Run knows.
-var AllWorkloads = []string{W1, W2, W3, W4, WS, WP, WL, WG, W1Go, W1Py, W2Go}
+var AllWorkloads = []string{W1, W2, W3, W4, WS, WP, WL, WG, W1Go, W1Py, W2Go, W4Go}
 
 // DefaultWorkloads are the workloads run when none are named: all but WL,
-// which loads a million tasks first, WG, and W1Go, W1Py and W2Go, which
+// which loads a million tasks first, WG, and W1Go, W1Py, W2Go and W4Go, which
 // start worker processes (W1Py needs python3).
 var DefaultWorkloads = []string{W1, W2, W3, W4, WS, WP}
 
@@ -58,7 +58,7 @@ type Config struct {
 	// (default 1,000,000), WLFailed how many of them FAILED (default
 	// 10,000; at most WLTasks).
 	WLTasks, WLFailed int
-	// GoWorker is the command line of a W1Go or W2Go worker process, a Go program
+	// GoWorker is the command line of a W1Go, W2Go or W4Go worker process, a Go program
 	// that calls ServeWorkerFromEnv (the CLI: its own binary).
 	GoWorker []string
 	// Python is the python3 binary of W1Py's workers (default "python3"),
@@ -189,7 +189,7 @@ func (cfg Config) Validate() error {
 	}
 	for _, w := range cfg.Workloads {
 		if !slices.Contains(AllWorkloads, w) {
-			bad("--workloads: unknown workload %q (want a subset of w1,w2,w3,w4,ws,wp,wl,wg,w1go,w1py,w2go)", w)
+			bad("--workloads: unknown workload %q (want a subset of w1,w2,w3,w4,ws,wp,wl,wg,w1go,w1py,w2go,w4go)", w)
 		}
 	}
 	if cfg.ReadyTimeout < 0 || cfg.WaitTimeout < 0 {

@@ -58,13 +58,14 @@ Worker({"bench.echo": lambda t: t.payload}, url=os.environ["NEEDLE_BENCH_WORKER"
        prefetch=int(os.environ["NEEDLE_BENCH_WORKER_PREFETCH"]), poll_wait=5.0).run()
 `
 
-// ServeWorker serves WorkerHandler on the peer at url with slots tasks at
+// ServeWorker serves WorkerHandler and WorkerSleepHandler on the peer at url with slots tasks at
 // a time (holding up to prefetch more) until ctx ends, then stops
 // gracefully.
 func ServeWorker(ctx context.Context, url string, slots, prefetch int) error {
 	w := &client.Worker{Client: client.New(url), Concurrency: slots, Prefetch: prefetch, PollWait: workerPollWait,
 		Handlers: map[string]client.HandlerFunc{
-			WorkerHandler: func(_ context.Context, t client.Task) (json.RawMessage, error) { return t.Payload, nil },
+			WorkerHandler:      func(_ context.Context, t client.Task) (json.RawMessage, error) { return t.Payload, nil },
+			WorkerSleepHandler: workerSleep,
 		}}
 	return w.Run(ctx)
 }
@@ -90,7 +91,7 @@ func ServeWorkerFromEnv(ctx context.Context) (bool, error) {
 // workerArgv returns the command line of a worker process of workload
 // name.
 func (r *runner) workerArgv(name string) ([]string, []string, error) {
-	if name == W1Go || name == W2Go {
+	if name == W1Go || name == W2Go || name == W4Go {
 		if len(r.cfg.GoWorker) == 0 {
 			return nil, nil, fmt.Errorf("bench: %s: no Go worker command (Config.GoWorker)", name)
 		}

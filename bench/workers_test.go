@@ -45,3 +45,35 @@ func TestWorkerWorkloads(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerFailoverWorkload runs w4go on two real peers with a short
+// --worker-ttl: the killed worker's tasks run again, none is lost, every
+// result is checked by the workload.
+func TestWorkerFailoverWorkload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds needled and runs worker processes")
+	}
+	bin := filepath.Join(t.TempDir(), "needled")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/needled").CombinedOutput(); err != nil {
+		t.Fatalf("go build needled: %v\n%s", err, out)
+	}
+	cfg := DefaultConfig()
+	cfg.Needled, cfg.Peers, cfg.Reps = bin, 2, 1
+	cfg.Workloads = []string{W4Go}
+	cfg.W4Tasks, cfg.WorkerPrefetch = 60, -1
+	cfg.ExtraArgs = []string{"--worker-ttl", "1s"}
+	cfg.GoWorker = []string{os.Args[0]}
+	cfg.DataDir = t.TempDir()
+	rep, err := Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if len(rep.Workloads) != 1 || len(rep.Workloads[0].Reps) != 1 {
+		t.Fatalf("report = %+v; want one repetition of w4go", rep)
+	}
+	r := rep.Workloads[0].Reps[0]
+	if r.ProblemCount != 0 || len(r.Metrics) == 0 || r.Metrics[0].Name != "lost" || r.Metrics[0].Value != 0 {
+		t.Errorf("w4go = %+v; want a clean repetition, 0 lost", r)
+	}
+	t.Logf("w4go: %+v", r.Metrics)
+}

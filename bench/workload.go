@@ -22,13 +22,16 @@ type workloadFunc func(ctx context.Context, cl *Cluster, rep int) (RepResult, er
 // workload returns the function of a workload name.
 func (r *runner) workload(name string) workloadFunc {
 	return map[string]workloadFunc{W1: r.w1, W2: r.w2, W3: r.w3, W4: r.w4, WS: r.ws, WP: r.wp, WL: r.wl, WG: r.wg,
-		W1Go: r.w1External(W1Go), W1Py: r.w1External(W1Py), W2Go: r.w2External(W2Go)}[name]
+		W1Go: r.w1External(W1Go), W1Py: r.w1External(W1Py), W2Go: r.w2External(W2Go), W4Go: r.w4Go}[name]
 }
 
 // skip says why a workload cannot run with this config, or "".
 func (r *runner) skip(name string) string {
 	if name == W4 && r.cfg.Peers < 3 {
 		return fmt.Sprintf("w4 kills one of 3 peers and needs --peers >= 3 (have %d)", r.cfg.Peers)
+	}
+	if name == W4Go && r.cfg.Peers < 2 {
+		return fmt.Sprintf("w4go kills the worker of peer 1 and needs --peers >= 2 (have %d)", r.cfg.Peers)
 	}
 	if name == WL && r.cfg.Peers < 2 {
 		return fmt.Sprintf("wl asks a peer that owns none of the failures and needs --peers >= 2 (have %d)", r.cfg.Peers)

@@ -48,13 +48,17 @@ Exits non-zero when a result is wrong or a task is lost.
       --worker-slots tasks at a time each; tasks/s
   w2go  W2 through one Go worker process per peer (not run by default):
       p50/p99, to compare with w2 in the same run
+  w4go  W4 with a worker killed, not a peer (not run by default): W4's
+      tasks through one Go worker process per peer, kill -9 of peer 1's
+      worker a third through; lost (must be 0), rerun delay p99 (the
+      peers' --worker-ttl, 10 s, plus detection; needs --peers >= 2)
 
 flags:
   --needled PATH     needled binary (default: next to needle, else in PATH)
   --peers N          peers (default 3)
   --slots N          --slots of each peer (default 2)
   --workloads LIST   comma-separated subset of w1,w2,w3,w4,ws,wp,wl,wg,
-                     w1go,w1py,w2go (default w1,w2,w3,w4,ws,wp)
+                     w1go,w1py,w2go,w4go (default w1,w2,w3,w4,ws,wp)
   --reps N           repetitions of each workload (default 3)
   --w1-tasks N       W1 tasks (default 100000)
   --w1-batch N       W1 tasks per group (default 1000)
@@ -64,7 +68,7 @@ flags:
   --wp-concurrency N WP in-flight items per stage (default 256)
   --wl-tasks N       WL finished tasks (default 1000000)
   --wl-failed N      WL FAILED tasks among them (default 10000)
-  --worker-slots N   tasks each w1go/w1py/w2go worker runs at once (default 2)
+  --worker-slots N   tasks each w1go/w1py/w2go/w4go worker runs at once (default 2)
   --worker-prefetch N  tasks each worker holds beyond them, leased ahead
                      (default 256; -1 for none)
   --python PATH      python3 of the w1py workers (default python3)
