@@ -306,16 +306,19 @@ func (n *Node) stepOffer(from string, m Message) {
 		return // for this peer's former run: they expire at the owner
 	}
 	for _, g := range m.Grants {
+		if !n.grantable(g) {
+			continue
+		}
 		n.mesh.granter[n.PartitionOf(g.Task.Group())] = from
-		n.startOffered(g)
+		n.startOffered(g, from)
 	}
 }
 
 // startOffered hands one granted lease of an external handler to this
 // peer's workers, once (a replica may have started it from the committed
 // entry already).
-func (n *Node) startOffered(g Grant) {
-	if g.Timeout <= 0 || !n.claim(g.Task, g.Round) {
+func (n *Node) startOffered(g Grant, from string) {
+	if g.Timeout <= 0 || !n.claimGrant(g.Task, g.Round, from) {
 		return
 	}
 	n.startExternal(g.Task, g.Round)

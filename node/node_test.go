@@ -337,6 +337,10 @@ func TestGrantForFormerRunDropped(t *testing.T) {
 	if err := h.n.Step("victim", hb); err != nil {
 		t.Fatal(err)
 	}
+	// p1 leads every partition of its harness; a grant for one it leads is
+	// refused whatever its holder (TestForgedGrantKeepsNoLeaseFromRunning),
+	// so it follows g's here, as a thief does.
+	h.n.parts[h.n.PartitionOf("g")].serving = false
 	g := Message{Type: MsgGrant, From: "victim", Load: Load{Slots: 2},
 		Grants: []Grant{{Task: "g.0", Round: 1, Handler: "echo", Timeout: time.Second}}, Holder: "p1#0"}
 	if err := h.n.Step("victim", g); err != nil {

@@ -200,7 +200,7 @@ func (n *Node) applyBatch(p *partition, b *shard.Batch) {
 				n.applySubmitted(p, e, existed)
 			}
 		case shard.EvLeased:
-			n.applyLease(p, e, b.Origin == n.holder)
+			n.applyLease(p, e, b.Origin)
 			if w, ok := p.shard.Waited(e.Task); ok && p.serving {
 				n.rd.QueueWaits = append(n.rd.QueueWaits, w)
 			}
@@ -258,7 +258,8 @@ func (n *Node) replyApplied(p *partition, req *request, b *shard.Batch, created 
 
 // applyLease starts a committed lease held by this run of the peer, and
 // frees the slot of one this node proposed that did not take effect.
-func (n *Node) applyLease(p *partition, e *shard.Event, ours bool) {
+func (n *Node) applyLease(p *partition, e *shard.Event, origin string) {
+	ours := origin == n.holder
 	if e.Holder != n.holder {
 		n.grantApplied(p, e)
 		return
@@ -267,7 +268,7 @@ func (n *Node) applyLease(p *partition, e *shard.Event, ours bool) {
 	si, sn := p.shard.BroadcastShard(e.Task)
 	if ok && n.External(run.Handler) {
 		n.dropExternal(e.Task)
-		if !n.claim(e.Task, e.Round) {
+		if !n.claimLease(e.Task, e.Round, origin) {
 			return
 		}
 		n.startExternal(e.Task, e.Round)
@@ -291,7 +292,7 @@ func (n *Node) applyLease(p *partition, e *shard.Event, ours bool) {
 			n.pace.committed(n.now.Sub(at))
 		}
 	}
-	if !n.claim(e.Task, e.Round) {
+	if !n.claimLease(e.Task, e.Round, origin) {
 		if ours {
 			n.releaseLease(e.Task)
 		}

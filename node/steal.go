@@ -297,12 +297,15 @@ func (n *Node) stepGrant(from string, m Message) {
 	}
 	n.pace.stole(n.now.Sub(n.steal.askedAt))
 	for _, g := range m.Grants {
-		n.mesh.granter[n.PartitionOf(g.Task.Group())] = from
-		if n.External(g.Handler) {
-			n.startOffered(g)
+		if !n.grantable(g) {
 			continue
 		}
-		if g.Timeout <= 0 || !n.claim(g.Task, g.Round) {
+		n.mesh.granter[n.PartitionOf(g.Task.Group())] = from
+		if n.External(g.Handler) {
+			n.startOffered(g, from)
+			continue
+		}
+		if g.Timeout <= 0 || !n.claimGrant(g.Task, g.Round, from) {
 			continue // a duplicate or late grant, or one this replica already started
 		}
 		n.stats.StealsGranted++
@@ -313,14 +316,63 @@ func (n *Node) stepGrant(from string, m Message) {
 	}
 }
 
-// claim records that this peer starts task t in round r, and reports false
-// when it already started that round (or a later one): a lease reaches a
-// thief both as a grant message and, when the thief is a replica of the
-// partition, as a committed entry; it must run once.
-func (n *Node) claim(t shard.TaskID, r shard.Round) bool {
-	if prev, ok := n.started[t]; ok && prev >= r {
+// grantable reports whether a grant may start here: never one for a
+// partition this node leads. Only its leader grants a partition's leases,
+// and it starts its own from its log (claimLease): such a grant is a
+// forgery, or a stale one from a former leader that this node's log
+// carries anyway.
+func (n *Node) grantable(g Grant) bool {
+	if p := n.parts[n.PartitionOf(g.Task.Group())]; p != nil && p.serving {
+		n.stats.StaleGrants++
 		return false
 	}
+	return true
+}
+
+// claimed is the last round of a task started here, and the peer whose
+// grant started it ("" when a committed lease did).
+type claimed struct {
+	round shard.Round
+	by    string
+}
+
+// claimGrant records that this peer starts task t in round r, granted by
+// peer from, and reports false when it already started that round (or a
+// later one): a lease reaches a thief both as a grant message and, when
+// the thief is a replica of the partition, as a committed entry; it must
+// run once.
+func (n *Node) claimGrant(t shard.TaskID, r shard.Round, from string) bool {
+	if prev, ok := n.started[t]; ok && prev.round >= r {
+		return false
+	}
+	n.setClaim(t, claimed{round: r, by: from})
+	return true
+}
+
+// claimLease is claimGrant for a committed lease of t in round r to this
+// peer, proposed by the holder origin. The log is the authority: a round
+// claimed first by a grant starts again here unless that grant came from
+// the lease's proposer (the one legitimate grant of it, already running)
+// or a run of t in that round or a later one is under way here. A grant from anyone else (a forged
+// one: a peer that holds the swarm key can send any grant, with any
+// round) must not keep the committed lease from ever running: no lease
+// expires while its holder lives, so its task would stay RUNNING forever.
+func (n *Node) claimLease(t shard.TaskID, r shard.Round, origin string) bool {
+	prev, ok := n.started[t]
+	if ok && prev.round >= r {
+		if prev.by == "" || prev.by == shard.HolderPeer(origin) {
+			return false
+		}
+		if cur, running := n.running[t]; running && cur >= r {
+			return false
+		}
+		n.stats.StaleGrants++
+	}
+	n.setClaim(t, claimed{round: r})
+	return true
+}
+
+func (n *Node) setClaim(t shard.TaskID, c claimed) {
 	if _, ok := n.started[t]; !ok {
 		n.startedQ = append(n.startedQ, t)
 		if len(n.startedQ) > maxStarted {
@@ -328,8 +380,7 @@ func (n *Node) claim(t shard.TaskID, r shard.Round) bool {
 			n.startedQ = n.startedQ[1:]
 		}
 	}
-	n.started[t] = r
-	return true
+	n.started[t] = c
 }
 
 // rawInputs converts a task's inputs as the shard holds them (shared, not
