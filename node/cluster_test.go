@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/shard/cron"
 	"github.com/needle-mesh/needle/wal"
 )
 
@@ -57,6 +58,7 @@ func (c *cluster) start(cn *cnode, partitions int) {
 	cfg := DefaultNodeConfig(cn.id, fmt.Sprint(cn.boot))
 	cfg.Partitions, cfg.Slots, cfg.Founder = partitions, 2, cn.founder
 	cfg.Labels = cn.labels
+	cfg.Shard.Next = cron.Next
 	cfg.Rand = rand.New(rand.NewPCG(RaftID(cn.id), uint64(cn.boot)))
 	states := map[uint32]wal.PartitionState{}
 	parts, _ := cn.log.Partitions()

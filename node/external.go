@@ -17,6 +17,9 @@ type Demand struct {
 	Handler string
 	Labels  map[string]string
 	Want    int
+	// Workers are the ids of the live workers of (Handler, Labels), for
+	// scheduled broadcasts to workers (sorted by SetDemand).
+	Workers []string
 }
 
 // key names the demand's (handler, labels) pair: the node counts its lease
@@ -60,12 +63,16 @@ func (n *Node) External(handler string) bool {
 func (n *Node) SetDemand(ds []Demand) {
 	ds = slices.DeleteFunc(slices.Clone(ds), func(d Demand) bool { return d.Handler == "" })
 	slices.SortFunc(ds, func(a, b Demand) int { return strings.Compare(a.Key(), b.Key()) })
-	old := map[string]int{}
-	for _, d := range n.ext.demand {
-		old[d.Key()] = d.Want
+	old := map[string]*Demand{}
+	for i := range n.ext.demand {
+		old[n.ext.demand[i].Key()] = &n.ext.demand[i]
 	}
-	for _, d := range ds {
-		if w, ok := old[d.Key()]; !ok || (w <= 0) != (d.Want <= 0) || d.Want > w {
+	for i := range ds {
+		d := &ds[i]
+		d.Workers = slices.Compact(slices.Sorted(slices.Values(d.Workers)))
+		// Began to wait, wants more, or another set of workers (what a
+		// scheduled broadcast to workers expands over): gossip it soon.
+		if o, ok := old[d.Key()]; !ok || (o.Want <= 0) != (d.Want <= 0) || d.Want > o.Want || !slices.Equal(o.Workers, d.Workers) {
 			n.ext.beatSoon = true
 		}
 		delete(old, d.Key())
@@ -85,7 +92,7 @@ func (n *Node) workerAds() []WorkerAd {
 	}
 	out := make([]WorkerAd, 0, len(n.ext.demand))
 	for _, d := range n.ext.demand {
-		out = append(out, WorkerAd{Handler: d.Handler, Labels: LabelList(d.Labels), Want: max(d.Want, 0)})
+		out = append(out, WorkerAd{Handler: d.Handler, Labels: LabelList(d.Labels), Want: max(d.Want, 0), Workers: d.Workers})
 	}
 	return out
 }

@@ -108,6 +108,10 @@ type WorkerAd struct {
 	Handler string
 	Labels  []string
 	Want    int
+	// Workers (appended after every ad's Want, one list per ad) are the
+	// ids of those workers, sorted: a scheduled broadcast to workers runs
+	// one copy in each. nil from an older peer.
+	Workers []string
 }
 
 // OutcomeMsg is a handler outcome reported by a lease holder.

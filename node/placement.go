@@ -114,13 +114,18 @@ func (n *Node) waiting(v *shard.TaskView) string {
 // peer and named by its id, in peer id order. Peers that join later are
 // not included. A spec whose tasks are already pinned (expanded by the
 // peer that took the request) is left as it is. Zero matching peers is a
-// *shard.FieldError on tasks[0].require.
+// *shard.FieldError on tasks[0].require. A schedule's template to workers
+// (shard.WorkersTemplate) is expanded over the live external workers of
+// its handler instead (expandToWorkers).
 func (n *Node) ExpandBroadcast(spec *shard.GroupSpec) error {
 	if spec.Mode != shard.ModeBroadcast || (len(spec.Tasks) > 0 && spec.Tasks[0].Pin != "") {
 		return nil
 	}
 	if len(spec.Tasks) != 1 {
 		return &shard.FieldError{Task: -1, Field: "tasks", Message: fmt.Sprintf("a broadcast takes one task template, not %d", len(spec.Tasks))}
+	}
+	if shard.ToWorkers(spec) {
+		return n.expandToWorkers(spec)
 	}
 	tmpl := spec.Tasks[0]
 	peers := n.mesh.runnableBy(&tmpl)

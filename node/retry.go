@@ -13,8 +13,12 @@ import (
 // replicas; a leader proposes one only when every replica has the feature.
 const (
 	FeatureRetry = 1 << iota // the retried event (shard.EvRetried)
+	// FeatureScheduleToWorkers: a schedule whose broadcast template goes
+	// to external workers (shard.WorkersTemplate), which an older peer
+	// refuses to apply.
+	FeatureScheduleToWorkers
 
-	Features = FeatureRetry // what this build applies
+	Features = FeatureRetry | FeatureScheduleToWorkers // what this build applies
 )
 
 // lacking returns a replica of p (voter or learner) that has not

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"sort"
 
 	"github.com/needle-mesh/needle/shard"
@@ -16,6 +17,13 @@ func (n *Node) SetSchedule(req uint64, spec *shard.ScheduleSpec, by string) {
 	if p == nil || !p.serving {
 		n.reply(Reply{Req: req, Err: ErrUnavailable})
 		return
+	}
+	if shard.ToWorkers(&spec.Group) {
+		if who := n.lacking(p, FeatureScheduleToWorkers); who != "" {
+			n.reply(Reply{Req: req, Err: &shard.FieldError{Task: -1, Field: "group.to", Message: fmt.Sprintf(
+				"peer %s, a replica of this schedule's partition, runs a needle that cannot apply a schedule to workers: upgrade it first", who)}})
+			return
+		}
 	}
 	ev, exists, err := p.shard.SetSchedule(n.now, spec, by)
 	switch {

@@ -133,7 +133,18 @@ func appendHeartbeat(dst []byte, h *Heartbeat) []byte {
 	dst = binary.AppendUvarint(dst, uint64(max(h.Stranded, 0)))
 	dst = appendStrings(dst, h.StrandedFor)
 	dst = binary.AppendUvarint(dst, h.Features)
-	return appendWorkerAds(dst, h.Workers)
+	dst = appendWorkerAds(dst, h.Workers)
+	return appendWorkerIDs(dst, h.Workers)
+}
+
+// appendWorkerIDs appends each ad's worker ids, after all the ads (an
+// older peer stops reading before them).
+func appendWorkerIDs(dst []byte, ws []WorkerAd) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(ws)))
+	for _, w := range ws {
+		dst = appendStrings(dst, w.Workers)
+	}
+	return dst
 }
 
 func appendWorkerAds(dst []byte, ws []WorkerAd) []byte {
@@ -332,7 +343,29 @@ func decodeHeartbeat(d *shard.Decoder) *Heartbeat {
 		return h // a heartbeat from before Workers
 	}
 	h.Workers = decodeWorkerAds(d)
+	if d.Err() == nil && d.Len() > 0 {
+		decodeWorkerIDs(d, h.Workers)
+	}
 	return h
+}
+
+// decodeWorkerIDs reads the ads' worker ids: one list per ad, each of
+// non-empty ids, sorted and unique.
+func decodeWorkerIDs(d *shard.Decoder, ws []WorkerAd) {
+	if n := d.Count(1); d.Err() == nil && n != len(ws) {
+		d.Fail("heartbeat worker ids for %d ads, want %d", n, len(ws))
+		return
+	}
+	for i := range ws {
+		ids := decodeStrings(d)
+		for j, id := range ids {
+			if id == "" || j > 0 && ids[j-1] >= id {
+				d.Fail("heartbeat worker ids empty, not sorted or not unique")
+				return
+			}
+		}
+		ws[i].Workers = ids
+	}
 }
 
 // decodeWorkerAds reads a heartbeat's Workers: non-empty handler names,

@@ -21,7 +21,7 @@ func wireSamples() []Message {
 		{Type: MsgHeartbeat, From: "b", Heartbeat: &Heartbeat{Boot: "n", Partitions: 256, Load: Load{Ready: 3, Running: 1, Slots: 2},
 			Members: []string{"a", "b"}, Forgotten: []string{"z"}, Addrs: []string{"/ip4/127.0.0.1/tcp/1"}, Draining: true,
 			Labels: []string{"gpu=true", "zone=a"}, Stranded: 5, StrandedFor: []string{"c", "d"}, Features: Features,
-			Workers: []WorkerAd{{Handler: "resize", Want: 8}, {Handler: "resize", Labels: []string{"zone=a"}, Want: 1}}}},
+			Workers: []WorkerAd{{Handler: "resize", Want: 8, Workers: []string{"w1", "w2"}}, {Handler: "resize", Labels: []string{"zone=a"}, Want: 1}}}},
 		{Type: MsgOutcome, From: "c", Outcomes: []OutcomeMsg{{Task: "g.1", Round: 2, Holder: "c#1", OK: true, Result: []byte(`{"r":1}`)},
 			{Task: "g.2", Round: 1, Holder: "c#1", Error: "boom", Permanent: true, TimedOut: true}}},
 		{Type: MsgAck, From: "d", Acks: []AckMsg{{Task: "g.1", Round: 2}}},
@@ -55,14 +55,16 @@ func TestWireRoundTrip(t *testing.T) {
 			// A heartbeat without its labels, and a grant without its
 			// holder, are what older peers send.
 			oldHeartbeat := m.Type == MsgHeartbeat && cut == len(b)-len(heartbeatTail(m.Heartbeat))
-			featLen, workersLen := 0, 0
+			featLen, workersLen, idsLen := 0, 0, 0
 			if m.Type == MsgHeartbeat {
 				featLen = len(binary.AppendUvarint(nil, m.Heartbeat.Features))
-				workersLen = len(appendWorkerAds(nil, m.Heartbeat.Workers))
+				idsLen = len(appendWorkerIDs(nil, m.Heartbeat.Workers))
+				workersLen = len(appendWorkerAds(nil, m.Heartbeat.Workers)) + idsLen
 			}
 			beforeFor := m.Type == MsgHeartbeat && cut == len(b)-workersLen-featLen-len(appendStrings(nil, m.Heartbeat.StrandedFor))
 			beforeFeatures := m.Type == MsgHeartbeat && cut == len(b)-workersLen-featLen
 			beforeWorkers := m.Type == MsgHeartbeat && cut == len(b)-workersLen
+			beforeIDs := m.Type == MsgHeartbeat && cut == len(b)-idsLen
 			attemptsLen, tracesLen, shardsLen, requiresLen, workersLen := 0, 0, 0, 0, 0
 			if m.Type == MsgGrant {
 				workersLen = len(grantWorkers(m.Grants))
@@ -77,7 +79,7 @@ func TestWireRoundTrip(t *testing.T) {
 			beforeShards := m.Type == MsgGrant && cut == len(b)-shardsLen
 			beforeRequires := m.Type == MsgGrant && cut == len(b)-requiresLen
 			beforeGrantWorkers := m.Type == MsgGrant && cut == len(b)-workersLen
-			if err == nil && !oldHeartbeat && !beforeFor && !beforeFeatures && !beforeWorkers && !oldGrant && !beforeAttempts && !beforeTraces &&
+			if err == nil && !oldHeartbeat && !beforeFor && !beforeFeatures && !beforeWorkers && !beforeIDs && !oldGrant && !beforeAttempts && !beforeTraces &&
 				!beforeShards && !beforeRequires && !beforeGrantWorkers {
 				t.Fatalf("%v truncated to %d/%d bytes decoded", m.Type, cut, len(b))
 			}
@@ -92,6 +94,10 @@ func TestWireRoundTrip(t *testing.T) {
 			}
 			if err == nil && beforeWorkers && (got.Heartbeat.Workers != nil || got.Heartbeat.Features != m.Heartbeat.Features) {
 				t.Fatalf("a heartbeat without Workers decoded %+v", got.Heartbeat.Workers)
+			}
+			if err == nil && beforeIDs && (len(got.Heartbeat.Workers) != len(m.Heartbeat.Workers) ||
+				slices.ContainsFunc(got.Heartbeat.Workers, func(w WorkerAd) bool { return w.Workers != nil })) {
+				t.Fatalf("a heartbeat without worker ids decoded %+v", got.Heartbeat.Workers)
 			}
 			if err == nil && oldGrant && got.Holder != "" {
 				t.Fatalf("a grant without its holder decoded holder %q", got.Holder)
@@ -167,7 +173,7 @@ func grantTraces(gs []Grant) []byte {
 // labels and after: without it, a heartbeat decodes as one from an older
 // peer.
 func heartbeatTail(h *Heartbeat) []byte {
-	return appendWorkerAds(binary.AppendUvarint(appendStrings(binary.AppendUvarint(appendStrings(nil, h.Labels), uint64(h.Stranded)), h.StrandedFor), h.Features), h.Workers)
+	return appendWorkerIDs(appendWorkerAds(binary.AppendUvarint(appendStrings(binary.AppendUvarint(appendStrings(nil, h.Labels), uint64(h.Stranded)), h.StrandedFor), h.Features), h.Workers), h.Workers)
 }
 
 func TestHeartbeatWithoutLabelsDecodes(t *testing.T) {
@@ -288,7 +294,8 @@ func TestWireSkipsAppendedFields(t *testing.T) {
 // handler, or with labels not sorted, unique and valid, is refused.
 func TestHeartbeatWorkersChecked(t *testing.T) {
 	for _, bad := range []WorkerAd{{Handler: ""}, {Handler: "h", Labels: []string{"zone"}},
-		{Handler: "h", Labels: []string{"z=1", "a=1"}}, {Handler: "h", Labels: []string{"a=1", "a=1"}}} {
+		{Handler: "h", Labels: []string{"z=1", "a=1"}}, {Handler: "h", Labels: []string{"a=1", "a=1"}},
+		{Handler: "h", Workers: []string{""}}, {Handler: "h", Workers: []string{"w2", "w1"}}, {Handler: "h", Workers: []string{"w", "w"}}} {
 		hb := &Heartbeat{Boot: "n", Partitions: 16, Workers: []WorkerAd{{Handler: "ok", Want: 1}, bad}}
 		b, _ := AppendMessage(nil, &Message{Type: MsgHeartbeat, From: "a", Heartbeat: hb})
 		if _, err := DecodeMessage(b); err == nil {

@@ -340,6 +340,7 @@ func (h *hub) demandLocked() []node.Demand {
 				by[k] = &d
 			}
 			by[k].Want += room
+			by[k].Workers = append(by[k].Workers, w.id)
 		}
 	}
 	for _, x := range h.queue {

@@ -134,12 +134,13 @@ func TestBroadcastToWorkersPinnedAndDead(t *testing.T) {
 		t.Fatalf("w1's copy = %+v; want failed: worker w1 is not alive", w1)
 	}
 	for body, field := range map[string]string{
-		`{"mode":"broadcast","to":"everyone","tasks":[{"handler":"split"}]}`:                       "to",
-		`{"mode":"parallel","to":"workers","tasks":[{"handler":"split"}]}`:                         "to",
-		`{"mode":"broadcast","to":"workers","tasks":[{"handler":"nobody"}]}`:                       "tasks[0].handler",
-		`{"mode":"broadcast","to":"workers","tasks":[{"handler":"echo"}]}`:                         "tasks[0].handler",
-		`{"mode":"broadcast","to":"workers","tasks":[{"handler":"split","require":["zone=z"]}]}`:   "tasks[0].require",
-		`{"every":"1m","group":{"mode":"broadcast","to":"workers","tasks":[{"handler":"split"}]}}`: "group.to",
+		`{"mode":"broadcast","to":"everyone","tasks":[{"handler":"split"}]}`:                      "to",
+		`{"mode":"parallel","to":"workers","tasks":[{"handler":"split"}]}`:                        "to",
+		`{"mode":"broadcast","to":"workers","tasks":[{"handler":"nobody"}]}`:                      "tasks[0].handler",
+		`{"mode":"broadcast","to":"workers","tasks":[{"handler":"echo"}]}`:                        "tasks[0].handler",
+		`{"mode":"broadcast","to":"workers","tasks":[{"handler":"split","require":["zone=z"]}]}`:  "tasks[0].require",
+		`{"every":"1m","group":{"mode":"broadcast","to":"workers","tasks":[{"handler":"echo"}]}}`: "group.tasks[0].handler",
+		`{"every":"1m","group":{"mode":"parallel","to":"workers","tasks":[{"handler":"split"}]}}`: "group.to",
 	} {
 		path := "/v1/groups"
 		if strings.Contains(body, `"every"`) {

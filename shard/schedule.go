@@ -158,7 +158,7 @@ func (sp *ScheduleSpec) validate(stored bool) error {
 		if len(g.Tasks) != 1 {
 			return &FieldError{Task: -1, Field: "group.tasks", Message: fmt.Sprintf("a broadcast takes one task template, not %d", len(g.Tasks))}
 		}
-		if t := g.Tasks[0]; t.Pin != "" || t.Name != "" {
+		if t := g.Tasks[0]; t.Pin != "" || (t.Name != "" && t.Name != WorkersTemplate) {
 			return &FieldError{Task: -1, Field: "group.tasks[0].pin", Message: "a scheduled broadcast's copies are named by and pinned to the peers matching at each firing"}
 		}
 		g.Tasks = []TaskSpec{g.Tasks[0]}
@@ -181,6 +181,20 @@ func (sp *ScheduleSpec) validate(stored bool) error {
 		return err
 	}
 	return nil
+}
+
+// WorkersTemplate is the name of a scheduled broadcast's template that
+// goes to external workers (the API's "to": "workers"): each firing
+// expands it into one copy per live worker of its handler (Config.Expand),
+// where a template to peers has no name. A name, not a field, so that the
+// log and snapshot layouts do not change; a submitted broadcast's template
+// never has a name.
+const WorkersTemplate = "*workers"
+
+// ToWorkers reports whether a schedule's broadcast template goes to
+// external workers.
+func ToWorkers(g *GroupSpec) bool {
+	return g.Mode == ModeBroadcast && len(g.Tasks) == 1 && g.Tasks[0].Pin == "" && g.Tasks[0].Name == WorkersTemplate
 }
 
 // Firing is one recorded firing of a schedule.

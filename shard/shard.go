@@ -30,7 +30,9 @@ type Config struct {
 	Next NextFunc
 	// Expand turns a scheduled broadcast's template into one pinned copy
 	// per matching live peer when it fires (the owner's membership view;
-	// the copies travel in the firing's entry, so replicas agree). Called
+	// the copies travel in the firing's entry, so replicas agree), or per
+	// live external worker of its handler for a template named
+	// WorkersTemplate (the workers the owner's view lists). Called
 	// only by the owner when proposing; nil, or an error (no peer
 	// matches), skips the firing.
 	Expand func(*GroupSpec) error

@@ -128,6 +128,7 @@ func (h *simHub) demand() []node.Demand {
 		}
 		served = true
 		d.Want += workerSlots - w.running
+		d.Workers = append(d.Workers, w.id)
 	}
 	if !served {
 		return nil
@@ -507,5 +508,17 @@ func (g *gen) workers() *workload {
 			spec: g.group(mode, "", tasks), cancelTask: -1})
 	}
 	w.span = time.Duration(len(w.arrivals)) * gap
+	w.scheds = []*schedPlan{{spec: g.workersSchedule(), deleteAt: w.span}}
 	return w
+}
+
+// workersSchedule is the workers workload's schedule: a broadcast to the
+// workers every 2 s, each firing one copy in every worker live in its
+// owner's view then (shard.WorkersTemplate; none live: skipped).
+func (g *gen) workersSchedule() *shard.ScheduleSpec {
+	tmpl := g.task(behaviour{dur: 100 * time.Millisecond}, 0)
+	tmpl.Name, tmpl.Handler = shard.WorkersTemplate, extHandler
+	return &shard.ScheduleSpec{ID: shard.KeyedScheduleID(fmt.Sprintf("workers-%d", g.cfg.Seed)), Name: "workers",
+		Every: 2 * time.Second, Overlap: shard.OverlapAllow, Misfire: shard.MisfireOnce,
+		Group: shard.GroupSpec{Mode: shard.ModeBroadcast, Tasks: []shard.TaskSpec{tmpl}}}
 }

@@ -3,6 +3,8 @@ package simulate
 import (
 	"strings"
 	"testing"
+
+	"github.com/needle-mesh/needle/shard"
 )
 
 // External workers under faults (a death, a stall past the TTL, repeated
@@ -66,5 +68,43 @@ func TestWorkersRegressionSeeds(t *testing.T) {
 		if r := mustRun(t, cfg); r.Failed() {
 			t.Errorf("%s\nonce: %s\nreplay: %s", r.Violations[0], c.bug, cfg.ReplayCommand())
 		}
+	}
+}
+
+// The workers workload's schedule broadcasts to the workers: without
+// faults, its firings run one copy in each of the workers live then (2
+// per peer), each copy named by and run in its worker (the checker's
+// invariant 6 holds every run to its copy's worker).
+func TestWorkersScheduledBroadcast(t *testing.T) {
+	cfg := Config{Seed: 5, Peers: 3, Tasks: 100, Workload: "workers", Workers: 2}
+	s, err := newSim(cfg.withDefaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.loop()
+	if s.viol != nil {
+		t.Fatalf("violation: %v", s.viol)
+	}
+	firings, copies := 0, 0
+	for _, g := range s.chk.order {
+		if _, _, ok := shard.ParseFiringGroupID(g.spec.ID); !ok || g.spec.Mode != shard.ModeBroadcast {
+			continue
+		}
+		firings++
+		for _, ts := range g.spec.Tasks {
+			if shard.BroadcastWorker(&ts) == "" || ts.Handler != extHandler {
+				t.Fatalf("firing %s has copy %+v; want one pinned to a worker", g.spec.ID, ts)
+			}
+		}
+		copies += len(g.spec.Tasks)
+		for _, tk := range g.tasks {
+			if tk.state != shard.Succeeded || tk.runs != 1 {
+				t.Fatalf("copy %s of firing %s: %v after %d runs; want SUCCEEDED once", tk.id, g.spec.ID, tk.state, tk.runs)
+			}
+		}
+	}
+	t.Logf("%d firings, %d copies", firings, copies)
+	if firings == 0 || copies != firings*cfg.Peers*cfg.Workers {
+		t.Fatalf("%d firings with %d copies; want some, each with one copy per worker (%d)", firings, copies, cfg.Peers*cfg.Workers)
 	}
 }

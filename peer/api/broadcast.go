@@ -3,6 +3,7 @@ package api
 import (
 	"cmp"
 	"context"
+	"errors"
 	"slices"
 	"strings"
 
@@ -106,4 +107,24 @@ func (s *server) expandToWorkers(ctx context.Context, spec *shard.GroupSpec) err
 		return err
 	}
 	return validateCore(spec)
+}
+
+// checkScheduleToWorkers refuses a schedule to workers that no firing
+// could expand: this peer serves no external workers, or the handler runs
+// in the peers (built in or registered). Which workers are live is up to
+// each firing (none: the firing is skipped), so an unreachable peer does
+// not refuse it.
+func (s *server) checkScheduleToWorkers(ctx context.Context, spec *shard.ScheduleSpec) error {
+	wb, ok := s.b.(WorkerBroadcaster)
+	if !ok {
+		return fieldErr("group.to", "workers: this peer serves no external workers")
+	}
+	_, err := wb.WorkersFor(ctx, spec.Group.Tasks[0].Handler)
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		c := *fe
+		c.Field = join("group", fe.Field)
+		return &c
+	}
+	return nil
 }

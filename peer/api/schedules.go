@@ -63,7 +63,8 @@ type Schedule struct {
 // ScheduleGroup summarizes a schedule's group template.
 type ScheduleGroup struct {
 	Mode     string   `json:"mode"`
-	Handlers []string `json:"handlers"` // per task
+	To       string   `json:"to,omitempty"` // a broadcast's target: peers or workers
+	Handlers []string `json:"handlers"`     // per task
 }
 
 // ScheduleFiring is one recent firing: its tick, the group it created and
@@ -101,6 +102,12 @@ func NewSchedule(v shard.ScheduleView) Schedule {
 	}
 	for _, t := range sp.Group.Tasks {
 		s.Group.Handlers = append(s.Group.Handlers, t.Handler)
+	}
+	if sp.Group.Mode == shard.ModeBroadcast {
+		s.Group.To = ToPeers
+		if shard.ToWorkers(&sp.Group) {
+			s.Group.To = ToWorkers
+		}
 	}
 	for _, f := range v.Firings {
 		sf := ScheduleFiring{At: f.At.UTC(), Group: string(f.Group), Manual: f.Manual}
@@ -230,6 +237,9 @@ func (s *server) sb() ScheduleBackend { return s.b.(ScheduleBackend) }
 
 func (s *server) createSchedule(w http.ResponseWriter, r *http.Request) {
 	spec, key, err := DecodeSchedule(s.body(w, r), s.opts.Limits)
+	if err == nil && shard.ToWorkers(&spec.Group) {
+		err = s.checkScheduleToWorkers(r.Context(), spec)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -124,10 +124,13 @@ func DecodeTask(r io.Reader, lim Limits) (*shard.GroupSpec, error) {
 // it to a GroupSpec: tasks in body order (pipeline: stage by stage, with
 // TaskSpec.Stage set and no Deps). Errors are *FieldError naming the JSON
 // path, possibly wrapping ErrPayloadTooLarge. The group id is left empty.
+// A broadcast stays a template (one task, not pinned), as a schedule keeps
+// it; one to workers ("to": "workers") has its template named
+// shard.WorkersTemplate (shard.ToWorkers).
 func DecodeGroup(r io.Reader, lim Limits) (*shard.GroupSpec, error) {
 	spec, to, err := decodeGroupTo(r, lim)
 	if err == nil && to == ToWorkers {
-		return nil, fieldErr("to", "workers: not in a schedule; each firing expands a broadcast in its owner's membership view, which lists peers, not workers")
+		spec.Tasks[0].Name = shard.WorkersTemplate
 	}
 	return spec, err
 }
