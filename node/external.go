@@ -313,7 +313,7 @@ func (n *Node) stepOffer(from string, m Message) {
 		return // for this peer's former run: they expire at the owner
 	}
 	for _, g := range m.Grants {
-		if !n.grantable(g) {
+		if !n.grantable(g, from) {
 			continue
 		}
 		n.mesh.granter[n.PartitionOf(g.Task.Group())] = from

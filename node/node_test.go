@@ -327,35 +327,3 @@ func TestSlotsFreedAfterDuplicateSubmit(t *testing.T) {
 		t.Fatalf("after the group: busy %d, proposed %d, running %d; want all 0", st.Busy, st.Proposed, st.Running)
 	}
 }
-
-// TestGrantForFormerRunDropped: a grant addressed to a thief's former
-// incarnation (it restarted since it asked) is not run by the new one.
-func TestGrantForFormerRunDropped(t *testing.T) {
-	h := newHarness(t, 1)
-	h.tick(time.Second)
-	hb := Message{Type: MsgHeartbeat, From: "victim", Heartbeat: &Heartbeat{Boot: "1", Partitions: 1, Load: Load{Slots: 2}, Members: []string{"p1", "victim"}}}
-	if err := h.n.Step("victim", hb); err != nil {
-		t.Fatal(err)
-	}
-	// p1 leads every partition of its harness; a grant for one it leads is
-	// refused whatever its holder (TestForgedGrantKeepsNoLeaseFromRunning),
-	// so it follows g's here, as a thief does.
-	h.n.parts[h.n.PartitionOf("g")].serving = false
-	g := Message{Type: MsgGrant, From: "victim", Load: Load{Slots: 2},
-		Grants: []Grant{{Task: "g.0", Round: 1, Handler: "echo", Timeout: time.Second}}, Holder: "p1#0"}
-	if err := h.n.Step("victim", g); err != nil {
-		t.Fatal(err)
-	}
-	h.stabilize()
-	if len(h.runs) != 0 || h.n.Stats().Busy != 0 {
-		t.Fatalf("a grant for p1#0 ran on %s: runs %v busy %d", h.n.Holder(), h.runs, h.n.Stats().Busy)
-	}
-	g.Holder = h.n.Holder()
-	if err := h.n.Step("victim", g); err != nil {
-		t.Fatal(err)
-	}
-	h.stabilize()
-	if len(h.runs) != 1 {
-		t.Fatalf("a grant for this run did not start: runs %v", h.runs)
-	}
-}

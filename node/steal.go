@@ -297,7 +297,7 @@ func (n *Node) stepGrant(from string, m Message) {
 	}
 	n.pace.stole(n.now.Sub(n.steal.askedAt))
 	for _, g := range m.Grants {
-		if !n.grantable(g) {
+		if !n.grantable(g, from) {
 			continue
 		}
 		n.mesh.granter[n.PartitionOf(g.Task.Group())] = from
@@ -316,13 +316,18 @@ func (n *Node) stepGrant(from string, m Message) {
 	}
 }
 
-// grantable reports whether a grant may start here: never one for a
-// partition this node leads. Only its leader grants a partition's leases,
-// and it starts its own from its log (claimLease): such a grant is a
-// forgery, or a stale one from a former leader that this node's log
-// carries anyway.
-func (n *Node) grantable(g Grant) bool {
-	if p := n.parts[n.PartitionOf(g.Task.Group())]; p != nil && p.serving {
+// grantable reports whether a grant from peer from may start here: only
+// one from the peer this node knows as the owner of the task's partition
+// (its Raft leader when this node is a replica), and never one for a
+// partition this node leads. Only the leader grants a partition's leases,
+// and it starts its own from its log (claimLease). Anything else is
+// forged (any holder of the swarm key can send a grant, for a real task
+// that is not READY yet, with any round) or stale from a former leader,
+// whose lease expires at the owner, or, when this node is a replica,
+// starts here from the log when it applies.
+func (n *Node) grantable(g Grant, from string) bool {
+	part := n.PartitionOf(g.Task.Group())
+	if p := n.parts[part]; (p != nil && p.serving) || n.ownerOf(part) != from {
 		n.stats.StaleGrants++
 		return false
 	}

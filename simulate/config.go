@@ -15,8 +15,16 @@ import (
 // by bench/ and simulate/").
 var Workloads = []string{"w1", "w2", "w3", "w4", "mixed", "sched", "placement", "batch", "idle", "workers"}
 
-// FaultKinds are the fault names accepted in Config.Faults.
+// FaultKinds are the fault kinds of the default set (Config.Faults).
 var FaultKinds = []string{"partition", "crash", "drop", "dup", "reorder", "pause", "skew", "churn", "slow", "worker"}
+
+// OptInFaults are accepted in Config.Faults but not in the default set:
+// forge, a keyed host's forged grants and outcomes (make simulate runs it
+// on its own).
+var OptInFaults = []string{"forge"}
+
+// allFaults is every kind Config.Faults accepts, in planning order.
+var allFaults = append(slices.Clone(FaultKinds), OptInFaults...)
 
 // Config is one simulated run. Everything the run does is a function of
 // Config: the same Config replays the same run, event for event.
@@ -193,8 +201,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("simulate: --workers = %d; want 0..64", c.Workers)
 	}
 	for _, f := range c.Faults {
-		if !slices.Contains(FaultKinds, f) {
-			return fmt.Errorf("simulate: --faults: unknown fault %q; want some of %s", f, strings.Join(FaultKinds, ","))
+		if !slices.Contains(allFaults, f) {
+			return fmt.Errorf("simulate: --faults: unknown fault %q; want some of %s", f, strings.Join(allFaults, ","))
 		}
 	}
 	if c.Workload == "w4" && c.Peers < 2 {

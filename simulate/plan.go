@@ -11,7 +11,7 @@ import (
 func (s *sim) planFaults() ([]Fault, time.Duration) {
 	window := max(s.wl.span+3*time.Second, 5*time.Second)
 	var fs []Fault
-	for _, kind := range FaultKinds { // fixed order: the flag's order does not change the run
+	for _, kind := range allFaults { // fixed order: the flag's order does not change the run
 		if !s.cfg.has(kind) {
 			continue
 		}
@@ -90,6 +90,8 @@ func (s *sim) makeFault(kind string, sp Span) Fault {
 		return &Clog{Span: sp, Reorder: time.Millisecond + time.Duration(s.rng.Int64N(int64(20*time.Millisecond)))}
 	case "pause":
 		return &Pause{Span: sp, Node: node}
+	case "forge":
+		return &Forge{Span: sp, Every: 5*time.Millisecond + time.Duration(s.rng.Int64N(int64(20*time.Millisecond)))}
 	case "slow":
 		return &Slow{Span: sp, Node: node, Factor: 2 + s.rng.IntN(9),
 			Delay: 5*time.Millisecond + time.Duration(s.rng.Int64N(int64(95*time.Millisecond)))}

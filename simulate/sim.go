@@ -21,6 +21,8 @@ type sim struct {
 	q   eventQueue
 	seq uint64
 	now time.Duration // virtual time since the start
+
+	forgerGone bool // the forge fault ended and forgot its host
 	// replicaPairs counts the replica states checkReplicas compared
 	// against another replica at the same applied index (invariant 5).
 	replicaPairs int

@@ -45,8 +45,8 @@ replays the failing seed exactly.
                     an idle mesh costs); workers is tasks for external
                     workers only
   --faults a,b      partition,crash,drop,dup,reorder,pause,skew,churn,slow,
-                    worker
-                    (default all; "" for none). A third of the partitions
+                    worker; forge (opt-in: a keyed host's forged grants
+                    and outcomes) (default all but forge; "" for none). A third of the partitions
                     are one-way. churn stops and restarts peers and, with
                     more peers than replicas, has one join late and (with
                     --replicas >= 3) one leave for good, then forgotten.
