@@ -23,26 +23,29 @@ type command struct {
 }
 
 const (
-	inboxBatch  = 4096        // commands taken per loop iteration
-	sweepEvery  = time.Second // waiter cleanup, metrics, dials
+	inboxBatch = 4096        // commands taken per loop iteration
+	sweepEvery = time.Second // waiter cleanup, metrics, dials
+	// sweepEarly is how early a sweep may run to share a wakeup with the
+	// node's (an idle peer wakes once per heartbeat, not twice).
+	sweepEarly  = sweepEvery / 4
 	resultBatch = 4096
 )
 
 // loop owns the Node and the WAL. Each iteration takes what arrived (client
 // commands, handler outcomes, the clock), then hands every Ready to the
 // WAL (one batch, one sync), the workers and the waiting clients. Between
-// inputs it sleeps until the Node's next deadline (Node.NextDeadline):
-// an idle peer wakes for its heartbeats, not every timer slot.
+// inputs it sleeps until the Node's next deadline (Node.NextDeadline) or
+// its own next sweep, whichever comes first: an idle peer wakes for its
+// heartbeats, not every timer slot, and sweeps in the same wakeups.
 func (p *Peer) loop(ctx context.Context) error {
 	wake := time.NewTimer(time.Hour)
 	defer wake.Stop()
-	sweep := time.NewTicker(sweepEvery)
-	defer sweep.Stop()
+	sweepAt := time.Now().Add(sweepEvery)
 	if err := p.drainReady(); err != nil {
 		return err
 	}
 	for {
-		wake.Reset(max(time.Until(p.node.NextDeadline()), 0))
+		wake.Reset(max(time.Until(earliest(p.node.NextDeadline(), sweepAt)), 0))
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -67,8 +70,9 @@ func (p *Peer) loop(ctx context.Context) error {
 			p.drainInbox()
 		case <-wake.C:
 			p.node.Tick(time.Now())
-		case <-sweep.C:
-			p.node.Tick(time.Now())
+		}
+		if now := time.Now(); !now.Before(sweepAt.Add(-sweepEarly)) {
+			sweepAt = now.Add(sweepEvery)
 			p.waiters.sweep()
 			p.metrics.observe(p.node)
 			p.dialMembers(ctx)
@@ -335,4 +339,12 @@ func (p *Peer) checkDrained() {
 	if done, _ := p.node.Drained(); done {
 		close(p.drained)
 	}
+}
+
+// earliest returns the earlier of a and b.
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

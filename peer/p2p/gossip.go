@@ -26,10 +26,16 @@ func (h *Host) startGossip() error {
 }
 
 // Publish gossips data to the peers subscribed to GossipTopic. Delivery is
-// best effort: gossip is advisory (load, liveness), never for state.
+// best effort: gossip is advisory (load, liveness), never for state. With
+// no peer in the topic it does nothing: the message would reach nobody,
+// after being signed, validated and handed to this host's own
+// subscription (most of a lone idle peer's CPU).
 func (h *Host) Publish(data []byte) error {
 	if h.isClosed() {
 		return ErrClosed
+	}
+	if len(h.topic.ListPeers()) == 0 {
+		return nil
 	}
 	if err := h.topic.Publish(h.ctx, data); err != nil {
 		return wrapf("publish", err)

@@ -9,7 +9,9 @@
 // Open a Log with Open and release it with Close. One Append is atomic:
 // a Batch larger than one Badger transaction is written in several, in an
 // order that leaves a valid log after a crash between them (see split.go);
-// one record over MaxRecord fails with wal.ErrBatchTooBig.
+// one record over MaxRecord fails with wal.ErrBatchTooBig. Badger runs
+// without compactors of its own: the Log compacts when writes fill its
+// levels (see compact.go), so an idle peer's database wakes nothing.
 //
 // # Key layout
 //

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -50,8 +51,16 @@ type Log struct {
 	parts map[uint32]partMeta
 	// txnMax is the size of one Badger transaction (15% of the memtable).
 	txnMax int64
+	// kick wakes the compaction goroutine after writes (compact.go):
+	// unkicked counts the bytes appended since the last kick, kickEvery
+	// how many make the next.
+	kick                chan struct{}
+	unkicked, kickEvery int64
+	// compactions counts the compactions the goroutine ran (tests).
+	compactions atomic.Int64
 
-	// cancel stops the GC goroutine; wg waits for it in Close.
+	// cancel stops the GC and compaction goroutines; wg waits for them in
+	// Close.
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -83,7 +92,10 @@ func Open(dir string, opts Options) (*Log, error) {
 		return nil, fmt.Errorf("badgerwal: open %s: %w", dir, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &Log{db: db, log: log, cancel: cancel, parts: map[uint32]partMeta{}, txnMax: 15 * bo.MemTableSize / 100}
+	b := &Log{db: db, log: log, cancel: cancel, parts: map[uint32]partMeta{}, txnMax: 15 * bo.MemTableSize / 100,
+		kick: make(chan struct{}, 1), kickEvery: bo.MemTableSize / 16}
+	b.wg.Go(func() { b.compactLoop(ctx) })
+	b.kickCompaction() // a database left with a full L0
 	if !opts.InMemory {
 		every := opts.GCInterval
 		if every <= 0 {
@@ -115,7 +127,10 @@ func badgerOptions(dir string, opts Options, log *slog.Logger) (badger.Options, 
 		WithDetectConflicts(false).
 		WithMemTableSize(mt).
 		WithNumMemtables(3).
-		WithNumCompactors(2).
+		// No compactors of Badger's own: each polls every 50 ms, which
+		// was most of an idle peer's CPU. compactLoop compacts instead,
+		// woken by writes (compact.go).
+		WithNumCompactors(0).
 		WithBlockCacheSize(32 << 20).
 		WithValueLogFileSize(64 << 20). // unused: values stay in the LSM
 		// Values are chunked below this, so nothing goes to the value log.
@@ -156,6 +171,10 @@ func (b *Log) Append(batch *wal.Batch) error {
 		return wrap("append", err)
 	}
 	b.dirty = true
+	if b.unkicked += batchBytes(batch); b.unkicked >= b.kickEvery {
+		b.unkicked = 0
+		b.kickCompaction()
+	}
 	return nil
 }
 
@@ -219,8 +238,9 @@ func (b *Log) Sync() error {
 	return nil
 }
 
-// Close implements Log: it stops the GC goroutine and closes Badger, which
-// flushes the memtables.
+// Close implements Log: it stops the GC and compaction goroutines (a
+// compaction under way finishes first) and closes Badger, which flushes
+// the memtables.
 func (b *Log) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -288,13 +308,14 @@ func corruptPart(rec string, p uint32, i uint64, format string, args ...any) *wa
 	return &wal.CorruptError{Record: rec, Partition: p, Index: i, Reason: fmt.Sprintf(format, args...)}
 }
 
-// badgerLogger adapts Badger's printf logger to slog. Badger is set to log
-// warnings and errors only.
+// badgerLogger adapts Badger's printf logger to slog. Badger's logging
+// level applies to its default logger only, so Badger's information
+// (Flatten reports every level it compacts) is logged at debug level here.
 type badgerLogger struct{ log *slog.Logger }
 
 func (l badgerLogger) Errorf(f string, a ...any)   { l.emit(slog.LevelError, f, a) }
 func (l badgerLogger) Warningf(f string, a ...any) { l.emit(slog.LevelWarn, f, a) }
-func (l badgerLogger) Infof(f string, a ...any)    { l.emit(slog.LevelInfo, f, a) }
+func (l badgerLogger) Infof(f string, a ...any)    { l.emit(slog.LevelDebug, f, a) }
 func (l badgerLogger) Debugf(f string, a ...any)   { l.emit(slog.LevelDebug, f, a) }
 
 func (l badgerLogger) emit(level slog.Level, f string, a []any) {
