@@ -316,22 +316,45 @@ func (n *Node) stepGrant(from string, m Message) {
 	}
 }
 
-// grantable reports whether a grant from peer from may start here: only
-// one from the peer this node knows as the owner of the task's partition
-// (its Raft leader when this node is a replica), and never one for a
-// partition this node leads. Only the leader grants a partition's leases,
-// and it starts its own from its log (claimLease). Anything else is
-// forged (any holder of the swarm key can send a grant, for a real task
-// that is not READY yet, with any round) or stale from a former leader,
-// whose lease expires at the owner, or, when this node is a replica,
-// starts here from the log when it applies.
+// grantable reports whether a grant from peer from may start here. Only
+// a partition's leader grants its leases, and a replica knows its leader
+// and applies the leases from the log anyway: a replica takes a grant
+// only from the leader it knows (none while it knows none, or for a
+// partition it leads itself: it starts its own leases from its log,
+// claimLease). A peer that holds no replica cannot tell and takes any
+// member's grant: a joining peer's view of a partition's owner is the
+// ring's, which trails leadership moves. Anything else is forged (any
+// holder of the swarm key can send a grant, for a real task that is not
+// READY yet, with any round) or stale, and its lease still runs here from
+// the log.
 func (n *Node) grantable(g Grant, from string) bool {
-	part := n.PartitionOf(g.Task.Group())
-	if p := n.parts[part]; (p != nil && p.serving) || n.ownerOf(part) != from {
+	if leader, ok := n.GrantSource(n.PartitionOf(g.Task.Group())); ok && leader != from {
 		n.stats.StaleGrants++
 		return false
 	}
 	return true
+}
+
+// GrantSource returns the peer whose grants for partition part this node
+// takes when it can tell (ok): its Raft leader where this node holds a
+// replica of the current configuration, "" when it knows none or leads
+// the partition itself. ok is false where it holds no replica: then any
+// member's grant is taken (grantable).
+func (n *Node) GrantSource(part int) (leader string, ok bool) {
+	if part < 0 || part >= len(n.parts) {
+		return "", false
+	}
+	p := n.parts[part]
+	if p == nil || !n.replica(p) {
+		return "", false
+	}
+	if p.serving {
+		return "", true
+	}
+	if id, known := n.mesh.peerOf(p.rn.BasicStatus().Lead); known && id != n.cfg.ID {
+		return id, true
+	}
+	return "", true
 }
 
 // claimed is the last round of a task started here, and the peer whose

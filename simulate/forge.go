@@ -15,8 +15,8 @@ const forgerID = "forger"
 
 // Forge is a host that holds the swarm key (needle hostile's wire attack):
 // it joins with a heartbeat, then every Every sends a random peer grants
-// for real tasks in any state to peers that do not take it for the
-// task's owner, with rounds just ahead of the task's and from the far future,
+// for real tasks in any state to peers that hold a replica of the task's
+// partition, with rounds just ahead of the task's and from the far future,
 // and outcomes for leases it does not hold. It
 // stops for good at the end of its window and is forgotten. Nothing it sends may start a task before its
 // dependencies (invariant 3), be accepted as an outcome (2), or keep a
@@ -79,16 +79,15 @@ func (f *Forge) tick(s *sim) {
 	s.at(at, func() { f.tick(s) })
 }
 
-// target picks a running peer that does not take the forger for the
-// owner of group g, or nil. A peer that holds no replica of a partition,
-// or one the ring moved, knows its owner from the ring, and a member that
-// holds the swarm key can be placed in the ring as an owner: what it
-// grants there is believed (the swarm key is the trust boundary,
-// docs/operations.md), so the fault sends only where the peer can tell.
+// target picks a running peer that can tell a forged grant for group g
+// (node.GrantSource: it holds a replica of g's partition), or nil. A peer
+// that holds none takes any member's grant: what a keyed host grants
+// there runs (the swarm key is the trust boundary, docs/operations.md),
+// so the fault sends only where the peer can tell.
 func (f *Forge) target(s *sim, g shard.GroupID) *simNode {
 	var cands []*simNode
 	for _, nd := range s.nodes {
-		if nd.up && nd.n.Owner(g) != forgerID {
+		if nd.up && verifies(nd, g) {
 			cands = append(cands, nd)
 		}
 	}
@@ -96,6 +95,11 @@ func (f *Forge) target(s *sim, g shard.GroupID) *simNode {
 		return nil
 	}
 	return cands[s.rng.IntN(len(cands))]
+}
+
+func verifies(nd *simNode, g shard.GroupID) bool {
+	_, ok := nd.n.GrantSource(nd.n.PartitionOf(g))
+	return ok
 }
 
 // forged builds a grant or an outcome for task t, addressed to nd.
@@ -130,7 +134,7 @@ func (f *Forge) forged(s *sim, nd *simNode, t *taskRec) node.Message {
 func (f *Forge) deliver(s *sim, nd *simNode, m node.Message) {
 	f.sent++
 	nd.input(nd.gen, func() {
-		if believed(nd, m) {
+		if !verifiable(nd, m) {
 			return // see target: decided when it arrives (a paused peer takes it later)
 		}
 		if err := nd.n.Step(forgerID, m); err != nil {
@@ -139,15 +143,14 @@ func (f *Forge) deliver(s *sim, nd *simNode, m node.Message) {
 	})
 }
 
-// believed reports whether nd takes the forger for the owner of a task m
-// grants.
-func believed(nd *simNode, m node.Message) bool {
+// verifiable reports whether nd can tell every grant of m (target).
+func verifiable(nd *simNode, m node.Message) bool {
 	for _, g := range m.Grants {
-		if nd.n.Owner(g.Task.Group()) == forgerID {
-			return true
+		if !verifies(nd, g.Task.Group()) {
+			return false
 		}
 	}
-	return false
+	return true
 }
 
 func (f *Forge) String() string {
