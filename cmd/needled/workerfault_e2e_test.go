@@ -73,11 +73,12 @@ func waitWorkers(t *testing.T, addr string, ids ...string) {
 }
 
 // killWorkerMidRun: workers a (second peer) and b (third) run 4 tasks at
-// a time; a gets kill -9 while it runs some. Few enough tasks that b alone
-// finishes the rest within the TTL: a's tasks, once free, wait for no
-// queue, so their rerun delay is the detection's.
+// a time; a gets kill -9 while it runs some. Few enough tasks that b has
+// finished its own when a's come back after the TTL: they wait for no
+// queue, so their rerun delay is the detection's. Long enough that a is
+// still running them when the test, slowed by a loaded machine, kills it.
 func killWorkerMidRun(t *testing.T, c *api.Client, addrs []string, ttl time.Duration) {
-	const handler, n = "e2e.work", 16
+	const handler, n = "e2e.work", 8
 	a := startWorkerProc(t, addrs[1], "a", handler, false)
 	startWorkerProc(t, addrs[2], "b", handler, false)
 	waitWorkers(t, addrs[0], "a", "b")
@@ -87,7 +88,7 @@ func killWorkerMidRun(t *testing.T, c *api.Client, addrs []string, ttl time.Dura
 		if i > 0 {
 			body.WriteString(",")
 		}
-		fmt.Fprintf(&body, `{"handler":%q,"payload":{"ms":600,"i":%d},"retry":{"max_attempts":1}}`, handler, i)
+		fmt.Fprintf(&body, `{"handler":%q,"payload":{"ms":1500,"i":%d},"retry":{"max_attempts":1}}`, handler, i)
 	}
 	body.WriteString("]}")
 	var res *api.SubmitGroupResponse
