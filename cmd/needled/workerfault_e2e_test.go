@@ -20,7 +20,8 @@ import (
 // task it held runs again within --worker-ttl + 2 s (p99 over them). A
 // worker stopped (SIGSTOP) past the TTL while it holds a lease loses the
 // task to the other worker; continued (SIGCONT), its complete is 409
-// lease_lost and changes nothing.
+// lease_lost and changes nothing. A schedule broadcasting to the workers
+// runs one copy in each worker process at a firing.
 func TestWorkerProcessFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three daemons and worker processes")
@@ -30,6 +31,51 @@ func TestWorkerProcessFaults(t *testing.T) {
 	c := &api.Client{BaseURL: "http://" + addrs[0]}
 	t.Run("kill9", func(t *testing.T) { killWorkerMidRun(t, c, addrs, ttl) })
 	t.Run("stopped", func(t *testing.T) { stoppedWorkerLate(t, c, addrs) })
+	t.Run("scheduled", func(t *testing.T) { scheduledToWorkers(t, c, addrs) })
+}
+
+// scheduledToWorkers: a schedule broadcasting to the workers of a handler
+// served by worker e (second peer) and f (third) fires groups of one copy
+// per worker, each run by the worker it is named after.
+func scheduledToWorkers(t *testing.T, c *api.Client, addrs []string) {
+	const handler = "e2e.split"
+	startWorkerProc(t, addrs[1], "e", handler, false)
+	startWorkerProc(t, addrs[2], "f", handler, false)
+	waitWorkers(t, addrs[0], "e", "f")
+	s, err := retryUnavailable(func() (*api.Schedule, error) {
+		return c.CreateSchedule(t.Context(), &api.CreateScheduleRequest{Every: "1s", Overlap: "allow",
+			Group: json.RawMessage(`{"mode":"broadcast","to":"workers","tasks":[{"handler":"` + handler + `","payload":{"ms":10}}]}`)})
+	})
+	if err != nil || s.Group.To != api.ToWorkers {
+		t.Fatalf("create schedule = %+v, %v; want one to workers", s, err)
+	}
+	var g *api.Group
+	waitUntil(t, "a firing run by both workers", func() bool {
+		v, err := c.GetSchedule(t.Context(), s.ID)
+		if err != nil {
+			return false
+		}
+		for _, f := range v.Firings {
+			if f.State == "SUCCEEDED" {
+				g, err = c.GetGroup(t.Context(), f.Group, 0)
+				return err == nil
+			}
+		}
+		return false
+	})
+	var names []string
+	for _, tk := range g.Tasks {
+		names = append(names, tk.Name)
+		if want := fmt.Sprintf(`{"by":%q}`, tk.Name); string(tk.Result) != want {
+			t.Errorf("copy %s (%s) result %s; want %s", tk.ID, tk.Name, tk.Result, want)
+		}
+	}
+	if !slices.Equal(names, []string{"e", "f"}) {
+		t.Errorf("firing %s has copies %v; want e, f", g.ID, names)
+	}
+	if _, err := c.DeleteSchedule(t.Context(), s.ID); err != nil {
+		t.Errorf("delete schedule: %v", err)
+	}
 }
 
 // startWorkerMesh starts three daemons with --worker-ttl ttl and waits
