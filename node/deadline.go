@@ -89,13 +89,16 @@ func (n *Node) needsRaftTick() bool {
 }
 
 // quiet reports whether a Raft tick of partition p would do nothing
-// (tickPartition included): p is led by this node as its only replica,
-// which is all the ring wants of it, with no change, transfer or
-// abdication under way. Such a leader has no follower to send heartbeats
+// (tickPartition included): p is quiesced (quiesce.go), or led by this
+// node as its only replica, which is all the ring wants of it, with no
+// change, transfer or abdication under way. Such a leader has no follower to send heartbeats
 // to, and Raft's election timer is out of reach (raftConfig). Any other
 // partition ticks every RaftTick: a leader with followers heartbeats them,
 // a follower watches its leader.
 func (m *mesh) quiet(p *partition) bool {
+	if p.quiesced {
+		return true
+	}
 	if !p.leader || p.abdicated || !p.confAt.IsZero() || len(p.props) > 0 || !m.alone(p) {
 		return false
 	}

@@ -19,6 +19,7 @@
 //     checks a Raft message passes before Raft steps it.
 //   - mesh.go, partition.go, snapshot.go, lag.go: membership, heartbeats,
 //     the ring, replica sets and changes, one partition's Raft group.
+//   - quiesce.go: partitions that stop ticking while nothing happens.
 //   - request.go, schedule.go, trigger.go, retry.go, list.go, audit.go:
 //     requests from the API (submit, cancel, schedules, lists).
 //   - steal.go, pace.go, placement.go, external.go: who runs what: leases

@@ -319,7 +319,7 @@ const timerResolution = 10 * time.Millisecond
 // Tick advances the node's time: shard timers fire (delays, backoffs, lease
 // expiries, retention), and Raft ticks once per RaftTick while some
 // partition needs it (needsRaftTick: a Raft tick of a lone leader does
-// nothing).
+// nothing), every partition but the quiesced ones (quiesce.go).
 func (n *Node) Tick(now time.Time) {
 	n.now = now
 	raftTick := false
@@ -343,10 +343,13 @@ func (n *Node) Tick(now time.Time) {
 	}
 	for _, i := range n.held {
 		p := n.parts[i]
-		if raftTick {
+		if raftTick && !p.quiesced {
 			p.rn.Tick()
 			n.markDirty(i)
 			n.mesh.tickPartition(p)
+			if p.leader {
+				n.maybeQuiesce(p)
+			}
 		}
 		if timers && p.serving {
 			if evs := p.shard.Due(now); len(evs) > 0 {
@@ -413,7 +416,8 @@ func (n *Node) Replica(part int) (r ReplicaInfo, ok bool) {
 		return out
 	}
 	r = ReplicaInfo{Raft: st.RaftState.String(), Term: st.HardState.GetTerm(), Applied: p.applied, Serving: p.serving, Abdicated: p.abdicated,
-		Voters: name(p.conf.GetVoters()), Learners: name(p.conf.GetLearners()), Outgoing: name(p.conf.GetVotersOutgoing())}
+		Voters: name(p.conf.GetVoters()), Learners: name(p.conf.GetLearners()), Outgoing: name(p.conf.GetVotersOutgoing()),
+		Quiesced: p.quiesced}
 	if id, ok := n.mesh.peerOf(st.Lead); ok {
 		r.Leader = id
 	}
@@ -428,6 +432,7 @@ type ReplicaInfo struct {
 	Abdicated        bool // a leader that heard no majority and fell silent (see abdicate)
 	Voters, Learners []string
 	Outgoing         []string // the old voters of a joint configuration; nil outside one
+	Quiesced         bool     // ticks no more until something happens (quiesce.go)
 }
 
 // Leading returns the partitions this node serves as owner, sorted.

@@ -56,6 +56,10 @@ type partition struct {
 	isAlone bool
 	aloneOf *pb.ConfState
 
+	// quiesced: the partition ticks no more until something happens
+	// (quiesce.go).
+	quiesced bool
+
 	props      []shard.Event // events to propose as one entry at the next Ready
 	campaignAt time.Time     // when to campaign for a leaderless partition (jitter)
 	confAt     time.Time     // a replica change was proposed then and has not applied

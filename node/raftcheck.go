@@ -35,7 +35,8 @@ var remoteRaftTypes = map[pb.MessageType]bool{
 //     this replica's committed entries;
 //  3. a heartbeat commits no further than this replica's log: a leader
 //     sends min(match, committed), and match is what this replica
-//     persisted and acknowledged;
+//     persisted and acknowledged; a heartbeat's context, and its
+//     answer's, is empty or 8 bytes (a read index; see quiesceCtx);
 //  4. the leader's current term hears acknowledgements only of entries it
 //     has (a follower acks what it was sent);
 //  5. a snapshot has an index, a term no later than its message's and a
@@ -57,8 +58,13 @@ func (n *Node) checkRaft(p *partition, m *pb.Message) error {
 	switch t {
 	case pb.MsgApp:
 		return checkAppend(p, m, committed)
-	case pb.MsgHeartbeat:
-		if m.GetCommit() > last {
+	case pb.MsgHeartbeat, pb.MsgHeartbeatResp:
+		if n := len(m.GetContext()); n != 0 && n != 8 {
+			// Raft reads a heartbeat's context, echoed in the answer, as
+			// an 8-byte read index, and panics on a shorter one.
+			return fmt.Errorf("%w: %v with a context of %d bytes", ErrBadRaft, t, n)
+		}
+		if t == pb.MsgHeartbeat && m.GetCommit() > last {
 			return fmt.Errorf("%w: heartbeat commits %d past the log's last index %d", ErrBadRaft, m.GetCommit(), last)
 		}
 	case pb.MsgAppResp:

@@ -102,7 +102,7 @@ type SubmitResult struct {
 func (n *Node) HasReady() bool {
 	if len(n.rd.Replies) > 0 || len(n.rd.Run) > 0 || len(n.rd.Abort) > 0 || len(n.rd.Persist.Updates) > 0 ||
 		len(n.rd.Messages) > 0 || len(n.rd.Gossip) > 0 || len(n.rd.Persist.OutboxPut) > 0 || len(n.rd.Persist.OutboxDel) > 0 ||
-		len(n.rd.Notify) > 0 || len(n.rd.Early) > 0 {
+		len(n.rd.Notify) > 0 || len(n.rd.Early) > 0 || len(n.raftOut) > 0 {
 		return true
 	}
 	// A dirty partition found to have nothing is dropped from dirty (every
@@ -189,6 +189,7 @@ func (n *Node) flush(p *partition) {
 	if len(p.props) == 0 {
 		return
 	}
+	n.wake(p, false)
 	evs := p.props
 	p.props = nil
 	n.proposeEvents(p, evs)
@@ -268,6 +269,9 @@ func (n *Node) readyPartition(p *partition) {
 				n.snapSent = append(n.snapSent, snapReport{p: p, to: m.GetTo(), failed: true})
 			}
 			continue
+		}
+		if m.GetType() == pb.MsgHeartbeatResp && !p.quiesced && len(m.GetContext()) > 0 {
+			m.Context = nil // a marked heartbeat that did not quiesce this replica: wake the leader
 		}
 		n.raftOut[to] = append(n.raftOut[to], RaftMsg{Partition: uint32(p.id), Msg: m})
 		if m.GetType() == pb.MsgSnap {

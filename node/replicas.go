@@ -33,6 +33,7 @@ func (m *mesh) rebuildRing() {
 
 func (m *mesh) computePreferred() {
 	m.prefDirty = false
+	m.n.wakeAll() // a membership event: quiesced partitions look again
 	if m.ring == nil {
 		m.preferred = nil
 		return

@@ -140,6 +140,7 @@ func (n *Node) proposeRequest(p *partition, req uint64, kind requestKind, evs []
 			Message: fmt.Sprintf("the group encodes to %d bytes, over the limit of %d", len(data), MaxEntryBytes)}})
 		return
 	}
+	n.wake(p, false)
 	if err := p.rn.Propose(data); err != nil {
 		n.releaseLeases(evs)
 		n.reply(Reply{Req: req, Err: ErrUnavailable})

@@ -17,8 +17,11 @@ const (
 	// to external workers (shard.WorkersTemplate), which an older peer
 	// refuses to apply.
 	FeatureScheduleToWorkers
+	// FeatureQuiesce: the heartbeat that quiesces a partition
+	// (quiesce.go), which an older follower takes for a plain one.
+	FeatureQuiesce
 
-	Features = FeatureRetry | FeatureScheduleToWorkers // what this build applies
+	Features = FeatureRetry | FeatureScheduleToWorkers | FeatureQuiesce // what this build applies
 )
 
 // lacking returns a replica of p (voter or learner) that has not

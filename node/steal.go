@@ -32,6 +32,9 @@ type NodeStats struct {
 	// request other than a submission): over the tasks run, the log's
 	// cost per task.
 	Entries int
+	// Quiesced counts the partitions this node quiesced as leader, Woken
+	// the quiesced replicas it woke (quiesce.go).
+	Quiesced, Woken int
 }
 
 // stealer is the node's side of work stealing: the pure policy of package

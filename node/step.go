@@ -139,6 +139,9 @@ func (n *Node) stepRaft(from string, msgs []RaftMsg) error {
 			errs = append(errs, fmt.Errorf("peer: step partition %d from %s: %w", rm.Partition, from, err))
 			continue
 		}
+		if p != nil && p.quiesced && n.wakesOn(p, rm.Msg) {
+			n.wake(p, rm.Msg.GetFrom() != p.rn.BasicStatus().Lead)
+		}
 		if p != nil && n.leaderLease(p, from, rm.Msg) {
 			continue // ignored, as Raft's CheckQuorum lease would (see leaderLease)
 		}
@@ -156,6 +159,7 @@ func (n *Node) stepRaft(from string, msgs []RaftMsg) error {
 		if err := p.rn.Step(rm.Msg); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 			errs = append(errs, fmt.Errorf("peer: step partition %d: %w", rm.Partition, err))
 		}
+		n.quiesceHeard(p, rm.Msg)
 		n.markDirty(p.id)
 	}
 	return errors.Join(errs...)
@@ -228,7 +232,8 @@ func (n *Node) renewLease(p *partition, m *pb.Message) {
 // window passes none of those voters votes for another leader (see
 // leaderLease), so no other peer can have committed anything newer. A
 // leader cut off from its voters stops answering reads before they elect
-// another.
+// another. A quiesced partition's voters count while the membership has
+// them alive (quiesce.go).
 func (n *Node) leaseHeld(p *partition) bool {
 	if p == nil || !p.serving || p.rn.BasicStatus().LeadTransferee != raft.None {
 		return false
@@ -240,6 +245,8 @@ func (n *Node) leaseHeld(p *partition) bool {
 			ok++
 		} else if at, found := p.acked[v]; found && n.now.Sub(at) < n.leaseWindow() {
 			ok++
+		} else if p.quiesced && n.mesh.aliveRaft(v) {
+			ok++ // the membership vouches for a quiesced voter (quiesce.go)
 		}
 	}
 	return ok > len(voters)/2

@@ -21,7 +21,7 @@ import (
 //	add n4                     a new peer joins
 //	log +raft -conf            show or hide event kinds (leaders conf runs
 //	                           grants outcomes acks states refusals steals
-//	                           raft duties)
+//	                           raft duties quiesce heartbeats)
 //	run 5s                     step the clock in 10 ms steps
 //	tick 5s                    one step of 5 s (a process that slept)
 //	stabilize                  deliver what is in flight, clock stopped
@@ -37,7 +37,7 @@ import (
 //	report-late n2 g.0 round=1 ok    an outcome of a round n2 does not run
 //	submit g1 [part=0] [tasks=2] [pin=n2] [timeout=2s]
 //	schedule s1 every=1s       a schedule of one echo task per tick
-//	show leaders|conf|members n1|tasks g1|outbox|stats n2|schedule s1|drained n1
+//	show leaders|conf|members n1|tasks g1|outbox|stats n2|schedule s1|drained n1|quiesced
 func (e *env) command(d *datadriven.TestData) (string, error) {
 	pos, kv := args(d)
 	if d.Cmd != "peers" && e.m == nil {

@@ -132,6 +132,16 @@ func (e *env) showCmd(pos []string) (string, error) {
 			s.StaleOutcomes, s.StaleGrants, s.TasksGranted, s.StealsGranted, s.LeaseExpiries, s.Abdications)
 	case "schedule":
 		e.showSchedule(&b, shard.ScheduleID(pos[1]))
+	case "quiesced":
+		for part := range e.m.Partitions {
+			var q []string
+			for _, p := range e.m.Peers {
+				if r, ok := p.Node.Replica(part); ok && !p.Down && r.Quiesced {
+					q = append(q, p.ID)
+				}
+			}
+			fmt.Fprintf(&b, "p%d quiesced on [%s]\n", part, strings.Join(q, " "))
+		}
 	case "drained":
 		done, what := e.m.MustPeer(pos[1]).Node.Drained()
 		fmt.Fprintf(&b, "drained=%v%s\n", done, strings.TrimRight(" "+what, " "))

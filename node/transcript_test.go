@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -183,7 +184,9 @@ func (e *env) sent(s nodetest.Sent) {
 	}
 }
 
-// sentRaft prints Raft messages other than heartbeats (log raft).
+// sentRaft prints Raft messages other than heartbeats (log raft), the
+// heartbeats that quiesce a partition and their answers (log quiesce), and
+// the other heartbeats (log heartbeats).
 func (e *env) sentRaft(s nodetest.Sent, fate string) {
 	when := "after persist"
 	if s.Early {
@@ -192,6 +195,11 @@ func (e *env) sentRaft(s nodetest.Sent, fate string) {
 	for _, rm := range s.Msg.Raft {
 		switch t := rm.Msg.GetType(); t {
 		case pb.MsgHeartbeat, pb.MsgHeartbeatResp:
+			if ctx := rm.Msg.GetContext(); len(ctx) == 8 && binary.LittleEndian.Uint64(ctx) == 0 {
+				e.logf("quiesce", "%s -> %s p%d %v quiesce%s", s.From, s.To, rm.Partition, t, fate)
+			} else {
+				e.logf("heartbeats", "%s -> %s p%d %v%s", s.From, s.To, rm.Partition, t, fate)
+			}
 		default:
 			e.logf("raft", "%s -> %s p%d %v term %d index %d entries %d (%s)%s", s.From, s.To, rm.Partition, t,
 				rm.Msg.GetTerm(), rm.Msg.GetIndex(), len(rm.Msg.GetEntries()), when, fate)

@@ -83,6 +83,12 @@ type Config struct {
 	// run's progress (for a long run's display; it cannot change the run).
 	Progress func(Progress)
 
+	// quietCrash, for tests, makes the workload two groups of 30-second
+	// tasks and crashes the owner of the first (losing what it did not
+	// sync) at 20 s for 15 s, while its partitions are quiesced: the
+	// replicas learn of its death from the membership alone
+	// (TestQuiescedLeaderCrash).
+	quietCrash bool
 	// bugNoSync makes the driver skip WAL syncs: a seeded bug for tests,
 	// which a crash must turn into a lost acknowledged group.
 	bugNoSync bool

@@ -48,8 +48,8 @@ func TestMeasure(t *testing.T) {
 	}
 }
 
-// BenchmarkRun runs whole simulations: the default scenario, and 5 peers
-// with 10,000 mixed tasks without faults. Profile with -cpuprofile or
+// BenchmarkRun runs whole simulations: the default scenario, 5 peers
+// with 10,000 mixed tasks without faults, and 5 idle peers. Profile with -cpuprofile or
 // -memprofile.
 func BenchmarkRun(b *testing.B) {
 	for _, bb := range []struct {
@@ -58,6 +58,7 @@ func BenchmarkRun(b *testing.B) {
 	}{
 		{"default", DefaultConfig()},
 		{"peers5-10k", Config{Seed: 1, Peers: 5, Tasks: 10000, Liveness: 10 * time.Minute, Faults: []string{}}},
+		{"peers5-idle", Config{Seed: 1, Peers: 5, Workload: "idle", Faults: []string{}}},
 	} {
 		b.Run(bb.name, func(b *testing.B) {
 			var sim float64

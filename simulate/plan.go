@@ -40,6 +40,10 @@ func (s *sim) planFaults() ([]Fault, time.Duration) {
 		node := s.route(s.wl.arrivals[0].spec.ID)
 		fs = append(fs, &Crash{Span: Span{At: max(s.wl.span*4/10, 100*time.Millisecond), For: 2 * time.Second}, Node: node, LoseUnsynced: true})
 	}
+	if s.cfg.quietCrash && len(s.wl.arrivals) > 0 {
+		node := s.route(s.wl.arrivals[0].spec.ID)
+		fs = append(fs, &Crash{Span: Span{At: 20 * time.Second, For: 15 * time.Second}, Node: node, LoseUnsynced: true})
+	}
 	if s.cfg.has("churn") && s.cfg.Peers > s.cfg.Replicas {
 		// Churn also takes one peer out for good (with peers to spare
 		// for its replicas), forgotten by hand 3 s later, and brings one

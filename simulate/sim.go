@@ -73,6 +73,12 @@ func Run(cfg Config) (Report, error) {
 		return Report{}, err
 	}
 	s.loop()
+	return s.conclude(wall), nil
+}
+
+// conclude runs the checks at the end of a run and reports it; wall is
+// when the run started (reported only).
+func (s *sim) conclude(wall time.Time) Report {
 	if s.viol == nil {
 		s.chk.recheckRuns(true)
 	}
@@ -93,7 +99,7 @@ func Run(cfg Config) (Report, error) {
 	if rep.Tasks > 0 {
 		rep.CPUPerTaskUS = rep.WallSeconds * 1e6 / float64(rep.Tasks)
 	}
-	return rep, nil
+	return rep
 }
 
 func newSim(cfg Config) (*sim, error) {

@@ -56,6 +56,9 @@ func newWorkload(cfg Config, rng *rand.Rand) *workload {
 
 func (g *gen) draw() *workload {
 	cfg := g.cfg
+	if cfg.quietCrash {
+		return g.batches(max(cfg.Tasks/2, 1), behaviour{dur: 30 * time.Second}, 0)
+	}
 	switch cfg.Workload {
 	case "w1":
 		return g.batches(100, behaviour{dur: time.Millisecond}, time.Millisecond)

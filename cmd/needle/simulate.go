@@ -104,11 +104,18 @@ func (SimulateCommand) run(ctx context.Context, args []string, out io.Writer) er
 			cfg.Progress = progressPrinter(os.Stderr)
 		}
 
+		cpu0, _ := processCPU()
 		r, err := simulate.Run(cfg)
 		if err != nil {
 			return err
 		}
 		printReport(out, &r, asJSON)
+		if cpu1, ok := processCPU(); ok && !asJSON {
+			// The run's CPU, without the process's start (tens of ms):
+			// what the idle workload's speed is measured by.
+			cpu := (cpu1 - cpu0).Seconds()
+			fmt.Fprintf(out, "cpu %.3fs (%.0fx real time per CPU second)\n", cpu, r.SimSeconds/max(cpu, 1e-9))
+		}
 		return failure(cfg, &r)
 	}
 	fmt.Fprintf(out, "simulate seeds %d..%d %s\n", cfg.Seed, cfg.Seed+uint64(seeds)-1, cfg)
