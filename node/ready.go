@@ -337,6 +337,12 @@ func (n *Node) softState(p *partition, ss *raft.SoftState) {
 // and waiting requests fail so that clients retry elsewhere.
 func (n *Node) stopServing(p *partition) {
 	if !p.serving {
+		// A leader deposed before it served, or abdicating again after
+		// it resumed: what it proposed meanwhile will not apply here.
+		props := p.props
+		p.props = nil
+		n.proposalDropped(p, props)
+		n.failRequests(p.id)
 		return
 	}
 	p.serving = false

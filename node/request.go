@@ -17,7 +17,11 @@ func (n *Node) Submit(req uint64, spec *shard.GroupSpec) {
 		return
 	}
 	p := n.parts[n.PartitionOf(spec.ID)]
-	if p == nil || !p.leader {
+	if p == nil || !p.leader || p.abdicated {
+		// An abdicated leader holds its appends back: the entry would
+		// wait for a later term to overwrite it, the client unanswered.
+		// A leader not serving yet (its first entry of the term not
+		// committed) takes it: the entry commits with that one.
 		n.reply(Reply{Req: req, Err: ErrUnavailable})
 		return
 	}

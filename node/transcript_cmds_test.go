@@ -242,7 +242,7 @@ func (e *env) submit(pos []string, kv map[string]string) (string, error) {
 		}
 		spec.Tasks = append(spec.Tasks, t)
 	}
-	r, ok := e.m.Submit(spec)
+	r, ok := e.submitAt(spec, kv)
 	switch {
 	case !ok:
 		return fmt.Sprintf("%s: no reply", g), nil
@@ -250,6 +250,22 @@ func (e *env) submit(pos []string, kv map[string]string) (string, error) {
 		return fmt.Sprintf("%s: %v", g, r.Err), nil
 	}
 	return fmt.Sprintf("%s (p%d) created=%v tasks %v", g, e.m.PartitionOf(g), r.Submit.Created, r.Submit.Tasks), nil
+}
+
+// submitAt submits spec to the peer serving its partition, or with at=nX
+// to that peer whatever it is, waiting wait= (default 3s) for the reply.
+func (e *env) submitAt(spec shard.GroupSpec, kv map[string]string) (node.Reply, bool) {
+	at, ok := kv["at"]
+	if !ok {
+		return e.m.Submit(spec)
+	}
+	wait := 3 * time.Second
+	if s, ok := kv["wait"]; ok {
+		if d, err := duration(s); err == nil {
+			wait = d
+		}
+	}
+	return e.m.Do(at, wait, func(n *node.Node, req uint64) { n.Submit(req, &spec) })
 }
 
 func (e *env) schedule(pos []string, kv map[string]string) (string, error) {
