@@ -30,6 +30,10 @@ const vnodes = 20
 // means "no owner" in PreferredOwners.
 var ErrEmptyPeerID = errors.New("ring: empty peer id in members")
 
+// ErrPlacement is returned for a Placement that is neither PlacementCircle
+// nor PlacementSpread (Config.Validate, ParsePlacement).
+var ErrPlacement = errors.New("ring: unknown placement; want circle or spread")
+
 // Config is the placement configuration of a mesh. Every peer of a mesh must
 // use the same Config, or they will disagree on owners. It is fixed at the
 // first start of a mesh.
@@ -48,6 +52,11 @@ type Config struct {
 	// more than ceil(floor(Partitions/members) * Load) partitions. Must be
 	// finite and > 1; default 1.25.
 	Load float64
+	// Placement picks the replicas after the primary; the zero value,
+	// PlacementCircle, is the placement of every release before it existed.
+	// Like Partitions, it is fixed when a mesh is founded: peers with
+	// different placements disagree on every replica set.
+	Placement Placement
 }
 
 // DefaultConfig returns the default placement: 256 partitions, 3 replicas,
@@ -68,6 +77,9 @@ func (c Config) Validate() error {
 	// Written as !(> 1) so that NaN is rejected too.
 	if !(c.Load > 1) || math.IsInf(c.Load, 0) {
 		return fmt.Errorf("ring: Load = %v; want a finite value > 1", c.Load)
+	}
+	if c.Placement > PlacementSpread {
+		return fmt.Errorf("%w: Placement = %d", ErrPlacement, c.Placement)
 	}
 	return nil
 }

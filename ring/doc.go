@@ -17,7 +17,13 @@
 //     member, load factor Config.Load): no peer is the primary of more than
 //     ceil(floor(partitions/members) * Load) partitions. The rest are the
 //     members that follow the primary on the circle of member-name hashes,
-//     which is what consistent.GetClosestNForPartition returns. Moved lists
+//     which is what consistent.GetClosestNForPartition returns
+//     (PlacementCircle, the default). With Config.Placement =
+//     PlacementSpread the rest are chosen by rendezvous hashing under a load
+//     limit, after a few reserved per member (spread.go): at 1,000 members
+//     the circle lets a stretch of members with few primaries lead only
+//     half the mean, the spread placement keeps every member within 0.73 to
+//     1.22 of it (docs/performance.md, "Leadership at scale"). Moved lists
 //     the partitions whose replica set changes between two rings, i.e. the
 //     Raft configuration changes of a join or forget.
 //   - partition -> preferred owner: PreferredOwners(live) picks, for each

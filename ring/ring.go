@@ -124,6 +124,9 @@ func place(cfg Config, members []PeerID, k int) []int32 {
 			reps = append(reps, circle[(at[owner]+j)%len(circle)])
 		}
 	}
+	if cfg.Placement == PlacementSpread {
+		spreadReplicas(reps, members, k, cfg.Partitions)
+	}
 	return reps
 }
 

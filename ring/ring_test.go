@@ -99,6 +99,9 @@ func checkInvariants(tb testing.TB, r *Ring) {
 		if err != nil {
 			tb.Fatalf("GetClosestNForPartition(%d, %d) = %v", p, k, err)
 		}
+		if r.Config().Placement == PlacementSpread {
+			want = want[:1] // the primary; spread picks the rest
+		}
 		for i := range want {
 			if want[i].(PeerID) != reps[i] {
 				tb.Fatalf("Replicas(%d) = %v; consistent says %v", p, reps, want)
@@ -124,6 +127,8 @@ func TestConfigValidate(t *testing.T) {
 		{"default", def, 3, ""},
 		{"default no members", def, 0, ""},
 		{"one partition one member", with(func(c *Config) { c.Partitions = 1 }), 1, ""},
+		{"spread placement", with(func(c *Config) { c.Placement = PlacementSpread }), 3, ""},
+		{"unknown placement", with(func(c *Config) { c.Placement = PlacementSpread + 1 }), 3, "Placement"},
 		{"members equal partitions", with(func(c *Config) { c.Partitions = 8 }), 8, ""},
 		{"max partitions", with(func(c *Config) { c.Partitions = MaxPartitions }), 50, ""},
 		{"zero partitions", with(func(c *Config) { c.Partitions = 0 }), 3, "Partitions"},
