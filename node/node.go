@@ -44,6 +44,12 @@ type NodeConfig struct {
 	// Replicas is R, the size of each partition's replica set (fewer while
 	// the mesh is smaller). Default 3.
 	Replicas int
+	// Placement picks each partition's replicas after the primary
+	// (ring.Config.Placement). Like Partitions and Replicas, every peer of
+	// a mesh must use the same one; a peer placing with ring.PlacementSpread
+	// refuses peers of releases that cannot (FeaturePlacementSpread).
+	// Default ring.PlacementCircle.
+	Placement ring.Placement
 	// HeartbeatEvery is the gossip interval; a peer unheard for DeadAfter
 	// is dead (suspect after half of it). ForgetAfter removes a dead peer
 	// from the membership. Defaults 1 s, 3 s, 10 min.
@@ -123,6 +129,8 @@ func (c *NodeConfig) Validate() error {
 		return errors.New("peer: config RaftTick and HeartbeatTicks must be > 0")
 	case c.Replicas < 1 || c.Replicas > 15:
 		return fmt.Errorf("peer: config Replicas %d out of range 1..15", c.Replicas)
+	case c.Placement > ring.PlacementSpread:
+		return fmt.Errorf("peer: config Placement: %w", ring.ErrPlacement)
 	case c.HeartbeatEvery <= 0 || c.DeadAfter <= c.HeartbeatEvery || c.ForgetAfter < c.DeadAfter:
 		return errors.New("peer: config wants 0 < HeartbeatEvery < DeadAfter <= ForgetAfter")
 	case c.RaftTick*time.Duration(c.HeartbeatTicks) > c.DeadAfter/2:

@@ -18,7 +18,7 @@ func (m *mesh) rebuildRing() {
 		peers[i] = ring.PeerID(id)
 	}
 	cfg := ring.DefaultConfig()
-	cfg.Partitions, cfg.Replicas = m.n.cfg.Partitions, m.n.cfg.Replicas
+	cfg.Partitions, cfg.Replicas, cfg.Placement = m.n.cfg.Partitions, m.n.cfg.Replicas, m.n.cfg.Placement
 	r, err := m.n.cfg.Rings.build(cfg, m.epoch+1, peers)
 	if err != nil {
 		m.n.log.Error("ring rebuild refused; keeping the previous ring", keyErr, err, "members", len(ids))

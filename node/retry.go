@@ -20,8 +20,13 @@ const (
 	// FeatureQuiesce: the heartbeat that quiesces a partition
 	// (quiesce.go), which an older follower takes for a plain one.
 	FeatureQuiesce
+	// FeaturePlacementSpread: the peer can place replicas with
+	// ring.PlacementSpread. A peer that does refuses the heartbeats of
+	// one that cannot (an older release), which would place with the
+	// circle and disagree on every replica set (docs/decisions.md).
+	FeaturePlacementSpread
 
-	Features = FeatureRetry | FeatureScheduleToWorkers | FeatureQuiesce // what this build applies
+	Features = FeatureRetry | FeatureScheduleToWorkers | FeatureQuiesce | FeaturePlacementSpread // what this build applies
 )
 
 // lacking returns a replica of p (voter or learner) that has not

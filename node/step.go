@@ -36,6 +36,9 @@ func (n *Node) Step(from string, m Message) error {
 		if m.Heartbeat.Partitions != n.cfg.Partitions {
 			return n.partitionsMismatch(from, m.Heartbeat.Partitions)
 		}
+		if n.cfg.Placement == ring.PlacementSpread && m.Heartbeat.Features&FeaturePlacementSpread == 0 {
+			return fmt.Errorf("%w: %s cannot place replicas with the spread placement of this mesh (an older release)", ErrPlacement, from)
+		}
 		boot = m.Heartbeat.Boot
 	} else if n.mesh.members[from] == nil {
 		// Raft too: heard() below would make any keyed host a member
@@ -65,6 +68,10 @@ func (n *Node) Step(from string, m Message) error {
 // ErrPartitions is wrapped by Fatal's error when this peer cannot join the
 // mesh it was pointed at because the mesh has another partition count.
 var ErrPartitions = errors.New("peer: partition count differs from the mesh's")
+
+// ErrPlacement is wrapped by Step's error for a heartbeat from a peer that
+// cannot use this mesh's placement (NodeConfig.Placement).
+var ErrPlacement = errors.New("peer: placement differs from the mesh's")
 
 // partitionsMismatch refuses a heartbeat from a peer with another
 // partition count. A peer that joins and has heard of no member yet is the

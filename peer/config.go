@@ -13,6 +13,7 @@ import (
 	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/peer/handler"
 	"github.com/needle-mesh/needle/peer/webhook"
+	"github.com/needle-mesh/needle/ring"
 )
 
 // Config configures a running peer (the runtime around the pure Node).
@@ -77,6 +78,10 @@ type Config struct {
 	MDNS bool
 	// Replicas is R, the Raft replicas of each partition. Default 3.
 	Replicas int
+	// Placement picks each partition's replicas after the primary
+	// (ring.Config.Placement): --placement circle (default) or spread. Like
+	// Partitions, every peer of a mesh must use the same one.
+	Placement ring.Placement
 	// ForgetAfter removes a peer dead this long from the membership.
 	// Default 10 min.
 	ForgetAfter time.Duration

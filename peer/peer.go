@@ -142,7 +142,7 @@ func (p *Peer) open() error {
 	id := p.tr.ID()
 	ncfg := node.DefaultNodeConfig(id, randomHex(8))
 	ncfg.Founder = len(p.cfg.Join) == 0
-	ncfg.Replicas = p.cfg.Replicas
+	ncfg.Replicas, ncfg.Placement = p.cfg.Replicas, p.cfg.Placement
 	ncfg.ForgetAfter = p.cfg.ForgetAfter
 	ncfg.Steal = !p.cfg.NoSteal
 	ncfg.Addrs = p.tr.Addrs()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/needle-mesh/needle/node"
+	"github.com/needle-mesh/needle/ring"
 )
 
 // Workload names accepted by Config.Workload (docs/design.md, "Workloads shared
@@ -53,6 +54,10 @@ type Config struct {
 	// Replicas is R, the replica set size of each partition (fewer while
 	// the mesh is smaller). Default 3. --replicas.
 	Replicas int
+	// Placement picks each partition's replicas after the primary
+	// (ring.Config.Placement), the same on every node. Default circle.
+	// --placement.
+	Placement ring.Placement
 	// MaxSimTime bounds the virtual time of the run; reaching it is a
 	// liveness violation. Default 10 min. --max-sim-time.
 	MaxSimTime time.Duration
@@ -195,6 +200,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("simulate: --slots = %d; want 1..1024", c.Slots)
 	case c.Replicas < 1 || c.Replicas > 15:
 		return fmt.Errorf("simulate: --replicas = %d; want 1..15", c.Replicas)
+	case c.Placement > ring.PlacementSpread:
+		return fmt.Errorf("simulate: --placement: %w", ring.ErrPlacement)
 	case c.MaxSimTime < time.Second:
 		return fmt.Errorf("simulate: --max-sim-time = %v; want >= 1s", c.MaxSimTime)
 	case c.Warmup < 0:
@@ -229,6 +236,9 @@ func (c Config) String() string {
 	if c.Warmup > 0 {
 		s += fmt.Sprintf(" warmup=%v", c.Warmup)
 	}
+	if c.Placement != ring.PlacementCircle {
+		s += fmt.Sprintf(" placement=%v", c.Placement)
+	}
 	if c.Workers > 0 {
 		s += fmt.Sprintf(" workers=%d", c.Workers)
 	}
@@ -246,6 +256,9 @@ func (c Config) ReplayCommand() string {
 		c.Seed, c.Peers, c.Tasks, c.Workload, faults, c.Partitions, c.Slots, c.Replicas, c.MaxSimTime, c.Liveness)
 	if c.Warmup > 0 {
 		cmd += fmt.Sprintf(" --warmup %v", c.Warmup)
+	}
+	if c.Placement != ring.PlacementCircle {
+		cmd += fmt.Sprintf(" --placement %v", c.Placement)
 	}
 	if c.Workers > 0 {
 		cmd += fmt.Sprintf(" --workers %d", c.Workers)

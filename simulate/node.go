@@ -74,7 +74,7 @@ func (nd *simNode) start() error {
 	cfg := node.DefaultNodeConfig(nd.id, fmt.Sprint(nd.boots))
 	cfg.Partitions, cfg.Slots = nd.s.cfg.Partitions, nd.s.cfg.Slots
 	cfg.Founder = nd.idx == 0
-	cfg.Replicas = nd.s.cfg.Replicas
+	cfg.Replicas, cfg.Placement = nd.s.cfg.Replicas, nd.s.cfg.Placement
 	cfg.Labels = nodeLabels(nd.s.cfg, nd.idx)
 	cfg.SnapshotEvery = snapshotEvery(nd.s.cfg)
 	cfg.Shard = shard.DefaultConfig()

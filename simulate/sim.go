@@ -151,7 +151,7 @@ func (s *sim) placeGroups() error {
 	for i := range members {
 		members[i] = ring.PeerID(fmt.Sprintf("n%d", i))
 	}
-	r, err := ring.New(ring.Config{Partitions: s.cfg.Partitions, Replicas: min(3, s.cfg.Peers), Load: 1.25}, 1, members)
+	r, err := ring.New(ring.Config{Partitions: s.cfg.Partitions, Replicas: min(3, s.cfg.Peers), Load: 1.25, Placement: s.cfg.Placement}, 1, members)
 	if err != nil {
 		return fmt.Errorf("simulate: ring: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/needle-mesh/needle/ring"
 	"github.com/needle-mesh/needle/simulate"
 )
 
@@ -57,6 +58,8 @@ replays the failing seed exactly.
   --partitions N    ring partitions (default 16)
   --slots N         task slots per peer (default 2)
   --replicas N      replicas per partition (default 3)
+  --placement P     replicas after the primary: circle (default) or spread
+                    (evens leadership at hundreds of peers)
   --max-sim-time D  virtual time bound (default 10m; batch: 1h plus
                     12 s x tasks / all slots)
   --liveness D      bound for finishing after faults heal (default 1m;
@@ -136,6 +139,10 @@ func parseSimulate(args []string) (cfg simulate.Config, seeds, parallel int, asJ
 	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "")
 	fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "")
 	fs.IntVar(&cfg.Replicas, "replicas", 3, "")
+	fs.Func("placement", "", func(s string) (err error) {
+		cfg.Placement, err = ring.ParsePlacement(s)
+		return err
+	})
 	fs.DurationVar(&cfg.MaxSimTime, "max-sim-time", cfg.MaxSimTime, "")
 	fs.DurationVar(&cfg.Liveness, "liveness", cfg.Liveness, "")
 	fs.DurationVar(&cfg.Warmup, "warmup", 0, "")

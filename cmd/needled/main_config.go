@@ -17,6 +17,7 @@ import (
 	"github.com/needle-mesh/needle/peer"
 	"github.com/needle-mesh/needle/peer/handler"
 	"github.com/needle-mesh/needle/peer/webhook"
+	"github.com/needle-mesh/needle/ring"
 )
 
 // ErrVersion is returned by ParseFlags for --version: print Version() and
@@ -319,6 +320,10 @@ func (m *Main) defineMeshFlags(fs *flag.FlagSet, v *flagVars) {
 	fs.StringVar(&c.SwarmKeyFile, "swarm-key", "", "private-network key file (needle keygen); peers without it cannot connect")
 	fs.BoolVar(&c.MDNS, "mdns", false, "discover peers on the LAN with mDNS")
 	fs.IntVar(&c.Replicas, "replicas", 3, "Raft replicas of each partition (fewer while the mesh is smaller)")
+	fs.Func("placement", "replicas after a partition's primary: circle (default) or spread (evens leadership at hundreds of peers); the same on every peer, fixed when the mesh is founded", func(s string) (err error) {
+		c.Placement, err = ring.ParsePlacement(s)
+		return err
+	})
 	fs.DurationVar(&c.ForgetAfter, "forget-after", 10*time.Minute, "a peer dead this long leaves the membership and its replicas move")
 	v.steal = fs.Bool("steal", true, "take part in work stealing")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "serve the API over HTTPS with this certificate (PEM; with --tls-key)")
