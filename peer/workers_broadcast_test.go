@@ -91,7 +91,7 @@ func TestBroadcastToWorkersMesh(t *testing.T) {
 // copy fails that copy's attempt after the TTL (and the retry policy
 // decides). Bad targets are 400s naming the field.
 func TestBroadcastToWorkersPinnedAndDead(t *testing.T) {
-	_, c := startPeerWith(t, Config{WorkerTTL: 200 * time.Millisecond})
+	_, c := startPeerWith(t, Config{WorkerTTL: time.Second})
 	if got := poll(t, c, "w1", `"split"`, 1, "0s"); len(got) != 0 {
 		t.Fatalf("first poll = %+v", got)
 	}
@@ -159,7 +159,7 @@ func TestBroadcastToWorkersPinnedAndDead(t *testing.T) {
 // TTL (its copy goes to no other worker), and the retry runs when the
 // same worker id polls again.
 func TestBroadcastToWorkersDiesRunning(t *testing.T) {
-	_, c := startPeerWith(t, Config{WorkerTTL: 200 * time.Millisecond})
+	_, c := startPeerWith(t, Config{WorkerTTL: time.Second})
 	if got := poll(t, c, "w1", `"split"`, 1, "0s"); len(got) != 0 {
 		t.Fatalf("first poll = %+v", got)
 	}

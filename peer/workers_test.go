@@ -172,7 +172,7 @@ func waitUntil(t *testing.T, cond func() bool) {
 // task runs again (a new round, no attempt spent) and its late outcome is
 // refused with lease_lost, changing nothing.
 func TestWorkerDeadTaskRunsAgain(t *testing.T) {
-	_, c := startPeerWith(t, Config{WorkerTTL: 200 * time.Millisecond})
+	_, c := startPeerWith(t, Config{WorkerTTL: time.Second})
 	id := submitTask(t, c, `{"handler": "resize", "payload": 1, "retry": {"max_attempts": 1}}`)
 	first := poll(t, c, "dies", `"resize"`, 1, "10s")
 	if len(first) != 1 {
