@@ -1,6 +1,7 @@
 package node
 
 import (
+	"slices"
 	"time"
 
 	"github.com/needle-mesh/needle/ring"
@@ -89,14 +90,17 @@ func (n *Node) needsRaftTick() bool {
 }
 
 // quiet reports whether a Raft tick of partition p would do nothing
-// (tickPartition included): p is quiesced (quiesce.go), or led by this
-// node as its only replica, which is all the ring wants of it, with no
-// change, transfer or abdication under way. Such a leader has no follower to send heartbeats
+// (tickPartition included): p is quiesced (quiesce.go); or this node is
+// no replica of it (a replica removed from its configuration keeps its
+// copy, and a new one holds none until the leader's snapshot names it):
+// it cannot campaign, and Raft's election timer is out of reach; or p is
+// led by this node as its only replica, which is all the ring wants of
+// it, with no change, transfer or abdication under way. Such a leader has no follower to send heartbeats
 // to, and Raft's election timer is out of reach (raftConfig). Any other
 // partition ticks every RaftTick: a leader with followers heartbeats them,
 // a follower watches its leader.
 func (m *mesh) quiet(p *partition) bool {
-	if p.quiesced {
+	if p.quiesced || !p.leader && !m.n.inConf(p) {
 		return true
 	}
 	if !p.leader || p.abdicated || !p.confAt.IsZero() || len(p.props) > 0 || !m.alone(p) {
@@ -152,4 +156,11 @@ func (n *Node) stealAt() (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return n.steal.t.NextAt(n.now, n.cfg.ID)
+}
+
+// inConf reports whether this node is in partition p's configuration: a
+// voter, a learner, or an outgoing voter of a joint configuration.
+func (n *Node) inConf(p *partition) bool {
+	return slices.Contains(p.conf.GetVoters(), n.raftID) || slices.Contains(p.conf.GetLearners(), n.raftID) ||
+		slices.Contains(p.conf.GetVotersOutgoing(), n.raftID)
 }
