@@ -69,6 +69,8 @@ replays the failing seed exactly.
                     other task is then of a handler they serve
   --json            print JSON (one object per seed, or the totals)
   --cpuprofile F    write a CPU profile of the run(s) to F (go tool pprof)
+  --memprofile F    write a heap profile to F near the heap's peak (one seed;
+                    go tool pprof -sample_index=inuse_space)
   --progress        print progress to stderr every 10 s (one seed)
   --log LEVEL       print the nodes' logs (debug, info, warn) to stderr,
                     each record with its virtual time vt (one seed)
@@ -105,6 +107,9 @@ func (SimulateCommand) run(ctx context.Context, args []string, out io.Writer) er
 		fmt.Fprintf(out, "simulate %s\n", cfg)
 		if simProgress {
 			cfg.Progress = progressPrinter(os.Stderr)
+		}
+		if memProfile != "" {
+			cfg.Progress = heapProfiler(memProfile, cfg.Progress)
 		}
 
 		cpu0, _ := processCPU()
@@ -149,6 +154,7 @@ func parseSimulate(args []string) (cfg simulate.Config, seeds, parallel int, asJ
 	fs.IntVar(&cfg.Workers, "workers", 0, "")
 	fs.BoolVar(&asJSON, "json", false, "")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "")
+	fs.StringVar(&memProfile, "memprofile", "", "")
 	fs.BoolVar(&simProgress, "progress", false, "")
 	fs.StringVar(&simLog, "log", "", "")
 	if err = fs.Parse(args); err != nil {
@@ -200,6 +206,7 @@ func parseSimulate(args []string) (cfg simulate.Config, seeds, parallel int, asJ
 // simProgress is --progress; simLog is --log.
 var (
 	cpuProfile  string
+	memProfile  string
 	simProgress bool
 	simLog      string
 )
@@ -218,6 +225,37 @@ func progressPrinter(w io.Writer) func(simulate.Progress) {
 		runtime.ReadMemStats(&ms)
 		fmt.Fprintf(w, "progress: wall %.0fs sim %.0fs tasks %d terminal %d messages %d heap %.1f GiB\n",
 			time.Since(start).Seconds(), p.SimSeconds, p.Tasks, p.Terminal, p.Messages, float64(ms.HeapInuse)/(1<<30))
+	}
+}
+
+// heapProfiler returns a Progress hook that calls next (if any) and writes
+// a heap profile to path whenever the heap in use is a tenth above the
+// largest seen so far: at the end, the profile of about the run's peak.
+// Errors are printed once to stderr; the run goes on.
+func heapProfiler(path string, next func(simulate.Progress)) func(simulate.Progress) {
+	var peak uint64
+	failed := false
+	return func(p simulate.Progress) {
+		if next != nil {
+			next(p)
+		}
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		if failed || ms.HeapInuse < peak+peak/10 {
+			return
+		}
+		peak = ms.HeapInuse
+		f, err := os.Create(path)
+		if err == nil {
+			err = pprof.Lookup("heap").WriteTo(f, 0)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			failed = true
+			fmt.Fprintf(os.Stderr, "--memprofile: %v\n", err)
+		}
 	}
 }
 
