@@ -29,10 +29,10 @@ type taskRef struct{ t *task }
 // O(1); Advance visits only the slots passed since the last call. Stale
 // timers (the task moved on) are dropped when they fire.
 type wheel struct {
-	resolution int64 // nanoseconds per slot
-	slots      [][]timer
-	cur        int64 // last tick fully past (time / resolution); the next advance starts after it
-	n          int   // timers held
+	resolution int64     // nanoseconds per slot
+	slots      [][]timer // wheelSlots of them once a timer was added; nil before
+	cur        int64     // last tick fully past (time / resolution); the next advance starts after it
+	n          int       // timers held
 	// first is the earliest timer's time (unix nanoseconds) when
 	// firstOK; add keeps it, advance that fires drops it (next finds it
 	// again).
@@ -46,12 +46,17 @@ const (
 )
 
 func newWheel(now time.Time) *wheel {
-	w := &wheel{resolution: int64(wheelResolution), slots: make([][]timer, wheelSlots)}
+	w := &wheel{resolution: int64(wheelResolution)}
 	w.cur = now.UnixNano() / w.resolution
 	return w
 }
 
 func (w *wheel) add(tm timer) {
+	if w.slots == nil {
+		// Made at the first timer: most partitions a peer leads in a
+		// large mesh never hold one, and the slots are 24 KiB.
+		w.slots = make([][]timer, wheelSlots)
+	}
 	tick := tm.at / w.resolution
 	if tick <= w.cur {
 		tick = w.cur + 1 // overdue: fire on the next advance
