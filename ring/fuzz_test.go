@@ -37,6 +37,7 @@ func FuzzRingRebalance(f *testing.F) {
 			Partitions: int(parts % 1200),
 			Replicas:   int(reps % (MaxReplicas + 2)),
 			Load:       0.75 + float64(load8)/64, // 0.75 .. 4.73, crossing 1
+			Placement:  Placement(seed & 1),
 		}
 		members := fuzzMembers(seed, int(n8%64))
 		r, err := New(cfg, Epoch(seed), members)

@@ -130,13 +130,15 @@ func BenchmarkScale(b *testing.B) {
 func TestSpreadSmall(t *testing.T) {
 	for _, parts := range []int{1, 7, 256} {
 		for n := 1; n <= min(parts, 9); n++ {
-			cfg := Config{Partitions: parts, Replicas: 3, Load: 1.25, Placement: PlacementSpread}
-			r := MustNew(t, cfg, 1, named(n))
-			checkInvariants(t, r)
-			rev := named(n)
-			slices.Reverse(rev)
-			if again := MustNew(t, cfg, 1, rev); !slices.Equal(again.reps, r.reps) {
-				t.Fatalf("partitions=%d members=%d: placement depends on the members' order", parts, n)
+			for reps := 1; reps <= 4; reps++ {
+				cfg := Config{Partitions: parts, Replicas: reps, Load: 1.25, Placement: PlacementSpread}
+				r := MustNew(t, cfg, 1, named(n))
+				checkInvariants(t, r)
+				rev := named(n)
+				slices.Reverse(rev)
+				if again := MustNew(t, cfg, 1, rev); !slices.Equal(again.reps, r.reps) {
+					t.Fatalf("partitions=%d members=%d: placement depends on the members' order", parts, n)
+				}
 			}
 		}
 	}
