@@ -67,6 +67,8 @@ type swim struct {
 	sig       uint64            // what the last heartbeat advertised (beatBits)
 	lastSync  time.Time
 	refutedAt time.Time
+	// refuteHeld: a refutation waits for the rate limit (refuteDue).
+	refuteHeld bool
 	// introducedAt is when this peer last answered a stranger's probe
 	// (introduce).
 	introducedAt time.Time
@@ -131,6 +133,7 @@ func (m *mesh) probeTick(now time.Time) {
 			delete(sw.relays, seq)
 		}
 	}
+	m.refuteDue(now)
 	pr := &sw.probe
 	if pr.target != "" && !pr.acked && !pr.indirect && now.Sub(pr.at) >= cfg.ProbeEvery/2 {
 		pr.indirect = true
@@ -318,8 +321,8 @@ func (m *mesh) markDead(mb *member, now time.Time) {
 // the leader may refute.
 func (m *mesh) silentLeader(p *partition, id string) {
 	mb := m.members[id]
-	if mb == nil || !m.swimOn() || mb.state != PeerAlive || m.n.now.Sub(mb.heard) < m.n.cfg.DeadAfter {
-		return
+	if mb == nil || !m.swimOn() || mb.state != PeerAlive || m.n.now.Sub(mb.heard) < m.n.cfg.DeadAfter || !m.n.replica(p) {
+		return // a replica the ring moved elsewhere hears its leader no more
 	}
 	// Once per silence: a replica removed without knowing it stays silent
 	// for good, and its leader refutes each suspicion.
@@ -330,16 +333,29 @@ func (m *mesh) silentLeader(p *partition, id string) {
 	m.suspect(mb, m.n.now, true)
 }
 
-// refute answers a suspicion or death of this peer: a higher incarnation,
-// gossiped at once (at most once per eagerBeatEvery) and piggybacked.
-func (m *mesh) refute(now time.Time) {
-	m.sw.inc = max(m.sw.inc+1, uint64(now.UnixMilli()))
+// refute answers a suspicion or death of this peer: with raise, a higher
+// incarnation; without, the current one again (the claim was about an
+// older one, which some peers may still hold). Gossiped at once, at most
+// once per eagerBeatEvery (a refutation held back by that limit goes out
+// when it ends: refuteDue), and piggybacked.
+func (m *mesh) refute(now time.Time, raise bool) {
+	if raise {
+		m.sw.inc = max(m.sw.inc+1, uint64(now.UnixMilli()))
+	}
 	u := Update{ID: m.n.cfg.ID, Boot: m.n.cfg.Boot, Inc: m.sw.inc, State: PeerAlive, Addrs: m.n.cfg.Addrs}
 	m.enqueue(u)
-	if now.Sub(m.sw.refutedAt) >= eagerBeatEvery {
-		m.sw.refutedAt = now
-		m.n.rd.Gossip = append(m.n.rd.Gossip, m.newsMessage(u))
+	m.sw.refuteHeld = true
+	m.refuteDue(now)
+}
+
+// refuteDue gossips a refutation held back by the rate limit once it ends.
+func (m *mesh) refuteDue(now time.Time) {
+	if !m.sw.refuteHeld || now.Sub(m.sw.refutedAt) < eagerBeatEvery {
+		return
 	}
+	m.sw.refuteHeld, m.sw.refutedAt = false, now
+	m.n.rd.Gossip = append(m.n.rd.Gossip, m.newsMessage(Update{ID: m.n.cfg.ID, Boot: m.n.cfg.Boot, Inc: m.sw.inc,
+		State: PeerAlive, Addrs: m.n.cfg.Addrs}))
 }
 
 // detectSWIM is detect under the probe protocol: a suspicion not refuted

@@ -57,8 +57,12 @@ func (n *Node) stepProbe(from string, p *Probe) error {
 func (m *mesh) apply(u Update, now time.Time) {
 	cfg := &m.n.cfg
 	if u.ID == cfg.ID {
-		if (u.State == PeerSuspect || u.State == PeerDead) && u.Inc >= m.sw.inc {
-			m.refute(now)
+		if u.State == PeerSuspect || u.State == PeerDead {
+			// At this peer's incarnation or above: raise it. Below: the
+			// accuser, and whoever takes its word, missed the last
+			// refutation (a third peer that knows only the older
+			// incarnation would time the suspicion out): say it again.
+			m.refute(now, u.Inc >= m.sw.inc)
 		}
 		return
 	}
@@ -266,6 +270,9 @@ func (m *mesh) swimDeadline() time.Time {
 	}
 	if m.beatsPeriodically(stranded) {
 		d = earliest(d, m.lastBeat.Add(cfg.HeartbeatEvery))
+	}
+	if m.sw.refuteHeld {
+		d = earliest(d, m.sw.refutedAt.Add(eagerBeatEvery))
 	}
 	return d
 }
