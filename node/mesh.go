@@ -57,15 +57,6 @@ type member struct {
 	// merged is the membership list of its last heartbeat that learn
 	// merged (the sender's immutable slice; see learn).
 	merged []string
-	// The probe protocol (probe.go): its incarnation, when this peer
-	// began to suspect it, and whether it speaks heartbeats only.
-	inc       uint64
-	suspectAt time.Time
-	legacy    bool
-	// beat: a heartbeat of its came (labels, addresses, workers); until
-	// one does, this peer asks it for one, at most once per askedAt.
-	beat    bool
-	askedAt time.Time
 }
 
 // mesh is the Node's view of the other peers: membership (a grow-only set
@@ -109,8 +100,6 @@ type mesh struct {
 	// to the ring's owner, which may not lead yet (a young mesh, a move
 	// in progress) and drops what it does not serve.
 	granter map[int]string
-	sw      swim // the probe protocol (probe.go)
-	deaths  int  // peers declared dead since this node started (Deaths)
 }
 
 type pendingAck struct {
@@ -121,7 +110,7 @@ type pendingAck struct {
 func newMesh(n *Node, now time.Time) mesh {
 	m := mesh{n: n, members: map[string]*member{}, forgotten: map[string]bool{},
 		outbox: map[string]OutcomeMsg{}, granter: map[int]string{}, pendAck: map[shard.TaskID]pendingAck{}, changedAt: now,
-		byRaft: map[uint64]string{}, sw: swim{inc: uint64(max(now.UnixMilli(), 0)), relays: map[uint64]relay{}, silent: map[int]time.Time{}}}
+		byRaft: map[uint64]string{}}
 	m.add(&member{id: n.cfg.ID, boot: n.cfg.Boot, heard: now, state: PeerAlive, addrs: n.cfg.Addrs,
 		labels: n.placement.Labels, labelList: LabelList(n.placement.Labels)})
 	m.rebuildRing()
@@ -153,20 +142,6 @@ type MemberInfo struct {
 	// not named).
 	StrandedFor []string
 }
-
-// PeerState returns what this node's failure detector thinks of peer id,
-// and whether id is a member at all.
-func (n *Node) PeerState(id string) (PeerState, bool) {
-	if mb := n.mesh.members[id]; mb != nil {
-		return mb.state, true
-	}
-	return 0, false
-}
-
-// Deaths counts the peers this node declared dead since it started (a
-// peer dead twice counts twice): in a mesh without faults, every one is a
-// false death.
-func (n *Node) Deaths() int { return n.mesh.deaths }
 
 func (m *mesh) live(id string) bool {
 	mb := m.members[id]
@@ -254,9 +229,7 @@ func (m *mesh) forget(id string, now time.Time) {
 		return
 	}
 	m.forgotten[id] = true
-	m.enqueue(Update{ID: id, State: peerForgotten})
 	if mb := m.members[id]; mb != nil {
-		m.setLegacy(mb, false, now)
 		if mb.stranded > 0 {
 			m.strandedPeers--
 		}
@@ -288,11 +261,7 @@ func (m *mesh) tick(now time.Time) {
 		self.heard, self.state = now, PeerAlive
 	}
 	if !now.Before(m.detectAt) {
-		if m.swimOn() {
-			m.detectSWIM(now)
-		} else {
-			m.detect(now)
-		}
+		m.detect(now)
 	}
 	if m.ringVersion != m.version && now.Sub(m.changedAt) >= cfg.Debounce {
 		if slices.Equal(m.ringSet, m.memberIDs()) {
@@ -304,19 +273,12 @@ func (m *mesh) tick(now time.Time) {
 	if m.prefDirty {
 		m.computePreferred()
 	}
-	if m.beatDue(now) {
+	if now.Sub(m.lastBeat) >= cfg.HeartbeatEvery || m.loadJumped(now) || m.n.ext.beatSoon && now.Sub(m.lastBeat) >= workerBeatEvery {
 		m.lastBeat = now
 		m.n.ext.beatSoon = false
 		hb := m.heartbeat()
 		m.lastReady = hb.Heartbeat.Load.Ready
-		m.sw.sig = beatBits(m.n.draining, hb.Heartbeat.Load.Ready, hb.Heartbeat.Stranded)
-		if len(m.members) <= 1 {
-			hb.Heartbeat.Sync = SyncJoin
-		}
 		m.n.rd.Gossip = append(m.n.rd.Gossip, hb)
-	}
-	if m.swimOn() {
-		m.probeTick(now)
 	}
 	if len(m.outbox) > 0 && now.Sub(m.lastSend) >= cfg.HeartbeatEvery/2 {
 		m.lastSend = now
@@ -343,7 +305,6 @@ func (m *mesh) detect(now time.Time) {
 			continue
 		case silent >= cfg.DeadAfter && mb.state != PeerDead:
 			mb.state, mb.deadSince = PeerDead, now
-			m.deaths++
 			m.prefDirty = true
 			m.n.log.Warn("peer dead", keyPeer, id, "silent", silent)
 			m.expireHolders(func(h string) bool { return shard.HolderPeer(h) == id })
@@ -407,7 +368,7 @@ func (m *mesh) heartbeat() Message {
 		Load: Load{Ready: st.Ready, Running: st.Running, Slots: st.Slots}, Draining: m.n.draining,
 		Members: m.memberIDs(), Forgotten: slices.Sorted(maps.Keys(m.forgotten)),
 		Labels: m.members[m.n.cfg.ID].labelList, Stranded: st.Stranded, Features: Features,
-		Workers: m.n.workerAds(), Inc: m.sw.inc,
+		Workers: m.n.workerAds(),
 	}
 	if st.Stranded > 0 {
 		hb.StrandedFor = m.strandedFor()

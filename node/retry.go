@@ -25,12 +25,8 @@ const (
 	// one that cannot (an older release), which would place with the
 	// circle and disagree on every replica set (docs/decisions.md).
 	FeaturePlacementSpread
-	// FeatureProbe is not an event: the peer answers probes (MsgProbe) and
-	// heartbeats only on change (probe.go). While a live member lacks it,
-	// every peer heartbeats every HeartbeatEvery as before.
-	FeatureProbe
 
-	Features = FeatureRetry | FeatureScheduleToWorkers | FeatureQuiesce | FeaturePlacementSpread | FeatureProbe // what this build applies
+	Features = FeatureRetry | FeatureScheduleToWorkers | FeatureQuiesce | FeaturePlacementSpread // what this build applies
 )
 
 // lacking returns a replica of p (voter or learner) that has not

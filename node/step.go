@@ -40,22 +40,14 @@ func (n *Node) Step(from string, m Message) error {
 			return fmt.Errorf("%w: %s cannot place replicas with the spread placement of this mesh (an older release)", ErrPlacement, from)
 		}
 		boot = m.Heartbeat.Boot
-	} else if m.Type == MsgProbe && m.Probe != nil && n.mesh.members[from] != nil {
-		boot = m.Probe.Boot
 	} else if n.mesh.members[from] == nil {
 		// Raft too: heard() below would make any keyed host a member
 		// without the heartbeat's checks, and the ring would give it
 		// partitions it never serves. A joiner's Raft traffic comes after
 		// its heartbeat; one that overtakes it is resent by Raft.
-		if m.Type == MsgProbe {
-			n.mesh.introduce(from, n.now) // a peer that does not know us either
-		}
 		return fmt.Errorf("%w: %s sent %v before any heartbeat", ErrNotMember, from, m.Type)
 	}
 	n.mesh.heard(from, boot, n.now)
-	if mb := n.mesh.members[from]; mb != nil && m.Type != MsgHeartbeat {
-		n.mesh.wantBeat(mb, n.now) // a member known second-hand: its labels, addresses
-	}
 	switch m.Type {
 	case MsgHeartbeat:
 		return n.stepHeartbeat(from, m.Heartbeat)
@@ -67,8 +59,6 @@ func (n *Node) Step(from string, m Message) error {
 		n.stepAcks(from, m.Acks)
 	case MsgStealReq, MsgGrant:
 		return n.stepSteal(from, m)
-	case MsgProbe:
-		return n.stepProbe(from, m.Probe)
 	default:
 		return fmt.Errorf("peer: step: unknown message type %v", m.Type)
 	}
@@ -129,7 +119,6 @@ func (n *Node) stepHeartbeat(from string, hb *Heartbeat) error {
 		n.mesh.prefDirty = true
 	}
 	n.mesh.learn(from, hb, n.now)
-	n.mesh.heartbeatSWIM(mb, hb, n.now)
 	n.steal.Observe(from, hb.Load, n.now)
 	if hb.Load.Ready > 0 {
 		// An idle peer asks at once, not at its next Ready. A heartbeat

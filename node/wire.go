@@ -41,8 +41,6 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 		}
 	case MsgHeartbeat:
 		dst = appendHeartbeat(dst, m.Heartbeat)
-	case MsgProbe:
-		dst = appendProbe(dst, m.Probe)
 	case MsgOutcome:
 		dst = binary.AppendUvarint(dst, uint64(len(m.Outcomes)))
 		for i := range m.Outcomes {
@@ -136,10 +134,7 @@ func appendHeartbeat(dst []byte, h *Heartbeat) []byte {
 	dst = appendStrings(dst, h.StrandedFor)
 	dst = binary.AppendUvarint(dst, h.Features)
 	dst = appendWorkerAds(dst, h.Workers)
-	dst = appendWorkerIDs(dst, h.Workers)
-	dst = binary.AppendUvarint(dst, h.Inc)
-	dst = append(dst, h.Sync)
-	return appendBook(dst, h.Book)
+	return appendWorkerIDs(dst, h.Workers)
 }
 
 // appendWorkerIDs appends each ad's worker ids, after all the ads (an
@@ -215,8 +210,6 @@ func DecodeMessage(p []byte) (Message, error) {
 		decodeRaft(&d, &m)
 	case MsgHeartbeat:
 		m.Heartbeat = decodeHeartbeat(&d)
-	case MsgProbe:
-		m.Probe = decodeProbe(&d)
 	case MsgOutcome:
 		n := d.Count(4)
 		m.Outcomes = make([]OutcomeMsg, 0, n)
@@ -350,19 +343,8 @@ func decodeHeartbeat(d *shard.Decoder) *Heartbeat {
 		return h // a heartbeat from before Workers
 	}
 	h.Workers = decodeWorkerAds(d)
-	if d.Err() != nil || d.Len() == 0 {
-		return h // a heartbeat from before the workers' ids
-	}
-	decodeWorkerIDs(d, h.Workers)
-	if d.Err() != nil || d.Len() == 0 {
-		return h // a heartbeat from before Inc and Sync
-	}
-	h.Inc = d.Uvarint()
-	if d.Len() > 0 {
-		h.Sync = d.Byte()
-	}
 	if d.Err() == nil && d.Len() > 0 {
-		h.Book = decodeBook(d)
+		decodeWorkerIDs(d, h.Workers)
 	}
 	return h
 }

@@ -29,7 +29,6 @@ type sim struct {
 	replicaNext  int // the partition the next periodic replica check covers (see periodicReplicas)
 	nodes        []*simNode
 	byID         map[string]int
-	deadKnown    time.Duration   // when every running node held the killed one dead (Config.Kill)
 	owners       []int           // partition -> node index that serves it (see route)
 	rings        *node.RingCache // ring builds shared by the nodes (pure: no effect on results)
 	net          *network
@@ -142,9 +141,6 @@ func newSim(cfg Config) (*sim, error) {
 		s.cl.start(s.wl.sequential)
 	}
 	s.after(time.Second, s.periodic)
-	if cfg.Kill > 0 {
-		s.at(cfg.Kill, s.kill)
-	}
 	return s, nil
 }
 
