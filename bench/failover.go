@@ -20,9 +20,23 @@ const (
 // a third of them succeeded, peer 1 is killed with SIGKILL; then every group
 // is waited for through the survivors.
 func (r *runner) w4(ctx context.Context, cl *Cluster, rep int) (RepResult, error) {
+	var survivors []int
+	for i := range cl.Len() {
+		if i != w4Victim {
+			survivors = append(survivors, i)
+		}
+	}
+	return r.killMidRun(ctx, cl, rep, W4, "sleep", "peer", func() error { return cl.Kill9(w4Victim) }, survivors)
+}
+
+// killMidRun submits W4's sleep tasks of handler, kills what (the victim
+// peer, or its worker) with kill a third through, and waits for every
+// group through the peers readFrom: lost, duplicates, time to finish and
+// the rerun delay of the tasks the victim held.
+func (r *runner) killMidRun(ctx context.Context, cl *Cluster, rep int, name, handler, what string, kill func() error, readFrom []int) (RepResult, error) {
 	extra := fmt.Sprintf(`,"ms":%d`, w4SleepMS)
 	bs := batches(r.cfg.W4Tasks, w4GroupSize, cl.Len(), func(i int) (string, json.RawMessage) {
-		return "sleep", payload(W4, rep, i, extra)
+		return handler, payload(name, rep, i, extra)
 	})
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.WaitTimeout)
 	defer cancel()
@@ -37,17 +51,11 @@ func (r *runner) w4(ctx context.Context, cl *Cluster, rep int) (RepResult, error
 	}
 	held := heldBy(snap, cl.PeerID(w4Victim))
 	killedAt := time.Now()
-	if err := cl.Kill9(w4Victim); err != nil {
+	if err := kill(); err != nil {
 		return RepResult{}, err
 	}
-	r.cfg.Logger.Info("killed peer", "peer", w4Victim, "held", len(held))
-	var survivors []int
-	for i := range cl.Len() {
-		if i != w4Victim {
-			survivors = append(survivors, i)
-		}
-	}
-	ws := waitGroups(ctx, cl, subs, survivors)
+	r.cfg.Logger.Info("killed "+what, "peer", w4Victim, "held", len(held))
+	ws := waitGroups(ctx, cl, subs, readFrom)
 	var ck checks
 	checkGroups(&ck, subs, ws)
 	m := failoverMetrics(ws, held, r.cfg.W4Tasks, start, killedAt)

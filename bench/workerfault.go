@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/needle-mesh/needle/client"
@@ -44,30 +43,5 @@ func (r *runner) w4Go(ctx context.Context, cl *Cluster, rep int) (RepResult, err
 		return RepResult{}, err
 	}
 	defer stopWorkers(ps)
-	extra := fmt.Sprintf(`,"ms":%d`, w4SleepMS)
-	bs := batches(r.cfg.W4Tasks, w4GroupSize, cl.Len(), func(i int) (string, json.RawMessage) {
-		return WorkerSleepHandler, payload(W4Go, rep, i, extra)
-	})
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.WaitTimeout)
-	defer cancel()
-	start := time.Now()
-	subs, err := submitAll(ctx, cl, bs)
-	if err != nil {
-		return RepResult{}, err
-	}
-	snap, err := waitProgress(ctx, cl, subs, r.cfg.W4Tasks/3)
-	if err != nil {
-		return RepResult{}, err
-	}
-	held := heldBy(snap, cl.PeerID(w4Victim))
-	killedAt := time.Now()
-	if err := ps[w4Victim].Kill(); err != nil {
-		return RepResult{}, err
-	}
-	r.cfg.Logger.Info("killed worker", "peer", w4Victim, "held", len(held))
-	ws := waitGroups(ctx, cl, subs, allPeers(cl.Len()))
-	var ck checks
-	checkGroups(&ck, subs, ws)
-	m := failoverMetrics(ws, held, r.cfg.W4Tasks, start, killedAt)
-	return RepResult{Rep: rep, Metrics: m, Problems: ck.list, ProblemCount: ck.count}, nil
+	return r.killMidRun(ctx, cl, rep, W4Go, WorkerSleepHandler, "worker", ps[w4Victim].Kill, allPeers(cl.Len()))
 }
