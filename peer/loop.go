@@ -29,6 +29,9 @@ const (
 	// node's (an idle peer wakes once per heartbeat, not twice).
 	sweepEarly  = sweepEvery / 4
 	resultBatch = 4096
+	// maxHeld bounds the unsynced changes Persist holds for the next
+	// synced batch; past it they are written without a sync.
+	maxHeld = 4096
 )
 
 // loop owns the Node and the WAL. Each iteration takes what arrived (client
@@ -166,15 +169,32 @@ func (io loopIO) Gossip(msgs []node.Message) {
 	}
 }
 
+// Persist writes a batch that must be synced at once, with the unsynced
+// batches held before it. A batch that needs no sync (a commit index,
+// deleted outbox records) is held in memory and joined to the next one
+// (wal.Batch.Join): a crash before then loses it, as it may lose any
+// unsynced write, and the log pays one write and one sync per synced Ready
+// instead of a write for each Ready and a sync before the write that
+// follows an unsynced one (wal/badgerwal's rule against rotations).
 func (io loopIO) Persist(b *wal.Batch, sync bool) error {
 	p := io.p
-	if len(b.Updates) > 0 || len(b.OutboxPut) > 0 || len(b.OutboxDel) > 0 || len(b.MetaPut) > 0 {
-		if err := p.append(b); err != nil {
+	if !sync {
+		p.held.Join(b)
+		if p.held.Size() < maxHeld {
+			return nil
+		}
+		return p.flushHeld()
+	}
+	if p.held.Size() > 0 {
+		p.held.Join(b)
+		b = &p.held
+	}
+	if b.Size() > 0 {
+		err := p.append(b)
+		p.held.Reset()
+		if err != nil {
 			return err
 		}
-	}
-	if !sync {
-		return nil
 	}
 	start := time.Now()
 	if err := p.wal.Sync(); err != nil {
@@ -231,6 +251,16 @@ func (p *Peer) abort(ids []shard.TaskID) {
 			cancel()
 		}
 	}
+}
+
+// flushHeld appends the held unsynced batches without a sync.
+func (p *Peer) flushHeld() error {
+	if p.held.Size() == 0 {
+		return nil
+	}
+	err := p.append(&p.held)
+	p.held.Reset()
+	return err
 }
 
 // append writes a Ready's batch. A batch over the WAL's atomic write limit

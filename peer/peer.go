@@ -43,6 +43,7 @@ type Peer struct {
 	tr       Transport // the mesh: the libp2p host unless Config.Runtime gives one
 	node     *node.Node
 	driver   *node.Driver // drives node's Readies (loop.go, loopIO)
+	held     wal.Batch    // unsynced batches written with the next synced one (loopIO.Persist)
 	handlers *handler.Registry
 	hub      *hub // external workers (workers.go)
 	metrics  *metrics
@@ -382,6 +383,11 @@ func (p *Peer) Run(ctx context.Context) error {
 		}
 	}
 	if err := p.tr.Close(); err != nil && runErr == nil {
+		runErr = err
+	}
+	// The loop is done: what it held unsynced is written, and Close
+	// flushes it (a clean stop keeps the last commit indexes).
+	if err := p.flushHeld(); err != nil && runErr == nil {
 		runErr = err
 	}
 	if err := p.wal.Close(); err != nil && runErr == nil {

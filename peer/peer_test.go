@@ -13,6 +13,7 @@ import (
 
 	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/api"
+	"github.com/needle-mesh/needle/wal/badgerwal"
 )
 
 // startPeer runs a real peer (Badger in dir, HTTP on a loopback port) until
@@ -197,5 +198,51 @@ func TestPeerAuditTrail(t *testing.T) {
 	want := []string{"schedule_paused " + sched.ID, "schedule_set " + sched.ID, "canceled " + res.ID}
 	if strings.Join(actions, ",") != strings.Join(want, ",") {
 		t.Errorf("audit = %v; want %v", actions, want)
+	}
+}
+
+// TestPeerStopWritesHeldCommits checks that a clean stop writes what the
+// loop held unsynced (loopIO.Persist): a lone peer commits every entry it
+// appends, so after a stop each partition's stored commit index is its last
+// entry's, though the commit-only hard states were never written alone.
+func TestPeerStopWritesHeldCommits(t *testing.T) {
+	dir := t.TempDir()
+	_, c, stop := startPeer(t, dir, 2)
+	ctx := t.Context()
+	for i := range 20 {
+		res, err := c.SubmitTask(ctx, &api.SubmitTaskRequest{TaskFields: api.TaskFields{Handler: "echo", Payload: json.RawMessage(fmt.Sprint(i))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tk, err := c.GetTask(ctx, res.ID, 10*time.Second); err != nil || tk.State != "SUCCEEDED" {
+			t.Fatalf("task %s = %+v, %v", res.ID, tk, err)
+		}
+	}
+	stop()
+	l, err := badgerwal.Open(dir, badgerwal.Options{MemTableSize: 128 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	parts, err := l.Partitions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, part := range parts {
+		st, err := l.Load(part)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Entries) == 0 {
+			continue
+		}
+		checked++
+		if last := st.Entries[len(st.Entries)-1].GetIndex(); st.HardState.GetCommit() != last {
+			t.Errorf("partition %d: stored commit %d, last entry %d", part, st.HardState.GetCommit(), last)
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no partition stored an entry")
 	}
 }

@@ -40,6 +40,7 @@ func Run(t *testing.T, open Opener) {
 		{"InvalidUpdates", testInvalidUpdates},
 		{"ManyPartitions", testManyPartitions},
 		{"StorageParity", testStorageParity},
+		{"Join", testJoin},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open) })
