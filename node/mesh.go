@@ -368,7 +368,7 @@ func (m *mesh) heartbeat() Message {
 		Load: Load{Ready: st.Ready, Running: st.Running, Slots: st.Slots}, Draining: m.n.draining,
 		Members: m.memberIDs(), Forgotten: slices.Sorted(maps.Keys(m.forgotten)),
 		Labels: m.members[m.n.cfg.ID].labelList, Stranded: st.Stranded, Features: Features,
-		Workers: m.n.workerAds(),
+		Workers: m.n.workerAds(), Replicas: m.n.cfg.Replicas, Placement: m.n.cfg.Placement,
 	}
 	if st.Stranded > 0 {
 		hb.StrandedFor = m.strandedFor()

@@ -7,6 +7,7 @@ import (
 
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/needle-mesh/needle/ring"
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -99,6 +100,13 @@ type Heartbeat struct {
 	// an external handler only to peers that serve it, up to what they
 	// want. nil from an older peer (it serves none).
 	Workers []WorkerAd
+	// Replicas and Placement (appended after the workers' ids) are the
+	// sender's --replicas and --placement: like Partitions they are fixed
+	// when a mesh is founded, and a peer that places otherwise computes
+	// other replica sets, so its heartbeat is refused. Replicas is 0 from
+	// an older peer, which is taken as before (unchecked).
+	Replicas  int
+	Placement ring.Placement
 }
 
 // WorkerAd is what a peer's external workers serve: a handler, for workers

@@ -42,13 +42,15 @@ type NodeConfig struct {
 	// leaders.
 	Founder bool
 	// Replicas is R, the size of each partition's replica set (fewer while
-	// the mesh is smaller). Default 3.
+	// the mesh is smaller). Every peer of a mesh must use the same one:
+	// heartbeats carry it, and one with another is refused. Default 3.
 	Replicas int
 	// Placement picks each partition's replicas after the primary
 	// (ring.Config.Placement). Like Partitions and Replicas, every peer of
-	// a mesh must use the same one; a peer placing with ring.PlacementSpread
-	// refuses peers of releases that cannot (FeaturePlacementSpread).
-	// Default ring.PlacementCircle.
+	// a mesh must use the same one: heartbeats carry it, and one with
+	// another is refused (placementMismatch); a peer placing with
+	// ring.PlacementSpread also refuses peers of releases that cannot
+	// (FeaturePlacementSpread). Default ring.PlacementCircle.
 	Placement ring.Placement
 	// HeartbeatEvery is the gossip interval; a peer unheard for DeadAfter
 	// is dead (suspect after half of it). ForgetAfter removes a dead peer
@@ -205,6 +207,11 @@ type Node struct {
 	rd     Ready     // being assembled
 	advRds []pending // partitions' Readies handed out, to Advance
 
+	// founded: this run bootstrapped a new mesh (a founder without stored
+	// partitions); joining: it joins one with an empty disk (not a
+	// founder, nothing stored). See placementMismatch.
+	founded, joining bool
+
 	mesh     mesh // membership, liveness, ring, outbox
 	raftOut  map[string][]RaftMsg
 	snapSent []snapReport
@@ -268,6 +275,7 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 		return nil, err
 	}
 	founder := cfg.Founder && len(states) == 0
+	n.founded, n.joining = founder, !cfg.Founder && len(states) == 0
 	for p := range cfg.Partitions {
 		st, stored := states[uint32(p)]
 		if !stored && !founder {

@@ -48,3 +48,67 @@ func TestSpreadPlacementRefusesOlderPeers(t *testing.T) {
 		t.Fatalf("NewNode(unknown placement) = %v; want ring.ErrPlacement", err)
 	}
 }
+
+// A heartbeat carries the sender's --replicas and --placement; one that
+// differs is refused with the kind of difference, and the sender becomes
+// no member. A heartbeat of an older release carries neither (Replicas 0)
+// and is taken as before. A founder alone in its new mesh is never the
+// odd one out; a joiner with an empty disk is, at the first heartbeat it
+// hears.
+func TestPlacementMismatchRefused(t *testing.T) {
+	cfg := DefaultNodeConfig("p1", "1")
+	cfg.Partitions = 16
+	now := time.Unix(1_700_000_000, 0).UTC()
+	n, err := NewNode(cfg, nil, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb := func(replicas int, p ring.Placement) Message {
+		return Message{Type: MsgHeartbeat, Heartbeat: &Heartbeat{Boot: "b", Partitions: 16, Features: Features,
+			Members: []string{"a", "b"}, Replicas: replicas, Placement: p}}
+	}
+	for _, tc := range []struct {
+		from      string
+		m         Message
+		want, not error
+	}{
+		{"r5", hb(5, ring.PlacementCircle), ErrReplicas, ErrPlacement},
+		{"sp", hb(3, ring.PlacementSpread), ErrPlacement, ErrReplicas},
+		{"both", hb(2, ring.PlacementSpread), ErrReplicas, nil},
+		{"future", hb(3, ring.PlacementSpread+7), ErrPlacement, ErrReplicas},
+	} {
+		err := n.Step(tc.from, tc.m)
+		if !errors.Is(err, tc.want) || tc.not != nil && errors.Is(err, tc.not) || tc.from == "both" && !errors.Is(err, ErrPlacement) {
+			t.Errorf("Step(%s) = %v; want %v", tc.from, err, tc.want)
+		}
+		if slices.ContainsFunc(n.Members(), func(m MemberInfo) bool { return m.ID == tc.from }) {
+			t.Errorf("%s became a member", tc.from)
+		}
+	}
+	if err := n.Fatal(); err != nil {
+		t.Fatalf("a founder alone in its new mesh stopped: %v", err)
+	}
+	for _, id := range []string{"old", "same"} {
+		m := hb(0, ring.PlacementCircle) // an older release
+		if id == "same" {
+			m = hb(3, ring.PlacementCircle)
+		}
+		if err := n.Step(id, m); err != nil {
+			t.Errorf("Step(%s) = %v", id, err)
+		}
+	}
+
+	cfg.ID, cfg.Founder = "j", false
+	j, err := NewNode(cfg, nil, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lone := hb(3, ring.PlacementSpread)
+	lone.Heartbeat.Members = []string{"x"}
+	if err := j.Step("x", lone); !errors.Is(err, ErrPlacement) {
+		t.Fatalf("joiner: Step = %v; want ErrPlacement", err)
+	}
+	if err := j.Fatal(); !errors.Is(err, ErrPlacement) {
+		t.Errorf("a joiner refused by its mesh: Fatal() = %v; want ErrPlacement", err)
+	}
+}

@@ -36,6 +36,9 @@ func (n *Node) Step(from string, m Message) error {
 		if m.Heartbeat.Partitions != n.cfg.Partitions {
 			return n.partitionsMismatch(from, m.Heartbeat.Partitions)
 		}
+		if hb := m.Heartbeat; hb.Replicas != 0 && (hb.Replicas != n.cfg.Replicas || hb.Placement != n.cfg.Placement) {
+			return n.placementMismatch(from, hb)
+		}
 		if n.cfg.Placement == ring.PlacementSpread && m.Heartbeat.Features&FeaturePlacementSpread == 0 {
 			return fmt.Errorf("%w: %s cannot place replicas with the spread placement of this mesh (an older release)", ErrPlacement, from)
 		}
@@ -70,8 +73,46 @@ func (n *Node) Step(from string, m Message) error {
 var ErrPartitions = errors.New("peer: partition count differs from the mesh's")
 
 // ErrPlacement is wrapped by Step's error for a heartbeat from a peer that
-// cannot use this mesh's placement (NodeConfig.Placement).
+// places with another placement than this one (NodeConfig.Placement) or
+// cannot use it (an older release, with the spread placement), and by
+// Fatal's when this peer is the odd one out.
 var ErrPlacement = errors.New("peer: placement differs from the mesh's")
+
+// ErrReplicas is wrapped by Step's error for a heartbeat from a peer with
+// another replica count (NodeConfig.Replicas), and by Fatal's when this
+// peer is the odd one out.
+var ErrReplicas = errors.New("peer: replica count differs from the mesh's")
+
+// placementMismatch refuses a heartbeat from a peer that places partitions
+// otherwise: another --replicas or --placement gives other replica sets
+// for every partition, so the two cannot be in one mesh. This peer stops
+// (Fatal) when it is the odd one out: it has heard of no member yet, did
+// not found the mesh in this run, and either joins with an empty disk (as
+// for the partition count) or hears a peer that speaks for a mesh (its
+// heartbeat names other members). Unlike the partition count, these flags
+// are not recorded in the data dir, so a restart with other flags is the
+// likely way to get them wrong: a restarted peer stops too, but not on
+// the word of a lone peer, which may be a misconfigured one that restarted
+// at the same time.
+func (n *Node) placementMismatch(from string, hb *Heartbeat) error {
+	var kind error
+	switch {
+	case hb.Replicas != n.cfg.Replicas && hb.Placement != n.cfg.Placement:
+		kind = fmt.Errorf("%w, %w", ErrReplicas, ErrPlacement)
+	case hb.Replicas != n.cfg.Replicas:
+		kind = ErrReplicas
+	default:
+		kind = ErrPlacement
+	}
+	err := fmt.Errorf("%w: %s places with --placement %v --replicas %d, this peer with --placement %v --replicas %d: they cannot be in one mesh",
+		kind, from, hb.Placement, hb.Replicas, n.cfg.Placement, n.cfg.Replicas)
+	odd := !n.founded && len(n.mesh.members) == 1 && (n.joining || len(hb.Members) >= 2)
+	if odd && n.fatal == nil {
+		n.fatal = fmt.Errorf("%w: the mesh places with --placement %v --replicas %d, this peer with --placement %v --replicas %d; start it with --placement %v --replicas %d",
+			kind, hb.Placement, hb.Replicas, n.cfg.Placement, n.cfg.Replicas, hb.Placement, hb.Replicas)
+	}
+	return err
+}
 
 // partitionsMismatch refuses a heartbeat from a peer with another
 // partition count. A peer that joins and has heard of no member yet is the

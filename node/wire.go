@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/needle-mesh/needle/ring"
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -134,7 +136,15 @@ func appendHeartbeat(dst []byte, h *Heartbeat) []byte {
 	dst = appendStrings(dst, h.StrandedFor)
 	dst = binary.AppendUvarint(dst, h.Features)
 	dst = appendWorkerAds(dst, h.Workers)
-	return appendWorkerIDs(dst, h.Workers)
+	dst = appendWorkerIDs(dst, h.Workers)
+	return appendPlacement(dst, h)
+}
+
+// appendPlacement appends the sender's replica count and placement, after
+// the workers' ids (an older peer stops reading before them).
+func appendPlacement(dst []byte, h *Heartbeat) []byte {
+	dst = binary.AppendUvarint(dst, uint64(max(h.Replicas, 0)))
+	return binary.AppendUvarint(dst, uint64(h.Placement))
 }
 
 // appendWorkerIDs appends each ad's worker ids, after all the ads (an
@@ -345,6 +355,12 @@ func decodeHeartbeat(d *shard.Decoder) *Heartbeat {
 	h.Workers = decodeWorkerAds(d)
 	if d.Err() == nil && d.Len() > 0 {
 		decodeWorkerIDs(d, h.Workers)
+	}
+	if d.Err() == nil && d.Len() > 0 {
+		// Any value decodes: a replica count or placement this release
+		// does not know is another than the mesh's, which Step refuses.
+		h.Replicas = boundedInt(d)
+		h.Placement = ring.Placement(min(d.Uvarint(), math.MaxUint8))
 	}
 	return h
 }

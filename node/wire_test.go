@@ -11,6 +11,7 @@ import (
 
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/needle-mesh/needle/ring"
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -21,7 +22,8 @@ func wireSamples() []Message {
 		{Type: MsgHeartbeat, From: "b", Heartbeat: &Heartbeat{Boot: "n", Partitions: 256, Load: Load{Ready: 3, Running: 1, Slots: 2},
 			Members: []string{"a", "b"}, Forgotten: []string{"z"}, Addrs: []string{"/ip4/127.0.0.1/tcp/1"}, Draining: true,
 			Labels: []string{"gpu=true", "zone=a"}, Stranded: 5, StrandedFor: []string{"c", "d"}, Features: Features,
-			Workers: []WorkerAd{{Handler: "resize", Want: 8, Workers: []string{"w1", "w2"}}, {Handler: "resize", Labels: []string{"zone=a"}, Want: 1}}}},
+			Workers:  []WorkerAd{{Handler: "resize", Want: 8, Workers: []string{"w1", "w2"}}, {Handler: "resize", Labels: []string{"zone=a"}, Want: 1}},
+			Replicas: 3, Placement: ring.PlacementSpread}},
 		{Type: MsgOutcome, From: "c", Outcomes: []OutcomeMsg{{Task: "g.1", Round: 2, Holder: "c#1", OK: true, Result: []byte(`{"r":1}`)},
 			{Task: "g.2", Round: 1, Holder: "c#1", Error: "boom", Permanent: true, TimedOut: true}}},
 		{Type: MsgAck, From: "d", Acks: []AckMsg{{Task: "g.1", Round: 2}}},
@@ -55,16 +57,18 @@ func TestWireRoundTrip(t *testing.T) {
 			// A heartbeat without its labels, and a grant without its
 			// holder, are what older peers send.
 			oldHeartbeat := m.Type == MsgHeartbeat && cut == len(b)-len(heartbeatTail(m.Heartbeat))
-			featLen, workersLen, idsLen := 0, 0, 0
+			featLen, workersLen, idsLen, placeLen := 0, 0, 0, 0
 			if m.Type == MsgHeartbeat {
 				featLen = len(binary.AppendUvarint(nil, m.Heartbeat.Features))
-				idsLen = len(appendWorkerIDs(nil, m.Heartbeat.Workers))
+				placeLen = len(appendPlacement(nil, m.Heartbeat))
+				idsLen = len(appendWorkerIDs(nil, m.Heartbeat.Workers)) + placeLen
 				workersLen = len(appendWorkerAds(nil, m.Heartbeat.Workers)) + idsLen
 			}
 			beforeFor := m.Type == MsgHeartbeat && cut == len(b)-workersLen-featLen-len(appendStrings(nil, m.Heartbeat.StrandedFor))
 			beforeFeatures := m.Type == MsgHeartbeat && cut == len(b)-workersLen-featLen
 			beforeWorkers := m.Type == MsgHeartbeat && cut == len(b)-workersLen
 			beforeIDs := m.Type == MsgHeartbeat && cut == len(b)-idsLen
+			beforePlacement := m.Type == MsgHeartbeat && cut == len(b)-placeLen
 			attemptsLen, tracesLen, shardsLen, requiresLen, workersLen := 0, 0, 0, 0, 0
 			if m.Type == MsgGrant {
 				workersLen = len(grantWorkers(m.Grants))
@@ -79,7 +83,7 @@ func TestWireRoundTrip(t *testing.T) {
 			beforeShards := m.Type == MsgGrant && cut == len(b)-shardsLen
 			beforeRequires := m.Type == MsgGrant && cut == len(b)-requiresLen
 			beforeGrantWorkers := m.Type == MsgGrant && cut == len(b)-workersLen
-			if err == nil && !oldHeartbeat && !beforeFor && !beforeFeatures && !beforeWorkers && !beforeIDs && !oldGrant && !beforeAttempts && !beforeTraces &&
+			if err == nil && !oldHeartbeat && !beforeFor && !beforeFeatures && !beforeWorkers && !beforeIDs && !beforePlacement && !oldGrant && !beforeAttempts && !beforeTraces &&
 				!beforeShards && !beforeRequires && !beforeGrantWorkers {
 				t.Fatalf("%v truncated to %d/%d bytes decoded", m.Type, cut, len(b))
 			}
@@ -98,6 +102,12 @@ func TestWireRoundTrip(t *testing.T) {
 			if err == nil && beforeIDs && (len(got.Heartbeat.Workers) != len(m.Heartbeat.Workers) ||
 				slices.ContainsFunc(got.Heartbeat.Workers, func(w WorkerAd) bool { return w.Workers != nil })) {
 				t.Fatalf("a heartbeat without worker ids decoded %+v", got.Heartbeat.Workers)
+			}
+			if err == nil && (beforeIDs || beforePlacement) && (got.Heartbeat.Replicas != 0 || got.Heartbeat.Placement != 0) {
+				t.Fatalf("a heartbeat without its placement decoded replicas %d, placement %v", got.Heartbeat.Replicas, got.Heartbeat.Placement)
+			}
+			if err == nil && beforePlacement && !reflect.DeepEqual(got.Heartbeat.Workers, m.Heartbeat.Workers) {
+				t.Fatalf("a heartbeat without its placement decoded workers %+v", got.Heartbeat.Workers)
 			}
 			if err == nil && oldGrant && got.Holder != "" {
 				t.Fatalf("a grant without its holder decoded holder %q", got.Holder)
@@ -173,7 +183,40 @@ func grantTraces(gs []Grant) []byte {
 // labels and after: without it, a heartbeat decodes as one from an older
 // peer.
 func heartbeatTail(h *Heartbeat) []byte {
-	return appendWorkerIDs(appendWorkerAds(binary.AppendUvarint(appendStrings(binary.AppendUvarint(appendStrings(nil, h.Labels), uint64(h.Stranded)), h.StrandedFor), h.Features), h.Workers), h.Workers)
+	return appendPlacement(appendWorkerIDs(appendWorkerAds(binary.AppendUvarint(appendStrings(binary.AppendUvarint(appendStrings(nil, h.Labels), uint64(h.Stranded)), h.StrandedFor), h.Features), h.Workers), h.Workers), h)
+}
+
+// A heartbeat of the release before Replicas and Placement (the layout
+// up to the workers' ids) decodes with Replicas 0, which Step takes as
+// before; the fuzz test starts from it too.
+func TestHeartbeatWithoutPlacementDecodes(t *testing.T) {
+	b := oldHeartbeat(t)
+	m, err := DecodeMessage(b)
+	if err != nil {
+		t.Fatalf("heartbeat without its placement: %v", err)
+	}
+	if h := m.Heartbeat; h.Replicas != 0 || h.Placement != 0 || h.Features != Features || len(h.Workers) != 1 || h.Workers[0].Workers[0] != "w1" {
+		t.Errorf("heartbeat without its placement decoded as %+v", h)
+	}
+	n, err := NewNode(DefaultNodeConfig("p1", "1"), nil, time.Unix(1_700_000_000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Step("old", m); err != nil {
+		t.Errorf("Step(heartbeat without its placement) = %v", err)
+	}
+}
+
+// oldHeartbeat encodes a heartbeat as the release before Replicas and
+// Placement did.
+func oldHeartbeat(tb testing.TB) []byte {
+	hb := &Heartbeat{Boot: "n", Partitions: 256, Members: []string{"a"}, Features: Features,
+		Workers: []WorkerAd{{Handler: "h", Want: 1, Workers: []string{"w1"}}}, Replicas: 3}
+	b, err := AppendMessage(nil, &Message{Type: MsgHeartbeat, From: "a", Heartbeat: hb})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b[:len(b)-len(appendPlacement(nil, hb))]
 }
 
 func TestHeartbeatWithoutLabelsDecodes(t *testing.T) {
@@ -215,6 +258,7 @@ func FuzzDecodeMessage(f *testing.F) {
 		b, _ := AppendMessage(nil, &m)
 		f.Add(b)
 	}
+	f.Add(oldHeartbeat(f))
 	f.Fuzz(func(t *testing.T, p []byte) {
 		m, err := DecodeMessage(p)
 		if err != nil {
