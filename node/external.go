@@ -333,3 +333,97 @@ func (n *Node) startOffered(g Grant, from string) {
 		Inputs: g.Inputs, Attempt: g.Attempt, External: true, Expiry: g.Expiry, Trace: g.Trace,
 		Shard: g.Shard, Shards: g.Shards, Require: g.Require, Worker: g.Worker})
 }
+
+// initialExternal leases a new group's first tasks of external handlers
+// in the submission's own entry, as initialLeases does for built-in ones,
+// to the peers whose workers wait for them: this peer first (its demand
+// less the leases proposed for it), then each live member whose last
+// heartbeat advertised waiting workers (less what this node leased to it
+// since), as scheduleExternal would once the group applied. The lease
+// then applies with the group: this peer hands the run to its waiting
+// poll from that Ready (applyLease), another gets its grant in it
+// (grantApplied), one Raft commit earlier than a lease entry of its own
+// (W2 through workers). Only when nothing external is READY in the
+// partitions this node serves, so the new tasks jump no queue; tasks
+// with labels or a pin are left to scheduleExternal, which matches them.
+func (n *Node) initialExternal(p *partition, spec *shard.GroupSpec) []shard.Event {
+	cfg := p.shard.Config()
+	if cfg.External == nil || !p.serving || n.draining || len(spec.Tasks) == 0 || n.anyExternalReady() {
+		return nil
+	}
+	handler := func(t shard.TaskID) string {
+		_, i, _ := t.Split()
+		return spec.Tasks[i].Handler
+	}
+	evs := shard.InitialLeases(n.now, spec, len(spec.Tasks), "", cfg.DefaultTimeout, cfg.LeaseGrace)
+	evs = slices.DeleteFunc(evs, func(e shard.Event) bool { return !cfg.External(handler(e.Task)) })
+	if len(evs) == 0 {
+		return nil
+	}
+	targets := n.externalTargets()
+	out := evs[:0]
+	for _, e := range evs {
+		h := handler(e.Task)
+		i := slices.IndexFunc(targets, func(t extTarget) bool { return t.want > 0 && t.handler == h })
+		if i < 0 {
+			continue
+		}
+		t := &targets[i]
+		t.want--
+		e.Holder = t.holder
+		if t.thief == "" {
+			if n.ext.own == nil {
+				n.ext.own = map[shard.TaskID]string{}
+			}
+			n.ext.own[e.Task] = t.key
+		} else {
+			mb := n.mesh.members[t.thief]
+			if mb.offered == nil {
+				mb.offered = map[string]int{}
+			}
+			mb.offered[t.key]++
+			n.steal.owed[e.Task] = t.thief
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// extTarget is a holder whose workers wait for tasks of handler: this
+// peer (thief "") or a member, with what it still waits for under its
+// demand key.
+type extTarget struct {
+	handler, key, holder, thief string
+	want                        int
+}
+
+// externalTargets lists the holders whose workers wait, in
+// scheduleExternal's order: this peer's demands, then the members' ads in
+// id order.
+func (n *Node) externalTargets() []extTarget {
+	var out []extTarget
+	if len(n.ext.demand) > 0 && n.mesh.placeable(n.cfg.ID) {
+		proposed := map[string]int{}
+		for _, k := range n.ext.own {
+			proposed[k]++
+		}
+		for _, d := range n.ext.demand {
+			if k := d.Key(); d.Want-proposed[k] > 0 {
+				out = append(out, extTarget{handler: d.Handler, key: k, holder: n.holder, want: d.Want - proposed[k]})
+			}
+		}
+	}
+	for _, id := range n.mesh.memberIDs() {
+		mb := n.mesh.members[id]
+		if id == n.cfg.ID || len(mb.workers) == 0 || !n.mesh.placeable(id) || mb.boot == "" {
+			continue
+		}
+		for i := range mb.workers {
+			w := &mb.workers[i]
+			if k := adKey(w); w.Want-mb.offered[k] > 0 {
+				out = append(out, extTarget{handler: w.Handler, key: k, holder: id + "#" + mb.boot, thief: id, want: w.Want - mb.offered[k]})
+			}
+		}
+	}
+	return out
+}

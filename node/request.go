@@ -35,7 +35,8 @@ func (n *Node) Submit(req uint64, spec *shard.GroupSpec) {
 		n.reply(Reply{Req: req, Submit: SubmitResult{Group: spec.ID, Tasks: ids}})
 		return
 	}
-	n.proposeSubmit(p, req, append([]shard.Event{ev}, n.initialLeases(p, spec)...))
+	evs := append([]shard.Event{ev}, n.initialLeases(p, spec)...)
+	n.proposeSubmit(p, req, append(evs, n.initialExternal(p, spec)...))
 }
 
 // proposeSubmit buffers a submission's events (the group and its initial

@@ -1,8 +1,11 @@
 package node_test
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,9 +38,12 @@ import (
 //	hold-runs n2 [off]         n2's handlers wait for report
 //	report n2 g.0 ok|fail      n2's handler of g.0 finishes
 //	report-late n2 g.0 round=1 ok    an outcome of a round n2 does not run
-//	submit g1 [part=0] [tasks=2] [pin=n2] [timeout=2s]
+//	submit g1 [part=0] [tasks=2] [pin=n2] [timeout=2s] [handler=resize]
+//	workers n2 resize=2        n2's workers wait for 2 tasks of resize (every
+//	                           handler but echo is external); resize=0: none
 //	schedule s1 every=1s       a schedule of one echo task per tick
 //	show leaders|conf|members n1|tasks g1|outbox|stats n2|schedule s1|drained n1|quiesced
+//	show entries g1            the entries of g1's partition (at its server) that name g1
 func (e *env) command(d *datadriven.TestData) (string, error) {
 	pos, kv := args(d)
 	if d.Cmd != "peers" && e.m == nil {
@@ -82,6 +88,8 @@ func (e *env) command(d *datadriven.TestData) (string, error) {
 		return e.report(d.Cmd, pos, kv)
 	case "submit":
 		return e.submit(pos, kv)
+	case "workers":
+		return "", e.workers(pos, kv)
 	case "schedule":
 		return e.schedule(pos, kv)
 	case "show":
@@ -232,7 +240,7 @@ func (e *env) submit(pos []string, kv map[string]string) (string, error) {
 	}
 	spec := shard.GroupSpec{ID: g, Mode: shard.ModeParallel}
 	for i := range n {
-		t := shard.TaskSpec{Name: fmt.Sprint(i), Handler: "echo", Payload: []byte(fmt.Sprint(i)), Pin: kv["pin"]}
+		t := shard.TaskSpec{Name: fmt.Sprint(i), Handler: cmp.Or(kv["handler"], "echo"), Payload: []byte(fmt.Sprint(i)), Pin: kv["pin"]}
 		if s, ok := kv["timeout"]; ok {
 			d, err := duration(s)
 			if err != nil {
@@ -289,4 +297,24 @@ func (e *env) schedule(pos []string, kv map[string]string) (string, error) {
 		return r.Err.Error(), nil
 	}
 	return fmt.Sprintf("schedule %s on p%d (served by %s)", id, part, srv), nil
+}
+
+// workers sets what a peer's workers wait for (Node.SetDemand): one
+// demand per handler=want, sorted by handler, each served by worker w-<handler>.
+func (e *env) workers(pos []string, kv map[string]string) error {
+	if len(pos) == 0 {
+		return errors.New("workers: which peer?")
+	}
+	var ds []node.Demand
+	for _, h := range slices.Sorted(maps.Keys(kv)) {
+		want, err := strconv.Atoi(kv[h])
+		if err != nil {
+			return fmt.Errorf("workers %s=%s: %w", h, kv[h], err)
+		}
+		ds = append(ds, node.Demand{Handler: h, Want: want, Workers: []string{"w-" + h}})
+	}
+	p := e.m.MustPeer(pos[0])
+	p.Node.SetDemand(ds)
+	p.Drive()
+	return nil
 }

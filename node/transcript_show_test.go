@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	pb "go.etcd.io/raft/v3/raftpb"
+
 	"github.com/needle-mesh/needle/node/nodetest"
 	"github.com/needle-mesh/needle/shard"
 )
@@ -142,6 +144,8 @@ func (e *env) showCmd(pos []string) (string, error) {
 			}
 			fmt.Fprintf(&b, "p%d quiesced on [%s]\n", part, strings.Join(q, " "))
 		}
+	case "entries":
+		e.showEntries(&b, shard.GroupID(pos[1]))
 	case "drained":
 		done, what := e.m.MustPeer(pos[1]).Node.Drained()
 		fmt.Fprintf(&b, "drained=%v%s\n", done, strings.TrimRight(" "+what, " "))
@@ -213,5 +217,47 @@ func (e *env) showSchedule(b *strings.Builder, id shard.ScheduleID) {
 		}
 		seen[f.At] = true
 		fmt.Fprintf(b, "  tick %.2fs group %s %v%s\n", f.At.Sub(nodetest.Epoch).Seconds(), f.Group, f.State, dup)
+	}
+}
+
+// showEntries prints the entries of g's partition, in its server's log,
+// with an event of g: index, then each event of g (type, task, round,
+// holder).
+func (e *env) showEntries(b *strings.Builder, g shard.GroupID) {
+	part := e.m.PartitionOf(g)
+	srv := e.m.Server(part)
+	if srv == "" {
+		fmt.Fprintf(b, "nobody serves %s\n", g)
+		return
+	}
+	st, err := e.m.MustPeer(srv).Log.Load(uint32(part))
+	if err != nil {
+		fmt.Fprintf(b, "%s: %v\n", srv, err)
+		return
+	}
+	for _, ent := range st.Entries {
+		if ent.GetType() != pb.EntryNormal || len(ent.GetData()) == 0 {
+			continue
+		}
+		bt, err := shard.DecodeBatch(ent.GetData())
+		if err != nil {
+			fmt.Fprintf(b, "index %d: %v\n", ent.GetIndex(), err)
+			continue
+		}
+		var evs []string
+		for _, ev := range bt.Events {
+			switch {
+			case ev.Group != g:
+			case ev.Task == "":
+				evs = append(evs, ev.Type.String())
+			case ev.Holder != "":
+				evs = append(evs, fmt.Sprintf("%v %s round %d for %s", ev.Type, ev.Task, ev.Round, ev.Holder))
+			default:
+				evs = append(evs, fmt.Sprintf("%v %s round %d", ev.Type, ev.Task, ev.Round))
+			}
+		}
+		if len(evs) > 0 {
+			fmt.Fprintf(b, "%s p%d index %d: %s\n", srv, part, ent.GetIndex(), strings.Join(evs, ", "))
+		}
 	}
 }

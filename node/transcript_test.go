@@ -74,7 +74,10 @@ func (e *env) run(t *testing.T, d *datadriven.TestData) string {
 
 // start builds the mesh and hooks its events.
 func (e *env) start(peers, parts int) {
-	e.m = nodetest.NewMesh(e.t, peers, parts)
+	// Every handler but echo is external: workers serve it (workers).
+	e.m = nodetest.NewMeshWith(e.t, peers, parts, func(_ *nodetest.Peer, cfg *node.NodeConfig) {
+		cfg.Shard.External = func(h string) bool { return h != "echo" }
+	})
 	e.seen = map[string]int{}
 	e.show = map[string]bool{}
 	for _, k := range defaultLog {
@@ -85,7 +88,11 @@ func (e *env) start(peers, parts int) {
 	e.grantsOn, e.persisting = map[nodetest.Link]int{}, map[string]bool{}
 	e.m.OnSend = e.sent
 	e.m.OnRun = func(p *nodetest.Peer, r node.Run) {
-		e.logf("runs", "%s runs %s round %d", p.ID, r.Task, r.Round)
+		worker := ""
+		if r.External {
+			worker = " (worker)"
+		}
+		e.logf("runs", "%s runs %s round %d%s", p.ID, r.Task, r.Round, worker)
 	}
 	e.m.OnChange = func(p *nodetest.Peer, c shard.Change) {
 		k := fmt.Sprint(c.Task, c.State)

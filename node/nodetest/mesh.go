@@ -83,7 +83,13 @@ type Peer struct {
 // NewMesh starts size peers n1..n<size> (n1 founds the mesh) holding the
 // given number of partitions. Nothing has run yet: call Run.
 func NewMesh(tb testing.TB, size, partitions int) *Mesh {
-	m := &Mesh{tb: tb, Now: Epoch, Partitions: partitions, cuts: map[Link]bool{}, holds: map[Link]node.MsgType{}}
+	return NewMeshWith(tb, size, partitions, nil)
+}
+
+// NewMeshWith is NewMesh with Configure set before the first peer starts.
+func NewMeshWith(tb testing.TB, size, partitions int, configure func(p *Peer, cfg *node.NodeConfig)) *Mesh {
+	m := &Mesh{tb: tb, Now: Epoch, Partitions: partitions, cuts: map[Link]bool{}, holds: map[Link]node.MsgType{},
+		Configure: configure}
 	for i := range size {
 		m.AddPeer(fmt.Sprintf("n%d", i+1))
 	}
