@@ -195,3 +195,61 @@ func TestRunStopsOnCanceledContext(t *testing.T) {
 	}
 	assertStopped(t, n)
 }
+
+// TestW4KillsSeveral runs W4 killing two of five fake peers one at a time:
+// nothing is lost, the first victim is forgotten by the four peers still
+// up before the second is killed, and nothing else is forgotten (the run
+// ends waiting for the groups after the last kill).
+func TestW4KillsSeveral(t *testing.T) {
+	n := &fakeNet{}
+	cfg := testConfig(t, n, W4)
+	cfg.Peers, cfg.W4Kill, cfg.Reps = 5, 2, 1
+	var out bytes.Buffer
+	cfg.Out = &out
+	rep, err := Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("Run = %v\n%s", err, out.String())
+	}
+	r := rep.Workloads[0].Reps[0]
+	if r.ProblemCount != 0 || metric(t, r, "lost") != 0 {
+		t.Fatalf("w4 = %+v; want no problem, 0 lost", r)
+	}
+	n.mu.Lock()
+	m := n.meshes[0]
+	n.mu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	byIndex := map[int]*fakePeer{}
+	for _, p := range m.peers {
+		byIndex[p.spec.Index] = p
+	}
+	if got := m.forgets[byIndex[1].id]; got != 4 {
+		t.Errorf("peer 1 forgotten %d times; want 4 (by each peer still up)", got)
+	}
+	if got := m.forgets[byIndex[2].id]; got != 0 {
+		t.Errorf("peer 2 forgotten %d times; want 0", got)
+	}
+	if len(m.forgets) != 1 {
+		t.Errorf("forgotten: %v; want peer 1 only", m.forgets)
+	}
+}
+
+// TestIdleWorkload runs WI on three fake peers, whose /metrics report
+// 10 ms more CPU at each read: each peer's CPU over the period, and the
+// mesh's, three times that.
+func TestIdleWorkload(t *testing.T) {
+	n := &fakeNet{}
+	cfg := testConfig(t, n, WI)
+	cfg.IdleFor, cfg.Reps = 50*time.Millisecond, 1
+	rep, err := Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Workloads[0].Reps[0]
+	p50, mesh := metric(t, r, "cpu/peer p50"), metric(t, r, "cpu mesh")
+	// 10 ms over at least IdleFor (50 ms): at most 20% of a core.
+	if !(p50 > 0 && p50 <= 20) || math.Abs(mesh-3*p50) > 1e-6*mesh || metric(t, r, "cpu/peer max") != p50 {
+		t.Errorf("cpu/peer p50 %v, max %v, mesh %v; want p50 in (0, 20], max = p50, mesh = 3 x p50",
+			p50, metric(t, r, "cpu/peer max"), mesh)
+	}
+}

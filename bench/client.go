@@ -235,3 +235,18 @@ func waitQuery(wait time.Duration) string {
 	}
 	return "?wait=" + wait.String()
 }
+
+// Forget asks the peer to forget the member id (POST /v1/peers/{id}/forget).
+func (c *Client) Forget(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodPost, "/v1/peers/"+url.PathEscape(id)+"/forget", 0, nil, nil)
+}
+
+// peerState returns the state ps gives the member id, or "".
+func peerState(ps Peers, id string) string {
+	for _, p := range ps.Peers {
+		if p.ID == id {
+			return p.State
+		}
+	}
+	return ""
+}

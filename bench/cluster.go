@@ -145,10 +145,10 @@ func (c *Cluster) waitSettled(ctx context.Context) error {
 // its own (voters only, every leader known); peers that do not report them
 // (test fakes) count as settled, and when none does the result is nil.
 func (c *Cluster) nodeStats(ctx context.Context) ([]NodeStats, bool) {
-	out := make([]NodeStats, len(c.peers))
+	var out []NodeStats
 	reported := false
-	for i, p := range c.peers {
-		info, err := p.client.Peers(ctx)
+	for _, cl := range c.live() { // a killed peer (W4) is not waited for
+		info, err := cl.Peers(ctx)
 		if err != nil {
 			return nil, false
 		}
@@ -158,7 +158,7 @@ func (c *Cluster) nodeStats(ctx context.Context) ([]NodeStats, bool) {
 		if s := *info.Node; s.Voter != s.Held || s.LeaderKnown != s.Held {
 			return nil, false
 		}
-		out[i], reported = *info.Node, true
+		out, reported = append(out, *info.Node), true
 	}
 	if !reported {
 		return nil, true
@@ -436,4 +436,42 @@ func (c *Cluster) Close() error {
 		c.closeErr = errors.Join(errs...)
 	})
 	return c.closeErr
+}
+
+// forgetSettled waits until peer 0 holds peer i (killed) dead, has every
+// other live peer forget it (POST /v1/peers/{id}/forget, as an operator
+// replacing the host would), and waits for the mesh to settle again: its
+// replicas moved to the live peers.
+func (c *Cluster) forgetSettled(ctx context.Context, i int) error {
+	id := c.PeerID(i)
+	for {
+		ps, err := c.Client(0).Peers(ctx)
+		if err == nil && peerState(ps, id) == "dead" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("bench: peer %d not held dead: %w", i, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	for j, p := range c.live() {
+		if err := p.Forget(ctx, id); err != nil {
+			return fmt.Errorf("bench: forget peer %d on a live peer (%d): %w", i, j, err)
+		}
+	}
+	return c.waitSettled(ctx)
+}
+
+// live returns the clients of the peers not killed.
+func (c *Cluster) live() []*Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*Client
+	for _, p := range c.peers {
+		if !p.dead {
+			out = append(out, p.client)
+		}
+	}
+	return out
 }

@@ -18,7 +18,7 @@ const (
 )
 
 // AllWorkloads lists every workload Run knows.
-var AllWorkloads = []string{W1, W2, W3, W4, WS, WP, WL, WG, W1Go, W1Py, W2Go, W4Go}
+var AllWorkloads = []string{W1, W2, W3, W4, WS, WP, WL, WG, W1Go, W1Py, W2Go, W4Go, WI}
 
 // DefaultWorkloads are the workloads run when none are named: all but WL,
 // which loads a million tasks first, WG, and W1Go, W1Py, W2Go and W4Go, which
@@ -51,6 +51,11 @@ type Config struct {
 	W3File string
 	// W4Tasks is the number of 50 ms sleep tasks of W4 (default 300).
 	W4Tasks int
+	// W4Kill is how many peers W4 kills (default 1): peers 1..W4Kill, one
+	// at a time, each forgotten and the mesh settled before the next.
+	W4Kill int
+	// IdleFor is how long WI measures the idle mesh (default 30 s).
+	IdleFor time.Duration
 	// WPItems is the number of items of the WP pipeline (default 10000),
 	// and WPConcurrency each stage's in-flight bound (default 256).
 	WPItems, WPConcurrency int
@@ -135,6 +140,10 @@ func (cfg Config) withDefaults() Config {
 	setInt(&cfg.W1Batch, def.W1Batch)
 	setInt(&cfg.W2Tasks, def.W2Tasks)
 	setInt(&cfg.W4Tasks, def.W4Tasks)
+	setInt(&cfg.W4Kill, 1)
+	if cfg.IdleFor == 0 {
+		cfg.IdleFor = DefaultIdleFor
+	}
 	setInt(&cfg.WPItems, DefaultWPItems)
 	setInt(&cfg.WPConcurrency, DefaultWPConcurrency)
 	setInt(&cfg.WLTasks, DefaultWLTasks)
@@ -173,7 +182,7 @@ func (cfg Config) Validate() error {
 	}{
 		{"--peers", cfg.Peers}, {"--slots", cfg.Slots}, {"--reps", cfg.Reps},
 		{"--w1-tasks", cfg.W1Tasks}, {"--w1-batch", cfg.W1Batch},
-		{"--w2-tasks", cfg.W2Tasks}, {"--w4-tasks", cfg.W4Tasks},
+		{"--w2-tasks", cfg.W2Tasks}, {"--w4-tasks", cfg.W4Tasks}, {"--w4-kill", cfg.W4Kill},
 		{"--wp-items", cfg.WPItems}, {"--wp-concurrency", cfg.WPConcurrency},
 		{"--wl-tasks", cfg.WLTasks}, {"--wl-failed", cfg.WLFailed}, {"--worker-slots", cfg.WorkerSlots},
 	} {
@@ -184,12 +193,22 @@ func (cfg Config) Validate() error {
 	if cfg.WLFailed > 0 && cfg.WLTasks > 0 && cfg.WLFailed > cfg.WLTasks {
 		bad("--wl-failed (%d) must be <= --wl-tasks (%d)", cfg.WLFailed, cfg.WLTasks)
 	}
+	peers := cfg.Peers
+	if peers == 0 {
+		peers = DefaultPeers
+	}
+	if cfg.W4Kill > 1 && cfg.W4Kill > peers-2 {
+		bad("--w4-kill (%d) must leave at least 2 of --peers (%d) running", cfg.W4Kill, peers)
+	}
+	if cfg.IdleFor < 0 {
+		bad("--idle-for must not be negative")
+	}
 	if cfg.Peers > 64 {
 		bad("--peers must be <= 64 on one machine, got %d", cfg.Peers)
 	}
 	for _, w := range cfg.Workloads {
 		if !slices.Contains(AllWorkloads, w) {
-			bad("--workloads: unknown workload %q (want a subset of w1,w2,w3,w4,ws,wp,wl,wg,w1go,w1py,w2go,w4go)", w)
+			bad("--workloads: unknown workload %q (want a subset of w1,w2,w3,w4,ws,wp,wl,wg,w1go,w1py,w2go,w4go,wi)", w)
 		}
 	}
 	if cfg.ReadyTimeout < 0 || cfg.WaitTimeout < 0 {

@@ -18,22 +18,47 @@ const (
 
 // w4 measures failover: W4Tasks sleep tasks in groups on every peer; once
 // a third of them succeeded, peer 1 is killed with SIGKILL; then every group
-// is waited for through the survivors.
+// is waited for through the survivors. With W4Kill k > 1, peers 1..k are
+// killed one at a time, at 1/(k+2), 2/(k+2)... of the tasks: each is
+// forgotten by the survivors (needle forget) once they hold it dead, and
+// the mesh settles (its replicas moved) before the next kill, as an
+// operator replaces failed hosts.
 func (r *runner) w4(ctx context.Context, cl *Cluster, rep int) (RepResult, error) {
+	kills := r.cfg.W4Kill
 	var survivors []int
 	for i := range cl.Len() {
-		if i != w4Victim {
+		if i < w4Victim || i >= w4Victim+kills {
 			survivors = append(survivors, i)
 		}
 	}
-	return r.killMidRun(ctx, cl, rep, W4, "sleep", "peer", func() error { return cl.Kill9(w4Victim) }, survivors)
+	kill := func(ctx context.Context, k int) error {
+		if err := cl.Kill9(w4Victim + k); err != nil {
+			return err
+		}
+		if k == kills-1 {
+			return nil // the last one: the run waits for the groups
+		}
+		return cl.forgetSettled(ctx, w4Victim+k)
+	}
+	victimPeer := func(k int) string { return cl.PeerID(w4Victim + k) }
+	return r.killMidRun(ctx, cl, rep, W4, "sleep", "peer", kills, victimPeer, kill, survivors)
+}
+
+// killed is one kill of a W4 run: the tasks seen RUNNING on the victim
+// just before (by id, with their round) and when it was killed.
+type killed struct {
+	held map[string]int
+	at   time.Time
 }
 
 // killMidRun submits W4's sleep tasks of handler, kills what (the victim
-// peer, or its worker) with kill a third through, and waits for every
-// group through the peers readFrom: lost, duplicates, time to finish and
-// the rerun delay of the tasks the victim held.
-func (r *runner) killMidRun(ctx context.Context, cl *Cluster, rep int, name, handler, what string, kill func() error, readFrom []int) (RepResult, error) {
+// peers, or a worker) with kill, the k-th (from 0) once k+1 (k+2)ths of
+// the tasks succeeded, and waits for every group through the peers
+// readFrom: lost, duplicates, time to finish and the rerun delay of the
+// tasks the victims held. victimPeer names the peer whose RUNNING tasks
+// the k-th kill takes down.
+func (r *runner) killMidRun(ctx context.Context, cl *Cluster, rep int, name, handler, what string, kills int,
+	victimPeer func(k int) string, kill func(ctx context.Context, k int) error, readFrom []int) (RepResult, error) {
 	extra := fmt.Sprintf(`,"ms":%d`, w4SleepMS)
 	bs := batches(r.cfg.W4Tasks, w4GroupSize, cl.Len(), func(i int) (string, json.RawMessage) {
 		return handler, payload(name, rep, i, extra)
@@ -45,20 +70,23 @@ func (r *runner) killMidRun(ctx context.Context, cl *Cluster, rep int, name, han
 	if err != nil {
 		return RepResult{}, err
 	}
-	snap, err := waitProgress(ctx, cl, subs, r.cfg.W4Tasks/3)
-	if err != nil {
-		return RepResult{}, err
+	var ks []killed
+	for k := range kills {
+		snap, err := waitProgress(ctx, cl, subs, r.cfg.W4Tasks*(k+1)/(kills+2))
+		if err != nil {
+			return RepResult{}, err
+		}
+		kd := killed{held: heldBy(snap, victimPeer(k)), at: time.Now()}
+		ks = append(ks, kd)
+		if err := kill(ctx, k); err != nil {
+			return RepResult{}, err
+		}
+		r.cfg.Logger.Info("killed "+what, "kill", k+1, "of", kills, "peer", victimPeer(k), "held", len(kd.held))
 	}
-	held := heldBy(snap, cl.PeerID(w4Victim))
-	killedAt := time.Now()
-	if err := kill(); err != nil {
-		return RepResult{}, err
-	}
-	r.cfg.Logger.Info("killed "+what, "peer", w4Victim, "held", len(held))
 	ws := waitGroups(ctx, cl, subs, readFrom)
 	var ck checks
 	checkGroups(&ck, subs, ws)
-	m := failoverMetrics(ws, held, r.cfg.W4Tasks, start, killedAt)
+	m := failoverMetrics(ws, ks, r.cfg.W4Tasks, start)
 	return RepResult{Rep: rep, Metrics: m, Problems: ck.list, ProblemCount: ck.count}, nil
 }
 
@@ -103,10 +131,11 @@ func heldBy(tasks []Task, id string) map[string]int {
 
 // failoverMetrics computes W4's numbers from the final view of the groups:
 // lost (acknowledged, not SUCCEEDED), duplicates (round > 1 or attempt > 1),
-// time to finish, and, for the tasks seen RUNNING on the killed peer just
-// before the kill that ran again in a later round, how many there were and
-// the delay from the kill to their new start.
-func failoverMetrics(ws []waited, held map[string]int, total int, start, killedAt time.Time) []Metric {
+// time to finish (from the start, and from the last kill), and, for the
+// tasks seen RUNNING on a killed peer just before its kill that ran again
+// in a later round, how many there were and the delay from that kill to
+// their new start.
+func failoverMetrics(ws []waited, ks []killed, total int, start time.Time) []Metric {
 	succeeded, dups := 0, 0
 	var rerun []float64
 	for _, w := range ws {
@@ -117,14 +146,17 @@ func failoverMetrics(ws []waited, held map[string]int, total int, start, killedA
 			if t.Round > 1 || t.Attempt > 1 {
 				dups++
 			}
-			if r, ok := held[t.ID]; ok && t.Round > r && !t.StartedAt.IsZero() {
-				rerun = append(rerun, millis(t.StartedAt.Sub(killedAt)))
+			for _, k := range ks {
+				if r, ok := k.held[t.ID]; ok && t.Round > r && !t.StartedAt.IsZero() {
+					rerun = append(rerun, millis(t.StartedAt.Sub(k.at)))
+					break
+				}
 			}
 		}
 	}
 	finish, recovery := math.NaN(), math.NaN()
-	if last := lastDone(ws); !last.IsZero() {
-		finish, recovery = last.Sub(start).Seconds(), last.Sub(killedAt).Seconds()
+	if last := lastDone(ws); !last.IsZero() && len(ks) > 0 {
+		finish, recovery = last.Sub(start).Seconds(), last.Sub(ks[len(ks)-1].at).Seconds()
 	}
 	return []Metric{
 		{"lost", "tasks", float64(total - succeeded)},

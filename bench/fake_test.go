@@ -84,6 +84,8 @@ type fakeMesh struct {
 	groups  map[string]*fakeGroup
 	ready   []*fakeTask
 	peers   []*fakePeer
+	// forgets counts POST /v1/peers/{id}/forget calls by the id forgotten.
+	forgets map[string]int
 }
 
 func newFakeMesh(corrupt, lose func(json.RawMessage) bool) *fakeMesh {
@@ -208,7 +210,8 @@ type fakePeer struct {
 	mesh *fakeMesh
 	spec PeerSpec
 	id   string
-	dead bool // guarded by mesh.mu
+	dead bool    // guarded by mesh.mu
+	cpu  float64 // CPU seconds /metrics reports, 10 ms more each time; guarded by mesh.mu
 
 	srv    *http.Server
 	cancel context.CancelFunc

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -13,6 +14,22 @@ func (p *fakePeer) routes() http.Handler {
 		w.WriteHeader(http.StatusOK)
 	})
 	mux.HandleFunc("GET /v1/peers", p.handlePeers)
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		p.mesh.mu.Lock()
+		p.cpu += 0.01
+		cpu := p.cpu
+		p.mesh.mu.Unlock()
+		fmt.Fprintf(w, "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %g\n", cpu)
+	})
+	mux.HandleFunc("POST /v1/peers/{id}/forget", func(w http.ResponseWriter, r *http.Request) {
+		p.mesh.mu.Lock()
+		if p.mesh.forgets == nil {
+			p.mesh.forgets = map[string]int{}
+		}
+		p.mesh.forgets[r.PathValue("id")]++
+		p.mesh.mu.Unlock()
+		writeJSON(w, http.StatusOK, map[string]any{"forgotten": r.PathValue("id")})
+	})
 	mux.HandleFunc("POST /v1/tasks", p.handleSubmitTask)
 	mux.HandleFunc("POST /v1/groups", p.handleSubmitGroup)
 	mux.HandleFunc("GET /v1/tasks/{id}", p.handleGetTask)

@@ -43,5 +43,7 @@ func (r *runner) w4Go(ctx context.Context, cl *Cluster, rep int) (RepResult, err
 		return RepResult{}, err
 	}
 	defer stopWorkers(ps)
-	return r.killMidRun(ctx, cl, rep, W4Go, WorkerSleepHandler, "worker", ps[w4Victim].Kill, allPeers(cl.Len()))
+	kill := func(context.Context, int) error { return ps[w4Victim].Kill() }
+	victimPeer := func(int) string { return cl.PeerID(w4Victim) }
+	return r.killMidRun(ctx, cl, rep, W4Go, WorkerSleepHandler, "worker", 1, victimPeer, kill, allPeers(cl.Len()))
 }

@@ -22,7 +22,7 @@ type workloadFunc func(ctx context.Context, cl *Cluster, rep int) (RepResult, er
 // workload returns the function of a workload name.
 func (r *runner) workload(name string) workloadFunc {
 	return map[string]workloadFunc{W1: r.w1, W2: r.w2, W3: r.w3, W4: r.w4, WS: r.ws, WP: r.wp, WL: r.wl, WG: r.wg,
-		W1Go: r.w1External(W1Go), W1Py: r.w1External(W1Py), W2Go: r.w2External(W2Go), W4Go: r.w4Go}[name]
+		W1Go: r.w1External(W1Go), W1Py: r.w1External(W1Py), W2Go: r.w2External(W2Go), W4Go: r.w4Go, WI: r.wi}[name]
 }
 
 // skip says why a workload cannot run with this config, or "".

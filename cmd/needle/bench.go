@@ -33,7 +33,9 @@ Exits non-zero when a result is wrong or a task is lost.
   w2  latency: --w2-tasks single tasks, submit then wait; p50/p99
   w3  skew: one parallel group of 300 sleep tasks; makespan / lower bound
   w4  failover: --w4-tasks 50 ms sleep tasks, kill -9 peer 1 a third through;
-      lost (must be 0), duplicates, time to finish (needs --peers >= 3)
+      lost (must be 0), duplicates, time to finish (needs --peers >= 3);
+      with --w4-kill K, peers 1..K one at a time, each forgotten by the
+      others (needle forget) and the mesh settled before the next
   ws  schedule firing accuracy: an every-1s schedule for 20 s
   wp  streaming pipeline: --wp-items items through 3 stages of 1 ms sleep
       tasks (one group, one owner); makespan / lower bound
@@ -52,18 +54,22 @@ Exits non-zero when a result is wrong or a task is lost.
       tasks through one Go worker process per peer, kill -9 of peer 1's
       worker a third through; lost (must be 0), rerun delay p99 (the
       peers' --worker-ttl, 10 s, plus detection; needs --peers >= 2)
+  wi  idle mesh (not run by default): nothing submitted; each peer's CPU
+      over --idle-for, % of one core (median and max over the peers)
 
 flags:
   --needled PATH     needled binary (default: next to needle, else in PATH)
   --peers N          peers (default 3)
   --slots N          --slots of each peer (default 2)
   --workloads LIST   comma-separated subset of w1,w2,w3,w4,ws,wp,wl,wg,
-                     w1go,w1py,w2go,w4go (default w1,w2,w3,w4,ws,wp)
+                     w1go,w1py,w2go,w4go,wi (default w1,w2,w3,w4,ws,wp)
   --reps N           repetitions of each workload (default 3)
   --w1-tasks N       W1 tasks (default 100000)
   --w1-batch N       W1 tasks per group (default 1000)
   --w2-tasks N       W2 tasks (default 500)
   --w4-tasks N       W4 tasks (default 300)
+  --w4-kill K        peers W4 kills, one at a time (default 1; leaves >= 2)
+  --idle-for D       how long wi measures (default 30s)
   --wp-items N       WP items (default 10000)
   --wp-concurrency N WP in-flight items per stage (default 256)
   --wl-tasks N       WL finished tasks (default 1000000)
@@ -130,6 +136,8 @@ func (c BenchCommand) parse(args []string) (cfg bench.Config, jsonPath string, v
 	fs.IntVar(&cfg.W1Batch, "w1-batch", cfg.W1Batch, "")
 	fs.IntVar(&cfg.W2Tasks, "w2-tasks", cfg.W2Tasks, "")
 	fs.IntVar(&cfg.W4Tasks, "w4-tasks", cfg.W4Tasks, "")
+	fs.IntVar(&cfg.W4Kill, "w4-kill", 1, "")
+	fs.DurationVar(&cfg.IdleFor, "idle-for", bench.DefaultIdleFor, "")
 	fs.IntVar(&cfg.WPItems, "wp-items", cfg.WPItems, "")
 	fs.IntVar(&cfg.WPConcurrency, "wp-concurrency", cfg.WPConcurrency, "")
 	fs.IntVar(&cfg.WLTasks, "wl-tasks", cfg.WLTasks, "")
@@ -171,7 +179,7 @@ func positive(fs *flag.FlagSet) error {
 	var errs []error
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "peers", "slots", "reps", "w1-tasks", "w1-batch", "w2-tasks", "w4-tasks", "wp-items", "wp-concurrency",
+		case "peers", "slots", "reps", "w1-tasks", "w1-batch", "w2-tasks", "w4-tasks", "w4-kill", "wp-items", "wp-concurrency",
 			"wl-tasks", "wl-failed", "worker-slots":
 			if g, ok := f.Value.(flag.Getter); ok && g.Get().(int) < 1 {
 				errs = append(errs, fmt.Errorf("--%s must be >= 1, got %s", f.Name, f.Value))
