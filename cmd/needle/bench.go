@@ -70,6 +70,8 @@ flags:
   --w4-tasks N       W4 tasks (default 300)
   --w4-kill K        peers W4 kills, one at a time (default 1; leaves >= 2)
   --idle-for D       how long wi measures (default 30s)
+  --ready-timeout D  how long to wait for the mesh to form and settle before
+                     measuring (default 30s; a large mesh needs more)
   --wp-items N       WP items (default 10000)
   --wp-concurrency N WP in-flight items per stage (default 256)
   --wl-tasks N       WL finished tasks (default 1000000)
@@ -138,6 +140,7 @@ func (c BenchCommand) parse(args []string) (cfg bench.Config, jsonPath string, v
 	fs.IntVar(&cfg.W4Tasks, "w4-tasks", cfg.W4Tasks, "")
 	fs.IntVar(&cfg.W4Kill, "w4-kill", 1, "")
 	fs.DurationVar(&cfg.IdleFor, "idle-for", bench.DefaultIdleFor, "")
+	fs.DurationVar(&cfg.ReadyTimeout, "ready-timeout", bench.DefaultReadyTimeout, "")
 	fs.IntVar(&cfg.WPItems, "wp-items", cfg.WPItems, "")
 	fs.IntVar(&cfg.WPConcurrency, "wp-concurrency", cfg.WPConcurrency, "")
 	fs.IntVar(&cfg.WLTasks, "wl-tasks", cfg.WLTasks, "")
