@@ -43,9 +43,9 @@ func BenchmarkNew(b *testing.B) {
 			}
 		})
 	}
-	b.Run(fmt.Sprintf("partitions=4096/members=%d", MaxMembers), func(b *testing.B) {
+	b.Run(fmt.Sprintf("partitions=8192/members=%d", MaxMembers), func(b *testing.B) {
 		cfg := DefaultConfig()
-		cfg.Partitions = 4096
+		cfg.Partitions = 8192
 		ids := randomIDs(rand.New(rand.NewPCG(1, 1)), MaxMembers)
 		for b.Loop() {
 			MustNew(b, cfg, 1, ids)

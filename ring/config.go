@@ -13,11 +13,13 @@ const (
 	// MaxReplicas is the largest Config.Replicas accepted. Raft groups of more
 	// than a handful of voters only add write latency.
 	MaxReplicas = 15
-	// MaxMembers is the largest membership New accepts. consistent re-sorts
-	// its whole hash circle on every insertion, so New is quadratic in the
-	// member count: 2.5 ms at 50 members, 46 ms at 256, about 0.7 s at 1024
-	// (2.8 s at 2048). needle meshes are a few dozen peers.
-	MaxMembers = 1024
+	// MaxMembers is the largest membership New accepts (a mesh may not have
+	// more members than partitions either). New sorts the circle of
+	// members x vnodes points once (primaries; consistent.New re-sorted it
+	// at every member, 2.8 s at 2,048 members), then walks it for each
+	// partition; BenchmarkScale reports the build time, which grows about
+	// linearly with members x partitions under PlacementSpread.
+	MaxMembers = 8192
 )
 
 // vnodes is consistent's ReplicationFactor: how many points each member gets

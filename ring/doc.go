@@ -14,7 +14,9 @@
 //     min(Replicas, members) distinct peers. The first is the partition's
 //     owner under consistent hashing with bounded loads
 //     (github.com/buraksezer/consistent v0.10.0, xxhash, 20 points per
-//     member, load factor Config.Load): no peer is the primary of more than
+//     member, load factor Config.Load; primary.go computes it as
+//     consistent.New does, with the circle sorted once instead of once per
+//     member): no peer is the primary of more than
 //     ceil(floor(partitions/members) * Load) partitions. The rest are the
 //     members that follow the primary on the circle of member-name hashes,
 //     which is what consistent.GetClosestNForPartition returns
@@ -41,10 +43,10 @@
 //
 // Every peer that builds a Ring from the same Config and the same membership
 // gets the same replica sets, whatever the order of (or duplicates in) the
-// members slice: New sorts and deduplicates them before they reach
-// consistent, whose tie-breaks (points of the circle that two members' vnode
-// names hash to) depend on insertion order, and never exposes consistent's
-// map-ordered member lists. PreferredOwners is a function of the Ring and
+// members slice: New sorts and deduplicates them before placing them, as
+// consistent's tie-breaks (points of the circle that two members' vnode
+// names hash to) depend on insertion order, and never exposes map-ordered
+// member lists. PreferredOwners is a function of the Ring and
 // the live set alone: no history, no randomness. The Epoch is carried, not
 // interpreted.
 //
@@ -64,6 +66,8 @@
 //     for a leadership transfer.
 //
 // A Ring is immutable after New and safe for concurrent reads. Lookups
-// (Partition, Replicas, IsReplica) cost tens of nanoseconds; New costs about
-// 2.5 ms for 50 members and 256 partitions, PreferredOwners about 50-100 us.
+// (Partition, Replicas, IsReplica) cost tens of nanoseconds; New costs
+// about 4-7 ms for 1,000 members and 4,096 partitions, 24-30 ms for 5,000 x
+// 8,192 (PlacementSpread: 26 ms, 0.25-0.36 s), PreferredOwners about
+// 50-100 us at 50 members.
 package ring

@@ -6,28 +6,20 @@ import (
 	"log/slog"
 	"slices"
 
-	"github.com/buraksezer/consistent"
 	"github.com/cespare/xxhash/v2"
 )
 
-// PeerID names one peer of the mesh. It is a consistent.Member.
+// PeerID names one peer of the mesh.
 type PeerID string
 
-// String returns the id itself; it makes PeerID a consistent.Member.
+// String returns the id itself (it makes PeerID a consistent.Member, as
+// the tests use it).
 func (id PeerID) String() string { return string(id) }
 
 // Epoch versions the membership. The caller owns it and bumps it on every
 // join or forget; the Ring only carries it so that messages can name the
 // placement they were computed with.
 type Epoch uint64
-
-// hasher is the xxhash64 consistent.Hasher. PartitionOf uses the same hash.
-type hasher struct{}
-
-func (hasher) Sum64(b []byte) uint64 { return xxhash.Sum64(b) }
-
-var _ consistent.Member = PeerID("")
-var _ consistent.Hasher = hasher{}
 
 // Ring is the placement of a fixed number of partitions over one membership:
 // for each partition, an ordered replica set. A Ring is immutable after New
@@ -84,22 +76,14 @@ func New(cfg Config, epoch Epoch, members []PeerID) (*Ring, error) {
 	return r, nil
 }
 
-// place asks consistent for each partition's owner and appends the k-1
-// members that follow the owner on the circle of member-name hashes. This is
-// what consistent.GetClosestNForPartition returns, computed once per ring
-// instead of hashing and sorting all members on every call (and with a
-// deterministic tie-break should two names share a hash).
+// place computes each partition's owner as consistent does (primaries)
+// and appends the k-1 members that follow the owner on the circle of
+// member-name hashes. This is what consistent.GetClosestNForPartition
+// returns, computed once per ring instead of hashing and sorting all
+// members on every call (and with a deterministic tie-break should two
+// names share a hash).
 func place(cfg Config, members []PeerID, k int) []int32 {
-	cms := make([]consistent.Member, len(members))
-	for i, m := range members {
-		cms[i] = m
-	}
-	c := consistent.New(cms, consistent.Config{
-		Hasher:            hasher{},
-		PartitionCount:    cfg.Partitions,
-		ReplicationFactor: vnodes,
-		Load:              cfg.Load,
-	})
+	owners := primaries(cfg, members)
 	// circle lists member indexes by (xxhash(name), name); at[i] is the
 	// position of members[i] in circle.
 	circle := make([]int32, len(members))
@@ -115,11 +99,7 @@ func place(cfg Config, members []PeerID, k int) []int32 {
 		at[i] = pos
 	}
 	reps := make([]int32, 0, cfg.Partitions*k)
-	for p := range cfg.Partitions {
-		owner, ok := slices.BinarySearch(members, c.GetPartitionOwner(p).(PeerID))
-		if !ok {
-			panic(fmt.Sprintf("ring: consistent owner of partition %d is not a member", p))
-		}
+	for _, owner := range owners {
 		for j := range k {
 			reps = append(reps, circle[(at[owner]+j)%len(circle)])
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/buraksezer/consistent"
+	"github.com/cespare/xxhash/v2"
 )
 
 // MustNew builds a ring or fails the test.
@@ -57,6 +58,15 @@ func shuffled(rng *rand.Rand, members []PeerID) []PeerID {
 	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
 	return out
 }
+
+// hasher is the xxhash64 consistent.Hasher, which primaries and
+// PartitionOf compute with.
+type hasher struct{}
+
+func (hasher) Sum64(b []byte) uint64 { return xxhash.Sum64(b) }
+
+var _ consistent.Member = PeerID("")
+var _ consistent.Hasher = hasher{}
 
 // reference builds consistent directly from the sorted members, the way the
 // package documentation of consistent shows.

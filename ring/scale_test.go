@@ -92,23 +92,25 @@ func TestSpreadEvensLeadership(t *testing.T) {
 	}
 }
 
-// BenchmarkScale reports the balance of the two placements at 4,096
-// partitions, R=3 (docs/performance.md, "Leadership at scale"): replica sets
-// and preferred owners per member (min/mean, max/mean, every member live),
-// and what one join changes. Run with -benchtime=1x.
+// BenchmarkScale reports the balance of the two placements, R=3
+// (docs/performance.md, "Leadership at scale"): replica sets and preferred
+// owners per member (min/mean, max/mean, every member live), and what one
+// join changes; ns/op is one New. 4,096 partitions up to 2,048 members,
+// 8,192 at 5,000 (a mesh has no more members than partitions). Run with
+// -benchtime=1x.
 func BenchmarkScale(b *testing.B) {
 	for _, pl := range []Placement{PlacementCircle, PlacementSpread} {
-		for _, n := range []int{100, 1000} {
+		for _, sz := range []struct{ n, parts int }{{100, 4096}, {1000, 4096}, {2048, 4096}, {5000, 8192}} {
 			for _, names := range []string{"sim", "libp2p"} {
-				ids := simNames(n + 1)
+				ids := simNames(sz.n + 1)
 				if names == "libp2p" {
-					ids = randomIDs(rand.New(rand.NewPCG(1, 1)), n+1)
+					ids = randomIDs(rand.New(rand.NewPCG(1, 1)), sz.n+1)
 				}
-				cfg := Config{Partitions: 4096, Replicas: 3, Load: 1.25, Placement: pl}
-				b.Run(fmt.Sprintf("%s/members=%d/ids=%s", pl, n, names), func(b *testing.B) {
+				cfg := Config{Partitions: sz.parts, Replicas: 3, Load: 1.25, Placement: pl}
+				b.Run(fmt.Sprintf("%s/partitions=%d/members=%d/ids=%s", pl, sz.parts, sz.n, names), func(b *testing.B) {
 					var r *Ring
 					for b.Loop() {
-						r = MustNew(b, cfg, 1, ids[:n])
+						r = MustNew(b, cfg, 1, ids[:sz.n])
 					}
 					reps, pref := scaleStats(r)
 					moved, owners := joinChanges(r, MustNew(b, cfg, 2, ids))

@@ -32,7 +32,8 @@ var allFaults = append(slices.Clone(FaultKinds), OptInFaults...)
 type Config struct {
 	// Seed seeds the one random source of the run. --seed.
 	Seed uint64
-	// Peers is the number of simulated peers (node.Node), 1..64. Default 3.
+	// Peers is the number of simulated peers (node.Node), 1..ring.MaxMembers
+	// (and at most Partitions). Default 3.
 	// --peers.
 	Peers int
 	// Tasks is the number of tasks the workload submits. Default 200 (300
@@ -186,8 +187,8 @@ func (c Config) withDefaults() Config {
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	switch {
-	case c.Peers < 1 || c.Peers > 1024:
-		return fmt.Errorf("simulate: --peers = %d; want 1..1024", c.Peers)
+	case c.Peers < 1 || c.Peers > ring.MaxMembers:
+		return fmt.Errorf("simulate: --peers = %d; want 1..%d", c.Peers, ring.MaxMembers)
 	case c.Tasks < 1 || c.Tasks > 1_000_000:
 		return fmt.Errorf("simulate: --tasks = %d; want 1..1000000", c.Tasks)
 	case !slices.Contains(Workloads, c.Workload):

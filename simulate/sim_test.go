@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/needle-mesh/needle/ring"
 )
 
 // small is a quick scenario: crash, pause and skew on a small mixed load.
@@ -164,6 +166,7 @@ func TestValidateNamesFlags(t *testing.T) {
 		flag string
 	}{
 		{Config{Peers: -1}, "--peers"},
+		{Config{Peers: ring.MaxMembers + 1, Partitions: 65536}, "--peers"},
 		{Config{Workload: "w9"}, "--workload"},
 		{Config{Faults: []string{"meteor"}}, "--faults"},
 		{Config{Peers: 20, Partitions: 8}, "--partitions"},
