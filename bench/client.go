@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -239,6 +240,12 @@ func waitQuery(wait time.Duration) string {
 // Forget asks the peer to forget the member id (POST /v1/peers/{id}/forget).
 func (c *Client) Forget(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodPost, "/v1/peers/"+url.PathEscape(id)+"/forget", 0, nil, nil)
+}
+
+// isStatus reports whether err is an API error with the HTTP status.
+func isStatus(err error, status int) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Status == status
 }
 
 // peerState returns the state ps gives the member id, or "".

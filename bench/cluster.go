@@ -456,7 +456,8 @@ func (c *Cluster) forgetSettled(ctx context.Context, i int) error {
 		}
 	}
 	for j, p := range c.live() {
-		if err := p.Forget(ctx, id); err != nil {
+		// 404: this peer already forgot it, from another's gossip.
+		if err := p.Forget(ctx, id); err != nil && !isStatus(err, http.StatusNotFound) {
 			return fmt.Errorf("bench: forget peer %d on a live peer (%d): %w", i, j, err)
 		}
 	}

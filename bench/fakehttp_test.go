@@ -27,7 +27,12 @@ func (p *fakePeer) routes() http.Handler {
 			p.mesh.forgets = map[string]int{}
 		}
 		p.mesh.forgets[r.PathValue("id")]++
+		repeat := p.mesh.forgets[r.PathValue("id")] > 1
 		p.mesh.mu.Unlock()
+		if repeat { // gossip spread the first: as needled, no member
+			writeErr(w, http.StatusNotFound, "not_found", "no member "+r.PathValue("id"))
+			return
+		}
 		writeJSON(w, http.StatusOK, map[string]any{"forgotten": r.PathValue("id")})
 	})
 	mux.HandleFunc("POST /v1/tasks", p.handleSubmitTask)
