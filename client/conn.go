@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/needle-mesh/needle/peer/api"
@@ -19,6 +20,21 @@ import (
 // maxAnswer bounds an answer the worker reads (a poll of 1,000 tasks with
 // their payloads and inputs).
 const maxAnswer = 256 << 20
+
+// workerHTTP is a worker's HTTP client when its Client names none: the
+// default transport keeps 2 idle connections per host, and a worker uses
+// more at once (its poll, its report, heartbeats and logs of long tasks):
+// the third would be closed after each request and dialed again.
+var workerHTTP = &http.Client{Transport: func() http.RoundTripper {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 16
+	return t
+}()}
+
+// answers holds the buffers answers are read into: a poll's answer runs
+// to hundreds of KB, which a new buffer per request would grow to again.
+// Decoding copies out what it keeps.
+var answers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // errLeaseLost is returned for a report on a lease that is no longer
 // current (409 lease_lost): the task is someone else's now.
@@ -34,7 +50,7 @@ type conn struct {
 func newConn(c *api.Client) *conn {
 	hc := c.HTTP
 	if hc == nil {
-		hc = http.DefaultClient
+		hc = workerHTTP
 	}
 	return &conn{base: strings.TrimRight(c.BaseURL, "/"), token: c.Token, http: hc}
 }
@@ -60,10 +76,13 @@ func (c *conn) post(ctx context.Context, path string, body, out any) error {
 		return err
 	}
 	defer resp.Body.Close()
-	data, err = io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
-	if err != nil {
+	buf := answers.Get().(*bytes.Buffer)
+	defer answers.Put(buf)
+	buf.Reset()
+	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, maxAnswer)); err != nil {
 		return fmt.Errorf("client: POST %s: read answer: %w", path, err)
 	}
+	data = buf.Bytes()
 	if resp.StatusCode/100 != 2 {
 		return answerError(resp.StatusCode, data)
 	}

@@ -21,10 +21,12 @@ type doneEntry struct {
 	Permanent bool            `json:"permanent,omitempty"`
 }
 
-// outcome is a finished run waiting to be reported.
+// outcome is a finished run waiting to be reported, with its task's ids
+// for the log (not the Task: outcomes are queued and copied by value).
 type outcome struct {
-	entry doneEntry
-	task  Task // for the log
+	entry     doneEntry
+	id, group string
+	round     uint64
 }
 
 // newOutcome turns a handler's result or error into the outcome to report.
@@ -39,7 +41,7 @@ func newOutcome(t Task, res json.RawMessage, err error, stopping bool) outcome {
 	case !json.Valid(res):
 		e = doneEntry{Lease: t.Lease, Error: "the handler's result is not JSON", Permanent: true}
 	}
-	return outcome{entry: e, task: t}
+	return outcome{entry: e, id: t.ID, group: t.Group, round: t.Round}
 }
 
 // reporter sends the outcomes of a Run in batches: one request at a time
@@ -157,8 +159,7 @@ func (rp *reporter) logRefused(ctx context.Context, o outcome, err error) {
 	if errors.Is(err, errLeaseLost) {
 		level = slog.LevelInfo
 	}
-	t := o.task
-	rp.w.Logger.Log(ctx, level, "outcome not taken", "task", t.ID, "group", t.Group, "round", t.Round, "err", err)
+	rp.w.Logger.Log(ctx, level, "outcome not taken", "task", o.id, "group", o.group, "round", o.round, "err", err)
 }
 
 // run sends the waiting outcomes until stop is closed and none is left.

@@ -126,7 +126,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	c := newConn(w.Client)
 	r := &run{w: w, c: c, handlers: slices.Sorted(maps.Keys(w.Handlers)),
-		slots: make(chan struct{}, w.Concurrency+w.Prefetch), running: make(chan struct{}, w.Concurrency),
+		slots: make(chan struct{}, w.Concurrency+w.Prefetch), queue: make(chan api.WorkerTask, w.Concurrency+w.Prefetch),
 		rep: newReporter(w, c, 2*(w.Concurrency+w.Prefetch))}
 	reported := make(chan struct{})
 	go func() {
@@ -141,7 +141,16 @@ func (w *Worker) Run(ctx context.Context) error {
 		context.AfterFunc(hard, func() { t.Stop() })
 	})
 	defer stop()
+	for range w.Concurrency {
+		r.wg.Go(func() { r.runner(ctx, hard) })
+	}
 	err := r.poll(ctx, hard)
+	// The tasks not started yet are handed back now, not when a handler
+	// is free.
+	close(r.queue)
+	for wt := range r.queue {
+		r.giveBack(hard, wt)
+	}
 	r.wg.Wait()
 	close(r.rep.stop) // every outcome was added: the reporter sends the last
 	<-reported
@@ -154,9 +163,11 @@ type run struct {
 	c        *conn
 	handlers []string      // sorted
 	slots    chan struct{} // one token per task held (running or waiting to)
-	running  chan struct{} // one token per running handler
-	rep      *reporter
-	wg       sync.WaitGroup
+	// queue holds the tasks polled and not started yet, for the
+	// Concurrency runners.
+	queue chan api.WorkerTask
+	rep   *reporter
+	wg    sync.WaitGroup
 }
 
 // poll asks for tasks while ctx lasts, one poll at a time for as many
@@ -173,7 +184,8 @@ func (r *run) poll(ctx, hard context.Context) error {
 		for free < cap(r.slots) && tryAcquire(r.slots) {
 			free++
 		}
-		var ans api.PollResult
+		// Room for the tasks asked for: the answer's are decoded in place.
+		ans := api.PollResult{Tasks: make([]api.WorkerTask, 0, free)}
 		done := r.rep.forPoll()
 		err := r.c.post(ctx, "/v1/workers/poll", pollBody{Worker: r.w.ID, Handlers: r.handlers, Max: free,
 			Wait: r.w.PollWait.String(), Labels: r.w.Labels, Done: entries(done)}, &ans)
@@ -188,7 +200,7 @@ func (r *run) poll(ctx, hard context.Context) error {
 				r.wg.Go(func() { r.release(hard, t, "the worker has no free slot") })
 				continue
 			}
-			r.wg.Go(func() { r.runTask(ctx, hard, t) })
+			r.queue <- t // room: the slots bound the tasks held
 		}
 		for range free - min(len(ans.Tasks), free) {
 			<-r.slots
@@ -220,19 +232,30 @@ func tryAcquire(slots chan struct{}) bool {
 	}
 }
 
-// runTask waits for a free handler, runs the task's handler and reports
-// its outcome. A task still waiting when ctx ends is handed back.
-func (r *run) runTask(ctx, hard context.Context, wt api.WorkerTask) {
-	select {
-	case r.running <- struct{}{}:
-	case <-ctx.Done():
-		<-r.slots
-		r.release(hard, wt, fmt.Sprintf("worker %s stopped before the task started", r.w.ID))
-		return
+// runner runs the queued tasks one at a time until the queue is closed
+// and empty: the worker runs Concurrency of them, long-lived, rather than
+// a goroutine per task. A task taken once ctx ended is handed back.
+func (r *run) runner(ctx, hard context.Context) {
+	for wt := range r.queue {
+		if ctx.Err() != nil {
+			r.giveBack(hard, wt)
+			continue
+		}
+		r.runTask(hard, wt)
 	}
+}
+
+// giveBack hands back a task the worker held and did not start, and
+// frees its slot.
+func (r *run) giveBack(hard context.Context, wt api.WorkerTask) {
+	<-r.slots
+	r.release(hard, wt, fmt.Sprintf("worker %s stopped before the task started", r.w.ID))
+}
+
+// runTask runs the task's handler and reports its outcome.
+func (r *run) runTask(hard context.Context, wt api.WorkerTask) {
 	t := newTask(wt)
 	res, err, report := r.runHandler(hard, t)
-	<-r.running
 	if !report {
 		<-r.slots
 		return
@@ -255,18 +278,32 @@ func (r *run) runHandler(hard context.Context, t Task) (res json.RawMessage, err
 	if h == nil {
 		return nil, fmt.Errorf("client: worker %s has no handler %q", r.w.ID, t.Handler), true
 	}
-	ctx, cancel := context.WithCancel(api.WithTraceparent(hard, t.Trace))
-	defer cancel()
-	if !t.Deadline.IsZero() {
-		var c2 context.CancelFunc
-		ctx, c2 = context.WithDeadline(ctx, t.Deadline)
-		defer c2()
+	parent := hard
+	if t.Trace != "" {
+		parent = api.WithTraceparent(hard, t.Trace)
 	}
-	lost := make(chan bool, 1)
-	go func() { lost <- r.heartbeat(ctx, t, cancel) }()
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if t.Deadline.IsZero() {
+		ctx, cancel = context.WithCancel(parent)
+	} else {
+		ctx, cancel = context.WithDeadline(parent, t.Deadline)
+	}
+	defer cancel()
+	// The heartbeats start one period after the task: a short task starts
+	// no goroutine for them, only a timer.
+	var lost bool
+	beaten := make(chan struct{})
+	beat := time.AfterFunc(r.w.Heartbeat, func() {
+		defer close(beaten)
+		lost = r.heartbeat(ctx, t, cancel)
+	})
 	res, err = safeCall(ctx, h, t)
 	cancel()
-	return res, err, !<-lost
+	if !beat.Stop() {
+		<-beaten
+	}
+	return res, err, !lost
 }
 
 // newTask turns a polled task into a handler's Task.
@@ -292,17 +329,22 @@ func safeCall(ctx context.Context, h HandlerFunc, t Task) (res json.RawMessage, 
 	return h(ctx, t)
 }
 
-// heartbeat heartbeats t's lease every Heartbeat until ctx ends, sending
-// its log lines. It cancels the handler and reports true when the task
-// was canceled or the lease lost.
+// heartbeat heartbeats t's lease now and every Heartbeat after until ctx
+// ends, sending its log lines. It cancels the handler and reports true
+// when the task was canceled or the lease lost.
 func (r *run) heartbeat(ctx context.Context, t Task, cancel context.CancelFunc) bool {
 	tick := time.NewTicker(r.w.Heartbeat)
 	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-ctx.Done():
+				return false
+			case <-tick.C:
+			}
+		}
+		if ctx.Err() != nil {
 			return false
-		case <-tick.C:
 		}
 		r.sendLogs(ctx, t)
 		var hb api.HeartbeatResult
