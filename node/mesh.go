@@ -78,11 +78,15 @@ type mesh struct {
 	lastReady int // READY count in the last heartbeat
 	lastSend  time.Time
 	outbox    map[string]OutcomeMsg // key task@round
-	acks      map[string][]AckMsg   // acks to send after commit, by partition/task key
-	pendAck   map[shard.TaskID]pendingAck
-	byRaft    map[uint64]string // raft id -> peer id, over members
-	ids       []string          // sorted member ids, nil when stale (memberIDs)
-	version   int               // bumps on every membership change (caches)
+	// sentAt is when each outbox entry was last sent (none: restored,
+	// never sent in this run): resend skips those sent within the resend
+	// period, whose answer may be on its way.
+	sentAt  map[string]time.Time
+	acks    map[string][]AckMsg // acks to send after commit, by partition/task key
+	pendAck map[shard.TaskID]pendingAck
+	byRaft  map[uint64]string // raft id -> peer id, over members
+	ids     []string          // sorted member ids, nil when stale (memberIDs)
+	version int               // bumps on every membership change (caches)
 	// ringVersion is the membership version last compared with ringSet:
 	// the ring is up to date for it (tick skips the comparison).
 	ringVersion int
@@ -109,7 +113,7 @@ type pendingAck struct {
 
 func newMesh(n *Node, now time.Time) mesh {
 	m := mesh{n: n, members: map[string]*member{}, forgotten: map[string]bool{},
-		outbox: map[string]OutcomeMsg{}, granter: map[int]string{}, pendAck: map[shard.TaskID]pendingAck{}, changedAt: now,
+		outbox: map[string]OutcomeMsg{}, sentAt: map[string]time.Time{}, granter: map[int]string{}, pendAck: map[shard.TaskID]pendingAck{}, changedAt: now,
 		byRaft: map[uint64]string{}}
 	m.add(&member{id: n.cfg.ID, boot: n.cfg.Boot, heard: now, state: PeerAlive, addrs: n.cfg.Addrs,
 		labels: n.placement.Labels, labelList: LabelList(n.placement.Labels)})

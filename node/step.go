@@ -370,6 +370,7 @@ func (n *Node) forward(o shard.Outcome) {
 		Error: o.Error, Permanent: o.Permanent, TimedOut: o.TimedOut, Lost: o.Lost}
 	key := outboxKey(o.Task, o.Round)
 	n.mesh.outbox[key] = msg
+	n.mesh.sentAt[key] = n.now
 	enc, _ := AppendMessage(nil, &Message{Type: MsgOutcome, Outcomes: []OutcomeMsg{msg}})
 	n.rd.Persist.OutboxPut = append(n.rd.Persist.OutboxPut, wal.Record{Key: key, Value: enc})
 	n.rd.MustSync = true
@@ -414,10 +415,18 @@ func (m *mesh) sendOutcomes(outs []OutcomeMsg) {
 }
 
 // resend sends every unacknowledged outcome again, to the current owners;
-// outcomes for partitions this node now serves are proposed locally.
+// outcomes for partitions this node now serves are proposed locally. An
+// outcome sent within the resend period is not: its answer may be on its
+// way (under load a commit takes a good part of the period), and a second
+// copy would be proposed again, one more entry that changes nothing.
 func (m *mesh) resend() {
 	var remote []OutcomeMsg
+	period := m.n.cfg.HeartbeatEvery / 2
 	for _, k := range sortedKeys(m.outbox) {
+		if at, ok := m.sentAt[k]; ok && m.n.now.Sub(at) < period {
+			continue
+		}
+		m.sentAt[k] = m.n.now
 		o := m.outbox[k]
 		if p := m.n.parts[m.n.PartitionOf(o.Task.Group())]; p != nil && p.serving {
 			m.n.stepOutcomes(m.n.cfg.ID, []OutcomeMsg{o})
@@ -488,6 +497,7 @@ func (n *Node) stepAcks(from string, acks []AckMsg) {
 		key := outboxKey(a.Task, a.Round)
 		if _, ok := n.mesh.outbox[key]; ok {
 			delete(n.mesh.outbox, key)
+			delete(n.mesh.sentAt, key)
 			n.rd.Persist.OutboxDel = append(n.rd.Persist.OutboxDel, key)
 		}
 	}
