@@ -85,14 +85,23 @@ func (n *Node) SetDemand(ds []Demand) {
 }
 
 // workerAds returns what this peer's workers serve and want, for its
-// heartbeat.
+// heartbeat: their demand less the leases this node proposed for them
+// and that have not applied yet. An owner elsewhere then leases them only
+// what this peer's own READY tasks do not cover: with its own backlog, a
+// peer's workers take its tasks (no grant, outcome message or outbox
+// write for each), not a surplus that waits in its queue.
 func (n *Node) workerAds() []WorkerAd {
 	if len(n.ext.demand) == 0 {
 		return nil
 	}
+	proposed := map[string]int{}
+	for _, k := range n.ext.own {
+		proposed[k]++
+	}
 	out := make([]WorkerAd, 0, len(n.ext.demand))
 	for _, d := range n.ext.demand {
-		out = append(out, WorkerAd{Handler: d.Handler, Labels: LabelList(d.Labels), Want: max(d.Want, 0), Workers: d.Workers})
+		out = append(out, WorkerAd{Handler: d.Handler, Labels: LabelList(d.Labels), Want: max(d.Want-proposed[d.Key()], 0),
+			Workers: d.Workers})
 	}
 	return out
 }
