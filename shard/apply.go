@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 )
 
 // Apply folds committed events into the state, in log order. It is
@@ -119,6 +118,7 @@ func (s *Shard) applySubmitted(e *Event) {
 		g.held = make([]intHeap, len(g.spec.Stages))
 	}
 	s.groups[g.id] = g
+	s.remKnown = false // it may reuse the id of a removed group still in done
 	s.indexAdd(g)
 	for _, t := range g.tasks {
 		t.history = append(t.history, TaskEvent{Seq: 1, Type: EvSubmitted, At: e.At})
@@ -321,7 +321,7 @@ func (s *Shard) applyRemoved(g *group) {
 	s.indexRemoved(g)
 	// Forget the removed groups at the head of the finish order (removals
 	// go in that order), and compact now and then.
-	s.removeAt = time.Time{}
+	s.removalsChanged()
 	for s.doneHead < len(s.done) && s.groups[s.done[s.doneHead]] == nil {
 		s.done[s.doneHead] = ""
 		s.doneHead++
@@ -367,7 +367,7 @@ func (s *Shard) setState(t *task, st State) {
 		g.state = groupOutcome(g)
 		g.finished = t.finished
 		s.done = append(s.done, g.id)
-		s.removeAt = time.Time{}
+		s.removalsChanged()
 		c.GroupDone = true
 		if g.spec.Notify != "" {
 			g.notify.next = g.finished

@@ -25,7 +25,7 @@ func (s *Shard) SetLeader(leader bool, now time.Time) {
 	s.schedInflight = nil
 	s.notifyInflight = nil
 	s.removing = nil
-	s.removeAt = time.Time{}
+	s.removalsChanged()
 	if !leader {
 		return
 	}
@@ -124,7 +124,7 @@ func (s *Shard) Unlease(evs []Event) {
 		}
 		if evs[i].Type == EvRemoved {
 			delete(s.removing, evs[i].Group)
-			s.removeAt = time.Time{} // due again now
+			s.removalsChanged() // due again now
 			continue
 		}
 		if evs[i].Type != EvLeased && (evs[i].Type != EvFailed || evs[i].Holder != "") {
@@ -284,6 +284,14 @@ func (s *Shard) nextRemoval() (time.Time, bool) {
 	if s.cfg.Retention <= 0 {
 		return time.Time{}, false
 	}
+	if !s.remKnown {
+		s.remNext, s.remOK, s.remKnown = s.findNextRemoval()
+	}
+	return s.remNext, s.remOK
+}
+
+// findNextRemoval is nextRemoval without the cache.
+func (s *Shard) findNextRemoval() (time.Time, bool, bool) {
 	for i := s.doneHead; i < len(s.done); i++ {
 		g := s.groups[s.done[i]]
 		if g == nil {
@@ -292,9 +300,16 @@ func (s *Shard) nextRemoval() (time.Time, bool) {
 		if _, ok := s.removing[g.id]; ok {
 			continue
 		}
-		return g.finished.Add(s.cfg.Retention), true
+		return g.finished.Add(s.cfg.Retention), true, true
 	}
-	return time.Time{}, false
+	return time.Time{}, false, true
+}
+
+// removalsChanged forgets what is cached about the next removal: done,
+// doneHead or removing changed.
+func (s *Shard) removalsChanged() {
+	s.removeAt = time.Time{}
+	s.remKnown = false
 }
 
 func (s *Shard) dueRemovals(now time.Time, evs []Event) []Event {
@@ -321,6 +336,7 @@ func (s *Shard) dueRemovals(now time.Time, evs []Event) []Event {
 			s.removing = make(map[GroupID]struct{})
 		}
 		s.removing[g.id] = struct{}{}
+		s.remKnown = false
 		evs = append(evs, Event{Type: EvRemoved, At: now, Group: g.id, By: "retention"})
 		n++
 	}

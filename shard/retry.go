@@ -180,7 +180,7 @@ func (s *Shard) reopen(g *group) {
 	if i := slices.Index(s.done[s.doneHead:], g.id); i >= 0 {
 		s.done = slices.Delete(s.done, s.doneHead+i, s.doneHead+i+1)
 	}
-	s.removeAt = time.Time{}
+	s.removalsChanged()
 	delete(s.removing, g.id)
 	g.notify = notifyState{}
 	s.notifyPending = slices.DeleteFunc(s.notifyPending, func(id GroupID) bool { return id == g.id })

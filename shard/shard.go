@@ -162,6 +162,13 @@ type Shard struct {
 	// Reset whenever done changes. Due runs every timer slot on every
 	// partition a peer leads, and an idle one need not look at a group.
 	removeAt time.Time
+	// remNext and remOK cache nextRemoval's answer while remKnown
+	// (NextDue asks once per loop iteration on every partition a peer
+	// leads); it is forgotten with removeAt, and when a group is added
+	// or its removal goes in flight.
+	remNext  time.Time
+	remOK    bool
+	remKnown bool
 	changes  []Change
 	applied  uint64       // events applied (for stats)
 	rejected uint64       // events refused as malformed by Apply (for stats; see Rejected)

@@ -3,7 +3,6 @@ package shard
 import (
 	"encoding/binary"
 	"fmt"
-	"time"
 )
 
 // snapshotVersion 2 adds the schedules after the finished groups, 3 the
@@ -210,7 +209,7 @@ func (s *Shard) install(groups map[GroupID]*group, done []GroupID, seq uint64) {
 	s.groups = groups
 	s.done = done
 	s.doneHead = 0
-	s.removeAt = time.Time{}
+	s.removalsChanged()
 	s.seq = seq
 	s.ready = readySet{external: s.cfg.External}
 	s.changes = nil
