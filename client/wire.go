@@ -8,6 +8,7 @@ type pollBody struct {
 	Max      int      `json:"max"`
 	Wait     string   `json:"wait"`
 	Labels   []string `json:"labels,omitempty"`
-	// Done carries outcomes of finished leases (docs/api.md).
+	// Done carries outcomes of finished leases (docs/api.md); this
+	// worker sends them with POST /v1/leases/report instead.
 	Done []doneEntry `json:"done,omitempty"`
 }

@@ -185,15 +185,14 @@ func (r *run) poll(ctx, hard context.Context) error {
 			free++
 		}
 		// Room for the tasks asked for: the answer's are decoded in place.
+		// A poll carries no outcomes ("done"): the peer would hand them to
+		// its loop and wait for its verdicts before answering with tasks,
+		// so the reporter sends them, beside the polls.
 		ans := api.PollResult{Tasks: make([]api.WorkerTask, 0, free)}
-		done := r.rep.forPoll()
 		err := r.c.post(ctx, "/v1/workers/poll", pollBody{Worker: r.w.ID, Handlers: r.handlers, Max: free,
-			Wait: r.w.PollWait.String(), Labels: r.w.Labels, Done: entries(done)}, &ans)
+			Wait: r.w.PollWait.String(), Labels: r.w.Labels}, &ans)
 		if err == nil {
 			bo.reset()
-			r.rep.answered(ctx, done, ans.Done, nil)
-		} else {
-			r.rep.putBack(done) // the reporter sends them again
 		}
 		for i, t := range ans.Tasks {
 			if i >= free {
