@@ -94,14 +94,34 @@ func (n *Node) workerAds() []WorkerAd {
 	if len(n.ext.demand) == 0 {
 		return nil
 	}
-	proposed := map[string]int{}
-	for _, k := range n.ext.own {
-		proposed[k]++
-	}
+	proposed := n.ownProposed()
 	out := make([]WorkerAd, 0, len(n.ext.demand))
 	for _, d := range n.ext.demand {
 		out = append(out, WorkerAd{Handler: d.Handler, Labels: LabelList(d.Labels), Want: max(d.Want-proposed[d.Key()], 0),
 			Workers: d.Workers})
+	}
+	return out
+}
+
+// ownProposed counts, by demand key, the leases this node proposed for
+// its own workers that have not applied yet.
+func (n *Node) ownProposed() map[string]int {
+	proposed := map[string]int{}
+	for _, k := range n.ext.own {
+		proposed[k]++
+	}
+	return proposed
+}
+
+// advertisers returns, in id order, the other members whose last
+// heartbeat advertised workers and that may be leased to now.
+func (n *Node) advertisers() []*member {
+	var out []*member
+	for _, id := range n.mesh.memberIDs() {
+		mb := n.mesh.members[id]
+		if id != n.cfg.ID && len(mb.workers) > 0 && n.mesh.placeable(id) && mb.boot != "" {
+			out = append(out, mb)
+		}
 	}
 	return out
 }
@@ -121,10 +141,7 @@ func (n *Node) scheduleExternal() {
 	if n.draining || !n.anyExternalReady() {
 		return
 	}
-	proposed := map[string]int{}
-	for _, k := range n.ext.own {
-		proposed[k]++
-	}
+	proposed := n.ownProposed()
 	for _, d := range n.ext.demand {
 		key := d.Key()
 		at := shard.Placement{Peer: n.cfg.ID, Labels: d.Labels, Handlers: []string{d.Handler}}
@@ -137,11 +154,8 @@ func (n *Node) scheduleExternal() {
 			}
 		}
 	}
-	for _, id := range n.mesh.memberIDs() {
-		mb := n.mesh.members[id]
-		if id == n.cfg.ID || len(mb.workers) == 0 || !n.mesh.placeable(id) || mb.boot == "" {
-			continue
-		}
+	for _, mb := range n.advertisers() {
+		id := mb.id
 		for i := range mb.workers {
 			w := &mb.workers[i]
 			key := adKey(w)
@@ -412,21 +426,15 @@ type extTarget struct {
 func (n *Node) externalTargets() []extTarget {
 	var out []extTarget
 	if len(n.ext.demand) > 0 && n.mesh.placeable(n.cfg.ID) {
-		proposed := map[string]int{}
-		for _, k := range n.ext.own {
-			proposed[k]++
-		}
+		proposed := n.ownProposed()
 		for _, d := range n.ext.demand {
 			if k := d.Key(); d.Want-proposed[k] > 0 {
 				out = append(out, extTarget{handler: d.Handler, key: k, holder: n.holder, want: d.Want - proposed[k]})
 			}
 		}
 	}
-	for _, id := range n.mesh.memberIDs() {
-		mb := n.mesh.members[id]
-		if id == n.cfg.ID || len(mb.workers) == 0 || !n.mesh.placeable(id) || mb.boot == "" {
-			continue
-		}
+	for _, mb := range n.advertisers() {
+		id := mb.id
 		for i := range mb.workers {
 			w := &mb.workers[i]
 			if k := adKey(w); w.Want-mb.offered[k] > 0 {
