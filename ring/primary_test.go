@@ -1,14 +1,12 @@
 package ring
 
 import (
-	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/buraksezer/consistent"
-	"github.com/cespare/xxhash/v2"
 )
 
 // oldPlace is place as it was before primaries: each partition's owner
@@ -25,32 +23,15 @@ func oldPlace(cfg Config, members []PeerID, k int) []int32 {
 		ReplicationFactor: vnodes,
 		Load:              cfg.Load,
 	})
-	circle := make([]int32, len(members))
-	sums := make([]uint64, len(members))
-	for i, m := range members {
-		circle[i], sums[i] = int32(i), xxhash.Sum64String(string(m))
-	}
-	slices.SortFunc(circle, func(a, b int32) int {
-		return cmp.Or(cmp.Compare(sums[a], sums[b]), cmp.Compare(members[a], members[b]))
-	})
-	at := make([]int, len(members))
-	for pos, i := range circle {
-		at[i] = pos
-	}
-	reps := make([]int32, 0, cfg.Partitions*k)
+	owners := make([]int32, cfg.Partitions)
 	for p := range cfg.Partitions {
 		owner, ok := slices.BinarySearch(members, c.GetPartitionOwner(p).(PeerID))
 		if !ok {
 			panic(fmt.Sprintf("ring: consistent owner of partition %d is not a member", p))
 		}
-		for j := range k {
-			reps = append(reps, circle[(at[owner]+j)%len(circle)])
-		}
+		owners[p] = int32(owner)
 	}
-	if cfg.Placement == PlacementSpread {
-		spreadReplicas(reps, members, k, cfg.Partitions)
-	}
-	return reps
+	return withReplicas(cfg, members, owners, k)
 }
 
 // TestPrimariesMatchConsistent: New places every partition exactly as it

@@ -83,7 +83,13 @@ func New(cfg Config, epoch Epoch, members []PeerID) (*Ring, error) {
 // members on every call (and with a deterministic tie-break should two
 // names share a hash).
 func place(cfg Config, members []PeerID, k int) []int32 {
-	owners := primaries(cfg, members)
+	return withReplicas(cfg, members, primaries(cfg, members), k)
+}
+
+// withReplicas returns, for each partition, its owner (owners[p], an
+// index in members) and the k-1 members after it on the circle, or the
+// spread replicas (cfg.Placement).
+func withReplicas(cfg Config, members []PeerID, owners []int32, k int) []int32 {
 	// circle lists member indexes by (xxhash(name), name); at[i] is the
 	// position of members[i] in circle.
 	circle := make([]int32, len(members))
