@@ -2,9 +2,6 @@ package wal
 
 import (
 	"slices"
-
-	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 )
 
 // Join adds o's changes after b's, so that appending b is the same as
@@ -13,21 +10,16 @@ import (
 // or meta key o writes replaces b's; a key o deletes is dropped from b's
 // puts and deleted.
 //
-// b keeps o's entry and record values (Logs copy what they store) but not
-// its slices or hard states, so the caller may reuse o.
+// b copies o's updates and records into its own slices, so the caller may
+// reuse o's slices; it shares their hard states, entries and values, which
+// a Ready never changes once made (Logs copy what they store).
 //
 // A runtime uses it to hold a batch that needs no sync (a commit index,
 // deleted outbox records) and write it with the next one that does: the
 // held batch is lost by a crash before then, exactly as an unsynced Append
 // may be, and the log pays one write and one sync instead of two and two.
 func (b *Batch) Join(o *Batch) {
-	for _, u := range o.Updates {
-		if u.HardState != nil {
-			u.HardState = proto.Clone(u.HardState).(*raftpb.HardState)
-		}
-		u.Entries = slices.Clone(u.Entries)
-		b.Updates = append(b.Updates, u)
-	}
+	b.Updates = append(b.Updates, o.Updates...)
 	for _, r := range o.OutboxPut {
 		b.OutboxDel = slices.DeleteFunc(b.OutboxDel, func(k string) bool { return k == r.Key })
 		b.OutboxPut = putRecord(b.OutboxPut, r)
