@@ -28,13 +28,20 @@ type PartStore interface {
 	PutHardState(hs *raftpb.HardState) error
 	// PutEntries stores es, which are contiguous and follow the last index.
 	PutEntries(es []*raftpb.Entry) error
+	// Clear deletes the hard state, the snapshot and every entry.
+	Clear() error
 }
 
-// ApplyUpdate applies u to s in the order Raft expects: snapshot, hard
-// state, entries, compaction. See Update for the rules. An invalid u
+// ApplyUpdate applies u to s in the order Raft expects, after a drop:
+// drop, snapshot, hard state, entries, compaction. See Update for the rules. An invalid u
 // returns an error wrapping ErrInvalidUpdate; s may then be partly edited,
 // so a Log applies it to a copy or inside a transaction it can discard.
 func ApplyUpdate(s PartStore, u *Update) error {
+	if u.Drop {
+		if err := s.Clear(); err != nil {
+			return err
+		}
+	}
 	if !raft.IsEmptySnap(u.Snapshot) {
 		if err := applySnapshot(s, u.Snapshot); err != nil {
 			return err

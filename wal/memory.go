@@ -99,7 +99,11 @@ func (m *Memory) Append(b *Batch) error {
 		}
 	}
 	for p, mp := range scratch {
-		m.cur.parts[p] = *mp
+		if emptyPart(*mp) {
+			delete(m.cur.parts, p) // dropped
+		} else {
+			m.cur.parts[p] = *mp
+		}
 		m.dirtyParts[p] = struct{}{}
 	}
 	for _, r := range b.OutboxPut {
@@ -174,8 +178,7 @@ func (m *Memory) Partitions() ([]uint32, error) {
 	defer m.mu.Unlock()
 	var ps []uint32
 	for _, p := range slices.Sorted(maps.Keys(m.cur.parts)) {
-		mp := m.cur.parts[p]
-		if mp.hs != nil || mp.snap != nil || len(mp.ents) > 0 {
+		if !emptyPart(m.cur.parts[p]) {
 			ps = append(ps, p)
 		}
 	}
@@ -231,6 +234,14 @@ func (m *Memory) Meta(key string) ([]byte, bool, error) {
 func (m *Memory) Close() error { return m.Sync() }
 
 // memPart implements PartStore for Memory.Append.
+
+// emptyPart reports whether mp stores nothing.
+func emptyPart(mp memPart) bool { return mp.hs == nil && mp.snap == nil && len(mp.ents) == 0 }
+
+func (mp *memPart) Clear() error {
+	*mp = memPart{}
+	return nil
+}
 
 func (mp *memPart) SnapIndex() (uint64, error) { return mp.snap.GetMetadata().GetIndex(), nil }
 

@@ -46,8 +46,12 @@ func NewStorage(ps PartitionState) (*Storage, error) {
 // Apply applies u in the order Raft expects (snapshot, hard state, entries,
 // compaction) with the rules of Update, so that the Storage matches what a
 // Log holds after Append(u). An invalid u returns an error wrapping
-// ErrInvalidUpdate and leaves the Storage unchanged.
+// ErrInvalidUpdate and leaves the Storage unchanged. A Storage is
+// discarded with its partition, so it takes no Drop.
 func (s *Storage) Apply(u Update) error {
+	if u.Drop {
+		return fmt.Errorf("wal: apply: %w: partition %d: a Storage is not dropped, it is discarded", ErrInvalidUpdate, u.Partition)
+	}
 	if err := CheckEntries(u.Partition, u.Entries); err != nil {
 		return fmt.Errorf("wal: apply: %w", err)
 	}

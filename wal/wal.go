@@ -26,7 +26,7 @@ var (
 )
 
 // Update is what one partition's Raft Ready asks to persist. Its parts are
-// applied in this order: Snapshot, HardState, Entries, Compact.
+// applied in this order: Drop, Snapshot, HardState, Entries, Compact.
 //
 // The pointer types follow go.etcd.io/raft/v3 v3.7, whose Ready carries
 // *raftpb.HardState, *raftpb.Snapshot and []*raftpb.Entry. A Log never keeps
@@ -34,6 +34,12 @@ var (
 type Update struct {
 	// Partition is the ring partition whose Raft group produced the Ready.
 	Partition uint32
+	// Drop, when true, deletes everything stored for the partition (hard
+	// state, snapshot, entries) before the rest of the Update applies: the
+	// peer left the partition's replicas. After a drop alone the partition
+	// loads empty and Partitions omits it; a later Update (in the same
+	// Batch or another) starts it again from nothing.
+	Drop bool
 	// HardState replaces the stored hard state unless it is nil or
 	// raft.IsEmptyHardState.
 	HardState *raftpb.HardState

@@ -2,6 +2,7 @@ package badgerwal
 
 import (
 	"encoding/binary"
+	"errors"
 
 	"github.com/dgraph-io/badger/v4"
 	"go.etcd.io/raft/v3"
@@ -27,6 +28,13 @@ import (
 //  3. Entries follow in transactions of whole entries, in index order.
 //  4. The hard state and compaction come last, then the outbox and meta
 //     records, whole records per transaction.
+//
+// A drop too large for one transaction (splitDrop) goes first, in steps
+// that each leave a loadable log: the hard state's commit comes down to
+// the snapshot index, entries are deleted from the last one down, and one
+// last transaction deletes the hard state and the snapshot. A crash in
+// between leaves a shorter log of a partition the peer had left; it is
+// left again as any partition held but not placed here.
 //
 // Each transaction is synced before the next (Badger does not fsync a
 // memtable it rotates away from, so a later one could survive an earlier
@@ -142,6 +150,11 @@ func (b *Log) splitUpdate(u *wal.Update) error {
 	if err := wal.CheckEntries(p, u.Entries); err != nil {
 		return err
 	}
+	if u.Drop {
+		if err := b.splitDrop(p); err != nil {
+			return err
+		}
+	}
 	if !raft.IsEmptySnap(u.Snapshot) {
 		if err := b.splitSnapshot(p, u.Snapshot, u.HardState); err != nil {
 			return err
@@ -159,6 +172,54 @@ func (b *Log) splitUpdate(u *wal.Update) error {
 	}
 	rest := wal.Update{Partition: p, HardState: u.HardState, Compact: u.Compact}
 	return b.txnSync(func(_ *txnWriter, part func(uint32) *txnPart) error { return wal.ApplyUpdate(part(p), &rest) })
+}
+
+// splitDrop deletes partition p's records in several transactions (see
+// the note at the top).
+func (b *Log) splitDrop(p uint32) error {
+	err := b.txnSync(func(w *txnWriter, part func(uint32) *txnPart) error {
+		tp := part(p)
+		si, err := tp.SnapIndex()
+		if err != nil {
+			return err
+		}
+		raw, ok, why := w.record(partKey(p, kindHardState))
+		if why != "" {
+			return corruptPart(wal.RecordHardState, p, 0, "%s", why)
+		}
+		hs := &raftpb.HardState{}
+		if !ok || proto.Unmarshal(raw, hs) != nil || hs.GetCommit() <= si {
+			return nil // an undecodable hard state goes with the rest
+		}
+		hs.Commit = new(si)
+		return tp.PutHardState(hs)
+	})
+	if err != nil {
+		return err
+	}
+	for n, done := uint64(1024), false; !done; {
+		err := b.txnSync(func(_ *txnWriter, part func(uint32) *txnPart) error {
+			tp := part(p)
+			m, err := tp.load()
+			if err != nil || m.first == 0 {
+				done = err == nil
+				return err
+			}
+			from := m.first
+			if m.last-m.first >= n {
+				from = m.last - n + 1
+			}
+			return tp.DropEntries(from, 0)
+		})
+		if errors.Is(err, wal.ErrBatchTooBig) && n > 1 {
+			n /= 2
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return b.txnSync(func(_ *txnWriter, part func(uint32) *txnPart) error { return part(p).Clear() })
 }
 
 // splitSnapshot stages a snapshot's data, then installs it with a hard

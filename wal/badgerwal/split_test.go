@@ -9,6 +9,7 @@ import (
 
 	"github.com/needle-mesh/needle/wal"
 	"github.com/needle-mesh/needle/wal/badgerwal"
+	"github.com/needle-mesh/needle/wal/waltest"
 )
 
 // TestBadgerSplitsBigBatches writes batches several times the size of one
@@ -61,6 +62,44 @@ func TestSplitsBigBatches(t *testing.T) {
 	one := []wal.Record{{Key: "big", Value: make([]byte, 1<<20)}}
 	if err := b.Append(&wal.Batch{OutboxPut: one}); !errors.Is(err, wal.ErrBatchTooBig) {
 		t.Fatalf("Append of one record over MaxRecord = %v; want ErrBatchTooBig", err)
+	}
+	_ = b.Close()
+}
+
+// TestSplitsBigDrop drops a partition whose records do not fit one
+// transaction's deletes (10,000 entries with a 4 MiB memtable): the drop
+// goes in several transactions and the partition ends empty and unlisted,
+// after a reopen too, the other partition untouched.
+func TestSplitsBigDrop(t *testing.T) {
+	dir := t.TempDir()
+	opts := badgerwal.Options{MemTableSize: 4 << 20}
+	b := mustOpen(t, dir, opts)
+	conf := &raftpb.ConfState{Voters: []uint64{1}}
+	snap := &raftpb.Snapshot{Data: bytes.Repeat([]byte("s"), 1<<20), Metadata: &raftpb.SnapshotMetadata{Index: new(uint64(10)), Term: new(uint64(2)), ConfState: conf}}
+	if err := b.Append(&wal.Batch{Updates: []wal.Update{{Partition: 3, Snapshot: snap}, {Partition: 4, Entries: waltest.Ents(1, 2, 1)}}}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 10_000
+	for lo := uint64(11); lo < 11+n; lo += 1000 {
+		hs := &raftpb.HardState{Term: new(uint64(2)), Vote: new(uint64(1)), Commit: new(lo + 999)}
+		if err := b.Append(&wal.Batch{Updates: []wal.Update{{Partition: 3, HardState: hs, Entries: waltest.Ents(lo, lo+999, 2)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ps, err := b.Load(3); err != nil || len(ps.Entries) != n {
+		t.Fatalf("Load(3) before the drop: %d entries, %v; want %d", len(ps.Entries), err, n)
+	}
+	if err := b.Append(&wal.Batch{Updates: []wal.Update{{Partition: 3, Drop: true}}}); err != nil {
+		t.Fatalf("Append(drop of %d entries) = %v; want it written in several transactions", n, err)
+	}
+	for range 2 {
+		waltest.CheckState(t, "dropped", waltest.MustLoad(t, b, 3), wal.PartitionState{})
+		waltest.CheckState(t, "kept", waltest.MustLoad(t, b, 4), wal.PartitionState{Entries: waltest.Ents(1, 2, 1)})
+		if ps, err := b.Partitions(); err != nil || len(ps) != 1 || ps[0] != 4 {
+			t.Errorf("Partitions() = %v, %v; want [4]", ps, err)
+		}
+		_ = b.Close()
+		b = mustOpen(t, dir, opts)
 	}
 	_ = b.Close()
 }

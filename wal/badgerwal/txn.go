@@ -353,6 +353,19 @@ func (t *txnPart) PutSnapshot(s *raftpb.Snapshot) error {
 	return t.w.putRecord(partKey(t.p, kindSnapData), s.GetData())
 }
 
+// Clear deletes every record of the partition: hard state, snapshot
+// metadata and data, staged snapshot data and entries.
+func (t *txnPart) Clear() error {
+	prefix := binary.BigEndian.AppendUint32([]byte{prefixPart}, t.p)
+	for _, k := range t.w.keys(prefix, nil, func([]byte) bool { return true }) {
+		if err := t.w.del(k); err != nil {
+			return err
+		}
+	}
+	t.meta, t.stagedIdx = &partMeta{}, 0
+	return nil
+}
+
 func (t *txnPart) PutHardState(hs *raftpb.HardState) error {
 	return t.w.putRecord(partKey(t.p, kindHardState), marshal(hs))
 }

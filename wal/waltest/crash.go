@@ -47,4 +47,11 @@ func RunCrash(t *testing.T, open Crasher) {
 	l = crash()
 	checkOutbox(t, l, []wal.Record{{Key: "unsynced", Value: []byte("2")}})
 	CheckState(t, "after second crash", MustLoad(t, l, 2), wal.PartitionState{Entries: Ents(1, 1, 1)})
+	// An unsynced drop is lost like any other change.
+	if err := l.Append(&wal.Batch{Updates: []wal.Update{{Partition: 2, Drop: true}}}); err != nil {
+		t.Fatalf("Append(drop): %v", err)
+	}
+	CheckState(t, "dropped before crash", MustLoad(t, l, 2), wal.PartitionState{})
+	l = crash()
+	CheckState(t, "drop lost by the crash", MustLoad(t, l, 2), wal.PartitionState{Entries: Ents(1, 1, 1)})
 }

@@ -41,6 +41,7 @@ func Run(t *testing.T, open Opener) {
 		{"ManyPartitions", testManyPartitions},
 		{"StorageParity", testStorageParity},
 		{"Join", testJoin},
+		{"Drop", testDrop},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open) })
