@@ -58,6 +58,8 @@ type Log struct {
 	unkicked, kickEvery int64
 	// compactions counts the compactions the goroutine ran (tests).
 	compactions atomic.Int64
+	// ms syncs the memtable files alone (sync.go); nil in memory.
+	ms *memSync
 
 	// cancel stops the GC and compaction goroutines; wg waits for them in
 	// Close.
@@ -94,6 +96,9 @@ func Open(dir string, opts Options) (*Log, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Log{db: db, log: log, cancel: cancel, parts: map[uint32]partMeta{}, txnMax: 15 * bo.MemTableSize / 100,
 		kick: make(chan struct{}, 1), kickEvery: bo.MemTableSize / 16}
+	if !opts.InMemory {
+		b.ms = openMemSync(dir)
+	}
 	b.wg.Go(func() { b.compactLoop(ctx) })
 	b.kickCompaction() // a database left with a full L0
 	if !opts.InMemory {
@@ -158,7 +163,7 @@ func (b *Log) Append(batch *wal.Batch) error {
 		return wal.ErrClosed
 	}
 	if b.dirty {
-		if err := b.db.Sync(); err != nil {
+		if err := b.syncWAL(); err != nil {
 			return fmt.Errorf("badgerwal: append: sync previous: %w", err)
 		}
 		b.dirty = false
@@ -231,11 +236,20 @@ func (b *Log) Sync() error {
 	if b.closed {
 		return wal.ErrClosed
 	}
-	if err := b.db.Sync(); err != nil {
+	if err := b.syncWAL(); err != nil {
 		return fmt.Errorf("badgerwal: sync: %w", err)
 	}
 	b.dirty = false
 	return nil
+}
+
+// syncWAL makes every write so far durable: the memtable files alone
+// (sync.go), or Badger's DB.Sync where they cannot be found.
+func (b *Log) syncWAL() error {
+	if b.ms == nil || b.ms.fallback {
+		return b.db.Sync()
+	}
+	return b.ms.sync()
 }
 
 // Close implements Log: it stops the GC and compaction goroutines (a
@@ -250,6 +264,9 @@ func (b *Log) Close() error {
 	b.closed = true
 	b.cancel()
 	b.wg.Wait()
+	if b.ms != nil {
+		b.ms.close()
+	}
 	if err := b.db.Close(); err != nil {
 		return fmt.Errorf("badgerwal: close: %w", err)
 	}
