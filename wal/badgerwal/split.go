@@ -90,7 +90,7 @@ func (b *Log) txnSync(fn func(w *txnWriter, part func(uint32) *txnPart) error) e
 	if err := b.txnDo(fn); err != nil {
 		return err
 	}
-	return b.db.Sync()
+	return b.syncWAL()
 }
 
 // appendSplit writes batch in several transactions (see above).
