@@ -366,15 +366,15 @@ func (m *mesh) memberIDs() []string {
 }
 
 func (m *mesh) heartbeat() Message {
-	st := m.n.Stats()
+	ready, stranded := m.n.readyLoad()
 	hb := &Heartbeat{
 		Boot: m.n.cfg.Boot, Partitions: m.n.cfg.Partitions, Addrs: m.n.cfg.Addrs,
-		Load: Load{Ready: st.Ready, Running: st.Running, Slots: st.Slots}, Draining: m.n.draining,
+		Load: Load{Ready: ready, Running: len(m.n.running), Slots: m.n.cfg.Slots}, Draining: m.n.draining,
 		Members: m.memberIDs(), Forgotten: slices.Sorted(maps.Keys(m.forgotten)),
-		Labels: m.members[m.n.cfg.ID].labelList, Stranded: st.Stranded, Features: Features,
+		Labels: m.members[m.n.cfg.ID].labelList, Stranded: stranded, Features: Features,
 		Workers: m.n.workerAds(), Replicas: m.n.cfg.Replicas, Placement: m.n.cfg.Placement,
 	}
-	if st.Stranded > 0 {
+	if stranded > 0 {
 		hb.StrandedFor = m.strandedFor()
 	}
 	return Message{Type: MsgHeartbeat, From: m.n.cfg.ID, Heartbeat: hb}

@@ -503,11 +503,24 @@ func (n *Node) Stats() Stats {
 			continue
 		}
 		st.Leading++
-		st.Ready += p.shard.ReadyLen()
-		st.Stranded += p.shard.Stranded(n.placement)
 		p.shard.Counts(st.Counts[:])
 	}
+	st.Ready, st.Stranded = n.readyLoad()
 	return st
+}
+
+// readyLoad returns the READY tasks of the partitions this node serves,
+// and how many of them it may not run itself (Stats.Ready and Stranded).
+// Heartbeats ask for it alone: Stats also counts the tasks of every
+// retained group by state, a walk over all of them.
+func (n *Node) readyLoad() (ready, stranded int) {
+	for _, i := range n.held {
+		if p := n.parts[i]; p.serving {
+			ready += p.shard.ReadyLen()
+			stranded += p.shard.Stranded(n.placement)
+		}
+	}
+	return ready, stranded
 }
 
 func sortedKeys[K ~string | ~uint64 | ~int, V any](m map[K]V) []K {

@@ -27,18 +27,21 @@ type sim struct {
 	// against another replica at the same applied index (invariant 5).
 	replicaPairs int
 	replicaNext  int // the partition the next periodic replica check covers (see periodicReplicas)
-	nodes        []*simNode
-	byID         map[string]int
-	owners       []int           // partition -> node index that serves it (see route)
-	rings        *node.RingCache // ring builds shared by the nodes (pure: no effect on results)
-	net          *network
-	cl           *client
-	chk          *checker
-	wl           *workload
-	faults       []Fault
-	healAt       time.Duration // when the last fault heals
-	hash         hash.Hash64   // over persisted entries and runs, in order
-	viol         *Violation
+	// replicaEntries is entries when the last periodic check of a large
+	// run ran (see periodicReplicas).
+	replicaEntries uint64
+	nodes          []*simNode
+	byID           map[string]int
+	owners         []int           // partition -> node index that serves it (see route)
+	rings          *node.RingCache // ring builds shared by the nodes (pure: no effect on results)
+	net            *network
+	cl             *client
+	chk            *checker
+	wl             *workload
+	faults         []Fault
+	healAt         time.Duration // when the last fault heals
+	hash           hash.Hash64   // over persisted entries and runs, in order
+	viol           *Violation
 	// durCheck is set by a restart: invariant 1 is checked (every second)
 	// until every acknowledged group was found on a serving node.
 	durCheck bool
