@@ -123,6 +123,7 @@ func (s *Shard) applySubmitted(e *Event) {
 	for _, t := range g.tasks {
 		t.history = append(t.history, TaskEvent{Seq: 1, Type: EvSubmitted, At: e.At})
 		g.counts[StateUnknown]++
+		s.counts[StateUnknown]++
 		if t.depsLeft > 0 {
 			s.setState(t, Pending)
 		} else {
@@ -317,6 +318,9 @@ func (s *Shard) applyRemoved(g *group) {
 		}
 	}
 	delete(s.groups, g.id)
+	for st, n := range g.counts {
+		s.counts[st] -= n
+	}
 	delete(s.removing, g.id)
 	s.indexRemoved(g)
 	// Forget the removed groups at the head of the finish order (removals
@@ -350,6 +354,8 @@ func (s *Shard) setState(t *task, st State) {
 	}
 	g.counts[t.state]--
 	g.counts[st]++
+	s.counts[t.state]--
+	s.counts[st]++
 	if t.state == Ready {
 		s.ready.Remove(t)
 	}

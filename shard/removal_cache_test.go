@@ -11,7 +11,8 @@ import (
 // outcomes, retention removals (some left in flight, some dropped as a
 // proposal Raft refused, some committed), group ids reused after removal,
 // and restores, and checks after every step that NextDue's cached next
-// removal is the one a walk of the finished groups finds.
+// removal is the one a walk of the finished groups finds, and that the
+// counts by state Counts answers are those of a walk over the groups.
 func TestNextRemovalCached(t *testing.T) {
 	for seed := uint64(1); seed <= 20; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
@@ -55,6 +56,9 @@ func TestNextRemovalCached(t *testing.T) {
 						}
 						s.SetLeader(true, o.now)
 					}
+				}
+				if got, want := s.counts, s.walkCounts(); got != want {
+					t.Fatalf("step %d: counts by state %v; a walk over the groups finds %v", step, got, want)
 				}
 				got, gotOK := s.nextRemoval()
 				want, wantOK, _ := s.findNextRemoval()

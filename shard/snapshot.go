@@ -213,10 +213,12 @@ func (s *Shard) install(groups map[GroupID]*group, done []GroupID, seq uint64) {
 	s.seq = seq
 	s.ready = readySet{external: s.cfg.External}
 	s.changes = nil
+	s.counts = [numStates]int{}
 	for _, id := range sortedGroupIDs(groups) {
 		g := groups[id]
 		for _, t := range g.tasks {
 			g.counts[t.state]++
+			s.counts[t.state]++
 			t.depsLeft = 0 // linkDeps counted every dep; count the unmet ones
 			for _, dep := range t.deps {
 				if g.tasks[dep].state != Succeeded {
