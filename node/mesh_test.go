@@ -91,7 +91,8 @@ func TestMeshRemovedReplicaRoutesToOwner(t *testing.T) {
 	n1 := c.node("n1").n
 	part := -1
 	for p := range parts {
-		if n1.parts[p] != nil && !n1.replica(n1.parts[p]) && len(c.servers(p)) == 1 {
+		// Removed: n1 left the partition (leave.go), or holds a stale copy.
+		if (n1.parts[p] == nil || !n1.replica(n1.parts[p])) && len(c.servers(p)) == 1 {
 			part = p
 			break
 		}

@@ -22,10 +22,17 @@ const (
 	MsgAck                          // the owner has the outcomes (accepted or stale)
 	MsgStealReq                     // an idle peer asks for READY tasks
 	MsgGrant                        // leases granted to a thief (committed first)
+	// MsgReplicaAsk: a peer holding partitions the ring no longer places
+	// on it, with no leader heard, asks their owner whether it is still a
+	// replica (leave.go). Sent only to peers with FeatureLeave.
+	MsgReplicaAsk
+	// MsgReplicaGone: a leader tells a peer it is in none of the
+	// partitions' applied configurations (leave.go).
+	MsgReplicaGone
 	numMsgTypes
 )
 
-var msgNames = [...]string{"", "raft", "heartbeat", "outcome", "ack", "steal", "grant"}
+var msgNames = [...]string{"", "raft", "heartbeat", "outcome", "ack", "steal", "grant", "replica-ask", "replica-gone"}
 
 func (t MsgType) String() string {
 	if t > 0 && int(t) < len(msgNames) {
@@ -55,6 +62,18 @@ type Message struct {
 	// request must not run leases held by its former run. Appended; ""
 	// from an older peer.
 	Holder string
+	// Asks are the partitions of a MsgReplicaAsk, sorted.
+	Asks []uint32
+	// Gone are the answers of a MsgReplicaGone.
+	Gone []GoneMsg
+}
+
+// GoneMsg tells a peer that the configuration partition Partition applied
+// at index Index (committed: a leader holding its read lease applied it)
+// names it neither as voter nor as learner.
+type GoneMsg struct {
+	Partition uint32
+	Index     uint64
 }
 
 // RaftMsg is one Raft message of one partition.

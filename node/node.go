@@ -172,10 +172,18 @@ type Node struct {
 	parts []*partition // indexed by partition number; nil when not held
 	// held lists the partitions this node holds (parts[i] != nil), in
 	// increasing order: the per-tick loops walk it instead of every slot of
-	// parts (partitions are opened by NewNode and stepRaft, never closed).
-	held  []int
-	dirty []int // partitions that may have a Raft Ready
-	isDir []bool
+	// parts (partitions are opened by NewNode and stepRaft, and dropped
+	// when a committed configuration excludes this node: leave.go).
+	held []int
+	// leaving are partitions whose applied configuration excludes this
+	// node, dropped at Advance (leave.go); goneOut the GoneMsgs to send
+	// to peers this node removed as leader; leaveAt when askLeave next
+	// asks about orphan partitions.
+	leaving []int
+	goneOut map[string][]GoneMsg
+	leaveAt time.Time
+	dirty   []int // partitions that may have a Raft Ready
+	isDir   []bool
 
 	now       time.Time
 	lastTick  time.Time
@@ -266,7 +274,7 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 		reqs: make(map[uint64]*request), submits: make(map[shard.GroupID][]uint64), running: make(map[shard.TaskID]shard.Round),
 		leaseAt: make(map[shard.TaskID]time.Time), ownLeases: make(map[shard.TaskID]ownLease),
 		raftOut: make(map[string][]RaftMsg), started: make(map[shard.TaskID]claimed),
-		localOut: make(map[shard.TaskID]shard.Outcome),
+		localOut: make(map[shard.TaskID]shard.Outcome), goneOut: make(map[string][]GoneMsg),
 	}
 	n.placement = shard.Placement{Peer: cfg.ID, Labels: maps.Clone(cfg.Labels)}
 	n.mesh = newMesh(n, now)
@@ -287,6 +295,9 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 		}
 		n.hold(part)
 		n.markDirty(p)
+		if n.mustLeave(part) {
+			n.queueLeave(part) // stored with a configuration that excludes it (leave.go)
+		}
 	}
 	return n, nil
 }
@@ -344,6 +355,7 @@ func (n *Node) Tick(now time.Time) {
 		raftTick = n.needsRaftTick()
 	}
 	n.mesh.tick(now)
+	n.askLeave()
 	// Timers have the resolution of shard's timing wheel: within one slot
 	// no timer can fire, so the drivers' tick before every input skips
 	// the walk over the partitions it leads (retention removals, the one

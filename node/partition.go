@@ -36,6 +36,11 @@ type partition struct {
 	// leaderHeard is when this replica last heard from a leader (appends,
 	// heartbeats, snapshots): for DeadAfter it votes for no one else.
 	leaderHeard time.Time
+	// leaderMsgAt is when this replica last had a message from a leader
+	// or was opened (not moved by waking, unlike leaderHeard); leaveAsks
+	// counts the asks about it (askLeave).
+	leaderMsgAt time.Time
+	leaveAsks   int
 	// abdicated: this leader heard no majority of its voters for DeadAfter
 	// while they may still hear it (a one-way cut): it stopped serving and
 	// stopped sending appends and heartbeats, so that they elect another
@@ -80,7 +85,7 @@ func (n *Node) openPartition(p int, ps wal.PartitionState, bootstrap bool) (*par
 	if err != nil {
 		return nil, err
 	}
-	part := &partition{id: p, storage: st, shard: sh, conf: &pb.ConfState{}}
+	part := &partition{id: p, storage: st, shard: sh, conf: &pb.ConfState{}, leaderMsgAt: n.now}
 	if snap := ps.Snapshot; snap != nil && !raft.IsEmptySnap(snap) {
 		if err := sh.Restore(snap.GetData()); err != nil {
 			return nil, fmt.Errorf("peer: partition %d: restore snapshot %d: %w", p, snap.GetMetadata().GetIndex(), err)

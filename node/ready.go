@@ -102,7 +102,7 @@ type SubmitResult struct {
 func (n *Node) HasReady() bool {
 	if len(n.rd.Replies) > 0 || len(n.rd.Run) > 0 || len(n.rd.Abort) > 0 || len(n.rd.Persist.Updates) > 0 ||
 		len(n.rd.Messages) > 0 || len(n.rd.Gossip) > 0 || len(n.rd.Persist.OutboxPut) > 0 || len(n.rd.Persist.OutboxDel) > 0 ||
-		len(n.rd.Notify) > 0 || len(n.rd.Early) > 0 || len(n.raftOut) > 0 {
+		len(n.rd.Notify) > 0 || len(n.rd.Early) > 0 || len(n.raftOut) > 0 || len(n.goneOut) > 0 {
 		return true
 	}
 	// A dirty partition found to have nothing is dropped from dirty (every
@@ -141,6 +141,7 @@ func (n *Node) Ready() Ready {
 	n.schedulePeers()
 	n.maybeSteal()
 	n.flushGrants()
+	n.flushGone()
 	n.flushRaftMsgs()
 	n.dropAborted()
 	rd := n.rd
@@ -292,7 +293,9 @@ func (n *Node) Advance(Ready) {
 	for _, a := range n.advRds {
 		a.p.rn.Advance(a.rd)
 		n.markDirty(a.p.id)
-		n.maybeSnapshot(a.p)
+		if !n.mustLeave(a.p) {
+			n.maybeSnapshot(a.p) // not of a partition left below
+		}
 	}
 	n.advRds = n.advRds[:0]
 	// Snapshots were handed to the transport; if one is lost, the follower
@@ -305,6 +308,7 @@ func (n *Node) Advance(Ready) {
 		s.p.rn.ReportSnapshot(s.to, status)
 	}
 	n.snapSent = n.snapSent[:0]
+	n.leaveQueued()
 }
 
 type snapReport struct {
@@ -328,6 +332,9 @@ func (n *Node) softState(p *partition, ss *raft.SoftState) {
 	}
 	if !leader {
 		n.stopServing(p)
+		if n.mustLeave(p) {
+			n.queueLeave(p) // removed while it led (leave.go)
+		}
 	}
 }
 
@@ -410,8 +417,10 @@ func (n *Node) applyConfChange(p *partition, e *pb.Entry, cc pb.ConfChangeI) (ok
 			ok = false
 		}
 	}()
+	old := p.conf
 	p.conf = p.rn.ApplyConfChange(cc)
 	p.confAt = time.Time{}
+	n.confApplied(p, old)
 	return true
 }
 

@@ -35,6 +35,10 @@ type NodeStats struct {
 	// Quiesced counts the partitions this node quiesced as leader, Woken
 	// the quiesced replicas it woke (quiesce.go).
 	Quiesced, Woken int
+	// Left counts the partitions this node dropped (leave.go),
+	// ReplicaAsks the MsgReplicaAsk it sent, StaleRaft the Raft messages
+	// for partitions it does not hold that it did not open one for.
+	Left, ReplicaAsks, StaleRaft int
 }
 
 // stealer is the node's side of work stealing: the pure policy of package

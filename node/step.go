@@ -62,6 +62,10 @@ func (n *Node) Step(from string, m Message) error {
 		n.stepAcks(from, m.Acks)
 	case MsgStealReq, MsgGrant:
 		return n.stepSteal(from, m)
+	case MsgReplicaAsk:
+		n.stepReplicaAsk(from, m.Asks)
+	case MsgReplicaGone:
+		n.stepReplicaGone(from, m.Gone)
 	default:
 		return fmt.Errorf("peer: step: unknown message type %v", m.Type)
 	}
@@ -196,6 +200,10 @@ func (n *Node) stepRaft(from string, msgs []RaftMsg) error {
 		if p != nil {
 			n.renewLease(p, rm.Msg)
 		}
+		if p == nil && !n.mayOpen(int(rm.Partition), rm.Msg) {
+			n.stats.StaleRaft++ // for a partition this node left (leave.go)
+			continue
+		}
 		if p == nil {
 			var err error
 			if p, err = n.openPartition(int(rm.Partition), wal.PartitionState{}, false); err != nil {
@@ -265,7 +273,7 @@ func (n *Node) renewLease(p *partition, m *pb.Message) {
 	switch m.GetType() {
 	case pb.MsgApp, pb.MsgHeartbeat, pb.MsgSnap:
 		if m.GetTerm() >= term {
-			p.leaderHeard = n.now
+			p.leaderHeard, p.leaderMsgAt = n.now, n.now
 		}
 	case pb.MsgAppResp, pb.MsgHeartbeatResp:
 		if p.leader && m.GetTerm() == term && p.acked != nil {

@@ -146,6 +146,13 @@ func (e *env) showCmd(pos []string) (string, error) {
 		}
 	case "entries":
 		e.showEntries(&b, shard.GroupID(pos[1]))
+	case "held":
+		// The partitions each peer holds, in memory and in its WAL, and
+		// how many it left (leave.go).
+		for _, p := range e.m.Peers {
+			stored, _ := p.Log.Partitions()
+			fmt.Fprintf(&b, "%s holds %v wal %v left %d\n", p.ID, p.Node.Held(), stored, p.Node.Counters().Left)
+		}
 	case "drained":
 		done, what := e.m.MustPeer(pos[1]).Node.Drained()
 		fmt.Fprintf(&b, "drained=%v%s\n", done, strings.TrimRight(" "+what, " "))

@@ -93,6 +93,17 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 		for _, g := range m.Grants {
 			dst = shard.AppendString(dst, g.Worker)
 		}
+	case MsgReplicaAsk:
+		dst = binary.AppendUvarint(dst, uint64(len(m.Asks)))
+		for _, p := range m.Asks {
+			dst = binary.AppendUvarint(dst, uint64(p))
+		}
+	case MsgReplicaGone:
+		dst = binary.AppendUvarint(dst, uint64(len(m.Gone)))
+		for _, g := range m.Gone {
+			dst = binary.AppendUvarint(dst, uint64(g.Partition))
+			dst = binary.AppendUvarint(dst, g.Index)
+		}
 	default:
 		return nil, fmt.Errorf("peer: encode: unknown message type %v", m.Type)
 	}
@@ -261,6 +272,18 @@ func DecodeMessage(p []byte) (Message, error) {
 		if d.Err() == nil && d.Len() > 0 {
 			decodeWorkers(&d, m.Grants)
 		}
+	case MsgReplicaAsk:
+		n := d.Count(1)
+		m.Asks = make([]uint32, 0, n)
+		for range n {
+			m.Asks = append(m.Asks, decodePartition(&d))
+		}
+	case MsgReplicaGone:
+		n := d.Count(2)
+		m.Gone = make([]GoneMsg, 0, n)
+		for range n {
+			m.Gone = append(m.Gone, GoneMsg{Partition: decodePartition(&d), Index: d.Uvarint()})
+		}
 	}
 	if err := d.Err(); err != nil {
 		return Message{}, fmt.Errorf("%w: %v %v", ErrWire, m.Type, err)
@@ -302,6 +325,17 @@ func decodeRaft(d *shard.Decoder, m *Message) {
 		}
 		m.Raft = append(m.Raft, RaftMsg{Partition: uint32(part), Msg: msg})
 	}
+}
+
+// decodePartition reads a partition number, at most 1<<16 as in decodeRaft
+// (Step checks it against the mesh's partition count).
+func decodePartition(d *shard.Decoder) uint32 {
+	v := d.Uvarint()
+	if v > 1<<16 {
+		d.Fail("partition %d out of range", v)
+		return 0
+	}
+	return uint32(v)
 }
 
 func decodeLoad(d *shard.Decoder) Load {

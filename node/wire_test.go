@@ -35,6 +35,8 @@ func wireSamples() []Message {
 				Inputs: map[string]json.RawMessage{"b": json.RawMessage(`[1,2]`), "a": json.RawMessage(`"x"`)}}}, Holder: "t#7"},
 		{Type: MsgGrant, From: "f", Load: Load{Ready: 1}, Grants: []Grant{{Task: "g.5", Round: 2, Handler: "echo"}}}, // from an older peer: no holder
 		{Type: MsgGrant, From: "f", Refused: true},
+		{Type: MsgReplicaAsk, From: "g", Asks: []uint32{0, 7, 255, 4095}},
+		{Type: MsgReplicaGone, From: "h", Gone: []GoneMsg{{Partition: 7, Index: 12}, {Partition: 4095, Index: 1 << 40}}},
 	}
 }
 

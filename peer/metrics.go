@@ -141,6 +141,9 @@ func (m *metrics) observe(n *node.Node) {
 		{"rejected_entries", cur.RejectedEntries, m.last.RejectedEntries},
 		{"dropped_raft_messages", cur.DroppedRaft, m.last.DroppedRaft},
 		{"entries_proposed", cur.Entries, m.last.Entries},
+		{"partitions_left", cur.Left, m.last.Left},
+		{"replica_asks", cur.ReplicaAsks, m.last.ReplicaAsks},
+		{"stale_raft_messages", cur.StaleRaft, m.last.StaleRaft},
 	} {
 		if c.now > c.was {
 			m.protocol.WithLabelValues(c.name).Add(float64(c.now - c.was))

@@ -60,6 +60,13 @@ type Report struct {
 	RingMaxOverMean float64 `json:"ring_max_over_mean"`
 	LeadMaxOverMean float64 `json:"lead_max_over_mean"`
 	LeadMinOverMean float64 `json:"lead_min_over_mean"`
+	// HeldMax is the most partitions one up peer holds a replica of at
+	// the end, HeldMaxOverMean that over the mean, and HeldExtra the
+	// replicas held by peers their partition's latest configuration does
+	// not name (removed, not left yet; see checkHeld).
+	HeldMax         int     `json:"held_max"`
+	HeldMaxOverMean float64 `json:"held_max_over_mean"`
+	HeldExtra       int     `json:"held_extra"`
 	Groups          int     `json:"groups"`
 	Tasks           int     `json:"tasks"`
 	Runs            uint64  `json:"runs"`
@@ -253,6 +260,7 @@ func (r *Report) Text() string {
 	}
 	fmt.Fprintf(&b, "\nmessages %d (%.1f per task) syncs %d crashes %d restarts %d pauses %d wakeups %d\n", r.Messages, r.MessagesPerTask, r.Syncs, r.Crashes, r.Restarts, r.Pauses, r.Wakeups)
 	fmt.Fprintf(&b, "partitions owned max/mean: ring %.2f, led at the end %.2f (min/mean %.2f)\n", r.RingMaxOverMean, r.LeadMaxOverMean, r.LeadMinOverMean)
+	fmt.Fprintf(&b, "partitions held at the end: max %d (max/mean %.2f), %d replicas no configuration names\n", r.HeldMax, r.HeldMaxOverMean, r.HeldExtra)
 	for _, f := range r.Faults {
 		fmt.Fprintf(&b, "fault %s\n", f)
 	}

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -97,7 +98,16 @@ func (s *sim) conclude(wall time.Time) Report {
 	if s.viol == nil {
 		s.chk.checkNotify()
 	}
+	held, extra := s.heldCounts()
+	if s.viol == nil {
+		s.checkHeld(extra)
+	}
 	rep := s.report()
+	rep.HeldMaxOverMean, _ = balance(held)
+	rep.HeldExtra = extra
+	if len(held) > 0 {
+		rep.HeldMax = slices.Max(held)
+	}
 	rep.WallSeconds = time.Since(wall).Seconds()
 	if rep.Tasks > 0 {
 		rep.CPUPerTaskUS = rep.WallSeconds * 1e6 / float64(rep.Tasks)

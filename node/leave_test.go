@@ -1,0 +1,208 @@
+package node
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/needle-mesh/needle/wal"
+)
+
+// join adds a new, empty, non-founder node to the cluster.
+func (c *cluster) join(id string, partitions int) *cnode {
+	cn := &cnode{id: id, log: wal.NewMemory()}
+	c.nodes = append(c.nodes, cn)
+	c.start(cn, partitions)
+	return cn
+}
+
+// latestConfs returns each partition's configuration as the up replica
+// that applied the most has it.
+func (c *cluster) latestConfs(parts int) []ReplicaInfo {
+	out := make([]ReplicaInfo, parts)
+	applied := make([]uint64, parts)
+	for _, cn := range c.nodes {
+		if cn.down {
+			continue
+		}
+		for _, p := range cn.n.Held() {
+			if r, ok := cn.n.Replica(p); ok && r.Applied >= applied[p] {
+				out[p], applied[p] = r, r.Applied
+			}
+		}
+	}
+	return out
+}
+
+// checkHeld fails unless every partition settled on replicas voters, and
+// every up node holds, in memory and in its WAL, exactly the partitions
+// whose latest configuration names it.
+func (c *cluster) checkHeld(parts, replicas int) {
+	c.tb.Helper()
+	confs := c.latestConfs(parts)
+	for p, r := range confs {
+		if len(r.Voters) != replicas || len(r.Learners) > 0 || len(r.Outgoing) > 0 {
+			c.tb.Fatalf("partition %d did not settle: voters %v learners %v outgoing %v", p, r.Voters, r.Learners, r.Outgoing)
+		}
+	}
+	for _, cn := range c.nodes {
+		if cn.down {
+			continue
+		}
+		var want []int
+		for p, r := range confs {
+			if slices.Contains(r.Voters, cn.id) {
+				want = append(want, p)
+			}
+		}
+		if got := cn.n.Held(); !slices.Equal(got, want) {
+			c.tb.Errorf("%s holds %v; its partitions are %v (left %d, asked %d times)", cn.id, got, want, cn.n.stats.Left, cn.n.stats.ReplicaAsks)
+		}
+		stored, _ := cn.log.Partitions()
+		if !slices.Equal(ints(stored), want) {
+			c.tb.Errorf("%s's WAL holds %v; its partitions are %v", cn.id, stored, want)
+		}
+	}
+}
+
+func ints(ps []uint32) []int {
+	out := make([]int, len(ps))
+	for i, p := range ps {
+		out[i] = int(p)
+	}
+	return out
+}
+
+// A mesh that grows from 3 to 5 peers and shrinks back to 4 ends with
+// every peer holding exactly the partitions whose configuration names it,
+// the founder too (it held all of them), in memory and in its WAL. Before
+// leaving existed, every peer kept every partition it ever held: the
+// founder all 16.
+func TestLeaveGrowShrink(t *testing.T) {
+	const parts = 16
+	c := newCluster(t, 3, parts)
+	c.run(30 * time.Second)
+	c.checkHeld(parts, 3)
+	c.join("n4", parts)
+	c.join("n5", parts)
+	c.run(60 * time.Second)
+	c.checkHeld(parts, 3)
+	if held := len(c.node("n1").n.Held()); held >= parts {
+		t.Fatalf("the founder holds %d of %d partitions in a mesh of 5", held, parts)
+	}
+	c.node("n5").down = true
+	for _, cn := range c.nodes[:4] {
+		cn.n.Forget("n5")
+	}
+	c.run(60 * time.Second)
+	c.checkHeld(parts, 3)
+	left := 0
+	for _, cn := range c.nodes {
+		left += cn.n.stats.Left
+	}
+	if left == 0 {
+		t.Fatal("no peer left a partition")
+	}
+}
+
+// A replica removed while it was down never applies its removal (its
+// leader no longer sends to it): back up, it finds its partitions
+// leaderless, asks their owners (MsgReplicaAsk) and leaves those it was
+// removed from once a leader says so.
+func TestLeaveRemovedWhileDown(t *testing.T) {
+	const parts = 16
+	c := newCluster(t, 4, parts)
+	c.run(30 * time.Second)
+	c.checkHeld(parts, 3)
+	x := c.node("n2")
+	before := x.n.Held()
+	x.down = true
+	c.join("n5", parts)
+	c.run(60 * time.Second)
+	x.down = false
+	c.run(30 * time.Second)
+	c.checkHeld(parts, 3)
+	after := x.n.Held()
+	if len(after) >= len(before) || x.n.stats.Left == 0 {
+		t.Fatalf("n2 held %v before the join and %v after it (left %d): it was removed from none", before, after, x.n.stats.Left)
+	}
+	if x.n.stats.ReplicaAsks == 0 {
+		t.Fatalf("n2 left %d partitions without asking", x.n.stats.Left)
+	}
+}
+
+// A Raft message for a partition a peer left, from that partition's
+// leader (late, or the leader's view of an older configuration), does
+// not open it again: the ring does not place the peer there. A snapshot
+// whose configuration names the peer does.
+func TestLeaveStaleMessageDoesNotReopen(t *testing.T) {
+	const parts = 16
+	c := newCluster(t, 4, parts)
+	c.run(40 * time.Second)
+	c.checkHeld(parts, 3)
+	n1 := c.node("n1")
+	part := -1
+	for p := range parts {
+		if n1.n.parts[p] == nil {
+			part = p
+			break
+		}
+	}
+	if part < 0 {
+		t.Fatal("the founder left no partition")
+	}
+	lead := c.servers(part)
+	if len(lead) != 1 {
+		t.Fatalf("partition %d served by %v", part, lead)
+	}
+	l := c.node(lead[0]).n
+	term := l.parts[part].rn.BasicStatus().GetTerm()
+	stale := []*pb.Message{
+		{Type: pb.MsgHeartbeat.Enum(), To: new(n1.n.raftID), From: new(l.raftID), Term: new(term)},
+		{Type: pb.MsgApp.Enum(), To: new(n1.n.raftID), From: new(l.raftID), Term: new(term), Index: new(uint64(1)), LogTerm: new(uint64(1))},
+		{Type: pb.MsgVote.Enum(), To: new(n1.n.raftID), From: new(l.raftID), Term: new(term + 1)},
+		{Type: pb.MsgSnap.Enum(), To: new(n1.n.raftID), From: new(l.raftID), Term: new(term), Snapshot: &pb.Snapshot{
+			Data: l.parts[part].shard.Snapshot(), Metadata: &pb.SnapshotMetadata{Index: new(uint64(5)), Term: new(term), ConfState: &pb.ConfState{Voters: []uint64{l.raftID}}}}},
+	}
+	for _, m := range stale {
+		if err := n1.n.Step(l.cfg.ID, Message{Type: MsgRaft, From: l.cfg.ID, Raft: []RaftMsg{{Partition: uint32(part), Msg: m}}}); err != nil {
+			t.Fatalf("step %v: %v", m.GetType(), err)
+		}
+		c.drain(n1)
+		if n1.n.parts[part] != nil {
+			t.Fatalf("a stale %v from %s opened partition %d again", m.GetType(), l.cfg.ID, part)
+		}
+	}
+	if n1.n.stats.StaleRaft != len(stale) {
+		t.Errorf("StaleRaft = %d; want %d", n1.n.stats.StaleRaft, len(stale))
+	}
+	// A snapshot naming n1 is how a leader that adds it again starts it.
+	snap := &pb.Message{Type: pb.MsgSnap.Enum(), To: new(n1.n.raftID), From: new(l.raftID), Term: new(term), Snapshot: &pb.Snapshot{
+		Metadata: &pb.SnapshotMetadata{Index: new(uint64(5)), Term: new(term), ConfState: &pb.ConfState{Voters: []uint64{l.raftID}, Learners: []uint64{n1.n.raftID}}}}}
+	if !n1.n.mayOpen(part, snap) {
+		t.Errorf("a snapshot naming n1 may not open partition %d", part)
+	}
+}
+
+// A peer restarted after leaving partitions loads only what its WAL
+// holds: the partitions it left stay left, and the mesh stays settled.
+func TestLeaveRestartKeepsLeft(t *testing.T) {
+	const parts = 16
+	c := newCluster(t, 4, parts)
+	c.run(40 * time.Second)
+	c.checkHeld(parts, 3)
+	n1 := c.node("n1")
+	held := n1.n.Held()
+	if len(held) >= parts {
+		t.Fatalf("the founder holds all %d partitions", parts)
+	}
+	n1.log.Crash() // only what was synced survives
+	c.start(n1, parts)
+	if got := n1.n.Held(); !slices.Equal(got, held) {
+		t.Fatalf("restarted, n1 holds %v; it held %v", got, held)
+	}
+	c.run(20 * time.Second)
+	c.checkHeld(parts, 3)
+}
