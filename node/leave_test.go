@@ -206,3 +206,21 @@ func TestLeaveRestartKeepsLeft(t *testing.T) {
 	c.run(20 * time.Second)
 	c.checkHeld(parts, 3)
 }
+
+// A peer asks only peers that advertise FeatureLeave: an older release
+// refuses the message type.
+func TestLeaveAsksOnlyPeersThatLeave(t *testing.T) {
+	c := newCluster(t, 4, 16)
+	c.run(30 * time.Second)
+	n := c.node("n1").n
+	p := n.parts[n.held[0]]
+	if to := n.askTarget(p); to == "" || to == n.cfg.ID {
+		t.Fatalf("askTarget = %q; want another peer", to)
+	}
+	for _, mb := range n.mesh.members {
+		mb.features &^= FeatureLeave
+	}
+	if to := n.askTarget(p); to != "" {
+		t.Fatalf("askTarget = %q, which lacks FeatureLeave; want none", to)
+	}
+}
