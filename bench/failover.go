@@ -91,7 +91,9 @@ func (r *runner) killMidRun(ctx context.Context, cl *Cluster, rep int, name, han
 }
 
 // waitProgress polls the groups through peer 0 until at least n tasks
-// succeeded, and returns that last view of every task.
+// succeeded, and returns that last view of every task. A group whose
+// partition is between leaders (after a kill, or as replicas move after
+// a forget) answers 503 for a few seconds: it is asked again.
 func waitProgress(ctx context.Context, cl *Cluster, subs []submitted, n int) ([]Task, error) {
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
@@ -99,7 +101,11 @@ func waitProgress(ctx context.Context, cl *Cluster, subs []submitted, n int) ([]
 		var tasks []Task
 		done := 0
 		for _, s := range subs {
-			g, err := cl.Client(0).Group(ctx, s.id, 0)
+			var g Group
+			err := retry503(ctx, func() (err error) {
+				g, err = cl.Client(0).Group(ctx, s.id, 0)
+				return err
+			})
 			if err != nil {
 				return nil, fmt.Errorf("bench: w4 progress of group %s: %w", s.id, err)
 			}
