@@ -228,6 +228,7 @@ type Node struct {
 	draining bool                           // Drain was called: no new leases, leadership handed over
 	localOut map[shard.TaskID]shard.Outcome // outcomes proposed as owner, not yet applied (handOver)
 	started  map[shard.TaskID]claimed       // last round started here, per task (claim)
+	spec     map[shard.TaskID]*specRun      // own initial leases started before their creation applied (speculate.go)
 	startedQ []shard.TaskID                 // insertion order of started, to bound it
 
 	notifying  int // webhook deliveries handed out (Ready.Notify), not yet reported (NotifyDone)
@@ -273,7 +274,7 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 		isDir: make([]bool, cfg.Partitions), now: now, lastTick: now, bootAt: now,
 		reqs: make(map[uint64]*request), submits: make(map[shard.GroupID][]uint64), running: make(map[shard.TaskID]shard.Round),
 		leaseAt: make(map[shard.TaskID]time.Time), ownLeases: make(map[shard.TaskID]ownLease),
-		raftOut: make(map[string][]RaftMsg), started: make(map[shard.TaskID]claimed),
+		raftOut: make(map[string][]RaftMsg), started: make(map[shard.TaskID]claimed), spec: make(map[shard.TaskID]*specRun),
 		localOut: make(map[shard.TaskID]shard.Outcome), goneOut: make(map[string][]GoneMsg),
 	}
 	n.placement = shard.Placement{Peer: cfg.ID, Labels: maps.Clone(cfg.Labels)}

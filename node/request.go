@@ -35,8 +35,22 @@ func (n *Node) Submit(req uint64, spec *shard.GroupSpec) {
 		n.reply(Reply{Req: req, Submit: SubmitResult{Group: spec.ID, Tasks: ids}})
 		return
 	}
+	raced := len(n.submits[spec.ID]) > 0 // another submission of the group waits to apply
 	evs := append([]shard.Event{ev}, n.initialLeases(p, spec)...)
-	n.proposeSubmit(p, req, append(evs, n.initialExternal(p, spec)...))
+	evs = append(evs, n.initialExternal(p, spec)...)
+	if !n.proposeSubmit(p, req, evs) {
+		return
+	}
+	if raced {
+		// Its initial leases apply only if it applies first, and the
+		// first to apply may be another spec under the same key: they
+		// start from the log.
+		return
+	}
+	if ev.Spec != nil {
+		spec = ev.Spec
+	}
+	n.speculate(p, spec, evs)
 }
 
 // proposeSubmit buffers a submission's events (the group and its initial
@@ -45,18 +59,19 @@ func (n *Node) Submit(req uint64, spec *shard.GroupSpec) {
 // entry's Req stays 0; the format is the one every release applies). The
 // request is answered when its submitted event applies (applySubmitted),
 // or when the proposal is dropped (dropSubmits).
-func (n *Node) proposeSubmit(p *partition, req uint64, evs []shard.Event) {
+func (n *Node) proposeSubmit(p *partition, req uint64, evs []shard.Event) bool {
 	if size := len(shard.AppendBatch(nil, &shard.Batch{Origin: n.holder, Req: req, Events: evs})); size > MaxEntryBytes {
 		n.releaseLeases(evs)
 		n.reply(Reply{Req: req, Err: &shard.FieldError{Task: -1, Field: "tasks",
 			Message: fmt.Sprintf("the group encodes to %d bytes, over the limit of %d", size, MaxEntryBytes)}})
-		return
+		return false
 	}
 	g := evs[0].Group
 	p.propose(evs)
 	n.reqs[req] = &request{id: req, part: p.id, kind: reqSubmit, group: g}
 	n.submits[g] = append(n.submits[g], req)
 	n.markDirty(p.id)
+	return true
 }
 
 // takeSubmit returns the oldest submission of group g still waiting, and
@@ -270,6 +285,9 @@ func (n *Node) applyLease(p *partition, e *shard.Event, origin string) {
 		n.grantApplied(p, e)
 		return
 	}
+	if n.appliedSpeculative(p, e) {
+		return
+	}
 	run, ok := p.shard.RunOf(e.Task, e.Round, e.Holder)
 	si, sn := p.shard.BroadcastShard(e.Task)
 	if ok && n.External(run.Handler) {
@@ -336,6 +354,7 @@ func (n *Node) startRun(t shard.TaskID, r shard.Round) {
 func (n *Node) releaseLeases(evs []shard.Event) {
 	for i := range evs {
 		if evs[i].Type == shard.EvLeased && evs[i].Holder == n.holder && !n.dropExternal(evs[i].Task) {
+			delete(n.spec, evs[i].Task) // its creation will not apply
 			n.releaseLease(evs[i].Task)
 			delete(n.leaseAt, evs[i].Task)
 		}
@@ -415,6 +434,15 @@ func (n *Node) Report(o shard.Outcome) error {
 	}
 	o.Holder = n.holder
 	p := n.parts[n.PartitionOf(o.Task.Group())]
+	if n.reportSpeculative(p, o) {
+		return nil
+	}
+	return n.reportOutcome(p, o)
+}
+
+// reportOutcome proposes a local outcome as the owner of its partition p,
+// or forwards it to the owner.
+func (n *Node) reportOutcome(p *partition, o shard.Outcome) error {
 	if p == nil || !p.serving {
 		n.forward(o)
 		return nil
