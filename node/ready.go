@@ -282,6 +282,9 @@ func (n *Node) readyPartition(p *partition) {
 	for _, e := range rd.CommittedEntries {
 		n.applyEntry(p, e)
 	}
+	if u.Snapshot != nil {
+		n.startSnapshotLeases(p)
+	}
 	if rd.SoftState != nil {
 		n.softState(p, rd.SoftState)
 	}

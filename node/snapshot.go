@@ -6,6 +6,7 @@ import (
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
+	"github.com/needle-mesh/needle/shard"
 	"github.com/needle-mesh/needle/wal"
 )
 
@@ -26,6 +27,42 @@ func (n *Node) installSnapshot(p *partition, snap *pb.Snapshot) {
 	p.conf = snap.GetMetadata().GetConfState()
 	if p.serving {
 		p.shard.SetLeader(true, n.now)
+	}
+}
+
+// startSnapshotLeases starts the committed leases held by this run of the
+// peer that a snapshot brought in. A replica that catches up by snapshot
+// (every new replica does: a replica change forces one) applies none of
+// the lease entries it covers, and a lease does not expire while its
+// holder lives: one granted to this node while it was no replica yet,
+// whose grant it refused (a young mesh's leader is often not the owner a
+// non-replica expects, grantable) or never got, would stay RUNNING for
+// good. Leases it started already (from a grant or the log, running or
+// done) or whose outcome waits in the outbox are left alone; external ones are the workers' (their lease
+// expiry is not in the snapshot's view) and wait for the owner. Called
+// once the entries committed with the snapshot are applied (readyPartition):
+// a lease they end is not started.
+func (n *Node) startSnapshotLeases(p *partition) {
+	f := &shard.Filter{States: []shard.State{shard.Running}, Peer: n.cfg.ID, Limit: 256}
+	for {
+		ts, keys := p.shard.ListTasks(f)
+		for _, t := range ts {
+			if t.Holder != n.holder || n.External(t.Handler) {
+				continue
+			}
+			if c, ok := n.started[t.ID]; ok && c.round >= t.Round {
+				continue // started here already, from a grant or the log
+			}
+			if _, sent := n.mesh.outbox[outboxKey(t.ID, t.Round)]; sent {
+				continue
+			}
+			ev := shard.Event{Type: shard.EvLeased, Task: t.ID, Round: t.Round, Holder: t.Holder}
+			n.applyLease(p, &ev, "")
+		}
+		if len(ts) < f.Limit || len(keys) == 0 {
+			return
+		}
+		f.After = &keys[len(keys)-1]
 	}
 }
 
