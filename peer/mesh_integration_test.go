@@ -35,6 +35,7 @@ func startMeshPeer(t *testing.T, dir string, join []string) *meshPeer {
 	go func() { mp.done <- p.Run(ctx) }()
 	<-p.Ready()
 	mp.c = &api.Client{BaseURL: "http://" + p.Addr()}
+	track(mp)
 	t.Cleanup(mp.stop)
 	return mp
 }
@@ -43,6 +44,7 @@ func (mp *meshPeer) stop() {
 	if mp.cancel == nil {
 		return
 	}
+	untrack(mp)
 	mp.cancel()
 	<-mp.done
 	mp.cancel = nil
@@ -55,7 +57,7 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
+			t.Fatalf("timed out after %v waiting for %s; the running peers see:\n%s", d, what, meshState())
 		}
 		time.Sleep(50 * time.Millisecond) // polling a condition, not standing in for one
 	}
@@ -68,10 +70,17 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 func submitRetrying(t *testing.T, c *api.Client, body string) *api.SubmitGroupResponse {
 	t.Helper()
 	var res *api.SubmitGroupResponse
+	var last error
+	defer func() {
+		if t.Failed() && last != nil {
+			t.Logf("the last refusal: %v", last)
+		}
+	}()
 	waitFor(t, "a submission to be accepted", 20*time.Second, func() bool {
 		var err error
 		res, err = c.SubmitGroupJSON(t.Context(), []byte(body))
 		if ae := (*api.Error)(nil); errors.As(err, &ae) && ae.Status == http.StatusServiceUnavailable {
+			last = err
 			return false
 		}
 		if err != nil {

@@ -197,6 +197,7 @@ func startMeshPeerWith(t *testing.T, cfg Config) *meshPeer {
 	go func() { mp.done <- p.Run(ctx) }()
 	<-p.Ready()
 	mp.c = &api.Client{BaseURL: "http://" + p.Addr()}
+	track(mp)
 	t.Cleanup(mp.stop)
 	return mp
 }
