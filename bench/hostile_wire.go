@@ -168,7 +168,8 @@ func (w *wireFuzzer) bytes(n int) []byte {
 
 // encoded returns a well-formed message with random contents.
 func (w *wireFuzzer) encoded() []byte {
-	m := &node.Message{Type: node.MsgType(1 + w.r.IntN(6)), From: w.id()}
+	m := &node.Message{Type: []node.MsgType{node.MsgRaft, node.MsgHeartbeat, node.MsgOutcome, node.MsgAck, node.MsgStealReq,
+		node.MsgGrant, node.MsgReplicaAsk, node.MsgReplicaGone}[w.r.IntN(8)], From: w.id()}
 	if len(w.types) > 0 {
 		m.Type = w.types[w.r.IntN(len(w.types))]
 	}
@@ -206,6 +207,14 @@ func (w *wireFuzzer) encoded() []byte {
 				Payload: []byte(`{"ms":1}`), Timeout: time.Duration(w.r.Int64N(int64(time.Minute))),
 				Inputs: map[string]json.RawMessage{"x": json.RawMessage(`1`)},
 			})
+		}
+	case node.MsgReplicaAsk:
+		for range 1 + w.r.IntN(8) {
+			m.Asks = append(m.Asks, w.u32())
+		}
+	case node.MsgReplicaGone:
+		for range 1 + w.r.IntN(8) {
+			m.Gone = append(m.Gone, node.GoneMsg{Partition: w.u32(), Index: w.u64()})
 		}
 	}
 	b, err := node.AppendMessage(nil, m)
