@@ -210,7 +210,14 @@ run_mesh() {
 	group=$(printf '%s\n' "$out" | grep -o 'g[0-9a-f]*' | head -n 1)
 	[ -n "$group" ] || die "no group id in: $out"
 	"${COMPOSE[@]}" exec -T needle-1 needle wait "$group" >/dev/null 2>&1 || die "needle wait $group through needle-1"
-	"${COMPOSE[@]}" exec -T needle-1 needle get "$group" | grep -q 'SUCCEEDED' || die "group $group through needle-1 is not SUCCEEDED"
+	# The mesh is seconds old: leadership may be moving to the peers that
+	# just joined, and a read in that window answers 503; retry it as a
+	# client would.
+	for i in $(seq 20); do
+		got=$("${COMPOSE[@]}" exec -T needle-1 needle get "$group" 2>&1) && printf '%s\n' "$got" | grep -q 'SUCCEEDED' && break
+		[ "$i" -lt 20 ] || die "group $group through needle-1 is not SUCCEEDED: $got"
+		sleep 0.5
+	done
 
 	log "stop needle-0 (SIGTERM drains), read the group through needle-1 and needle-2"
 	"${COMPOSE[@]}" stop needle-0 || die "compose stop needle-0"
