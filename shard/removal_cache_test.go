@@ -69,3 +69,13 @@ func TestNextRemovalCached(t *testing.T) {
 		})
 	}
 }
+
+// walkCounts is Counts by a walk over the groups, what Shard.counts keeps.
+func (s *Shard) walkCounts() (c [numStates]int) {
+	for _, g := range s.groups {
+		for st, n := range g.counts {
+			c[st] += n
+		}
+	}
+	return c
+}

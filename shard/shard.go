@@ -340,17 +340,6 @@ func (s *Shard) Counts(into []int) {
 	}
 }
 
-// walkCounts is Counts by a walk over the groups (tests check counts
-// against it).
-func (s *Shard) walkCounts() (c [numStates]int) {
-	for _, g := range s.groups {
-		for st, n := range g.counts {
-			c[st] += n
-		}
-	}
-	return c
-}
-
 func (t *task) view() TaskView {
 	v := TaskView{
 		ID: t.id, Group: t.g.id, Name: t.spec.Name, Handler: t.spec.Handler,
