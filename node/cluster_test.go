@@ -69,6 +69,11 @@ func (c *cluster) start(cn *cnode, partitions int) {
 		}
 		states[p] = st
 	}
+	left, _, err := cn.log.Meta(LeftMetaKey)
+	if err != nil {
+		c.tb.Fatal(err)
+	}
+	cfg.Left = left
 	n, err := NewNode(cfg, states, c.now)
 	if err != nil {
 		c.tb.Fatal(err)

@@ -109,6 +109,7 @@ func (n *Node) leaveQueued() {
 // from the WAL.
 func (n *Node) dropPartition(p *partition, why string, index uint64) {
 	n.stopServing(p) // a follower: fails what waits on it, drops buffered events
+	n.bury(p)
 	n.parts[p.id] = nil
 	if i, ok := slices.BinarySearch(n.held, p.id); ok {
 		n.held = slices.Delete(n.held, i, i+1)

@@ -105,6 +105,10 @@ type NodeConfig struct {
 	// pass it, so a keyed host cannot fill the membership with junk
 	// names. Default nil: any non-empty id.
 	ValidID func(id string) bool
+	// Left is the stored LeftMetaKey record: what this peer held of the
+	// partitions it left, which bars its votes there (tombstone.go). A
+	// new peer has none.
+	Left []byte
 }
 
 // DefaultNodeConfig returns the defaults for a peer id and boot nonce.
@@ -229,6 +233,7 @@ type Node struct {
 	localOut map[shard.TaskID]shard.Outcome // outcomes proposed as owner, not yet applied (handOver)
 	started  map[shard.TaskID]claimed       // last round started here, per task (claim)
 	spec     map[shard.TaskID]*specRun      // own initial leases started before their creation applied (speculate.go)
+	left     map[int]tombstone              // what this node held of the partitions it left (tombstone.go)
 	startedQ []shard.TaskID                 // insertion order of started, to bound it
 
 	notifying  int // webhook deliveries handed out (Ready.Notify), not yet reported (NotifyDone)
@@ -281,6 +286,9 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 	n.mesh = newMesh(n, now)
 	var err error
 	if n.steal, err = newStealer(cfg); err != nil {
+		return nil, err
+	}
+	if n.left, err = decodeLeft(cfg.Left, cfg.Partitions); err != nil {
 		return nil, err
 	}
 	founder := cfg.Founder && len(states) == 0

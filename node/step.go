@@ -200,6 +200,10 @@ func (n *Node) stepRaft(from string, msgs []RaftMsg) error {
 		if p != nil {
 			n.renewLease(p, rm.Msg)
 		}
+		if n.voteBarred(int(rm.Partition), p, rm.Msg) {
+			n.stats.StaleRaft++ // tombstone.go
+			continue
+		}
 		if p == nil && !n.mayOpen(int(rm.Partition), rm.Msg) {
 			n.stats.StaleRaft++ // for a partition this node left (leave.go)
 			continue

@@ -160,6 +160,9 @@ func (p *Peer) open() error {
 	// A handler this peer has not registered runs in external workers.
 	ncfg.Shard.External = func(h string) bool { return !p.handlers.Has(h) }
 	ncfg.NotifyInflight = p.cfg.Notify.Concurrency
+	if ncfg.Left, _, err = log.Meta(node.LeftMetaKey); err != nil {
+		return fail(err)
+	}
 	p.node, err = node.NewNode(ncfg, states, time.Now())
 	if err != nil {
 		return fail(err)

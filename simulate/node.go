@@ -89,6 +89,9 @@ func (nd *simNode) start() error {
 	if nd.s.cfg.Log != nil {
 		cfg.Logger = slog.New(vtHandler{nd.s.cfg.Log.Handler(), nd.s})
 	}
+	if cfg.Left, _, err = nd.log.Meta(node.LeftMetaKey); err != nil {
+		return fmt.Errorf("simulate: %s: load: %w", nd.id, err)
+	}
 	n, err := node.NewNode(cfg, states, nd.now())
 	if err != nil {
 		return fmt.Errorf("simulate: %s: start: %w", nd.id, err)

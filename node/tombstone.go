@@ -1,0 +1,118 @@
+package node
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/needle-mesh/needle/wal"
+)
+
+// Votes after leaving a partition (docs/design.md, "Replica lifecycle").
+//
+// A Raft voter's promise lives in what it stores: its term, its vote, and
+// its log, against which it refuses candidates that lack committed
+// entries. A peer that leaves a partition (leave.go) deletes all three;
+// yet a replica whose log stops before that peer's removal still counts
+// it a voter. Were the peer to come back empty (the ring places it there
+// again) and vote, that stale replica could win with its vote and
+// overwrite entries a majority committed after it fell behind: an
+// acknowledged group lost. So a peer keeps, per partition it left, a
+// tombstone: the term and the last log entry it held then (LeftMetaKey
+// in its WAL's meta space). Until a candidate's log reaches that entry
+// and its term passes that term, the peer votes for no one in the
+// partition, whatever it holds of it since. A partition this peer does
+// not hold, or holds with an empty log, gets no vote either: every voter
+// holds the log it was promoted with (a founder bootstraps from a
+// snapshot; everyone else joins as a learner and is sent the log first).
+
+// LeftMetaKey is the WAL meta record of the partitions this peer left
+// (NodeConfig.Left).
+const LeftMetaKey = "left"
+
+// tombstone is what a peer knew of a partition when it left it.
+type tombstone struct {
+	term, lastTerm, lastIndex uint64
+}
+
+// ErrBadLeft is a malformed LeftMetaKey record.
+var ErrBadLeft = errors.New("node: malformed record of left partitions")
+
+// encodeLeft encodes the tombstones by partition, in partition order:
+// four uvarints each (partition, term, last term, last index).
+func encodeLeft(left map[int]tombstone) []byte {
+	var b []byte
+	for _, p := range sortedKeys(left) {
+		t := left[p]
+		b = binary.AppendUvarint(b, uint64(p))
+		b = binary.AppendUvarint(b, t.term)
+		b = binary.AppendUvarint(b, t.lastTerm)
+		b = binary.AppendUvarint(b, t.lastIndex)
+	}
+	return b
+}
+
+// decodeLeft decodes encodeLeft's record for a mesh of parts partitions.
+func decodeLeft(b []byte, parts int) (map[int]tombstone, error) {
+	left := map[int]tombstone{}
+	for len(b) > 0 {
+		var v [4]uint64
+		for i := range v {
+			x, n := binary.Uvarint(b)
+			if n <= 0 {
+				return nil, ErrBadLeft
+			}
+			v[i], b = x, b[n:]
+		}
+		if v[0] >= uint64(parts) {
+			return nil, fmt.Errorf("%w: partition %d of %d", ErrBadLeft, v[0], parts)
+		}
+		left[int(v[0])] = tombstone{term: v[1], lastTerm: v[2], lastIndex: v[3]}
+	}
+	return left, nil
+}
+
+// bury records the tombstone of partition p, which this node leaves now,
+// and persists the record in the same batch as the drop.
+func (n *Node) bury(p *partition) {
+	last, _ := p.storage.LastIndex()
+	lastTerm, _ := p.storage.Term(last)
+	t := tombstone{term: p.rn.BasicStatus().HardState.GetTerm(), lastTerm: lastTerm, lastIndex: last}
+	if old, ok := n.left[p.id]; ok && (old.lastTerm > t.lastTerm || (old.lastTerm == t.lastTerm && old.lastIndex > t.lastIndex)) {
+		t.lastTerm, t.lastIndex = old.lastTerm, old.lastIndex // it never held less than it did
+	}
+	if old, ok := n.left[p.id]; ok {
+		t.term = max(t.term, old.term)
+	}
+	if n.left == nil {
+		n.left = map[int]tombstone{}
+	}
+	n.left[p.id] = t
+	b := &n.rd.Persist
+	b.MetaPut = slices.DeleteFunc(b.MetaPut, func(r wal.Record) bool { return r.Key == LeftMetaKey })
+	b.MetaPut = append(b.MetaPut, wal.Record{Key: LeftMetaKey, Value: encodeLeft(n.left)})
+}
+
+// voteBarred reports whether m is a (pre-)vote request that this node
+// ignores for partition part (p its replica, or nil): it holds no log of
+// the partition, or it left the partition and the candidate's log or term
+// does not pass what it held then.
+func (n *Node) voteBarred(part int, p *partition, m *pb.Message) bool {
+	if t := m.GetType(); t != pb.MsgVote && t != pb.MsgPreVote {
+		return false
+	}
+	if p == nil {
+		return true
+	}
+	if last, _ := p.storage.LastIndex(); last == 0 && p.snapIndex == 0 {
+		return true
+	}
+	t, ok := n.left[part]
+	if !ok {
+		return false
+	}
+	return m.GetTerm() <= t.term || m.GetLogTerm() < t.lastTerm || (m.GetLogTerm() == t.lastTerm && m.GetIndex() < t.lastIndex)
+}
