@@ -261,6 +261,26 @@ func (n *Node) dropExternal(t shard.TaskID) bool {
 	return true
 }
 
+// takeOwnExternal turns an own lease proposal for a worker into a run
+// handed to the workers before the lease applies (speculate): the
+// proposal is forgotten and the demand it was made for is one task
+// smaller until the runtime states it again (SetDemand, once it holds the
+// run). It reports whether t was such a proposal.
+func (n *Node) takeOwnExternal(t shard.TaskID) bool {
+	k, ok := n.ext.own[t]
+	if !ok {
+		return false
+	}
+	delete(n.ext.own, t)
+	for i := range n.ext.demand {
+		if d := &n.ext.demand[i]; d.Key() == k && d.Want > 0 {
+			d.Want--
+			break
+		}
+	}
+	return true
+}
+
 // releaseLostExternal forgets the own lease proposals for workers in
 // partition part, which this node no longer leads.
 func (n *Node) releaseLostExternal(part int) {

@@ -44,8 +44,9 @@ type specRun struct {
 const maxSpec = 1 << 16
 
 // speculate starts the own initial leases among evs of a group proposed
-// in partition p. Each was counted as an own lease (holdLeases); its slot
-// passes to the run. Only a task this node never started does: a run of
+// in partition p. Each was counted as an own lease (holdLeases), whose
+// slot passes to the run, or is one for this peer's waiting workers
+// (initialExternal), whose demand it takes. Only a task this node never started does: a run of
 // it under way, or a speculation whose creation may still apply, would
 // share its (task, round) key.
 func (n *Node) speculate(p *partition, spec *shard.GroupSpec, evs []shard.Event) {
@@ -55,7 +56,7 @@ func (n *Node) speculate(p *partition, spec *shard.GroupSpec, evs []shard.Event)
 			continue
 		}
 		_, idx, ok := e.Task.Split()
-		if !ok || idx >= len(spec.Tasks) || n.External(spec.Tasks[idx].Handler) {
+		if !ok || idx >= len(spec.Tasks) {
 			continue
 		}
 		if _, seen := n.started[e.Task]; seen {
@@ -67,16 +68,26 @@ func (n *Node) speculate(p *partition, spec *shard.GroupSpec, evs []shard.Event)
 		if len(n.spec) >= maxSpec {
 			clear(n.spec)
 		}
-		n.setClaim(e.Task, claimed{round: e.Round})
-		n.spec[e.Task] = &specRun{part: p.id, term: p.term, round: e.Round, at: e.At, expiry: e.Expiry}
-		n.dropOwnLease(e.Task)
-		n.startRun(e.Task, e.Round)
 		ts := &spec.Tasks[idx]
 		r := Run{Task: e.Task, Round: e.Round, Handler: ts.Handler, Trace: spec.Trace, Payload: ts.Payload,
 			Timeout: p.shard.Timeout(ts)}
 		if spec.Mode == shard.ModeBroadcast {
 			r.Shard, r.Shards = idx, len(spec.Tasks)
 		}
+		if n.External(ts.Handler) {
+			// For a worker waiting on this peer (initialExternal): its
+			// poll is answered now, its demand taken.
+			if !n.takeOwnExternal(e.Task) {
+				continue
+			}
+			n.startExternal(e.Task, e.Round)
+			r.External, r.Expiry, r.Name = true, e.Expiry, ts.Name
+		} else {
+			n.dropOwnLease(e.Task)
+			n.startRun(e.Task, e.Round)
+		}
+		n.setClaim(e.Task, claimed{round: e.Round})
+		n.spec[e.Task] = &specRun{part: p.id, term: p.term, round: e.Round, at: e.At, expiry: e.Expiry}
 		n.rd.Run = append(n.rd.Run, r)
 	}
 }
