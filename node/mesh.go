@@ -40,6 +40,9 @@ type member struct {
 	state     PeerState
 	deadSince time.Time
 	draining  bool // it hands its work over and will leave: lead nothing
+	// rebootAt is when this node learned the peer restarted (another
+	// boot nonce): the promises its earlier run made are void (vouches).
+	rebootAt time.Time
 
 	// From its heartbeats: its placement labels (as a map, and as gossiped:
 	// "key=value", sorted), and the READY tasks it cannot run itself.
@@ -179,6 +182,8 @@ func (m *mesh) heard(id, boot string, now time.Time) {
 	}
 	if rebooted {
 		m.expireHolders(func(h string) bool { return shard.HolderPeer(h) == id && h != id+"#"+boot })
+		mb.rebootAt = now
+		m.n.forgetAnswers(RaftID(id))
 	}
 }
 

@@ -64,6 +64,7 @@ type partition struct {
 	// quiesced: the partition ticks no more until something happens
 	// (quiesce.go).
 	quiesced bool
+	quietAt  time.Time // when this leader last quiesced p
 
 	props      []shard.Event // events to propose as one entry at the next Ready
 	campaignAt time.Time     // when to campaign for a leaderless partition (jitter)

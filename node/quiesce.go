@@ -41,7 +41,10 @@ import (
 // as before); a quiesced leader holds its read lease while a majority of
 // its voters are alive to it (see leaseHeld). Waking carries the promises
 // on: the follower counts its leader heard, the leader its live voters
-// answered, at the moment of waking. The margin between the two is the
+// answered, at the moment of waking; but not a voter that restarted since
+// the partition quiesced (vouches): the restart ended its promise at a
+// moment the leader learns of only later, so it counts again once it
+// answers the leader in its term. The margin between the two is the
 // failure detector's: a voter stops counting for the leader's lease when
 // it is suspect (DeadAfter/2 of silence), and votes for another only once
 // the leader is dead to it (DeadAfter). The exception is a one-way cut
@@ -79,8 +82,32 @@ func (n *Node) maybeQuiesce(p *partition) {
 			Commit: new(commit), Context: quiesceCtx,
 		}})
 	}
-	p.quiesced = true
+	p.quiesced, p.quietAt = true, n.now
 	n.stats.Quiesced++
+}
+
+// vouches reports whether the membership answers for voter v of quiesced
+// leader p: v is alive, and has not restarted since p quiesced. A
+// restarted voter lost the promise its quiesced run made (it votes again
+// a lease window after its boot, which this node learns of only later),
+// so it counts for p's lease again only once it answers p in its term.
+func (n *Node) vouches(p *partition, v uint64) bool {
+	if !n.mesh.aliveRaft(v) {
+		return false
+	}
+	id, _ := n.mesh.peerOf(v)
+	mb := n.mesh.members[id]
+	return mb.rebootAt.IsZero() || mb.rebootAt.Before(p.quietAt)
+}
+
+// forgetAnswers drops the answers voter v gave the partitions this node
+// leads: v restarted, and its earlier run's promises are void.
+func (n *Node) forgetAnswers(v uint64) {
+	for _, i := range n.held {
+		if p := n.parts[i]; p != nil && p.leader {
+			delete(p.acked, v)
+		}
+	}
 }
 
 // canQuiesce reports whether leader p may quiesce, and its commit index:
@@ -208,7 +235,7 @@ func (n *Node) wake(p *partition, tell bool) {
 	st := p.rn.BasicStatus()
 	if p.leader {
 		for _, v := range p.conf.GetVoters() {
-			if v != n.raftID && p.acked != nil && n.mesh.aliveRaft(v) {
+			if v != n.raftID && p.acked != nil && n.vouches(p, v) {
 				p.acked[v] = n.now
 			}
 		}

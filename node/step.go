@@ -305,7 +305,7 @@ func (n *Node) leaseHeld(p *partition) bool {
 			ok++
 		} else if at, found := p.acked[v]; found && n.now.Sub(at) < n.leaseWindow() {
 			ok++
-		} else if p.quiesced && n.mesh.aliveRaft(v) {
+		} else if p.quiesced && n.vouches(p, v) {
 			ok++ // the membership vouches for a quiesced voter (quiesce.go)
 		}
 	}
