@@ -21,7 +21,10 @@ type cluster struct {
 	now   time.Time
 	nodes []*cnode
 	runs  map[string][]Run
-	cuts  map[[2]string]bool                 // links that drop every message (both directions)
+	cuts  map[[2]string]bool // links that drop every message (both directions)
+	// link, when set, decides whether a message from one node reaches
+	// another (gossip: it was published, not sent), after the cuts.
+	link  func(from, to *cnode, gossip bool) bool
 	check func()                             // run after every step, when set
 	trace func(id string, d Duty, rd *Ready) // every driver's Trace, when set
 	// notify holds the webhook deliveries each node handed out, for the
@@ -59,6 +62,7 @@ func (c *cluster) start(cn *cnode, partitions int) {
 	cfg.Partitions, cfg.Slots, cfg.Founder = partitions, 2, cn.founder
 	cfg.Labels = cn.labels
 	cfg.Shard.Next = cron.Next
+	cfg.Addrs = []string{"/c/" + cn.id}
 	cfg.Rand = rand.New(rand.NewPCG(RaftID(cn.id), uint64(cn.boot)))
 	states := map[uint32]wal.PartitionState{}
 	parts, _ := cn.log.Partitions()
@@ -136,7 +140,11 @@ func (c *cluster) cut(a, b string, on bool) {
 
 // deliver queues a message unless the receiver is down or the link is cut.
 func (c *cluster) deliver(from string, to *cnode, e Envelope) {
-	if to != nil && !to.down && !c.cuts[[2]string{from, to.id}] {
+	c.deliverAs(from, to, e, false)
+}
+
+func (c *cluster) deliverAs(from string, to *cnode, e Envelope, gossip bool) {
+	if to != nil && !to.down && !c.cuts[[2]string{from, to.id}] && (c.link == nil || c.link(c.node(from), to, gossip)) {
 		to.inbox = append(to.inbox, e)
 	}
 }
@@ -170,7 +178,7 @@ func (io clusterIO) Gossip(msgs []Message) {
 	for _, g := range msgs {
 		for _, to := range io.c.nodes {
 			if to != io.cn {
-				io.c.deliver(io.cn.id, to, Envelope{To: to.id, Msg: g})
+				io.c.deliverAs(io.cn.id, to, Envelope{To: to.id, Msg: g}, true)
 			}
 		}
 	}

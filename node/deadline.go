@@ -33,7 +33,7 @@ func (n *Node) NextDeadline() time.Time {
 	if at, ok := n.shardTimers(); ok {
 		d = earliest(d, later(at, slot))
 	}
-	if eager := n.mesh.lastBeat.Add(eagerBeatEvery); eager.Before(d) && n.mesh.loadJump() {
+	if eager := n.mesh.lastBeat.Add(eagerBeatEvery); eager.Before(d) && !n.mesh.swimOn() && n.mesh.loadJump() {
 		d = eager
 	}
 	if slot.Before(d) && len(n.mesh.forgotten) > 0 && n.readyTotal() > 0 {
@@ -55,7 +55,12 @@ func (n *Node) NextDeadline() time.Time {
 // and a pending preferred-owner pass.
 func (m *mesh) nextDeadline() time.Time {
 	cfg := &m.n.cfg
-	d := earliest(m.lastBeat.Add(cfg.HeartbeatEvery), m.detectAt)
+	d := m.detectAt
+	if m.swimOn() {
+		d = earliest(d, m.swimDeadline())
+	} else {
+		d = earliest(d, m.lastBeat.Add(cfg.HeartbeatEvery))
+	}
 	if m.n.ext.beatSoon {
 		d = earliest(d, m.lastBeat.Add(workerBeatEvery))
 	}

@@ -60,6 +60,15 @@ type member struct {
 	// merged is the membership list of its last heartbeat that learn
 	// merged (the sender's immutable slice; see learn).
 	merged []string
+	// The probe protocol (probe.go): its incarnation, when this peer
+	// began to suspect it, and whether it speaks heartbeats only.
+	inc       uint64
+	suspectAt time.Time
+	legacy    bool
+	// beat: a heartbeat of its came (labels, addresses, workers); until
+	// one does, this peer asks it for one, at most once per askedAt.
+	beat    bool
+	askedAt time.Time
 }
 
 // mesh is the Node's view of the other peers: membership (a grow-only set
@@ -71,6 +80,11 @@ type mesh struct {
 	n         *Node
 	members   map[string]*member
 	forgotten map[string]bool
+	// refused holds the peers whose last heartbeat this one refused (other
+	// partitions, replicas or placement), with that run's boot: a list or
+	// probe update naming them adds none (refuse.go). An accepted heartbeat
+	// clears the entry.
+	refused   map[string]string
 	changedAt time.Time // membership last changed
 	ring      *ring.Ring
 	ringSet   []string // the members the ring was built over
@@ -107,6 +121,8 @@ type mesh struct {
 	// to the ring's owner, which may not lead yet (a young mesh, a move
 	// in progress) and drops what it does not serve.
 	granter map[int]string
+	sw      swim // the probe protocol (probe.go)
+	deaths  int  // peers declared dead since this node started (Deaths)
 }
 
 type pendingAck struct {
@@ -115,9 +131,9 @@ type pendingAck struct {
 }
 
 func newMesh(n *Node, now time.Time) mesh {
-	m := mesh{n: n, members: map[string]*member{}, forgotten: map[string]bool{},
+	m := mesh{n: n, members: map[string]*member{}, forgotten: map[string]bool{}, refused: map[string]string{},
 		outbox: map[string]OutcomeMsg{}, sentAt: map[string]time.Time{}, granter: map[int]string{}, pendAck: map[shard.TaskID]pendingAck{}, changedAt: now,
-		byRaft: map[uint64]string{}}
+		byRaft: map[uint64]string{}, sw: swim{inc: uint64(max(now.UnixMilli(), 0)), relays: map[uint64]relay{}, silent: map[int]time.Time{}}}
 	m.add(&member{id: n.cfg.ID, boot: n.cfg.Boot, heard: now, state: PeerAlive, addrs: n.cfg.Addrs,
 		labels: n.placement.Labels, labelList: LabelList(n.placement.Labels)})
 	m.rebuildRing()
@@ -149,6 +165,20 @@ type MemberInfo struct {
 	// not named).
 	StrandedFor []string
 }
+
+// PeerState returns what this node's failure detector thinks of peer id,
+// and whether id is a member at all.
+func (n *Node) PeerState(id string) (PeerState, bool) {
+	if mb := n.mesh.members[id]; mb != nil {
+		return mb.state, true
+	}
+	return 0, false
+}
+
+// Deaths counts the peers this node declared dead since it started (a
+// peer dead twice counts twice): in a mesh without faults, every one is a
+// false death.
+func (n *Node) Deaths() int { return n.mesh.deaths }
 
 func (m *mesh) live(id string) bool {
 	mb := m.members[id]
@@ -210,7 +240,7 @@ func (m *mesh) learn(from string, hb *Heartbeat, now time.Time) {
 	}
 	if len(hb.Members) != len(m.members) || !slices.Equal(hb.Members, m.memberIDs()) {
 		for _, id := range hb.Members {
-			if m.members[id] == nil && !m.forgotten[id] && id != "" && (m.n.cfg.ValidID == nil || m.n.cfg.ValidID(id)) {
+			if m.members[id] == nil && !m.forgotten[id] && !m.isRefused(id, "") && id != "" && (m.n.cfg.ValidID == nil || m.n.cfg.ValidID(id)) {
 				m.add(&member{id: id, heard: now, state: PeerAlive})
 				m.changedAt = now
 				m.detectAt = earliest(m.detectAt, now.Add(m.n.cfg.DeadAfter/2))
@@ -238,7 +268,9 @@ func (m *mesh) forget(id string, now time.Time) {
 		return
 	}
 	m.forgotten[id] = true
+	m.enqueue(Update{ID: id, State: peerForgotten})
 	if mb := m.members[id]; mb != nil {
+		m.setLegacy(mb, false, now)
 		if mb.stranded > 0 {
 			m.strandedPeers--
 		}
@@ -270,7 +302,11 @@ func (m *mesh) tick(now time.Time) {
 		self.heard, self.state = now, PeerAlive
 	}
 	if !now.Before(m.detectAt) {
-		m.detect(now)
+		if m.swimOn() {
+			m.detectSWIM(now)
+		} else {
+			m.detect(now)
+		}
 	}
 	if m.ringVersion != m.version && now.Sub(m.changedAt) >= cfg.Debounce {
 		if slices.Equal(m.ringSet, m.memberIDs()) {
@@ -282,12 +318,19 @@ func (m *mesh) tick(now time.Time) {
 	if m.prefDirty {
 		m.computePreferred()
 	}
-	if now.Sub(m.lastBeat) >= cfg.HeartbeatEvery || m.loadJumped(now) || m.n.ext.beatSoon && now.Sub(m.lastBeat) >= workerBeatEvery {
+	if m.beatDue(now) {
 		m.lastBeat = now
 		m.n.ext.beatSoon = false
 		hb := m.heartbeat()
 		m.lastReady = hb.Heartbeat.Load.Ready
+		m.sw.sig = beatBits(m.n.draining, hb.Heartbeat.Load.Ready, hb.Heartbeat.Stranded)
+		if len(m.members) <= 1 {
+			hb.Heartbeat.Sync = SyncJoin
+		}
 		m.n.rd.Gossip = append(m.n.rd.Gossip, hb)
+	}
+	if m.swimOn() {
+		m.probeTick(now)
 	}
 	if len(m.outbox) > 0 && now.Sub(m.lastSend) >= cfg.HeartbeatEvery/2 {
 		m.lastSend = now
@@ -314,6 +357,7 @@ func (m *mesh) detect(now time.Time) {
 			continue
 		case silent >= cfg.DeadAfter && mb.state != PeerDead:
 			mb.state, mb.deadSince = PeerDead, now
+			m.deaths++
 			m.prefDirty = true
 			m.n.log.Warn("peer dead", keyPeer, id, "silent", silent)
 			m.expireHolders(func(h string) bool { return shard.HolderPeer(h) == id })
@@ -377,7 +421,7 @@ func (m *mesh) heartbeat() Message {
 		Load: Load{Ready: ready, Running: len(m.n.running), Slots: m.n.cfg.Slots}, Draining: m.n.draining,
 		Members: m.memberIDs(), Forgotten: slices.Sorted(maps.Keys(m.forgotten)),
 		Labels: m.members[m.n.cfg.ID].labelList, Stranded: stranded, Features: Features,
-		Workers: m.n.workerAds(), Replicas: m.n.cfg.Replicas, Placement: m.n.cfg.Placement,
+		Workers: m.n.workerAds(), Replicas: m.n.cfg.Replicas, Placement: m.n.cfg.Placement, Inc: m.sw.inc,
 	}
 	if stranded > 0 {
 		hb.StrandedFor = m.strandedFor()

@@ -29,10 +29,11 @@ const (
 	// MsgReplicaGone: a leader tells a peer it is in none of the
 	// partitions' applied configurations (leave.go).
 	MsgReplicaGone
+	MsgProbe // failure detection and membership updates (probe.go)
 	numMsgTypes
 )
 
-var msgNames = [...]string{"", "raft", "heartbeat", "outcome", "ack", "steal", "grant", "replica-ask", "replica-gone"}
+var msgNames = [...]string{"", "raft", "heartbeat", "outcome", "ack", "steal", "grant", "replica-ask", "replica-gone", "probe"}
 
 func (t MsgType) String() string {
 	if t > 0 && int(t) < len(msgNames) {
@@ -51,6 +52,7 @@ type Message struct {
 
 	Raft      []RaftMsg    // MsgRaft
 	Heartbeat *Heartbeat   // MsgHeartbeat
+	Probe     *Probe       // MsgProbe
 	Outcomes  []OutcomeMsg // MsgOutcome
 	Acks      []AckMsg     // MsgAck
 	Want      int          // MsgStealReq: tasks asked for
@@ -126,7 +128,32 @@ type Heartbeat struct {
 	// an older peer, which is taken as before (unchecked).
 	Replicas  int
 	Placement ring.Placement
+	// Inc (appended after Placement) is the sender's incarnation (probe.go);
+	// 0 from an older peer. Sync (appended after Inc) asks for the
+	// receiver's heartbeat in return: SyncJoin from a peer that knows no
+	// member yet (a few members answer), SyncPull from a member's periodic
+	// exchange (the receiver answers).
+	Inc  uint64
+	Sync uint8
+	// Book (appended after Sync) is, on a heartbeat sent to one peer with
+	// Sync or in answer to one, the addresses the sender knows of the
+	// other members: a member learned from a membership list alone has
+	// none, and a direct message needs a connection, which needs an
+	// address from one side (probe_addr.go). nil on gossip.
+	Book []PeerAddrs
 }
+
+// PeerAddrs is one member's transport addresses, heard second-hand.
+type PeerAddrs struct {
+	ID    string
+	Addrs []string
+}
+
+// Heartbeat.Sync values.
+const (
+	SyncJoin uint8 = 1
+	SyncPull uint8 = 2
+)
 
 // WorkerAd is what a peer's external workers serve: a handler, for workers
 // carrying Labels ("key=value", sorted), and how many more tasks of it

@@ -56,6 +56,13 @@ type NodeConfig struct {
 	// is dead (suspect after half of it). ForgetAfter removes a dead peer
 	// from the membership. Defaults 1 s, 3 s, 10 min.
 	HeartbeatEvery, DeadAfter, ForgetAfter time.Duration
+	// ProbeEvery is the failure detector's period: each peer probes one
+	// member per period (probe.go); SuspectFor is how long a suspicion
+	// waits for the suspect's refutation before the peer is dead.
+	// ProbeEvery 0 turns the probe protocol off: every peer heartbeats to
+	// every other every HeartbeatEvery and silence decides death (the
+	// previous release). Defaults 500 ms and 1.5 s.
+	ProbeEvery, SuspectFor time.Duration
 	// Debounce is how long the membership must be stable before the ring
 	// (and so the replica sets) changes. Default 1 s.
 	Debounce time.Duration
@@ -116,6 +123,7 @@ func DefaultNodeConfig(id, boot string) NodeConfig {
 	return NodeConfig{
 		ID: id, Boot: boot, Partitions: 256, Slots: 4, LeaseAhead: 32, Founder: true, Replicas: 3,
 		HeartbeatEvery: time.Second, DeadAfter: 3 * time.Second, ForgetAfter: 10 * time.Minute,
+		ProbeEvery: 500 * time.Millisecond, SuspectFor: 1500 * time.Millisecond,
 		Debounce: time.Second, Steal: true,
 		RaftTick: 100 * time.Millisecond, HeartbeatTicks: 10, SnapshotEvery: 10_000,
 		Shard: shard.DefaultConfig(), Rand: rand.New(rand.NewPCG(1, 1)),
@@ -145,6 +153,8 @@ func (c *NodeConfig) Validate() error {
 		// Raft heartbeats must come at least twice per DeadAfter.
 		return fmt.Errorf("peer: config RaftTick x HeartbeatTicks = %v; want at most DeadAfter/2 = %v",
 			c.RaftTick*time.Duration(c.HeartbeatTicks), c.DeadAfter/2)
+	case c.ProbeEvery < 0 || c.ProbeEvery > 0 && c.SuspectFor <= 0:
+		return errors.New("peer: config wants ProbeEvery >= 0, and SuspectFor > 0 with it")
 	case c.Debounce < 0:
 		return errors.New("peer: config Debounce must be >= 0")
 	case c.SnapshotEvery == 0:

@@ -68,6 +68,11 @@ func TestMeshRefusesOtherPlacement(t *testing.T) {
 		if err := m.MustPeer(id).Node.Fatal(); !errors.Is(err, node.ErrPlacement) {
 			t.Errorf("%s restarted with another placement: Fatal() = %v; want ErrPlacement", id, err)
 		}
+		// Its heartbeat refused, its probes must not keep it alive: the
+		// peer that stays (the simulated one keeps sending) holds it dead.
+		if st, _ := m.MustPeer(otherOf(id)).Node.PeerState(id); st != node.PeerDead {
+			t.Errorf("%s restarted with another placement is %v to %s; want dead", id, st, otherOf(id))
+		}
 		m.Crash(id, false)
 		delete(other, id)
 		m.Restart(id)
@@ -80,5 +85,16 @@ func TestMeshRefusesOtherPlacement(t *testing.T) {
 		if !isMember(m.MustPeer("n1"), "n2") || !isMember(m.MustPeer("n2"), "n1") {
 			t.Errorf("%s restarted with the mesh's flags: n1 and n2 do not take each other back", id)
 		}
+		if st, _ := m.MustPeer(otherOf(id)).Node.PeerState(id); st != node.PeerAlive {
+			t.Errorf("%s restarted with the mesh's flags is %v to %s; want alive", id, st, otherOf(id))
+		}
 	}
+}
+
+// otherOf names the other peer of n1 and n2.
+func otherOf(id string) string {
+	if id == "n1" {
+		return "n2"
+	}
+	return "n1"
 }

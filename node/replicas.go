@@ -173,6 +173,9 @@ func (m *mesh) tickPartition(p *partition) {
 	// cannot hear its voters and abdicated, or the link from it is cut)
 	// is no leader here: its promise (leaderLease) has run out too.
 	silent := !p.leaderHeard.IsZero() && m.n.now.Sub(p.leaderHeard) >= m.n.cfg.DeadAfter
+	if silent && known {
+		m.silentLeader(p, lead)
+	}
 	if st.Lead != raft.None && known && m.live(lead) && !silent {
 		p.campaignAt = time.Time{}
 		return
@@ -183,12 +186,17 @@ func (m *mesh) tickPartition(p *partition) {
 	if m.n.draining && want != "" {
 		return // a draining peer campaigns only when nobody else can
 	}
+	if !p.campaignAt.IsZero() && want == self && p.campaignAt.Sub(m.n.now) > campaignJitter {
+		// This peer became the preferred owner while it waited as a
+		// fallback (the leader was found dead meanwhile): it goes first.
+		p.campaignAt = time.Time{}
+	}
 	if p.campaignAt.IsZero() {
 		// The preferred owner goes first, after a seeded jitter so that
 		// peers that briefly disagree do not duel. Any other voter follows
 		// later: the preferred owner's log may be behind the others' (its
 		// vote is then refused), and a partition must not stay leaderless.
-		delay := time.Duration(m.n.cfg.Rand.Int64N(int64(300 * time.Millisecond)))
+		delay := time.Duration(m.n.cfg.Rand.Int64N(int64(campaignJitter)))
 		if want != self {
 			delay += campaignFallback + time.Duration(m.n.cfg.Rand.Int64N(int64(campaignFallback)))
 		}
@@ -215,6 +223,10 @@ func later(a, b time.Time) time.Time {
 // campaignFallback is how long a voter that is not the preferred owner
 // waits before campaigning for a leaderless partition.
 const campaignFallback = 1500 * time.Millisecond
+
+// campaignJitter bounds the preferred owner's seeded wait before it
+// campaigns.
+const campaignJitter = 300 * time.Millisecond
 
 func (m *mesh) caughtUp(p *partition, id string) bool {
 	if !m.live(id) {

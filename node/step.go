@@ -33,24 +33,33 @@ func (n *Node) Step(from string, m Message) error {
 		if m.Heartbeat == nil {
 			return errors.New("peer: step: heartbeat without body")
 		}
-		if m.Heartbeat.Partitions != n.cfg.Partitions {
-			return n.partitionsMismatch(from, m.Heartbeat.Partitions)
+		if err := n.checkBeat(from, m.Heartbeat); err != nil {
+			n.mesh.refuse(from, m.Heartbeat, n.now)
+			return err
 		}
-		if hb := m.Heartbeat; hb.Replicas != 0 && (hb.Replicas != n.cfg.Replicas || hb.Placement != n.cfg.Placement) {
-			return n.placementMismatch(from, hb)
-		}
-		if n.cfg.Placement == ring.PlacementSpread && m.Heartbeat.Features&FeaturePlacementSpread == 0 {
-			return fmt.Errorf("%w: %s cannot place replicas with the spread placement of this mesh (an older release)", ErrPlacement, from)
-		}
+		delete(n.mesh.refused, from)
 		boot = m.Heartbeat.Boot
+	} else if _, refused := n.mesh.refused[from]; refused {
+		return fmt.Errorf("%w: %s sent %v after a refused heartbeat", ErrNotMember, from, m.Type)
+	} else if m.Type == MsgProbe && m.Probe != nil && n.mesh.members[from] != nil {
+		boot = m.Probe.Boot
 	} else if n.mesh.members[from] == nil {
 		// Raft too: heard() below would make any keyed host a member
 		// without the heartbeat's checks, and the ring would give it
 		// partitions it never serves. A joiner's Raft traffic comes after
 		// its heartbeat; one that overtakes it is resent by Raft.
+		if m.Type == MsgProbe || m.Type == MsgRaft {
+			// A peer that knows us while we do not know it (a probe: it
+			// lost us too; Raft: it learned us second-hand and we have not
+			// heard of it yet): our heartbeat with a Sync brings its own.
+			n.mesh.introduce(from, n.now)
+		}
 		return fmt.Errorf("%w: %s sent %v before any heartbeat", ErrNotMember, from, m.Type)
 	}
 	n.mesh.heard(from, boot, n.now)
+	if mb := n.mesh.members[from]; mb != nil && m.Type != MsgHeartbeat {
+		n.mesh.wantBeat(mb, n.now) // a member known second-hand: its labels, addresses
+	}
 	switch m.Type {
 	case MsgHeartbeat:
 		return n.stepHeartbeat(from, m.Heartbeat)
@@ -66,6 +75,8 @@ func (n *Node) Step(from string, m Message) error {
 		n.stepReplicaAsk(from, m.Asks)
 	case MsgReplicaGone:
 		n.stepReplicaGone(from, m.Gone)
+	case MsgProbe:
+		return n.stepProbe(from, m.Probe)
 	default:
 		return fmt.Errorf("peer: step: unknown message type %v", m.Type)
 	}
@@ -164,6 +175,7 @@ func (n *Node) stepHeartbeat(from string, hb *Heartbeat) error {
 		n.mesh.prefDirty = true
 	}
 	n.mesh.learn(from, hb, n.now)
+	n.mesh.heartbeatSWIM(mb, hb, n.now)
 	n.steal.Observe(from, hb.Load, n.now)
 	if hb.Load.Ready > 0 {
 		// An idle peer asks at once, not at its next Ready. A heartbeat

@@ -43,6 +43,8 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 		}
 	case MsgHeartbeat:
 		dst = appendHeartbeat(dst, m.Heartbeat)
+	case MsgProbe:
+		dst = appendProbe(dst, m.Probe)
 	case MsgOutcome:
 		dst = binary.AppendUvarint(dst, uint64(len(m.Outcomes)))
 		for i := range m.Outcomes {
@@ -148,7 +150,10 @@ func appendHeartbeat(dst []byte, h *Heartbeat) []byte {
 	dst = binary.AppendUvarint(dst, h.Features)
 	dst = appendWorkerAds(dst, h.Workers)
 	dst = appendWorkerIDs(dst, h.Workers)
-	return appendPlacement(dst, h)
+	dst = appendPlacement(dst, h)
+	dst = binary.AppendUvarint(dst, h.Inc)
+	dst = append(dst, h.Sync)
+	return appendBook(dst, h.Book)
 }
 
 // appendPlacement appends the sender's replica count and placement, after
@@ -231,6 +236,8 @@ func DecodeMessage(p []byte) (Message, error) {
 		decodeRaft(&d, &m)
 	case MsgHeartbeat:
 		m.Heartbeat = decodeHeartbeat(&d)
+	case MsgProbe:
+		m.Probe = decodeProbe(&d)
 	case MsgOutcome:
 		n := d.Count(4)
 		m.Outcomes = make([]OutcomeMsg, 0, n)
@@ -387,14 +394,26 @@ func decodeHeartbeat(d *shard.Decoder) *Heartbeat {
 		return h // a heartbeat from before Workers
 	}
 	h.Workers = decodeWorkerAds(d)
-	if d.Err() == nil && d.Len() > 0 {
-		decodeWorkerIDs(d, h.Workers)
+	if d.Err() != nil || d.Len() == 0 {
+		return h // a heartbeat from before the workers' ids
+	}
+	decodeWorkerIDs(d, h.Workers)
+	if d.Err() != nil || d.Len() == 0 {
+		return h // a heartbeat from before Replicas and Placement
+	}
+	// Any value decodes: a replica count or placement this release does
+	// not know is another than the mesh's, which Step refuses.
+	h.Replicas = boundedInt(d)
+	h.Placement = ring.Placement(min(d.Uvarint(), math.MaxUint8))
+	if d.Err() != nil || d.Len() == 0 {
+		return h // a heartbeat from before Inc and Sync
+	}
+	h.Inc = d.Uvarint()
+	if d.Len() > 0 {
+		h.Sync = d.Byte()
 	}
 	if d.Err() == nil && d.Len() > 0 {
-		// Any value decodes: a replica count or placement this release
-		// does not know is another than the mesh's, which Step refuses.
-		h.Replicas = boundedInt(d)
-		h.Placement = ring.Placement(min(d.Uvarint(), math.MaxUint8))
+		h.Book = decodeBook(d)
 	}
 	return h
 }

@@ -23,7 +23,10 @@ func wireSamples() []Message {
 			Members: []string{"a", "b"}, Forgotten: []string{"z"}, Addrs: []string{"/ip4/127.0.0.1/tcp/1"}, Draining: true,
 			Labels: []string{"gpu=true", "zone=a"}, Stranded: 5, StrandedFor: []string{"c", "d"}, Features: Features,
 			Workers:  []WorkerAd{{Handler: "resize", Want: 8, Workers: []string{"w1", "w2"}}, {Handler: "resize", Labels: []string{"zone=a"}, Want: 1}},
-			Replicas: 3, Placement: ring.PlacementSpread}},
+			Replicas: 3, Placement: ring.PlacementSpread, Inc: 1_700_000_000_123, Sync: SyncPull,
+			Book: []PeerAddrs{{ID: "c", Addrs: []string{"/ip4/127.0.0.1/tcp/2"}}, {ID: "d"}}}},
+		{Type: MsgProbe, From: "g", Probe: &Probe{Kind: ProbeAck, Seq: 9, Target: "h", Boot: "2", Inc: 77, Features: Features, Load: Load{Ready: 1, Slots: 4},
+			Updates: []Update{{ID: "h", Boot: "1", Inc: 3, State: PeerSuspect}, {ID: "i", State: peerForgotten}, {ID: "j", Inc: 4, State: PeerAlive, Addrs: []string{"/ip4/10.0.0.1/tcp/1"}}}}},
 		{Type: MsgOutcome, From: "c", Outcomes: []OutcomeMsg{{Task: "g.1", Round: 2, Holder: "c#1", OK: true, Result: []byte(`{"r":1}`)},
 			{Task: "g.2", Round: 1, Holder: "c#1", Error: "boom", Permanent: true, TimedOut: true}}},
 		{Type: MsgAck, From: "d", Acks: []AckMsg{{Task: "g.1", Round: 2}}},
@@ -59,13 +62,19 @@ func TestWireRoundTrip(t *testing.T) {
 			// A heartbeat without its labels, and a grant without its
 			// holder, are what older peers send.
 			oldHeartbeat := m.Type == MsgHeartbeat && cut == len(b)-len(heartbeatTail(m.Heartbeat))
-			featLen, workersLen, idsLen, placeLen := 0, 0, 0, 0
+			featLen, workersLen, idsLen, placeLen, incLen, bookLen := 0, 0, 0, 0, 0, 0
 			if m.Type == MsgHeartbeat {
+				bookLen = len(appendBook(nil, m.Heartbeat.Book))
+				incLen = len(binary.AppendUvarint(nil, m.Heartbeat.Inc)) + 1 + bookLen
 				featLen = len(binary.AppendUvarint(nil, m.Heartbeat.Features))
-				placeLen = len(appendPlacement(nil, m.Heartbeat))
+				placeLen = len(appendPlacement(nil, m.Heartbeat)) + incLen
 				idsLen = len(appendWorkerIDs(nil, m.Heartbeat.Workers)) + placeLen
 				workersLen = len(appendWorkerAds(nil, m.Heartbeat.Workers)) + idsLen
 			}
+			beforeInc := m.Type == MsgHeartbeat && cut == len(b)-incLen
+			beforeSync := m.Type == MsgHeartbeat && cut == len(b)-1-bookLen
+			beforeBook := m.Type == MsgHeartbeat && cut == len(b)-bookLen
+			beforeAddrs := m.Type == MsgProbe && probeAddrsCut(m.Probe, len(b)-cut)
 			beforeFor := m.Type == MsgHeartbeat && cut == len(b)-workersLen-featLen-len(appendStrings(nil, m.Heartbeat.StrandedFor))
 			beforeFeatures := m.Type == MsgHeartbeat && cut == len(b)-workersLen-featLen
 			beforeWorkers := m.Type == MsgHeartbeat && cut == len(b)-workersLen
@@ -85,7 +94,7 @@ func TestWireRoundTrip(t *testing.T) {
 			beforeShards := m.Type == MsgGrant && cut == len(b)-shardsLen
 			beforeRequires := m.Type == MsgGrant && cut == len(b)-requiresLen
 			beforeGrantWorkers := m.Type == MsgGrant && cut == len(b)-workersLen
-			if err == nil && !oldHeartbeat && !beforeFor && !beforeFeatures && !beforeWorkers && !beforeIDs && !beforePlacement && !oldGrant && !beforeAttempts && !beforeTraces &&
+			if err == nil && !oldHeartbeat && !beforeInc && !beforeSync && !beforeBook && !beforeAddrs && !beforeFor && !beforeFeatures && !beforeWorkers && !beforeIDs && !beforePlacement && !oldGrant && !beforeAttempts && !beforeTraces &&
 				!beforeShards && !beforeRequires && !beforeGrantWorkers {
 				t.Fatalf("%v truncated to %d/%d bytes decoded", m.Type, cut, len(b))
 			}
@@ -97,6 +106,9 @@ func TestWireRoundTrip(t *testing.T) {
 			}
 			if err == nil && beforeFeatures && got.Heartbeat.Features != 0 {
 				t.Fatalf("a heartbeat without Features decoded features %d", got.Heartbeat.Features)
+			}
+			if err == nil && (beforeInc || beforeSync) && (got.Heartbeat.Sync != 0 || beforeInc && got.Heartbeat.Inc != 0) {
+				t.Fatalf("a heartbeat without Inc or Sync decoded %d, %d", got.Heartbeat.Inc, got.Heartbeat.Sync)
 			}
 			if err == nil && beforeWorkers && (got.Heartbeat.Workers != nil || got.Heartbeat.Features != m.Heartbeat.Features) {
 				t.Fatalf("a heartbeat without Workers decoded %+v", got.Heartbeat.Workers)
@@ -181,11 +193,26 @@ func grantTraces(gs []Grant) []byte {
 	return b
 }
 
+// probeAddrsCut reports whether a probe's encoding less its last tail
+// bytes ends between the address lists of its updates (or before them):
+// it decodes as one from an older peer, with the lists before the cut.
+func probeAddrsCut(p *Probe, tail int) bool {
+	n := 0
+	for i := len(p.Updates) - 1; i >= 0; i-- {
+		n += len(appendStrings(nil, p.Updates[i].Addrs))
+		if tail == n {
+			return true
+		}
+	}
+	return false
+}
+
 // heartbeatTail is the part of a heartbeat's encoding appended with
 // labels and after: without it, a heartbeat decodes as one from an older
 // peer.
 func heartbeatTail(h *Heartbeat) []byte {
-	return appendPlacement(appendWorkerIDs(appendWorkerAds(binary.AppendUvarint(appendStrings(binary.AppendUvarint(appendStrings(nil, h.Labels), uint64(h.Stranded)), h.StrandedFor), h.Features), h.Workers), h.Workers), h)
+	b := appendPlacement(appendWorkerIDs(appendWorkerAds(binary.AppendUvarint(appendStrings(binary.AppendUvarint(appendStrings(nil, h.Labels), uint64(h.Stranded)), h.StrandedFor), h.Features), h.Workers), h.Workers), h)
+	return appendBook(append(binary.AppendUvarint(b, h.Inc), h.Sync), h.Book)
 }
 
 // A heartbeat of the release before Replicas and Placement (the layout
@@ -218,7 +245,8 @@ func oldHeartbeat(tb testing.TB) []byte {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return b[:len(b)-len(appendPlacement(nil, hb))]
+	tail := len(appendPlacement(nil, hb)) + len(binary.AppendUvarint(nil, hb.Inc)) + 1 + len(appendBook(nil, hb.Book))
+	return b[:len(b)-tail]
 }
 
 func TestHeartbeatWithoutLabelsDecodes(t *testing.T) {
@@ -241,7 +269,7 @@ func TestHeartbeatWithoutLabelsDecodes(t *testing.T) {
 	if err != nil || !slices.Equal(newer.Heartbeat.Labels, hb.Labels) || newer.Heartbeat.Stranded != 2 {
 		t.Errorf("newer heartbeat = %+v, %v; want its known fields", newer.Heartbeat, err)
 	}
-	if _, err := DecodeMessage(append(slices.Clone(b[:len(b)-1]), 0x80)); err == nil {
+	if _, err := DecodeMessage(append(slices.Clone(b[:len(b)-3]), 0x80)); err == nil { // Inc cut short (before Sync and Book)
 		t.Error("a heartbeat cut inside a known field decoded")
 	}
 	for _, bad := range [][]string{{"zone"}, {"zone=b", "zone=a"}, {"a=1", "a=1"}, {"k=v w"}} {

@@ -79,6 +79,10 @@ type Config struct {
 	// ring and moving replicas; a scale run that submits during them
 	// measures the founder doing everything. --warmup.
 	Warmup time.Duration
+	// Kill, when set, stops the last peer for good at that time (kill -9
+	// of a host that never comes back): the report says how long until
+	// every other peer held it dead (DeadKnownAfter). --kill.
+	Kill time.Duration
 
 	// Log, when set, receives every node's log records, each with its
 	// virtual time ("vt"): replica changes, ring rebuilds, dead peers
@@ -205,6 +209,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("simulate: --placement: %w", ring.ErrPlacement)
 	case c.MaxSimTime < time.Second:
 		return fmt.Errorf("simulate: --max-sim-time = %v; want >= 1s", c.MaxSimTime)
+	case c.Kill < 0 || c.Kill > 0 && c.Peers < 2:
+		return fmt.Errorf("simulate: --kill = %v with %d peers; want >= 0, and 2 peers or more with it", c.Kill, c.Peers)
 	case c.Warmup < 0:
 		return fmt.Errorf("simulate: --warmup = %v; want >= 0", c.Warmup)
 	case c.Warmup >= c.MaxSimTime:
@@ -240,6 +246,9 @@ func (c Config) String() string {
 	if c.Placement != ring.PlacementCircle {
 		s += fmt.Sprintf(" placement=%v", c.Placement)
 	}
+	if c.Kill > 0 {
+		s += fmt.Sprintf(" kill=%v", c.Kill)
+	}
 	if c.Workers > 0 {
 		s += fmt.Sprintf(" workers=%d", c.Workers)
 	}
@@ -260,6 +269,9 @@ func (c Config) ReplayCommand() string {
 	}
 	if c.Placement != ring.PlacementCircle {
 		cmd += fmt.Sprintf(" --placement %v", c.Placement)
+	}
+	if c.Kill > 0 {
+		cmd += fmt.Sprintf(" --kill %v", c.Kill)
 	}
 	if c.Workers > 0 {
 		cmd += fmt.Sprintf(" --workers %d", c.Workers)

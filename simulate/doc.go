@@ -18,7 +18,10 @@
 //   - the network (network.go, mesh.go): per-link latency, FIFO links
 //     unless reordering, cuts, drop and duplication; it carries
 //     peer.Envelope between nodes, gossip (Ready.Gossip to every node), and
-//     the client's requests and replies;
+//     the client's requests and replies; the transport's connections
+//     (links.go): a message between two nodes needs an address known to
+//     one side (or the seed, node 0, which every node dials), and gossip
+//     reaches the unconnected only once both are up for a second;
 //   - the client (client.go) and workloads (workload.go, mixed.go);
 //   - faults (faults.go, plan.go) and the checker (checker.go, sweep.go);
 //   - the report and the event-log hash (report.go).

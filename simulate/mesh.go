@@ -71,7 +71,7 @@ func (s *sim) step(nd *simNode, from int, m *node.Message) {
 func (s *sim) gossip(from int, m node.Message) {
 	for to := range s.nodes {
 		if to != from {
-			s.net.send(from, to, message{env: &node.Envelope{To: s.nodes[to].id, Msg: m}})
+			s.net.send(from, to, message{env: &node.Envelope{To: s.nodes[to].id, Msg: m}, gossip: true})
 		}
 	}
 }

@@ -8,9 +8,10 @@ import (
 
 // message is what the simulated network carries: exactly one field is set.
 type message struct {
-	env   *node.Envelope // node to node (Raft; later forwarded outcomes, steals)
-	req   *request       // client to node
-	reply *response      // node to client
+	env    *node.Envelope // node to node (Raft; later forwarded outcomes, steals)
+	gossip bool           // env was published (pubsub), not sent on a connection
+	req    *request       // client to node
+	reply  *response      // node to client
 }
 
 // network delivers messages between endpoints 0..peers-1 (the nodes) and
@@ -27,14 +28,16 @@ type network struct {
 	dup     float64         // probability a message is delivered twice
 	reorder time.Duration   // extra delay drawn in [0, reorder); links stop being FIFO
 	slow    []time.Duration // extra delay of every message to or from an endpoint (Slow)
+	links   *links          // the transport's connections between nodes (links.go)
 
 	sent, dropped, duplicated, undeliverable uint64
+	kinds                                    [3]uint64 // sent, by trafficKind
 }
 
 func newNetwork(s *sim, endpoints int) *network {
 	nw := &network{s: s, n: endpoints, latency: make([]time.Duration, endpoints*endpoints),
 		last: make([]time.Duration, endpoints*endpoints), cut: make([]bool, endpoints*endpoints),
-		slow: make([]time.Duration, endpoints)}
+		slow: make([]time.Duration, endpoints), links: newLinks(endpoints - 1)}
 	for i := range nw.latency {
 		nw.latency[i] = 100*time.Microsecond + time.Duration(s.rng.Int64N(int64(900*time.Microsecond)))
 	}
@@ -47,8 +50,13 @@ func (nw *network) client() int { return nw.n - 1 }
 // send puts m on the link from -> to.
 func (nw *network) send(from, to int, m message) {
 	nw.sent++
+	nw.kinds[trafficKind(&m)]++
 	if to < 0 {
 		nw.undeliverable++
+		return
+	}
+	if m.env != nil && !nw.linked(from, to, m.gossip) {
+		nw.dropped++
 		return
 	}
 	if nw.cut[from*nw.n+to] || (nw.drop > 0 && nw.s.rng.Float64() < nw.drop) {
@@ -60,6 +68,15 @@ func (nw *network) send(from, to int, m message) {
 		nw.duplicated++
 		nw.schedule(from, to, m)
 	}
+}
+
+// linked reports whether a message between two nodes finds its way: a
+// connection for a direct one, the gossip mesh for gossip (links.go).
+func (nw *network) linked(from, to int, gossip bool) bool {
+	if gossip {
+		return nw.links.gossip(from, to, nw.s.now)
+	}
+	return nw.links.direct(nw.s, from, to)
 }
 
 func (nw *network) schedule(from, to int, m message) {

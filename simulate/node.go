@@ -86,6 +86,7 @@ func (nd *simNode) start() error {
 	}
 	cfg.Rand = rand.New(rand.NewPCG(nd.s.rng.Uint64(), nd.s.rng.Uint64()))
 	cfg.Rings = nd.s.rings
+	cfg.Addrs = []string{"/sim/" + nd.id} // reachable once known (links.go)
 	if nd.s.cfg.Log != nil {
 		cfg.Logger = slog.New(vtHandler{nd.s.cfg.Log.Handler(), nd.s})
 	}
@@ -104,6 +105,7 @@ func (nd *simNode) start() error {
 		return fmt.Errorf("simulate: %s: outbox: %w", nd.id, err)
 	}
 	nd.n, nd.up, nd.paused = n, true, false
+	nd.s.net.links.started(nd.idx, nd.s.now)
 	nd.drv = &node.Driver{Node: n, IO: simIO{nd}, MaxRounds: 100_000, Trace: nd.s.cfg.trace(nd.id)}
 	nd.jobs, nd.reqs = map[shard.TaskID]*job{}, map[uint64]*request{}
 	nd.queue, nd.active = nil, 0

@@ -53,6 +53,23 @@ type Report struct {
 	// MessagesPerTask is Messages over Tasks.
 	Messages        uint64  `json:"messages"`
 	MessagesPerTask float64 `json:"messages_per_task"`
+	// Traffic splits Messages into membership, Raft and task messages.
+	Traffic Traffic `json:"traffic"`
+	// Unlinked counts direct messages dropped because neither peer knew
+	// the other's address (no connection: links.go), GossipLost gossip
+	// that reached a peer before the gossip mesh took it in. Unreachable
+	// counts the pairs of running peers, members of each other, that
+	// still could not reach each other at the end of the run.
+	Unlinked    uint64 `json:"unlinked"`
+	GossipLost  uint64 `json:"gossip_lost"`
+	Unreachable int    `json:"unreachable"`
+	// Deaths counts the peers declared dead by the peers running at the
+	// end (each declaration; restarted peers start from 0): with no faults
+	// and no --kill, every one is false. DeadKnownAfter is, with --kill,
+	// the seconds from the kill until every running peer held the killed
+	// one dead (-1: never).
+	Deaths         int     `json:"deaths"`
+	DeadKnownAfter float64 `json:"dead_known_after_s,omitempty"`
 	// RingMaxOverMean is the ring's balance: the most partitions one peer
 	// is the preferred owner of, over the mean (all peers live).
 	// LeadMaxOverMean and LeadMinOverMean are the same for the partitions
@@ -146,6 +163,19 @@ func (s *sim) report() Report {
 		Crashes: s.st.crashes, Restarts: s.st.restarts, Pauses: s.st.pauses, Syncs: s.st.syncs, Wakeups: s.st.wakeups,
 		ScheduleHours: c.scheduleHours(), Firings: c.firings, OverlapSkips: c.skips, TicksChecked: c.ticksOK,
 		SimSeconds: s.now.Seconds(), Hash: fmt.Sprintf("%016x", s.hash.Sum64()),
+	}
+	r.Traffic = s.traffic()
+	r.Unlinked, r.GossipLost, r.Unreachable = s.net.links.unlinked, s.net.links.gossipLost, s.unreachable()
+	for _, nd := range s.nodes {
+		if nd.up {
+			r.Deaths += nd.n.Deaths()
+		}
+	}
+	if s.cfg.Kill > 0 {
+		r.DeadKnownAfter = -1
+		if s.deadKnown > 0 {
+			r.DeadKnownAfter = (s.deadKnown - s.cfg.Kill).Seconds()
+		}
 	}
 	r.Webhooks = c.hooksDelivered
 	r.ReplicaChecks = s.replicaPairs
@@ -259,7 +289,13 @@ func (r *Report) Text() string {
 		fmt.Fprintf(&b, "\nschedule_hours %.2f firings %d overlap_skips %d ticks_checked %d", r.ScheduleHours, r.Firings, r.OverlapSkips, r.TicksChecked)
 	}
 	fmt.Fprintf(&b, "\nmessages %d (%.1f per task) syncs %d crashes %d restarts %d pauses %d wakeups %d\n", r.Messages, r.MessagesPerTask, r.Syncs, r.Crashes, r.Restarts, r.Pauses, r.Wakeups)
-	fmt.Fprintf(&b, "partitions owned max/mean: ring %.2f, led at the end %.2f (min/mean %.2f)\n", r.RingMaxOverMean, r.LeadMaxOverMean, r.LeadMinOverMean)
+	fmt.Fprintf(&b, "messages per peer per second %.2f: membership %.2f, raft %.2f, task %.2f\n", r.Traffic.PerPeerSecond,
+		r.Traffic.MembershipPerPeerSecond, r.Traffic.RaftPerPeerSecond, r.Traffic.PerPeerSecond-r.Traffic.MembershipPerPeerSecond-r.Traffic.RaftPerPeerSecond)
+	fmt.Fprintf(&b, "membership: deaths %d unlinked %d gossip_lost %d unreachable %d", r.Deaths, r.Unlinked, r.GossipLost, r.Unreachable)
+	if r.DeadKnownAfter != 0 {
+		fmt.Fprintf(&b, " dead_known_after %.2fs", r.DeadKnownAfter)
+	}
+	fmt.Fprintf(&b, "\npartitions owned max/mean: ring %.2f, led at the end %.2f (min/mean %.2f)\n", r.RingMaxOverMean, r.LeadMaxOverMean, r.LeadMinOverMean)
 	fmt.Fprintf(&b, "partitions held at the end: max %d (max/mean %.2f), %d replicas no configuration names\n", r.HeldMax, r.HeldMaxOverMean, r.HeldExtra)
 	for _, f := range r.Faults {
 		fmt.Fprintf(&b, "fault %s\n", f)

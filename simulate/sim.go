@@ -33,6 +33,7 @@ type sim struct {
 	replicaEntries uint64
 	nodes          []*simNode
 	byID           map[string]int
+	deadKnown      time.Duration   // when every running node held the killed one dead (Config.Kill)
 	owners         []int           // partition -> node index that serves it (see route)
 	rings          *node.RingCache // ring builds shared by the nodes (pure: no effect on results)
 	net            *network
@@ -154,6 +155,9 @@ func newSim(cfg Config) (*sim, error) {
 		s.cl.start(s.wl.sequential)
 	}
 	s.after(time.Second, s.periodic)
+	if cfg.Kill > 0 {
+		s.at(cfg.Kill, s.kill)
+	}
 	return s, nil
 }
 

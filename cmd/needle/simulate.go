@@ -65,6 +65,8 @@ replays the failing seed exactly.
   --liveness D      bound for finishing after faults heal (default 1m;
                     batch: 30m)
   --warmup D        run the mesh this long before the first request (default 0)
+  --kill D          stop the last peer for good at D; the report says when
+                    every other peer held it dead (default 0: none)
   --workers N       external workers polling each peer (default 0); every
                     other task is then of a handler they serve
   --json            print JSON (one object per seed, or the totals)
@@ -151,6 +153,7 @@ func parseSimulate(args []string) (cfg simulate.Config, seeds, parallel int, asJ
 	fs.DurationVar(&cfg.MaxSimTime, "max-sim-time", cfg.MaxSimTime, "")
 	fs.DurationVar(&cfg.Liveness, "liveness", cfg.Liveness, "")
 	fs.DurationVar(&cfg.Warmup, "warmup", 0, "")
+	fs.DurationVar(&cfg.Kill, "kill", 0, "")
 	fs.IntVar(&cfg.Workers, "workers", 0, "")
 	fs.BoolVar(&asJSON, "json", false, "")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "")

@@ -1,0 +1,402 @@
+package node
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// Membership and failure detection in O(1) messages per peer per period,
+// whatever the size of the mesh (SWIM: Das, Gupta and Motivala, 2002; the
+// design of hashicorp/memberlist). Every ProbeEvery a peer pings one member,
+// round-robin over a shuffled list; a member that does not answer within
+// half a period is pinged through probeHelpers others (ProbeReq); one that
+// answers neither way by the end of the period is suspected. A suspicion
+// goes to every peer (gossip) and rides on probes; the suspect refutes it by
+// raising its incarnation; a suspicion not refuted within SuspectFor makes
+// the peer dead. Any direct message from a peer (Raft, outcomes, steals,
+// probes) proves it alive: a target heard within the last period is not
+// pinged. Membership changes (a join, a suspicion, a death, a refutation, a
+// forget) ride on probes and acks, the least-sent first, each until it went
+// out retransmitMult*ceil(log10(N+1)) times.
+//
+// Heartbeats no longer go to every peer every second: a peer gossips one
+// when it starts (and, while it knows no member, every HeartbeatEvery), when
+// what it advertises changes (addresses, labels, features, draining, worker
+// ads, whether it holds stranded tasks, whether it has READY work), and
+// every HeartbeatEvery while it holds stranded tasks or has external
+// workers. Every syncEvery it exchanges heartbeats (membership lists) with
+// one random member (anti-entropy). While a live member lacks FeatureProbe
+// (a peer of the previous release), or with ProbeEvery 0, every peer
+// heartbeats every HeartbeatEvery and silence decides death, as before.
+
+// FeatureProbe is not an event: the peer answers probes (MsgProbe) and
+// heartbeats only on change. While a live member lacks it, every peer
+// heartbeats every HeartbeatEvery as before.
+const FeatureProbe = FeatureLeave << 1
+
+// probeHelpers is k: the members asked to ping a silent target.
+const probeHelpers = 3
+
+// maxPiggyback bounds the updates one probe carries.
+const maxPiggyback = 8
+
+// retransmitMult is lambda: each update goes out lambda*ceil(log10(N+1))
+// times.
+const retransmitMult = 4
+
+// maxNews bounds the updates waiting to be sent (the least-sent are kept).
+const maxNews = 512
+
+// maxRelays bounds the indirect pings this peer runs for others at once.
+const maxRelays = 64
+
+// syncEvery is how often a peer exchanges its membership list with one
+// random member.
+const syncEvery = 30 * time.Second
+
+// swim is the failure detector's state (mesh.sw).
+type swim struct {
+	inc       uint64   // this peer's incarnation
+	order     []string // probe order: the members, shuffled
+	next      int      // next index in order
+	seq       uint64
+	probe     probing
+	lastProbe time.Time
+	relays    map[uint64]relay  // indirect pings run for others, by the seq sent
+	silent    map[int]time.Time // per partition, the leaderHeard of the silence silentLeader acted on
+	news      []*news           // updates to piggyback
+	legacy    int               // live members that lack FeatureProbe
+	sig       uint64            // what the last heartbeat advertised (beatBits)
+	lastSync  time.Time
+	refutedAt time.Time
+	// refuteHeld: a refutation waits for the rate limit (refuteDue).
+	refuteHeld bool
+	// introducedAt is when this peer last answered a stranger's probe
+	// (introduce).
+	introducedAt time.Time
+}
+
+// probing is the probe of the current period.
+type probing struct {
+	target   string
+	seq      uint64
+	at       time.Time
+	acked    bool
+	indirect bool
+}
+
+type relay struct {
+	origin string
+	seq    uint64
+	target string
+	at     time.Time
+}
+
+type news struct {
+	u    Update
+	sent int
+}
+
+// swimOn reports whether the mesh runs the probe protocol (no member of the
+// previous release, ProbeEvery set).
+func (m *mesh) swimOn() bool { return m.n.cfg.ProbeEvery > 0 && m.sw.legacy == 0 }
+
+// setLegacy records whether a member speaks only heartbeats (it lacks
+// FeatureProbe). Entering legacy mode gives every member a fresh silence
+// window: the silence-based detector must not judge the quiet of the probe
+// protocol.
+func (m *mesh) setLegacy(mb *member, legacy bool, now time.Time) {
+	if mb.legacy == legacy {
+		return
+	}
+	mb.legacy = legacy
+	was := m.swimOn()
+	if legacy {
+		m.sw.legacy++
+	} else {
+		m.sw.legacy--
+	}
+	if was && !m.swimOn() {
+		for _, o := range m.members {
+			o.heard = later(o.heard, now)
+		}
+		m.detectAt = time.Time{}
+	}
+}
+
+// probeTick runs the probe protocol: indirect pings for a target silent for
+// half a period, and at each period's end the verdict on the last probe and
+// the next probe.
+func (m *mesh) probeTick(now time.Time) {
+	cfg := &m.n.cfg
+	sw := &m.sw
+	for seq, r := range sw.relays {
+		if now.Sub(r.at) >= cfg.ProbeEvery {
+			delete(sw.relays, seq)
+		}
+	}
+	m.refuteDue(now)
+	pr := &sw.probe
+	if pr.target != "" && !pr.acked && !pr.indirect && now.Sub(pr.at) >= cfg.ProbeEvery/2 {
+		pr.indirect = true
+		if mb := m.members[pr.target]; mb != nil && m.heardLately(mb, now) {
+			pr.acked = true // it spoke (Raft, an outcome): alive
+		} else {
+			m.askHelpers(pr)
+		}
+	}
+	if now.Sub(sw.lastProbe) < cfg.ProbeEvery {
+		return
+	}
+	if pr.target != "" && !pr.acked {
+		if mb := m.members[pr.target]; mb != nil && mb.state == PeerAlive && !m.heardLately(mb, now) {
+			m.suspect(mb, now, true)
+		}
+	}
+	sw.lastProbe = now
+	sw.probe = probing{}
+	if now.Sub(sw.lastSync) >= syncEvery {
+		sw.lastSync = now
+		m.pushPull()
+	}
+	// A member that spoke lately (Raft among replicas, its own probes) is
+	// alive: the period goes to the next one. Not while there is news to
+	// spread: membership changes ride on probes alone, and while Raft runs
+	// between every pair (a forming mesh: the seed leads every partition
+	// and adds the joiners) every member is heard lately, so no probe went
+	// out and a join stayed with the seed: two joiners that learned the
+	// seed before each other never learned each other (until the next
+	// anti-entropy exchange, syncEvery later), each refused the other's
+	// Raft, and requests for the partitions the other led were refused
+	// with 503 (TestMeshRealPeers under load).
+	var mb *member
+	for range min(len(m.members), 8) {
+		target := m.nextTarget()
+		if target == "" {
+			return
+		}
+		if mb = m.members[target]; mb.state != PeerAlive || !m.heardLately(mb, now) || len(sw.news) > 0 {
+			break
+		}
+		mb = nil
+	}
+	if mb == nil {
+		return
+	}
+	target := mb.id
+	sw.seq++
+	if mb.state != PeerDead {
+		// A dead member is pinged too (if it answers it learns it is dead and
+		// refutes: the two sides of a healed partition find each other), but
+		// its silence changes nothing.
+		sw.probe = probing{target: target, seq: sw.seq, at: now}
+	}
+	m.sendProbe(target, &Probe{Kind: ProbePing, Seq: sw.seq})
+	m.wantBeat(mb, now)
+}
+
+// heardLately reports whether a message came from mb within the last
+// HeartbeatEvery: liveness evidence as good as an ack (a peer that can
+// send but not hear stays alive to those it reaches, as with heartbeats).
+func (m *mesh) heardLately(mb *member, now time.Time) bool {
+	return now.Sub(mb.heard) < max(m.n.cfg.HeartbeatEvery, m.n.cfg.ProbeEvery)
+}
+
+// nextTarget returns the next member to probe, "" when there is none.
+func (m *mesh) nextTarget() string {
+	sw := &m.sw
+	for range 2 {
+		for sw.next < len(sw.order) {
+			id := sw.order[sw.next]
+			sw.next++
+			if m.members[id] != nil {
+				return id
+			}
+		}
+		sw.order = sw.order[:0]
+		for _, id := range m.memberIDs() {
+			if id != m.n.cfg.ID {
+				sw.order = append(sw.order, id)
+			}
+		}
+		m.n.cfg.Rand.Shuffle(len(sw.order), func(i, j int) { sw.order[i], sw.order[j] = sw.order[j], sw.order[i] })
+		sw.next = 0
+	}
+	return ""
+}
+
+// askHelpers sends ProbeReq for pr's target to probeHelpers random live
+// members.
+func (m *mesh) askHelpers(pr *probing) {
+	ids := m.memberIDs()
+	if len(ids) <= 2 {
+		return
+	}
+	asked := 0
+	for try := 0; try < 4*probeHelpers && asked < probeHelpers; try++ {
+		id := ids[m.n.cfg.Rand.IntN(len(ids))]
+		mb := m.members[id]
+		if id == m.n.cfg.ID || id == pr.target || mb.state != PeerAlive {
+			continue
+		}
+		asked++
+		m.sendProbe(id, &Probe{Kind: ProbeReq, Seq: pr.seq, Target: pr.target})
+	}
+}
+
+// sendProbe fills in what every probe says of its sender and the updates it
+// carries, and queues it.
+func (m *mesh) sendProbe(to string, p *Probe) {
+	n := m.n
+	p.Boot, p.Inc, p.Features, p.Load = n.cfg.Boot, m.sw.inc, Features, n.load()
+	p.Updates = m.piggyback()
+	n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgProbe, From: n.cfg.ID, Probe: p}})
+}
+
+// newsMessage is a gossiped probe carrying updates alone.
+func (m *mesh) newsMessage(u Update) Message {
+	n := m.n
+	return Message{Type: MsgProbe, From: n.cfg.ID, Probe: &Probe{Kind: ProbeNews, Boot: n.cfg.Boot, Inc: m.sw.inc,
+		Features: Features, Load: n.load(), Updates: []Update{u}}}
+}
+
+// retransmits is how many times an update goes out.
+func (m *mesh) retransmits() int {
+	return retransmitMult * int(math.Ceil(math.Log10(float64(len(m.members)+1))))
+}
+
+// enqueue queues an update to piggyback, replacing one about the same peer.
+func (m *mesh) enqueue(u Update) {
+	sw := &m.sw
+	for _, nw := range sw.news {
+		if nw.u.ID == u.ID {
+			nw.u, nw.sent = u, 0
+			return
+		}
+	}
+	sw.news = append(sw.news, &news{u: u})
+	if len(sw.news) > maxNews {
+		slices.SortStableFunc(sw.news, func(a, b *news) int { return a.sent - b.sent })
+		sw.news = sw.news[:maxNews]
+	}
+}
+
+// piggyback returns the least-sent updates, up to maxPiggyback, and counts
+// them sent; an update sent retransmits times is dropped.
+func (m *mesh) piggyback() []Update {
+	sw := &m.sw
+	if len(sw.news) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(sw.news, func(a, b *news) int { return a.sent - b.sent })
+	limit := m.retransmits()
+	out := make([]Update, 0, min(len(sw.news), maxPiggyback))
+	for _, nw := range sw.news[:min(len(sw.news), maxPiggyback)] {
+		out = append(out, nw.u)
+		nw.sent++
+	}
+	sw.news = slices.DeleteFunc(sw.news, func(nw *news) bool { return nw.sent >= limit })
+	return out
+}
+
+// suspect makes mb suspect; origin: this peer's own probe found it silent,
+// so the suspicion is gossiped to every peer (the suspect hears it at once
+// and can refute, and every peer times it out together).
+func (m *mesh) suspect(mb *member, now time.Time, origin bool) {
+	mb.state, mb.suspectAt = PeerSuspect, now
+	m.detectAt = earliest(m.detectAt, now.Add(m.n.cfg.SuspectFor))
+	u := Update{ID: mb.id, Boot: mb.boot, Inc: mb.inc, State: PeerSuspect}
+	m.enqueue(u)
+	if origin {
+		m.n.log.Info("peer suspect", keyPeer, mb.id)
+		m.n.rd.Gossip = append(m.n.rd.Gossip, m.newsMessage(u))
+	}
+}
+
+// markDead declares mb dead: its leases expire, it leads nothing.
+func (m *mesh) markDead(mb *member, now time.Time) {
+	mb.state, mb.deadSince = PeerDead, now
+	m.deaths++
+	m.prefDirty = true
+	m.n.log.Warn("peer dead", keyPeer, mb.id, "silent", now.Sub(mb.heard))
+	m.expireHolders(func(h string) bool { return shard.HolderPeer(h) == mb.id })
+	m.detectAt = earliest(m.detectAt, now.Add(m.n.cfg.ForgetAfter))
+}
+
+// silentLeader takes Raft's silence as a hint of failure: a leader this
+// replica has heard nothing at all from for DeadAfter (no Raft, no probe)
+// is suspected here and the suspicion gossiped, rather than waiting for a
+// probe to find it. Only a hint: this replica may have been removed from
+// the partition without knowing it (its leader then sends it nothing), so
+// the leader may refute.
+func (m *mesh) silentLeader(p *partition, id string) {
+	mb := m.members[id]
+	if mb == nil || !m.swimOn() || mb.state != PeerAlive || m.n.now.Sub(mb.heard) < m.n.cfg.DeadAfter || !m.n.replica(p) {
+		return // a replica the ring moved elsewhere hears its leader no more
+	}
+	// Once per silence: a replica removed without knowing it stays silent
+	// for good, and its leader refutes each suspicion.
+	if at, ok := m.sw.silent[p.id]; ok && at.Equal(p.leaderHeard) {
+		return
+	}
+	m.sw.silent[p.id] = p.leaderHeard
+	m.suspect(mb, m.n.now, true)
+}
+
+// refute answers a suspicion or death of this peer: with raise, a higher
+// incarnation; without, the current one again (the claim was about an
+// older one, which some peers may still hold). Gossiped at once, at most
+// once per eagerBeatEvery (a refutation held back by that limit goes out
+// when it ends: refuteDue), and piggybacked.
+func (m *mesh) refute(now time.Time, raise bool) {
+	if raise {
+		m.sw.inc = max(m.sw.inc+1, uint64(now.UnixMilli()))
+	}
+	u := Update{ID: m.n.cfg.ID, Boot: m.n.cfg.Boot, Inc: m.sw.inc, State: PeerAlive, Addrs: m.n.cfg.Addrs}
+	m.enqueue(u)
+	m.sw.refuteHeld = true
+	m.refuteDue(now)
+}
+
+// refuteDue gossips a refutation held back by the rate limit once it ends.
+func (m *mesh) refuteDue(now time.Time) {
+	if !m.sw.refuteHeld || now.Sub(m.sw.refutedAt) < eagerBeatEvery {
+		return
+	}
+	m.sw.refuteHeld, m.sw.refutedAt = false, now
+	m.n.rd.Gossip = append(m.n.rd.Gossip, m.newsMessage(Update{ID: m.n.cfg.ID, Boot: m.n.cfg.Boot, Inc: m.sw.inc,
+		State: PeerAlive, Addrs: m.n.cfg.Addrs}))
+}
+
+// detectSWIM is detect under the probe protocol: a suspicion not refuted
+// within SuspectFor makes a peer dead, ForgetAfter of death forgets it.
+func (m *mesh) detectSWIM(now time.Time) {
+	cfg := &m.n.cfg
+	next := now.Add(cfg.ForgetAfter)
+	for _, id := range m.memberIDs() {
+		mb := m.members[id]
+		if id == cfg.ID {
+			continue
+		}
+		switch mb.state {
+		case PeerSuspect:
+			if now.Sub(mb.suspectAt) < cfg.SuspectFor {
+				next = earliest(next, mb.suspectAt.Add(cfg.SuspectFor))
+				continue
+			}
+			m.markDead(mb, now)
+			m.enqueue(Update{ID: id, Boot: mb.boot, Inc: mb.inc, State: PeerDead})
+			next = earliest(next, now.Add(cfg.ForgetAfter))
+		case PeerDead:
+			if now.Sub(mb.deadSince) >= cfg.ForgetAfter {
+				m.forget(id, now)
+				continue
+			}
+			next = earliest(next, mb.deadSince.Add(cfg.ForgetAfter))
+		}
+	}
+	m.detectAt = next
+}

@@ -1,0 +1,90 @@
+package node
+
+import (
+	"encoding/binary"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// Addresses second-hand. A direct message (a probe, Raft, a forwarded
+// request) travels on a connection, and the runtime dials a member only at
+// an address it knows (peer/loop.go, dialMembers): one side of every pair
+// must know the other's. A member's own heartbeat carries its addresses,
+// but under the probe protocol it gossips one only when it joins and when
+// what it advertises changes, and a joiner's first heartbeats reach only
+// the peers its pubsub is already linked to (the seed it dialed), not the
+// peers behind it. A member learned from a membership list alone would
+// have no address, and nothing would ever give it one: the heartbeat this
+// peer asks it for (wantBeat) goes by a direct message too. So addresses
+// ride with the membership, as in memberlist: a join update carries the
+// joiner's, and a heartbeat sent to one peer for a Sync carries the
+// sender's address book (Heartbeat.Book).
+
+// maxAddrs bounds the addresses of one peer on the wire.
+const maxAddrs = 32
+
+func appendBook(dst []byte, book []PeerAddrs) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(book)))
+	for _, e := range book {
+		dst = shard.AppendString(dst, e.ID)
+		dst = appendStrings(dst, e.Addrs)
+	}
+	return dst
+}
+
+func decodeBook(d *shard.Decoder) []PeerAddrs {
+	n := d.Count(2)
+	if n == 0 {
+		return nil
+	}
+	out := make([]PeerAddrs, 0, n)
+	for range n {
+		e := PeerAddrs{ID: d.String(), Addrs: decodeAddrs(d)}
+		if d.Err() != nil {
+			return out
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func decodeAddrs(d *shard.Decoder) []string {
+	a := decodeStrings(d)
+	if len(a) > maxAddrs {
+		d.Fail("%d addresses of one peer, over %d", len(a), maxAddrs)
+		return nil
+	}
+	return a
+}
+
+// book returns the addresses this peer knows of the members but self and
+// to, for a heartbeat to one peer.
+func (m *mesh) book(to string) []PeerAddrs {
+	var out []PeerAddrs
+	for _, id := range m.memberIDs() {
+		if mb := m.members[id]; id != m.n.cfg.ID && id != to && len(mb.addrs) > 0 && mb.state != PeerDead {
+			out = append(out, PeerAddrs{ID: id, Addrs: mb.addrs})
+		}
+	}
+	return out
+}
+
+// learnAddrs gives the members of a heartbeat's book that have no address
+// here the addresses it names. A member's own heartbeat or update wins
+// over a book (learnAddrs never replaces an address).
+func (m *mesh) learnAddrs(book []PeerAddrs) {
+	for _, e := range book {
+		if mb := m.members[e.ID]; mb != nil && len(mb.addrs) == 0 && e.ID != m.n.cfg.ID {
+			mb.addrs = e.Addrs
+		}
+	}
+}
+
+// MemberAddrs returns the addresses this node knows of peer id (nil when
+// none) and whether id is a member. The slice is shared: do not modify it.
+func (n *Node) MemberAddrs(id string) (addrs []string, member bool) {
+	if mb := n.mesh.members[id]; mb != nil {
+		return mb.addrs, true
+	}
+	return nil, false
+}

@@ -1,0 +1,72 @@
+package node
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// A direct message needs a connection, and a connection an address known
+// to one side; a peer's gossip reaches only the seed it dialed (pubsub
+// relays nothing here, the worst case of a young gossipsub mesh). The
+// joiners n2 and n3 never hear each other's heartbeats: each learns the
+// other from n1 and must learn its address with it, or they never talk
+// (the real mesh that never accepted a submission: a request forwarded
+// between them failed for good).
+func TestProbeAddressesSecondHand(t *testing.T) {
+	c := newCluster(t, 3, 8)
+	conn := map[[2]string]bool{}
+	knows := func(a, b *cnode) bool {
+		addrs, _ := a.n.MemberAddrs(b.id)
+		return len(addrs) > 0
+	}
+	c.link = func(from, to *cnode, gossip bool) bool {
+		if from.id == "n1" || to.id == "n1" {
+			return true // the seed: every peer dialed it
+		}
+		if gossip {
+			return false
+		}
+		if !conn[[2]string{from.id, to.id}] && (knows(from, to) || knows(to, from)) {
+			conn[[2]string{from.id, to.id}], conn[[2]string{to.id, from.id}] = true, true
+		}
+		return conn[[2]string{from.id, to.id}]
+	}
+	c.run(15 * time.Second)
+	n2, n3 := c.node("n2"), c.node("n3")
+	for _, p := range [][2]*cnode{{n2, n3}, {n3, n2}} {
+		addrs, member := p[0].n.MemberAddrs(p[1].id)
+		if !member || !slices.Equal(addrs, []string{"/c/" + p[1].id}) {
+			t.Errorf("%s knows %s at %v (member %v); want its address", p[0].id, p[1].id, addrs, member)
+		}
+	}
+	if !conn[[2]string{"n2", "n3"}] {
+		t.Fatal("n2 and n3 never connected")
+	}
+	// They talk directly now: n3 silent to n2 is a direct message lost.
+	heard := n2.n.mesh.members["n3"].heard
+	c.run(5 * time.Second)
+	if got := n2.n.mesh.members["n3"].heard; !got.After(heard) {
+		t.Errorf("n2 heard nothing from n3 in 5 s (last %v)", heard)
+	}
+}
+
+// A heartbeat answering a Sync carries the sender's address book: a
+// joiner that learns the members from it can reach each of them.
+func TestProbeBookOnSync(t *testing.T) {
+	c := newCluster(t, 4, 8)
+	c.run(10 * time.Second)
+	n1 := c.node("n1")
+	hb := n1.n.mesh.heartbeat()
+	hb.Heartbeat.Book = n1.n.mesh.book("n4")
+	var ids []string
+	for _, e := range hb.Heartbeat.Book {
+		ids = append(ids, e.ID)
+		if !slices.Equal(e.Addrs, []string{"/c/" + e.ID}) {
+			t.Errorf("book names %s at %v", e.ID, e.Addrs)
+		}
+	}
+	if !slices.Equal(ids, []string{"n2", "n3"}) {
+		t.Errorf("n1's book for n4 = %v; want n2, n3 (neither itself nor the receiver)", ids)
+	}
+}

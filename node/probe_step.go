@@ -1,0 +1,298 @@
+package node
+
+import (
+	"errors"
+	"time"
+)
+
+// stepProbe handles a MsgProbe from a member (Step refused it from anyone
+// else): it learns the sender's incarnation, features and load, applies the
+// updates it carries, and answers a ping, runs an indirect ping, relays or
+// takes an ack.
+func (n *Node) stepProbe(from string, p *Probe) error {
+	if p == nil {
+		return errors.New("peer: step: probe without body")
+	}
+	m := &n.mesh
+	mb := m.members[from]
+	if p.Inc > mb.inc {
+		mb.inc = p.Inc
+	}
+	mb.features = p.Features
+	m.setLegacy(mb, false, n.now)
+	m.wantBeat(mb, n.now)
+	n.steal.Observe(from, p.Load, n.now)
+	for _, u := range p.Updates {
+		m.apply(u, n.now)
+	}
+	switch p.Kind {
+	case ProbePing:
+		m.sendProbe(from, &Probe{Kind: ProbeAck, Seq: p.Seq})
+	case ProbeReq:
+		t := m.members[p.Target]
+		if t == nil || p.Target == n.cfg.ID || p.Target == from || len(m.sw.relays) >= maxRelays {
+			break
+		}
+		m.sw.seq++
+		m.sw.relays[m.sw.seq] = relay{origin: from, seq: p.Seq, target: p.Target, at: n.now}
+		m.sendProbe(p.Target, &Probe{Kind: ProbePing, Seq: m.sw.seq})
+	case ProbeAck:
+		if r, ok := m.sw.relays[p.Seq]; ok && r.target == from {
+			delete(m.sw.relays, p.Seq)
+			m.sendProbe(r.origin, &Probe{Kind: ProbeAck, Seq: r.seq, Target: from})
+		} else if pr := &m.sw.probe; pr.target != "" && pr.seq == p.Seq && (from == pr.target || p.Target == pr.target) {
+			pr.acked = true
+		}
+	}
+	if p.Load.Ready > 0 {
+		n.maybeSteal()
+	}
+	return nil
+}
+
+// apply merges one membership update heard second-hand. Updates about this
+// peer are refuted; a peer forgotten here stays forgotten; a new peer must
+// pass ValidID; a forget applies only to a peer that is not alive here (as
+// a heartbeat's Forgotten list).
+func (m *mesh) apply(u Update, now time.Time) {
+	cfg := &m.n.cfg
+	if u.ID == cfg.ID {
+		if u.State == PeerSuspect || u.State == PeerDead {
+			// At this peer's incarnation or above: raise it. Below: the
+			// accuser, and whoever takes its word, missed the last
+			// refutation (a third peer that knows only the older
+			// incarnation would time the suspicion out): say it again.
+			m.refute(now, u.Inc >= m.sw.inc)
+		}
+		return
+	}
+	if m.forgotten[u.ID] || (cfg.ValidID != nil && !cfg.ValidID(u.ID)) {
+		return
+	}
+	mb := m.members[u.ID]
+	if m.isRefused(u.ID, u.Boot) && u.State != peerForgotten {
+		return // its heartbeat was refused here: dead here until one is taken
+	}
+	if u.State == peerForgotten {
+		if mb != nil && mb.state != PeerAlive {
+			m.forget(u.ID, now)
+		}
+		return
+	}
+	if mb == nil {
+		if u.State != PeerAlive {
+			return
+		}
+		m.add(&member{id: u.ID, boot: u.Boot, inc: u.Inc, heard: now, state: PeerAlive, addrs: u.Addrs})
+		m.changedAt = now
+		m.enqueue(u)
+		return
+	}
+	sameRun := u.Boot == "" || mb.boot == "" || u.Boot == mb.boot
+	switch u.State {
+	case PeerAlive:
+		if len(mb.addrs) == 0 && sameRun {
+			mb.addrs = u.Addrs // learned from a list: now reachable
+		}
+		if u.Inc <= mb.inc {
+			return
+		}
+		mb.inc = u.Inc
+		if len(u.Addrs) > 0 {
+			mb.addrs = u.Addrs // its own, at a newer incarnation
+		}
+		if !sameRun {
+			old := mb.id + "#" + mb.boot
+			mb.boot = u.Boot
+			m.prefDirty = true
+			m.expireHolders(func(h string) bool { return h == old })
+			mb.rebootAt = now
+			m.n.forgetAnswers(RaftID(mb.id))
+		}
+		if mb.state != PeerAlive {
+			m.prefDirty = m.prefDirty || mb.state == PeerDead
+			mb.state = PeerAlive
+		}
+	case PeerSuspect, PeerDead:
+		// A claim about another run, or an old one, is stale. One about a
+		// peer this one heard from lately, or whose run it does not know,
+		// is doubted: it only starts a suspicion here, which a message from
+		// the peer clears (the claim may be about its former run).
+		if !sameRun || u.Inc < mb.inc {
+			return
+		}
+		doubt := mb.boot == "" || now.Sub(mb.heard) < cfg.SuspectFor
+		switch {
+		case mb.state == PeerAlive:
+			mb.inc = u.Inc
+			m.suspect(mb, now, false)
+		case mb.state == PeerSuspect && u.State == PeerDead && !doubt:
+			mb.inc = u.Inc
+			m.markDead(mb, now)
+			m.enqueue(u)
+		}
+		return
+	default:
+		return
+	}
+	m.enqueue(u)
+}
+
+// heartbeatSWIM is the probe protocol's part of a heartbeat: the sender's
+// incarnation (a newer one is news for the others: a join, a restart),
+// whether it speaks probes, and an answer to a Sync request.
+func (m *mesh) heartbeatSWIM(mb *member, hb *Heartbeat, now time.Time) {
+	mb.beat = true
+	if hb.Inc > mb.inc {
+		mb.inc = hb.Inc
+		m.enqueue(Update{ID: mb.id, Boot: hb.Boot, Inc: hb.Inc, State: PeerAlive, Addrs: hb.Addrs})
+	}
+	m.learnAddrs(hb.Book)
+	m.setLegacy(mb, hb.Features&FeatureProbe == 0, now)
+	switch hb.Sync {
+	case SyncPull:
+		m.sendBeat(mb.id, 0)
+	case SyncJoin:
+		// A peer that knows no member yet: about probeHelpers of the
+		// members that know more answer it (the request goes to all).
+		if len(m.members) > len(hb.Members) && m.n.cfg.Rand.Float64()*float64(len(m.members)-1) < probeHelpers {
+			m.sendBeat(mb.id, 0)
+		}
+	}
+}
+
+// wantBeat asks mb for its heartbeat when none came yet (a member learned
+// second-hand, or whose gossiped heartbeat was lost): its labels and
+// addresses come only with it.
+func (m *mesh) wantBeat(mb *member, now time.Time) {
+	if mb.beat || !m.swimOn() || !mb.askedAt.IsZero() && now.Sub(mb.askedAt) < m.n.cfg.HeartbeatEvery {
+		return
+	}
+	mb.askedAt = now
+	m.sendBeat(mb.id, SyncPull)
+}
+
+// introduce answers a probe from a peer that is not a member (it restarted
+// and lost its membership, or this peer did: neither heartbeats to
+// everyone any more) with this peer's heartbeat and a SyncPull, at most
+// once per ProbeEvery: its heartbeat in return makes it a member, as any
+// heartbeat would. The probe itself is refused (Step).
+func (m *mesh) introduce(to string, now time.Time) {
+	if !m.swimOn() || m.forgotten[to] || m.n.cfg.ValidID != nil && !m.n.cfg.ValidID(to) ||
+		!m.sw.introducedAt.IsZero() && now.Sub(m.sw.introducedAt) < m.n.cfg.ProbeEvery {
+		return
+	}
+	m.sw.introducedAt = now
+	m.sendBeat(to, SyncPull)
+}
+
+// sendBeat sends this peer's heartbeat to one member.
+func (m *mesh) sendBeat(to string, sync uint8) {
+	hb := m.heartbeat()
+	hb.Heartbeat.Sync = sync
+	hb.Heartbeat.Book = m.book(to)
+	m.n.rd.Messages = append(m.n.rd.Messages, Envelope{To: to, Msg: hb})
+}
+
+// pushPull exchanges membership lists with one random live member
+// (anti-entropy: what piggybacking lost, a forget, a member learned late).
+func (m *mesh) pushPull() {
+	ids := m.memberIDs()
+	for range 4 {
+		if len(ids) < 2 {
+			return
+		}
+		id := ids[m.n.cfg.Rand.IntN(len(ids))]
+		if id != m.n.cfg.ID && m.members[id].state == PeerAlive {
+			m.sendBeat(id, SyncPull)
+			return
+		}
+	}
+}
+
+// beatDue reports whether to gossip a heartbeat now. Under the probe
+// protocol: at start, every HeartbeatEvery while this peer knows no member
+// (it looks for the mesh), when what it advertises changes (draining,
+// READY work or none, stranded tasks or none), every HeartbeatEvery while it
+// holds stranded tasks or has external workers (their demand), and soon
+// after its workers' demand changed. Otherwise, every HeartbeatEvery and on
+// load jumps, as before.
+func (m *mesh) beatDue(now time.Time) bool {
+	cfg := &m.n.cfg
+	since := now.Sub(m.lastBeat)
+	switch {
+	case m.n.ext.beatSoon && since >= workerBeatEvery:
+		return true
+	case !m.swimOn():
+		return since >= cfg.HeartbeatEvery || m.loadJumped(now)
+	case m.lastBeat.IsZero():
+		return true
+	case len(m.members) <= 1:
+		return since >= cfg.HeartbeatEvery
+	case since < eagerBeatEvery:
+		return false
+	}
+	ready, stranded := m.advertised()
+	if beatBits(m.n.draining, ready, stranded) != m.sw.sig {
+		return true
+	}
+	return since >= cfg.HeartbeatEvery && m.beatsPeriodically(stranded)
+}
+
+// beatsPeriodically reports whether this peer heartbeats every
+// HeartbeatEvery under the probe protocol: while it knows no member, holds
+// stranded tasks, drains, or has external workers.
+func (m *mesh) beatsPeriodically(stranded int) bool {
+	return len(m.members) <= 1 || stranded > 0 || m.n.draining || len(m.n.workerAds()) > 0
+}
+
+// advertised returns the READY tasks of the partitions this node serves,
+// and how many of them it may not run itself (as Stats counts them).
+func (m *mesh) advertised() (ready, stranded int) {
+	for _, i := range m.n.held {
+		if p := m.n.parts[i]; p.serving {
+			ready += p.shard.ReadyLen()
+			stranded += p.shard.Stranded(m.n.placement)
+		}
+	}
+	return ready, stranded
+}
+
+// swimDeadline is when the probe protocol next has work: the next period,
+// the indirect pings of the current probe, a heartbeat due.
+func (m *mesh) swimDeadline() time.Time {
+	cfg := &m.n.cfg
+	d := m.n.now.Add(cfg.ForgetAfter) // nothing sooner
+	if len(m.members) > 1 {           // a lone peer probes no one
+		d = m.sw.lastProbe.Add(cfg.ProbeEvery)
+	}
+	if pr := m.sw.probe; pr.target != "" && !pr.acked && !pr.indirect {
+		d = earliest(d, pr.at.Add(cfg.ProbeEvery/2))
+	}
+	ready, stranded := m.advertised()
+	if len(m.members) > 1 && beatBits(m.n.draining, ready, stranded) != m.sw.sig || m.lastBeat.IsZero() {
+		d = earliest(d, m.lastBeat.Add(eagerBeatEvery)) // as beatDue decides
+	}
+	if m.beatsPeriodically(stranded) {
+		d = earliest(d, m.lastBeat.Add(cfg.HeartbeatEvery))
+	}
+	if m.sw.refuteHeld {
+		d = earliest(d, m.sw.refutedAt.Add(eagerBeatEvery))
+	}
+	return d
+}
+
+// beatBits is what beatDue compares with the last heartbeat.
+func beatBits(draining bool, ready, stranded int) uint64 {
+	var b uint64
+	if draining {
+		b |= 1
+	}
+	if ready > 0 {
+		b |= 2
+	}
+	if stranded > 0 {
+		b |= 4
+	}
+	return b
+}

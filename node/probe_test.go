@@ -1,0 +1,156 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// states returns what every up node of c thinks of peer id.
+func states(c *cluster, id string) map[string]PeerState {
+	out := map[string]PeerState{}
+	for _, cn := range c.nodes {
+		if cn.down || cn.id == id {
+			continue
+		}
+		if mb := cn.n.mesh.members[id]; mb != nil {
+			out[cn.id] = mb.state
+		}
+	}
+	return out
+}
+
+// An idle mesh under the probe protocol sends a bounded number of
+// membership messages per peer (not one heartbeat to every other each
+// second), declares no one dead while every peer runs, and a peer that
+// stops is dead to every other within a few seconds.
+func TestProbeIdleCostAndDetection(t *testing.T) {
+	const size = 12
+	c := newCluster(t, size, 8)
+	membership := 0
+	c.trace = func(id string, d Duty, rd *Ready) {
+		if d != DutySend {
+			return
+		}
+		for _, e := range rd.Messages {
+			if e.Msg.Type == MsgProbe || e.Msg.Type == MsgHeartbeat {
+				membership++
+			}
+		}
+		membership += len(rd.Gossip) * (size - 1)
+	}
+	c.run(15 * time.Second) // the mesh forms, replicas move
+	c.check = func() {
+		for _, cn := range c.nodes {
+			for _, m := range cn.n.Members() {
+				if m.State == PeerDead {
+					t.Fatalf("%s declared %s dead in a mesh without faults", cn.id, m.ID)
+				}
+			}
+		}
+	}
+	membership = 0
+	const idle = 30 * time.Second
+	c.run(idle)
+	perPeerSecond := float64(membership) / size / idle.Seconds()
+	// Two probes (ping, ack) per period of 500 ms, and a few exchanges of
+	// membership lists: all-to-all heartbeats would be 11 a second.
+	if perPeerSecond > 5 {
+		t.Errorf("membership messages per peer per second = %.2f; want at most 5 (one ping and one ack per period)", perPeerSecond)
+	}
+	c.check = nil
+	victim := c.node("n7")
+	victim.down = true
+	c.run(5 * time.Second)
+	for id, st := range states(c, victim.id) {
+		if st != PeerDead {
+			t.Errorf("%s thinks %s is %v 5 s after it stopped; want dead", id, victim.id, st)
+		}
+	}
+}
+
+// A suspicion of a live peer is refuted: the peer raises its incarnation,
+// and no peer declares it dead.
+func TestProbeSuspicionRefuted(t *testing.T) {
+	c := newCluster(t, 4, 8)
+	c.run(15 * time.Second)
+	n1 := c.node("n1")
+	inc := n1.n.mesh.sw.inc
+	claim := Message{Type: MsgProbe, From: "n2", Probe: &Probe{Kind: ProbeNews, Boot: "1", Inc: c.node("n2").n.mesh.sw.inc,
+		Updates: []Update{{ID: "n1", Boot: "1", Inc: inc, State: PeerSuspect}}}}
+	if err := c.node("n3").n.Step("n2", claim); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.node("n3").n.mesh.members["n1"].state; st != PeerSuspect {
+		t.Fatalf("n3 thinks n1 is %v after the claim; want suspect", st)
+	}
+	c.run(5 * time.Second)
+	if got := n1.n.mesh.sw.inc; got <= inc {
+		t.Errorf("n1's incarnation = %d after it was suspected at %d; want it raised (refuted)", got, inc)
+	}
+	for id, st := range states(c, "n1") {
+		if st != PeerAlive {
+			t.Errorf("%s thinks n1 is %v; want alive after the refutation", id, st)
+		}
+	}
+}
+
+// A probe from a host that never heartbeated is refused and adds no one,
+// like Raft from a non-member; updates name only valid ids.
+func TestProbeFromStrangerRefused(t *testing.T) {
+	c := newCluster(t, 3, 4)
+	c.run(10 * time.Second)
+	n1 := c.node("n1").n
+	n1.cfg.ValidID = func(id string) bool { return len(id) == 2 && id[0] == 'n' }
+	m := Message{Type: MsgProbe, From: "intruder", Probe: &Probe{Kind: ProbePing, Seq: 1,
+		Updates: []Update{{ID: "n9", State: PeerAlive}}}}
+	if err := n1.Step("intruder", m); !errors.Is(err, ErrNotMember) {
+		t.Fatalf("Step(probe from a non-member) = %v; want ErrNotMember", err)
+	}
+	bad := Message{Type: MsgProbe, From: "n2", Probe: &Probe{Kind: ProbeNews, Updates: []Update{{ID: "junk-id", State: PeerAlive}, {ID: "n3", State: peerForgotten}}}}
+	if err := n1.Step("n2", bad); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(memberIDs(n1)); got != "[n1 n2 n3]" {
+		t.Fatalf("members = %s; want [n1 n2 n3] (no stranger, no junk id, no forget of a live peer)", got)
+	}
+}
+
+// A member whose heartbeat lacks FeatureProbe (the previous release) puts
+// the mesh back on heartbeats to everyone every HeartbeatEvery, with death
+// by silence, and nobody is declared dead by the switch.
+func TestProbeOldPeerSwitchesToHeartbeats(t *testing.T) {
+	c := newCluster(t, 3, 4)
+	c.run(10 * time.Second)
+	n1 := c.node("n1").n
+	if !n1.mesh.swimOn() {
+		t.Fatal("probe protocol off in a mesh of this release")
+	}
+	// A peer of the previous release joins (not a member that speaks
+	// probes: its next probe would switch the mesh back).
+	old := c.node("n2").n.mesh.heartbeat()
+	old.From, old.Heartbeat.Boot = "n9", "1"
+	old.Heartbeat.Features, old.Heartbeat.Inc = FeatureRetry, 0
+	if err := n1.Step("n9", old); err != nil {
+		t.Fatal(err)
+	}
+	if n1.mesh.swimOn() {
+		t.Fatal("probe protocol still on after a heartbeat without FeatureProbe")
+	}
+	beats := 0
+	c.trace = func(id string, d Duty, rd *Ready) {
+		if id == "n1" && d == DutySend {
+			beats += len(rd.Gossip)
+		}
+	}
+	c.run(5 * time.Second)
+	if beats < 4 {
+		t.Errorf("n1 gossiped %d heartbeats in 5 s after an old peer appeared; want about 5", beats)
+	}
+	for _, id := range []string{"n2", "n3"} {
+		if st := n1.mesh.members[id].state; st != PeerAlive {
+			t.Errorf("n1 thinks %s is %v after switching; want alive", id, st)
+		}
+	}
+}

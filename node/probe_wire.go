@@ -1,0 +1,116 @@
+package node
+
+import (
+	"encoding/binary"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// ProbeKind says what a MsgProbe is (SWIM's ping, ack and ping-req, and
+// news: updates alone). Values are part of the wire format: append only.
+type ProbeKind uint8
+
+const (
+	ProbePing ProbeKind = iota + 1 // are you alive? answer with ProbeAck and the same Seq
+	ProbeAck                       // alive (Target: the peer that answered a relayed ping)
+	ProbeReq                       // ping Target for me (indirect probe) and relay its ack
+	ProbeNews                      // membership updates only (a suspicion, a refutation): gossiped
+	numProbeKinds
+)
+
+// peerForgotten is an Update's state for a peer removed from the mesh for
+// good (needle forget): applied only where that peer is not alive.
+const peerForgotten PeerState = PeerDead + 1
+
+// Probe is a MsgProbe: the failure detector's ping, ack or indirect ping,
+// from which every member also learns the sender's incarnation, features
+// and load, and a few recent membership updates ride along (piggyback).
+type Probe struct {
+	Kind     ProbeKind
+	Seq      uint64
+	Target   string // ProbeReq: the peer to ping; a relayed ProbeAck: the peer that answered
+	Boot     string // the sender's boot nonce
+	Inc      uint64 // the sender's incarnation
+	Features uint64 // the sender's Features
+	Load     Load   // the sender's load: idle peers sample it
+	Updates  []Update
+}
+
+// Update is one membership change carried by probes: a peer's state at an
+// incarnation. A higher incarnation wins; at one incarnation dead beats
+// suspect beats alive; only the peer itself raises its incarnation (to
+// refute a suspicion).
+type Update struct {
+	ID    string
+	Boot  string
+	Inc   uint64
+	State PeerState
+	// Addrs are the peer's transport addresses, on a PeerAlive update
+	// (appended after the updates, one list per update): a peer that
+	// learns a member from an update can reach it (probe_addr.go).
+	Addrs []string
+}
+
+// maxProbeUpdates bounds the updates one probe carries on the wire.
+const maxProbeUpdates = 64
+
+func appendProbe(dst []byte, p *Probe) []byte {
+	if p == nil {
+		p = &Probe{}
+	}
+	dst = append(dst, byte(p.Kind))
+	dst = binary.AppendUvarint(dst, p.Seq)
+	dst = shard.AppendString(dst, p.Target)
+	dst = shard.AppendString(dst, p.Boot)
+	dst = binary.AppendUvarint(dst, p.Inc)
+	dst = binary.AppendUvarint(dst, p.Features)
+	dst = appendLoad(dst, p.Load)
+	dst = binary.AppendUvarint(dst, uint64(len(p.Updates)))
+	for _, u := range p.Updates {
+		dst = shard.AppendString(dst, u.ID)
+		dst = shard.AppendString(dst, u.Boot)
+		dst = binary.AppendUvarint(dst, u.Inc)
+		dst = append(dst, byte(u.State))
+	}
+	for _, u := range p.Updates {
+		dst = appendStrings(dst, u.Addrs)
+	}
+	return dst
+}
+
+func decodeProbe(d *shard.Decoder) *Probe {
+	p := &Probe{Kind: ProbeKind(d.Byte())}
+	if d.Err() == nil && (p.Kind == 0 || p.Kind >= numProbeKinds) {
+		d.Fail("probe kind %d", p.Kind)
+		return p
+	}
+	p.Seq = d.Uvarint()
+	p.Target = d.String()
+	p.Boot = d.String()
+	p.Inc = d.Uvarint()
+	p.Features = d.Uvarint()
+	p.Load = decodeLoad(d)
+	n := d.Count(4)
+	if n > maxProbeUpdates {
+		d.Fail("probe with %d updates, over %d", n, maxProbeUpdates)
+		return p
+	}
+	for range n {
+		u := Update{ID: d.String(), Boot: d.String(), Inc: d.Uvarint(), State: PeerState(d.Byte())}
+		if d.Err() != nil {
+			return p
+		}
+		if u.ID == "" || u.State < PeerAlive || u.State > peerForgotten {
+			d.Fail("probe update %q state %d", u.ID, u.State)
+			return p
+		}
+		p.Updates = append(p.Updates, u)
+	}
+	for i := range p.Updates {
+		if d.Err() != nil || d.Len() == 0 {
+			break // from before the updates' addresses
+		}
+		p.Updates[i].Addrs = decodeAddrs(d)
+	}
+	return p
+}

@@ -1,0 +1,130 @@
+package simulate
+
+import (
+	"time"
+
+	"github.com/needle-mesh/needle/node"
+)
+
+// links model the transport's connections (peer/p2p). A message between
+// two peers travels only on a connection; the runtime opens one to a
+// member at an address it knows (peer/loop.go, dialMembers: here, at the
+// first message either side sends while it knows the other's address), and
+// every peer keeps one to the seed it joined through (node 0, the
+// --join of every other). So a member whose address neither side knows is
+// unreachable, as it was for real: a member learned from a membership list
+// alone has no address until someone tells it.
+//
+// Gossip (pubsub) reaches at once only the peers its publisher is
+// connected to: the others hear it once both have been up for
+// gossipMeshAfter, when gossipsub has grafted its mesh and relays through
+// it. A joiner's first heartbeats reach the seed alone.
+type links struct {
+	n    int             // nodes (the client is not linked)
+	conn []bool          // open connections, n*n, both directions set
+	upAt []time.Duration // when each node last started
+	// unlinked counts direct messages dropped for want of a connection;
+	// gossipLost, gossip not delivered to a peer not yet in the mesh.
+	unlinked, gossipLost uint64
+}
+
+// gossipMeshAfter is how long after both peers started their gossip
+// reaches each other through relays (gossipsub's heartbeat grafts its mesh
+// about a second after a peer subscribes).
+const gossipMeshAfter = time.Second
+
+// seed is the node every other dials at start (Config.Join).
+const seed = 0
+
+func newLinks(n int) *links {
+	return &links{n: n, conn: make([]bool, n*n), upAt: make([]time.Duration, n)}
+}
+
+// started records a (re)start of node i: its connections died with its
+// previous run.
+func (l *links) started(i int, now time.Duration) {
+	l.upAt[i] = now
+	for j := range l.n {
+		l.conn[i*l.n+j], l.conn[j*l.n+i] = false, false
+	}
+}
+
+// direct reports whether a message from node a to node b finds a
+// connection, opening one when either side knows the other's address.
+func (l *links) direct(s *sim, a, b int) bool {
+	if a == seed || b == seed || l.conn[a*l.n+b] {
+		return true
+	}
+	na, nb := s.nodes[a], s.nodes[b]
+	if na.n != nil && knowsAddr(na, nb) || nb.n != nil && knowsAddr(nb, na) {
+		l.conn[a*l.n+b], l.conn[b*l.n+a] = true, true
+		return true
+	}
+	l.unlinked++
+	return false
+}
+
+// gossip reports whether node a's gossip reaches node b now.
+func (l *links) gossip(a, b int, now time.Duration) bool {
+	if a == seed || b == seed || l.conn[a*l.n+b] ||
+		now-l.upAt[a] >= gossipMeshAfter && now-l.upAt[b] >= gossipMeshAfter {
+		return true
+	}
+	l.gossipLost++
+	return false
+}
+
+// unreachable counts the pairs of running nodes, members of each other,
+// with no connection and no address either way: direct messages between
+// them are lost for good.
+func (s *sim) unreachable() int {
+	l := s.net.links
+	n := 0
+	for a, na := range s.nodes {
+		for b := a + 1; b < len(s.nodes); b++ {
+			nb := s.nodes[b]
+			if !na.up || !nb.up || a == seed || l.conn[a*l.n+b] {
+				continue
+			}
+			aAddrs, aKnows := na.n.MemberAddrs(nb.id)
+			bAddrs, bKnows := nb.n.MemberAddrs(na.id)
+			if aKnows && bKnows && len(aAddrs) == 0 && len(bAddrs) == 0 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// knowsAddr reports whether node a knows an address of node b.
+func knowsAddr(a, b *simNode) bool {
+	addrs, _ := a.n.MemberAddrs(b.id)
+	return len(addrs) > 0
+}
+
+// kill stops the last node for good (Config.Kill) and watches the others
+// until every running one holds it dead (Report.DeadKnownAfter).
+func (s *sim) kill() {
+	nd := s.nodes[len(s.nodes)-1]
+	if !nd.up {
+		return
+	}
+	nd.stop(true)
+	nd.left = true
+	s.watchDeath(nd.id)
+}
+
+// watchDeath polls, every 50 ms of virtual time, what the running nodes
+// think of id; it stops once all hold it dead (or forgot it).
+func (s *sim) watchDeath(id string) {
+	for _, nd := range s.nodes {
+		if !nd.up || nd.id == id {
+			continue
+		}
+		if st, member := nd.n.PeerState(id); member && st != node.PeerDead {
+			s.after(50*time.Millisecond, func() { s.watchDeath(id) })
+			return
+		}
+	}
+	s.deadKnown = s.now
+}

@@ -1,0 +1,53 @@
+package simulate
+
+import "github.com/needle-mesh/needle/node"
+
+// Traffic splits the network's messages by what they are for: membership
+// and load (heartbeats and probes: the background of an idle mesh), Raft
+// (replication, and its heartbeats), and the rest (client requests and
+// replies, outcomes, acks, steals, grants). PerPeerSecond is each over the
+// peers and the simulated seconds.
+type Traffic struct {
+	Membership uint64 `json:"membership"`
+	Raft       uint64 `json:"raft"`
+	Task       uint64 `json:"task"`
+	// MembershipPerPeerSecond is the membership messages each peer sends
+	// per simulated second, on average; RaftPerPeerSecond the same for
+	// Raft, PerPeerSecond for every message.
+	MembershipPerPeerSecond float64 `json:"membership_per_peer_second"`
+	RaftPerPeerSecond       float64 `json:"raft_per_peer_second"`
+	PerPeerSecond           float64 `json:"per_peer_second"`
+}
+
+// traffic kinds, indexes of network.kinds.
+const (
+	trafficMembership = iota
+	trafficRaft
+	trafficTask
+)
+
+// trafficKind classifies a message for Traffic.
+func trafficKind(m *message) int {
+	if m.env == nil {
+		return trafficTask
+	}
+	switch m.env.Msg.Type {
+	case node.MsgHeartbeat, node.MsgProbe:
+		return trafficMembership
+	case node.MsgRaft:
+		return trafficRaft
+	}
+	return trafficTask
+}
+
+// traffic fills the report's Traffic.
+func (s *sim) traffic() Traffic {
+	k := s.net.kinds
+	t := Traffic{Membership: k[trafficMembership], Raft: k[trafficRaft], Task: k[trafficTask]}
+	if secs := s.now.Seconds() * float64(len(s.nodes)); secs > 0 {
+		t.MembershipPerPeerSecond = float64(t.Membership) / secs
+		t.RaftPerPeerSecond = float64(t.Raft) / secs
+		t.PerPeerSecond = float64(t.Membership+t.Raft+t.Task) / secs
+	}
+	return t
+}
