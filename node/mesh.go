@@ -40,6 +40,10 @@ type member struct {
 	state     PeerState
 	deadSince time.Time
 	draining  bool // it hands its work over and will leave: lead nothing
+	// bookSeen is the address book of its last heartbeat that learnAddrs
+	// merged, at membership version bookAt.
+	bookSeen []PeerAddrs
+	bookAt   int
 	// rebootAt is when this node learned the peer restarted (another
 	// boot nonce): the promises its earlier run made are void (vouches).
 	rebootAt time.Time
@@ -88,13 +92,18 @@ type mesh struct {
 	changedAt time.Time // membership last changed
 	ring      *ring.Ring
 	ringSet   []string // the members the ring was built over
-	epoch     ring.Epoch
-	preferred []ring.PeerID // per partition, over live members
-	prefDirty bool
-	lastBeat  time.Time
-	lastReady int // READY count in the last heartbeat
-	lastSend  time.Time
-	outbox    map[string]OutcomeMsg // key task@round
+	// bookCache is book's answer while bookOK and the membership is at
+	// bookVersion (probe_addr.go).
+	bookCache   []PeerAddrs
+	bookVersion int
+	bookOK      bool
+	epoch       ring.Epoch
+	preferred   []ring.PeerID // per partition, over live members
+	prefDirty   bool
+	lastBeat    time.Time
+	lastReady   int // READY count in the last heartbeat
+	lastSend    time.Time
+	outbox      map[string]OutcomeMsg // key task@round
 	// sentAt is when each outbox entry was last sent (none: restored,
 	// never sent in this run): resend skips those sent within the resend
 	// period, whose answer may be on its way.

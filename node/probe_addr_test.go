@@ -58,7 +58,7 @@ func TestProbeBookOnSync(t *testing.T) {
 	c.run(10 * time.Second)
 	n1 := c.node("n1")
 	hb := n1.n.mesh.heartbeat()
-	hb.Heartbeat.Book = n1.n.mesh.book("n4")
+	hb.Heartbeat.Book = n1.n.mesh.book()
 	var ids []string
 	for _, e := range hb.Heartbeat.Book {
 		ids = append(ids, e.ID)
@@ -66,7 +66,20 @@ func TestProbeBookOnSync(t *testing.T) {
 			t.Errorf("book names %s at %v", e.ID, e.Addrs)
 		}
 	}
-	if !slices.Equal(ids, []string{"n2", "n3"}) {
-		t.Errorf("n1's book for n4 = %v; want n2, n3 (neither itself nor the receiver)", ids)
+	if !slices.Equal(ids, []string{"n2", "n3", "n4"}) {
+		t.Errorf("n1's book = %v; want n2, n3, n4 (not itself)", ids)
+	}
+	// The book is shared until an address or the membership changes.
+	m := &n1.n.mesh
+	if again := m.book(); &again[0] != &hb.Heartbeat.Book[0] {
+		t.Error("the book was built again with nothing changed")
+	}
+	m.setAddrs(m.members["n3"], []string{"/c/n3-moved"})
+	if b := m.book(); b[1].ID != "n3" || !slices.Equal(b[1].Addrs, []string{"/c/n3-moved"}) {
+		t.Errorf("after n3 moved, the book names %v", b)
+	}
+	m.add(&member{id: "n9", addrs: []string{"/c/n9"}, state: PeerAlive})
+	if b := m.book(); len(b) != 4 || b[3].ID != "n9" {
+		t.Errorf("after n9 joined, the book names %v", b)
 	}
 }

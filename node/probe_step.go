@@ -92,14 +92,14 @@ func (m *mesh) apply(u Update, now time.Time) {
 	switch u.State {
 	case PeerAlive:
 		if len(mb.addrs) == 0 && sameRun {
-			mb.addrs = u.Addrs // learned from a list: now reachable
+			m.setAddrs(mb, u.Addrs) // learned from a list: now reachable
 		}
 		if u.Inc <= mb.inc {
 			return
 		}
 		mb.inc = u.Inc
 		if len(u.Addrs) > 0 {
-			mb.addrs = u.Addrs // its own, at a newer incarnation
+			m.setAddrs(mb, u.Addrs) // its own, at a newer incarnation
 		}
 		if !sameRun {
 			old := mb.id + "#" + mb.boot
@@ -147,7 +147,7 @@ func (m *mesh) heartbeatSWIM(mb *member, hb *Heartbeat, now time.Time) {
 		mb.inc = hb.Inc
 		m.enqueue(Update{ID: mb.id, Boot: hb.Boot, Inc: hb.Inc, State: PeerAlive, Addrs: hb.Addrs})
 	}
-	m.learnAddrs(hb.Book)
+	m.learnAddrs(mb, hb.Book)
 	m.setLegacy(mb, hb.Features&FeatureProbe == 0, now)
 	switch hb.Sync {
 	case SyncPull:
@@ -190,7 +190,7 @@ func (m *mesh) introduce(to string, now time.Time) {
 func (m *mesh) sendBeat(to string, sync uint8) {
 	hb := m.heartbeat()
 	hb.Heartbeat.Sync = sync
-	hb.Heartbeat.Book = m.book(to)
+	hb.Heartbeat.Book = m.book()
 	m.n.rd.Messages = append(m.n.rd.Messages, Envelope{To: to, Msg: hb})
 }
 

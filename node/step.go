@@ -161,7 +161,8 @@ func (n *Node) stepHeartbeat(from string, hb *Heartbeat) error {
 			n.mesh.strandedPeers--
 		}
 	}
-	mb.load, mb.addrs, mb.stranded, mb.strandedFor = hb.Load, hb.Addrs, hb.Stranded, hb.StrandedFor
+	mb.load, mb.stranded, mb.strandedFor = hb.Load, hb.Stranded, hb.StrandedFor
+	n.mesh.setAddrs(mb, hb.Addrs)
 	mb.features = hb.Features
 	mb.workers, mb.offered = hb.Workers, nil
 	if len(hb.Workers) > 0 {
