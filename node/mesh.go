@@ -97,13 +97,16 @@ type mesh struct {
 	bookCache   []PeerAddrs
 	bookVersion int
 	bookOK      bool
-	epoch       ring.Epoch
-	preferred   []ring.PeerID // per partition, over live members
-	prefDirty   bool
-	lastBeat    time.Time
-	lastReady   int // READY count in the last heartbeat
-	lastSend    time.Time
-	outbox      map[string]OutcomeMsg // key task@round
+	// noAddrs holds the members but this node that have no address
+	// (learnAddrs looks only for them).
+	noAddrs   map[string]struct{}
+	epoch     ring.Epoch
+	preferred []ring.PeerID // per partition, over live members
+	prefDirty bool
+	lastBeat  time.Time
+	lastReady int // READY count in the last heartbeat
+	lastSend  time.Time
+	outbox    map[string]OutcomeMsg // key task@round
 	// sentAt is when each outbox entry was last sent (none: restored,
 	// never sent in this run): resend skips those sent within the resend
 	// period, whose answer may be on its way.
@@ -140,7 +143,7 @@ type pendingAck struct {
 }
 
 func newMesh(n *Node, now time.Time) mesh {
-	m := mesh{n: n, members: map[string]*member{}, forgotten: map[string]bool{}, refused: map[string]string{},
+	m := mesh{n: n, members: map[string]*member{}, forgotten: map[string]bool{}, refused: map[string]string{}, noAddrs: map[string]struct{}{},
 		outbox: map[string]OutcomeMsg{}, sentAt: map[string]time.Time{}, granter: map[int]string{}, pendAck: map[shard.TaskID]pendingAck{}, changedAt: now,
 		byRaft: map[uint64]string{}, sw: swim{inc: uint64(max(now.UnixMilli(), 0)), relays: map[uint64]relay{}, silent: map[int]time.Time{}}}
 	m.add(&member{id: n.cfg.ID, boot: n.cfg.Boot, heard: now, state: PeerAlive, addrs: n.cfg.Addrs,
@@ -284,6 +287,7 @@ func (m *mesh) forget(id string, now time.Time) {
 			m.strandedPeers--
 		}
 		delete(m.members, id)
+		delete(m.noAddrs, id)
 		delete(m.byRaft, RaftID(id))
 		m.ids = nil
 		m.version++

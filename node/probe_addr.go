@@ -3,6 +3,7 @@ package node
 import (
 	"encoding/binary"
 	"slices"
+	"strings"
 
 	"github.com/needle-mesh/needle/shard"
 )
@@ -87,6 +88,17 @@ func (m *mesh) setAddrs(mb *member, addrs []string) {
 		m.bookOK = false
 	}
 	mb.addrs = addrs
+	m.noteAddrs(mb)
+}
+
+// noteAddrs keeps mesh.noAddrs, the members other than this node with no
+// address, up to date with mb's.
+func (m *mesh) noteAddrs(mb *member) {
+	if len(mb.addrs) == 0 && mb.id != m.n.cfg.ID {
+		m.noAddrs[mb.id] = struct{}{}
+	} else {
+		delete(m.noAddrs, mb.id)
+	}
 }
 
 // learnAddrs gives the members of a heartbeat's book that have no address
@@ -103,6 +115,20 @@ func (m *mesh) learnAddrs(from *member, book []PeerAddrs) {
 		return
 	}
 	from.bookSeen, from.bookAt = book, m.version
+	if len(m.noAddrs) == 0 {
+		return // every member has its addresses: nothing to learn
+	}
+	if len(m.noAddrs)*8 < len(book) {
+		// Few lack them: look each up (a book is sorted by id, as book
+		// builds it; one that is not only hides entries from this search).
+		for id := range m.noAddrs {
+			i, ok := slices.BinarySearchFunc(book, id, func(e PeerAddrs, id string) int { return strings.Compare(e.ID, id) })
+			if mb := m.members[id]; ok && mb != nil {
+				m.setAddrs(mb, book[i].Addrs)
+			}
+		}
+		return
+	}
 	for _, e := range book {
 		if mb := m.members[e.ID]; mb != nil && len(mb.addrs) == 0 && e.ID != m.n.cfg.ID {
 			m.setAddrs(mb, e.Addrs)

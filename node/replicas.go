@@ -79,6 +79,7 @@ func (m *mesh) add(mb *member) {
 	m.ids = nil
 	m.version++
 	m.members[mb.id] = mb
+	m.noteAddrs(mb)
 	m.byRaft[RaftID(mb.id)] = mb.id
 }
 
