@@ -68,6 +68,7 @@ type swim struct {
 	relays    map[uint64]relay  // indirect pings run for others, by the seq sent
 	silent    map[int]time.Time // per partition, the leaderHeard of the silence silentLeader acted on
 	news      []*news           // updates to piggyback
+	newsBy    map[string]*news  // news by the member it is about
 	legacy    int               // live members that lack FeatureProbe
 	sig       uint64            // what the last heartbeat advertised (beatBits)
 	lastSync  time.Time
@@ -271,15 +272,22 @@ func (m *mesh) retransmits() int {
 // enqueue queues an update to piggyback, replacing one about the same peer.
 func (m *mesh) enqueue(u Update) {
 	sw := &m.sw
-	for _, nw := range sw.news {
-		if nw.u.ID == u.ID {
-			nw.u, nw.sent = u, 0
-			return
-		}
+	if nw := sw.newsBy[u.ID]; nw != nil {
+		nw.u, nw.sent = u, 0
+		return
 	}
-	sw.news = append(sw.news, &news{u: u})
+	if sw.newsBy == nil {
+		sw.newsBy = map[string]*news{}
+	}
+	nw := &news{u: u}
+	sw.news = append(sw.news, nw)
+	sw.newsBy[u.ID] = nw
 	if len(sw.news) > maxNews {
 		slices.SortStableFunc(sw.news, func(a, b *news) int { return a.sent - b.sent })
+		for _, old := range sw.news[maxNews:] {
+			delete(sw.newsBy, old.u.ID)
+		}
+		clear(sw.news[maxNews:])
 		sw.news = sw.news[:maxNews]
 	}
 }
@@ -298,7 +306,13 @@ func (m *mesh) piggyback() []Update {
 		out = append(out, nw.u)
 		nw.sent++
 	}
-	sw.news = slices.DeleteFunc(sw.news, func(nw *news) bool { return nw.sent >= limit })
+	sw.news = slices.DeleteFunc(sw.news, func(nw *news) bool {
+		if nw.sent >= limit {
+			delete(sw.newsBy, nw.u.ID)
+			return true
+		}
+		return false
+	})
 	return out
 }
 
