@@ -133,26 +133,30 @@ func TestLeaveRemovedWhileDown(t *testing.T) {
 	}
 }
 
+// settledLeft settles a mesh of 4 peers over parts partitions and returns
+// it, its founder n1 and a partition n1 left.
+func settledLeft(t *testing.T, parts int) (*cluster, *cnode, int) {
+	t.Helper()
+	c := newCluster(t, 4, parts)
+	c.run(40 * time.Second)
+	c.checkHeld(parts, 3)
+	n1 := c.node("n1")
+	for p := range parts {
+		if n1.n.parts[p] == nil {
+			return c, n1, p
+		}
+	}
+	t.Fatal("the founder left no partition")
+	return nil, nil, 0
+}
+
 // A Raft message for a partition a peer left, from that partition's
 // leader (late, or the leader's view of an older configuration), does
 // not open it again: the ring does not place the peer there. A snapshot
 // whose configuration names the peer does.
 func TestLeaveStaleMessageDoesNotReopen(t *testing.T) {
 	const parts = 16
-	c := newCluster(t, 4, parts)
-	c.run(40 * time.Second)
-	c.checkHeld(parts, 3)
-	n1 := c.node("n1")
-	part := -1
-	for p := range parts {
-		if n1.n.parts[p] == nil {
-			part = p
-			break
-		}
-	}
-	if part < 0 {
-		t.Fatal("the founder left no partition")
-	}
+	c, n1, part := settledLeft(t, parts)
 	lead := c.servers(part)
 	if len(lead) != 1 {
 		t.Fatalf("partition %d served by %v", part, lead)

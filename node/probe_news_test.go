@@ -13,13 +13,7 @@ import (
 // at all, and two joiners that learned the seed before each other never
 // learned each other until the next anti-entropy exchange (30 s).
 func TestProbeNewsWhileMembersTalk(t *testing.T) {
-	cfg := DefaultNodeConfig("p1", "1")
-	cfg.Partitions = 16
-	now := time.Unix(1_700_000_000, 0).UTC()
-	n, err := NewNode(cfg, nil, now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, n, now := loneNode(t)
 	hb := func(members ...string) Message {
 		return Message{Type: MsgHeartbeat, Heartbeat: &Heartbeat{Boot: "b", Partitions: 16, Features: Features,
 			Members: members, Replicas: cfg.Replicas, Placement: cfg.Placement, Inc: 5}}

@@ -14,13 +14,7 @@ import (
 // restarted with other flags) is dead here and stays dead whatever others
 // say, until a heartbeat of it is taken.
 func TestRefusedPeerNotLearnedSecondHand(t *testing.T) {
-	cfg := DefaultNodeConfig("p1", "1")
-	cfg.Partitions = 16
-	now := time.Unix(1_700_000_000, 0).UTC()
-	n, err := NewNode(cfg, nil, now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, n, now := loneNode(t)
 	hb := func(replicas int, members ...string) Message {
 		return Message{Type: MsgHeartbeat, Heartbeat: &Heartbeat{Boot: "b", Partitions: 16, Features: Features,
 			Members: members, Replicas: replicas, Placement: ring.PlacementCircle}}

@@ -49,13 +49,10 @@ func TestSpreadPlacementRefusesOlderPeers(t *testing.T) {
 	}
 }
 
-// A heartbeat carries the sender's --replicas and --placement; one that
-// differs is refused with the kind of difference, and the sender becomes
-// no member. A heartbeat of an older release carries neither (Replicas 0)
-// and is taken as before. A founder alone in its new mesh is never the
-// odd one out; a joiner with an empty disk is, at the first heartbeat it
-// hears.
-func TestPlacementMismatchRefused(t *testing.T) {
+// loneNode starts peer p1 alone over 16 partitions, with its config and
+// clock.
+func loneNode(t *testing.T) (NodeConfig, *Node, time.Time) {
+	t.Helper()
 	cfg := DefaultNodeConfig("p1", "1")
 	cfg.Partitions = 16
 	now := time.Unix(1_700_000_000, 0).UTC()
@@ -63,6 +60,17 @@ func TestPlacementMismatchRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cfg, n, now
+}
+
+// A heartbeat carries the sender's --replicas and --placement; one that
+// differs is refused with the kind of difference, and the sender becomes
+// no member. A heartbeat of an older release carries neither (Replicas 0)
+// and is taken as before. A founder alone in its new mesh is never the
+// odd one out; a joiner with an empty disk is, at the first heartbeat it
+// hears.
+func TestPlacementMismatchRefused(t *testing.T) {
+	cfg, n, now := loneNode(t)
 	hb := func(replicas int, p ring.Placement) Message {
 		return Message{Type: MsgHeartbeat, Heartbeat: &Heartbeat{Boot: "b", Partitions: 16, Features: Features,
 			Members: []string{"a", "b"}, Replicas: replicas, Placement: p}}

@@ -17,20 +17,7 @@ import (
 // --workers 2, before tombstones).
 func TestLeftPeerVotesOnlyPastItsTombstone(t *testing.T) {
 	const parts = 16
-	c := newCluster(t, 4, parts)
-	c.run(40 * time.Second)
-	c.checkHeld(parts, 3)
-	n1 := c.node("n1")
-	part := -1
-	for p := range parts {
-		if n1.n.parts[p] == nil {
-			part = p
-			break
-		}
-	}
-	if part < 0 {
-		t.Fatal("the founder left no partition")
-	}
+	c, n1, part := settledLeft(t, parts)
 	tomb, ok := n1.n.left[part]
 	if !ok || tomb.lastIndex == 0 || tomb.term == 0 {
 		t.Fatalf("n1 left partition %d with tombstone %+v (recorded %v)", part, tomb, ok)
