@@ -234,17 +234,18 @@ type Node struct {
 	// founder, nothing stored). See placementMismatch.
 	founded, joining bool
 
-	mesh     mesh // membership, liveness, ring, outbox
-	raftOut  map[string][]RaftMsg
-	snapSent []snapReport
-	steal    stealer
-	stats    NodeStats
-	draining bool                           // Drain was called: no new leases, leadership handed over
-	localOut map[shard.TaskID]shard.Outcome // outcomes proposed as owner, not yet applied (handOver)
-	started  map[shard.TaskID]claimed       // last round started here, per task (claim)
-	spec     map[shard.TaskID]*specRun      // own initial leases started before their creation applied (speculate.go)
-	left     map[int]tombstone              // what this node held of the partitions it left (tombstone.go)
-	startedQ []shard.TaskID                 // insertion order of started, to bound it
+	mesh      mesh // membership, liveness, ring, outbox
+	raftOut   map[string][]RaftMsg
+	snapSent  []snapReport
+	steal     stealer
+	stats     NodeStats
+	draining  bool                           // Drain was called: no new leases, leadership handed over
+	localOut  map[shard.TaskID]shard.Outcome // outcomes proposed as owner, not yet applied (handOver)
+	started   map[shard.TaskID]claimed       // last round started here, per task (claim)
+	spec      map[shard.TaskID]*specRun      // own initial leases started before their creation applied (speculate.go)
+	left      map[int]tombstone              // what this node held of the partitions it left (tombstone.go)
+	leftDirty bool                           // left changed since the last Ready (flushLeft)
+	startedQ  []shard.TaskID                 // insertion order of started, to bound it
 
 	notifying  int // webhook deliveries handed out (Ready.Notify), not yet reported (NotifyDone)
 	notifyNext int // the partition notifyDue looks at first

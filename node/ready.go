@@ -144,6 +144,7 @@ func (n *Node) Ready() Ready {
 	n.flushGone()
 	n.flushRaftMsgs()
 	n.dropAborted()
+	n.flushLeft()
 	rd := n.rd
 	n.rd = Ready{}
 	return rd

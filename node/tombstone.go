@@ -75,8 +75,8 @@ func decodeLeft(b []byte, parts int) (map[int]tombstone, error) {
 	return left, nil
 }
 
-// bury records the tombstone of partition p, which this node leaves now,
-// and persists the record in the same batch as the drop.
+// bury records the tombstone of partition p, which this node leaves now;
+// the record goes out with the drop, in the next Ready's batch (flushLeft).
 func (n *Node) bury(p *partition) {
 	last, _ := p.storage.LastIndex()
 	lastTerm, _ := p.storage.Term(last)
@@ -91,6 +91,18 @@ func (n *Node) bury(p *partition) {
 		n.left = map[int]tombstone{}
 	}
 	n.left[p.id] = t
+	n.leftDirty = true
+}
+
+// flushLeft puts the record of left partitions in the Ready being built
+// when a partition was left since the last one: once per Ready, however
+// many it left (a founder leaves thousands as a large mesh forms, and
+// encoding the whole record for each was quadratic).
+func (n *Node) flushLeft() {
+	if !n.leftDirty {
+		return
+	}
+	n.leftDirty = false
 	b := &n.rd.Persist
 	b.MetaPut = slices.DeleteFunc(b.MetaPut, func(r wal.Record) bool { return r.Key == LeftMetaKey })
 	b.MetaPut = append(b.MetaPut, wal.Record{Key: LeftMetaKey, Value: encodeLeft(n.left)})
