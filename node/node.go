@@ -548,8 +548,10 @@ func (n *Node) Stats() Stats {
 func (n *Node) readyLoad() (ready, stranded int) {
 	for _, i := range n.held {
 		if p := n.parts[i]; p.serving {
-			ready += p.shard.ReadyLen()
-			stranded += p.shard.Stranded(n.placement)
+			if r := p.shard.ReadyLen(); r > 0 { // an empty queue strands nothing
+				ready += r
+				stranded += p.shard.Stranded(n.placement)
+			}
 		}
 	}
 	return ready, stranded

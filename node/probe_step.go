@@ -232,7 +232,7 @@ func (m *mesh) beatDue(now time.Time) bool {
 	case since < eagerBeatEvery:
 		return false
 	}
-	ready, stranded := m.advertised()
+	ready, stranded := m.n.readyLoad()
 	if beatBits(m.n.draining, ready, stranded) != m.sw.sig {
 		return true
 	}
@@ -246,18 +246,6 @@ func (m *mesh) beatsPeriodically(stranded int) bool {
 	return len(m.members) <= 1 || stranded > 0 || m.n.draining || len(m.n.workerAds()) > 0
 }
 
-// advertised returns the READY tasks of the partitions this node serves,
-// and how many of them it may not run itself (as Stats counts them).
-func (m *mesh) advertised() (ready, stranded int) {
-	for _, i := range m.n.held {
-		if p := m.n.parts[i]; p.serving {
-			ready += p.shard.ReadyLen()
-			stranded += p.shard.Stranded(m.n.placement)
-		}
-	}
-	return ready, stranded
-}
-
 // swimDeadline is when the probe protocol next has work: the next period,
 // the indirect pings of the current probe, a heartbeat due.
 func (m *mesh) swimDeadline() time.Time {
@@ -269,7 +257,7 @@ func (m *mesh) swimDeadline() time.Time {
 	if pr := m.sw.probe; pr.target != "" && !pr.acked && !pr.indirect {
 		d = earliest(d, pr.at.Add(cfg.ProbeEvery/2))
 	}
-	ready, stranded := m.advertised()
+	ready, stranded := m.n.readyLoad()
 	if len(m.members) > 1 && beatBits(m.n.draining, ready, stranded) != m.sw.sig || m.lastBeat.IsZero() {
 		d = earliest(d, m.lastBeat.Add(eagerBeatEvery)) // as beatDue decides
 	}
