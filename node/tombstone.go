@@ -81,16 +81,13 @@ func (n *Node) bury(p *partition) {
 	last, _ := p.storage.LastIndex()
 	lastTerm, _ := p.storage.Term(last)
 	t := tombstone{term: p.rn.BasicStatus().HardState.GetTerm(), lastTerm: lastTerm, lastIndex: last}
-	if old, ok := n.left[p.id]; ok && (old.lastTerm > t.lastTerm || (old.lastTerm == t.lastTerm && old.lastIndex > t.lastIndex)) {
-		t.lastTerm, t.lastIndex = old.lastTerm, old.lastIndex // it never held less than it did
-	}
 	if old, ok := n.left[p.id]; ok {
 		t.term = max(t.term, old.term)
+		if old.beyond(t.lastTerm, t.lastIndex) {
+			t.lastTerm, t.lastIndex = old.lastTerm, old.lastIndex // it never held less than it did
+		}
 	}
-	if n.left == nil {
-		n.left = map[int]tombstone{}
-	}
-	n.left[p.id] = t
+	n.left[p.id] = t // NewNode made the map (decodeLeft)
 	n.leftDirty = true
 }
 
@@ -126,5 +123,11 @@ func (n *Node) voteBarred(part int, p *partition, m *pb.Message) bool {
 	if !ok {
 		return false
 	}
-	return m.GetTerm() <= t.term || m.GetLogTerm() < t.lastTerm || (m.GetLogTerm() == t.lastTerm && m.GetIndex() < t.lastIndex)
+	return m.GetTerm() <= t.term || t.beyond(m.GetLogTerm(), m.GetIndex())
+}
+
+// beyond reports whether the log t recorded ends past a log whose last
+// entry is (term, index), in Raft's order.
+func (t tombstone) beyond(term, index uint64) bool {
+	return t.lastTerm > term || t.lastTerm == term && t.lastIndex > index
 }
