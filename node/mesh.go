@@ -197,6 +197,13 @@ func (m *mesh) live(id string) bool {
 	return mb != nil && mb.state != PeerDead
 }
 
+// askable reports whether a blind steal request may go to a member: alive
+// and heard from itself (its boot known), not only named by others.
+func (m *mesh) askable(id string) bool {
+	mb := m.members[id]
+	return mb != nil && mb.state == PeerAlive && mb.boot != ""
+}
+
 // heard records a message from a peer: it is alive. A new boot nonce means
 // the peer restarted: leases held by its former run are void.
 func (m *mesh) heard(id, boot string, now time.Time) {
@@ -281,6 +288,7 @@ func (m *mesh) forget(id string, now time.Time) {
 	}
 	m.forgotten[id] = true
 	m.enqueue(Update{ID: id, State: peerForgotten})
+	m.n.steal.forgetLoad(id)
 	if mb := m.members[id]; mb != nil {
 		m.setLegacy(mb, false, now)
 		if mb.stranded > 0 {
@@ -374,6 +382,7 @@ func (m *mesh) detect(now time.Time) {
 			m.prefDirty = true
 			m.n.log.Warn("peer dead", keyPeer, id, "silent", silent)
 			m.expireHolders(func(h string) bool { return shard.HolderPeer(h) == id })
+			m.n.steal.forgetLoad(id)
 		case silent >= cfg.DeadAfter/2 && silent < cfg.DeadAfter && mb.state == PeerAlive:
 			mb.state = PeerSuspect
 		}

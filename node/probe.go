@@ -337,6 +337,7 @@ func (m *mesh) markDead(mb *member, now time.Time) {
 	m.prefDirty = true
 	m.n.log.Warn("peer dead", keyPeer, mb.id, "silent", now.Sub(mb.heard))
 	m.expireHolders(func(h string) bool { return shard.HolderPeer(h) == mb.id })
+	m.n.steal.forgetLoad(mb.id)
 	m.detectAt = earliest(m.detectAt, now.Add(m.n.cfg.ForgetAfter))
 }
 

@@ -62,6 +62,14 @@ func newStealer(cfg NodeConfig) (stealer, error) {
 	}
 	sc := steal.DefaultConfig()
 	sc.Rand = rand.New(rand.NewPCG(RaftID(cfg.ID), cfg.Rand.Uint64()))
+	if cfg.ProbeEvery > 0 {
+		// Under the probe protocol a peer heartbeats when what it
+		// advertises changes (READY work or none), not every second: its
+		// last load stands until it sends another or dies (forgetLoad).
+		// Three silent seconds made a loaded peer that had nothing new to
+		// say no victim at all, and its backlog waited for its own slots.
+		sc.StaleAfter = cfg.ForgetAfter
+	}
 	t, err := steal.New(sc)
 	s.t = t
 	return s, err
@@ -71,6 +79,15 @@ func newStealer(cfg NodeConfig) (stealer, error) {
 func (s *stealer) Observe(peer string, l Load, now time.Time) {
 	if s.t != nil {
 		s.t.Observe(steal.Load{Peer: peer, Ready: l.Ready, Running: l.Running, Slots: l.Slots, At: now})
+	}
+}
+
+// forgetLoad drops what the thief knows of a peer declared dead or
+// forgotten: loads do not go stale under the probe protocol, so a dead
+// victim would otherwise be asked until its backoff grew to the maximum.
+func (s *stealer) forgetLoad(peer string) {
+	if s.t != nil {
+		s.t.Forget(peer)
 	}
 }
 
@@ -96,7 +113,11 @@ func (n *Node) maybeSteal() {
 	// its last task ends, and long tasks stay with the victim instead of
 	// waiting in a thief's queue.
 	capacity := n.cfg.Slots + n.pace.stealAhead(n.cfg.Slots, n.cfg.LeaseAhead)
-	victim, want, ok := n.steal.t.Next(n.now, steal.Load{Peer: n.cfg.ID, Ready: self.Ready, Running: self.Running, Slots: capacity, At: n.now})
+	me := steal.Load{Peer: n.cfg.ID, Ready: self.Ready, Running: self.Running, Slots: capacity, At: n.now}
+	victim, want, ok := n.steal.t.Next(n.now, me)
+	if !ok { // nobody known to have work: ask one at random now and then
+		victim, want, ok = n.steal.t.Sample(n.now, me, n.mesh.memberIDs(), n.mesh.askable)
+	}
 	if !ok {
 		return
 	}

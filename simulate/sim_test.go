@@ -204,3 +204,23 @@ func TestSchedSeeds(t *testing.T) {
 	}
 	t.Logf("12 seeds: %.1f schedule-hours, %d ticks checked", hours, ticks)
 }
+
+// TestLoadedPeersStayVictims runs mixed long enough that every peer stays
+// loaded for a minute. Peers announce their load only when it changes
+// (READY work or none), so a thief must still ask a peer it last heard
+// of three seconds ago, and one it holds as empty because an older load
+// overtook the announcement (a steal request the peer sent just before
+// its work arrived): otherwise one peer's backlog waited for its own
+// slots while others idled, and a group queued behind it outlived the
+// liveness bound.
+func TestLoadedPeersStayVictims(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Seed: 1, Peers: 3, Tasks: 10000, Workload: "mixed"}
+	r := mustRun(t, cfg)
+	if r.Failed() {
+		t.Fatalf("%s\nreplay: %s", r.Violations[0], cfg.ReplayCommand())
+	}
+	if r.MakespanOverLB > 1.2 {
+		t.Errorf("makespan/LB %.2f, want <= 1.2 (stealing evens the load)\nreplay: %s", r.MakespanOverLB, cfg.ReplayCommand())
+	}
+}

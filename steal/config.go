@@ -40,6 +40,11 @@ type Config struct {
 	// it the request is abandoned (counted in Stats.Expired, and the victim
 	// backs off) and Next may ask again. Default 1 s.
 	RequestTTL time.Duration
+	// SampleMin and SampleMax bound the wait between blind asks (Sample):
+	// it starts at SampleMin, doubles with every blind ask, up to
+	// SampleMax, and starts again at SampleMin after a grant. Defaults
+	// 250 ms and 4 s.
+	SampleMin, SampleMax time.Duration
 }
 
 // DefaultConfig returns a Config with the defaults above and a fixed seed;
@@ -52,6 +57,8 @@ func DefaultConfig() Config {
 		BackoffMin: 50 * time.Millisecond,
 		BackoffMax: 2 * time.Second,
 		RequestTTL: time.Second,
+		SampleMin:  250 * time.Millisecond,
+		SampleMax:  4 * time.Second,
 	}
 }
 
@@ -70,6 +77,8 @@ func (c Config) Validate() error {
 		return errors.New("steal: config BackoffMax must be >= BackoffMin")
 	case c.RequestTTL <= 0:
 		return errors.New("steal: config RequestTTL must be > 0")
+	case c.SampleMin <= 0 || c.SampleMax < c.SampleMin:
+		return errors.New("steal: config wants SampleMin > 0 and SampleMax >= SampleMin")
 	}
 	return nil
 }

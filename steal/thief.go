@@ -27,6 +27,7 @@ type Stats struct {
 	Refused int // refusals and empty grants
 	Expired int // requests abandoned unanswered after Config.RequestTTL
 	Stolen  int // tasks received in grants
+	Sampled int // of Asked, blind asks (Sample)
 }
 
 // peerState is what a Thief knows of one peer.
@@ -47,6 +48,11 @@ type Thief struct {
 	askedAt time.Time   // when the outstanding request was sent
 	cands   []int       // scratch for Next: indexes into peers
 	stats   Stats
+	// sampleAt is when Sample may ask blind again (zero until it first
+	// has), sampleNext the wait after the next blind ask (0 = SampleMin).
+	sampleAt   time.Time
+	sampleNext time.Duration
+	names      []string // scratch for Sample
 }
 
 // New returns a Thief that knows no peer yet.
@@ -121,6 +127,52 @@ func (t *Thief) Next(now time.Time, self Load) (victim string, n int, ok bool) {
 	return l.Peer, n, true
 }
 
+// Sample is Next's fallback when no known peer advertises READY tasks:
+// it asks a peer drawn at random among members (sorted; self, peers in
+// backoff and peers live rejects are skipped) for up to free slots' worth,
+// at most once per sample wait (Config.SampleMin doubling to SampleMax;
+// a grant starts it again at SampleMin). Peers announce their load when
+// it changes, not periodically, so an announcement lost on the way, or
+// overtaken by an older load (a steal request sent before its sender's
+// work arrived), leaves a loaded peer known here as empty for as long as
+// it stays loaded; a blind ask finds it. With nobody to ask it waits for
+// the next call rather than a time (NextAt). The conditions and the
+// contract are Next's: when ok, send the request and report the reply.
+func (t *Thief) Sample(now time.Time, self Load, members []string, live func(string) bool) (victim string, n int, ok bool) {
+	if _, out := t.Pending(now); out {
+		return "", 0, false
+	}
+	free := self.Free()
+	if free <= 0 || self.Ready > 0 || now.Before(t.sampleAt) {
+		return "", 0, false
+	}
+	c := t.names[:0]
+	for _, id := range members {
+		if id == self.Peer || !live(id) {
+			continue
+		}
+		if i, known := t.find(id); known && now.Before(t.peers[i].until) {
+			continue
+		}
+		c = append(c, id)
+	}
+	t.names = c
+	if len(c) == 0 {
+		t.sampleAt = time.Time{} // nobody to ask: NextAt does not wake for it
+		return "", 0, false
+	}
+	victim = c[t.cfg.Rand.IntN(len(c))]
+	d := t.sampleNext
+	if d <= 0 {
+		d = t.cfg.SampleMin
+	}
+	t.sampleAt, t.sampleNext = now.Add(d), min(2*d, t.cfg.SampleMax)
+	t.asked, t.askedAt = victim, now
+	t.stats.Asked++
+	t.stats.Sampled++
+	return victim, min(t.cfg.MaxBatch, free), true
+}
+
 // NextAt returns the earliest time at which Next, asked with no new
 // observation or reply, could ask a peer other than self: when the
 // request in flight expires (RequestTTL), or when the first peer with
@@ -131,6 +183,9 @@ func (t *Thief) Next(now time.Time, self Load) (victim string, n int, ok bool) {
 func (t *Thief) NextAt(now time.Time, self string) (at time.Time, ok bool) {
 	if t.asked != "" {
 		return t.askedAt.Add(t.cfg.RequestTTL), true
+	}
+	if !t.sampleAt.IsZero() { // Sample has asked: it may ask again then
+		at, ok = later(now, t.sampleAt), true
 	}
 	for i := range t.peers {
 		p := &t.peers[i]
@@ -220,6 +275,7 @@ func (t *Thief) Granted(now time.Time, victim string, got int) {
 	t.answered(victim)
 	t.stats.Granted++
 	t.stats.Stolen += got
+	t.sampleNext = 0
 	if i, ok := t.find(victim); ok {
 		t.peers[i].until, t.peers[i].next = time.Time{}, 0
 	}

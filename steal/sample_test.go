@@ -1,0 +1,77 @@
+package steal
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+func TestSampleAsksBlindWhenNobodyAdvertisesWork(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Rand = rand.New(rand.NewPCG(3, 4))
+	th, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1000, 0)
+	self := Load{Peer: "a", Slots: 2}
+	th.Observe(Load{Peer: "b", Ready: 0, Slots: 2, At: t0}) // an announcement that went stale
+	members := []string{"a", "b", "c", "d"}
+	live := func(id string) bool { return id != "d" }
+	if _, _, ok := th.Next(t0, self); ok {
+		t.Fatal("Next asked a peer that advertises nothing")
+	}
+	if _, ok := th.NextAt(t0, "a"); ok {
+		t.Fatal("NextAt woke before any blind ask")
+	}
+	v, n, ok := th.Sample(t0, self, members, live)
+	if !ok || (v != "b" && v != "c") || n != 2 {
+		t.Fatalf("Sample = %q %d %v, want b or c (not self, not the dead d), 2 tasks", v, n, ok)
+	}
+	th.Refused(t0.Add(time.Millisecond), v)
+	if _, _, ok := th.Sample(t0.Add(100*time.Millisecond), self, members, live); ok {
+		t.Fatal("Sample asked again within SampleMin")
+	}
+	if at, ok := th.NextAt(t0.Add(100*time.Millisecond), "a"); !ok || !at.Equal(t0.Add(cfg.SampleMin)) {
+		t.Fatalf("NextAt = %v %v, want the end of the sample wait %v", at, ok, t0.Add(cfg.SampleMin))
+	}
+	// The wait doubles after a fruitless ask; the peer refused is in backoff.
+	t1 := t0.Add(cfg.SampleMin)
+	v2, _, ok := th.Sample(t1, self, members, live)
+	if !ok || v2 == v {
+		t.Fatalf("Sample at %v = %q %v, want the peer not in backoff", t1, v2, ok)
+	}
+	th.Granted(t1.Add(time.Millisecond), v2, 1) // the wait already drawn (doubled) stands; the next starts at SampleMin
+	t2 := t1.Add(2 * cfg.SampleMin)
+	if _, _, ok := th.Sample(t2.Add(-time.Millisecond), self, members, live); ok {
+		t.Fatal("Sample ignored the doubled wait")
+	}
+	if _, _, ok := th.Sample(t2, self, members, live); !ok {
+		t.Fatal("Sample did not ask after the doubled wait")
+	}
+	th.Granted(t2.Add(time.Millisecond), "c", 1)
+	th.Granted(t2.Add(time.Millisecond), "b", 1)
+	if _, _, ok := th.Sample(t2.Add(cfg.SampleMin), self, members, live); !ok {
+		t.Fatal("a grant did not reset the wait to SampleMin")
+	}
+}
+
+func TestSampleWithNobodyToAskDoesNotWake(t *testing.T) {
+	cfg := DefaultConfig()
+	th, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1000, 0)
+	self := Load{Peer: "a", Slots: 2}
+	if _, _, ok := th.Sample(t0, self, []string{"a"}, func(string) bool { return true }); ok {
+		t.Fatal("a lone peer asked itself")
+	}
+	if _, ok := th.NextAt(t0, "a"); ok {
+		t.Fatal("a lone peer's thief wants to wake")
+	}
+	busy := Load{Peer: "a", Slots: 2, Running: 2}
+	if _, _, ok := th.Sample(t0, busy, []string{"a", "b"}, func(string) bool { return true }); ok {
+		t.Fatal("a peer without a free slot asked")
+	}
+}
