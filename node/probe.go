@@ -69,6 +69,8 @@ type swim struct {
 	silent    map[int]time.Time // per partition, the leaderHeard of the silence silentLeader acted on
 	news      []*news           // updates to piggyback
 	newsBy    map[string]*news  // news by the member it is about
+	newsCount []int             // sortNews's scratch: updates by times sent
+	newsTmp   []*news           // sortNews's scratch: the queue before sorting
 	legacy    int               // live members that lack FeatureProbe
 	sig       uint64            // what the last heartbeat advertised (beatBits)
 	lastSync  time.Time
@@ -283,13 +285,42 @@ func (m *mesh) enqueue(u Update) {
 	sw.news = append(sw.news, nw)
 	sw.newsBy[u.ID] = nw
 	if len(sw.news) > maxNews {
-		slices.SortStableFunc(sw.news, func(a, b *news) int { return a.sent - b.sent })
+		sw.sortNews()
 		for _, old := range sw.news[maxNews:] {
 			delete(sw.newsBy, old.u.ID)
 		}
 		clear(sw.news[maxNews:])
 		sw.news = sw.news[:maxNews]
 	}
+}
+
+// sortNews orders the pending updates by how often they were sent, the
+// order of arrival kept among equals: a stable counting sort, since the
+// counts are below retransmits (a dozen at 1,000 peers). Sorting the
+// queue of up to maxNews on every probe sent was a tenth of a forming
+// 1,000-peer simulator run.
+func (sw *swim) sortNews() {
+	top := 0
+	for _, nw := range sw.news {
+		top = max(top, nw.sent)
+	}
+	if cap(sw.newsCount) < top+2 {
+		sw.newsCount = make([]int, top+2)
+	}
+	count := sw.newsCount[:top+2]
+	clear(count)
+	for _, nw := range sw.news {
+		count[nw.sent+1]++
+	}
+	for i := 1; i < len(count); i++ {
+		count[i] += count[i-1]
+	}
+	sw.newsTmp = append(sw.newsTmp[:0], sw.news...)
+	for _, nw := range sw.newsTmp {
+		sw.news[count[nw.sent]] = nw
+		count[nw.sent]++
+	}
+	clear(sw.newsTmp)
 }
 
 // piggyback returns the least-sent updates, up to maxPiggyback, and counts
@@ -299,7 +330,7 @@ func (m *mesh) piggyback() []Update {
 	if len(sw.news) == 0 {
 		return nil
 	}
-	slices.SortStableFunc(sw.news, func(a, b *news) int { return a.sent - b.sent })
+	sw.sortNews()
 	limit := m.retransmits()
 	out := make([]Update, 0, min(len(sw.news), maxPiggyback))
 	for _, nw := range sw.news[:min(len(sw.news), maxPiggyback)] {

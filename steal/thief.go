@@ -47,11 +47,13 @@ type Thief struct {
 	asked   string      // victim of the outstanding request, "" if none
 	askedAt time.Time   // when the outstanding request was sent
 	cands   []int       // scratch for Next: indexes into peers
+	loaded  int         // peers whose load has READY tasks: none, Next and NextAt look no further
 	stats   Stats
 	// sampleAt is when Sample may ask blind again (zero until it first
 	// has), sampleNext the wait after the next blind ask (0 = SampleMin).
 	sampleAt   time.Time
 	sampleNext time.Duration
+	sampleIdle bool     // the last Sample found nobody to ask
 	names      []string // scratch for Sample
 }
 
@@ -81,15 +83,25 @@ func (t *Thief) Observe(l Load) {
 	switch {
 	case !known:
 		t.peers = slices.Insert(t.peers, i, peerState{load: l})
+		t.loaded += b2i(l.Ready > 0)
 	case !l.At.Before(t.peers[i].load.At):
+		t.loaded += b2i(l.Ready > 0) - b2i(t.peers[i].load.Ready > 0)
 		t.peers[i].load = l
 	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Forget drops everything known about a peer that died or left, backoff
 // included. A request outstanding to it is abandoned (no reply will come).
 func (t *Thief) Forget(peer string) {
 	if i, ok := t.find(peer); ok {
+		t.loaded -= b2i(t.peers[i].load.Ready > 0)
 		t.peers = slices.Delete(t.peers, i, i+1)
 	}
 	if t.asked == peer {
@@ -135,9 +147,10 @@ func (t *Thief) Next(now time.Time, self Load) (victim string, n int, ok bool) {
 // it changes, not periodically, so an announcement lost on the way, or
 // overtaken by an older load (a steal request sent before its sender's
 // work arrived), leaves a loaded peer known here as empty for as long as
-// it stays loaded; a blind ask finds it. With nobody to ask it waits for
-// the next call rather than a time (NextAt). The conditions and the
-// contract are Next's: when ok, send the request and report the reply.
+// it stays loaded; a blind ask finds it. With nobody to ask it looks
+// again SampleMin later, at a call rather than a time (NextAt). The
+// conditions and the contract are Next's: when ok, send the request and
+// report the reply.
 func (t *Thief) Sample(now time.Time, self Load, members []string, live func(string) bool) (victim string, n int, ok bool) {
 	if _, out := t.Pending(now); out {
 		return "", 0, false
@@ -158,9 +171,13 @@ func (t *Thief) Sample(now time.Time, self Load, members []string, live func(str
 	}
 	t.names = c
 	if len(c) == 0 {
-		t.sampleAt = time.Time{} // nobody to ask: NextAt does not wake for it
+		// Nobody to ask: look again after SampleMin at the earliest (a
+		// forming mesh names thousands of members it cannot ask yet), and
+		// NextAt does not wake for it.
+		t.sampleAt, t.sampleIdle = now.Add(t.cfg.SampleMin), true
 		return "", 0, false
 	}
+	t.sampleIdle = false
 	victim = c[t.cfg.Rand.IntN(len(c))]
 	d := t.sampleNext
 	if d <= 0 {
@@ -184,10 +201,13 @@ func (t *Thief) NextAt(now time.Time, self string) (at time.Time, ok bool) {
 	if t.asked != "" {
 		return t.askedAt.Add(t.cfg.RequestTTL), true
 	}
-	if !t.sampleAt.IsZero() { // Sample has asked: it may ask again then
+	if !t.sampleAt.IsZero() && !t.sampleIdle { // Sample has asked: it may ask again then
 		at, ok = later(now, t.sampleAt), true
 	}
 	for i := range t.peers {
+		if t.loaded == 0 {
+			break
+		}
 		p := &t.peers[i]
 		if p.load.Ready <= 0 || p.load.Peer == self {
 			continue
@@ -213,6 +233,9 @@ func later(a, b time.Time) time.Time {
 // pick draws the victim among the eligible peers, in sorted order so that
 // the draw depends only on the seed and the inputs.
 func (t *Thief) pick(now time.Time, self string) (int, bool) {
+	if t.loaded == 0 {
+		return 0, false
+	}
 	c := t.cands[:0]
 	freshSince := now.Add(-t.cfg.StaleAfter)
 	for i := range t.peers {
