@@ -1,6 +1,7 @@
 package steal
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -73,5 +74,21 @@ func TestSampleWithNobodyToAskDoesNotWake(t *testing.T) {
 	busy := Load{Peer: "a", Slots: 2, Running: 2}
 	if _, _, ok := th.Sample(t0, busy, []string{"a", "b"}, func(string) bool { return true }); ok {
 		t.Fatal("a peer without a free slot asked")
+	}
+}
+
+func TestSampleFindsTheOneMemberItMayAsk(t *testing.T) {
+	th, err := New(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var members []string
+	for i := range 50 {
+		members = append(members, fmt.Sprintf("p%02d", i))
+	}
+	live := func(id string) bool { return id == "p37" } // the others are dead or unknown
+	v, _, ok := th.Sample(time.Unix(1000, 0), Load{Peer: "p00", Slots: 1}, members, live)
+	if !ok || v != "p37" {
+		t.Fatalf("Sample = %q %v, want p37, the only live member", v, ok)
 	}
 }

@@ -139,6 +139,10 @@ func (t *Thief) Next(now time.Time, self Load) (victim string, n int, ok bool) {
 	return l.Peer, n, true
 }
 
+// sampleDraws is how many members Sample draws at random before it lists
+// the ones it may ask.
+const sampleDraws = 8
+
 // Sample is Next's fallback when no known peer advertises READY tasks:
 // it asks a peer drawn at random among members (sorted; self, peers in
 // backoff and peers live rejects are skipped) for up to free slots' worth,
@@ -159,18 +163,32 @@ func (t *Thief) Sample(now time.Time, self Load, members []string, live func(str
 	if free <= 0 || self.Ready > 0 || now.Before(t.sampleAt) {
 		return "", 0, false
 	}
-	c := t.names[:0]
-	for _, id := range members {
+	askable := func(id string) bool {
 		if id == self.Peer || !live(id) {
-			continue
+			return false
 		}
-		if i, known := t.find(id); known && now.Before(t.peers[i].until) {
-			continue
+		i, known := t.find(id)
+		return !known || !now.Before(t.peers[i].until)
+	}
+	// A few draws find one at once when most members may be asked (a
+	// settled mesh); else the members that may are listed and one drawn.
+	victim = ""
+	for range min(sampleDraws, len(members)) {
+		if id := members[t.cfg.Rand.IntN(len(members))]; askable(id) {
+			victim = id
+			break
 		}
-		c = append(c, id)
+	}
+	c := t.names[:0]
+	if victim == "" {
+		for _, id := range members {
+			if askable(id) {
+				c = append(c, id)
+			}
+		}
 	}
 	t.names = c
-	if len(c) == 0 {
+	if victim == "" && len(c) == 0 {
 		// Nobody to ask: look again after SampleMin at the earliest (a
 		// forming mesh names thousands of members it cannot ask yet), and
 		// NextAt does not wake for it.
@@ -178,7 +196,9 @@ func (t *Thief) Sample(now time.Time, self Load, members []string, live func(str
 		return "", 0, false
 	}
 	t.sampleIdle = false
-	victim = c[t.cfg.Rand.IntN(len(c))]
+	if victim == "" {
+		victim = c[t.cfg.Rand.IntN(len(c))]
+	}
 	d := t.sampleNext
 	if d <= 0 {
 		d = t.cfg.SampleMin
