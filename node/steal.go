@@ -17,6 +17,7 @@ type NodeStats struct {
 	StealsAsked   int // steal requests sent
 	StealsGranted int // tasks received from victims
 	StealsRefused int // refusals and empty grants received
+	StealsSampled int // of StealsAsked, blind asks: no known peer had advertised work (Thief.Sample)
 	StaleGrants   int // grants received for this peer's former run (dropped)
 	TasksGranted  int // tasks this node granted to thieves
 	LeaseExpiries int // leases that ended without an outcome
@@ -117,6 +118,9 @@ func (n *Node) maybeSteal() {
 	victim, want, ok := n.steal.t.Next(n.now, me)
 	if !ok { // nobody known to have work: ask one at random now and then
 		victim, want, ok = n.steal.t.Sample(n.now, me, n.mesh.memberIDs(), n.mesh.askable)
+		if ok {
+			n.stats.StealsSampled++
+		}
 	}
 	if !ok {
 		return

@@ -81,7 +81,7 @@ func newMetrics(p *Peer) *metrics {
 		outbox: prometheus.NewGauge(prometheus.GaugeOpts{Name: "needle_outbox_outcomes",
 			Help: "Outcomes waiting for their owner's acknowledgement."}),
 		protocol: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "needle_protocol_events_total",
-			Help: "Work-stealing, lease and leadership events: steals_asked, steals_granted (tasks received), steals_refused, tasks_granted (to thieves), lease_expiries, stale_outcomes (refused by fencing), abdications (partition leaderships given up: no majority answered)."},
+			Help: "Work-stealing, lease and leadership events: steals_asked, steals_granted (tasks received), steals_refused, steals_sampled (of steals_asked, blind asks: no known peer advertised work), tasks_granted (to thieves), lease_expiries, stale_outcomes (refused by fencing), abdications (partition leaderships given up: no majority answered)."},
 			[]string{"event"}),
 	}
 	m.reg.MustRegister(m.tasks, m.readyQ, m.running, m.slots, m.finished, m.applied, m.outcomes,
@@ -134,6 +134,7 @@ func (m *metrics) observe(n *node.Node) {
 		{"steals_asked", cur.StealsAsked, m.last.StealsAsked},
 		{"steals_granted", cur.StealsGranted, m.last.StealsGranted},
 		{"steals_refused", cur.StealsRefused, m.last.StealsRefused},
+		{"steals_sampled", cur.StealsSampled, m.last.StealsSampled},
 		{"tasks_granted", cur.TasksGranted, m.last.TasksGranted},
 		{"lease_expiries", cur.LeaseExpiries, m.last.LeaseExpiries},
 		{"stale_outcomes", cur.StaleOutcomes, m.last.StaleOutcomes},
