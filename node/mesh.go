@@ -377,12 +377,7 @@ func (m *mesh) detect(now time.Time) {
 			m.forget(id, now)
 			continue
 		case silent >= cfg.DeadAfter && mb.state != PeerDead:
-			mb.state, mb.deadSince = PeerDead, now
-			m.deaths++
-			m.prefDirty = true
-			m.n.log.Warn("peer dead", keyPeer, id, "silent", silent)
-			m.expireHolders(func(h string) bool { return shard.HolderPeer(h) == id })
-			m.n.steal.forgetLoad(id)
+			m.markDead(mb, now) // its detectAt is overwritten below
 		case silent >= cfg.DeadAfter/2 && silent < cfg.DeadAfter && mb.state == PeerAlive:
 			mb.state = PeerSuspect
 		}

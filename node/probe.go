@@ -361,7 +361,8 @@ func (m *mesh) suspect(mb *member, now time.Time, origin bool) {
 	}
 }
 
-// markDead declares mb dead: its leases expire, it leads nothing.
+// markDead declares mb dead: its leases expire, it leads nothing, the
+// thief forgets its load. Both failure detectors (detect, detectSWIM).
 func (m *mesh) markDead(mb *member, now time.Time) {
 	mb.state, mb.deadSince = PeerDead, now
 	m.deaths++

@@ -172,7 +172,6 @@ func (t *Thief) Sample(now time.Time, self Load, members []string, live func(str
 	}
 	// A few draws find one at once when most members may be asked (a
 	// settled mesh); else the members that may are listed and one drawn.
-	victim = ""
 	for range min(sampleDraws, len(members)) {
 		if id := members[t.cfg.Rand.IntN(len(members))]; askable(id) {
 			victim = id
