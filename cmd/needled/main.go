@@ -18,6 +18,7 @@ import (
 )
 
 func main() {
+	tuneGC(os.Getenv)
 	m := NewMain()
 	if err := m.ParseFlags(os.Args[1:], os.Getenv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
