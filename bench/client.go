@@ -216,6 +216,22 @@ func (c *Client) SubmitTask(ctx context.Context, t TaskSpec) (string, error) {
 	return s.ID, err
 }
 
+// SubmitTaskWait submits t and waits up to wait for it to end, in one
+// call (POST /v1/tasks?wait=): the task as it stood when the peer answered.
+func (c *Client) SubmitTaskWait(ctx context.Context, t TaskSpec, wait time.Duration) (Task, error) {
+	var s struct {
+		ID   string `json:"id"`
+		Task *Task  `json:"task"`
+	}
+	if err := c.do(ctx, http.MethodPost, "/v1/tasks"+waitQuery(wait), wait, t, &s); err != nil {
+		return Task{}, err
+	}
+	if s.Task == nil {
+		return Task{ID: s.ID}, nil
+	}
+	return *s.Task, nil
+}
+
 // Task returns a task, long-polling up to wait (0: no wait).
 func (c *Client) Task(ctx context.Context, id string, wait time.Duration) (Task, error) {
 	var t Task

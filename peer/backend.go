@@ -34,7 +34,18 @@ func GroupIDFor(key string) shard.GroupID {
 // the submit span, a child of the client's traceparent (spec.Trace as the
 // API found it); another id the client chose is kept; with none and no
 // span recorded, a random id.
-func (b backend) Submit(ctx context.Context, spec *shard.GroupSpec) (r api.SubmitResult, err error) {
+func (b backend) Submit(ctx context.Context, spec *shard.GroupSpec) (api.SubmitResult, error) {
+	r, _, err := b.submitWait(ctx, spec, 0)
+	return r, err
+}
+
+// SubmitWait implements api.SubmitWaiter: the owner waits, so a submission
+// through another peer is forwarded once.
+func (b backend) SubmitWait(ctx context.Context, spec *shard.GroupSpec, wait time.Duration) (api.SubmitResult, *shard.TaskView, error) {
+	return b.submitWait(ctx, spec, wait)
+}
+
+func (b backend) submitWait(ctx context.Context, spec *shard.GroupSpec, wait time.Duration) (r api.SubmitResult, v *shard.TaskView, err error) {
 	spec.ID = GroupIDFor(spec.Key)
 	ctx, span := b.p.startSpan(ctx, spec.Trace, "needle.submit", trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("needle.group", string(spec.ID)), attribute.Int("needle.tasks", len(spec.Tasks))))
@@ -45,14 +56,15 @@ func (b backend) Submit(ctx context.Context, spec *shard.GroupSpec) (r api.Submi
 		spec.Trace = randomHex(8)
 	}
 	if spec.Mode == shard.ModeBroadcast {
-		return b.submitBroadcast(ctx, spec)
+		r, err = b.submitBroadcast(ctx, spec)
+		return r, nil, err
 	}
 	// The group id is fixed before the first try, so a retry after an
 	// owner change cannot create a second group.
-	r, err = b.submit(ctx, spec)
+	r, v, err = b.submit(ctx, spec, wait)
 	b.p.countSubmitted(r, err)
 	span.SetAttributes(attribute.Bool("needle.created", r.Created))
-	return r, err
+	return r, v, err
 }
 
 // countSubmitted adds the tasks a submission created to
@@ -73,7 +85,7 @@ func (b backend) submitBroadcast(ctx context.Context, spec *shard.GroupSpec) (ap
 	if err := b.p.read(ctx, func(n *node.Node) error { return n.ExpandBroadcast(spec) }); err != nil {
 		return api.SubmitResult{}, err
 	}
-	r, err := b.submit(ctx, spec)
+	r, _, err := b.submit(ctx, spec, 0)
 	b.p.countSubmitted(r, err)
 	if err != nil || r.Created || len(r.Tasks) == len(spec.Tasks) {
 		return r, err
@@ -89,9 +101,13 @@ func (b backend) submitBroadcast(ctx context.Context, spec *shard.GroupSpec) (ap
 	return r, nil
 }
 
-func (b backend) submit(ctx context.Context, spec *shard.GroupSpec) (api.SubmitResult, error) {
-	a, err := routed[submitAns](ctx, b.p, spec.ID, &submitReq{Spec: spec})
-	return answered(a.Submit, err)
+func (b backend) submit(ctx context.Context, spec *shard.GroupSpec, wait time.Duration) (api.SubmitResult, *shard.TaskView, error) {
+	a, err := routed[submitAns](ctx, b.p, spec.ID, &submitReq{Spec: spec, Wait: wait})
+	r, err := answered(a.Submit, err)
+	if err != nil {
+		return r, nil, err
+	}
+	return r, a.Task, nil
 }
 
 func (b backend) Task(ctx context.Context, id shard.TaskID, wait time.Duration) (shard.TaskView, error) {

@@ -61,11 +61,19 @@ const (
 type submitReq struct {
 	rpcHeader
 	Spec *shard.GroupSpec `json:"spec,omitempty"`
+	// Wait, when set, asks the owner to answer once the first task is
+	// terminal (or Wait passed), with it in submitAns.Task: a submit and
+	// wait (POST /v1/tasks?wait=) forwarded once instead of twice. A peer
+	// of a release without it ignores it and answers at once.
+	Wait time.Duration `json:"wait,omitempty"`
 }
 
 type submitAns struct {
 	rpcError
 	Submit *api.SubmitResult `json:"submit,omitempty"`
+	// Task is the first task after the wait; absent when none was asked
+	// or its read failed (the submission stands: the caller reads again).
+	Task *shard.TaskView `json:"task,omitempty"`
 }
 
 func (*submitReq) op() string   { return opSubmit }
@@ -75,7 +83,13 @@ func (r *submitReq) serve(ctx context.Context, p *Peer) (submitAns, error) {
 		return submitAns{}, errors.New("peer: forwarded submit without a spec")
 	}
 	s, err := local{p}.Submit(ctx, r.Spec)
-	return submitAns{Submit: &s}, err
+	a := submitAns{Submit: &s}
+	if err == nil && r.Wait > 0 && len(s.Tasks) > 0 {
+		if v, err := (local{p}).Task(ctx, s.Tasks[0], r.Wait); err == nil {
+			a.Task = &v
+		}
+	}
+	return a, err
 }
 
 // taskReq reads a task, waiting up to Wait for it to end.

@@ -187,6 +187,7 @@ func (p *Peer) serveCall(ctx context.Context, from string, b []byte) ([]byte, er
 	if !ok {
 		return nil, fmt.Errorf("peer: forwarded request from %s: unknown op %q", from, h.Op)
 	}
+	p.metrics.served.WithLabelValues(h.Op).Inc()
 	return serve(ctx, p, b)
 }
 

@@ -29,6 +29,7 @@ type metrics struct {
 	partitions prometheus.Gauge
 	dropped    prometheus.Counter
 	refused    prometheus.Counter
+	served     *prometheus.CounterVec
 	peers      *prometheus.GaugeVec
 	ringEpoch  prometheus.Gauge
 	outbox     prometheus.Gauge
@@ -68,6 +69,9 @@ func newMetrics(p *Peer) *metrics {
 			Help: "Messages to other peers dropped because their send queue was full."}),
 		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "needle_messages_refused_total",
 			Help: "Messages from other hosts refused: malformed, from a non-member, or failing their checks (a peer logs at most 10 a window)."}),
+		served: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "needle_forwarded_calls_total",
+			Help: "Requests other peers forwarded to this one (it owns the group, or they ask all peers), by op: submit, task, group, cancel, ..."},
+			[]string{"op"}),
 		peers: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "needle_peers",
 			Help: "Members of the mesh by state, as this peer sees them."}, []string{"state"}),
 		ringEpoch: prometheus.NewGauge(prometheus.GaugeOpts{Name: "needle_ring_epoch",
@@ -85,7 +89,7 @@ func newMetrics(p *Peer) *metrics {
 			[]string{"event"}),
 	}
 	m.reg.MustRegister(m.tasks, m.readyQ, m.running, m.slots, m.finished, m.applied, m.outcomes,
-		m.runTimes, m.walSync, m.partitions, m.dropped, m.refused, m.peers, m.ringEpoch, m.outbox, m.protocol, m.replLag, m.queueWait, m.schedLag,
+		m.runTimes, m.walSync, m.partitions, m.dropped, m.refused, m.served, m.peers, m.ringEpoch, m.outbox, m.protocol, m.replLag, m.queueWait, m.schedLag,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.slots.Set(float64(p.cfg.Slots))
 	m.reg.MustRegister(buildInfo(p.cfg.Version, p.cfg.Commit))

@@ -39,6 +39,16 @@ type Backend interface {
 	CancelGroup(ctx context.Context, id shard.GroupID, by string) (shard.GroupView, error)
 }
 
+// SubmitWaiter is a Backend that submits and waits in one call: a peer
+// forwards such a submission to the group's owner once, instead of once to
+// submit and once to wait (POST /v1/tasks?wait=).
+type SubmitWaiter interface {
+	// SubmitWait is Submit followed, for a submission created or found, by
+	// the first task as Task(ctx, id, wait) shows it; the view is nil when
+	// that read failed (the submission stands).
+	SubmitWait(ctx context.Context, spec *shard.GroupSpec, wait time.Duration) (SubmitResult, *shard.TaskView, error)
+}
+
 // SubmitResult is the outcome of Backend.Submit.
 type SubmitResult struct {
 	Group   shard.GroupID  // the group's id
@@ -258,7 +268,14 @@ func (s *server) submitTask(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	setTraceparent(spec, r.Header)
-	res, err := s.submit(r.Context(), spec)
+	var res SubmitResult
+	var v *shard.TaskView
+	if sw, ok := s.b.(SubmitWaiter); ok && wait > 0 {
+		res, v, err = sw.SubmitWait(r.Context(), spec, wait)
+		res, err = s.checkSubmitted(spec, res, err)
+	} else {
+		res, err = s.submit(r.Context(), spec)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -268,8 +285,13 @@ func (s *server) submitTask(w http.ResponseWriter, r *http.Request) {
 		// One call for submit-and-wait: the task as GET ?wait= shows it,
 		// terminal unless wait passed first. The task exists whatever
 		// happens next, so a failed read still answers its id.
-		if v, err := s.b.Task(r.Context(), res.Tasks[0], wait); err == nil {
-			t := NewTask(v)
+		if v == nil {
+			if tv, err := s.b.Task(r.Context(), res.Tasks[0], wait); err == nil {
+				v = &tv
+			}
+		}
+		if v != nil {
+			t := NewTask(*v)
 			out.Task = &t
 		}
 	}
@@ -304,6 +326,13 @@ func (s *server) submitGroup(w http.ResponseWriter, r *http.Request) {
 // mapped back to the JSON path of spec.
 func (s *server) submit(ctx context.Context, spec *shard.GroupSpec) (SubmitResult, error) {
 	res, err := s.b.Submit(ctx, spec)
+	return s.checkSubmitted(spec, res, err)
+}
+
+// checkSubmitted maps a backend's answer to a submission: a core field
+// error to the request's field, and ids that do not match the spec to an
+// internal error.
+func (s *server) checkSubmitted(spec *shard.GroupSpec, res SubmitResult, err error) (SubmitResult, error) {
 	var fe *shard.FieldError
 	if errors.As(err, &fe) {
 		return res, &FieldError{Field: CorePath(spec, fe), Message: fe.Message}
