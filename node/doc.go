@@ -38,11 +38,15 @@
 //     leader's appends, snapshots and heartbeats, vote requests) may leave
 //     before the Ready is durable, so followers write in parallel with
 //     the leader; the core, not the driver, decides which they are;
-//  4. persist rd.Persist (Log.Append, then Log.Sync when rd.MustSync);
-//  5. send rd.Messages and rd.Gossip; none may leave before step 4, since
+//  4. start rd.Run, cancel rd.Abort, make the webhook calls of rd.Notify
+//     and report each with NotifyDone. None of them vouches for local
+//     state: a run's outcome is accepted only through the log, once the
+//     lease it ran under applies (speculate.go), and a webhook reports a
+//     state already committed; so a handler (an external worker's poll
+//     answered) overlaps the sync of step 5;
+//  5. persist rd.Persist (Log.Append, then Log.Sync when rd.MustSync);
+//  6. send rd.Messages and rd.Gossip; none may leave before step 5, since
 //     grants, acks, outcomes and Raft's responses vouch for durable state;
-//  6. start rd.Run, cancel rd.Abort, make the webhook calls of rd.Notify
-//     and report each with NotifyDone;
 //  7. deliver rd.Replies, use rd.Changes (waiters, metrics);
 //  8. call Advance(rd).
 //

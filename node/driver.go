@@ -19,14 +19,14 @@ type Duty int
 // The duties, in order.
 const (
 	DutySendEarly Duty = iota + 1 // rd.Early leave
+	DutyStart                     // rd.Run start, rd.Abort stop, rd.Notify calls go out
 	DutyPersist                   // rd.Persist is written, synced when rd.MustSync
 	DutySend                      // rd.Messages and rd.Gossip leave
-	DutyStart                     // rd.Run start, rd.Abort stop, rd.Notify calls go out
 	DutyDeliver                   // rd.Replies and rd.Changes reach their waiters
 	DutyAdvance                   // Node.Advance(rd)
 )
 
-var dutyNames = [...]string{"", "send-early", "persist", "send", "start", "deliver", "advance"}
+var dutyNames = [...]string{"", "send-early", "start", "persist", "send", "deliver", "advance"}
 
 func (d Duty) String() string {
 	if d > 0 && int(d) < len(dutyNames) {
@@ -102,6 +102,9 @@ func (d *Driver) Handle(rd *Ready) error {
 		d.trace(DutySendEarly, rd)
 		d.IO.Send(rd.Early)
 	}
+	// Runs start before the persist, so a handler overlaps the sync.
+	d.trace(DutyStart, rd)
+	d.IO.Start(rd)
 	if !emptyBatch(&rd.Persist) || rd.MustSync {
 		d.trace(DutyPersist, rd)
 		if err := d.IO.Persist(&rd.Persist, rd.MustSync); err != nil {
@@ -113,8 +116,6 @@ func (d *Driver) Handle(rd *Ready) error {
 		d.IO.Send(rd.Messages)
 		d.IO.Gossip(rd.Gossip)
 	}
-	d.trace(DutyStart, rd)
-	d.IO.Start(rd)
 	d.trace(DutyDeliver, rd)
 	if err := d.IO.Deliver(rd); err != nil {
 		return err

@@ -104,7 +104,7 @@ func (e *env) start(peers, parts int) {
 	e.m.OnDuty = func(p *nodetest.Peer, d node.Duty, rd *node.Ready) {
 		// Printed at the duty after the persist: a crash (crash
 		// after-early) stops the Ready before it.
-		if (d == node.DutySend || d == node.DutyStart) && e.persisting[p.ID] {
+		if (d == node.DutySend || d == node.DutyDeliver) && e.persisting[p.ID] {
 			e.logf("duties", "%s persisted %d entries (%d messages sent early)", p.ID, entries(&rd.Persist), len(rd.Early))
 		}
 		e.persisting[p.ID] = d == node.DutyPersist && len(rd.Persist.Updates) > 0

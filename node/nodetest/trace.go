@@ -56,7 +56,7 @@ func (c *Contract) see(id string, d node.Duty, rd *node.Ready) {
 			}
 		}
 	case node.DutyPersist:
-		if last == node.DutySendEarly {
+		if len(rd.Early) > 0 {
 			c.earlyFirst++
 		}
 	case node.DutySend:
