@@ -2,7 +2,6 @@ package peer
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,7 +9,6 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/api"
 )
 
@@ -25,25 +23,8 @@ func TestSubmitWaitForwardsOnce(t *testing.T) {
 	}
 	a := startMeshPeerWith(t, Config{DataDir: t.TempDir()})
 	b := startMeshPeerWith(t, Config{DataDir: t.TempDir(), Join: []string{a.p.tr.Addrs()[0]}})
-	waitFor(t, "both peers leading partitions", 30*time.Second, func() bool {
-		for _, mp := range []*meshPeer{a, b} {
-			var st node.Stats
-			_ = mp.p.read(t.Context(), func(n *node.Node) error { st = n.Stats(); return nil })
-			if st.Leading == 0 {
-				return false
-			}
-		}
-		return true
-	})
-	var key string
-	for i := 0; key == ""; i++ {
-		k := fmt.Sprintf("subwait-%d", i)
-		var owner string
-		_ = a.p.read(t.Context(), func(n *node.Node) error { owner = n.Owner(GroupIDFor(k)); return nil })
-		if owner == b.p.ID() {
-			key = k
-		}
-	}
+	waitLeading(t, a, b)
+	key := keyOwnedBy(t, a, b, "subwait")
 	var res api.SubmitTaskResponse
 	waitFor(t, "the submission answered", 20*time.Second, func() bool {
 		resp, err := http.Post(a.c.BaseURL+"/v1/tasks?wait=20s", "application/json",

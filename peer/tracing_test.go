@@ -90,27 +90,8 @@ func TestTracingAcrossPeers(t *testing.T) {
 	}
 	a, expA := start(nil)
 	b, expB := start([]string{a.p.tr.Addrs()[0]})
-	peers := []*meshPeer{a, b}
-	waitFor(t, "both peers leading partitions", 30*time.Second, func() bool {
-		for _, mp := range peers {
-			var st node.Stats
-			_ = mp.p.read(t.Context(), func(n *node.Node) error { st = n.Stats(); return nil })
-			if st.Leading == 0 {
-				return false
-			}
-		}
-		return true
-	})
-	// A key whose group b owns, submitted to a.
-	var key string
-	for i := 0; key == ""; i++ {
-		k := fmt.Sprintf("traced-%d", i)
-		var owner string
-		_ = a.p.read(t.Context(), func(n *node.Node) error { owner = n.Owner(GroupIDFor(k)); return nil })
-		if owner == b.p.ID() {
-			key = k
-		}
-	}
+	waitLeading(t, a, b)
+	key := keyOwnedBy(t, a, b, "traced") // submitted to a
 	var res api.SubmitTaskResponse
 	waitFor(t, "the submission accepted", 20*time.Second, func() bool {
 		res = submitTraced(t, a.c, `{"handler":"traced","key":"`+key+`"}`, clientParent)
@@ -179,6 +160,35 @@ func TestTracingAcrossPeers(t *testing.T) {
 	gv, err := a.c.GetGroup(t.Context(), res.Group, 0)
 	if want := "00-" + clientTrace + "-" + spans["needle.submit"].SpanContext.SpanID().String() + "-01"; err != nil || gv.Trace != want {
 		t.Errorf("the group's trace = %q, %v; want the submit span's traceparent %q", gv.Trace, err, want)
+	}
+}
+
+// waitLeading waits until every one of peers leads a partition.
+func waitLeading(t *testing.T, peers ...*meshPeer) {
+	t.Helper()
+	waitFor(t, "every peer leading partitions", 30*time.Second, func() bool {
+		for _, mp := range peers {
+			var st node.Stats
+			_ = mp.p.read(t.Context(), func(n *node.Node) error { st = n.Stats(); return nil })
+			if st.Leading == 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// keyOwnedBy returns an idempotency key "<prefix>-<i>" whose group owner
+// owns, as via sees the ring.
+func keyOwnedBy(t *testing.T, via, owner *meshPeer, prefix string) string {
+	t.Helper()
+	for i := 0; ; i++ {
+		k := fmt.Sprintf("%s-%d", prefix, i)
+		var o string
+		_ = via.p.read(t.Context(), func(n *node.Node) error { o = n.Owner(GroupIDFor(k)); return nil })
+		if o == owner.p.ID() {
+			return k
+		}
 	}
 }
 
