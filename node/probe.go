@@ -197,12 +197,8 @@ func (m *mesh) probeTick(now time.Time) {
 		// its silence changes nothing.
 		sw.probe = probing{target: target, seq: sw.seq, at: now}
 	}
-	// The heartbeat asked for (a member not heard from directly yet) goes
-	// before the ping: the target then knows this peer's heartbeat when the
-	// ping arrives and does not ask for it in turn (a request crossing
-	// this one and its answer: two messages more for every first contact).
-	m.wantBeat(mb, now)
 	m.sendProbe(target, &Probe{Kind: ProbePing, Seq: sw.seq})
+	m.wantBeat(mb, now)
 }
 
 // heardLately reports whether a message came from mb within the last
