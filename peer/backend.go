@@ -35,17 +35,13 @@ func GroupIDFor(key string) shard.GroupID {
 // API found it); another id the client chose is kept; with none and no
 // span recorded, a random id.
 func (b backend) Submit(ctx context.Context, spec *shard.GroupSpec) (api.SubmitResult, error) {
-	r, _, err := b.submitWait(ctx, spec, 0)
+	r, _, err := b.SubmitWait(ctx, spec, 0)
 	return r, err
 }
 
 // SubmitWait implements api.SubmitWaiter: the owner waits, so a submission
-// through another peer is forwarded once.
-func (b backend) SubmitWait(ctx context.Context, spec *shard.GroupSpec, wait time.Duration) (api.SubmitResult, *shard.TaskView, error) {
-	return b.submitWait(ctx, spec, wait)
-}
-
-func (b backend) submitWait(ctx context.Context, spec *shard.GroupSpec, wait time.Duration) (r api.SubmitResult, v *shard.TaskView, err error) {
+// through another peer is forwarded once. With wait 0 it is Submit.
+func (b backend) SubmitWait(ctx context.Context, spec *shard.GroupSpec, wait time.Duration) (r api.SubmitResult, v *shard.TaskView, err error) {
 	spec.ID = GroupIDFor(spec.Key)
 	ctx, span := b.p.startSpan(ctx, spec.Trace, "needle.submit", trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("needle.group", string(spec.ID)), attribute.Int("needle.tasks", len(spec.Tasks))))
