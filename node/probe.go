@@ -197,7 +197,7 @@ func (m *mesh) probeTick(now time.Time) {
 		// its silence changes nothing.
 		sw.probe = probing{target: target, seq: sw.seq, at: now}
 	}
-	m.sendProbe(target, &Probe{Kind: ProbePing, Seq: sw.seq})
+	m.sendProbe(target, &Probe{Kind: ProbePing, Seq: sw.seq, BeatFollows: m.beatWanted(mb, now)})
 	m.wantBeat(mb, now)
 }
 

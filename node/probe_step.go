@@ -20,7 +20,6 @@ func (n *Node) stepProbe(from string, p *Probe) error {
 	}
 	mb.features = p.Features
 	m.setLegacy(mb, false, n.now)
-	m.wantBeat(mb, n.now)
 	n.steal.Observe(from, p.Load, n.now)
 	for _, u := range p.Updates {
 		m.apply(u, n.now)
@@ -165,11 +164,16 @@ func (m *mesh) heartbeatSWIM(mb *member, hb *Heartbeat, now time.Time) {
 // second-hand, or whose gossiped heartbeat was lost): its labels and
 // addresses come only with it.
 func (m *mesh) wantBeat(mb *member, now time.Time) {
-	if mb.beat || !m.swimOn() || !mb.askedAt.IsZero() && now.Sub(mb.askedAt) < m.n.cfg.HeartbeatEvery {
+	if !m.beatWanted(mb, now) {
 		return
 	}
 	mb.askedAt = now
 	m.sendBeat(mb.id, SyncPull)
+}
+
+// beatWanted reports whether wantBeat would ask mb for its heartbeat now.
+func (m *mesh) beatWanted(mb *member, now time.Time) bool {
+	return !mb.beat && m.swimOn() && (mb.askedAt.IsZero() || now.Sub(mb.askedAt) >= m.n.cfg.HeartbeatEvery)
 }
 
 // introduce answers a probe from a peer that is not a member (it restarted

@@ -154,3 +154,36 @@ func TestProbeOldPeerSwitchesToHeartbeats(t *testing.T) {
 		}
 	}
 }
+
+// A first contact costs four messages: the prober's ping says its
+// heartbeat (with a request for the target's) follows, so the target
+// answers the ping alone and does not ask for the prober's heartbeat, which
+// would cross it and be answered too. A ping without the flag (an older
+// peer's, a relayed one) is asked back as before.
+func TestProbePingBeatFollows(t *testing.T) {
+	c := newCluster(t, 3, 4)
+	c.run(10 * time.Second)
+	n3 := c.node("n3").n
+	inc := c.node("n1").n.mesh.sw.inc
+	for _, follows := range []bool{true, false} {
+		mb := n3.mesh.members["n1"]
+		mb.beat, mb.askedAt = false, time.Time{} // n1 known second-hand
+		before := len(n3.rd.Messages)
+		ping := Message{Type: MsgProbe, From: "n1", Probe: &Probe{Kind: ProbePing, Seq: 7, Boot: "1", Inc: inc, Features: Features, BeatFollows: follows}}
+		if err := n3.Step("n1", ping); err != nil {
+			t.Fatal(err)
+		}
+		acks, asks := 0, 0
+		for _, e := range n3.rd.Messages[before:] {
+			switch {
+			case e.To == "n1" && e.Msg.Type == MsgProbe && e.Msg.Probe.Kind == ProbeAck && e.Msg.Probe.Seq == 7:
+				acks++
+			case e.To == "n1" && e.Msg.Type == MsgHeartbeat && e.Msg.Heartbeat.Sync == SyncPull:
+				asks++
+			}
+		}
+		if want := map[bool]int{true: 0, false: 1}[follows]; acks != 1 || asks != want {
+			t.Errorf("ping with BeatFollows %v: %d acks, %d heartbeat requests; want 1 and %d", follows, acks, asks, want)
+		}
+	}
+}

@@ -34,6 +34,11 @@ type Probe struct {
 	Features uint64 // the sender's Features
 	Load     Load   // the sender's load: idle peers sample it
 	Updates  []Update
+	// BeatFollows, on a ProbePing: the sender's heartbeat with a SyncPull
+	// follows the ping (the sender has none of the target's yet), so the
+	// target need not ask for the sender's (appended after the updates'
+	// addresses; older peers skip it and ask).
+	BeatFollows bool
 }
 
 // Update is one membership change carried by probes: a peer's state at an
@@ -50,6 +55,9 @@ type Update struct {
 	// learns a member from an update can reach it (probe_addr.go).
 	Addrs []string
 }
+
+// probeBeatFollows is BeatFollows' bit in the flags byte that ends a probe.
+const probeBeatFollows = 1
 
 // maxProbeUpdates bounds the updates one probe carries on the wire.
 const maxProbeUpdates = 64
@@ -75,7 +83,11 @@ func appendProbe(dst []byte, p *Probe) []byte {
 	for _, u := range p.Updates {
 		dst = appendStrings(dst, u.Addrs)
 	}
-	return dst
+	var flags byte
+	if p.BeatFollows {
+		flags |= probeBeatFollows
+	}
+	return append(dst, flags)
 }
 
 func decodeProbe(d *shard.Decoder) *Probe {
@@ -111,6 +123,9 @@ func decodeProbe(d *shard.Decoder) *Probe {
 			break // from before the updates' addresses
 		}
 		p.Updates[i].Addrs = decodeAddrs(d)
+	}
+	if d.Err() == nil && d.Len() > 0 {
+		p.BeatFollows = d.Byte()&probeBeatFollows != 0 // other bits: a newer peer's
 	}
 	return p
 }

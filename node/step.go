@@ -58,7 +58,16 @@ func (n *Node) Step(from string, m Message) error {
 	}
 	n.mesh.heard(from, boot, n.now)
 	if mb := n.mesh.members[from]; mb != nil && m.Type != MsgHeartbeat {
-		n.mesh.wantBeat(mb, n.now) // a member known second-hand: its labels, addresses
+		if m.Type == MsgProbe && m.Probe != nil && m.Probe.Kind == ProbePing && m.Probe.BeatFollows && !mb.beat {
+			// Its heartbeat and request follow the ping: asking for it too
+			// would cross them and cost two heartbeats more (a first
+			// contact in four messages, not six). Asked already, as far as
+			// wantBeat knows: a lost heartbeat is asked for a
+			// HeartbeatEvery later.
+			mb.askedAt = n.now
+		} else {
+			n.mesh.wantBeat(mb, n.now) // a member known second-hand: its labels, addresses
+		}
 	}
 	switch m.Type {
 	case MsgHeartbeat:

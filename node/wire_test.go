@@ -27,6 +27,7 @@ func wireSamples() []Message {
 			Book: []PeerAddrs{{ID: "c", Addrs: []string{"/ip4/127.0.0.1/tcp/2"}}, {ID: "d"}}}},
 		{Type: MsgProbe, From: "g", Probe: &Probe{Kind: ProbeAck, Seq: 9, Target: "h", Boot: "2", Inc: 77, Features: Features, Load: Load{Ready: 1, Slots: 4},
 			Updates: []Update{{ID: "h", Boot: "1", Inc: 3, State: PeerSuspect}, {ID: "i", State: peerForgotten}, {ID: "j", Inc: 4, State: PeerAlive, Addrs: []string{"/ip4/10.0.0.1/tcp/1"}}}}},
+		{Type: MsgProbe, From: "g", Probe: &Probe{Kind: ProbePing, Seq: 10, Boot: "2", Inc: 77, Features: Features, BeatFollows: true}},
 		{Type: MsgOutcome, From: "c", Outcomes: []OutcomeMsg{{Task: "g.1", Round: 2, Holder: "c#1", OK: true, Result: []byte(`{"r":1}`)},
 			{Task: "g.2", Round: 1, Holder: "c#1", Error: "boom", Permanent: true, TimedOut: true}}},
 		{Type: MsgAck, From: "d", Acks: []AckMsg{{Task: "g.1", Round: 2}}},
@@ -194,10 +195,14 @@ func grantTraces(gs []Grant) []byte {
 }
 
 // probeAddrsCut reports whether a probe's encoding less its last tail
-// bytes ends between the address lists of its updates (or before them):
-// it decodes as one from an older peer, with the lists before the cut.
+// bytes ends before its flags byte, between the address lists of its
+// updates or before them: it decodes as one from an older peer, with the
+// lists before the cut.
 func probeAddrsCut(p *Probe, tail int) bool {
-	n := 0
+	n := 1 // the flags byte: a probe without it is an older peer's
+	if tail == n {
+		return true
+	}
 	for i := len(p.Updates) - 1; i >= 0; i-- {
 		n += len(appendStrings(nil, p.Updates[i].Addrs))
 		if tail == n {
