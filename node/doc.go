@@ -30,7 +30,8 @@
 //
 //  1. Feed inputs: Step for every message from another peer (decoded with
 //     DecodeMessage, never trusted), Tick with the current time at least
-//     every RaftTick/10, Report for every finished run, and the request
+//     every RaftTick/10, Report for every finished run, Disconnected when
+//     the transport loses its last connection to a peer, and the request
 //     methods (Submit, Cancel, ...) with a request id from NextRequest.
 //  2. While HasReady, take rd := Ready() (ticking the node first when a
 //     persist took time) and, in order:

@@ -73,6 +73,9 @@ type member struct {
 	// one does, this peer asks it for one, at most once per askedAt.
 	beat    bool
 	askedAt time.Time
+	// lostAt is when the transport last lost its connection to it
+	// (Node.Disconnected).
+	lostAt time.Time
 }
 
 // mesh is the Node's view of the other peers: membership (a grow-only set

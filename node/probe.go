@@ -80,6 +80,9 @@ type swim struct {
 	// introducedAt is when this peer last answered a stranger's probe
 	// (introduce).
 	introducedAt time.Time
+	// urgent is a member whose connection closed while another was being
+	// probed: the next period probes it.
+	urgent string
 }
 
 // probing is the probe of the current period.
@@ -175,6 +178,13 @@ func (m *mesh) probeTick(now time.Time) {
 	// anti-entropy exchange, syncEvery later), each refused the other's
 	// Raft, and requests for the partitions the other led were refused
 	// with 503 (TestMeshRealPeers under load).
+	if id := sw.urgent; id != "" {
+		sw.urgent = ""
+		if mb := m.members[id]; mb != nil && mb.state == PeerAlive && m.lost(mb) {
+			m.ping(mb, now) // its connection closed during the last probe
+			return
+		}
+	}
 	var mb *member
 	for range min(len(m.members), 8) {
 		target := m.nextTarget()
@@ -189,23 +199,72 @@ func (m *mesh) probeTick(now time.Time) {
 	if mb == nil {
 		return
 	}
-	target := mb.id
+	m.ping(mb, now)
+}
+
+// ping starts the probe of mb: a ping, and its heartbeat request if this
+// peer has none of mb's yet.
+func (m *mesh) ping(mb *member, now time.Time) {
+	sw := &m.sw
 	sw.seq++
 	if mb.state != PeerDead {
 		// A dead member is pinged too (if it answers it learns it is dead and
 		// refutes: the two sides of a healed partition find each other), but
 		// its silence changes nothing.
-		sw.probe = probing{target: target, seq: sw.seq, at: now}
+		sw.probe = probing{target: mb.id, seq: sw.seq, at: now}
 	}
-	m.sendProbe(target, &Probe{Kind: ProbePing, Seq: sw.seq, BeatFollows: m.beatWanted(mb, now)})
+	m.sendProbe(mb.id, &Probe{Kind: ProbePing, Seq: sw.seq, BeatFollows: m.beatWanted(mb, now)})
 	m.wantBeat(mb, now)
+}
+
+// disconnected is Node.Disconnected: mb's last connection closed. What
+// was heard from mb before no longer vouches for it (lost), and it is
+// pinged at once, or at the next period when a probe of another member is
+// under way; if it stays silent its suspicion is short (suspectFor).
+func (m *mesh) disconnected(mb *member, now time.Time) {
+	mb.lostAt = now
+	if mb.state == PeerSuspect {
+		m.detectAt = earliest(m.detectAt, mb.suspectAt.Add(m.suspectFor(mb)))
+		return
+	}
+	if mb.state != PeerAlive {
+		return
+	}
+	sw := &m.sw
+	if pr := sw.probe; pr.target != "" && !pr.acked {
+		if pr.target != mb.id {
+			sw.urgent = mb.id
+		}
+		return
+	}
+	sw.lastProbe = now // the period starts with this probe
+	m.ping(mb, now)
+}
+
+// lost reports whether this peer lost its connection to mb and has heard
+// nothing from it since.
+func (m *mesh) lost(mb *member) bool {
+	return !mb.lostAt.IsZero() && !mb.heard.After(mb.lostAt)
+}
+
+// suspectFor is how long a suspicion of mb runs before mb is dead:
+// SuspectFor, or a third of it for a member lost (its connection closed,
+// nothing heard since, and pings unanswered, directly and through others):
+// what a process that died looks like, as its kernel closes its
+// connections. A live peer whose connections all broke has that long to
+// be heard again.
+func (m *mesh) suspectFor(mb *member) time.Duration {
+	if m.lost(mb) {
+		return m.n.cfg.SuspectFor / 3
+	}
+	return m.n.cfg.SuspectFor
 }
 
 // heardLately reports whether a message came from mb within the last
 // HeartbeatEvery: liveness evidence as good as an ack (a peer that can
 // send but not hear stays alive to those it reaches, as with heartbeats).
 func (m *mesh) heardLately(mb *member, now time.Time) bool {
-	return now.Sub(mb.heard) < max(m.n.cfg.HeartbeatEvery, m.n.cfg.ProbeEvery)
+	return now.Sub(mb.heard) < max(m.n.cfg.HeartbeatEvery, m.n.cfg.ProbeEvery) && !m.lost(mb)
 }
 
 // nextTarget returns the next member to probe, "" when there is none.
@@ -352,7 +411,7 @@ func (m *mesh) piggyback() []Update {
 // and can refute, and every peer times it out together).
 func (m *mesh) suspect(mb *member, now time.Time, origin bool) {
 	mb.state, mb.suspectAt = PeerSuspect, now
-	m.detectAt = earliest(m.detectAt, now.Add(m.n.cfg.SuspectFor))
+	m.detectAt = earliest(m.detectAt, now.Add(m.suspectFor(mb)))
 	u := Update{ID: mb.id, Boot: mb.boot, Inc: mb.inc, State: PeerSuspect}
 	m.enqueue(u)
 	if origin {
@@ -430,8 +489,8 @@ func (m *mesh) detectSWIM(now time.Time) {
 		}
 		switch mb.state {
 		case PeerSuspect:
-			if now.Sub(mb.suspectAt) < cfg.SuspectFor {
-				next = earliest(next, mb.suspectAt.Add(cfg.SuspectFor))
+			if d := m.suspectFor(mb); now.Sub(mb.suspectAt) < d {
+				next = earliest(next, mb.suspectAt.Add(d))
 				continue
 			}
 			m.markDead(mb, now)

@@ -120,7 +120,7 @@ func (m *mesh) apply(u Update, now time.Time) {
 		if !sameRun || u.Inc < mb.inc {
 			return
 		}
-		doubt := mb.boot == "" || now.Sub(mb.heard) < cfg.SuspectFor
+		doubt := mb.boot == "" || now.Sub(mb.heard) < cfg.SuspectFor && !m.lost(mb)
 		switch {
 		case mb.state == PeerAlive:
 			mb.inc = u.Inc

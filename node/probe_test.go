@@ -187,3 +187,61 @@ func TestProbePingBeatFollows(t *testing.T) {
 		}
 	}
 }
+
+// A peer whose connections closed (a process killed: its kernel closes
+// them) is pinged at once and, silent, is dead after a third of SuspectFor:
+// in about ProbeEvery + SuspectFor/3, where one that merely stops answering
+// takes a period of silence, a probe and all of SuspectFor. A live peer
+// whose connection closed answers the ping and stays alive.
+func TestProbeDisconnectedDetectsFast(t *testing.T) {
+	deadAfter := func(disconnect bool) time.Duration {
+		c := newCluster(t, 4, 8)
+		c.run(15 * time.Second)
+		victim := c.node("n4")
+		victim.down = true
+		if disconnect {
+			for _, cn := range c.nodes[:3] {
+				cn.n.Tick(c.now)
+				cn.n.Disconnected(victim.id)
+			}
+		}
+		const step = 50 * time.Millisecond
+		for waited := time.Duration(0); waited < 10*time.Second; waited += step {
+			all := true
+			for _, st := range states(c, victim.id) {
+				all = all && st == PeerDead
+			}
+			if all {
+				return waited
+			}
+			c.run(step)
+		}
+		t.Fatalf("%s not dead to all 10 s after it stopped (disconnect %v): %v", victim.id, disconnect, states(c, victim.id))
+		return 0
+	}
+	cfg := DefaultNodeConfig("x", "1")
+	fast, slow := deadAfter(true), deadAfter(false)
+	if limit := cfg.ProbeEvery + cfg.SuspectFor/3 + 100*time.Millisecond; fast > limit {
+		t.Errorf("a disconnected peer was dead to all after %v; want at most %v", fast, limit)
+	}
+	if slow < cfg.SuspectFor {
+		t.Errorf("a silent peer (no disconnect) was dead to all after %v; want at least SuspectFor %v", slow, cfg.SuspectFor)
+	}
+	t.Logf("dead to all after %v with the disconnect, %v without", fast, slow)
+
+	c := newCluster(t, 4, 8)
+	c.run(15 * time.Second)
+	c.check = func() {
+		for id, st := range states(c, "n2") {
+			if st != PeerAlive {
+				t.Fatalf("%s holds n2 %v after its connection closed; n2 runs", id, st)
+			}
+		}
+	}
+	for _, id := range []string{"n1", "n3", "n4"} {
+		cn := c.node(id)
+		cn.n.Tick(c.now)
+		cn.n.Disconnected("n2")
+	}
+	c.run(10 * time.Second)
+}

@@ -155,6 +155,23 @@ func (n *Node) partitionsMismatch(from string, theirs int) error {
 // be part of), or nil. The runtime stops with it.
 func (n *Node) Fatal() error { return n.fatal }
 
+// Disconnected tells the node that the transport lost its last connection
+// to peer id: the peer's process may have died (its kernel closes its
+// connections at once) or the link broke. Under the probe protocol the
+// peer is pinged now instead of when its turn comes, what was heard from
+// it before no longer vouches for it, and if it stays silent, directly and
+// to the members that ping it for this one, its suspicion runs a third of
+// SuspectFor: a kill -9 is known in about ProbeEvery + SuspectFor/3, not
+// after a period of silence, a probe and a whole SuspectFor. An input like
+// Step; unknown ids are ignored.
+func (n *Node) Disconnected(id string) {
+	mb := n.mesh.members[id]
+	if mb == nil || id == n.cfg.ID || !n.mesh.swimOn() {
+		return
+	}
+	n.mesh.disconnected(mb, n.now)
+}
+
 func (n *Node) stepHeartbeat(from string, hb *Heartbeat) error {
 	if hb == nil {
 		return errors.New("peer: step: heartbeat without body")

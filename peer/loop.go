@@ -44,6 +44,10 @@ func (p *Peer) loop(ctx context.Context) error {
 	wake := time.NewTimer(time.Hour)
 	defer wake.Stop()
 	sweepAt := time.Now().Add(sweepEvery)
+	var lost <-chan string // nil (never ready) without a disconnecter
+	if d, ok := p.tr.(disconnecter); ok {
+		lost = d.Disconnected()
+	}
 	if err := p.drainReady(); err != nil {
 		return err
 	}
@@ -71,6 +75,9 @@ func (p *Peer) loop(ctx context.Context) error {
 			p.node.Tick(time.Now())
 			p.notifyDone(o)
 			p.drainInbox()
+		case id := <-lost:
+			p.node.Tick(time.Now())
+			p.node.Disconnected(id)
 		case <-wake.C:
 			p.node.Tick(time.Now())
 		}

@@ -41,6 +41,13 @@ type dialer interface {
 	Connect(ctx context.Context, addr string) error
 }
 
+// disconnecter is a transport that reports the peers whose last
+// connection closed (the libp2p host): the loop tells the node, whose
+// failure detector pings them at once.
+type disconnecter interface {
+	Disconnected() <-chan string
+}
+
 // idChecker is a transport whose ids have a form (libp2p's): the node
 // refuses gossip naming a member by an id of another form.
 type idChecker interface {
@@ -48,8 +55,9 @@ type idChecker interface {
 }
 
 var (
-	_ Transport = (*p2p.Host)(nil)
-	_ dialer    = (*p2p.Host)(nil)
+	_ Transport    = (*p2p.Host)(nil)
+	_ dialer       = (*p2p.Host)(nil)
+	_ disconnecter = (*p2p.Host)(nil)
 )
 
 // Runtime parts a program (or a test) may give a peer instead of the ones

@@ -74,6 +74,23 @@ func (l *links) gossip(a, b int, now time.Duration) bool {
 	return false
 }
 
+// disconnect tells every running node connected to nd that its
+// connections closed (the transport's Disconnected), one link latency after
+// nd stopped: the kernel of a stopped process closes its sockets at once.
+// A partition or a pause closes none.
+func (s *sim) disconnect(nd *simNode) {
+	l, i := s.net.links, nd.idx
+	for j, o := range s.nodes {
+		if j == i || !o.up || i != seed && j != seed && !l.conn[i*l.n+j] {
+			continue
+		}
+		gen, id := o.gen, nd.id
+		s.at(s.now+s.net.latency[i*s.net.n+j], func() {
+			o.input(gen, func() { o.n.Disconnected(id) })
+		})
+	}
+}
+
 // unreachable counts the pairs of running nodes, members of each other,
 // with no connection and no address either way: direct messages between
 // them are lost for good.

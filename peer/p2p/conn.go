@@ -26,8 +26,21 @@ func (h *Host) connEvent(n network.Network, p peer.ID, up bool) {
 	case !up && conns == 0:
 		h.log.Info("peer disconnected", keyPeer, p.String())
 		h.failCalls(p, ErrDisconnected)
+		select {
+		case h.lost <- p.String():
+		default: // a hint: the failure detector finds the peer anyway
+		}
 	}
 }
+
+// lostLen bounds the disconnects waiting for the peer's loop.
+const lostLen = 256
+
+// Disconnected returns the channel of peers whose last connection to this
+// host closed (a peer killed: its kernel closes them at once), for the
+// failure detector to ping them now (node.Node.Disconnected). Best effort:
+// when it is full a disconnect is dropped. It is never closed.
+func (h *Host) Disconnected() <-chan string { return h.lost }
 
 // connChanged returns a channel closed at the next peer connect or
 // disconnect. Take it before checking the state it guards.

@@ -89,6 +89,7 @@ type Host struct {
 
 	inbound chan Frame    // messages from every peer; Config.InboundLen
 	gossip  chan Frame    // gossip from other peers; Config.GossipLen
+	lost    chan string   // peers whose last connection closed (Disconnected)
 	callSem chan struct{} // running call handlers; Config.MaxCalls
 
 	mu      sync.Mutex         // guards closed, writers, connCh (taken before callMu)
@@ -183,6 +184,7 @@ func newHost(cfg Config, lh host.Host) *Host {
 		cancel:  cancel,
 		inbound: make(chan Frame, cfg.InboundLen),
 		gossip:  make(chan Frame, cfg.GossipLen),
+		lost:    make(chan string, lostLen),
 		callSem: make(chan struct{}, cfg.MaxCalls),
 		writers: make(map[string]*writer),
 		connCh:  make(chan struct{}),

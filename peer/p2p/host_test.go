@@ -437,3 +437,24 @@ func TestCloseStopsGoroutines(t *testing.T) {
 		t.Fatalf("goroutines of a closed Host still run:\n%s", stacks)
 	}
 }
+
+// A peer whose host closes is reported on Disconnected once its last
+// connection is gone, for the failure detector to ping it at once.
+func TestDisconnectedReported(t *testing.T) {
+	a, b := pair(t, Config{})
+	if err := b.Send(a.ID(), []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, a.Inbound())
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-a.Disconnected():
+		if id != b.ID() {
+			t.Fatalf("Disconnected = %s; want %s", id, b.ID())
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("no disconnect reported after the other host closed")
+	}
+}
