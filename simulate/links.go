@@ -49,10 +49,16 @@ func (l *links) started(i int, now time.Duration) {
 	}
 }
 
+// open reports whether nodes a and b have a connection: every node keeps
+// one to the seed.
+func (l *links) open(a, b int) bool {
+	return a == seed || b == seed || l.conn[a*l.n+b]
+}
+
 // direct reports whether a message from node a to node b finds a
 // connection, opening one when either side knows the other's address.
 func (l *links) direct(s *sim, a, b int) bool {
-	if a == seed || b == seed || l.conn[a*l.n+b] {
+	if l.open(a, b) {
 		return true
 	}
 	na, nb := s.nodes[a], s.nodes[b]
@@ -66,7 +72,7 @@ func (l *links) direct(s *sim, a, b int) bool {
 
 // gossip reports whether node a's gossip reaches node b now.
 func (l *links) gossip(a, b int, now time.Duration) bool {
-	if a == seed || b == seed || l.conn[a*l.n+b] ||
+	if l.open(a, b) ||
 		now-l.upAt[a] >= gossipMeshAfter && now-l.upAt[b] >= gossipMeshAfter {
 		return true
 	}
@@ -81,7 +87,7 @@ func (l *links) gossip(a, b int, now time.Duration) bool {
 func (s *sim) disconnect(nd *simNode) {
 	l, i := s.net.links, nd.idx
 	for j, o := range s.nodes {
-		if j == i || !o.up || i != seed && j != seed && !l.conn[i*l.n+j] {
+		if j == i || !o.up || !l.open(i, j) {
 			continue
 		}
 		gen, id := o.gen, nd.id
@@ -100,7 +106,7 @@ func (s *sim) unreachable() int {
 	for a, na := range s.nodes {
 		for b := a + 1; b < len(s.nodes); b++ {
 			nb := s.nodes[b]
-			if !na.up || !nb.up || a == seed || l.conn[a*l.n+b] {
+			if !na.up || !nb.up || l.open(a, b) {
 				continue
 			}
 			aAddrs, aKnows := na.n.MemberAddrs(nb.id)
