@@ -24,16 +24,18 @@ import (
 //     nothing from a leader of it for DeadAfter: a removed follower
 //     usually never applies its own removal, because its leader stops
 //     sending to it once the removal applies. Every DeadAfter or so
-//     (jittered) it asks the ring's owner of each such partition, all of
-//     one owner's in one MsgReplicaAsk (askLeave); a peer that leads the
-//     partition and holds its read lease answers, when its applied (so
-//     committed) configuration names the asker in no role, with a
-//     MsgReplicaGone carrying its applied index; the asker drops the
-//     partition if its own log ends at or before that index (it
-//     acknowledged nothing a later configuration could count on), it
-//     does not lead it, and the ring still does not place it there. A
-//     leader that applies the removal of a peer tells it at once the
-//     same way.
+//     (jittered) it asks, in turn, the voters of its applied
+//     configuration, all of one voter's partitions in one MsgReplicaAsk
+//     (askLeave); a peer that leads the partition and holds its read
+//     lease, or follows a leader it heard within DeadAfter, answers, when
+//     its applied (so committed) configuration names the asker in no
+//     role, with a MsgReplicaGone carrying its applied index; the asker
+//     drops the partition if the answer comes from a voter of its own
+//     applied configuration, its own log ends at or before that index (it
+//     acknowledged nothing a later configuration could count on), it does
+//     not lead it, the ring still does not place it there, and no leader
+//     sends to it (or the answer is from the leader it follows). A leader
+//     that applies the removal of a peer tells it at once the same way.
 //
 // A dropped partition comes back only as any other: a Raft message opens
 // one only when the ring places this peer among its replicas, or a
@@ -173,22 +175,16 @@ func (n *Node) askLeave() {
 	}
 }
 
-// askTarget picks whom to ask about p: the ring's preferred owner, then,
-// on later asks in turn, the partition's other replicas on the ring (the
-// owner may not lead yet).
+// askTarget picks whom to ask about p: in turn, each voter of p's
+// configuration as this node applied it. Only a voter of it is heeded
+// (stepReplicaGone); the ring's owner may be a member the configuration
+// never named.
 func (n *Node) askTarget(p *partition) string {
-	m := &n.mesh
 	var cands []string
-	add := func(id string) {
-		if m.leaves(id) && !slices.Contains(cands, id) {
+	for _, id := range n.mesh.voters(p) {
+		if n.mesh.leaves(id) {
 			cands = append(cands, id)
 		}
-	}
-	if len(m.preferred) > p.id {
-		add(string(m.preferred[p.id]))
-	}
-	for _, id := range m.ring.Replicas(p.id) {
-		add(string(id))
 	}
 	if len(cands) == 0 {
 		return ""
@@ -197,10 +193,12 @@ func (n *Node) askTarget(p *partition) string {
 	return cands[(p.leaveAsks-1)%len(cands)]
 }
 
-// stepReplicaAsk answers a MsgReplicaAsk: for each partition asked that
-// this node leads with its read lease (so its applied configuration is
-// the committed one, and no other leader can have committed a newer one)
-// and whose configuration does not name the asker, a GoneMsg.
+// stepReplicaAsk answers a MsgReplicaAsk: for each partition asked whose
+// configuration, as this node applied it (so committed), names the asker
+// in no role, a GoneMsg. A leader answers while it holds its read lease; a
+// follower while it hears from its leader (within DeadAfter), so that an
+// asker whose configuration names none of the present leaders still
+// hears from a voter it knows.
 func (n *Node) stepReplicaAsk(from string, asks []uint32) {
 	rid := RaftID(from)
 	var gone []GoneMsg
@@ -208,7 +206,7 @@ func (n *Node) stepReplicaAsk(from string, asks []uint32) {
 		if int(part) >= len(n.parts) {
 			continue
 		}
-		if p := n.parts[part]; p != nil && n.leaseHeld(p) && !names(p.conf, rid) {
+		if p := n.parts[part]; p != nil && n.confCurrent(p) && !names(p.conf, rid) {
 			gone = append(gone, GoneMsg{Partition: part, Index: p.applied})
 		}
 	}
@@ -217,25 +215,47 @@ func (n *Node) stepReplicaAsk(from string, asks []uint32) {
 	}
 }
 
+// confCurrent reports whether p's applied configuration is recent enough
+// to answer a MsgReplicaAsk from: a leader holding its read lease, or a
+// follower that heard from a leader within DeadAfter.
+func (n *Node) confCurrent(p *partition) bool {
+	if p.leader {
+		return n.leaseHeld(p)
+	}
+	return !p.leaderHeard.IsZero() && n.now.Sub(p.leaderHeard) < n.cfg.DeadAfter
+}
+
 // stepReplicaGone drops each partition a MsgReplicaGone names, if the
-// sender may own it, this node does not lead it, the ring does not place
-// it here, and this node's log ends at or before the answer's index.
+// sender is a voter of the partition's configuration as this node applied
+// it, this node does not lead it, the ring does not place it here, it
+// follows the sender or has heard from no leader for DeadAfter, and this
+// node's log ends at or before the answer's index.
+//
+// Not on the word of any member the ring places: a host holding the swarm
+// key joins the ring, and the members its heartbeats name second-hand can
+// push two of a partition's three replicas off it; each dropping its copy
+// on that host's word would lose what only they held. A voter of a
+// configuration this node applied was a replica the partition's leaders
+// replicated to.
 func (n *Node) stepReplicaGone(from string, gone []GoneMsg) {
 	for _, g := range gone {
 		if int(g.Partition) >= len(n.parts) {
 			continue
 		}
 		p := n.parts[g.Partition]
-		if p == nil || p.leader || !n.mayOwn(from, p.id) {
+		if p == nil || p.leader || !slices.Contains(n.mesh.voters(p), from) {
 			continue
 		}
 		if r := n.mesh.ring; r == nil || r.IsReplica(p.id, ring.PeerID(n.cfg.ID)) {
 			continue // about to be added again: keep what it holds
 		}
+		if !n.orphan(p) && p.rn.BasicStatus().Lead != RaftID(from) {
+			continue // a leader still sends to it: a replica after all
+		}
 		if last, _ := p.storage.LastIndex(); last > g.Index {
 			continue // it holds entries the answer does not cover
 		}
-		n.dropPartition(p, "removed, as its leader "+from+" says", g.Index)
+		n.dropPartition(p, "removed, as "+from+" says", g.Index)
 	}
 }
 

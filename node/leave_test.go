@@ -228,3 +228,56 @@ func TestLeaveAsksOnlyPeersThatLeave(t *testing.T) {
 		t.Fatalf("askTarget = %q, which lacks FeatureLeave; want none", to)
 	}
 }
+
+// A replica heeds a MsgReplicaGone only from a voter of the configuration
+// it applied. A member the ring places (a host with the swarm key that
+// joined, and pushed this peer off the ring) is not one: its word, with an
+// index past anything logged, drops nothing. The voter's word does.
+func TestLeaveGoneOnlyFromVoters(t *testing.T) {
+	const parts = 16
+	c := newCluster(t, 4, parts)
+	c.run(30 * time.Second)
+	c.checkHeld(parts, 3)
+	x := c.node("n2")
+	x.down = true
+	c.join("n5", parts)
+	c.run(60 * time.Second)
+	x.down = false
+	// n2 hears the mesh (and learns n5) but says nothing, so it asks
+	// no one and leaves nothing by itself.
+	c.link = func(from, _ *cnode, _ bool) bool { return from != x }
+	c.run(10 * time.Second)
+	part, voter := -1, ""
+	for _, p := range x.n.Held() {
+		xp := x.n.parts[p]
+		voters := x.n.mesh.voters(xp)
+		if !x.n.orphan(xp) || slices.Contains(voters, "n5") {
+			continue
+		}
+		for _, v := range voters {
+			if v != x.id {
+				part, voter = p, v
+			}
+		}
+		break
+	}
+	if part < 0 {
+		t.Fatal("n2 holds no orphan partition whose configuration it applied lacks n5")
+	}
+	gone := func(from string) {
+		t.Helper()
+		m := Message{Type: MsgReplicaGone, From: from, Gone: []GoneMsg{{Partition: uint32(part), Index: ^uint64(0)}}}
+		if err := x.n.Step(from, m); err != nil {
+			t.Fatal(err)
+		}
+		c.drain(x)
+	}
+	gone("n5")
+	if x.n.parts[part] == nil {
+		t.Fatalf("n2 dropped partition %d on the word of n5, which its configuration does not name", part)
+	}
+	gone(voter)
+	if x.n.parts[part] != nil {
+		t.Fatalf("n2 kept partition %d, which its voter %s says excludes it", part, voter)
+	}
+}

@@ -17,7 +17,8 @@ const forgerID = "forger"
 // it joins with a heartbeat, then every Every sends a random peer grants
 // for real tasks in any state to peers that hold a replica of the task's
 // partition, with rounds just ahead of the task's and from the far future,
-// and outcomes for leases it does not hold. It
+// and outcomes for leases it does not hold, and tells peers that they
+// left partitions (MsgReplicaGone) they did not. It
 // stops for good at the end of its window and is forgotten. Nothing it sends may start a task before its
 // dependencies (invariant 3), be accepted as an outcome (2), or keep a
 // committed lease from running (liveness: a lease does not expire while
@@ -67,6 +68,9 @@ func (f *Forge) tick(s *sim) {
 			f.deliver(s, nd, f.forged(s, nd, t))
 		}
 	}
+	if s.rng.IntN(4) == 0 {
+		f.gone(s)
+	}
 	at := s.now + f.Every
 	if (s.now+f.Every)/time.Second != s.now/time.Second {
 		hb := node.Message{Type: node.MsgHeartbeat, From: forgerID, Heartbeat: &node.Heartbeat{Boot: "1",
@@ -77,6 +81,20 @@ func (f *Forge) tick(s *sim) {
 		}
 	}
 	s.at(at, func() { f.tick(s) })
+}
+
+// gone tells a random peer that a random partition's configuration
+// excludes it, as of an index past anything logged: the forger is a ring
+// member, so on a partition the ring gives it, the peer it pushes off the
+// ring would drop its copy if it heeded any member's word.
+func (f *Forge) gone(s *sim) {
+	nd := s.nodes[s.rng.IntN(len(s.nodes))]
+	if !nd.up {
+		return
+	}
+	part := uint32(s.rng.IntN(s.cfg.Partitions))
+	f.deliver(s, nd, node.Message{Type: node.MsgReplicaGone, From: forgerID,
+		Gone: []node.GoneMsg{{Partition: part, Index: math.MaxUint64 - uint64(s.rng.IntN(2))}}})
 }
 
 // target picks a running peer that can tell a forged grant for group g
