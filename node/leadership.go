@@ -16,8 +16,9 @@ import (
 // serving (requests fail, clients retry elsewhere) and stops sending
 // appends and heartbeats; the voters find it silent for DeadAfter and
 // elect another, whose later term ends this leadership when it is heard.
-// Its read lease (leaseHeld) ran out DeadAfter/2 after the last answers,
-// so nothing it answered can be stale. Reports whether it abdicated.
+// Its read lease (leaseHeld) ran out 2/5 DeadAfter after it sent what
+// the last answers acknowledged (lease.go), so nothing it answered can be
+// stale. Reports whether it abdicated.
 func (n *Node) abdicate(p *partition) bool {
 	dead := n.cfg.DeadAfter
 	if n.now.Sub(p.leadSince) < dead {
@@ -26,7 +27,7 @@ func (n *Node) abdicate(p *partition) bool {
 	answered := func(voters []uint64) bool {
 		ok := 0
 		for _, v := range voters {
-			if at, found := p.acked[v]; v == n.raftID || (found && n.now.Sub(at) < dead) {
+			if a, found := p.acked[v]; v == n.raftID || (found && n.now.Sub(a.at) < dead) {
 				ok++
 			}
 		}

@@ -46,8 +46,8 @@ func TestMeshRestartedReplicaDoesNotDeposeLiveLeader(t *testing.T) {
 // the others elected a leader and moved on: a client saw a task SUCCEEDED
 // on the new owner, then READY on the old one (simulate: seed 339). A
 // leader now answers reads only while a majority of its voters answered it
-// within half of DeadAfter (or, quiesced, are alive to it), and they vote
-// for no one else for DeadAfter.
+// recently enough (lease.go; or, quiesced, are alive to it), and they vote
+// for no one else meanwhile.
 func TestMeshIsolatedLeaderStopsServingReads(t *testing.T) {
 	const parts = 4
 	c := newCluster(t, 3, parts)

@@ -82,7 +82,9 @@ type NodeConfig struct {
 	// 0 disables leasing ahead. Default 32.
 	LeaseAhead int
 	// RaftTick is the time per Raft tick; heartbeats go every
-	// HeartbeatTicks ticks. Defaults 100 ms and 10.
+	// HeartbeatTicks ticks. Defaults 100 ms and 5: a voter's answer to a
+	// heartbeat holds the read lease for two fifths of DeadAfter after
+	// the heartbeat left (lease.go).
 	RaftTick       time.Duration
 	HeartbeatTicks int
 	// SnapshotEvery is the number of applied entries of a partition after
@@ -125,7 +127,7 @@ func DefaultNodeConfig(id, boot string) NodeConfig {
 		HeartbeatEvery: time.Second, DeadAfter: 3 * time.Second, ForgetAfter: 10 * time.Minute,
 		ProbeEvery: 500 * time.Millisecond, SuspectFor: 1500 * time.Millisecond,
 		Debounce: time.Second, Steal: true,
-		RaftTick: 100 * time.Millisecond, HeartbeatTicks: 10, SnapshotEvery: 10_000,
+		RaftTick: 100 * time.Millisecond, HeartbeatTicks: 5, SnapshotEvery: 10_000,
 		Shard: shard.DefaultConfig(), Rand: rand.New(rand.NewPCG(1, 1)),
 	}
 }
@@ -147,12 +149,13 @@ func (c *NodeConfig) Validate() error {
 		return fmt.Errorf("peer: config Placement: %w", ring.ErrPlacement)
 	case c.HeartbeatEvery <= 0 || c.DeadAfter <= c.HeartbeatEvery || c.ForgetAfter < c.DeadAfter:
 		return errors.New("peer: config wants 0 < HeartbeatEvery < DeadAfter <= ForgetAfter")
-	case c.RaftTick*time.Duration(c.HeartbeatTicks) > c.DeadAfter/2:
-		// A replica that hears nothing from its leader for DeadAfter
-		// campaigns (an abdicated leader falls silent so): the leader's
-		// Raft heartbeats must come at least twice per DeadAfter.
-		return fmt.Errorf("peer: config RaftTick x HeartbeatTicks = %v; want at most DeadAfter/2 = %v",
-			c.RaftTick*time.Duration(c.HeartbeatTicks), c.DeadAfter/2)
+	case c.RaftTick*time.Duration(c.HeartbeatTicks) > c.DeadAfter/4:
+		// A voter's answer to a heartbeat holds the read lease for
+		// 2/5 DeadAfter after the heartbeat left (lease.go), and a
+		// replica that hears nothing from its leader for DeadAfter/2
+		// votes for another: the heartbeats must come well inside both.
+		return fmt.Errorf("peer: config RaftTick x HeartbeatTicks = %v; want at most DeadAfter/4 = %v",
+			c.RaftTick*time.Duration(c.HeartbeatTicks), c.DeadAfter/4)
 	case c.ProbeEvery < 0 || c.ProbeEvery > 0 && c.SuspectFor <= 0:
 		return errors.New("peer: config wants ProbeEvery >= 0, and SuspectFor > 0 with it")
 	case c.Debounce < 0:
@@ -368,6 +371,9 @@ const timerResolution = 10 * time.Millisecond
 // partition needs it (needsRaftTick: a Raft tick of a lone leader does
 // nothing), every partition but the quiesced ones (quiesce.go).
 func (n *Node) Tick(now time.Time) {
+	if !n.now.IsZero() && now.Sub(n.now) > n.cfg.DeadAfter/3 {
+		n.thawed(now)
+	}
 	n.now = now
 	raftTick := false
 	if now.Sub(n.lastTick) >= n.cfg.RaftTick {

@@ -33,16 +33,18 @@ func TestPacerAhead(t *testing.T) {
 	}
 }
 
-// The leader's Raft heartbeats must come at least twice per DeadAfter: a
-// replica that hears nothing from its leader for DeadAfter elects another.
+// The leader's Raft heartbeats must come at least four times per
+// DeadAfter: an answer holds the read lease for 2/5 DeadAfter after its
+// heartbeat left, and a replica that hears nothing from its leader for
+// DeadAfter/2 votes for another.
 func TestNodeConfigRaftHeartbeats(t *testing.T) {
 	cfg := DefaultNodeConfig("p1", "1")
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("default config: %v", err)
 	}
-	cfg.HeartbeatTicks = 20 // 2 s of 100 ms ticks, DeadAfter 3 s
+	cfg.HeartbeatTicks = 10 // 1 s of 100 ms ticks, DeadAfter 3 s
 	if err := cfg.Validate(); err == nil {
-		t.Fatal("Raft heartbeats every 2 s with DeadAfter 3 s: want an error")
+		t.Fatal("Raft heartbeats every 1 s with DeadAfter 3 s: want an error")
 	}
 }
 

@@ -30,12 +30,18 @@ type partition struct {
 	// snapBytes is the size of the last snapshot, logBytes the entry data
 	// applied since: see maybeSnapshot.
 	snapBytes, logBytes int
-	// acked is when each voter last answered this leader's appends or
-	// heartbeats in its current term: the read lease (see leaseHeld).
-	acked map[uint64]time.Time
+	// acked is what this leader knows of each voter's answers to its
+	// appends and heartbeats in its current term: when the last arrived,
+	// and until when they hold the read lease (lease.go, leaseHeld).
+	acked map[uint64]ack
 	// leaderHeard is when this replica last heard from a leader (appends,
-	// heartbeats, snapshots): for DeadAfter it votes for no one else.
+	// heartbeats, snapshots): for promise it votes for no one else
+	// (leaderLease, lease.go).
 	leaderHeard time.Time
+	promise     time.Duration
+	// thawed: a leader that stopped serving after a gap in its clock,
+	// until its voters answer (lease.go, thawed).
+	thawed bool
 	// leaderMsgAt is when this replica last had a message from a leader
 	// or was opened (not moved by waking, unlike leaderHeard); leaveAsks
 	// counts the asks about it (askLeave).

@@ -236,7 +236,7 @@ func (n *Node) wake(p *partition, tell bool) {
 	if p.leader {
 		for _, v := range p.conf.GetVoters() {
 			if v != n.raftID && p.acked != nil && n.vouches(p, v) {
-				p.acked[v] = n.now
+				n.vouched(p, v)
 			}
 		}
 		if tell {
@@ -248,7 +248,7 @@ func (n *Node) wake(p *partition, tell bool) {
 	if !ok || !n.mesh.live(lead) {
 		return
 	}
-	p.leaderHeard = n.now
+	n.heardLeader(p, st.Lead)
 	if tell {
 		n.raftOut[lead] = append(n.raftOut[lead], RaftMsg{Partition: uint32(p.id), Msg: &pb.Message{
 			Type: pb.MsgHeartbeatResp.Enum(), To: new(st.Lead), From: new(n.raftID), Term: new(st.GetTerm()),
@@ -267,9 +267,11 @@ func (n *Node) wakeFollowers(p *partition, commit uint64) {
 		if id == n.raftID || !ok {
 			return
 		}
-		n.raftOut[to] = append(n.raftOut[to], RaftMsg{Partition: uint32(p.id), Msg: &pb.Message{
+		m := &pb.Message{
 			Type: pb.MsgHeartbeat.Enum(), To: new(id), From: new(n.raftID), Term: new(p.term), Commit: new(min(pr.Match, commit)),
-		}})
+		}
+		n.stampHeartbeat(m)
+		n.raftOut[to] = append(n.raftOut[to], RaftMsg{Partition: uint32(p.id), Msg: m})
 	})
 }
 

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -272,8 +273,11 @@ func (n *Node) readyPartition(p *partition) {
 			}
 			continue
 		}
-		if m.GetType() == pb.MsgHeartbeatResp && !p.quiesced && len(m.GetContext()) > 0 {
+		if m.GetType() == pb.MsgHeartbeatResp && !p.quiesced && bytes.Equal(m.GetContext(), quiesceCtx) {
 			m.Context = nil // a marked heartbeat that did not quiesce this replica: wake the leader
+		}
+		if p.leader {
+			n.stampHeartbeat(m)
 		}
 		n.raftOut[to] = append(n.raftOut[to], RaftMsg{Partition: uint32(p.id), Msg: m})
 		if m.GetType() == pb.MsgSnap {
@@ -331,8 +335,11 @@ func (n *Node) softState(p *partition, ss *raft.SoftState) {
 	p.acked = nil
 	p.abdicated, p.abdications = false, 0
 	if leader {
-		p.acked = map[uint64]time.Time{}
+		p.acked = map[uint64]ack{}
 		p.leadSince = n.now
+		// Stamped heartbeats at once: the lease rests on their answers
+		// (lease.go), and Raft's first comes a heartbeat period later.
+		n.wakeFollowers(p, p.rn.BasicStatus().GetCommit())
 	}
 	if !leader {
 		n.stopServing(p)
@@ -445,7 +452,7 @@ func (n *Node) maybeServe(p *partition, term uint64) {
 	if !p.leader || p.serving || term != p.term {
 		return
 	}
-	p.serving = true
+	p.serving, p.thawed = true, false
 	p.abdications = 0
 	p.shard.SetLeader(true, n.now)
 	// Leases held by a former run of this peer, or by a dead peer, cannot

@@ -147,6 +147,9 @@ func (m *mesh) tickPartition(p *partition) {
 		if m.n.abdicate(p) {
 			return
 		}
+		if p.thawed && !p.serving && m.n.quorumAnswered(p) {
+			m.n.maybeServe(p, p.term) // its voters answered it after the gap
+		}
 		if st.LeadTransferee != raft.None {
 			// Raft refuses proposals while it transfers leadership, and its
 			// own transfer timeout is the (disabled) election timeout: give
@@ -208,6 +211,14 @@ func (m *mesh) tickPartition(p *partition) {
 		return
 	}
 	if !m.n.now.Before(p.campaignAt) {
+		if m.n.promised(p) {
+			// Its vote for itself would break the promise the leader's
+			// lease may count on (a leader found dead may live): it
+			// campaigns when the promise ends, which is also when the
+			// other voters, who heard the leader when it did, vote again.
+			p.campaignAt = p.leaderHeard.Add(p.promise)
+			return
+		}
 		p.campaignAt = time.Time{}
 		_ = p.rn.Campaign()
 		m.n.markDirty(p.id)

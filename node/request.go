@@ -41,10 +41,14 @@ func (n *Node) Submit(req uint64, spec *shard.GroupSpec) {
 	if !n.proposeSubmit(p, req, evs) {
 		return
 	}
-	if raced {
+	if raced || !n.leaseHeld(p) {
 		// Its initial leases apply only if it applies first, and the
 		// first to apply may be another spec under the same key: they
-		// start from the log.
+		// start from the log. So do those of a leader without its read
+		// lease (a leader not serving yet, or one whose voters may have
+		// elected another: a frozen one, resumed), whose entry may never
+		// commit while another leader runs the same task in the same
+		// round.
 		return
 	}
 	if ev.Spec != nil {

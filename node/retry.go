@@ -26,7 +26,7 @@ const (
 	// circle and disagree on every replica set (docs/decisions.md).
 	FeaturePlacementSpread
 
-	Features = FeatureRetry | FeatureScheduleToWorkers | FeatureQuiesce | FeaturePlacementSpread | FeatureLeave | FeatureProbe // what this build applies
+	Features = FeatureRetry | FeatureScheduleToWorkers | FeatureQuiesce | FeaturePlacementSpread | FeatureLeave | FeatureProbe | FeatureSendLease // what this build applies
 )
 
 // lacking returns a replica of p (voter or learner) that has not

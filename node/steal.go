@@ -40,6 +40,9 @@ type NodeStats struct {
 	// ReplicaAsks the MsgReplicaAsk it sent, StaleRaft the Raft messages
 	// for partitions it does not hold that it did not open one for.
 	Left, ReplicaAsks, StaleRaft int
+	// Thaws counts the gaps in this node's clock after which it voided
+	// the read leases of the partitions it leads (lease.go, thawed).
+	Thaws int
 }
 
 // stealer is the node's side of work stealing: the pure policy of package

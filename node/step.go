@@ -268,8 +268,9 @@ func (n *Node) stepRaft(from string, msgs []RaftMsg) error {
 // this replica promised its vote to its leader: Raft's CheckQuorum lease,
 // which needs Raft's election timer (off: needle's failure detector
 // decides elections), done here on the node's clock. A replica that heard
-// from its leader (appends, heartbeats) within DeadAfter votes for no one
-// else, and a replica that restarted votes for no one within a lease
+// from its leader (appends, heartbeats) within its promise (lease.go:
+// DeadAfter/2, or DeadAfter to a leader of an older release) votes for no
+// one else, and a replica that restarted votes for no one within a lease
 // window of its boot (it may have answered a leader's heartbeat just
 // before it died). Without this a replica that has not heard from the
 // leader yet (a restarted peer, one behind a partition) wins an election
@@ -300,12 +301,14 @@ func (n *Node) leaderLease(p *partition, from string, m *pb.Message) bool {
 	// Not only while Lead names the leader: Raft forgets it on any message
 	// of a later term (a failed candidate's), and the leader still counts
 	// on this replica's answer.
-	return !p.leaderHeard.IsZero() && n.now.Sub(p.leaderHeard) < n.cfg.DeadAfter
+	return n.promised(p)
 }
 
-// leaseWindow is how long a voter's answer lets the leader serve reads: half
-// of DeadAfter, the silence after which that voter may vote for another
-// leader, so that clock drift and message delay stay well inside it.
+// leaseWindow is how long after its arrival the answer of a voter of an
+// older release (no FeatureSendLease) lets the leader serve reads: half of
+// DeadAfter, the silence after which that voter may vote for another; and
+// how long a restarted replica votes for no one (an answer it sent just
+// before it died holds a lease at most that long after the restart).
 func (n *Node) leaseWindow() time.Duration { return n.cfg.DeadAfter / 2 }
 
 // renewLease records both sides of the lease: a follower hearing from a
@@ -316,11 +319,12 @@ func (n *Node) renewLease(p *partition, m *pb.Message) {
 	switch m.GetType() {
 	case pb.MsgApp, pb.MsgHeartbeat, pb.MsgSnap:
 		if m.GetTerm() >= term {
-			p.leaderHeard, p.leaderMsgAt = n.now, n.now
+			n.heardLeader(p, m.GetFrom())
+			p.leaderMsgAt = n.now
 		}
 	case pb.MsgAppResp, pb.MsgHeartbeatResp:
 		if p.leader && m.GetTerm() == term && p.acked != nil {
-			p.acked[m.GetFrom()] = n.now
+			n.answered(p, m.GetFrom(), m)
 		}
 	}
 }
@@ -337,12 +341,18 @@ func (n *Node) leaseHeld(p *partition) bool {
 	if p == nil || !p.serving || p.rn.BasicStatus().LeadTransferee != raft.None {
 		return false
 	}
+	return n.quorumAnswered(p)
+}
+
+// quorumAnswered reports whether a majority of leader p's voters (itself
+// included) hold its read lease: leaseHeld without the leader's state.
+func (n *Node) quorumAnswered(p *partition) bool {
 	voters := p.conf.GetVoters()
 	ok := 0
 	for _, v := range voters {
 		if v == n.raftID {
 			ok++
-		} else if at, found := p.acked[v]; found && n.now.Sub(at) < n.leaseWindow() {
+		} else if a, found := p.acked[v]; found && n.now.Before(a.until) {
 			ok++
 		} else if p.quiesced && n.vouches(p, v) {
 			ok++ // the membership vouches for a quiesced voter (quiesce.go)

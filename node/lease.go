@@ -1,0 +1,174 @@
+package node
+
+import (
+	"bytes"
+	"encoding/binary"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+)
+
+// The read lease, measured from the send time of what a voter answered.
+//
+// A leader serves reads from its own state (leaseHeld) while a majority of
+// its voters promised not to vote for another: a follower that heard from
+// its leader (an append, a heartbeat, a snapshot) votes for no one else
+// for the promise (leaderLease). The leader's lease from one answer must
+// end before the promise behind it, whatever the delay of the messages.
+//
+// A follower's promise starts when the leader's message arrives, which the
+// leader does not see; but that is after the leader sent it. So the leader
+// stamps each heartbeat with its send time (the heartbeat's context, which
+// Raft echoes in the answer) and counts a voter answered until that time
+// plus leaseSpan, a fifth short of the promise: the margin covers the two
+// clocks running at different rates (the simulator skews them by up to
+// 10%), not the message delay, which only shortens the lease. The promise
+// is DeadAfter/2 (1.5 s by default): after a leader dies, its followers
+// vote for another 1.5 s after they last heard it, not 3 s.
+//
+// Appends are not stamped (Raft echoes nothing of them), so under load the
+// lease rests on the heartbeats too; they go every HeartbeatTicks (500 ms
+// by default), well inside leaseSpan (1.2 s).
+//
+// A peer of an older release promises DeadAfter from the arrival and
+// counts an answer DeadAfter/2 from its own arrival. Each side keeps the
+// older rule toward a peer that lacks FeatureSendLease: a follower
+// promises an older leader DeadAfter, and a leader counts an older voter's
+// answer from its arrival. A quiesced partition's promises come from the
+// membership (quiesce.go); waking carries them on with these spans.
+
+// FeatureSendLease (a Heartbeat feature): the peer stamps its heartbeats
+// with their send time and counts its read lease from it, and promises
+// such a leader DeadAfter/2.
+const FeatureSendLease = FeatureProbe << 1
+
+// ack is what a leader knows of a voter's answers in its term: when the
+// last one arrived (abdicate), and until when they hold the lease.
+type ack struct {
+	at, until time.Time
+}
+
+// promise is how long this follower votes for no one else after hearing
+// from leader lead (a Raft id).
+func (n *Node) promise(lead uint64) time.Duration {
+	if n.sendLease(lead) {
+		return n.cfg.DeadAfter / 2
+	}
+	return n.cfg.DeadAfter
+}
+
+// leaseSpan is how long after a stamped heartbeat's send time the voter's
+// answer holds the lease: four fifths of the promise.
+func (n *Node) leaseSpan() time.Duration { return n.cfg.DeadAfter / 2 * 4 / 5 }
+
+// sendLease reports whether the peer with Raft id rid has FeatureSendLease.
+func (n *Node) sendLease(rid uint64) bool {
+	id, ok := n.mesh.peerOf(rid)
+	if !ok {
+		return false
+	}
+	mb := n.mesh.members[id]
+	return mb != nil && mb.features&FeatureSendLease != 0
+}
+
+// heardLeader records, on follower p, a message from leader lead: the
+// promise runs from now.
+func (n *Node) heardLeader(p *partition, lead uint64) {
+	p.leaderHeard, p.promise = n.now, n.promise(lead)
+}
+
+// promised reports whether follower p still promises its vote to the
+// leader it last heard.
+func (n *Node) promised(p *partition) bool {
+	return !p.leaderHeard.IsZero() && n.now.Sub(p.leaderHeard) < p.promise
+}
+
+// stampHeartbeat sets the send time as the context of a leader's plain
+// heartbeat to a voter with FeatureSendLease. Raft stamps none (needle
+// reads no read index) and quiesce marks its own (quiesceCtx, all zero);
+// a time is never zero.
+func (n *Node) stampHeartbeat(m *pb.Message) {
+	if m.GetType() != pb.MsgHeartbeat || len(m.GetContext()) != 0 || !n.sendLease(m.GetTo()) {
+		return
+	}
+	m.Context = binary.BigEndian.AppendUint64(nil, uint64(n.now.UnixNano()))
+}
+
+// answered records leader p's answer from voter v (a heartbeat's or an
+// append's, in p's term): arrived now, and holding the lease until the
+// stamp it echoes plus leaseSpan; an older voter's, until DeadAfter/2
+// after now. A stamp from the future (a forged answer, a clock stepped
+// back) counts as sent now. The stamp is taken off the answer, whose
+// context Raft would read as a read index.
+func (n *Node) answered(p *partition, v uint64, m *pb.Message) {
+	a := p.acked[v]
+	a.at = n.now
+	ctx := m.GetContext()
+	stamped := m.GetType() == pb.MsgHeartbeatResp && len(ctx) == 8 && !bytes.Equal(ctx, quiesceCtx)
+	switch {
+	case stamped:
+		m.Context = nil
+		sent := time.Unix(0, int64(binary.BigEndian.Uint64(ctx)))
+		if sent.After(n.now) {
+			sent = n.now
+		}
+		a.until = later(a.until, sent.Add(n.leaseSpan()))
+	case !n.sendLease(v):
+		a.until = later(a.until, n.now.Add(n.leaseWindow()))
+	}
+	p.acked[v] = a
+}
+
+// vouched counts voter v answered now, on the membership's word (a
+// quiesced partition waking): as a stamp sent now.
+func (n *Node) vouched(p *partition, v uint64) {
+	span := n.leaseSpan()
+	if !n.sendLease(v) {
+		span = n.leaseWindow()
+	}
+	p.acked[v] = ack{at: n.now, until: later(p.acked[v].until, n.now.Add(span))}
+}
+
+// thawed voids the read leases of the partitions this node leads after a
+// gap in its clock longer than DeadAfter/3 (the process was frozen, or its
+// clock jumped): nothing it knew of its voters before the gap vouches for
+// them now. A frozen leader's voters may have found it dead and elected
+// another meanwhile, while the messages they sent before, read now, make
+// them look alive to it; a quiesced leader would count them on that word
+// (vouches). So every led partition wakes without vouching, and holds its
+// lease again once its voters answer the stamped heartbeats it sends now
+// (or steps down on the later term of their answer); until then they
+// count as heard at the thaw, so that it does not abdicate at once. And it
+// stops serving until they answer.
+func (n *Node) thawed(now time.Time) {
+	n.stats.Thaws++
+	for _, i := range n.held {
+		p := n.parts[i]
+		if !p.leader {
+			continue
+		}
+		// Heard now, for abdicate: they get DeadAfter to answer again.
+		for _, v := range p.conf.GetVoters() {
+			if v != n.raftID {
+				p.acked[v] = ack{at: now}
+			}
+		}
+		if p.quiesced {
+			p.quiesced = false
+			n.stats.Woken++
+			n.now = now // the heartbeats' stamp
+			n.wakeFollowers(p, p.rn.BasicStatus().GetCommit())
+		}
+		n.markDirty(p.id)
+		if p.serving && !n.quorumAnswered(p) { // a lone voter answers for itself
+			// It serves again once a majority of its voters answer it
+			// in its term (tickPartition), or an entry of its term
+			// commits (maybeServe): either shows that no later term
+			// has a majority. Meanwhile what it applies from before the
+			// gap (its own leases, which a new leader may have run
+			// again) is not a current owner's doing.
+			n.stopServing(p)
+			p.thawed = true
+		}
+	}
+}

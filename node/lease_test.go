@@ -1,0 +1,180 @@
+package node
+
+import (
+	"encoding/binary"
+	"slices"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// leaseFixture settles 3 peers and returns n1, a partition it leads, awake
+// and with no answers counted, and a voter of it.
+func leaseFixture(t *testing.T) (*cluster, *Node, *partition, uint64) {
+	t.Helper()
+	const parts = 4
+	c := newCluster(t, 3, parts)
+	c.run(15 * time.Second)
+	part, follower := c.ledBy("n1", parts)
+	l := c.node("n1").n
+	p := l.parts[part]
+	p.quiesced = false
+	clear(p.acked)
+	return c, l, p, RaftID(follower)
+}
+
+func stamped(at time.Time) *pb.Message {
+	return &pb.Message{Type: pb.MsgHeartbeatResp.Enum(), Context: binary.BigEndian.AppendUint64(nil, uint64(at.UnixNano()))}
+}
+
+// A voter's answer to a stamped heartbeat holds the read lease for
+// leaseSpan after the heartbeat left, however late the answer came: a
+// follower's promise ran from the heartbeat's arrival, which was after it
+// left. An answer of a second ago holds 0.2 s more, not the 1.5 s an
+// answer's arrival used to give. The stamp is taken off before Raft sees
+// it (Raft would read it as a read index).
+func TestLeaseFromSendTime(t *testing.T) {
+	_, l, p, v := leaseFixture(t)
+	if l.leaseHeld(p) {
+		t.Fatal("lease held with no answers")
+	}
+	m := stamped(l.now.Add(-time.Second))
+	l.answered(p, v, m)
+	if m.GetContext() != nil {
+		t.Error("the stamp was left on the answer for Raft")
+	}
+	if want := l.now.Add(-time.Second + l.leaseSpan()); !p.acked[v].until.Equal(want) || !l.leaseHeld(p) {
+		t.Fatalf("lease until %v (held %v); want %v", p.acked[v].until, l.leaseHeld(p), want)
+	}
+	l.now = l.now.Add(l.leaseSpan() - time.Second + time.Millisecond)
+	if l.leaseHeld(p) {
+		t.Fatalf("lease held %v after a heartbeat sent %v before", l.leaseSpan()+time.Millisecond, l.leaseSpan())
+	}
+
+	// A stamp from the future counts as sent now.
+	l.answered(p, v, stamped(l.now.Add(time.Hour)))
+	if want := l.now.Add(l.leaseSpan()); !p.acked[v].until.Equal(want) {
+		t.Fatalf("a stamp from the future: lease until %v; want %v", p.acked[v].until, want)
+	}
+
+	// An unstamped answer (an append's) is heard, and holds nothing.
+	clear(p.acked)
+	l.answered(p, v, &pb.Message{Type: pb.MsgAppResp.Enum()})
+	if a := p.acked[v]; !a.at.Equal(l.now) || !a.until.IsZero() || l.leaseHeld(p) {
+		t.Fatalf("an append's answer: %+v, lease held %v; want heard now and no lease", a, l.leaseHeld(p))
+	}
+
+	// A voter of an older release stamps nothing and promises DeadAfter:
+	// its answer holds DeadAfter/2 from its arrival, as before.
+	id, _ := l.mesh.peerOf(v)
+	l.mesh.members[id].features &^= FeatureSendLease
+	l.answered(p, v, &pb.Message{Type: pb.MsgAppResp.Enum()})
+	if want := l.now.Add(l.cfg.DeadAfter / 2); !p.acked[v].until.Equal(want) {
+		t.Fatalf("an older voter's answer: lease until %v; want %v", p.acked[v].until, want)
+	}
+}
+
+// A follower promises its vote for DeadAfter/2 after it last heard a
+// leader with FeatureSendLease, DeadAfter after an older one; and a
+// leader stamps its heartbeats only to voters that read the stamp.
+func TestLeasePromise(t *testing.T) {
+	c, l, p, v := leaseFixture(t)
+	id, _ := l.mesh.peerOf(v)
+	f := c.node(id).n
+	fp := f.parts[p.id]
+	f.heardLeader(fp, l.raftID)
+	if fp.promise != f.cfg.DeadAfter/2 {
+		t.Fatalf("promise to a leader with the feature %v; want %v", fp.promise, f.cfg.DeadAfter/2)
+	}
+	f.now = f.now.Add(f.cfg.DeadAfter/2 - time.Millisecond)
+	if !f.promised(fp) {
+		t.Fatal("promise over before DeadAfter/2")
+	}
+	f.now = f.now.Add(time.Millisecond)
+	if f.promised(fp) {
+		t.Fatal("promise still on at DeadAfter/2")
+	}
+	f.mesh.members["n1"].features &^= FeatureSendLease
+	f.heardLeader(fp, l.raftID)
+	if fp.promise != f.cfg.DeadAfter {
+		t.Fatalf("promise to an older leader %v; want %v", fp.promise, f.cfg.DeadAfter)
+	}
+
+	hb := &pb.Message{Type: pb.MsgHeartbeat.Enum(), To: new(v)}
+	l.stampHeartbeat(hb)
+	if len(hb.GetContext()) != 8 {
+		t.Fatalf("heartbeat context %x; want an 8-byte stamp", hb.GetContext())
+	}
+	l.mesh.members[id].features &^= FeatureSendLease
+	hb = &pb.Message{Type: pb.MsgHeartbeat.Enum(), To: new(v)}
+	if l.stampHeartbeat(hb); hb.GetContext() != nil {
+		t.Fatalf("stamped a heartbeat to an older voter: %x", hb.GetContext())
+	}
+}
+
+// A busy partition whose leader stops (its connections closed) is served
+// by another replica within DeadAfter: its followers vote DeadAfter/2
+// after they last heard it. With the promise of DeadAfter (before the
+// lease counted from send times) it took more than DeadAfter.
+func TestLeaseFailoverWithinDeadAfter(t *testing.T) {
+	const parts = 4
+	c := newCluster(t, 3, parts)
+	c.run(15 * time.Second)
+	c.oneServer(parts)
+	part, _ := c.ledBy("n1", parts)
+	g := groupIn(t, c.node("n1").n, part)
+	if r := c.submit(shard.GroupSpec{ID: g, Mode: shard.ModeParallel, Tasks: echoTasks(4)}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	victim := c.node("n1")
+	victim.down = true
+	for _, cn := range c.nodes[1:] {
+		cn.n.Tick(c.now)
+		cn.n.Disconnected(victim.id)
+	}
+	const step = 50 * time.Millisecond
+	for waited := time.Duration(0); waited <= 10*time.Second; waited += step {
+		if s := c.servers(part); len(s) == 1 {
+			if limit := victim.n.cfg.DeadAfter; waited > limit {
+				t.Fatalf("partition %d served again by %s %v after its leader stopped; want within %v", part, s[0], waited, limit)
+			}
+			t.Logf("partition %d served again by %s %v after its leader stopped", part, s[0], waited)
+			return
+		}
+		c.run(step)
+	}
+	t.Fatalf("partition %d not served 10 s after its leader stopped", part)
+}
+
+// A leader whose clock jumps (a frozen process, resumed) voids its read
+// leases: a quiesced partition's voters counted on the membership's word,
+// which is stale after the gap (they may have found it dead and elected
+// another). It wakes the partition, stops serving, and serves and holds
+// the lease again once its voters answer.
+func TestLeaseThawedLeaderAsksAgain(t *testing.T) {
+	const parts = 4
+	c := newCluster(t, 3, parts)
+	c.run(30 * time.Second)
+	part, _ := c.ledBy("n1", parts)
+	l := c.node("n1").n
+	p := l.parts[part]
+	if !p.quiesced || !l.leaseHeld(p) {
+		t.Fatalf("partition %d: quiesced %v, lease held %v; want a quiesced leader with its lease", part, p.quiesced, l.leaseHeld(p))
+	}
+	c.now = c.now.Add(2 * time.Second)
+	l.Tick(c.now)
+	if p.quiesced || l.leaseHeld(p) || l.stats.Thaws != 1 {
+		t.Fatalf("after a 2 s gap: quiesced %v, lease held %v, thaws %d; want awake, no lease, one thaw", p.quiesced, l.leaseHeld(p), l.stats.Thaws)
+	}
+	if l.Serving(groupIn(t, l, part)) || slices.Contains(l.Leading(), part) {
+		t.Fatal("serving after the gap, before its voters answered")
+	}
+	c.drain(c.node("n1"))
+	c.run(300 * time.Millisecond)
+	if !l.leaseHeld(p) {
+		t.Fatalf("no lease after the voters answered: serving %v leader %v transferee %v quiesced %v", p.serving, p.leader, p.rn.BasicStatus().LeadTransferee, p.quiesced)
+	}
+}
