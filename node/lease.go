@@ -114,19 +114,25 @@ func (n *Node) answered(p *partition, v uint64, m *pb.Message) {
 		}
 		a.until = later(a.until, sent.Add(n.leaseSpan()))
 	case !n.sendLease(v):
-		a.until = later(a.until, n.now.Add(n.leaseWindow()))
+		a.until = later(a.until, n.now.Add(n.answerSpan(v)))
 	}
 	p.acked[v] = a
+}
+
+// answerSpan is how long an answer of voter v that arrives now holds the
+// lease when nothing says when it was sent: leaseSpan for a voter with
+// FeatureSendLease (as a stamp of now), leaseWindow for an older one.
+func (n *Node) answerSpan(v uint64) time.Duration {
+	if n.sendLease(v) {
+		return n.leaseSpan()
+	}
+	return n.leaseWindow()
 }
 
 // vouched counts voter v answered now, on the membership's word (a
 // quiesced partition waking): as a stamp sent now.
 func (n *Node) vouched(p *partition, v uint64) {
-	span := n.leaseSpan()
-	if !n.sendLease(v) {
-		span = n.leaseWindow()
-	}
-	p.acked[v] = ack{at: n.now, until: later(p.acked[v].until, n.now.Add(span))}
+	p.acked[v] = ack{at: n.now, until: later(p.acked[v].until, n.now.Add(n.answerSpan(v)))}
 }
 
 // thawed voids the read leases of the partitions this node leads after a
@@ -140,7 +146,7 @@ func (n *Node) vouched(p *partition, v uint64) {
 // (or steps down on the later term of their answer); until then they
 // count as heard at the thaw, so that it does not abdicate at once. And it
 // stops serving until they answer.
-func (n *Node) thawed(now time.Time) {
+func (n *Node) thawed() {
 	n.stats.Thaws++
 	for _, i := range n.held {
 		p := n.parts[i]
@@ -150,13 +156,12 @@ func (n *Node) thawed(now time.Time) {
 		// Heard now, for abdicate: they get DeadAfter to answer again.
 		for _, v := range p.conf.GetVoters() {
 			if v != n.raftID {
-				p.acked[v] = ack{at: now}
+				p.acked[v] = ack{at: n.now}
 			}
 		}
 		if p.quiesced {
 			p.quiesced = false
 			n.stats.Woken++
-			n.now = now // the heartbeats' stamp
 			n.wakeFollowers(p, p.rn.BasicStatus().GetCommit())
 		}
 		n.markDirty(p.id)

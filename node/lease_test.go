@@ -11,19 +11,25 @@ import (
 	"github.com/needle-mesh/needle/shard"
 )
 
-// leaseFixture settles 3 peers and returns n1, a partition it leads, awake
-// and with no answers counted, and a voter of it.
-func leaseFixture(t *testing.T) (*cluster, *Node, *partition, uint64) {
+// ledByN1 settles 3 peers over 4 partitions for settle and returns n1, a
+// partition it leads and a voter of it.
+func ledByN1(t *testing.T, settle time.Duration) (*cluster, *Node, *partition, uint64) {
 	t.Helper()
 	const parts = 4
 	c := newCluster(t, 3, parts)
-	c.run(15 * time.Second)
+	c.run(settle)
 	part, follower := c.ledBy("n1", parts)
 	l := c.node("n1").n
-	p := l.parts[part]
+	return c, l, l.parts[part], RaftID(follower)
+}
+
+// leaseFixture is ledByN1 with the partition awake and no answers counted.
+func leaseFixture(t *testing.T) (*cluster, *Node, *partition, uint64) {
+	t.Helper()
+	c, l, p, v := ledByN1(t, 15*time.Second)
 	p.quiesced = false
 	clear(p.acked)
-	return c, l, p, RaftID(follower)
+	return c, l, p, v
 }
 
 func stamped(at time.Time) *pb.Message {
@@ -155,12 +161,8 @@ func TestLeaseFailoverWithinDeadAfter(t *testing.T) {
 // another). It wakes the partition, stops serving, and serves and holds
 // the lease again once its voters answer.
 func TestLeaseThawedLeaderAsksAgain(t *testing.T) {
-	const parts = 4
-	c := newCluster(t, 3, parts)
-	c.run(30 * time.Second)
-	part, _ := c.ledBy("n1", parts)
-	l := c.node("n1").n
-	p := l.parts[part]
+	c, l, p, _ := ledByN1(t, 30*time.Second)
+	part := p.id
 	if !p.quiesced || !l.leaseHeld(p) {
 		t.Fatalf("partition %d: quiesced %v, lease held %v; want a quiesced leader with its lease", part, p.quiesced, l.leaseHeld(p))
 	}

@@ -371,10 +371,11 @@ const timerResolution = 10 * time.Millisecond
 // partition needs it (needsRaftTick: a Raft tick of a lone leader does
 // nothing), every partition but the quiesced ones (quiesce.go).
 func (n *Node) Tick(now time.Time) {
-	if !n.now.IsZero() && now.Sub(n.now) > n.cfg.DeadAfter/3 {
-		n.thawed(now)
-	}
+	prev := n.now
 	n.now = now
+	if !prev.IsZero() && now.Sub(prev) > n.cfg.DeadAfter/3 {
+		n.thawed()
+	}
 	raftTick := false
 	if now.Sub(n.lastTick) >= n.cfg.RaftTick {
 		n.lastTick = now // checked once per RaftTick, not at every input
