@@ -357,14 +357,14 @@ func (n *Node) stopServing(p *partition) {
 	if !p.serving {
 		// A leader deposed before it served, or abdicating again after
 		// it resumed: what it proposed meanwhile will not apply here.
-		props := p.props
+		props := append(n.takeDeferred(p), p.props...)
 		p.props = nil
 		n.proposalDropped(p, props)
 		n.failRequests(p.id)
 		return
 	}
 	p.serving = false
-	props := p.props
+	props := append(n.takeDeferred(p), p.props...)
 	p.props = nil
 	n.proposalDropped(p, props)
 	n.releaseLostLeases(p.id)
@@ -454,6 +454,7 @@ func (n *Node) maybeServe(p *partition, term uint64) {
 	}
 	p.serving, p.thawed = true, false
 	p.abdications = 0
+	p.servedFrom, _ = p.storage.LastIndex()
 	p.shard.SetLeader(true, n.now)
 	// Leases held by a former run of this peer, or by a dead peer, cannot
 	// be confirmed: they run again in the next round.

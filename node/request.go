@@ -511,8 +511,10 @@ func (n *Node) schedule() {
 			return
 		}
 		n.holdLeases(best, evs)
-		p.propose(evs)
-		n.markDirty(best)
+		if evs = n.deferLeases(p, evs); len(evs) > 0 {
+			p.propose(evs)
+			n.markDirty(best)
+		}
 	}
 }
 
