@@ -348,3 +348,33 @@ func TestBroadcastShard(t *testing.T) {
 		t.Fatal("the broadcast's handler did not run")
 	}
 }
+
+// A hub with nothing to sweep stops its ticker (an idle peer costs no
+// wakeups there); a worker's first poll, or a run for the workers, starts
+// the sweeps again, so a worker that then goes silent is still found dead
+// and its task runs again.
+func TestWorkerHubWakesFromIdle(t *testing.T) {
+	p, c := startPeerWith(t, Config{WorkerTTL: time.Second})
+	waitUntil(t, func() bool { return p.hub.parked.Load() > 0 })
+	first := poll(t, c, "dies", `"resize"`, 1, "100ms") // registers the worker
+	if len(first) != 0 {
+		t.Fatalf("poll = %+v; want nothing yet", first)
+	}
+	parked := p.hub.parked.Load()
+	id := submitTask(t, c, `{"handler": "resize", "payload": 1, "retry": {"max_attempts": 1}}`)
+	got := poll(t, c, "dies", `"resize"`, 1, "10s")
+	if len(got) != 1 || got[0].ID != id {
+		t.Fatalf("poll = %+v; want %s", got, id)
+	}
+	var second []api.WorkerTask
+	waitUntil(t, func() bool {
+		second = poll(t, c, "lives", `"resize"`, 1, "100ms")
+		return len(second) == 1
+	})
+	if second[0].ID != id || second[0].Round != 2 {
+		t.Fatalf("second poll = %+v; want %s in round 2 (the silent worker found dead)", second, id)
+	}
+	if p.hub.parked.Load() != parked {
+		t.Fatalf("the hub parked while it held a worker and a lease")
+	}
+}
