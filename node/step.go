@@ -513,6 +513,9 @@ func (n *Node) stepOutcomes(from string, outs []OutcomeMsg) {
 		}
 		ev, err := p.shard.Report(n.now, shard.Outcome{Task: o.Task, Round: o.Round, Holder: o.Holder, OK: o.OK,
 			Result: o.Result, Error: o.Error, Permanent: o.Permanent, TimedOut: o.TimedOut, Lost: o.Lost})
+		if errors.Is(err, shard.ErrNotLeased) {
+			continue // not answered: the holder sends it again, and it counts once its lease applies
+		}
 		if err != nil {
 			n.stats.StaleOutcomes++
 			acks = append(acks, AckMsg{Task: o.Task, Round: o.Round})

@@ -172,6 +172,9 @@ func (s *Shard) Report(now time.Time, o Outcome) (Event, error) {
 	if err != nil {
 		return Event{}, err
 	}
+	if t.state == Ready && o.Round == t.round+1 {
+		return Event{}, fmt.Errorf("%w: task %s round %d holder %q", ErrNotLeased, o.Task, o.Round, o.Holder)
+	}
 	if t.state != Running || t.round != o.Round || t.holder != o.Holder {
 		return Event{}, fmt.Errorf("%w: task %s round %d holder %q (current round %d, state %v)",
 			ErrStaleRound, o.Task, o.Round, o.Holder, t.round, t.state)
