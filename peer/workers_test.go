@@ -178,14 +178,7 @@ func TestWorkerDeadTaskRunsAgain(t *testing.T) {
 	if len(first) != 1 {
 		t.Fatalf("poll = %+v", first)
 	}
-	var second []api.WorkerTask
-	waitUntil(t, func() bool {
-		second = poll(t, c, "lives", `"resize"`, 1, "100ms")
-		return len(second) == 1
-	})
-	if second[0].ID != id || second[0].Round != 2 {
-		t.Fatalf("second poll = %+v; want %s in round 2", second, id)
-	}
+	second := pollRerun(t, c, id)
 	status, data := wcall(t, c, "POST", "/v1/leases/"+first[0].Lease+"/complete", `{"result": "late"}`)
 	if status != 409 || errCode(data) != api.CodeLeaseLost {
 		t.Fatalf("late complete = %d %s; want 409 lease_lost", status, data)
@@ -197,6 +190,21 @@ func TestWorkerDeadTaskRunsAgain(t *testing.T) {
 	if err != nil || got.State != "SUCCEEDED" || string(got.Result) != `"ok"` {
 		t.Fatalf("task = %+v, %v; want SUCCEEDED with the live worker's result", got, err)
 	}
+}
+
+// pollRerun polls as worker "lives" until it gets task id again, in round
+// 2: the worker that held it went silent and was found dead.
+func pollRerun(t *testing.T, c *api.Client, id string) []api.WorkerTask {
+	t.Helper()
+	var got []api.WorkerTask
+	waitUntil(t, func() bool {
+		got = poll(t, c, "lives", `"resize"`, 1, "100ms")
+		return len(got) == 1
+	})
+	if got[0].ID != id || got[0].Round != 2 {
+		t.Fatalf("second poll = %+v; want %s in round 2 (the silent worker found dead)", got, id)
+	}
+	return got
 }
 
 // A heartbeat after the task was canceled says so; the worker's outcome
@@ -366,14 +374,7 @@ func TestWorkerHubWakesFromIdle(t *testing.T) {
 	if len(got) != 1 || got[0].ID != id {
 		t.Fatalf("poll = %+v; want %s", got, id)
 	}
-	var second []api.WorkerTask
-	waitUntil(t, func() bool {
-		second = poll(t, c, "lives", `"resize"`, 1, "100ms")
-		return len(second) == 1
-	})
-	if second[0].ID != id || second[0].Round != 2 {
-		t.Fatalf("second poll = %+v; want %s in round 2 (the silent worker found dead)", second, id)
-	}
+	pollRerun(t, c, id)
 	if p.hub.parked.Load() != parked {
 		t.Fatalf("the hub parked while it held a worker and a lease")
 	}
