@@ -49,8 +49,7 @@ type deferredLease struct {
 // task again.
 func (n *Node) deferLeases(p *partition, evs []shard.Event) []shard.Event {
 	room := n.cfg.Slots - (n.busy - len(evs))
-	if n.cfg.LeaseDefer <= 0 || room <= 0 || !p.serving || p.abdicated || !n.leaseHeld(p) || p.applied < p.servedFrom ||
-		n.readyRunnable() > 0 {
+	if room <= 0 || !n.mayHold(p) || n.readyRunnable() > 0 {
 		return evs
 	}
 	kept := evs[:0:0]
@@ -76,13 +75,102 @@ func (n *Node) deferLeases(p *partition, evs []shard.Event) []shard.Event {
 			Shard: si, Shards: sn, Timeout: p.shard.Timeout(spec), Attempt: p.shard.Attempts(e.Task),
 			Inputs: rawInputs(p.shard.Inputs(e.Task)),
 		})
-		due := n.now.Add(n.cfg.LeaseDefer)
-		p.deferred = append(p.deferred, deferredLease{ev: e, due: due})
-		if n.deferDue.IsZero() || due.Before(n.deferDue) {
-			n.deferDue = due
-		}
+		n.holdBack(p, e)
 	}
 	return kept
+}
+
+// mayHold reports whether this leader may start runs of p's leases
+// before they commit (see deferLeases).
+func (n *Node) mayHold(p *partition) bool {
+	return n.cfg.LeaseDefer > 0 && p.serving && !p.abdicated && n.leaseHeld(p) && p.applied >= p.servedFrom
+}
+
+// holdBack holds lease e of p back for LeaseDefer.
+func (n *Node) holdBack(p *partition, e shard.Event) {
+	due := n.now.Add(n.cfg.LeaseDefer)
+	p.deferred = append(p.deferred, deferredLease{ev: e, due: due})
+	if n.deferDue.IsZero() || due.Before(n.deferDue) {
+		n.deferDue = due
+	}
+}
+
+// holdGrants sends a thief its leases evs of p at once, as grants, and
+// holds the leases back as the own ones are: a thief's outcome that comes
+// within LeaseDefer goes into the log with its lease (reportHeld), one
+// entry and one commit where there were two, and the thief's run does not
+// wait for the lease's commit. It returns the leases to propose now: all
+// of them when this leader may not hold any, and those of external
+// handlers (their grants go to a peer's workers, after the commit).
+func (n *Node) holdGrants(p *partition, evs []shard.Event) []shard.Event {
+	if !n.mayHold(p) {
+		return evs
+	}
+	kept := evs[:0:0]
+	for _, e := range evs {
+		spec, ok := p.shard.LeasedSpec(e.Task)
+		if !ok || n.External(spec.Handler) {
+			kept = append(kept, e)
+			continue
+		}
+		n.stats.TasksGranted++
+		n.steal.grants[e.Holder] = append(n.steal.grants[e.Holder], n.grantOf(p, &e, spec))
+		n.holdBack(p, e)
+		if len(n.heldGrants) >= maxSpec {
+			clear(n.heldGrants)
+		}
+		n.heldGrants[e.Task] = e
+	}
+	return kept
+}
+
+// holds reports whether p holds a lease of task t back.
+func (p *partition) holds(t shard.TaskID) bool {
+	for i := range p.deferred {
+		if p.deferred[i].ev.Task == t {
+			return true
+		}
+	}
+	return false
+}
+
+// reportHeld takes outcome o, from its holder's peer from, of a lease p
+// holds back: the lease and the outcome are proposed together, and the
+// outcome is acknowledged when it applies. It reports false for any
+// other outcome.
+func (n *Node) reportHeld(p *partition, from string, o shard.Outcome) bool {
+	if e, ok := n.heldGrants[o.Task]; ok && e.Round == o.Round && e.Holder == o.Holder && !p.holds(o.Task) {
+		// Its lease already left, in a proposal that has not applied:
+		// the outcome goes right behind it in the same log (an entry
+		// lost with the leadership takes every later one of its term).
+		ev, err := p.shard.ReportHeld(n.now, o)
+		if err != nil {
+			return false
+		}
+		p.propose([]shard.Event{ev})
+		n.markDirty(p.id)
+		n.mesh.pendAck[o.Task] = pendingAck{from: from, round: o.Round}
+		return true
+	}
+	for i := range p.deferred {
+		e := p.deferred[i].ev
+		if e.Task != o.Task || e.Round != o.Round || e.Holder != o.Holder {
+			continue
+		}
+		ev, err := p.shard.ReportHeld(n.now, o)
+		if err != nil {
+			return false
+		}
+		p.deferred = append(p.deferred[:i], p.deferred[i+1:]...)
+		if sr := n.spec[o.Task]; sr != nil {
+			sr.deferred = false
+		}
+		p.propose([]shard.Event{e, ev})
+		n.markDirty(p.id)
+		n.mesh.pendAck[o.Task] = pendingAck{from: from, round: o.Round}
+		return true
+	}
+	return false
 }
 
 // mayDefer reports whether own lease e of p may start before it commits:

@@ -246,18 +246,21 @@ type Node struct {
 	// founder, nothing stored). See placementMismatch.
 	founded, joining bool
 
-	mesh      mesh // membership, liveness, ring, outbox
-	raftOut   map[string][]RaftMsg
-	snapSent  []snapReport
-	steal     stealer
-	stats     NodeStats
-	draining  bool                           // Drain was called: no new leases, leadership handed over
-	localOut  map[shard.TaskID]shard.Outcome // outcomes proposed as owner, not yet applied (handOver)
-	started   map[shard.TaskID]claimed       // last round started here, per task (claim)
-	spec      map[shard.TaskID]*specRun      // own initial leases started before their creation applied (speculate.go)
-	left      map[int]tombstone              // what this node held of the partitions it left (tombstone.go)
-	leftDirty bool                           // left changed since the last Ready (flushLeft)
-	startedQ  []shard.TaskID                 // insertion order of started, to bound it
+	mesh     mesh // membership, liveness, ring, outbox
+	raftOut  map[string][]RaftMsg
+	snapSent []snapReport
+	steal    stealer
+	stats    NodeStats
+	draining bool                           // Drain was called: no new leases, leadership handed over
+	localOut map[shard.TaskID]shard.Outcome // outcomes proposed as owner, not yet applied (handOver)
+	started  map[shard.TaskID]claimed       // last round started here, per task (claim)
+	spec     map[shard.TaskID]*specRun      // own initial leases started before their creation applied (speculate.go)
+	// heldGrants are the leases granted to thieves before they applied,
+	// until they apply or are dropped (defer.go).
+	heldGrants map[shard.TaskID]shard.Event
+	left       map[int]tombstone // what this node held of the partitions it left (tombstone.go)
+	leftDirty  bool              // left changed since the last Ready (flushLeft)
+	startedQ   []shard.TaskID    // insertion order of started, to bound it
 
 	notifying  int // webhook deliveries handed out (Ready.Notify), not yet reported (NotifyDone)
 	notifyNext int // the partition notifyDue looks at first
@@ -303,7 +306,8 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 		reqs: make(map[uint64]*request), submits: make(map[shard.GroupID][]uint64), running: make(map[shard.TaskID]shard.Round),
 		leaseAt: make(map[shard.TaskID]time.Time), ownLeases: make(map[shard.TaskID]ownLease),
 		raftOut: make(map[string][]RaftMsg), started: make(map[shard.TaskID]claimed), spec: make(map[shard.TaskID]*specRun),
-		localOut: make(map[shard.TaskID]shard.Outcome), goneOut: make(map[string][]GoneMsg),
+		heldGrants: make(map[shard.TaskID]shard.Event),
+		localOut:   make(map[shard.TaskID]shard.Outcome), goneOut: make(map[string][]GoneMsg),
 	}
 	n.placement = shard.Placement{Peer: cfg.ID, Labels: maps.Clone(cfg.Labels)}
 	n.mesh = newMesh(n, now)
