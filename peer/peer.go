@@ -152,12 +152,6 @@ func (p *Peer) open() error {
 	ncfg.Partitions = parts
 	ncfg.Slots = p.cfg.Slots
 	ncfg.LeaseAhead = leaseAhead
-	// Held leases (node's defer.go) are off in the daemon for now: with
-	// them the dashboard's browser test (.ci/dashboard-test.sh, the
-	// overview's throughput chart) fails two runs in three, and passes
-	// every run without them; the cause is not found yet. The simulator
-	// and the node's tests run them (NodeConfig's default).
-	ncfg.LeaseDefer = 0
 	ncfg.Logger = p.log
 	ncfg.Rand = mrand.New(mrand.NewPCG(seed(), seed()))
 	ncfg.Shard.Retention = p.cfg.Retention

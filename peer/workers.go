@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/needle-mesh/needle/node"
@@ -59,11 +58,6 @@ type hub struct {
 	leases  map[string]*xlease // by token
 	byTask  map[shard.TaskID]*xlease
 	done    []*xlease // finished or lost leases, oldest first (kept for repeats)
-
-	// wake restarts run's sweeps after it found nothing to sweep: a
-	// worker's first poll, or a run for the workers (kick).
-	wake   chan struct{}
-	parked atomic.Int64 // times run stopped its ticker (tests wait on it)
 }
 
 type xworker struct {
@@ -119,17 +113,7 @@ func newHub(p *Peer, ttl time.Duration) *hub {
 	if ttl <= 0 {
 		ttl = DefaultWorkerTTL
 	}
-	return &hub{p: p, ttl: ttl, workers: map[string]*xworker{}, leases: map[string]*xlease{}, byTask: map[shard.TaskID]*xlease{},
-		wake: make(chan struct{}, 1)}
-}
-
-// kick restarts the sweeps if run stopped them; a kick already pending
-// absorbs it.
-func (h *hub) kick() {
-	select {
-	case h.wake <- struct{}{}:
-	default:
-	}
+	return &hub{p: p, ttl: ttl, workers: map[string]*xworker{}, leases: map[string]*xlease{}, byTask: map[shard.TaskID]*xlease{}}
 }
 
 func newToken() string {
@@ -154,7 +138,6 @@ func (h *hub) worker(id string, now time.Time) *xworker {
 	if w == nil {
 		w = &xworker{id: id}
 		h.workers[id] = w
-		h.kick()
 	}
 	w.seen = now
 	return w
@@ -383,9 +366,6 @@ func (h *hub) deliver(n *node.Node, runs []node.Run) {
 	h.mu.Lock()
 	for _, r := range runs {
 		h.queue = append(h.queue, &xrun{run: r, at: now})
-	}
-	if len(runs) > 0 {
-		h.kick()
 	}
 	for _, q := range h.polls {
 		h.fill(q, now)
