@@ -396,17 +396,23 @@
     let page;
     try { page = await api('GET', '/v1/tasks?' + q.toString()); } catch (_) { return; }
     if (page.cursor || (page.missing_partitions || []).length) return; // more than one page: sampled only
+    // One bar per second up to where the sampled points begin (the first
+    // sample's totals already count every task finished before it); the
+    // second that sample fell in is cut short there, so a task finished in
+    // it is drawn too, at its rate over that part of the second.
+    const first = tp.points.length ? tp.points[0].at - tp.points[0].dt : now;
     const buckets = new Map();
     for (const t of page.tasks || []) {
       const f = parseTime(t.finished_at);
-      if (f === null || f > now) continue;
-      const sec = Math.floor(f / 1000) * 1000 + 1000;
-      const b = buckets.get(sec) || { at: sec, dt: 1000, SUCCEEDED: 0, FAILED: 0, CANCELED: 0 };
+      if (f === null || f > first) continue;
+      const start = Math.floor(f / 1000) * 1000;
+      const at = Math.min(start + 1000, first);
+      const b = buckets.get(start) || { at, dt: Math.max(1, at - start), SUCCEEDED: 0, FAILED: 0, CANCELED: 0 };
       if (b[t.state] !== undefined) b[t.state]++;
-      buckets.set(sec, b);
+      buckets.set(start, b);
     }
-    const first = tp.points.length ? tp.points[0].at - tp.points[0].dt : now;
-    const old = [...buckets.values()].filter((b) => b.at <= first).sort((a, b) => a.at - b.at);
+    const old = [...buckets.values()].sort((a, b) => a.at - b.at);
+    for (const b of old) for (const k of DONE) b[k] = b[k] * 1000 / b.dt;
     tp.points.unshift(...old);
     tp.backfilled = true;
     tp.since = now - WINDOW;
