@@ -365,7 +365,7 @@
   const WINDOW = 5 * 60e3;
   const SAMPLE_MS = 2000;
   const DONE = ['SUCCEEDED', 'FAILED', 'CANCELED'];
-  const tp = { last: null, lastAt: 0, every: SAMPLE_MS, points: [], stats: null, backfilled: null, since: Date.now() };
+  const tp = { last: null, lastAt: 0, every: SAMPLE_MS, points: [], stats: null, backfilled: null, backfilling: false, backfills: 0, since: Date.now() };
 
   async function sample() {
     const now = Date.now();
@@ -383,7 +383,11 @@
     }
     tp.last = { at: now, totals };
     while (tp.points.length && tp.points[0].at < now - WINDOW) tp.points.shift();
-    if (tp.backfilled === null) await backfill(now);
+    // The backfill is tried again on the next samples while it could not be
+    // made (an error, a timeout, a partition not answering), not once only:
+    // it fills in only what came before the first sample, which no later
+    // sample can count.
+    if (tp.backfilled !== true && !tp.backfilling && tp.backfills < 5) await backfill(now);
     if (st.view === 'overview') { renderChart(); renderHandlers(); }
     const dl = $('#handler-names');
     const names = (s.handlers || []).map((h) => h.handler);
@@ -392,9 +396,11 @@
 
   async function backfill(now) {
     tp.backfilled = false;
+    tp.backfills++;
     const q = new URLSearchParams({ state: DONE.join(','), finished_after: new Date(now - WINDOW).toISOString(), limit: '1000' });
     let page;
-    try { page = await api('GET', '/v1/tasks?' + q.toString()); } catch (_) { return; }
+    tp.backfilling = true;
+    try { page = await api('GET', '/v1/tasks?' + q.toString()); } catch (_) { return; } finally { tp.backfilling = false; }
     if (page.cursor || (page.missing_partitions || []).length) return; // more than one page: sampled only
     // One bar per second up to where the sampled points begin (the first
     // sample's totals already count every task finished before it); the
