@@ -195,6 +195,16 @@ func (n *Node) PeerState(id string) (PeerState, bool) {
 // false death.
 func (n *Node) Deaths() int { return n.mesh.deaths }
 
+// holderGone reports whether lease holder h (peer id and boot), to which
+// this leader leased, is known to hold nothing any more: its peer is dead
+// here, restarted since, or forgotten (no member any more: it was one
+// when it was granted the lease).
+func (m *mesh) holderGone(h string) bool {
+	id := shard.HolderPeer(h)
+	mb := m.members[id]
+	return mb == nil || mb.state == PeerDead || mb.boot != "" && h != id+"#"+mb.boot
+}
+
 func (m *mesh) live(id string) bool {
 	mb := m.members[id]
 	return mb != nil && mb.state != PeerDead

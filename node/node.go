@@ -81,6 +81,12 @@ type NodeConfig struct {
 	// Slots, when tasks are short next to the commit latency (see pacer).
 	// 0 disables leasing ahead. Default 32.
 	LeaseAhead int
+	// LeaseDefer is how long a lease this peer gives its own free slot is
+	// held back from the log while its run goes on, so that a run done
+	// by then commits its lease and outcome in one entry (defer.go).
+	// 0 proposes each lease at once, its run starting when it applies.
+	// Default 20 ms.
+	LeaseDefer time.Duration
 	// RaftTick is the time per Raft tick; heartbeats go every
 	// HeartbeatTicks ticks. Defaults 100 ms and 5: a voter's answer to a
 	// heartbeat holds the read lease for two fifths of DeadAfter after
@@ -123,7 +129,7 @@ type NodeConfig struct {
 // DefaultNodeConfig returns the defaults for a peer id and boot nonce.
 func DefaultNodeConfig(id, boot string) NodeConfig {
 	return NodeConfig{
-		ID: id, Boot: boot, Partitions: 256, Slots: 4, LeaseAhead: 32, Founder: true, Replicas: 3,
+		ID: id, Boot: boot, Partitions: 256, Slots: 4, LeaseAhead: 32, LeaseDefer: 20 * time.Millisecond, Founder: true, Replicas: 3,
 		HeartbeatEvery: time.Second, DeadAfter: 3 * time.Second, ForgetAfter: 10 * time.Minute,
 		ProbeEvery: 500 * time.Millisecond, SuspectFor: 1500 * time.Millisecond,
 		Debounce: time.Second, Steal: true,
@@ -141,6 +147,8 @@ func (c *NodeConfig) Validate() error {
 		return fmt.Errorf("peer: config Partitions %d out of range 1..65536", c.Partitions)
 	case c.Slots < 0:
 		return errors.New("peer: config Slots must be >= 0")
+	case c.LeaseDefer < 0 || c.LeaseDefer > c.DeadAfter/10:
+		return fmt.Errorf("peer: config LeaseDefer %v out of range 0..DeadAfter/10", c.LeaseDefer)
 	case c.RaftTick <= 0 || c.HeartbeatTicks <= 0:
 		return errors.New("peer: config RaftTick and HeartbeatTicks must be > 0")
 	case c.Replicas < 1 || c.Replicas > 15:
@@ -204,6 +212,7 @@ type Node struct {
 
 	now       time.Time
 	lastTick  time.Time
+	deferDue  time.Time // when the first lease held back is due (defer.go); zero: none
 	timerSlot int64     // now / timerResolution at the last timer pass (Tick)
 	bootAt    time.Time // when this run started (NewNode), on the node's clock
 	busy      int       // leases proposed for or held by this peer, at most limit()
@@ -237,18 +246,21 @@ type Node struct {
 	// founder, nothing stored). See placementMismatch.
 	founded, joining bool
 
-	mesh      mesh // membership, liveness, ring, outbox
-	raftOut   map[string][]RaftMsg
-	snapSent  []snapReport
-	steal     stealer
-	stats     NodeStats
-	draining  bool                           // Drain was called: no new leases, leadership handed over
-	localOut  map[shard.TaskID]shard.Outcome // outcomes proposed as owner, not yet applied (handOver)
-	started   map[shard.TaskID]claimed       // last round started here, per task (claim)
-	spec      map[shard.TaskID]*specRun      // own initial leases started before their creation applied (speculate.go)
-	left      map[int]tombstone              // what this node held of the partitions it left (tombstone.go)
-	leftDirty bool                           // left changed since the last Ready (flushLeft)
-	startedQ  []shard.TaskID                 // insertion order of started, to bound it
+	mesh     mesh // membership, liveness, ring, outbox
+	raftOut  map[string][]RaftMsg
+	snapSent []snapReport
+	steal    stealer
+	stats    NodeStats
+	draining bool                           // Drain was called: no new leases, leadership handed over
+	localOut map[shard.TaskID]shard.Outcome // outcomes proposed as owner, not yet applied (handOver)
+	started  map[shard.TaskID]claimed       // last round started here, per task (claim)
+	spec     map[shard.TaskID]*specRun      // own initial leases started before their creation applied (speculate.go)
+	// heldGrants are the leases granted to thieves before they applied,
+	// until they apply or are dropped (defer.go).
+	heldGrants map[shard.TaskID]shard.Event
+	left       map[int]tombstone // what this node held of the partitions it left (tombstone.go)
+	leftDirty  bool              // left changed since the last Ready (flushLeft)
+	startedQ   []shard.TaskID    // insertion order of started, to bound it
 
 	notifying  int // webhook deliveries handed out (Ready.Notify), not yet reported (NotifyDone)
 	notifyNext int // the partition notifyDue looks at first
@@ -294,7 +306,8 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 		reqs: make(map[uint64]*request), submits: make(map[shard.GroupID][]uint64), running: make(map[shard.TaskID]shard.Round),
 		leaseAt: make(map[shard.TaskID]time.Time), ownLeases: make(map[shard.TaskID]ownLease),
 		raftOut: make(map[string][]RaftMsg), started: make(map[shard.TaskID]claimed), spec: make(map[shard.TaskID]*specRun),
-		localOut: make(map[shard.TaskID]shard.Outcome), goneOut: make(map[string][]GoneMsg),
+		heldGrants: make(map[shard.TaskID]shard.Event),
+		localOut:   make(map[shard.TaskID]shard.Outcome), goneOut: make(map[string][]GoneMsg),
 	}
 	n.placement = shard.Placement{Peer: cfg.ID, Labels: maps.Clone(cfg.Labels)}
 	n.mesh = newMesh(n, now)
@@ -375,6 +388,9 @@ func (n *Node) Tick(now time.Time) {
 	n.now = now
 	if !prev.IsZero() && now.Sub(prev) > n.cfg.DeadAfter/3 {
 		n.thawed()
+	}
+	if !n.deferDue.IsZero() && !now.Before(n.deferDue) {
+		n.flushDeferred()
 	}
 	raftTick := false
 	if now.Sub(n.lastTick) >= n.cfg.RaftTick {

@@ -232,7 +232,9 @@ func TestNodeInvalidSubmitCreatesNothing(t *testing.T) {
 // TestNodeRestart crashes the WAL (dropping the unsynced tail) mid-run and
 // restarts: acknowledged groups are there, RUNNING tasks run again in the
 // next round, finished tasks keep their results, and snapshots + log replay
-// rebuild the same state.
+// rebuild the same state. A run whose lease was still held back (defer.go)
+// left nothing in the log: its task was READY there and runs again in the
+// same round, under the new boot's holder.
 func TestNodeRestart(t *testing.T) {
 	h := newHarness(t, 4)
 	for g := range 20 {
@@ -245,6 +247,12 @@ func TestNodeRestart(t *testing.T) {
 	if len(running) == 0 {
 		t.Fatal("nothing running at the crash")
 	}
+	logged := map[shard.TaskID]bool{}
+	for _, r := range running {
+		v, _ := h.n.Task(r.Task)
+		logged[r.Task] = v.State == shard.Running && v.Round == r.Round
+	}
+	holder := h.n.Holder()
 	before, _ := h.n.Task("g0.0")
 	h.log.Crash()
 	h.start(4)
@@ -262,8 +270,11 @@ func TestNodeRestart(t *testing.T) {
 	}
 	for _, r := range running {
 		v, _ := h.n.Task(r.Task)
-		if v.Round <= r.Round {
+		switch {
+		case logged[r.Task] && v.Round <= r.Round:
 			t.Errorf("%s ran in round %d before the crash and %d after; want a later round", r.Task, r.Round, v.Round)
+		case !logged[r.Task] && (v.Round < r.Round || v.Holder == holder):
+			t.Errorf("%s ran in round %d (lease held back) before the crash, round %d holder %s after; want the new holder", r.Task, r.Round, v.Round, v.Holder)
 		}
 	}
 }

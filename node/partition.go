@@ -72,12 +72,14 @@ type partition struct {
 	quiesced bool
 	quietAt  time.Time // when this leader last quiesced p
 
-	props      []shard.Event // events to propose as one entry at the next Ready
-	campaignAt time.Time     // when to campaign for a leaderless partition (jitter)
-	confAt     time.Time     // a replica change was proposed then and has not applied
-	forceSnap  bool          // snapshot at the next Advance (after a replica change)
-	transferAt time.Time     // when a leadership transfer was started
-	leadSince  time.Time     // when this node last became leader
+	props      []shard.Event   // events to propose as one entry at the next Ready
+	deferred   []deferredLease // own leases held back, their runs started (defer.go)
+	servedFrom uint64          // the log's last index when this leader last began serving
+	campaignAt time.Time       // when to campaign for a leaderless partition (jitter)
+	confAt     time.Time       // a replica change was proposed then and has not applied
+	forceSnap  bool            // snapshot at the next Advance (after a replica change)
+	transferAt time.Time       // when a leadership transfer was started
+	leadSince  time.Time       // when this node last became leader
 }
 
 func (n *Node) openPartition(p int, ps wal.PartitionState, bootstrap bool) (*partition, error) {

@@ -103,7 +103,8 @@ type SubmitResult struct {
 func (n *Node) HasReady() bool {
 	if len(n.rd.Replies) > 0 || len(n.rd.Run) > 0 || len(n.rd.Abort) > 0 || len(n.rd.Persist.Updates) > 0 ||
 		len(n.rd.Messages) > 0 || len(n.rd.Gossip) > 0 || len(n.rd.Persist.OutboxPut) > 0 || len(n.rd.Persist.OutboxDel) > 0 ||
-		len(n.rd.Notify) > 0 || len(n.rd.Early) > 0 || len(n.raftOut) > 0 || len(n.goneOut) > 0 {
+		len(n.rd.Notify) > 0 || len(n.rd.Early) > 0 || len(n.raftOut) > 0 || len(n.goneOut) > 0 ||
+		len(n.steal.grants) > 0 { // held grants go at once (defer.go)
 		return true
 	}
 	// A dirty partition found to have nothing is dropped from dirty (every
@@ -194,6 +195,11 @@ func (n *Node) flush(p *partition) {
 	}
 	n.wake(p, false)
 	evs := p.props
+	if len(p.deferred) > 0 {
+		// Held leases ride along: in an entry that goes anyway they cost
+		// nothing, where alone, at their time, they would cost one.
+		evs = append(n.takeDeferred(p), evs...)
+	}
 	p.props = nil
 	n.proposeEvents(p, evs)
 }
@@ -229,6 +235,11 @@ func (n *Node) proposalDropped(p *partition, evs []shard.Event) {
 	}
 	p.shard.Unlease(evs)
 	n.releaseLeases(evs)
+	for i := range evs {
+		if evs[i].Type == shard.EvLeased {
+			delete(n.heldGrants, evs[i].Task)
+		}
+	}
 	n.dropSubmits(evs)
 	for i := range evs {
 		e := &evs[i]
@@ -357,14 +368,14 @@ func (n *Node) stopServing(p *partition) {
 	if !p.serving {
 		// A leader deposed before it served, or abdicating again after
 		// it resumed: what it proposed meanwhile will not apply here.
-		props := p.props
+		props := append(n.takeDeferred(p), p.props...)
 		p.props = nil
 		n.proposalDropped(p, props)
 		n.failRequests(p.id)
 		return
 	}
 	p.serving = false
-	props := p.props
+	props := append(n.takeDeferred(p), p.props...)
 	p.props = nil
 	n.proposalDropped(p, props)
 	n.releaseLostLeases(p.id)
@@ -454,6 +465,7 @@ func (n *Node) maybeServe(p *partition, term uint64) {
 	}
 	p.serving, p.thawed = true, false
 	p.abdications = 0
+	p.servedFrom, _ = p.storage.LastIndex()
 	p.shard.SetLeader(true, n.now)
 	// Leases held by a former run of this peer, or by a dead peer, cannot
 	// be confirmed: they run again in the next round.

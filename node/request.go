@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -452,6 +453,15 @@ func (n *Node) reportOutcome(p *partition, o shard.Outcome) error {
 		return nil
 	}
 	ev, err := p.shard.Report(n.now, o)
+	if errors.Is(err, shard.ErrNotLeased) {
+		// A run whose lease this node held back or proposed and then
+		// lost with the partition: the task was READY in the log all
+		// along, and a lease of the same round and holder may still
+		// apply (this node leading again), whose run this one is. The
+		// outbox keeps the outcome until it counts or goes stale.
+		n.forward(o)
+		return nil
+	}
 	if err != nil {
 		n.stats.StaleOutcomes++
 		return err
@@ -511,8 +521,10 @@ func (n *Node) schedule() {
 			return
 		}
 		n.holdLeases(best, evs)
-		p.propose(evs)
-		n.markDirty(best)
+		if evs = n.deferLeases(p, evs); len(evs) > 0 {
+			p.propose(evs)
+			n.markDirty(best)
+		}
 	}
 }
 

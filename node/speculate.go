@@ -37,6 +37,7 @@ type specRun struct {
 	expiry   time.Time
 	out      *shard.Outcome // the run's outcome once reported, until the creation applies
 	proposed bool           // out was proposed as owner, in term
+	deferred bool           // a lease held back (defer.go), not proposed yet
 }
 
 // maxSpec bounds the speculative runs remembered: creations that never
@@ -100,6 +101,9 @@ func (n *Node) reportSpeculative(p *partition, o shard.Outcome) bool {
 		return false
 	}
 	sr.out = &o
+	if sr.deferred && p != nil && p.id == sr.part {
+		n.undefer(p, o.Task) // the lease goes first, in the outcome's entry
+	}
 	if o.OK && !o.Lost && p != nil && p.id == sr.part && p.leader && p.term == sr.term && !p.abdicated {
 		p.propose([]shard.Event{{Type: shard.EvSucceeded, At: n.now, Group: o.Task.Group(), Task: o.Task,
 			Round: o.Round, Holder: o.Holder, Result: o.Result}})
@@ -126,6 +130,14 @@ func (n *Node) appliedSpeculative(p *partition, e *shard.Event) bool {
 	}
 	delete(n.spec, e.Task)
 	if sr.round == e.Round && sr.at.Equal(e.At) && sr.expiry.Equal(e.Expiry) {
+		if _, took := p.shard.RunOf(e.Task, e.Round, e.Holder); !took {
+			// A lease held back (defer.go) while its task was canceled
+			// or changed: it took nothing, and its run stops.
+			if r, running := n.running[e.Task]; running && r == e.Round {
+				n.rd.Abort = append(n.rd.Abort, e.Task)
+			}
+			return true
+		}
 		if o := sr.out; o != nil && !(sr.proposed && p.leader && p.term == sr.term) {
 			_ = n.reportOutcome(p, *o)
 		}

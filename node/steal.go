@@ -245,10 +245,13 @@ func (n *Node) grant(give int, lease func(p *partition, k int) []shard.Event, th
 		if len(evs) == 0 {
 			continue
 		}
+		granted += len(evs)
+		if evs = n.holdGrants(p, evs); len(evs) == 0 {
+			continue
+		}
 		for _, e := range evs {
 			n.steal.owed[e.Task] = thief
 		}
-		granted += len(evs)
 		p.propose(evs)
 		n.markDirty(p.id)
 	}
@@ -257,6 +260,19 @@ func (n *Node) grant(give int, lease func(p *partition, k int) []shard.Event, th
 
 // grantApplied turns a committed lease for a thief into a grant to send.
 func (n *Node) grantApplied(p *partition, e *shard.Event) {
+	delete(n.heldGrants, e.Task)
+	if p.serving && n.mesh.holderGone(e.Holder) {
+		// Its holder died or restarted while the lease was on its way
+		// to the log (held back, or proposed): expireHolders, run
+		// then, found nothing to expire. It is expired now, or the task
+		// would stay RUNNING under a holder nobody is.
+		delete(n.steal.owed, e.Task)
+		if evs := p.shard.ExpireHolders(n.now, func(h string) bool { return h == e.Holder }); len(evs) > 0 {
+			p.propose(evs)
+			n.markDirty(p.id)
+		}
+		return
+	}
 	thief, ok := n.steal.owed[e.Task]
 	if !ok {
 		return
@@ -273,12 +289,17 @@ func (n *Node) grantApplied(p *partition, e *shard.Event) {
 	if !ok {
 		return
 	}
-	si, sn := p.shard.BroadcastShard(e.Task)
 	n.stats.TasksGranted++
-	n.steal.grants[e.Holder] = append(n.steal.grants[e.Holder], Grant{Task: e.Task, Round: e.Round, Expiry: e.Expiry,
+	n.steal.grants[e.Holder] = append(n.steal.grants[e.Holder], n.grantOf(p, e, spec))
+}
+
+// grantOf is the grant of lease e of p, a task of spec.
+func (n *Node) grantOf(p *partition, e *shard.Event, spec *shard.TaskSpec) Grant {
+	si, sn := p.shard.BroadcastShard(e.Task)
+	return Grant{Task: e.Task, Round: e.Round, Expiry: e.Expiry,
 		Handler: spec.Handler, Payload: p.shard.Payload(e.Task), Timeout: p.shard.Timeout(spec),
 		Inputs: rawInputs(p.shard.Inputs(e.Task)), Attempt: p.shard.Attempts(e.Task), Trace: p.shard.Trace(e.Task),
-		Shard: si, Shards: sn, Require: spec.Require, Worker: p.shard.BroadcastWorker(e.Task)})
+		Shard: si, Shards: sn, Require: spec.Require, Worker: p.shard.BroadcastWorker(e.Task)}
 }
 
 // flushGrants sends the grants (and refusals) of this Ready.

@@ -511,8 +511,15 @@ func (n *Node) stepOutcomes(from string, outs []OutcomeMsg) {
 		if p == nil || !p.serving {
 			continue // not the owner (any more): the holder re-sends to the right one
 		}
-		ev, err := p.shard.Report(n.now, shard.Outcome{Task: o.Task, Round: o.Round, Holder: o.Holder, OK: o.OK,
-			Result: o.Result, Error: o.Error, Permanent: o.Permanent, TimedOut: o.TimedOut, Lost: o.Lost})
+		out := shard.Outcome{Task: o.Task, Round: o.Round, Holder: o.Holder, OK: o.OK,
+			Result: o.Result, Error: o.Error, Permanent: o.Permanent, TimedOut: o.TimedOut, Lost: o.Lost}
+		if n.reportHeld(p, from, out) {
+			continue
+		}
+		ev, err := p.shard.Report(n.now, out)
+		if errors.Is(err, shard.ErrNotLeased) {
+			continue // not answered: the holder sends it again, and it counts once its lease applies
+		}
 		if err != nil {
 			n.stats.StaleOutcomes++
 			acks = append(acks, AckMsg{Task: o.Task, Round: o.Round})

@@ -38,7 +38,7 @@ import (
 //	hold-runs n2 [off]         n2's handlers wait for report
 //	report n2 g.0 ok|fail      n2's handler of g.0 finishes
 //	report-late n2 g.0 round=1 ok    an outcome of a round n2 does not run
-//	submit g1 [part=0] [tasks=2] [pin=n2] [timeout=2s] [handler=resize]
+//	submit g1 [part=0] [tasks=2] [mode=chain] [pin=n2] [timeout=2s] [handler=resize]
 //	workers n2 resize=2        n2's workers wait for 2 tasks of resize (every
 //	                           handler but echo is external); resize=0: none
 //	schedule s1 every=1s       a schedule of one echo task per tick
@@ -239,8 +239,14 @@ func (e *env) submit(pos []string, kv map[string]string) (string, error) {
 		}
 	}
 	spec := shard.GroupSpec{ID: g, Mode: shard.ModeParallel}
+	if kv["mode"] == "chain" {
+		spec.Mode = shard.ModeDAG // each task depends on the one before
+	}
 	for i := range n {
 		t := shard.TaskSpec{Name: fmt.Sprint(i), Handler: cmp.Or(kv["handler"], "echo"), Payload: []byte(fmt.Sprint(i)), Pin: kv["pin"]}
+		if spec.Mode == shard.ModeDAG && i > 0 {
+			t.Deps = []string{fmt.Sprint(i - 1)}
+		}
 		if s, ok := kv["timeout"]; ok {
 			d, err := duration(s)
 			if err != nil {

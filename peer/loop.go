@@ -26,8 +26,11 @@ const (
 	inboxBatch = 4096        // commands taken per loop iteration
 	sweepEvery = time.Second // waiter cleanup, metrics, dials
 	// sweepEarly is how early a sweep may run to share a wakeup with the
-	// node's (an idle peer wakes once per heartbeat, not twice).
-	sweepEarly  = sweepEvery / 4
+	// node's (an idle peer wakes once per heartbeat, not twice): half the
+	// period, so that the first wakeup of the node's within it pulls the
+	// sweeps into the node's phase for good (with a quarter, a sweep more
+	// than a quarter of a second away from the heartbeats never met them).
+	sweepEarly  = sweepEvery / 2
 	resultBatch = 4096
 	// maxHeld bounds the unsynced changes Persist holds for the next
 	// synced batch; past it they are written without a sync.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/needle-mesh/needle/node"
@@ -58,6 +59,11 @@ type hub struct {
 	leases  map[string]*xlease // by token
 	byTask  map[shard.TaskID]*xlease
 	done    []*xlease // finished or lost leases, oldest first (kept for repeats)
+
+	// wake restarts run's sweeps after it found nothing to sweep: a
+	// worker's first poll, or a run for the workers (kick).
+	wake   chan struct{}
+	parked atomic.Int64 // times run stopped its ticker (tests wait on it)
 }
 
 type xworker struct {
@@ -113,7 +119,17 @@ func newHub(p *Peer, ttl time.Duration) *hub {
 	if ttl <= 0 {
 		ttl = DefaultWorkerTTL
 	}
-	return &hub{p: p, ttl: ttl, workers: map[string]*xworker{}, leases: map[string]*xlease{}, byTask: map[shard.TaskID]*xlease{}}
+	return &hub{p: p, ttl: ttl, workers: map[string]*xworker{}, leases: map[string]*xlease{}, byTask: map[shard.TaskID]*xlease{},
+		wake: make(chan struct{}, 1)}
+}
+
+// kick restarts the sweeps if run stopped them; a kick already pending
+// absorbs it.
+func (h *hub) kick() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
 }
 
 func newToken() string {
@@ -138,6 +154,7 @@ func (h *hub) worker(id string, now time.Time) *xworker {
 	if w == nil {
 		w = &xworker{id: id}
 		h.workers[id] = w
+		h.kick()
 	}
 	w.seen = now
 	return w
@@ -366,6 +383,9 @@ func (h *hub) deliver(n *node.Node, runs []node.Run) {
 	h.mu.Lock()
 	for _, r := range runs {
 		h.queue = append(h.queue, &xrun{run: r, at: now})
+	}
+	if len(runs) > 0 {
+		h.kick()
 	}
 	for _, q := range h.polls {
 		h.fill(q, now)

@@ -111,10 +111,14 @@ func (h *hub) sweep(ctx context.Context, now time.Time) {
 	}
 }
 
-// run sweeps until ctx ends.
+// run sweeps until ctx ends. A sweep that leaves nothing to sweep (no
+// worker, run, poll or lease, not even a finished one kept for repeats)
+// stops the ticker until a worker polls or a run for the workers comes
+// (kick): a peer nobody uses as a worker's peer costs no wakeups here.
 func (h *hub) run(ctx context.Context) {
 	defer h.p.wg.Done()
-	t := time.NewTicker(max(h.ttl/hubSweepFactor, 10*time.Millisecond))
+	every := max(h.ttl/hubSweepFactor, 10*time.Millisecond)
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
@@ -122,8 +126,26 @@ func (h *hub) run(ctx context.Context) {
 			return
 		case now := <-t.C:
 			h.sweep(ctx, now)
+			if !h.empty() {
+				continue
+			}
+			t.Stop()
+			h.parked.Add(1)
+			select {
+			case <-ctx.Done():
+				return
+			case <-h.wake:
+			}
+			t.Reset(every)
 		}
 	}
+}
+
+// empty reports whether the hub holds nothing a sweep would look at.
+func (h *hub) empty() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.workers) == 0 && len(h.polls) == 0 && len(h.queue) == 0 && len(h.leases) == 0 && len(h.done) == 0
 }
 
 // list returns this peer's workers, sorted by id.

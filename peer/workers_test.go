@@ -178,14 +178,7 @@ func TestWorkerDeadTaskRunsAgain(t *testing.T) {
 	if len(first) != 1 {
 		t.Fatalf("poll = %+v", first)
 	}
-	var second []api.WorkerTask
-	waitUntil(t, func() bool {
-		second = poll(t, c, "lives", `"resize"`, 1, "100ms")
-		return len(second) == 1
-	})
-	if second[0].ID != id || second[0].Round != 2 {
-		t.Fatalf("second poll = %+v; want %s in round 2", second, id)
-	}
+	second := pollRerun(t, c, id)
 	status, data := wcall(t, c, "POST", "/v1/leases/"+first[0].Lease+"/complete", `{"result": "late"}`)
 	if status != 409 || errCode(data) != api.CodeLeaseLost {
 		t.Fatalf("late complete = %d %s; want 409 lease_lost", status, data)
@@ -197,6 +190,21 @@ func TestWorkerDeadTaskRunsAgain(t *testing.T) {
 	if err != nil || got.State != "SUCCEEDED" || string(got.Result) != `"ok"` {
 		t.Fatalf("task = %+v, %v; want SUCCEEDED with the live worker's result", got, err)
 	}
+}
+
+// pollRerun polls as worker "lives" until it gets task id again, in round
+// 2: the worker that held it went silent and was found dead.
+func pollRerun(t *testing.T, c *api.Client, id string) []api.WorkerTask {
+	t.Helper()
+	var got []api.WorkerTask
+	waitUntil(t, func() bool {
+		got = poll(t, c, "lives", `"resize"`, 1, "100ms")
+		return len(got) == 1
+	})
+	if got[0].ID != id || got[0].Round != 2 {
+		t.Fatalf("second poll = %+v; want %s in round 2 (the silent worker found dead)", got, id)
+	}
+	return got
 }
 
 // A heartbeat after the task was canceled says so; the worker's outcome
@@ -346,5 +354,28 @@ func TestBroadcastShard(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the broadcast's handler did not run")
+	}
+}
+
+// A hub with nothing to sweep stops its ticker (an idle peer costs no
+// wakeups there); a worker's first poll, or a run for the workers, starts
+// the sweeps again, so a worker that then goes silent is still found dead
+// and its task runs again.
+func TestWorkerHubWakesFromIdle(t *testing.T) {
+	p, c := startPeerWith(t, Config{WorkerTTL: time.Second})
+	waitUntil(t, func() bool { return p.hub.parked.Load() > 0 })
+	first := poll(t, c, "dies", `"resize"`, 1, "100ms") // registers the worker
+	if len(first) != 0 {
+		t.Fatalf("poll = %+v; want nothing yet", first)
+	}
+	parked := p.hub.parked.Load()
+	id := submitTask(t, c, `{"handler": "resize", "payload": 1, "retry": {"max_attempts": 1}}`)
+	got := poll(t, c, "dies", `"resize"`, 1, "10s")
+	if len(got) != 1 || got[0].ID != id {
+		t.Fatalf("poll = %+v; want %s", got, id)
+	}
+	pollRerun(t, c, id)
+	if p.hub.parked.Load() != parked {
+		t.Fatalf("the hub parked while it held a worker and a lease")
 	}
 }

@@ -172,19 +172,44 @@ func (s *Shard) Report(now time.Time, o Outcome) (Event, error) {
 	if err != nil {
 		return Event{}, err
 	}
+	if t.state == Ready && o.Round == t.round+1 {
+		return Event{}, fmt.Errorf("%w: task %s round %d holder %q", ErrNotLeased, o.Task, o.Round, o.Holder)
+	}
 	if t.state != Running || t.round != o.Round || t.holder != o.Holder {
 		return Event{}, fmt.Errorf("%w: task %s round %d holder %q (current round %d, state %v)",
 			ErrStaleRound, o.Task, o.Round, o.Holder, t.round, t.state)
 	}
+	return s.outcomeEvent(now, t, o), nil
+}
+
+// ReportHeld is Report for an outcome of a lease the leader proposed and
+// holds back (node's defer.go), which goes into the log with it: the task
+// is READY with that lease in flight, and the outcome is of the next
+// round. The event is the one Report would return once the lease applied
+// (a lease changes nothing a failure's retry reads).
+func (s *Shard) ReportHeld(now time.Time, o Outcome) (Event, error) {
+	t, err := s.lookup(o.Task)
+	if err != nil {
+		return Event{}, err
+	}
+	if _, leased := s.inflight[t.id]; !leased || t.state != Ready || o.Round != t.round+1 {
+		return Event{}, fmt.Errorf("%w: task %s round %d holder %q: no lease of that round in flight",
+			ErrStaleRound, o.Task, o.Round, o.Holder)
+	}
+	return s.outcomeEvent(now, t, o), nil
+}
+
+// outcomeEvent is the event of outcome o of task t's lease.
+func (s *Shard) outcomeEvent(now time.Time, t *task, o Outcome) Event {
 	ev := Event{At: now, Group: t.g.id, Task: t.id, Round: o.Round, Holder: o.Holder}
 	if o.Lost {
 		ev.Type = EvExpired
-		return ev, nil
+		return ev
 	}
 	if o.OK {
 		ev.Type = EvSucceeded
 		ev.Result = o.Result
-		return ev, nil
+		return ev
 	}
 	ev.Type = EvFailed
 	ev.Error = o.Error
@@ -193,7 +218,7 @@ func (s *Shard) Report(now time.Time, o Outcome) (Event, error) {
 	if !o.Permanent && t.attempt-t.retried+1 < max(t.spec.Retry.MaxAttempts, 1) {
 		ev.NotBefore = now.Add(t.spec.Retry.Delay(t.attempt-t.retried+1, s.cfg.Rand.Float64()))
 	}
-	return ev, nil
+	return ev
 }
 
 // Renew returns an event extending the lease of a running task.

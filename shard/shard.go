@@ -377,6 +377,20 @@ func (s *Shard) RunOf(id TaskID, r Round, holder string) (*TaskSpec, bool) {
 	return t.spec, true
 }
 
+// LeasedSpec returns the spec of a task the leader leased and whose lease
+// has not applied: one LeaseFor returned, still held back from the ready
+// queue (the node defers its own leases; see node's defer.go).
+func (s *Shard) LeasedSpec(id TaskID) (*TaskSpec, bool) {
+	t, err := s.lookup(id)
+	if err != nil || t.state != Ready {
+		return nil, false
+	}
+	if _, ok := s.inflight[id]; !ok {
+		return nil, false
+	}
+	return t.spec, true
+}
+
 // Waited returns how long a RUNNING task waited READY before its current
 // lease, when known (not across a snapshot restore).
 func (s *Shard) Waited(id TaskID) (time.Duration, bool) {

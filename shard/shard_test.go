@@ -242,6 +242,26 @@ func TestFencing(t *testing.T) {
 	}
 }
 
+// An outcome for the round after a READY task's last is ErrNotLeased (a
+// lease of that round to its holder may still apply), not a plain stale
+// one; once that lease applies it is the lease's outcome.
+func TestReportNotLeasedYet(t *testing.T) {
+	o := newOwner(t)
+	o.submit(GroupSpec{ID: "g", Mode: ModeSingle, Tasks: []TaskSpec{{Handler: "echo", Timeout: time.Second}}})
+	early := Outcome{Task: "g.0", Round: 1, Holder: "thief", OK: true}
+	if _, err := o.s.Report(o.now, early); !errors.Is(err, ErrNotLeased) || !errors.Is(err, ErrStaleRound) {
+		t.Fatalf("Report before the lease = %v; want ErrNotLeased (an ErrStaleRound)", err)
+	}
+	if _, err := o.s.Report(o.now, Outcome{Task: "g.0", Round: 2, Holder: "thief", OK: true}); errors.Is(err, ErrNotLeased) || !errors.Is(err, ErrStaleRound) {
+		t.Fatalf("Report two rounds ahead = %v; want a plain ErrStaleRound", err)
+	}
+	o.lease(1, "thief")
+	ev, err := o.s.Report(o.now, early)
+	if err != nil || ev.Type != EvSucceeded {
+		t.Fatalf("Report once leased = %v, %v; want succeeded", ev, err)
+	}
+}
+
 func TestCancelRunningAborts(t *testing.T) {
 	o := newOwner(t)
 	o.submit(GroupSpec{ID: "g", Mode: ModePipeline, Tasks: []TaskSpec{

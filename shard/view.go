@@ -13,6 +13,14 @@ var ErrNotFound = errors.New("shard: not found")
 // is not the task's current lease.
 var ErrStaleRound = errors.New("shard: stale round")
 
+// ErrNotLeased is the ErrStaleRound of an outcome for the round after a
+// READY task's last: a lease of that round to its holder may still apply
+// (a run started before its lease committed, whose leader lost the
+// partition, and whose next owner leases the task to the same holder in
+// the same round). Such an outcome is kept, not refused for good: when
+// that lease applies, it is the outcome of that lease's run.
+var ErrNotLeased = fmt.Errorf("%w: the round's lease has not applied", ErrStaleRound)
+
 // FieldError says which part of a submitted group is invalid. Task is the
 // index of the offending task in GroupSpec.Tasks, or -1 for the group
 // itself; Field names the task or group field ("deps", "name", "handler",

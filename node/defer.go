@@ -1,0 +1,256 @@
+package node
+
+import (
+	"time"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// A lease this owner gives its own free slots (schedule) starts its run at
+// once, as an initial lease does (speculate.go), and is held back from the
+// log for up to NodeConfig.LeaseDefer. When the run succeeds within that
+// time, the lease and the outcome go into the same entry: one commit
+// instead of two, and one entry where there were two (a short task of a
+// DAG, a pipeline or a retry costs what a task of a single-task group
+// does). A lease still held when its time is up is proposed alone, and the
+// run's outcome follows as a speculative run's does. A failure is not
+// folded: its retry policy reads the task's state, so the lease is
+// proposed at once and the failure reported when the lease applies.
+//
+// The guarantees are those of speculation. The outcome applies only
+// behind its lease, in the same entry, fenced by round and holder; a
+// client hears of it only when that entry applies. Runs start only while
+// this leader holds its read lease, so no other leader runs the task in
+// the same round then. A leadership lost with leases still held drops
+// them as it drops any proposal (stopServing): the tasks stay READY in the
+// log and the next owner runs them again (at-least-once), and the runs
+// here report outcomes that nothing takes. A task canceled while its
+// lease was held takes no lease when it applies, and its run is aborted
+// then (appliedSpeculative).
+//
+// What a replica sees meanwhile: the task READY, not RUNNING, for up to
+// LeaseDefer after it started.
+type deferredLease struct {
+	ev  shard.Event
+	due time.Time
+}
+
+// deferLeases starts the runs of own leases evs of partition p that fit
+// this peer's slots and holds those leases back (p.deferred), and returns
+// the others, for the caller to propose now: leases held beyond the slots
+// (leasing ahead), and any this node may not speculate on. Nothing is
+// held while READY work is left here: a backlog already puts many leases
+// and outcomes in each entry, and its leases are leased ahead, timed by
+// their commits (pacer). A leader that
+// began serving again in its term (after abdicating or a frozen clock)
+// defers nothing until it applied the log it had then: a lease it
+// proposed before may still apply, in the same round as a new one (the
+// shard forgot the first when it stopped leading), and would start the
+// task again.
+func (n *Node) deferLeases(p *partition, evs []shard.Event) []shard.Event {
+	room := n.cfg.Slots - (n.busy - len(evs))
+	if room <= 0 || !n.mayHold(p) || n.readyRunnable() > 0 {
+		return evs
+	}
+	kept := evs[:0:0]
+	for i := range evs {
+		e := evs[i]
+		if room <= 0 || !n.mayDefer(p, &e) {
+			kept = append(kept, e)
+			continue
+		}
+		room--
+		spec, _ := p.shard.LeasedSpec(e.Task)
+		si, sn := p.shard.BroadcastShard(e.Task)
+		n.dropOwnLease(e.Task) // the slot passes to the run
+		delete(n.leaseAt, e.Task)
+		n.startRun(e.Task, e.Round)
+		n.setClaim(e.Task, claimed{round: e.Round})
+		if len(n.spec) >= maxSpec {
+			clear(n.spec)
+		}
+		n.spec[e.Task] = &specRun{part: p.id, term: p.term, round: e.Round, at: e.At, expiry: e.Expiry, deferred: true}
+		n.rd.Run = append(n.rd.Run, Run{
+			Task: e.Task, Round: e.Round, Handler: spec.Handler, Trace: p.shard.Trace(e.Task), Payload: p.shard.Payload(e.Task),
+			Shard: si, Shards: sn, Timeout: p.shard.Timeout(spec), Attempt: p.shard.Attempts(e.Task),
+			Inputs: rawInputs(p.shard.Inputs(e.Task)),
+		})
+		n.holdBack(p, e)
+	}
+	return kept
+}
+
+// mayHold reports whether this leader may start runs of p's leases
+// before they commit (see deferLeases).
+func (n *Node) mayHold(p *partition) bool {
+	return n.cfg.LeaseDefer > 0 && p.serving && !p.abdicated && n.leaseHeld(p) && p.applied >= p.servedFrom
+}
+
+// holdBack holds lease e of p back for LeaseDefer.
+func (n *Node) holdBack(p *partition, e shard.Event) {
+	due := n.now.Add(n.cfg.LeaseDefer)
+	p.deferred = append(p.deferred, deferredLease{ev: e, due: due})
+	if n.deferDue.IsZero() || due.Before(n.deferDue) {
+		n.deferDue = due
+	}
+}
+
+// holdGrants sends a thief its leases evs of p at once, as grants, and
+// holds the leases back as the own ones are: a thief's outcome that comes
+// within LeaseDefer goes into the log with its lease (reportHeld), one
+// entry and one commit where there were two, and the thief's run does not
+// wait for the lease's commit. It returns the leases to propose now: all
+// of them when this leader may not hold any, and those of external
+// handlers (their grants go to a peer's workers, after the commit).
+func (n *Node) holdGrants(p *partition, evs []shard.Event) []shard.Event {
+	if !n.mayHold(p) {
+		return evs
+	}
+	kept := evs[:0:0]
+	for _, e := range evs {
+		spec, ok := p.shard.LeasedSpec(e.Task)
+		if !ok || n.External(spec.Handler) {
+			kept = append(kept, e)
+			continue
+		}
+		n.stats.TasksGranted++
+		n.steal.grants[e.Holder] = append(n.steal.grants[e.Holder], n.grantOf(p, &e, spec))
+		n.holdBack(p, e)
+		if len(n.heldGrants) >= maxSpec {
+			clear(n.heldGrants)
+		}
+		n.heldGrants[e.Task] = e
+	}
+	return kept
+}
+
+// holds reports whether p holds a lease of task t back.
+func (p *partition) holds(t shard.TaskID) bool {
+	for i := range p.deferred {
+		if p.deferred[i].ev.Task == t {
+			return true
+		}
+	}
+	return false
+}
+
+// reportHeld takes outcome o, from its holder's peer from, of a lease p
+// holds back: the lease and the outcome are proposed together, and the
+// outcome is acknowledged when it applies. It reports false for any
+// other outcome.
+func (n *Node) reportHeld(p *partition, from string, o shard.Outcome) bool {
+	if e, ok := n.heldGrants[o.Task]; ok && e.Round == o.Round && e.Holder == o.Holder && !p.holds(o.Task) {
+		// Its lease already left, in a proposal that has not applied:
+		// the outcome goes right behind it in the same log (an entry
+		// lost with the leadership takes every later one of its term).
+		ev, err := p.shard.ReportHeld(n.now, o)
+		if err != nil {
+			return false
+		}
+		p.propose([]shard.Event{ev})
+		n.markDirty(p.id)
+		n.mesh.pendAck[o.Task] = pendingAck{from: from, round: o.Round}
+		return true
+	}
+	for i := range p.deferred {
+		e := p.deferred[i].ev
+		if e.Task != o.Task || e.Round != o.Round || e.Holder != o.Holder {
+			continue
+		}
+		ev, err := p.shard.ReportHeld(n.now, o)
+		if err != nil {
+			return false
+		}
+		p.deferred = append(p.deferred[:i], p.deferred[i+1:]...)
+		if sr := n.spec[o.Task]; sr != nil {
+			sr.deferred = false
+		}
+		p.propose([]shard.Event{e, ev})
+		n.markDirty(p.id)
+		n.mesh.pendAck[o.Task] = pendingAck{from: from, round: o.Round}
+		return true
+	}
+	return false
+}
+
+// mayDefer reports whether own lease e of p may start before it commits:
+// a task of this peer's own handlers, which no run here holds and no
+// speculation may still start (their (task, round) keys would collide).
+func (n *Node) mayDefer(p *partition, e *shard.Event) bool {
+	spec, ok := p.shard.LeasedSpec(e.Task)
+	if !ok || n.External(spec.Handler) {
+		return false
+	}
+	if c, seen := n.started[e.Task]; seen && c.round >= e.Round {
+		return false
+	}
+	if _, running := n.running[e.Task]; running {
+		return false
+	}
+	_, speculating := n.spec[e.Task]
+	return !speculating
+}
+
+// undefer moves task t's held lease of partition p, if any, to the
+// partition's proposals: its run reported, and the outcome (if one goes
+// now) joins it in the next entry.
+func (n *Node) undefer(p *partition, t shard.TaskID) {
+	for i := range p.deferred {
+		if p.deferred[i].ev.Task == t {
+			p.propose([]shard.Event{p.deferred[i].ev})
+			p.deferred = append(p.deferred[:i], p.deferred[i+1:]...)
+			n.markDirty(p.id)
+			break
+		}
+	}
+	if sr := n.spec[t]; sr != nil {
+		sr.deferred = false
+	}
+}
+
+// takeDeferred empties p's held leases and returns them, marking their
+// runs' speculations as proposed-or-dropped like any other lease.
+func (n *Node) takeDeferred(p *partition) []shard.Event {
+	if len(p.deferred) == 0 {
+		return nil
+	}
+	evs := make([]shard.Event, len(p.deferred))
+	for i := range p.deferred {
+		evs[i] = p.deferred[i].ev
+		if sr := n.spec[evs[i].Task]; sr != nil {
+			sr.deferred = false
+		}
+	}
+	p.deferred = nil
+	return evs
+}
+
+// flushDeferred proposes the held leases whose time is up (Tick, at
+// n.deferDue), and sets n.deferDue to the next one's.
+func (n *Node) flushDeferred() {
+	n.deferDue = time.Time{}
+	for _, i := range n.held {
+		p := n.parts[i]
+		if p == nil || len(p.deferred) == 0 {
+			continue
+		}
+		k := 0
+		for k < len(p.deferred) && !n.now.Before(p.deferred[k].due) {
+			k++
+		}
+		if k > 0 {
+			for j := range k {
+				e := p.deferred[j].ev
+				p.propose([]shard.Event{e})
+				if sr := n.spec[e.Task]; sr != nil {
+					sr.deferred = false
+				}
+			}
+			p.deferred = append(p.deferred[:0], p.deferred[k:]...)
+			n.markDirty(i)
+		}
+		if len(p.deferred) > 0 && (n.deferDue.IsZero() || p.deferred[0].due.Before(n.deferDue)) {
+			n.deferDue = p.deferred[0].due
+		}
+	}
+}
