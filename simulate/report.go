@@ -291,6 +291,9 @@ func (r *Report) Text() string {
 	fmt.Fprintf(&b, "\nmessages %d (%.1f per task) syncs %d crashes %d restarts %d pauses %d wakeups %d\n", r.Messages, r.MessagesPerTask, r.Syncs, r.Crashes, r.Restarts, r.Pauses, r.Wakeups)
 	fmt.Fprintf(&b, "messages per peer per second %.2f: membership %.2f, raft %.2f, task %.2f\n", r.Traffic.PerPeerSecond,
 		r.Traffic.MembershipPerPeerSecond, r.Traffic.RaftPerPeerSecond, r.Traffic.PerPeerSecond-r.Traffic.MembershipPerPeerSecond-r.Traffic.RaftPerPeerSecond)
+	if a := r.Traffic.AfterWarmup; a != nil {
+		fmt.Fprintf(&b, "after the warmup %.2f: membership %.2f, raft %.2f, task %.2f\n", a.All, a.Membership, a.Raft, a.All-a.Membership-a.Raft)
+	}
 	fmt.Fprintf(&b, "membership: deaths %d unlinked %d gossip_lost %d unreachable %d", r.Deaths, r.Unlinked, r.GossipLost, r.Unreachable)
 	if r.DeadKnownAfter != 0 {
 		fmt.Fprintf(&b, " dead_known_after %.2fs", r.DeadKnownAfter)

@@ -22,6 +22,8 @@ type sim struct {
 	q   eventQueue
 	seq uint64
 	now time.Duration // virtual time since the start
+	// warmKinds is the network's message counts when --warmup ended.
+	warmKinds [3]uint64
 
 	forgerGone bool // the forge fault ended and forgot its host
 	// replicaPairs counts the replica states checkReplicas compared
@@ -150,7 +152,10 @@ func newSim(cfg Config) (*sim, error) {
 	}
 	if cfg.Warmup > 0 {
 		s.wl.delay(cfg.Warmup)
-		s.at(cfg.Warmup, func() { s.cl.start(s.wl.sequential) })
+		s.at(cfg.Warmup, func() {
+			s.warmKinds = s.net.kinds
+			s.cl.start(s.wl.sequential)
+		})
 	} else {
 		s.cl.start(s.wl.sequential)
 	}

@@ -17,6 +17,28 @@ type Traffic struct {
 	MembershipPerPeerSecond float64 `json:"membership_per_peer_second"`
 	RaftPerPeerSecond       float64 `json:"raft_per_peer_second"`
 	PerPeerSecond           float64 `json:"per_peer_second"`
+	// AfterWarmup is the same rates counted from the end of --warmup on
+	// (nil without one): the background of a mesh already formed, where
+	// the whole run's rates include every peer learning every other.
+	AfterWarmup *Rates `json:"after_warmup,omitempty"`
+}
+
+// Rates are messages per peer per simulated second, by what they are for.
+type Rates struct {
+	Membership float64 `json:"membership"`
+	Raft       float64 `json:"raft"`
+	All        float64 `json:"all"`
+}
+
+// rates returns the messages of counts k per peer per second over secs
+// simulated seconds and n peers.
+func rates(k [3]uint64, secs float64, n int) Rates {
+	d := secs * float64(n)
+	if d <= 0 {
+		return Rates{}
+	}
+	return Rates{Membership: float64(k[trafficMembership]) / d, Raft: float64(k[trafficRaft]) / d,
+		All: float64(k[trafficMembership]+k[trafficRaft]+k[trafficTask]) / d}
 }
 
 // traffic kinds, indexes of network.kinds.
@@ -48,6 +70,14 @@ func (s *sim) traffic() Traffic {
 		t.MembershipPerPeerSecond = float64(t.Membership) / secs
 		t.RaftPerPeerSecond = float64(t.Raft) / secs
 		t.PerPeerSecond = float64(t.Membership+t.Raft+t.Task) / secs
+	}
+	if w := s.cfg.Warmup; w > 0 && s.now > w {
+		var d [3]uint64
+		for i := range d {
+			d[i] = k[i] - s.warmKinds[i]
+		}
+		r := rates(d, (s.now - w).Seconds(), len(s.nodes))
+		t.AfterWarmup = &r
 	}
 	return t
 }
