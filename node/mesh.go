@@ -138,6 +138,9 @@ type mesh struct {
 	granter map[int]string
 	sw      swim // the probe protocol (probe.go)
 	deaths  int  // peers declared dead since this node started (Deaths)
+	// beatBack is set while a ping whose heartbeat asked for this peer's
+	// is stepped: its ack carries it (stepProbeBeat).
+	beatBack bool
 }
 
 type pendingAck struct {

@@ -202,8 +202,8 @@ func (m *mesh) probeTick(now time.Time) {
 	m.ping(mb, now)
 }
 
-// ping starts the probe of mb: a ping, and its heartbeat request if this
-// peer has none of mb's yet.
+// ping starts the probe of mb: a ping, with this peer's heartbeat and a
+// request for mb's if this peer has none of mb's yet.
 func (m *mesh) ping(mb *member, now time.Time) {
 	sw := &m.sw
 	sw.seq++
@@ -213,8 +213,14 @@ func (m *mesh) ping(mb *member, now time.Time) {
 		// its silence changes nothing.
 		sw.probe = probing{target: mb.id, seq: sw.seq, at: now}
 	}
-	m.sendProbe(mb.id, &Probe{Kind: ProbePing, Seq: sw.seq, BeatFollows: m.beatWanted(mb, now)})
-	m.wantBeat(mb, now)
+	ping := &Probe{Kind: ProbePing, Seq: sw.seq}
+	if m.beatWanted(mb, now) {
+		// A first contact: this peer's heartbeat rides on the ping and
+		// asks for mb's, which rides on the ack (stepProbeBeat).
+		mb.askedAt = now
+		ping.Beat = m.beatFor(SyncPull)
+	}
+	m.sendProbe(mb.id, ping)
 }
 
 // disconnected is Node.Disconnected: mb's last connection closed. What

@@ -26,7 +26,11 @@ func (n *Node) stepProbe(from string, p *Probe) error {
 	}
 	switch p.Kind {
 	case ProbePing:
-		m.sendProbe(from, &Probe{Kind: ProbeAck, Seq: p.Seq})
+		ack := &Probe{Kind: ProbeAck, Seq: p.Seq}
+		if m.beatBack {
+			ack.Beat = m.beatFor(0) // the ping's heartbeat asked for ours
+		}
+		m.sendProbe(from, ack)
 	case ProbeReq:
 		t := m.members[p.Target]
 		if t == nil || p.Target == n.cfg.ID || p.Target == from || len(m.sw.relays) >= maxRelays {
@@ -192,10 +196,37 @@ func (m *mesh) introduce(to string, now time.Time) {
 
 // sendBeat sends this peer's heartbeat to one member.
 func (m *mesh) sendBeat(to string, sync uint8) {
-	hb := m.heartbeat()
-	hb.Heartbeat.Sync = sync
-	hb.Heartbeat.Book = m.book()
-	m.n.rd.Messages = append(m.n.rd.Messages, Envelope{To: to, Msg: hb})
+	m.n.rd.Messages = append(m.n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgHeartbeat, From: m.n.cfg.ID, Heartbeat: m.beatFor(sync)}})
+}
+
+// beatFor returns this peer's heartbeat for one member, with sync and the
+// address book.
+func (m *mesh) beatFor(sync uint8) *Heartbeat {
+	hb := m.heartbeat().Heartbeat
+	hb.Sync = sync
+	hb.Book = m.book()
+	return hb
+}
+
+// stepProbeBeat steps a probe that carries its sender's heartbeat
+// (Probe.Beat): the heartbeat first, as if it had come alone (it makes a
+// stranger a member, or is refused with its checks), then the probe. A
+// SyncPull on a ping is answered in the ProbeAck rather than by a
+// heartbeat of its own.
+func (n *Node) stepProbeBeat(from string, p *Probe) error {
+	hb := *p.Beat
+	pull := hb.Sync == SyncPull && p.Kind == ProbePing
+	if pull { // answered in the ack, not by a heartbeat of its own
+		hb.Sync = 0
+	}
+	if err := n.Step(from, Message{Type: MsgHeartbeat, From: from, Heartbeat: &hb}); err != nil {
+		return err
+	}
+	q := *p
+	q.Beat = nil
+	n.mesh.beatBack = pull
+	defer func() { n.mesh.beatBack = false }()
+	return n.Step(from, Message{Type: MsgProbe, From: from, Probe: &q})
 }
 
 // pushPull exchanges membership lists with one random live member

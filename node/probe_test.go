@@ -155,8 +155,8 @@ func TestProbeOldPeerSwitchesToHeartbeats(t *testing.T) {
 	}
 }
 
-// A first contact costs four messages: the prober's ping says its
-// heartbeat (with a request for the target's) follows, so the target
+// A ping from a peer of the previous release says its heartbeat (with a
+// request for the target's) follows as a message of its own, so the target
 // answers the ping alone and does not ask for the prober's heartbeat, which
 // would cross it and be answered too. A ping without the flag (an older
 // peer's, a relayed one) is asked back as before.
@@ -185,6 +185,64 @@ func TestProbePingBeatFollows(t *testing.T) {
 		if want := map[bool]int{true: 0, false: 1}[follows]; acks != 1 || asks != want {
 			t.Errorf("ping with BeatFollows %v: %d acks, %d heartbeat requests; want 1 and %d", follows, acks, asks, want)
 		}
+	}
+}
+
+// A first contact costs two messages: the prober's heartbeat and its
+// request for the target's ride on the ping (Probe.Beat, SyncPull), and
+// the target's heartbeat rides back on the ack. No heartbeat travels
+// alone, and each side then has the other's.
+func TestProbeFirstContactTwoMessages(t *testing.T) {
+	c := newCluster(t, 3, 4)
+	c.run(10 * time.Second)
+	n1, n3 := c.node("n1").n, c.node("n3").n
+	for _, pair := range [][2]*Node{{n1, n3}, {n3, n1}} {
+		pair[0].mesh.members[pair[1].cfg.ID].beat = false // known second-hand
+		pair[0].mesh.members[pair[1].cfg.ID].askedAt = time.Time{}
+	}
+	sent := func(n *Node, before int) []Envelope { return n.rd.Messages[before:] }
+
+	before := len(n1.rd.Messages)
+	n1.mesh.ping(n1.mesh.members["n3"], n1.now)
+	out := sent(n1, before)
+	if len(out) != 1 || out[0].Msg.Type != MsgProbe || out[0].Msg.Probe.Beat == nil || out[0].Msg.Probe.Beat.Sync != SyncPull {
+		t.Fatalf("the first ping to n3 sent %+v; want one ping carrying n1's heartbeat with SyncPull", out)
+	}
+	// Through the wire: the heartbeat rides in the encoding too.
+	b, err := AppendMessage(nil, &out[0].Msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ping, err := DecodeMessage(b)
+	if err != nil || ping.Probe.Beat == nil || ping.Probe.Beat.Boot != n1.cfg.Boot {
+		t.Fatalf("the ping decoded as %+v, %v", ping.Probe, err)
+	}
+
+	before = len(n3.rd.Messages)
+	if err := n3.Step("n1", ping); err != nil {
+		t.Fatal(err)
+	}
+	out = sent(n3, before)
+	if len(out) != 1 || out[0].To != "n1" || out[0].Msg.Type != MsgProbe || out[0].Msg.Probe.Kind != ProbeAck ||
+		out[0].Msg.Probe.Beat == nil || out[0].Msg.Probe.Beat.Sync != 0 {
+		t.Fatalf("n3 answered the ping with %+v; want one ack carrying its heartbeat (no Sync)", out)
+	}
+	if !n3.mesh.members["n1"].beat {
+		t.Error("n3 has no heartbeat of n1 after its ping")
+	}
+
+	before = len(n1.rd.Messages)
+	if err := n1.Step("n3", out[0].Msg); err != nil {
+		t.Fatal(err)
+	}
+	if extra := sent(n1, before); len(extra) != 0 {
+		t.Errorf("n1 answered the ack with %+v; want nothing", extra)
+	}
+	if !n1.mesh.members["n3"].beat {
+		t.Error("n1 has no heartbeat of n3 after its ack")
+	}
+	if pr := n1.mesh.sw.probe; pr.target != "n3" || !pr.acked {
+		t.Errorf("n1's probe %+v; want n3's, acked", pr)
 	}
 }
 

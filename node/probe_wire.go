@@ -39,6 +39,13 @@ type Probe struct {
 	// target need not ask for the sender's (appended after the updates'
 	// addresses; older peers skip it and ask).
 	BeatFollows bool
+	// Beat, on a ProbePing: the sender's heartbeat, when the target has
+	// none of the sender's yet; with Sync SyncPull, the ProbeAck carries
+	// the target's in return. A first contact is two messages, not four
+	// (a ping, a heartbeat, an ack and a heartbeat). Appended after the
+	// flags byte: an older peer skips it, sees no BeatFollows, and asks
+	// for the heartbeat as it did.
+	Beat *Heartbeat
 }
 
 // Update is one membership change carried by probes: a peer's state at an
@@ -56,8 +63,12 @@ type Update struct {
 	Addrs []string
 }
 
-// probeBeatFollows is BeatFollows' bit in the flags byte that ends a probe.
-const probeBeatFollows = 1
+// probeBeatFollows is BeatFollows' bit in the flags byte that ends a probe;
+// probeBeat says a heartbeat (Probe.Beat) follows that byte.
+const (
+	probeBeatFollows = 1
+	probeBeat        = 2
+)
 
 // maxProbeUpdates bounds the updates one probe carries on the wire.
 const maxProbeUpdates = 64
@@ -87,7 +98,14 @@ func appendProbe(dst []byte, p *Probe) []byte {
 	if p.BeatFollows {
 		flags |= probeBeatFollows
 	}
-	return append(dst, flags)
+	if p.Beat != nil {
+		flags |= probeBeat
+	}
+	dst = append(dst, flags)
+	if p.Beat != nil {
+		dst = shard.AppendBytes(dst, appendHeartbeat(nil, p.Beat))
+	}
+	return dst
 }
 
 func decodeProbe(d *shard.Decoder) *Probe {
@@ -124,8 +142,21 @@ func decodeProbe(d *shard.Decoder) *Probe {
 		}
 		p.Updates[i].Addrs = decodeAddrs(d)
 	}
-	if d.Err() == nil && d.Len() > 0 {
-		p.BeatFollows = d.Byte()&probeBeatFollows != 0 // other bits: a newer peer's
+	if d.Err() != nil || d.Len() == 0 {
+		return p
+	}
+	flags := d.Byte() // other bits: a newer peer's
+	p.BeatFollows = flags&probeBeatFollows != 0
+	if flags&probeBeat != 0 {
+		b := d.Bytes()
+		if d.Err() != nil {
+			return p
+		}
+		bd := shard.NewDecoder(b)
+		p.Beat = decodeHeartbeat(&bd)
+		if err := bd.Err(); err != nil {
+			d.Fail("probe heartbeat: %v", err)
+		}
 	}
 	return p
 }

@@ -28,6 +28,9 @@ func (n *Node) Step(from string, m Message) error {
 	if n.mesh.forgotten[from] {
 		return fmt.Errorf("%w: %s was forgotten", ErrNotMember, from)
 	}
+	if m.Type == MsgProbe && m.Probe != nil && m.Probe.Beat != nil {
+		return n.stepProbeBeat(from, m.Probe)
+	}
 	boot := ""
 	if m.Type == MsgHeartbeat {
 		if m.Heartbeat == nil {

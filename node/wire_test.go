@@ -28,6 +28,10 @@ func wireSamples() []Message {
 		{Type: MsgProbe, From: "g", Probe: &Probe{Kind: ProbeAck, Seq: 9, Target: "h", Boot: "2", Inc: 77, Features: Features, Load: Load{Ready: 1, Slots: 4},
 			Updates: []Update{{ID: "h", Boot: "1", Inc: 3, State: PeerSuspect}, {ID: "i", State: peerForgotten}, {ID: "j", Inc: 4, State: PeerAlive, Addrs: []string{"/ip4/10.0.0.1/tcp/1"}}}}},
 		{Type: MsgProbe, From: "g", Probe: &Probe{Kind: ProbePing, Seq: 10, Boot: "2", Inc: 77, Features: Features, BeatFollows: true}},
+		{Type: MsgProbe, From: "g", Probe: &Probe{Kind: ProbePing, Seq: 11, Boot: "2", Inc: 77, Features: Features,
+			Updates: []Update{{ID: "j", Inc: 4, State: PeerAlive, Addrs: []string{"/ip4/10.0.0.1/tcp/1"}}},
+			Beat: &Heartbeat{Boot: "2", Partitions: 256, Members: []string{"g", "h"}, Addrs: []string{"/ip4/127.0.0.1/tcp/3"},
+				Features: Features, Replicas: 3, Inc: 77, Sync: SyncPull, Book: []PeerAddrs{{ID: "h", Addrs: []string{"/ip4/127.0.0.1/tcp/4"}}}}}},
 		{Type: MsgOutcome, From: "c", Outcomes: []OutcomeMsg{{Task: "g.1", Round: 2, Holder: "c#1", OK: true, Result: []byte(`{"r":1}`)},
 			{Task: "g.2", Round: 1, Holder: "c#1", Error: "boom", Permanent: true, TimedOut: true}}},
 		{Type: MsgAck, From: "d", Acks: []AckMsg{{Task: "g.1", Round: 2}}},
@@ -200,6 +204,9 @@ func grantTraces(gs []Grant) []byte {
 // lists before the cut.
 func probeAddrsCut(p *Probe, tail int) bool {
 	n := 1 // the flags byte: a probe without it is an older peer's
+	if p.Beat != nil {
+		n += len(shard.AppendBytes(nil, appendHeartbeat(nil, p.Beat)))
+	}
 	if tail == n {
 		return true
 	}
