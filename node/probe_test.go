@@ -3,6 +3,8 @@ package node
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -302,4 +304,48 @@ func TestProbeDisconnectedDetectsFast(t *testing.T) {
 		cn.n.Disconnected("n2")
 	}
 	c.run(10 * time.Second)
+}
+
+// The queue of membership news stays ordered by times sent through any
+// mix of updates queued, replaced and piggybacked: piggyback sends the
+// least-sent, and drops each update once it went out retransmits times.
+func TestNewsQueueOrder(t *testing.T) {
+	m := &mesh{members: map[string]*member{}}
+	for i := range 20 {
+		m.members[fmt.Sprint("m", i)] = &member{}
+	}
+	limit := m.retransmits()
+	sw := &m.sw
+	rng := rand.New(rand.NewPCG(1, 2))
+	sentTimes := map[string]int{} // by update id, since it was last queued
+	for op := range 20000 {
+		if rng.IntN(3) == 0 {
+			id := fmt.Sprint("u", rng.IntN(700)) // past maxNews at times
+			m.enqueue(Update{ID: id, Inc: uint64(op)})
+			sentTimes[id] = 0
+		} else {
+			least := limit
+			for _, nw := range sw.news {
+				least = min(least, nw.sent)
+			}
+			out := m.piggyback()
+			if len(out) > 0 && sentTimes[out[0].ID] != least {
+				t.Fatalf("op %d: piggyback sent %s (sent %d times) before an update sent %d times", op, out[0].ID, sentTimes[out[0].ID], least)
+			}
+			for _, u := range out {
+				sentTimes[u.ID]++
+			}
+		}
+		if !slices.IsSortedFunc(sw.news, func(a, b *news) int { return a.sent - b.sent }) {
+			t.Fatalf("op %d: queue not ordered by times sent", op)
+		}
+		if len(sw.news) > maxNews || len(sw.news) != len(sw.newsBy) {
+			t.Fatalf("op %d: %d queued, %d indexed; want equal, at most %d", op, len(sw.news), len(sw.newsBy), maxNews)
+		}
+		for _, nw := range sw.news {
+			if sw.newsBy[nw.u.ID] != nw || nw.sent >= limit || nw.sent != sentTimes[nw.u.ID] {
+				t.Fatalf("op %d: update %s sent %d (counted %d), indexed %v; limit %d", op, nw.u.ID, nw.sent, sentTimes[nw.u.ID], sw.newsBy[nw.u.ID] == nw, limit)
+			}
+		}
+	}
 }
