@@ -18,6 +18,11 @@ type counters struct {
 	entries float64 // Raft entries proposed (needle_protocol_events_total{event="entries_proposed"})
 	tasks   float64 // handler outcomes reported (needle_outcomes_total, stale ones aside)
 	cpu     float64 // process CPU seconds (process_cpu_seconds_total)
+	// deaths are the peers declared dead, abdications the partition
+	// leaderships given up for want of a majority's answers
+	// (needle_protocol_events_total): under a workload that kills no peer,
+	// every one is a false failover.
+	deaths, abdications float64
 }
 
 // metricsEvery is how often a peer refreshes its protocol counters
@@ -43,6 +48,8 @@ func (c *Cluster) scrape(ctx context.Context) (counters, error) {
 		sum.entries += got.entries
 		sum.tasks += got.tasks
 		sum.cpu += got.cpu
+		sum.deaths += got.deaths
+		sum.abdications += got.abdications
 	}
 	return sum, nil
 }
@@ -93,12 +100,18 @@ func parseCounters(b []byte) counters {
 			out.tasks += v
 		case name == "process_cpu_seconds_total":
 			out.cpu += v
+		case name == `needle_protocol_events_total{event="peer_deaths"}`:
+			out.deaths += v
+		case name == `needle_protocol_events_total{event="abdications"}`:
+			out.abdications += v
 		}
 	}
 	return out
 }
 
-// costMetrics returns the entries and CPU per task between two scrapes.
+// costMetrics returns the entries and CPU per task between two scrapes,
+// and the peers declared dead and the leaderships abdicated meanwhile
+// (false failovers, unless the workload killed a peer).
 func costMetrics(before, after counters) []Metric {
 	tasks := after.tasks - before.tasks
 	if tasks <= 0 {
@@ -107,5 +120,7 @@ func costMetrics(before, after counters) []Metric {
 	return []Metric{
 		{"entries/task", "entries", (after.entries - before.entries) / tasks},
 		{"cpu/task", "us", (after.cpu - before.cpu) * 1e6 / tasks},
+		{"peer deaths", "peers", after.deaths - before.deaths},
+		{"abdications", "partitions", after.abdications - before.abdications},
 	}
 }

@@ -138,14 +138,16 @@ needle_outcomes_total{result="stale"} 5
 needle_outcomes_total{result="succeeded"} 8
 needle_protocol_events_total{event="entries_proposed"} 4
 needle_protocol_events_total{event="steals_asked"} 9
+needle_protocol_events_total{event="peer_deaths"} 3
+needle_protocol_events_total{event="abdications"} 7
 process_cpu_seconds_total 1.5
 `
 	got := parseCounters([]byte(page))
-	if got != (counters{entries: 4, tasks: 10, cpu: 1.5}) {
-		t.Errorf("parseCounters = %+v; want entries 4, tasks 10, cpu 1.5", got)
+	if got != (counters{entries: 4, tasks: 10, cpu: 1.5, deaths: 3, abdications: 7}) {
+		t.Errorf("parseCounters = %+v; want entries 4, tasks 10, cpu 1.5, deaths 3, abdications 7", got)
 	}
-	ms := costMetrics(counters{entries: 1, tasks: 0, cpu: 0.5}, got)
-	if len(ms) != 2 || ms[0].Value != 0.3 || ms[1].Value != 1e5 {
-		t.Errorf("costMetrics = %+v; want 0.3 entries and 100000 us per task", ms)
+	ms := costMetrics(counters{entries: 1, tasks: 0, cpu: 0.5, deaths: 1, abdications: 7}, got)
+	if len(ms) != 4 || ms[0].Value != 0.3 || ms[1].Value != 1e5 || ms[2].Value != 2 || ms[3].Value != 0 {
+		t.Errorf("costMetrics = %+v; want 0.3 entries and 100000 us per task, 2 deaths, 0 abdications", ms)
 	}
 }

@@ -591,7 +591,11 @@ func sortedKeys[K ~string | ~uint64 | ~int, V any](m map[K]V) []K {
 
 // Counters returns the node's cumulative protocol counters (steals,
 // grants, refusals): the runtime exports them as metrics.
-func (n *Node) Counters() NodeStats { return n.stats }
+func (n *Node) Counters() NodeStats {
+	s := n.stats
+	s.Deaths = n.mesh.deaths
+	return s
+}
 
 // Partitions returns the number of ring partitions of the mesh.
 func (n *Node) Partitions() int { return n.cfg.Partitions }

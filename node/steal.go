@@ -43,6 +43,9 @@ type NodeStats struct {
 	// Thaws counts the gaps in this node's clock after which it voided
 	// the read leases of the partitions it leads (lease.go, thawed).
 	Thaws int
+	// Deaths counts the peers this node declared dead (Node.Deaths): in a
+	// mesh without faults, every one is a false failover.
+	Deaths int
 }
 
 // stealer is the node's side of work stealing: the pure policy of package

@@ -149,6 +149,7 @@ func (m *metrics) observe(n *node.Node) {
 		{"partitions_left", cur.Left, m.last.Left},
 		{"replica_asks", cur.ReplicaAsks, m.last.ReplicaAsks},
 		{"stale_raft_messages", cur.StaleRaft, m.last.StaleRaft},
+		{"peer_deaths", cur.Deaths, m.last.Deaths},
 	} {
 		if c.now > c.was {
 			m.protocol.WithLabelValues(c.name).Add(float64(c.now - c.was))
