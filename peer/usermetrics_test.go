@@ -105,4 +105,27 @@ func TestReadyOldestMetric(t *testing.T) {
 	if got := ages(); got["render"] != 0 || got["train"] != 40 {
 		t.Fatalf("after canceling render's task: %v; want render 0, train 40", got)
 	}
+
+	// A walk of the READY tasks that takes long (the clock says 50 ms) is
+	// not made again before ten times that: the gauge lags, the loop does
+	// not spend itself on it.
+	wall := time.Unix(1000, 0)
+	m.clock = func() time.Time { wall = wall.Add(50 * time.Millisecond); return wall }
+	h.Tick(5 * time.Second)
+	m.observe(h.Node) // walks: 50 ms
+	if got := ages(); got["train"] != 45 {
+		t.Fatalf("ages = %v; want train 45", got)
+	}
+	h.Tick(5 * time.Second)
+	for range 8 { // the clock moves 50 ms per read: 400 ms, within the 500
+		m.observe(h.Node)
+	}
+	if got := ages(); got["train"] != 45 {
+		t.Fatalf("ages = %v within ten walks' time; want train 45 still (not walked again)", got)
+	}
+	wall = wall.Add(time.Second)
+	m.observe(h.Node)
+	if got := ages(); got["train"] != 50 {
+		t.Fatalf("ages = %v after ten walks' time; want train 50", got)
+	}
 }
