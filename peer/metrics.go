@@ -60,7 +60,8 @@ const agesFree = time.Millisecond
 
 func newMetrics(p *Peer) *metrics {
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
+		clock: time.Now,
+		reg:   prometheus.NewRegistry(),
 		tasks: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "needle_tasks",
 			Help: "Tasks by state in the partitions this peer owns."}, []string{"state"}),
 		readyQ: prometheus.NewGauge(prometheus.GaugeOpts{Name: "needle_ready_queue_depth",
@@ -179,18 +180,14 @@ func (m *metrics) observe(n *node.Node) {
 // readyAges refreshes needle_ready_oldest_seconds when it is due
 // (agesCostFactor).
 func (m *metrics) readyAges(n *node.Node) {
-	clock := m.clock
-	if clock == nil {
-		clock = time.Now
-	}
-	start := clock()
+	start := m.clock()
 	if start.Before(m.agesAt) {
 		return
 	}
 	oldest := n.OldestReady()
 	m.user.readyAges(oldest, n.Now())
 	m.agesAt = time.Time{}
-	if took := clock().Sub(start); took > agesFree {
+	if took := m.clock().Sub(start); took > agesFree {
 		m.agesAt = start.Add(agesCostFactor * took)
 	}
 }

@@ -66,11 +66,8 @@ func trafficKind(m *message) int {
 func (s *sim) traffic() Traffic {
 	k := s.net.kinds
 	t := Traffic{Membership: k[trafficMembership], Raft: k[trafficRaft], Task: k[trafficTask]}
-	if secs := s.now.Seconds() * float64(len(s.nodes)); secs > 0 {
-		t.MembershipPerPeerSecond = float64(t.Membership) / secs
-		t.RaftPerPeerSecond = float64(t.Raft) / secs
-		t.PerPeerSecond = float64(t.Membership+t.Raft+t.Task) / secs
-	}
+	r := rates(k, s.now.Seconds(), len(s.nodes))
+	t.MembershipPerPeerSecond, t.RaftPerPeerSecond, t.PerPeerSecond = r.Membership, r.Raft, r.All
 	if w := s.cfg.Warmup; w > 0 && s.now > w {
 		var d [3]uint64
 		for i := range d {
