@@ -13,6 +13,7 @@ import (
 // before it.
 func TestSubmissionsShareAnEntry(t *testing.T) {
 	h := newHarness(t, 1)
+	h.n.cfg.LeaseDefer = 0 // no creation held for its runs (defer.go): all go now
 	h.tick(10 * time.Millisecond)
 	before := h.n.Counters().Entries
 	reqs := map[uint64]shard.GroupID{}

@@ -111,7 +111,7 @@ func (m *mesh) quiet(p *partition) bool {
 	if p.quiesced || !p.leader && !m.n.inConf(p) {
 		return true
 	}
-	if !p.leader || p.abdicated || !p.confAt.IsZero() || len(p.props) > 0 || len(p.deferred) > 0 || !m.alone(p) {
+	if !p.leader || p.abdicated || !p.confAt.IsZero() || len(p.props) > 0 || p.holding() || !m.alone(p) {
 		return false
 	}
 	// A lone voter has no leadership transfer under way: Raft transfers

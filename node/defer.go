@@ -90,9 +90,110 @@ func (n *Node) mayHold(p *partition) bool {
 func (n *Node) holdBack(p *partition, e shard.Event) {
 	due := n.now.Add(n.cfg.LeaseDefer)
 	p.deferred = append(p.deferred, deferredLease{ev: e, due: due})
+	n.dueBy(due)
+}
+
+// dueBy brings the next flush of held proposals (flushDeferred) to due at
+// the latest.
+func (n *Node) dueBy(due time.Time) {
 	if n.deferDue.IsZero() || due.Before(n.deferDue) {
 		n.deferDue = due
 	}
+}
+
+// A submission whose first tasks this leader leases to its own slots in
+// the creation's entry (initialLeases), and whose runs start at once
+// (speculate), is itself held back for up to LeaseDefer, as those leases
+// would be later in the group's life: when its runs succeed by then, the
+// creation, its leases and their outcomes go into one entry. A task of a
+// single-task group then costs one commit and one entry, not two, and a
+// client that waits for it (POST /v1/tasks?wait=) hears of it after one
+// sync. Nothing is acknowledged meanwhile: the submission is answered when
+// its creation applies, as always. A run that fails, or takes longer,
+// releases the creation alone, and its outcome follows as a speculative
+// run's.
+//
+// No other proposal can name the group while its creation is held: the
+// shard does not know it. A second submission of the same group releases
+// the held one first, so that the first submission stays the first in the
+// log (speculation's guarantee that a run's outcome applies to its own
+// creation's task rests on it). A leadership lost meanwhile drops the
+// held creation as it drops any proposal (stopServing): the client is
+// answered ErrUnavailable and submits again.
+type heldSubmit struct {
+	group   shard.GroupID
+	evs     []shard.Event // the creation and its leases, then the outcomes folded in
+	pending int           // runs started and not reported yet
+	due     time.Time
+}
+
+// holdSubmit holds back the events evs of a submission to p (a creation
+// and its leases), whose first runs started (runs of them).
+func (n *Node) holdSubmit(p *partition, evs []shard.Event, runs int) {
+	due := n.now.Add(n.cfg.LeaseDefer)
+	p.heldSubs = append(p.heldSubs, heldSubmit{group: evs[0].Group, evs: evs, pending: runs, due: due})
+	n.dueBy(due)
+}
+
+// heldSubmit returns the index of group g's held creation in p, or -1.
+func (p *partition) heldSubmit(g shard.GroupID) int {
+	for i := range p.heldSubs {
+		if p.heldSubs[i].group == g {
+			return i
+		}
+	}
+	return -1
+}
+
+// releaseHeldSubmit proposes group g's creation if p holds it back.
+func (n *Node) releaseHeldSubmit(p *partition, g shard.GroupID) {
+	if i := p.heldSubmit(g); i >= 0 {
+		n.releaseHeld(p, i)
+	}
+}
+
+// releaseHeld proposes p's i-th held creation, with the outcomes folded
+// into it.
+func (n *Node) releaseHeld(p *partition, i int) {
+	p.propose(p.heldSubs[i].evs)
+	p.heldSubs = append(p.heldSubs[:i], p.heldSubs[i+1:]...)
+	n.markDirty(p.id)
+}
+
+// foldHeld takes outcome o of speculative run sr when its creation is
+// held back in p, and reports whether it was: a success goes into the
+// creation's entry, released once every run it started has reported; a
+// failure (its retry policy reads the task's state) or a lost run
+// releases the creation now and is reported when it applies.
+func (n *Node) foldHeld(p *partition, sr *specRun, o shard.Outcome) bool {
+	i := p.heldSubmit(o.Task.Group())
+	if i < 0 {
+		return false
+	}
+	h := &p.heldSubs[i]
+	if !o.OK || o.Lost || !p.leader || p.abdicated {
+		n.releaseHeld(p, i)
+		return true
+	}
+	h.evs = append(h.evs, shard.Event{Type: shard.EvSucceeded, At: n.now, Group: o.Task.Group(), Task: o.Task,
+		Round: o.Round, Holder: o.Holder, Result: o.Result})
+	n.localOut[o.Task] = o
+	sr.proposed = true
+	if h.pending--; h.pending <= 0 {
+		n.releaseHeld(p, i)
+	}
+	return true
+}
+
+// takeHeld empties p's held leases and creations (a leadership lost) and
+// returns their events.
+func (n *Node) takeHeld(p *partition) []shard.Event {
+	evs := n.takeDeferred(p)
+	for i := range p.heldSubs {
+		evs = append(evs, p.heldSubs[i].evs...)
+	}
+	p.heldSubs = nil
+	return evs
 }
 
 // holdGrants sends a thief its leases evs of p at once, as grants, and
@@ -225,14 +326,22 @@ func (n *Node) takeDeferred(p *partition) []shard.Event {
 	return evs
 }
 
-// flushDeferred proposes the held leases whose time is up (Tick, at
-// n.deferDue), and sets n.deferDue to the next one's.
+// flushDeferred proposes the held leases and creations whose time is up
+// (Tick, at n.deferDue), and sets n.deferDue to the next one's.
 func (n *Node) flushDeferred() {
 	n.deferDue = time.Time{}
 	for _, i := range n.held {
 		p := n.parts[i]
-		if p == nil || len(p.deferred) == 0 {
+		if p == nil || !p.holding() {
 			continue
+		}
+		for j := 0; j < len(p.heldSubs); {
+			if n.now.Before(p.heldSubs[j].due) {
+				n.dueBy(p.heldSubs[j].due)
+				j++
+				continue
+			}
+			n.releaseHeld(p, j)
 		}
 		k := 0
 		for k < len(p.deferred) && !n.now.Before(p.deferred[k].due) {
@@ -249,8 +358,8 @@ func (n *Node) flushDeferred() {
 			p.deferred = append(p.deferred[:0], p.deferred[k:]...)
 			n.markDirty(i)
 		}
-		if len(p.deferred) > 0 && (n.deferDue.IsZero() || p.deferred[0].due.Before(n.deferDue)) {
-			n.deferDue = p.deferred[0].due
+		if len(p.deferred) > 0 {
+			n.dueBy(p.deferred[0].due)
 		}
 	}
 }

@@ -82,6 +82,7 @@ var errDisk = errors.New("disk full")
 // anything that vouches for it leaves (replies, responses) or Advance.
 func TestDriverStopsOnPersistError(t *testing.T) {
 	h := newHarness(t, 1)
+	h.n.cfg.LeaseDefer = 0 // the creation goes at once, not held for its run's outcome
 	req := h.n.NextRequest()
 	h.n.Submit(req, &shard.GroupSpec{ID: "g", Mode: shard.ModeParallel, Tasks: echoTasks(1)})
 	var calls []string

@@ -220,7 +220,7 @@ type Node struct {
 	reqSeq    uint64
 	reqs      map[uint64]*request
 	// submits holds the submissions proposed with other events (see
-	// proposeSubmit), by group, in proposal order: each is answered when
+	// admitSubmit), by group, in proposal order: each is answered when
 	// its group's submitted event applies.
 	submits map[shard.GroupID][]uint64
 	running map[shard.TaskID]shard.Round // leases held by this peer, by task
@@ -274,7 +274,7 @@ type request struct {
 	id    uint64
 	part  int
 	kind  requestKind
-	group shard.GroupID // a submission proposed with other events (proposeSubmit)
+	group shard.GroupID // a submission proposed with other events (admitSubmit)
 }
 
 type requestKind uint8

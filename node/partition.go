@@ -74,6 +74,7 @@ type partition struct {
 
 	props      []shard.Event   // events to propose as one entry at the next Ready
 	deferred   []deferredLease // own leases held back, their runs started (defer.go)
+	heldSubs   []heldSubmit    // creations held back for their first runs' outcomes (defer.go)
 	servedFrom uint64          // the log's last index when this leader last began serving
 	campaignAt time.Time       // when to campaign for a leaderless partition (jitter)
 	confAt     time.Time       // a replica change was proposed then and has not applied
@@ -141,6 +142,12 @@ func (n *Node) raftConfig(st raft.Storage, applied uint64) *raft.Config {
 // propose buffers events to go into the partition's next entry.
 func (p *partition) propose(evs []shard.Event) {
 	p.props = append(p.props, evs...)
+}
+
+// holding reports whether p holds proposals back (defer.go): leases, or
+// creations waiting for their runs' outcomes.
+func (p *partition) holding() bool {
+	return len(p.deferred) > 0 || len(p.heldSubs) > 0
 }
 
 // bootstrap gives a new partition its initial state: a snapshot at index 1,

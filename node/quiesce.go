@@ -119,7 +119,7 @@ func (n *Node) forgetAnswers(v uint64) {
 func (n *Node) canQuiesce(p *partition) (uint64, bool) {
 	m := &n.mesh
 	voters := p.conf.GetVoters()
-	if !p.leader || !p.serving || p.abdicated || !p.confAt.IsZero() || len(p.props) > 0 || len(p.deferred) > 0 || p.forceSnap ||
+	if !p.leader || !p.serving || p.abdicated || !p.confAt.IsZero() || len(p.props) > 0 || p.holding() || p.forceSnap ||
 		len(voters) < 2 || len(p.conf.GetLearners()) > 0 || len(p.conf.GetVotersOutgoing()) > 0 || p.rn.HasReady() {
 		return 0, false
 	}

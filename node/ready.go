@@ -368,14 +368,14 @@ func (n *Node) stopServing(p *partition) {
 	if !p.serving {
 		// A leader deposed before it served, or abdicating again after
 		// it resumed: what it proposed meanwhile will not apply here.
-		props := append(n.takeDeferred(p), p.props...)
+		props := append(n.takeHeld(p), p.props...)
 		p.props = nil
 		n.proposalDropped(p, props)
 		n.failRequests(p.id)
 		return
 	}
 	p.serving = false
-	props := append(n.takeDeferred(p), p.props...)
+	props := append(n.takeHeld(p), p.props...)
 	p.props = nil
 	n.proposalDropped(p, props)
 	n.releaseLostLeases(p.id)

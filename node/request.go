@@ -37,12 +37,16 @@ func (n *Node) Submit(req uint64, spec *shard.GroupSpec) {
 		return
 	}
 	raced := len(n.submits[spec.ID]) > 0 // another submission of the group waits to apply
+	if raced {
+		n.releaseHeldSubmit(p, spec.ID) // the first goes into the log first
+	}
 	evs := append([]shard.Event{ev}, n.initialLeases(p, spec)...)
 	evs = append(evs, n.initialExternal(p, spec)...)
-	if !n.proposeSubmit(p, req, evs) {
+	if !n.admitSubmit(p, req, evs) {
 		return
 	}
 	if raced || !n.leaseHeld(p) {
+		p.propose(evs)
 		// Its initial leases apply only if it applies first, and the
 		// first to apply may be another spec under the same key: they
 		// start from the log. So do those of a leader without its read
@@ -55,16 +59,23 @@ func (n *Node) Submit(req uint64, spec *shard.GroupSpec) {
 	if ev.Spec != nil {
 		spec = ev.Spec
 	}
-	n.speculate(p, spec, evs)
+	if runs := n.speculate(p, spec, evs); runs > 0 && n.mayHold(p) {
+		n.holdSubmit(p, evs, runs)
+		return
+	}
+	p.propose(evs)
 }
 
-// proposeSubmit buffers a submission's events (the group and its initial
-// leases) with the partition's other events: the submissions, outcomes and
-// leases of one loop iteration go into one entry at the next Ready (the
-// entry's Req stays 0; the format is the one every release applies). The
-// request is answered when its submitted event applies (applySubmitted),
-// or when the proposal is dropped (dropSubmits).
-func (n *Node) proposeSubmit(p *partition, req uint64, evs []shard.Event) bool {
+// admitSubmit checks a submission's events (the group and its initial
+// leases) against the entry size and notes request req as waiting for
+// them; the caller then buffers them with the partition's other events
+// (the submissions, outcomes and leases of one loop iteration go into one
+// entry at the next Ready; the entry's Req stays 0, the format is the one
+// every release applies), or holds them back (holdSubmit). The request is
+// answered when its submitted event applies (applySubmitted), or when the
+// proposal is dropped (dropSubmits). It reports false, the request
+// answered, for a group over the size limit.
+func (n *Node) admitSubmit(p *partition, req uint64, evs []shard.Event) bool {
 	if size := len(shard.AppendBatch(nil, &shard.Batch{Origin: n.holder, Req: req, Events: evs})); size > MaxEntryBytes {
 		n.releaseLeases(evs)
 		n.reply(Reply{Req: req, Err: &shard.FieldError{Task: -1, Field: "tasks",
@@ -72,7 +83,6 @@ func (n *Node) proposeSubmit(p *partition, req uint64, evs []shard.Event) bool {
 		return false
 	}
 	g := evs[0].Group
-	p.propose(evs)
 	n.reqs[req] = &request{id: req, part: p.id, kind: reqSubmit, group: g}
 	n.submits[g] = append(n.submits[g], req)
 	n.markDirty(p.id)

@@ -50,7 +50,7 @@ const maxSpec = 1 << 16
 // (initialExternal), whose demand it takes. Only a task this node never started does: a run of
 // it under way, or a speculation whose creation may still apply, would
 // share its (task, round) key.
-func (n *Node) speculate(p *partition, spec *shard.GroupSpec, evs []shard.Event) {
+func (n *Node) speculate(p *partition, spec *shard.GroupSpec, evs []shard.Event) (runs int) {
 	for i := range evs {
 		e := &evs[i]
 		if e.Type != shard.EvLeased || e.Holder != n.holder {
@@ -90,7 +90,9 @@ func (n *Node) speculate(p *partition, spec *shard.GroupSpec, evs []shard.Event)
 		n.setClaim(e.Task, claimed{round: e.Round})
 		n.spec[e.Task] = &specRun{part: p.id, term: p.term, round: e.Round, at: e.At, expiry: e.Expiry}
 		n.rd.Run = append(n.rd.Run, r)
+		runs++
 	}
+	return runs
 }
 
 // reportSpeculative takes the outcome of a run whose creation has not
@@ -103,6 +105,9 @@ func (n *Node) reportSpeculative(p *partition, o shard.Outcome) bool {
 	sr.out = &o
 	if sr.deferred && p != nil && p.id == sr.part {
 		n.undefer(p, o.Task) // the lease goes first, in the outcome's entry
+	}
+	if p != nil && p.id == sr.part && n.foldHeld(p, sr, o) {
+		return true
 	}
 	if o.OK && !o.Lost && p != nil && p.id == sr.part && p.leader && p.term == sr.term && !p.abdicated {
 		p.propose([]shard.Event{{Type: shard.EvSucceeded, At: n.now, Group: o.Task.Group(), Task: o.Task,
