@@ -185,14 +185,21 @@ func (n *Node) foldHeld(p *partition, sr *specRun, o shard.Outcome) bool {
 	return true
 }
 
-// takeHeld empties p's held leases and creations (a leadership lost) and
-// returns their events.
+// takeHeld empties p's held leases, creations and delivery records (a
+// leadership lost) and returns their events.
 func (n *Node) takeHeld(p *partition) []shard.Event {
 	evs := n.takeDeferred(p)
 	for i := range p.heldSubs {
 		evs = append(evs, p.heldSubs[i].evs...)
 	}
 	p.heldSubs = nil
+	return append(evs, n.takeNotes(p)...)
+}
+
+// takeNotes empties p's held delivery records and returns them.
+func (n *Node) takeNotes(p *partition) []shard.Event {
+	evs := p.notes
+	p.notes, p.notesDue = nil, time.Time{}
 	return evs
 }
 
@@ -326,7 +333,8 @@ func (n *Node) takeDeferred(p *partition) []shard.Event {
 	return evs
 }
 
-// flushDeferred proposes the held leases and creations whose time is up
+// flushDeferred proposes the held leases, creations and delivery records
+// whose time is up
 // (Tick, at n.deferDue), and sets n.deferDue to the next one's.
 func (n *Node) flushDeferred() {
 	n.deferDue = time.Time{}
@@ -334,6 +342,14 @@ func (n *Node) flushDeferred() {
 		p := n.parts[i]
 		if p == nil || !p.holding() {
 			continue
+		}
+		if len(p.notes) > 0 {
+			if n.now.Before(p.notesDue) {
+				n.dueBy(p.notesDue)
+			} else {
+				p.propose(n.takeNotes(p))
+				n.markDirty(i)
+			}
 		}
 		for j := 0; j < len(p.heldSubs); {
 			if n.now.Before(p.heldSubs[j].due) {

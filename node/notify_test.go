@@ -62,14 +62,19 @@ func TestNodeNotifyRetryThenDeliver(t *testing.T) {
 		t.Fatalf("NotifyDone(500) = %v; want failed", r)
 	}
 	h.stabilize()
+	// The attempt's record waits for an entry to ride, notifyDefer at
+	// most; the delivery stays in flight meanwhile.
+	if v, _ := h.n.Group(g); v.Notify == nil || v.Notify.Attempts != 0 {
+		t.Fatalf("notify = %+v before the record went; want no attempt yet", v.Notify)
+	}
+	h.tick(notifyDefer - 10*time.Millisecond)
+	if again := h.takeNotify(); len(again) != 0 {
+		t.Fatalf("handed out again while its record waited: %+v", again)
+	}
+	h.tick(10 * time.Millisecond)
 	v, _ := h.n.Group(g)
 	if v.Notify == nil || v.Notify.State != "pending" || v.Notify.Attempts != 1 || v.Notify.LastError != "status 500" {
 		t.Fatalf("notify = %+v", v.Notify)
-	}
-	// Not before the backoff (at least 500 ms for the first retry).
-	h.tick(300 * time.Millisecond)
-	if early := h.takeNotify(); len(early) != 0 {
-		t.Fatalf("retried at +300ms, before the backoff to %v: %+v", v.Notify.Next, early)
 	}
 	for range 20 {
 		h.tick(100 * time.Millisecond)
@@ -84,7 +89,17 @@ func TestNodeNotifyRetryThenDeliver(t *testing.T) {
 	if r := h.n.NotifyDone(jobs[0].NotifyJob, "", false); r != NotifyDelivered {
 		t.Fatalf("NotifyDone(ok) = %v", r)
 	}
-	h.stabilize()
+	// A record rides the partition's next entry: a submission's here.
+	other := shard.GroupID("o0")
+	for i := 1; h.n.PartitionOf(other) != h.n.PartitionOf(g); i++ {
+		other = shard.GroupID(fmt.Sprint("o", i))
+	}
+	if r := h.submit(shard.GroupSpec{ID: other, Mode: shard.ModeSingle, Tasks: echoTasks(1)}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if v, _ := h.n.Group(g); v.Notify.State != "delivered" {
+		t.Fatalf("notify = %+v after an entry of its partition; want delivered", v.Notify)
+	}
 	h.tick(10 * time.Second)
 	if more := h.takeNotify(); len(more) != 0 {
 		t.Fatalf("delivered, then handed out again: %+v", more)
@@ -129,7 +144,7 @@ func TestNodeNotifyBoundAndRefused(t *testing.T) {
 		}
 	}
 	h.stabilize()
-	h.tick(100 * time.Millisecond)
+	h.tick(notifyDefer) // the records go
 	if rest := h.takeNotify(); len(rest) != groups-DefaultNotifyInflight {
 		t.Fatalf("after the first ones were done, %d more; want %d", len(rest), groups-DefaultNotifyInflight)
 	}

@@ -75,6 +75,8 @@ type partition struct {
 	props      []shard.Event   // events to propose as one entry at the next Ready
 	deferred   []deferredLease // own leases held back, their runs started (defer.go)
 	heldSubs   []heldSubmit    // creations held back for their first runs' outcomes (defer.go)
+	notes      []shard.Event   // webhook delivery records waiting for an entry to ride (notify.go)
+	notesDue   time.Time       // when notes go alone
 	servedFrom uint64          // the log's last index when this leader last began serving
 	campaignAt time.Time       // when to campaign for a leaderless partition (jitter)
 	confAt     time.Time       // a replica change was proposed then and has not applied
@@ -144,10 +146,11 @@ func (p *partition) propose(evs []shard.Event) {
 	p.props = append(p.props, evs...)
 }
 
-// holding reports whether p holds proposals back (defer.go): leases, or
-// creations waiting for their runs' outcomes.
+// holding reports whether p holds proposals back: leases, creations
+// waiting for their runs' outcomes (defer.go), webhook delivery records
+// (notify.go).
 func (p *partition) holding() bool {
-	return len(p.deferred) > 0 || len(p.heldSubs) > 0
+	return len(p.deferred) > 0 || len(p.heldSubs) > 0 || len(p.notes) > 0
 }
 
 // bootstrap gives a new partition its initial state: a snapshot at index 1,

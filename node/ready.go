@@ -200,6 +200,7 @@ func (n *Node) flush(p *partition) {
 		// nothing, where alone, at their time, they would cost one.
 		evs = append(n.takeDeferred(p), evs...)
 	}
+	evs = append(evs, n.takeNotes(p)...) // and so do delivery records
 	p.props = nil
 	n.proposeEvents(p, evs)
 }
