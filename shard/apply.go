@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Apply folds committed events into the state, in log order. It is
@@ -103,12 +104,10 @@ func (s *Shard) applySubmitted(e *Event) {
 	}
 	spec := *e.Spec
 	g := &group{id: spec.ID, spec: spec, state: GroupRunning, created: e.At}
-	g.tasks = make([]*task, len(spec.Tasks))
+	newTasks(g, e.At, historyCap)
 	names := make(map[string]int, len(spec.Tasks))
 	for i := range g.spec.Tasks {
-		ts := &g.spec.Tasks[i]
-		g.tasks[i] = &task{id: TaskIDOf(g.id, i), g: g, idx: i, spec: ts, created: e.At, heapIdx: -1}
-		if ts.Name != "" {
+		if ts := &g.spec.Tasks[i]; ts.Name != "" {
 			names[ts.Name] = i
 		}
 	}
@@ -335,6 +334,35 @@ func (s *Shard) applyRemoved(g *group) {
 		s.doneHead = 0
 	}
 	s.notifyPending = slices.DeleteFunc(s.notifyPending, func(id GroupID) bool { return id == g.id })
+}
+
+// historyCap is the room a new task's history starts with: its submission,
+// a lease and an outcome, the whole life of most tasks.
+const historyCap = 3
+
+// newTasks makes g's tasks, created at created, each with room for hist
+// events of history. They are allocated together, with their histories'
+// room, in two allocations per group rather than two to four per task
+// (the tasks of a group are removed together; a task whose history
+// outgrows its room moves it to an allocation of its own): under W1 a
+// peer holds millions of tasks, and allocating them one by one was a
+// good part of its garbage collector's work.
+func newTasks(g *group, created time.Time, hist int) {
+	n := len(g.spec.Tasks)
+	g.tasks = make([]*task, n)
+	slab := make([]task, n)
+	var events []TaskEvent
+	if hist > 0 {
+		events = make([]TaskEvent, n*hist)
+	}
+	for i := range slab {
+		t := &slab[i]
+		*t = task{id: TaskIDOf(g.id, i), g: g, idx: i, spec: &g.spec.Tasks[i], created: created, heapIdx: -1}
+		if hist > 0 {
+			t.history = events[i*hist : i*hist : (i+1)*hist]
+		}
+		g.tasks[i] = t
+	}
 }
 
 // record appends e to t's history.

@@ -149,15 +149,13 @@ func decodeGroupState(d *Decoder, version byte) (*group, error) {
 	g := &group{id: spec.ID, spec: spec, state: GroupRunning}
 	g.created = d.Time()
 	g.finished = d.Time()
-	g.tasks = make([]*task, len(spec.Tasks))
+	newTasks(g, g.created, 0) // their histories are decoded at their length
 	names := make(map[string]int, len(spec.Tasks))
-	for i := range g.spec.Tasks {
-		t := &task{id: TaskIDOf(g.id, i), g: g, idx: i, spec: &g.spec.Tasks[i], created: g.created, heapIdx: -1}
+	for i, t := range g.tasks {
 		decodeTaskState(d, t)
 		if !t.state.Valid() {
 			return nil, fmt.Errorf("shard: restore: task %s: bad state %d: %w", t.id, t.state, ErrCodec)
 		}
-		g.tasks[i] = t
 		if t.spec.Name != "" {
 			names[t.spec.Name] = i
 		}
