@@ -67,6 +67,9 @@ func (r *runner) runRep(ctx context.Context, name string, rep int) (RepResult, e
 	if name == WG { // its tasks run a shell that prints the clock
 		cfg.ExtraArgs = append(slices.Clone(cfg.ExtraArgs), "--exec-allow", wgExec)
 	}
+	if name == W1 && cfg.W1For > 0 { // memory for what is in flight (Config.W1For)
+		cfg.ExtraArgs = append(slices.Clone(cfg.ExtraArgs), "--retention", W1Retention.String())
+	}
 	cl, err := StartCluster(ctx, cfg)
 	if err != nil {
 		return RepResult{}, err

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -251,5 +252,40 @@ func TestIdleWorkload(t *testing.T) {
 	if !(p50 > 0 && p50 <= 20) || math.Abs(mesh-3*p50) > 1e-6*mesh || metric(t, r, "cpu/peer max") != p50 {
 		t.Errorf("cpu/peer p50 %v, max %v, mesh %v; want p50 in (0, 20], max = p50, mesh = 3 x p50",
 			p50, metric(t, r, "cpu/peer max"), mesh)
+	}
+}
+
+// TestW1ForSustains: with W1For, W1 keeps W1Tasks in flight for that long,
+// a new group as each finishes, checks every one, and starts its peers
+// with a short retention; a wrong result still fails it.
+func TestW1ForSustains(t *testing.T) {
+	n := &fakeNet{}
+	cfg := testConfig(t, n, W1)
+	cfg.Reps = 1
+	cfg.W1Tasks, cfg.W1Batch, cfg.W1For = 400, 100, 500*time.Millisecond
+	rep, err := Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Workloads[0].Reps[0]
+	if tasks := metric(t, r, "tasks"); tasks <= float64(cfg.W1Tasks) || math.Mod(tasks, float64(cfg.W1Batch)) != 0 {
+		t.Errorf("%v tasks done; want whole groups, more than the %d in flight at once", tasks, cfg.W1Tasks)
+	}
+	if el := metric(t, r, "elapsed"); el < cfg.W1For.Seconds() {
+		t.Errorf("elapsed %v s; want at least --w1-for", el)
+	}
+	for _, a := range n.args {
+		if i := slices.Index(a, "--retention"); i < 0 || i+1 >= len(a) || a[i+1] != W1Retention.String() {
+			t.Errorf("peer args %q; want --retention %v", a, W1Retention)
+		}
+	}
+	assertStopped(t, n)
+
+	bad := &fakeNet{corrupt: func(p json.RawMessage) bool { return bytes.HasSuffix(p, []byte(`"i":107}`)) }}
+	cfg = testConfig(t, bad, W1)
+	cfg.Reps = 1
+	cfg.W1Tasks, cfg.W1Batch, cfg.W1For = 400, 100, 300*time.Millisecond
+	if _, err := Run(t.Context(), cfg); !errors.As(err, new(*CheckError)) {
+		t.Fatalf("Run = %v; want a *CheckError for the wrong result", err)
 	}
 }

@@ -44,6 +44,12 @@ type Config struct {
 	W1Tasks int
 	// W1Batch is the number of tasks per W1 group (default 1000).
 	W1Batch int
+	// W1For, when set, runs W1 for that long at full load instead of
+	// W1Tasks tasks once: W1Tasks is then the tasks kept in flight (a new
+	// group goes as each one finishes), and the peers keep finished groups
+	// for W1Retention only, so that their memory holds what is in flight,
+	// not everything the run ever submitted.
+	W1For time.Duration
 	// W2Tasks is the number of sequential tasks of W2 (default 500).
 	W2Tasks int
 	// W3File is a file of W3 durations in ms, one per line; empty means
@@ -111,6 +117,8 @@ const (
 	DefaultW4Tasks      = 300
 	DefaultReadyTimeout = 30 * time.Second
 	DefaultWaitTimeout  = 5 * time.Minute
+	// W1Retention is the peers' --retention under W1For.
+	W1Retention = 30 * time.Second
 )
 
 // DefaultConfig returns a Config with every default set; the caller still
@@ -202,6 +210,9 @@ func (cfg Config) Validate() error {
 	}
 	if cfg.IdleFor < 0 {
 		bad("--idle-for must not be negative")
+	}
+	if cfg.W1For < 0 {
+		bad("--w1-for must not be negative")
 	}
 	if cfg.Peers > 64 {
 		bad("--peers must be <= 64 on one machine, got %d", cfg.Peers)

@@ -25,11 +25,13 @@ type fakeNet struct {
 
 	mu     sync.Mutex
 	meshes []*fakeMesh
+	args   [][]string // every started peer's command line, in order
 }
 
 // start is a StartFunc.
 func (n *fakeNet) start(_ context.Context, spec PeerSpec) (Process, error) {
 	n.mu.Lock()
+	n.args = append(n.args, spec.Args)
 	if spec.Index == 0 {
 		n.meshes = append(n.meshes, newFakeMesh(n.corrupt, n.lose))
 	}

@@ -1,11 +1,14 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -85,7 +88,68 @@ func checkGroups(ck *checks, subs []submitted, ws []waited) int {
 // w1 measures throughput: W1Tasks echo tasks in parallel groups of
 // W1Batch, submitted round-robin by a few submitters.
 func (r *runner) w1(ctx context.Context, cl *Cluster, rep int) (RepResult, error) {
+	if r.cfg.W1For > 0 {
+		return r.sustained(ctx, cl, rep, W1, "echo")
+	}
 	return r.throughput(ctx, cl, rep, W1, "echo")
+}
+
+// sustained runs W1 for W1For at full load: W1Tasks tasks in flight, in
+// groups of W1Batch, each submitted to the next peer; a new group goes
+// as each one finishes and is checked. Throughput counts the tasks that
+// finished right within W1For and the wait for the last ones.
+func (r *runner) sustained(ctx context.Context, cl *Cluster, rep int, name, handler string) (RepResult, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, r.cfg.W1For+r.cfg.WaitTimeout, errors.New("bench: W1's last groups did not finish"))
+	defer cancel()
+	var (
+		mu    sync.Mutex
+		ck    checks
+		ok    int
+		fatal error
+		wg    sync.WaitGroup
+	)
+	inflight := make(chan struct{}, max(1, r.cfg.W1Tasks/r.cfg.W1Batch))
+	start := time.Now()
+	end := start.Add(r.cfg.W1For)
+	for i := 0; time.Now().Before(end); i++ {
+		select {
+		case inflight <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		base := i * r.cfg.W1Batch
+		b := batches(r.cfg.W1Batch, r.cfg.W1Batch, 1, func(j int) (string, json.RawMessage) {
+			return handler, payload(name, rep, base+j, "")
+		})[0]
+		b.peer = i % cl.Len()
+		wg.Go(func() {
+			defer func() { <-inflight }()
+			s, err := submitBatch(ctx, cl, b)
+			if err != nil {
+				mu.Lock()
+				fatal = cmp.Or(fatal, err)
+				mu.Unlock()
+				cancel()
+				return
+			}
+			w := waitGroup(ctx, cl, s.id, allPeers(cl.Len()), i)
+			mu.Lock()
+			ok += checkGroups(&ck, []submitted{s}, []waited{w})
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if fatal != nil {
+		return RepResult{}, fatal
+	}
+	elapsed := time.Since(start).Seconds()
+	return RepResult{Rep: rep, Problems: ck.list, ProblemCount: ck.count, Metrics: []Metric{
+		{"throughput", "tasks/s", float64(ok) / elapsed},
+		{"tasks", "tasks", float64(ok)},
+		{"elapsed", "s", elapsed},
+	}}, nil
 }
 
 // throughput runs W1 for handler: W1Tasks tasks returning their payload.

@@ -66,6 +66,11 @@ flags:
   --reps N           repetitions of each workload (default 3)
   --w1-tasks N       W1 tasks (default 100000)
   --w1-batch N       W1 tasks per group (default 1000)
+  --w1-for D         run W1 for D at full load instead: --w1-tasks in flight,
+                     a new group as each finishes; the peers keep finished
+                     groups 30 s (--retention), so memory holds what is in
+                     flight. Peer deaths and abdications over D are false
+                     failovers
   --w2-tasks N       W2 tasks (default 500)
   --w4-tasks N       W4 tasks (default 300)
   --w4-kill K        peers W4 kills, one at a time (default 1; leaves >= 2)
@@ -136,6 +141,7 @@ func (c BenchCommand) parse(args []string) (cfg bench.Config, jsonPath string, v
 	fs.IntVar(&cfg.Reps, "reps", cfg.Reps, "")
 	fs.IntVar(&cfg.W1Tasks, "w1-tasks", cfg.W1Tasks, "")
 	fs.IntVar(&cfg.W1Batch, "w1-batch", cfg.W1Batch, "")
+	fs.DurationVar(&cfg.W1For, "w1-for", 0, "")
 	fs.IntVar(&cfg.W2Tasks, "w2-tasks", cfg.W2Tasks, "")
 	fs.IntVar(&cfg.W4Tasks, "w4-tasks", cfg.W4Tasks, "")
 	fs.IntVar(&cfg.W4Kill, "w4-kill", 1, "")
