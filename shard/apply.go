@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 )
 
 // Apply folds committed events into the state, in log order. It is
@@ -67,7 +66,7 @@ func (s *Shard) apply(e *Event) {
 		s.applyLeased(t, e)
 	case EvRenewed:
 		if t.state == Running && t.round == e.Round && t.holder == e.Holder {
-			t.expiry = e.Expiry
+			t.expiry = stampOf(e.Expiry)
 			s.addTimer(timer{at: e.Expiry.UnixNano(), task: t.refOf(), kind: timerExpiry, round: t.round})
 		}
 	case EvSucceeded:
@@ -78,13 +77,13 @@ func (s *Shard) apply(e *Event) {
 		if t.state == Running && t.round == e.Round {
 			s.record(t, e)
 			t.holder = ""
-			t.readyAt = e.At
+			t.readyAt = stampOf(e.At)
 			s.setState(t, Ready)
 		}
 	case EvReadied:
 		if t.state == Waiting {
 			s.record(t, e)
-			t.readyAt = e.At
+			t.readyAt = stampOf(e.At)
 			s.setState(t, Ready)
 		}
 	case EvCanceled:
@@ -104,7 +103,7 @@ func (s *Shard) applySubmitted(e *Event) {
 	}
 	spec := *e.Spec
 	g := &group{id: spec.ID, spec: spec, state: GroupRunning, created: e.At}
-	newTasks(g, e.At, historyCap)
+	newTasks(g, historyCap)
 	names := make(map[string]int, len(spec.Tasks))
 	for i := range g.spec.Tasks {
 		if ts := &g.spec.Tasks[i]; ts.Name != "" {
@@ -178,15 +177,15 @@ func (s *Shard) release(t *task, e *Event) {
 		}
 	}
 	if t.spec.Delay > 0 {
-		nb := t.created.Add(t.spec.Delay)
+		nb := t.g.created.Add(t.spec.Delay)
 		if nb.After(e.At) {
-			t.notBefore = nb
+			t.notBefore = stampOf(nb)
 			s.setState(t, Waiting)
 			s.addTimer(timer{at: nb.UnixNano(), task: t.refOf(), kind: timerReady})
 			return
 		}
 	}
-	t.readyAt = e.At
+	t.readyAt = stampOf(e.At)
 	s.setState(t, Ready)
 }
 
@@ -199,8 +198,8 @@ func (s *Shard) applyLeased(t *task, e *Event) {
 	}
 	t.round = e.Round
 	t.holder = e.Holder
-	t.expiry = e.Expiry
-	t.started = e.At
+	t.expiry = stampOf(e.Expiry)
+	t.started = stampOf(e.At)
 	s.record(t, e)
 	s.setState(t, Running)
 	s.addTimer(timer{at: e.Expiry.UnixNano(), task: t.refOf(), kind: timerExpiry, round: t.round})
@@ -218,7 +217,7 @@ func (s *Shard) applySucceeded(t *task, e *Event) {
 	t.attempt++
 	t.result = e.Result
 	t.err = ""
-	t.finished = e.At
+	t.finished = stampOf(e.At)
 	s.record(t, e)
 	s.setState(t, Succeeded)
 	for _, d := range t.dependents {
@@ -246,7 +245,7 @@ func (s *Shard) applyFailed(t *task, e *Event) {
 		s.fail(t, e)
 		return
 	}
-	t.notBefore = e.NotBefore
+	t.notBefore = stampOf(e.NotBefore)
 	s.setState(t, Waiting)
 	s.addTimer(timer{at: e.NotBefore.UnixNano(), task: t.refOf(), kind: timerReady})
 }
@@ -254,7 +253,7 @@ func (s *Shard) applyFailed(t *task, e *Event) {
 // fail moves t to FAILED for good: its dependents are canceled (in a
 // streaming pipeline its item is skipped) and a held item may start.
 func (s *Shard) fail(t *task, e *Event) {
-	t.finished = e.At
+	t.finished = stampOf(e.At)
 	s.setState(t, Failed)
 	why := fmt.Sprintf("dependency %s failed", t.id)
 	if t.g.spec.Mode == ModeStream {
@@ -290,7 +289,7 @@ func (s *Shard) cancel(t *task, e *Event, why string) {
 	wasRunning := t.state == Running
 	defer s.admitNext(t, e)
 	t.err = why
-	t.finished = e.At
+	t.finished = stampOf(e.At)
 	t.history = append(t.history, TaskEvent{Seq: len(t.history) + 1, Type: EvCanceled, At: e.At, Round: t.round, By: e.By, Error: why})
 	s.setState(t, Canceled)
 	if wasRunning {
@@ -340,14 +339,14 @@ func (s *Shard) applyRemoved(g *group) {
 // a lease and an outcome, the whole life of most tasks.
 const historyCap = 3
 
-// newTasks makes g's tasks, created at created, each with room for hist
+// newTasks makes g's tasks, each with room for hist
 // events of history. They are allocated together, with their histories'
 // room, in two allocations per group rather than two to four per task
 // (the tasks of a group are removed together; a task whose history
 // outgrows its room moves it to an allocation of its own): under W1 a
 // peer holds millions of tasks, and allocating them one by one was a
 // good part of its garbage collector's work.
-func newTasks(g *group, created time.Time, hist int) {
+func newTasks(g *group, hist int) {
 	n := len(g.spec.Tasks)
 	g.tasks = make([]*task, n)
 	slab := make([]task, n)
@@ -357,7 +356,7 @@ func newTasks(g *group, created time.Time, hist int) {
 	}
 	for i := range slab {
 		t := &slab[i]
-		*t = task{id: TaskIDOf(g.id, i), g: g, idx: i, spec: &g.spec.Tasks[i], created: created, heapIdx: -1}
+		*t = task{id: TaskIDOf(g.id, i), g: g, idx: i, spec: &g.spec.Tasks[i], heapIdx: -1}
 		if hist > 0 {
 			t.history = events[i*hist : i*hist : (i+1)*hist]
 		}
@@ -399,7 +398,7 @@ func (s *Shard) setState(t *task, st State) {
 	c := Change{Task: t.id, Group: g.id, State: st}
 	if g.counts[Succeeded]+g.counts[Failed]+g.counts[Canceled] == len(g.tasks) {
 		g.state = groupOutcome(g)
-		g.finished = t.finished
+		g.finished = t.finished.time()
 		s.done = append(s.done, g.id)
 		s.removalsChanged()
 		c.GroupDone = true

@@ -296,16 +296,37 @@ func (d *Decoder) Bytes() []byte {
 
 // Time reads a time written by AppendTime: the zero time, or an instant in
 // UTC without monotonic reading.
-func (d *Decoder) Time() time.Time {
-	switch n := d.Varint(); n {
+func (d *Decoder) Time() time.Time { return stamp(d.Varint()).time() }
+
+// stamp is an instant as AppendTime encodes it (timeCode): 0 for the zero
+// time, Unix nanoseconds otherwise. It keeps what a decoded time.Time
+// holds (the instant, in UTC) in 8 bytes without a pointer.
+type stamp int64
+
+func stampOf(t time.Time) stamp { return stamp(timeCode(t)) }
+
+// time returns the instant as Decoder.Time would.
+func (s stamp) time() time.Time {
+	switch s {
 	case 0:
 		return time.Time{}
 	case timeEpochCode:
 		return time.Unix(0, 0).UTC()
 	default:
-		return time.Unix(0, n).UTC()
+		return time.Unix(0, int64(s)).UTC()
 	}
 }
+
+// nanos returns the instant in Unix nanoseconds (0 for the zero time).
+func (s stamp) nanos() int64 {
+	if s == timeEpochCode {
+		return 0
+	}
+	return int64(s)
+}
+
+// append appends s as AppendTime appends its instant.
+func (s stamp) append(dst []byte) []byte { return binary.AppendVarint(dst, int64(s)) }
 
 // uint31 reads a uvarint that must fit in a non-negative int32.
 func (d *Decoder) uint31() int {

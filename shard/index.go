@@ -214,7 +214,7 @@ func (f *Filter) taskMatches(t *task) bool {
 	case f.Label != "" && !slices.Contains(t.spec.Require, f.Label):
 		return false
 	case !f.FinishedAfter.IsZero() || !f.FinishedBefore.IsZero():
-		if !finishedIn(t.finished, f.FinishedAfter, f.FinishedBefore) {
+		if !finishedIn(t.finished.time(), f.FinishedAfter, f.FinishedBefore) {
 			return false
 		}
 	}
@@ -308,9 +308,9 @@ func (s *Shard) AddHandlerStats(into map[string]*HandlerStats) {
 			if t.state != Ready {
 				continue
 			}
-			since := t.readyAt
+			since := t.readyAt.time()
 			if since.IsZero() {
-				since = t.created
+				since = t.g.created
 			}
 			if hs.OldestReady.IsZero() || since.Before(hs.OldestReady) {
 				hs.OldestReady = since
@@ -326,9 +326,9 @@ func (s *Shard) AddHandlerStats(into map[string]*HandlerStats) {
 func (s *Shard) AddOldestReady(into map[string]time.Time) {
 	add := func(q *readyQueue) {
 		for _, t := range q.items {
-			since := t.readyAt
+			since := t.readyAt.time()
 			if since.IsZero() {
-				since = t.created
+				since = t.g.created
 			}
 			if cur, ok := into[t.spec.Handler]; !ok || since.Before(cur) {
 				into[t.spec.Handler] = since

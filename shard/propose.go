@@ -35,9 +35,9 @@ func (s *Shard) SetLeader(leader bool, now time.Time) {
 		for _, t := range s.groups[id].tasks {
 			switch t.state {
 			case Waiting:
-				s.addTimer(timer{at: t.notBefore.UnixNano(), task: t.refOf(), kind: timerReady})
+				s.addTimer(timer{at: t.notBefore.nanos(), task: t.refOf(), kind: timerReady})
 			case Running:
-				s.addTimer(timer{at: t.expiry.UnixNano(), task: t.refOf(), kind: timerExpiry, round: t.round})
+				s.addTimer(timer{at: t.expiry.nanos(), task: t.refOf(), kind: timerExpiry, round: t.round})
 			case Ready:
 				if t.heapIdx < 0 {
 					s.ready.Push(t) // a lease proposed by a former term that never committed
@@ -274,9 +274,9 @@ func (s *Shard) Due(now time.Time) []Event {
 			continue // removed
 		}
 		switch {
-		case tm.kind == timerReady && t.state == Waiting && t.notBefore.UnixNano() <= tm.at:
+		case tm.kind == timerReady && t.state == Waiting && t.notBefore.nanos() <= tm.at:
 			evs = append(evs, Event{Type: EvReadied, At: now, Group: t.g.id, Task: t.id})
-		case tm.kind == timerExpiry && t.state == Running && t.round == tm.round && !t.expiry.After(now):
+		case tm.kind == timerExpiry && t.state == Running && t.round == tm.round && !t.expiry.time().After(now):
 			evs = append(evs, Event{Type: EvExpired, At: now, Group: t.g.id, Task: t.id, Round: t.round})
 		}
 	}

@@ -48,12 +48,12 @@ func appendGroupState(dst []byte, g *group) []byte {
 		dst = binary.AppendUvarint(dst, uint64(t.attempt))
 		dst = binary.AppendUvarint(dst, uint64(t.round))
 		dst = AppendString(dst, t.holder)
-		dst = AppendTime(dst, t.expiry)
-		dst = AppendTime(dst, t.notBefore)
+		dst = t.expiry.append(dst)
+		dst = t.notBefore.append(dst)
 		dst = AppendBytes(dst, t.result)
 		dst = AppendString(dst, t.err)
-		dst = AppendTime(dst, t.started)
-		dst = AppendTime(dst, t.finished)
+		dst = t.started.append(dst)
+		dst = t.finished.append(dst)
 		dst = binary.AppendUvarint(dst, t.seq)
 		dst = binary.AppendUvarint(dst, uint64(len(t.history)))
 		for _, h := range t.history {
@@ -149,7 +149,7 @@ func decodeGroupState(d *Decoder, version byte) (*group, error) {
 	g := &group{id: spec.ID, spec: spec, state: GroupRunning}
 	g.created = d.Time()
 	g.finished = d.Time()
-	newTasks(g, g.created, 0) // their histories are decoded at their length
+	newTasks(g, 0) // their histories are decoded at their length
 	names := make(map[string]int, len(spec.Tasks))
 	for i, t := range g.tasks {
 		decodeTaskState(d, t)
@@ -182,12 +182,12 @@ func decodeTaskState(d *Decoder, t *task) {
 	t.attempt = int(d.Uvarint())
 	t.round = Round(d.Uvarint())
 	t.holder = d.String()
-	t.expiry = d.Time()
-	t.notBefore = d.Time()
+	t.expiry = stampOf(d.Time())
+	t.notBefore = stampOf(d.Time())
 	t.result = d.Bytes()
 	t.err = d.String()
-	t.started = d.Time()
-	t.finished = d.Time()
+	t.started = stampOf(d.Time())
+	t.finished = stampOf(d.Time())
 	t.seq = d.Uvarint()
 	n := d.Count(6)
 	if n > 0 {
