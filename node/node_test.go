@@ -344,3 +344,27 @@ func TestSlotsFreedAfterDuplicateSubmit(t *testing.T) {
 		t.Fatalf("after the group: busy %d, proposed %d, running %d; want all 0", st.Busy, st.Proposed, st.Running)
 	}
 }
+
+// TestSnapshotsBoundLogBytes: a partition that takes few entries, but big
+// ones, snapshots and compacts once they hold snapshotLogBytes, however
+// far it is from SnapshotEvery entries: its log in memory stays bounded.
+func TestSnapshotsBoundLogBytes(t *testing.T) {
+	h := newHarness(t, 1)
+	h.n.cfg.SnapshotEvery = 1 << 40
+	base := h.snaps
+	payload := make([]byte, 64<<10)
+	for i := range 40 { // 40 entries of 64 KiB: 2.5 MiB of log
+		tasks := echoTasks(1)
+		tasks[0].Payload = payload
+		if r := h.submit(shard.GroupSpec{ID: shard.GroupID(fmt.Sprint("big", i)), Mode: shard.ModeSingle, Tasks: tasks}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		h.step()
+	}
+	if h.snaps == base {
+		t.Fatalf("no snapshot after %d bytes of entries: the log in memory grows without bound", h.entryBytes)
+	}
+	if kept := h.n.parts[0].logBytes; kept >= 2*snapshotLogBytes {
+		t.Errorf("%d bytes of log kept since the last snapshot; want under %d", kept, 2*snapshotLogBytes)
+	}
+}

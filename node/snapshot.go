@@ -67,16 +67,20 @@ func (n *Node) startSnapshotLeases(p *partition) {
 }
 
 // maybeSnapshot snapshots a partition's state and compacts its log once
-// SnapshotEvery entries were applied since the last snapshot and those
-// entries hold at least half as many bytes as that snapshot did. The second
-// bound keeps a big partition from re-encoding its whole state every
-// SnapshotEvery small entries (a 10,000-task group snapshotted 48 times
-// in the simulator): the bytes encoded by snapshots stay within twice the
-// bytes appended to the log, and the log kept between two snapshots stays
-// within about half the state. The snapshot is persisted with the next
-// Ready; a replica change forces one (forceSnap).
+// SnapshotEvery entries, or snapshotLogBytes of entries, were applied
+// since the last snapshot and those entries hold at least half as many
+// bytes as that snapshot did. The second bound keeps a big partition from
+// re-encoding its whole state every SnapshotEvery small entries (a
+// 10,000-task group snapshotted 48 times in the simulator): the bytes
+// encoded by snapshots stay within twice the bytes appended to the log,
+// and the log kept between two snapshots stays within about half the
+// state. The byte bound keeps big entries from piling up: under W1 an
+// entry carries hundreds of tasks, a partition took a few hundred entries
+// in ten minutes, and the log kept in memory grew with everything ever
+// submitted (900 MB a peer after 8 minutes). The snapshot is persisted
+// with the next Ready; a replica change forces one (forceSnap).
 func (n *Node) maybeSnapshot(p *partition) {
-	due := p.applied-p.snapIndex >= n.cfg.SnapshotEvery && p.logBytes >= p.snapBytes/2
+	due := (p.applied-p.snapIndex >= n.cfg.SnapshotEvery || p.logBytes >= snapshotLogBytes) && p.logBytes >= p.snapBytes/2
 	if !due && !(p.forceSnap && p.applied > p.snapIndex) {
 		return
 	}
@@ -96,3 +100,9 @@ func (n *Node) maybeSnapshot(p *partition) {
 	n.rd.MustSync = true
 	n.markDirty(p.id)
 }
+
+// snapshotLogBytes is how many bytes of entries a partition's log takes
+// before a snapshot is due whatever their number (maybeSnapshot): with
+// 256 partitions, at most about 256 MB of log held in memory between
+// snapshots, where the state does not call for more.
+const snapshotLogBytes = 1 << 20
