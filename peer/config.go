@@ -79,9 +79,15 @@ type Config struct {
 	// Replicas is R, the Raft replicas of each partition. Default 3.
 	Replicas int
 	// Placement picks each partition's replicas after the primary
-	// (ring.Config.Placement): --placement circle (default) or spread. Like
-	// Partitions, every peer of a mesh must use the same one.
+	// (ring.Config.Placement): --placement circle or spread. Like
+	// Partitions, every peer of a mesh must use the same one, and it is
+	// recorded in the data dir when that is created: a later start uses
+	// the recorded one. Without PlacementSet, a new data dir takes spread
+	// (leadership evened at hundreds of peers), and one created by a
+	// release that did not record it keeps circle, which that release used.
 	Placement ring.Placement
+	// PlacementSet says Placement was chosen (--placement).
+	PlacementSet bool
 	// ForgetAfter removes a peer dead this long from the membership.
 	// Default 10 min.
 	ForgetAfter time.Duration

@@ -1,14 +1,18 @@
 package peer
 
 import (
+	"encoding/binary"
 	"errors"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/ring"
+	"github.com/needle-mesh/needle/wal"
 )
 
 // TestMemMeshPlacementMismatch: a peer started with another --replicas or
@@ -24,7 +28,7 @@ func TestMemMeshPlacementMismatch(t *testing.T) {
 			want error
 		}{
 			{"bad-replicas", Config{Slots: 2, Partitions: 16, Replicas: 2}, node.ErrReplicas},
-			{"bad-placement", Config{Slots: 2, Partitions: 16, Placement: ring.PlacementSpread}, node.ErrPlacement},
+			{"bad-placement", Config{Slots: 2, Partitions: 16, Placement: ring.PlacementCircle, PlacementSet: true}, node.ErrPlacement},
 		} {
 			tc.cfg.Join = []string{"/memory/p0"}
 			mp := startMemPeer(t, mn, tc.id, tc.cfg)
@@ -47,4 +51,45 @@ func TestMemMeshPlacementMismatch(t *testing.T) {
 		}
 		submitRetrying(t, peers[1].c, `{"mode":"parallel","key":"after","tasks":[{"handler":"echo","payload":1}]}`)
 	})
+}
+
+// TestMeshSettingsRecorded: a new data dir records spread, or the
+// --placement given; one an earlier release created (its partition count
+// recorded, no placement) keeps circle; a later start uses the record,
+// and one with another --placement is refused, naming the recorded one.
+func TestMeshSettingsRecorded(t *testing.T) {
+	open := func(log wal.Log, cfg Config) (int, ring.Placement, error) {
+		p := &Peer{cfg: cfg, wal: log, log: slog.New(slog.DiscardHandler)}
+		return p.meshSettings()
+	}
+	fresh := wal.NewMemory()
+	if parts, pl, err := open(fresh, Config{Partitions: 64}); err != nil || parts != 64 || pl != ring.PlacementSpread {
+		t.Fatalf("new data dir: %d partitions, %v, %v; want 64, spread", parts, pl, err)
+	}
+	if parts, pl, err := open(fresh, Config{Partitions: 256}); err != nil || parts != 64 || pl != ring.PlacementSpread {
+		t.Errorf("restart: %d partitions, %v, %v; want the recorded 64, spread", parts, pl, err)
+	}
+	_, _, err := open(fresh, Config{Partitions: 64, Placement: ring.PlacementCircle, PlacementSet: true})
+	if err == nil || !strings.Contains(err.Error(), "--placement spread") {
+		t.Errorf("restart with --placement circle: %v; want an error naming --placement spread", err)
+	}
+
+	old := wal.NewMemory() // as an earlier release left it
+	if err := old.Append(&wal.Batch{MetaPut: []wal.Record{{Key: "partitions", Value: binary.BigEndian.AppendUint32(nil, 256)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, pl, err := open(old, Config{Partitions: 256}); err != nil || pl != ring.PlacementCircle {
+		t.Errorf("earlier release's data dir: %v, %v; want circle", pl, err)
+	}
+	if _, pl, err := open(old, Config{Partitions: 256}); err != nil || pl != ring.PlacementCircle {
+		t.Errorf("earlier release's data dir, restarted: %v, %v; want circle, recorded", pl, err)
+	}
+
+	chosen := wal.NewMemory()
+	if _, pl, err := open(chosen, Config{Partitions: 256, Placement: ring.PlacementCircle, PlacementSet: true}); err != nil || pl != ring.PlacementCircle {
+		t.Errorf("new data dir with --placement circle: %v, %v", pl, err)
+	}
+	if _, pl, err := open(chosen, Config{Partitions: 256}); err != nil || pl != ring.PlacementCircle {
+		t.Errorf("its restart without the flag: %v, %v; want the recorded circle", pl, err)
+	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/handler"
 	"github.com/needle-mesh/needle/peer/p2p"
+	"github.com/needle-mesh/needle/ring"
 	"github.com/needle-mesh/needle/shard"
 	"github.com/needle-mesh/needle/shard/cron"
 	"github.com/needle-mesh/needle/wal"
@@ -122,7 +123,7 @@ func (p *Peer) open() error {
 		log.Close()
 		return err
 	}
-	parts, err := p.partitionCount()
+	parts, placement, err := p.meshSettings()
 	if err != nil {
 		log.Close()
 		return err
@@ -143,7 +144,7 @@ func (p *Peer) open() error {
 	id := p.tr.ID()
 	ncfg := node.DefaultNodeConfig(id, randomHex(8))
 	ncfg.Founder = len(p.cfg.Join) == 0
-	ncfg.Replicas, ncfg.Placement = p.cfg.Replicas, p.cfg.Placement
+	ncfg.Replicas, ncfg.Placement = p.cfg.Replicas, placement
 	ncfg.ForgetAfter = p.cfg.ForgetAfter
 	ncfg.Steal = !p.cfg.NoSteal
 	ncfg.Addrs = p.tr.Addrs()
@@ -268,30 +269,60 @@ func (p *Peer) openHost() error {
 	return nil
 }
 
-// partitionCount reads (or records) the partition count, fixed when the
-// data dir is first created.
-func (p *Peer) partitionCount() (int, error) {
-	b, ok, err := p.wal.Meta("partitions")
+// meshSettings reads (or records) the partition count and the replica
+// placement, fixed when the data dir is first created. The placement is
+// the recorded one; else the flag's (Config.PlacementSet); else spread for
+// a data dir created now and circle for one an earlier release created,
+// which placed with the circle and recorded nothing. Both are recorded in
+// one write, so a start cut short cannot leave a new data dir looking
+// like an old one.
+func (p *Peer) meshSettings() (parts int, pl ring.Placement, err error) {
+	b, partsKept, err := p.wal.Meta("partitions")
 	if err != nil {
-		return 0, fmt.Errorf("peer: read partition count: %w", err)
+		return 0, 0, fmt.Errorf("peer: read partition count: %w", err)
 	}
-	if ok {
+	parts = p.cfg.Partitions
+	if partsKept {
 		if len(b) != 4 {
-			return 0, fmt.Errorf("peer: data dir has a bad partition count record (%d bytes)", len(b))
+			return 0, 0, fmt.Errorf("peer: data dir has a bad partition count record (%d bytes)", len(b))
 		}
-		parts := int(binary.BigEndian.Uint32(b))
-		if parts != p.cfg.Partitions && p.cfg.Partitions != 256 {
-			p.log.Warn("partition count is fixed when the data dir is created; ignoring the flag",
-				"stored", parts, "flag", p.cfg.Partitions)
+		if stored := int(binary.BigEndian.Uint32(b)); stored != parts {
+			if parts != 256 {
+				p.log.Warn("partition count is fixed when the data dir is created; ignoring the flag",
+					"stored", stored, "flag", parts)
+			}
+			parts = stored
 		}
-		return parts, nil
 	}
-	parts := p.cfg.Partitions
-	batch := &wal.Batch{MetaPut: []wal.Record{{Key: "partitions", Value: binary.BigEndian.AppendUint32(nil, uint32(parts))}}}
+	b, plKept, err := p.wal.Meta("placement")
+	if err != nil {
+		return 0, 0, fmt.Errorf("peer: read placement: %w", err)
+	}
+	switch {
+	case plKept:
+		if pl, err = ring.ParsePlacement(string(b)); err != nil {
+			return 0, 0, fmt.Errorf("peer: data dir has a bad placement record %q: %w", b, err)
+		}
+		if p.cfg.PlacementSet && pl != p.cfg.Placement {
+			return 0, 0, fmt.Errorf("peer: --placement %v, but this data dir's mesh places with %v (fixed when the data dir was created): "+
+				"start without --placement, or with --placement %v", p.cfg.Placement, pl, pl)
+		}
+		return parts, pl, nil
+	case p.cfg.PlacementSet:
+		pl = p.cfg.Placement
+	case partsKept:
+		pl = ring.PlacementCircle
+	default:
+		pl = ring.PlacementSpread
+	}
+	batch := &wal.Batch{MetaPut: []wal.Record{{Key: "placement", Value: []byte(pl.String())}}}
+	if !partsKept {
+		batch.MetaPut = append(batch.MetaPut, wal.Record{Key: "partitions", Value: binary.BigEndian.AppendUint32(nil, uint32(parts))})
+	}
 	if err := p.wal.Append(batch); err != nil {
-		return 0, fmt.Errorf("peer: write partition count: %w", err)
+		return 0, 0, fmt.Errorf("peer: write mesh settings: %w", err)
 	}
-	return parts, p.wal.Sync()
+	return parts, pl, p.wal.Sync()
 }
 
 func randomHex(n int) string {

@@ -320,8 +320,9 @@ func (m *Main) defineMeshFlags(fs *flag.FlagSet, v *flagVars) {
 	fs.StringVar(&c.SwarmKeyFile, "swarm-key", "", "private-network key file (needle keygen); peers without it cannot connect")
 	fs.BoolVar(&c.MDNS, "mdns", false, "discover peers on the LAN with mDNS")
 	fs.IntVar(&c.Replicas, "replicas", 3, "Raft replicas of each partition (fewer while the mesh is smaller)")
-	fs.Func("placement", "replicas after a partition's primary: circle (default) or spread (evens leadership at hundreds of peers); the same on every peer, fixed when the mesh is founded", func(s string) (err error) {
+	fs.Func("placement", "replicas after a partition's primary: spread (evens leadership at hundreds of peers) or circle; the same on every peer, recorded in the data dir when it is created. Default: the recorded one; spread for a new data dir; circle for one an earlier release created", func(s string) (err error) {
 		c.Placement, err = ring.ParsePlacement(s)
+		c.PlacementSet = err == nil
 		return err
 	})
 	fs.DurationVar(&c.ForgetAfter, "forget-after", 10*time.Minute, "a peer dead this long leaves the membership and its replicas move")
