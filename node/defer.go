@@ -181,10 +181,7 @@ func (n *Node) foldHeld(p *partition, sr *specRun, o shard.Outcome) bool {
 		n.releaseHeld(p, i)
 		return true
 	}
-	h.evs = append(h.evs, shard.Event{Type: shard.EvSucceeded, At: n.now, Group: o.Task.Group(), Task: o.Task,
-		Round: o.Round, Holder: o.Holder, Result: o.Result})
-	n.localOut[o.Task] = o
-	sr.proposed = true
+	h.evs = append(h.evs, n.proposeSpeculative(sr, o))
 	if h.pending--; h.pending <= 0 {
 		n.releaseHeld(p, i)
 	}

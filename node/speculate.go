@@ -110,13 +110,21 @@ func (n *Node) reportSpeculative(p *partition, o shard.Outcome) bool {
 		return true
 	}
 	if o.OK && !o.Lost && p != nil && p.id == sr.part && p.leader && p.term == sr.term && !p.abdicated {
-		p.propose([]shard.Event{{Type: shard.EvSucceeded, At: n.now, Group: o.Task.Group(), Task: o.Task,
-			Round: o.Round, Holder: o.Holder, Result: o.Result}})
+		p.propose([]shard.Event{n.proposeSpeculative(sr, o)})
 		n.markDirty(p.id)
-		n.localOut[o.Task] = o
-		sr.proposed = true
 	}
 	return true
+}
+
+// proposeSpeculative returns the event of speculative run sr's success o,
+// which the caller proposes as owner, behind its creation: it is kept to
+// hand over until it applies, and its run needs no report when the
+// creation applies.
+func (n *Node) proposeSpeculative(sr *specRun, o shard.Outcome) shard.Event {
+	n.localOut[o.Task] = o
+	sr.proposed = true
+	return shard.Event{Type: shard.EvSucceeded, At: n.now, Group: o.Task.Group(), Task: o.Task,
+		Round: o.Round, Holder: o.Holder, Result: o.Result}
 }
 
 // appliedSpeculative is called when an own lease e applies here, and
