@@ -360,7 +360,7 @@ func (m *mesh) tick(now time.Time) {
 		m.n.ext.beatSoon = false
 		hb := m.heartbeat()
 		m.lastReady = hb.Heartbeat.Load.Ready
-		m.sw.sig = beatBits(m.n.draining, hb.Heartbeat.Load.Ready, hb.Heartbeat.Stranded)
+		m.sw.sig = m.beatSig(hb.Heartbeat.Load.Ready, hb.Heartbeat.Stranded)
 		if len(m.members) <= 1 {
 			hb.Heartbeat.Sync = SyncJoin
 		}

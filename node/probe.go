@@ -72,7 +72,7 @@ type swim struct {
 	newsBy    map[string]*news  // news by the member it is about
 	newsTmp   []*news           // piggyback's scratch: the updates sent
 	legacy    int               // live members that lack FeatureProbe
-	sig       uint64            // what the last heartbeat advertised (beatBits)
+	sig       uint64            // what the last heartbeat advertised (beatSig)
 	lastSync  time.Time
 	refutedAt time.Time
 	// refuteHeld: a refutation waits for the rate limit (refuteDue).

@@ -268,7 +268,7 @@ func (m *mesh) beatDue(now time.Time) bool {
 		return false
 	}
 	ready, stranded := m.n.readyLoad()
-	if beatBits(m.n.draining, ready, stranded) != m.sw.sig {
+	if m.beatSig(ready, stranded) != m.sw.sig {
 		return true
 	}
 	return since >= cfg.HeartbeatEvery && m.beatsPeriodically(stranded)
@@ -293,7 +293,7 @@ func (m *mesh) swimDeadline() time.Time {
 		d = earliest(d, pr.at.Add(cfg.ProbeEvery/2))
 	}
 	ready, stranded := m.n.readyLoad()
-	if len(m.members) > 1 && beatBits(m.n.draining, ready, stranded) != m.sw.sig || m.lastBeat.IsZero() {
+	if len(m.members) > 1 && m.beatSig(ready, stranded) != m.sw.sig || m.lastBeat.IsZero() {
 		d = earliest(d, m.lastBeat.Add(eagerBeatEvery)) // as beatDue decides
 	}
 	if m.beatsPeriodically(stranded) {
@@ -305,17 +305,51 @@ func (m *mesh) swimDeadline() time.Time {
 	return d
 }
 
-// beatBits is what beatDue compares with the last heartbeat.
-func beatBits(draining bool, ready, stranded int) uint64 {
+// beatSig is what beatDue compares with what the last heartbeat
+// advertised (m.sw.sig): draining, READY work offered to thieves, tasks
+// stranded here.
+func (m *mesh) beatSig(ready, stranded int) uint64 {
 	var b uint64
-	if draining {
-		b |= 1
+	if m.n.draining {
+		b |= sigDraining
 	}
-	if ready > 0 {
-		b |= 2
+	if m.offers(ready) {
+		b |= sigOffers
 	}
 	if stranded > 0 {
-		b |= 4
+		b |= sigStranded
 	}
 	return b
 }
+
+const (
+	sigDraining uint64 = 1 << iota
+	sigOffers
+	sigStranded
+)
+
+// offers reports whether this peer's heartbeat should advertise its ready
+// READY tasks to thieves. A heartbeat goes to every member, so an offer
+// costs the mesh's size in messages, and at 1,000 peers a peer that
+// offered every small backlog (a group of 100 1 ms tasks, 50 ms of its own
+// two slots) sent most of the mesh's messages. It offers a backlog that is
+// worth the broadcast: at least one task per member it reaches, or one
+// that its own slots take offerWorth or more to drain, at the run time it
+// has measured (none measured yet: only the first). Smaller backlogs are
+// found by the thieves' blind asks and the loads probes carry, or run
+// here. An offer made stands until the queue empties, so that the
+// advertisement does not flap with the measure.
+func (m *mesh) offers(ready int) bool {
+	switch {
+	case ready <= 0:
+		return false
+	case m.sw.sig&sigOffers != 0 || ready >= len(m.members)-1:
+		return true
+	}
+	run, slots := m.n.pace.run, max(m.n.cfg.Slots, 1)
+	return run > 0 && time.Duration(run*float64(ready)/float64(slots)) >= offerWorth
+}
+
+// offerWorth is the backlog, in this peer's slot time, worth offering to
+// a mesh too large for one task per member (offers).
+const offerWorth = 100 * time.Millisecond
