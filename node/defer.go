@@ -336,13 +336,16 @@ func (n *Node) takeDeferred(p *partition) []shard.Event {
 	return evs
 }
 
-// flushDeferred proposes the held leases, creations and delivery records
-// whose time is up
-// (Tick, at n.deferDue), and sets n.deferDue to the next one's.
+// flushDeferred proposes the held leases, creations and delivery records,
+// and sends the commit-only appends (commit.go), whose time is up (Tick,
+// at n.deferDue), and sets n.deferDue to the next one's.
 func (n *Node) flushDeferred() {
 	n.deferDue = time.Time{}
 	for _, i := range n.held {
 		p := n.parts[i]
+		if p != nil && len(p.commits) > 0 {
+			n.flushCommits(p)
+		}
 		if p == nil || !p.holding() {
 			continue
 		}

@@ -77,6 +77,7 @@ type partition struct {
 	heldSubs   []heldSubmit    // creations held back for their first runs' outcomes (defer.go)
 	notes      []shard.Event   // webhook delivery records waiting for an entry to ride (notify.go)
 	notesDue   time.Time       // when notes go alone
+	commits    []heldCommit    // commit-only appends held back (commit.go)
 	servedFrom uint64          // the log's last index when this leader last began serving
 	campaignAt time.Time       // when to campaign for a leaderless partition (jitter)
 	confAt     time.Time       // a replica change was proposed then and has not applied

@@ -77,6 +77,7 @@ func (n *Node) maybeQuiesce(p *partition) {
 			continue
 		}
 		to, _ := n.mesh.peerOf(v)
+		n.dropCommit(p, to, commit)
 		n.raftOut[to] = append(n.raftOut[to], RaftMsg{Partition: uint32(p.id), Msg: &pb.Message{
 			Type: pb.MsgHeartbeat.Enum(), To: new(v), From: new(n.raftID), Term: new(p.term),
 			Commit: new(commit), Context: quiesceCtx,
@@ -271,6 +272,7 @@ func (n *Node) wakeFollowers(p *partition, commit uint64) {
 			Type: pb.MsgHeartbeat.Enum(), To: new(id), From: new(n.raftID), Term: new(p.term), Commit: new(min(pr.Match, commit)),
 		}
 		n.stampHeartbeat(m)
+		n.dropCommit(p, to, m.GetCommit())
 		n.raftOut[to] = append(n.raftOut[to], RaftMsg{Partition: uint32(p.id), Msg: m})
 	})
 }

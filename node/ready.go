@@ -290,6 +290,9 @@ func (n *Node) readyPartition(p *partition) {
 		}
 		if p.leader {
 			n.stampHeartbeat(m)
+			if n.holdCommit(p, to, m) {
+				continue
+			}
 		}
 		n.raftOut[to] = append(n.raftOut[to], RaftMsg{Partition: uint32(p.id), Msg: m})
 		if m.GetType() == pb.MsgSnap {
@@ -345,6 +348,7 @@ func (n *Node) softState(p *partition, ss *raft.SoftState) {
 	p.leader = leader
 	p.term = p.rn.BasicStatus().GetTerm()
 	p.acked = nil
+	p.commits = nil
 	p.abdicated, p.abdications = false, 0
 	if leader {
 		p.acked = map[uint64]ack{}
