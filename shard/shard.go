@@ -202,6 +202,10 @@ type Shard struct {
 	// removing holds the groups whose retention removal was proposed and
 	// has not applied (leader-local).
 	removing map[GroupID]struct{}
+
+	// snapSize is the length of the last Snapshot, the next one's first
+	// guess at its buffer (not state).
+	snapSize int
 }
 
 // New returns an empty Shard.

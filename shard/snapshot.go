@@ -15,8 +15,11 @@ const snapshotVersion = 5
 // Snapshot encodes the folded state (not the leader-local state) so that
 // Restore on another replica, or after a restart, rebuilds exactly the same
 // state. Groups are written in id order, so equal states give equal bytes.
+// The buffer is sized from the last snapshot's length: a snapshot of
+// megabytes grown by appends copied itself a dozen times.
 func (s *Shard) Snapshot() []byte {
-	dst := []byte{snapshotVersion}
+	dst := make([]byte, 0, s.snapSize+s.snapSize/8+64)
+	dst = append(dst, snapshotVersion)
 	dst = binary.AppendUvarint(dst, s.seq)
 	ids := sortedGroupIDs(s.groups)
 	dst = binary.AppendUvarint(dst, uint64(len(ids)))
@@ -36,7 +39,9 @@ func (s *Shard) Snapshot() []byte {
 		dst = AppendString(dst, string(id))
 	}
 	dst = s.appendSchedules(dst)
-	return appendAudit(dst, s.audit)
+	dst = appendAudit(dst, s.audit)
+	s.snapSize = len(dst)
+	return dst
 }
 
 func appendGroupState(dst []byte, g *group) []byte {
