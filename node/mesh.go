@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"time"
+	"weak"
 
 	"github.com/needle-mesh/needle/ring"
 	"github.com/needle-mesh/needle/shard"
@@ -40,9 +41,9 @@ type member struct {
 	state     PeerState
 	deadSince time.Time
 	draining  bool // it hands its work over and will leave: lead nothing
-	// bookSeen is the address book of its last heartbeat that learnAddrs
-	// merged, at membership version bookAt.
-	bookSeen []PeerAddrs
+	// bookSeen marks the address book of its last heartbeat that
+	// learnAddrs merged, at membership version bookAt.
+	bookSeen sliceMark[PeerAddrs]
 	bookAt   int
 	// rebootAt is when this node learned the peer restarted (another
 	// boot nonce): the promises its earlier run made are void (vouches).
@@ -61,9 +62,9 @@ type member struct {
 	// since, by WorkerAd key (scheduleExternal).
 	workers []WorkerAd
 	offered map[string]int
-	// merged is the membership list of its last heartbeat that learn
+	// merged marks the membership list of its last heartbeat that learn
 	// merged (the sender's immutable slice; see learn).
-	merged []string
+	merged sliceMark[string]
 	// The probe protocol (probe.go): its incarnation, when this peer
 	// began to suspect it, and whether it speaks heartbeats only.
 	inc       uint64
@@ -270,7 +271,7 @@ func (m *mesh) learn(from string, hb *Heartbeat, now time.Time) {
 		m.forget(id, now)
 	}
 	sender := m.members[from]
-	if sender != nil && sameSlice(sender.merged, hb.Members) {
+	if sender != nil && sender.merged.is(hb.Members) {
 		return
 	}
 	if len(hb.Members) != len(m.members) || !slices.Equal(hb.Members, m.memberIDs()) {
@@ -283,13 +284,33 @@ func (m *mesh) learn(from string, hb *Heartbeat, now time.Time) {
 		}
 	}
 	if sender != nil {
-		sender.merged = hb.Members
+		sender.merged = markOf(hb.Members)
 	}
 }
 
-// sameSlice reports whether a and b are the same slice (not merely equal).
-func sameSlice(a, b []string) bool {
-	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
+// sliceMark tells a slice seen before from another without keeping it
+// alive: a member remembered the very slices its last heartbeat carried
+// (a sender's list and address book, shared where messages are not
+// copied: the simulator), and 1,000 simulated peers each holding the
+// lists of 999 others at as many versions kept 440 MB of old lists. A
+// weak pointer compares equal only for the same allocation, also after
+// that is freed and its memory reused.
+type sliceMark[T any] struct {
+	first weak.Pointer[T]
+	n     int
+}
+
+// markOf marks s (empty: a mark no slice is).
+func markOf[T any](s []T) sliceMark[T] {
+	if len(s) == 0 {
+		return sliceMark[T]{}
+	}
+	return sliceMark[T]{first: weak.Make(&s[0]), n: len(s)}
+}
+
+// is reports whether s is the slice marked (not merely an equal one).
+func (k sliceMark[T]) is(s []T) bool {
+	return len(s) > 0 && k.n == len(s) && k.first == weak.Make(&s[0])
 }
 
 // isForgotten reports whether id was removed from the membership for good:

@@ -111,10 +111,10 @@ func (m *mesh) learnAddrs(from *member, book []PeerAddrs) {
 	if len(book) == 0 {
 		return
 	}
-	if len(from.bookSeen) == len(book) && &from.bookSeen[0] == &book[0] && from.bookAt == m.version {
+	if from.bookSeen.is(book) && from.bookAt == m.version {
 		return
 	}
-	from.bookSeen, from.bookAt = book, m.version
+	from.bookSeen, from.bookAt = markOf(book), m.version
 	if len(m.noAddrs) == 0 {
 		return // every member has its addresses: nothing to learn
 	}
