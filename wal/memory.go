@@ -15,7 +15,8 @@ import (
 // Crash drops the difference, as kill -9 followed by a power loss drops a
 // real disk's unsynced page cache. Results never depend on map order.
 //
-// Entries are immutable once stored. Entry slices may share a backing array
+// Entries are immutable once stored: Append keeps the batch's entries, and
+// the caller must not modify them after (Raft does not). Entry slices may share a backing array
 // between the two states and between clones, so a slice is only ever
 // extended in place by the appended state at its own end, and every other
 // copy of a slice header is capped at its length (see memState.clone).
@@ -295,9 +296,12 @@ func (mp *memPart) PutHardState(hs *raftpb.HardState) error {
 	return nil
 }
 
+// PutEntries keeps the entries themselves, not copies: the Node's come
+// from Raft, which never modifies an entry it handed out, and a copy of
+// every entry of every simulated peer was the simulator's largest item
+// after the tasks (415 MB at 1,000 peers x 1,000,000 tasks). Load still
+// returns copies.
 func (mp *memPart) PutEntries(es []*raftpb.Entry) error {
-	for _, e := range es {
-		mp.ents = append(mp.ents, proto.Clone(e).(*raftpb.Entry))
-	}
+	mp.ents = append(mp.ents, es...)
 	return nil
 }
