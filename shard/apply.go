@@ -119,7 +119,7 @@ func (s *Shard) applySubmitted(e *Event) {
 	s.remKnown = false // it may reuse the id of a removed group still in done
 	s.indexAdd(g)
 	for _, t := range g.tasks {
-		t.history = append(t.history, TaskEvent{Seq: 1, Type: EvSubmitted, At: e.At})
+		t.history = append(t.history, taskEvent{typ: EvSubmitted, at: stampOf(e.At)})
 		g.counts[StateUnknown]++
 		s.counts[StateUnknown]++
 		if t.depsLeft > 0 {
@@ -197,7 +197,7 @@ func (s *Shard) applyLeased(t *task, e *Event) {
 		return
 	}
 	t.round = e.Round
-	t.holder = e.Holder
+	t.holder = s.holderOf(e.Holder)
 	t.expiry = stampOf(e.Expiry)
 	t.started = stampOf(e.At)
 	s.record(t, e)
@@ -290,7 +290,7 @@ func (s *Shard) cancel(t *task, e *Event, why string) {
 	defer s.admitNext(t, e)
 	t.err = why
 	t.finished = stampOf(e.At)
-	t.history = append(t.history, TaskEvent{Seq: len(t.history) + 1, Type: EvCanceled, At: e.At, Round: t.round, By: e.By, Error: why})
+	t.history = append(t.history, taskEvent{typ: EvCanceled, at: stampOf(e.At), round: t.round, note: noteOf(why, e.By)})
 	s.setState(t, Canceled)
 	if wasRunning {
 		c := &s.changes[len(s.changes)-1] // setState recorded the terminal change
@@ -350,9 +350,9 @@ func newTasks(g *group, hist int) {
 	n := len(g.spec.Tasks)
 	g.tasks = make([]*task, n)
 	slab := make([]task, n)
-	var events []TaskEvent
+	var events []taskEvent
 	if hist > 0 {
-		events = make([]TaskEvent, n*hist)
+		events = make([]taskEvent, n*hist)
 	}
 	for i := range slab {
 		t := &slab[i]
@@ -366,11 +366,64 @@ func newTasks(g *group, hist int) {
 
 // record appends e to t's history.
 func (s *Shard) record(t *task, e *Event) {
-	t.history = append(t.history, TaskEvent{
-		Seq: len(t.history) + 1, Type: e.Type, At: e.At, Round: e.Round,
-		Holder: e.Holder, Error: e.Error, By: e.By,
+	t.history = append(t.history, taskEvent{
+		typ: e.Type, at: stampOf(e.At), round: e.Round, holder: s.holderOf(e.Holder), note: noteOf(e.Error, e.By),
 	})
 }
+
+// taskEvent is a TaskEvent as a task keeps it: 48 bytes where a TaskEvent
+// takes 96, its sequence number its place in the history, its rarely set
+// error and author behind a pointer. A peer under W1 holds millions of
+// tasks with three events each.
+type taskEvent struct {
+	at     stamp
+	round  Round
+	holder string
+	note   *eventNote // nil: no error, no author
+	typ    EventType
+}
+
+// eventNote is a history event's error and author (TaskEvent.Error, By).
+type eventNote struct{ err, by string }
+
+func noteOf(err, by string) *eventNote {
+	if err == "" && by == "" {
+		return nil
+	}
+	return &eventNote{err: err, by: by}
+}
+
+// view returns the event as the API shows it, seq its place (1-based).
+func (h *taskEvent) view(seq int) TaskEvent {
+	v := TaskEvent{Seq: seq, Type: h.typ, At: h.at.time(), Round: h.round, Holder: h.holder}
+	if h.note != nil {
+		v.Error, v.By = h.note.err, h.note.by
+	}
+	return v
+}
+
+// holderOf returns holder as this shard already keeps it: every lease of a
+// peer's run names the same holder, and each decoded event made its own
+// copy of a 60-byte string.
+func (s *Shard) holderOf(holder string) string {
+	if holder == "" {
+		return ""
+	}
+	if h, ok := s.holders[holder]; ok {
+		return h
+	}
+	if len(s.holders) >= maxHolders {
+		clear(s.holders) // bounded: holders are peers' runs, and a restart makes a new one
+	}
+	if s.holders == nil {
+		s.holders = make(map[string]string)
+	}
+	s.holders[holder] = holder
+	return holder
+}
+
+// maxHolders bounds the holders holderOf remembers.
+const maxHolders = 4096
 
 // setState moves t to st, keeping the ready queue, the group counters and
 // the change list in step. Every state change goes through here.
@@ -495,6 +548,6 @@ func (s *Shard) applyNotified(g *group, e *Event) {
 	}
 	if len(g.tasks) == 1 {
 		t := g.tasks[0]
-		t.history = append(t.history, TaskEvent{Seq: len(t.history) + 1, Type: EvNotified, At: e.At, Round: e.Round, Error: e.Error})
+		t.history = append(t.history, taskEvent{typ: EvNotified, at: stampOf(e.At), round: e.Round, note: noteOf(e.Error, "")})
 	}
 }

@@ -3,7 +3,6 @@ package shard
 import (
 	"errors"
 	"math/rand/v2"
-	"slices"
 	"time"
 )
 
@@ -98,7 +97,7 @@ type task struct {
 	// millions of tasks. Its creation time is its group's.
 	started  stamp
 	finished stamp
-	history  []TaskEvent
+	history  []taskEvent
 	readyAt  stamp  // when it last became READY (a metric only: not in snapshots)
 	seq      uint64 // FIFO order in the ready queue
 	heapIdx  int    // position in the ready queue, -1 when not queued
@@ -203,6 +202,9 @@ type Shard struct {
 	// has not applied (leader-local).
 	removing map[GroupID]struct{}
 
+	// holders interns the holders of its tasks' leases (holderOf; not
+	// state).
+	holders map[string]string
 	// snapSize is the length of the last Snapshot, the next one's first
 	// guess at its buffer (not state).
 	snapSize int
@@ -261,7 +263,11 @@ func (s *Shard) TaskEvents(id TaskID) ([]TaskEvent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return slices.Clone(t.history), nil
+	out := make([]TaskEvent, len(t.history))
+	for i := range t.history {
+		out[i] = t.history[i].view(i + 1)
+	}
+	return out, nil
 }
 
 // Group returns a view of group id with every task.

@@ -61,13 +61,18 @@ func appendGroupState(dst []byte, g *group) []byte {
 		dst = t.finished.append(dst)
 		dst = binary.AppendUvarint(dst, t.seq)
 		dst = binary.AppendUvarint(dst, uint64(len(t.history)))
-		for _, h := range t.history {
-			dst = append(dst, byte(h.Type))
-			dst = AppendTime(dst, h.At)
-			dst = binary.AppendUvarint(dst, uint64(h.Round))
-			dst = AppendString(dst, h.Holder)
-			dst = AppendString(dst, h.Error)
-			dst = AppendString(dst, h.By)
+		for i := range t.history {
+			h := &t.history[i]
+			var note eventNote
+			if h.note != nil {
+				note = *h.note
+			}
+			dst = append(dst, byte(h.typ))
+			dst = h.at.append(dst)
+			dst = binary.AppendUvarint(dst, uint64(h.round))
+			dst = AppendString(dst, h.holder)
+			dst = AppendString(dst, note.err)
+			dst = AppendString(dst, note.by)
 		}
 	}
 	n := &g.notify
@@ -196,13 +201,12 @@ func decodeTaskState(d *Decoder, t *task) {
 	t.seq = d.Uvarint()
 	n := d.Count(6)
 	if n > 0 {
-		t.history = make([]TaskEvent, n)
+		t.history = make([]taskEvent, n)
 	}
 	for i := range n {
-		t.history[i] = TaskEvent{
-			Seq: i + 1, Type: EventType(d.Byte()), At: d.Time(), Round: Round(d.Uvarint()),
-			Holder: d.String(), Error: d.String(), By: d.String(),
-		}
+		h := &t.history[i]
+		h.typ, h.at, h.round, h.holder = EventType(d.Byte()), stampOf(d.Time()), Round(d.Uvarint()), d.String()
+		h.note = noteOf(d.String(), d.String())
 	}
 }
 

@@ -1,0 +1,20 @@
+package shard
+
+import (
+	"testing"
+	"unsafe"
+)
+
+// A task keeps its history as taskEvents, which must stay small: a peer
+// under W1 holds millions of tasks with three events each (a TaskEvent
+// took 96 bytes).
+func TestTaskEventSize(t *testing.T) {
+	if n := unsafe.Sizeof(taskEvent{}); n > 48 {
+		t.Errorf("taskEvent takes %d bytes; want at most 48", n)
+	}
+	var s Shard
+	a, b := string([]byte("n1#boot")), string([]byte("n1#boot"))
+	if h1, h2 := s.holderOf(a), s.holderOf(b); unsafe.StringData(h1) != unsafe.StringData(h2) {
+		t.Error("two leases of one holder keep two copies of its name")
+	}
+}
