@@ -144,21 +144,22 @@ func linkDeps(g *group, names map[string]int) {
 		case ModeDAG:
 			for _, name := range t.spec.Deps {
 				if d, ok := names[name]; ok && d != i {
-					t.deps = append(t.deps, d)
+					t.linked().deps = append(t.linked().deps, d)
 				}
 			}
 		case ModePipeline:
-			if t.spec.Stage > 0 {
-				t.deps = append(t.deps, byStage[t.spec.Stage-1]...)
+			if t.spec.Stage > 0 && len(byStage[t.spec.Stage-1]) > 0 {
+				t.linked().deps = append(t.linked().deps, byStage[t.spec.Stage-1]...)
 			}
 		case ModeStream:
 			if t.spec.Stage > 0 {
-				t.deps = append(t.deps, i-1) // the same item, one stage earlier
+				t.linked().deps = append(t.linked().deps, i-1) // the same item, one stage earlier
 			}
 		}
-		t.depsLeft = len(t.deps)
-		for _, d := range t.deps {
-			g.tasks[d].dependents = append(g.tasks[d].dependents, i)
+		t.depsLeft = len(t.deps())
+		for _, d := range t.deps() {
+			l := g.tasks[d].linked()
+			l.dependents = append(l.dependents, i)
 		}
 	}
 }
@@ -220,7 +221,7 @@ func (s *Shard) applySucceeded(t *task, e *Event) {
 	t.finished = stampOf(e.At)
 	s.record(t, e)
 	s.setState(t, Succeeded)
-	for _, d := range t.dependents {
+	for _, d := range t.dependents() {
 		dt := t.g.tasks[d]
 		dt.depsLeft--
 		if dt.depsLeft == 0 && dt.state == Pending {
@@ -300,7 +301,7 @@ func (s *Shard) cancel(t *task, e *Event, why string) {
 }
 
 func (s *Shard) cancelDependents(t *task, e *Event, why string) {
-	for _, d := range t.dependents {
+	for _, d := range t.dependents() {
 		s.cancel(t.g.tasks[d], e, why)
 	}
 }

@@ -5,12 +5,15 @@ import (
 	"unsafe"
 )
 
-// A task keeps its history as taskEvents, which must stay small: a peer
-// under W1 holds millions of tasks with three events each (a TaskEvent
-// took 96 bytes).
+// A task and the taskEvents of its history must stay small: a peer under
+// W1 holds millions of tasks with three events each (a TaskEvent took 96
+// bytes, a task 280 with two slices of dependency edges most never use).
 func TestTaskEventSize(t *testing.T) {
 	if n := unsafe.Sizeof(taskEvent{}); n > 48 {
 		t.Errorf("taskEvent takes %d bytes; want at most 48", n)
+	}
+	if n := unsafe.Sizeof(task{}); n > 240 {
+		t.Errorf("task takes %d bytes; want at most 240", n)
 	}
 	var s Shard
 	a, b := string([]byte("n1#boot")), string([]byte("n1#boot"))

@@ -57,7 +57,7 @@ func retryable(t *task) error {
 	if t.state != Failed && t.state != Canceled {
 		return fmt.Errorf("%w: task %s is %v", ErrNotRetryable, t.id, t.state)
 	}
-	for _, d := range t.deps {
+	for _, d := range t.deps() {
 		if dt := t.g.tasks[d]; dt.state == Failed || dt.state == Canceled {
 			return fmt.Errorf("%w: task %s depends on %s, which is %v (retry it first, or the group)", ErrNotRetryable, t.id, dt.id, dt.state)
 		}
@@ -105,7 +105,7 @@ func (s *Shard) applyRetried(g *group, e *Event) {
 	for _, i := range set {
 		t := g.tasks[i]
 		t.depsLeft = 0
-		for _, d := range t.deps {
+		for _, d := range t.deps() {
 			if g.tasks[d].state != Succeeded {
 				t.depsLeft++
 			}
@@ -127,7 +127,7 @@ func rearmable(g *group, idx int) []int {
 	for len(queue) > 0 {
 		t := g.tasks[queue[0]]
 		queue = queue[1:]
-		for _, d := range t.dependents {
+		for _, d := range t.dependents() {
 			dt := g.tasks[d]
 			if !in[d] && dt.state == Canceled && canceledByDependency(dt) {
 				in[d] = true
@@ -155,7 +155,7 @@ func rearmable(g *group, idx int) []int {
 // blocked reports whether task i has a dependency that did not succeed
 // and is not re-armed.
 func blocked(g *group, i int, in map[int]bool) bool {
-	for _, d := range g.tasks[i].deps {
+	for _, d := range g.tasks[i].deps() {
 		if st := g.tasks[d].state; st != Succeeded && !in[d] && st.Terminal() {
 			return true
 		}

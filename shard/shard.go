@@ -75,23 +75,22 @@ func (c *Config) Validate() error {
 // task is the state of one task. Fields other than the heap index change
 // only in apply.
 type task struct {
-	ref        *taskRef // what its timers hold, made by refOf; nil: no timer yet
-	id         TaskID
-	g          *group
-	idx        int
-	spec       *TaskSpec
-	state      State
-	attempt    int
-	round      Round
-	holder     string
-	expiry     stamp
-	notBefore  stamp
-	result     []byte
-	err        string
-	deps       []int // indexes of dependencies in the group
-	dependents []int // indexes of tasks that depend on this one
-	depsLeft   int   // dependencies not yet SUCCEEDED
-	retried    int   // attempt when last retried by hand: the retry budget counts from it
+	ref       *taskRef // what its timers hold, made by refOf; nil: no timer yet
+	id        TaskID
+	g         *group
+	idx       int
+	spec      *TaskSpec
+	state     State
+	attempt   int
+	round     Round
+	holder    string
+	expiry    stamp
+	notBefore stamp
+	result    []byte
+	err       string
+	links     *taskLinks // its dependency edges; nil: none (most tasks)
+	depsLeft  int        // dependencies not yet SUCCEEDED
+	retried   int        // attempt when last retried by hand: the retry budget counts from it
 	// Its times are stamps (8 bytes, no pointer, where a time.Time takes
 	// 24 and holds one for the collector to scan): a peer under W1 holds
 	// millions of tasks. Its creation time is its group's.
@@ -102,6 +101,33 @@ type task struct {
 	seq      uint64 // FIFO order in the ready queue
 	heapIdx  int    // position in the ready queue, -1 when not queued
 	cls      *class // its placement class while queued; nil = unconstrained
+}
+
+// taskLinks are a task's dependency edges within its group: the indexes
+// of its dependencies and of the tasks that depend on it. Behind a
+// pointer, as few tasks have any: 8 bytes a task where two slices took 48.
+type taskLinks struct{ deps, dependents []int }
+
+func (t *task) deps() []int {
+	if t.links == nil {
+		return nil
+	}
+	return t.links.deps
+}
+
+func (t *task) dependents() []int {
+	if t.links == nil {
+		return nil
+	}
+	return t.links.dependents
+}
+
+// linked returns t's links, made on first use.
+func (t *task) linked() *taskLinks {
+	if t.links == nil {
+		t.links = &taskLinks{}
+	}
+	return t.links
 }
 
 // group is the state of one group.
@@ -361,9 +387,9 @@ func (t *task) view() TaskView {
 		Error: t.err, CreatedAt: t.g.created, StartedAt: t.started.time(),
 		FinishedAt: t.finished.time(), NotBefore: t.notBefore.time(),
 	}
-	if len(t.deps) > 0 {
-		v.Deps = make([]TaskID, len(t.deps))
-		for i, d := range t.deps {
+	if len(t.deps()) > 0 {
+		v.Deps = make([]TaskID, len(t.deps()))
+		for i, d := range t.deps() {
 			v.Deps[i] = t.g.tasks[d].id
 		}
 	}

@@ -227,7 +227,7 @@ func (s *Shard) install(groups map[GroupID]*group, done []GroupID, seq uint64) {
 			g.counts[t.state]++
 			s.counts[t.state]++
 			t.depsLeft = 0 // linkDeps counted every dep; count the unmet ones
-			for _, dep := range t.deps {
+			for _, dep := range t.deps() {
 				if g.tasks[dep].state != Succeeded {
 					t.depsLeft++
 				}

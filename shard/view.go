@@ -147,11 +147,11 @@ type NotifyView struct {
 // shared with the state: callers must not modify them.
 func (s *Shard) Inputs(id TaskID) map[string][]byte {
 	t, err := s.lookup(id)
-	if err != nil || len(t.deps) == 0 || t.g.spec.Mode == ModeStream {
+	if err != nil || len(t.deps()) == 0 || t.g.spec.Mode == ModeStream {
 		return nil // a streaming stage gets its input as its payload
 	}
-	out := make(map[string][]byte, len(t.deps))
-	for _, d := range t.deps {
+	out := make(map[string][]byte, len(t.deps()))
+	for _, d := range t.deps() {
 		dt := t.g.tasks[d]
 		if dt.state != Succeeded {
 			continue
