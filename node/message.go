@@ -61,8 +61,9 @@ type Message struct {
 	Refused   bool         // MsgGrant: nothing granted, back off
 	// Holder is, on a MsgGrant with grants, the incarnation of the thief
 	// (id#boot) the leases are for: a peer restarted since its steal
-	// request must not run leases held by its former run. Appended; ""
-	// from an older peer.
+	// request must not run leases held by its former run. On a
+	// MsgStealReq, the thief's own incarnation, for a victim that has not
+	// had its heartbeat yet. Appended to both; "" from an older peer.
 	Holder string
 	// Asks are the partitions of a MsgReplicaAsk, sorted.
 	Asks []uint32

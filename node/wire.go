@@ -59,6 +59,7 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 	case MsgStealReq:
 		dst = binary.AppendUvarint(dst, uint64(max(m.Want, 0)))
 		dst = appendLoad(dst, m.Load)
+		dst = shard.AppendString(dst, m.Holder)
 	case MsgGrant:
 		dst = appendLoad(dst, m.Load)
 		dst = appendBool(dst, m.Refused)
@@ -253,6 +254,9 @@ func DecodeMessage(p []byte) (Message, error) {
 	case MsgStealReq:
 		m.Want = boundedInt(&d)
 		m.Load = decodeLoad(&d)
+		if d.Err() == nil && d.Len() > 0 { // appended: an older peer sends none
+			m.Holder = d.String()
+		}
 	case MsgGrant:
 		m.Load = decodeLoad(&d)
 		m.Refused = d.Byte() != 0

@@ -35,7 +35,7 @@ func wireSamples() []Message {
 		{Type: MsgOutcome, From: "c", Outcomes: []OutcomeMsg{{Task: "g.1", Round: 2, Holder: "c#1", OK: true, Result: []byte(`{"r":1}`)},
 			{Task: "g.2", Round: 1, Holder: "c#1", Error: "boom", Permanent: true, TimedOut: true}}},
 		{Type: MsgAck, From: "d", Acks: []AckMsg{{Task: "g.1", Round: 2}}},
-		{Type: MsgStealReq, From: "e", Want: 4, Load: Load{Slots: 2}},
+		{Type: MsgStealReq, From: "e", Want: 4, Load: Load{Slots: 2}, Holder: "e#b1"},
 		{Type: MsgGrant, From: "f", Load: Load{Ready: 10}, Grants: []Grant{{Task: "g.3", Round: 1,
 			Expiry: time.Unix(1_700_000_000, 5).UTC(), Handler: "echo", Payload: []byte("1"), Timeout: time.Second, Attempt: 2,
 			Trace: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Shard: 1, Shards: 3, Require: []string{"zone=a"}, Worker: "resizer-1"},
@@ -99,9 +99,13 @@ func TestWireRoundTrip(t *testing.T) {
 			beforeShards := m.Type == MsgGrant && cut == len(b)-shardsLen
 			beforeRequires := m.Type == MsgGrant && cut == len(b)-requiresLen
 			beforeGrantWorkers := m.Type == MsgGrant && cut == len(b)-workersLen
+			oldSteal := m.Type == MsgStealReq && cut == len(b)-len(shard.AppendString(nil, m.Holder))
 			if err == nil && !oldHeartbeat && !beforeInc && !beforeSync && !beforeBook && !beforeAddrs && !beforeFor && !beforeFeatures && !beforeWorkers && !beforeIDs && !beforePlacement && !oldGrant && !beforeAttempts && !beforeTraces &&
-				!beforeShards && !beforeRequires && !beforeGrantWorkers {
+				!beforeShards && !beforeRequires && !beforeGrantWorkers && !oldSteal {
 				t.Fatalf("%v truncated to %d/%d bytes decoded", m.Type, cut, len(b))
+			}
+			if err == nil && oldSteal && got.Holder != "" {
+				t.Fatalf("a steal request without its holder decoded holder %q", got.Holder)
 			}
 			if err == nil && oldHeartbeat && (got.Heartbeat.Labels != nil || got.Heartbeat.Stranded != 0) {
 				t.Fatalf("a heartbeat without its labels tail decoded labels %v", got.Heartbeat.Labels)
