@@ -335,10 +335,10 @@ const (
 // two slots) sent most of the mesh's messages. It offers a backlog that is
 // worth the broadcast: at least one task per member it reaches, or one
 // that its own slots take offerWorth or more to drain, at the run time it
-// has measured (none measured yet: only the first). Smaller backlogs are
-// found by the thieves' blind asks and the loads probes carry, or run
-// here. An offer made stands until the queue empties, so that the
-// advertisement does not flap with the measure.
+// has measured (before it has timed a task, only the first rule holds).
+// Smaller backlogs are found by the thieves' blind asks and the loads
+// probes carry, or run here. An offer made stands until the queue
+// empties, so that the advertisement does not flap with the measure.
 func (m *mesh) offers(ready int) bool {
 	switch {
 	case ready <= 0:
