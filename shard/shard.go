@@ -387,9 +387,9 @@ func (t *task) view() TaskView {
 		Error: t.err, CreatedAt: t.g.created, StartedAt: t.started.time(),
 		FinishedAt: t.finished.time(), NotBefore: t.notBefore.time(),
 	}
-	if len(t.deps()) > 0 {
-		v.Deps = make([]TaskID, len(t.deps()))
-		for i, d := range t.deps() {
+	if deps := t.deps(); len(deps) > 0 {
+		v.Deps = make([]TaskID, len(deps))
+		for i, d := range deps {
 			v.Deps[i] = t.g.tasks[d].id
 		}
 	}

@@ -150,8 +150,9 @@ func (s *Shard) Inputs(id TaskID) map[string][]byte {
 	if err != nil || len(t.deps()) == 0 || t.g.spec.Mode == ModeStream {
 		return nil // a streaming stage gets its input as its payload
 	}
-	out := make(map[string][]byte, len(t.deps()))
-	for _, d := range t.deps() {
+	deps := t.deps()
+	out := make(map[string][]byte, len(deps))
+	for _, d := range deps {
 		dt := t.g.tasks[d]
 		if dt.state != Succeeded {
 			continue

@@ -206,7 +206,7 @@ func (s *sim) checkReplicas(parts iter.Seq[int]) {
 			continue
 		}
 		for _, part := range nd.n.Held() {
-			if applied, ok := nd.n.Applied(part); ok && part < len(held) {
+			if applied, ok := nd.n.Applied(part); ok {
 				held[part] = append(held[part], at{i, applied})
 			}
 		}

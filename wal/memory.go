@@ -16,10 +16,11 @@ import (
 // real disk's unsynced page cache. Results never depend on map order.
 //
 // Entries are immutable once stored: Append keeps the batch's entries, and
-// the caller must not modify them after (Raft does not). Entry slices may share a backing array
-// between the two states and between clones, so a slice is only ever
-// extended in place by the appended state at its own end, and every other
-// copy of a slice header is capped at its length (see memState.clone).
+// the caller must not modify them after (Raft does not). Entry slices may
+// share a backing array between the two states and between clones, so a
+// slice is only ever extended in place by the appended state at its own
+// end, and every other copy of a slice header is capped at its length (see
+// memState.clone).
 type Memory struct {
 	mu sync.Mutex
 	// cur is everything appended; Append changes it.
