@@ -36,7 +36,10 @@ type simNode struct {
 	gen         int           // incarnation: bumped by crash and stop; stale events compare it
 	boots       int           // starts so far; the Node's Boot nonce
 	drainQueued bool          // a drain is scheduled at the current instant
-	held        []func()      // inputs that arrived while paused, in order
+	// agreed is, per partition, where this node's replica last matched
+	// the others' (checkReplicas).
+	agreed map[int]agreedAt
+	held   []func() // inputs that arrived while paused, in order
 
 	jobs   map[shard.TaskID]*job // handlers running or queued here
 	queue  []*job                // jobs waiting for a worker slot

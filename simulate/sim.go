@@ -93,7 +93,7 @@ func (s *sim) conclude(wall time.Time) Report {
 		s.chk.final()
 	}
 	if s.viol == nil {
-		s.checkReplicas(allParts(s.cfg.Partitions))
+		s.checkReplicas(allParts(s.cfg.Partitions), true)
 	}
 	if s.viol == nil {
 		s.checkSlots()
@@ -235,7 +235,7 @@ func (s *sim) periodic() {
 	s.chk.sample(16)
 	s.chk.liveness()
 	if s.now >= s.healAt && int(s.now/time.Second)%replicaCheckEvery == 0 {
-		s.checkReplicas(s.periodicReplicas())
+		s.checkReplicas(s.periodicReplicas(), false)
 	}
 	if s.cfg.Progress != nil {
 		s.cfg.Progress(Progress{SimSeconds: s.now.Seconds(), Tasks: len(s.chk.tasks),
