@@ -168,19 +168,40 @@ func (nd *simNode) scheduleWake() {
 		return
 	}
 	nd.wakeAt, nd.wakeGen, nd.wakeSet = at, nd.gen, true
-	gen := nd.gen
-	nd.s.at(at, func() {
-		if nd.gen != gen || !nd.up || !nd.wakeSet || nd.wakeAt != at {
-			return // stale or superseded
-		}
-		nd.wakeSet = false
-		if nd.paused {
-			return
-		}
-		nd.s.st.wakeups++
-		nd.n.Tick(nd.now())
-		nd.queueDrain()
-	})
+	w := nd.s.freeWake
+	if w == nil {
+		w = &wake{}
+		w.run = w.fire
+	} else {
+		nd.s.freeWake = w.next
+	}
+	w.nd, w.gen, w.at = nd, nd.gen, at
+	nd.s.at(at, w.run)
+}
+
+// wake is a scheduled wakeup of a node (scheduleWake), reused once it
+// fired (sim.freeWake) instead of a closure per wakeup.
+type wake struct {
+	nd   *simNode
+	gen  int
+	at   time.Duration
+	run  func() // w.fire, bound once
+	next *wake
+}
+
+func (w *wake) fire() {
+	nd, gen, at := w.nd, w.gen, w.at
+	w.nd, w.next, nd.s.freeWake = nil, nd.s.freeWake, w
+	if nd.gen != gen || !nd.up || !nd.wakeSet || nd.wakeAt != at {
+		return // stale or superseded
+	}
+	nd.wakeSet = false
+	if nd.paused {
+		return
+	}
+	nd.s.st.wakeups++
+	nd.n.Tick(nd.now())
+	nd.queueDrain()
 }
 
 // rescheduleWake drops the scheduled wakeup and schedules one from the
@@ -240,14 +261,23 @@ func (nd *simNode) receive(from int, m message) {
 		nd.s.net.dropped++
 		return
 	}
-	nd.input(nd.gen, func() {
-		switch {
-		case m.env != nil:
-			nd.s.step(nd, from, &m.env.Msg)
-		case m.req != nil:
-			nd.handleRequest(m.req)
-		}
-	})
+	if nd.paused { // held as a closure until the resume
+		nd.input(nd.gen, func() { nd.take(from, &m) })
+		return
+	}
+	nd.n.Tick(nd.now()) // input's steps, without a closure per message
+	nd.take(from, &m)
+	nd.queueDrain()
+}
+
+// take steps the node with a message from the network.
+func (nd *simNode) take(from int, m *message) {
+	switch {
+	case m.env != nil:
+		nd.s.step(nd, from, &m.env.Msg)
+	case m.req != nil:
+		nd.handleRequest(m.req)
+	}
 }
 
 func (nd *simNode) handleRequest(r *request) {

@@ -34,6 +34,7 @@ type sim struct {
 	// run ran (see periodicReplicas).
 	replicaEntries uint64
 	nodes          []*simNode
+	freeWake       *wake // wakeups fired, to reuse (scheduleWake)
 	byID           map[string]int
 	deadKnown      time.Duration   // when every running node held the killed one dead (Config.Kill)
 	owners         []int           // partition -> node index that serves it (see route)
