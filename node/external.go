@@ -177,8 +177,8 @@ func (n *Node) scheduleExternal() {
 // anyExternalReady reports whether a partition this node serves holds a
 // READY task of an external handler.
 func (n *Node) anyExternalReady() bool {
-	for _, i := range n.held {
-		if p := n.parts[i]; p != nil && p.serving && p.shard.ExternalReady() > 0 {
+	for p := range n.readyHeld {
+		if p.shard.ExternalReady() > 0 {
 			return true
 		}
 	}
@@ -195,14 +195,13 @@ func (n *Node) leaseExternal(at shard.Placement, want int, holder, thief string)
 		best := -1
 		var bestPrio int32
 		var bestSeq uint64
-		for _, i := range n.held {
-			p := n.parts[i]
-			if p == nil || !p.serving || p.shard.ExternalReady() == 0 {
+		for p := range n.readyHeld {
+			if p.shard.ExternalReady() == 0 {
 				continue
 			}
 			prio, seq, ok := p.shard.HeadFor(at)
 			if ok && (best < 0 || prio > bestPrio || (prio == bestPrio && seq < bestSeq)) {
-				best, bestPrio, bestSeq = i, prio, seq
+				best, bestPrio, bestSeq = p.id, prio, seq
 			}
 		}
 		if best < 0 {
@@ -321,8 +320,8 @@ func (n *Node) ExternalRunning() int { return len(n.ext.run) }
 // partitions this node serves, by handler (nil when none).
 func (n *Node) externalReady() map[string]int {
 	var by map[string]int
-	for _, i := range n.held {
-		if p := n.parts[i]; p != nil && p.serving && p.shard.ExternalReady() > 0 {
+	for p := range n.readyHeld {
+		if p.shard.ExternalReady() > 0 {
 			by = p.shard.ExternalHandlers(by)
 		}
 	}
@@ -339,10 +338,8 @@ func (n *Node) ExternalReady() []string {
 // partitions this node serves: work for workers, not for thieves.
 func (n *Node) readyExternal() int {
 	total := 0
-	for _, i := range n.held {
-		if p := n.parts[i]; p != nil && p.serving {
-			total += p.shard.ExternalReady()
-		}
+	for p := range n.readyHeld {
+		total += p.shard.ExternalReady()
 	}
 	return total
 }

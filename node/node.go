@@ -200,6 +200,8 @@ type Node struct {
 	// parts (partitions are opened by NewNode and stepRaft, and dropped
 	// when a committed configuration excludes this node: leave.go).
 	held []int
+	// readyParts marks the partitions with READY tasks (readyparts.go).
+	readyParts readyParts
 	// leaving are partitions whose applied configuration excludes this
 	// node, dropped at Advance (leave.go); goneOut the GoneMsgs to send
 	// to peers this node removed as leader; leaveAt when askLeave next
@@ -301,7 +303,7 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 	}
 	n := &Node{
 		cfg: cfg, log: cfg.Logger.With(keyNode, cfg.ID), holder: cfg.ID + "#" + cfg.Boot,
-		raftID: RaftID(cfg.ID), parts: make([]*partition, cfg.Partitions),
+		raftID: RaftID(cfg.ID), parts: make([]*partition, cfg.Partitions), readyParts: newReadyParts(cfg.Partitions),
 		isDir: make([]bool, cfg.Partitions), now: now, lastTick: now, bootAt: now,
 		reqs: make(map[uint64]*request), submits: make(map[shard.GroupID][]uint64), running: make(map[shard.TaskID]shard.Round),
 		leaseAt: make(map[shard.TaskID]time.Time), ownLeases: make(map[shard.TaskID]ownLease),
@@ -569,13 +571,9 @@ func (n *Node) Stats() Stats {
 // Heartbeats ask for it alone: Stats also counts the tasks of every
 // retained group by state, a walk over all of them.
 func (n *Node) readyLoad() (ready, stranded int) {
-	for _, i := range n.held {
-		if p := n.parts[i]; p.serving {
-			if r := p.shard.ReadyLen(); r > 0 { // an empty queue strands nothing
-				ready += r
-				stranded += p.shard.Stranded(n.placement)
-			}
-		}
+	for p := range n.readyHeld {
+		ready += p.shard.ReadyLen()
+		stranded += p.shard.Stranded(n.placement)
 	}
 	return ready, stranded
 }

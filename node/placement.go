@@ -44,11 +44,8 @@ func (n *Node) Labels() []string { return LabelList(n.placement.Labels) }
 // that it may run itself (not pinned elsewhere, labels it carries).
 func (n *Node) readyRunnable() int {
 	total := 0
-	for _, i := range n.held {
-		p := n.parts[i]
-		if p != nil && p.serving {
-			total += p.shard.ReadyFor(n.placement)
-		}
+	for p := range n.readyHeld {
+		total += p.shard.ReadyFor(n.placement)
 	}
 	return total
 }

@@ -255,13 +255,9 @@ func stealHolder(mb *member, from, holder string) string {
 // partitions this node serves, and returns how many it proposed.
 func (n *Node) grant(give int, lease func(p *partition, k int) []shard.Event, thief string) int {
 	granted := 0
-	for _, i := range n.held {
-		p := n.parts[i]
+	for p := range n.readyHeld {
 		if give-granted <= 0 {
 			break
-		}
-		if p == nil || !p.serving || p.shard.ReadyLen() == 0 {
-			continue
 		}
 		evs := lease(p, give-granted)
 		if len(evs) == 0 {

@@ -108,6 +108,20 @@ func (s *sim) describePartition(part int) string {
 	return b.String()
 }
 
+// checkReadyParts checks that every running node's set of partitions
+// with READY tasks (what its per-input walks visit) marks each of them.
+func (s *sim) checkReadyParts() {
+	for _, nd := range s.nodes {
+		if !nd.up || nd.n == nil {
+			continue
+		}
+		if err := nd.n.CheckReadyParts(); err != nil {
+			s.fail(invReady, fmt.Sprintf("%s: %v", nd.id, err))
+			return
+		}
+	}
+}
+
 // checkSlots runs once every task is terminal: a node's busy slots must be
 // its runs (a stale round may still run) and its own lease proposals, and
 // its runs the handlers still running or queued. A slot counted and never
