@@ -87,6 +87,7 @@ type member struct {
 type mesh struct {
 	n         *Node
 	members   map[string]*member
+	self      *member // this node's own record in members (never replaced nor forgotten)
 	forgotten map[string]bool
 	// refused holds the peers whose last heartbeat this one refused (other
 	// partitions, replicas or placement), with that run's boot: a list or
@@ -153,8 +154,9 @@ func newMesh(n *Node, now time.Time) mesh {
 	m := mesh{n: n, members: map[string]*member{}, forgotten: map[string]bool{}, refused: map[string]string{}, noAddrs: map[string]struct{}{},
 		outbox: map[string]OutcomeMsg{}, sentAt: map[string]time.Time{}, granter: map[int]string{}, pendAck: map[shard.TaskID]pendingAck{}, changedAt: now,
 		byRaft: map[uint64]string{}, sw: swim{inc: uint64(max(now.UnixMilli(), 0)), relays: map[uint64]relay{}, silent: map[int]time.Time{}}}
-	m.add(&member{id: n.cfg.ID, boot: n.cfg.Boot, heard: now, state: PeerAlive, addrs: n.cfg.Addrs,
-		labels: n.placement.Labels, labelList: LabelList(n.placement.Labels)})
+	m.self = &member{id: n.cfg.ID, boot: n.cfg.Boot, heard: now, state: PeerAlive, addrs: n.cfg.Addrs,
+		labels: n.placement.Labels, labelList: LabelList(n.placement.Labels)}
+	m.add(m.self)
 	m.rebuildRing()
 	return m
 }
@@ -356,9 +358,7 @@ func (n *Node) Forget(id string) { n.mesh.forget(id, n.now) }
 // once the membership is stable, and re-sends unacknowledged outcomes.
 func (m *mesh) tick(now time.Time) {
 	cfg := &m.n.cfg
-	if self := m.members[cfg.ID]; self != nil {
-		self.heard, self.state = now, PeerAlive
-	}
+	m.self.heard, m.self.state = now, PeerAlive
 	if !now.Before(m.detectAt) {
 		if m.swimOn() {
 			m.detectSWIM(now)
@@ -474,7 +474,7 @@ func (m *mesh) heartbeat() Message {
 		Boot: m.n.cfg.Boot, Partitions: m.n.cfg.Partitions, Addrs: m.n.cfg.Addrs,
 		Load: Load{Ready: ready, Running: len(m.n.running), Slots: m.n.cfg.Slots}, Draining: m.n.draining,
 		Members: m.memberIDs(), Forgotten: slices.Sorted(maps.Keys(m.forgotten)),
-		Labels: m.members[m.n.cfg.ID].labelList, Stranded: stranded, Features: Features,
+		Labels: m.self.labelList, Stranded: stranded, Features: Features,
 		Workers: m.n.workerAds(), Replicas: m.n.cfg.Replicas, Placement: m.n.cfg.Placement, Inc: m.sw.inc,
 	}
 	if stranded > 0 {
