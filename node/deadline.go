@@ -1,6 +1,7 @@
 package node
 
 import (
+	"math/bits"
 	"slices"
 	"time"
 
@@ -143,14 +144,35 @@ func (m *mesh) alone(p *partition) bool {
 
 // shardTimers returns the earliest shard timer or retention removal of
 // the partitions this node serves.
+// It reads only the partitions timerParts marks, and unmarks those with
+// nothing pending: a shard marks itself again when that changes.
 func (n *Node) shardTimers() (at time.Time, ok bool) {
-	for _, i := range n.held {
-		p := n.parts[i]
-		if !p.serving {
-			continue
-		}
-		if t, due := p.shard.NextDue(); due && (!ok || t.Before(at)) {
-			at, ok = t, true
+	for w, word := range n.timerParts {
+		for word != 0 {
+			b := bits.TrailingZeros64(word)
+			word &^= 1 << b
+			p := n.parts[w*64+b]
+			if p == nil {
+				n.timerParts.set(w*64+b, false)
+				continue
+			}
+			if !p.serving {
+				// A leader that does not serve yet may, with its timers as
+				// they are; a follower's NextDue is empty, and its shard
+				// marks itself again when it leads (SetLeader).
+				if !p.shard.Leader() {
+					n.timerParts.set(p.id, false)
+				}
+				continue
+			}
+			t, due := p.shard.NextDue()
+			if !due {
+				n.timerParts.set(p.id, false)
+				continue
+			}
+			if !ok || t.Before(at) {
+				at, ok = t, true
+			}
 		}
 	}
 	return at, ok

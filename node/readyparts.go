@@ -5,7 +5,8 @@ import (
 	"math/bits"
 )
 
-// readyParts marks the partitions whose shard has READY tasks, from the
+// readyParts marks the partitions whose shard has READY tasks (a bitset
+// over the partitions; timerParts is another), from the
 // shards' OnReady (a superset: a dropped partition's bit is cleared, and
 // every walk still checks what it needs). What the Node does per input
 // (its load for the failure detector's and the heartbeat's checks, its
@@ -16,6 +17,8 @@ import (
 type readyParts []uint64
 
 func newReadyParts(partitions int) readyParts { return make(readyParts, (partitions+63)/64) }
+
+func (r readyParts) has(part int) bool { return r[part/64]&(1<<(part%64)) != 0 }
 
 func (r readyParts) set(part int, on bool) {
 	if on {
@@ -43,14 +46,19 @@ func (n *Node) readyHeld(yield func(*partition) bool) {
 	}
 }
 
-// CheckReadyParts reports a partition this node holds whose READY queue
-// is not empty but which readyParts does not mark: the walks over
-// readyHeld would miss its work. For checks (the simulator's), not for a
-// hot path.
-func (n *Node) CheckReadyParts() error {
+// CheckPartSets reports a partition this node holds whose READY queue is
+// not empty but which readyParts does not mark (the walks over readyHeld
+// would miss its work), or that it serves with a shard timer pending but
+// timerParts does not mark (NextDeadline would sleep through it). For
+// checks (the simulator's), not for a hot path.
+func (n *Node) CheckPartSets() error {
 	for _, i := range n.held {
-		if l := n.parts[i].shard.ReadyLen(); l > 0 && n.readyParts[i/64]&(1<<(i%64)) == 0 {
+		p := n.parts[i]
+		if l := p.shard.ReadyLen(); l > 0 && !n.readyParts.has(i) {
 			return fmt.Errorf("partition %d holds %d READY tasks but is not marked ready", i, l)
+		}
+		if at, due := p.shard.NextDue(); due && p.serving && !n.timerParts.has(i) {
+			return fmt.Errorf("partition %d has a timer due at %v but is not marked", i, at)
 		}
 	}
 	return nil

@@ -54,6 +54,14 @@ func (s *Shard) Leader() bool { return s.leader }
 func (s *Shard) addTimer(tm timer) {
 	if s.leader {
 		s.wheel.add(tm)
+		s.timerArmed()
+	}
+}
+
+// timerArmed tells Config.OnTimer that NextDue may be due.
+func (s *Shard) timerArmed() {
+	if s.cfg.OnTimer != nil {
+		s.cfg.OnTimer()
 	}
 }
 
@@ -335,6 +343,7 @@ func (s *Shard) findNextRemoval() (time.Time, bool, bool) {
 func (s *Shard) removalsChanged() {
 	s.removeAt = time.Time{}
 	s.remKnown = false
+	s.timerArmed()
 }
 
 func (s *Shard) dueRemovals(now time.Time, evs []Event) []Event {

@@ -108,15 +108,16 @@ func (s *sim) describePartition(part int) string {
 	return b.String()
 }
 
-// checkReadyParts checks that every running node's set of partitions
-// with READY tasks (what its per-input walks visit) marks each of them.
-func (s *sim) checkReadyParts() {
+// checkPartSets checks that every running node's sets of partitions with
+// READY tasks and with timers pending (what its per-input walks and its
+// next deadline visit) mark each of them.
+func (s *sim) checkPartSets() {
 	for _, nd := range s.nodes {
 		if !nd.up || nd.n == nil {
 			continue
 		}
-		if err := nd.n.CheckReadyParts(); err != nil {
-			s.fail(invReady, fmt.Sprintf("%s: %v", nd.id, err))
+		if err := nd.n.CheckPartSets(); err != nil {
+			s.fail(invPartSets, fmt.Sprintf("%s: %v", nd.id, err))
 			return
 		}
 	}

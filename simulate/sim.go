@@ -100,7 +100,7 @@ func (s *sim) conclude(wall time.Time) Report {
 		s.checkSlots()
 	}
 	if s.viol == nil {
-		s.checkReadyParts()
+		s.checkPartSets()
 	}
 	if s.viol == nil {
 		s.chk.checkNotify()
@@ -236,7 +236,7 @@ func (s *sim) periodic() {
 	s.chk.pollSchedules()
 	s.chk.recheckRuns(false)
 	s.chk.checkTicks()
-	s.checkReadyParts()
+	s.checkPartSets()
 	s.chk.sample(16)
 	s.chk.liveness()
 	if s.now >= s.healAt && int(s.now/time.Second)%replicaCheckEvery == 0 {
