@@ -82,15 +82,17 @@ func (m *mesh) nextDeadline() time.Time {
 
 // needsRaftTick reports whether some partition needs Raft ticks (see
 // quiet), or webhook deliveries wait (notifyDue runs on Raft ticks).
+// A quiesced partition is quiet, so only those loud marks are asked; and
+// only those dueParts marks can have webhooks waiting.
 func (n *Node) needsRaftTick() bool {
-	for _, i := range n.held {
-		if !n.mesh.quiet(n.parts[i]) {
+	for p := range n.loud.held(n) {
+		if !n.mesh.quiet(p) {
 			return true
 		}
 	}
 	if n.notifying < n.notifyLimit() {
-		for _, i := range n.held {
-			if p := n.parts[i]; p.serving && p.shard.NotifyPending() > 0 {
+		for p := range n.dueParts.held(n) {
+			if p.serving && p.shard.NotifyPending() > 0 {
 				return true
 			}
 		}
@@ -144,16 +146,17 @@ func (m *mesh) alone(p *partition) bool {
 
 // shardTimers returns the earliest shard timer or retention removal of
 // the partitions this node serves.
-// It reads only the partitions timerParts marks, and unmarks those with
-// nothing pending: a shard marks itself again when that changes.
+// It reads only the partitions dueParts marks, and unmarks those with
+// nothing pending (no timer, no webhook): a shard marks itself again
+// when that changes.
 func (n *Node) shardTimers() (at time.Time, ok bool) {
-	for w, word := range n.timerParts {
+	for w, word := range n.dueParts {
 		for word != 0 {
 			b := bits.TrailingZeros64(word)
 			word &^= 1 << b
 			p := n.parts[w*64+b]
 			if p == nil {
-				n.timerParts.set(w*64+b, false)
+				n.dueParts.set(w*64+b, false)
 				continue
 			}
 			if !p.serving {
@@ -161,13 +164,15 @@ func (n *Node) shardTimers() (at time.Time, ok bool) {
 				// they are; a follower's NextDue is empty, and its shard
 				// marks itself again when it leads (SetLeader).
 				if !p.shard.Leader() {
-					n.timerParts.set(p.id, false)
+					n.dueParts.set(p.id, false)
 				}
 				continue
 			}
 			t, due := p.shard.NextDue()
 			if !due {
-				n.timerParts.set(p.id, false)
+				if p.shard.NotifyPending() == 0 {
+					n.dueParts.set(p.id, false)
+				}
 				continue
 			}
 			if !ok || t.Before(at) {

@@ -114,7 +114,8 @@ func (n *Node) dropPartition(p *partition, why string, index uint64) {
 	n.bury(p)
 	n.parts[p.id] = nil
 	n.readyParts.set(p.id, false)
-	n.timerParts.set(p.id, false)
+	n.loud.set(p.id, false)
+	n.dueParts.set(p.id, false)
 	if i, ok := slices.BinarySearch(n.held, p.id); ok {
 		n.held = slices.Delete(n.held, i, i+1)
 	}

@@ -202,10 +202,12 @@ type Node struct {
 	held []int
 	// readyParts marks the partitions with READY tasks (readyparts.go).
 	readyParts readyParts
-	// timerParts marks the partitions whose shard timers may be due
-	// (shard.Config.OnTimer; cleared when NextDue finds none): what
-	// NextDeadline reads.
-	timerParts readyParts
+	// loud marks the partitions held that are not quiesced (quiesce.go).
+	loud readyParts
+	// dueParts marks the partitions whose shard timers may be due or
+	// whose webhooks may wait (shard.Config.OnDue; cleared when there are
+	// neither): what NextDeadline and needsRaftTick read.
+	dueParts readyParts
 	// leaving are partitions whose applied configuration excludes this
 	// node, dropped at Advance (leave.go); goneOut the GoneMsgs to send
 	// to peers this node removed as leader; leaveAt when askLeave next
@@ -307,7 +309,7 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 	}
 	n := &Node{
 		cfg: cfg, log: cfg.Logger.With(keyNode, cfg.ID), holder: cfg.ID + "#" + cfg.Boot,
-		raftID: RaftID(cfg.ID), parts: make([]*partition, cfg.Partitions), readyParts: newReadyParts(cfg.Partitions), timerParts: newReadyParts(cfg.Partitions),
+		raftID: RaftID(cfg.ID), parts: make([]*partition, cfg.Partitions), readyParts: newReadyParts(cfg.Partitions), loud: newReadyParts(cfg.Partitions), dueParts: newReadyParts(cfg.Partitions),
 		isDir: make([]bool, cfg.Partitions), now: now, lastTick: now, bootAt: now,
 		reqs: make(map[uint64]*request), submits: make(map[shard.GroupID][]uint64), running: make(map[shard.TaskID]shard.Round),
 		leaseAt: make(map[shard.TaskID]time.Time), ownLeases: make(map[shard.TaskID]ownLease),
@@ -347,6 +349,7 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 // hold records a partition this node now holds, in parts and in held.
 func (n *Node) hold(p *partition) {
 	n.parts[p.id] = p
+	n.loud.set(p.id, !p.quiesced)
 	i, found := slices.BinarySearch(n.held, p.id)
 	if !found {
 		n.held = slices.Insert(n.held, i, p.id)

@@ -83,7 +83,8 @@ func (n *Node) maybeQuiesce(p *partition) {
 			Commit: new(commit), Context: quiesceCtx,
 		}})
 	}
-	p.quiesced, p.quietAt = true, n.now
+	n.setQuiesced(p, true)
+	p.quietAt = n.now
 	n.stats.Quiesced++
 }
 
@@ -216,7 +217,7 @@ func (n *Node) quiesceHeard(p *partition, m *pb.Message) {
 	st := p.rn.BasicStatus()
 	last, _ := p.storage.LastIndex()
 	if st.Lead == m.GetFrom() && st.GetTerm() == m.GetTerm() && last == m.GetCommit() && st.GetCommit() == last {
-		p.quiesced = true
+		n.setQuiesced(p, true)
 	}
 }
 
@@ -230,7 +231,7 @@ func (n *Node) wake(p *partition, tell bool) {
 	if !p.quiesced {
 		return
 	}
-	p.quiesced = false
+	n.setQuiesced(p, false)
 	n.stats.Woken++
 	n.markDirty(p.id)
 	st := p.rn.BasicStatus()

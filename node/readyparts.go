@@ -6,7 +6,7 @@ import (
 )
 
 // readyParts marks the partitions whose shard has READY tasks (a bitset
-// over the partitions; timerParts is another), from the
+// over the partitions; dueParts is another), from the
 // shards' OnReady (a superset: a dropped partition's bit is cleared, and
 // every walk still checks what it needs). What the Node does per input
 // (its load for the failure detector's and the heartbeat's checks, its
@@ -28,28 +28,44 @@ func (r readyParts) set(part int, on bool) {
 	}
 }
 
-// readyHeld yields, in increasing order, the partitions this node holds
-// and serves whose READY queue is not empty.
-func (n *Node) readyHeld(yield func(*partition) bool) {
-	for w, word := range n.readyParts {
-		for word != 0 {
-			b := bits.TrailingZeros64(word)
-			word &^= 1 << b
-			p := n.parts[w*64+b]
-			if p == nil || !p.serving || p.shard.ReadyLen() == 0 {
-				continue
-			}
-			if !yield(p) {
-				return
+// held yields, in increasing order, the partitions r marks that n holds.
+func (r readyParts) held(n *Node) func(yield func(*partition) bool) {
+	return func(yield func(*partition) bool) {
+		for w, word := range r {
+			for word != 0 {
+				b := bits.TrailingZeros64(word)
+				word &^= 1 << b
+				if p := n.parts[w*64+b]; p != nil && !yield(p) {
+					return
+				}
 			}
 		}
 	}
 }
 
+// readyHeld yields, in increasing order, the partitions this node holds
+// and serves whose READY queue is not empty.
+func (n *Node) readyHeld(yield func(*partition) bool) {
+	for p := range n.readyParts.held(n) {
+		if !p.serving || p.shard.ReadyLen() == 0 {
+			continue
+		}
+		if !yield(p) {
+			return
+		}
+	}
+}
+
+// setQuiesced records whether p is quiesced, in p and in loud.
+func (n *Node) setQuiesced(p *partition, on bool) {
+	p.quiesced = on
+	n.loud.set(p.id, !on)
+}
+
 // CheckPartSets reports a partition this node holds whose READY queue is
 // not empty but which readyParts does not mark (the walks over readyHeld
 // would miss its work), or that it serves with a shard timer pending but
-// timerParts does not mark (NextDeadline would sleep through it). For
+// dueParts does not mark (NextDeadline would sleep through it). For
 // checks (the simulator's), not for a hot path.
 func (n *Node) CheckPartSets() error {
 	for _, i := range n.held {
@@ -57,8 +73,14 @@ func (n *Node) CheckPartSets() error {
 		if l := p.shard.ReadyLen(); l > 0 && !n.readyParts.has(i) {
 			return fmt.Errorf("partition %d holds %d READY tasks but is not marked ready", i, l)
 		}
-		if at, due := p.shard.NextDue(); due && p.serving && !n.timerParts.has(i) {
+		if at, due := p.shard.NextDue(); due && p.serving && !n.dueParts.has(i) {
 			return fmt.Errorf("partition %d has a timer due at %v but is not marked", i, at)
+		}
+		if w := p.shard.NotifyPending(); w > 0 && p.serving && !n.dueParts.has(i) {
+			return fmt.Errorf("partition %d has %d webhooks waiting but is not marked", i, w)
+		}
+		if !p.quiesced && !n.loud.has(i) {
+			return fmt.Errorf("partition %d is not quiesced but is not marked loud", i)
 		}
 	}
 	return nil

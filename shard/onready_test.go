@@ -46,15 +46,15 @@ func TestOnReady(t *testing.T) {
 	}
 }
 
-// TestOnTimer checks that Config.OnTimer marks a shard whenever NextDue
+// TestOnDue checks that Config.OnDue marks a shard whenever NextDue
 // becomes due, as the Node's set of partitions with timers relies on: a
 // mark is cleared when NextDue finds nothing, as the Node does, and
 // NextDue must never be due while unmarked.
-func TestOnTimer(t *testing.T) {
+func TestOnDue(t *testing.T) {
 	for seed := uint64(1); seed <= 10; seed++ {
 		marked, calls := false, 0
 		o := newOwner(t)
-		o.s.cfg.OnTimer = func() { marked, calls = true, calls+1 }
+		o.s.cfg.OnDue = func() { marked, calls = true, calls+1 }
 		o.s.SetLeader(false, o.now)
 		o.s.SetLeader(true, o.now)
 		r := rand.New(rand.NewPCG(seed, 4))
@@ -64,28 +64,28 @@ func TestOnTimer(t *testing.T) {
 			if _, due := o.s.NextDue(); !due {
 				marked = false
 			} else if !marked {
-				t.Fatalf("seed %d: NextDue is due but OnTimer was not called since it was last empty", seed)
+				t.Fatalf("seed %d: NextDue is due but OnDue was not called since it was last empty", seed)
 			}
 		}
 		if calls == 0 {
-			t.Fatalf("seed %d: OnTimer never called", seed)
+			t.Fatalf("seed %d: OnDue never called", seed)
 		}
 	}
 }
 
-// TestOnTimerCalls names what must call Config.OnTimer: a delayed task's
+// TestOnDueCalls names what must call Config.OnDue: a delayed task's
 // timer armed, a group finished (its retention removal), the leadership
 // switched on.
-func TestOnTimerCalls(t *testing.T) {
+func TestOnDueCalls(t *testing.T) {
 	calls := 0
 	o := newOwner(t)
-	o.s.cfg.OnTimer = func() { calls++ }
+	o.s.cfg.OnDue = func() { calls++ }
 	expect := func(what string, f func()) {
 		t.Helper()
 		before := calls
 		f()
 		if calls == before {
-			t.Fatalf("%s did not call OnTimer", what)
+			t.Fatalf("%s did not call OnDue", what)
 		}
 	}
 	expect("a delayed task", func() {

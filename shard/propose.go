@@ -54,14 +54,14 @@ func (s *Shard) Leader() bool { return s.leader }
 func (s *Shard) addTimer(tm timer) {
 	if s.leader {
 		s.wheel.add(tm)
-		s.timerArmed()
+		s.dueMaybe()
 	}
 }
 
-// timerArmed tells Config.OnTimer that NextDue may be due.
-func (s *Shard) timerArmed() {
-	if s.cfg.OnTimer != nil {
-		s.cfg.OnTimer()
+// dueMaybe tells Config.OnDue that NextDue may be due, or a webhook wait.
+func (s *Shard) dueMaybe() {
+	if s.cfg.OnDue != nil {
+		s.cfg.OnDue()
 	}
 }
 
@@ -343,7 +343,7 @@ func (s *Shard) findNextRemoval() (time.Time, bool, bool) {
 func (s *Shard) removalsChanged() {
 	s.removeAt = time.Time{}
 	s.remKnown = false
-	s.timerArmed()
+	s.dueMaybe()
 }
 
 func (s *Shard) dueRemovals(now time.Time, evs []Event) []Event {

@@ -47,11 +47,13 @@ type Config struct {
 	// keeps the set of partitions with READY work from it, so that what
 	// it does per input walks those, not every partition it holds.
 	OnReady func(nonEmpty bool)
-	// OnTimer, when set, is called when NextDue may have become due
-	// where it was not: a timer armed, the finished groups or their
-	// removals changed, the leadership switched on. The Node keeps the
-	// set of partitions whose timers it must read from it.
-	OnTimer func()
+	// OnDue, when set, is called when the owner may have something to do
+	// at a time where it had nothing: NextDue may have become due (a
+	// timer armed, the finished groups or their removals changed, the
+	// leadership switched on), or a webhook waits (NotifyPending; a group
+	// finishing, a restore). The Node keeps the set of partitions whose
+	// timers and webhooks it must read from it.
+	OnDue func()
 }
 
 // DefaultConfig returns a Config with the defaults above and a fixed seed.
