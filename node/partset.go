@@ -5,22 +5,24 @@ import (
 	"math/bits"
 )
 
-// readyParts marks the partitions whose shard has READY tasks (a bitset
-// over the partitions; dueParts is another), from the
-// shards' OnReady (a superset: a dropped partition's bit is cleared, and
-// every walk still checks what it needs). What the Node does per input
-// (its load for the failure detector's and the heartbeat's checks, its
-// own leases, a thief's grants) walks these rather than every partition
-// it holds: a peer that founded a mesh holds all of them until the ring
-// moves them, and at 1,000 simulated peers those walks were a fifth of
-// the formation's CPU.
-type readyParts []uint64
+// partSet is a set of partitions, a bit each: the Node's readyParts marks
+// those whose shard has READY tasks (from the shards' OnReady), dueParts
+// those whose timers may be due or whose webhooks may wait (OnDue), loud
+// those not quiesced. Each is a superset of what it names (a mark is
+// cleared when the Node finds nothing there, or drops the partition), and
+// every walk over one still checks what it needs. What the Node does per
+// input (its load for the failure detector's and the heartbeat's checks,
+// its own leases, a thief's grants, its next deadline) walks these rather
+// than every partition it holds: a peer that founded a mesh holds all of
+// them until the ring moves them, and at 1,000 simulated peers those
+// walks were a fifth of the formation's CPU.
+type partSet []uint64
 
-func newReadyParts(partitions int) readyParts { return make(readyParts, (partitions+63)/64) }
+func newPartSet(partitions int) partSet { return make(partSet, (partitions+63)/64) }
 
-func (r readyParts) has(part int) bool { return r[part/64]&(1<<(part%64)) != 0 }
+func (r partSet) has(part int) bool { return r[part/64]&(1<<(part%64)) != 0 }
 
-func (r readyParts) set(part int, on bool) {
+func (r partSet) set(part int, on bool) {
 	if on {
 		r[part/64] |= 1 << (part % 64)
 	} else {
@@ -29,7 +31,7 @@ func (r readyParts) set(part int, on bool) {
 }
 
 // held yields, in increasing order, the partitions r marks that n holds.
-func (r readyParts) held(n *Node) func(yield func(*partition) bool) {
+func (r partSet) held(n *Node) func(yield func(*partition) bool) {
 	return func(yield func(*partition) bool) {
 		for w, word := range r {
 			for word != 0 {
