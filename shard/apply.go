@@ -156,7 +156,7 @@ func linkDeps(g *group, names map[string]int) {
 				t.linked().deps = append(t.linked().deps, i-1) // the same item, one stage earlier
 			}
 		}
-		t.depsLeft = len(t.deps())
+		t.depsLeft = int32(len(t.deps()))
 		for _, d := range t.deps() {
 			l := g.tasks[d].linked()
 			l.dependents = append(l.dependents, i)
@@ -173,7 +173,7 @@ func (s *Shard) release(t *task, e *Event) {
 			if t.state != Pending {
 				s.setState(t, Pending) // at submission: from no state yet
 			}
-			g.held[st].push(t.idx) // PENDING until the stage has room
+			g.held[st].push(int(t.idx)) // PENDING until the stage has room
 			return
 		}
 	}
@@ -242,7 +242,7 @@ func (s *Shard) applyFailed(t *task, e *Event) {
 	t.err = e.Error
 	s.record(t, e)
 	maxAttempts := max(t.spec.Retry.MaxAttempts, 1)
-	if e.Permanent || t.attempt-t.retried >= maxAttempts || e.NotBefore.IsZero() {
+	if e.Permanent || int(t.attempt-t.retried) >= maxAttempts || e.NotBefore.IsZero() {
 		s.fail(t, e)
 		return
 	}
@@ -357,7 +357,7 @@ func newTasks(g *group, hist int) {
 	}
 	for i := range slab {
 		t := &slab[i]
-		*t = task{id: TaskIDOf(g.id, i), g: g, idx: i, spec: &g.spec.Tasks[i], heapIdx: -1}
+		*t = task{id: TaskIDOf(g.id, i), g: g, idx: int32(i), spec: &g.spec.Tasks[i], heapIdx: -1}
 		if hist > 0 {
 			t.history = events[i*hist : i*hist : (i+1)*hist]
 		}

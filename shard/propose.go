@@ -223,8 +223,8 @@ func (s *Shard) outcomeEvent(now time.Time, t *task, o Outcome) Event {
 	ev.Error = o.Error
 	ev.Permanent = o.Permanent
 	ev.TimedOut = o.TimedOut
-	if !o.Permanent && t.attempt-t.retried+1 < max(t.spec.Retry.MaxAttempts, 1) {
-		ev.NotBefore = now.Add(t.spec.Retry.Delay(t.attempt-t.retried+1, s.cfg.Rand.Float64()))
+	if !o.Permanent && int(t.attempt-t.retried)+1 < max(t.spec.Retry.MaxAttempts, 1) {
+		ev.NotBefore = now.Add(t.spec.Retry.Delay(int(t.attempt-t.retried)+1, s.cfg.Rand.Float64()))
 	}
 	return ev
 }

@@ -85,34 +85,37 @@ func (c *Config) Validate() error {
 }
 
 // task is the state of one task. Fields other than the heap index change
-// only in apply.
+// only in apply. A peer under W1 holds millions of tasks, most of them
+// finished: the pointers come first (the collector scans a task only up
+// to its last pointer) and the small counters are 32 bits (a group holds
+// at most MaxTasksPerGroup tasks; attempts count one by one).
 type task struct {
-	ref       *taskRef // what its timers hold, made by refOf; nil: no timer yet
-	id        TaskID
-	g         *group
-	idx       int
-	spec      *TaskSpec
-	state     State
-	attempt   int
+	ref    *taskRef // what its timers hold, made by refOf; nil: no timer yet
+	g      *group
+	spec   *TaskSpec
+	links  *taskLinks // its dependency edges; nil: none (most tasks)
+	cls    *class     // its placement class while queued; nil = unconstrained
+	id     TaskID
+	holder string
+	err    string
+	result []byte
+	// Its times are stamps (8 bytes, no pointer, where a time.Time takes
+	// 24 and holds one for the collector to scan). Its creation time is
+	// its group's.
+	history   []taskEvent
 	round     Round
-	holder    string
 	expiry    stamp
 	notBefore stamp
-	result    []byte
-	err       string
-	links     *taskLinks // its dependency edges; nil: none (most tasks)
-	depsLeft  int        // dependencies not yet SUCCEEDED
-	retried   int        // attempt when last retried by hand: the retry budget counts from it
-	// Its times are stamps (8 bytes, no pointer, where a time.Time takes
-	// 24 and holds one for the collector to scan): a peer under W1 holds
-	// millions of tasks. Its creation time is its group's.
-	started  stamp
-	finished stamp
-	history  []taskEvent
-	readyAt  stamp  // when it last became READY (a metric only: not in snapshots)
-	seq      uint64 // FIFO order in the ready queue
-	heapIdx  int    // position in the ready queue, -1 when not queued
-	cls      *class // its placement class while queued; nil = unconstrained
+	started   stamp
+	finished  stamp
+	readyAt   stamp  // when it last became READY (a metric only: not in snapshots)
+	seq       uint64 // FIFO order in the ready queue
+	idx       int32
+	attempt   int32
+	depsLeft  int32 // dependencies not yet SUCCEEDED
+	retried   int32 // attempt when last retried by hand: the retry budget counts from it
+	heapIdx   int32 // position in the ready queue, -1 when not queued
+	state     State
 }
 
 // taskLinks are a task's dependency edges within its group: the indexes
@@ -395,7 +398,7 @@ func (t *task) view() TaskView {
 		ID: t.id, Group: t.g.id, Name: t.spec.Name, Handler: t.spec.Handler,
 		Payload: t.spec.Payload, Priority: t.spec.Priority, State: t.state,
 		Mode: t.g.spec.Mode, Stage: t.spec.Stage, Item: t.spec.Item, Require: t.spec.Require, Pin: t.spec.Pin,
-		Attempt: t.attempt, Round: t.round, Holder: t.holder, Result: t.result,
+		Attempt: int(t.attempt), Round: t.round, Holder: t.holder, Result: t.result,
 		Error: t.err, CreatedAt: t.g.created, StartedAt: t.started.time(),
 		FinishedAt: t.finished.time(), NotBefore: t.notBefore.time(),
 	}

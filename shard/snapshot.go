@@ -189,7 +189,7 @@ func decodeGroupState(d *Decoder, version byte) (*group, error) {
 
 func decodeTaskState(d *Decoder, t *task) {
 	t.state = State(d.Byte())
-	t.attempt = int(d.Uvarint())
+	t.attempt = int32(d.uint31()) // Apply counts one by one: never near the bound
 	t.round = Round(d.Uvarint())
 	t.holder = d.String()
 	t.expiry = stampOf(d.Time())
@@ -248,7 +248,7 @@ func (s *Shard) install(groups map[GroupID]*group, done []GroupID, seq uint64) {
 			for _, t := range g.tasks {
 				g.stageLive[t.spec.Stage] += streamLive(t.state)
 				if t.state == Pending && t.depsLeft == 0 {
-					g.held[t.spec.Stage].push(t.idx)
+					g.held[t.spec.Stage].push(int(t.idx))
 				}
 			}
 		}
@@ -273,7 +273,7 @@ func decodeRetryState(d *Decoder, g *group) {
 		g.retryKeys = append(g.retryKeys, d.String())
 	}
 	for _, t := range g.tasks {
-		t.retried = d.uint31()
+		t.retried = int32(d.uint31())
 		if t.retried > t.attempt {
 			d.Fail("task %s retried at attempt %d of %d", t.id, t.retried, t.attempt)
 		}

@@ -175,7 +175,7 @@ func (s *Shard) Attempts(id TaskID) int {
 	if err != nil {
 		return 0
 	}
-	return t.attempt
+	return int(t.attempt)
 }
 
 // Payload returns what task id's handler receives as its payload: its own,
