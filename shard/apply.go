@@ -192,7 +192,7 @@ func (s *Shard) release(t *task, e *Event) {
 
 func (s *Shard) applyLeased(t *task, e *Event) {
 	if s.leader {
-		delete(s.inflight, t.id)
+		delete(s.inflight, t.id())
 	}
 	if t.state != Ready || e.Round != t.round+1 {
 		return
@@ -256,7 +256,7 @@ func (s *Shard) applyFailed(t *task, e *Event) {
 func (s *Shard) fail(t *task, e *Event) {
 	t.finished = stampOf(e.At)
 	s.setState(t, Failed)
-	why := fmt.Sprintf("dependency %s failed", t.id)
+	why := fmt.Sprintf("dependency %s failed", t.id())
 	if t.g.spec.Mode == ModeStream {
 		why = fmt.Sprintf("%s item %d at stage %q: %s", skippedPrefix, t.spec.Item, t.g.spec.Stages[t.spec.Stage].Name, e.Error)
 	}
@@ -271,7 +271,7 @@ func (s *Shard) fail(t *task, e *Event) {
 // attempt's outcome keeps its own round). No attempt is counted.
 func (s *Shard) applyUnplaceable(t *task, e *Event) {
 	if s.leader {
-		delete(s.inflight, t.id)
+		delete(s.inflight, t.id())
 	}
 	if t.state != Ready || e.Round != t.round+1 || !e.Permanent {
 		return
@@ -297,7 +297,7 @@ func (s *Shard) cancel(t *task, e *Event, why string) {
 		c := &s.changes[len(s.changes)-1] // setState recorded the terminal change
 		c.Abort, c.Holder = true, t.holder
 	}
-	s.cancelDependents(t, e, fmt.Sprintf("dependency %s %s", t.id, "canceled"))
+	s.cancelDependents(t, e, fmt.Sprintf("dependency %s %s", t.id(), "canceled"))
 }
 
 func (s *Shard) cancelDependents(t *task, e *Event, why string) {
@@ -357,7 +357,7 @@ func newTasks(g *group, hist int) {
 	}
 	for i := range slab {
 		t := &slab[i]
-		*t = task{id: TaskIDOf(g.id, i), g: g, idx: int32(i), spec: &g.spec.Tasks[i], heapIdx: -1}
+		*t = task{g: g, idx: int32(i), spec: &g.spec.Tasks[i], heapIdx: -1}
 		if hist > 0 {
 			t.history = events[i*hist : i*hist : (i+1)*hist]
 		}
@@ -449,7 +449,7 @@ func (s *Shard) setState(t *task, st State) {
 	if !st.Terminal() {
 		return
 	}
-	c := Change{Task: t.id, Group: g.id, State: st}
+	c := Change{Task: t.id(), Group: g.id, State: st}
 	if g.counts[Succeeded]+g.counts[Failed]+g.counts[Canceled] == len(g.tasks) {
 		g.state = groupOutcome(g)
 		g.finished = t.finished.time()

@@ -12,8 +12,8 @@ func TestTaskEventSize(t *testing.T) {
 	if n := unsafe.Sizeof(taskEvent{}); n > 48 {
 		t.Errorf("taskEvent takes %d bytes; want at most 48", n)
 	}
-	if n := unsafe.Sizeof(task{}); n > 216 {
-		t.Errorf("task takes %d bytes; want at most 216", n)
+	if n := unsafe.Sizeof(task{}); n > 200 {
+		t.Errorf("task takes %d bytes; want at most 200", n)
 	}
 	var s Shard
 	a, b := string([]byte("n1#boot")), string([]byte("n1#boot"))

@@ -222,7 +222,7 @@ func (f *Filter) taskMatches(t *task) bool {
 }
 
 func (t *task) matchesQ(q string) bool {
-	return strings.Contains(t.spec.Name, q) || strings.Contains(string(t.id), q) || strings.Contains(t.g.spec.Key, q)
+	return strings.Contains(t.spec.Name, q) || strings.Contains(string(t.id()), q) || strings.Contains(t.g.spec.Key, q)
 }
 
 // ListTasks returns up to f.Limit tasks matching f, newest first (by

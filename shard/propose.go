@@ -106,13 +106,13 @@ func (s *Shard) lease(now time.Time, n int, holder string, qs []*readyQueue, acc
 			skipped = append(skipped, t)
 			continue
 		}
-		s.inflight[t.id] = struct{}{}
+		s.inflight[t.id()] = struct{}{}
 		timeout := t.spec.Timeout
 		if timeout <= 0 {
 			timeout = s.cfg.DefaultTimeout
 		}
 		evs = append(evs, Event{
-			Type: EvLeased, At: now, Group: t.g.id, Task: t.id, Round: t.round + 1,
+			Type: EvLeased, At: now, Group: t.g.id, Task: t.id(), Round: t.round + 1,
 			Holder: holder, Expiry: now.Add(timeout + s.cfg.LeaseGrace),
 		})
 	}
@@ -200,7 +200,7 @@ func (s *Shard) ReportHeld(now time.Time, o Outcome) (Event, error) {
 	if err != nil {
 		return Event{}, err
 	}
-	if _, leased := s.inflight[t.id]; !leased || t.state != Ready || o.Round != t.round+1 {
+	if _, leased := s.inflight[t.id()]; !leased || t.state != Ready || o.Round != t.round+1 {
 		return Event{}, fmt.Errorf("%w: task %s round %d holder %q: no lease of that round in flight",
 			ErrStaleRound, o.Task, o.Round, o.Holder)
 	}
@@ -209,7 +209,7 @@ func (s *Shard) ReportHeld(now time.Time, o Outcome) (Event, error) {
 
 // outcomeEvent is the event of outcome o of task t's lease.
 func (s *Shard) outcomeEvent(now time.Time, t *task, o Outcome) Event {
-	ev := Event{At: now, Group: t.g.id, Task: t.id, Round: o.Round, Holder: o.Holder}
+	ev := Event{At: now, Group: t.g.id, Task: t.id(), Round: o.Round, Holder: o.Holder}
 	if o.Lost {
 		ev.Type = EvExpired
 		return ev
@@ -283,9 +283,9 @@ func (s *Shard) Due(now time.Time) []Event {
 		}
 		switch {
 		case tm.kind == timerReady && t.state == Waiting && t.notBefore.nanos() <= tm.at:
-			evs = append(evs, Event{Type: EvReadied, At: now, Group: t.g.id, Task: t.id})
+			evs = append(evs, Event{Type: EvReadied, At: now, Group: t.g.id, Task: t.id()})
 		case tm.kind == timerExpiry && t.state == Running && t.round == tm.round && !t.expiry.time().After(now):
-			evs = append(evs, Event{Type: EvExpired, At: now, Group: t.g.id, Task: t.id, Round: t.round})
+			evs = append(evs, Event{Type: EvExpired, At: now, Group: t.g.id, Task: t.id(), Round: t.round})
 		}
 	}
 	clear(s.fired)
@@ -389,7 +389,7 @@ func (s *Shard) ExpireHolders(now time.Time, match func(holder string) bool) []E
 		}
 		for _, t := range g.tasks {
 			if t.state == Running && match(t.holder) {
-				evs = append(evs, Event{Type: EvExpired, At: now, Group: g.id, Task: t.id, Round: t.round})
+				evs = append(evs, Event{Type: EvExpired, At: now, Group: g.id, Task: t.id(), Round: t.round})
 			}
 		}
 	}

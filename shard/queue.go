@@ -26,7 +26,7 @@ func (q *readyQueue) swap(i, j int) {
 // Push adds t; t must not be queued already.
 func (q *readyQueue) Push(t *task) {
 	if t.heapIdx >= 0 {
-		panic("shard: readyQueue.Push of a queued task " + string(t.id))
+		panic("shard: readyQueue.Push of a queued task " + string(t.id()))
 	}
 	t.heapIdx = int32(len(q.items))
 	q.items = append(q.items, t)

@@ -95,7 +95,6 @@ type task struct {
 	spec   *TaskSpec
 	links  *taskLinks // its dependency edges; nil: none (most tasks)
 	cls    *class     // its placement class while queued; nil = unconstrained
-	id     TaskID
 	holder string
 	err    string
 	result []byte
@@ -346,7 +345,7 @@ func (s *Shard) groupView(id GroupID, withTasks bool) (GroupView, error) {
 		if withTasks {
 			v.Tasks[i] = t.view()
 			if t.spec.Name != "" {
-				v.Names[t.spec.Name] = t.id
+				v.Names[t.spec.Name] = t.id()
 			}
 		}
 		if g.spec.Mode != ModeStream {
@@ -356,7 +355,7 @@ func (s *Shard) groupView(id GroupID, withTasks bool) (GroupView, error) {
 		case Succeeded:
 			v.StageDone[t.spec.Stage]++
 		case Failed:
-			v.Skipped = append(v.Skipped, SkippedItem{Item: t.spec.Item, Stage: g.spec.Stages[t.spec.Stage].Name, Task: t.id, Reason: t.err})
+			v.Skipped = append(v.Skipped, SkippedItem{Item: t.spec.Item, Stage: g.spec.Stages[t.spec.Stage].Name, Task: t.id(), Reason: t.err})
 		}
 	}
 	return v, nil
@@ -370,7 +369,7 @@ func (s *Shard) GroupTasks(id GroupID) ([]TaskID, error) {
 	}
 	ids := make([]TaskID, len(g.tasks))
 	for i, t := range g.tasks {
-		ids[i] = t.id
+		ids[i] = t.id()
 	}
 	return ids, nil
 }
@@ -395,7 +394,7 @@ func (s *Shard) Counts(into []int) {
 
 func (t *task) view() TaskView {
 	v := TaskView{
-		ID: t.id, Group: t.g.id, Name: t.spec.Name, Handler: t.spec.Handler,
+		ID: t.id(), Group: t.g.id, Name: t.spec.Name, Handler: t.spec.Handler,
 		Payload: t.spec.Payload, Priority: t.spec.Priority, State: t.state,
 		Mode: t.g.spec.Mode, Stage: t.spec.Stage, Item: t.spec.Item, Require: t.spec.Require, Pin: t.spec.Pin,
 		Attempt: int(t.attempt), Round: t.round, Holder: t.holder, Result: t.result,
@@ -405,7 +404,7 @@ func (t *task) view() TaskView {
 	if deps := t.deps(); len(deps) > 0 {
 		v.Deps = make([]TaskID, len(deps))
 		for i, d := range deps {
-			v.Deps[i] = t.g.tasks[d].id
+			v.Deps[i] = t.g.tasks[d].id()
 		}
 	}
 	return v
@@ -466,3 +465,8 @@ func (t *task) refOf() *taskRef {
 	}
 	return t.ref
 }
+
+// id returns t's id. It is not kept: made from the group's id and the
+// task's index when asked, it costs a task no string of its own (a peer
+// under W1 holds millions of tasks, most of them finished and never asked).
+func (t *task) id() TaskID { return TaskIDOf(t.g.id, int(t.idx)) }

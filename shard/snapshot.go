@@ -164,7 +164,7 @@ func decodeGroupState(d *Decoder, version byte) (*group, error) {
 	for i, t := range g.tasks {
 		decodeTaskState(d, t)
 		if !t.state.Valid() {
-			return nil, fmt.Errorf("shard: restore: task %s: bad state %d: %w", t.id, t.state, ErrCodec)
+			return nil, fmt.Errorf("shard: restore: task %s: bad state %d: %w", t.id(), t.state, ErrCodec)
 		}
 		if t.spec.Name != "" {
 			names[t.spec.Name] = i
@@ -275,7 +275,7 @@ func decodeRetryState(d *Decoder, g *group) {
 	for _, t := range g.tasks {
 		t.retried = int32(d.uint31())
 		if t.retried > t.attempt {
-			d.Fail("task %s retried at attempt %d of %d", t.id, t.retried, t.attempt)
+			d.Fail("task %s retried at attempt %d of %d", t.id(), t.retried, t.attempt)
 		}
 	}
 }

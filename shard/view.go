@@ -159,7 +159,7 @@ func (s *Shard) Inputs(id TaskID) map[string][]byte {
 		}
 		name := dt.spec.Name
 		if name == "" {
-			name = string(dt.id)
+			name = string(dt.id())
 		}
 		out[name] = dt.result
 	}
