@@ -119,7 +119,7 @@ func (s *Shard) applySubmitted(e *Event) {
 	s.remKnown = false // it may reuse the id of a removed group still in done
 	s.indexAdd(g)
 	for _, t := range g.tasks {
-		t.history = append(t.history, taskEvent{typ: EvSubmitted, at: stampOf(e.At)})
+		t.addEvent(taskEvent{typ: EvSubmitted, at: stampOf(e.At)})
 		g.counts[StateUnknown]++
 		s.counts[StateUnknown]++
 		if t.depsLeft > 0 {
@@ -291,7 +291,7 @@ func (s *Shard) cancel(t *task, e *Event, why string) {
 	defer s.admitNext(t, e)
 	t.err = why
 	t.finished = stampOf(e.At)
-	t.history = append(t.history, taskEvent{typ: EvCanceled, at: stampOf(e.At), round: t.round, note: noteOf(why, e.By)})
+	t.addEvent(taskEvent{typ: EvCanceled, at: stampOf(e.At), round: t.round, note: noteOf(why, e.By)})
 	s.setState(t, Canceled)
 	if wasRunning {
 		c := &s.changes[len(s.changes)-1] // setState recorded the terminal change
@@ -344,7 +344,8 @@ const historyCap = 3
 // events of history. They are allocated together, with their histories'
 // room, in two allocations per group rather than two to four per task
 // (the tasks of a group are removed together; a task whose history
-// outgrows its room moves it to an allocation of its own): under W1 a
+// outgrows its room moves it to an allocation of its own, and when the
+// group finishes each history leaves it, settleGroup): under W1 a
 // peer holds millions of tasks, and allocating them one by one was a
 // good part of its garbage collector's work.
 func newTasks(g *group, hist int) {
@@ -367,7 +368,7 @@ func newTasks(g *group, hist int) {
 
 // record appends e to t's history.
 func (s *Shard) record(t *task, e *Event) {
-	t.history = append(t.history, taskEvent{
+	t.addEvent(taskEvent{
 		typ: e.Type, at: stampOf(e.At), round: e.Round, holder: s.holderOf(e.Holder), note: noteOf(e.Error, e.By),
 	})
 }
@@ -456,6 +457,7 @@ func (s *Shard) setState(t *task, st State) {
 		s.done = append(s.done, g.id)
 		s.removalsChanged()
 		c.GroupDone = true
+		settleGroup(g)
 		if g.spec.Notify != "" {
 			g.notify.next = g.finished
 			s.notifyPending = append(s.notifyPending, g.id)
@@ -549,6 +551,7 @@ func (s *Shard) applyNotified(g *group, e *Event) {
 	}
 	if len(g.tasks) == 1 {
 		t := g.tasks[0]
-		t.history = append(t.history, taskEvent{typ: EvNotified, at: stampOf(e.At), round: e.Round, note: noteOf(e.Error, "")})
+		t.addEvent(taskEvent{typ: EvNotified, at: stampOf(e.At), round: e.Round, note: noteOf(e.Error, "")})
+		t.settle() // the group is finished: no spare room
 	}
 }

@@ -97,7 +97,7 @@ func (s *Shard) applyRetried(g *group, e *Event) {
 	s.reopen(g)
 	for _, i := range set {
 		t := g.tasks[i]
-		t.history = append(t.history, taskEvent{typ: EvRetried, at: stampOf(e.At), round: t.round, note: noteOf("", e.By)})
+		t.addEvent(taskEvent{typ: EvRetried, at: stampOf(e.At), round: t.round, note: noteOf("", e.By)})
 		t.err, t.result, t.finished, t.notBefore = "", nil, 0, 0
 		t.retried = t.attempt
 		s.setState(t, Pending)

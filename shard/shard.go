@@ -115,6 +115,7 @@ type task struct {
 	retried   int32 // attempt when last retried by hand: the retry budget counts from it
 	heapIdx   int32 // position in the ready queue, -1 when not queued
 	state     State
+	plain     bool // its history is the plain one, not kept (see history.go)
 }
 
 // taskLinks are a task's dependency edges within its group: the indexes
@@ -303,9 +304,10 @@ func (s *Shard) TaskEvents(id TaskID) ([]TaskEvent, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]TaskEvent, len(t.history))
-	for i := range t.history {
-		out[i] = t.history[i].view(i + 1)
+	out := make([]TaskEvent, t.histLen())
+	for i := range out {
+		h := t.event(i)
+		out[i] = h.view(i + 1)
 	}
 	return out, nil
 }

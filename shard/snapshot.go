@@ -60,9 +60,9 @@ func appendGroupState(dst []byte, g *group) []byte {
 		dst = t.started.append(dst)
 		dst = t.finished.append(dst)
 		dst = binary.AppendUvarint(dst, t.seq)
-		dst = binary.AppendUvarint(dst, uint64(len(t.history)))
-		for i := range t.history {
-			h := &t.history[i]
+		dst = binary.AppendUvarint(dst, uint64(t.histLen()))
+		for i := range t.histLen() {
+			h := t.event(i)
 			var note eventNote
 			if h.note != nil {
 				note = *h.note
@@ -208,6 +208,7 @@ func decodeTaskState(d *Decoder, t *task) {
 		h.typ, h.at, h.round, h.holder = EventType(d.Byte()), stampOf(d.Time()), Round(d.Uvarint()), d.String()
 		h.note = noteOf(d.String(), d.String())
 	}
+	t.makePlain()
 }
 
 // install replaces the state and rebuilds what derives from it: counters,
