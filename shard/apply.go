@@ -101,13 +101,12 @@ func (s *Shard) applySubmitted(e *Event) {
 		s.rejected++
 		return
 	}
-	spec := *e.Spec
-	g := &group{id: spec.ID, spec: spec, state: GroupRunning, created: e.At}
-	newTasks(g, historyCap)
-	names := make(map[string]int, len(spec.Tasks))
-	for i := range g.spec.Tasks {
-		if ts := &g.spec.Tasks[i]; ts.Name != "" {
-			names[ts.Name] = i
+	g := &group{id: e.Spec.ID, spec: headOf(e.Spec), state: GroupRunning, created: e.At}
+	newTasks(g, e.Spec.Tasks, historyCap)
+	names := make(map[string]int, len(g.tasks))
+	for i, t := range g.tasks {
+		if t.name != "" {
+			names[t.name] = i
 		}
 	}
 	linkDeps(g, names)
@@ -135,24 +134,24 @@ func (s *Shard) applySubmitted(e *Event) {
 func linkDeps(g *group, names map[string]int) {
 	byStage := map[int][]int{}
 	if g.spec.Mode == ModePipeline {
-		for i, ts := range g.spec.Tasks {
-			byStage[ts.Stage] = append(byStage[ts.Stage], i)
+		for i, t := range g.tasks {
+			byStage[int(t.stage)] = append(byStage[int(t.stage)], i)
 		}
 	}
 	for i, t := range g.tasks {
 		switch g.spec.Mode {
 		case ModeDAG:
-			for _, name := range t.spec.Deps {
+			for _, name := range t.depNames() {
 				if d, ok := names[name]; ok && d != i {
 					t.linked().deps = append(t.linked().deps, d)
 				}
 			}
 		case ModePipeline:
-			if t.spec.Stage > 0 && len(byStage[t.spec.Stage-1]) > 0 {
-				t.linked().deps = append(t.linked().deps, byStage[t.spec.Stage-1]...)
+			if int(t.stage) > 0 && len(byStage[int(t.stage)-1]) > 0 {
+				t.linked().deps = append(t.linked().deps, byStage[int(t.stage)-1]...)
 			}
 		case ModeStream:
-			if t.spec.Stage > 0 {
+			if int(t.stage) > 0 {
 				t.linked().deps = append(t.linked().deps, i-1) // the same item, one stage earlier
 			}
 		}
@@ -168,7 +167,7 @@ func linkDeps(g *group, names map[string]int) {
 // when its delay has not passed at the event's time.
 func (s *Shard) release(t *task, e *Event) {
 	if g := t.g; g.spec.Mode == ModeStream {
-		st := t.spec.Stage
+		st := int(t.stage)
 		if c := g.spec.Stages[st].Concurrency; c > 0 && g.stageLive[st] >= c {
 			if t.state != Pending {
 				s.setState(t, Pending) // at submission: from no state yet
@@ -177,8 +176,8 @@ func (s *Shard) release(t *task, e *Event) {
 			return
 		}
 	}
-	if t.spec.Delay > 0 {
-		nb := t.g.created.Add(t.spec.Delay)
+	if t.pol.Delay > 0 {
+		nb := t.g.created.Add(t.pol.Delay)
 		if nb.After(e.At) {
 			t.notBefore = stampOf(nb)
 			s.setState(t, Waiting)
@@ -241,7 +240,7 @@ func (s *Shard) applyFailed(t *task, e *Event) {
 	t.attempt++
 	t.err = e.Error
 	s.record(t, e)
-	maxAttempts := max(t.spec.Retry.MaxAttempts, 1)
+	maxAttempts := max(t.pol.Retry.MaxAttempts, 1)
 	if e.Permanent || int(t.attempt-t.retried) >= maxAttempts || e.NotBefore.IsZero() {
 		s.fail(t, e)
 		return
@@ -258,7 +257,7 @@ func (s *Shard) fail(t *task, e *Event) {
 	s.setState(t, Failed)
 	why := fmt.Sprintf("dependency %s failed", t.id())
 	if t.g.spec.Mode == ModeStream {
-		why = fmt.Sprintf("%s item %d at stage %q: %s", skippedPrefix, t.spec.Item, t.g.spec.Stages[t.spec.Stage].Name, e.Error)
+		why = fmt.Sprintf("%s item %d at stage %q: %s", skippedPrefix, int(t.item), t.g.spec.Stages[int(t.stage)].Name, e.Error)
 	}
 	s.cancelDependents(t, e, why)
 	s.admitNext(t, e)
@@ -340,7 +339,7 @@ func (s *Shard) applyRemoved(g *group) {
 // a lease and an outcome, the whole life of most tasks.
 const historyCap = 3
 
-// newTasks makes g's tasks, each with room for hist
+// newTasks makes g's tasks from their specs, each with room for hist
 // events of history. They are allocated together, with their histories'
 // room, in two allocations per group rather than two to four per task
 // (the tasks of a group are removed together; a task whose history
@@ -348,8 +347,8 @@ const historyCap = 3
 // group finishes each history leaves it, settleGroup): under W1 a
 // peer holds millions of tasks, and allocating them one by one was a
 // good part of its garbage collector's work.
-func newTasks(g *group, hist int) {
-	n := len(g.spec.Tasks)
+func newTasks(g *group, specs []TaskSpec, hist int) {
+	n := len(specs)
 	g.tasks = make([]*task, n)
 	slab := make([]task, n)
 	var events []taskEvent
@@ -358,12 +357,13 @@ func newTasks(g *group, hist int) {
 	}
 	for i := range slab {
 		t := &slab[i]
-		*t = task{g: g, idx: int32(i), spec: &g.spec.Tasks[i], heapIdx: -1}
+		*t = task{g: g, idx: int32(i), heapIdx: -1}
 		if hist > 0 {
 			t.history = events[i*hist : i*hist : (i+1)*hist]
 		}
 		g.tasks[i] = t
 	}
+	newPolicies(g, specs)
 }
 
 // record appends e to t's history.
@@ -432,7 +432,7 @@ const maxHolders = 4096
 func (s *Shard) setState(t *task, st State) {
 	g := t.g
 	if g.stageLive != nil {
-		g.stageLive[t.spec.Stage] += streamLive(st) - streamLive(t.state)
+		g.stageLive[int(t.stage)] += streamLive(st) - streamLive(t.state)
 	}
 	g.counts[t.state]--
 	g.counts[st]++
@@ -498,7 +498,7 @@ func (s *Shard) admitNext(t *task, e *Event) {
 	if g.stageLive == nil || !t.state.Terminal() {
 		return
 	}
-	st := t.spec.Stage
+	st := int(t.stage)
 	c := g.spec.Stages[st].Concurrency
 	for c > 0 && g.stageLive[st] < c {
 		i, ok := g.held[st].pop()

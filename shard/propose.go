@@ -107,7 +107,7 @@ func (s *Shard) lease(now time.Time, n int, holder string, qs []*readyQueue, acc
 			continue
 		}
 		s.inflight[t.id()] = struct{}{}
-		timeout := t.spec.Timeout
+		timeout := t.pol.Timeout
 		if timeout <= 0 {
 			timeout = s.cfg.DefaultTimeout
 		}
@@ -223,8 +223,8 @@ func (s *Shard) outcomeEvent(now time.Time, t *task, o Outcome) Event {
 	ev.Error = o.Error
 	ev.Permanent = o.Permanent
 	ev.TimedOut = o.TimedOut
-	if !o.Permanent && int(t.attempt-t.retried)+1 < max(t.spec.Retry.MaxAttempts, 1) {
-		ev.NotBefore = now.Add(t.spec.Retry.Delay(int(t.attempt-t.retried)+1, s.cfg.Rand.Float64()))
+	if !o.Permanent && int(t.attempt-t.retried)+1 < max(t.pol.Retry.MaxAttempts, 1) {
+		ev.NotBefore = now.Add(t.pol.Retry.Delay(int(t.attempt-t.retried)+1, s.cfg.Rand.Float64()))
 	}
 	return ev
 }
@@ -239,7 +239,7 @@ func (s *Shard) Renew(now time.Time, id TaskID, round Round, holder string) (Eve
 		return Event{}, ErrStaleRound
 	}
 	return Event{Type: EvRenewed, At: now, Group: t.g.id, Task: id, Round: round, Holder: holder,
-		Expiry: now.Add(s.Timeout(t.spec) + s.cfg.LeaseGrace)}, nil
+		Expiry: now.Add(s.Timeout(t.pol) + s.cfg.LeaseGrace)}, nil
 }
 
 // Cancel returns the event canceling a task (and its dependents), or a whole

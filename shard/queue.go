@@ -11,8 +11,8 @@ func (q *readyQueue) Len() int { return len(q.items) }
 
 func (q *readyQueue) less(i, j int) bool {
 	a, b := q.items[i], q.items[j]
-	if a.spec.Priority != b.spec.Priority {
-		return a.spec.Priority > b.spec.Priority
+	if a.pol.Priority != b.pol.Priority {
+		return a.pol.Priority > b.pol.Priority
 	}
 	return a.seq < b.seq
 }

@@ -90,14 +90,19 @@ func (c *Config) Validate() error {
 // to its last pointer) and the small counters are 32 bits (a group holds
 // at most MaxTasksPerGroup tasks; attempts count one by one).
 type task struct {
-	ref    *taskRef // what its timers hold, made by refOf; nil: no timer yet
-	g      *group
-	spec   *TaskSpec
-	links  *taskLinks // its dependency edges; nil: none (most tasks)
-	cls    *class     // its placement class while queued; nil = unconstrained
-	holder string
-	err    string
-	result []byte
+	ref *taskRef // what its timers hold, made by refOf; nil: no timer yet
+	g   *group
+	// pol is its spec but for what is its own (Name, Payload, Deps, Stage
+	// and Item: below, and its links), shared with the group's other
+	// tasks of the same options (see specs.go).
+	pol     *TaskSpec
+	links   *taskLinks // its dependency edges (and Deps); nil: none (most tasks)
+	cls     *class     // its placement class while queued; nil = unconstrained
+	name    string
+	payload []byte
+	holder  string
+	err     string
+	result  []byte
 	// Its times are stamps (8 bytes, no pointer, where a time.Time takes
 	// 24 and holds one for the collector to scan). Its creation time is
 	// its group's.
@@ -114,6 +119,8 @@ type task struct {
 	depsLeft  int32 // dependencies not yet SUCCEEDED
 	retried   int32 // attempt when last retried by hand: the retry budget counts from it
 	heapIdx   int32 // position in the ready queue, -1 when not queued
+	stage     int32 // TaskSpec.Stage (ValidateStored bounds it)
+	item      int32 // TaskSpec.Item
 	state     State
 	plain     bool // its history is the plain one, not kept (see history.go)
 }
@@ -121,7 +128,10 @@ type task struct {
 // taskLinks are a task's dependency edges within its group: the indexes
 // of its dependencies and of the tasks that depend on it. Behind a
 // pointer, as few tasks have any: 8 bytes a task where two slices took 48.
-type taskLinks struct{ deps, dependents []int }
+type taskLinks struct {
+	deps, dependents []int
+	names            []string // TaskSpec.Deps
+}
 
 func (t *task) deps() []int {
 	if t.links == nil {
@@ -148,7 +158,7 @@ func (t *task) linked() *taskLinks {
 // group is the state of one group.
 type group struct {
 	id       GroupID
-	spec     GroupSpec
+	spec     groupHead
 	tasks    []*task
 	counts   [numStates]int
 	state    GroupState
@@ -346,8 +356,8 @@ func (s *Shard) groupView(id GroupID, withTasks bool) (GroupView, error) {
 	for i, t := range g.tasks {
 		if withTasks {
 			v.Tasks[i] = t.view()
-			if t.spec.Name != "" {
-				v.Names[t.spec.Name] = t.id()
+			if t.name != "" {
+				v.Names[t.name] = t.id()
 			}
 		}
 		if g.spec.Mode != ModeStream {
@@ -355,9 +365,9 @@ func (s *Shard) groupView(id GroupID, withTasks bool) (GroupView, error) {
 		}
 		switch t.state {
 		case Succeeded:
-			v.StageDone[t.spec.Stage]++
+			v.StageDone[int(t.stage)]++
 		case Failed:
-			v.Skipped = append(v.Skipped, SkippedItem{Item: t.spec.Item, Stage: g.spec.Stages[t.spec.Stage].Name, Task: t.id(), Reason: t.err})
+			v.Skipped = append(v.Skipped, SkippedItem{Item: int(t.item), Stage: g.spec.Stages[int(t.stage)].Name, Task: t.id(), Reason: t.err})
 		}
 	}
 	return v, nil
@@ -396,9 +406,9 @@ func (s *Shard) Counts(into []int) {
 
 func (t *task) view() TaskView {
 	v := TaskView{
-		ID: t.id(), Group: t.g.id, Name: t.spec.Name, Handler: t.spec.Handler,
-		Payload: t.spec.Payload, Priority: t.spec.Priority, State: t.state,
-		Mode: t.g.spec.Mode, Stage: t.spec.Stage, Item: t.spec.Item, Require: t.spec.Require, Pin: t.spec.Pin,
+		ID: t.id(), Group: t.g.id, Name: t.name, Handler: t.pol.Handler,
+		Payload: t.payload, Priority: t.pol.Priority, State: t.state,
+		Mode: t.g.spec.Mode, Stage: int(t.stage), Item: int(t.item), Require: t.pol.Require, Pin: t.pol.Pin,
 		Attempt: int(t.attempt), Round: t.round, Holder: t.holder, Result: t.result,
 		Error: t.err, CreatedAt: t.g.created, StartedAt: t.started.time(),
 		FinishedAt: t.finished.time(), NotBefore: t.notBefore.time(),
@@ -418,20 +428,21 @@ func (s *Shard) Head() (prio int32, seq uint64, ok bool) {
 	if t == nil {
 		return 0, 0, false
 	}
-	return t.spec.Priority, t.seq, true
+	return t.pol.Priority, t.seq, true
 }
 
-// RunOf returns the spec of a task when it is RUNNING under exactly this
-// round and holder.
+// RunOf returns the spec of a task (a copy) when it is RUNNING under
+// exactly this round and holder.
 func (s *Shard) RunOf(id TaskID, r Round, holder string) (*TaskSpec, bool) {
 	t, err := s.lookup(id)
 	if err != nil || t.state != Running || t.round != r || t.holder != holder {
 		return nil, false
 	}
-	return t.spec, true
+	ts := t.spec()
+	return &ts, true
 }
 
-// LeasedSpec returns the spec of a task the leader leased and whose lease
+// LeasedSpec returns the spec of a task (a copy) the leader leased and whose lease
 // has not applied: one LeaseFor returned, still held back from the ready
 // queue (the node defers its own leases; see node's defer.go).
 func (s *Shard) LeasedSpec(id TaskID) (*TaskSpec, bool) {
@@ -442,7 +453,8 @@ func (s *Shard) LeasedSpec(id TaskID) (*TaskSpec, bool) {
 	if _, ok := s.inflight[id]; !ok {
 		return nil, false
 	}
-	return t.spec, true
+	ts := t.spec()
+	return &ts, true
 }
 
 // Waited returns how long a RUNNING task waited READY before its current

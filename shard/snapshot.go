@@ -45,7 +45,11 @@ func (s *Shard) Snapshot() []byte {
 }
 
 func appendGroupState(dst []byte, g *group) []byte {
-	dst = AppendGroupSpec(dst, &g.spec)
+	var ts TaskSpec
+	dst = appendGroupSpec(dst, &g.spec, len(g.tasks), func(i int) *TaskSpec {
+		ts = g.tasks[i].spec()
+		return &ts
+	})
 	dst = AppendTime(dst, g.created)
 	dst = AppendTime(dst, g.finished)
 	for _, t := range g.tasks {
@@ -156,18 +160,18 @@ func decodeGroupState(d *Decoder, version byte) (*group, error) {
 	if err := spec.ValidateStored(); err != nil {
 		return nil, fmt.Errorf("shard: restore: group %s: %v: %w", spec.ID, err, ErrCodec)
 	}
-	g := &group{id: spec.ID, spec: spec, state: GroupRunning}
+	g := &group{id: spec.ID, spec: headOf(&spec), state: GroupRunning}
 	g.created = d.Time()
 	g.finished = d.Time()
-	newTasks(g, 0) // their histories are decoded at their length
+	newTasks(g, spec.Tasks, 0) // their histories are decoded at their length
 	names := make(map[string]int, len(spec.Tasks))
 	for i, t := range g.tasks {
 		decodeTaskState(d, t)
 		if !t.state.Valid() {
 			return nil, fmt.Errorf("shard: restore: task %s: bad state %d: %w", t.id(), t.state, ErrCodec)
 		}
-		if t.spec.Name != "" {
-			names[t.spec.Name] = i
+		if t.name != "" {
+			names[t.name] = i
 		}
 	}
 	if version >= 4 {
@@ -247,9 +251,9 @@ func (s *Shard) install(groups map[GroupID]*group, done []GroupID, seq uint64) {
 			g.stageLive = make([]int, len(g.spec.Stages))
 			g.held = make([]intHeap, len(g.spec.Stages))
 			for _, t := range g.tasks {
-				g.stageLive[t.spec.Stage] += streamLive(t.state)
+				g.stageLive[int(t.stage)] += streamLive(t.state)
 				if t.state == Pending && t.depsLeft == 0 {
-					g.held[t.spec.Stage].push(int(t.idx))
+					g.held[int(t.stage)].push(int(t.idx))
 				}
 			}
 		}
