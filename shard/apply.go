@@ -19,6 +19,7 @@ func (s *Shard) Apply(evs []Event) {
 }
 
 func (s *Shard) apply(e *Event) {
+	s.evTask = e.Task
 	s.applied++
 	s.recordAudit(e)
 	firedOK := s.firedOK
@@ -191,7 +192,7 @@ func (s *Shard) release(t *task, e *Event) {
 
 func (s *Shard) applyLeased(t *task, e *Event) {
 	if s.leader {
-		delete(s.inflight, t.id())
+		delete(s.inflight, t.idOr(e.Task))
 	}
 	if t.state != Ready || e.Round != t.round+1 {
 		return
@@ -270,7 +271,7 @@ func (s *Shard) fail(t *task, e *Event) {
 // attempt's outcome keeps its own round). No attempt is counted.
 func (s *Shard) applyUnplaceable(t *task, e *Event) {
 	if s.leader {
-		delete(s.inflight, t.id())
+		delete(s.inflight, t.idOr(e.Task))
 	}
 	if t.state != Ready || e.Round != t.round+1 || !e.Permanent {
 		return
@@ -450,7 +451,7 @@ func (s *Shard) setState(t *task, st State) {
 	if !st.Terminal() {
 		return
 	}
-	c := Change{Task: t.id(), Group: g.id, State: st}
+	c := Change{Task: t.idOr(s.evTask), Group: g.id, State: st}
 	if g.counts[Succeeded]+g.counts[Failed]+g.counts[Canceled] == len(g.tasks) {
 		g.state = groupOutcome(g)
 		g.finished = t.finished.time()

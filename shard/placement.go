@@ -257,8 +257,9 @@ func (s *Shard) FailPinnedTo(now time.Time, gone func(peer string) bool) []Event
 		for c.q.Len() > 0 {
 			t := c.q.Peek()
 			s.ready.Remove(t)
-			s.inflight[t.id()] = struct{}{}
-			evs = append(evs, Event{Type: EvFailed, At: now, Group: t.g.id, Task: t.id(), Round: t.round + 1, Permanent: true,
+			id := t.id()
+			s.inflight[id] = struct{}{}
+			evs = append(evs, Event{Type: EvFailed, At: now, Group: t.g.id, Task: id, Round: t.round + 1, Permanent: true,
 				Error: fmt.Sprintf("pinned to peer %s, which left the mesh: no other peer may run it", c.spec.Pin)})
 		}
 	}

@@ -106,13 +106,14 @@ func (s *Shard) lease(now time.Time, n int, holder string, qs []*readyQueue, acc
 			skipped = append(skipped, t)
 			continue
 		}
-		s.inflight[t.id()] = struct{}{}
+		id := t.id()
+		s.inflight[id] = struct{}{}
 		timeout := t.pol.Timeout
 		if timeout <= 0 {
 			timeout = s.cfg.DefaultTimeout
 		}
 		evs = append(evs, Event{
-			Type: EvLeased, At: now, Group: t.g.id, Task: t.id(), Round: t.round + 1,
+			Type: EvLeased, At: now, Group: t.g.id, Task: id, Round: t.round + 1,
 			Holder: holder, Expiry: now.Add(timeout + s.cfg.LeaseGrace),
 		})
 	}
@@ -200,7 +201,7 @@ func (s *Shard) ReportHeld(now time.Time, o Outcome) (Event, error) {
 	if err != nil {
 		return Event{}, err
 	}
-	if _, leased := s.inflight[t.id()]; !leased || t.state != Ready || o.Round != t.round+1 {
+	if _, leased := s.inflight[t.idOr(o.Task)]; !leased || t.state != Ready || o.Round != t.round+1 {
 		return Event{}, fmt.Errorf("%w: task %s round %d holder %q: no lease of that round in flight",
 			ErrStaleRound, o.Task, o.Round, o.Holder)
 	}
@@ -209,7 +210,7 @@ func (s *Shard) ReportHeld(now time.Time, o Outcome) (Event, error) {
 
 // outcomeEvent is the event of outcome o of task t's lease.
 func (s *Shard) outcomeEvent(now time.Time, t *task, o Outcome) Event {
-	ev := Event{At: now, Group: t.g.id, Task: t.id(), Round: o.Round, Holder: o.Holder}
+	ev := Event{At: now, Group: t.g.id, Task: t.idOr(o.Task), Round: o.Round, Holder: o.Holder}
 	if o.Lost {
 		ev.Type = EvExpired
 		return ev

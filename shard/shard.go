@@ -3,6 +3,7 @@ package shard
 import (
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"time"
 )
 
@@ -222,6 +223,7 @@ type Shard struct {
 	remOK    bool
 	remKnown bool
 	changes  []Change
+	evTask   TaskID // the task the event being applied names (setState's changes share it)
 	// counts is the tasks of every group by state: the sum of the groups'
 	// counts, kept with them (setState, addGroup, removal, install) so
 	// that Counts, asked every second for metrics, walks no group.
@@ -484,3 +486,16 @@ func (t *task) refOf() *taskRef {
 // task's index when asked, it costs a task no string of its own (a peer
 // under W1 holds millions of tasks, most of them finished and never asked).
 func (t *task) id() TaskID { return TaskIDOf(t.g.id, int(t.idx)) }
+
+// idOr returns id when it is t's id, and t's id made anew otherwise: the
+// id an event or a request names, shared rather than made again.
+func (t *task) idOr(id TaskID) TaskID {
+	g, s := string(t.g.id), string(id)
+	if len(s) > len(g)+1 && s[:len(g)] == g && s[len(g)] == '.' {
+		var buf [20]byte
+		if s[len(g)+1:] == string(strconv.AppendInt(buf[:0], int64(t.idx), 10)) {
+			return id
+		}
+	}
+	return t.id()
+}
