@@ -35,11 +35,11 @@ func (s PeerState) String() string {
 type member struct {
 	id        string
 	boot      string
-	heard     time.Time // last message from it (or when we learned of it)
+	heard     instant // last message from it (or when we learned of it)
 	load      Load
 	addrs     []string
 	state     PeerState
-	deadSince time.Time
+	deadSince instant
 	draining  bool // it hands its work over and will leave: lead nothing
 	// bookSeen marks the address book of its last heartbeat that
 	// learnAddrs merged, at membership version bookAt.
@@ -47,7 +47,7 @@ type member struct {
 	bookAt   int
 	// rebootAt is when this node learned the peer restarted (another
 	// boot nonce): the promises its earlier run made are void (vouches).
-	rebootAt time.Time
+	rebootAt instant
 
 	// From its heartbeats: its placement labels (as a map, and as gossiped:
 	// "key=value", sorted), and the READY tasks it cannot run itself.
@@ -68,15 +68,15 @@ type member struct {
 	// The probe protocol (probe.go): its incarnation, when this peer
 	// began to suspect it, and whether it speaks heartbeats only.
 	inc       uint64
-	suspectAt time.Time
+	suspectAt instant
 	legacy    bool
 	// beat: a heartbeat of its came (labels, addresses, workers); until
 	// one does, this peer asks it for one, at most once per askedAt.
 	beat    bool
-	askedAt time.Time
+	askedAt instant
 	// lostAt is when the transport last lost its connection to it
 	// (Node.Disconnected).
-	lostAt time.Time
+	lostAt instant
 }
 
 // mesh is the Node's view of the other peers: membership (a grow-only set
@@ -85,7 +85,10 @@ type member struct {
 // computed over a debounced membership, preferred owners, and the outbox of
 // outcomes for owners elsewhere.
 type mesh struct {
-	n         *Node
+	n *Node
+	// base is the time the mesh was created at: its members' instants are
+	// offsets from it (instant.go).
+	base      time.Time
 	members   map[string]*member
 	self      *member // this node's own record in members (never replaced nor forgotten)
 	forgotten map[string]bool
@@ -151,10 +154,10 @@ type pendingAck struct {
 }
 
 func newMesh(n *Node, now time.Time) mesh {
-	m := mesh{n: n, members: map[string]*member{}, forgotten: map[string]bool{}, refused: map[string]string{}, noAddrs: map[string]struct{}{},
+	m := mesh{n: n, base: now, members: map[string]*member{}, forgotten: map[string]bool{}, refused: map[string]string{}, noAddrs: map[string]struct{}{},
 		outbox: map[string]OutcomeMsg{}, sentAt: map[string]time.Time{}, granter: map[int]string{}, pendAck: map[shard.TaskID]pendingAck{}, changedAt: now,
 		byRaft: map[uint64]string{}, sw: swim{inc: uint64(max(now.UnixMilli(), 0)), relays: map[uint64]relay{}, silent: map[int]time.Time{}}}
-	m.self = &member{id: n.cfg.ID, boot: n.cfg.Boot, heard: now, state: PeerAlive, addrs: n.cfg.Addrs,
+	m.self = &member{id: n.cfg.ID, boot: n.cfg.Boot, heard: m.instant(now), state: PeerAlive, addrs: n.cfg.Addrs,
 		labels: n.placement.Labels, labelList: LabelList(n.placement.Labels)}
 	m.add(m.self)
 	m.rebuildRing()
@@ -167,7 +170,7 @@ func (n *Node) Members() []MemberInfo {
 	out := make([]MemberInfo, 0, len(ids))
 	for _, id := range ids {
 		m := n.mesh.members[id]
-		out = append(out, MemberInfo{ID: id, State: m.state, Load: m.load, Addrs: m.addrs, LastSeen: m.heard,
+		out = append(out, MemberInfo{ID: id, State: m.state, Load: m.load, Addrs: m.addrs, LastSeen: n.mesh.at(m.heard),
 			Labels: m.labelList, Stranded: m.stranded, StrandedFor: m.strandedFor})
 	}
 	return out
@@ -243,14 +246,14 @@ func (m *mesh) heard(id, boot string, now time.Time) {
 	if boot != "" {
 		mb.boot = boot
 	}
-	mb.heard = now
+	mb.heard = m.instant(now)
 	mb.state = PeerAlive
 	if wasDead || rebooted {
 		m.prefDirty = true
 	}
 	if rebooted {
 		m.expireHolders(func(h string) bool { return shard.HolderPeer(h) == id && h != id+"#"+boot })
-		mb.rebootAt = now
+		mb.rebootAt = m.instant(now)
 		m.n.forgetAnswers(RaftID(id))
 	}
 }
@@ -279,7 +282,7 @@ func (m *mesh) learn(from string, hb *Heartbeat, now time.Time) {
 	if len(hb.Members) != len(m.members) || !slices.Equal(hb.Members, m.memberIDs()) {
 		for _, id := range hb.Members {
 			if m.members[id] == nil && !m.forgotten[id] && !m.isRefused(id, "") && id != "" && (m.n.cfg.ValidID == nil || m.n.cfg.ValidID(id)) {
-				m.add(&member{id: id, heard: now, state: PeerAlive})
+				m.add(&member{id: id, heard: m.instant(now), state: PeerAlive})
 				m.changedAt = now
 				m.detectAt = earliest(m.detectAt, now.Add(m.n.cfg.DeadAfter/2))
 			}
@@ -358,7 +361,7 @@ func (n *Node) Forget(id string) { n.mesh.forget(id, n.now) }
 // once the membership is stable, and re-sends unacknowledged outcomes.
 func (m *mesh) tick(now time.Time) {
 	cfg := &m.n.cfg
-	m.self.heard, m.self.state = now, PeerAlive
+	m.self.heard, m.self.state = m.instant(now), PeerAlive
 	if !now.Before(m.detectAt) {
 		if m.swimOn() {
 			m.detectSWIM(now)
@@ -408,7 +411,7 @@ func (m *mesh) detect(now time.Time) {
 		if id == cfg.ID {
 			continue
 		}
-		silent := now.Sub(mb.heard)
+		silent := now.Sub(m.at(mb.heard))
 		switch {
 		case silent >= cfg.ForgetAfter:
 			m.forget(id, now)
@@ -418,12 +421,13 @@ func (m *mesh) detect(now time.Time) {
 		case silent >= cfg.DeadAfter/2 && silent < cfg.DeadAfter && mb.state == PeerAlive:
 			mb.state = PeerSuspect
 		}
-		next = earliest(next, mb.heard.Add(cfg.ForgetAfter))
+		heard := m.at(mb.heard)
+		next = earliest(next, heard.Add(cfg.ForgetAfter))
 		if mb.state != PeerDead {
-			next = earliest(next, mb.heard.Add(cfg.DeadAfter))
+			next = earliest(next, heard.Add(cfg.DeadAfter))
 		}
 		if mb.state == PeerAlive {
-			next = earliest(next, mb.heard.Add(cfg.DeadAfter/2))
+			next = earliest(next, heard.Add(cfg.DeadAfter/2))
 		}
 	}
 	m.detectAt = next

@@ -99,7 +99,7 @@ func (n *Node) vouches(p *partition, v uint64) bool {
 	}
 	id, _ := n.mesh.peerOf(v)
 	mb := n.mesh.members[id]
-	return mb.rebootAt.IsZero() || mb.rebootAt.Before(p.quietAt)
+	return mb.rebootAt == 0 || n.mesh.at(mb.rebootAt).Before(p.quietAt)
 }
 
 // forgetAnswers drops the answers voter v gave the partitions this node

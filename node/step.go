@@ -67,7 +67,7 @@ func (n *Node) Step(from string, m Message) error {
 			// contact in four messages, not six). Asked already, as far as
 			// wantBeat knows: a lost heartbeat is asked for a
 			// HeartbeatEvery later.
-			mb.askedAt = n.now
+			mb.askedAt = n.mesh.instant(n.now)
 		} else {
 			n.mesh.wantBeat(mb, n.now) // a member known second-hand: its labels, addresses
 		}
