@@ -31,52 +31,161 @@ func (s PeerState) String() string {
 	return "unknown"
 }
 
-// member is one peer of the membership, as this node sees it.
+// member is one peer of the membership, as this node sees it. Every peer
+// keeps one for every other (a million in a mesh of 1,000), so it holds
+// what most members have; what few have (placement labels, stranded
+// tasks, external workers) is in rare, allocated only while some of it is
+// set. The small fields come last, packed together.
 type member struct {
-	id        string
-	boot      string
-	heard     instant // last message from it (or when we learned of it)
-	load      Load
-	addrs     []string
-	state     PeerState
+	id    string
+	boot  string
+	addrs []string
+	load  Load
+	heard instant // last message from it (or when we learned of it)
+	// deadSince is when this node declared it dead (markDead).
 	deadSince instant
-	draining  bool // it hands its work over and will leave: lead nothing
+	// rebootAt is when this node learned the peer restarted (another
+	// boot nonce): the promises its earlier run made are void (vouches).
+	rebootAt instant
+	// The probe protocol (probe.go): its incarnation and when this peer
+	// began to suspect it.
+	inc       uint64
+	suspectAt instant
+	// askedAt is when this peer last asked it for a heartbeat (beat).
+	askedAt instant
+	// lostAt is when the transport last lost its connection to it
+	// (Node.Disconnected).
+	lostAt   instant
+	features uint64 // what it can apply (Heartbeat.Features)
 	// bookSeen marks the address book of its last heartbeat that
 	// learnAddrs merged, at membership version bookAt.
 	bookSeen sliceMark[PeerAddrs]
 	bookAt   int
-	// rebootAt is when this node learned the peer restarted (another
-	// boot nonce): the promises its earlier run made are void (vouches).
-	rebootAt instant
+	// merged marks the membership list of its last heartbeat that learn
+	// merged (the sender's immutable slice; see learn).
+	merged sliceMark[string]
+	rare   *memberRare // nil: none of it set
+	state  PeerState
+	// draining: it hands its work over and will leave: lead nothing.
+	draining bool
+	// legacy: it speaks heartbeats only (no probes).
+	legacy bool
+	// beat: a heartbeat of its came (labels, addresses, workers); until
+	// one does, this peer asks it for one, at most once per askedAt.
+	beat bool
+}
 
-	// From its heartbeats: its placement labels (as a map, and as gossiped:
-	// "key=value", sorted), and the READY tasks it cannot run itself.
+// memberRare is the part of a member most members lack, from its
+// heartbeats: its placement labels (as a map, and as gossiped:
+// "key=value", sorted), the READY tasks it cannot run itself, and its
+// external workers.
+type memberRare struct {
 	labels    map[string]string
 	labelList []string
 	stranded  int
 	// strandedFor is the peers its stranded tasks wait for; nil: unnamed.
 	strandedFor []string
-	features    uint64 // what it can apply (Heartbeat.Features)
 	// workers are its external workers' handlers and demand, from its
 	// last heartbeat; offered counts the tasks this node leased to it
 	// since, by WorkerAd key (scheduleExternal).
 	workers []WorkerAd
 	offered map[string]int
-	// merged marks the membership list of its last heartbeat that learn
-	// merged (the sender's immutable slice; see learn).
-	merged sliceMark[string]
-	// The probe protocol (probe.go): its incarnation, when this peer
-	// began to suspect it, and whether it speaks heartbeats only.
-	inc       uint64
-	suspectAt instant
-	legacy    bool
-	// beat: a heartbeat of its came (labels, addresses, workers); until
-	// one does, this peer asks it for one, at most once per askedAt.
-	beat    bool
-	askedAt instant
-	// lostAt is when the transport last lost its connection to it
-	// (Node.Disconnected).
-	lostAt instant
+}
+
+func (mb *member) labels() map[string]string {
+	if mb.rare == nil {
+		return nil
+	}
+	return mb.rare.labels
+}
+
+func (mb *member) labelList() []string {
+	if mb.rare == nil {
+		return nil
+	}
+	return mb.rare.labelList
+}
+
+func (mb *member) stranded() int {
+	if mb.rare == nil {
+		return 0
+	}
+	return mb.rare.stranded
+}
+
+func (mb *member) strandedFor() []string {
+	if mb.rare == nil {
+		return nil
+	}
+	return mb.rare.strandedFor
+}
+
+func (mb *member) workers() []WorkerAd {
+	if mb.rare == nil {
+		return nil
+	}
+	return mb.rare.workers
+}
+
+// offered returns the tasks this node leased to mb's workers under
+// WorkerAd key since its last heartbeat.
+func (mb *member) offered(key string) int {
+	if mb.rare == nil {
+		return 0
+	}
+	return mb.rare.offered[key]
+}
+
+// offer counts n tasks more leased to mb's workers under key. Only a
+// member with workers is offered tasks (its rare part is set).
+func (mb *member) offer(key string, n int) {
+	r := mb.more()
+	if r.offered == nil {
+		r.offered = map[string]int{}
+	}
+	r.offered[key] += n
+}
+
+// more returns mb's rare part, allocating it if need be.
+func (mb *member) more() *memberRare {
+	if mb.rare == nil {
+		mb.rare = &memberRare{}
+	}
+	return mb.rare
+}
+
+// setStranded, setWorkers and setLabels take what mb's heartbeat says of
+// its stranded tasks, its workers (forgetting what was offered to those)
+// and its labels; mb keeps a rare part only while some of it is set.
+func (mb *member) setStranded(n int, forPeers []string) {
+	if mb.rare != nil || n != 0 || forPeers != nil {
+		r := mb.more()
+		r.stranded, r.strandedFor = n, forPeers
+		mb.tidy()
+	}
+}
+
+func (mb *member) setWorkers(ws []WorkerAd) {
+	if mb.rare != nil || ws != nil {
+		r := mb.more()
+		r.workers, r.offered = ws, nil
+		mb.tidy()
+	}
+}
+
+func (mb *member) setLabels(list []string) {
+	if !slices.Equal(mb.labelList(), list) {
+		r := mb.more()
+		r.labelList, r.labels = list, ParseLabels(list)
+		mb.tidy()
+	}
+}
+
+// tidy drops mb's rare part when none of it is set.
+func (mb *member) tidy() {
+	if r := mb.rare; r.labels == nil && r.labelList == nil && r.stranded == 0 && r.strandedFor == nil && r.workers == nil && r.offered == nil {
+		mb.rare = nil
+	}
 }
 
 // mesh is the Node's view of the other peers: membership (a grow-only set
@@ -158,7 +267,7 @@ func newMesh(n *Node, now time.Time) mesh {
 		outbox: map[string]OutcomeMsg{}, sentAt: map[string]time.Time{}, granter: map[int]string{}, pendAck: map[shard.TaskID]pendingAck{}, changedAt: now,
 		byRaft: map[uint64]string{}, sw: swim{inc: uint64(max(now.UnixMilli(), 0)), relays: map[uint64]relay{}, silent: map[int]time.Time{}}}
 	m.self = &member{id: n.cfg.ID, boot: n.cfg.Boot, heard: m.instant(now), state: PeerAlive, addrs: n.cfg.Addrs,
-		labels: n.placement.Labels, labelList: LabelList(n.placement.Labels)}
+		rare: &memberRare{labels: n.placement.Labels, labelList: LabelList(n.placement.Labels)}}
 	m.add(m.self)
 	m.rebuildRing()
 	return m
@@ -171,7 +280,7 @@ func (n *Node) Members() []MemberInfo {
 	for _, id := range ids {
 		m := n.mesh.members[id]
 		out = append(out, MemberInfo{ID: id, State: m.state, Load: m.load, Addrs: m.addrs, LastSeen: n.mesh.at(m.heard),
-			Labels: m.labelList, Stranded: m.stranded, StrandedFor: m.strandedFor})
+			Labels: m.labelList(), Stranded: m.stranded(), StrandedFor: m.strandedFor()})
 	}
 	return out
 }
@@ -333,7 +442,7 @@ func (m *mesh) forget(id string, now time.Time) {
 	m.n.steal.forgetLoad(id)
 	if mb := m.members[id]; mb != nil {
 		m.setLegacy(mb, false, now)
-		if mb.stranded > 0 {
+		if mb.stranded() > 0 {
 			m.strandedPeers--
 		}
 		delete(m.members, id)
@@ -478,7 +587,7 @@ func (m *mesh) heartbeat() Message {
 		Boot: m.n.cfg.Boot, Partitions: m.n.cfg.Partitions, Addrs: m.n.cfg.Addrs,
 		Load: Load{Ready: ready, Running: len(m.n.running), Slots: m.n.cfg.Slots}, Draining: m.n.draining,
 		Members: m.memberIDs(), Forgotten: slices.Sorted(maps.Keys(m.forgotten)),
-		Labels: m.self.labelList, Stranded: stranded, Features: Features,
+		Labels: m.self.labelList(), Stranded: stranded, Features: Features,
 		Workers: m.n.workerAds(), Replicas: m.n.cfg.Replicas, Placement: m.n.cfg.Placement, Inc: m.sw.inc,
 	}
 	if stranded > 0 {
@@ -498,7 +607,7 @@ func (m *mesh) strandedFor() []string {
 	var cands []shard.Placement
 	for _, id := range m.memberIDs() {
 		if mb := m.members[id]; id != m.n.cfg.ID && mb.state != PeerDead && !mb.draining {
-			cands = append(cands, shard.Placement{Peer: id, Labels: mb.labels})
+			cands = append(cands, shard.Placement{Peer: id, Labels: mb.labels()})
 		}
 	}
 	var runners map[string]bool

@@ -65,7 +65,7 @@ func (m *mesh) placeable(id string) bool {
 func (m *mesh) runnableBy(ts *shard.TaskSpec) []string {
 	var out []string
 	for _, id := range m.memberIDs() {
-		if m.placeable(id) && ts.Matches(id, m.members[id].labels) {
+		if m.placeable(id) && ts.Matches(id, m.members[id].labels()) {
 			out = append(out, id)
 		}
 	}
