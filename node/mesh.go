@@ -268,6 +268,7 @@ func newMesh(n *Node, now time.Time) mesh {
 		byRaft: map[uint64]string{}, sw: swim{inc: uint64(max(now.UnixMilli(), 0)), relays: map[uint64]relay{}, silent: map[int]time.Time{}}}
 	m.self = &member{id: n.cfg.ID, boot: n.cfg.Boot, heard: m.instant(now), state: PeerAlive, addrs: n.cfg.Addrs,
 		rare: &memberRare{labels: n.placement.Labels, labelList: LabelList(n.placement.Labels)}}
+	m.self.tidy() // no labels
 	m.add(m.self)
 	m.rebuildRing()
 	return m
