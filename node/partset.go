@@ -14,10 +14,10 @@ import (
 // walk these rather than every partition it holds: a peer that founded a
 // mesh holds all of them until the ring moves them, and at 1,000
 // simulated peers those walks, at every input, touched state cold in the
-// cache. (A third set, of the partitions with READY tasks, went stale in
-// real daemons under the hostile soak, `make hostile`, one run in three:
-// a task stayed RUNNING. Its walks, readyHeld, are over every partition
-// held again.)
+// cache. (A third set, of the partitions with READY tasks, is gone: with
+// it the hostile soak, `make hostile`, left a task RUNNING one run in
+// three, though the set was never found stale; cause not found. Its
+// walks, readyHeld, are over every partition held again.)
 type partSet []uint64
 
 func newPartSet(partitions int) partSet { return make(partSet, (partitions+63)/64) }
