@@ -160,7 +160,7 @@ func (n *Node) thawed() {
 			}
 		}
 		if p.quiesced {
-			n.setQuiesced(p, false)
+			p.quiesced = false
 			n.stats.Woken++
 			n.wakeFollowers(p, p.rn.BasicStatus().GetCommit())
 		}

@@ -511,10 +511,14 @@ func (n *Node) schedule() {
 		best := -1
 		var bestPrio int32
 		var bestSeq uint64
-		for p := range n.readyHeld {
+		for _, i := range n.held {
+			p := n.parts[i]
+			if p == nil || !p.serving {
+				continue
+			}
 			prio, seq, ok := p.shard.HeadFor(n.placement)
 			if ok && (best < 0 || prio > bestPrio || (prio == bestPrio && seq < bestSeq)) {
-				best, bestPrio, bestSeq = p.id, prio, seq
+				best, bestPrio, bestSeq = i, prio, seq
 			}
 		}
 		if best < 0 {
@@ -580,8 +584,11 @@ func (n *Node) timeLeases(evs []shard.Event) {
 // readyTotal counts READY tasks in the partitions this node serves.
 func (n *Node) readyTotal() int {
 	total := 0
-	for p := range n.readyHeld {
-		total += p.shard.ReadyLen()
+	for _, i := range n.held {
+		p := n.parts[i]
+		if p != nil && p.serving {
+			total += p.shard.ReadyLen()
+		}
 	}
 	return total
 }

@@ -157,9 +157,9 @@ func (s *Shard) Inputs(id TaskID) map[string][]byte {
 		if dt.state != Succeeded {
 			continue
 		}
-		name := dt.name
+		name := dt.spec.Name
 		if name == "" {
-			name = string(dt.id())
+			name = string(dt.id)
 		}
 		out[name] = dt.result
 	}
@@ -175,7 +175,7 @@ func (s *Shard) Attempts(id TaskID) int {
 	if err != nil {
 		return 0
 	}
-	return int(t.attempt)
+	return t.attempt
 }
 
 // Payload returns what task id's handler receives as its payload: its own,
@@ -187,10 +187,10 @@ func (s *Shard) Payload(id TaskID) []byte {
 	if err != nil {
 		return nil
 	}
-	if t.g.spec.Mode == ModeStream && int(t.stage) > 0 {
+	if t.g.spec.Mode == ModeStream && t.spec.Stage > 0 {
 		return t.g.tasks[t.idx-1].result
 	}
-	return t.payload
+	return t.spec.Payload
 }
 
 // Trace returns the trace of task id's group (GroupSpec.Trace), "" when
@@ -232,8 +232,7 @@ func (s *Shard) BroadcastWorker(id TaskID) string {
 	if g == nil || g.spec.Mode != ModeBroadcast || i >= len(g.tasks) {
 		return ""
 	}
-	ts := g.tasks[i].spec()
-	return BroadcastWorker(&ts)
+	return BroadcastWorker(&g.spec.Tasks[i])
 }
 
 // BroadcastWorker returns the worker a broadcast's copy ts is pinned to, ""
