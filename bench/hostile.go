@@ -333,23 +333,29 @@ func (s *hostileState) someSchedule(r *rand.Rand) string {
 // values, and waits until every acknowledged group is terminal, filling
 // Acked, Finished and Unfinished.
 func (s *hostileState) finish(ctx context.Context, cl *Cluster, timeout time.Duration) {
-	c := cl.Client(0)
 	s.mu.Lock()
 	groups, schedules := s.groups, s.schedules
 	s.mu.Unlock()
+	deadline := time.Now().Add(timeout)
 	for _, id := range schedules {
-		c.do(ctx, http.MethodDelete, "/v1/schedules/"+id, 0, nil, nil)
+		insist(ctx, cl, http.MethodDelete, "/v1/schedules/"+id, deadline)
 	}
 	ids := make([]string, 0, len(groups))
 	for id, g := range groups {
 		ids = append(ids, id)
 		s.rep.Acked += g.tasks
-		if g.hostile {
-			c.do(ctx, http.MethodPost, "/v1/groups/"+id+"/cancel", 0, nil, nil)
-		}
 	}
 	slices.Sort(ids)
-	deadline := time.Now().Add(timeout)
+	// A hostile group may hold a sleep of days (its timeout the default
+	// 10 minutes): the cancel must land, so it is asked again, of each
+	// peer in turn, while the mesh answers 503 or nothing (leadership
+	// moving after the strangers were forgotten).
+	canceled := map[string]error{}
+	for _, id := range ids {
+		if groups[id].hostile {
+			canceled[id] = insist(ctx, cl, http.MethodPost, "/v1/groups/"+id+"/cancel", deadline)
+		}
+	}
 	for _, id := range ids {
 		g, err := waitGroupTerminal(ctx, cl, id, deadline)
 		if err == nil && terminal(g.State) {
@@ -367,8 +373,32 @@ func (s *hostileState) finish(ctx context.Context, cl *Cluster, timeout time.Dur
 			if err != nil {
 				why = err.Error() + ": " + why
 			}
+			if err, ok := canceled[id]; ok {
+				if err != nil {
+					why += fmt.Sprintf(" (hostile; the cancel failed: %v)", err)
+				} else {
+					why += " (hostile; canceled)"
+				}
+			}
 			s.rep.Unfinished = append(s.rep.Unfinished, id+": "+why)
 		}
+	}
+}
+
+// insist sends a request without a body, to each peer in turn, until a
+// peer answers it with anything but 503 or deadline passes, and returns
+// the last error (nil: answered 2xx).
+func insist(ctx context.Context, cl *Cluster, method, path string, deadline time.Time) error {
+	for turn := 0; ; turn++ {
+		err := cl.Client(turn%cl.Len()).do(ctx, method, path, 0, nil, nil)
+		var ae *APIError
+		if err == nil || errors.As(err, &ae) && ae.Status != http.StatusServiceUnavailable {
+			return err
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond) // a peer between leaders: ask again
 	}
 }
 
