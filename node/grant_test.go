@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"math"
 	"testing"
 	"time"
@@ -80,5 +81,81 @@ func TestClaimedGrantYieldsToCommittedLease(t *testing.T) {
 	}
 	if h.n.claimLease("g.0", 1, h.n.Holder()) {
 		t.Fatal("a committed lease started twice")
+	}
+}
+
+// A run of a later round, started by a grant that was not the lease's
+// (forged, with a round from the future), is under way when the committed
+// lease of an earlier round applies: the lease runs all the same, since
+// the later run's outcome is stale against it, and the later run's
+// outcome is dropped here. Before, the lease waited for the run under
+// way, whose outcome the owner refused, and the task stayed RUNNING until
+// its timeout (needle hostile, seed 7).
+func TestLaterForgedRunYieldsToCommittedLease(t *testing.T) {
+	h := newHarness(t, 1)
+	h.tick(time.Second)
+	const forged = shard.Round(7)
+	if !h.n.claimGrant("g.0", forged, "stranger") {
+		t.Fatal("a first claim was refused")
+	}
+	h.n.busy++
+	h.n.startRun("g.0", forged) // its handler is running
+	if !h.n.claimLease("g.0", 1, "owner/1") {
+		t.Fatal("the committed lease of round 1 did not start while a forged run of round 7 is under way")
+	}
+	h.n.busy++
+	h.n.startRun("g.0", 1)
+	if err := h.n.Report(shard.Outcome{Task: "g.0", Round: forged, OK: true}); !errors.Is(err, shard.ErrStaleRound) {
+		t.Fatalf("the forged run's outcome: %v, want it dropped as stale", err)
+	}
+	if r, ok := h.n.running["g.0"]; !ok || r != 1 {
+		t.Fatalf("running %v %v after the forged run ended, want round 1 still running", r, ok)
+	}
+	if h.n.claimLease("g.0", 1, "owner/1") {
+		t.Fatal("the committed lease started twice")
+	}
+}
+
+// A lease that applies without taking spends no round: a task canceled
+// while its lease was held back (its run already started and done) is
+// READY in round 0 again after a retry, and its next lease is round 1
+// again. That lease must run. The claim of the first lease's run kept it
+// from starting, and the task stayed RUNNING on its live owner until its
+// timeout (needle hostile, seed 7: a pipeline canceled and retried).
+func TestRetriedTaskRunsTheSameRoundAgain(t *testing.T) {
+	h := newHarness(t, 1)
+	h.tick(time.Second)
+	spec := shard.GroupSpec{ID: "g", Mode: shard.ModeDAG, Tasks: []shard.TaskSpec{
+		{Name: "a", Handler: "echo", Payload: []byte("1")},
+		{Name: "b", Handler: "echo", Payload: []byte("2"), Deps: []string{"a"}},
+	}}
+	if r := h.submit(spec); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	h.step() // a runs and succeeds; b's lease is held back, its run started
+	if len(h.runs) != 1 || h.runs[0].Task != "g.1" || h.runs[0].Round != 1 {
+		t.Fatalf("runs %+v, want g.1's in round 1", h.runs)
+	}
+	// The cancel goes into the log ahead of b's held lease.
+	req := h.n.NextRequest()
+	h.n.Cancel(req, "g", "", "op")
+	h.stabilize()
+	if st := h.groupState("g"); st != shard.GroupCanceled {
+		t.Fatalf("group %v after the cancel", st)
+	}
+	h.step() // b's run ends: its lease and outcome apply to a canceled task
+	if v, _ := h.n.Task("g.1"); v.State != shard.Canceled || v.Round != 0 {
+		t.Fatalf("g.1 %v round %d, want CANCELED in round 0", v.State, v.Round)
+	}
+	req = h.n.NextRequest()
+	h.n.Retry(req, "g", "", "op", "")
+	h.stabilize()
+	for i := 0; i < 10 && h.groupState("g") == shard.GroupRunning; i++ {
+		h.tick(h.n.cfg.LeaseDefer)
+		h.step()
+	}
+	if st := h.groupState("g"); st != shard.GroupSucceeded {
+		v, _ := h.n.Task("g.1")
+		t.Fatalf("group %v after the retry; g.1 %v round %d (runs %d)", st, v.State, v.Round, h.started["g.1"])
 	}
 }

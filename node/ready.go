@@ -35,7 +35,7 @@ type Ready struct {
 	Messages []Envelope // to one peer each, in order: only after Persist is written (and synced)
 	Gossip   []Message  // to every peer (heartbeats): best effort
 	Run      []Run
-	Abort    []shard.TaskID
+	Abort    []RunRef // runs to stop: their lease expired, or their task was canceled
 	Replies  []Reply
 	Changes  []shard.Change
 	Applied  int // events applied in this Ready
@@ -83,6 +83,14 @@ type Run struct {
 	// Worker is set on a copy of a broadcast to external workers: the only
 	// worker (polling this peer) that may take it (shard.BroadcastWorker).
 	Worker string
+}
+
+// RunRef names one run: a task and the lease round it runs in. A task can
+// have two runs on a peer at once (a newer round superseded one whose
+// handler has not returned), and stopping one must not stop the other.
+type RunRef struct {
+	Task  shard.TaskID
+	Round shard.Round
 }
 
 // Reply answers a request made through Submit or Cancel.
@@ -492,13 +500,13 @@ func (n *Node) dropAborted() {
 	if len(n.rd.Abort) == 0 || len(n.rd.Run) == 0 {
 		return
 	}
-	aborted := make(map[shard.TaskID]bool, len(n.rd.Abort))
-	for _, id := range n.rd.Abort {
-		aborted[id] = true
+	aborted := make(map[RunRef]bool, len(n.rd.Abort))
+	for _, a := range n.rd.Abort {
+		aborted[a] = true
 	}
 	runs := n.rd.Run[:0]
 	for _, r := range n.rd.Run {
-		if aborted[r.Task] && n.running[r.Task] == r.Round {
+		if aborted[RunRef{r.Task, r.Round}] && n.running[r.Task] == r.Round {
 			n.endRun(r.Task)
 			continue
 		}

@@ -243,7 +243,7 @@ func (n *Node) applyBatch(p *partition, b *shard.Batch) {
 		case shard.EvExpired:
 			n.stats.LeaseExpiries++
 			if r, ok := n.running[e.Task]; ok && r == e.Round {
-				n.rd.Abort = append(n.rd.Abort, e.Task)
+				n.rd.Abort = append(n.rd.Abort, RunRef{e.Task, r})
 			}
 			// An outcome that handed a lease back (an external worker lost)
 			// is answered like any outcome.
@@ -263,8 +263,8 @@ func (n *Node) applyBatch(p *partition, b *shard.Batch) {
 		}
 	}
 	for _, c := range p.shard.TakeChanges() {
-		if c.Abort && c.Holder == n.holder {
-			n.rd.Abort = append(n.rd.Abort, c.Task)
+		if r, running := n.running[c.Task]; running && c.Abort && c.Holder == n.holder {
+			n.rd.Abort = append(n.rd.Abort, RunRef{c.Task, r})
 		}
 		n.rd.Changes = append(n.rd.Changes, c)
 	}
@@ -323,6 +323,7 @@ func (n *Node) applyLease(p *partition, e *shard.Event, origin string) {
 			n.releaseLease(e.Task)
 			delete(n.leaseAt, e.Task)
 		}
+		n.voidClaim(e.Task, e.Round)
 		return
 	}
 	if ours {

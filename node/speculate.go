@@ -147,8 +147,9 @@ func (n *Node) appliedSpeculative(p *partition, e *shard.Event) bool {
 			// A lease held back (defer.go) while its task was canceled
 			// or changed: it took nothing, and its run stops.
 			if r, running := n.running[e.Task]; running && r == e.Round {
-				n.rd.Abort = append(n.rd.Abort, e.Task)
+				n.rd.Abort = append(n.rd.Abort, RunRef{e.Task, r})
 			}
+			n.voidClaim(e.Task, e.Round)
 			return true
 		}
 		if o := sr.out; o != nil && !(sr.proposed && p.leader && p.term == sr.term) {
@@ -156,8 +157,8 @@ func (n *Node) appliedSpeculative(p *partition, e *shard.Event) bool {
 		}
 		return true
 	}
-	if _, running := n.running[e.Task]; running {
-		n.rd.Abort = append(n.rd.Abort, e.Task)
+	if r, running := n.running[e.Task]; running {
+		n.rd.Abort = append(n.rd.Abort, RunRef{e.Task, r})
 		n.releaseLease(e.Task)
 		_ = n.reportOutcome(p, shard.Outcome{Task: e.Task, Round: e.Round, Holder: n.holder, Lost: true})
 		return true

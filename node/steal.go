@@ -459,23 +459,45 @@ func (n *Node) claimGrant(t shard.TaskID, r shard.Round, from string) bool {
 // peer, proposed by the holder origin. The log is the authority: a round
 // claimed first by a grant starts again here unless that grant came from
 // the lease's proposer (the one legitimate grant of it, already running)
-// or a run of t in that round or a later one is under way here. A grant from anyone else (a forged
-// one: a peer that holds the swarm key can send any grant, with any
-// round) must not keep the committed lease from ever running: no lease
-// expires while its holder lives, so its task would stay RUNNING forever.
+// or a run of t in that very round is under way here (its outcome,
+// fenced by task, round and holder, is this lease's). A grant from anyone
+// else (a forged one: a peer that holds the swarm key can send any grant,
+// with any round) must not keep the committed lease from ever running: no
+// lease expires while its holder lives, so its task would stay RUNNING
+// forever. That holds for a run of a later round under way too: its
+// outcome is stale against this lease, so the lease's own run starts and
+// supersedes it (startRun), whose outcome is then dropped here (needle
+// hostile, seed 7: a forged grant's run of a later round kept a pipeline
+// task RUNNING until its 10-minute timeout, about one run in three).
 func (n *Node) claimLease(t shard.TaskID, r shard.Round, origin string) bool {
+	if cur, running := n.running[t]; running && cur == r {
+		return false
+	}
 	prev, ok := n.started[t]
 	if ok && prev.round >= r {
 		if prev.by == "" || prev.by == shard.HolderPeer(origin) {
-			return false
-		}
-		if cur, running := n.running[t]; running && cur >= r {
 			return false
 		}
 		n.stats.StaleGrants++
 	}
 	n.setClaim(t, claimed{round: r})
 	return true
+}
+
+// voidClaim forgets the claim of t's round r when a lease of that round to
+// this peer applied without taking: its task was canceled (or changed)
+// before it, and the run it started here, speculated or granted, counts
+// for nothing. The round is not spent (the shard's round moves only with
+// a lease that takes), so a retry of the task leases that round again,
+// and that lease must run: the claim kept it from starting, and the task
+// stayed RUNNING on a live peer until its timeout (needle hostile, seed
+// 7: a pipeline canceled and retried while its task's speculative run
+// was under way). A run of round r still under way here keeps the new
+// lease from starting a second one (claimLease): its outcome counts.
+func (n *Node) voidClaim(t shard.TaskID, r shard.Round) {
+	if c, ok := n.started[t]; ok && c.round == r {
+		n.started[t] = claimed{}
+	}
 }
 
 func (n *Node) setClaim(t shard.TaskID, c claimed) {

@@ -10,6 +10,7 @@ import (
 	"github.com/needle-mesh/needle/peer/p2p"
 	"github.com/needle-mesh/needle/shard"
 	"github.com/needle-mesh/needle/wal"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // command is one message into the loop's inbox: a request answered by a
@@ -120,19 +121,28 @@ func (p *Peer) drainInbox() {
 }
 
 func (p *Peer) report(o shard.Outcome) {
-	p.mu.Lock()
-	if cancel, ok := p.cancels[o.Task]; ok {
-		cancel()
-		delete(p.cancels, o.Task)
-	}
-	span := p.outcomes[runKey{o.Task, o.Round}]
-	delete(p.outcomes, runKey{o.Task, o.Round})
-	p.mu.Unlock()
+	span := p.runEnded(runKey{o.Task, o.Round})
 	err := p.node.Report(o)
 	p.metrics.outcome(o, err)
 	if span != nil {
 		endOutcome(span, o, err)
 	}
+}
+
+// runEnded forgets the run k whose handler returned, and returns its
+// outcome span (nil when not traced). Only that run's context is
+// canceled: a newer round of the task may be running here too (it
+// superseded this one), and this one's end must not stop it.
+func (p *Peer) runEnded(k runKey) trace.Span {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cancel, ok := p.cancels[k]; ok {
+		cancel()
+		delete(p.cancels, k)
+	}
+	span := p.outcomes[k]
+	delete(p.outcomes, k)
+	return span
 }
 
 func (p *Peer) handle(c command) {
@@ -250,14 +260,14 @@ func (io loopIO) Deliver(rd *node.Ready) error {
 	return nil
 }
 
-func (p *Peer) abort(ids []shard.TaskID) {
-	if len(ids) == 0 {
+func (p *Peer) abort(runs []node.RunRef) {
+	if len(runs) == 0 {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, id := range ids {
-		if cancel, ok := p.cancels[id]; ok {
+	for _, r := range runs {
+		if cancel, ok := p.cancels[runKey{r.Task, r.Round}]; ok {
 			cancel()
 		}
 	}

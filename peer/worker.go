@@ -37,7 +37,7 @@ type runKey struct {
 func (p *Peer) start(r node.Run) {
 	ctx, cancel := context.WithCancel(p.runCtx)
 	p.mu.Lock()
-	p.cancels[r.Task] = cancel
+	p.cancels[runKey{r.Task, r.Round}] = cancel
 	p.mu.Unlock()
 	ctx = p.withTrace(ctx, r.Trace)
 	_, lease := p.runSpan(ctx, "needle.lease", &r)

@@ -408,18 +408,19 @@ func (h *hub) deliver(n *node.Node, runs []node.Run) {
 
 // abort marks the leases of aborted tasks lost (on the loop goroutine): the
 // owner expired or canceled them. Queued runs of them are dropped.
-func (h *hub) abort(n *node.Node, ids []shard.TaskID) {
+func (h *hub) abort(n *node.Node, runs []node.RunRef) {
 	now := time.Now()
 	h.mu.Lock()
 	var outs []shard.Outcome
-	for _, id := range ids {
-		if l := h.byTask[id]; l != nil {
+	for _, r := range runs {
+		id := r.Task
+		if l := h.byTask[id]; l != nil && l.run.Round == r.Round {
 			l.aborted = true
 			h.lose(l, now)
 			outs = append(outs, shard.Outcome{Task: id, Round: l.run.Round, Error: "aborted"})
 		}
 		for i, x := range h.queue {
-			if x.run.Task == id {
+			if x.run.Task == id && x.run.Round == r.Round {
 				h.queue = slices.Delete(h.queue, i, i+1)
 				outs = append(outs, shard.Outcome{Task: id, Round: x.run.Round, Error: "aborted"})
 				break

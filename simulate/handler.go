@@ -166,14 +166,15 @@ func (nd *simNode) startQueued() {
 	}
 }
 
-// abortJob cancels a running handler (its task was canceled): it returns at
-// once with the context's error, which the owner will refuse.
-func (nd *simNode) abortJob(t shard.TaskID) {
+// abortJob cancels a running handler of r's round (its task was canceled,
+// or its lease expired): it returns at once with the context's error,
+// which the owner will refuse. A job of another round is left running.
+func (nd *simNode) abortJob(r node.RunRef) {
 	if nd.hub != nil {
-		nd.hub.abort(t)
+		nd.hub.abort(r)
 	}
-	j := nd.jobs[t]
-	if j == nil || j.done {
+	j := nd.jobs[r.Task]
+	if j == nil || j.done || j.run.Round != r.Round {
 		return
 	}
 	j.out = shard.Outcome{Task: j.run.Task, Round: j.run.Round, Error: "context canceled"}

@@ -236,13 +236,14 @@ func (h *simHub) holding() int {
 // abort marks the leases of aborted tasks lost and drops their queued runs
 // (inside the drain, as the runtime's hub.abort); the node learns through
 // a report it will find stale.
-func (h *simHub) abort(t shard.TaskID) {
-	if l := h.byTask[t]; l != nil && l.state == leaseHeld {
+func (h *simHub) abort(r node.RunRef) {
+	t := r.Task
+	if l := h.byTask[t]; l != nil && l.state == leaseHeld && l.run.Round == r.Round {
 		h.lose(l)
 		_ = h.nd.n.Report(shard.Outcome{Task: t, Round: l.run.Round, Error: "aborted"})
 	}
 	for i, q := range h.queue {
-		if q.run.Task == t {
+		if q.run.Task == t && q.run.Round == r.Round {
 			h.queue = slices.Delete(h.queue, i, i+1)
 			_ = h.nd.n.Report(shard.Outcome{Task: t, Round: q.run.Round, Error: "aborted"})
 			break
