@@ -368,7 +368,7 @@ func (n *Node) stepOffer(from string, m Message) {
 // peer's workers, once (a replica may have started it from the committed
 // entry already).
 func (n *Node) startOffered(g Grant, from string) {
-	if g.Timeout <= 0 || !n.claimGrant(g.Task, g.Round, from) {
+	if g.Timeout <= 0 || !n.claimGrant(g.Task, g.Round, g.Expiry, from) {
 		return
 	}
 	n.startExternal(g.Task, g.Round)

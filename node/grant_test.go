@@ -66,7 +66,7 @@ func TestForgedGrantKeepsNoLeaseFromRunning(t *testing.T) {
 func TestClaimedGrantYieldsToCommittedLease(t *testing.T) {
 	h := newHarness(t, 1)
 	h.tick(time.Second)
-	if !h.n.claimGrant("g.0", math.MaxUint64, "stranger") {
+	if !h.n.claimGrant("g.0", math.MaxUint64, time.Time{}, "stranger") {
 		t.Fatal("a first claim was refused")
 	}
 	if r := h.submit(shard.GroupSpec{ID: "g", Mode: shard.ModeParallel, Tasks: echoTasks(1)}); r.Err != nil {
@@ -95,7 +95,7 @@ func TestLaterForgedRunYieldsToCommittedLease(t *testing.T) {
 	h := newHarness(t, 1)
 	h.tick(time.Second)
 	const forged = shard.Round(7)
-	if !h.n.claimGrant("g.0", forged, "stranger") {
+	if !h.n.claimGrant("g.0", forged, time.Time{}, "stranger") {
 		t.Fatal("a first claim was refused")
 	}
 	h.n.busy++
@@ -157,5 +157,39 @@ func TestRetriedTaskRunsTheSameRoundAgain(t *testing.T) {
 	if st := h.groupState("g"); st != shard.GroupSucceeded {
 		v, _ := h.n.Task("g.1")
 		t.Fatalf("group %v after the retry; g.1 %v round %d (runs %d)", st, v.State, v.Round, h.started["g.1"])
+	}
+}
+
+// A thief that holds no replica of a task's partition learns of its leases
+// only from grants. A grant of a round it ran before, with another expiry,
+// is another lease of that round (the one it ran took nothing: its task
+// was canceled first, then retried), and runs; the same grant again does
+// not, nor one whose round's run is under way or whose outcome waits in
+// the outbox (it counts for the new lease).
+func TestRegrantedRoundRuns(t *testing.T) {
+	h := newHarness(t, 1)
+	h.tick(time.Second)
+	first, second := h.now.Add(time.Minute), h.now.Add(2*time.Minute)
+	if !h.n.claimGrant("g.0", 1, first, "owner") {
+		t.Fatal("a first grant was refused")
+	}
+	if h.n.claimGrant("g.0", 1, first, "owner") {
+		t.Fatal("the same grant started twice")
+	}
+	if !h.n.claimGrant("g.0", 1, second, "owner") {
+		t.Fatal("another lease of the same round, its run over, did not start: the retried task would stay RUNNING")
+	}
+	h.n.busy++
+	h.n.startRun("g.0", 1)
+	if h.n.claimGrant("g.0", 1, second.Add(time.Minute), "owner") {
+		t.Fatal("a lease of a round whose run is under way started a second run")
+	}
+	h.n.endRun("g.0")
+	h.n.forward(shard.Outcome{Task: "g.0", Round: 1, Holder: h.n.Holder(), OK: true})
+	if h.n.claimGrant("g.0", 1, second.Add(2*time.Minute), "owner") {
+		t.Fatal("a lease of a round whose outcome waits in the outbox started a second run")
+	}
+	if h.n.claimGrant("g.0", 0, second.Add(3*time.Minute), "owner") {
+		t.Fatal("a grant of an earlier round started")
 	}
 }

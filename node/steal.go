@@ -383,7 +383,7 @@ func (n *Node) stepGrant(from string, m Message) {
 			n.startOffered(g, from)
 			continue
 		}
-		if g.Timeout <= 0 || !n.claimGrant(g.Task, g.Round, from) {
+		if g.Timeout <= 0 || !n.claimGrant(g.Task, g.Round, g.Expiry, from) {
 			continue // a duplicate or late grant, or one this replica already started
 		}
 		n.stats.StealsGranted++
@@ -435,24 +435,46 @@ func (n *Node) GrantSource(part int) (leader string, ok bool) {
 	return "", true
 }
 
-// claimed is the last round of a task started here, and the peer whose
-// grant started it ("" when a committed lease did).
+// claimed is the last round of a task started here, the expiry of the
+// lease it started under when a grant told it (two leases of one round
+// differ in it), and the peer whose grant started it ("" when a committed
+// lease did).
 type claimed struct {
-	round shard.Round
-	by    string
+	round  shard.Round
+	expiry time.Time
+	by     string
 }
 
-// claimGrant records that this peer starts task t in round r, granted by
-// peer from, and reports false when it already started that round (or a
-// later one): a lease reaches a thief both as a grant message and, when
-// the thief is a replica of the partition, as a committed entry; it must
-// run once.
-func (n *Node) claimGrant(t shard.TaskID, r shard.Round, from string) bool {
+// claimGrant records that this peer starts task t in round r under the
+// lease expiring at expiry, granted by peer from, and reports false when
+// it already started that lease (or a later round): a lease reaches a
+// thief both as a grant message and, when the thief is a replica of the
+// partition, as a committed entry; it must run once. A grant of the same
+// round with another expiry is another lease of that round: the one this
+// peer ran took nothing (its task was canceled before it applied, and the
+// round is spent only by a lease that takes), and a retry leased the
+// round again. It starts unless the earlier run is under way or its
+// outcome waits in the outbox, which then counts for the new lease. A
+// thief that holds no replica never sees the log say so (voidClaim), and
+// the retried task stayed RUNNING on it until its timeout.
+func (n *Node) claimGrant(t shard.TaskID, r shard.Round, expiry time.Time, from string) bool {
 	if prev, ok := n.started[t]; ok && prev.round >= r {
-		return false
+		if prev.round > r || prev.expiry.Equal(expiry) || n.runPending(t, r) {
+			return false
+		}
 	}
-	n.setClaim(t, claimed{round: r, by: from})
+	n.setClaim(t, claimed{round: r, expiry: expiry, by: from})
 	return true
+}
+
+// runPending reports whether a run of task t in round r is under way here
+// or its outcome waits in the outbox for the owner.
+func (n *Node) runPending(t shard.TaskID, r shard.Round) bool {
+	if cur, running := n.running[t]; running && cur == r {
+		return true
+	}
+	_, waiting := n.mesh.outbox[outboxKey(t, r)]
+	return waiting
 }
 
 // claimLease is claimGrant for a committed lease of t in round r to this
@@ -466,9 +488,7 @@ func (n *Node) claimGrant(t shard.TaskID, r shard.Round, from string) bool {
 // lease expires while its holder lives, so its task would stay RUNNING
 // forever. That holds for a run of a later round under way too: its
 // outcome is stale against this lease, so the lease's own run starts and
-// supersedes it (startRun), whose outcome is then dropped here (needle
-// hostile, seed 7: a forged grant's run of a later round kept a pipeline
-// task RUNNING until its 10-minute timeout, about one run in three).
+// supersedes it (startRun), whose outcome is then dropped here.
 func (n *Node) claimLease(t shard.TaskID, r shard.Round, origin string) bool {
 	if cur, running := n.running[t]; running && cur == r {
 		return false
