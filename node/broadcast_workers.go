@@ -40,7 +40,7 @@ func (n *Node) workersOf(handler string) []liveWorker {
 		if peer == n.cfg.ID || !n.mesh.placeable(peer) {
 			continue
 		}
-		for _, w := range n.mesh.members[peer].workers {
+		for _, w := range n.mesh.members[peer].workers() {
 			if w.Handler != handler {
 				continue
 			}

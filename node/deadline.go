@@ -1,6 +1,7 @@
 package node
 
 import (
+	"math/bits"
 	"slices"
 	"time"
 
@@ -81,15 +82,17 @@ func (m *mesh) nextDeadline() time.Time {
 
 // needsRaftTick reports whether some partition needs Raft ticks (see
 // quiet), or webhook deliveries wait (notifyDue runs on Raft ticks).
+// A quiesced partition is quiet, so only those loud marks are asked; and
+// only those dueParts marks can have webhooks waiting.
 func (n *Node) needsRaftTick() bool {
-	for _, i := range n.held {
-		if !n.mesh.quiet(n.parts[i]) {
+	for p := range n.loud.held(n) {
+		if !n.mesh.quiet(p) {
 			return true
 		}
 	}
 	if n.notifying < n.notifyLimit() {
-		for _, i := range n.held {
-			if p := n.parts[i]; p.serving && p.shard.NotifyPending() > 0 {
+		for p := range n.dueParts.held(n) {
+			if p.serving && p.shard.NotifyPending() > 0 {
 				return true
 			}
 		}
@@ -143,14 +146,38 @@ func (m *mesh) alone(p *partition) bool {
 
 // shardTimers returns the earliest shard timer or retention removal of
 // the partitions this node serves.
+// It reads only the partitions dueParts marks, and unmarks those with
+// nothing pending (no timer, no webhook): a shard marks itself again
+// when that changes.
 func (n *Node) shardTimers() (at time.Time, ok bool) {
-	for _, i := range n.held {
-		p := n.parts[i]
-		if !p.serving {
-			continue
-		}
-		if t, due := p.shard.NextDue(); due && (!ok || t.Before(at)) {
-			at, ok = t, true
+	for w, word := range n.dueParts {
+		for word != 0 {
+			b := bits.TrailingZeros64(word)
+			word &^= 1 << b
+			p := n.parts[w*64+b]
+			if p == nil {
+				n.dueParts.set(w*64+b, false)
+				continue
+			}
+			if !p.serving {
+				// A leader that does not serve yet may, with its timers as
+				// they are; a follower's NextDue is empty, and its shard
+				// marks itself again when it leads (SetLeader).
+				if !p.shard.Leader() {
+					n.dueParts.set(p.id, false)
+				}
+				continue
+			}
+			t, due := p.shard.NextDue()
+			if !due {
+				if p.shard.NotifyPending() == 0 {
+					n.dueParts.set(p.id, false)
+				}
+				continue
+			}
+			if !ok || t.Before(at) {
+				at, ok = t, true
+			}
 		}
 	}
 	return at, ok

@@ -119,7 +119,7 @@ func (n *Node) advertisers() []*member {
 	var out []*member
 	for _, id := range n.mesh.memberIDs() {
 		mb := n.mesh.members[id]
-		if id != n.cfg.ID && len(mb.workers) > 0 && n.mesh.placeable(id) && mb.boot != "" {
+		if id != n.cfg.ID && len(mb.workers()) > 0 && n.mesh.placeable(id) && mb.boot != "" {
 			out = append(out, mb)
 		}
 	}
@@ -156,19 +156,17 @@ func (n *Node) scheduleExternal() {
 	}
 	for _, mb := range n.advertisers() {
 		id := mb.id
-		for i := range mb.workers {
-			w := &mb.workers[i]
+		ws := mb.workers()
+		for i := range ws {
+			w := &ws[i]
 			key := adKey(w)
-			want := w.Want - mb.offered[key]
+			want := w.Want - mb.offered(key)
 			if want <= 0 {
 				continue
 			}
 			at := shard.Placement{Peer: id, Labels: ParseLabels(w.Labels), Handlers: []string{w.Handler}}
 			if got := n.leaseExternal(at, want, id+"#"+mb.boot, id); len(got) > 0 {
-				if mb.offered == nil {
-					mb.offered = map[string]int{}
-				}
-				mb.offered[key] += len(got)
+				mb.offer(key, len(got))
 			}
 		}
 	}
@@ -177,8 +175,8 @@ func (n *Node) scheduleExternal() {
 // anyExternalReady reports whether a partition this node serves holds a
 // READY task of an external handler.
 func (n *Node) anyExternalReady() bool {
-	for _, i := range n.held {
-		if p := n.parts[i]; p != nil && p.serving && p.shard.ExternalReady() > 0 {
+	for p := range n.readyHeld {
+		if p.shard.ExternalReady() > 0 {
 			return true
 		}
 	}
@@ -195,14 +193,13 @@ func (n *Node) leaseExternal(at shard.Placement, want int, holder, thief string)
 		best := -1
 		var bestPrio int32
 		var bestSeq uint64
-		for _, i := range n.held {
-			p := n.parts[i]
-			if p == nil || !p.serving || p.shard.ExternalReady() == 0 {
+		for p := range n.readyHeld {
+			if p.shard.ExternalReady() == 0 {
 				continue
 			}
 			prio, seq, ok := p.shard.HeadFor(at)
 			if ok && (best < 0 || prio > bestPrio || (prio == bestPrio && seq < bestSeq)) {
-				best, bestPrio, bestSeq = i, prio, seq
+				best, bestPrio, bestSeq = p.id, prio, seq
 			}
 		}
 		if best < 0 {
@@ -241,7 +238,7 @@ func (n *Node) servesExternal(handler string, require []string) (served, matched
 		if id == n.cfg.ID || !n.mesh.placeable(id) {
 			continue
 		}
-		for _, w := range mb.workers {
+		for _, w := range mb.workers() {
 			if w.Handler == handler {
 				served = true
 				matched = matched || ts.Matches("", ParseLabels(w.Labels))
@@ -321,8 +318,8 @@ func (n *Node) ExternalRunning() int { return len(n.ext.run) }
 // partitions this node serves, by handler (nil when none).
 func (n *Node) externalReady() map[string]int {
 	var by map[string]int
-	for _, i := range n.held {
-		if p := n.parts[i]; p != nil && p.serving && p.shard.ExternalReady() > 0 {
+	for p := range n.readyHeld {
+		if p.shard.ExternalReady() > 0 {
 			by = p.shard.ExternalHandlers(by)
 		}
 	}
@@ -339,10 +336,8 @@ func (n *Node) ExternalReady() []string {
 // partitions this node serves: work for workers, not for thieves.
 func (n *Node) readyExternal() int {
 	total := 0
-	for _, i := range n.held {
-		if p := n.parts[i]; p != nil && p.serving {
-			total += p.shard.ExternalReady()
-		}
+	for p := range n.readyHeld {
+		total += p.shard.ExternalReady()
 	}
 	return total
 }
@@ -421,10 +416,7 @@ func (n *Node) initialExternal(p *partition, spec *shard.GroupSpec) []shard.Even
 			n.ext.own[e.Task] = t.key
 		} else {
 			mb := n.mesh.members[t.thief]
-			if mb.offered == nil {
-				mb.offered = map[string]int{}
-			}
-			mb.offered[t.key]++
+			mb.offer(t.key, 1)
 			n.steal.owed[e.Task] = t.thief
 		}
 		out = append(out, e)
@@ -455,10 +447,11 @@ func (n *Node) externalTargets() []extTarget {
 	}
 	for _, mb := range n.advertisers() {
 		id := mb.id
-		for i := range mb.workers {
-			w := &mb.workers[i]
-			if k := adKey(w); w.Want-mb.offered[k] > 0 {
-				out = append(out, extTarget{handler: w.Handler, key: k, holder: id + "#" + mb.boot, thief: id, want: w.Want - mb.offered[k]})
+		ws := mb.workers()
+		for i := range ws {
+			w := &ws[i]
+			if k := adKey(w); w.Want-mb.offered(k) > 0 {
+				out = append(out, extTarget{handler: w.Handler, key: k, holder: id + "#" + mb.boot, thief: id, want: w.Want - mb.offered(k)})
 			}
 		}
 	}

@@ -160,7 +160,7 @@ func (n *Node) thawed() {
 			}
 		}
 		if p.quiesced {
-			p.quiesced = false
+			n.setQuiesced(p, false)
 			n.stats.Woken++
 			n.wakeFollowers(p, p.rn.BasicStatus().GetCommit())
 		}

@@ -31,52 +31,161 @@ func (s PeerState) String() string {
 	return "unknown"
 }
 
-// member is one peer of the membership, as this node sees it.
+// member is one peer of the membership, as this node sees it. Every peer
+// keeps one for every other (a million in a mesh of 1,000), so it holds
+// what most members have; what few have (placement labels, stranded
+// tasks, external workers) is in rare, allocated only while some of it is
+// set. The small fields come last, packed together.
 type member struct {
-	id        string
-	boot      string
-	heard     time.Time // last message from it (or when we learned of it)
-	load      Load
-	addrs     []string
-	state     PeerState
-	deadSince time.Time
-	draining  bool // it hands its work over and will leave: lead nothing
+	id    string
+	boot  string
+	addrs []string
+	load  Load
+	heard instant // last message from it (or when we learned of it)
+	// deadSince is when this node declared it dead (markDead).
+	deadSince instant
+	// rebootAt is when this node learned the peer restarted (another
+	// boot nonce): the promises its earlier run made are void (vouches).
+	rebootAt instant
+	// The probe protocol (probe.go): its incarnation and when this peer
+	// began to suspect it.
+	inc       uint64
+	suspectAt instant
+	// askedAt is when this peer last asked it for a heartbeat (beat).
+	askedAt instant
+	// lostAt is when the transport last lost its connection to it
+	// (Node.Disconnected).
+	lostAt   instant
+	features uint64 // what it can apply (Heartbeat.Features)
 	// bookSeen marks the address book of its last heartbeat that
 	// learnAddrs merged, at membership version bookAt.
 	bookSeen sliceMark[PeerAddrs]
 	bookAt   int
-	// rebootAt is when this node learned the peer restarted (another
-	// boot nonce): the promises its earlier run made are void (vouches).
-	rebootAt time.Time
+	// merged marks the membership list of its last heartbeat that learn
+	// merged (the sender's immutable slice; see learn).
+	merged sliceMark[string]
+	rare   *memberRare // nil: none of it set
+	state  PeerState
+	// draining: it hands its work over and will leave: lead nothing.
+	draining bool
+	// legacy: it speaks heartbeats only (no probes).
+	legacy bool
+	// beat: a heartbeat of its came (labels, addresses, workers); until
+	// one does, this peer asks it for one, at most once per askedAt.
+	beat bool
+}
 
-	// From its heartbeats: its placement labels (as a map, and as gossiped:
-	// "key=value", sorted), and the READY tasks it cannot run itself.
+// memberRare is the part of a member most members lack, from its
+// heartbeats: its placement labels (as a map, and as gossiped:
+// "key=value", sorted), the READY tasks it cannot run itself, and its
+// external workers.
+type memberRare struct {
 	labels    map[string]string
 	labelList []string
 	stranded  int
 	// strandedFor is the peers its stranded tasks wait for; nil: unnamed.
 	strandedFor []string
-	features    uint64 // what it can apply (Heartbeat.Features)
 	// workers are its external workers' handlers and demand, from its
 	// last heartbeat; offered counts the tasks this node leased to it
 	// since, by WorkerAd key (scheduleExternal).
 	workers []WorkerAd
 	offered map[string]int
-	// merged marks the membership list of its last heartbeat that learn
-	// merged (the sender's immutable slice; see learn).
-	merged sliceMark[string]
-	// The probe protocol (probe.go): its incarnation, when this peer
-	// began to suspect it, and whether it speaks heartbeats only.
-	inc       uint64
-	suspectAt time.Time
-	legacy    bool
-	// beat: a heartbeat of its came (labels, addresses, workers); until
-	// one does, this peer asks it for one, at most once per askedAt.
-	beat    bool
-	askedAt time.Time
-	// lostAt is when the transport last lost its connection to it
-	// (Node.Disconnected).
-	lostAt time.Time
+}
+
+func (mb *member) labels() map[string]string {
+	if mb.rare == nil {
+		return nil
+	}
+	return mb.rare.labels
+}
+
+func (mb *member) labelList() []string {
+	if mb.rare == nil {
+		return nil
+	}
+	return mb.rare.labelList
+}
+
+func (mb *member) stranded() int {
+	if mb.rare == nil {
+		return 0
+	}
+	return mb.rare.stranded
+}
+
+func (mb *member) strandedFor() []string {
+	if mb.rare == nil {
+		return nil
+	}
+	return mb.rare.strandedFor
+}
+
+func (mb *member) workers() []WorkerAd {
+	if mb.rare == nil {
+		return nil
+	}
+	return mb.rare.workers
+}
+
+// offered returns the tasks this node leased to mb's workers under
+// WorkerAd key since its last heartbeat.
+func (mb *member) offered(key string) int {
+	if mb.rare == nil {
+		return 0
+	}
+	return mb.rare.offered[key]
+}
+
+// offer counts n tasks more leased to mb's workers under key. Only a
+// member with workers is offered tasks (its rare part is set).
+func (mb *member) offer(key string, n int) {
+	r := mb.more()
+	if r.offered == nil {
+		r.offered = map[string]int{}
+	}
+	r.offered[key] += n
+}
+
+// more returns mb's rare part, allocating it if need be.
+func (mb *member) more() *memberRare {
+	if mb.rare == nil {
+		mb.rare = &memberRare{}
+	}
+	return mb.rare
+}
+
+// setStranded, setWorkers and setLabels take what mb's heartbeat says of
+// its stranded tasks, its workers (forgetting what was offered to those)
+// and its labels; mb keeps a rare part only while some of it is set.
+func (mb *member) setStranded(n int, forPeers []string) {
+	if mb.rare != nil || n != 0 || forPeers != nil {
+		r := mb.more()
+		r.stranded, r.strandedFor = n, forPeers
+		mb.tidy()
+	}
+}
+
+func (mb *member) setWorkers(ws []WorkerAd) {
+	if mb.rare != nil || ws != nil {
+		r := mb.more()
+		r.workers, r.offered = ws, nil
+		mb.tidy()
+	}
+}
+
+func (mb *member) setLabels(list []string) {
+	if !slices.Equal(mb.labelList(), list) {
+		r := mb.more()
+		r.labelList, r.labels = list, ParseLabels(list)
+		mb.tidy()
+	}
+}
+
+// tidy drops mb's rare part when none of it is set.
+func (mb *member) tidy() {
+	if r := mb.rare; r.labels == nil && r.labelList == nil && r.stranded == 0 && r.strandedFor == nil && r.workers == nil && r.offered == nil {
+		mb.rare = nil
+	}
 }
 
 // mesh is the Node's view of the other peers: membership (a grow-only set
@@ -85,8 +194,12 @@ type member struct {
 // computed over a debounced membership, preferred owners, and the outbox of
 // outcomes for owners elsewhere.
 type mesh struct {
-	n         *Node
+	n *Node
+	// base is the time the mesh was created at: its members' instants are
+	// offsets from it (instant.go).
+	base      time.Time
 	members   map[string]*member
+	self      *member // this node's own record in members (never replaced nor forgotten)
 	forgotten map[string]bool
 	// refused holds the peers whose last heartbeat this one refused (other
 	// partitions, replicas or placement), with that run's boot: a list or
@@ -150,11 +263,13 @@ type pendingAck struct {
 }
 
 func newMesh(n *Node, now time.Time) mesh {
-	m := mesh{n: n, members: map[string]*member{}, forgotten: map[string]bool{}, refused: map[string]string{}, noAddrs: map[string]struct{}{},
+	m := mesh{n: n, base: now, members: map[string]*member{}, forgotten: map[string]bool{}, refused: map[string]string{}, noAddrs: map[string]struct{}{},
 		outbox: map[string]OutcomeMsg{}, sentAt: map[string]time.Time{}, granter: map[int]string{}, pendAck: map[shard.TaskID]pendingAck{}, changedAt: now,
 		byRaft: map[uint64]string{}, sw: swim{inc: uint64(max(now.UnixMilli(), 0)), relays: map[uint64]relay{}, silent: map[int]time.Time{}}}
-	m.add(&member{id: n.cfg.ID, boot: n.cfg.Boot, heard: now, state: PeerAlive, addrs: n.cfg.Addrs,
-		labels: n.placement.Labels, labelList: LabelList(n.placement.Labels)})
+	m.self = &member{id: n.cfg.ID, boot: n.cfg.Boot, heard: m.instant(now), state: PeerAlive, addrs: n.cfg.Addrs,
+		rare: &memberRare{labels: n.placement.Labels, labelList: LabelList(n.placement.Labels)}}
+	m.self.tidy() // no labels
+	m.add(m.self)
 	m.rebuildRing()
 	return m
 }
@@ -165,8 +280,8 @@ func (n *Node) Members() []MemberInfo {
 	out := make([]MemberInfo, 0, len(ids))
 	for _, id := range ids {
 		m := n.mesh.members[id]
-		out = append(out, MemberInfo{ID: id, State: m.state, Load: m.load, Addrs: m.addrs, LastSeen: m.heard,
-			Labels: m.labelList, Stranded: m.stranded, StrandedFor: m.strandedFor})
+		out = append(out, MemberInfo{ID: id, State: m.state, Load: m.load, Addrs: m.addrs, LastSeen: n.mesh.at(m.heard),
+			Labels: m.labelList(), Stranded: m.stranded(), StrandedFor: m.strandedFor()})
 	}
 	return out
 }
@@ -241,14 +356,14 @@ func (m *mesh) heard(id, boot string, now time.Time) {
 	if boot != "" {
 		mb.boot = boot
 	}
-	mb.heard = now
+	mb.heard = m.instant(now)
 	mb.state = PeerAlive
 	if wasDead || rebooted {
 		m.prefDirty = true
 	}
 	if rebooted {
 		m.expireHolders(func(h string) bool { return shard.HolderPeer(h) == id && h != id+"#"+boot })
-		mb.rebootAt = now
+		mb.rebootAt = m.instant(now)
 		m.n.forgetAnswers(RaftID(id))
 	}
 }
@@ -277,7 +392,7 @@ func (m *mesh) learn(from string, hb *Heartbeat, now time.Time) {
 	if len(hb.Members) != len(m.members) || !slices.Equal(hb.Members, m.memberIDs()) {
 		for _, id := range hb.Members {
 			if m.members[id] == nil && !m.forgotten[id] && !m.isRefused(id, "") && id != "" && (m.n.cfg.ValidID == nil || m.n.cfg.ValidID(id)) {
-				m.add(&member{id: id, heard: now, state: PeerAlive})
+				m.add(&member{id: id, heard: m.instant(now), state: PeerAlive})
 				m.changedAt = now
 				m.detectAt = earliest(m.detectAt, now.Add(m.n.cfg.DeadAfter/2))
 			}
@@ -328,7 +443,7 @@ func (m *mesh) forget(id string, now time.Time) {
 	m.n.steal.forgetLoad(id)
 	if mb := m.members[id]; mb != nil {
 		m.setLegacy(mb, false, now)
-		if mb.stranded > 0 {
+		if mb.stranded() > 0 {
 			m.strandedPeers--
 		}
 		delete(m.members, id)
@@ -356,9 +471,7 @@ func (n *Node) Forget(id string) { n.mesh.forget(id, n.now) }
 // once the membership is stable, and re-sends unacknowledged outcomes.
 func (m *mesh) tick(now time.Time) {
 	cfg := &m.n.cfg
-	if self := m.members[cfg.ID]; self != nil {
-		self.heard, self.state = now, PeerAlive
-	}
+	m.self.heard, m.self.state = m.instant(now), PeerAlive
 	if !now.Before(m.detectAt) {
 		if m.swimOn() {
 			m.detectSWIM(now)
@@ -408,7 +521,7 @@ func (m *mesh) detect(now time.Time) {
 		if id == cfg.ID {
 			continue
 		}
-		silent := now.Sub(mb.heard)
+		silent := now.Sub(m.at(mb.heard))
 		switch {
 		case silent >= cfg.ForgetAfter:
 			m.forget(id, now)
@@ -418,12 +531,13 @@ func (m *mesh) detect(now time.Time) {
 		case silent >= cfg.DeadAfter/2 && silent < cfg.DeadAfter && mb.state == PeerAlive:
 			mb.state = PeerSuspect
 		}
-		next = earliest(next, mb.heard.Add(cfg.ForgetAfter))
+		heard := m.at(mb.heard)
+		next = earliest(next, heard.Add(cfg.ForgetAfter))
 		if mb.state != PeerDead {
-			next = earliest(next, mb.heard.Add(cfg.DeadAfter))
+			next = earliest(next, heard.Add(cfg.DeadAfter))
 		}
 		if mb.state == PeerAlive {
-			next = earliest(next, mb.heard.Add(cfg.DeadAfter/2))
+			next = earliest(next, heard.Add(cfg.DeadAfter/2))
 		}
 	}
 	m.detectAt = next
@@ -474,7 +588,7 @@ func (m *mesh) heartbeat() Message {
 		Boot: m.n.cfg.Boot, Partitions: m.n.cfg.Partitions, Addrs: m.n.cfg.Addrs,
 		Load: Load{Ready: ready, Running: len(m.n.running), Slots: m.n.cfg.Slots}, Draining: m.n.draining,
 		Members: m.memberIDs(), Forgotten: slices.Sorted(maps.Keys(m.forgotten)),
-		Labels: m.members[m.n.cfg.ID].labelList, Stranded: stranded, Features: Features,
+		Labels: m.self.labelList(), Stranded: stranded, Features: Features,
 		Workers: m.n.workerAds(), Replicas: m.n.cfg.Replicas, Placement: m.n.cfg.Placement, Inc: m.sw.inc,
 	}
 	if stranded > 0 {
@@ -494,7 +608,7 @@ func (m *mesh) strandedFor() []string {
 	var cands []shard.Placement
 	for _, id := range m.memberIDs() {
 		if mb := m.members[id]; id != m.n.cfg.ID && mb.state != PeerDead && !mb.draining {
-			cands = append(cands, shard.Placement{Peer: id, Labels: mb.labels})
+			cands = append(cands, shard.Placement{Peer: id, Labels: mb.labels()})
 		}
 	}
 	var runners map[string]bool

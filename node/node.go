@@ -200,6 +200,12 @@ type Node struct {
 	// parts (partitions are opened by NewNode and stepRaft, and dropped
 	// when a committed configuration excludes this node: leave.go).
 	held []int
+	// loud marks the partitions held that are not quiesced (quiesce.go).
+	loud partSet
+	// dueParts marks the partitions whose shard timers may be due or
+	// whose webhooks may wait (shard.Config.OnDue; cleared when there are
+	// neither): what NextDeadline and needsRaftTick read.
+	dueParts partSet
 	// leaving are partitions whose applied configuration excludes this
 	// node, dropped at Advance (leave.go); goneOut the GoneMsgs to send
 	// to peers this node removed as leader; leaveAt when askLeave next
@@ -301,7 +307,7 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 	}
 	n := &Node{
 		cfg: cfg, log: cfg.Logger.With(keyNode, cfg.ID), holder: cfg.ID + "#" + cfg.Boot,
-		raftID: RaftID(cfg.ID), parts: make([]*partition, cfg.Partitions),
+		raftID: RaftID(cfg.ID), parts: make([]*partition, cfg.Partitions), loud: newPartSet(cfg.Partitions), dueParts: newPartSet(cfg.Partitions),
 		isDir: make([]bool, cfg.Partitions), now: now, lastTick: now, bootAt: now,
 		reqs: make(map[uint64]*request), submits: make(map[shard.GroupID][]uint64), running: make(map[shard.TaskID]shard.Round),
 		leaseAt: make(map[shard.TaskID]time.Time), ownLeases: make(map[shard.TaskID]ownLease),
@@ -341,6 +347,7 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 // hold records a partition this node now holds, in parts and in held.
 func (n *Node) hold(p *partition) {
 	n.parts[p.id] = p
+	n.loud.set(p.id, !p.quiesced)
 	i, found := slices.BinarySearch(n.held, p.id)
 	if !found {
 		n.held = slices.Insert(n.held, i, p.id)
@@ -569,13 +576,9 @@ func (n *Node) Stats() Stats {
 // Heartbeats ask for it alone: Stats also counts the tasks of every
 // retained group by state, a walk over all of them.
 func (n *Node) readyLoad() (ready, stranded int) {
-	for _, i := range n.held {
-		if p := n.parts[i]; p.serving {
-			if r := p.shard.ReadyLen(); r > 0 { // an empty queue strands nothing
-				ready += r
-				stranded += p.shard.Stranded(n.placement)
-			}
-		}
+	for p := range n.readyHeld {
+		ready += p.shard.ReadyLen()
+		stranded += p.shard.Stranded(n.placement)
 	}
 	return ready, stranded
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -67,12 +68,14 @@ func (n *Node) notifyLimit() int {
 // each time so that none starves the others.
 func (n *Node) notifyDue() {
 	free := n.notifyLimit() - n.notifying
-	parts := len(n.parts)
 	start := n.notifyNext
-	n.notifyNext = (n.notifyNext + 1) % parts
-	for k := 0; k < parts && free > 0; k++ {
-		p := n.parts[(start+k)%parts]
-		if p == nil || !p.serving || p.shard.NotifyPending() == 0 {
+	n.notifyNext = (n.notifyNext + 1) % len(n.parts)
+	// The partitions held, from the first at or after start round to it
+	// (the order a walk over every partition number gave).
+	first, _ := slices.BinarySearch(n.held, start)
+	for k := 0; k < len(n.held) && free > 0; k++ {
+		p := n.parts[n.held[(first+k)%len(n.held)]]
+		if !p.serving || p.shard.NotifyPending() == 0 {
 			continue
 		}
 		for _, j := range p.shard.NotifyDue(n.now, free) {

@@ -44,11 +44,8 @@ func (n *Node) Labels() []string { return LabelList(n.placement.Labels) }
 // that it may run itself (not pinned elsewhere, labels it carries).
 func (n *Node) readyRunnable() int {
 	total := 0
-	for _, i := range n.held {
-		p := n.parts[i]
-		if p != nil && p.serving {
-			total += p.shard.ReadyFor(n.placement)
-		}
+	for p := range n.readyHeld {
+		total += p.shard.ReadyFor(n.placement)
 	}
 	return total
 }
@@ -68,7 +65,7 @@ func (m *mesh) placeable(id string) bool {
 func (m *mesh) runnableBy(ts *shard.TaskSpec) []string {
 	var out []string
 	for _, id := range m.memberIDs() {
-		if m.placeable(id) && ts.Matches(id, m.members[id].labels) {
+		if m.placeable(id) && ts.Matches(id, m.members[id].labels()) {
 			out = append(out, id)
 		}
 	}

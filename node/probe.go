@@ -127,7 +127,7 @@ func (m *mesh) setLegacy(mb *member, legacy bool, now time.Time) {
 	}
 	if was && !m.swimOn() {
 		for _, o := range m.members {
-			o.heard = later(o.heard, now)
+			o.heard = m.instant(later(m.at(o.heard), now))
 		}
 		m.detectAt = time.Time{}
 	}
@@ -217,7 +217,7 @@ func (m *mesh) ping(mb *member, now time.Time) {
 	if m.beatWanted(mb, now) {
 		// A first contact: this peer's heartbeat rides on the ping and
 		// asks for mb's, which rides on the ack (stepProbeBeat).
-		mb.askedAt = now
+		mb.askedAt = m.instant(now)
 		ping.Beat = m.beatFor(SyncPull)
 	}
 	m.sendProbe(mb.id, ping)
@@ -228,9 +228,9 @@ func (m *mesh) ping(mb *member, now time.Time) {
 // pinged at once, or at the next period when a probe of another member is
 // under way; if it stays silent its suspicion is short (suspectFor).
 func (m *mesh) disconnected(mb *member, now time.Time) {
-	mb.lostAt = now
+	mb.lostAt = m.instant(now)
 	if mb.state == PeerSuspect {
-		m.detectAt = earliest(m.detectAt, mb.suspectAt.Add(m.suspectFor(mb)))
+		m.detectAt = earliest(m.detectAt, m.at(mb.suspectAt).Add(m.suspectFor(mb)))
 		return
 	}
 	if mb.state != PeerAlive {
@@ -250,7 +250,7 @@ func (m *mesh) disconnected(mb *member, now time.Time) {
 // lost reports whether this peer lost its connection to mb and has heard
 // nothing from it since.
 func (m *mesh) lost(mb *member) bool {
-	return !mb.lostAt.IsZero() && !mb.heard.After(mb.lostAt)
+	return mb.lostAt != 0 && !m.at(mb.heard).After(m.at(mb.lostAt))
 }
 
 // suspectFor is how long a suspicion of mb runs before mb is dead:
@@ -270,7 +270,7 @@ func (m *mesh) suspectFor(mb *member) time.Duration {
 // HeartbeatEvery: liveness evidence as good as an ack (a peer that can
 // send but not hear stays alive to those it reaches, as with heartbeats).
 func (m *mesh) heardLately(mb *member, now time.Time) bool {
-	return now.Sub(mb.heard) < max(m.n.cfg.HeartbeatEvery, m.n.cfg.ProbeEvery) && !m.lost(mb)
+	return now.Sub(m.at(mb.heard)) < max(m.n.cfg.HeartbeatEvery, m.n.cfg.ProbeEvery) && !m.lost(mb)
 }
 
 // nextTarget returns the next member to probe, "" when there is none.
@@ -422,7 +422,7 @@ func (m *mesh) piggyback() []Update {
 // so the suspicion is gossiped to every peer (the suspect hears it at once
 // and can refute, and every peer times it out together).
 func (m *mesh) suspect(mb *member, now time.Time, origin bool) {
-	mb.state, mb.suspectAt = PeerSuspect, now
+	mb.state, mb.suspectAt = PeerSuspect, m.instant(now)
 	m.detectAt = earliest(m.detectAt, now.Add(m.suspectFor(mb)))
 	u := Update{ID: mb.id, Boot: mb.boot, Inc: mb.inc, State: PeerSuspect}
 	m.enqueue(u)
@@ -435,10 +435,10 @@ func (m *mesh) suspect(mb *member, now time.Time, origin bool) {
 // markDead declares mb dead: its leases expire, it leads nothing, the
 // thief forgets its load. Both failure detectors (detect, detectSWIM).
 func (m *mesh) markDead(mb *member, now time.Time) {
-	mb.state, mb.deadSince = PeerDead, now
+	mb.state, mb.deadSince = PeerDead, m.instant(now)
 	m.deaths++
 	m.prefDirty = true
-	m.n.log.Warn("peer dead", keyPeer, mb.id, "silent", now.Sub(mb.heard))
+	m.n.log.Warn("peer dead", keyPeer, mb.id, "silent", now.Sub(m.at(mb.heard)))
 	m.expireHolders(func(h string) bool { return shard.HolderPeer(h) == mb.id })
 	m.n.steal.forgetLoad(mb.id)
 	m.detectAt = earliest(m.detectAt, now.Add(m.n.cfg.ForgetAfter))
@@ -452,7 +452,7 @@ func (m *mesh) markDead(mb *member, now time.Time) {
 // the leader may refute.
 func (m *mesh) silentLeader(p *partition, id string) {
 	mb := m.members[id]
-	if mb == nil || !m.swimOn() || mb.state != PeerAlive || m.n.now.Sub(mb.heard) < m.n.cfg.DeadAfter || !m.n.replica(p) {
+	if mb == nil || !m.swimOn() || mb.state != PeerAlive || m.n.now.Sub(m.at(mb.heard)) < m.n.cfg.DeadAfter || !m.n.replica(p) {
 		return // a replica the ring moved elsewhere hears its leader no more
 	}
 	// Once per silence: a replica removed without knowing it stays silent
@@ -501,19 +501,19 @@ func (m *mesh) detectSWIM(now time.Time) {
 		}
 		switch mb.state {
 		case PeerSuspect:
-			if d := m.suspectFor(mb); now.Sub(mb.suspectAt) < d {
-				next = earliest(next, mb.suspectAt.Add(d))
+			if d := m.suspectFor(mb); now.Sub(m.at(mb.suspectAt)) < d {
+				next = earliest(next, m.at(mb.suspectAt).Add(d))
 				continue
 			}
 			m.markDead(mb, now)
 			m.enqueue(Update{ID: id, Boot: mb.boot, Inc: mb.inc, State: PeerDead})
 			next = earliest(next, now.Add(cfg.ForgetAfter))
 		case PeerDead:
-			if now.Sub(mb.deadSince) >= cfg.ForgetAfter {
+			if now.Sub(m.at(mb.deadSince)) >= cfg.ForgetAfter {
 				m.forget(id, now)
 				continue
 			}
-			next = earliest(next, mb.deadSince.Add(cfg.ForgetAfter))
+			next = earliest(next, m.at(mb.deadSince).Add(cfg.ForgetAfter))
 		}
 	}
 	m.detectAt = next

@@ -44,9 +44,9 @@ func TestProbeAddressesSecondHand(t *testing.T) {
 		t.Fatal("n2 and n3 never connected")
 	}
 	// They talk directly now: n3 silent to n2 is a direct message lost.
-	heard := n2.n.mesh.members["n3"].heard
+	heard := n2.n.mesh.at(n2.n.mesh.members["n3"].heard)
 	c.run(5 * time.Second)
-	if got := n2.n.mesh.members["n3"].heard; !got.After(heard) {
+	if got := n2.n.mesh.at(n2.n.mesh.members["n3"].heard); !got.After(heard) {
 		t.Errorf("n2 heard nothing from n3 in 5 s (last %v)", heard)
 	}
 }

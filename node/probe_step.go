@@ -86,7 +86,7 @@ func (m *mesh) apply(u Update, now time.Time) {
 		if u.State != PeerAlive {
 			return
 		}
-		m.add(&member{id: u.ID, boot: u.Boot, inc: u.Inc, heard: now, state: PeerAlive, addrs: u.Addrs})
+		m.add(&member{id: u.ID, boot: u.Boot, inc: u.Inc, heard: m.instant(now), state: PeerAlive, addrs: u.Addrs})
 		m.changedAt = now
 		m.enqueue(u)
 		return
@@ -109,7 +109,7 @@ func (m *mesh) apply(u Update, now time.Time) {
 			mb.boot = u.Boot
 			m.prefDirty = true
 			m.expireHolders(func(h string) bool { return h == old })
-			mb.rebootAt = now
+			mb.rebootAt = m.instant(now)
 			m.n.forgetAnswers(RaftID(mb.id))
 		}
 		if mb.state != PeerAlive {
@@ -124,7 +124,7 @@ func (m *mesh) apply(u Update, now time.Time) {
 		if !sameRun || u.Inc < mb.inc {
 			return
 		}
-		doubt := mb.boot == "" || now.Sub(mb.heard) < cfg.SuspectFor && !m.lost(mb)
+		doubt := mb.boot == "" || now.Sub(m.at(mb.heard)) < cfg.SuspectFor && !m.lost(mb)
 		switch {
 		case mb.state == PeerAlive:
 			mb.inc = u.Inc
@@ -171,13 +171,13 @@ func (m *mesh) wantBeat(mb *member, now time.Time) {
 	if !m.beatWanted(mb, now) {
 		return
 	}
-	mb.askedAt = now
+	mb.askedAt = m.instant(now)
 	m.sendBeat(mb.id, SyncPull)
 }
 
 // beatWanted reports whether wantBeat would ask mb for its heartbeat now.
 func (m *mesh) beatWanted(mb *member, now time.Time) bool {
-	return !mb.beat && m.swimOn() && (mb.askedAt.IsZero() || now.Sub(mb.askedAt) >= m.n.cfg.HeartbeatEvery)
+	return !mb.beat && m.swimOn() && (mb.askedAt == 0 || now.Sub(m.at(mb.askedAt)) >= m.n.cfg.HeartbeatEvery)
 }
 
 // introduce answers a probe from a peer that is not a member (it restarted

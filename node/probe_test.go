@@ -169,7 +169,7 @@ func TestProbePingBeatFollows(t *testing.T) {
 	inc := c.node("n1").n.mesh.sw.inc
 	for _, follows := range []bool{true, false} {
 		mb := n3.mesh.members["n1"]
-		mb.beat, mb.askedAt = false, time.Time{} // n1 known second-hand
+		mb.beat, mb.askedAt = false, 0 // n1 known second-hand
 		before := len(n3.rd.Messages)
 		ping := Message{Type: MsgProbe, From: "n1", Probe: &Probe{Kind: ProbePing, Seq: 7, Boot: "1", Inc: inc, Features: Features, BeatFollows: follows}}
 		if err := n3.Step("n1", ping); err != nil {
@@ -200,7 +200,7 @@ func TestProbeFirstContactTwoMessages(t *testing.T) {
 	n1, n3 := c.node("n1").n, c.node("n3").n
 	for _, pair := range [][2]*Node{{n1, n3}, {n3, n1}} {
 		pair[0].mesh.members[pair[1].cfg.ID].beat = false // known second-hand
-		pair[0].mesh.members[pair[1].cfg.ID].askedAt = time.Time{}
+		pair[0].mesh.members[pair[1].cfg.ID].askedAt = 0
 	}
 	sent := func(n *Node, before int) []Envelope { return n.rd.Messages[before:] }
 

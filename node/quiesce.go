@@ -83,7 +83,8 @@ func (n *Node) maybeQuiesce(p *partition) {
 			Commit: new(commit), Context: quiesceCtx,
 		}})
 	}
-	p.quiesced, p.quietAt = true, n.now
+	n.setQuiesced(p, true)
+	p.quietAt = n.now
 	n.stats.Quiesced++
 }
 
@@ -98,7 +99,7 @@ func (n *Node) vouches(p *partition, v uint64) bool {
 	}
 	id, _ := n.mesh.peerOf(v)
 	mb := n.mesh.members[id]
-	return mb.rebootAt.IsZero() || mb.rebootAt.Before(p.quietAt)
+	return mb.rebootAt == 0 || n.mesh.at(mb.rebootAt).Before(p.quietAt)
 }
 
 // forgetAnswers drops the answers voter v gave the partitions this node
@@ -216,7 +217,7 @@ func (n *Node) quiesceHeard(p *partition, m *pb.Message) {
 	st := p.rn.BasicStatus()
 	last, _ := p.storage.LastIndex()
 	if st.Lead == m.GetFrom() && st.GetTerm() == m.GetTerm() && last == m.GetCommit() && st.GetCommit() == last {
-		p.quiesced = true
+		n.setQuiesced(p, true)
 	}
 }
 
@@ -230,7 +231,7 @@ func (n *Node) wake(p *partition, tell bool) {
 	if !p.quiesced {
 		return
 	}
-	p.quiesced = false
+	n.setQuiesced(p, false)
 	n.stats.Woken++
 	n.markDirty(p.id)
 	st := p.rn.BasicStatus()

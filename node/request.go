@@ -512,14 +512,10 @@ func (n *Node) schedule() {
 		best := -1
 		var bestPrio int32
 		var bestSeq uint64
-		for _, i := range n.held {
-			p := n.parts[i]
-			if p == nil || !p.serving {
-				continue
-			}
+		for p := range n.readyHeld {
 			prio, seq, ok := p.shard.HeadFor(n.placement)
 			if ok && (best < 0 || prio > bestPrio || (prio == bestPrio && seq < bestSeq)) {
-				best, bestPrio, bestSeq = i, prio, seq
+				best, bestPrio, bestSeq = p.id, prio, seq
 			}
 		}
 		if best < 0 {
@@ -585,11 +581,8 @@ func (n *Node) timeLeases(evs []shard.Event) {
 // readyTotal counts READY tasks in the partitions this node serves.
 func (n *Node) readyTotal() int {
 	total := 0
-	for _, i := range n.held {
-		p := n.parts[i]
-		if p != nil && p.serving {
-			total += p.shard.ReadyLen()
-		}
+	for p := range n.readyHeld {
+		total += p.shard.ReadyLen()
 	}
 	return total
 }

@@ -169,12 +169,12 @@ func (n *Node) askStranded() bool {
 	victim, most := "", 0
 	for _, id := range n.mesh.memberIDs() {
 		mb := n.mesh.members[id]
-		if id == n.cfg.ID || mb.stranded <= most || mb.state == PeerDead || mb.boot == "" ||
+		if id == n.cfg.ID || mb.stranded() <= most || mb.state == PeerDead || mb.boot == "" ||
 			n.now.Before(n.steal.t.BackoffUntil(id)) ||
-			mb.strandedFor != nil && !slices.Contains(mb.strandedFor, n.cfg.ID) {
+			mb.strandedFor() != nil && !slices.Contains(mb.strandedFor(), n.cfg.ID) {
 			continue
 		}
-		victim, most = id, mb.stranded
+		victim, most = id, mb.stranded()
 	}
 	if victim == "" || !n.steal.t.Ask(n.now, victim) {
 		return false
@@ -210,7 +210,7 @@ func (n *Node) stepSteal(from string, m Message) error {
 		n.steal.refuse = append(n.steal.refuse, from)
 		return nil
 	}
-	thief := shard.Placement{Peer: from, Labels: mb.labels}
+	thief := shard.Placement{Peer: from, Labels: mb.labels()}
 	// Tasks this peer may not run itself but the thief may go first, and
 	// all of them (up to what it asked for), whatever the pacing says:
 	// nobody else here can take them. Then, when stealing is on and tasks
@@ -255,13 +255,9 @@ func stealHolder(mb *member, from, holder string) string {
 // partitions this node serves, and returns how many it proposed.
 func (n *Node) grant(give int, lease func(p *partition, k int) []shard.Event, thief string) int {
 	granted := 0
-	for _, i := range n.held {
-		p := n.parts[i]
+	for p := range n.readyHeld {
 		if give-granted <= 0 {
 			break
-		}
-		if p == nil || !p.serving || p.shard.ReadyLen() == 0 {
-			continue
 		}
 		evs := lease(p, give-granted)
 		if len(evs) == 0 {

@@ -67,7 +67,7 @@ func (n *Node) Step(from string, m Message) error {
 			// contact in four messages, not six). Asked already, as far as
 			// wantBeat knows: a lost heartbeat is asked for a
 			// HeartbeatEvery later.
-			mb.askedAt = n.now
+			mb.askedAt = n.mesh.instant(n.now)
 		} else {
 			n.mesh.wantBeat(mb, n.now) // a member known second-hand: its labels, addresses
 		}
@@ -183,23 +183,22 @@ func (n *Node) stepHeartbeat(from string, hb *Heartbeat) error {
 		return fmt.Errorf("peer: step: %s has %d partitions, this mesh %d: it cannot join", from, hb.Partitions, n.cfg.Partitions)
 	}
 	mb := n.mesh.members[from]
-	if (mb.stranded > 0) != (hb.Stranded > 0) {
+	if (mb.stranded() > 0) != (hb.Stranded > 0) {
 		if hb.Stranded > 0 {
 			n.mesh.strandedPeers++
 		} else {
 			n.mesh.strandedPeers--
 		}
 	}
-	mb.load, mb.stranded, mb.strandedFor = hb.Load, hb.Stranded, hb.StrandedFor
+	mb.load = hb.Load
+	mb.setStranded(hb.Stranded, hb.StrandedFor)
 	n.mesh.setAddrs(mb, hb.Addrs)
 	mb.features = hb.Features
-	mb.workers, mb.offered = hb.Workers, nil
+	mb.setWorkers(hb.Workers)
 	if len(hb.Workers) > 0 {
 		n.scheduleExternal() // offer READY work to its waiting workers now
 	}
-	if !slices.Equal(mb.labelList, hb.Labels) {
-		mb.labelList, mb.labels = hb.Labels, ParseLabels(hb.Labels)
-	}
+	mb.setLabels(hb.Labels)
 	if mb.draining != hb.Draining {
 		mb.draining = hb.Draining
 		n.mesh.prefDirty = true

@@ -19,6 +19,7 @@ func (s *Shard) Apply(evs []Event) {
 }
 
 func (s *Shard) apply(e *Event) {
+	s.evTask = e.Task
 	s.applied++
 	s.recordAudit(e)
 	firedOK := s.firedOK
@@ -101,13 +102,12 @@ func (s *Shard) applySubmitted(e *Event) {
 		s.rejected++
 		return
 	}
-	spec := *e.Spec
-	g := &group{id: spec.ID, spec: spec, state: GroupRunning, created: e.At}
-	newTasks(g, historyCap)
-	names := make(map[string]int, len(spec.Tasks))
-	for i := range g.spec.Tasks {
-		if ts := &g.spec.Tasks[i]; ts.Name != "" {
-			names[ts.Name] = i
+	g := &group{id: e.Spec.ID, spec: headOf(e.Spec), state: GroupRunning, created: e.At}
+	newTasks(g, e.Spec.Tasks, historyCap)
+	names := make(map[string]int, len(g.tasks))
+	for i, t := range g.tasks {
+		if t.name != "" {
+			names[t.name] = i
 		}
 	}
 	linkDeps(g, names)
@@ -119,7 +119,7 @@ func (s *Shard) applySubmitted(e *Event) {
 	s.remKnown = false // it may reuse the id of a removed group still in done
 	s.indexAdd(g)
 	for _, t := range g.tasks {
-		t.history = append(t.history, taskEvent{typ: EvSubmitted, at: stampOf(e.At)})
+		t.addEvent(taskEvent{typ: EvSubmitted, at: stampOf(e.At)})
 		g.counts[StateUnknown]++
 		s.counts[StateUnknown]++
 		if t.depsLeft > 0 {
@@ -135,28 +135,28 @@ func (s *Shard) applySubmitted(e *Event) {
 func linkDeps(g *group, names map[string]int) {
 	byStage := map[int][]int{}
 	if g.spec.Mode == ModePipeline {
-		for i, ts := range g.spec.Tasks {
-			byStage[ts.Stage] = append(byStage[ts.Stage], i)
+		for i, t := range g.tasks {
+			byStage[int(t.stage)] = append(byStage[int(t.stage)], i)
 		}
 	}
 	for i, t := range g.tasks {
 		switch g.spec.Mode {
 		case ModeDAG:
-			for _, name := range t.spec.Deps {
+			for _, name := range t.depNames() {
 				if d, ok := names[name]; ok && d != i {
 					t.linked().deps = append(t.linked().deps, d)
 				}
 			}
 		case ModePipeline:
-			if t.spec.Stage > 0 && len(byStage[t.spec.Stage-1]) > 0 {
-				t.linked().deps = append(t.linked().deps, byStage[t.spec.Stage-1]...)
+			if int(t.stage) > 0 && len(byStage[int(t.stage)-1]) > 0 {
+				t.linked().deps = append(t.linked().deps, byStage[int(t.stage)-1]...)
 			}
 		case ModeStream:
-			if t.spec.Stage > 0 {
+			if int(t.stage) > 0 {
 				t.linked().deps = append(t.linked().deps, i-1) // the same item, one stage earlier
 			}
 		}
-		t.depsLeft = len(t.deps())
+		t.depsLeft = int32(len(t.deps()))
 		for _, d := range t.deps() {
 			l := g.tasks[d].linked()
 			l.dependents = append(l.dependents, i)
@@ -168,17 +168,17 @@ func linkDeps(g *group, names map[string]int) {
 // when its delay has not passed at the event's time.
 func (s *Shard) release(t *task, e *Event) {
 	if g := t.g; g.spec.Mode == ModeStream {
-		st := t.spec.Stage
+		st := int(t.stage)
 		if c := g.spec.Stages[st].Concurrency; c > 0 && g.stageLive[st] >= c {
 			if t.state != Pending {
 				s.setState(t, Pending) // at submission: from no state yet
 			}
-			g.held[st].push(t.idx) // PENDING until the stage has room
+			g.held[st].push(int(t.idx)) // PENDING until the stage has room
 			return
 		}
 	}
-	if t.spec.Delay > 0 {
-		nb := t.g.created.Add(t.spec.Delay)
+	if t.pol.Delay > 0 {
+		nb := t.g.created.Add(t.pol.Delay)
 		if nb.After(e.At) {
 			t.notBefore = stampOf(nb)
 			s.setState(t, Waiting)
@@ -192,7 +192,7 @@ func (s *Shard) release(t *task, e *Event) {
 
 func (s *Shard) applyLeased(t *task, e *Event) {
 	if s.leader {
-		delete(s.inflight, t.id)
+		delete(s.inflight, t.idOr(e.Task))
 	}
 	if t.state != Ready || e.Round != t.round+1 {
 		return
@@ -241,8 +241,8 @@ func (s *Shard) applyFailed(t *task, e *Event) {
 	t.attempt++
 	t.err = e.Error
 	s.record(t, e)
-	maxAttempts := max(t.spec.Retry.MaxAttempts, 1)
-	if e.Permanent || t.attempt-t.retried >= maxAttempts || e.NotBefore.IsZero() {
+	maxAttempts := max(t.pol.Retry.MaxAttempts, 1)
+	if e.Permanent || int(t.attempt-t.retried) >= maxAttempts || e.NotBefore.IsZero() {
 		s.fail(t, e)
 		return
 	}
@@ -256,9 +256,9 @@ func (s *Shard) applyFailed(t *task, e *Event) {
 func (s *Shard) fail(t *task, e *Event) {
 	t.finished = stampOf(e.At)
 	s.setState(t, Failed)
-	why := fmt.Sprintf("dependency %s failed", t.id)
+	why := fmt.Sprintf("dependency %s failed", t.id())
 	if t.g.spec.Mode == ModeStream {
-		why = fmt.Sprintf("%s item %d at stage %q: %s", skippedPrefix, t.spec.Item, t.g.spec.Stages[t.spec.Stage].Name, e.Error)
+		why = fmt.Sprintf("%s item %d at stage %q: %s", skippedPrefix, int(t.item), t.g.spec.Stages[int(t.stage)].Name, e.Error)
 	}
 	s.cancelDependents(t, e, why)
 	s.admitNext(t, e)
@@ -271,7 +271,7 @@ func (s *Shard) fail(t *task, e *Event) {
 // attempt's outcome keeps its own round). No attempt is counted.
 func (s *Shard) applyUnplaceable(t *task, e *Event) {
 	if s.leader {
-		delete(s.inflight, t.id)
+		delete(s.inflight, t.idOr(e.Task))
 	}
 	if t.state != Ready || e.Round != t.round+1 || !e.Permanent {
 		return
@@ -291,13 +291,13 @@ func (s *Shard) cancel(t *task, e *Event, why string) {
 	defer s.admitNext(t, e)
 	t.err = why
 	t.finished = stampOf(e.At)
-	t.history = append(t.history, taskEvent{typ: EvCanceled, at: stampOf(e.At), round: t.round, note: noteOf(why, e.By)})
+	t.addEvent(taskEvent{typ: EvCanceled, at: stampOf(e.At), round: t.round, note: noteOf(why, e.By)})
 	s.setState(t, Canceled)
 	if wasRunning {
 		c := &s.changes[len(s.changes)-1] // setState recorded the terminal change
 		c.Abort, c.Holder = true, t.holder
 	}
-	s.cancelDependents(t, e, fmt.Sprintf("dependency %s %s", t.id, "canceled"))
+	s.cancelDependents(t, e, fmt.Sprintf("dependency %s %s", t.id(), "canceled"))
 }
 
 func (s *Shard) cancelDependents(t *task, e *Event, why string) {
@@ -340,15 +340,16 @@ func (s *Shard) applyRemoved(g *group) {
 // a lease and an outcome, the whole life of most tasks.
 const historyCap = 3
 
-// newTasks makes g's tasks, each with room for hist
+// newTasks makes g's tasks from their specs, each with room for hist
 // events of history. They are allocated together, with their histories'
 // room, in two allocations per group rather than two to four per task
 // (the tasks of a group are removed together; a task whose history
-// outgrows its room moves it to an allocation of its own): under W1 a
+// outgrows its room moves it to an allocation of its own, and when the
+// group finishes each history leaves it, settleGroup): under W1 a
 // peer holds millions of tasks, and allocating them one by one was a
 // good part of its garbage collector's work.
-func newTasks(g *group, hist int) {
-	n := len(g.spec.Tasks)
+func newTasks(g *group, specs []TaskSpec, hist int) {
+	n := len(specs)
 	g.tasks = make([]*task, n)
 	slab := make([]task, n)
 	var events []taskEvent
@@ -357,17 +358,18 @@ func newTasks(g *group, hist int) {
 	}
 	for i := range slab {
 		t := &slab[i]
-		*t = task{id: TaskIDOf(g.id, i), g: g, idx: i, spec: &g.spec.Tasks[i], heapIdx: -1}
+		*t = task{g: g, idx: int32(i), heapIdx: -1}
 		if hist > 0 {
 			t.history = events[i*hist : i*hist : (i+1)*hist]
 		}
 		g.tasks[i] = t
 	}
+	newPolicies(g, specs)
 }
 
 // record appends e to t's history.
 func (s *Shard) record(t *task, e *Event) {
-	t.history = append(t.history, taskEvent{
+	t.addEvent(taskEvent{
 		typ: e.Type, at: stampOf(e.At), round: e.Round, holder: s.holderOf(e.Holder), note: noteOf(e.Error, e.By),
 	})
 }
@@ -431,7 +433,7 @@ const maxHolders = 4096
 func (s *Shard) setState(t *task, st State) {
 	g := t.g
 	if g.stageLive != nil {
-		g.stageLive[t.spec.Stage] += streamLive(st) - streamLive(t.state)
+		g.stageLive[int(t.stage)] += streamLive(st) - streamLive(t.state)
 	}
 	g.counts[t.state]--
 	g.counts[st]++
@@ -449,13 +451,14 @@ func (s *Shard) setState(t *task, st State) {
 	if !st.Terminal() {
 		return
 	}
-	c := Change{Task: t.id, Group: g.id, State: st}
+	c := Change{Task: t.idOr(s.evTask), Group: g.id, State: st}
 	if g.counts[Succeeded]+g.counts[Failed]+g.counts[Canceled] == len(g.tasks) {
 		g.state = groupOutcome(g)
 		g.finished = t.finished.time()
 		s.done = append(s.done, g.id)
 		s.removalsChanged()
 		c.GroupDone = true
+		settleGroup(g)
 		if g.spec.Notify != "" {
 			g.notify.next = g.finished
 			s.notifyPending = append(s.notifyPending, g.id)
@@ -496,7 +499,7 @@ func (s *Shard) admitNext(t *task, e *Event) {
 	if g.stageLive == nil || !t.state.Terminal() {
 		return
 	}
-	st := t.spec.Stage
+	st := int(t.stage)
 	c := g.spec.Stages[st].Concurrency
 	for c > 0 && g.stageLive[st] < c {
 		i, ok := g.held[st].pop()
@@ -549,6 +552,7 @@ func (s *Shard) applyNotified(g *group, e *Event) {
 	}
 	if len(g.tasks) == 1 {
 		t := g.tasks[0]
-		t.history = append(t.history, taskEvent{typ: EvNotified, at: stampOf(e.At), round: e.Round, note: noteOf(e.Error, "")})
+		t.addEvent(taskEvent{typ: EvNotified, at: stampOf(e.At), round: e.Round, note: noteOf(e.Error, "")})
+		t.settle() // the group is finished: no spare room
 	}
 }

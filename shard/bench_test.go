@@ -63,7 +63,7 @@ func BenchmarkReadyQueue(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	ts := make([]*task, 1024)
 	for i := range ts {
-		ts[i] = &task{spec: &TaskSpec{Priority: int32(r.IntN(10))}, seq: uint64(i), heapIdx: -1}
+		ts[i] = &task{pol: &TaskSpec{Priority: int32(r.IntN(10))}, seq: uint64(i), heapIdx: -1}
 	}
 	var q readyQueue
 	for _, t := range ts[:512] {

@@ -344,6 +344,13 @@ func decodeTaskID(d *Decoder, g GroupID, isIndex bool) TaskID {
 // carries no version. It panics if g.Mode is not a known Mode: validate a
 // spec (GroupSpec.Validate) before encoding it.
 func AppendGroupSpec(dst []byte, g *GroupSpec) []byte {
+	h := headOf(g)
+	return appendGroupSpec(dst, &h, len(g.Tasks), func(i int) *TaskSpec { return &g.Tasks[i] })
+}
+
+// appendGroupSpec is AppendGroupSpec of the spec made of g and n tasks,
+// task(i) the i-th (a group's spec is not kept whole: specs.go).
+func appendGroupSpec(dst []byte, g *groupHead, n int, task func(i int) *TaskSpec) []byte {
 	if !codecKnownMode(g.Mode) {
 		panic(fmt.Sprintf("shard: AppendGroupSpec: unknown mode %d", uint8(g.Mode)))
 	}
@@ -351,9 +358,9 @@ func AppendGroupSpec(dst []byte, g *GroupSpec) []byte {
 	dst = append(dst, byte(g.Mode))
 	dst = AppendString(dst, g.Key)
 	dst = AppendString(dst, g.Trace)
-	dst = binary.AppendUvarint(dst, uint64(len(g.Tasks)))
-	for i := range g.Tasks {
-		dst = appendTaskSpec(dst, &g.Tasks[i])
+	dst = binary.AppendUvarint(dst, uint64(n))
+	for i := range n {
+		dst = appendTaskSpec(dst, task(i))
 	}
 	dst = AppendString(dst, g.Notify)
 	dst = binary.AppendUvarint(dst, uint64(len(g.Stages)))

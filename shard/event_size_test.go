@@ -12,8 +12,10 @@ func TestTaskEventSize(t *testing.T) {
 	if n := unsafe.Sizeof(taskEvent{}); n > 48 {
 		t.Errorf("taskEvent takes %d bytes; want at most 48", n)
 	}
-	if n := unsafe.Sizeof(task{}); n > 240 {
-		t.Errorf("task takes %d bytes; want at most 240", n)
+	// 248 with its own spec fields (name, payload, stage, item: specs.go),
+	// where a TaskSpec of its own took 184 more.
+	if n := unsafe.Sizeof(task{}); n > 248 {
+		t.Errorf("task takes %d bytes; want at most 248", n)
 	}
 	var s Shard
 	a, b := string([]byte("n1#boot")), string([]byte("n1#boot"))

@@ -207,11 +207,11 @@ func (f *Filter) taskMatches(t *task) bool {
 	switch {
 	case len(f.States) > 0 && !slices.Contains(f.States, t.state):
 		return false
-	case f.Handler != "" && t.spec.Handler != f.Handler:
+	case f.Handler != "" && t.pol.Handler != f.Handler:
 		return false
 	case f.Peer != "" && HolderPeer(t.holder) != f.Peer:
 		return false
-	case f.Label != "" && !slices.Contains(t.spec.Require, f.Label):
+	case f.Label != "" && !slices.Contains(t.pol.Require, f.Label):
 		return false
 	case !f.FinishedAfter.IsZero() || !f.FinishedBefore.IsZero():
 		if !finishedIn(t.finished.time(), f.FinishedAfter, f.FinishedBefore) {
@@ -222,7 +222,7 @@ func (f *Filter) taskMatches(t *task) bool {
 }
 
 func (t *task) matchesQ(q string) bool {
-	return strings.Contains(t.spec.Name, q) || strings.Contains(string(t.id), q) || strings.Contains(t.g.spec.Key, q)
+	return strings.Contains(t.name, q) || strings.Contains(string(t.id()), q) || strings.Contains(t.g.spec.Key, q)
 }
 
 // ListTasks returns up to f.Limit tasks matching f, newest first (by
@@ -299,10 +299,10 @@ func (s *Shard) AddHandlerStats(into map[string]*HandlerStats) {
 			continue
 		}
 		for _, t := range g.tasks {
-			hs := into[t.spec.Handler]
+			hs := into[t.pol.Handler]
 			if hs == nil {
 				hs = &HandlerStats{}
-				into[t.spec.Handler] = hs
+				into[t.pol.Handler] = hs
 			}
 			hs.Counts[t.state]++
 			if t.state != Ready {
@@ -330,8 +330,8 @@ func (s *Shard) AddOldestReady(into map[string]time.Time) {
 			if since.IsZero() {
 				since = t.g.created
 			}
-			if cur, ok := into[t.spec.Handler]; !ok || since.Before(cur) {
-				into[t.spec.Handler] = since
+			if cur, ok := into[t.pol.Handler]; !ok || since.Before(cur) {
+				into[t.pol.Handler] = since
 			}
 		}
 	}

@@ -49,7 +49,7 @@ func naiveList(s *Shard, f Filter) []TaskID {
 		}
 		for i, t := range g.tasks {
 			if f.taskMatches(t) {
-				all = append(all, kt{ListKey{g.created, g.id, i}, t.id})
+				all = append(all, kt{ListKey{g.created, g.id, i}, t.id()})
 			}
 		}
 	}

@@ -116,4 +116,7 @@ func (s *Shard) rebuildNotifyPending() {
 	slices.SortStableFunc(s.notifyPending, func(a, b GroupID) int {
 		return s.groups[a].finished.Compare(s.groups[b].finished)
 	})
+	if len(s.notifyPending) > 0 {
+		s.dueMaybe()
+	}
 }

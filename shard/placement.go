@@ -34,7 +34,7 @@ func (p *Placement) runs(c *class) bool {
 // owner one check per lease, not a scan.
 type class struct {
 	key  string
-	spec *TaskSpec // the first task's spec: only Pin and Require are read
+	spec *TaskSpec // the first task's options (pol): only Pin and Require are read
 	ext  string    // the external handler of its tasks; "" for built-in ones
 	q    readyQueue
 }
@@ -63,21 +63,21 @@ func (r *readySet) Len() int { return r.n }
 func (r *readySet) Push(t *task) {
 	r.n++
 	ext := ""
-	if r.external != nil && r.external(t.spec.Handler) {
-		ext = t.spec.Handler
+	if r.external != nil && r.external(t.pol.Handler) {
+		ext = t.pol.Handler
 	}
-	if !t.spec.Constrained() && ext == "" {
+	if !t.pol.Constrained() && ext == "" {
 		t.cls = nil
 		r.plain.Push(t)
 		return
 	}
-	key := classKey(t.spec, ext)
+	key := classKey(t.pol, ext)
 	c := r.classes[key]
 	if c == nil {
 		if r.classes == nil {
 			r.classes = make(map[string]*class)
 		}
-		c = &class{key: key, spec: t.spec, ext: ext}
+		c = &class{key: key, spec: t.pol, ext: ext}
 		r.classes[key] = c
 	}
 	if ext != "" {
@@ -110,8 +110,8 @@ func (r *readySet) Remove(t *task) {
 
 // before reports whether a goes before b in the ready order.
 func before(a, b *task) bool {
-	if a.spec.Priority != b.spec.Priority {
-		return a.spec.Priority > b.spec.Priority
+	if a.pol.Priority != b.pol.Priority {
+		return a.pol.Priority > b.pol.Priority
 	}
 	return a.seq < b.seq
 }
@@ -165,7 +165,7 @@ func (s *Shard) HeadFor(at Placement) (prio int32, seq uint64, ok bool) {
 	if t == nil {
 		return 0, 0, false
 	}
-	return t.spec.Priority, t.seq, true
+	return t.pol.Priority, t.seq, true
 }
 
 // LeaseFor is Lease for a holder running at placement at: it takes
@@ -250,8 +250,9 @@ func (s *Shard) FailPinnedTo(now time.Time, gone func(peer string) bool) []Event
 		for c.q.Len() > 0 {
 			t := c.q.Peek()
 			s.ready.Remove(t)
-			s.inflight[t.id] = struct{}{}
-			evs = append(evs, Event{Type: EvFailed, At: now, Group: t.g.id, Task: t.id, Round: t.round + 1, Permanent: true,
+			id := t.id()
+			s.inflight[id] = struct{}{}
+			evs = append(evs, Event{Type: EvFailed, At: now, Group: t.g.id, Task: id, Round: t.round + 1, Permanent: true,
 				Error: fmt.Sprintf("pinned to peer %s, which left the mesh: no other peer may run it", c.spec.Pin)})
 		}
 	}

@@ -54,6 +54,14 @@ func (s *Shard) Leader() bool { return s.leader }
 func (s *Shard) addTimer(tm timer) {
 	if s.leader {
 		s.wheel.add(tm)
+		s.dueMaybe()
+	}
+}
+
+// dueMaybe tells Config.OnDue that NextDue may be due, or a webhook wait.
+func (s *Shard) dueMaybe() {
+	if s.cfg.OnDue != nil {
+		s.cfg.OnDue()
 	}
 }
 
@@ -98,13 +106,14 @@ func (s *Shard) lease(now time.Time, n int, holder string, qs []*readyQueue, acc
 			skipped = append(skipped, t)
 			continue
 		}
-		s.inflight[t.id] = struct{}{}
-		timeout := t.spec.Timeout
+		id := t.id()
+		s.inflight[id] = struct{}{}
+		timeout := t.pol.Timeout
 		if timeout <= 0 {
 			timeout = s.cfg.DefaultTimeout
 		}
 		evs = append(evs, Event{
-			Type: EvLeased, At: now, Group: t.g.id, Task: t.id, Round: t.round + 1,
+			Type: EvLeased, At: now, Group: t.g.id, Task: id, Round: t.round + 1,
 			Holder: holder, Expiry: now.Add(timeout + s.cfg.LeaseGrace),
 		})
 	}
@@ -192,7 +201,7 @@ func (s *Shard) ReportHeld(now time.Time, o Outcome) (Event, error) {
 	if err != nil {
 		return Event{}, err
 	}
-	if _, leased := s.inflight[t.id]; !leased || t.state != Ready || o.Round != t.round+1 {
+	if _, leased := s.inflight[t.idOr(o.Task)]; !leased || t.state != Ready || o.Round != t.round+1 {
 		return Event{}, fmt.Errorf("%w: task %s round %d holder %q: no lease of that round in flight",
 			ErrStaleRound, o.Task, o.Round, o.Holder)
 	}
@@ -201,7 +210,7 @@ func (s *Shard) ReportHeld(now time.Time, o Outcome) (Event, error) {
 
 // outcomeEvent is the event of outcome o of task t's lease.
 func (s *Shard) outcomeEvent(now time.Time, t *task, o Outcome) Event {
-	ev := Event{At: now, Group: t.g.id, Task: t.id, Round: o.Round, Holder: o.Holder}
+	ev := Event{At: now, Group: t.g.id, Task: t.idOr(o.Task), Round: o.Round, Holder: o.Holder}
 	if o.Lost {
 		ev.Type = EvExpired
 		return ev
@@ -215,8 +224,8 @@ func (s *Shard) outcomeEvent(now time.Time, t *task, o Outcome) Event {
 	ev.Error = o.Error
 	ev.Permanent = o.Permanent
 	ev.TimedOut = o.TimedOut
-	if !o.Permanent && t.attempt-t.retried+1 < max(t.spec.Retry.MaxAttempts, 1) {
-		ev.NotBefore = now.Add(t.spec.Retry.Delay(t.attempt-t.retried+1, s.cfg.Rand.Float64()))
+	if !o.Permanent && int(t.attempt-t.retried)+1 < max(t.pol.Retry.MaxAttempts, 1) {
+		ev.NotBefore = now.Add(t.pol.Retry.Delay(int(t.attempt-t.retried)+1, s.cfg.Rand.Float64()))
 	}
 	return ev
 }
@@ -231,7 +240,7 @@ func (s *Shard) Renew(now time.Time, id TaskID, round Round, holder string) (Eve
 		return Event{}, ErrStaleRound
 	}
 	return Event{Type: EvRenewed, At: now, Group: t.g.id, Task: id, Round: round, Holder: holder,
-		Expiry: now.Add(s.Timeout(t.spec) + s.cfg.LeaseGrace)}, nil
+		Expiry: now.Add(s.Timeout(t.pol) + s.cfg.LeaseGrace)}, nil
 }
 
 // Cancel returns the event canceling a task (and its dependents), or a whole
@@ -275,9 +284,9 @@ func (s *Shard) Due(now time.Time) []Event {
 		}
 		switch {
 		case tm.kind == timerReady && t.state == Waiting && t.notBefore.nanos() <= tm.at:
-			evs = append(evs, Event{Type: EvReadied, At: now, Group: t.g.id, Task: t.id})
+			evs = append(evs, Event{Type: EvReadied, At: now, Group: t.g.id, Task: t.id()})
 		case tm.kind == timerExpiry && t.state == Running && t.round == tm.round && !t.expiry.time().After(now):
-			evs = append(evs, Event{Type: EvExpired, At: now, Group: t.g.id, Task: t.id, Round: t.round})
+			evs = append(evs, Event{Type: EvExpired, At: now, Group: t.g.id, Task: t.id(), Round: t.round})
 		}
 	}
 	clear(s.fired)
@@ -335,6 +344,7 @@ func (s *Shard) findNextRemoval() (time.Time, bool, bool) {
 func (s *Shard) removalsChanged() {
 	s.removeAt = time.Time{}
 	s.remKnown = false
+	s.dueMaybe()
 }
 
 func (s *Shard) dueRemovals(now time.Time, evs []Event) []Event {
@@ -380,7 +390,7 @@ func (s *Shard) ExpireHolders(now time.Time, match func(holder string) bool) []E
 		}
 		for _, t := range g.tasks {
 			if t.state == Running && match(t.holder) {
-				evs = append(evs, Event{Type: EvExpired, At: now, Group: g.id, Task: t.id, Round: t.round})
+				evs = append(evs, Event{Type: EvExpired, At: now, Group: g.id, Task: t.id(), Round: t.round})
 			}
 		}
 	}

@@ -11,26 +11,26 @@ func (q *readyQueue) Len() int { return len(q.items) }
 
 func (q *readyQueue) less(i, j int) bool {
 	a, b := q.items[i], q.items[j]
-	if a.spec.Priority != b.spec.Priority {
-		return a.spec.Priority > b.spec.Priority
+	if a.pol.Priority != b.pol.Priority {
+		return a.pol.Priority > b.pol.Priority
 	}
 	return a.seq < b.seq
 }
 
 func (q *readyQueue) swap(i, j int) {
 	q.items[i], q.items[j] = q.items[j], q.items[i]
-	q.items[i].heapIdx = i
-	q.items[j].heapIdx = j
+	q.items[i].heapIdx = int32(i)
+	q.items[j].heapIdx = int32(j)
 }
 
 // Push adds t; t must not be queued already.
 func (q *readyQueue) Push(t *task) {
 	if t.heapIdx >= 0 {
-		panic("shard: readyQueue.Push of a queued task " + string(t.id))
+		panic("shard: readyQueue.Push of a queued task " + string(t.id()))
 	}
-	t.heapIdx = len(q.items)
+	t.heapIdx = int32(len(q.items))
 	q.items = append(q.items, t)
-	q.up(t.heapIdx)
+	q.up(int(t.heapIdx))
 }
 
 // Pop removes and returns the first task, or nil.
@@ -53,7 +53,7 @@ func (q *readyQueue) Peek() *task {
 
 // Remove takes t out of the queue if it is queued.
 func (q *readyQueue) Remove(t *task) {
-	i := t.heapIdx
+	i := int(t.heapIdx)
 	if i < 0 {
 		return
 	}

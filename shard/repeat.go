@@ -45,7 +45,10 @@ func (g *GroupSpec) Fingerprint() [32]byte {
 // it compares fingerprints of specs that came through the log.
 func (s *Shard) CheckRepeat(spec *GroupSpec) error {
 	g := s.groups[spec.ID]
-	if g == nil || g.spec.Fingerprint() == spec.Fingerprint() {
+	if g == nil {
+		return nil
+	}
+	if gs := g.groupSpec(); gs.Fingerprint() == spec.Fingerprint() {
 		return nil
 	}
 	return &ConflictError{Field: "key", Message: fmt.Sprintf(

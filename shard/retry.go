@@ -55,11 +55,11 @@ func (s *Shard) Retry(now time.Time, g GroupID, task TaskID, by, key string) ([]
 // none of its dependencies is (those would hold it PENDING for ever).
 func retryable(t *task) error {
 	if t.state != Failed && t.state != Canceled {
-		return fmt.Errorf("%w: task %s is %v", ErrNotRetryable, t.id, t.state)
+		return fmt.Errorf("%w: task %s is %v", ErrNotRetryable, t.id(), t.state)
 	}
 	for _, d := range t.deps() {
 		if dt := t.g.tasks[d]; dt.state == Failed || dt.state == Canceled {
-			return fmt.Errorf("%w: task %s depends on %s, which is %v (retry it first, or the group)", ErrNotRetryable, t.id, dt.id, dt.state)
+			return fmt.Errorf("%w: task %s depends on %s, which is %v (retry it first, or the group)", ErrNotRetryable, t.id(), dt.id(), dt.state)
 		}
 	}
 	return nil
@@ -97,7 +97,7 @@ func (s *Shard) applyRetried(g *group, e *Event) {
 	s.reopen(g)
 	for _, i := range set {
 		t := g.tasks[i]
-		t.history = append(t.history, taskEvent{typ: EvRetried, at: stampOf(e.At), round: t.round, note: noteOf("", e.By)})
+		t.addEvent(taskEvent{typ: EvRetried, at: stampOf(e.At), round: t.round, note: noteOf("", e.By)})
 		t.err, t.result, t.finished, t.notBefore = "", nil, 0, 0
 		t.retried = t.attempt
 		s.setState(t, Pending)

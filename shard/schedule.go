@@ -440,6 +440,7 @@ func (sc *schedule) record(f firing) {
 func (s *Shard) armSchedule(sc *schedule) {
 	if s.leader && !sc.spec.Paused && !sc.next.IsZero() {
 		s.wheel.add(timer{at: sc.next.UnixNano(), kind: timerSchedule, sched: sc})
+		s.dueMaybe()
 	}
 }
 

@@ -3,6 +3,7 @@ package shard
 import (
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"time"
 )
 
@@ -42,6 +43,13 @@ type Config struct {
 	// Only the owner's lease choice reads it (the ready queue is leader-local
 	// state), so it may differ between peers. nil: no handler is external.
 	External func(handler string) bool
+	// OnDue, when set, is called when the owner may have something to do
+	// at a time where it had nothing: NextDue may have become due (a
+	// timer armed, the finished groups or their removals changed, the
+	// leadership switched on), or a webhook waits (NotifyPending; a group
+	// finishing, a restore). The Node keeps the set of partitions whose
+	// timers and webhooks it must read from it.
+	OnDue func()
 }
 
 // DefaultConfig returns a Config with the defaults above and a fixed seed.
@@ -73,40 +81,53 @@ func (c *Config) Validate() error {
 }
 
 // task is the state of one task. Fields other than the heap index change
-// only in apply.
+// only in apply. A peer under W1 holds millions of tasks, most of them
+// finished: the pointers come first (the collector scans a task only up
+// to its last pointer) and the small counters are 32 bits (a group holds
+// at most MaxTasksPerGroup tasks; attempts count one by one).
 type task struct {
-	ref       *taskRef // what its timers hold, made by refOf; nil: no timer yet
-	id        TaskID
-	g         *group
-	idx       int
-	spec      *TaskSpec
-	state     State
-	attempt   int
+	ref *taskRef // what its timers hold, made by refOf; nil: no timer yet
+	g   *group
+	// pol is its spec but for what is its own (Name, Payload, Deps, Stage
+	// and Item: below, and its links), shared with the group's other
+	// tasks of the same options (see specs.go).
+	pol     *TaskSpec
+	links   *taskLinks // its dependency edges (and Deps); nil: none (most tasks)
+	cls     *class     // its placement class while queued; nil = unconstrained
+	name    string
+	payload []byte
+	holder  string
+	err     string
+	result  []byte
+	// Its times are stamps (8 bytes, no pointer, where a time.Time takes
+	// 24 and holds one for the collector to scan). Its creation time is
+	// its group's.
+	history   []taskEvent
 	round     Round
-	holder    string
 	expiry    stamp
 	notBefore stamp
-	result    []byte
-	err       string
-	links     *taskLinks // its dependency edges; nil: none (most tasks)
-	depsLeft  int        // dependencies not yet SUCCEEDED
-	retried   int        // attempt when last retried by hand: the retry budget counts from it
-	// Its times are stamps (8 bytes, no pointer, where a time.Time takes
-	// 24 and holds one for the collector to scan): a peer under W1 holds
-	// millions of tasks. Its creation time is its group's.
-	started  stamp
-	finished stamp
-	history  []taskEvent
-	readyAt  stamp  // when it last became READY (a metric only: not in snapshots)
-	seq      uint64 // FIFO order in the ready queue
-	heapIdx  int    // position in the ready queue, -1 when not queued
-	cls      *class // its placement class while queued; nil = unconstrained
+	started   stamp
+	finished  stamp
+	readyAt   stamp  // when it last became READY (a metric only: not in snapshots)
+	seq       uint64 // FIFO order in the ready queue
+	idx       int32
+	attempt   int32
+	depsLeft  int32 // dependencies not yet SUCCEEDED
+	retried   int32 // attempt when last retried by hand: the retry budget counts from it
+	heapIdx   int32 // position in the ready queue, -1 when not queued
+	stage     int32 // TaskSpec.Stage (ValidateStored bounds it)
+	item      int32 // TaskSpec.Item
+	state     State
+	plain     bool // its history is the plain one, not kept (see history.go)
 }
 
 // taskLinks are a task's dependency edges within its group: the indexes
 // of its dependencies and of the tasks that depend on it. Behind a
 // pointer, as few tasks have any: 8 bytes a task where two slices took 48.
-type taskLinks struct{ deps, dependents []int }
+type taskLinks struct {
+	deps, dependents []int
+	names            []string // TaskSpec.Deps
+}
 
 func (t *task) deps() []int {
 	if t.links == nil {
@@ -133,7 +154,7 @@ func (t *task) linked() *taskLinks {
 // group is the state of one group.
 type group struct {
 	id       GroupID
-	spec     GroupSpec
+	spec     groupHead
 	tasks    []*task
 	counts   [numStates]int
 	state    GroupState
@@ -197,6 +218,7 @@ type Shard struct {
 	remOK    bool
 	remKnown bool
 	changes  []Change
+	evTask   TaskID // the task the event being applied names (setState's changes share it)
 	// counts is the tasks of every group by state: the sum of the groups'
 	// counts, kept with them (setState, addGroup, removal, install) so
 	// that Counts, asked every second for metrics, walks no group.
@@ -289,9 +311,10 @@ func (s *Shard) TaskEvents(id TaskID) ([]TaskEvent, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]TaskEvent, len(t.history))
-	for i := range t.history {
-		out[i] = t.history[i].view(i + 1)
+	out := make([]TaskEvent, t.histLen())
+	for i := range out {
+		h := t.event(i)
+		out[i] = h.view(i + 1)
 	}
 	return out, nil
 }
@@ -330,8 +353,8 @@ func (s *Shard) groupView(id GroupID, withTasks bool) (GroupView, error) {
 	for i, t := range g.tasks {
 		if withTasks {
 			v.Tasks[i] = t.view()
-			if t.spec.Name != "" {
-				v.Names[t.spec.Name] = t.id
+			if t.name != "" {
+				v.Names[t.name] = t.id()
 			}
 		}
 		if g.spec.Mode != ModeStream {
@@ -339,9 +362,9 @@ func (s *Shard) groupView(id GroupID, withTasks bool) (GroupView, error) {
 		}
 		switch t.state {
 		case Succeeded:
-			v.StageDone[t.spec.Stage]++
+			v.StageDone[int(t.stage)]++
 		case Failed:
-			v.Skipped = append(v.Skipped, SkippedItem{Item: t.spec.Item, Stage: g.spec.Stages[t.spec.Stage].Name, Task: t.id, Reason: t.err})
+			v.Skipped = append(v.Skipped, SkippedItem{Item: int(t.item), Stage: g.spec.Stages[int(t.stage)].Name, Task: t.id(), Reason: t.err})
 		}
 	}
 	return v, nil
@@ -355,7 +378,7 @@ func (s *Shard) GroupTasks(id GroupID) ([]TaskID, error) {
 	}
 	ids := make([]TaskID, len(g.tasks))
 	for i, t := range g.tasks {
-		ids[i] = t.id
+		ids[i] = t.id()
 	}
 	return ids, nil
 }
@@ -380,17 +403,17 @@ func (s *Shard) Counts(into []int) {
 
 func (t *task) view() TaskView {
 	v := TaskView{
-		ID: t.id, Group: t.g.id, Name: t.spec.Name, Handler: t.spec.Handler,
-		Payload: t.spec.Payload, Priority: t.spec.Priority, State: t.state,
-		Mode: t.g.spec.Mode, Stage: t.spec.Stage, Item: t.spec.Item, Require: t.spec.Require, Pin: t.spec.Pin,
-		Attempt: t.attempt, Round: t.round, Holder: t.holder, Result: t.result,
+		ID: t.id(), Group: t.g.id, Name: t.name, Handler: t.pol.Handler,
+		Payload: t.payload, Priority: t.pol.Priority, State: t.state,
+		Mode: t.g.spec.Mode, Stage: int(t.stage), Item: int(t.item), Require: t.pol.Require, Pin: t.pol.Pin,
+		Attempt: int(t.attempt), Round: t.round, Holder: t.holder, Result: t.result,
 		Error: t.err, CreatedAt: t.g.created, StartedAt: t.started.time(),
 		FinishedAt: t.finished.time(), NotBefore: t.notBefore.time(),
 	}
 	if deps := t.deps(); len(deps) > 0 {
 		v.Deps = make([]TaskID, len(deps))
 		for i, d := range deps {
-			v.Deps[i] = t.g.tasks[d].id
+			v.Deps[i] = t.g.tasks[d].id()
 		}
 	}
 	return v
@@ -402,20 +425,21 @@ func (s *Shard) Head() (prio int32, seq uint64, ok bool) {
 	if t == nil {
 		return 0, 0, false
 	}
-	return t.spec.Priority, t.seq, true
+	return t.pol.Priority, t.seq, true
 }
 
-// RunOf returns the spec of a task when it is RUNNING under exactly this
-// round and holder.
+// RunOf returns the spec of a task (a copy) when it is RUNNING under
+// exactly this round and holder.
 func (s *Shard) RunOf(id TaskID, r Round, holder string) (*TaskSpec, bool) {
 	t, err := s.lookup(id)
 	if err != nil || t.state != Running || t.round != r || t.holder != holder {
 		return nil, false
 	}
-	return t.spec, true
+	ts := t.spec()
+	return &ts, true
 }
 
-// LeasedSpec returns the spec of a task the leader leased and whose lease
+// LeasedSpec returns the spec of a task (a copy) the leader leased and whose lease
 // has not applied: one LeaseFor returned, still held back from the ready
 // queue (the node defers its own leases; see node's defer.go).
 func (s *Shard) LeasedSpec(id TaskID) (*TaskSpec, bool) {
@@ -426,7 +450,8 @@ func (s *Shard) LeasedSpec(id TaskID) (*TaskSpec, bool) {
 	if _, ok := s.inflight[id]; !ok {
 		return nil, false
 	}
-	return t.spec, true
+	ts := t.spec()
+	return &ts, true
 }
 
 // Waited returns how long a RUNNING task waited READY before its current
@@ -450,4 +475,22 @@ func (t *task) refOf() *taskRef {
 		t.ref = &taskRef{t: t}
 	}
 	return t.ref
+}
+
+// id returns t's id. It is not kept: made from the group's id and the
+// task's index when asked, it costs a task no string of its own (a peer
+// under W1 holds millions of tasks, most of them finished and never asked).
+func (t *task) id() TaskID { return TaskIDOf(t.g.id, int(t.idx)) }
+
+// idOr returns id when it is t's id, and t's id made anew otherwise: the
+// id an event or a request names, shared rather than made again.
+func (t *task) idOr(id TaskID) TaskID {
+	g, s := string(t.g.id), string(id)
+	if len(s) > len(g)+1 && s[:len(g)] == g && s[len(g)] == '.' {
+		var buf [20]byte
+		if s[len(g)+1:] == string(strconv.AppendInt(buf[:0], int64(t.idx), 10)) {
+			return id
+		}
+	}
+	return t.id()
 }

@@ -45,7 +45,11 @@ func (s *Shard) Snapshot() []byte {
 }
 
 func appendGroupState(dst []byte, g *group) []byte {
-	dst = AppendGroupSpec(dst, &g.spec)
+	var ts TaskSpec
+	dst = appendGroupSpec(dst, &g.spec, len(g.tasks), func(i int) *TaskSpec {
+		ts = g.tasks[i].spec()
+		return &ts
+	})
 	dst = AppendTime(dst, g.created)
 	dst = AppendTime(dst, g.finished)
 	for _, t := range g.tasks {
@@ -60,9 +64,9 @@ func appendGroupState(dst []byte, g *group) []byte {
 		dst = t.started.append(dst)
 		dst = t.finished.append(dst)
 		dst = binary.AppendUvarint(dst, t.seq)
-		dst = binary.AppendUvarint(dst, uint64(len(t.history)))
-		for i := range t.history {
-			h := &t.history[i]
+		dst = binary.AppendUvarint(dst, uint64(t.histLen()))
+		for i := range t.histLen() {
+			h := t.event(i)
 			var note eventNote
 			if h.note != nil {
 				note = *h.note
@@ -156,18 +160,18 @@ func decodeGroupState(d *Decoder, version byte) (*group, error) {
 	if err := spec.ValidateStored(); err != nil {
 		return nil, fmt.Errorf("shard: restore: group %s: %v: %w", spec.ID, err, ErrCodec)
 	}
-	g := &group{id: spec.ID, spec: spec, state: GroupRunning}
+	g := &group{id: spec.ID, spec: headOf(&spec), state: GroupRunning}
 	g.created = d.Time()
 	g.finished = d.Time()
-	newTasks(g, 0) // their histories are decoded at their length
+	newTasks(g, spec.Tasks, 0) // their histories are decoded at their length
 	names := make(map[string]int, len(spec.Tasks))
 	for i, t := range g.tasks {
 		decodeTaskState(d, t)
 		if !t.state.Valid() {
-			return nil, fmt.Errorf("shard: restore: task %s: bad state %d: %w", t.id, t.state, ErrCodec)
+			return nil, fmt.Errorf("shard: restore: task %s: bad state %d: %w", t.id(), t.state, ErrCodec)
 		}
-		if t.spec.Name != "" {
-			names[t.spec.Name] = i
+		if t.name != "" {
+			names[t.name] = i
 		}
 	}
 	if version >= 4 {
@@ -189,7 +193,7 @@ func decodeGroupState(d *Decoder, version byte) (*group, error) {
 
 func decodeTaskState(d *Decoder, t *task) {
 	t.state = State(d.Byte())
-	t.attempt = int(d.Uvarint())
+	t.attempt = int32(d.uint31()) // Apply counts one by one: never near the bound
 	t.round = Round(d.Uvarint())
 	t.holder = d.String()
 	t.expiry = stampOf(d.Time())
@@ -208,6 +212,7 @@ func decodeTaskState(d *Decoder, t *task) {
 		h.typ, h.at, h.round, h.holder = EventType(d.Byte()), stampOf(d.Time()), Round(d.Uvarint()), d.String()
 		h.note = noteOf(d.String(), d.String())
 	}
+	t.makePlain()
 }
 
 // install replaces the state and rebuilds what derives from it: counters,
@@ -243,9 +248,9 @@ func (s *Shard) install(groups map[GroupID]*group, done []GroupID, seq uint64) {
 			g.stageLive = make([]int, len(g.spec.Stages))
 			g.held = make([]intHeap, len(g.spec.Stages))
 			for _, t := range g.tasks {
-				g.stageLive[t.spec.Stage] += streamLive(t.state)
+				g.stageLive[int(t.stage)] += streamLive(t.state)
 				if t.state == Pending && t.depsLeft == 0 {
-					g.held[t.spec.Stage].push(t.idx)
+					g.held[int(t.stage)].push(int(t.idx))
 				}
 			}
 		}
@@ -270,9 +275,9 @@ func decodeRetryState(d *Decoder, g *group) {
 		g.retryKeys = append(g.retryKeys, d.String())
 	}
 	for _, t := range g.tasks {
-		t.retried = d.uint31()
+		t.retried = int32(d.uint31())
 		if t.retried > t.attempt {
-			d.Fail("task %s retried at attempt %d of %d", t.id, t.retried, t.attempt)
+			d.Fail("task %s retried at attempt %d of %d", t.id(), t.retried, t.attempt)
 		}
 	}
 }

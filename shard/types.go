@@ -20,7 +20,10 @@ type Round uint64
 
 // TaskIDOf returns the id of the i-th task of group g.
 func TaskIDOf(g GroupID, i int) TaskID {
-	return TaskID(string(g) + "." + strconv.Itoa(i))
+	var buf [64]byte // one allocation, the id's, for most group ids
+	b := append(buf[:0], g...)
+	b = append(b, '.')
+	return TaskID(strconv.AppendInt(b, int64(i), 10))
 }
 
 // Split returns the group and index of a task id; ok is false when id is not

@@ -157,9 +157,9 @@ func (s *Shard) Inputs(id TaskID) map[string][]byte {
 		if dt.state != Succeeded {
 			continue
 		}
-		name := dt.spec.Name
+		name := dt.name
 		if name == "" {
-			name = string(dt.id)
+			name = string(dt.id())
 		}
 		out[name] = dt.result
 	}
@@ -175,7 +175,7 @@ func (s *Shard) Attempts(id TaskID) int {
 	if err != nil {
 		return 0
 	}
-	return t.attempt
+	return int(t.attempt)
 }
 
 // Payload returns what task id's handler receives as its payload: its own,
@@ -187,10 +187,10 @@ func (s *Shard) Payload(id TaskID) []byte {
 	if err != nil {
 		return nil
 	}
-	if t.g.spec.Mode == ModeStream && t.spec.Stage > 0 {
+	if t.g.spec.Mode == ModeStream && int(t.stage) > 0 {
 		return t.g.tasks[t.idx-1].result
 	}
-	return t.spec.Payload
+	return t.payload
 }
 
 // Trace returns the trace of task id's group (GroupSpec.Trace), "" when
@@ -232,7 +232,8 @@ func (s *Shard) BroadcastWorker(id TaskID) string {
 	if g == nil || g.spec.Mode != ModeBroadcast || i >= len(g.tasks) {
 		return ""
 	}
-	return BroadcastWorker(&g.spec.Tasks[i])
+	ts := g.tasks[i].spec()
+	return BroadcastWorker(&ts)
 }
 
 // BroadcastWorker returns the worker a broadcast's copy ts is pinned to, ""

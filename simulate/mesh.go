@@ -108,6 +108,21 @@ func (s *sim) describePartition(part int) string {
 	return b.String()
 }
 
+// checkPartSets checks that every running node's sets of partitions with
+// timers or webhooks pending and not quiesced (what its next deadline
+// and its Raft-tick question visit) mark each of them.
+func (s *sim) checkPartSets() {
+	for _, nd := range s.nodes {
+		if !nd.up || nd.n == nil {
+			continue
+		}
+		if err := nd.n.CheckPartSets(); err != nil {
+			s.fail(invPartSets, fmt.Sprintf("%s: %v", nd.id, err))
+			return
+		}
+	}
+}
+
 // checkSlots runs once every task is terminal: a node's busy slots must be
 // its runs (a stale round may still run) and its own lease proposals, and
 // its runs the handlers still running or queued. A slot counted and never

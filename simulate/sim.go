@@ -100,6 +100,9 @@ func (s *sim) conclude(wall time.Time) Report {
 		s.checkSlots()
 	}
 	if s.viol == nil {
+		s.checkPartSets()
+	}
+	if s.viol == nil {
 		s.chk.checkNotify()
 	}
 	held, extra := s.heldCounts()
@@ -233,6 +236,7 @@ func (s *sim) periodic() {
 	s.chk.pollSchedules()
 	s.chk.recheckRuns(false)
 	s.chk.checkTicks()
+	s.checkPartSets()
 	s.chk.sample(16)
 	s.chk.liveness()
 	if s.now >= s.healAt && int(s.now/time.Second)%replicaCheckEvery == 0 {
