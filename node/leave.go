@@ -113,6 +113,7 @@ func (n *Node) dropPartition(p *partition, why string, index uint64) {
 	n.stopServing(p) // a follower: fails what waits on it, drops buffered events
 	n.bury(p)
 	n.parts[p.id] = nil
+	n.readyParts.set(p.id, false)
 	n.loud.set(p.id, false)
 	n.dueParts.set(p.id, false)
 	if i, ok := slices.BinarySearch(n.held, p.id); ok {

@@ -200,6 +200,8 @@ type Node struct {
 	// parts (partitions are opened by NewNode and stepRaft, and dropped
 	// when a committed configuration excludes this node: leave.go).
 	held []int
+	// readyParts marks the partitions with READY tasks (partset.go).
+	readyParts partSet
 	// loud marks the partitions held that are not quiesced (quiesce.go).
 	loud partSet
 	// dueParts marks the partitions whose shard timers may be due or
@@ -307,7 +309,7 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 	}
 	n := &Node{
 		cfg: cfg, log: cfg.Logger.With(keyNode, cfg.ID), holder: cfg.ID + "#" + cfg.Boot,
-		raftID: RaftID(cfg.ID), parts: make([]*partition, cfg.Partitions), loud: newPartSet(cfg.Partitions), dueParts: newPartSet(cfg.Partitions),
+		raftID: RaftID(cfg.ID), parts: make([]*partition, cfg.Partitions), readyParts: newPartSet(cfg.Partitions), loud: newPartSet(cfg.Partitions), dueParts: newPartSet(cfg.Partitions),
 		isDir: make([]bool, cfg.Partitions), now: now, lastTick: now, bootAt: now,
 		reqs: make(map[uint64]*request), submits: make(map[shard.GroupID][]uint64), running: make(map[shard.TaskID]shard.Round),
 		leaseAt: make(map[shard.TaskID]time.Time), ownLeases: make(map[shard.TaskID]ownLease),

@@ -5,19 +5,17 @@ import (
 	"math/bits"
 )
 
-// partSet is a set of partitions, a bit each: the Node's dueParts marks
-// those whose timers may be due or whose webhooks may wait (from the
-// shards' OnDue; a mark is cleared when the Node finds nothing there, or
-// drops the partition), loud those not quiesced. Each is a superset of
-// what it names, and every walk over one still checks what it needs. The
-// Node's next deadline and its question whether a Raft tick is needed
-// walk these rather than every partition it holds: a peer that founded a
-// mesh holds all of them until the ring moves them, and at 1,000
-// simulated peers those walks, at every input, touched state cold in the
-// cache. (A third set, of the partitions with READY tasks, is gone: with
-// it the hostile soak, `make hostile`, left a task RUNNING one run in
-// three, though the set was never found stale; cause not found. Its
-// walks, readyHeld, are over every partition held again.)
+// partSet is a set of partitions, a bit each: the Node's readyParts marks
+// those whose shard has READY tasks (from the shards' OnReady), dueParts
+// those whose timers may be due or whose webhooks may wait (OnDue), loud
+// those not quiesced. Each is a superset of what it names (a mark is
+// cleared when the Node finds nothing there, or drops the partition), and
+// every walk over one still checks what it needs. What the Node does per
+// input (its load for the failure detector's and the heartbeat's checks,
+// its own leases, a thief's grants, its next deadline) walks these rather
+// than every partition it holds: a peer that founded a mesh holds all of
+// them until the ring moves them, and at 1,000 simulated peers those
+// walks were a fifth of the formation's CPU.
 type partSet []uint64
 
 func newPartSet(partitions int) partSet { return make(partSet, (partitions+63)/64) }
@@ -50,8 +48,7 @@ func (r partSet) held(n *Node) func(yield func(*partition) bool) {
 // readyHeld yields, in increasing order, the partitions this node holds
 // and serves whose READY queue is not empty.
 func (n *Node) readyHeld(yield func(*partition) bool) {
-	for _, i := range n.held {
-		p := n.parts[i]
+	for p := range n.readyParts.held(n) {
 		if !p.serving || p.shard.ReadyLen() == 0 {
 			continue
 		}
@@ -67,13 +64,17 @@ func (n *Node) setQuiesced(p *partition, on bool) {
 	n.loud.set(p.id, !on)
 }
 
-// CheckPartSets reports a partition this node serves with a shard timer
-// pending or a webhook waiting that dueParts does not mark (NextDeadline
-// would sleep through it), or one not quiesced that loud does not mark.
-// For checks (the simulator's), not for a hot path.
+// CheckPartSets reports a partition this node holds whose READY queue is
+// not empty but which readyParts does not mark (the walks over readyHeld
+// would miss its work), or that it serves with a shard timer pending but
+// dueParts does not mark (NextDeadline would sleep through it). For
+// checks (the simulator's), not for a hot path.
 func (n *Node) CheckPartSets() error {
 	for _, i := range n.held {
 		p := n.parts[i]
+		if l := p.shard.ReadyLen(); l > 0 && !n.readyParts.has(i) {
+			return fmt.Errorf("partition %d holds %d READY tasks but is not marked ready", i, l)
+		}
 		if at, due := p.shard.NextDue(); due && p.serving && !n.dueParts.has(i) {
 			return fmt.Errorf("partition %d has a timer due at %v but is not marked", i, at)
 		}

@@ -54,6 +54,7 @@ type readySet struct {
 	n        int
 	ext      int                       // tasks queued in classes of external handlers
 	external func(handler string) bool // Config.External
+	onReady  func(nonEmpty bool)       // Config.OnReady
 }
 
 // Len returns the number of READY tasks queued.
@@ -62,6 +63,9 @@ func (r *readySet) Len() int { return r.n }
 // Push adds t to its queue; t must not be queued already.
 func (r *readySet) Push(t *task) {
 	r.n++
+	if r.n == 1 && r.onReady != nil {
+		r.onReady(true)
+	}
 	ext := ""
 	if r.external != nil && r.external(t.pol.Handler) {
 		ext = t.pol.Handler
@@ -94,6 +98,9 @@ func (r *readySet) Remove(t *task) {
 		return
 	}
 	r.n--
+	if r.n == 0 && r.onReady != nil {
+		r.onReady(false)
+	}
 	c := t.cls
 	if c == nil {
 		r.plain.Remove(t)

@@ -43,6 +43,11 @@ type Config struct {
 	// Only the owner's lease choice reads it (the ready queue is leader-local
 	// state), so it may differ between peers. nil: no handler is external.
 	External func(handler string) bool
+	// OnReady, when set, is called when the READY queue becomes non-empty
+	// (true) or empty (false), a snapshot's restore included: the Node
+	// keeps the set of partitions with READY work from it, so that what
+	// it does per input walks those, not every partition it holds.
+	OnReady func(nonEmpty bool)
 	// OnDue, when set, is called when the owner may have something to do
 	// at a time where it had nothing: NextDue may have become due (a
 	// timer armed, the finished groups or their removals changed, the
@@ -264,7 +269,7 @@ func New(cfg Config) (*Shard, error) {
 		return nil, err
 	}
 	s := &Shard{cfg: cfg, groups: make(map[GroupID]*group), schedules: make(map[ScheduleID]*schedule)}
-	s.ready.external = cfg.External
+	s.ready.external, s.ready.onReady = cfg.External, cfg.OnReady
 	return s, nil
 }
 

@@ -223,7 +223,10 @@ func (s *Shard) install(groups map[GroupID]*group, done []GroupID, seq uint64) {
 	s.doneHead = 0
 	s.removalsChanged()
 	s.seq = seq
-	s.ready = readySet{external: s.cfg.External}
+	if s.ready.n > 0 && s.ready.onReady != nil {
+		s.ready.onReady(false) // the tasks pushed below set it again
+	}
+	s.ready = readySet{external: s.cfg.External, onReady: s.cfg.OnReady}
 	s.changes = nil
 	s.counts = [numStates]int{}
 	for _, id := range sortedGroupIDs(groups) {

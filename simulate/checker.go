@@ -24,7 +24,7 @@ const (
 	invSlots    = "slots"        // at the end, a node's busy slots are its running handlers (mesh.go)
 	invWorkers  = "6-workers"    // a worker's report counts only for its own current lease (workers.go)
 	invHeld     = "held"         // at the end of a settled idle run, peers hold only their partitions (held.go)
-	invPartSets = "part-sets"    // a node's sets of partitions with timers or webhooks, not quiesced, mark every one (mesh.go)
+	invPartSets = "part-sets"    // a node's sets of partitions with READY tasks, with timers, mark every one (mesh.go)
 )
 
 // taskRec is what the checker knows of one task.

@@ -109,8 +109,8 @@ func (s *sim) describePartition(part int) string {
 }
 
 // checkPartSets checks that every running node's sets of partitions with
-// timers or webhooks pending and not quiesced (what its next deadline
-// and its Raft-tick question visit) mark each of them.
+// READY tasks and with timers pending (what its per-input walks and its
+// next deadline visit) mark each of them.
 func (s *sim) checkPartSets() {
 	for _, nd := range s.nodes {
 		if !nd.up || nd.n == nil {
