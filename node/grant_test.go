@@ -79,7 +79,7 @@ func TestClaimedGrantYieldsToCommittedLease(t *testing.T) {
 		v, _ := h.n.Task("g.0")
 		t.Fatalf("group %v after a stranger's claim; task %+v", st, v)
 	}
-	if h.n.claimLease("g.0", 1, h.n.Holder()) {
+	if h.n.claimLease("g.0", 1, time.Time{}, h.n.Holder()) {
 		t.Fatal("a committed lease started twice")
 	}
 }
@@ -100,7 +100,7 @@ func TestLaterForgedRunYieldsToCommittedLease(t *testing.T) {
 	}
 	h.n.busy++
 	h.n.startRun("g.0", forged) // its handler is running
-	if !h.n.claimLease("g.0", 1, "owner/1") {
+	if !h.n.claimLease("g.0", 1, time.Time{}, "owner/1") {
 		t.Fatal("the committed lease of round 1 did not start while a forged run of round 7 is under way")
 	}
 	h.n.busy++
@@ -111,7 +111,7 @@ func TestLaterForgedRunYieldsToCommittedLease(t *testing.T) {
 	if r, ok := h.n.running["g.0"]; !ok || r != 1 {
 		t.Fatalf("running %v %v after the forged run ended, want round 1 still running", r, ok)
 	}
-	if h.n.claimLease("g.0", 1, "owner/1") {
+	if h.n.claimLease("g.0", 1, time.Time{}, "owner/1") {
 		t.Fatal("the committed lease started twice")
 	}
 }
@@ -191,5 +191,38 @@ func TestRegrantedRoundRuns(t *testing.T) {
 	}
 	if h.n.claimGrant("g.0", 0, second.Add(3*time.Minute), "owner") {
 		t.Fatal("a grant of an earlier round started")
+	}
+}
+
+// A thief that holds a replica may apply a lease before its grant arrives
+// (the leader committed it first): the grant, late, is of the same lease
+// and does not start it again. A committed lease of a round that a grant
+// of another lease started (that lease took nothing, and the task was
+// retried) starts, unless that run is still pending.
+func TestClaimsTellLeasesOfOneRound(t *testing.T) {
+	h := newHarness(t, 1)
+	h.tick(time.Second)
+	x, y := h.now.Add(time.Minute), h.now.Add(2*time.Minute)
+	if !h.n.claimLease("a.0", 1, x, "owner#1") {
+		t.Fatal("a committed lease did not start")
+	}
+	if h.n.claimGrant("a.0", 1, x, "owner") {
+		t.Fatal("the late grant of an applied lease started it again")
+	}
+	if !h.n.claimGrant("b.0", 1, x, "owner") {
+		t.Fatal("a grant did not start")
+	}
+	if h.n.claimLease("b.0", 1, x, "owner#1") {
+		t.Fatal("the committed lease of a granted run started it again")
+	}
+	if !h.n.claimLease("b.0", 1, y, "owner#1") {
+		t.Fatal("another lease of the round a grant started (that one took nothing) did not start")
+	}
+	if !h.n.claimGrant("c.0", 1, x, "owner") {
+		t.Fatal("a grant did not start")
+	}
+	h.n.forward(shard.Outcome{Task: "c.0", Round: 1, Holder: h.n.Holder(), OK: true})
+	if h.n.claimLease("c.0", 1, y, "owner#1") {
+		t.Fatal("a lease of a round whose outcome waits in the outbox started a second run")
 	}
 }

@@ -307,7 +307,7 @@ func (n *Node) applyLease(p *partition, e *shard.Event, origin string) {
 	si, sn := p.shard.BroadcastShard(e.Task)
 	if ok && n.External(run.Handler) {
 		n.dropExternal(e.Task)
-		if !n.claimLease(e.Task, e.Round, origin) {
+		if !n.claimLease(e.Task, e.Round, e.Expiry, origin) {
 			return
 		}
 		n.startExternal(e.Task, e.Round)
@@ -332,7 +332,7 @@ func (n *Node) applyLease(p *partition, e *shard.Event, origin string) {
 			n.pace.committed(n.now.Sub(at))
 		}
 	}
-	if !n.claimLease(e.Task, e.Round, origin) {
+	if !n.claimLease(e.Task, e.Round, e.Expiry, origin) {
 		if ours {
 			n.releaseLease(e.Task)
 		}

@@ -455,12 +455,20 @@ type claimed struct {
 // the retried task stayed RUNNING on it until its timeout.
 func (n *Node) claimGrant(t shard.TaskID, r shard.Round, expiry time.Time, from string) bool {
 	if prev, ok := n.started[t]; ok && prev.round >= r {
-		if prev.round > r || prev.expiry.Equal(expiry) || n.runPending(t, r) {
+		if !prev.other(r, expiry) || n.runPending(t, r) {
 			return false
 		}
 	}
 	n.setClaim(t, claimed{round: r, expiry: expiry, by: from})
 	return true
+}
+
+// other reports whether claim c is of another lease of round r than the
+// one expiring at expiry: the same round, both expiries known, and
+// different. A claim whose expiry is not known (a run started from this
+// node's own proposal) is taken for any lease of its round.
+func (c claimed) other(r shard.Round, expiry time.Time) bool {
+	return c.round == r && !c.expiry.IsZero() && !expiry.IsZero() && !c.expiry.Equal(expiry)
 }
 
 // runPending reports whether a run of task t in round r is under way here
@@ -485,18 +493,27 @@ func (n *Node) runPending(t shard.TaskID, r shard.Round) bool {
 // forever. That holds for a run of a later round under way too: its
 // outcome is stale against this lease, so the lease's own run starts and
 // supersedes it (startRun), whose outcome is then dropped here.
-func (n *Node) claimLease(t shard.TaskID, r shard.Round, origin string) bool {
+//
+// A grant's claim of round r with another expiry than this lease's was
+// another lease of that round, one that took nothing (claimGrant): this
+// lease starts unless that run is under way or its outcome waits in the
+// outbox.
+func (n *Node) claimLease(t shard.TaskID, r shard.Round, expiry time.Time, origin string) bool {
 	if cur, running := n.running[t]; running && cur == r {
 		return false
 	}
 	prev, ok := n.started[t]
 	if ok && prev.round >= r {
-		if prev.by == "" || prev.by == shard.HolderPeer(origin) {
+		other := prev.other(r, expiry)
+		if other && n.runPending(t, r) {
+			return false
+		}
+		if !other && (prev.by == "" || prev.by == shard.HolderPeer(origin)) {
 			return false
 		}
 		n.stats.StaleGrants++
 	}
-	n.setClaim(t, claimed{round: r})
+	n.setClaim(t, claimed{round: r, expiry: expiry})
 	return true
 }
 
