@@ -80,6 +80,10 @@ type HostileReport struct {
 	Crashes []string `json:"crashes,omitempty"`
 	// Logs holds the tail of each peer's output when a task did not finish.
 	Logs []string `json:"logs,omitempty"`
+	// History is the event history (GET /v1/tasks/{id}/events) of up to
+	// three tasks left unfinished, one line per event: what the log says
+	// happened to them.
+	History []string `json:"history,omitempty"`
 }
 
 // OK reports whether no peer crashed, nothing answered 500 and every
@@ -356,6 +360,8 @@ func (s *hostileState) finish(ctx context.Context, cl *Cluster, timeout time.Dur
 			canceled[id] = insist(ctx, cl, http.MethodPost, "/v1/groups/"+id+"/cancel", deadline)
 		}
 	}
+	var stuck []string
+	defer func() { s.rep.History = taskHistories(ctx, cl, stuck) }()
 	for _, id := range ids {
 		g, err := waitGroupTerminal(ctx, cl, id, deadline)
 		if err == nil && terminal(g.State) {
@@ -367,6 +373,9 @@ func (s *hostileState) finish(ctx context.Context, cl *Cluster, timeout time.Dur
 			for _, t := range g.Tasks {
 				if !terminal(t.State) {
 					why += fmt.Sprintf(", task %s %s (peer %q, round %d)", t.ID, t.State, t.Peer, t.Round)
+					if len(stuck) < 3 {
+						stuck = append(stuck, t.ID)
+					}
 					break
 				}
 			}
@@ -383,6 +392,37 @@ func (s *hostileState) finish(ctx context.Context, cl *Cluster, timeout time.Dur
 			s.rep.Unfinished = append(s.rep.Unfinished, id+": "+why)
 		}
 	}
+}
+
+// taskHistories returns the event history of each task in ids, one line
+// per event, from the first peer that answers.
+func taskHistories(ctx context.Context, cl *Cluster, ids []string) []string {
+	var out []string
+	for _, id := range ids {
+		var h struct {
+			Events []struct {
+				Seq   int    `json:"seq"`
+				Type  string `json:"type"`
+				At    string `json:"at"`
+				Round uint64 `json:"round"`
+				Peer  string `json:"peer"`
+				Error string `json:"error"`
+				By    string `json:"by"`
+			} `json:"events"`
+		}
+		err := errors.New("no peer")
+		for i := 0; i < cl.Len() && err != nil; i++ {
+			err = cl.Client(i).do(ctx, http.MethodGet, "/v1/tasks/"+url.PathEscape(id)+"/events", 0, nil, &h)
+		}
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s: history: %v", id, err))
+			continue
+		}
+		for _, e := range h.Events {
+			out = append(out, fmt.Sprintf("%s #%d %s %s round %d peer %q by %q error %q", id, e.Seq, e.At, e.Type, e.Round, e.Peer, e.By, e.Error))
+		}
+	}
+	return out
 }
 
 // insist sends a request without a body, to each peer in turn, until a
@@ -438,6 +478,9 @@ func (r *HostileReport) Print(w io.Writer) {
 	}
 	for _, s := range r.Internal {
 		fmt.Fprintf(w, "500: %s\n", s)
+	}
+	for _, h := range r.History {
+		fmt.Fprintf(w, "history: %s\n", h)
 	}
 	for _, l := range r.Logs {
 		fmt.Fprintf(w, "--- %s\n", l)
