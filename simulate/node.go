@@ -153,18 +153,21 @@ func (nd *simNode) restart() {
 }
 
 // scheduleWake schedules the node's next Tick at its NextDeadline, read
-// on its own clock, unless a wakeup no later is already scheduled. It runs
-// after every drain (every input and wakeup ends with one), so the
-// deadline is always that of the node's latest state; a wakeup found
-// superseded by an earlier one does nothing. A paused node gets none: its
-// resume ticks it.
+// on its own clock, unless a wakeup at that very time is already
+// scheduled. It runs after every drain (every input and wakeup ends with
+// one), so the deadline is always that of the node's latest state, as the
+// runtime's timer, reset at every loop iteration (peer/loop.go): a
+// deadline that moved later (a probe's ack arrived, so its indirect pings
+// are not due) moves the wakeup later too, and the wakeup it supersedes
+// does nothing when it fires. A paused node gets none: its resume ticks
+// it.
 func (nd *simNode) scheduleWake() {
 	if !nd.up || nd.paused {
 		return
 	}
 	d := min(max(nd.n.NextDeadline().Sub(nd.now()), 0), time.Hour)
 	at := nd.s.now + nd.clk.virtual(d)
-	if nd.wakeSet && nd.wakeGen == nd.gen && nd.wakeAt <= at && nd.wakeAt >= nd.s.now {
+	if nd.wakeSet && nd.wakeGen == nd.gen && nd.wakeAt == at {
 		return
 	}
 	nd.wakeAt, nd.wakeGen, nd.wakeSet = at, nd.gen, true

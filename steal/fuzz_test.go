@@ -80,13 +80,19 @@ func fuzzNext(t *testing.T, th *Thief, now time.Time, self Load) {
 	}
 }
 
-// fuzzCheck checks the Thief's bookkeeping: peers sorted by id without
-// duplicates or empty ids, and the counters consistent.
+// fuzzCheck checks the Thief's bookkeeping: peers without duplicates or
+// empty ids, each where the index says, the count of loaded peers right,
+// and the counters consistent.
 func fuzzCheck(t *testing.T, th *Thief) {
+	loaded := 0
 	for i, p := range th.peers {
-		if p.load.Peer == "" || (i > 0 && th.peers[i-1].load.Peer >= p.load.Peer) {
-			t.Fatalf("peers not sorted and unique at %d: %q", i, p.load.Peer)
+		if j, ok := th.byID[p.load.Peer]; p.load.Peer == "" || !ok || j != i {
+			t.Fatalf("peer %q at %d indexed at %d (%v)", p.load.Peer, i, j, ok)
 		}
+		loaded += b2i(p.load.Ready > 0)
+	}
+	if len(th.byID) != len(th.peers) || loaded != th.loaded {
+		t.Fatalf("index of %d for %d peers, %d loaded counted %d", len(th.byID), len(th.peers), loaded, th.loaded)
 	}
 	if s := th.Stats(); s.Granted+s.Refused+s.Expired > s.Asked+s.Granted+s.Refused || s.Asked < 0 {
 		t.Fatalf("Stats() = %+v", s)

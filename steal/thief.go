@@ -1,8 +1,6 @@
 package steal
 
 import (
-	"slices"
-	"strings"
 	"time"
 )
 
@@ -42,12 +40,18 @@ type peerState struct {
 // Config.Rand, so the same seed and inputs give the same decisions. It is
 // not safe for concurrent use; the peer's loop owns it.
 type Thief struct {
-	cfg     Config
-	peers   []peerState // known peers sorted by id: the draw order
-	asked   string      // victim of the outstanding request, "" if none
-	askedAt time.Time   // when the outstanding request was sent
-	cands   []int       // scratch for Next: indexes into peers
-	loaded  int         // peers whose load has READY tasks: none, Next and NextAt look no further
+	cfg Config
+	// peers are the known peers in the order they were first observed
+	// (a forgotten one's place goes to the last): the draw order, which
+	// depends only on the inputs. byID indexes them: a binary search over
+	// a sorted list cost each observation of a new peer a move of the
+	// list's tail, and a peer of a 5,000-peer mesh observes every other.
+	peers   []peerState
+	byID    map[string]int
+	asked   string    // victim of the outstanding request, "" if none
+	askedAt time.Time // when the outstanding request was sent
+	cands   []int     // scratch for Next: indexes into peers
+	loaded  int       // peers whose load has READY tasks: none, Next and NextAt look no further
 	stats   Stats
 	// sampleAt is when Sample may ask blind again (zero until it first
 	// has), sampleNext the wait after the next blind ask (0 = SampleMin).
@@ -62,14 +66,13 @@ func New(cfg Config) (*Thief, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Thief{cfg: cfg}, nil
+	return &Thief{cfg: cfg, byID: map[string]int{}}, nil
 }
 
-// find returns the index of peer in t.peers, or where it would go.
+// find returns the index of peer in t.peers.
 func (t *Thief) find(peer string) (int, bool) {
-	return slices.BinarySearchFunc(t.peers, peer, func(p peerState, id string) int {
-		return strings.Compare(p.load.Peer, id)
-	})
+	i, ok := t.byID[peer]
+	return i, ok
 }
 
 // Observe records a peer's load, from gossip or from a grant reply. It keeps
@@ -82,7 +85,8 @@ func (t *Thief) Observe(l Load) {
 	i, known := t.find(l.Peer)
 	switch {
 	case !known:
-		t.peers = slices.Insert(t.peers, i, peerState{load: l})
+		t.byID[l.Peer] = len(t.peers)
+		t.peers = append(t.peers, peerState{load: l})
 		t.loaded += b2i(l.Ready > 0)
 	case !l.At.Before(t.peers[i].load.At):
 		t.loaded += b2i(l.Ready > 0) - b2i(t.peers[i].load.Ready > 0)
@@ -102,7 +106,14 @@ func b2i(b bool) int {
 func (t *Thief) Forget(peer string) {
 	if i, ok := t.find(peer); ok {
 		t.loaded -= b2i(t.peers[i].load.Ready > 0)
-		t.peers = slices.Delete(t.peers, i, i+1)
+		last := len(t.peers) - 1
+		if i != last {
+			t.peers[i] = t.peers[last]
+			t.byID[t.peers[i].load.Peer] = i
+		}
+		t.peers[last] = peerState{}
+		t.peers = t.peers[:last]
+		delete(t.byID, peer)
 	}
 	if t.asked == peer {
 		t.asked = ""
@@ -249,8 +260,8 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-// pick draws the victim among the eligible peers, in sorted order so that
-// the draw depends only on the seed and the inputs.
+// pick draws the victim among the eligible peers, in the order of
+// t.peers, so that the draw depends only on the seed and the inputs.
 func (t *Thief) pick(now time.Time, self string) (int, bool) {
 	if t.loaded == 0 {
 		return 0, false
