@@ -225,4 +225,20 @@ func TestClaimsTellLeasesOfOneRound(t *testing.T) {
 	if h.n.claimLease("c.0", 1, y, "owner#1") {
 		t.Fatal("a lease of a round whose outcome waits in the outbox started a second run")
 	}
+	// The owner's own lease held back and lost, its run done and the
+	// outcome proposed: the lease proposed again for the round (another
+	// expiry) applies before the outcome, which is then accepted under it
+	// (simulate --workers 2 --seed 45 of the mixed workload with retries:
+	// a second run started in the Ready that reported the task SUCCEEDED).
+	if !h.n.claimLease("d.0", 1, x, h.n.Holder()) {
+		t.Fatal("a lease did not start")
+	}
+	h.n.localOut["d.0"] = shard.Outcome{Task: "d.0", Round: 1, Holder: h.n.Holder(), OK: true}
+	if h.n.claimLease("d.0", 1, y, h.n.Holder()) {
+		t.Fatal("a lease of a round whose outcome this owner proposed started a second run")
+	}
+	delete(h.n.localOut, "d.0") // the outcome applied, taking nothing
+	if !h.n.claimLease("d.0", 1, y, h.n.Holder()) {
+		t.Fatal("a lease of a round whose outcome took nothing did not start")
+	}
 }

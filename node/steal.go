@@ -471,10 +471,16 @@ func (c claimed) other(r shard.Round, expiry time.Time) bool {
 	return c.round == r && !c.expiry.IsZero() && !expiry.IsZero() && !c.expiry.Equal(expiry)
 }
 
-// runPending reports whether a run of task t in round r is under way here
-// or its outcome waits in the outbox for the owner.
+// runPending reports whether a run of task t in round r is under way here,
+// its outcome waits in the outbox for the owner, or this node, the owner,
+// proposed that outcome and it has not applied yet: in the log behind the
+// lease, it is the lease's (same task, round and holder), and if it
+// applies first it takes nothing and is forgotten (localOut).
 func (n *Node) runPending(t shard.TaskID, r shard.Round) bool {
 	if cur, running := n.running[t]; running && cur == r {
+		return true
+	}
+	if o, ok := n.localOut[t]; ok && o.Round == r {
 		return true
 	}
 	_, waiting := n.mesh.outbox[outboxKey(t, r)]
