@@ -201,6 +201,9 @@ func (m *metrics) ready(rd *node.Ready) {
 		m.schedLag.Observe(l.Seconds())
 	}
 	for _, c := range rd.Changes {
+		if c.Retried {
+			continue
+		}
 		m.finished.WithLabelValues(c.State.String()).Inc()
 	}
 }

@@ -49,6 +49,9 @@ func (ws *waiters) add(n *node.Node, w *waiter) {
 // wake releases the waiters of tasks and groups that changed.
 func (ws *waiters) wake(_ *node.Node, changes []shard.Change) {
 	for _, c := range changes {
+		if c.Retried {
+			continue // runnable again: its waiters wait for the outcome
+		}
 		if list, ok := ws.tasks[c.Task]; ok {
 			for _, w := range list {
 				close(w.done)

@@ -451,7 +451,7 @@ func (s *Shard) setState(t *task, st State) {
 	if !st.Terminal() {
 		return
 	}
-	c := Change{Task: t.idOr(s.evTask), Group: g.id, State: st}
+	c := Change{Task: t.idOr(s.evTask), Group: g.id, State: st, Retries: t.retries()}
 	if g.counts[Succeeded]+g.counts[Failed]+g.counts[Canceled] == len(g.tasks) {
 		g.state = groupOutcome(g)
 		g.finished = t.finished.time()

@@ -116,6 +116,22 @@ func (s *Shard) applyRetried(g *group, e *Event) {
 			s.release(t, e)
 		}
 	}
+	for _, i := range set {
+		t := g.tasks[i]
+		s.changes = append(s.changes, Change{Task: t.id(), Group: g.id, State: t.state, Retried: true, Retries: t.retries()})
+	}
+}
+
+// retries counts the committed retries in t's history (a plain history
+// has none).
+func (t *task) retries() int {
+	n := 0
+	for _, h := range t.history {
+		if h.typ == EvRetried {
+			n++
+		}
+	}
+	return n
 }
 
 // rearmable returns task idx and the dependents canceled because of it

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -251,6 +252,50 @@ func checkTerminalStable(t *testing.T, s *Shard, id GroupID, seen map[TaskID]Sta
 		delete(seen, tv.ID)
 		if tv.State.Terminal() {
 			seen[tv.ID] = tv.State
+		}
+	}
+}
+
+// A retry reports every task it re-arms (Change.Retried, with the task's
+// new state), and every change carries the retries the task had: the
+// outcomes of one task's runs are told apart by it.
+func TestRetryChangesCountRetries(t *testing.T) {
+	o := newOwner(t)
+	o.submit(GroupSpec{ID: "g", Mode: ModeDAG, Tasks: []TaskSpec{echo("a"), echo("b", "a")}})
+	o.runAll(func(id TaskID) bool { return id == "g.0" })
+	type key struct {
+		task    TaskID
+		state   State
+		retried bool
+		retries int
+	}
+	got := func() []key {
+		var out []key
+		for _, c := range o.s.TakeChanges() {
+			out = append(out, key{c.Task, c.State, c.Retried, c.Retries})
+		}
+		return out
+	}
+	if ch := got(); !slices.Equal(ch, []key{{"g.0", Failed, false, 0}, {"g.1", Canceled, false, 0}}) {
+		t.Fatalf("changes of the first run: %v", ch)
+	}
+	for round := 1; round <= 2; round++ {
+		if err := o.retry("g", "", ""); err != nil {
+			t.Fatal(err)
+		}
+		if ch := got(); !slices.Equal(ch, []key{{"g.0", Ready, true, round}, {"g.1", Pending, true, round}}) {
+			t.Fatalf("changes of retry %d: %v", round, ch)
+		}
+		if v, _ := o.s.Task("g.1"); v.Retries != round {
+			t.Fatalf("view after retry %d: Retries %d", round, v.Retries)
+		}
+		o.runAll(func(id TaskID) bool { return id == "g.0" && round == 1 })
+		want := []key{{"g.0", Failed, false, 1}, {"g.1", Canceled, false, 1}}
+		if round == 2 {
+			want = []key{{"g.0", Succeeded, false, 2}, {"g.1", Succeeded, false, 2}}
+		}
+		if ch := got(); !slices.Equal(ch, want) {
+			t.Fatalf("changes of the run after retry %d: %v", round, ch)
 		}
 	}
 }

@@ -188,8 +188,9 @@ type notifyState struct {
 	next      time.Time // earliest next attempt
 }
 
-// Change reports a task that reached a terminal state during Apply, or that
-// must stop running (canceled while RUNNING: Abort).
+// Change reports a task that reached a terminal state during Apply, that
+// must stop running (canceled while RUNNING: Abort), or that a retry made
+// runnable again (Retried: State is then PENDING or READY).
 type Change struct {
 	Task      TaskID
 	Group     GroupID
@@ -197,6 +198,11 @@ type Change struct {
 	Abort     bool   // the task was RUNNING under Holder and is now canceled
 	Holder    string // the holder of the aborted lease
 	GroupDone bool   // the group reached a terminal state with this change
+	Retried   bool   // a committed retry re-armed the task (not terminal)
+	// Retries is how many committed retries the task had when it changed:
+	// a terminal state holds until the next retry, so an observer tells
+	// the outcomes of one task's runs apart by it.
+	Retries int
 }
 
 // Shard is the state of the groups of one partition: a deterministic fold of
@@ -413,7 +419,7 @@ func (t *task) view() TaskView {
 		Mode: t.g.spec.Mode, Stage: int(t.stage), Item: int(t.item), Require: t.pol.Require, Pin: t.pol.Pin,
 		Attempt: int(t.attempt), Round: t.round, Holder: t.holder, Result: t.result,
 		Error: t.err, CreatedAt: t.g.created, StartedAt: t.started.time(),
-		FinishedAt: t.finished.time(), NotBefore: t.notBefore.time(),
+		FinishedAt: t.finished.time(), NotBefore: t.notBefore.time(), Retries: t.retries(),
 	}
 	if deps := t.deps(); len(deps) > 0 {
 		v.Deps = make([]TaskID, len(deps))

@@ -48,6 +48,7 @@ type TaskView struct {
 	Priority   int32
 	State      State
 	Attempt    int    // handler attempts that finished (succeeded or failed)
+	Retries    int    // committed retries (Retry): State and Result are of the runs since the last
 	Round      Round  // current lease round (0 = never leased)
 	Holder     string // holder of the current or last lease
 	Result     []byte // SUCCEEDED: the handler's result

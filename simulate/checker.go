@@ -14,7 +14,7 @@ import (
 // The invariants (docs/design.md "Guarantees"); a Violation names one of them.
 const (
 	invLost     = "1-lost"       // an acknowledged group is never lost
-	invOutcome  = "2-outcome"    // one accepted outcome per task; terminal never changes
+	invOutcome  = "2-outcome"    // one accepted outcome per task; terminal never changes (but by a retry)
 	invDeps     = "3-deps"       // no start before every dependency succeeded
 	invIdem     = "4-idempotent" // same key: same ids, nothing created
 	invReplicas = "5-replicas"   // replicas of a partition at the same applied index agree (mesh.go)
@@ -37,6 +37,20 @@ type taskRec struct {
 	result    []byte
 	hasResult bool
 	at        time.Duration // when first observed terminal
+	// retries is the committed retries seen (shard.Change.Retries): state
+	// and result are of the runs since the last. A retry re-arms only a
+	// FAILED or CANCELED task, so invariant 2 holds per retry: past keeps
+	// what each earlier one ended in, for replicas that report late.
+	retries int
+	past    []outcomeRec
+}
+
+// outcomeRec is the terminal state (and result) of a task's runs between
+// two retries; state 0 when none was observed.
+type outcomeRec struct {
+	state     shard.State
+	result    []byte
+	hasResult bool
 }
 
 // groupRec is what the checker knows of one submitted group.
@@ -66,6 +80,7 @@ type checker struct {
 	firstSubmit time.Duration
 	lastDone    time.Duration
 	accepted    int // outcomes the owner proposed
+	rearmed     int // task runs re-armed by a committed retry (retried)
 	stale       int // outcomes refused by fencing (or unavailable)
 	dupExec     int
 	doubleAcc   int
@@ -195,10 +210,60 @@ func (c *checker) changes(nd *simNode, cs []shard.Change) {
 			c.s.fail(invOutcome, fmt.Sprintf("n%d reports %s %v, a task nobody submitted", nd.idx, ch.Task, ch.State))
 			return
 		}
-		if !ch.State.Terminal() {
-			continue
+		if ch.Retries > t.retries {
+			if c.retried(nd, t, ch.Retries); c.s.viol != nil {
+				return
+			}
 		}
-		c.observe(nd, t, ch.State)
+		switch {
+		case ch.Retried || !ch.State.Terminal():
+		case ch.Retries < t.retries:
+			c.observePast(nd, t, ch.Retries, ch.State)
+		default:
+			c.observe(nd, t, ch.State)
+		}
+		if c.s.viol != nil {
+			return
+		}
+	}
+}
+
+// retried moves t past its committed retry r: the runs before it ended
+// FAILED or CANCELED (a SUCCEEDED task is never retried), or were not
+// observed to end, and t is unfinished again.
+func (c *checker) retried(nd *simNode, t *taskRec, r int) {
+	if t.state == shard.Succeeded {
+		c.doubleAcc++
+		c.s.fail(invOutcome, fmt.Sprintf("n%d retries %s (retry %d), observed SUCCEEDED at %v", nd.idx, t.id, r, t.at))
+		return
+	}
+	for len(t.past) < r {
+		t.past = append(t.past, outcomeRec{})
+	}
+	t.past[t.retries] = outcomeRec{state: t.state, result: t.result, hasResult: t.hasResult}
+	if t.state != 0 {
+		c.outstanding++
+		if t.g.left++; t.g.left == 1 {
+			c.head = 0 // liveness looks for the oldest unfinished group again
+		}
+	}
+	t.retries, t.state, t.result, t.hasResult, t.at = r, 0, nil, false, 0
+	c.rearmed++
+}
+
+// observePast checks a late report (a replica behind) of how t's runs
+// before retry r ended against what was observed then.
+func (c *checker) observePast(nd *simNode, t *taskRec, r int, st shard.State) {
+	p := &t.past[r]
+	switch {
+	case st == shard.Succeeded:
+		c.doubleAcc++
+		c.s.fail(invOutcome, fmt.Sprintf("n%d: %s is SUCCEEDED before its retry %d", nd.idx, t.id, r+1))
+	case p.state == 0:
+		p.state = st
+	case p.state != st:
+		c.doubleAcc++
+		c.s.fail(invOutcome, fmt.Sprintf("n%d: %s is %v before its retry %d, observed %v", nd.idx, t.id, st, r+1, p.state))
 	}
 }
 
@@ -207,7 +272,9 @@ func (c *checker) changes(nd *simNode, cs []shard.Change) {
 func (c *checker) observe(nd *simNode, t *taskRec, st shard.State) {
 	var res []byte
 	has := false
-	if v, err := nd.n.Task(t.id); err == nil {
+	if v, err := nd.n.Task(t.id); err == nil && v.Retries == t.retries {
+		// (A read after a later retry, applied in the same Ready, tells
+		// nothing about this one.)
 		if !v.State.Terminal() {
 			c.s.fail(invOutcome, fmt.Sprintf("n%d: %s reported %v but reads %v", nd.idx, t.id, st, v.State))
 			return

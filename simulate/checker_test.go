@@ -84,3 +84,48 @@ func TestScheduleCheckerCatches(t *testing.T) {
 		}
 	}
 }
+
+// A retry makes a FAILED or CANCELED task unfinished again (invariant 2
+// holds between retries), never a SUCCEEDED one; a replica behind reports
+// the runs before a retry as they were observed, or it breaks invariant 2.
+func TestCheckerRetries(t *testing.T) {
+	spec := &shard.GroupSpec{ID: "g1", Mode: shard.ModeParallel, Tasks: []shard.TaskSpec{{Handler: "echo"}}}
+	id := shard.TaskIDOf("g1", 0)
+	retried := shard.Change{Task: id, Group: "g1", State: shard.Ready, Retried: true, Retries: 1}
+	for _, tt := range []struct {
+		name     string
+		observed shard.State // before the retry
+		late     shard.State // a late report of the runs before it (0: none)
+		ok       bool
+	}{
+		{"failed, retried", shard.Failed, 0, true},
+		{"canceled, retried, reported late", shard.Canceled, shard.Canceled, true},
+		{"never observed, retried, reported late", 0, shard.Failed, true},
+		{"succeeded, retried", shard.Succeeded, 0, false},
+		{"failed, retried, reported late as canceled", shard.Failed, shard.Canceled, false},
+		{"failed, retried, reported late as succeeded", 0, shard.Succeeded, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &sim{}
+			s.chk = newChecker(s)
+			c := s.chk
+			c.register(spec)
+			task := c.tasks[id]
+			if tt.observed != 0 {
+				task.state = tt.observed
+				c.outstanding--
+				task.g.left--
+			}
+			c.changes(&simNode{}, []shard.Change{retried})
+			if s.viol == nil && (c.outstanding != 1 || task.g.left != 1 || task.state != 0 || task.retries != 1) {
+				t.Fatalf("after the retry: outstanding %d left %d state %v retries %d", c.outstanding, task.g.left, task.state, task.retries)
+			}
+			if tt.late != 0 && s.viol == nil {
+				c.changes(&simNode{}, []shard.Change{{Task: id, Group: "g1", State: tt.late}})
+			}
+			if got := s.viol == nil; got != tt.ok {
+				t.Fatalf("violation %v; want ok=%v", s.viol, tt.ok)
+			}
+		})
+	}
+}

@@ -23,6 +23,7 @@ const (
 	opSchedPause
 	opSchedResume
 	opSchedDelete
+	opRetry
 )
 
 // op is one client operation, retried until it gets an answer. A submit's
@@ -31,7 +32,8 @@ type op struct {
 	kind   opKind
 	spec   *shard.GroupSpec // submit
 	group  shard.GroupID
-	task   shard.TaskID  // cancel: "" cancels the whole group
+	task   shard.TaskID  // cancel, retry: "" for the whole group
+	key    string        // retry: its idempotency key (the op's sends are one retry)
 	repeat bool          // a deliberate repeat of an acknowledged keyed submit
 	first  time.Duration // first send
 	try    int           // sends so far; a reply or timeout of an older try is stale
@@ -59,8 +61,9 @@ type response struct {
 	reply node.Reply
 }
 
-// client submits the workload's groups, repeats keyed ones, cancels some,
-// and retries every request until it is answered.
+// client submits the workload's groups, repeats keyed ones, cancels and
+// retries some (opRetry: a request to run FAILED and CANCELED tasks again),
+// and sends every request again until it is answered.
 type client struct {
 	s        *sim
 	arrivals []arrival
@@ -201,7 +204,8 @@ func (c *client) schedAck(o *op, err error) {
 	}
 }
 
-// afterAck plans the repeat and the cancel the workload asked for.
+// afterAck plans the repeat, the cancel and the retry the workload asked
+// for.
 func (c *client) afterAck(o *op) {
 	a := o.plan
 	if a.repeat > 0 {
@@ -221,6 +225,21 @@ func (c *client) afterAck(o *op) {
 				t = shard.TaskIDOf(a.spec.ID, a.cancelTask)
 			}
 			c.issue(&op{kind: opCancel, group: a.spec.ID, task: t, first: c.s.now})
+		})
+	}
+	for i, l := range a.later {
+		c.inflight++
+		c.s.after(l.after, func() {
+			c.inflight--
+			t := shard.TaskID("")
+			if l.task >= 0 {
+				t = shard.TaskIDOf(a.spec.ID, l.task)
+			}
+			o := &op{kind: l.kind, group: a.spec.ID, task: t, first: c.s.now}
+			if l.kind == opRetry {
+				o.key = fmt.Sprintf("retry-%s-%d", a.spec.ID, i)
+			}
+			c.issue(o)
 		})
 	}
 }

@@ -123,7 +123,37 @@ func (g *gen) mixedGroup(left int) (arrival, time.Duration) {
 			a.cancelTask = g.rng.IntN(size)
 		}
 	}
+	// Retries of the group or one task: after its cancel, or once its
+	// tasks may have failed, and then now and then canceled and retried
+	// again. What a retry re-arms (FAILED and CANCELED tasks, and the
+	// dependents canceled with them) runs again under the same ids.
+	at := a.cancel
+	switch {
+	case a.cancel > 0 && g.rng.IntN(4) > 0:
+	case g.rng.IntN(8) == 0:
+		at = time.Duration(g.rng.Int64N(int64(g.scale(2 * time.Second))))
+	default:
+		return a, work
+	}
+	for {
+		at += time.Duration(1 + g.rng.Int64N(int64(g.scale(time.Second))))
+		a.later = append(a.later, laterOp{after: at, kind: opRetry, task: g.pick(size)})
+		if g.rng.IntN(3) > 0 {
+			break
+		}
+		at += time.Duration(1 + g.rng.Int64N(int64(g.scale(300*time.Millisecond))))
+		a.later = append(a.later, laterOp{after: at, kind: opCancel, task: g.pick(size)})
+	}
 	return a, work
+}
+
+// pick returns a task index of a group of size tasks, or -1 (the group)
+// half the time.
+func (g *gen) pick(size int) int {
+	if g.rng.IntN(2) == 0 {
+		return -1
+	}
+	return g.rng.IntN(size)
 }
 
 func (g *gen) mixedTask(b behaviour, i int) shard.TaskSpec {

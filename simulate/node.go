@@ -298,6 +298,8 @@ func (nd *simNode) handleRequest(r *request) {
 		nd.n.Submit(req, cloneSpec(o.spec))
 	case opCancel:
 		nd.n.Cancel(req, o.group, o.task, "simulate")
+	case opRetry:
+		nd.n.Retry(req, o.group, o.task, "simulate", o.key)
 	case opSchedSet:
 		sp := *o.sched.plan.spec
 		sp.Group.Tasks = slices.Clone(sp.Group.Tasks)

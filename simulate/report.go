@@ -89,8 +89,11 @@ type Report struct {
 	Runs            uint64  `json:"runs"`
 	// Refused counts handler outcomes the owner refused (stale round:
 	// fencing) or could not take.
-	Refused  int    `json:"refused"`
-	Retries  int    `json:"client_retries"`
+	Refused int `json:"refused"`
+	Retries int `json:"client_retries"`
+	// Rearmed counts task runs a committed retry (Node.Retry) re-armed:
+	// a FAILED or CANCELED task made runnable again, each retry once.
+	Rearmed  int    `json:"rearmed,omitempty"`
 	Crashes  uint64 `json:"crashes"`
 	Restarts uint64 `json:"restarts"`
 	Pauses   uint64 `json:"pauses"`
@@ -159,7 +162,7 @@ func (s *sim) report() Report {
 	r := Report{
 		Seed: s.cfg.Seed, Options: s.cfg.String(), Violations: []Violation{}, Lost: c.lost,
 		DoubleAccepted: c.doubleAcc, DuplicateExecutions: c.dupExec, Messages: s.net.sent, Steals: c.steals,
-		Groups: len(c.order), Tasks: len(c.tasks), Runs: s.st.runs, Refused: c.stale, Retries: s.cl.retries,
+		Groups: len(c.order), Tasks: len(c.tasks), Runs: s.st.runs, Refused: c.stale, Retries: s.cl.retries, Rearmed: c.rearmed,
 		Crashes: s.st.crashes, Restarts: s.st.restarts, Pauses: s.st.pauses, Syncs: s.st.syncs, Wakeups: s.st.wakeups,
 		ScheduleHours: c.scheduleHours(), Firings: c.firings, OverlapSkips: c.skips, TicksChecked: c.ticksOK,
 		SimSeconds: s.now.Seconds(), Hash: fmt.Sprintf("%016x", s.hash.Sum64()),
@@ -272,7 +275,7 @@ func (r *Report) Text() string {
 	for _, v := range r.Violations {
 		fmt.Fprintf(&b, "VIOLATION %s\n", v)
 	}
-	fmt.Fprintf(&b, "groups %d tasks %d runs %d refused %d client_retries %d\n", r.Groups, r.Tasks, r.Runs, r.Refused, r.Retries)
+	fmt.Fprintf(&b, "groups %d tasks %d runs %d refused %d client_retries %d rearmed %d\n", r.Groups, r.Tasks, r.Runs, r.Refused, r.Retries, r.Rearmed)
 	fmt.Fprintf(&b, "lost %d double_accepted %d duplicate_executions %d steals %d\n", r.Lost, r.DoubleAccepted, r.DuplicateExecutions, r.Steals)
 	if r.PlacementChecks > 0 || r.Broadcasts > 0 || r.LeftPinnedFailed > 0 {
 		fmt.Fprintf(&b, "placement_checks %d broadcasts %d left_pinned_failed %d\n", r.PlacementChecks, r.Broadcasts, r.LeftPinnedFailed)

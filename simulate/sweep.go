@@ -34,6 +34,11 @@ func (c *checker) reread(nd *simNode, t *taskRec) int {
 		return -1
 	case err != nil:
 		return -1
+	case v.Retries != t.retries:
+		// The node is a retry behind (its report of it is still to
+		// come), or the run ends with a retry the checker saw applied
+		// elsewhere: the last retry's runs are checked where they are.
+		return -1
 	case t.state != 0 && v.State != t.state:
 		c.doubleAcc++
 		c.s.fail(invOutcome, fmt.Sprintf("n%d: %s reads %v, observed %v at %v", nd.idx, t.id, v.State, t.state, t.at))
@@ -56,6 +61,10 @@ func (c *checker) final() {
 			continue
 		}
 		for _, t := range g.tasks {
+			if v, err := nd.n.Task(t.id); err == nil && v.Retries != t.retries {
+				c.s.fail(invOutcome, fmt.Sprintf("n%d serves %s with %d retries applied at the end; %d were reported", nd.idx, t.id, v.Retries, t.retries))
+				return
+			}
 			attempts := c.reread(nd, t)
 			if c.s.viol != nil {
 				return
@@ -98,6 +107,8 @@ func checkHistory(evs []shard.TaskEvent) string {
 			}
 		case shard.EvCanceled:
 			final = e.Type
+		case shard.EvRetried:
+			final = 0 // runs again
 		}
 	}
 	return ""

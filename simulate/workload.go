@@ -26,6 +26,9 @@ type arrival struct {
 	repeat     time.Duration // > 0: submit the same key again this long after the ack
 	cancel     time.Duration // > 0: cancel this long after the ack
 	cancelTask int           // the task index to cancel; -1 cancels the group
+	// later are cancels and retries (opRetry: FAILED and CANCELED tasks
+	// run again) at their times after the ack.
+	later []laterOp
 }
 
 // workload is the client's plan for a run.
@@ -234,4 +237,11 @@ func (w *workload) delay(d time.Duration) {
 			p.deleteAt += d
 		}
 	}
+}
+
+// laterOp is a cancel or retry an arrival plans after its ack.
+type laterOp struct {
+	after time.Duration
+	kind  opKind // opCancel or opRetry
+	task  int    // the task index; -1 for the whole group
 }
