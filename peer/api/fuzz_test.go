@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/needle-mesh/needle/shard"
@@ -26,6 +28,12 @@ func FuzzDecodeGroup(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		spec, err := DecodeGroup(bytes.NewReader(body), testLimits())
+		// Parsed in one pass or task by task, a body decodes the same.
+		slow, slowTo, slowErr := decodeGroupData(body, testLimits().withDefaults(), false)
+		fast, fastTo, fastErr := decodeGroupData(body, testLimits().withDefaults(), true)
+		if fmt.Sprint(fastErr) != fmt.Sprint(slowErr) || fastTo != slowTo || !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("one pass: %+v, %q, %v; task by task: %+v, %q, %v", fast, fastTo, fastErr, slow, slowTo, slowErr)
+		}
 		if err != nil {
 			var fe *FieldError
 			if !errors.As(err, &fe) {
