@@ -148,8 +148,33 @@ func (m *mesh) alone(p *partition) bool {
 // the partitions this node serves.
 // It reads only the partitions dueParts marks, and unmarks those with
 // nothing pending (no timer, no webhook): a shard marks itself again
-// when that changes.
+// when that changes. The answer is cached (Node.timers): it may be early
+// (a timer that fired, a partition no longer served), never late.
 func (n *Node) shardTimers() (at time.Time, ok bool) {
+	c := &n.timers
+	if c.known && len(c.stale) <= maxStaleTimers {
+		// A shard's timers only get earlier by what it says (OnDue): the
+		// earliest is the cached one or one of those.
+		for _, i := range c.stale {
+			if p := n.parts[i]; p != nil && p.serving {
+				if t, due := p.shard.NextDue(); due && (!c.ok || t.Before(c.at)) {
+					c.at, c.ok = t, true
+				}
+			}
+		}
+	} else {
+		c.at, c.ok = n.walkTimers()
+	}
+	c.known, c.stale = true, c.stale[:0]
+	return c.at, c.ok
+}
+
+// maxStaleTimers is how many shards' word shardTimers takes before it
+// walks them all instead.
+const maxStaleTimers = 16
+
+// walkTimers is shardTimers without the cache.
+func (n *Node) walkTimers() (at time.Time, ok bool) {
 	for w, word := range n.dueParts {
 		for word != 0 {
 			b := bits.TrailingZeros64(word)

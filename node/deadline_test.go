@@ -95,3 +95,40 @@ func TestNextDeadlineTimers(t *testing.T) {
 		t.Errorf("%d wakeups in 30 s; want about one per heartbeat plus the timers", wakes)
 	}
 }
+
+// TestShardTimersCacheNeverLate: the cached earliest shard timer is never
+// later than a walk over every partition finds, as timers are armed in
+// other partitions (delays of all lengths), fire, and groups finish and
+// are removed; and a timer armed earlier than the cached one is seen at
+// once.
+func TestShardTimersCacheNeverLate(t *testing.T) {
+	h := newHarness(t, 16)
+	h.tick(10 * time.Millisecond)
+	check := func(what string) {
+		t.Helper()
+		at, ok := h.n.shardTimers()
+		fresh, fok := h.n.walkTimers()
+		if fok && (!ok || at.After(fresh)) {
+			t.Fatalf("%s: cached earliest timer %v (%v), a walk finds %v", what, at, ok, fresh)
+		}
+	}
+	for i := range 40 {
+		delay := time.Duration(40-i) * 250 * time.Millisecond // each earlier than the last
+		h.submit(shard.GroupSpec{ID: shard.GroupID("d" + string(rune('a'+i%26)) + string(rune('a'+i/26))), Mode: shard.ModeSingle,
+			Tasks: []shard.TaskSpec{{Handler: "echo", Delay: delay}}})
+		check("after a submission")
+		if at, ok := h.n.shardTimers(); !ok || at.After(h.now.Add(delay)) {
+			t.Fatalf("submission %d: earliest timer %v (%v); want by %v", i, at, ok, h.now.Add(delay))
+		}
+		if i%5 == 0 {
+			h.wake()
+			h.step()
+			check("after a wakeup")
+		}
+	}
+	for range 50 {
+		h.wake()
+		h.step()
+		check("after a wakeup")
+	}
+}

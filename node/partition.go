@@ -95,7 +95,12 @@ func (n *Node) openPartition(p int, ps wal.PartitionState, bootstrap bool) (*par
 	scfg.Rand = rand.New(rand.NewPCG(n.cfg.Rand.Uint64(), uint64(p)))
 	scfg.Expand = n.ExpandBroadcast // scheduled broadcasts, from this node's view
 	scfg.OnReady = func(on bool) { n.readyParts.set(p, on) }
-	scfg.OnDue = func() { n.dueParts.set(p, true) }
+	scfg.OnDue = func() {
+		n.dueParts.set(p, true)
+		if len(n.timers.stale) <= maxStaleTimers { // past it, the next read walks
+			n.timers.stale = append(n.timers.stale, p)
+		}
+	}
 	sh, err := shard.New(scfg)
 	if err != nil {
 		return nil, err

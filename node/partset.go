@@ -84,6 +84,9 @@ func (n *Node) CheckPartSets() error {
 		if !p.quiesced && !n.loud.has(i) {
 			return fmt.Errorf("partition %d is not quiesced but is not marked loud", i)
 		}
+		if at, due := p.shard.NextDue(); due && p.serving && n.timers.known && (!n.timers.ok || n.timers.at.After(at)) {
+			return fmt.Errorf("partition %d has a timer due at %v but the earliest cached is %v (%v)", i, at, n.timers.at, n.timers.ok)
+		}
 	}
 	return nil
 }

@@ -388,6 +388,7 @@ func (n *Node) stopServing(p *partition) {
 		return
 	}
 	p.serving = false
+	n.timers.known = false
 	props := append(n.takeHeld(p), p.props...)
 	p.props = nil
 	n.proposalDropped(p, props)
