@@ -220,28 +220,29 @@ func (c *client) afterAck(o *op) {
 		c.inflight++
 		c.s.after(a.cancel, func() {
 			c.inflight--
-			t := shard.TaskID("")
-			if a.cancelTask >= 0 {
-				t = shard.TaskIDOf(a.spec.ID, a.cancelTask)
-			}
-			c.issue(&op{kind: opCancel, group: a.spec.ID, task: t, first: c.s.now})
+			c.issue(&op{kind: opCancel, group: a.spec.ID, task: taskAt(a.spec.ID, a.cancelTask), first: c.s.now})
 		})
 	}
 	for i, l := range a.later {
 		c.inflight++
 		c.s.after(l.after, func() {
 			c.inflight--
-			t := shard.TaskID("")
-			if l.task >= 0 {
-				t = shard.TaskIDOf(a.spec.ID, l.task)
-			}
-			o := &op{kind: l.kind, group: a.spec.ID, task: t, first: c.s.now}
+			o := &op{kind: l.kind, group: a.spec.ID, task: taskAt(a.spec.ID, l.task), first: c.s.now}
 			if l.kind == opRetry {
 				o.key = fmt.Sprintf("retry-%s-%d", a.spec.ID, i)
 			}
 			c.issue(o)
 		})
 	}
+}
+
+// taskAt returns the id of task i of group g, "" (the whole group) for
+// i < 0.
+func taskAt(g shard.GroupID, i int) shard.TaskID {
+	if i < 0 {
+		return ""
+	}
+	return shard.TaskIDOf(g, i)
 }
 
 func (c *client) issue(o *op) {
