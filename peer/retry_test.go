@@ -15,7 +15,7 @@ import (
 
 // TestRetryRealPeer: a dag whose first task fails permanently is retried
 // through the API; the task runs again (attempt 2) and succeeds, its
-// canceled dependent runs, the group succeeds; the retry is audited, a
+// canceled dependent runs, the group succeeds, both say one retry; the retry is audited, a
 // repeated key does nothing, and refusals name the state or the id.
 func TestRetryRealPeer(t *testing.T) {
 	p, c, _ := startPeer(t, t.TempDir(), 2)
@@ -47,6 +47,10 @@ func TestRetryRealPeer(t *testing.T) {
 	g, err = c.GetGroup(ctx, res.Group, 10*time.Second)
 	if err != nil || g.State != "SUCCEEDED" || g.Tasks[0].Attempt != 2 {
 		t.Fatalf("group after retry = %+v, %v; want SUCCEEDED, a at attempt 2", g, err)
+	}
+	// Both were re-armed by the one retry (b was canceled with a).
+	if g.Tasks[0].Retries != 1 || g.Tasks[1].Retries != 1 {
+		t.Fatalf("retries after one retry: a %d, b %d; want 1 each", g.Tasks[0].Retries, g.Tasks[1].Retries)
 	}
 	if tk, err := c.RetryTask(ctx, a, "fix-1"); err != nil || tk.State != "SUCCEEDED" {
 		t.Fatalf("repeated key = %+v, %v; want the current state, nothing done", tk, err)

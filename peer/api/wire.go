@@ -111,11 +111,12 @@ type Task struct {
 	Handler    string          `json:"handler"`
 	State      string          `json:"state"` // PENDING READY RUNNING WAITING SUCCEEDED FAILED CANCELED
 	Priority   int32           `json:"priority"`
-	Attempt    int             `json:"attempt"` // handler attempts that finished
-	Round      uint64          `json:"round"`   // current lease round, 0 = never leased
-	Peer       string          `json:"peer"`    // holder of the current or last lease
-	Result     json.RawMessage `json:"result"`  // SUCCEEDED: the handler's result, else null
-	Error      *string         `json:"error"`   // FAILED / CANCELED: why, else null
+	Attempt    int             `json:"attempt"`           // handler attempts that finished
+	Round      uint64          `json:"round"`             // current lease round, 0 = never leased
+	Retries    int             `json:"retries,omitempty"` // committed retries (POST .../retry); state and result are of the runs since the last
+	Peer       string          `json:"peer"`              // holder of the current or last lease
+	Result     json.RawMessage `json:"result"`            // SUCCEEDED: the handler's result, else null
+	Error      *string         `json:"error"`             // FAILED / CANCELED: why, else null
 	Deps       []string        `json:"deps,omitempty"`
 	CreatedAt  *time.Time      `json:"created_at"`
 	StartedAt  *time.Time      `json:"started_at"`
@@ -238,6 +239,7 @@ func NewTask(v shard.TaskView) Task {
 		Priority:   v.Priority,
 		Attempt:    v.Attempt,
 		Round:      uint64(v.Round),
+		Retries:    v.Retries,
 		Peer:       shard.HolderPeer(v.Holder),
 		CreatedAt:  timePtr(v.CreatedAt),
 		StartedAt:  timePtr(v.StartedAt),
