@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/raft/v3/raftpb"
+
 	"github.com/needle-mesh/needle/shard"
 	"github.com/needle-mesh/needle/wal"
 )
@@ -366,5 +368,26 @@ func TestSnapshotsBoundLogBytes(t *testing.T) {
 	}
 	if kept := h.n.parts[0].logBytes; kept >= 2*snapshotLogBytes {
 		t.Errorf("%d bytes of log kept since the last snapshot; want under %d", kept, 2*snapshotLogBytes)
+	}
+}
+
+// A draining node that is an outgoing voter of a joint configuration is
+// not drained: the partition cannot leave it without its vote.
+func TestDrainWaitsForJointConfiguration(t *testing.T) {
+	h := newHarness(t, 2)
+	h.tick(10 * time.Millisecond)
+	h.n.Drain()
+	if done, what := h.n.Drained(); !done {
+		t.Fatalf("a lone idle node draining: Drained() = false, %q", what)
+	}
+	p := h.n.parts[h.n.held[0]]
+	conf := p.conf
+	p.conf = &pb.ConfState{Voters: []uint64{h.n.raftID, 7, 8}, VotersOutgoing: []uint64{h.n.raftID}}
+	if done, what := h.n.Drained(); done || what != "a configuration change needs its vote" {
+		t.Fatalf("outgoing voter of a joint configuration: Drained() = %v, %q", done, what)
+	}
+	p.conf = conf
+	if done, _ := h.n.Drained(); !done {
+		t.Fatal("not drained after the joint configuration was left")
 	}
 }
