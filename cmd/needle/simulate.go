@@ -227,7 +227,8 @@ func progressPrinter(w io.Writer) func(simulate.Progress) {
 
 // heapProfiler returns a Progress hook that calls next (if any) and writes
 // a heap profile to path whenever the heap in use is a tenth above the
-// largest seen so far: at the end, the profile of about the run's peak.
+// largest live heap seen so far, collected first: at the end, the profile
+// of about the run's peak of live heap.
 // Errors are printed once to stderr; the run goes on.
 func heapProfiler(path string, next func(simulate.Progress)) func(simulate.Progress) {
 	var peak uint64
@@ -239,6 +240,13 @@ func heapProfiler(path string, next func(simulate.Progress)) func(simulate.Progr
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		if failed || ms.HeapInuse < peak+peak/10 {
+			return
+		}
+		// A heap profile is of the last collection, which may be two
+		// cycles old: collect first, and keep what is live as the peak.
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		if ms.HeapInuse < peak {
 			return
 		}
 		peak = ms.HeapInuse
