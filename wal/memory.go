@@ -287,8 +287,14 @@ func (mp *memPart) DropEntries(from, to uint64) error {
 	return nil
 }
 
+// PutSnapshot keeps a copy of the snapshot's metadata and its data itself,
+// as PutEntries keeps entries: nothing modifies a snapshot's data once it
+// is made or received, and a copy of every replica's last snapshot was
+// 98 MB at 1,000 peers x 1,000,000 tasks. Load still returns a copy.
 func (mp *memPart) PutSnapshot(s *raftpb.Snapshot) error {
-	mp.snap = proto.Clone(s).(*raftpb.Snapshot)
+	c := proto.Clone(&raftpb.Snapshot{Metadata: s.Metadata}).(*raftpb.Snapshot)
+	c.Data = s.Data
+	mp.snap = c
 	return nil
 }
 
