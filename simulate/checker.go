@@ -31,18 +31,37 @@ const (
 type taskRec struct {
 	id        shard.TaskID
 	g         *groupRec
-	deps      []*taskRec // must be SUCCEEDED before any run
-	runs      int
-	state     shard.State // terminal state first observed; 0 before
+	more      *taskMore // its dependencies and earlier retries; nil: none (most tasks)
 	result    []byte
-	hasResult bool
 	at        time.Duration // when first observed terminal
-	// retries is the committed retries seen (shard.Change.Retries): state
-	// and result are of the runs since the last. A retry re-arms only a
-	// FAILED or CANCELED task, so invariant 2 holds per retry: past keeps
-	// what each earlier one ended in, for replicas that report late.
-	retries int
-	past    []outcomeRec
+	runs      int
+	retries   int         // the committed retries seen (shard.Change.Retries)
+	state     shard.State // terminal state first observed; 0 before
+	hasResult bool
+}
+
+// taskMore is what few tasks have, behind one pointer: a million tasks
+// are the checker's largest item. state and result are of the runs since
+// the last retry. A retry re-arms only a FAILED or CANCELED task, so
+// invariant 2 holds per retry: past keeps what each earlier one ended
+// in, for replicas that report late.
+type taskMore struct {
+	deps []*taskRec // must be SUCCEEDED before any run
+	past []outcomeRec
+}
+
+func (t *taskRec) deps() []*taskRec {
+	if t.more == nil {
+		return nil
+	}
+	return t.more.deps
+}
+
+func (t *taskRec) moreOf() *taskMore {
+	if t.more == nil {
+		t.more = &taskMore{}
+	}
+	return t.more
 }
 
 // outcomeRec is the terminal state (and result) of a task's runs between
@@ -73,9 +92,9 @@ type checker struct {
 	groups      map[shard.GroupID]*groupRec
 	order       []*groupRec // registration order
 	head        int         // order[:head] are all terminal
-	tasks       map[shard.TaskID]*taskRec
-	terminal    []*taskRec // observed terminal, for sampled re-reads
-	outstanding int        // tasks of registered groups not yet terminal
+	ntasks      int         // tasks registered (task finds them through their groups)
+	terminal    []*taskRec  // observed terminal, for sampled re-reads
+	outstanding int         // tasks of registered groups not yet terminal
 	latencies   []time.Duration
 	firstSubmit time.Duration
 	lastDone    time.Duration
@@ -117,7 +136,7 @@ type unseenRun struct {
 }
 
 func newChecker(s *sim) *checker {
-	return &checker{s: s, groups: map[shard.GroupID]*groupRec{}, tasks: map[shard.TaskID]*taskRec{}, firstSubmit: -1,
+	return &checker{s: s, groups: map[shard.GroupID]*groupRec{}, firstSubmit: -1,
 		hooked: map[shard.GroupID]int{}}
 }
 
@@ -131,12 +150,15 @@ func (c *checker) register(spec *shard.GroupSpec) {
 	}
 	g := &groupRec{id: spec.ID, spec: spec, submitAt: c.s.now, left: len(spec.Tasks)}
 	names := map[string]*taskRec{}
+	recs := make([]taskRec, len(spec.Tasks)) // one allocation: a million tasks at 1,000 peers
+	g.tasks = make([]*taskRec, len(spec.Tasks))
 	for i := range spec.Tasks {
-		t := &taskRec{id: shard.TaskIDOf(spec.ID, i), g: g}
-		g.tasks = append(g.tasks, t)
-		c.tasks[t.id] = t
+		t := &recs[i]
+		*t = taskRec{id: shard.TaskIDOf(spec.ID, i), g: g}
+		g.tasks[i] = t
 		names[spec.Tasks[i].Name] = t
 	}
+	c.ntasks += len(recs)
 	var byStage map[int][]*taskRec // barrier stages: every task of the stage before
 	if spec.Mode == shard.ModePipeline {
 		byStage = map[int][]*taskRec{}
@@ -146,16 +168,34 @@ func (c *checker) register(spec *shard.GroupSpec) {
 	}
 	for i, ts := range spec.Tasks {
 		for _, d := range ts.Deps {
-			g.tasks[i].deps = append(g.tasks[i].deps, names[d])
+			m := g.tasks[i].moreOf()
+			m.deps = append(m.deps, names[d])
 		}
-		g.tasks[i].deps = append(g.tasks[i].deps, byStage[ts.Stage-1]...)
+		if prev := byStage[ts.Stage-1]; len(prev) > 0 {
+			m := g.tasks[i].moreOf()
+			m.deps = append(m.deps, prev...)
+		}
 		if spec.Mode == shard.ModeStream && ts.Stage > 0 {
-			g.tasks[i].deps = append(g.tasks[i].deps, g.tasks[i-1]) // the item's previous stage
+			m := g.tasks[i].moreOf()
+			m.deps = append(m.deps, g.tasks[i-1]) // the item's previous stage
 		}
 	}
 	c.groups[g.id] = g
 	c.order = append(c.order, g)
 	c.outstanding += len(g.tasks)
+}
+
+// task returns the registered task of id, nil when none is.
+func (c *checker) task(id shard.TaskID) *taskRec {
+	g, i, ok := id.Split()
+	gr := c.groups[g]
+	if !ok || gr == nil || i < 0 || i >= len(gr.tasks) {
+		return nil
+	}
+	if t := gr.tasks[i]; t.id == id { // not "g.01" for "g.1"
+		return t
+	}
+	return nil
 }
 
 // submitted checks a successful submit reply (invariant 4) and records the
@@ -202,9 +242,9 @@ func (c *checker) submitted(o *op, r *response) {
 // changes records terminal states (invariant 2: they never change).
 func (c *checker) changes(nd *simNode, cs []shard.Change) {
 	for _, ch := range cs {
-		t := c.tasks[ch.Task]
+		t := c.task(ch.Task)
 		if t == nil && c.firingGroup(nd, ch.Group) {
-			t = c.tasks[ch.Task]
+			t = c.task(ch.Task)
 		}
 		if t == nil {
 			c.s.fail(invOutcome, fmt.Sprintf("n%d reports %s %v, a task nobody submitted", nd.idx, ch.Task, ch.State))
@@ -237,10 +277,11 @@ func (c *checker) retried(nd *simNode, t *taskRec, r int) {
 		c.s.fail(invOutcome, fmt.Sprintf("n%d retries %s (retry %d), observed SUCCEEDED at %v", nd.idx, t.id, r, t.at))
 		return
 	}
-	for len(t.past) < r {
-		t.past = append(t.past, outcomeRec{})
+	m := t.moreOf()
+	for len(m.past) < r {
+		m.past = append(m.past, outcomeRec{})
 	}
-	t.past[t.retries] = outcomeRec{state: t.state, result: t.result, hasResult: t.hasResult}
+	m.past[t.retries] = outcomeRec{state: t.state, result: t.result, hasResult: t.hasResult}
 	if t.state != 0 {
 		c.outstanding++
 		if t.g.left++; t.g.left == 1 {
@@ -254,7 +295,7 @@ func (c *checker) retried(nd *simNode, t *taskRec, r int) {
 // observePast checks a late report (a replica behind) of how t's runs
 // before retry r ended against what was observed then.
 func (c *checker) observePast(nd *simNode, t *taskRec, r int, st shard.State) {
-	p := &t.past[r]
+	p := &t.more.past[r]
 	switch {
 	case st == shard.Succeeded:
 		c.doubleAcc++
@@ -325,14 +366,14 @@ func (c *checker) sameResult(nd *simNode, t *taskRec, res []byte, has bool) {
 // run checks a handler start: the task is not terminal (2) and every
 // dependency SUCCEEDED (3).
 func (c *checker) run(nd *simNode, r node.Run) {
-	t := c.tasks[r.Task]
+	t := c.task(r.Task)
 	if g, _, ok := r.Task.Split(); t == nil && ok {
 		if c.firingUnseen(nd, g) {
 			c.unseen = append(c.unseen, unseenRun{nd: nd, r: r, at: c.s.now})
 			return
 		}
 		if c.firingGroup(nd, g) {
-			t = c.tasks[r.Task]
+			t = c.task(r.Task)
 		}
 	}
 	if t == nil {
@@ -355,7 +396,7 @@ func (c *checker) run(nd *simNode, r node.Run) {
 		c.s.fail(invOutcome, fmt.Sprintf("n%d starts %s round %d, observed %v at %v", nd.idx, r.Task, r.Round, t.state, t.at))
 		return
 	}
-	for _, d := range t.deps {
+	for _, d := range t.deps() {
 		if d.state != shard.Succeeded {
 			c.s.fail(invDeps, fmt.Sprintf("n%d starts %s round %d before its dependency %s succeeded (%v)", nd.idx, r.Task, r.Round, d.id, d.state))
 			return

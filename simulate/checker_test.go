@@ -110,7 +110,7 @@ func TestCheckerRetries(t *testing.T) {
 			s.chk = newChecker(s)
 			c := s.chk
 			c.register(spec)
-			task := c.tasks[id]
+			task := c.task(id)
 			if tt.observed != 0 {
 				task.state = tt.observed
 				c.outstanding--

@@ -162,7 +162,7 @@ func (s *sim) report() Report {
 	r := Report{
 		Seed: s.cfg.Seed, Options: s.cfg.String(), Violations: []Violation{}, Lost: c.lost,
 		DoubleAccepted: c.doubleAcc, DuplicateExecutions: c.dupExec, Messages: s.net.sent, Steals: c.steals,
-		Groups: len(c.order), Tasks: len(c.tasks), Runs: s.st.runs, Refused: c.stale, Retries: s.cl.retries, Rearmed: c.rearmed,
+		Groups: len(c.order), Tasks: c.ntasks, Runs: s.st.runs, Refused: c.stale, Retries: s.cl.retries, Rearmed: c.rearmed,
 		Crashes: s.st.crashes, Restarts: s.st.restarts, Pauses: s.st.pauses, Syncs: s.st.syncs, Wakeups: s.st.wakeups,
 		ScheduleHours: c.scheduleHours(), Firings: c.firings, OverlapSkips: c.skips, TicksChecked: c.ticksOK,
 		SimSeconds: s.now.Seconds(), Hash: fmt.Sprintf("%016x", s.hash.Sum64()),

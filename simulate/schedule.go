@@ -275,7 +275,7 @@ func (c *checker) recheckRuns(final bool) {
 			c.firingGroup(u.nd, g)
 			if u.nd.up && u.nd.n != nil {
 				c.run(u.nd, u.r)
-			} else if t := c.tasks[u.r.Task]; t != nil {
+			} else if t := c.task(u.r.Task); t != nil {
 				// The thief is down now: what run checks of a
 				// thief's start, without asking it.
 				t.runs++

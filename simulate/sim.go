@@ -243,7 +243,7 @@ func (s *sim) periodic() {
 		s.checkReplicas(s.periodicReplicas(), false)
 	}
 	if s.cfg.Progress != nil {
-		s.cfg.Progress(Progress{SimSeconds: s.now.Seconds(), Tasks: len(s.chk.tasks),
+		s.cfg.Progress(Progress{SimSeconds: s.now.Seconds(), Tasks: s.chk.ntasks,
 			Terminal: len(s.chk.terminal), Messages: s.net.sent})
 	}
 	s.after(time.Second, s.periodic)

@@ -63,7 +63,7 @@ func (c *checker) workerBroadcast(nd *simNode, spec *shard.GroupSpec) {
 // the stored copy to the run, through a grant when the owner is another
 // peer.
 func (c *checker) workerRun(nd *simNode, r *workerRunView) {
-	t := c.tasks[r.task]
+	t := c.task(r.task)
 	if t == nil {
 		return
 	}
