@@ -12,3 +12,18 @@ func TestSimGCPercentFor(t *testing.T) {
 		}
 	}
 }
+
+func TestSimMemLimitFor(t *testing.T) {
+	if got := simMemLimitFor(64 << 20); got != 0 {
+		t.Errorf("simMemLimitFor(64 MiB) = %d, want none", got)
+	}
+	for _, live := range []uint64{512 << 20, 3 << 30, 8 << 30} {
+		// The heap's goal (GOGC) is below the limit, by a quarter of
+		// the room: the limit returns freed pages, it does not drive the
+		// collections.
+		goal := live + live*uint64(simGCPercentFor(live))/100
+		if got, want := simMemLimitFor(live), int64(goal+simGCRoom/4); got != want {
+			t.Errorf("simMemLimitFor(%d) = %d, want %d", live, got, want)
+		}
+	}
+}
