@@ -433,12 +433,24 @@ func (n *Node) GrantSource(part int) (leader string, ok bool) {
 
 // claimed is the last round of a task started here, the expiry of the
 // lease it started under when a grant told it (two leases of one round
-// differ in it), and the peer whose grant started it ("" when a committed
-// lease did).
+// differ in it; unix nanoseconds, 0 when not told), and the peer whose
+// grant started it ("" when a committed lease did). A peer keeps one for
+// each of the last maxStarted tasks it ran: 32 bytes, not 48 with a
+// time.Time.
 type claimed struct {
 	round  shard.Round
-	expiry time.Time
+	expiry int64
 	by     string
+}
+
+// claimOf is the claim of round r under the lease expiring at expiry (the
+// zero time when not known), started by a grant from by.
+func claimOf(r shard.Round, expiry time.Time, by string) claimed {
+	c := claimed{round: r, by: by}
+	if !expiry.IsZero() {
+		c.expiry = expiry.UnixNano()
+	}
+	return c
 }
 
 // claimGrant records that this peer starts task t in round r under the
@@ -459,7 +471,7 @@ func (n *Node) claimGrant(t shard.TaskID, r shard.Round, expiry time.Time, from 
 			return false
 		}
 	}
-	n.setClaim(t, claimed{round: r, expiry: expiry, by: from})
+	n.setClaim(t, claimOf(r, expiry, from))
 	return true
 }
 
@@ -468,7 +480,7 @@ func (n *Node) claimGrant(t shard.TaskID, r shard.Round, expiry time.Time, from 
 // different. A claim whose expiry is not known (a run started from this
 // node's own proposal) is taken for any lease of its round.
 func (c claimed) other(r shard.Round, expiry time.Time) bool {
-	return c.round == r && !c.expiry.IsZero() && !expiry.IsZero() && !c.expiry.Equal(expiry)
+	return c.round == r && c.expiry != 0 && !expiry.IsZero() && c.expiry != expiry.UnixNano()
 }
 
 // runPending reports whether a run of task t in round r is under way here,
@@ -519,7 +531,7 @@ func (n *Node) claimLease(t shard.TaskID, r shard.Round, expiry time.Time, origi
 		}
 		n.stats.StaleGrants++
 	}
-	n.setClaim(t, claimed{round: r, expiry: expiry})
+	n.setClaim(t, claimOf(r, expiry, ""))
 	return true
 }
 
