@@ -476,6 +476,7 @@ func (s *sim) sweepHubs() {
 // all set (the workers workload).
 func (w *workload) external(all bool) {
 	for _, a := range w.arrivals {
+		a.spec.Tasks = slices.Clone(a.spec.Tasks) // groups may share their specs (batches)
 		for i := range a.spec.Tasks {
 			if all || i%2 == 0 {
 				a.spec.Tasks[i].Handler = extHandler
