@@ -11,16 +11,20 @@ import (
 // messages: collecting at 5x the live heap (GOGC 400) instead of 2x saves
 // 15-25% of a small run's CPU for memory it has. A large run's live heap
 // is gigabytes, and even 2x of it is not memory a machine has to spare
-// (1,000 peers x 1,000,000 tasks: 3.1 GB live at the end, 6.4 GB of RSS
-// under GOGC 400 below 1 GiB live and 100 above, 9.65 GB under 400
+// (1,000 peers x 1,000,000 tasks: 3 GB live at the end, 6.1 GiB of RSS
+// under GOGC 400 below 1 GiB live and 100 above, 9 GiB under 400
 // throughout). The collector keeps at most simGCRoom above the live heap,
 // down to simGCFloor percent, and looks again after every collection: a
 // large run's live heap is mostly its tasks, which only grow, and a fixed
 // room costs a collection per simGCRoom allocated where the memory saved
-// is the live heap's size over again. GOGC, when set, wins.
+// is the live heap's size over again. At the end of a run its checks
+// fill the room with garbage, so a run's peak is about its final live
+// heap plus the room: 768 MiB brought that run to 3.7 GiB of RSS, 1 GiB to
+// 4.1-4.4 GiB for a little less CPU (docs/decisions.md). GOGC, when set,
+// wins.
 const (
 	simGCPercent = 400
-	simGCRoom    = 1 << 30 // heap bytes above the live heap
+	simGCRoom    = 768 << 20 // heap bytes above the live heap
 	simGCFloor   = 25
 )
 
