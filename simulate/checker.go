@@ -57,6 +57,14 @@ func (t *taskRec) deps() []*taskRec {
 	return t.more.deps
 }
 
+// addDeps adds ds to t's dependencies (none: nothing is allocated).
+func (t *taskRec) addDeps(ds ...*taskRec) {
+	if len(ds) > 0 {
+		m := t.moreOf()
+		m.deps = append(m.deps, ds...)
+	}
+}
+
 func (t *taskRec) moreOf() *taskMore {
 	if t.more == nil {
 		t.more = &taskMore{}
@@ -168,16 +176,11 @@ func (c *checker) register(spec *shard.GroupSpec) {
 	}
 	for i, ts := range spec.Tasks {
 		for _, d := range ts.Deps {
-			m := g.tasks[i].moreOf()
-			m.deps = append(m.deps, names[d])
+			g.tasks[i].addDeps(names[d])
 		}
-		if prev := byStage[ts.Stage-1]; len(prev) > 0 {
-			m := g.tasks[i].moreOf()
-			m.deps = append(m.deps, prev...)
-		}
+		g.tasks[i].addDeps(byStage[ts.Stage-1]...)
 		if spec.Mode == shard.ModeStream && ts.Stage > 0 {
-			m := g.tasks[i].moreOf()
-			m.deps = append(m.deps, g.tasks[i-1]) // the item's previous stage
+			g.tasks[i].addDeps(g.tasks[i-1]) // the item's previous stage
 		}
 	}
 	c.groups[g.id] = g
