@@ -73,6 +73,10 @@ type member struct {
 	// beat: a heartbeat of its came (labels, addresses, workers); until
 	// one does, this peer asks it for one, at most once per askedAt.
 	beat bool
+	// listed: this peer learned of it from a membership list (learn),
+	// not from an update or the peer itself, and knows no incarnation of
+	// it yet (quietInc).
+	listed bool
 }
 
 // memberRare is the part of a member most members lack, from its
@@ -392,7 +396,7 @@ func (m *mesh) learn(from string, hb *Heartbeat, now time.Time) {
 	if len(hb.Members) != len(m.members) || !slices.Equal(hb.Members, m.memberIDs()) {
 		for _, id := range hb.Members {
 			if m.members[id] == nil && !m.forgotten[id] && !m.isRefused(id, "") && id != "" && (m.n.cfg.ValidID == nil || m.n.cfg.ValidID(id)) {
-				m.add(&member{id: id, heard: m.instant(now), state: PeerAlive})
+				m.add(&member{id: id, heard: m.instant(now), state: PeerAlive, listed: true})
 				m.changedAt = now
 				m.detectAt = earliest(m.detectAt, now.Add(m.n.cfg.DeadAfter/2))
 			}

@@ -100,7 +100,11 @@ func (m *mesh) apply(u Update, now time.Time) {
 		if u.Inc <= mb.inc {
 			return
 		}
+		quiet := m.quietInc(mb, sameRun)
 		mb.inc = u.Inc
+		if quiet {
+			return
+		}
 		if len(u.Addrs) > 0 {
 			m.setAddrs(mb, u.Addrs) // its own, at a newer incarnation
 		}
@@ -141,14 +145,31 @@ func (m *mesh) apply(u Update, now time.Time) {
 	m.enqueue(u)
 }
 
+// quietInc reports whether learning mb's incarnation (of the run this
+// peer knows) is no news to spread: mb came from a membership list and is
+// alive here, as it is at the peers whose lists named it, so an update
+// that only gives its incarnation changes nothing there. Spread anyway,
+// the incarnations of a mesh of N peers started together were N^2
+// updates, each sent retransmits times by every peer: at 1,000 peers every
+// peer's queue of news stayed full for its first 15 minutes, and every
+// probe carried eight updates that changed nothing.
+func (m *mesh) quietInc(mb *member, sameRun bool) bool {
+	quiet := mb.listed && mb.inc == 0 && mb.state == PeerAlive && sameRun
+	mb.listed = false
+	return quiet
+}
+
 // heartbeatSWIM is the probe protocol's part of a heartbeat: the sender's
 // incarnation (a newer one is news for the others: a join, a restart),
 // whether it speaks probes, and an answer to a Sync request.
 func (m *mesh) heartbeatSWIM(mb *member, hb *Heartbeat, now time.Time) {
 	mb.beat = true
 	if hb.Inc > mb.inc {
+		quiet := m.quietInc(mb, true)
 		mb.inc = hb.Inc
-		m.enqueue(Update{ID: mb.id, Boot: hb.Boot, Inc: hb.Inc, State: PeerAlive, Addrs: hb.Addrs})
+		if !quiet {
+			m.enqueue(Update{ID: mb.id, Boot: hb.Boot, Inc: hb.Inc, State: PeerAlive, Addrs: hb.Addrs})
+		}
 	}
 	m.learnAddrs(mb, hb.Book)
 	m.setLegacy(mb, hb.Features&FeatureProbe == 0, now)

@@ -349,3 +349,41 @@ func TestNewsQueueOrder(t *testing.T) {
 		}
 	}
 }
+
+// Learning the incarnation of a peer this one knows from a membership
+// list, alive, is no news: it is not queued to be spread (a mesh of N
+// peers started together learned N^2 such incarnations, and every
+// peer's queue stayed full for minutes). A peer new here, and a newer
+// incarnation of one whose incarnation was known (a refutation), are news.
+func TestProbeListedIncarnationNoNews(t *testing.T) {
+	c := newCluster(t, 3, 4)
+	c.run(10 * time.Second)
+	n1, n2 := c.node("n1").n, c.node("n2").n
+	beat := n2.mesh.heartbeat()
+	beat.Heartbeat.Members = append(slices.Clone(beat.Heartbeat.Members), "x1")
+	if err := n1.Step("n2", beat); err != nil {
+		t.Fatal(err)
+	}
+	if mb := n1.mesh.members["x1"]; mb == nil || mb.state != PeerAlive {
+		t.Fatalf("x1 from n2's list: member %+v; want alive", mb)
+	}
+	queued := func(id string) bool { return n1.mesh.sw.newsBy[id] != nil }
+	news := func(us ...Update) {
+		t.Helper()
+		p := &Probe{Kind: ProbeNews, Boot: "1", Inc: n2.mesh.sw.inc, Features: Features, Updates: us}
+		if err := n1.Step("n2", Message{Type: MsgProbe, From: "n2", Probe: p}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	news(Update{ID: "x1", Boot: "b", Inc: 5, State: PeerAlive}, Update{ID: "x2", Boot: "b", Inc: 5, State: PeerAlive})
+	if mb := n1.mesh.members["x1"]; mb.inc != 5 || queued("x1") {
+		t.Errorf("x1 listed, then its incarnation 5: inc %d, queued %v; want 5, not queued", mb.inc, queued("x1"))
+	}
+	if !queued("x2") {
+		t.Errorf("x2, unknown here: not queued; want queued (a join)")
+	}
+	news(Update{ID: "x1", Boot: "b", Inc: 6, State: PeerAlive})
+	if mb := n1.mesh.members["x1"]; mb.inc != 6 || !queued("x1") {
+		t.Errorf("x1 at incarnation 6 after 5: inc %d, queued %v; want 6, queued", mb.inc, queued("x1"))
+	}
+}
