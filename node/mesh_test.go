@@ -3,6 +3,8 @@ package node
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -368,5 +370,49 @@ func TestMeshBusyPeerTakesItsPinnedTask(t *testing.T) {
 			t.Fatal("the pinned task did not finish in 10 s")
 		}
 		c.step(10 * time.Millisecond)
+	}
+}
+
+// The sorted member ids (merged as members are added, sorted again after
+// a forget) and the membership's digest stay those of the members map
+// through any mix of adds, forgets and reads; a heartbeat naming the
+// same members is recognised by its digest, one naming others is not.
+func TestMemberIDsAndSum(t *testing.T) {
+	c := newCluster(t, 1, 4)
+	m := &c.node("n1").n.mesh
+	rng := rand.New(rand.NewPCG(3, 4))
+	for op := range 5000 {
+		id := fmt.Sprint("p", rng.IntN(300))
+		switch rng.IntN(4) {
+		case 0, 1:
+			if m.members[id] == nil && !m.forgotten[id] {
+				m.add(&member{id: id, state: PeerAlive})
+			}
+		case 2:
+			if rng.IntN(10) == 0 {
+				m.forget(id, c.now)
+			}
+		case 3:
+			got := m.memberIDs()
+			if want := slices.Sorted(maps.Keys(m.members)); !slices.Equal(got, want) {
+				t.Fatalf("op %d: memberIDs %v; want %v", op, got, want)
+			}
+		}
+		if m.sum != memberSum(slices.Collect(maps.Keys(m.members))) {
+			t.Fatalf("op %d: digest %x; want that of the members, %x", op, m.sum, memberSum(slices.Collect(maps.Keys(m.members))))
+		}
+	}
+	ids := m.memberIDs()
+	same := &Heartbeat{Members: slices.Clone(ids), Sum: memberSum(ids)}
+	if !m.sameMembers(same) {
+		t.Errorf("a heartbeat naming this peer's members is not recognised as such")
+	}
+	other := slices.Clone(ids)
+	other[len(other)-1] = "zz"
+	if m.sameMembers(&Heartbeat{Members: other, Sum: memberSum(other)}) || m.sameMembers(&Heartbeat{Members: other}) {
+		t.Errorf("a heartbeat naming other members is taken for this peer's")
+	}
+	if !m.sameMembers(&Heartbeat{Members: slices.Clone(ids)}) {
+		t.Errorf("a heartbeat without a digest naming this peer's members is not recognised (compared)")
 	}
 }

@@ -142,6 +142,10 @@ type Heartbeat struct {
 	// none, and a direct message needs a connection, which needs an
 	// address from one side (probe_addr.go). nil on gossip.
 	Book []PeerAddrs
+	// Sum (appended after Book) is the digest of Members (memberSum): a
+	// receiver whose membership has the same digest and size skips the
+	// list. 0: none (an older peer), the list is compared.
+	Sum uint64
 }
 
 // PeerAddrs is one member's transport addresses, heard second-hand.

@@ -76,11 +76,19 @@ func (m *mesh) peerOf(raftID uint64) (string, bool) {
 }
 
 func (m *mesh) add(mb *member) {
-	m.ids = nil
+	h := RaftID(mb.id)
+	if m.members[mb.id] == nil {
+		m.sum += h
+		if m.ids != nil {
+			m.idsAdd = append(m.idsAdd, mb.id)
+		}
+	} else {
+		m.ids = nil // replaced: sorted again
+	}
 	m.version++
 	m.members[mb.id] = mb
 	m.noteAddrs(mb)
-	m.byRaft[RaftID(mb.id)] = mb.id
+	m.byRaft[h] = mb.id
 }
 
 // lastIndex is the leader's own last log index.

@@ -154,7 +154,8 @@ func appendHeartbeat(dst []byte, h *Heartbeat) []byte {
 	dst = appendPlacement(dst, h)
 	dst = binary.AppendUvarint(dst, h.Inc)
 	dst = append(dst, h.Sync)
-	return appendBook(dst, h.Book)
+	dst = appendBook(dst, h.Book)
+	return binary.AppendUvarint(dst, h.Sum)
 }
 
 // appendPlacement appends the sender's replica count and placement, after
@@ -418,6 +419,9 @@ func decodeHeartbeat(d *shard.Decoder) *Heartbeat {
 	}
 	if d.Err() == nil && d.Len() > 0 {
 		h.Book = decodeBook(d)
+	}
+	if d.Err() == nil && d.Len() > 0 {
+		h.Sum = d.Uvarint()
 	}
 	return h
 }

@@ -23,7 +23,7 @@ func wireSamples() []Message {
 			Members: []string{"a", "b"}, Forgotten: []string{"z"}, Addrs: []string{"/ip4/127.0.0.1/tcp/1"}, Draining: true,
 			Labels: []string{"gpu=true", "zone=a"}, Stranded: 5, StrandedFor: []string{"c", "d"}, Features: Features,
 			Workers:  []WorkerAd{{Handler: "resize", Want: 8, Workers: []string{"w1", "w2"}}, {Handler: "resize", Labels: []string{"zone=a"}, Want: 1}},
-			Replicas: 3, Placement: ring.PlacementSpread, Inc: 1_700_000_000_123, Sync: SyncPull,
+			Replicas: 3, Placement: ring.PlacementSpread, Inc: 1_700_000_000_123, Sync: SyncPull, Sum: 0xfedcba9876543210,
 			Book: []PeerAddrs{{ID: "c", Addrs: []string{"/ip4/127.0.0.1/tcp/2"}}, {ID: "d"}}}},
 		{Type: MsgProbe, From: "g", Probe: &Probe{Kind: ProbeAck, Seq: 9, Target: "h", Boot: "2", Inc: 77, Features: Features, Load: Load{Ready: 1, Slots: 4},
 			Updates: []Update{{ID: "h", Boot: "1", Inc: 3, State: PeerSuspect}, {ID: "i", State: peerForgotten}, {ID: "j", Inc: 4, State: PeerAlive, Addrs: []string{"/ip4/10.0.0.1/tcp/1"}}}}},
@@ -67,9 +67,10 @@ func TestWireRoundTrip(t *testing.T) {
 			// A heartbeat without its labels, and a grant without its
 			// holder, are what older peers send.
 			oldHeartbeat := m.Type == MsgHeartbeat && cut == len(b)-len(heartbeatTail(m.Heartbeat))
-			featLen, workersLen, idsLen, placeLen, incLen, bookLen := 0, 0, 0, 0, 0, 0
+			featLen, workersLen, idsLen, placeLen, incLen, bookLen, sumLen := 0, 0, 0, 0, 0, 0, 0
 			if m.Type == MsgHeartbeat {
-				bookLen = len(appendBook(nil, m.Heartbeat.Book))
+				sumLen = len(binary.AppendUvarint(nil, m.Heartbeat.Sum))
+				bookLen = len(appendBook(nil, m.Heartbeat.Book)) + sumLen
 				incLen = len(binary.AppendUvarint(nil, m.Heartbeat.Inc)) + 1 + bookLen
 				featLen = len(binary.AppendUvarint(nil, m.Heartbeat.Features))
 				placeLen = len(appendPlacement(nil, m.Heartbeat)) + incLen
@@ -79,6 +80,7 @@ func TestWireRoundTrip(t *testing.T) {
 			beforeInc := m.Type == MsgHeartbeat && cut == len(b)-incLen
 			beforeSync := m.Type == MsgHeartbeat && cut == len(b)-1-bookLen
 			beforeBook := m.Type == MsgHeartbeat && cut == len(b)-bookLen
+			beforeSum := m.Type == MsgHeartbeat && cut == len(b)-sumLen
 			beforeAddrs := m.Type == MsgProbe && probeAddrsCut(m.Probe, len(b)-cut)
 			beforeFor := m.Type == MsgHeartbeat && cut == len(b)-workersLen-featLen-len(appendStrings(nil, m.Heartbeat.StrandedFor))
 			beforeFeatures := m.Type == MsgHeartbeat && cut == len(b)-workersLen-featLen
@@ -100,7 +102,7 @@ func TestWireRoundTrip(t *testing.T) {
 			beforeRequires := m.Type == MsgGrant && cut == len(b)-requiresLen
 			beforeGrantWorkers := m.Type == MsgGrant && cut == len(b)-workersLen
 			oldSteal := m.Type == MsgStealReq && cut == len(b)-len(shard.AppendString(nil, m.Holder))
-			if err == nil && !oldHeartbeat && !beforeInc && !beforeSync && !beforeBook && !beforeAddrs && !beforeFor && !beforeFeatures && !beforeWorkers && !beforeIDs && !beforePlacement && !oldGrant && !beforeAttempts && !beforeTraces &&
+			if err == nil && !oldHeartbeat && !beforeInc && !beforeSync && !beforeBook && !beforeSum && !beforeAddrs && !beforeFor && !beforeFeatures && !beforeWorkers && !beforeIDs && !beforePlacement && !oldGrant && !beforeAttempts && !beforeTraces &&
 				!beforeShards && !beforeRequires && !beforeGrantWorkers && !oldSteal {
 				t.Fatalf("%v truncated to %d/%d bytes decoded", m.Type, cut, len(b))
 			}
@@ -112,6 +114,9 @@ func TestWireRoundTrip(t *testing.T) {
 			}
 			if err == nil && beforeFor && (got.Heartbeat.StrandedFor != nil || got.Heartbeat.Stranded != m.Heartbeat.Stranded) {
 				t.Fatalf("a heartbeat without StrandedFor decoded %v, stranded %d", got.Heartbeat.StrandedFor, got.Heartbeat.Stranded)
+			}
+			if err == nil && beforeSum && (got.Heartbeat.Sum != 0 || len(got.Heartbeat.Book) != len(m.Heartbeat.Book)) {
+				t.Fatalf("a heartbeat without Sum decoded sum %x, a book of %d", got.Heartbeat.Sum, len(got.Heartbeat.Book))
 			}
 			if err == nil && beforeFeatures && got.Heartbeat.Features != 0 {
 				t.Fatalf("a heartbeat without Features decoded features %d", got.Heartbeat.Features)
@@ -228,7 +233,7 @@ func probeAddrsCut(p *Probe, tail int) bool {
 // peer.
 func heartbeatTail(h *Heartbeat) []byte {
 	b := appendPlacement(appendWorkerIDs(appendWorkerAds(binary.AppendUvarint(appendStrings(binary.AppendUvarint(appendStrings(nil, h.Labels), uint64(h.Stranded)), h.StrandedFor), h.Features), h.Workers), h.Workers), h)
-	return appendBook(append(binary.AppendUvarint(b, h.Inc), h.Sync), h.Book)
+	return binary.AppendUvarint(appendBook(append(binary.AppendUvarint(b, h.Inc), h.Sync), h.Book), h.Sum)
 }
 
 // A heartbeat of the release before Replicas and Placement (the layout
@@ -261,7 +266,7 @@ func oldHeartbeat(tb testing.TB) []byte {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tail := len(appendPlacement(nil, hb)) + len(binary.AppendUvarint(nil, hb.Inc)) + 1 + len(appendBook(nil, hb.Book))
+	tail := len(appendPlacement(nil, hb)) + len(binary.AppendUvarint(nil, hb.Inc)) + 1 + len(appendBook(nil, hb.Book)) + len(binary.AppendUvarint(nil, hb.Sum))
 	return b[:len(b)-tail]
 }
 
@@ -285,7 +290,7 @@ func TestHeartbeatWithoutLabelsDecodes(t *testing.T) {
 	if err != nil || !slices.Equal(newer.Heartbeat.Labels, hb.Labels) || newer.Heartbeat.Stranded != 2 {
 		t.Errorf("newer heartbeat = %+v, %v; want its known fields", newer.Heartbeat, err)
 	}
-	if _, err := DecodeMessage(append(slices.Clone(b[:len(b)-3]), 0x80)); err == nil { // Inc cut short (before Sync and Book)
+	if _, err := DecodeMessage(append(slices.Clone(b[:len(b)-4]), 0x80)); err == nil { // Inc cut short (before Sync, Book and Sum)
 		t.Error("a heartbeat cut inside a known field decoded")
 	}
 	for _, bad := range [][]string{{"zone"}, {"zone=b", "zone=a"}, {"a=1", "a=1"}, {"k=v w"}} {
