@@ -175,7 +175,10 @@ const maxStaleTimers = 16
 
 // walkTimers is shardTimers without the cache.
 func (n *Node) walkTimers() (at time.Time, ok bool) {
-	for w, word := range n.dueParts {
+	if n.dueParts.nz == 0 {
+		return at, ok
+	}
+	for w, word := range n.dueParts.w {
 		for word != 0 {
 			b := bits.TrailingZeros64(word)
 			word &^= 1 << b

@@ -16,24 +16,40 @@ import (
 // than every partition it holds: a peer that founded a mesh holds all of
 // them until the ring moves them, and at 1,000 simulated peers those
 // walks were a fifth of the formation's CPU.
-type partSet []uint64
+type partSet struct {
+	w []uint64
+	// nz counts the words not zero: a walk of an empty set (an idle
+	// peer's READY marks, read at every input) reads none.
+	nz int
+}
 
-func newPartSet(partitions int) partSet { return make(partSet, (partitions+63)/64) }
+func newPartSet(partitions int) partSet { return partSet{w: make([]uint64, (partitions+63)/64)} }
 
-func (r partSet) has(part int) bool { return r[part/64]&(1<<(part%64)) != 0 }
+func (r *partSet) has(part int) bool { return r.w[part/64]&(1<<(part%64)) != 0 }
 
-func (r partSet) set(part int, on bool) {
+func (r *partSet) set(part int, on bool) {
+	w := &r.w[part/64]
+	was := *w != 0
 	if on {
-		r[part/64] |= 1 << (part % 64)
+		*w |= 1 << (part % 64)
 	} else {
-		r[part/64] &^= 1 << (part % 64)
+		*w &^= 1 << (part % 64)
+	}
+	switch now := *w != 0; {
+	case now && !was:
+		r.nz++
+	case was && !now:
+		r.nz--
 	}
 }
 
 // held yields, in increasing order, the partitions r marks that n holds.
-func (r partSet) held(n *Node) func(yield func(*partition) bool) {
+func (r *partSet) held(n *Node) func(yield func(*partition) bool) {
 	return func(yield func(*partition) bool) {
-		for w, word := range r {
+		if r.nz == 0 {
+			return
+		}
+		for w, word := range r.w {
 			for word != 0 {
 				b := bits.TrailingZeros64(word)
 				word &^= 1 << b

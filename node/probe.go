@@ -139,9 +139,11 @@ func (m *mesh) setLegacy(mb *member, legacy bool, now time.Time) {
 func (m *mesh) probeTick(now time.Time) {
 	cfg := &m.n.cfg
 	sw := &m.sw
-	for seq, r := range sw.relays {
-		if now.Sub(r.at) >= cfg.ProbeEvery {
-			delete(sw.relays, seq)
+	if len(sw.relays) > 0 { // starting a walk of an empty map is not free
+		for seq, r := range sw.relays {
+			if now.Sub(r.at) >= cfg.ProbeEvery {
+				delete(sw.relays, seq)
+			}
 		}
 	}
 	m.refuteDue(now)
