@@ -395,3 +395,39 @@ func TestChurnOnJoin(t *testing.T) {
 		}
 	}
 }
+
+// topPartitions picks the same partitions, in the same order, whether it
+// keeps a few in order as it goes or ranks them all and sorts (many).
+func TestTopPartitionsBothWays(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for trial := range 200 {
+		partitions, k := 1+rng.IntN(3000), 1+rng.IntN(5)
+		members := 1 + rng.IntN(20)
+		reps := make([]int32, partitions*k)
+		for p := range partitions {
+			reps[p*k] = int32(rng.IntN(members))
+		}
+		salts := make([]uint64, partitions)
+		for p := range salts {
+			salts[p] = mix(uint64(p) + 1)
+		}
+		m, h := int32(rng.IntN(members)), rng.Uint64()
+		floor := 1 + rng.IntN(100)
+		var all []ranked
+		for p, salt := range salts {
+			if reps[p*k] != m {
+				all = append(all, ranked{mix(h ^ salt), int32(p)})
+			}
+		}
+		slices.SortFunc(all, func(a, b ranked) int {
+			if a.above(b) {
+				return -1
+			}
+			return 1
+		})
+		want := all[:min(len(all), floor)]
+		if got := topPartitions(nil, reps, salts, k, m, h, floor); !slices.Equal(got, want) {
+			t.Fatalf("trial %d (%d partitions, floor %d): %v; want %v", trial, partitions, floor, got, want)
+		}
+	}
+}
