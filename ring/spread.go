@@ -132,15 +132,34 @@ func reserve(reps []int32, sums, salts []uint64, k int, load []int) []int {
 	if floor == 0 {
 		return filled
 	}
-	byPart := make([][]ranked, partitions)
+	// Each member's reservations, then grouped by partition (a counting
+	// sort: one allocation, not one list per partition).
+	type reservation struct {
+		p int32
+		r ranked // the member in .m
+	}
+	all := make([]reservation, 0, min(n*floor, partitions*(k-1)))
 	top := make([]ranked, 0, max(floor+1, min(partitions, 1024))) // by partition index in .m
 	for i, h := range sums {
 		top = topPartitions(top[:0], reps, salts, k, int32(i), h, floor)
 		for _, c := range top {
-			byPart[c.m] = append(byPart[c.m], ranked{c.h, int32(i)})
+			all = append(all, reservation{c.m, ranked{c.h, int32(i)}})
 		}
 	}
-	for p, rs := range byPart {
+	start := make([]int32, partitions+1)
+	for _, e := range all {
+		start[e.p+1]++
+	}
+	for p := range partitions {
+		start[p+1] += start[p]
+	}
+	byPart, at := make([]ranked, len(all)), slices.Clone(start[:partitions])
+	for _, e := range all {
+		byPart[at[e.p]] = e.r
+		at[e.p]++
+	}
+	for p := range partitions {
+		rs := byPart[start[p]:start[p+1]]
 		slices.SortFunc(rs, func(a, b ranked) int {
 			if a.above(b) {
 				return -1
