@@ -419,12 +419,7 @@ func TestTopPartitionsBothWays(t *testing.T) {
 				all = append(all, ranked{mix(h ^ salt), int32(p)})
 			}
 		}
-		slices.SortFunc(all, func(a, b ranked) int {
-			if a.above(b) {
-				return -1
-			}
-			return 1
-		})
+		slices.SortFunc(all, byRank)
 		want := all[:min(len(all), floor)]
 		if got := topPartitions(nil, reps, salts, k, m, h, floor); !slices.Equal(got, want) {
 			t.Fatalf("trial %d (%d partitions, floor %d): %v; want %v", trial, partitions, floor, got, want)

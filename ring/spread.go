@@ -160,12 +160,7 @@ func reserve(reps []int32, sums, salts []uint64, k int, load []int) []int {
 	}
 	for p := range partitions {
 		rs := byPart[start[p]:start[p+1]]
-		slices.SortFunc(rs, func(a, b ranked) int {
-			if a.above(b) {
-				return -1
-			}
-			return 1
-		})
+		slices.SortFunc(rs, byRank)
 		for _, c := range rs[:min(len(rs), k-1)] {
 			reps[p*k+filled[p]] = c.m
 			load[c.m]++
@@ -190,12 +185,7 @@ func topPartitions(top []ranked, reps []int32, salts []uint64, k int, m int32, h
 				top = append(top, ranked{mix(h ^ salt), int32(p)})
 			}
 		}
-		slices.SortFunc(top, func(a, b ranked) int {
-			if a.above(b) {
-				return -1
-			}
-			return 1
-		})
+		slices.SortFunc(top, byRank)
 		return top[:min(len(top), floor)]
 	}
 	for p, salt := range salts {
@@ -225,6 +215,17 @@ type ranked struct {
 // collide) by member index, which is sorted name order.
 func (a ranked) above(b ranked) bool {
 	return a.h > b.h || a.h == b.h && a.m < b.m
+}
+
+// byRank orders ranks highest first (above), for slices.SortFunc.
+func byRank(a, b ranked) int {
+	switch {
+	case a.above(b):
+		return -1
+	case b.above(a):
+		return 1
+	}
+	return 0
 }
 
 // mix is the splitmix64 finalizer: a bijection of 64 bits whose output bits
