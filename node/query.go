@@ -26,6 +26,16 @@ func (n *Node) TaskEvents(id shard.TaskID) ([]shard.TaskEvent, error) {
 	return p.shard.TaskEvents(id)
 }
 
+// AppendTaskEvents appends a task's history to dst (TaskEvents into a
+// buffer the caller reuses: the simulator's final sweep reads a million).
+func (n *Node) AppendTaskEvents(dst []shard.TaskEvent, id shard.TaskID) ([]shard.TaskEvent, error) {
+	p, err := n.readable(id.Group())
+	if err != nil {
+		return dst, err
+	}
+	return p.shard.AppendTaskEvents(dst, id)
+}
+
 // Group returns a group's view.
 func (n *Node) Group(id shard.GroupID) (shard.GroupView, error) {
 	p, err := n.readable(id)

@@ -2,8 +2,10 @@ package shard
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -105,5 +107,37 @@ func TestPlainHistoriesSameState(t *testing.T) {
 		if !bytes.Equal(r.Snapshot(), o.s.Snapshot()) {
 			t.Fatalf("restored at event %d: snapshots differ", k)
 		}
+	}
+}
+
+// AppendSnapshot after a prefix appends exactly Snapshot's bytes, and
+// AppendTaskEvents exactly TaskEvents' events, into buffers that are
+// reused.
+func TestAppendSnapshotAndEvents(t *testing.T) {
+	o := newOwner(t)
+	historyScript(t, o)
+	snap := o.s.Snapshot()
+	buf := []byte("prefix")
+	for range 2 {
+		buf = o.s.AppendSnapshot(buf[:6])
+		if !bytes.Equal(buf[:6], []byte("prefix")) || !bytes.Equal(buf[6:], snap) {
+			t.Fatalf("AppendSnapshot after a prefix: %d bytes; want the prefix and Snapshot's %d", len(buf), len(snap))
+		}
+	}
+	var evs []TaskEvent
+	for _, g := range o.s.groups {
+		for _, tk := range g.tasks {
+			want, err := o.s.TaskEvents(tk.id())
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs, err = o.s.AppendTaskEvents(evs[:0], tk.id())
+			if err != nil || !reflect.DeepEqual(evs, want) {
+				t.Fatalf("AppendTaskEvents(%s) = %v, %v; want %v", tk.id(), evs, err, want)
+			}
+		}
+	}
+	if _, err := o.s.AppendTaskEvents(nil, "nope.0"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("AppendTaskEvents of an unknown task: %v; want ErrNotFound", err)
 	}
 }

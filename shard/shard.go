@@ -322,12 +322,25 @@ func (s *Shard) TaskEvents(id TaskID) ([]TaskEvent, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]TaskEvent, t.histLen())
-	for i := range out {
-		h := t.event(i)
-		out[i] = h.view(i + 1)
+	return appendEvents(make([]TaskEvent, 0, t.histLen()), t), nil
+}
+
+// AppendTaskEvents appends the history of task id to dst (TaskEvents into
+// a buffer the caller reuses).
+func (s *Shard) AppendTaskEvents(dst []TaskEvent, id TaskID) ([]TaskEvent, error) {
+	t, err := s.lookup(id)
+	if err != nil {
+		return dst, err
 	}
-	return out, nil
+	return appendEvents(dst, t), nil
+}
+
+func appendEvents(dst []TaskEvent, t *task) []TaskEvent {
+	for i := range t.histLen() {
+		h := t.event(i)
+		dst = append(dst, h.view(i+1))
+	}
+	return dst
 }
 
 // Group returns a view of group id with every task.

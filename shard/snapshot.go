@@ -18,7 +18,13 @@ const snapshotVersion = 5
 // The buffer is sized from the last snapshot's length: a snapshot of
 // megabytes grown by appends copied itself a dozen times.
 func (s *Shard) Snapshot() []byte {
-	dst := make([]byte, 0, s.snapSize+s.snapSize/8+64)
+	return s.AppendSnapshot(make([]byte, 0, s.snapSize+s.snapSize/8+64))
+}
+
+// AppendSnapshot appends Snapshot's encoding to dst: a caller that
+// encodes many partitions in turn (a digest of each) reuses one buffer.
+func (s *Shard) AppendSnapshot(dst []byte) []byte {
+	start := len(dst)
 	dst = append(dst, snapshotVersion)
 	dst = binary.AppendUvarint(dst, s.seq)
 	ids := sortedGroupIDs(s.groups)
@@ -40,7 +46,7 @@ func (s *Shard) Snapshot() []byte {
 	}
 	dst = s.appendSchedules(dst)
 	dst = appendAudit(dst, s.audit)
-	s.snapSize = len(dst)
+	s.snapSize = len(dst) - start
 	return dst
 }
 

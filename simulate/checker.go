@@ -96,6 +96,8 @@ type groupRec struct {
 // fed by the drivers' hooks (replies, Changes, Runs, outcomes) and reads the
 // nodes' state directly (restarts, samples, the final sweep).
 type checker struct {
+	// evBuf is the history buffer the final sweep reuses.
+	evBuf       []shard.TaskEvent
 	s           *sim
 	groups      map[shard.GroupID]*groupRec
 	order       []*groupRec // registration order

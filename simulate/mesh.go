@@ -305,7 +305,8 @@ func (s *sim) agreedRun(part int, reps []replicaAt) bool {
 
 // digest is node i's Digest of part.
 func (s *sim) digest(i, part int) uint64 {
-	_, sum, _ := s.nodes[i].n.Digest(part)
+	var sum uint64
+	_, sum, s.digestBuf, _ = s.nodes[i].n.DigestBuf(part, s.digestBuf)
 	if s.cfg.bugDigest && i == 1 {
 		sum ^= 1
 	}

@@ -17,11 +17,13 @@ import (
 // sim is one run: the virtual clock, the event queue, the one random
 // source, the nodes, the network, the client and the checker.
 type sim struct {
-	cfg Config
-	rng *rand.Rand
-	q   eventQueue
-	seq uint64
-	now time.Duration // virtual time since the start
+	// digestBuf is the encoding buffer the replica checks reuse (digest).
+	digestBuf []byte
+	cfg       Config
+	rng       *rand.Rand
+	q         eventQueue
+	seq       uint64
+	now       time.Duration // virtual time since the start
 	// warmKinds is the network's message counts when --warmup ended.
 	warmKinds [3]uint64
 

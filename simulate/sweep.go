@@ -77,7 +77,8 @@ func (c *checker) final() {
 				continue
 			}
 			c.dupExec += max(0, t.runs-max(attempts, 1))
-			evs, err := nd.n.TaskEvents(t.id)
+			evs, err := nd.n.AppendTaskEvents(c.evBuf[:0], t.id)
+			c.evBuf = evs
 			if err != nil {
 				continue
 			}
