@@ -240,8 +240,10 @@ type mesh struct {
 	// idsAdd is the members added since ids was sorted (memberIDs merges
 	// them in).
 	idsAdd []string
-	// sum is the digest of the membership (memberSum), kept as members
-	// come and go.
+	// sum is the digest of the membership, the sum of its ids' hashes
+	// (RaftID), kept as members come and go (add, forget): a heartbeat's
+	// receiver tells the same membership from another without comparing
+	// the lists (sameMembers).
 	sum     uint64
 	version int // bumps on every membership change (caches)
 	// ringVersion is the membership version last compared with ringSet:
@@ -622,18 +624,6 @@ func (m *mesh) memberIDs() []string {
 	}
 	m.idsAdd = m.idsAdd[:0]
 	return m.ids
-}
-
-// memberSum is the digest of a membership: the sum of its ids' hashes
-// (RaftID), kept as members are added and forgotten (mesh.sum), so that a
-// heartbeat's receiver tells the same membership from another without
-// comparing the lists (learn).
-func memberSum(ids []string) uint64 {
-	var s uint64
-	for _, id := range ids {
-		s += RaftID(id)
-	}
-	return s
 }
 
 func (m *mesh) heartbeat() Message {

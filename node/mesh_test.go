@@ -416,3 +416,13 @@ func TestMemberIDsAndSum(t *testing.T) {
 		t.Errorf("a heartbeat without a digest naming this peer's members is not recognised (compared)")
 	}
 }
+
+// memberSum is the digest mesh.sum keeps, computed afresh: the sum of the
+// ids' hashes.
+func memberSum(ids []string) uint64 {
+	var s uint64
+	for _, id := range ids {
+		s += RaftID(id)
+	}
+	return s
+}

@@ -142,7 +142,7 @@ type Heartbeat struct {
 	// none, and a direct message needs a connection, which needs an
 	// address from one side (probe_addr.go). nil on gossip.
 	Book []PeerAddrs
-	// Sum (appended after Book) is the digest of Members (memberSum): a
+	// Sum (appended after Book) is the digest of Members (mesh.sum): a
 	// receiver whose membership has the same digest and size skips the
 	// list. 0: none (an older peer), the list is compared.
 	Sum uint64

@@ -78,9 +78,7 @@ func (s *sim) gossip(from int, m node.Message) {
 		switch {
 		case to == from:
 		case !nw.links.gossip(from, to, s.now):
-			nw.sent++
-			nw.kinds[kind]++
-			nw.dropped++
+			nw.lost(kind)
 		default:
 			nw.send(from, to, message{env: &node.Envelope{To: s.nodes[to].id, Msg: m}, gossip: true})
 		}

@@ -71,6 +71,14 @@ func (nw *network) send(from, to int, m message) {
 	}
 }
 
+// lost counts a message of a kind (trafficKind) as send counts one that
+// finds no way (linked), for a caller that did not build it (gossip).
+func (nw *network) lost(kind int) {
+	nw.sent++
+	nw.kinds[kind]++
+	nw.dropped++
+}
+
 // linked reports whether a message between two nodes finds its way: a
 // connection for a direct one, the gossip mesh for gossip (links.go).
 func (nw *network) linked(from, to int, gossip bool) bool {
