@@ -426,3 +426,63 @@ func memberSum(ids []string) uint64 {
 	}
 	return s
 }
+
+// The address book, merged with the members that gained addresses since
+// it was built, is always the one built afresh: every member but this
+// peer with addresses, sorted by id; and a book handed out never changes.
+func TestBookMergesGainedAddresses(t *testing.T) {
+	c := newCluster(t, 1, 4)
+	m := &c.node("n1").n.mesh
+	rng := rand.New(rand.NewPCG(5, 6))
+	want := func() []PeerAddrs {
+		var out []PeerAddrs
+		for _, id := range slices.Sorted(maps.Keys(m.members)) {
+			if mb := m.members[id]; id != m.n.cfg.ID && len(mb.addrs) > 0 {
+				out = append(out, PeerAddrs{ID: id, Addrs: mb.addrs})
+			}
+		}
+		return out
+	}
+	type handed struct{ book, copy []PeerAddrs }
+	var out []handed
+	merges := 0
+	for op := range 6000 {
+		id := fmt.Sprint("p", rng.IntN(400))
+		addrs := []string{fmt.Sprint("/ip4/10.0.0.", rng.IntN(3), "/tcp/1")}
+		switch mb := m.members[id]; rng.IntN(8) {
+		case 0, 1, 2:
+			if mb == nil && !m.forgotten[id] {
+				nb := &member{id: id, state: PeerAlive}
+				if rng.IntN(2) == 0 {
+					nb.addrs = addrs
+				}
+				m.add(nb)
+			}
+		case 3, 4:
+			if mb != nil && (len(mb.addrs) == 0 || rng.IntN(20) == 0) {
+				m.setAddrs(mb, addrs)
+			}
+		case 5:
+			if rng.IntN(20) == 0 {
+				m.forget(id, c.now)
+			}
+		default:
+			if m.bookOK && len(m.bookAdd) > 0 {
+				merges++
+			}
+			got := m.book()
+			if w := want(); !slices.EqualFunc(got, w, func(a, b PeerAddrs) bool { return a.ID == b.ID && slices.Equal(a.Addrs, b.Addrs) }) {
+				t.Fatalf("op %d: book %v; want %v", op, got, w)
+			}
+			out = append(out, handed{got, slices.Clone(got)})
+		}
+	}
+	for i, h := range out {
+		if !slices.EqualFunc(h.book, h.copy, func(a, b PeerAddrs) bool { return a.ID == b.ID && slices.Equal(a.Addrs, b.Addrs) }) {
+			t.Fatalf("book %d changed after it was handed out", i)
+		}
+	}
+	if merges < 100 {
+		t.Errorf("%d books merged; the test meant to exercise merging", merges)
+	}
+}

@@ -279,8 +279,12 @@ type Node struct {
 	// until they apply or are dropped (defer.go).
 	heldGrants map[shard.TaskID]shard.Event
 	left       map[int]tombstone // what this node held of the partitions it left (tombstone.go)
-	leftDirty  bool              // left changed since the last Ready (flushLeft)
-	startedQ   []shard.TaskID    // insertion order of started, to bound it
+	// leftNew are the partitions buried since the last Ready; leftRec the
+	// record last written, of leftEntries tombstones (flushLeft).
+	leftNew     []int
+	leftRec     []byte
+	leftEntries int
+	startedQ    []shard.TaskID // insertion order of started, to bound it
 
 	notifying  int // webhook deliveries handed out (Ready.Notify), not yet reported (NotifyDone)
 	notifyNext int // the partition notifyDue looks at first
@@ -429,6 +433,14 @@ func (n *Node) Tick(now time.Time) {
 	if timers {
 		n.timerSlot = slot
 		n.maybeSteal() // a backoff may have ended
+		if len(n.mesh.forgotten) == 0 {
+			// The earliest timer cached may be early, never late: when it
+			// is not due, no shard has anything to fire, and the walk (a
+			// cache miss per partition held, at every slot) is skipped.
+			if at, ok := n.shardTimers(); !ok || at.After(now) {
+				timers = false
+			}
+		}
 	}
 	if !raftTick && !timers {
 		return

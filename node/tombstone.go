@@ -46,16 +46,23 @@ var ErrBadLeft = errors.New("node: malformed record of left partitions")
 func encodeLeft(left map[int]tombstone) []byte {
 	var b []byte
 	for _, p := range sortedKeys(left) {
-		t := left[p]
-		b = binary.AppendUvarint(b, uint64(p))
-		b = binary.AppendUvarint(b, t.term)
-		b = binary.AppendUvarint(b, t.lastTerm)
-		b = binary.AppendUvarint(b, t.lastIndex)
+		b = appendLeft(b, p, left[p])
 	}
 	return b
 }
 
-// decodeLeft decodes encodeLeft's record for a mesh of parts partitions.
+// appendLeft appends partition p's tombstone t to a record: decodeLeft
+// keeps the last entry of each partition, so a record can grow by what
+// changed (flushLeft).
+func appendLeft(b []byte, p int, t tombstone) []byte {
+	b = binary.AppendUvarint(b, uint64(p))
+	b = binary.AppendUvarint(b, t.term)
+	b = binary.AppendUvarint(b, t.lastTerm)
+	return binary.AppendUvarint(b, t.lastIndex)
+}
+
+// decodeLeft decodes encodeLeft's record for a mesh of parts partitions;
+// of several entries of one partition, the last counts.
 func decodeLeft(b []byte, parts int) (map[int]tombstone, error) {
 	left := map[int]tombstone{}
 	for len(b) > 0 {
@@ -88,21 +95,34 @@ func (n *Node) bury(p *partition) {
 		}
 	}
 	n.left[p.id] = t // NewNode made the map (decodeLeft)
-	n.leftDirty = true
+	n.leftNew = append(n.leftNew, p.id)
 }
 
 // flushLeft puts the record of left partitions in the Ready being built
 // when a partition was left since the last one: once per Ready, however
-// many it left (a founder leaves thousands as a large mesh forms, and
-// encoding the whole record for each was quadratic).
+// many it left. The record grows by the tombstones buried since the last
+// one (appendLeft), and is written whole again only when what it repeats
+// outgrows what it holds: a founder leaves thousands of partitions, a few
+// per Ready, as a large mesh forms, and encoding every tombstone each
+// time was quadratic. Bytes once in a record are never written again (a
+// batch may still hold it): appends go past its end, a rewrite to a new
+// slice.
 func (n *Node) flushLeft() {
-	if !n.leftDirty {
+	if len(n.leftNew) == 0 {
 		return
 	}
-	n.leftDirty = false
+	if n.leftRec == nil || n.leftEntries+len(n.leftNew) > 2*len(n.left)+64 {
+		n.leftRec, n.leftEntries = encodeLeft(n.left), len(n.left)
+	} else {
+		for _, p := range n.leftNew {
+			n.leftRec = appendLeft(n.leftRec, p, n.left[p])
+		}
+		n.leftEntries += len(n.leftNew)
+	}
+	n.leftNew = n.leftNew[:0]
 	b := &n.rd.Persist
 	b.MetaPut = slices.DeleteFunc(b.MetaPut, func(r wal.Record) bool { return r.Key == LeftMetaKey })
-	b.MetaPut = append(b.MetaPut, wal.Record{Key: LeftMetaKey, Value: encodeLeft(n.left)})
+	b.MetaPut = append(b.MetaPut, wal.Record{Key: LeftMetaKey, Value: n.leftRec[:len(n.leftRec):len(n.leftRec)]})
 }
 
 // voteBarred reports whether m is a (pre-)vote request that this node

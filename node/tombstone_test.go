@@ -1,6 +1,9 @@
 package node
 
 import (
+	"bytes"
+	"maps"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -91,5 +94,56 @@ func TestLeftRecord(t *testing.T) {
 	}
 	if _, err := decodeLeft([]byte{0x80}, 8); err == nil {
 		t.Error("a truncated varint decoded")
+	}
+}
+
+// flushLeft's record grows by what was buried since the last Ready, is
+// rewritten whole when it repeats too much, always decodes to the
+// tombstones held, and never changes a record it handed out before.
+func TestLeftRecordGrowsByAppends(t *testing.T) {
+	const parts = 512
+	n := &Node{left: map[int]tombstone{}}
+	rng := rand.New(rand.NewPCG(1, 2))
+	type handed struct {
+		rec  []byte
+		copy []byte
+	}
+	var out []handed
+	rewrites := 0
+	for round := range 400 {
+		for range 1 + rng.IntN(4) {
+			p := rng.IntN(parts)
+			old := n.left[p]
+			n.left[p] = tombstone{term: old.term + 1, lastTerm: old.lastTerm + uint64(rng.IntN(2)), lastIndex: old.lastIndex + uint64(rng.IntN(100))}
+			n.leftNew = append(n.leftNew, p)
+		}
+		before := len(n.leftRec)
+		n.rd = Ready{}
+		n.flushLeft()
+		if len(n.rd.Persist.MetaPut) != 1 || n.rd.Persist.MetaPut[0].Key != LeftMetaKey {
+			t.Fatalf("round %d: meta records %v", round, n.rd.Persist.MetaPut)
+		}
+		rec := n.rd.Persist.MetaPut[0].Value
+		if len(rec) < before {
+			rewrites++
+		}
+		got, err := decodeLeft(rec, parts)
+		if err != nil || !maps.Equal(got, n.left) {
+			t.Fatalf("round %d: record decodes to %d tombstones (%v), want %d", round, len(got), err, len(n.left))
+		}
+		out = append(out, handed{rec, bytes.Clone(rec)})
+	}
+	for i, h := range out {
+		if !bytes.Equal(h.rec, h.copy) {
+			t.Fatalf("record %d changed after it was handed out", i)
+		}
+	}
+	if rewrites == 0 || rewrites > 40 {
+		t.Errorf("%d rewrites in 400 flushes: want some, and far fewer than flushes", rewrites)
+	}
+	n.rd = Ready{}
+	n.flushLeft()
+	if len(n.rd.Persist.MetaPut) != 0 {
+		t.Error("a Ready with nothing buried rewrote the record")
 	}
 }
