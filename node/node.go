@@ -437,8 +437,12 @@ func (n *Node) Tick(now time.Time) {
 			// The earliest timer cached may be early, never late: when it
 			// is not due, no shard has anything to fire, and the walk (a
 			// cache miss per partition held, at every slot) is skipped.
+			// The cache is read afresh at the next deadline all the same,
+			// as after a pass: that read unmarks the partitions with
+			// nothing pending (dueParts), which needsRaftTick walks.
 			if at, ok := n.shardTimers(); !ok || at.After(now) {
 				timers = false
+				n.timers.known = false
 			}
 		}
 	}

@@ -154,13 +154,13 @@ func (m *mesh) learnAddrs(from *member, book []PeerAddrs) {
 	if len(book) == 0 {
 		return
 	}
+	if len(m.noAddrs) == 0 {
+		return // every member has its addresses: nothing to learn
+	}
 	if from.bookSeen.is(book) && from.bookAt == m.version {
 		return
 	}
 	from.bookSeen, from.bookAt = markOf(book), m.version
-	if len(m.noAddrs) == 0 {
-		return // every member has its addresses: nothing to learn
-	}
 	if len(m.noAddrs)*8 < len(book) {
 		// Few lack them: look each up (a book is sorted by id, as book
 		// builds it; one that is not only hides entries from this search).
