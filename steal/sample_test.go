@@ -92,3 +92,39 @@ func TestSampleFindsTheOneMemberItMayAsk(t *testing.T) {
 		t.Fatalf("Sample = %q %v, want p37, the only live member", v, ok)
 	}
 }
+
+// A thief records only the peers with READY work or refused asking: idle
+// peers it hears of cost it nothing, a peer it asked blind and that
+// refused backs off although its idle load was never recorded, and a
+// refusal nobody asked for (a late reply) records nothing.
+func TestIdlePeersAreNotRecorded(t *testing.T) {
+	th := mustThief(t, 7, nil)
+	t0 := time.Unix(1000, 0)
+	members := []string{"self"}
+	for i := range 1000 {
+		id := fmt.Sprint("p", i)
+		members = append(members, id)
+		th.Observe(Load{Peer: id, Slots: 2, At: t0})
+	}
+	if len(th.peers) != 0 || len(th.byID) != 0 {
+		t.Fatalf("%d idle peers recorded; want none", len(th.peers))
+	}
+	th.Observe(Load{Peer: "p7", Ready: 4, Slots: 2, At: t0})
+	th.Observe(Load{Peer: "p7", Ready: 0, Slots: 2, At: t0.Add(time.Millisecond)})
+	if len(th.peers) != 1 || th.loaded != 0 {
+		t.Fatalf("a peer that had READY work and has none: %d recorded, %d loaded; want 1, 0", len(th.peers), th.loaded)
+	}
+	self := Load{Peer: "self", Slots: 2}
+	v, _, ok := th.Sample(t0, self, members, func(string) bool { return true })
+	if !ok {
+		t.Fatal("Sample asked nobody")
+	}
+	th.Refused(t0.Add(time.Millisecond), v)
+	if !th.BackoffUntil(v).After(t0) {
+		t.Errorf("%s refused a blind ask and is not in backoff", v)
+	}
+	th.Refused(t0.Add(time.Millisecond), "p999") // not asked
+	if !th.BackoffUntil("p999").IsZero() {
+		t.Error("a refusal nobody asked for put its sender in backoff")
+	}
+}

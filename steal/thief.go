@@ -78,12 +78,22 @@ func (t *Thief) find(peer string) (int, bool) {
 // Observe records a peer's load, from gossip or from a grant reply. It keeps
 // the latest observation per peer: one older than the one held (gossip
 // arrives out of order) is ignored. A load with an empty Peer is ignored.
+//
+// A peer not known here whose load has no READY task is not recorded: it
+// is what an unknown peer is taken for (nothing to take, no backoff). Every
+// peer observes every other at its probes, and a table of every member
+// (a million entries in a 1,000-peer mesh) cost a cache miss per
+// observation; the table holds the peers that had READY tasks or were
+// refused asking. An older observation that arrives after such a one is
+// taken as the latest (the peer's own clock does not stamp them: At is
+// the receiver's).
 func (t *Thief) Observe(l Load) {
 	if l.Peer == "" {
 		return
 	}
 	i, known := t.find(l.Peer)
 	switch {
+	case !known && l.Ready <= 0:
 	case !known:
 		t.byID[l.Peer] = len(t.peers)
 		t.peers = append(t.peers, peerState{load: l})
@@ -338,9 +348,10 @@ func (t *Thief) Granted(now time.Time, victim string, got int) {
 // it is not asked again for the current backoff, which doubles with every
 // refusal in a row from BackoffMin up to BackoffMax.
 func (t *Thief) Refused(now time.Time, victim string) {
+	asked := t.asked == victim
 	t.answered(victim)
 	t.stats.Refused++
-	t.refuse(now, victim)
+	t.refuse(now, victim, asked)
 }
 
 // answered ends the outstanding request when victim is its target. A late
@@ -352,12 +363,19 @@ func (t *Thief) answered(victim string) {
 	}
 }
 
-// refuse puts a known victim in backoff. An unknown (forgotten) one is not
-// tracked, so the state stays bounded by the known peers.
-func (t *Thief) refuse(now time.Time, victim string) {
+// refuse puts victim in backoff. One not known here is recorded when it
+// is the victim asked (asked: an idle peer Observe did not record); any
+// other (forgotten, or a late reply to a request abandoned) is not
+// tracked, so the state stays bounded by the peers asked and loaded.
+func (t *Thief) refuse(now time.Time, victim string, asked bool) {
 	i, ok := t.find(victim)
 	if !ok {
-		return
+		if !asked {
+			return
+		}
+		i = len(t.peers)
+		t.byID[victim] = i
+		t.peers = append(t.peers, peerState{load: Load{Peer: victim}})
 	}
 	p := &t.peers[i]
 	d := p.next
@@ -373,7 +391,7 @@ func (t *Thief) refuse(now time.Time, victim string) {
 func (t *Thief) Pending(now time.Time) (victim string, ok bool) {
 	if t.asked != "" && now.Sub(t.askedAt) >= t.cfg.RequestTTL {
 		t.stats.Expired++
-		t.refuse(now, t.asked)
+		t.refuse(now, t.asked, true)
 		t.asked = ""
 	}
 	return t.asked, t.asked != ""
