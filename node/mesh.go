@@ -78,6 +78,8 @@ type member struct {
 	// not from an update or the peer itself, and knows no incarnation of
 	// it yet (quietInc).
 	listed bool
+	// gone: it was forgotten, or replaced by another record (add).
+	gone bool
 }
 
 // memberRare is the part of a member most members lack, from its
@@ -480,6 +482,7 @@ func (m *mesh) forget(id string, now time.Time) {
 		if mb.stranded() > 0 {
 			m.strandedPeers--
 		}
+		mb.gone = true
 		delete(m.members, id)
 		delete(m.noAddrs, id)
 		m.bookOK = m.bookOK && len(mb.addrs) == 0

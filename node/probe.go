@@ -60,9 +60,9 @@ const syncEvery = 30 * time.Second
 
 // swim is the failure detector's state (mesh.sw).
 type swim struct {
-	inc       uint64   // this peer's incarnation
-	order     []string // probe order: the members, shuffled
-	next      int      // next index in order
+	inc       uint64    // this peer's incarnation
+	order     []*member // probe order: the members, shuffled
+	next      int       // next index in order
 	seq       uint64
 	probe     probing
 	lastProbe time.Time
@@ -189,11 +189,10 @@ func (m *mesh) probeTick(now time.Time) {
 	}
 	var mb *member
 	for range min(len(m.members), 8) {
-		target := m.nextTarget()
-		if target == "" {
+		if mb = m.nextTarget(); mb == nil {
 			return
 		}
-		if mb = m.members[target]; mb.state != PeerAlive || !m.heardLately(mb, now) || len(sw.news) > 0 {
+		if mb.state != PeerAlive || !m.heardLately(mb, now) || len(sw.news) > 0 {
 			break
 		}
 		mb = nil
@@ -275,27 +274,33 @@ func (m *mesh) heardLately(mb *member, now time.Time) bool {
 	return now.Sub(m.at(mb.heard)) < max(m.n.cfg.HeartbeatEvery, m.n.cfg.ProbeEvery) && !m.lost(mb)
 }
 
-// nextTarget returns the next member to probe, "" when there is none.
-func (m *mesh) nextTarget() string {
+// nextTarget returns the next member to probe, nil when there is none.
+// The order holds the members themselves (a lookup by id per probe missed
+// the cache at 1,000 peers); one forgotten or replaced since is looked up.
+func (m *mesh) nextTarget() *member {
 	sw := &m.sw
 	for range 2 {
 		for sw.next < len(sw.order) {
-			id := sw.order[sw.next]
+			mb := sw.order[sw.next]
+			sw.order[sw.next] = nil
 			sw.next++
-			if m.members[id] != nil {
-				return id
+			if mb.gone {
+				mb = m.members[mb.id]
+			}
+			if mb != nil {
+				return mb
 			}
 		}
 		sw.order = sw.order[:0]
 		for _, id := range m.memberIDs() {
 			if id != m.n.cfg.ID {
-				sw.order = append(sw.order, id)
+				sw.order = append(sw.order, m.members[id])
 			}
 		}
 		m.n.cfg.Rand.Shuffle(len(sw.order), func(i, j int) { sw.order[i], sw.order[j] = sw.order[j], sw.order[i] })
 		sw.next = 0
 	}
-	return ""
+	return nil
 }
 
 // askHelpers sends ProbeReq for pr's target to probeHelpers random live

@@ -84,6 +84,7 @@ func (m *mesh) add(mb *member) {
 		}
 		m.bookGained(mb)
 	} else {
+		m.members[mb.id].gone = true
 		m.ids = nil // replaced: sorted again
 		m.bookOK = false
 	}
