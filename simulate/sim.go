@@ -24,8 +24,10 @@ type sim struct {
 	q         eventQueue
 	seq       uint64
 	now       time.Duration // virtual time since the start
-	// warmKinds is the network's message counts when --warmup ended.
+	// warmKinds is the network's message counts when --warmup ended,
+	// warmWall the wall clock then (reported only, as Run's wall).
 	warmKinds [3]uint64
+	warmWall  time.Time
 
 	forgerGone bool // the forge fault ended and forgot its host
 	// replicaPairs counts the replica states checkReplicas compared
@@ -118,6 +120,10 @@ func (s *sim) conclude(wall time.Time) Report {
 		rep.HeldMax = slices.Max(held)
 	}
 	rep.WallSeconds = time.Since(wall).Seconds()
+	if !s.warmWall.IsZero() {
+		rep.WallAfterWarmup = time.Since(s.warmWall).Seconds()
+		rep.SimAfterWarmup = (s.now - s.cfg.Warmup).Seconds()
+	}
 	if rep.Tasks > 0 {
 		rep.CPUPerTaskUS = rep.WallSeconds * 1e6 / float64(rep.Tasks)
 	}
@@ -160,6 +166,7 @@ func newSim(cfg Config) (*sim, error) {
 		s.wl.delay(cfg.Warmup)
 		s.at(cfg.Warmup, func() {
 			s.warmKinds = s.net.kinds
+			s.warmWall = time.Now()
 			s.cl.start(s.wl.sequential)
 		})
 	} else {

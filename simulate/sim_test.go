@@ -28,6 +28,7 @@ func TestDeterministic(t *testing.T) {
 	for _, cfg := range []Config{small(7), DefaultConfig()} {
 		a, b := mustRun(t, cfg), mustRun(t, cfg)
 		a.WallSeconds, b.WallSeconds = 0, 0
+		a.WallAfterWarmup, b.WallAfterWarmup = 0, 0
 		a.CPUPerTaskUS, b.CPUPerTaskUS = 0, 0
 		if !reflect.DeepEqual(a, b) {
 			t.Errorf("%v ran twice:\n%+v\n%+v", cfg, a, b)
@@ -222,5 +223,21 @@ func TestLoadedPeersStayVictims(t *testing.T) {
 	}
 	if r.MakespanOverLB > 1.2 {
 		t.Errorf("makespan/LB %.2f, want <= 1.2 (stealing evens the load)\nreplay: %s", r.MakespanOverLB, cfg.ReplayCommand())
+	}
+}
+
+// A run with --warmup reports the time after it apart: the virtual time
+// the workload ran and the wall time that took, and the text says so.
+func TestWarmupReportsTimeAfter(t *testing.T) {
+	cfg := Config{Seed: 2, Peers: 3, Tasks: 20, Workload: "idle", Faults: []string{}, Warmup: 5 * time.Second, MaxSimTime: 40 * time.Second}
+	r := mustRun(t, cfg)
+	if want := r.SimSeconds - cfg.Warmup.Seconds(); r.SimAfterWarmup != want || r.WallAfterWarmup <= 0 || r.WallAfterWarmup > r.WallSeconds {
+		t.Fatalf("after the warmup: sim %v wall %v; want sim %v, wall in (0, %v]", r.SimAfterWarmup, r.WallAfterWarmup, want, r.WallSeconds)
+	}
+	if !strings.Contains(r.Text(), "after the warmup: sim ") {
+		t.Errorf("the report does not give the time after the warmup:\n%s", r.Text())
+	}
+	if r := mustRun(t, small(3)); r.SimAfterWarmup != 0 || r.WallAfterWarmup != 0 || strings.Contains(r.Text(), "after the warmup: sim") {
+		t.Errorf("a run without a warmup reports time after one: %v %v", r.SimAfterWarmup, r.WallAfterWarmup)
 	}
 }

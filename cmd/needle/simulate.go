@@ -63,7 +63,9 @@ replays the failing seed exactly.
                     12 s x tasks / all slots)
   --liveness D      bound for finishing after faults heal (default 1m;
                     batch: 30m)
-  --warmup D        run the mesh this long before the first request (default 0)
+  --warmup D        run the mesh this long before the first request (default 0);
+                    the report gives the time after it apart (how fast a
+                    formed mesh simulates) and its messages per peer
   --kill D          stop the last peer for good at D; the report says when
                     every other peer held it dead (default 0: none)
   --workers N       external workers polling each peer (default 0); every
