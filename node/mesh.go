@@ -351,13 +351,14 @@ func (m *mesh) askable(id string) bool {
 	return mb != nil && mb.state == PeerAlive && mb.boot != ""
 }
 
-// heard records a message from a peer: it is alive. A new boot nonce means
-// the peer restarted: leases held by its former run are void.
-func (m *mesh) heard(id, boot string, now time.Time) {
+// heard records a message from peer id, whose member the caller looked up
+// (mb, nil when none): it is alive, and a member. A new boot nonce means
+// the peer restarted: leases held by its former run are void. It returns
+// the member, nil when id was forgotten.
+func (m *mesh) heard(id string, mb *member, boot string, now time.Time) *member {
 	if id == "" || m.forgotten[id] {
-		return
+		return nil
 	}
-	mb := m.members[id]
 	if mb == nil {
 		mb = &member{id: id}
 		m.add(mb)
@@ -381,6 +382,7 @@ func (m *mesh) heard(id, boot string, now time.Time) {
 		mb.rebootAt = m.instant(now)
 		m.n.forgetAnswers(RaftID(id))
 	}
+	return mb
 }
 
 // learn merges a heartbeat's membership view. Merging a list twice

@@ -32,6 +32,7 @@ func (n *Node) Step(from string, m Message) error {
 		return n.stepProbeBeat(from, m.Probe)
 	}
 	boot := ""
+	mb := n.mesh.members[from] // nil: not a member (yet)
 	if m.Type == MsgHeartbeat {
 		if m.Heartbeat == nil {
 			return errors.New("peer: step: heartbeat without body")
@@ -44,9 +45,9 @@ func (n *Node) Step(from string, m Message) error {
 		boot = m.Heartbeat.Boot
 	} else if _, refused := n.mesh.refused[from]; refused {
 		return fmt.Errorf("%w: %s sent %v after a refused heartbeat", ErrNotMember, from, m.Type)
-	} else if m.Type == MsgProbe && m.Probe != nil && n.mesh.members[from] != nil {
+	} else if m.Type == MsgProbe && m.Probe != nil && mb != nil {
 		boot = m.Probe.Boot
-	} else if n.mesh.members[from] == nil {
+	} else if mb == nil {
 		// Raft too: heard() below would make any keyed host a member
 		// without the heartbeat's checks, and the ring would give it
 		// partitions it never serves. A joiner's Raft traffic comes after
@@ -59,8 +60,7 @@ func (n *Node) Step(from string, m Message) error {
 		}
 		return fmt.Errorf("%w: %s sent %v before any heartbeat", ErrNotMember, from, m.Type)
 	}
-	n.mesh.heard(from, boot, n.now)
-	if mb := n.mesh.members[from]; mb != nil && m.Type != MsgHeartbeat {
+	if mb = n.mesh.heard(from, mb, boot, n.now); mb != nil && m.Type != MsgHeartbeat {
 		if m.Type == MsgProbe && m.Probe != nil && m.Probe.Kind == ProbePing && m.Probe.BeatFollows && !mb.beat {
 			// Its heartbeat and request follow the ping: asking for it too
 			// would cross them and cost two heartbeats more (a first
