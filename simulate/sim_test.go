@@ -241,3 +241,17 @@ func TestWarmupReportsTimeAfter(t *testing.T) {
 		t.Errorf("a run without a warmup reports time after one: %v %v", r.SimAfterWarmup, r.WallAfterWarmup)
 	}
 }
+
+// An idle run that --max-sim-time ends before its span is over (a large
+// mesh's formed minutes are what is measured) stops there without a
+// liveness violation; a run with work left at the limit still breaks it.
+func TestIdleRunCutShortIsNoViolation(t *testing.T) {
+	r := mustRun(t, Config{Seed: 1, Peers: 5, Tasks: 10, Workload: "idle", Faults: []string{}, Warmup: 20 * time.Second, MaxSimTime: 30 * time.Second})
+	if r.Failed() || r.SimSeconds != 30 {
+		t.Fatalf("an idle run cut short at 30 s: failed %v (%v), ran %v s", r.Failed(), r.Violations, r.SimSeconds)
+	}
+	r = mustRun(t, Config{Seed: 1, Peers: 3, Tasks: 400, Workload: "w3", Faults: []string{}, MaxSimTime: 2 * time.Second})
+	if !r.Failed() {
+		t.Fatal("a run with 400 tasks and 2 s of virtual time broke no liveness")
+	}
+}
