@@ -216,11 +216,11 @@ type mesh struct {
 	changedAt time.Time // membership last changed
 	ring      *ring.Ring
 	ringSet   []string // the members the ring was built over
-	// bookCache is book's answer while bookOK, but for the members in
-	// bookAdd, which gained addresses since (probe_addr.go).
-	bookCache []PeerAddrs
-	bookOK    bool
-	bookAdd   []*member
+	// bookCache is book's answer while bookOK and the membership is at
+	// bookVersion (probe_addr.go).
+	bookCache   []PeerAddrs
+	bookVersion int
+	bookOK      bool
 	// noAddrs holds the members but this node that have no address
 	// (learnAddrs looks only for them).
 	noAddrs   map[string]struct{}
@@ -487,7 +487,6 @@ func (m *mesh) forget(id string, now time.Time) {
 		mb.gone = true
 		delete(m.members, id)
 		delete(m.noAddrs, id)
-		m.bookOK = m.bookOK && len(mb.addrs) == 0
 		delete(m.byRaft, RaftID(id))
 		m.sum -= RaftID(id)
 		m.ids, m.idsAdd = nil, m.idsAdd[:0]

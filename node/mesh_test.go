@@ -427,10 +427,10 @@ func memberSum(ids []string) uint64 {
 	return s
 }
 
-// The address book, merged with the members that gained addresses since
-// it was built, is always the one built afresh: every member but this
-// peer with addresses, sorted by id; and a book handed out never changes.
-func TestBookMergesGainedAddresses(t *testing.T) {
+// The address book, shared until the members or their addresses change,
+// is always the one built afresh: every member but this peer with
+// addresses, sorted by id; and a book handed out never changes.
+func TestBookFollowsMembersAndAddresses(t *testing.T) {
 	c := newCluster(t, 1, 4)
 	m := &c.node("n1").n.mesh
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -445,7 +445,6 @@ func TestBookMergesGainedAddresses(t *testing.T) {
 	}
 	type handed struct{ book, copy []PeerAddrs }
 	var out []handed
-	merges := 0
 	for op := range 6000 {
 		id := fmt.Sprint("p", rng.IntN(400))
 		addrs := []string{fmt.Sprint("/ip4/10.0.0.", rng.IntN(3), "/tcp/1")}
@@ -467,9 +466,6 @@ func TestBookMergesGainedAddresses(t *testing.T) {
 				m.forget(id, c.now)
 			}
 		default:
-			if m.bookOK && len(m.bookAdd) > 0 {
-				merges++
-			}
 			got := m.book()
 			if w := want(); !slices.EqualFunc(got, w, func(a, b PeerAddrs) bool { return a.ID == b.ID && slices.Equal(a.Addrs, b.Addrs) }) {
 				t.Fatalf("op %d: book %v; want %v", op, got, w)
@@ -481,8 +477,5 @@ func TestBookMergesGainedAddresses(t *testing.T) {
 		if !slices.EqualFunc(h.book, h.copy, func(a, b PeerAddrs) bool { return a.ID == b.ID && slices.Equal(a.Addrs, b.Addrs) }) {
 			t.Fatalf("book %d changed after it was handed out", i)
 		}
-	}
-	if merges < 100 {
-		t.Errorf("%d books merged; the test meant to exercise merging", merges)
 	}
 }

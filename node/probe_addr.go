@@ -3,7 +3,6 @@ package node
 import (
 	"encoding/binary"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/needle-mesh/needle/shard"
@@ -61,74 +60,32 @@ func decodeAddrs(d *shard.Decoder) []string {
 }
 
 // book returns the addresses this peer knows of the members but itself,
-// sorted by id, for a heartbeat to one peer (its receiver skips its own
-// entry). It is shared by every heartbeat until the members or their
-// addresses change. A forming mesh changes them at nearly every message,
-// and every member asks every other for its heartbeat: a book built for
-// each answer made formation N^3 work, and one built afresh at each
-// change (a map lookup per member) still took a tenth of a 1,000-peer
-// mesh's forming. The members that gained addresses since the last book
-// (a member that joins, one learned from a list whose addresses come
-// later) are merged into a copy of it; a member forgotten or replaced, or
-// addresses that change, build it afresh. Dead members stay in it: their
-// addresses are what a peer pings them at, and a receiver only fills
-// addresses it lacks.
+// for a heartbeat to one peer (its receiver skips its own entry). It is
+// built once per membership version and address change (addrsChanged)
+// and shared by every heartbeat until then: in a forming mesh every
+// member asks every other for its heartbeat, and a book built for each
+// answer made formation N^3 work (41% of the simulator's CPU at 1,000
+// idle peers). Dead members stay in it: their addresses are what a peer
+// pings them at, and a receiver only fills addresses it lacks.
 func (m *mesh) book() []PeerAddrs {
-	switch {
-	case m.bookOK && len(m.bookAdd) == 0:
+	if m.bookOK && m.bookVersion == m.version {
 		return m.bookCache
-	case m.bookOK:
-		m.bookCache = mergeBook(m.bookCache, m.bookAdd)
-	default:
-		out := make([]PeerAddrs, 0, len(m.members))
-		for _, id := range m.memberIDs() {
-			if mb := m.members[id]; id != m.n.cfg.ID && len(mb.addrs) > 0 {
-				out = append(out, PeerAddrs{ID: id, Addrs: mb.addrs})
-			}
+	}
+	out := make([]PeerAddrs, 0, len(m.members))
+	for _, id := range m.memberIDs() {
+		if mb := m.members[id]; id != m.n.cfg.ID && len(mb.addrs) > 0 {
+			out = append(out, PeerAddrs{ID: id, Addrs: mb.addrs})
 		}
-		m.bookCache, m.bookOK = out, true
 	}
-	clear(m.bookAdd)
-	m.bookAdd = m.bookAdd[:0]
-	return m.bookCache
+	m.bookCache, m.bookVersion, m.bookOK = out, m.version, true
+	return out
 }
 
-// mergeBook returns a new book: old with the entries of add, members
-// that gained addresses since old was built (none of them in it).
-func mergeBook(old []PeerAddrs, add []*member) []PeerAddrs {
-	slices.SortFunc(add, func(a, b *member) int { return strings.Compare(a.id, b.id) })
-	out := make([]PeerAddrs, 0, len(old)+len(add))
-	i := 0
-	for _, mb := range add {
-		j := i + sort.Search(len(old)-i, func(k int) bool { return old[i+k].ID >= mb.id })
-		out = append(out, old[i:j]...)
-		i = j
-		if n := len(out); n > 0 && out[n-1].ID == mb.id {
-			continue // listed twice
-		}
-		out = append(out, PeerAddrs{ID: mb.id, Addrs: mb.addrs})
-	}
-	return append(out, old[i:]...)
-}
-
-// bookGained notes that mb, a member, has addresses it had not when the
-// book was built (a new member, or one that had none).
-func (m *mesh) bookGained(mb *member) {
-	if m.bookOK && len(mb.addrs) > 0 && mb.id != m.n.cfg.ID {
-		m.bookAdd = append(m.bookAdd, mb)
-	}
-}
-
-// setAddrs gives member mb the addresses addrs: a member that had none
-// joins the book at its next build, other changes build it afresh.
+// setAddrs gives member mb the addresses addrs, and the book is built
+// again when they differ.
 func (m *mesh) setAddrs(mb *member, addrs []string) {
 	if !slices.Equal(mb.addrs, addrs) {
-		if len(mb.addrs) == 0 {
-			mb.addrs = addrs
-			m.bookGained(mb)
-		} else {
-			m.bookOK = false
-		}
+		m.bookOK = false
 	}
 	mb.addrs = addrs
 	m.noteAddrs(mb)

@@ -82,11 +82,9 @@ func (m *mesh) add(mb *member) {
 		if m.ids != nil {
 			m.idsAdd = append(m.idsAdd, mb.id)
 		}
-		m.bookGained(mb)
 	} else {
 		m.members[mb.id].gone = true
 		m.ids = nil // replaced: sorted again
-		m.bookOK = false
 	}
 	m.version++
 	m.members[mb.id] = mb
