@@ -56,7 +56,9 @@ type Config struct {
 	// the mesh is smaller). Default 3. --replicas.
 	Replicas int
 	// Placement picks each partition's replicas after the primary
-	// (ring.Config.Placement), the same on every node. Default circle.
+	// (ring.Config.Placement), the same on every node. DefaultConfig (and
+	// so `needle simulate`) takes spread, what a new needled data dir
+	// takes; the zero value is circle, what an older mesh keeps.
 	// --placement.
 	Placement ring.Placement
 	// MaxSimTime bounds the virtual time of the run; reaching it is a
@@ -138,6 +140,7 @@ func DefaultConfig() Config {
 	return Config{
 		Seed: 1, Peers: 3, Tasks: 200, Workload: "mixed", Faults: slices.Clone(FaultKinds),
 		Partitions: 16, Slots: 2, MaxSimTime: 10 * time.Minute, Liveness: time.Minute,
+		Placement: ring.PlacementSpread,
 	}
 }
 
@@ -238,13 +241,10 @@ func (c Config) has(f string) bool { return slices.Contains(c.Faults, f) }
 // run's output.
 func (c Config) String() string {
 	c = c.withDefaults()
-	s := fmt.Sprintf("seed=%d peers=%d tasks=%d workload=%s faults=%s partitions=%d slots=%d replicas=%d max-sim-time=%v liveness=%v",
-		c.Seed, c.Peers, c.Tasks, c.Workload, strings.Join(c.Faults, ","), c.Partitions, c.Slots, c.Replicas, c.MaxSimTime, c.Liveness)
+	s := fmt.Sprintf("seed=%d peers=%d tasks=%d workload=%s faults=%s partitions=%d slots=%d replicas=%d placement=%v max-sim-time=%v liveness=%v",
+		c.Seed, c.Peers, c.Tasks, c.Workload, strings.Join(c.Faults, ","), c.Partitions, c.Slots, c.Replicas, c.Placement, c.MaxSimTime, c.Liveness)
 	if c.Warmup > 0 {
 		s += fmt.Sprintf(" warmup=%v", c.Warmup)
-	}
-	if c.Placement != ring.PlacementCircle {
-		s += fmt.Sprintf(" placement=%v", c.Placement)
 	}
 	if c.Kill > 0 {
 		s += fmt.Sprintf(" kill=%v", c.Kill)
@@ -262,13 +262,10 @@ func (c Config) ReplayCommand() string {
 	if faults == "" {
 		faults = `""`
 	}
-	cmd := fmt.Sprintf("needle simulate --seed %d --peers %d --tasks %d --workload %s --faults %s --partitions %d --slots %d --replicas %d --max-sim-time %v --liveness %v",
-		c.Seed, c.Peers, c.Tasks, c.Workload, faults, c.Partitions, c.Slots, c.Replicas, c.MaxSimTime, c.Liveness)
+	cmd := fmt.Sprintf("needle simulate --seed %d --peers %d --tasks %d --workload %s --faults %s --partitions %d --slots %d --replicas %d --placement %v --max-sim-time %v --liveness %v",
+		c.Seed, c.Peers, c.Tasks, c.Workload, faults, c.Partitions, c.Slots, c.Replicas, c.Placement, c.MaxSimTime, c.Liveness)
 	if c.Warmup > 0 {
 		cmd += fmt.Sprintf(" --warmup %v", c.Warmup)
-	}
-	if c.Placement != ring.PlacementCircle {
-		cmd += fmt.Sprintf(" --placement %v", c.Placement)
 	}
 	if c.Kill > 0 {
 		cmd += fmt.Sprintf(" --kill %v", c.Kill)

@@ -57,8 +57,9 @@ replays the failing seed exactly.
   --partitions N    ring partitions (default 16)
   --slots N         task slots per peer (default 2)
   --replicas N      replicas per partition (default 3)
-  --placement P     replicas after the primary: circle (default) or spread
-                    (evens leadership at hundreds of peers)
+  --placement P     replicas after the primary: spread (default, as a new
+                    needled data dir; evens leadership at hundreds of
+                    peers) or circle (a mesh an earlier release founded)
   --max-sim-time D  virtual time bound (default 10m; batch: 1h plus
                     12 s x tasks / all slots)
   --liveness D      bound for finishing after faults heal (default 1m;
