@@ -215,7 +215,7 @@ func (n *Node) walkTimers() (at time.Time, ok bool) {
 // as the thief and this node's slots go (the caller checks that nothing
 // READY here may run: maybeSteal's last condition, a walk).
 func (n *Node) stealAt() (time.Time, bool) {
-	if n.steal.t == nil || n.draining || n.busy >= n.cfg.Slots+n.pace.stealAhead(n.cfg.Slots, n.cfg.LeaseAhead) {
+	if n.steal.t == nil || n.draining || n.busy >= n.stealCapacity() {
 		return time.Time{}, false
 	}
 	return n.steal.t.NextAt(n.now, n.cfg.ID)

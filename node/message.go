@@ -59,6 +59,11 @@ type Message struct {
 	Grants    []Grant      // MsgGrant
 	Load      Load         // MsgStealReq, MsgGrant: the sender's load
 	Refused   bool         // MsgGrant: nothing granted, back off
+	// NotNow, on a refused MsgGrant, is "nothing granted until you have a
+	// free slot": the victim's backlog is in its tail (steal.TailCap), and
+	// the thief asks again when a slot frees, without backing off. It
+	// travels as Refused's byte (2); an older peer reads a refusal.
+	NotNow bool
 	// Holder is, on a MsgGrant with grants, the incarnation of the thief
 	// (id#boot) the leases are for: a peer restarted since its steal
 	// request must not run leases held by its former run. On a

@@ -55,6 +55,8 @@ type stealer struct {
 	owed    map[shard.TaskID]string // leases proposed for a thief, by task
 	grants  map[string][]Grant      // grants to send with the next Ready, by thief holder (id#boot)
 	refuse  []string                // thieves to answer with a refusal
+	notNow  []string                // thieves to answer "not now" (steal.TailCap)
+	drain   steal.Drainers          // the slots that drain this peer's backlog
 	askedAt time.Time               // when the last steal request went out
 	// stranded is the victim of the request in flight for its stranded
 	// tasks (askStranded), "" when none is: a slot is kept for its grant.
@@ -107,7 +109,7 @@ func (n *Node) load() Load {
 // nothing READY of its own. It runs after every local scheduling pass, not
 // only on gossip, so an idle peer does not wait for the next round.
 func (n *Node) maybeSteal() {
-	if n.steal.t == nil || n.draining || n.busy >= n.cfg.Slots+n.pace.stealAhead(n.cfg.Slots, n.cfg.LeaseAhead) {
+	if n.steal.t == nil || n.draining || n.busy >= n.stealCapacity() {
 		return
 	}
 	self := n.load()
@@ -119,7 +121,7 @@ func (n *Node) maybeSteal() {
 	// trip (Little's law on measured averages): a thief asks again before
 	// its last task ends, and long tasks stay with the victim instead of
 	// waiting in a thief's queue.
-	capacity := n.cfg.Slots + n.pace.stealAhead(n.cfg.Slots, n.cfg.LeaseAhead)
+	capacity := n.stealCapacity()
 	me := steal.Load{Peer: n.cfg.ID, Ready: self.Ready, Running: self.Running, Slots: capacity, At: n.now}
 	victim, want, ok := n.steal.t.Next(n.now, me)
 	if !ok { // nobody known to have work: ask one at random now and then
@@ -132,6 +134,17 @@ func (n *Node) maybeSteal() {
 		return
 	}
 	n.askSteal(victim, min(want, max(capacity-self.Running, 1)), self)
+}
+
+// stealCapacity is how many leases this node holds at most before it
+// stops asking thieves' questions: its slots, plus the leases that hide a
+// steal's round trip unless a victim said its backlog is in its tail
+// (steal.Thief.Ahead).
+func (n *Node) stealCapacity() int {
+	if n.steal.t != nil && !n.steal.t.Ahead(n.now) {
+		return n.cfg.Slots
+	}
+	return n.cfg.Slots + n.pace.stealAhead(n.cfg.Slots, n.cfg.LeaseAhead)
 }
 
 // askSteal sends a steal request for want tasks, with this node's load.
@@ -219,14 +232,21 @@ func (n *Node) stepSteal(from string, m Message) error {
 	granted := n.grant(want, func(p *partition, k int) []shard.Event {
 		return p.shard.LeaseStranded(n.now, k, holder, thief, n.placement)
 	}, from)
+	tail := false
 	if n.steal.enabled && !short {
 		limit := n.cfg.Slots + n.pace.ahead(n.cfg.Slots, n.cfg.LeaseAhead)
-		give := min(steal.GrantSize(ready, max(limit-n.busy, 0), want), want-granted)
+		n.steal.drain.Asked(n.now, from, m.Load.Slots)
+		var most int
+		most, tail = steal.TailCap(ready, n.steal.drain.Slots(n.now, n.cfg.Slots), m.Load.Slots-m.Load.Running, want-granted)
+		give := min(steal.GrantSize(ready, max(limit-n.busy, 0), want), most)
 		granted += n.grant(give, func(p *partition, k int) []shard.Event {
 			return p.shard.LeaseFor(n.now, k, holder, thief, nil)
 		}, from)
 	}
-	if granted == 0 {
+	switch {
+	case granted == 0 && tail && m.Load.Running >= m.Load.Slots:
+		n.steal.notNow = append(n.steal.notNow, from)
+	case granted == 0:
 		n.steal.refuse = append(n.steal.refuse, from)
 	}
 	return nil
@@ -322,7 +342,7 @@ func (n *Node) grantOf(p *partition, e *shard.Event, spec *shard.TaskSpec) Grant
 
 // flushGrants sends the grants (and refusals) of this Ready.
 func (n *Node) flushGrants() {
-	if len(n.steal.grants) == 0 && len(n.steal.refuse) == 0 {
+	if len(n.steal.grants) == 0 && len(n.steal.refuse) == 0 && len(n.steal.notNow) == 0 {
 		return
 	}
 	self := n.load()
@@ -338,8 +358,14 @@ func (n *Node) flushGrants() {
 			n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgGrant, From: n.cfg.ID, Load: self, Refused: true}})
 		}
 	}
+	for _, to := range n.steal.notNow {
+		if !granted[to] {
+			n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgGrant, From: n.cfg.ID, Load: self, Refused: true, NotNow: true}})
+		}
+	}
 	clear(n.steal.grants)
 	n.steal.refuse = n.steal.refuse[:0]
+	n.steal.notNow = n.steal.notNow[:0]
 }
 
 // stepGrant starts the tasks a victim leased to this node. Their outcomes
@@ -352,9 +378,12 @@ func (n *Node) stepGrant(from string, m Message) {
 		return
 	}
 	if n.steal.t != nil {
-		if len(m.Grants) == 0 {
+		switch {
+		case len(m.Grants) == 0 && m.NotNow:
+			n.steal.t.NotNow(n.now, from)
+		case len(m.Grants) == 0:
 			n.steal.t.Refused(n.now, from)
-		} else {
+		default:
 			n.steal.t.Granted(n.now, from, len(m.Grants))
 		}
 	}

@@ -169,6 +169,10 @@ func (e *env) sent(s nodetest.Sent) {
 		if s.Fate == "" || s.Fate == "held" {
 			e.grantsOn[nodetest.Link{From: s.From, To: s.To}] += len(m.Grants)
 		}
+		if m.NotNow {
+			e.logf("grants", "%s -> %s grant not now%s", s.From, s.To, fate)
+			return
+		}
 		if m.Refused {
 			e.logf("grants", "%s -> %s grant refused%s", s.From, s.To, fate)
 			return

@@ -62,7 +62,12 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 		dst = shard.AppendString(dst, m.Holder)
 	case MsgGrant:
 		dst = appendLoad(dst, m.Load)
-		dst = appendBool(dst, m.Refused)
+		switch {
+		case m.NotNow:
+			dst = append(dst, 2)
+		default:
+			dst = appendBool(dst, m.Refused)
+		}
 		dst = binary.AppendUvarint(dst, uint64(len(m.Grants)))
 		for i := range m.Grants {
 			dst = appendGrant(dst, &m.Grants[i])
@@ -260,7 +265,8 @@ func DecodeMessage(p []byte) (Message, error) {
 		}
 	case MsgGrant:
 		m.Load = decodeLoad(&d)
-		m.Refused = d.Byte() != 0
+		refused := d.Byte()
+		m.Refused, m.NotNow = refused != 0, refused == 2
 		n := d.Count(6)
 		m.Grants = make([]Grant, 0, n)
 		for range n {

@@ -43,6 +43,7 @@ func wireSamples() []Message {
 				Inputs: map[string]json.RawMessage{"b": json.RawMessage(`[1,2]`), "a": json.RawMessage(`"x"`)}}}, Holder: "t#7"},
 		{Type: MsgGrant, From: "f", Load: Load{Ready: 1}, Grants: []Grant{{Task: "g.5", Round: 2, Handler: "echo"}}}, // from an older peer: no holder
 		{Type: MsgGrant, From: "f", Refused: true},
+		{Type: MsgGrant, From: "f", Load: Load{Ready: 3, Slots: 2}, Refused: true, NotNow: true},
 		{Type: MsgReplicaAsk, From: "g", Asks: []uint32{0, 7, 255, 4095}},
 		{Type: MsgReplicaGone, From: "h", Gone: []GoneMsg{{Partition: 7, Index: 12}, {Partition: 4095, Index: 1 << 40}}},
 	}
@@ -396,5 +397,23 @@ func TestHeartbeatWorkersChecked(t *testing.T) {
 		if _, err := DecodeMessage(b); err == nil {
 			t.Errorf("heartbeat with worker %+v decoded", bad)
 		}
+	}
+}
+
+// "Not now" travels as the refusal's byte, 2: a peer of this release
+// reads both flags, an older one (which reads any non-zero byte as a
+// refusal) backs off as it always did.
+func TestGrantNotNowWire(t *testing.T) {
+	b, err := AppendMessage(nil, &Message{Type: MsgGrant, From: "f", Refused: true, NotNow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := DecodeMessage(b)
+	if err != nil || !m.Refused || !m.NotNow {
+		t.Fatalf("decoded %+v, %v; want Refused and NotNow", m, err)
+	}
+	b, _ = AppendMessage(nil, &Message{Type: MsgGrant, From: "f", Refused: true})
+	if m, err := DecodeMessage(b); err != nil || !m.Refused || m.NotNow {
+		t.Fatalf("a plain refusal decoded %+v, %v", m, err)
 	}
 }

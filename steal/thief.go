@@ -26,6 +26,7 @@ type Stats struct {
 	Expired int // requests abandoned unanswered after Config.RequestTTL
 	Stolen  int // tasks received in grants
 	Sampled int // of Asked, blind asks (Sample)
+	NotNow  int // replies that granted nothing until a slot frees (tail.go)
 }
 
 // peerState is what a Thief knows of one peer.
@@ -57,8 +58,9 @@ type Thief struct {
 	// has), sampleNext the wait after the next blind ask (0 = SampleMin).
 	sampleAt   time.Time
 	sampleNext time.Duration
-	sampleIdle bool     // the last Sample found nobody to ask
-	names      []string // scratch for Sample
+	sampleIdle bool      // the last Sample found nobody to ask
+	names      []string  // scratch for Sample
+	tailUntil  time.Time // Ahead is false before this (NotNow)
 }
 
 // New returns a Thief that knows no peer yet.
@@ -343,6 +345,20 @@ func (t *Thief) Granted(now time.Time, victim string, got int) {
 		t.peers[i].until, t.peers[i].next = time.Time{}, 0
 	}
 }
+
+// NotNow reports that victim granted nothing because this thief had no
+// free slot while the victim's backlog is in its tail (TailCap): no
+// backoff, the thief asks again when a slot frees, and it asks for no
+// more than its free slots (Ahead) for TailHold.
+func (t *Thief) NotNow(now time.Time, victim string) {
+	t.answered(victim)
+	t.stats.NotNow++
+	t.tailUntil = now.Add(TailHold)
+}
+
+// Ahead reports whether asking for tasks beyond the free slots is worth
+// it: not within TailHold of a "not now" (NotNow).
+func (t *Thief) Ahead(now time.Time) bool { return !now.Before(t.tailUntil) }
 
 // Refused reports that victim refused a request (or could not be reached):
 // it is not asked again for the current backoff, which doubles with every
