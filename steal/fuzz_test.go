@@ -26,7 +26,7 @@ func FuzzThief(f *testing.F) {
 		}
 		now := t0
 		for i := 0; i+1 < len(ops); i += 2 {
-			op, arg := ops[i]%6, int(ops[i+1])
+			op, arg := ops[i]%7, int(ops[i+1])
 			peer := fuzzPeers[arg%len(fuzzPeers)]
 			switch op {
 			case 0:
@@ -43,6 +43,11 @@ func FuzzThief(f *testing.F) {
 				th.Forget(peer)
 			case 5:
 				now = now.Add(time.Duration(arg) * 10 * time.Millisecond)
+			case 6:
+				th.NotNow(now, peer)
+				if th.Ahead(now) {
+					t.Fatalf("Ahead right after a not-now from %s", peer)
+				}
 			}
 			fuzzCheck(t, th)
 		}
