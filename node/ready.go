@@ -112,7 +112,8 @@ func (n *Node) HasReady() bool {
 	if len(n.rd.Replies) > 0 || len(n.rd.Run) > 0 || len(n.rd.Abort) > 0 || len(n.rd.Persist.Updates) > 0 ||
 		len(n.rd.Messages) > 0 || len(n.rd.Gossip) > 0 || len(n.rd.Persist.OutboxPut) > 0 || len(n.rd.Persist.OutboxDel) > 0 ||
 		len(n.rd.Notify) > 0 || len(n.rd.Early) > 0 || len(n.raftOut) > 0 || len(n.goneOut) > 0 ||
-		len(n.steal.grants) > 0 { // held grants go at once (defer.go)
+		len(n.steal.grants) > 0 || // held grants go at once (defer.go)
+		len(n.steal.notNow) > 0 { // and "not now": the thief's request waits for it
 		return true
 	}
 	// A dirty partition found to have nothing is dropped from dirty (every

@@ -33,6 +33,8 @@ import (
 //	wait drained n1 | wait outbox n2 empty | wait task g.0 SUCCEEDED
 //	steal n2 from n1 [max=5s]  step until n1 grants n2 a task
 //	cut n1->n2 | cut n1<->n2 | heal [n1->n2]
+//	ask n2 n1 want=2 running=2 [slots=2]    n2 sends n1 a steal request
+//	                           with that load (its runs as they stand are not looked at)
 //	hold n1->n2 [grant|outcome|ack|raft|steal] | release n1->n2 | drop-held n1->n2
 //	crash n2 [lose-unsynced|after-early] | restart n2 | forget n4 | drain n1
 //	hold-runs n2 [off]         n2's handlers wait for report
@@ -80,6 +82,8 @@ func (e *env) command(d *datadriven.TestData) (string, error) {
 		return "", nil
 	case "wait", "steal":
 		return e.wait(d.Cmd, pos, kv)
+	case "ask":
+		return "", e.ask(pos, kv)
 	case "cut", "heal", "hold", "release", "drop-held":
 		return e.network(d.Cmd, pos)
 	case "crash", "restart", "forget", "drain", "hold-runs":
@@ -168,6 +172,23 @@ func (e *env) network(cmd string, pos []string) (string, error) {
 		}
 	}
 	return strings.Join(out, "\n"), nil
+}
+
+// ask sends a steal request from pos[0] to pos[1] with the load kv gives.
+func (e *env) ask(pos []string, kv map[string]string) error {
+	if len(pos) != 2 {
+		return errors.New("ask: want a thief and a victim")
+	}
+	thief := e.m.MustPeer(pos[0])
+	want, err1 := strconv.Atoi(kv["want"])
+	running, err2 := strconv.Atoi(kv["running"])
+	slots, err3 := strconv.Atoi(cmp.Or(kv["slots"], "2"))
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return err
+	}
+	e.m.Send(pos[0], node.Envelope{To: pos[1], Msg: node.Message{Type: node.MsgStealReq, From: pos[0], Want: want,
+		Load: node.Load{Running: running, Slots: slots}, Holder: thief.Node.Holder()}})
+	return nil
 }
 
 func (e *env) peerCmd(cmd string, pos []string) (string, error) {

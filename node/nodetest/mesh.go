@@ -310,6 +310,11 @@ type Sent struct {
 	Fate     string // "" (delivered at the next step), "held", "cut" or "down" (lost)
 }
 
+// Send puts a message of the test's making on the link from -> e.To, as
+// if peer from had sent it: delivered at the next step, held, cut or lost
+// like any other.
+func (m *Mesh) Send(from string, e node.Envelope) { m.send(from, e, false) }
+
 // send puts a message on the link from -> to.
 func (m *Mesh) send(from string, e node.Envelope, early bool) {
 	to := m.Peer(e.To)
