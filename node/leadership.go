@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"time"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -68,10 +69,20 @@ func (n *Node) abdicate(p *partition) bool {
 	return true
 }
 
-// abdicateQuiet is how long, in DeadAfters, an abdicated leader stays
-// silent: DeadAfter for the voters to find it silent, and as long again to
-// elect another.
-const abdicateQuiet = 2
+// abdicateQuiet is how long an abdicated leader stays silent before it
+// resumes (nobody else was elected): DeadAfter for the voters to find it
+// silent, the longest a voter then waits to campaign (a voter that is not
+// the preferred owner, and the silent leader often is: campaignJitter
+// plus twice campaignFallback), and DeadAfter again for the election. A
+// quiesced partition's voters start to count the silence only when the
+// leader wakes them, which can be the moment it abdicates: with two
+// DeadAfters (6 s) the leader could resume before a fallback voter (3 s
+// of silence, then up to 3.3 s) was elected, and abdicate again 3 s later:
+// a one-way cut left the partition without a server for rounds of that
+// (TestMeshQuiescedLeaderCutOneWayIsReplaced).
+func (n *Node) abdicateQuiet() time.Duration {
+	return 2*n.cfg.DeadAfter + campaignJitter + 2*campaignFallback
+}
 
 // resumeLeading ends an abdication that no later term ended: nobody else
 // could be elected (the others are learners, in a joint configuration

@@ -479,3 +479,51 @@ func TestBookFollowsMembersAndAddresses(t *testing.T) {
 		}
 	}
 }
+
+// A quiesced partition's voters start to count their leader's silence
+// only when it wakes them, and a leader cut off one way (it hears nobody,
+// everybody hears it) wakes its partitions and abdicates in the same
+// moment: its quiet must outlast their DeadAfter of silence and the
+// longest wait of a voter that is not the preferred owner before it
+// campaigns. With two DeadAfters the leader could resume first, and the
+// partition went without a server for rounds of abdicating and resuming.
+// The cut comes at several moments after the partitions quiesced: each
+// is another schedule (the voters' seeded waits differ).
+func TestMeshQuiescedLeaderCutOneWayIsReplaced(t *testing.T) {
+	const parts = 8
+	for shift := range 12 {
+		c := newCluster(t, 3, parts)
+		c.run(15 * time.Second)
+		victim := c.node("n2")
+		led := victim.n.Leading()
+		if len(led) == 0 {
+			t.Fatalf("n2 leads nothing: %v", c.leaders())
+		}
+		quiet := func() bool {
+			for _, p := range led {
+				if !victim.n.Quiesced(p) {
+					return false
+				}
+			}
+			return true
+		}
+		for i := 0; !quiet(); i++ {
+			if i == 1000 {
+				t.Fatalf("n2's partitions %v did not quiesce", led)
+			}
+			c.run(10 * time.Millisecond)
+		}
+		c.run(time.Duration(shift) * 170 * time.Millisecond)
+		c.oneServer(parts)
+		for _, o := range []string{"n1", "n3"} {
+			c.cuts[[2]string{o, victim.id}] = true // n2 hears nobody; everybody hears n2
+		}
+		c.run(12 * time.Second)
+		for _, p := range led {
+			if s := c.servers(p); len(s) != 1 || s[0] == victim.id {
+				t.Errorf("cut %v after quiescing: partition %d (led by n2) is served by %v 12 s into the cut; want one server other than n2",
+					time.Duration(shift)*170*time.Millisecond, p, s)
+			}
+		}
+	}
+}

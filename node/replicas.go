@@ -148,7 +148,7 @@ func (m *mesh) tickPartition(p *partition) {
 	want := m.owner(p)
 	if p.leader {
 		if p.abdicated {
-			if m.n.now.Sub(p.abdicatedAt) >= abdicateQuiet*m.n.cfg.DeadAfter {
+			if m.n.now.Sub(p.abdicatedAt) >= m.n.abdicateQuiet() {
 				m.n.resumeLeading(p)
 			}
 			return
