@@ -242,3 +242,29 @@ func TestClaimsTellLeasesOfOneRound(t *testing.T) {
 		t.Fatal("a lease of a round whose outcome took nothing did not start")
 	}
 }
+
+// A lease that applies without taking (its task was canceled before it)
+// voids its claim while its run goes on here; a grant of the same round
+// that arrives then must not start a second run: two slots were counted
+// for one running entry, and one was never freed (simulate seed 48, with
+// a victim's refusals sent at once).
+func TestGrantOfARoundRunningHereStartsNothing(t *testing.T) {
+	h := newHarness(t, 1)
+	h.tick(time.Second)
+	exp := h.n.now.Add(time.Minute)
+	if !h.n.claimLease("g.0", 2, exp, "") {
+		t.Fatal("a first lease was refused")
+	}
+	h.n.busy++
+	h.n.startRun("g.0", 2)
+	h.n.voidClaim("g.0", 2)
+	if h.n.claimGrant("g.0", 2, exp, "p2") {
+		t.Error("a grant of the round running here was claimed")
+	}
+	if h.n.claimGrant("g.0", 2, exp.Add(time.Second), "p2") {
+		t.Error("a grant of another lease of the round running here was claimed")
+	}
+	if !h.n.claimGrant("g.0", 3, exp, "p2") {
+		t.Error("a grant of the next round was refused")
+	}
+}

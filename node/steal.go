@@ -495,6 +495,13 @@ func claimOf(r shard.Round, expiry time.Time, by string) claimed {
 // thief that holds no replica never sees the log say so (voidClaim), and
 // the retried task stayed RUNNING on it until its timeout.
 func (n *Node) claimGrant(t shard.TaskID, r shard.Round, expiry time.Time, from string) bool {
+	if cur, running := n.running[t]; running && cur == r {
+		// A run of this round is under way here, whatever its claim says
+		// (voidClaim cleared it: the lease applied without taking): a
+		// second would take a second slot for one running entry, and the
+		// slot was never freed.
+		return false
+	}
 	if prev, ok := n.started[t]; ok && prev.round >= r {
 		if !prev.other(r, expiry) || n.runPending(t, r) {
 			return false
