@@ -285,17 +285,9 @@ func TestMeshOutcomesReachGranter(t *testing.T) {
 // every partition again while the cut lasts, never with two servers.
 func TestMeshOneWayCutLeaderAbdicates(t *testing.T) {
 	const parts = 8
-	c := newCluster(t, 3, parts)
-	c.run(15 * time.Second)
-	victim := c.node("n2")
-	led := victim.n.Leading()
-	if len(led) == 0 {
-		t.Fatalf("n2 leads nothing: %v", c.leaders())
-	}
+	c, victim, led := leaderMesh(t, parts)
 	c.oneServer(parts)
-	for _, o := range []string{"n1", "n3"} {
-		c.cuts[[2]string{o, victim.id}] = true // n2 hears nobody; everybody hears n2
-	}
+	c.cutOneWay(victim)
 	c.run(12 * time.Second)
 	for p := range parts {
 		if s := c.servers(p); len(s) != 1 || s[0] == victim.id {
@@ -492,13 +484,7 @@ func TestBookFollowsMembersAndAddresses(t *testing.T) {
 func TestMeshQuiescedLeaderCutOneWayIsReplaced(t *testing.T) {
 	const parts = 8
 	for shift := range 12 {
-		c := newCluster(t, 3, parts)
-		c.run(15 * time.Second)
-		victim := c.node("n2")
-		led := victim.n.Leading()
-		if len(led) == 0 {
-			t.Fatalf("n2 leads nothing: %v", c.leaders())
-		}
+		c, victim, led := leaderMesh(t, parts)
 		quiet := func() bool {
 			for _, p := range led {
 				if !victim.n.Quiesced(p) {
@@ -515,15 +501,36 @@ func TestMeshQuiescedLeaderCutOneWayIsReplaced(t *testing.T) {
 		}
 		c.run(time.Duration(shift) * 170 * time.Millisecond)
 		c.oneServer(parts)
-		for _, o := range []string{"n1", "n3"} {
-			c.cuts[[2]string{o, victim.id}] = true // n2 hears nobody; everybody hears n2
-		}
+		c.cutOneWay(victim)
 		c.run(12 * time.Second)
 		for _, p := range led {
 			if s := c.servers(p); len(s) != 1 || s[0] == victim.id {
 				t.Errorf("cut %v after quiescing: partition %d (led by n2) is served by %v 12 s into the cut; want one server other than n2",
 					time.Duration(shift)*170*time.Millisecond, p, s)
 			}
+		}
+	}
+}
+
+// leaderMesh returns a 3-peer mesh of parts partitions 15 s after it
+// formed, its peer n2 and the partitions n2 leads (some).
+func leaderMesh(t *testing.T, parts int) (*cluster, *cnode, []int) {
+	t.Helper()
+	c := newCluster(t, 3, parts)
+	c.run(15 * time.Second)
+	victim := c.node("n2")
+	led := victim.n.Leading()
+	if len(led) == 0 {
+		t.Fatalf("n2 leads nothing: %v", c.leaders())
+	}
+	return c, victim, led
+}
+
+// cutOneWay cuts the links to victim: it hears nobody, everybody hears it.
+func (c *cluster) cutOneWay(victim *cnode) {
+	for _, cn := range c.nodes {
+		if cn != victim {
+			c.cuts[[2]string{cn.id, victim.id}] = true
 		}
 	}
 }
