@@ -353,14 +353,11 @@ func (n *Node) flushGrants() {
 		n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgGrant, From: n.cfg.ID, Load: self,
 			Grants: n.steal.grants[holder], Holder: holder}})
 	}
-	for _, to := range n.steal.refuse {
-		if !granted[to] {
-			n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgGrant, From: n.cfg.ID, Load: self, Refused: true}})
-		}
-	}
-	for _, to := range n.steal.notNow {
-		if !granted[to] {
-			n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgGrant, From: n.cfg.ID, Load: self, Refused: true, NotNow: true}})
+	for i, thieves := range [2][]string{n.steal.refuse, n.steal.notNow} {
+		for _, to := range thieves {
+			if !granted[to] {
+				n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgGrant, From: n.cfg.ID, Load: self, Refused: true, NotNow: i == 1}})
+			}
 		}
 	}
 	clear(n.steal.grants)

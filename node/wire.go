@@ -62,10 +62,9 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 		dst = shard.AppendString(dst, m.Holder)
 	case MsgGrant:
 		dst = appendLoad(dst, m.Load)
-		switch {
-		case m.NotNow:
-			dst = append(dst, 2)
-		default:
+		if m.NotNow {
+			dst = append(dst, 2) // a refusal to an older peer
+		} else {
 			dst = appendBool(dst, m.Refused)
 		}
 		dst = binary.AppendUvarint(dst, uint64(len(m.Grants)))
