@@ -125,7 +125,7 @@ func (n *Node) maybeSteal() {
 	me := steal.Load{Peer: n.cfg.ID, Ready: self.Ready, Running: self.Running, Slots: capacity, At: n.now}
 	victim, want, ok := n.steal.t.Next(n.now, me)
 	if !ok { // nobody known to have work: ask one at random now and then
-		victim, want, ok = n.steal.t.Sample(n.now, me, n.mesh.memberIDs(), n.mesh.askable)
+		victim, want, ok = n.steal.t.Sample(n.now, me, n.mesh.memberIDs(), n.mesh.askableAt)
 		if ok {
 			n.stats.StealsSampled++
 		}

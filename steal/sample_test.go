@@ -18,7 +18,7 @@ func TestSampleAsksBlindWhenNobodyAdvertisesWork(t *testing.T) {
 	self := Load{Peer: "a", Slots: 2}
 	th.Observe(Load{Peer: "b", Ready: 0, Slots: 2, At: t0}) // an announcement that went stale
 	members := []string{"a", "b", "c", "d"}
-	live := func(id string) bool { return id != "d" }
+	live := func(i int) bool { return members[i] != "d" }
 	if _, _, ok := th.Next(t0, self); ok {
 		t.Fatal("Next asked a peer that advertises nothing")
 	}
@@ -65,14 +65,14 @@ func TestSampleWithNobodyToAskDoesNotWake(t *testing.T) {
 	}
 	t0 := time.Unix(1000, 0)
 	self := Load{Peer: "a", Slots: 2}
-	if _, _, ok := th.Sample(t0, self, []string{"a"}, func(string) bool { return true }); ok {
+	if _, _, ok := th.Sample(t0, self, []string{"a"}, func(int) bool { return true }); ok {
 		t.Fatal("a lone peer asked itself")
 	}
 	if _, ok := th.NextAt(t0, "a"); ok {
 		t.Fatal("a lone peer's thief wants to wake")
 	}
 	busy := Load{Peer: "a", Slots: 2, Running: 2}
-	if _, _, ok := th.Sample(t0, busy, []string{"a", "b"}, func(string) bool { return true }); ok {
+	if _, _, ok := th.Sample(t0, busy, []string{"a", "b"}, func(int) bool { return true }); ok {
 		t.Fatal("a peer without a free slot asked")
 	}
 }
@@ -86,7 +86,7 @@ func TestSampleFindsTheOneMemberItMayAsk(t *testing.T) {
 	for i := range 50 {
 		members = append(members, fmt.Sprintf("p%02d", i))
 	}
-	live := func(id string) bool { return id == "p37" } // the others are dead or unknown
+	live := func(i int) bool { return members[i] == "p37" } // the others are dead or unknown
 	v, _, ok := th.Sample(time.Unix(1000, 0), Load{Peer: "p00", Slots: 1}, members, live)
 	if !ok || v != "p37" {
 		t.Fatalf("Sample = %q %v, want p37, the only live member", v, ok)
@@ -115,7 +115,7 @@ func TestIdlePeersAreNotRecorded(t *testing.T) {
 		t.Fatalf("a peer that had READY work and has none: %d recorded, %d loaded; want 1, 0", len(th.peers), th.loaded)
 	}
 	self := Load{Peer: "self", Slots: 2}
-	v, _, ok := th.Sample(t0, self, members, func(string) bool { return true })
+	v, _, ok := th.Sample(t0, self, members, func(int) bool { return true })
 	if !ok {
 		t.Fatal("Sample asked nobody")
 	}

@@ -168,9 +168,10 @@ const sampleDraws = 8
 
 // Sample is Next's fallback when no known peer advertises READY tasks:
 // it asks a peer drawn at random among members (sorted; self, peers in
-// backoff and peers live rejects are skipped) for up to free slots' worth,
-// at most once per sample wait (Config.SampleMin doubling to SampleMax;
-// a grant starts it again at SampleMin). Peers announce their load when
+// backoff and peers live rejects are skipped: live(i) judges members[i])
+// for up to free slots' worth, at most once per sample wait
+// (Config.SampleMin doubling to SampleMax; a grant starts it again at
+// SampleMin). Peers announce their load when
 // it changes, not periodically, so an announcement lost on the way, or
 // overtaken by an older load (a steal request sent before its sender's
 // work arrived), leaves a loaded peer known here as empty for as long as
@@ -178,7 +179,7 @@ const sampleDraws = 8
 // again SampleMin later, at a call rather than a time (NextAt). The
 // conditions and the contract are Next's: when ok, send the request and
 // report the reply.
-func (t *Thief) Sample(now time.Time, self Load, members []string, live func(string) bool) (victim string, n int, ok bool) {
+func (t *Thief) Sample(now time.Time, self Load, members []string, live func(i int) bool) (victim string, n int, ok bool) {
 	if _, out := t.Pending(now); out {
 		return "", 0, false
 	}
@@ -186,25 +187,26 @@ func (t *Thief) Sample(now time.Time, self Load, members []string, live func(str
 	if free <= 0 || self.Ready > 0 || now.Before(t.sampleAt) {
 		return "", 0, false
 	}
-	askable := func(id string) bool {
-		if id == self.Peer || !live(id) {
+	askable := func(i int) bool {
+		id := members[i]
+		if id == self.Peer || !live(i) {
 			return false
 		}
-		i, known := t.find(id)
-		return !known || !now.Before(t.peers[i].until)
+		k, known := t.find(id)
+		return !known || !now.Before(t.peers[k].until)
 	}
 	// A few draws find one at once when most members may be asked (a
 	// settled mesh); else the members that may are listed and one drawn.
 	for range min(sampleDraws, len(members)) {
-		if id := members[t.cfg.Rand.IntN(len(members))]; askable(id) {
-			victim = id
+		if i := t.cfg.Rand.IntN(len(members)); askable(i) {
+			victim = members[i]
 			break
 		}
 	}
 	c := t.names[:0]
 	if victim == "" {
-		for _, id := range members {
-			if askable(id) {
+		for i, id := range members {
+			if askable(i) {
 				c = append(c, id)
 			}
 		}
