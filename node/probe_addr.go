@@ -72,9 +72,9 @@ func (m *mesh) book() []PeerAddrs {
 		return m.bookCache
 	}
 	out := make([]PeerAddrs, 0, len(m.members))
-	for _, id := range m.memberIDs() {
-		if mb := m.members[id]; id != m.n.cfg.ID && len(mb.addrs) > 0 {
-			out = append(out, PeerAddrs{ID: id, Addrs: mb.addrs})
+	for _, mb := range m.sortedMembers() {
+		if mb.id != m.n.cfg.ID && len(mb.addrs) > 0 {
+			out = append(out, PeerAddrs{ID: mb.id, Addrs: mb.addrs})
 		}
 	}
 	m.bookCache, m.bookVersion, m.bookOK = out, m.version, true

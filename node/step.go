@@ -21,14 +21,18 @@ var ErrNotMember = errors.New("peer: sender is not a member")
 // authenticated id). Malformed or misdirected content is refused with an
 // error and changes nothing; the node never panics on input from the
 // network.
-func (n *Node) Step(from string, m Message) error {
+func (n *Node) Step(from string, m Message) error { return n.step(from, m, false) }
+
+// step is Step; beatDone: m is a probe whose heartbeat (Probe.Beat) was
+// stepped already (stepProbeBeat), the probe alone is left.
+func (n *Node) step(from string, m Message, beatDone bool) error {
 	if from == "" || from == n.cfg.ID {
 		return fmt.Errorf("peer: step: bad sender %q", from)
 	}
 	if n.mesh.forgotten[from] {
 		return fmt.Errorf("%w: %s was forgotten", ErrNotMember, from)
 	}
-	if m.Type == MsgProbe && m.Probe != nil && m.Probe.Beat != nil {
+	if m.Type == MsgProbe && m.Probe != nil && m.Probe.Beat != nil && !beatDone {
 		return n.stepProbeBeat(from, m.Probe)
 	}
 	boot := ""
