@@ -59,61 +59,70 @@ func (f *rawFields) toSpec(path string, lim Limits) (shard.TaskSpec, error) {
 		return ts, fieldErr(join(path, "handler"), "%v", ValidHandlerName(f.Handler))
 	}
 	var err error
-	if ts.Payload, err = payload(f.Payload, join(path, "payload"), lim.MaxPayload); err != nil {
+	if ts.Payload, err = payload(f.Payload, path, "payload", lim.MaxPayload); err != nil {
 		return ts, err
 	}
-	if ts.Timeout, err = duration(f.Timeout, join(path, "timeout"), shard.MaxTimeout); err != nil {
+	if ts.Timeout, err = duration(f.Timeout, path, "timeout", shard.MaxTimeout); err != nil {
 		return ts, err
 	}
-	if ts.Delay, err = duration(f.Delay, join(path, "delay"), shard.MaxDelay); err != nil {
+	if ts.Delay, err = duration(f.Delay, path, "delay", shard.MaxDelay); err != nil {
 		return ts, err
 	}
-	ts.Retry, err = retry(f.Retry, join(path, "retry"), lim)
+	ts.Retry, err = retry(f.Retry, path, "retry", lim)
 	return ts, err
 }
 
-// payload compacts a raw payload; absent or null is the bytes "null".
-func payload(raw json.RawMessage, path string, max int) ([]byte, error) {
+// payload compacts a raw payload (field of path); absent or null is the
+// bytes "null". A payload without whitespace is compact already: it is
+// taken as it is (a decoder's json.RawMessage is valid JSON, and its own).
+func payload(raw json.RawMessage, path, field string, max int) ([]byte, error) {
 	if len(raw) == 0 {
 		return []byte("null"), nil
+	}
+	if bytes.IndexAny(raw, " \t\n\r") < 0 && len(raw) <= max {
+		return raw, nil
 	}
 	var buf bytes.Buffer
 	buf.Grow(len(raw))
 	if err := json.Compact(&buf, raw); err != nil {
-		return nil, fieldErr(path, "malformed JSON")
+		return nil, fieldErr(join(path, field), "malformed JSON")
 	}
 	if buf.Len() > max {
-		return nil, &FieldError{Field: path, Message: fmt.Sprintf("%d bytes exceed the limit of %d", buf.Len(), max), Err: ErrPayloadTooLarge}
+		return nil, &FieldError{Field: join(path, field), Message: fmt.Sprintf("%d bytes exceed the limit of %d", buf.Len(), max), Err: ErrPayloadTooLarge}
 	}
 	return buf.Bytes(), nil
 }
 
-// duration parses a non-negative Go duration of at most max; "" is 0.
-func duration(s, path string, max time.Duration) (time.Duration, error) {
+// duration parses a non-negative Go duration of at most max (field of
+// path); "" is 0.
+func duration(s, path, field string, max time.Duration) (time.Duration, error) {
 	if s == "" {
 		return 0, nil
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, fieldErr(path, "invalid duration %q; want a Go duration like \"30s\"", s)
+		return 0, fieldErr(join(path, field), "invalid duration %q; want a Go duration like \"30s\"", s)
 	}
 	if d < 0 {
-		return 0, fieldErr(path, "negative duration %q", s)
+		return 0, fieldErr(join(path, field), "negative duration %q", s)
 	}
 	if d > max {
-		return 0, fieldErr(path, "%s is over the maximum of %s", s, max)
+		return 0, fieldErr(join(path, field), "%s is over the maximum of %s", s, max)
 	}
 	return d, nil
 }
 
 // retry decodes and defaults a retry policy (see the package doc).
-func retry(raw json.RawMessage, path string, lim Limits) (shard.Retry, error) {
+func retry(raw json.RawMessage, path, field string, lim Limits) (shard.Retry, error) {
 	r := shard.Retry{MaxAttempts: 1, Backoff: defaultBackoff}
+	if len(raw) == 0 {
+		r.MaxBackoff = max(r.Backoff, defaultBackoffMax)
+		return r, nil
+	}
+	path = join(path, field)
 	var rr rawRetry
-	if len(raw) > 0 {
-		if err := decodeStrict(raw, &rr, path); err != nil {
-			return r, err
-		}
+	if err := decodeStrict(raw, &rr, path); err != nil {
+		return r, err
 	}
 	if rr.MaxAttempts != nil {
 		if n := *rr.MaxAttempts; n < 1 || n > lim.MaxAttempts {
@@ -123,13 +132,13 @@ func retry(raw json.RawMessage, path string, lim Limits) (shard.Retry, error) {
 	}
 	var err error
 	if rr.Backoff != "" {
-		if r.Backoff, err = duration(rr.Backoff, join(path, "backoff"), shard.MaxBackoff); err != nil {
+		if r.Backoff, err = duration(rr.Backoff, path, "backoff", shard.MaxBackoff); err != nil {
 			return r, err
 		}
 	}
 	r.MaxBackoff = max(r.Backoff, defaultBackoffMax)
 	if rr.MaxBackoff != "" {
-		if r.MaxBackoff, err = duration(rr.MaxBackoff, join(path, "max_backoff"), shard.MaxBackoff); err != nil {
+		if r.MaxBackoff, err = duration(rr.MaxBackoff, path, "max_backoff", shard.MaxBackoff); err != nil {
 			return r, err
 		}
 		if r.MaxBackoff < r.Backoff {

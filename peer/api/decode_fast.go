@@ -1,0 +1,312 @@
+package api
+
+import (
+	"encoding/json"
+	"strconv"
+)
+
+// A group's body is what a busy client sends most, and encoding/json
+// (reflection, a scanner that validates every byte, then the decode)
+// took a seventh of a peer's CPU under W1. fastGroup reads the bodies
+// clients usually send, by hand, into the same value decodeStrict makes,
+// and gives up on anything else: escapes in a string, a byte outside
+// ASCII, a key not spelled as the field's tag (encoding/json also takes
+// other cases), a key twice, null, a number that is not a plain int32,
+// stages or items. What it gives up on is decoded by decodeStrict, whose
+// errors name the field; fastGroup reports none of its own.
+// TestFastGroupMatchesDecodeStrict and FuzzFastGroupMatchesDecodeStrict
+// hold the two to the same values.
+
+// fastGroup decodes data into g as decodeStrict(data, g, "") would, and
+// reports whether it did.
+func fastGroup(data []byte, g *rawGroupOf[rawGroupTask]) bool {
+	p := parser{b: data}
+	if !p.object(func(key string) bool {
+		switch key {
+		case "mode":
+			return p.str(&g.Mode)
+		case "key":
+			return p.str(&g.Key)
+		case "trace":
+			return p.str(&g.Trace)
+		case "notify":
+			return p.str(&g.Notify)
+		case "to":
+			return p.str(&g.To)
+		case "tasks":
+			g.Tasks = []rawGroupTask{}
+			return p.array(func() bool {
+				g.Tasks = append(g.Tasks, rawGroupTask{})
+				return p.task(&g.Tasks[len(g.Tasks)-1])
+			})
+		}
+		return false
+	}) {
+		return false
+	}
+	p.space()
+	return p.i == len(p.b)
+}
+
+// parser reads JSON from b at i; each method reports false for what it
+// does not take (and the caller gives up).
+type parser struct {
+	b []byte
+	i int
+	// last holds the last string read for a field that repeats from task
+	// to task (handler, timeout, delay): the same bytes are not copied
+	// again.
+	last [3]string
+}
+
+func (p *parser) task(t *rawGroupTask) bool {
+	return p.object(func(key string) bool {
+		switch key {
+		case "name":
+			return p.str(&t.Name)
+		case "handler":
+			return p.again(&t.Handler, 0)
+		case "payload":
+			return p.raw(&t.Payload)
+		case "priority":
+			return p.int32(&t.Priority)
+		case "timeout":
+			return p.again(&t.Timeout, 1)
+		case "retry":
+			return p.raw(&t.Retry)
+		case "delay":
+			return p.again(&t.Delay, 2)
+		case "deps":
+			return p.strs(&t.Deps)
+		case "require":
+			return p.strs(&t.Require)
+		case "pin":
+			return p.str(&t.Pin)
+		}
+		return false
+	})
+}
+
+func (p *parser) space() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+// next skips whitespace and takes byte c.
+func (p *parser) next(c byte) bool {
+	p.space()
+	if p.i < len(p.b) && p.b[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// peek skips whitespace and reports whether byte c is next.
+func (p *parser) peek(c byte) bool {
+	p.space()
+	return p.i < len(p.b) && p.b[p.i] == c
+}
+
+// object reads an object, each value by field(key); a key twice is not
+// taken.
+func (p *parser) object(field func(key string) bool) bool {
+	if !p.next('{') {
+		return false
+	}
+	if p.next('}') {
+		return true
+	}
+	var seen [12]string
+	n := 0
+	for {
+		var key string
+		if !p.str(&key) || !p.next(':') {
+			return false
+		}
+		for _, k := range seen[:n] {
+			if k == key {
+				return false
+			}
+		}
+		if n == len(seen) {
+			return false
+		}
+		seen[n] = key
+		n++
+		if !field(key) {
+			return false
+		}
+		if p.next('}') {
+			return true
+		}
+		if !p.next(',') {
+			return false
+		}
+	}
+}
+
+// array reads an array, each element by elem.
+func (p *parser) array(elem func() bool) bool {
+	if !p.next('[') {
+		return false
+	}
+	if p.next(']') {
+		return true
+	}
+	for {
+		if !elem() {
+			return false
+		}
+		if p.next(']') {
+			return true
+		}
+		if !p.next(',') {
+			return false
+		}
+	}
+}
+
+// str reads a string of printable ASCII without escapes.
+func (p *parser) str(s *string) bool {
+	if !p.next('"') {
+		return false
+	}
+	start := p.i
+	for ; p.i < len(p.b); p.i++ {
+		switch c := p.b[p.i]; {
+		case c == '"':
+			*s = string(p.b[start:p.i])
+			p.i++
+			return true
+		case c < 0x20 || c == '\\' || c >= 0x80:
+			return false
+		}
+	}
+	return false
+}
+
+// again is str for a field whose value repeats (slot of last).
+func (p *parser) again(s *string, slot int) bool {
+	p.space()
+	if l := p.last[slot]; p.i+len(l)+2 <= len(p.b) && p.b[p.i] == '"' && p.b[p.i+len(l)+1] == '"' && string(p.b[p.i+1:p.i+1+len(l)]) == l {
+		*s, p.i = l, p.i+len(l)+2
+		return true
+	}
+	if !p.str(s) {
+		return false
+	}
+	p.last[slot] = *s
+	return true
+}
+
+func (p *parser) strs(ss *[]string) bool {
+	*ss = []string{}
+	return p.array(func() bool {
+		var s string
+		if !p.str(&s) {
+			return false
+		}
+		*ss = append(*ss, s)
+		return true
+	})
+}
+
+// int32 reads an integer of at most 9 digits, without a leading zero but
+// 0 itself.
+func (p *parser) int32(v *int32) bool {
+	p.space()
+	start := p.i
+	if p.i < len(p.b) && p.b[p.i] == '-' {
+		p.i++
+	}
+	digits := p.i
+	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+		p.i++
+	}
+	if nd := p.i - digits; nd == 0 || nd > 9 || nd > 1 && p.b[digits] == '0' {
+		return false
+	}
+	if p.i < len(p.b) {
+		switch p.b[p.i] {
+		case '.', 'e', 'E':
+			return false
+		}
+	}
+	n, err := strconv.ParseInt(string(p.b[start:p.i]), 10, 32)
+	*v = int32(n)
+	return err == nil
+}
+
+// raw reads any JSON value but null, as encoding/json leaves it in a
+// json.RawMessage: its bytes, copied, once json.Valid takes them.
+func (p *parser) raw(r *json.RawMessage) bool {
+	p.space()
+	start := p.i
+	if !p.skip(0) {
+		return false
+	}
+	v := p.b[start:p.i]
+	if string(v) == "null" || !json.Valid(v) {
+		return false
+	}
+	*r = append(json.RawMessage(nil), v...)
+	return true
+}
+
+// skip passes over one value (not validated: raw validates it), nested
+// at most 64 deep.
+func (p *parser) skip(depth int) bool {
+	if depth > 64 || p.i >= len(p.b) {
+		return false
+	}
+	switch p.b[p.i] {
+	case '{', '[':
+		open := p.b[p.i]
+		p.i++
+		for {
+			p.space()
+			if p.i >= len(p.b) {
+				return false
+			}
+			if c := p.b[p.i]; c == '}' && open == '{' || c == ']' && open == '[' {
+				p.i++
+				return true
+			}
+			switch p.b[p.i] {
+			case ',', ':':
+				p.i++
+			default:
+				if !p.skip(depth + 1) {
+					return false
+				}
+			}
+		}
+	case '"':
+		for p.i++; p.i < len(p.b); p.i++ {
+			switch p.b[p.i] {
+			case '\\':
+				p.i++
+			case '"':
+				p.i++
+				return true
+			}
+		}
+		return false
+	}
+	start := p.i // a number, true, false or null
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r', ':':
+			return p.i > start
+		}
+		p.i++
+	}
+	return p.i > start
+}
