@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 
@@ -204,4 +205,18 @@ func BenchmarkEncodeGroup(b *testing.B) {
 			}
 		}
 	})
+}
+
+// The hand-written sides know every field of what they encode and
+// decode: a field added to one of these types must be added to
+// encode.go or decode_fast.go, and to the generators above.
+func TestHandWrittenKnowEveryField(t *testing.T) {
+	for _, c := range []struct {
+		v      any
+		fields int
+	}{{Task{}, 22}, {Group{}, 15}, {rawGroupTask{}, 10}, {rawGroupOf[rawGroupTask]{}, 8}} {
+		if n := reflect.TypeOf(c.v).NumField(); n != c.fields {
+			t.Errorf("%T has %d fields, the hand-written encoder or decoder knows %d: teach it the new ones (and the generators), then change this count", c.v, n, c.fields)
+		}
+	}
 }
