@@ -86,6 +86,16 @@ func (g *gen) strings() []string {
 	return out
 }
 
+func (g *gen) missing() []int {
+	switch g.intn(3) {
+	case 0:
+		return nil
+	case 1:
+		return []int{}
+	}
+	return []int{g.intn(100), g.intn(4096)}
+}
+
 func (g *gen) int() *int {
 	if g.one(2) {
 		return nil
@@ -137,7 +147,7 @@ func (g *gen) group() Group {
 // field and every kind of value the writer leaves to encoding/json.
 func TestEncodeMatchesEncodingJSON(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	fast := 0
+	fast, fastList := 0, 0
 	for i := range 20000 {
 		gn := &gen{r: r, plain: []float64{0, 0.97, 1}[i%3]}
 		g := gn.group()
@@ -146,6 +156,21 @@ func TestEncodeMatchesEncodingJSON(t *testing.T) {
 			fast++
 		}
 		sameAsEncodingJSON(t, gn.task())
+		tl, gl := TaskList{Cursor: gn.str(), MissingPartitions: gn.missing()}, GroupList{Cursor: gn.str(), MissingPartitions: gn.missing()}
+		if !gn.one(8) {
+			tl.Tasks, gl.Groups = []Task{}, []Group{}
+			for range gn.intn(3) {
+				tl.Tasks, gl.Groups = append(tl.Tasks, gn.task()), append(gl.Groups, gn.group())
+			}
+		}
+		sameAsEncodingJSON(t, tl)
+		sameAsEncodingJSON(t, gl)
+		if _, ok := appendList(nil, "groups", gl.Groups, appendGroup, gl.Cursor, gl.MissingPartitions); ok {
+			fastList++
+		}
+	}
+	if fastList < 200 {
+		t.Fatalf("only %d of 20,000 lists took the hand-written path", fastList)
 	}
 	if fast < 200 {
 		t.Fatalf("only %d of 20,000 groups took the hand-written path: the test compares encoding/json with itself", fast)
@@ -214,7 +239,7 @@ func TestHandWrittenKnowEveryField(t *testing.T) {
 	for _, c := range []struct {
 		v      any
 		fields int
-	}{{Task{}, 22}, {Group{}, 15}, {rawGroupTask{}, 10}, {rawGroupOf[rawGroupTask]{}, 8}} {
+	}{{Task{}, 22}, {Group{}, 15}, {TaskList{}, 3}, {GroupList{}, 3}, {rawGroupTask{}, 10}, {rawGroupOf[rawGroupTask]{}, 8}} {
 		if n := reflect.TypeOf(c.v).NumField(); n != c.fields {
 			t.Errorf("%T has %d fields, the hand-written encoder or decoder knows %d: teach it the new ones (and the generators), then change this count", c.v, n, c.fields)
 		}
