@@ -18,8 +18,14 @@ import (
 // hold the two to the same values.
 
 // fastGroup decodes data into g as decodeStrict(data, g, "") would, and
-// reports whether it did.
-func fastGroup(data []byte, g *rawGroupOf[rawGroupTask]) bool {
+// reports whether it did; when it gives up, g is left zero, for
+// decodeStrict to decode into.
+func fastGroup(data []byte, g *rawGroupOf[rawGroupTask]) (ok bool) {
+	defer func() {
+		if !ok {
+			*g = rawGroupOf[rawGroupTask]{}
+		}
+	}()
 	p := parser{b: data}
 	if !p.object(func(key string) bool {
 		switch key {

@@ -46,22 +46,8 @@ func marshal(v any) ([]byte, error) {
 // appendList appends a page of a list (TaskList, GroupList): its items
 // under key, each by appendItem, then its cursor and missing partitions.
 func appendList[T any](b []byte, key string, items []T, appendItem func([]byte, *T) ([]byte, bool), cursor string, missing []int) ([]byte, bool) {
-	ok := true
 	b = append(append(append(b, `{"`...), key...), `":`...)
-	if items == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i := range items {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var iok bool
-			b, iok = appendItem(b, &items[i])
-			ok = ok && iok
-		}
-		b = append(b, ']')
-	}
+	b, ok := appendArray(b, items, appendItem)
 	if cursor != "" {
 		b = append(b, `,"cursor":`...)
 		b, ok = appendString(b, cursor, ok)
@@ -77,6 +63,25 @@ func appendList[T any](b []byte, key string, items []T, appendItem func([]byte, 
 		b = append(b, ']')
 	}
 	return append(b, '}'), ok
+}
+
+// appendArray appends items, each by appendItem, as a JSON array (null
+// for nil, as encoding/json writes a nil slice).
+func appendArray[T any](b []byte, items []T, appendItem func([]byte, *T) ([]byte, bool)) ([]byte, bool) {
+	if items == nil {
+		return append(b, "null"...), true
+	}
+	ok := true
+	b = append(b, '[')
+	for i := range items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var iok bool
+		b, iok = appendItem(b, &items[i])
+		ok = ok && iok
+	}
+	return append(b, ']'), ok
 }
 
 func appendGroup(b []byte, g *Group) ([]byte, bool) {
@@ -115,20 +120,9 @@ func appendGroup(b []byte, g *Group) ([]byte, bool) {
 		b = strconv.AppendInt(b, int64(g.Counts[k]), 10)
 	}
 	b = append(b, `},"tasks":`...)
-	if g.Tasks == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i := range g.Tasks {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			var tok bool
-			b, tok = appendTask(b, &g.Tasks[i])
-			ok = ok && tok
-		}
-		b = append(b, ']')
-	}
+	var tok bool
+	b, tok = appendArray(b, g.Tasks, appendTask)
+	ok = ok && tok
 	b = append(b, `,"created_at":`...)
 	b, ok = appendTime(b, g.CreatedAt, ok)
 	b = append(b, `,"finished_at":`...)

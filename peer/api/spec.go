@@ -160,7 +160,7 @@ func decodeGroupTo(r io.Reader, lim Limits) (*shard.GroupSpec, string, error) {
 // bytes of a peer under W1.
 func decodeGroupData(data []byte, lim Limits, onePass bool) (*shard.GroupSpec, string, error) {
 	var fg rawGroupOf[rawGroupTask]
-	if onePass && (fastGroup(data, &fg) || zeroed(&fg) && decodeStrict(data, &fg, "") == nil) {
+	if onePass && (fastGroup(data, &fg) || decodeStrict(data, &fg, "") == nil) {
 		return decodeGroupFrom(&fg, lim, func(i int, _ string, rt *rawGroupTask) error {
 			*rt = fg.Tasks[i]
 			return nil
@@ -173,14 +173,6 @@ func decodeGroupData(data []byte, lim Limits, onePass bool) (*shard.GroupSpec, s
 	return decodeGroupFrom(&rg, lim, func(i int, path string, rt *rawGroupTask) error {
 		return decodeStrict(rg.Tasks[i], rt, path)
 	})
-}
-
-// zeroed zeroes *v (what a decoder that gave up left in it) and reports
-// true.
-func zeroed[T any](v *T) bool {
-	var zero T
-	*v = zero
-	return true
 }
 
 // decodeGroupFrom is decodeGroupTo after the JSON: task decodes task i
