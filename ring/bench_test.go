@@ -53,6 +53,23 @@ func BenchmarkNew(b *testing.B) {
 	})
 }
 
+// BenchmarkNewSpread builds the spread placement of a forming 1,000-peer
+// simulation (4,096 partitions, R=3): every peer builds a ring over
+// itself alone, then over what it has learned of the mesh.
+func BenchmarkNewSpread(b *testing.B) {
+	for _, n := range []int{1, 20, 1000} {
+		b.Run(fmt.Sprintf("partitions=4096/members=%d", n), func(b *testing.B) {
+			cfg := DefaultConfig()
+			cfg.Partitions, cfg.Placement = 4096, PlacementSpread
+			ids := randomIDs(rand.New(rand.NewPCG(1, 1)), n)
+			b.ReportAllocs()
+			for b.Loop() {
+				MustNew(b, cfg, 1, ids)
+			}
+		})
+	}
+}
+
 func BenchmarkPreferredOwners(b *testing.B) {
 	for _, n := range []int{3, 10, 50} {
 		r := MustNew(b, DefaultConfig(), 1, randomIDs(rand.New(rand.NewPCG(2, 2)), n))

@@ -36,6 +36,11 @@ import (
 // It panics where consistent would ("not enough room"), which
 // Config.ValidateMembers rules out.
 func primaries(cfg Config, members []PeerID) []int32 {
+	if len(members) == 1 {
+		// Load > 1 leaves room for every partition on the one member (a
+		// peer that knows only itself builds this ring at start).
+		return make([]int32, cfg.Partitions)
+	}
 	type point struct {
 		h uint64
 		m int32

@@ -68,10 +68,18 @@ func New(cfg Config, epoch Epoch, members []PeerID) (*Ring, error) {
 		return r, nil
 	}
 	r.reps = place(cfg, sorted, r.k)
+	// byMember's lists share one array, each cut to its member's count.
+	count := make([]int, len(sorted))
+	for _, m := range r.reps {
+		count[m]++
+	}
+	all := make([]int32, len(r.reps))
 	r.byMember = make([][]int32, len(sorted))
+	for m, c := range count {
+		r.byMember[m], all = all[:0:c], all[c:]
+	}
 	for i, m := range r.reps {
-		p := int32(i / r.k)
-		r.byMember[m] = append(r.byMember[m], p)
+		r.byMember[m] = append(r.byMember[m], int32(i/r.k))
 	}
 	return r, nil
 }

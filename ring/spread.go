@@ -94,24 +94,71 @@ func spreadReplicas(reps []int32, members []PeerID, k, partitions int) {
 	// (primaries and reservations counted); limit*members >=
 	// partitions*k, so one is always left.
 	limit := int(math.Ceil(float64(partitions*k) / float64(len(members)) * spreadLoad))
+	best := make([]ranked, 0, k)
 	for p := range partitions {
-		set := reps[p*k : (p+1)*k]
-		for j := filled[p]; j < k; j++ {
-			best := ranked{m: -1}
-			for _, capped := range []bool{true, false} { // uncapped: never needed, kept as a guard
-				for i, h := range sums {
-					c := ranked{mix(h ^ salts[p]), int32(i)}
-					if (!capped || load[i] < limit) && (best.m < 0 || c.above(best)) && !slices.Contains(set[:j], c.m) {
-						best = c
-					}
-				}
-				if best.m >= 0 {
-					break
+		set, from := reps[p*k:(p+1)*k], filled[p]
+		if from == k {
+			continue
+		}
+		// One pass ranks every member once and keeps the k-from best
+		// below the limit, highest first. A pick raises only its own load
+		// (and it is chosen already), so the next replica is the next of
+		// this list, as a pass per replica would find.
+		best = bestBelow(best[:0], sums, salts[p], load, limit, set[:from], k-from)
+		if len(best) < k-from {
+			pickEach(set, from, sums, salts[p], load, limit) // never needed, kept as a guard
+			continue
+		}
+		for j, c := range best {
+			set[from+j] = c.m
+			load[c.m]++
+		}
+	}
+}
+
+// bestBelow appends to best (empty) the n highest-ranked members for the
+// partition of salt that hold fewer than limit replica sets and are not
+// in chosen, highest first; fewer when fewer qualify.
+func bestBelow(best []ranked, sums []uint64, salt uint64, load []int, limit int, chosen []int32, n int) []ranked {
+	for i, h := range sums {
+		if load[i] >= limit {
+			continue
+		}
+		c := ranked{mix(h ^ salt), int32(i)}
+		if len(best) == n && !c.above(best[n-1]) || slices.Contains(chosen, c.m) {
+			continue
+		}
+		at := min(len(best), n-1)
+		if len(best) < n {
+			best = append(best, c)
+		}
+		for at > 0 && c.above(best[at-1]) {
+			best[at] = best[at-1]
+			at--
+		}
+		best[at] = c
+	}
+	return best
+}
+
+// pickEach fills set[from:] replica by replica, each the highest-ranked
+// member not chosen yet below the limit, or any when none is.
+func pickEach(set []int32, from int, sums []uint64, salt uint64, load []int, limit int) {
+	for j := from; j < len(set); j++ {
+		best := ranked{m: -1}
+		for _, capped := range []bool{true, false} {
+			for i, h := range sums {
+				c := ranked{mix(h ^ salt), int32(i)}
+				if (!capped || load[i] < limit) && (best.m < 0 || c.above(best)) && !slices.Contains(set[:j], c.m) {
+					best = c
 				}
 			}
-			set[j] = best.m
-			load[best.m]++
+			if best.m >= 0 {
+				break
+			}
 		}
+		set[j] = best.m
+		load[best.m]++
 	}
 }
 
@@ -185,8 +232,9 @@ func topPartitions(top []ranked, reps []int32, salts []uint64, k int, m int32, h
 				top = append(top, ranked{mix(h ^ salt), int32(p)})
 			}
 		}
+		top = selectTop(top, floor)
 		slices.SortFunc(top, byRank)
-		return top[:min(len(top), floor)]
+		return top
 	}
 	for p, salt := range salts {
 		c := ranked{mix(h ^ salt), int32(p)}
@@ -203,6 +251,55 @@ func topPartitions(top []ranked, reps []int32, salts []uint64, k int, m int32, h
 		}
 	}
 	return top
+}
+
+// selectTop returns the first n of rs in byRank order, in some order
+// (all of rs when it is no longer): a quickselect, where a sort of all
+// ranked the whole of a small membership's partitions to keep a tenth.
+// Ranks are distinct (above breaks ties by .m), so the n are the same
+// whatever the pivots.
+func selectTop(rs []ranked, n int) []ranked {
+	if n >= len(rs) {
+		return rs
+	}
+	lo, hi := 0, len(rs) // the n-th is in rs[lo:hi]
+	for rounds := 0; hi-lo > 16; rounds++ {
+		if rounds > 64 { // pivots this bad are not hash mixes: sort the rest
+			slices.SortFunc(rs[lo:hi], byRank)
+			return rs[:n]
+		}
+		// Median of three as the pivot, moved to the end; Lomuto's scheme
+		// puts every rank above it before it.
+		a, b, c := lo, lo+(hi-lo)/2, hi-1
+		if rs[b].above(rs[a]) {
+			a, b = b, a
+		}
+		if rs[c].above(rs[b]) {
+			b = c
+			if rs[b].above(rs[a]) {
+				b = a
+			}
+		}
+		rs[b], rs[hi-1] = rs[hi-1], rs[b]
+		pivot, at := rs[hi-1], lo
+		for i := lo; i < hi-1; i++ {
+			if rs[i].above(pivot) {
+				rs[i], rs[at] = rs[at], rs[i]
+				at++
+			}
+		}
+		rs[at], rs[hi-1] = rs[hi-1], rs[at]
+		switch {
+		case at == n || at+1 == n:
+			return rs[:n]
+		case at > n:
+			hi = at
+		default:
+			lo = at + 1
+		}
+	}
+	slices.SortFunc(rs[lo:hi], byRank)
+	return rs[:n]
 }
 
 // ranked is a member's rendezvous rank for one partition.
