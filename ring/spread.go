@@ -128,17 +128,25 @@ func bestBelow(best []ranked, sums []uint64, salt uint64, load []int, limit int,
 		if len(best) == n && !c.above(best[n-1]) || slices.Contains(chosen, c.m) {
 			continue
 		}
-		at := min(len(best), n-1)
-		if len(best) < n {
-			best = append(best, c)
-		}
-		for at > 0 && c.above(best[at-1]) {
-			best[at] = best[at-1]
-			at--
-		}
-		best[at] = c
+		best = insertTop(best, c, n)
 	}
 	return best
+}
+
+// insertTop puts c in its place in top (highest first, at most n long),
+// dropping the last when top is full; the caller checked that c ranks
+// above that last.
+func insertTop(top []ranked, c ranked, n int) []ranked {
+	at := min(len(top), n-1)
+	if len(top) < n {
+		top = append(top, c)
+	}
+	for at > 0 && c.above(top[at-1]) {
+		top[at] = top[at-1]
+		at--
+	}
+	top[at] = c
+	return top
 }
 
 // pickEach fills set[from:] replica by replica, each the highest-ranked
@@ -241,14 +249,7 @@ func topPartitions(top []ranked, reps []int32, salts []uint64, k int, m int32, h
 		if reps[p*k] == m || len(top) == floor && !c.above(top[floor-1]) {
 			continue
 		}
-		at := len(top)
-		for at > 0 && c.above(top[at-1]) {
-			at--
-		}
-		top = slices.Insert(top, at, c)
-		if len(top) > floor {
-			top = top[:floor]
-		}
+		top = insertTop(top, c, floor)
 	}
 	return top
 }
