@@ -26,8 +26,23 @@ const (
 	// circle and disagree on every replica set (docs/decisions.md).
 	FeaturePlacementSpread
 
-	Features = FeatureRetry | FeatureScheduleToWorkers | FeatureQuiesce | FeaturePlacementSpread | FeatureLeave | FeatureProbe | FeatureSendLease // what this build applies
+	Features = FeatureRetry | FeatureScheduleToWorkers | FeatureQuiesce | FeaturePlacementSpread | FeatureLeave | FeatureProbe | FeatureSendLease | FeatureSubmitSpec // what this build applies
 )
+
+// FeatureSubmitSpec is not an event: the peer serves a forwarded
+// submission whose spec comes in the log's binary form
+// (shard.AppendGroupSpec) rather than JSON (package peer, opSubmitSpec). A
+// peer forwards that form only to an owner that advertises it.
+const FeatureSubmitSpec = FeatureSendLease << 1
+
+// MemberFeatures returns the features peer id last advertised (its
+// heartbeats and probes), 0 for a peer that is not a member.
+func (n *Node) MemberFeatures(id string) uint64 {
+	if mb := n.mesh.members[id]; mb != nil {
+		return mb.features
+	}
+	return 0
+}
 
 // lacking returns a replica of p (voter or learner) that has not
 // advertised feature f, or "".

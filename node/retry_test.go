@@ -41,3 +41,33 @@ func TestRetryWaitsForEveryReplica(t *testing.T) {
 		t.Fatalf("retry with an older replica: %v; want a conflict naming n2", got)
 	}
 }
+
+// MemberFeatures reports what a member last advertised: a peer that
+// advertised FeatureSubmitSpec and then restarted as an older release
+// lacks it, and a stranger has none.
+func TestMemberFeatures(t *testing.T) {
+	_, n, now := loneNode(t)
+	hb := func(boot string, features uint64) Message {
+		return Message{Type: MsgHeartbeat, Heartbeat: &Heartbeat{Boot: boot, Partitions: 16, Features: features,
+			Members: []string{"m"}, Replicas: n.cfg.Replicas, Placement: n.cfg.Placement}}
+	}
+	if got := n.MemberFeatures("m"); got != 0 {
+		t.Fatalf("MemberFeatures(stranger) = %#x; want 0", got)
+	}
+	now = now.Add(100 * time.Millisecond)
+	n.Tick(now)
+	if err := n.Step("m", hb("b1", Features)); err != nil {
+		t.Fatalf("Step(m) = %v", err)
+	}
+	if got := n.MemberFeatures("m"); got&FeatureSubmitSpec == 0 || got != Features {
+		t.Fatalf("MemberFeatures(m) = %#x; want %#x", got, uint64(Features))
+	}
+	now = now.Add(100 * time.Millisecond)
+	n.Tick(now)
+	if err := n.Step("m", hb("b2", Features&^FeatureSubmitSpec)); err != nil {
+		t.Fatalf("Step(m restarted) = %v", err)
+	}
+	if got := n.MemberFeatures("m"); got&FeatureSubmitSpec != 0 {
+		t.Fatalf("MemberFeatures(m restarted as an older release) = %#x; want no FeatureSubmitSpec", got)
+	}
+}

@@ -16,6 +16,7 @@ import (
 // callServers serves each op of the mesh.
 var callServers = map[string]callServer{
 	opSubmit:         serveAs[submitReq, submitAns],
+	opSubmitSpec:     serveSubmitSpec,
 	opTask:           serveAs[taskReq, taskAns],
 	opGroup:          serveAs[groupReq, groupAns],
 	opEvents:         serveAs[eventsReq, eventsAns],

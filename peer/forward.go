@@ -64,20 +64,22 @@ type rpcAnswer[A any] interface {
 func (e *rpcError) answerErr() *rpcError { return e }
 
 // route returns the peer to forward a request for group g to, or "" to
-// serve it here.
-func (p *Peer) route(ctx context.Context, g shard.GroupID) (string, error) {
+// serve it here, with the features that peer advertised (node.Features).
+func (p *Peer) route(ctx context.Context, g shard.GroupID) (string, uint64, error) {
 	var owner string
+	var features uint64
 	err := p.read(ctx, func(n *node.Node) error {
 		owner = n.Owner(g)
 		if owner == "" {
 			return node.ErrUnavailable
 		}
+		features = n.MemberFeatures(owner)
 		return nil
 	})
 	if err != nil || owner == p.tr.ID() {
-		return "", err
+		return "", 0, err
 	}
-	return owner, nil
+	return owner, features, nil
 }
 
 // routed serves req, a request about group g, here when this peer owns g's
@@ -86,7 +88,7 @@ func (p *Peer) route(ctx context.Context, g shard.GroupID) (string, error) {
 func routed[A any, PA rpcAnswer[A]](ctx context.Context, p *Peer, g shard.GroupID, req meshCall[A]) (A, error) {
 	var out A
 	err := retryUnavailable(ctx, func() error {
-		to, err := p.route(ctx, g)
+		to, features, err := p.route(ctx, g)
 		switch {
 		case err != nil:
 			return err
@@ -94,7 +96,7 @@ func routed[A any, PA rpcAnswer[A]](ctx context.Context, p *Peer, g shard.GroupI
 			out, err = req.serve(ctx, p)
 			return mapErr(err)
 		}
-		out, err = forwardSpan[A, PA](ctx, p, to, req)
+		out, err = forwardSpan[A, PA](ctx, p, to, wireForm(req, features))
 		return err
 	})
 	return out, err
@@ -138,6 +140,9 @@ func forward[A any, PA rpcAnswer[A]](ctx context.Context, p *Peer, to string, re
 // trace) and req's fields. req is not changed: askAll sends one request to
 // many peers at once.
 func encodeCall(req meshReq, trace string) ([]byte, error) {
+	if e, ok := req.(callEncoder); ok {
+		return e.encodeCall(trace)
+	}
 	var buf bytes.Buffer
 	fmt.Fprintf(&buf, `{"v":%d,"op":%q`, rpcVersion, req.op())
 	if trace != "" {
@@ -169,6 +174,11 @@ func serveAs[R, A any, PR interface {
 	if err := json.Unmarshal(b, req); err != nil {
 		return nil, fmt.Errorf("peer: forwarded %s: %w", req.op(), err)
 	}
+	return serveDecoded[A, PA](ctx, p, req)
+}
+
+// serveDecoded serves a decoded request and encodes its answer.
+func serveDecoded[A any, PA rpcAnswer[A]](ctx context.Context, p *Peer, req meshCall[A]) ([]byte, error) {
 	a, err := req.serve(p.withTrace(ctx, req.head().Trace), p)
 	PA(&a).answerErr().set(err)
 	return json.Marshal(&a)
@@ -187,7 +197,11 @@ func (p *Peer) serveCall(ctx context.Context, from string, b []byte) ([]byte, er
 	if !ok {
 		return nil, fmt.Errorf("peer: forwarded request from %s: unknown op %q", from, h.Op)
 	}
-	p.metrics.served.WithLabelValues(h.Op).Inc()
+	op := h.Op
+	if op == opSubmitSpec {
+		op = opSubmit // one submission, whichever form its spec came in
+	}
+	p.metrics.served.WithLabelValues(op).Inc()
 	return serve(ctx, p, b)
 }
 

@@ -351,7 +351,7 @@ func AppendGroupSpec(dst []byte, g *GroupSpec) []byte {
 // appendGroupSpec is AppendGroupSpec of the spec made of g and n tasks,
 // task(i) the i-th (a group's spec is not kept whole: specs.go).
 func appendGroupSpec(dst []byte, g *groupHead, n int, task func(i int) *TaskSpec) []byte {
-	if !codecKnownMode(g.Mode) {
+	if !g.Mode.Known() {
 		panic(fmt.Sprintf("shard: AppendGroupSpec: unknown mode %d", uint8(g.Mode)))
 	}
 	dst = AppendString(dst, string(g.ID))
@@ -370,8 +370,6 @@ func appendGroupSpec(dst []byte, g *groupHead, n int, task func(i int) *TaskSpec
 	}
 	return dst
 }
-
-func codecKnownMode(m Mode) bool { return m >= ModeSingle && m <= ModeBroadcast }
 
 func appendTaskSpec(dst []byte, t *TaskSpec) []byte {
 	dst = AppendString(dst, t.Name)
@@ -418,7 +416,7 @@ func decodeGroupSpecAt(p []byte, v1 bool) (GroupSpec, int, error) {
 func decodeGroupSpec(d *Decoder, g *GroupSpec) {
 	g.ID = GroupID(d.String())
 	d.Field("id")
-	if g.Mode = Mode(d.Byte()); d.err == nil && !codecKnownMode(g.Mode) {
+	if g.Mode = Mode(d.Byte()); d.err == nil && !g.Mode.Known() {
 		d.Fail("unknown mode %d", uint8(g.Mode))
 	}
 	d.Field("mode")

@@ -116,6 +116,9 @@ const (
 // reads the barrier shape (stages of task lists) sent as "pipeline".
 var modeNames = [...]string{"", "single", "dag", "parallel", "staged", "pipeline", "broadcast"}
 
+// Known reports whether m is one of the modes above.
+func (m Mode) Known() bool { return m >= ModeSingle && m <= ModeBroadcast }
+
 func (m Mode) String() string {
 	if int(m) < len(modeNames) && m != 0 {
 		return modeNames[m]
