@@ -24,7 +24,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return Report{}, err
 	}
 	r := &runner{cfg: cfg, durations: ds}
-	rep := Report{Peers: cfg.Peers, Slots: cfg.Slots, Steal: cfg.Steal, Reps: cfg.Reps}
+	rep := Report{Peers: cfg.Peers, Slots: cfg.Slots, Steal: cfg.Steal, Reps: cfg.Reps, PeerProcs: cfg.PeerProcs}
 	var runErr error
 	for _, name := range cfg.selected() {
 		wr, err := r.run(ctx, name)

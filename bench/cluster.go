@@ -177,7 +177,7 @@ func (c *Cluster) specs() ([]PeerSpec, error) {
 	specs := make([]PeerSpec, n)
 	for i := range specs {
 		p := ports[i]
-		s := PeerSpec{Index: i, Binary: c.cfg.Needled, Slots: c.cfg.Slots, Steal: c.cfg.Steal,
+		s := PeerSpec{Index: i, Binary: c.cfg.Needled, Slots: c.cfg.Slots, Steal: c.cfg.Steal, Procs: c.cfg.PeerProcs,
 			DataDir:  filepath.Join(c.dir, "peer"+strconv.Itoa(i)),
 			HTTPAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(p[0]))}
 		// Always loopback: the daemon's default listens on port 4001 on

@@ -7,6 +7,8 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -57,6 +59,11 @@ func fakeNeedledMain(args []string) int {
 		fmt.Fprintf(os.Stderr, "needled: --data %s: not a directory\n", *data)
 		return 1
 	}
+	// What the peer's runtime was given (TestPeerProcsInEnvironment).
+	if err := os.WriteFile(filepath.Join(*data, "gomaxprocs"), []byte(os.Getenv("GOMAXPROCS")), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, "needled:", err)
+		return 1
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	l, err := net.Listen("tcp", *addr)
@@ -86,6 +93,36 @@ func TestRunRealProcess(t *testing.T) {
 	}
 	if got := len(rep.Workloads); got != 3 {
 		t.Errorf("%d workloads; want 3", got)
+	}
+}
+
+// Every peer runs with GOMAXPROCS PeerProcs in its environment, over the
+// bench's own; by default with the bench's environment as it is.
+func TestPeerProcsInEnvironment(t *testing.T) {
+	t.Setenv(fakeNeedledEnv, "serve")
+	t.Setenv("GOMAXPROCS", "7") // the bench's: each peer's wins
+	cfg := testConfig(t, nil, W1)
+	cfg.Start, cfg.Needled, cfg.Peers, cfg.PeerProcs = nil, os.Args[0], 1, 3 // fake peers form no mesh
+	cl, err := StartCluster(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	for i := range cfg.Peers {
+		b, err := os.ReadFile(filepath.Join(cl.dir, "peer"+strconv.Itoa(i), "gomaxprocs"))
+		if err != nil || string(b) != "3" {
+			t.Errorf("peer %d ran with GOMAXPROCS %q (%v); want 3", i, b, err)
+		}
+	}
+	cl.Close()
+
+	cfg.PeerProcs = 0
+	if cl, err = StartCluster(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if b, err := os.ReadFile(filepath.Join(cl.dir, "peer0", "gomaxprocs")); err != nil || string(b) != "7" {
+		t.Errorf("with PeerProcs 0 the peer ran with GOMAXPROCS %q (%v); want the bench's 7", b, err)
 	}
 }
 

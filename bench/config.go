@@ -83,6 +83,11 @@ type Config struct {
 	// Steal is each peer's --steal; false passes --steal=false.
 	// DefaultConfig sets it to true.
 	Steal bool
+	// PeerProcs, when set, is each peer's GOMAXPROCS (0: the Go
+	// runtime's default, every core). Peers that share a machine can be
+	// given their share of its cores this way; docs/performance.md has
+	// what 3 peers at GOMAXPROCS 1 on 2 cores gain and lose.
+	PeerProcs int
 	// DataDir is where each cluster creates its peers' data directories
 	// (removed on Close); empty means os.TempDir(). Put it on the disk you
 	// mean to measure: on a tmpfs an fsync costs nothing.
@@ -188,7 +193,7 @@ func (cfg Config) Validate() error {
 		flag string
 		v    int
 	}{
-		{"--peers", cfg.Peers}, {"--slots", cfg.Slots}, {"--reps", cfg.Reps},
+		{"--peers", cfg.Peers}, {"--slots", cfg.Slots}, {"--reps", cfg.Reps}, {"--peer-procs", cfg.PeerProcs},
 		{"--w1-tasks", cfg.W1Tasks}, {"--w1-batch", cfg.W1Batch},
 		{"--w2-tasks", cfg.W2Tasks}, {"--w4-tasks", cfg.W4Tasks}, {"--w4-kill", cfg.W4Kill},
 		{"--wp-items", cfg.WPItems}, {"--wp-concurrency", cfg.WPConcurrency},

@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -21,6 +23,7 @@ type PeerSpec struct {
 	Join     []string // --join multiaddrs (empty for peer 0)
 	Slots    int      // --slots
 	Steal    bool     // --steal
+	Procs    int      // GOMAXPROCS in its environment (0: the runtime's default)
 }
 
 // Process is a started peer.
@@ -79,6 +82,9 @@ type execProcess struct {
 // and Ctrl-C on the terminal does not reach it before the bench stops it.
 func ExecStart(_ context.Context, spec PeerSpec) (Process, error) {
 	cmd := exec.Command(spec.Binary, spec.Args...)
+	if spec.Procs > 0 {
+		cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(spec.Procs))
+	}
 	p := &execProcess{cmd: cmd, out: &tail{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	cmd.SysProcAttr = newProcessGroup()

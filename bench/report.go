@@ -63,6 +63,7 @@ type Report struct {
 	Slots     int              `json:"slots"`
 	Steal     bool             `json:"steal"`
 	Reps      int              `json:"reps"`
+	PeerProcs int              `json:"peer_procs,omitempty"` // each peer's GOMAXPROCS; 0: the runtime's default
 	Workloads []WorkloadReport `json:"workloads"`
 }
 
@@ -110,8 +111,12 @@ func (s Summary) MarshalJSON() ([]byte, error) {
 
 // WriteTable prints one row per workload metric: median and [min-max].
 func (r Report) WriteTable(w io.Writer) error {
-	fmt.Fprintf(w, "needle bench: %d peers x %d slots, steal=%v, %d reps\n",
-		r.Peers, r.Slots, r.Steal, r.Reps)
+	procs := ""
+	if r.PeerProcs > 0 {
+		procs = fmt.Sprintf(", GOMAXPROCS %d each", r.PeerProcs)
+	}
+	fmt.Fprintf(w, "needle bench: %d peers x %d slots, steal=%v%s, %d reps\n",
+		r.Peers, r.Slots, r.Steal, procs, r.Reps)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "workload\tmetric\tmedian\t[min - max]\tunit\treps\t")
 	for _, wr := range r.Workloads {

@@ -89,6 +89,8 @@ flags:
                      beside the binary's directory or the current one, else
                      the installed needle_client)
   --steal            work stealing on the peers (default true; --steal=false)
+  --peer-procs N     GOMAXPROCS of each peer (default: the Go runtime's, every
+                     core); peers sharing a machine can get their share
   --data-dir DIR     parent of the peers' data directories (default: the
                      system temp dir; on a tmpfs, fsync is free)
   --json FILE        also write the JSON report to FILE ("-" for stdout)
@@ -156,6 +158,7 @@ func (c BenchCommand) parse(args []string) (cfg bench.Config, jsonPath string, v
 	fs.StringVar(&cfg.Python, "python", "", "")
 	fs.StringVar(&cfg.PythonClient, "python-client", "", "")
 	fs.BoolVar(&cfg.Steal, "steal", cfg.Steal, "")
+	fs.IntVar(&cfg.PeerProcs, "peer-procs", 0, "")
 	fs.StringVar(&jsonPath, "json", "", "")
 	fs.StringVar(&cfg.DataDir, "data-dir", "", "")
 	fs.BoolVar(&verbose, "v", false, "")
@@ -188,7 +191,7 @@ func positive(fs *flag.FlagSet) error {
 	var errs []error
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "peers", "slots", "reps", "w1-tasks", "w1-batch", "w2-tasks", "w4-tasks", "w4-kill", "wp-items", "wp-concurrency",
+		case "peers", "slots", "peer-procs", "reps", "w1-tasks", "w1-batch", "w2-tasks", "w4-tasks", "w4-kill", "wp-items", "wp-concurrency",
 			"wl-tasks", "wl-failed", "worker-slots":
 			if g, ok := f.Value.(flag.Getter); ok && g.Get().(int) < 1 {
 				errs = append(errs, fmt.Errorf("--%s must be >= 1, got %s", f.Name, f.Value))
