@@ -216,11 +216,11 @@ type mesh struct {
 	changedAt time.Time // membership last changed
 	ring      *ring.Ring
 	ringSet   []string // the members the ring was built over
-	// bookCache is book's answer while bookOK and the membership is at
-	// bookVersion (probe_addr.go).
-	bookCache   []PeerAddrs
-	bookVersion int
-	bookOK      bool
+	// bookCache is book's answer while bookOK, but for the entries of
+	// the members in bookDirty (probe_addr.go).
+	bookCache []PeerAddrs
+	bookDirty []string
+	bookOK    bool
 	// noAddrs holds the members but this node that have no address
 	// (learnAddrs looks only for them).
 	noAddrs   map[string]struct{}
@@ -495,6 +495,7 @@ func (m *mesh) forget(id string, now time.Time) {
 		}
 		mb.gone = true
 		delete(m.members, id)
+		m.bookMark(id)
 		delete(m.noAddrs, id)
 		delete(m.byRaft, RaftID(id))
 		m.sum -= RaftID(id)

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -81,5 +83,61 @@ func TestProbeBookOnSync(t *testing.T) {
 	m.add(&member{id: "n9", addrs: []string{"/c/n9"}, state: PeerAlive})
 	if b := m.book(); len(b) != 4 || b[3].ID != "n9" {
 		t.Errorf("after n9 joined, the book names %v", b)
+	}
+}
+
+// The book patched with the members changed since it was built is the
+// book built from every member, whatever the order of additions,
+// replacements, address changes and forgets; a book handed out is never
+// changed afterwards (heartbeats hold it).
+func TestBookPatchedMatchesFull(t *testing.T) {
+	_, n, now := loneNode(t)
+	m := &n.mesh
+	r := rand.New(rand.NewPCG(1, 2))
+	id := func() string { return fmt.Sprintf("m%03d", r.IntN(300)) }
+	addrs := func() []string {
+		if r.IntN(4) == 0 {
+			return nil
+		}
+		return []string{fmt.Sprintf("/ip4/10.0.%d.%d/tcp/4001", r.IntN(4), r.IntN(256))}
+	}
+	type handed struct{ book, copy []PeerAddrs }
+	var out []handed
+	patched := 0
+	for step := range 20000 {
+		switch k := r.IntN(100); {
+		case k < 40:
+			m.add(&member{id: id(), state: PeerAlive, addrs: addrs()})
+		case k < 80:
+			if mb := m.members[id()]; mb != nil {
+				m.setAddrs(mb, addrs())
+			}
+		case k < 85:
+			m.forget(id(), now)
+		case k < 86:
+			m.setAddrs(m.self, addrs()) // this peer's own: never in its book
+		}
+		if r.IntN(8) != 0 {
+			continue
+		}
+		wasOK, dirty := m.bookOK, len(m.bookDirty)
+		b := m.book()
+		if wasOK && dirty > 0 {
+			patched++
+		}
+		if want := m.fullBook(); !slices.EqualFunc(b, want, func(a, b PeerAddrs) bool { return a.ID == b.ID && slices.Equal(a.Addrs, b.Addrs) }) {
+			t.Fatalf("step %d: book\n%v\nbuilt from every member\n%v", step, b, want)
+		}
+		if len(out) < 64 {
+			out = append(out, handed{b, slices.Clone(b)})
+		}
+	}
+	if patched < 100 {
+		t.Errorf("%d books patched; the test checks too few", patched)
+	}
+	for i, h := range out {
+		if !slices.EqualFunc(h.book, h.copy, func(a, b PeerAddrs) bool { return a.ID == b.ID && slices.Equal(a.Addrs, b.Addrs) }) {
+			t.Fatalf("book %d changed after it was handed out", i)
+		}
 	}
 }

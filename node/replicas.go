@@ -88,6 +88,7 @@ func (m *mesh) add(mb *member) {
 	}
 	m.version++
 	m.members[mb.id] = mb
+	m.bookMark(mb.id)
 	m.noteAddrs(mb)
 	m.byRaft[h] = mb.id
 }
