@@ -83,8 +83,7 @@ func (m *mesh) book() []PeerAddrs {
 	default:
 		m.bookCache, m.bookOK = m.fullBook(), true
 	}
-	clear(m.bookDirty)
-	m.bookDirty = m.bookDirty[:0]
+	m.clearBookDirty()
 	return m.bookCache
 }
 
@@ -108,15 +107,13 @@ func (m *mesh) bookEntry(mb *member) (PeerAddrs, bool) {
 }
 
 // patchBook returns a new book: old with the entries of ids as the
-// members are now (sorts ids).
+// members are now (sorts and compacts ids).
 func (m *mesh) patchBook(old []PeerAddrs, ids []string) []PeerAddrs {
 	slices.Sort(ids)
+	ids = slices.Compact(ids)
 	out := make([]PeerAddrs, 0, len(old)+len(ids))
 	i := 0
-	for k, id := range ids {
-		if k > 0 && ids[k-1] == id {
-			continue
-		}
+	for _, id := range ids {
 		j, found := slices.BinarySearchFunc(old[i:], id, func(e PeerAddrs, id string) int { return strings.Compare(e.ID, id) })
 		out = append(out, old[i:i+j]...)
 		if i += j; found {
@@ -136,11 +133,16 @@ func (m *mesh) bookMark(id string) {
 	case !m.bookOK:
 	case len(m.bookDirty)*8 >= len(m.bookCache):
 		m.bookOK = false
-		clear(m.bookDirty)
-		m.bookDirty = m.bookDirty[:0]
+		m.clearBookDirty()
 	default:
 		m.bookDirty = append(m.bookDirty, id)
 	}
+}
+
+// clearBookDirty empties bookDirty, keeping its array.
+func (m *mesh) clearBookDirty() {
+	clear(m.bookDirty)
+	m.bookDirty = m.bookDirty[:0]
 }
 
 // setAddrs gives member mb the addresses addrs.

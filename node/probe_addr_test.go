@@ -101,6 +101,9 @@ func TestBookPatchedMatchesFull(t *testing.T) {
 		}
 		return []string{fmt.Sprintf("/ip4/10.0.%d.%d/tcp/4001", r.IntN(4), r.IntN(256))}
 	}
+	same := func(a, b []PeerAddrs) bool {
+		return slices.EqualFunc(a, b, func(a, b PeerAddrs) bool { return a.ID == b.ID && slices.Equal(a.Addrs, b.Addrs) })
+	}
 	type handed struct{ book, copy []PeerAddrs }
 	var out []handed
 	patched := 0
@@ -125,7 +128,7 @@ func TestBookPatchedMatchesFull(t *testing.T) {
 		if wasOK && dirty > 0 {
 			patched++
 		}
-		if want := m.fullBook(); !slices.EqualFunc(b, want, func(a, b PeerAddrs) bool { return a.ID == b.ID && slices.Equal(a.Addrs, b.Addrs) }) {
+		if want := m.fullBook(); !same(b, want) {
 			t.Fatalf("step %d: book\n%v\nbuilt from every member\n%v", step, b, want)
 		}
 		if len(out) < 64 {
@@ -136,7 +139,7 @@ func TestBookPatchedMatchesFull(t *testing.T) {
 		t.Errorf("%d books patched; the test checks too few", patched)
 	}
 	for i, h := range out {
-		if !slices.EqualFunc(h.book, h.copy, func(a, b PeerAddrs) bool { return a.ID == b.ID && slices.Equal(a.Addrs, b.Addrs) }) {
+		if !same(h.book, h.copy) {
 			t.Fatalf("book %d changed after it was handed out", i)
 		}
 	}
