@@ -81,7 +81,7 @@ type partition struct {
 	servedFrom uint64          // the log's last index when this leader last began serving
 	campaignAt time.Time       // when to campaign for a leaderless partition (jitter)
 	confAt     time.Time       // a replica change was proposed then and has not applied
-	forceSnap  bool            // snapshot at the next Advance (after a replica change)
+	forceSnap  bool            // snapshot at the next Advance (a replica was added)
 	transferAt time.Time       // when a leadership transfer was started
 	leadSince  time.Time       // when this node last became leader
 }

@@ -410,22 +410,14 @@ func (n *Node) applyEntry(p *partition, e *pb.Entry) {
 			n.rejectEntry(p, e, err)
 			return
 		}
-		if !n.applyConfChange(p, e, &cc) {
-			return
-		}
-		// A new replica catches up from a snapshot, which must name it in
-		// its ConfState (Raft ignores one that does not): take one now.
-		p.forceSnap = true
+		n.applyConfChange(p, e, &cc)
 	case pb.EntryConfChangeV2:
 		var cc pb.ConfChangeV2
 		if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
 			n.rejectEntry(p, e, err)
 			return
 		}
-		if !n.applyConfChange(p, e, &cc) {
-			return
-		}
-		p.forceSnap = true
+		n.applyConfChange(p, e, &cc)
 	default:
 		if len(e.GetData()) == 0 {
 			n.maybeServe(p, e.GetTerm())
@@ -447,18 +439,35 @@ func (n *Node) applyEntry(p *partition, e *pb.Entry) {
 // configuration it is not in). Raft panics on such a change before it
 // changes anything (raft.applyConfChange checks with its Changer first);
 // every replica holds the same entry and rejects it alike.
-func (n *Node) applyConfChange(p *partition, e *pb.Entry, cc pb.ConfChangeI) (ok bool) {
+func (n *Node) applyConfChange(p *partition, e *pb.Entry, cc pb.ConfChangeI) {
 	defer func() {
 		if v := recover(); v != nil {
 			n.rejectEntry(p, e, fmt.Errorf("%v", v))
-			ok = false
 		}
 	}()
 	old := p.conf
 	p.conf = p.rn.ApplyConfChange(cc)
 	p.confAt = time.Time{}
+	// A new replica catches up from a snapshot, which must name it in its
+	// ConfState (Raft ignores one that does not): take one now. A change
+	// that only promotes, demotes or removes needs none: the last snapshot
+	// names every replica still in the configuration.
+	if addsReplica(old, p.conf) {
+		p.forceSnap = true
+	}
 	n.confApplied(p, old)
-	return true
+}
+
+// addsReplica reports whether conf names a replica that old does not.
+func addsReplica(old, conf *pb.ConfState) bool {
+	for _, set := range [][]uint64{conf.GetVoters(), conf.GetLearners(), conf.GetLearnersNext()} {
+		for _, rid := range set {
+			if !names(old, rid) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // rejectEntry skips a committed entry that cannot be applied (a leader

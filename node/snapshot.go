@@ -32,7 +32,7 @@ func (n *Node) installSnapshot(p *partition, snap *pb.Snapshot) {
 
 // startSnapshotLeases starts the committed leases held by this run of the
 // peer that a snapshot brought in. A replica that catches up by snapshot
-// (every new replica does: a replica change forces one) applies none of
+// (every new replica does: adding it forces one) applies none of
 // the lease entries it covers, and a lease does not expire while its
 // holder lives: one granted to this node while it was no replica yet,
 // whose grant it refused (a young mesh's leader is often not the owner a
@@ -78,7 +78,7 @@ func (n *Node) startSnapshotLeases(p *partition) {
 // entry carries hundreds of tasks, a partition took a few hundred entries
 // in ten minutes, and the log kept in memory grew with everything ever
 // submitted (900 MB a peer after 8 minutes). The snapshot is persisted
-// with the next Ready; a replica change forces one (forceSnap).
+// with the next Ready; a change that adds a replica forces one (forceSnap).
 func (n *Node) maybeSnapshot(p *partition) {
 	due := (p.applied-p.snapIndex >= n.cfg.SnapshotEvery || p.logBytes >= snapshotLogBytes) && p.logBytes >= p.snapBytes/2
 	if !due && !(p.forceSnap && p.applied > p.snapIndex) {

@@ -1,0 +1,106 @@
+package node
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/wal"
+)
+
+// A replica change takes a snapshot only when it adds a replica (the
+// newcomer catches up from one, which must name it): a promotion, a
+// joint configuration's leave or a removal takes none, so a partition
+// moving from the founder's lone voter to the ring's three encodes its
+// whole state twice (one per learner), not at every one of its steps.
+// Every replica ends with the state and the ring's voters.
+func TestSnapshotOnlyForNewReplicas(t *testing.T) {
+	const parts = 4
+	c := newCluster(t, 1, parts)
+	c.run(2 * time.Second)
+	for i := range 60 {
+		if r := c.submit(shard.GroupSpec{ID: shard.GroupID(fmt.Sprint("g", i)), Mode: shard.ModeSingle, Tasks: echoTasks(1)}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	c.run(2 * time.Second)
+	// prev is, per node and partition, the configuration of the last
+	// snapshot that node persisted (nil before its first).
+	prev := map[string]map[uint32]*pb.ConfState{}
+	snaps, useless := 0, 0
+	c.trace = func(id string, d Duty, rd *Ready) {
+		if d != DutyPersist {
+			return
+		}
+		for _, u := range rd.Persist.Updates {
+			if u.Snapshot == nil {
+				continue
+			}
+			if prev[id] == nil {
+				prev[id] = map[uint32]*pb.ConfState{}
+			}
+			cs := u.Snapshot.GetMetadata().GetConfState()
+			if old := prev[id][u.Partition]; old != nil && !addsReplica(old, cs) {
+				useless++
+				t.Errorf("%s persisted a snapshot of partition %d at %d naming no new replica: %v after %v",
+					id, u.Partition, u.Snapshot.GetMetadata().GetIndex(), cs, old)
+			}
+			prev[id][u.Partition] = cs
+			snaps++
+		}
+	}
+	for _, id := range []string{"n2", "n3", "n4"} {
+		cn := &cnode{id: id, log: wal.NewMemory()}
+		c.nodes = append(c.nodes, cn)
+		c.start(cn, parts)
+	}
+	c.run(30 * time.Second)
+	if snaps == 0 {
+		t.Fatal("no snapshot persisted while the partitions grew")
+	}
+	for part := range parts {
+		var servers []string
+		for _, cn := range c.nodes {
+			p := cn.n.parts[part]
+			if p == nil {
+				continue
+			}
+			if got := len(p.conf.GetVoters()); got != 3 || len(p.conf.GetLearners()) != 0 || len(p.conf.GetVotersOutgoing()) != 0 {
+				t.Errorf("%s: partition %d configuration %v, want 3 voters", cn.id, part, p.conf)
+			}
+			servers = append(servers, cn.id)
+		}
+		if len(servers) != 3 {
+			t.Errorf("partition %d held by %v, want 3 replicas", part, servers)
+		}
+	}
+	// Every replica holds every task, moved by the snapshots and the log.
+	for _, cn := range c.nodes {
+		tasks := 0
+		for _, p := range cn.n.parts {
+			if p != nil {
+				ts, _ := p.shard.ListTasks(&shard.Filter{Limit: 1000})
+				tasks += len(ts)
+			}
+		}
+		if held := len(cn.n.held); held > 0 && tasks == 0 {
+			t.Errorf("%s holds %d partitions and no task", cn.id, held)
+		}
+	}
+	total := 0
+	for part := range parts {
+		for _, cn := range c.nodes {
+			if p := cn.n.parts[part]; p != nil && p.leader {
+				ts, _ := p.shard.ListTasks(&shard.Filter{Limit: 1000})
+				total += len(ts)
+			}
+		}
+	}
+	if total != 60 {
+		t.Errorf("the leaders hold %d tasks, want 60", total)
+	}
+	t.Logf("%d snapshots persisted, %d naming no new replica", snaps, useless)
+}
