@@ -269,6 +269,9 @@ type Node struct {
 	mesh     mesh // membership, liveness, ring, outbox
 	raftOut  map[string][]RaftMsg
 	snapSent []snapReport
+	// checkedSnap is the decoded state of the snapshot checkRaft last
+	// passed, for stepRaft to keep with its partition (partition.decoded).
+	checkedSnap *shard.Restored
 	steal    stealer
 	stats    NodeStats
 	draining bool                           // Drain was called: no new leases, leadership handed over

@@ -82,6 +82,7 @@ type partition struct {
 	campaignAt time.Time       // when to campaign for a leaderless partition (jitter)
 	confAt     time.Time       // a replica change was proposed then and has not applied
 	forceSnap  bool            // snapshot at the next Advance (a replica was added)
+	decoded    decodedSnap     // a received snapshot checked and decoded, until its Ready
 	transferAt time.Time       // when a leadership transfer was started
 	leadSince  time.Time       // when this node last became leader
 }

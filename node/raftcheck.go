@@ -3,7 +3,6 @@ package node
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 
 	pb "go.etcd.io/raft/v3/raftpb"
 
@@ -76,7 +75,9 @@ func (n *Node) checkRaft(p *partition, m *pb.Message) error {
 			return fmt.Errorf("%w: vote request with log term %d after its term %d", ErrBadRaft, m.GetLogTerm(), m.GetTerm())
 		}
 	case pb.MsgSnap:
-		return checkSnapshot(m, committed)
+		var err error
+		n.checkedSnap, err = checkSnapshot(m, committed)
+		return err
 	}
 	return nil
 }
@@ -106,33 +107,25 @@ func checkAppend(p *partition, m *pb.Message, committed uint64) error {
 }
 
 // checkSnapshot is checkRaft's rule 5. A snapshot at or below the commit
-// index is ignored by Raft, so only a newer one is decoded here.
-func checkSnapshot(m *pb.Message, committed uint64) error {
+// index is ignored by Raft, so only a newer one is decoded here; its
+// decoded state is returned, for installSnapshot to install instead of
+// decoding it again.
+func checkSnapshot(m *pb.Message, committed uint64) (*shard.Restored, error) {
 	snap := m.GetSnapshot()
 	md := snap.GetMetadata()
 	switch {
 	case snap == nil || md.GetIndex() == 0 || md.GetTerm() == 0:
-		return fmt.Errorf("%w: snapshot without index or term", ErrBadRaft)
+		return nil, fmt.Errorf("%w: snapshot without index or term", ErrBadRaft)
 	case md.GetTerm() > m.GetTerm():
-		return fmt.Errorf("%w: snapshot of term %d after its message's term %d", ErrBadRaft, md.GetTerm(), m.GetTerm())
+		return nil, fmt.Errorf("%w: snapshot of term %d after its message's term %d", ErrBadRaft, md.GetTerm(), m.GetTerm())
 	case len(md.GetConfState().GetVoters()) == 0:
-		return fmt.Errorf("%w: snapshot without voters", ErrBadRaft)
+		return nil, fmt.Errorf("%w: snapshot without voters", ErrBadRaft)
 	case md.GetIndex() <= committed:
-		return nil
+		return nil, nil
 	}
-	if err := restorable(snap.GetData()); err != nil {
-		return fmt.Errorf("%w: snapshot %d: %v", ErrBadRaft, md.GetIndex(), err)
-	}
-	return nil
-}
-
-// restorable reports whether a snapshot's state restores.
-func restorable(data []byte) error {
-	cfg := shard.DefaultConfig()
-	cfg.Rand = rand.New(rand.NewPCG(0, 0)) // never drawn from: Restore only
-	s, err := shard.New(cfg)
+	r, err := shard.DecodeSnapshot(snap.GetData())
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("%w: snapshot %d: %v", ErrBadRaft, md.GetIndex(), err)
 	}
-	return s.Restore(data)
+	return r, nil
 }

@@ -323,6 +323,7 @@ func (n *Node) readyPartition(p *partition) {
 // Advance tells the node the Ready was handled.
 func (n *Node) Advance(Ready) {
 	for _, a := range n.advRds {
+		a.p.decoded = decodedSnap{} // installed by the Ready, or ignored by Raft
 		a.p.rn.Advance(a.rd)
 		n.markDirty(a.p.id)
 		if !n.mustLeave(a.p) {

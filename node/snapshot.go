@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"fmt"
 
 	"go.etcd.io/raft/v3"
@@ -16,7 +17,9 @@ func (n *Node) installSnapshot(p *partition, snap *pb.Snapshot) {
 	if err := p.storage.Apply(wal.Update{Snapshot: snap}); err != nil {
 		panic(fmt.Sprintf("peer: partition %d: in-memory raft storage refused snapshot: %v", p.id, err))
 	}
-	if err := p.shard.Restore(snap.GetData()); err != nil {
+	if r := p.takeDecoded(snap); r != nil {
+		p.shard.Install(r)
+	} else if err := p.shard.Restore(snap.GetData()); err != nil {
 		// The leader encoded it and Raft checked nothing of its content: a
 		// bug, never bad input from outside (messages are decoded and
 		// checked at the edge).
@@ -28,6 +31,35 @@ func (n *Node) installSnapshot(p *partition, snap *pb.Snapshot) {
 	if p.serving {
 		p.shard.SetLeader(true, n.now)
 	}
+}
+
+// decodedSnap is a snapshot received from a leader, checked at the edge
+// (checkRaft) and decoded there, kept until the partition's next Ready
+// installs it: decoded once, not twice. Raft installs a copy of the
+// message's snapshot (its unstable log clones it), told apart from
+// another by index, term and bytes.
+type decodedSnap struct {
+	index, term uint64
+	data        []byte
+	r           *shard.Restored
+}
+
+// keepDecoded keeps snap's decoded state r for installSnapshot.
+func (p *partition) keepDecoded(snap *pb.Snapshot, r *shard.Restored) {
+	md := snap.GetMetadata()
+	p.decoded = decodedSnap{index: md.GetIndex(), term: md.GetTerm(), data: snap.GetData(), r: r}
+}
+
+// takeDecoded returns the decoded state kept for snap, nil when none is
+// (then snap is decoded again), and forgets what was kept.
+func (p *partition) takeDecoded(snap *pb.Snapshot) *shard.Restored {
+	d := p.decoded
+	p.decoded = decodedSnap{}
+	md := snap.GetMetadata()
+	if d.r == nil || d.index != md.GetIndex() || d.term != md.GetTerm() || !bytes.Equal(d.data, snap.GetData()) {
+		return nil
+	}
+	return d.r
 }
 
 // startSnapshotLeases starts the committed leases held by this run of the

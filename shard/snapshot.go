@@ -110,51 +110,81 @@ func appendGroupState(dst []byte, g *group) []byte {
 // Restore replaces the state with a snapshot's. On error the state is
 // unchanged. Leader-local state is reset: call SetLeader afterwards.
 func (s *Shard) Restore(p []byte) error {
+	r, err := DecodeSnapshot(p)
+	if err != nil {
+		return err
+	}
+	s.Install(r)
+	return nil
+}
+
+// Restored is a snapshot decoded and checked by DecodeSnapshot, to be
+// installed in a Shard once. A peer checks a snapshot it receives before
+// its Raft sees it and installs it later: decoded once, not twice (a
+// 10,000-task group's snapshot took a tenth of a simulated W3 run's CPU
+// to decode a second time).
+type Restored struct {
+	groups map[GroupID]*group
+	done   []GroupID
+	seq    uint64
+	scheds map[ScheduleID]*schedule
+	audit  []AuditEntry
+}
+
+// DecodeSnapshot decodes a snapshot written by Snapshot, refusing one that
+// Restore would refuse. Nothing in the result shares memory with p.
+func DecodeSnapshot(p []byte) (*Restored, error) {
 	if len(p) == 0 {
-		return fmt.Errorf("shard: restore: empty snapshot: %w", ErrCodec)
+		return nil, fmt.Errorf("shard: restore: empty snapshot: %w", ErrCodec)
 	}
 	if p[0] < 1 || p[0] > snapshotVersion {
-		return fmt.Errorf("shard: restore: unknown snapshot version %d: %w", p[0], ErrCodec)
+		return nil, fmt.Errorf("shard: restore: unknown snapshot version %d: %w", p[0], ErrCodec)
 	}
 	d := NewDecoder(p[1:])
-	seq := d.Uvarint()
+	r := &Restored{seq: d.Uvarint(), scheds: map[ScheduleID]*schedule{}}
 	n := d.Count(8)
-	groups := make(map[GroupID]*group, n)
+	r.groups = make(map[GroupID]*group, n)
 	for range n {
 		g, err := decodeGroupState(&d, p[0])
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if groups[g.id] != nil {
-			return fmt.Errorf("shard: restore: group %s twice: %w", g.id, ErrCodec)
+		if r.groups[g.id] != nil {
+			return nil, fmt.Errorf("shard: restore: group %s twice: %w", g.id, ErrCodec)
 		}
-		groups[g.id] = g
+		r.groups[g.id] = g
 	}
-	var done []GroupID
 	for range d.Count(1) {
-		done = append(done, GroupID(d.String()))
+		r.done = append(r.done, GroupID(d.String()))
 	}
-	scheds := map[ScheduleID]*schedule{}
 	if p[0] >= 2 && d.Err() == nil {
 		var err error
-		if scheds, err = decodeSchedules(&d); err != nil {
-			return err
+		if r.scheds, err = decodeSchedules(&d); err != nil {
+			return nil, err
 		}
 	}
-	var audit []AuditEntry
 	if p[0] >= 3 && d.Err() == nil {
-		audit = decodeAudit(&d)
+		r.audit = decodeAudit(&d)
 	}
 	if err := d.Err(); err != nil {
-		return fmt.Errorf("shard: restore: %w", err)
+		return nil, fmt.Errorf("shard: restore: %w", err)
 	}
 	if d.Len() != 0 {
-		return fmt.Errorf("shard: restore: %d trailing bytes: %w", d.Len(), ErrCodec)
+		return nil, fmt.Errorf("shard: restore: %d trailing bytes: %w", d.Len(), ErrCodec)
 	}
-	s.install(groups, done, seq)
-	s.schedules = scheds
-	s.audit = audit
-	return nil
+	return r, nil
+}
+
+// Install replaces the state with r's, as Restore does; r is spent (its
+// state is the Shard's now) and a second Install of it panics.
+func (s *Shard) Install(r *Restored) {
+	if r.groups == nil {
+		panic("shard: Install of a spent snapshot")
+	}
+	s.install(r.groups, r.done, r.seq)
+	s.schedules = r.scheds
+	s.audit = r.audit
+	*r = Restored{}
 }
 
 func decodeGroupState(d *Decoder, version byte) (*group, error) {
