@@ -2,10 +2,12 @@ package node
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/needle-mesh/needle/shard"
 	"github.com/needle-mesh/needle/wal"
@@ -103,4 +105,63 @@ func TestSnapshotOnlyForNewReplicas(t *testing.T) {
 		t.Errorf("the leaders hold %d tasks, want 60", total)
 	}
 	t.Logf("%d snapshots persisted, %d naming no new replica", snaps, useless)
+}
+
+// A snapshot decoded at the edge is installed by the Ready that takes it,
+// recognised in Raft's copy by index, term and bytes; another snapshot, or
+// one a Ready already passed, is decoded again.
+func TestDecodedSnapshotKept(t *testing.T) {
+	s, _ := shard.New(shard.DefaultConfig())
+	data := s.Snapshot()
+	snap := &pb.Snapshot{Data: data, Metadata: &pb.SnapshotMetadata{Index: new(uint64(7)), Term: new(uint64(2))}}
+	var p partition
+	keep := func() *shard.Restored {
+		r, err := shard.DecodeSnapshot(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.keepDecoded(snap, r)
+		return r
+	}
+	r := keep()
+	if got := p.takeDecoded(proto.Clone(snap).(*pb.Snapshot)); got != r {
+		t.Fatalf("Raft's copy of the kept snapshot: got %p, want %p", got, r)
+	}
+	if p.decoded.r != nil || p.takeDecoded(snap) != nil {
+		t.Fatal("the decoded state is kept after it was taken")
+	}
+	for name, other := range map[string]*pb.Snapshot{
+		"index": {Data: data, Metadata: &pb.SnapshotMetadata{Index: new(uint64(8)), Term: new(uint64(2))}},
+		"term":  {Data: data, Metadata: &pb.SnapshotMetadata{Index: new(uint64(7)), Term: new(uint64(3))}},
+		"bytes": {Data: append(slices.Clone(data), 0), Metadata: &pb.SnapshotMetadata{Index: new(uint64(7)), Term: new(uint64(2))}},
+	} {
+		keep()
+		if p.takeDecoded(other) != nil {
+			t.Errorf("a snapshot of another %s took the kept state", name)
+		}
+	}
+}
+
+// No decoded snapshot outlives the Ready after it: the partitions a mesh
+// grew into keep none.
+func TestDecodedSnapshotNotKept(t *testing.T) {
+	c := newCluster(t, 4, 8)
+	c.run(30 * time.Second)
+	installed := 0
+	for _, cn := range c.nodes {
+		for _, p := range cn.n.parts {
+			if p == nil {
+				continue
+			}
+			if p.decoded.r != nil {
+				t.Errorf("%s: partition %d keeps a decoded snapshot at %d", cn.id, p.id, p.decoded.index)
+			}
+			if !cn.founder && p.snapIndex > 1 {
+				installed++
+			}
+		}
+	}
+	if installed == 0 {
+		t.Fatal("no joiner installed a snapshot")
+	}
 }
