@@ -104,13 +104,7 @@ func (s *Shard) applySubmitted(e *Event) {
 	}
 	g := &group{id: e.Spec.ID, spec: headOf(e.Spec), state: GroupRunning, created: e.At}
 	newTasks(g, e.Spec.Tasks, historyCap)
-	names := make(map[string]int, len(g.tasks))
-	for i, t := range g.tasks {
-		if t.name != "" {
-			names[t.name] = i
-		}
-	}
-	linkDeps(g, names)
+	linkDeps(g)
 	if g.spec.Mode == ModeStream {
 		g.stageLive = make([]int, len(g.spec.Stages))
 		g.held = make([]intHeap, len(g.spec.Stages))
@@ -132,7 +126,16 @@ func (s *Shard) applySubmitted(e *Event) {
 
 // linkDeps fills deps, dependents and depsLeft from the spec: names for a
 // dag, the previous stage for a pipeline.
-func linkDeps(g *group, names map[string]int) {
+func linkDeps(g *group) {
+	var names map[string]int // a DAG's deps name their tasks
+	if g.spec.Mode == ModeDAG {
+		names = make(map[string]int, len(g.tasks))
+		for i, t := range g.tasks {
+			if t.name != "" {
+				names[t.name] = i
+			}
+		}
+	}
 	byStage := map[int][]int{}
 	if g.spec.Mode == ModePipeline {
 		for i, t := range g.tasks {

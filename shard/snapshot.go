@@ -200,14 +200,10 @@ func decodeGroupState(d *Decoder, version byte) (*group, error) {
 	g.created = d.Time()
 	g.finished = d.Time()
 	newTasks(g, spec.Tasks, 0) // their histories are decoded at their length
-	names := make(map[string]int, len(spec.Tasks))
-	for i, t := range g.tasks {
+	for _, t := range g.tasks {
 		decodeTaskState(d, t)
 		if !t.state.Valid() {
 			return nil, fmt.Errorf("shard: restore: task %s: bad state %d: %w", t.id(), t.state, ErrCodec)
-		}
-		if t.name != "" {
-			names[t.name] = i
 		}
 	}
 	if version >= 4 {
@@ -223,7 +219,7 @@ func decodeGroupState(d *Decoder, version byte) (*group, error) {
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("shard: restore: %w", err)
 	}
-	linkDeps(g, names)
+	linkDeps(g)
 	return g, nil
 }
 
