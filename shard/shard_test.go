@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 var t0 = time.Unix(1_700_000_000, 0).UTC()
@@ -629,5 +630,53 @@ func TestRetentionReplicasAgree(t *testing.T) {
 	replica.Apply(o.log[len(o.log)-2:])
 	if o.s.Len() != 0 || replica.Len() != 0 || !bytes.Equal(o.s.Snapshot(), replica.Snapshot()) {
 		t.Fatalf("after every removal: owner %d groups, replica %d", o.s.Len(), replica.Len())
+	}
+}
+
+// A snapshot's holders are interned while it decodes (a few peers' runs
+// hold every task), up to maxDecodeHolders distinct ones; past that they
+// are decoded as they come. Either way the restored state is the owner's,
+// histories plain or not.
+func TestDecodeInternsHolders(t *testing.T) {
+	o := newOwner(t)
+	tasks := make([]TaskSpec, 3000)
+	for i := range tasks {
+		tasks[i] = echo(fmt.Sprint("t", i))
+	}
+	o.submit(GroupSpec{ID: "g", Mode: ModeParallel, Tasks: tasks})
+	for i := range 3000 {
+		holder := fmt.Sprintf("peer-%d#1", i%(maxDecodeHolders+500))
+		for _, id := range o.lease(1, holder) {
+			if err := o.report(id, holder, i%7 != 0, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	replica, _ := New(DefaultConfig())
+	if err := replica.Restore(o.s.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	assertSameState(t, o.s, replica)
+	same, shared := 0, 0
+	seen := map[string]*byte{}
+	for _, g := range replica.groups {
+		for _, tk := range g.tasks {
+			for _, e := range tk.history {
+				if e.holder == "" {
+					continue
+				}
+				if p, ok := seen[e.holder]; ok {
+					same++
+					if p == unsafe.StringData(e.holder) {
+						shared++
+					}
+				} else {
+					seen[e.holder] = unsafe.StringData(e.holder)
+				}
+			}
+		}
+	}
+	if same == 0 || shared == 0 {
+		t.Fatalf("%d repeated holders in kept histories, %d of them shared", same, shared)
 	}
 }

@@ -3,6 +3,7 @@ package shard
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 )
 
 // snapshotVersion 2 adds the schedules after the finished groups, 3 the
@@ -141,11 +142,12 @@ func DecodeSnapshot(p []byte) (*Restored, error) {
 		return nil, fmt.Errorf("shard: restore: unknown snapshot version %d: %w", p[0], ErrCodec)
 	}
 	d := NewDecoder(p[1:])
+	var sd stateDecoder
 	r := &Restored{seq: d.Uvarint(), scheds: map[ScheduleID]*schedule{}}
 	n := d.Count(8)
 	r.groups = make(map[GroupID]*group, n)
 	for range n {
-		g, err := decodeGroupState(&d, p[0])
+		g, err := sd.group(&d, p[0])
 		if err != nil {
 			return nil, err
 		}
@@ -187,7 +189,40 @@ func (s *Shard) Install(r *Restored) {
 	*r = Restored{}
 }
 
-func decodeGroupState(d *Decoder, version byte) (*group, error) {
+// stateDecoder decodes a snapshot's groups with what their tasks share:
+// their holders (a few peers' runs, interned, where each task's and each
+// event's was a string of its own) and room to decode a history in (a
+// finished task's usual history is plain and kept as none: decoded in
+// scratch, it is never allocated).
+type stateDecoder struct {
+	holders map[string]string
+	scratch []taskEvent
+}
+
+// maxDecodeHolders bounds stateDecoder.holders (a hostile snapshot may
+// name a new holder at every event).
+const maxDecodeHolders = 1024
+
+// holder reads a holder, interned.
+func (sd *stateDecoder) holder(d *Decoder) string {
+	b := d.next()
+	if len(b) == 0 {
+		return ""
+	}
+	if h, ok := sd.holders[string(b)]; ok {
+		return h
+	}
+	h := string(b)
+	if sd.holders == nil {
+		sd.holders = make(map[string]string)
+	}
+	if len(sd.holders) < maxDecodeHolders {
+		sd.holders[h] = h
+	}
+	return h
+}
+
+func (sd *stateDecoder) group(d *Decoder, version byte) (*group, error) {
 	spec, used, err := decodeGroupSpecAt(d.p, version < 4)
 	if err != nil {
 		return nil, fmt.Errorf("shard: restore: %w", err)
@@ -201,7 +236,7 @@ func decodeGroupState(d *Decoder, version byte) (*group, error) {
 	g.finished = d.Time()
 	newTasks(g, spec.Tasks, 0) // their histories are decoded at their length
 	for _, t := range g.tasks {
-		decodeTaskState(d, t)
+		sd.task(d, t)
 		if !t.state.Valid() {
 			return nil, fmt.Errorf("shard: restore: task %s: bad state %d: %w", t.id(), t.state, ErrCodec)
 		}
@@ -223,11 +258,11 @@ func decodeGroupState(d *Decoder, version byte) (*group, error) {
 	return g, nil
 }
 
-func decodeTaskState(d *Decoder, t *task) {
+func (sd *stateDecoder) task(d *Decoder, t *task) {
 	t.state = State(d.Byte())
 	t.attempt = int32(d.uint31()) // Apply counts one by one: never near the bound
 	t.round = Round(d.Uvarint())
-	t.holder = d.String()
+	t.holder = sd.holder(d)
 	t.expiry = stampOf(d.Time())
 	t.notBefore = stampOf(d.Time())
 	t.result = d.Bytes()
@@ -236,15 +271,22 @@ func decodeTaskState(d *Decoder, t *task) {
 	t.finished = stampOf(d.Time())
 	t.seq = d.Uvarint()
 	n := d.Count(6)
-	if n > 0 {
-		t.history = make([]taskEvent, n)
+	h := sd.scratch[:0]
+	for range n {
+		var e taskEvent
+		e.typ, e.at, e.round, e.holder = EventType(d.Byte()), stampOf(d.Time()), Round(d.Uvarint()), sd.holder(d)
+		e.note = noteOf(d.String(), d.String())
+		h = append(h, e)
 	}
-	for i := range n {
-		h := &t.history[i]
-		h.typ, h.at, h.round, h.holder = EventType(d.Byte()), stampOf(d.Time()), Round(d.Uvarint()), d.String()
-		h.note = noteOf(d.String(), d.String())
+	sd.scratch = h
+	if n == 0 {
+		t.makePlain()
+		return
 	}
-	t.makePlain()
+	t.history = h
+	if !t.makePlain() {
+		t.history = slices.Clone(h) // its own, at its length
+	}
 }
 
 // install replaces the state and rebuilds what derives from it: counters,
