@@ -19,11 +19,13 @@ import (
 type sim struct {
 	// digestBuf is the encoding buffer the replica checks reuse (digest).
 	digestBuf []byte
-	cfg       Config
-	rng       *rand.Rand
-	q         eventQueue
-	seq       uint64
-	now       time.Duration // virtual time since the start
+	// partSetsNext is the node the next periodic checkPartSets starts at.
+	partSetsNext int
+	cfg          Config
+	rng          *rand.Rand
+	q            eventQueue
+	seq          uint64
+	now          time.Duration // virtual time since the start
 	// warmKinds is the network's message counts when --warmup ended,
 	// warmWall the wall clock then (reported only, as Run's wall).
 	warmKinds [3]uint64
@@ -104,7 +106,7 @@ func (s *sim) conclude(wall time.Time) Report {
 		s.checkSlots()
 	}
 	if s.viol == nil {
-		s.checkPartSets()
+		s.checkPartSets(true)
 	}
 	if s.viol == nil {
 		s.chk.checkNotify()
@@ -254,7 +256,7 @@ func (s *sim) periodic() {
 	s.chk.pollSchedules()
 	s.chk.recheckRuns(false)
 	s.chk.checkTicks()
-	s.checkPartSets()
+	s.checkPartSets(false)
 	s.chk.sample(16)
 	s.chk.liveness()
 	if s.now >= s.healAt && int(s.now/time.Second)%replicaCheckEvery == 0 {
