@@ -269,15 +269,12 @@ type Node struct {
 	mesh     mesh // membership, liveness, ring, outbox
 	raftOut  map[string][]RaftMsg
 	snapSent []snapReport
-	// checkedSnap is the decoded state of the snapshot checkRaft last
-	// passed, for stepRaft to keep with its partition (partition.decoded).
-	checkedSnap *shard.Restored
-	steal       stealer
-	stats       NodeStats
-	draining    bool                           // Drain was called: no new leases, leadership handed over
-	localOut    map[shard.TaskID]shard.Outcome // outcomes proposed as owner, not yet applied (handOver)
-	started     map[shard.TaskID]claimed       // last round started here, per task (claim)
-	spec        map[shard.TaskID]*specRun      // own initial leases started before their creation applied (speculate.go)
+	steal    stealer
+	stats    NodeStats
+	draining bool                           // Drain was called: no new leases, leadership handed over
+	localOut map[shard.TaskID]shard.Outcome // outcomes proposed as owner, not yet applied (handOver)
+	started  map[shard.TaskID]claimed       // last round started here, per task (claim)
+	spec     map[shard.TaskID]*specRun      // own initial leases started before their creation applied (speculate.go)
 	// heldGrants are the leases granted to thieves before they applied,
 	// until they apply or are dropped (defer.go).
 	heldGrants map[shard.TaskID]shard.Event

@@ -42,11 +42,12 @@ var remoteRaftTypes = map[pb.MessageType]bool{
 //     configuration, and its state restores (installSnapshot cannot fail).
 //
 // p is nil for a partition this node does not hold yet (its state is
-// empty).
-func (n *Node) checkRaft(p *partition, m *pb.Message) error {
+// empty). A snapshot newer than the commit index is decoded to check it;
+// its decoded state is returned, for installSnapshot (partition.decoded).
+func (n *Node) checkRaft(p *partition, m *pb.Message) (*shard.Restored, error) {
 	t := m.GetType()
 	if !remoteRaftTypes[t] {
-		return fmt.Errorf("%w: %v is not sent between replicas", ErrBadRaft, t)
+		return nil, fmt.Errorf("%w: %v is not sent between replicas", ErrBadRaft, t)
 	}
 	var last, committed, term uint64
 	if p != nil {
@@ -56,30 +57,28 @@ func (n *Node) checkRaft(p *partition, m *pb.Message) error {
 	}
 	switch t {
 	case pb.MsgApp:
-		return checkAppend(p, m, committed)
+		return nil, checkAppend(p, m, committed)
 	case pb.MsgHeartbeat, pb.MsgHeartbeatResp:
 		if n := len(m.GetContext()); n != 0 && n != 8 {
 			// Raft reads a heartbeat's context, echoed in the answer, as
 			// an 8-byte read index, and panics on a shorter one.
-			return fmt.Errorf("%w: %v with a context of %d bytes", ErrBadRaft, t, n)
+			return nil, fmt.Errorf("%w: %v with a context of %d bytes", ErrBadRaft, t, n)
 		}
 		if t == pb.MsgHeartbeat && m.GetCommit() > last {
-			return fmt.Errorf("%w: heartbeat commits %d past the log's last index %d", ErrBadRaft, m.GetCommit(), last)
+			return nil, fmt.Errorf("%w: heartbeat commits %d past the log's last index %d", ErrBadRaft, m.GetCommit(), last)
 		}
 	case pb.MsgAppResp:
 		if m.GetTerm() == term && (m.GetIndex() > last || m.GetRejectHint() > last) {
-			return fmt.Errorf("%w: append response for index %d (hint %d) past the log's last index %d", ErrBadRaft, m.GetIndex(), m.GetRejectHint(), last)
+			return nil, fmt.Errorf("%w: append response for index %d (hint %d) past the log's last index %d", ErrBadRaft, m.GetIndex(), m.GetRejectHint(), last)
 		}
 	case pb.MsgVote, pb.MsgPreVote:
 		if m.GetLogTerm() > m.GetTerm() {
-			return fmt.Errorf("%w: vote request with log term %d after its term %d", ErrBadRaft, m.GetLogTerm(), m.GetTerm())
+			return nil, fmt.Errorf("%w: vote request with log term %d after its term %d", ErrBadRaft, m.GetLogTerm(), m.GetTerm())
 		}
 	case pb.MsgSnap:
-		var err error
-		n.checkedSnap, err = checkSnapshot(m, committed)
-		return err
+		return checkSnapshot(m, committed)
 	}
-	return nil
+	return nil, nil
 }
 
 // checkAppend is checkRaft's rule 2.

@@ -231,8 +231,8 @@ func (n *Node) stepRaft(from string, msgs []RaftMsg) error {
 			continue
 		}
 		p := n.parts[rm.Partition]
-		n.checkedSnap = nil
-		if err := n.checkRaft(p, rm.Msg); err != nil {
+		decoded, err := n.checkRaft(p, rm.Msg)
+		if err != nil {
 			n.stats.DroppedRaft++
 			errs = append(errs, fmt.Errorf("peer: step partition %d from %s: %w", rm.Partition, from, err))
 			continue
@@ -262,9 +262,8 @@ func (n *Node) stepRaft(from string, msgs []RaftMsg) error {
 			}
 			n.hold(p)
 		}
-		if n.checkedSnap != nil {
-			p.keepDecoded(rm.Msg.GetSnapshot(), n.checkedSnap)
-			n.checkedSnap = nil
+		if decoded != nil {
+			p.keepDecoded(rm.Msg.GetSnapshot(), decoded)
 		}
 		if err := p.rn.Step(rm.Msg); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 			errs = append(errs, fmt.Errorf("peer: step partition %d: %w", rm.Partition, err))

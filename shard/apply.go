@@ -411,24 +411,30 @@ func (h *taskEvent) view(seq int) TaskEvent {
 // holderOf returns holder as this shard already keeps it: every lease of a
 // peer's run names the same holder, and each decoded event made its own
 // copy of a 60-byte string.
-func (s *Shard) holderOf(holder string) string {
+func (s *Shard) holderOf(holder string) string { return s.holders.of(holder) }
+
+// holderSet interns holders, up to maxHolders of them.
+type holderSet map[string]string
+
+// of returns holder as the set keeps it, kept from now on if it is new.
+func (hs *holderSet) of(holder string) string {
 	if holder == "" {
 		return ""
 	}
-	if h, ok := s.holders[holder]; ok {
+	if h, ok := (*hs)[holder]; ok {
 		return h
 	}
-	if len(s.holders) >= maxHolders {
-		clear(s.holders) // bounded: holders are peers' runs, and a restart makes a new one
+	if len(*hs) >= maxHolders {
+		clear(*hs) // bounded: holders are peers' runs, and a restart makes a new one
 	}
-	if s.holders == nil {
-		s.holders = make(map[string]string)
+	if *hs == nil {
+		*hs = make(holderSet)
 	}
-	s.holders[holder] = holder
+	(*hs)[holder] = holder
 	return holder
 }
 
-// maxHolders bounds the holders holderOf remembers.
+// maxHolders bounds the holders a holderSet remembers.
 const maxHolders = 4096
 
 // setState moves t to st, keeping the ready queue, the group counters and

@@ -263,7 +263,7 @@ type Shard struct {
 
 	// holders interns the holders of its tasks' leases (holderOf; not
 	// state).
-	holders map[string]string
+	holders holderSet
 	// snapSize is the length of the last Snapshot, the next one's first
 	// guess at its buffer (not state).
 	snapSize int

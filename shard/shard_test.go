@@ -634,18 +634,18 @@ func TestRetentionReplicasAgree(t *testing.T) {
 }
 
 // A snapshot's holders are interned while it decodes (a few peers' runs
-// hold every task), up to maxDecodeHolders distinct ones; past that they
-// are decoded as they come. Either way the restored state is the owner's,
+// hold every task), up to maxHolders distinct ones at a time (a holderSet,
+// as the shard's own). Either way the restored state is the owner's,
 // histories plain or not.
 func TestDecodeInternsHolders(t *testing.T) {
 	o := newOwner(t)
-	tasks := make([]TaskSpec, 3000)
+	tasks := make([]TaskSpec, maxHolders+1000)
 	for i := range tasks {
 		tasks[i] = echo(fmt.Sprint("t", i))
 	}
 	o.submit(GroupSpec{ID: "g", Mode: ModeParallel, Tasks: tasks})
-	for i := range 3000 {
-		holder := fmt.Sprintf("peer-%d#1", i%(maxDecodeHolders+500))
+	for i := range tasks {
+		holder := fmt.Sprintf("peer-%d#1", i%(maxHolders+500))
 		for _, id := range o.lease(1, holder) {
 			if err := o.report(id, holder, i%7 != 0, true); err != nil {
 				t.Fatal(err)

@@ -195,31 +195,17 @@ func (s *Shard) Install(r *Restored) {
 // finished task's usual history is plain and kept as none: decoded in
 // scratch, it is never allocated).
 type stateDecoder struct {
-	holders map[string]string
+	holders holderSet
 	scratch []taskEvent
 }
-
-// maxDecodeHolders bounds stateDecoder.holders (a hostile snapshot may
-// name a new holder at every event).
-const maxDecodeHolders = 1024
 
 // holder reads a holder, interned.
 func (sd *stateDecoder) holder(d *Decoder) string {
 	b := d.next()
-	if len(b) == 0 {
-		return ""
-	}
-	if h, ok := sd.holders[string(b)]; ok {
+	if h, ok := sd.holders[string(b)]; ok { // no copy of b to look up
 		return h
 	}
-	h := string(b)
-	if sd.holders == nil {
-		sd.holders = make(map[string]string)
-	}
-	if len(sd.holders) < maxDecodeHolders {
-		sd.holders[h] = h
-	}
-	return h
+	return sd.holders.of(string(b))
 }
 
 func (sd *stateDecoder) group(d *Decoder, version byte) (*group, error) {
