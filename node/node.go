@@ -41,6 +41,18 @@ type NodeConfig struct {
 	// joins a mesh is not a founder: it gets its partitions from their
 	// leaders.
 	Founder bool
+	// Initial is the mesh's initial membership when its peers start
+	// together (etcd's initial cluster): every peer named, this one
+	// included, with its addresses. A peer named in it that starts with
+	// no stored state bootstraps each partition whose ring replicas over
+	// Initial include it, those replicas as the voters, so that a new
+	// mesh moves no partition and merges no membership list while it
+	// forms: every peer computes the same ring from the same list. A
+	// peer it does not name, or one with stored state, ignores it (a
+	// stored peer is past its bootstrap; an unnamed one joins). Every
+	// peer of the list must be started with the same list, Partitions,
+	// Replicas and Placement. Not with Founder. Default none.
+	Initial []PeerAddrs
 	// Replicas is R, the size of each partition's replica set (fewer while
 	// the mesh is smaller). Every peer of a mesh must use the same one:
 	// heartbeats carry it, and one with another is refused. Default 3.
@@ -174,6 +186,9 @@ func (c *NodeConfig) Validate() error {
 		return errors.New("peer: config Rand is required")
 	case c.NotifyInflight < 0:
 		return errors.New("peer: config NotifyInflight must be >= 0")
+	}
+	if err := c.validateInitial(); err != nil {
+		return err
 	}
 	for _, kv := range LabelList(c.Labels) {
 		if err := shard.ValidateLabel(kv); err != nil {
@@ -653,3 +668,33 @@ func (n *Node) Epoch() ring.Epoch { return n.mesh.epoch }
 // StrandedFor returns the live members that may run some of the READY
 // tasks this peer holds but may not run itself (nil when more than 32).
 func (n *Node) StrandedFor() []string { return n.mesh.strandedFor() }
+
+// maxInitial bounds the initial membership (Initial).
+const maxInitial = 1 << 16
+
+// validateInitial checks the initial membership: named peers, each once,
+// valid ids (ValidID), not with Founder.
+func (c *NodeConfig) validateInitial() error {
+	if len(c.Initial) == 0 {
+		return nil
+	}
+	if c.Founder {
+		return errors.New("peer: config Initial and Founder exclude each other: the initial membership founds the mesh")
+	}
+	if len(c.Initial) > maxInitial {
+		return fmt.Errorf("peer: config Initial names %d peers; at most %d", len(c.Initial), maxInitial)
+	}
+	seen := make(map[string]bool, len(c.Initial))
+	for i, p := range c.Initial {
+		switch {
+		case p.ID == "":
+			return fmt.Errorf("peer: config Initial[%d]: empty peer id", i)
+		case c.ValidID != nil && !c.ValidID(p.ID):
+			return fmt.Errorf("peer: config Initial[%d]: %q is not a peer id", i, p.ID)
+		case seen[p.ID]:
+			return fmt.Errorf("peer: config Initial[%d]: peer %s named twice", i, p.ID)
+		}
+		seen[p.ID] = true
+	}
+	return nil
+}
