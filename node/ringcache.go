@@ -44,8 +44,9 @@ func (c *RingCache) build(cfg ring.Config, epoch ring.Epoch, members []ring.Peer
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, e := range c.rings {
+	for i, e := range c.rings {
 		if e.cfg == cfg && e.epoch == epoch && slices.Equal(e.members, members) {
+			c.rings = touch(c.rings, i)
 			return e.r, nil
 		}
 	}
@@ -68,8 +69,9 @@ func (c *RingCache) preferredOwners(r *ring.Ring, live func(ring.PeerID) bool) [
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, e := range c.prefs {
+	for i, e := range c.prefs {
 		if e.r == r && slices.Equal(e.alive, alive) {
+			c.prefs = touch(c.prefs, i)
 			return e.out
 		}
 	}
@@ -81,7 +83,19 @@ func (c *RingCache) preferredOwners(r *ring.Ring, live func(ring.PeerID) bool) [
 	return out
 }
 
-// pushBounded appends e, dropping the oldest entry beyond ringCacheSize.
+// touch moves entry i to the end of list, the last to be dropped: a
+// mesh starting together builds each peer's lone ring between two uses
+// of the shared one, which a first-in-first-out list dropped every few
+// peers (a 1,000-member ring built again and again).
+func touch[T any](list []T, i int) []T {
+	e := list[i]
+	copy(list[i:], list[i+1:])
+	list[len(list)-1] = e
+	return list
+}
+
+// pushBounded appends e, dropping the least recently used entry beyond
+// ringCacheSize.
 func pushBounded[T any](list []T, e T) []T {
 	if len(list) >= ringCacheSize {
 		list = append(list[:0], list[1:]...)
