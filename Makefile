@@ -71,6 +71,7 @@ sim: simulate
 simulate:
 	$(GO) run ./cmd/needle simulate --seeds 1000
 	$(GO) run ./cmd/needle simulate --seeds 1000 --peers 5
+	$(GO) run ./cmd/needle simulate --seeds 1000 --peers 5 --start join
 	$(GO) run ./cmd/needle simulate --seeds 300 --peers 4 --workload placement
 	$(GO) run ./cmd/needle simulate --seeds 300 --workers 2
 	$(GO) run ./cmd/needle simulate --seeds 200 --peers 4 --workload workers
@@ -78,3 +79,4 @@ simulate:
 	$(GO) run ./cmd/needle simulate --seeds 300 --peers 7 --placement circle
 	$(GO) run ./cmd/needle simulate --seeds 4 --peers 20 --tasks 5000 --partitions 256 --liveness 5m
 	$(GO) run ./cmd/needle simulate --seeds 6 --peers 200 --tasks 5000 --partitions 1024 --workload w1 --faults crash,partition,churn --liveness 5m
+	$(GO) run ./cmd/needle simulate --seeds 3 --peers 200 --tasks 5000 --partitions 1024 --workload w1 --faults crash,partition,churn --liveness 5m --start join

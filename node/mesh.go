@@ -78,6 +78,9 @@ type member struct {
 	// not from an update or the peer itself, and knows no incarnation of
 	// it yet (quietInc).
 	listed bool
+	// featured: features is its own word, from a heartbeat or a probe
+	// of its; until then this peer does not know what it can apply.
+	featured bool
 	// gone: it was forgotten, or replaced by another record (add).
 	gone bool
 }

@@ -280,6 +280,11 @@ type Node struct {
 	// partitions); joining: it joins one with an empty disk (not a
 	// founder, nothing stored). See placementMismatch.
 	founded, joining bool
+	// together: this run bootstrapped its partitions from the initial
+	// membership (NodeConfig.Initial), with no stored state: it answered
+	// no leader before it, so it votes and campaigns without waiting out
+	// a restarted replica's promise (leaseWindow).
+	together bool
 
 	mesh     mesh // membership, liveness, ring, outbox
 	raftOut  map[string][]RaftMsg
@@ -358,13 +363,28 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 		return nil, err
 	}
 	founder := cfg.Founder && len(states) == 0
-	n.founded, n.joining = founder, !cfg.Founder && len(states) == 0
+	if len(states) == 0 {
+		if n.together, err = n.mesh.startTogether(cfg.Initial, now); err != nil {
+			return nil, err
+		}
+	}
+	n.founded = founder || n.together
+	n.joining = !n.founded && len(states) == 0
 	for p := range cfg.Partitions {
 		st, stored := states[uint32(p)]
-		if !stored && !founder {
+		var voters []uint64 // the voters of a partition this run bootstraps
+		switch {
+		case stored:
+		case founder:
+			voters = []uint64{n.raftID}
+		case n.together:
+			if voters = n.mesh.initialVoters(p); voters == nil {
+				continue // not among its ring replicas
+			}
+		default:
 			continue // a joiner's partitions arrive from their leaders
 		}
-		part, err := n.openPartition(p, st, founder)
+		part, err := n.openPartition(p, st, voters)
 		if err != nil {
 			return nil, err
 		}
@@ -373,6 +393,9 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 		if n.mustLeave(part) {
 			n.queueLeave(part) // stored with a configuration that excludes it (leave.go)
 		}
+	}
+	if n.together {
+		n.mesh.greetReplicas()
 	}
 	return n, nil
 }

@@ -87,7 +87,7 @@ type partition struct {
 	leadSince  time.Time       // when this node last became leader
 }
 
-func (n *Node) openPartition(p int, ps wal.PartitionState, bootstrap bool) (*partition, error) {
+func (n *Node) openPartition(p int, ps wal.PartitionState, voters []uint64) (*partition, error) {
 	st, err := wal.NewStorage(ps)
 	if err != nil {
 		return nil, fmt.Errorf("peer: partition %d: %w", p, err)
@@ -115,8 +115,8 @@ func (n *Node) openPartition(p int, ps wal.PartitionState, bootstrap bool) (*par
 		part.snapIndex, part.snapBytes = part.applied, len(snap.GetData())
 		part.conf = snap.GetMetadata().GetConfState()
 	}
-	if last, _ := st.LastIndex(); bootstrap && last == 0 && raft.IsEmptySnap(ps.Snapshot) {
-		n.bootstrap(part, []uint64{n.raftID})
+	if last, _ := st.LastIndex(); len(voters) > 0 && last == 0 && raft.IsEmptySnap(ps.Snapshot) {
+		n.bootstrap(part, voters)
 	}
 	rn, err := raft.NewRawNode(n.raftConfig(st, part.applied))
 	if err != nil {

@@ -18,7 +18,7 @@ func (n *Node) stepProbe(from string, p *Probe) error {
 	if p.Inc > mb.inc {
 		mb.inc = p.Inc
 	}
-	mb.features = p.Features
+	mb.features, mb.featured = p.Features, true
 	m.setLegacy(mb, false, n.now)
 	n.steal.Observe(from, p.Load, n.now)
 	for _, u := range p.Updates {

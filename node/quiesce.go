@@ -136,7 +136,7 @@ func (n *Node) canQuiesce(p *partition) (uint64, bool) {
 			return 0, false
 		}
 	}
-	if n.lacking(p, FeatureQuiesce) != "" {
+	if who, _ := n.lacking(p, FeatureQuiesce); who != "" {
 		return 0, false
 	}
 	st := p.rn.BasicStatus()

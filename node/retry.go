@@ -45,22 +45,26 @@ func (n *Node) MemberFeatures(id string) uint64 {
 }
 
 // lacking returns a replica of p (voter or learner) that has not
-// advertised feature f, or "".
-func (n *Node) lacking(p *partition, f uint64) string {
+// advertised feature f, or "", and whether this peer cannot tell: it has
+// not heard from that replica yet (a peer of a mesh started together
+// that is not up yet), or the replica is no longer a member (forgotten,
+// its replacement on the way). A request that needs f is then
+// unavailable for now, not refused.
+func (n *Node) lacking(p *partition, f uint64) (who string, unsure bool) {
 	ids := append(slices.Clone(p.conf.GetVoters()), p.conf.GetLearners()...)
 	for _, r := range ids {
 		id, ok := n.mesh.peerOf(r)
 		if !ok {
-			return fmt.Sprint(r)
+			return fmt.Sprint(r), true
 		}
 		if id == n.cfg.ID {
 			continue
 		}
 		if mb := n.mesh.members[id]; mb == nil || mb.features&f == 0 {
-			return id
+			return id, mb != nil && !mb.featured
 		}
 	}
-	return ""
+	return "", false
 }
 
 // Retry proposes running FAILED and CANCELED tasks again: task, or every
@@ -73,7 +77,10 @@ func (n *Node) Retry(req uint64, g shard.GroupID, task shard.TaskID, by, key str
 		n.reply(Reply{Req: req, Err: ErrUnavailable})
 		return
 	}
-	if who := n.lacking(p, FeatureRetry); who != "" {
+	if who, unsure := n.lacking(p, FeatureRetry); unsure {
+		n.reply(Reply{Req: req, Err: ErrUnavailable})
+		return
+	} else if who != "" {
 		n.reply(Reply{Req: req, Err: fmt.Errorf(
 			"%w: peer %s, a replica of this group's partition, runs a needle that cannot apply a retry: upgrade it first", shard.ErrNotRetryable, who)})
 		return

@@ -20,12 +20,12 @@ func TestRetryWaitsForEveryReplica(t *testing.T) {
 	part, _ := c.ledBy("n1", 4)
 	n := c.node("n1").n
 	p := n.parts[part]
-	if who := n.lacking(p, FeatureRetry); who != "" {
+	if who, _ := n.lacking(p, FeatureRetry); who != "" {
 		t.Fatalf("lacking = %q in a mesh of this build", who)
 	}
 	n.mesh.members["n2"].features = 0 // as an older peer's heartbeats say
-	if who := n.lacking(p, FeatureRetry); who != "n2" {
-		t.Fatalf("lacking = %q; want n2", who)
+	if who, unsure := n.lacking(p, FeatureRetry); who != "n2" || unsure {
+		t.Fatalf("lacking = %q, unsure %v; want n2, heard", who, unsure)
 	}
 	g := groupIn(t, n, part)
 	req := n.NextRequest()
@@ -39,6 +39,23 @@ func TestRetryWaitsForEveryReplica(t *testing.T) {
 	}
 	if !errors.Is(got, shard.ErrNotRetryable) || !strings.Contains(fmt.Sprint(got), "n2") {
 		t.Fatalf("retry with an older replica: %v; want a conflict naming n2", got)
+	}
+
+	// A replica never heard from (a peer of a mesh started together that
+	// is not up yet): its features are unknown, and the retry is
+	// unavailable for now rather than refused.
+	n.mesh.members["n2"].featured = false
+	req = n.NextRequest()
+	n.Retry(req, g, "", "op", "")
+	rd = n.Ready()
+	got = nil
+	for _, r := range rd.Replies {
+		if r.Req == req {
+			got = r.Err
+		}
+	}
+	if !errors.Is(got, ErrUnavailable) {
+		t.Fatalf("retry with a replica never heard: %v; want ErrUnavailable", got)
 	}
 }
 

@@ -19,7 +19,10 @@ func (n *Node) SetSchedule(req uint64, spec *shard.ScheduleSpec, by string) {
 		return
 	}
 	if shard.ToWorkers(&spec.Group) {
-		if who := n.lacking(p, FeatureScheduleToWorkers); who != "" {
+		if who, unsure := n.lacking(p, FeatureScheduleToWorkers); unsure {
+			n.reply(Reply{Req: req, Err: ErrUnavailable})
+			return
+		} else if who != "" {
 			n.reply(Reply{Req: req, Err: &shard.FieldError{Task: -1, Field: "group.to", Message: fmt.Sprintf(
 				"peer %s, a replica of this schedule's partition, runs a needle that cannot apply a schedule to workers: upgrade it first", who)}})
 			return

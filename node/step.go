@@ -197,7 +197,7 @@ func (n *Node) stepHeartbeat(from string, hb *Heartbeat) error {
 	mb.load = hb.Load
 	mb.setStranded(hb.Stranded, hb.StrandedFor)
 	n.mesh.setAddrs(mb, hb.Addrs)
-	mb.features = hb.Features
+	mb.features, mb.featured = hb.Features, true
 	mb.setWorkers(hb.Workers)
 	if len(hb.Workers) > 0 {
 		n.scheduleExternal() // offer READY work to its waiting workers now
@@ -256,7 +256,7 @@ func (n *Node) stepRaft(from string, msgs []RaftMsg) error {
 		}
 		if p == nil {
 			var err error
-			if p, err = n.openPartition(int(rm.Partition), wal.PartitionState{}, false); err != nil {
+			if p, err = n.openPartition(int(rm.Partition), wal.PartitionState{}, nil); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -299,7 +299,7 @@ func (n *Node) leaderLease(p *partition, from string, m *pb.Message) bool {
 	if string(m.GetContext()) == campaignTransfer {
 		return false
 	}
-	if n.now.Sub(n.bootAt) < n.leaseWindow() {
+	if !n.together && n.now.Sub(n.bootAt) < n.leaseWindow() {
 		return true
 	}
 	switch lead := p.rn.BasicStatus().Lead; {

@@ -86,6 +86,13 @@ type Config struct {
 	// every other peer held it dead (DeadKnownAfter). --kill.
 	Kill time.Duration
 
+	// Start is how the mesh starts: StartTogether names every peer in
+	// each one's initial membership (node.NodeConfig.Initial, needled
+	// --initial-peers), StartJoin (the zero value) has n0 found the mesh
+	// and every other peer join through it (needled --join). DefaultConfig
+	// (and so `needle simulate`) takes together. --start.
+	Start Start
+
 	// Log, when set, receives every node's log records, each with its
 	// virtual time ("vt"): replica changes, ring rebuilds, dead peers
 	// (--log). It cannot change the run.
@@ -140,8 +147,37 @@ func DefaultConfig() Config {
 	return Config{
 		Seed: 1, Peers: 3, Tasks: 200, Workload: "mixed", Faults: slices.Clone(FaultKinds),
 		Partitions: 16, Slots: 2, MaxSimTime: 10 * time.Minute, Liveness: time.Minute,
-		Placement: ring.PlacementSpread,
+		Placement: ring.PlacementSpread, Start: StartTogether,
 	}
+}
+
+// Start is how a simulated mesh starts (Config.Start).
+type Start uint8
+
+const (
+	// StartJoin: n0 founds the mesh, every other peer joins through it.
+	StartJoin Start = iota
+	// StartTogether: every peer starts with the others named in its
+	// initial membership and bootstraps its own partitions.
+	StartTogether
+)
+
+func (s Start) String() string {
+	if s == StartTogether {
+		return "together"
+	}
+	return "join"
+}
+
+// ParseStart parses a --start value.
+func ParseStart(v string) (Start, error) {
+	switch v {
+	case "together":
+		return StartTogether, nil
+	case "join":
+		return StartJoin, nil
+	}
+	return 0, fmt.Errorf("simulate: --start = %q; want together or join", v)
 }
 
 // withDefaults fills zero fields with their defaults.
@@ -220,6 +256,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("simulate: --warmup = %v leaves no time for the workload; want less than --max-sim-time = %v", c.Warmup, c.MaxSimTime)
 	case c.Liveness < time.Second:
 		return fmt.Errorf("simulate: --liveness = %v; want >= 1s", c.Liveness)
+	case c.Start > StartTogether:
+		return fmt.Errorf("simulate: --start = %d; want together or join", c.Start)
 	case c.Workers < 0 || c.Workers > 64:
 		return fmt.Errorf("simulate: --workers = %d; want 0..64", c.Workers)
 	}
@@ -252,6 +290,7 @@ func (c Config) String() string {
 	if c.Workers > 0 {
 		s += fmt.Sprintf(" workers=%d", c.Workers)
 	}
+	s += " start=" + c.Start.String()
 	return s
 }
 
@@ -273,5 +312,5 @@ func (c Config) ReplayCommand() string {
 	if c.Workers > 0 {
 		cmd += fmt.Sprintf(" --workers %d", c.Workers)
 	}
-	return cmd
+	return cmd + " --start " + c.Start.String()
 }

@@ -78,6 +78,11 @@ func (nd *simNode) start() error {
 	cfg := node.DefaultNodeConfig(nd.id, fmt.Sprint(nd.boots))
 	cfg.Partitions, cfg.Slots = nd.s.cfg.Partitions, nd.s.cfg.Slots
 	cfg.Founder = nd.idx == 0
+	if nd.s.cfg.Start == StartTogether {
+		// A peer started late (a Join fault) has the same list: it was
+		// named in it, and bootstraps its partitions when it comes.
+		cfg.Founder, cfg.Initial = false, nd.s.initial
+	}
 	cfg.Replicas, cfg.Placement = nd.s.cfg.Replicas, nd.s.cfg.Placement
 	cfg.Labels = nodeLabels(nd.s.cfg, nd.idx)
 	cfg.SnapshotEvery = snapshotEvery(nd.s.cfg)

@@ -22,10 +22,12 @@ type sim struct {
 	// partSetsNext is the node the next periodic checkPartSets starts at.
 	partSetsNext int
 	cfg          Config
-	rng          *rand.Rand
-	q            eventQueue
-	seq          uint64
-	now          time.Duration // virtual time since the start
+	// initial is every peer's initial membership under StartTogether.
+	initial []node.PeerAddrs
+	rng     *rand.Rand
+	q       eventQueue
+	seq     uint64
+	now     time.Duration // virtual time since the start
 	// warmKinds is the network's message counts when --warmup ended,
 	// warmWall the wall clock then (reported only, as Run's wall).
 	warmKinds [3]uint64
@@ -145,6 +147,12 @@ func newSim(cfg Config) (*sim, error) {
 		s.wl.external(cfg.Workload == "workers")
 	}
 	s.cl = newClient(s, s.wl)
+	if cfg.Start == StartTogether {
+		for i := range cfg.Peers {
+			id := fmt.Sprintf("n%d", i)
+			s.initial = append(s.initial, node.PeerAddrs{ID: id, Addrs: []string{"/sim/" + id}})
+		}
+	}
 	for i := range cfg.Peers {
 		nd := &simNode{s: s, idx: i, id: fmt.Sprintf("n%d", i), log: newDisk()}
 		s.nodes = append(s.nodes, nd)

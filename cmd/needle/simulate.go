@@ -60,6 +60,11 @@ replays the failing seed exactly.
   --placement P     replicas after the primary: spread (default, as a new
                     needled data dir; evens leadership at hundreds of
                     peers) or circle (a mesh an earlier release founded)
+  --start S         together (default): every peer starts with all the
+                    others as its initial membership (needled
+                    --initial-peers) and bootstraps its own partitions;
+                    join: n0 founds the mesh and the others join through
+                    it (needled --join), the founder handing partitions out
   --max-sim-time D  virtual time bound (default 10m; batch: 1h plus
                     12 s x tasks / all slots)
   --liveness D      bound for finishing after faults heal (default 1m;
@@ -145,6 +150,10 @@ func parseSimulate(args []string) (cfg simulate.Config, seeds, parallel int, asJ
 	fs.IntVar(&cfg.Replicas, "replicas", 3, "")
 	fs.Func("placement", "", func(s string) (err error) {
 		cfg.Placement, err = ring.ParsePlacement(s)
+		return err
+	})
+	fs.Func("start", "", func(s string) (err error) {
+		cfg.Start, err = simulate.ParseStart(s)
 		return err
 	})
 	fs.DurationVar(&cfg.MaxSimTime, "max-sim-time", cfg.MaxSimTime, "")

@@ -1,0 +1,89 @@
+package node
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/needle-mesh/needle/ring"
+)
+
+// A mesh whose peers start together (NodeConfig.Initial) is founded by
+// all of them at once, not by one peer that then hands every partition
+// to its replicas: each peer knows every other from the start and
+// bootstraps the partitions the ring over that list gives it, with the
+// ring's replicas as voters. Every peer computes the same ring from the
+// same list, so every replica of a partition starts from the same
+// snapshot (index 1, term 1, the same voters), the state a Raft group
+// bootstrapped from an initial configuration starts in; the preferred
+// owner then campaigns (tickPartition). Nothing moves while such a mesh
+// forms: no replica change, no snapshot sent, no membership list merged
+// (every heartbeat's digest names the same members).
+
+// startTogether makes the initial membership this node's, when it names
+// this node, and builds the ring from it at once (no debounce: the list
+// is the founders' decision, not a view that may still be moving). It
+// reports whether it did; a ring it cannot build is an error (a partition
+// bootstrapped from another ring than its other replicas' would split).
+func (m *mesh) startTogether(initial []PeerAddrs, now time.Time) (bool, error) {
+	if !slices.ContainsFunc(initial, func(p PeerAddrs) bool { return p.ID == m.n.cfg.ID }) {
+		return false, nil
+	}
+	// Sized once: a thousand-peer list grew each map ten times over.
+	members, byRaft := make(map[string]*member, len(initial)), make(map[uint64]string, len(initial))
+	maps.Copy(members, m.members)
+	maps.Copy(byRaft, m.byRaft)
+	m.members, m.byRaft = members, byRaft
+	for _, p := range initial {
+		if p.ID == m.n.cfg.ID {
+			continue
+		}
+		m.add(&member{id: p.ID, addrs: slices.Clone(p.Addrs), heard: m.instant(now), state: PeerAlive, listed: true})
+	}
+	m.changedAt = now
+	m.detectAt = earliest(m.detectAt, now.Add(m.n.cfg.DeadAfter/2))
+	epoch := m.epoch
+	m.rebuildRing()
+	if m.epoch == epoch {
+		return false, fmt.Errorf("peer: config Initial: no ring over its %d peers (see the log)", len(initial))
+	}
+	return true, nil
+}
+
+// initialVoters returns the voters partition p bootstraps with under the
+// initial membership: its ring replicas, as Raft ids, sorted; nil when
+// this node is not one of them.
+func (m *mesh) initialVoters(p int) []uint64 {
+	if m.ring == nil || !m.ring.IsReplica(p, ring.PeerID(m.n.cfg.ID)) {
+		return nil
+	}
+	replicas := m.ring.Replicas(p)
+	voters := make([]uint64, len(replicas))
+	for i, id := range replicas {
+		voters[i] = RaftID(string(id))
+	}
+	slices.Sort(voters)
+	return voters
+}
+
+// greetReplicas sends this peer's heartbeat to every peer it shares a
+// partition with, asking for theirs (SyncPull): what a replica can apply
+// (Heartbeat.Features) decides how a leader serves and what it accepts
+// (lacking, sendLease), and a mesh started together has heard nobody's
+// heartbeat yet (its first gossip goes out before pubsub has a mesh to
+// relay it, and the probe protocol beats again only on changes). A peer
+// started before the others sends to peers not up yet; each of them
+// greets it when it starts.
+func (m *mesh) greetReplicas() {
+	greeted := map[string]bool{m.n.cfg.ID: true}
+	for _, i := range m.n.held {
+		for _, v := range m.n.parts[i].conf.GetVoters() {
+			if id, ok := m.peerOf(v); ok && !greeted[id] {
+				greeted[id] = true
+				m.members[id].askedAt = m.instant(m.n.now)
+				m.sendBeat(id, SyncPull)
+			}
+		}
+	}
+}
