@@ -155,6 +155,7 @@ func (n *Node) Ready() Ready {
 	n.flushGone()
 	n.flushRaftMsgs()
 	n.dropAborted()
+	n.dropFinished()
 	n.flushLeft()
 	rd := n.rd
 	n.rd = Ready{}
@@ -503,6 +504,27 @@ func (n *Node) maybeServe(p *partition, term uint64) {
 	})
 	p.propose(evs)
 	n.markDirty(p.id)
+}
+
+// dropFinished removes from this Ready the local runs of tasks that the
+// same Ready's applies finished: two leases of one round in the log (a
+// repeated creation's initial lease, proposed before the first creation
+// applied, and the lease the leader gave the task once it did) start a
+// run when the first applies, and the outcome of the second's run may
+// apply right behind it. A run that starts after its task finished is
+// wasted, and a client that read the outcome would see it start.
+func (n *Node) dropFinished() {
+	runs := n.rd.Run[:0]
+	for _, r := range n.rd.Run {
+		if !r.External && n.running[r.Task] == r.Round {
+			if p := n.parts[n.PartitionOf(r.Task.Group())]; p != nil && p.shard.Finished(r.Task) {
+				n.endRun(r.Task)
+				continue
+			}
+		}
+		runs = append(runs, r)
+	}
+	n.rd.Run = runs
 }
 
 // dropAborted removes from this Ready the runs that the same Ready aborts

@@ -452,6 +452,13 @@ func (s *Shard) Head() (prio int32, seq uint64, ok bool) {
 	return t.pol.Priority, t.seq, true
 }
 
+// Finished reports whether task id is in a terminal state (SUCCEEDED,
+// FAILED, CANCELED) as applied.
+func (s *Shard) Finished(id TaskID) bool {
+	t, err := s.lookup(id)
+	return err == nil && t.state.Terminal()
+}
+
 // RunOf returns the spec of a task (a copy) when it is RUNNING under
 // exactly this round and holder.
 func (s *Shard) RunOf(id TaskID, r Round, holder string) (*TaskSpec, bool) {

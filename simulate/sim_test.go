@@ -101,6 +101,24 @@ func TestRegressionSeeds(t *testing.T) {
 	}
 }
 
+// TestRegressionSeedsTogether replays seeds of meshes started together
+// (Config.Start) that once broke an invariant.
+func TestRegressionSeedsTogether(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		seed  uint64
+		peers int
+		bug   string
+	}{
+		{218, 5, "a repeated creation's initial lease and the lease given once the first creation applied were both in the log, and the first started a run in the Ready that applied the second's outcome"},
+	} {
+		cfg := Config{Seed: c.seed, Peers: c.peers, Tasks: 200, Workload: "mixed", Faults: slices.Clone(FaultKinds), Start: StartTogether, Placement: ring.PlacementSpread}
+		if r := mustRun(t, cfg); r.Failed() {
+			t.Errorf("%s\nonce: %s\nreplay: %s", r.Violations[0], c.bug, cfg.ReplayCommand())
+		}
+	}
+}
+
 func seedBatch(t *testing.T, peers, seeds int, adjust func(*Config)) {
 	var tot Totals
 	for seed := uint64(1); seed <= uint64(seeds); seed++ {
