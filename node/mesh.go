@@ -670,10 +670,14 @@ func (m *mesh) sortedMembers() []*member {
 
 func (m *mesh) heartbeat() Message {
 	ready, stranded := m.n.readyLoad()
+	var forgotten []string
+	if len(m.forgotten) > 0 {
+		forgotten = slices.Sorted(maps.Keys(m.forgotten))
+	}
 	hb := &Heartbeat{
 		Boot: m.n.cfg.Boot, Partitions: m.n.cfg.Partitions, Addrs: m.n.cfg.Addrs,
 		Load: Load{Ready: ready, Running: len(m.n.running), Slots: m.n.cfg.Slots}, Draining: m.n.draining,
-		Members: m.memberIDs(), Sum: m.sum, Forgotten: slices.Sorted(maps.Keys(m.forgotten)),
+		Members: m.memberIDs(), Sum: m.sum, Forgotten: forgotten,
 		Labels: m.self.labelList(), Stranded: stranded, Features: Features,
 		Workers: m.n.workerAds(), Replicas: m.n.cfg.Replicas, Placement: m.n.cfg.Placement, Inc: m.sw.inc,
 	}
