@@ -283,7 +283,7 @@ type pendingAck struct {
 	round shard.Round
 }
 
-func newMesh(n *Node, now time.Time) mesh {
+func newMesh(n *Node, now time.Time, lone bool) mesh {
 	m := mesh{n: n, base: now, members: map[string]*member{}, forgotten: map[string]bool{}, refused: map[string]string{}, noAddrs: map[string]struct{}{},
 		outbox: map[string]OutcomeMsg{}, sentAt: map[string]time.Time{}, granter: map[int]string{}, pendAck: map[shard.TaskID]pendingAck{}, changedAt: now,
 		byRaft: map[uint64]string{}, sw: swim{inc: uint64(max(now.UnixMilli(), 0)), relays: map[uint64]relay{}, silent: map[int]time.Time{}}}
@@ -291,7 +291,9 @@ func newMesh(n *Node, now time.Time) mesh {
 		rare: &memberRare{labels: n.placement.Labels, labelList: LabelList(n.placement.Labels)}}
 	m.self.tidy() // no labels
 	m.add(m.self)
-	m.rebuildRing()
+	if lone { // the ring of this peer alone, until it learns of others
+		m.rebuildRing()
+	}
 	return m
 }
 

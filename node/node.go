@@ -354,7 +354,10 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 		localOut:   make(map[shard.TaskID]shard.Outcome), goneOut: make(map[string][]GoneMsg),
 	}
 	n.placement = shard.Placement{Peer: cfg.ID, Labels: maps.Clone(cfg.Labels)}
-	n.mesh = newMesh(n, now)
+	// A peer named in the initial membership, with nothing stored, starts
+	// together with the others (together.go).
+	together := len(states) == 0 && slices.ContainsFunc(cfg.Initial, func(p PeerAddrs) bool { return p.ID == cfg.ID })
+	n.mesh = newMesh(n, now, !together)
 	var err error
 	if n.steal, err = newStealer(cfg); err != nil {
 		return nil, err
@@ -363,10 +366,11 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 		return nil, err
 	}
 	founder := cfg.Founder && len(states) == 0
-	if len(states) == 0 {
-		if n.together, err = n.mesh.startTogether(cfg.Initial, now); err != nil {
+	if together {
+		if err := n.mesh.startTogether(cfg.Initial, now); err != nil {
 			return nil, err
 		}
+		n.together = true
 	}
 	n.founded = founder || n.together
 	n.joining = !n.founded && len(states) == 0

@@ -21,15 +21,12 @@ import (
 // forms: no replica change, no snapshot sent, no membership list merged
 // (every heartbeat's digest names the same members).
 
-// startTogether makes the initial membership this node's, when it names
-// this node, and builds the ring from it at once (no debounce: the list
-// is the founders' decision, not a view that may still be moving). It
-// reports whether it did; a ring it cannot build is an error (a partition
-// bootstrapped from another ring than its other replicas' would split).
-func (m *mesh) startTogether(initial []PeerAddrs, now time.Time) (bool, error) {
-	if !slices.ContainsFunc(initial, func(p PeerAddrs) bool { return p.ID == m.n.cfg.ID }) {
-		return false, nil
-	}
+// startTogether makes the initial membership this node's (it names this
+// node) and builds the ring from it at once (no debounce: the list is the
+// founders' decision, not a view that may still be moving). A ring it
+// cannot build is an error: a partition bootstrapped from another ring
+// than its other replicas' would split.
+func (m *mesh) startTogether(initial []PeerAddrs, now time.Time) error {
 	// Sized once: a thousand-peer list grew each map ten times over.
 	members, byRaft := make(map[string]*member, len(initial)), make(map[uint64]string, len(initial))
 	maps.Copy(members, m.members)
@@ -46,9 +43,9 @@ func (m *mesh) startTogether(initial []PeerAddrs, now time.Time) (bool, error) {
 	epoch := m.epoch
 	m.rebuildRing()
 	if m.epoch == epoch {
-		return false, fmt.Errorf("peer: config Initial: no ring over its %d peers (see the log)", len(initial))
+		return fmt.Errorf("peer: config Initial: no ring over its %d peers (see the log)", len(initial))
 	}
-	return true, nil
+	return nil
 }
 
 // initialVoters returns the voters partition p bootstraps with under the
