@@ -48,8 +48,9 @@ type NodeConfig struct {
 	// Initial include it, those replicas as the voters, so that a new
 	// mesh moves no partition and merges no membership list while it
 	// forms: every peer computes the same ring from the same list. A
-	// peer it does not name, or one with stored state, ignores it (a
-	// stored peer is past its bootstrap; an unnamed one joins). Every
+	// peer it does not name, or one with stored state or a record of
+	// partitions it left (Left), ignores it (such a peer is past its
+	// bootstrap; an unnamed one joins). Every
 	// peer of the list must be started with the same list, Partitions,
 	// Replicas and Placement. Not with Founder. Default none.
 	Initial []PeerAddrs
@@ -355,8 +356,10 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 	}
 	n.placement = shard.Placement{Peer: cfg.ID, Labels: maps.Clone(cfg.Labels)}
 	// A peer named in the initial membership, with nothing stored, starts
-	// together with the others (together.go).
-	together := len(states) == 0 && slices.ContainsFunc(cfg.Initial, func(p PeerAddrs) bool { return p.ID == cfg.ID })
+	// together with the others (together.go). Nothing stored includes no
+	// partition left: a peer whose partitions all moved away holds none,
+	// and must not found them again from the list still in its config.
+	together := len(states) == 0 && len(cfg.Left) == 0 && slices.ContainsFunc(cfg.Initial, func(p PeerAddrs) bool { return p.ID == cfg.ID })
 	n.mesh = newMesh(n, now, !together)
 	var err error
 	if n.steal, err = newStealer(cfg); err != nil {

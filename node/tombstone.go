@@ -26,8 +26,9 @@ import (
 // and its term passes that term, the peer votes for no one in the
 // partition, whatever it holds of it since. A partition this peer does
 // not hold, or holds with an empty log, gets no vote either: every voter
-// holds the log it was promoted with (a founder bootstraps from a
-// snapshot; everyone else joins as a learner and is sent the log first).
+// holds the log it was promoted with (a founder, and a peer of an initial
+// membership, bootstraps from a snapshot; everyone else joins as a
+// learner and is sent the log first).
 
 // LeftMetaKey is the WAL meta record of the partitions this peer left
 // (NodeConfig.Left).
