@@ -117,3 +117,47 @@ func StoredID(dir string) (id string, ok bool, err error) {
 	}
 	return pid.String(), true, nil
 }
+
+// InitIdentity returns the peer id of the identity key stored in dir,
+// creating the key as a host's first start would (needled --init: an
+// operator learns a peer's id before it first starts). created says the
+// key is new.
+func InitIdentity(dir string, log *slog.Logger) (id string, created bool, err error) {
+	if dir == "" {
+		return "", false, errors.New("p2p: init identity: no data dir")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	_, kept, err := StoredID(dir)
+	if err != nil {
+		return "", false, err
+	}
+	sk, err := loadIdentity(dir, log)
+	if err != nil {
+		return "", false, err
+	}
+	pid, err := peer.IDFromPrivateKey(sk)
+	if err != nil {
+		return "", false, fmt.Errorf("p2p: identity: %w", err)
+	}
+	return pid.String(), !kept, nil
+}
+
+// ListenAddrs returns the full multiaddrs (ending in /p2p/<id>) a host of
+// cfg with identity id would listen on, as configured: Config.Listen or
+// DefaultListen(), the TCP ones only with a swarm key. Unspecified
+// addresses (0.0.0.0) and port 0 stay as given; a started host's Addrs
+// expands them.
+func ListenAddrs(cfg Config, id string) []string {
+	cfg = cfg.withDefaults()
+	listen := cfg.Listen
+	if cfg.SwarmKeyFile != "" {
+		listen, _ = splitTCP(listen)
+	}
+	out := make([]string, 0, len(listen))
+	for _, a := range listen {
+		out = append(out, a+"/p2p/"+id)
+	}
+	return out
+}
