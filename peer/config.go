@@ -70,8 +70,21 @@ type Config struct {
 	// Join are peers to join through: full multiaddrs ending in /p2p/<id>,
 	// or TCP addresses without the id (/dns4/needle-0/tcp/4001,
 	// needle-0:4001), whose id the host learns by a handshake.
-	// A peer with an empty data dir and no Join founds a new mesh.
+	// A peer with an empty data dir, no Join and no Initial founds a new
+	// mesh.
 	Join []string
+	// Initial starts a new mesh on exactly these peers, all started
+	// together with the same list (--initial-peers): full multiaddrs each
+	// ending in /p2p/<peer id>, every peer of the mesh named (this one
+	// too), a peer's addresses in one entry or several. A peer named here
+	// whose data dir holds no partitions starts the mesh with the others
+	// (node.NodeConfig.Initial): each holds from the start the partitions
+	// the ring over the list gives it, so nothing moves while the mesh
+	// forms. A peer not named joins through the listed peers, as through
+	// Join; a peer whose data dir holds partitions only dials them. The
+	// listed peers are dialed at start and kept connected, as Join's are.
+	// A peer given Initial never founds a mesh alone, even without Join.
+	Initial []string
 	// SwarmKeyFile makes the mesh private (pnet PSK); "" = open mesh.
 	SwarmKeyFile string
 	// MDNS discovers peers on the LAN.
@@ -150,6 +163,9 @@ func (c *Config) Validate() error {
 		return errors.New("peer: --rate must be >= 0")
 	case c.MaxResult < 0:
 		return errors.New("peer: --max-result must be > 0")
+	}
+	if _, err := parseInitial(c.Initial); err != nil {
+		return err
 	}
 	if c.Token == "" && !isLoopback(c.HTTPAddr) {
 		if !c.OpenAPI {

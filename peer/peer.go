@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -128,7 +129,12 @@ func (p *Peer) open() error {
 		log.Close()
 		return err
 	}
-	if err := p.openHost(); err != nil {
+	initial, err := parseInitial(p.cfg.Initial)
+	if err != nil {
+		log.Close()
+		return err
+	}
+	if err := p.openHost(initial); err != nil {
 		log.Close()
 		return err
 	}
@@ -143,11 +149,11 @@ func (p *Peer) open() error {
 	}
 	id := p.tr.ID()
 	ncfg := node.DefaultNodeConfig(id, randomHex(8))
-	ncfg.Founder = len(p.cfg.Join) == 0
 	ncfg.Replicas, ncfg.Placement = p.cfg.Replicas, placement
 	ncfg.ForgetAfter = p.cfg.ForgetAfter
 	ncfg.Steal = !p.cfg.NoSteal
 	ncfg.Addrs = p.tr.Addrs()
+	p.initialMembership(&ncfg, initial, len(states) > 0)
 	ncfg.ValidID = p.validID
 	ncfg.Labels = p.cfg.Labels
 	ncfg.Partitions = parts
@@ -248,8 +254,9 @@ func (p *Peer) walLost(id string) error {
 }
 
 // openHost starts the libp2p host: the peer's identity (a key in the data
-// dir) and its transport to the other peers.
-func (p *Peer) openHost() error {
+// dir) and its transport to the other peers. It dials the Join addresses
+// and those of the initial peers (but this one's).
+func (p *Peer) openHost(initial []node.PeerAddrs) error {
 	if t := p.cfg.Runtime.Transport; t != nil {
 		p.tr = t
 		return nil
@@ -258,8 +265,20 @@ func (p *Peer) openHost() error {
 	if p.cfg.InMemory {
 		dir = ""
 	}
+	join := p.cfg.Join
+	if len(initial) > 0 {
+		// A data dir without a key has no id yet: no list can name it.
+		self := ""
+		if dir != "" {
+			var err error
+			if self, _, err = p2p.StoredID(dir); err != nil {
+				return fmt.Errorf("peer: identity: %w", err)
+			}
+		}
+		join = append(slices.Clip(join), initialJoins(initial, self)...)
+	}
 	h, err := p2p.New(context.Background(), p2p.Config{
-		DataDir: dir, Listen: p.cfg.Listen, Join: p.cfg.Join, SwarmKeyFile: p.cfg.SwarmKeyFile,
+		DataDir: dir, Listen: p.cfg.Listen, Join: join, SwarmKeyFile: p.cfg.SwarmKeyFile,
 		MDNS: p.cfg.MDNS, Logger: p.log,
 	})
 	if err != nil {
