@@ -31,6 +31,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "needled:", err)
 		os.Exit(2)
 	}
+	if m.Init {
+		if err := m.RunInit(os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "needled:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := m.Run(ctx); err != nil {

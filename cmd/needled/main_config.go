@@ -37,6 +37,9 @@ type Main struct {
 	// SelfJoins are the --join addresses dropped as naming this peer
 	// (--self-name); logged at start.
 	SelfJoins []string
+	// Init is --init: create the data dir, print the peer id and exit
+	// (RunInit) instead of running the peer.
+	Init bool
 }
 
 // NewMain returns a Main with the defaults of docs/api.md.
@@ -74,6 +77,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if *v.version {
 		return ErrVersion
 	}
+	m.Init = *v.init
 	set := envFallback(fs, getenv)
 	if set.err != nil {
 		return set.err
@@ -85,6 +89,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		if err := configFile(fs, *v.config, set.names); err != nil {
 			return err
 		}
+	}
+	if *v.init != m.Init {
+		return errors.New("--init is a command, read from the command line only (not NEEDLE_INIT or --config)")
 	}
 	switch *v.handlers {
 	case "open":
@@ -103,6 +110,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	c.Version, c.Commit = build.Version, build.Commit
 	c.Listen, c.NoSteal = v.listen, !*v.steal
 	c.Join, m.SelfJoins = withoutSelf(v.join, *v.selfName)
+	c.Initial = v.initialPeers
 	c.Notify.Allow = v.notifyAllow
 	c.Builtins.ExecEnv = v.execEnv
 	if len(v.labels) > 0 {
@@ -223,7 +231,7 @@ func (m *Main) Run(ctx context.Context) error {
 	for _, j := range m.SelfJoins {
 		log.Info("join address names this peer (--self-name); skipped", "join", j)
 	}
-	if len(m.SelfJoins) > 0 && len(m.Config.Join) == 0 {
+	if len(m.SelfJoins) > 0 && len(m.Config.Join) == 0 && len(m.Config.Initial) == 0 {
 		log.Info("every join address names this peer: it founds the mesh unless its data dir already holds one")
 	}
 	tp, err := tracerProvider(ctx, os.Getenv)
@@ -278,10 +286,10 @@ func (m *Main) logger() (*slog.Logger, error) {
 // flagVars holds the flags that are not fields of Config, for ParseFlags
 // to apply once the environment and the config file are read.
 type flagVars struct {
-	listen, join, notifyAllow, execAllow, execEnv, httpAllow listFlag
-	labels                                                   labelFlag
-	selfName, tokenFile, handlers, config                    *string
-	steal, version                                           *bool
+	listen, join, initialPeers, notifyAllow, execAllow, execEnv, httpAllow listFlag
+	labels                                                                 labelFlag
+	selfName, tokenFile, handlers, config                                  *string
+	steal, version, init                                                   *bool
 }
 
 // defineFlags defines every flag of needled on fs.
@@ -316,6 +324,9 @@ func (m *Main) defineMeshFlags(fs *flag.FlagSet, v *flagVars) {
 	c := &m.Config
 	fs.Var(&v.listen, "listen", "libp2p listen multiaddr (repeatable; default TCP and QUIC on port 4001, all interfaces)")
 	fs.Var(&v.join, "join", "peer to join through: a multiaddr ending in /p2p/<id>, or a TCP address without the id (/dns4/needle-0/tcp/4001, needle-0:4001) (repeatable)")
+	fs.Var(&v.initialPeers, "initial-peers", "a peer of a new mesh started together: a multiaddr ending in /p2p/<id> (needled --init prints the id) (repeatable). "+
+		"The peers listed found a new mesh on exactly these peers: list every one, this peer too, and start every one with the same list, --partitions, --replicas and --placement. "+
+		"Read only while the data dir holds no partitions (it may stay in the config); a peer not listed joins through the listed ones")
 	v.selfName = fs.String("self-name", "", "this peer's own DNS name (a pod name): --join addresses naming it (NAME or NAME.<domain>) are skipped, so peers sharing one --join list found the mesh on the peer it names")
 	fs.StringVar(&c.SwarmKeyFile, "swarm-key", "", "private-network key file (needle keygen); peers without it cannot connect")
 	fs.BoolVar(&c.MDNS, "mdns", false, "discover peers on the LAN with mDNS")
@@ -353,5 +364,6 @@ func (m *Main) defineTaskFlags(fs *flag.FlagSet, v *flagVars) {
 	fs.StringVar(&m.LogFormat, "log-format", m.LogFormat, "log format: text or json")
 	fs.StringVar(&m.LogLevel, "log-level", m.LogLevel, "log level: debug, info, warn, error")
 	v.version = fs.Bool("version", false, "print the version and exit")
+	v.init = fs.Bool("init", false, "create the data dir as a first start would (honouring --data, --partitions, --placement), print this peer's id and the multiaddrs it would listen on (--listen), and exit without starting; on an existing data dir print its id and change nothing. Command line only")
 	v.config = fs.String("config", "", "config file: one \"flag = value\" per line (# comments; repeat a line for a repeatable flag)")
 }
