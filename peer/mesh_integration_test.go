@@ -24,9 +24,24 @@ type meshPeer struct {
 
 func startMeshPeer(t *testing.T, dir string, join []string) *meshPeer {
 	t.Helper()
-	p, err := New(Config{DataDir: dir, HTTPAddr: "127.0.0.1:0", Slots: 2, Partitions: 32,
-		Listen: []string{"/ip4/127.0.0.1/tcp/0"}, Join: join,
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	return startMeshPeerConfig(t, meshPeerConfig(t, dir, func(c *Config) { c.Join = join }))
+}
+
+// meshPeerConfig is the Config of a startMeshPeer peer in dir (32
+// partitions, loopback), changed by edit.
+func meshPeerConfig(t *testing.T, dir string, edit func(*Config)) Config {
+	c := Config{DataDir: dir, HTTPAddr: "127.0.0.1:0", Slots: 2, Partitions: 32,
+		Listen: []string{"/ip4/127.0.0.1/tcp/0"},
+		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	edit(&c)
+	return c
+}
+
+// startMeshPeerConfig starts a real peer of cfg and stops it at the end of
+// the test.
+func startMeshPeerConfig(t *testing.T, cfg Config) *meshPeer {
+	t.Helper()
+	p, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
