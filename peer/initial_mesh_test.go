@@ -51,9 +51,17 @@ func TestMeshInitialPeersBootstrap(t *testing.T) {
 	}
 	var peers []*meshPeer
 	for i := range n {
-		peers = append(peers, startMeshPeerConfig(t, meshPeerConfig(t, dirs[i], func(c *Config) {
+		mp := startMeshPeerConfig(t, meshPeerConfig(t, dirs[i], func(c *Config) {
 			c.Listen, c.Initial = []string{listen[i]}, initial
-		})))
+		}))
+		// Its replicas are its own from the start, voters all (R = 3 of
+		// 3 peers: every partition), not handed over by a founder later.
+		var st node.Stats
+		_ = mp.p.read(t.Context(), func(nd *node.Node) error { st = nd.Stats(); return nil })
+		if st.Held != 32 || st.Voter != 32 {
+			t.Fatalf("peer %d at start: holds %d partitions, a voter of %d; want 32 and 32", i, st.Held, st.Voter)
+		}
+		peers = append(peers, mp)
 	}
 	waitFor(t, "3 voters of every partition, leadership on every peer", 30*time.Second, func() bool {
 		for _, mp := range peers {
