@@ -131,7 +131,7 @@ func TestInitialMembership(t *testing.T) {
 // --placement is refused by Init as by New.
 func TestInitDataDir(t *testing.T) {
 	dir := t.TempDir()
-	cfg := Config{DataDir: dir, Partitions: 32, Listen: []string{"/ip4/127.0.0.1/tcp/0"},
+	cfg := Config{DataDir: dir, Partitions: 32, Listen: []string{"/ip4/127.0.0.1/tcp/0"}, HTTPAddr: "0.0.0.0:7070", // no API: no token needed
 		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	id, addrs, err := Init(cfg)
 	if err != nil {
