@@ -3,7 +3,6 @@ package peer
 import (
 	"fmt"
 	"net"
-	"os"
 	"testing"
 	"time"
 
@@ -27,16 +26,9 @@ func freeLoopbackPort(t *testing.T) int {
 // as needled --init does): the mesh forms with every partition on three
 // voters and leadership on every peer, with no founder and no join, and a
 // submission through any peer completes.
-//
-// It needs the node's bootstrap of NodeConfig.Initial (branch initial):
-// without it no peer holds a partition and the mesh never forms. Until
-// that is merged it runs only with NEEDLE_TEST_INITIAL_BOOTSTRAP=1.
 func TestMeshInitialPeersBootstrap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real libp2p mesh")
-	}
-	if os.Getenv("NEEDLE_TEST_INITIAL_BOOTSTRAP") == "" {
-		t.Skip("needs the node-side bootstrap of NodeConfig.Initial (branch initial): set NEEDLE_TEST_INITIAL_BOOTSTRAP=1")
 	}
 	const n = 3
 	var dirs, listen, initial []string

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"net"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -18,15 +17,9 @@ import (
 // --join. Each is a voter of every partition and a group submitted
 // through one is read through another. A second --init on a data dir in
 // use by nobody prints the same id.
-//
-// It needs the node's bootstrap of NodeConfig.Initial (branch initial);
-// until that is merged it runs only with NEEDLE_TEST_INITIAL_BOOTSTRAP=1.
 func TestMeshInitialPeersE2E(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three daemons")
-	}
-	if os.Getenv("NEEDLE_TEST_INITIAL_BOOTSTRAP") == "" {
-		t.Skip("needs the node-side bootstrap of NodeConfig.Initial (branch initial): set NEEDLE_TEST_INITIAL_BOOTSTRAP=1")
 	}
 	bin := buildNeedled(t)
 	const n = 3
