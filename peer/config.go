@@ -77,7 +77,7 @@ type Config struct {
 	// together with the same list (--initial-peers): full multiaddrs each
 	// ending in /p2p/<peer id>, every peer of the mesh named (this one
 	// too), a peer's addresses in one entry or several. A peer named here
-	// whose data dir holds no partitions starts the mesh with the others
+	// whose data dir holds and held no partition starts the mesh with the others
 	// (node.NodeConfig.Initial): each holds from the start the partitions
 	// the ring over the list gives it, so nothing moves while the mesh
 	// forms. A peer not named joins through the listed peers, as through

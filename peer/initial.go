@@ -84,8 +84,8 @@ func initialJoins(initial []node.PeerAddrs, self string) []string {
 // named in Initial starts the mesh with the others named there (its own
 // entry carrying the addresses its host listens on); one not named joins
 // through them; without Initial, a peer without Join founds a mesh.
-// stored says the data dir holds partitions: the node then ignores
-// Initial, and the peers listed are only dialed.
+// stored says the data dir holds partitions or has left some: the node
+// then ignores Initial, and the peers listed are only dialed.
 func (p *Peer) initialMembership(ncfg *node.NodeConfig, initial []node.PeerAddrs, stored bool) {
 	ncfg.Founder = len(p.cfg.Join) == 0 && len(initial) == 0
 	if len(initial) == 0 {
@@ -94,7 +94,7 @@ func (p *Peer) initialMembership(ncfg *node.NodeConfig, initial []node.PeerAddrs
 	i := slices.IndexFunc(initial, func(pa node.PeerAddrs) bool { return pa.ID == ncfg.ID })
 	switch {
 	case stored:
-		p.log.Info("the data dir holds partitions: --initial-peers are only dialed", "initial_peers", len(initial))
+		p.log.Info("the data dir holds (or held) partitions: --initial-peers are only dialed", "initial_peers", len(initial))
 	case i < 0:
 		p.log.Info("this peer is not in --initial-peers: it joins the mesh through them", "initial_peers", len(initial))
 	default:

@@ -153,7 +153,6 @@ func (p *Peer) open() error {
 	ncfg.ForgetAfter = p.cfg.ForgetAfter
 	ncfg.Steal = !p.cfg.NoSteal
 	ncfg.Addrs = p.tr.Addrs()
-	p.initialMembership(&ncfg, initial, len(states) > 0)
 	ncfg.ValidID = p.validID
 	ncfg.Labels = p.cfg.Labels
 	ncfg.Partitions = parts
@@ -170,6 +169,8 @@ func (p *Peer) open() error {
 	if ncfg.Left, _, err = log.Meta(node.LeftMetaKey); err != nil {
 		return fail(err)
 	}
+	// Partitions held, or held once (left): the first start is past.
+	p.initialMembership(&ncfg, initial, len(states) > 0 || len(ncfg.Left) > 0)
 	p.node, err = node.NewNode(ncfg, states, time.Now())
 	if err != nil {
 		return fail(err)

@@ -326,7 +326,7 @@ func (m *Main) defineMeshFlags(fs *flag.FlagSet, v *flagVars) {
 	fs.Var(&v.join, "join", "peer to join through: a multiaddr ending in /p2p/<id>, or a TCP address without the id (/dns4/needle-0/tcp/4001, needle-0:4001) (repeatable)")
 	fs.Var(&v.initialPeers, "initial-peers", "a peer of a new mesh started together: a multiaddr ending in /p2p/<id> (needled --init prints the id) (repeatable). "+
 		"The peers listed found a new mesh on exactly these peers: list every one, this peer too, and start every one with the same list, --partitions, --replicas and --placement. "+
-		"Read only while the data dir holds no partitions (it may stay in the config); a peer not listed joins through the listed ones")
+		"Read only at the first start, while the data dir holds and held no partition (it may stay in the config); a peer not listed joins through the listed ones")
 	v.selfName = fs.String("self-name", "", "this peer's own DNS name (a pod name): --join addresses naming it (NAME or NAME.<domain>) are skipped, so peers sharing one --join list found the mesh on the peer it names")
 	fs.StringVar(&c.SwarmKeyFile, "swarm-key", "", "private-network key file (needle keygen); peers without it cannot connect")
 	fs.BoolVar(&c.MDNS, "mdns", false, "discover peers on the LAN with mDNS")
