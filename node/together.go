@@ -32,11 +32,21 @@ func (m *mesh) startTogether(initial []PeerAddrs, now time.Time) error {
 	maps.Copy(members, m.members)
 	maps.Copy(byRaft, m.byRaft)
 	m.members, m.byRaft = members, byRaft
+	// The addresses are copied into one array (a member's addresses are
+	// never written in place, only replaced): a copy per member was a
+	// million allocations in a simulated mesh of 1,000.
+	total := 0
+	for _, p := range initial {
+		total += len(p.Addrs)
+	}
+	all := make([]string, 0, total)
 	for _, p := range initial {
 		if p.ID == m.n.cfg.ID {
 			continue
 		}
-		m.add(&member{id: p.ID, addrs: slices.Clone(p.Addrs), heard: m.instant(now), state: PeerAlive, listed: true})
+		from := len(all)
+		all = append(all, p.Addrs...)
+		m.add(&member{id: p.ID, addrs: all[from:len(all):len(all)], heard: m.instant(now), state: PeerAlive, listed: true})
 	}
 	m.changedAt = now
 	m.detectAt = earliest(m.detectAt, now.Add(m.n.cfg.DeadAfter/2))
