@@ -1,14 +1,10 @@
 package peer
 
 import (
-	"crypto/rand"
 	"log/slog"
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/libp2p/go-libp2p/core/crypto"
-	lpeer "github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/p2p"
@@ -18,15 +14,11 @@ import (
 // newPeerID returns a fresh libp2p peer id.
 func newPeerID(t *testing.T) string {
 	t.Helper()
-	_, pk, err := crypto.GenerateEd25519Key(rand.Reader)
+	id, _, err := p2p.InitIdentity(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := lpeer.IDFromPublicKey(pk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id.String()
+	return id
 }
 
 func TestParseInitialGroupsByPeer(t *testing.T) {

@@ -94,10 +94,16 @@ func TestRegressionSeeds(t *testing.T) {
 		{939, 5, "mixed", FaultKinds, "a dead voter the ring no longer wanted was removed before its replacement could join: two voters, then one left"},
 		{70220, 5, "mixed", FaultKinds, "the checker failed a thief's run of a broadcast firing that no running replica had applied yet"},
 	} {
-		cfg := Config{Seed: c.seed, Peers: c.peers, Tasks: 200, Workload: c.workload, Faults: slices.Clone(c.faults)}
-		if r := mustRun(t, cfg); r.Failed() {
-			t.Errorf("%s\nonce: %s\nreplay: %s", r.Violations[0], c.bug, cfg.ReplayCommand())
-		}
+		replaySeed(t, Config{Seed: c.seed, Peers: c.peers, Tasks: 200, Workload: c.workload, Faults: slices.Clone(c.faults)}, c.bug)
+	}
+}
+
+// replaySeed runs cfg, a seed that once broke an invariant with bug, and
+// fails the test if it breaks one now.
+func replaySeed(t *testing.T, cfg Config, bug string) {
+	t.Helper()
+	if r := mustRun(t, cfg); r.Failed() {
+		t.Errorf("%s\nonce: %s\nreplay: %s", r.Violations[0], bug, cfg.ReplayCommand())
 	}
 }
 
@@ -112,10 +118,7 @@ func TestRegressionSeedsTogether(t *testing.T) {
 	}{
 		{218, 5, "a repeated creation's initial lease and the lease given once the first creation applied were both in the log, and the first started a run in the Ready that applied the second's outcome"},
 	} {
-		cfg := Config{Seed: c.seed, Peers: c.peers, Tasks: 200, Workload: "mixed", Faults: slices.Clone(FaultKinds), Start: StartTogether, Placement: ring.PlacementSpread}
-		if r := mustRun(t, cfg); r.Failed() {
-			t.Errorf("%s\nonce: %s\nreplay: %s", r.Violations[0], c.bug, cfg.ReplayCommand())
-		}
+		replaySeed(t, Config{Seed: c.seed, Peers: c.peers, Tasks: 200, Workload: "mixed", Faults: slices.Clone(FaultKinds), Start: StartTogether, Placement: ring.PlacementSpread}, c.bug)
 	}
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"path/filepath"
 
 	"github.com/needle-mesh/needle/peer"
 )
@@ -15,13 +14,8 @@ import (
 // operator of a mesh started with --initial-peers learns every peer's id
 // this way before any starts.
 func (m *Main) RunInit(out io.Writer) error {
-	log, err := m.logger()
-	if err != nil {
+	if _, err := m.prepare(); err != nil {
 		return err
-	}
-	m.Config.Logger = log
-	if abs, err := filepath.Abs(m.Config.DataDir); err == nil {
-		m.Config.DataDir = abs
 	}
 	id, addrs, err := peer.Init(m.Config)
 	if err != nil {

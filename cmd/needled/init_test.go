@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -10,23 +9,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/libp2p/go-libp2p/core/crypto"
-	lpeer "github.com/libp2p/go-libp2p/core/peer"
-
 	"github.com/needle-mesh/needle/peer"
+	"github.com/needle-mesh/needle/peer/p2p"
 )
 
 func testPeerID(t *testing.T) string {
 	t.Helper()
-	_, pk, err := crypto.GenerateEd25519Key(rand.Reader)
+	id, _, err := p2p.InitIdentity(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := lpeer.IDFromPublicKey(pk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id.String()
+	return id
 }
 
 // TestParseFlagsInitialPeers: --initial-peers repeats on the command line,

@@ -218,15 +218,25 @@ func (m *Main) builtins(execAllow, httpAllow []string) error {
 	return nil
 }
 
-// Run starts the peer and serves until ctx is canceled.
-func (m *Main) Run(ctx context.Context) error {
+// prepare sets the peer's logger and makes its data dir absolute, for Run
+// and RunInit.
+func (m *Main) prepare() (*slog.Logger, error) {
 	log, err := m.logger()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	m.Config.Logger = log
 	if abs, err := filepath.Abs(m.Config.DataDir); err == nil {
 		m.Config.DataDir = abs
+	}
+	return log, nil
+}
+
+// Run starts the peer and serves until ctx is canceled.
+func (m *Main) Run(ctx context.Context) error {
+	log, err := m.prepare()
+	if err != nil {
+		return err
 	}
 	for _, j := range m.SelfJoins {
 		log.Info("join address names this peer (--self-name); skipped", "join", j)
