@@ -507,24 +507,40 @@ func (n *Node) maybeServe(p *partition, term uint64) {
 }
 
 // dropFinished removes from this Ready the local runs of tasks that the
-// same Ready's applies finished: two leases of one round in the log (a
-// repeated creation's initial lease, proposed before the first creation
-// applied, and the lease the leader gave the task once it did) start a
-// run when the first applies, and the outcome of the second's run may
-// apply right behind it. A run that starts after its task finished is
-// wasted, and a client that read the outcome would see it start.
+// same Ready's applies finished: in the run's round (two leases of one
+// round in the log, a repeated creation's initial lease, proposed before
+// the first creation applied, and the lease the leader gave the task once
+// it did: the first applies and starts a run right before the second's
+// outcome), or in any round when the run is of this node's own lease not
+// applied yet (held back or speculative, whose task was canceled: the
+// lease can take nothing). A run of a grant whose retry this replica has
+// not applied yet (the task finished here in an earlier round) goes on.
+// A run that starts after its task finished is wasted, and a client that
+// read the outcome would see it start.
 func (n *Node) dropFinished() {
 	runs := n.rd.Run[:0]
 	for _, r := range n.rd.Run {
-		if !r.External && n.running[r.Task] == r.Round {
-			if p := n.parts[n.PartitionOf(r.Task.Group())]; p != nil && p.shard.Finished(r.Task) {
-				n.endRun(r.Task)
-				continue
-			}
+		if !r.External && n.running[r.Task] == r.Round && n.finished(r) {
+			n.endRun(r.Task)
+			continue
 		}
 		runs = append(runs, r)
 	}
 	n.rd.Run = runs
+}
+
+// finished reports whether run r's task finished, for dropFinished.
+func (n *Node) finished(r Run) bool {
+	p := n.parts[n.PartitionOf(r.Task.Group())]
+	if p == nil {
+		return false
+	}
+	round, done := p.shard.Finished(r.Task)
+	if !done {
+		return false
+	}
+	sr, own := n.spec[r.Task]
+	return round >= r.Round || own && sr.round == r.Round
 }
 
 // dropAborted removes from this Ready the runs that the same Ready aborts

@@ -453,10 +453,13 @@ func (s *Shard) Head() (prio int32, seq uint64, ok bool) {
 }
 
 // Finished reports whether task id is in a terminal state (SUCCEEDED,
-// FAILED, CANCELED) as applied.
-func (s *Shard) Finished(id TaskID) bool {
+// FAILED, CANCELED) as applied, and the round it reached it in.
+func (s *Shard) Finished(id TaskID) (Round, bool) {
 	t, err := s.lookup(id)
-	return err == nil && t.state.Terminal()
+	if err != nil || !t.state.Terminal() {
+		return 0, false
+	}
+	return t.round, true
 }
 
 // RunOf returns the spec of a task (a copy) when it is RUNNING under
