@@ -217,10 +217,7 @@ func (m *mesh) tickPartition(p *partition) {
 		// A restarted peer may have answered the leader's heartbeat just
 		// before it died, and its vote for itself would break that
 		// promise (see leaderLease): it waits out the lease window.
-		p.campaignAt = m.n.now.Add(delay)
-		if !m.n.together {
-			p.campaignAt = later(p.campaignAt, m.n.bootAt.Add(m.n.leaseWindow()))
-		}
+		p.campaignAt = later(m.n.now.Add(delay), m.n.votesFrom())
 		return
 	}
 	if !m.n.now.Before(p.campaignAt) {

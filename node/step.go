@@ -299,7 +299,7 @@ func (n *Node) leaderLease(p *partition, from string, m *pb.Message) bool {
 	if string(m.GetContext()) == campaignTransfer {
 		return false
 	}
-	if !n.together && n.now.Sub(n.bootAt) < n.leaseWindow() {
+	if n.now.Before(n.votesFrom()) {
 		return true
 	}
 	switch lead := p.rn.BasicStatus().Lead; {
@@ -312,6 +312,17 @@ func (n *Node) leaderLease(p *partition, from string, m *pb.Message) bool {
 	// of a later term (a failed candidate's), and the leader still counts
 	// on this replica's answer.
 	return n.promised(p)
+}
+
+// votesFrom is when this run of the peer may vote and campaign: a
+// restarted replica waits out leaseWindow after its start, as an answer
+// its previous run sent may still hold a leader's lease; a run that
+// bootstrapped from the initial membership (together) answered no one.
+func (n *Node) votesFrom() time.Time {
+	if n.together {
+		return time.Time{}
+	}
+	return n.bootAt.Add(n.leaseWindow())
 }
 
 // leaseWindow is how long after its arrival the answer of a voter of an

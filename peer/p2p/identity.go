@@ -129,10 +129,7 @@ func InitIdentity(dir string, log *slog.Logger) (id string, created bool, err er
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	_, kept, err := StoredID(dir)
-	if err != nil {
-		return "", false, err
-	}
+	_, statErr := os.Stat(filepath.Join(dir, IdentityFile))
 	sk, err := loadIdentity(dir, log)
 	if err != nil {
 		return "", false, err
@@ -141,7 +138,7 @@ func InitIdentity(dir string, log *slog.Logger) (id string, created bool, err er
 	if err != nil {
 		return "", false, fmt.Errorf("p2p: identity: %w", err)
 	}
-	return pid.String(), !kept, nil
+	return pid.String(), errors.Is(statErr, fs.ErrNotExist), nil
 }
 
 // ListenAddrs returns the full multiaddrs (ending in /p2p/<id>) a host of
