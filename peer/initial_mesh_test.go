@@ -68,9 +68,12 @@ func TestMeshInitialPeersBootstrap(t *testing.T) {
 	for i, mp := range peers {
 		body := fmt.Sprintf(`{"mode":"parallel","key":"initial-%d","tasks":[{"handler":"echo","payload":%d}]}`, i, i)
 		res := submitRetrying(t, mp.c, body)
-		g, err := peers[(i+1)%n].c.GetGroup(t.Context(), res.Group, 15*time.Second)
-		if err != nil || g.State != "SUCCEEDED" {
-			t.Fatalf("group %s submitted through peer %d = %+v, %v", res.Group, i, g, err)
-		}
+		// Read through the next peer, which may answer 503 while it
+		// catches up (a loaded machine): asked again until it answers.
+		reader := peers[(i+1)%n].c
+		waitFor(t, fmt.Sprintf("group %s submitted through peer %d SUCCEEDED", res.Group, i), 30*time.Second, func() bool {
+			g, err := reader.GetGroup(t.Context(), res.Group, time.Second)
+			return err == nil && g.State == "SUCCEEDED"
+		})
 	}
 }
