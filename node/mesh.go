@@ -36,37 +36,12 @@ func (s PeerState) String() string {
 // keeps one for every other (a million in a mesh of 1,000), so it holds
 // what most members have; what few have (placement labels, stranded
 // tasks, external workers) is in rare, allocated only while some of it is
-// set. The small fields come last, packed together.
+// set. The fields every message from it reads or writes come first,
+// packed into the record's first 64 bytes: at 1,000 simulated peers each
+// message's member is a cache miss, and with those fields spread over the
+// whole record (208 bytes) a message cost up to four.
 type member struct {
-	id    string
-	boot  string
-	addrs []string
-	load  Load
-	heard instant // last message from it (or when we learned of it)
-	// deadSince is when this node declared it dead (markDead).
-	deadSince instant
-	// rebootAt is when this node learned the peer restarted (another
-	// boot nonce): the promises its earlier run made are void (vouches).
-	rebootAt instant
-	// The probe protocol (probe.go): its incarnation and when this peer
-	// began to suspect it.
-	inc       uint64
-	suspectAt instant
-	// askedAt is when this peer last asked it for a heartbeat (beat).
-	askedAt instant
-	// lostAt is when the transport last lost its connection to it
-	// (Node.Disconnected).
-	lostAt   instant
-	features uint64 // what it can apply (Heartbeat.Features)
-	// bookSeen marks the address book of its last heartbeat that
-	// learnAddrs merged, at membership version bookAt.
-	bookSeen sliceMark[PeerAddrs]
-	bookAt   int
-	// merged marks the membership list of its last heartbeat that learn
-	// merged (the sender's immutable slice; see learn).
-	merged sliceMark[string]
-	rare   *memberRare // nil: none of it set
-	state  PeerState
+	state PeerState
 	// draining: it hands its work over and will leave: lead nothing.
 	draining bool
 	// legacy: it speaks heartbeats only (no probes).
@@ -83,6 +58,39 @@ type member struct {
 	featured bool
 	// gone: it was forgotten, or replaced by another record (add).
 	gone bool
+	// initial: it is in the initial membership this peer started with
+	// (startTogether), so it knows this peer's addresses from the same
+	// list: a probe to it may say its heartbeat holds nothing more
+	// (Probe.Plain).
+	initial bool
+	heard   instant // last message from it (or when we learned of it)
+	// The probe protocol (probe.go): its incarnation.
+	inc      uint64
+	features uint64 // what it can apply (Heartbeat.Features)
+	// askedAt is when this peer last asked it for a heartbeat (beat).
+	askedAt instant
+	boot    string
+	// lostAt is when the transport last lost its connection to it
+	// (Node.Disconnected).
+	lostAt instant
+	load   Load
+	id     string
+	addrs  []string
+	// suspectAt is when this peer began to suspect it.
+	suspectAt instant
+	// deadSince is when this node declared it dead (markDead).
+	deadSince instant
+	// rebootAt is when this node learned the peer restarted (another
+	// boot nonce): the promises its earlier run made are void (vouches).
+	rebootAt instant
+	// bookSeen marks the address book of its last heartbeat that
+	// learnAddrs merged, at membership version bookAt.
+	bookSeen sliceMark[PeerAddrs]
+	bookAt   int
+	// merged marks the membership list of its last heartbeat that learn
+	// merged (the sender's immutable slice; see learn).
+	merged sliceMark[string]
+	rare   *memberRare // nil: none of it set
 }
 
 // memberRare is the part of a member most members lack, from its

@@ -214,14 +214,27 @@ func (m *mesh) ping(mb *member, now time.Time) {
 		// its silence changes nothing.
 		sw.probe = probing{target: mb.id, seq: sw.seq, at: now}
 	}
-	ping := &Probe{Kind: ProbePing, Seq: sw.seq}
-	if m.beatWanted(mb, now) {
+	ping := &Probe{Kind: ProbePing, Seq: sw.seq, Plain: m.plainTo(mb)}
+	if !ping.Plain && m.beatWanted(mb, now) {
 		// A first contact: this peer's heartbeat rides on the ping and
 		// asks for mb's, which rides on the ack (stepProbeBeat).
 		mb.askedAt = m.instant(now)
 		ping.Beat = m.beatFor(SyncPull)
 	}
 	m.sendProbe(mb.id, ping)
+}
+
+// plainTo reports whether this peer's heartbeat would tell mb nothing its
+// probes do not (Probe.Plain): mb has this peer's addresses from the same
+// initial membership, and this peer has no labels, no external workers,
+// and is not draining. A plain ping carries no heartbeat and asks for
+// none: mb's ack says whether mb is plain too, and if it is not, this
+// peer asks for its heartbeat then (Node.step, wantBeat). Stranded tasks
+// need no heartbeat here: a peer with some gossips its heartbeat
+// periodically (beatsPeriodically).
+func (m *mesh) plainTo(mb *member) bool {
+	n := m.n
+	return mb.initial && len(n.cfg.Labels) == 0 && !n.draining && len(n.ext.demand) == 0
 }
 
 // disconnected is Node.Disconnected: mb's last connection closed. What

@@ -26,7 +26,7 @@ func (n *Node) stepProbe(from string, p *Probe) error {
 	}
 	switch p.Kind {
 	case ProbePing:
-		ack := &Probe{Kind: ProbeAck, Seq: p.Seq}
+		ack := &Probe{Kind: ProbeAck, Seq: p.Seq, Plain: m.plainTo(mb)}
 		if m.beatBack {
 			ack.Beat = m.beatFor(0) // the ping's heartbeat asked for ours
 		}

@@ -46,6 +46,15 @@ type Probe struct {
 	// flags byte: an older peer skips it, sees no BeatFollows, and asks
 	// for the heartbeat as it did.
 	Beat *Heartbeat
+	// Plain: the sender's heartbeat would tell the receiver nothing this
+	// probe and the receiver's membership do not (no labels, no external
+	// workers, not draining, and the receiver has its addresses from the
+	// same initial membership), so a receiver that knows its addresses
+	// need not ask for it. At 1,000 peers started together, most probes
+	// of the first minutes are first contacts, and each carried two
+	// heartbeats, address books of 1,000 peers, that told nothing.
+	// Appended as a bit of the flags byte (older peers ignore it and ask).
+	Plain bool
 }
 
 // Update is one membership change carried by probes: a peer's state at an
@@ -64,10 +73,12 @@ type Update struct {
 }
 
 // probeBeatFollows is BeatFollows' bit in the flags byte that ends a probe;
-// probeBeat says a heartbeat (Probe.Beat) follows that byte.
+// probeBeat says a heartbeat (Probe.Beat) follows that byte; probePlain is
+// Plain's bit.
 const (
 	probeBeatFollows = 1
 	probeBeat        = 2
+	probePlain       = 4
 )
 
 // maxProbeUpdates bounds the updates one probe carries on the wire.
@@ -100,6 +111,9 @@ func appendProbe(dst []byte, p *Probe) []byte {
 	}
 	if p.Beat != nil {
 		flags |= probeBeat
+	}
+	if p.Plain {
+		flags |= probePlain
 	}
 	dst = append(dst, flags)
 	if p.Beat != nil {
@@ -147,6 +161,7 @@ func decodeProbe(d *shard.Decoder) *Probe {
 	}
 	flags := d.Byte() // other bits: a newer peer's
 	p.BeatFollows = flags&probeBeatFollows != 0
+	p.Plain = flags&probePlain != 0
 	if flags&probeBeat != 0 {
 		b := d.Bytes()
 		if d.Err() != nil {

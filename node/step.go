@@ -65,7 +65,10 @@ func (n *Node) step(from string, m Message, beatDone bool) error {
 		return fmt.Errorf("%w: %s sent %v before any heartbeat", ErrNotMember, from, m.Type)
 	}
 	if mb = n.mesh.heard(from, mb, boot, n.now); mb != nil && m.Type != MsgHeartbeat {
-		if m.Type == MsgProbe && m.Probe != nil && m.Probe.Kind == ProbePing && m.Probe.BeatFollows && !mb.beat {
+		if m.Type == MsgProbe && m.Probe != nil && m.Probe.Plain && !mb.beat && len(mb.addrs) > 0 {
+			// Its heartbeat would tell nothing more: nothing to ask for.
+			mb.beat = true
+		} else if m.Type == MsgProbe && m.Probe != nil && m.Probe.Kind == ProbePing && m.Probe.BeatFollows && !mb.beat {
 			// Its heartbeat and request follow the ping: asking for it too
 			// would cross them and cost two heartbeats more (a first
 			// contact in four messages, not six). Asked already, as far as

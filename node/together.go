@@ -46,7 +46,7 @@ func (m *mesh) startTogether(initial []PeerAddrs, now time.Time) error {
 		}
 		from := len(all)
 		all = append(all, p.Addrs...)
-		m.add(&member{id: p.ID, addrs: all[from:len(all):len(all)], heard: m.instant(now), state: PeerAlive, listed: true})
+		m.add(&member{id: p.ID, addrs: all[from:len(all):len(all)], heard: m.instant(now), state: PeerAlive, listed: true, initial: true})
 	}
 	m.changedAt = now
 	m.detectAt = earliest(m.detectAt, now.Add(m.n.cfg.DeadAfter/2))

@@ -28,6 +28,7 @@ func wireSamples() []Message {
 		{Type: MsgProbe, From: "g", Probe: &Probe{Kind: ProbeAck, Seq: 9, Target: "h", Boot: "2", Inc: 77, Features: Features, Load: Load{Ready: 1, Slots: 4},
 			Updates: []Update{{ID: "h", Boot: "1", Inc: 3, State: PeerSuspect}, {ID: "i", State: peerForgotten}, {ID: "j", Inc: 4, State: PeerAlive, Addrs: []string{"/ip4/10.0.0.1/tcp/1"}}}}},
 		{Type: MsgProbe, From: "g", Probe: &Probe{Kind: ProbePing, Seq: 10, Boot: "2", Inc: 77, Features: Features, BeatFollows: true}},
+		{Type: MsgProbe, From: "g", Probe: &Probe{Kind: ProbeAck, Seq: 12, Boot: "2", Inc: 77, Features: Features, Plain: true}},
 		{Type: MsgProbe, From: "g", Probe: &Probe{Kind: ProbePing, Seq: 11, Boot: "2", Inc: 77, Features: Features,
 			Updates: []Update{{ID: "j", Inc: 4, State: PeerAlive, Addrs: []string{"/ip4/10.0.0.1/tcp/1"}}},
 			Beat: &Heartbeat{Boot: "2", Partitions: 256, Members: []string{"g", "h"}, Addrs: []string{"/ip4/127.0.0.1/tcp/3"},

@@ -38,6 +38,9 @@ type Mesh struct {
 	OnChange func(p *Peer, c shard.Change)
 	OnDuty   func(p *Peer, d node.Duty, rd *node.Ready)
 	Check    func()
+	// GossipFrom, when set, loses the gossip sent before it, as pubsub
+	// loses what a peer publishes before its mesh is grafted.
+	GossipFrom time.Time
 
 	cuts  map[Link]bool
 	holds map[Link]node.MsgType // held links, by message type (0: every type)

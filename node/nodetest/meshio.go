@@ -29,6 +29,9 @@ func (io meshIO) sent(e node.Envelope) {
 }
 
 func (io meshIO) Gossip(msgs []node.Message) {
+	if io.p.m.Now.Before(io.p.m.GossipFrom) {
+		return
+	}
 	for _, g := range msgs {
 		for _, to := range io.p.m.Peers {
 			if to != io.p {
