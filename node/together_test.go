@@ -70,7 +70,15 @@ func TestStartTogether(t *testing.T) {
 	const size, parts = 5, 32
 	initial := initialOf(size)
 	var moves replicaMoves
-	m := nodetest.NewMeshWith(t, size, parts, startTogether(initial))
+	// Every other peer has the list in reverse: its order means nothing.
+	reversed := slices.Clone(initial)
+	slices.Reverse(reversed)
+	m := nodetest.NewMeshWith(t, size, parts, func(p *nodetest.Peer, cfg *node.NodeConfig) {
+		startTogether(initial)(p, cfg)
+		if cfg.ID[len(cfg.ID)-1]%2 == 0 { // n2, n4
+			cfg.Initial = reversed
+		}
+	})
 	moves.watch(m)
 	servedAll := func() bool {
 		for part := range parts {
@@ -172,6 +180,7 @@ func TestInitialRefused(t *testing.T) {
 		want    string
 	}{
 		{"twice", []node.PeerAddrs{{ID: "a"}, {ID: "b"}, {ID: "a"}}, false, "Initial[2]: peer a named twice"},
+		{"twice in order", []node.PeerAddrs{{ID: "a"}, {ID: "b"}, {ID: "b"}, {ID: "c"}}, false, "Initial[2]: peer b named twice"},
 		{"empty", []node.PeerAddrs{{ID: "a"}, {ID: ""}}, false, "Initial[1]: empty peer id"},
 		{"invalid", []node.PeerAddrs{{ID: "a"}, {ID: "bad id"}}, false, `Initial[1]: "bad id" is not a peer id`},
 		{"founder", []node.PeerAddrs{{ID: "a"}}, true, "exclude each other"},

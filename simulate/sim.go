@@ -147,14 +147,23 @@ func newSim(cfg Config) (*sim, error) {
 		s.wl.external(cfg.Workload == "workers")
 	}
 	s.cl = newClient(s, s.wl)
+	ids := make([]string, cfg.Peers)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("n%d", i)
+	}
 	if cfg.Start == StartTogether {
-		for i := range cfg.Peers {
-			id := fmt.Sprintf("n%d", i)
+		for _, id := range ids {
 			s.initial = append(s.initial, node.PeerAddrs{ID: id, Addrs: []string{"/sim/" + id}})
 		}
+		// In id order, as an operator may list them in any: each node then
+		// takes the list as it is (startTogether).
+		slices.SortFunc(s.initial, func(a, b node.PeerAddrs) int { return strings.Compare(a.ID, b.ID) })
 	}
 	for i := range cfg.Peers {
-		nd := &simNode{s: s, idx: i, id: fmt.Sprintf("n%d", i), log: newDisk()}
+		// One string per id, shared by the initial membership and the
+		// node: a node's member map compares the sender's id with its
+		// key, at once when both are the same string.
+		nd := &simNode{s: s, idx: i, id: ids[i], log: newDisk()}
 		s.nodes = append(s.nodes, nd)
 		s.byID[nd.id] = i
 		if err := nd.start(); err != nil {
