@@ -4,8 +4,6 @@ import (
 	"math/bits"
 	"slices"
 	"time"
-
-	"github.com/needle-mesh/needle/ring"
 )
 
 // NextDeadline returns when the node next has work that no input brings:
@@ -128,7 +126,7 @@ func (m *mesh) quiet(p *partition) bool {
 		return m.ringSet[0] == m.n.cfg.ID
 	}
 	// The ring wants min(Replicas, members) replicas: one, this node.
-	return m.n.cfg.Replicas == 1 && m.ring.IsReplica(p.id, ring.PeerID(m.n.cfg.ID))
+	return m.n.cfg.Replicas == 1 && m.placedHere(p.id)
 }
 
 // alone reports whether this node is partition p's only replica: its

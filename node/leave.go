@@ -6,7 +6,6 @@ import (
 
 	pb "go.etcd.io/raft/v3/raftpb"
 
-	"github.com/needle-mesh/needle/ring"
 	"github.com/needle-mesh/needle/wal"
 )
 
@@ -130,7 +129,7 @@ func (n *Node) dropPartition(p *partition, why string, index uint64) {
 // partition's replicas, or the message is a snapshot whose configuration
 // names it. Anything else is stale (from before this node left it).
 func (n *Node) mayOpen(part int, m *pb.Message) bool {
-	if r := n.mesh.ring; r == nil || r.IsReplica(part, ring.PeerID(n.cfg.ID)) {
+	if n.mesh.placedHere(part) {
 		return true
 	}
 	return m.GetType() == pb.MsgSnap && names(m.GetSnapshot().GetMetadata().GetConfState(), n.raftID)
@@ -139,7 +138,7 @@ func (n *Node) mayOpen(part int, m *pb.Message) bool {
 // orphan reports whether p is a partition to ask about: held, not led,
 // not placed here by the ring, and no leader heard of it for DeadAfter.
 func (n *Node) orphan(p *partition) bool {
-	if p.leader || n.mesh.ring.IsReplica(p.id, ring.PeerID(n.cfg.ID)) {
+	if p.leader || n.mesh.placedHere(p.id) {
 		return false
 	}
 	return n.now.Sub(p.leaderMsgAt) >= n.cfg.DeadAfter
@@ -159,13 +158,16 @@ func (n *Node) askLeave() {
 	if m.ring == nil || m.ringVersion != m.version {
 		return // a ring from an older membership may not place this node where it should
 	}
-	asks := map[string][]uint32{}
+	var asks map[string][]uint32 // made for the first orphan: most periods find none
 	for _, i := range n.held {
 		p := n.parts[i]
 		if !n.orphan(p) {
 			continue
 		}
 		if to := n.askTarget(p); to != "" {
+			if asks == nil {
+				asks = map[string][]uint32{}
+			}
 			asks[to] = append(asks[to], uint32(p.id))
 		}
 	}
@@ -249,7 +251,7 @@ func (n *Node) stepReplicaGone(from string, gone []GoneMsg) {
 		if p == nil || p.leader || !slices.Contains(n.mesh.voters(p), from) {
 			continue
 		}
-		if r := n.mesh.ring; r == nil || r.IsReplica(p.id, ring.PeerID(n.cfg.ID)) {
+		if n.mesh.placedHere(p.id) {
 			continue // about to be added again: keep what it holds
 		}
 		if !n.orphan(p) && p.rn.BasicStatus().Lead != RaftID(from) {

@@ -31,6 +31,19 @@ func (m *mesh) rebuildRing() {
 	m.n.log.Info("ring rebuilt", "epoch", m.epoch, "members", len(ids))
 }
 
+// placedHere reports whether the ring places this node among partition
+// p's replicas; true without a ring.
+func (m *mesh) placedHere(p int) bool {
+	if m.ring == nil {
+		return true
+	}
+	if m.mineOf != m.ring {
+		m.mine, m.mineOf = m.ring.PartitionsOf(ring.PeerID(m.n.cfg.ID)), m.ring
+	}
+	_, ok := slices.BinarySearch(m.mine, p)
+	return ok
+}
+
 func (m *mesh) computePreferred() {
 	m.prefDirty = false
 	m.n.wakeAll() // a membership event: quiesced partitions look again

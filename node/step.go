@@ -9,7 +9,6 @@ import (
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 
-	"github.com/needle-mesh/needle/ring"
 	"github.com/needle-mesh/needle/shard"
 	"github.com/needle-mesh/needle/wal"
 )
@@ -436,7 +435,7 @@ func (n *Node) replica(p *partition) bool {
 	if !slices.Contains(p.conf.GetVoters(), n.raftID) && !slices.Contains(p.conf.GetLearners(), n.raftID) {
 		return false
 	}
-	return n.mesh.ring == nil || n.mesh.ring.IsReplica(p.id, ring.PeerID(n.cfg.ID))
+	return n.mesh.placedHere(p.id)
 }
 
 // Serving reports whether this node serves (leads, caught up, and holds the

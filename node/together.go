@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/needle-mesh/needle/ring"
 )
 
 // A mesh whose peers start together (NodeConfig.Initial) is founded by
@@ -76,7 +74,7 @@ func byPeerID(a, b PeerAddrs) int { return strings.Compare(a.ID, b.ID) }
 // initial membership: its ring replicas, as Raft ids, sorted; nil when
 // this node is not one of them.
 func (m *mesh) initialVoters(p int) []uint64 {
-	if m.ring == nil || !m.ring.IsReplica(p, ring.PeerID(m.n.cfg.ID)) {
+	if m.ring == nil || !m.placedHere(p) {
 		return nil
 	}
 	replicas := m.ring.Replicas(p)
