@@ -47,12 +47,21 @@ func (m *mesh) startTogether(initial []PeerAddrs, now time.Time) error {
 	}
 	all := make([]string, 0, total)
 	ids, mbs := make([]string, 0, len(list)), make([]*member, 0, len(list))
+	// The records too are one array, written in order: a million records
+	// allocated one by one in a simulated mesh of 1,000 took 0.8 s to
+	// start. A record replaced later (add) leaves its slot unused.
+	recs, k := make([]member, len(list)-1), 0 // the list names this node once (validateInitial)
 	for _, p := range list {
 		mb := m.self
 		if p.ID != m.n.cfg.ID {
 			from := len(all)
 			all = append(all, p.Addrs...)
-			mb = &member{id: p.ID, addrs: all[from:len(all):len(all)], heard: m.instant(now), state: PeerAlive, listed: true, initial: true}
+			if k < len(recs) {
+				mb, k = &recs[k], k+1
+			} else {
+				mb = new(member)
+			}
+			*mb = member{id: p.ID, addrs: all[from:len(all):len(all)], heard: m.instant(now), state: PeerAlive, listed: true, initial: true}
 			m.add(mb)
 		}
 		ids, mbs = append(ids, p.ID), append(mbs, mb)
