@@ -159,6 +159,10 @@ func newSim(cfg Config) (*sim, error) {
 		// takes the list as it is (startTogether).
 		slices.SortFunc(s.initial, func(a, b node.PeerAddrs) int { return strings.Compare(a.ID, b.ID) })
 	}
+	// No collection while the nodes are built: what they allocate stays
+	// (their members, partitions and rings), and at 1,000 peers the
+	// collector marked the growing heap over and over for nothing.
+	gc := debug.SetGCPercent(-1)
 	for i := range cfg.Peers {
 		// One string per id, shared by the initial membership and the
 		// node: a node's member map compares the sender's id with its
@@ -167,9 +171,11 @@ func newSim(cfg Config) (*sim, error) {
 		s.nodes = append(s.nodes, nd)
 		s.byID[nd.id] = i
 		if err := nd.start(); err != nil {
+			debug.SetGCPercent(gc)
 			return nil, err
 		}
 	}
+	debug.SetGCPercent(gc)
 	s.startWorkers()
 	s.faults, s.healAt = s.planFaults()
 	for _, f := range s.faults {
