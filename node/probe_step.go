@@ -217,7 +217,12 @@ func (m *mesh) introduce(to string, now time.Time) {
 
 // sendBeat sends this peer's heartbeat to one member.
 func (m *mesh) sendBeat(to string, sync uint8) {
-	m.n.rd.Messages = append(m.n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgHeartbeat, From: m.n.cfg.ID, Heartbeat: m.beatFor(sync)}})
+	m.sendHeartbeat(to, m.beatFor(sync))
+}
+
+// sendHeartbeat sends hb to one member.
+func (m *mesh) sendHeartbeat(to string, hb *Heartbeat) {
+	m.n.rd.Messages = append(m.n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgHeartbeat, From: m.n.cfg.ID, Heartbeat: hb}})
 }
 
 // beatFor returns this peer's heartbeat for one member, with sync and the

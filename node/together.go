@@ -121,7 +121,7 @@ func (m *mesh) greetReplicas() {
 				}
 				greeted[id] = true
 				m.members[id].askedAt = m.instant(m.n.now)
-				m.n.rd.Messages = append(m.n.rd.Messages, Envelope{To: id, Msg: Message{Type: MsgHeartbeat, From: m.n.cfg.ID, Heartbeat: hb}})
+				m.sendHeartbeat(id, hb)
 			}
 		}
 	}
