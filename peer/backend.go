@@ -147,20 +147,44 @@ type local struct{ p *Peer }
 // commit span is a child of the submit span (spec.Trace), here or on the
 // peer that forwarded it.
 func (b local) Submit(ctx context.Context, spec *shard.GroupSpec) (api.SubmitResult, error) {
+	r, _, err := b.SubmitWait(ctx, spec, 0)
+	return r, err
+}
+
+// SubmitWait is Submit, then, with wait > 0, the view of the first task
+// once it is terminal or the wait has passed (nil when it cannot be read).
+// A task that ends with its creation's commit (its outcome in the same
+// entry) comes back with the commit's reply.
+func (b local) SubmitWait(ctx context.Context, spec *shard.GroupSpec, wait time.Duration) (api.SubmitResult, *shard.TaskView, error) {
 	_, span := b.p.startSpan(ctx, spec.Trace, "needle.commit",
 		trace.WithAttributes(attribute.String("needle.group", string(spec.ID)), attribute.String("needle.peer", b.p.ID())))
-	r, err := b.p.call(ctx, func(n *node.Node, req uint64) { n.Submit(req, spec) })
+	r, err := b.p.callWith(ctx, command{do: func(n *node.Node, req uint64) { n.Submit(req, spec) }, view: wait > 0})
 	endSpan(span, err)
 	if err != nil {
-		return api.SubmitResult{}, err
+		return api.SubmitResult{}, nil, err
 	}
-	return api.SubmitResult{Group: r.Submit.Group, Tasks: r.Submit.Tasks, Created: r.Submit.Created}, nil
+	s := api.SubmitResult{Group: r.Submit.Group, Tasks: r.Submit.Tasks, Created: r.Submit.Created}
+	if wait <= 0 || len(s.Tasks) == 0 {
+		return s, nil, nil
+	}
+	if r.view != nil {
+		return s, r.view, nil
+	}
+	v, err := b.Task(ctx, s.Tasks[0], wait)
+	if err != nil {
+		return s, nil, nil
+	}
+	return s, &v, nil
 }
 
 func (b local) Task(ctx context.Context, id shard.TaskID, wait time.Duration) (shard.TaskView, error) {
 	if wait > 0 {
-		if err := b.p.wait(ctx, &waiter{task: id}, wait); err != nil {
+		w := &waiter{task: id}
+		if err := b.p.wait(ctx, w, wait); err != nil {
 			return shard.TaskView{}, err
+		}
+		if v, ok := w.terminal(); ok {
+			return *v, nil
 		}
 	}
 	var v shard.TaskView
@@ -200,17 +224,23 @@ func (b local) cancel(ctx context.Context, g shard.GroupID, t shard.TaskID, by s
 // call runs a request in the loop (f gets the request's number) and waits
 // for its reply, once applied.
 func (p *Peer) call(ctx context.Context, f func(n *node.Node, req uint64)) (node.Reply, error) {
-	c := command{do: f, reply: make(chan node.Reply, 1)}
+	r, err := p.callWith(ctx, command{do: f})
+	return r.Reply, err
+}
+
+// callWith is call for a command that may ask for more (command.view).
+func (p *Peer) callWith(ctx context.Context, c command) (callReply, error) {
+	c.reply = make(chan callReply, 1)
 	if err := p.send(ctx, c); err != nil {
-		return node.Reply{}, err
+		return callReply{}, err
 	}
 	select {
 	case r := <-c.reply:
 		return r, mapErr(r.Err)
 	case <-ctx.Done():
-		return node.Reply{}, ctx.Err()
+		return callReply{}, ctx.Err()
 	case <-p.closed:
-		return node.Reply{}, api.ErrUnavailable
+		return callReply{}, api.ErrUnavailable
 	}
 }
 

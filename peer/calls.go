@@ -83,14 +83,8 @@ func (r *submitReq) serve(ctx context.Context, p *Peer) (submitAns, error) {
 	if r.Spec == nil {
 		return submitAns{}, errors.New("peer: forwarded submit without a spec")
 	}
-	s, err := local{p}.Submit(ctx, r.Spec)
-	a := submitAns{Submit: &s}
-	if err == nil && r.Wait > 0 && len(s.Tasks) > 0 {
-		if v, err := (local{p}).Task(ctx, s.Tasks[0], r.Wait); err == nil {
-			a.Task = &v
-		}
-	}
-	return a, err
+	s, v, err := local{p}.SubmitWait(ctx, r.Spec, r.Wait)
+	return submitAns{Submit: &s, Task: v}, err
 }
 
 // taskReq reads a task, waiting up to Wait for it to end.

@@ -18,9 +18,27 @@ import (
 // (query: reads, waiters, the drain).
 type command struct {
 	do    func(n *node.Node, req uint64)
-	reply chan node.Reply
+	reply chan callReply
+	// view: the reply carries the view of the first task the submission
+	// created or found, when that task is terminal by then (SubmitWait):
+	// a submission that waits for its task needs no trip through the loop
+	// to park a waiter and another to read the task.
+	view bool
 
 	query func(n *node.Node)
+}
+
+// callReply is a call's reply, with the view its command asked for (nil
+// when not asked, or when the task was not terminal at the reply).
+type callReply struct {
+	node.Reply
+	view *shard.TaskView
+}
+
+// pendingCall is a call waiting in the loop for its reply.
+type pendingCall struct {
+	reply chan callReply
+	view  bool
 }
 
 const (
@@ -146,12 +164,13 @@ func (p *Peer) runEnded(k runKey) trace.Span {
 }
 
 func (p *Peer) handle(c command) {
+	p.taken++
 	if c.do == nil {
 		c.query(p.node)
 		return
 	}
 	req := p.node.NextRequest()
-	p.calls[req] = c.reply
+	p.calls[req] = pendingCall{c.reply, c.view}
 	c.do(p.node, req)
 }
 
@@ -250,9 +269,13 @@ func (io loopIO) Start(rd *node.Ready) {
 func (io loopIO) Deliver(rd *node.Ready) error {
 	p := io.p
 	for _, r := range rd.Replies {
-		if ch, ok := p.calls[r.Req]; ok {
+		if c, ok := p.calls[r.Req]; ok {
 			delete(p.calls, r.Req)
-			ch <- r
+			cr := callReply{Reply: r}
+			if c.view && r.Err == nil && len(r.Submit.Tasks) > 0 {
+				cr.view = terminalView(p.node, r.Submit.Tasks[0])
+			}
+			c.reply <- cr
 		}
 	}
 	p.waiters.wake(p.node, rd.Changes)

@@ -67,8 +67,9 @@ type Peer struct {
 	refusals failLog // and those of messages refused
 
 	// Loop-owned state.
-	calls   map[uint64]chan node.Reply
+	calls   map[uint64]pendingCall
 	waiters waiters
+	taken   uint64 // commands the loop has taken (a test counts the trips a request makes)
 
 	runCtx context.Context // canceled when Run ends: parent of handler contexts
 
@@ -98,7 +99,7 @@ func New(cfg Config) (*Peer, error) {
 		inbox: make(chan command, 4096), jobs: make(chan job, max(cfg.Slots, 1)*(1+leaseAhead)),
 		results: make(chan shard.Outcome, max(cfg.Slots, 1)*(1+leaseAhead)+16), cancels: make(map[runKey]context.CancelFunc),
 		outcomes: make(map[runKey]trace.Span), tracer: newTracer(cfg.TracerProvider), tracing: cfg.TracerProvider != nil,
-		calls: make(map[uint64]chan node.Reply), waiters: newWaiters(),
+		calls: make(map[uint64]pendingCall), waiters: newWaiters(),
 		ready: make(chan struct{}), closed: make(chan struct{}),
 		drainAsked: make(chan struct{}), drained: make(chan struct{}),
 	}

@@ -3,12 +3,14 @@ package peer
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/api"
 )
 
@@ -57,5 +59,60 @@ func TestSubmitWaitForwardsOnce(t *testing.T) {
 	}
 	if st, _ := a.c.GetTask(t.Context(), res.ID, 0); st.State != "SUCCEEDED" {
 		t.Errorf("GET %s = %s; want SUCCEEDED", res.ID, st.State)
+	}
+}
+
+// TestSubmitWaitOneTrip submits and waits on the owner for a task that
+// ends with its creation's commit (echo: its outcome joins the creation's
+// entry): the commit's reply carries the terminal task, so the request
+// goes through the loop twice (the route, the submission), not four times
+// (and a waiter parked, and the task read). A GET ?wait= of a terminal
+// task takes its view from the waiter's release: two trips, not three.
+func TestSubmitWaitOneTrip(t *testing.T) {
+	p, c, _ := startPeer(t, t.TempDir(), 2)
+	taken := func() uint64 {
+		var n uint64
+		if err := p.read(t.Context(), func(*node.Node) error { n = p.taken; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// Background commands (a sweep of the worker hub) are rare: the least
+	// count over a few tries is the request's own.
+	least := func(do func(i int)) uint64 {
+		best := uint64(1 << 62)
+		for i := range 5 {
+			before := taken()
+			do(i)
+			best = min(best, taken()-before-1) // less the count's own read
+		}
+		return best
+	}
+	var last api.SubmitTaskResponse
+	submits := least(func(i int) {
+		resp, err := http.Post(c.BaseURL+"/v1/tasks?wait=10s", "application/json",
+			strings.NewReader(`{"handler":"echo","payload":{"i":`+strconv.Itoa(i)+`}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(&last); err != nil || resp.StatusCode != http.StatusCreated {
+			t.Fatalf("submit and wait: %d %v", resp.StatusCode, err)
+		}
+		if last.Task == nil || last.Task.State != "SUCCEEDED" || string(last.Task.Result) != `{"i":`+strconv.Itoa(i)+`}` {
+			t.Fatalf("submit and wait answered %+v; want the task SUCCEEDED with its payload", last)
+		}
+	})
+	if submits != 2 {
+		t.Errorf("a submission waiting for its task took %d trips through the loop; want 2 (route, submit)", submits)
+	}
+	gets := least(func(int) {
+		v, err := c.GetTask(t.Context(), last.ID, 10*time.Second)
+		if err != nil || v.State != "SUCCEEDED" {
+			t.Fatalf("GET ?wait= = %+v, %v", v, err)
+		}
+	})
+	if gets != 2 {
+		t.Errorf("a GET ?wait= of a terminal task took %d trips through the loop; want 2 (route, waiter)", gets)
 	}
 }

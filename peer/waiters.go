@@ -14,6 +14,30 @@ type waiter struct {
 	task  shard.TaskID
 	group shard.GroupID // set when waiting for a whole group
 	done  chan struct{}
+	// view is the task's view when the loop released a task's waiter on
+	// its terminal state, written before done is closed (nil otherwise:
+	// the waiting client reads the task itself).
+	view *shard.TaskView
+}
+
+// terminal returns the view the loop left when it released w on its
+// task's terminal state.
+func (w *waiter) terminal() (*shard.TaskView, bool) {
+	select {
+	case <-w.done:
+		return w.view, w.view != nil
+	default:
+		return nil, false
+	}
+}
+
+// terminalView is task id's view when the task is terminal, else nil.
+func terminalView(n *node.Node, id shard.TaskID) *shard.TaskView {
+	v, err := n.Task(id)
+	if err != nil || !v.State.Terminal() {
+		return nil
+	}
+	return &v
 }
 
 // waiters is loop-owned: no locking.
@@ -40,20 +64,26 @@ func (ws *waiters) add(n *node.Node, w *waiter) {
 	}
 	v, err := n.Task(w.task)
 	if err != nil || v.State.Terminal() {
+		if err == nil {
+			w.view = &v
+		}
 		close(w.done)
 		return
 	}
 	ws.tasks[w.task] = append(ws.tasks[w.task], w)
 }
 
-// wake releases the waiters of tasks and groups that changed.
-func (ws *waiters) wake(_ *node.Node, changes []shard.Change) {
+// wake releases the waiters of tasks and groups that changed, a task's
+// with its view.
+func (ws *waiters) wake(n *node.Node, changes []shard.Change) {
 	for _, c := range changes {
 		if c.Retried {
 			continue // runnable again: its waiters wait for the outcome
 		}
 		if list, ok := ws.tasks[c.Task]; ok {
+			v := terminalView(n, c.Task)
 			for _, w := range list {
+				w.view = v
 				close(w.done)
 			}
 			delete(ws.tasks, c.Task)
