@@ -97,8 +97,19 @@ func (b backend) submitBroadcast(ctx context.Context, spec *shard.GroupSpec) (ap
 	return r, nil
 }
 
+// submit routes a submission to its owner and runs it there: here in one
+// trip through the loop (submitHere), or forwarded.
 func (b backend) submit(ctx context.Context, spec *shard.GroupSpec, wait time.Duration) (api.SubmitResult, *shard.TaskView, error) {
-	a, err := routed[submitAns](ctx, b.p, spec.ID, &submitReq{Spec: spec, Wait: wait})
+	var a submitAns
+	err := retryUnavailable(ctx, func() error {
+		s, v, to, features, err := local{b.p}.submitHere(ctx, spec, wait)
+		if err != nil || to == "" {
+			a = submitAns{Submit: &s, Task: v}
+			return err
+		}
+		a, err = forwardSpan[submitAns](ctx, b.p, to, wireForm(&submitReq{Spec: spec, Wait: wait}, features))
+		return err
+	})
 	r, err := answered(a.Submit, err)
 	if err != nil {
 		return r, nil, err
@@ -143,22 +154,48 @@ func (b backend) cancel(ctx context.Context, g shard.GroupID, t shard.TaskID, by
 // local serves requests for partitions this peer leads, through its loop.
 type local struct{ p *Peer }
 
-// Submit proposes a submission as owner and waits for its commit; the
-// commit span is a child of the submit span (spec.Trace), here or on the
-// peer that forwarded it.
-func (b local) Submit(ctx context.Context, spec *shard.GroupSpec) (api.SubmitResult, error) {
-	r, _, err := b.SubmitWait(ctx, spec, 0)
-	return r, err
+// SubmitWait proposes a submission as owner and waits for its commit, then,
+// with wait > 0, for the view of the first task, until it is terminal or
+// the wait has passed (nil when it cannot be read). A task that ends with
+// its creation's commit (its outcome in the same entry) comes back with
+// the commit's reply. The commit span is a child of the submit span
+// (spec.Trace), here or on the peer that forwarded it.
+func (b local) SubmitWait(ctx context.Context, spec *shard.GroupSpec, wait time.Duration) (api.SubmitResult, *shard.TaskView, error) {
+	start := time.Now()
+	r, err := b.p.callWith(ctx, command{do: func(n *node.Node, req uint64) { n.Submit(req, spec) }, view: wait > 0})
+	return b.submitted(ctx, spec, wait, start, r, err)
 }
 
-// SubmitWait is Submit, then, with wait > 0, the view of the first task
-// once it is terminal or the wait has passed (nil when it cannot be read).
-// A task that ends with its creation's commit (its outcome in the same
-// entry) comes back with the commit's reply.
-func (b local) SubmitWait(ctx context.Context, spec *shard.GroupSpec, wait time.Duration) (api.SubmitResult, *shard.TaskView, error) {
-	_, span := b.p.startSpan(ctx, spec.Trace, "needle.commit",
+// submitHere is SubmitWait in one trip through the loop when this peer
+// owns spec's group: the loop routes the submission and proposes it at
+// once (a route, then a submission, took two trips). When another peer
+// owns it, nothing is proposed and to names that peer, with the features
+// it advertised; when none is known, the error is ErrUnavailable.
+func (b local) submitHere(ctx context.Context, spec *shard.GroupSpec, wait time.Duration) (s api.SubmitResult, v *shard.TaskView, to string, features uint64, err error) {
+	p := b.p
+	start := time.Now()
+	r, err := p.callWith(ctx, command{view: wait > 0, do: func(n *node.Node, req uint64) {
+		switch owner := n.Owner(spec.ID); owner {
+		case p.tr.ID():
+			n.Submit(req, spec)
+		case "":
+			p.answerNow(req, callReply{Reply: node.Reply{Err: node.ErrUnavailable}, routed: true})
+		default:
+			p.answerNow(req, callReply{routed: true, to: owner, features: n.MemberFeatures(owner)})
+		}
+	}})
+	if r.routed {
+		return s, nil, r.to, r.features, err
+	}
+	s, v, err = b.submitted(ctx, spec, wait, start, r, err)
+	return s, v, "", 0, err
+}
+
+// submitted records the commit span of a submission made here (from
+// start) and completes its answer from its reply r.
+func (b local) submitted(ctx context.Context, spec *shard.GroupSpec, wait time.Duration, start time.Time, r callReply, err error) (api.SubmitResult, *shard.TaskView, error) {
+	_, span := b.p.startSpan(ctx, spec.Trace, "needle.commit", trace.WithTimestamp(start),
 		trace.WithAttributes(attribute.String("needle.group", string(spec.ID)), attribute.String("needle.peer", b.p.ID())))
-	r, err := b.p.callWith(ctx, command{do: func(n *node.Node, req uint64) { n.Submit(req, spec) }, view: wait > 0})
 	endSpan(span, err)
 	if err != nil {
 		return api.SubmitResult{}, nil, err

@@ -33,6 +33,20 @@ type command struct {
 type callReply struct {
 	node.Reply
 	view *shard.TaskView
+	// routed: the loop answered where the request goes instead (to, with
+	// its features; none known: Err), proposing nothing (submitHere).
+	routed   bool
+	to       string
+	features uint64
+}
+
+// answerNow answers call req from the loop at once, not at a Ready.
+func (p *Peer) answerNow(req uint64, r callReply) {
+	if c, ok := p.calls[req]; ok {
+		delete(p.calls, req)
+		r.Req = req
+		c.reply <- r
+	}
 }
 
 // pendingCall is a call waiting in the loop for its reply.

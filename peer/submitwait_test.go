@@ -64,10 +64,12 @@ func TestSubmitWaitForwardsOnce(t *testing.T) {
 
 // TestSubmitWaitOneTrip submits and waits on the owner for a task that
 // ends with its creation's commit (echo: its outcome joins the creation's
-// entry): the commit's reply carries the terminal task, so the request
-// goes through the loop twice (the route, the submission), not four times
-// (and a waiter parked, and the task read). A GET ?wait= of a terminal
-// task takes its view from the waiter's release: two trips, not three.
+// entry): the loop routes the submission and proposes it in one trip, and
+// the commit's reply carries the terminal task, so the request goes
+// through the loop once, not four times (the route, the submission, a
+// waiter parked, the task read). A GET ?wait= of a terminal task takes its
+// view from the waiter's release: two trips (the route, the waiter), not
+// three.
 func TestSubmitWaitOneTrip(t *testing.T) {
 	p, c, _ := startPeer(t, t.TempDir(), 2)
 	taken := func() uint64 {
@@ -103,8 +105,8 @@ func TestSubmitWaitOneTrip(t *testing.T) {
 			t.Fatalf("submit and wait answered %+v; want the task SUCCEEDED with its payload", last)
 		}
 	})
-	if submits != 2 {
-		t.Errorf("a submission waiting for its task took %d trips through the loop; want 2 (route, submit)", submits)
+	if submits != 1 {
+		t.Errorf("a submission waiting for its task took %d trips through the loop; want 1", submits)
 	}
 	gets := least(func(int) {
 		v, err := c.GetTask(t.Context(), last.ID, 10*time.Second)
