@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/needle-mesh/needle/peer/api"
+	"github.com/needle-mesh/needle/shard"
 )
 
 // startLogPeer starts a real peer on disk (Badger, libp2p on loopback) with cfg's
@@ -168,11 +169,10 @@ func BenchmarkLogsFollowLatency(b *testing.B) {
 func TestTaskLogsEmptyWritesNoFile(t *testing.T) {
 	dir := t.TempDir()
 	s := newLogStore(dir, 1<<10)
-	s.writer("g.0", 1)
-	s.finish("g.0", 1, time.Hour)
+	s.finish(s.writer("g.0", 1), time.Hour)
 	w := s.writer("g.1", 1)
 	w.Write([]byte("said something\n"))
-	s.finish("g.1", 1, time.Hour)
+	s.finish(w, time.Hour)
 	ents, err := os.ReadDir(dir)
 	if err != nil || len(ents) != 1 || ents[0].Name() != filepath.Base(s.path(logKey{"g.1", 1})) {
 		t.Fatalf("log files %v, %v; want only g.1's", ents, err)
@@ -182,5 +182,45 @@ func TestTaskLogsEmptyWritesNoFile(t *testing.T) {
 	}
 	if p := s.read("g.1", 1, 0); !p.Done || len(p.Lines) != 1 || p.Lines[0].Text != "said something" {
 		t.Errorf("g.1's log = %+v; want its line", p)
+	}
+}
+
+// Runs that say nothing leave no map entry behind: the last maxMemLogs of
+// them read as empty, finished logs (older ones as not found, as an
+// evicted in-memory log did), a write after the end is dropped, a second
+// finish changes nothing, and a run still silent while it runs reads as
+// not found yet, not done.
+func TestTaskLogsSilentRuns(t *testing.T) {
+	for _, dir := range []string{"", t.TempDir()} {
+		s := newLogStore(dir, 1<<10)
+		running := s.writer("run.0", 1)
+		if p := s.read("run.0", 1, 0); p.Found || p.Done {
+			t.Errorf("dir %q: a silent running run reads %+v; want not found, not done", dir, p)
+		}
+		for i := range maxMemLogs + 1 {
+			w := s.writer(shard.TaskID(fmt.Sprintf("g.%d", i)), 1)
+			s.finish(w, time.Hour)
+			s.finish(w, time.Hour)
+			w.Write([]byte("too late\n"))
+		}
+		if len(s.live) != 0 || len(s.mem) != 0 {
+			t.Errorf("dir %q: %d live and %d kept logs after silent runs; want none", dir, len(s.live), len(s.mem))
+		}
+		if p := s.read("g.0", 1, 0); p.Found {
+			t.Errorf("dir %q: the oldest silent run, past the bound, reads %+v; want not found", dir, p)
+		}
+		for _, id := range []shard.TaskID{"g.1", shard.TaskID(fmt.Sprintf("g.%d", maxMemLogs))} {
+			if p := s.read(id, 1, 0); !p.Found || !p.Done || len(p.Lines) != 0 {
+				t.Errorf("dir %q: silent run %s reads %+v; want found, done, no lines", dir, id, p)
+			}
+		}
+		running.Write([]byte("now\n"))
+		if p := s.read("run.0", 1, 0); !p.Found || p.Done || len(p.Lines) != 1 {
+			t.Errorf("dir %q: a running run that wrote reads %+v; want found, not done, its line", dir, p)
+		}
+		s.finish(running, time.Hour)
+		if p := s.read("run.0", 1, 0); !p.Found || !p.Done || len(p.Lines) != 1 || p.Lines[0].Text != "now" {
+			t.Errorf("dir %q: a finished run that wrote reads %+v; want found, done, its line", dir, p)
+		}
 	}
 }

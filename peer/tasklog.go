@@ -55,10 +55,16 @@ type logStore struct {
 	mu       sync.Mutex
 	dir      string // "" = keep finished logs in memory (InMemory peers)
 	maxBytes int
-	live     map[logKey]*attemptLog
+	live     map[logKey]*attemptLog // runs that said something, until they end
 	mem      map[logKey]*attemptLog // finished, when dir == ""
 	memOrder []logKey               // mem in finish order, for its bound
-	swept    time.Time              // last sweep of old files
+	// silent holds the last maxMemLogs runs that ended without a line, in
+	// a ring (silentN counts them all): most runs say nothing, and a map
+	// entry made and dropped for each was a tenth of a no-op task's cost
+	// on its worker. read scans it, newest first.
+	silent  [maxMemLogs]logKey
+	silentN int
+	swept   time.Time // last sweep of old files
 }
 
 // maxMemLogs bounds the finished logs an in-memory peer keeps.
@@ -72,19 +78,17 @@ func newLogStore(dir string, maxBytes int) *logStore {
 }
 
 // writer returns the writer of run (task, round); lines end at '\n'.
+// The run's log is made at its first write; finish ends it.
 func (s *logStore) writer(task shard.TaskID, round shard.Round) *logWriter {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := logKey{task, round}
-	if s.live[k] == nil {
-		s.live[k] = &attemptLog{Next: 1}
-	}
-	return &logWriter{s: s, k: k}
+	return &logWriter{s: s, k: logKey{task, round}}
 }
 
+// logWriter writes one run's log. Its fields are guarded by s.mu.
 type logWriter struct {
-	s *logStore
-	k logKey
+	s     *logStore
+	k     logKey
+	l     *attemptLog // nil until the first write
+	ended bool        // finish was called: later output is dropped
 }
 
 // Write implements io.Writer: whole lines go to the log, a partial one
@@ -92,9 +96,14 @@ type logWriter struct {
 func (w *logWriter) Write(p []byte) (int, error) {
 	w.s.mu.Lock()
 	defer w.s.mu.Unlock()
-	l := w.s.live[w.k]
-	if l == nil {
+	if w.ended {
 		return len(p), nil // the run ended: late output is dropped
+	}
+	l := w.l
+	if l == nil {
+		l = &attemptLog{Next: 1}
+		w.l = l
+		w.s.live[w.k] = l
 	}
 	now := time.Now()
 	data := append(l.partial, p...)
@@ -143,20 +152,25 @@ func (s *logStore) add(l *attemptLog, at time.Time, text string) {
 	}
 }
 
-// finish ends a run's log: the partial line is kept, and the log goes to
-// disk (or to the bounded in-memory set).
-func (s *logStore) finish(task shard.TaskID, round shard.Round, keep time.Duration) {
+// finish ends w's run's log: the partial line is kept, and the log goes
+// to disk (or to the bounded in-memory set). A second finish does nothing.
+func (s *logStore) finish(w *logWriter, keep time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if w.ended {
+		return
+	}
+	w.ended = true
 	if now := time.Now(); s.dir != "" && now.Sub(s.swept) > time.Hour {
 		s.swept = now
 		s.mu.Unlock()
 		s.sweep(now, keep) // once an hour, one pass over the directory
 		s.mu.Lock()
 	}
-	k := logKey{task, round}
-	l := s.live[k]
+	k, l := w.k, w.l
 	if l == nil {
+		s.silent[s.silentN%maxMemLogs] = k
+		s.silentN++
 		return
 	}
 	delete(s.live, k)
@@ -196,6 +210,9 @@ func (s *logStore) read(task shard.TaskID, round shard.Round, from int) LogPage 
 		return p
 	}
 	l := s.mem[k]
+	if l == nil && s.wasSilent(k) {
+		l = &attemptLog{}
+	}
 	s.mu.Unlock()
 	if l == nil && s.dir != "" {
 		b, err := os.ReadFile(s.path(k))
@@ -209,6 +226,17 @@ func (s *logStore) read(task shard.TaskID, round shard.Round, from int) LogPage 
 	p := page(l, from)
 	p.Done = true
 	return p
+}
+
+// wasSilent reports whether run k is among the last runs that ended
+// without a line. s.mu is held.
+func (s *logStore) wasSilent(k logKey) bool {
+	for i := range min(s.silentN, maxMemLogs) {
+		if s.silent[(s.silentN-1-i)%maxMemLogs] == k {
+			return true
+		}
+	}
+	return false
 }
 
 func page(l *attemptLog, from int) LogPage {

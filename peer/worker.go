@@ -94,12 +94,12 @@ func (p *Peer) execute(j job) shard.Outcome {
 		o.Permanent = true
 		return o
 	}
-	ctx, cancel := context.WithTimeout(j.ctx, r.Timeout)
+	start := time.Now()
+	ctx, cancel := withRunDeadline(j.ctx, start.Add(r.Timeout))
 	defer cancel()
 	j.ctx = ctx
-	start := time.Now()
 	lw := p.logs.writer(r.Task, r.Round)
-	defer p.logs.finish(r.Task, r.Round, p.cfg.Retention)
+	defer p.logs.finish(lw, p.cfg.Retention)
 	call := handler.Call{Task: r.Task, Round: r.Round, Attempt: r.Attempt + 1, Payload: r.Payload, Inputs: r.Inputs, Shard: r.Shard, Shards: r.Shards, Trace: traceparent(j.ctx),
 		Log: slog.New(slog.NewTextHandler(lw, nil))}.WithLogWriter(lw)
 	res, err := safeCall(j.ctx, h, call)

@@ -186,7 +186,7 @@ func (h *hub) end(l *xlease, st leaseState, now time.Time) {
 		delete(h.byTask, l.run.Task)
 	}
 	h.done = append(h.done, l)
-	h.p.logs.finish(l.run.Task, l.run.Round, h.p.cfg.Retention)
+	h.p.logs.finish(l.logw, h.p.cfg.Retention)
 }
 
 func (h *hub) lose(l *xlease, now time.Time) { h.end(l, leaseLost, now) }
