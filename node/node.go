@@ -211,6 +211,10 @@ type Node struct {
 	raftID uint64
 
 	parts []*partition // indexed by partition number; nil when not held
+	// decoded is the slice the next committed entry's events are decoded
+	// into (applyEntry).
+	decoded []shard.Event
+	enc     []byte // encode's scratch buffer
 	// held lists the partitions this node holds (parts[i] != nil), in
 	// increasing order: the per-tick loops walk it instead of every slot of
 	// parts (partitions are opened by NewNode and stepRaft, and dropped

@@ -204,21 +204,34 @@ func (n *Node) flush(p *partition) {
 		return
 	}
 	n.wake(p, false)
-	evs := p.props
+	// Held leases ride along: in an entry that goes anyway they cost
+	// nothing, where alone, at their time, they would cost one; and so do
+	// delivery records.
+	buf := append(p.props, n.takeNotes(p)...)
+	evs := buf
 	if len(p.deferred) > 0 {
-		// Held leases ride along: in an entry that goes anyway they cost
-		// nothing, where alone, at their time, they would cost one.
-		evs = append(n.takeDeferred(p), evs...)
+		evs = append(n.takeDeferred(p), buf...)
 	}
-	evs = append(evs, n.takeNotes(p)...) // and so do delivery records
 	p.props = nil
 	n.proposeEvents(p, evs)
+	if len(p.props) == 0 && cap(buf) <= maxReusedProps {
+		// The events are encoded in the entry and nothing kept them (a
+		// refused proposal is kept in p.props): the buffer serves the
+		// next entry, cleared of the results and specs it pointed at.
+		clear(buf)
+		p.props = buf[:0]
+	}
 }
+
+// maxReusedProps bounds the proposal buffer a partition keeps between
+// entries (an Event is a few hundred bytes): a burst's larger buffer goes
+// to the collector.
+const maxReusedProps = 4096
 
 // proposeEvents proposes evs as one entry, or, when they encode over
 // MaxEntryBytes, as two halves in order (each split again if need be).
 func (n *Node) proposeEvents(p *partition, evs []shard.Event) {
-	data := shard.AppendBatch(nil, &shard.Batch{Origin: n.holder, Events: evs})
+	data := n.encode(&shard.Batch{Origin: n.holder, Events: evs})
 	if len(data) > MaxEntryBytes && len(evs) > 1 {
 		half := len(evs) / 2
 		n.proposeEvents(p, evs[:half:half])
@@ -226,7 +239,7 @@ func (n *Node) proposeEvents(p *partition, evs []shard.Event) {
 		return
 	}
 	n.stats.Entries++
-	if err := p.rn.Propose(data); err != nil {
+	if err := p.rn.Propose(bytes.Clone(data)); err != nil {
 		n.stats.Entries--
 		n.proposalDropped(p, evs)
 	}
@@ -425,7 +438,9 @@ func (n *Node) applyEntry(p *partition, e *pb.Entry) {
 			n.maybeServe(p, e.GetTerm())
 			return
 		}
-		b, err := shard.DecodeBatch(e.GetData())
+		buf := n.decoded
+		n.decoded = nil // for as long as its events are applied
+		b, err := shard.DecodeBatchInto(e.GetData(), buf)
 		if err != nil {
 			n.rejectEntry(p, e, err)
 			return
@@ -433,6 +448,14 @@ func (n *Node) applyEntry(p *partition, e *pb.Entry) {
 		rejected := p.shard.Rejected()
 		n.applyBatch(p, &b)
 		n.stats.RejectedEntries += int(p.shard.Rejected() - rejected)
+		if evs := b.Events; cap(evs) <= maxReusedProps && cap(evs) >= cap(buf) {
+			// Nothing keeps an applied event (the shard and the node copy
+			// what they need): the next entry decodes into the same slice.
+			clear(evs)
+			n.decoded = evs[:0]
+		} else {
+			n.decoded = buf
+		}
 	}
 }
 

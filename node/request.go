@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -76,7 +77,7 @@ func (n *Node) Submit(req uint64, spec *shard.GroupSpec) {
 // proposal is dropped (dropSubmits). It reports false, the request
 // answered, for a group over the size limit.
 func (n *Node) admitSubmit(p *partition, req uint64, evs []shard.Event) bool {
-	if size := len(shard.AppendBatch(nil, &shard.Batch{Origin: n.holder, Req: req, Events: evs})); size > MaxEntryBytes {
+	if size := len(n.encode(&shard.Batch{Origin: n.holder, Req: req, Events: evs})); size > MaxEntryBytes {
 		n.releaseLeases(evs)
 		n.reply(Reply{Req: req, Err: &shard.FieldError{Task: -1, Field: "tasks",
 			Message: fmt.Sprintf("the group encodes to %d bytes, over the limit of %d", size, MaxEntryBytes)}})
@@ -163,12 +164,27 @@ func (n *Node) NextRequest() uint64 {
 	return n.reqSeq
 }
 
+// encode encodes b into the node's scratch buffer: the bytes are valid
+// until the next encode. An entry's data, which Raft keeps, is a copy of
+// exactly its size: encoding into a fresh slice grew it by doubling, and
+// half of what a batch of a thousand tasks allocated was thrown away.
+func (n *Node) encode(b *shard.Batch) []byte {
+	if cap(n.enc) > maxKeptEnc {
+		n.enc = nil // a large group's buffer goes back to the collector
+	}
+	n.enc = shard.AppendBatch(n.enc[:0], b)
+	return n.enc
+}
+
+// maxKeptEnc bounds the scratch buffer a node keeps between encodings.
+const maxKeptEnc = 1 << 20
+
 // MaxEntryBytes bounds one Raft entry: a group whose submitted event
 // encodes larger is refused (the WAL writes each Ready atomically).
 const MaxEntryBytes = 16 << 20
 
 func (n *Node) proposeRequest(p *partition, req uint64, kind requestKind, evs []shard.Event) {
-	data := shard.AppendBatch(nil, &shard.Batch{Origin: n.holder, Req: req, Events: evs})
+	data := n.encode(&shard.Batch{Origin: n.holder, Req: req, Events: evs})
 	if len(data) > MaxEntryBytes {
 		n.releaseLeases(evs)
 		n.reply(Reply{Req: req, Err: &shard.FieldError{Task: -1, Field: "tasks",
@@ -176,7 +192,7 @@ func (n *Node) proposeRequest(p *partition, req uint64, kind requestKind, evs []
 		return
 	}
 	n.wake(p, false)
-	if err := p.rn.Propose(data); err != nil {
+	if err := p.rn.Propose(bytes.Clone(data)); err != nil {
 		n.releaseLeases(evs)
 		n.reply(Reply{Req: req, Err: ErrUnavailable})
 		return
@@ -224,6 +240,9 @@ func (n *Node) applyBatch(p *partition, b *shard.Batch) {
 		delete(n.reqs, b.Req)
 	}
 	created := false
+	if k := leasesTo(b.Events, n.holder); k > 1 {
+		n.rd.Run = slices.Grow(n.rd.Run, k) // a Run is large: sized once, not doubled
+	}
 	for i := range b.Events {
 		e := &b.Events[i]
 		existed := e.Type == shard.EvSubmitted && p.shard.HasGroup(e.Group)
@@ -271,6 +290,17 @@ func (n *Node) applyBatch(p *partition, b *shard.Batch) {
 	if req != nil {
 		n.replyApplied(p, req, b, created)
 	}
+}
+
+// leasesTo counts the leases to holder among evs.
+func leasesTo(evs []shard.Event, holder string) int {
+	k := 0
+	for i := range evs {
+		if evs[i].Type == shard.EvLeased && evs[i].Holder == holder {
+			k++
+		}
+	}
+	return k
 }
 
 func (n *Node) replyApplied(p *partition, req *request, b *shard.Batch, created bool) {

@@ -101,7 +101,12 @@ func AppendBatch(dst []byte, b *Batch) []byte {
 
 // DecodeBatch decodes a batch written by AppendBatch. All of p must be
 // consumed. An unknown version is an error.
-func DecodeBatch(p []byte) (Batch, error) {
+func DecodeBatch(p []byte) (Batch, error) { return DecodeBatchInto(p, nil) }
+
+// DecodeBatchInto is DecodeBatch decoding the events into buf when it has
+// the room (its contents are overwritten), so that a caller applying one
+// entry after another reuses one slice.
+func DecodeBatchInto(p []byte, buf []Event) (Batch, error) {
 	d := NewDecoder(p)
 	var b Batch
 	v := d.Byte()
@@ -114,7 +119,7 @@ func DecodeBatch(p []byte) (Batch, error) {
 	d.Field("origin")
 	b.Req = d.Uvarint()
 	d.Field("req")
-	b.Events = decodeEvents(&d)
+	b.Events = decodeEvents(&d, buf)
 	if d.err == nil && d.Len() > 0 {
 		d.Fail("%d trailing bytes", d.Len())
 	}
@@ -125,12 +130,18 @@ func DecodeBatch(p []byte) (Batch, error) {
 	return b, nil
 }
 
-func decodeEvents(d *Decoder) []Event {
+func decodeEvents(d *Decoder, buf []Event) []Event {
 	n := d.Count(minEventSize)
 	if !d.Field("events") || n == 0 {
 		return nil
 	}
-	evs := make([]Event, n)
+	var evs []Event
+	if cap(buf) >= n {
+		evs = buf[:n]
+		clear(evs) // decodeEvent sets only what the encoding holds
+	} else {
+		evs = make([]Event, n)
+	}
 	prev := &Event{}
 	for i := range evs {
 		decodeEvent(d, &evs[i], prev)

@@ -94,7 +94,11 @@ func (s *Shard) lease(now time.Time, n int, holder string, qs []*readyQueue, acc
 	if !s.leader || n <= 0 {
 		return nil
 	}
-	var evs []Event
+	k := 0
+	for _, q := range qs {
+		k += q.Len()
+	}
+	evs := make([]Event, 0, min(n, k)) // an Event is large: sized once, not doubled
 	var skipped []*task
 	for len(evs) < n {
 		t := first(qs)

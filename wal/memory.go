@@ -137,7 +137,9 @@ func (m *Memory) Sync() error {
 	}
 	copyKeys(m.synced.outbox, m.cur.outbox, m.dirtyOut)
 	copyKeys(m.synced.meta, m.cur.meta, m.dirtyMeta)
-	m.resetDirty()
+	clear(m.dirtyParts) // kept for the next sync's keys
+	clear(m.dirtyOut)
+	clear(m.dirtyMeta)
 	return nil
 }
 
