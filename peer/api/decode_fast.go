@@ -19,8 +19,9 @@ import (
 
 // fastGroup decodes data into g as decodeStrict(data, g, "") would, and
 // reports whether it did; when it gives up, g is left zero, for
-// decodeStrict to decode into.
-func fastGroup(data []byte, g *rawGroupOf[rawGroupTask]) (ok bool) {
+// decodeStrict to decode into. The tasks are parsed into room's array when
+// it has the room.
+func fastGroup(data []byte, g *rawGroupOf[rawGroupTask], room []rawGroupTask) (ok bool) {
 	defer func() {
 		if !ok {
 			*g = rawGroupOf[rawGroupTask]{}
@@ -40,7 +41,10 @@ func fastGroup(data []byte, g *rawGroupOf[rawGroupTask]) (ok bool) {
 		case "to":
 			return p.str(&g.To)
 		case "tasks":
-			g.Tasks = []rawGroupTask{}
+			g.Tasks = room[:0:cap(room)]
+			if g.Tasks == nil {
+				g.Tasks = []rawGroupTask{}
+			}
 			return p.array(func() bool {
 				g.Tasks = append(g.Tasks, rawGroupTask{})
 				return p.task(&g.Tasks[len(g.Tasks)-1])

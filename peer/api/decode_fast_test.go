@@ -14,7 +14,7 @@ import (
 func sameAsDecodeStrict(t testing.TB, data []byte) bool {
 	t.Helper()
 	var fast rawGroupOf[rawGroupTask]
-	if !fastGroup(data, &fast) {
+	if !fastGroup(data, &fast, nil) {
 		return false
 	}
 	var want rawGroupOf[rawGroupTask]
@@ -23,6 +23,13 @@ func sameAsDecodeStrict(t testing.TB, data []byte) bool {
 	}
 	if !reflect.DeepEqual(fast, want) {
 		t.Fatalf("fastGroup(%q)\n = %#v\nwant %#v", data, fast, want)
+	}
+	// Parsed into the room of an earlier group's tasks (getRawTasks), the
+	// same value: nothing of the earlier tasks shows through.
+	room := []rawGroupTask{{Name: "stale", Handler: "h", Payload: []byte("1"), Deps: []string{"x"}, Pin: "p"}, {Timeout: "1s"}}
+	var again rawGroupOf[rawGroupTask]
+	if !fastGroup(data, &again, room[:0]) || !reflect.DeepEqual(again, want) {
+		t.Fatalf("fastGroup(%q) into a used room\n = %#v\nwant %#v", data, again, want)
 	}
 	return true
 }

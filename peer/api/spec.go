@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/needle-mesh/needle/shard"
 )
@@ -159,25 +160,56 @@ func decodeGroupTo(r io.Reader, lim Limits) (*shard.GroupSpec, string, error) {
 // way. One decoder per task was a sixth of the CPU and the most allocated
 // bytes of a peer under W1.
 func decodeGroupData(data []byte, lim Limits, onePass bool) (*shard.GroupSpec, string, error) {
-	var fg rawGroupOf[rawGroupTask]
-	if onePass && (fastGroup(data, &fg) || decodeStrict(data, &fg, "") == nil) {
-		return decodeGroupFrom(&fg, lim, func(i int, _ string, rt *rawGroupTask) error {
-			*rt = fg.Tasks[i]
-			return nil
-		})
+	if onePass {
+		var fg rawGroupOf[rawGroupTask]
+		if fastGroup(data, &fg, getRawTasks()) || decodeStrict(data, &fg, "") == nil {
+			defer putRawTasks(fg.Tasks)
+			return decodeGroupFrom(&fg, lim, func(i int, _ string) (*rawGroupTask, error) {
+				return &fg.Tasks[i], nil
+			})
+		}
 	}
 	var rg rawGroup
 	if err := decodeStrict(data, &rg, ""); err != nil {
 		return nil, "", err
 	}
-	return decodeGroupFrom(&rg, lim, func(i int, path string, rt *rawGroupTask) error {
-		return decodeStrict(rg.Tasks[i], rt, path)
+	return decodeGroupFrom(&rg, lim, func(i int, path string) (*rawGroupTask, error) {
+		rt := new(rawGroupTask)
+		return rt, decodeStrict(rg.Tasks[i], rt, path)
 	})
+}
+
+// rawTasks keeps the slices a group's tasks are parsed into: a thousand
+// tasks are 200 KB, and growing the slice task by task allocated twice
+// that for every group submitted. Nothing parsed is kept past the spec's
+// making (groupTaskSpec copies what it takes), so a slice is cleared and
+// reused.
+var rawTasks = sync.Pool{New: func() any { return new([]rawGroupTask) }}
+
+// maxPooledTasks bounds the slices rawTasks keeps.
+const maxPooledTasks = 10000
+
+func getRawTasks() []rawGroupTask {
+	b := rawTasks.Get().(*[]rawGroupTask)
+	ts := (*b)[:0]
+	*b = nil
+	rawTasks.Put(b)
+	return ts
+}
+
+func putRawTasks(ts []rawGroupTask) {
+	if ts == nil || cap(ts) > maxPooledTasks {
+		return
+	}
+	clear(ts[:cap(ts)])
+	b := rawTasks.Get().(*[]rawGroupTask)
+	*b = ts[:0]
+	rawTasks.Put(b)
 }
 
 // decodeGroupFrom is decodeGroupTo after the JSON: task decodes task i
 // (at path) into rt.
-func decodeGroupFrom[T any](rg *rawGroupOf[T], lim Limits, task func(i int, path string, rt *rawGroupTask) error) (*shard.GroupSpec, string, error) {
+func decodeGroupFrom[T any](rg *rawGroupOf[T], lim Limits, task func(i int, path string) (*rawGroupTask, error)) (*shard.GroupSpec, string, error) {
 	var err error
 	spec := &shard.GroupSpec{}
 	if spec.Mode, err = rg.mode(lim); err != nil {
@@ -316,7 +348,7 @@ func (rg *rawGroupOf[T]) mode(lim Limits) (shard.Mode, error) {
 
 // decodeTasks decodes the n tasks of a dag or parallel group, task i
 // through task; names maps each task name to its index.
-func decodeTasks(n int, task func(i int, path string, rt *rawGroupTask) error, mode shard.Mode, lim Limits) ([]shard.TaskSpec, map[string]int, error) {
+func decodeTasks(n int, task func(i int, path string) (*rawGroupTask, error), mode shard.Mode, lim Limits) ([]shard.TaskSpec, map[string]int, error) {
 	tasks := make([]shard.TaskSpec, 0, n)
 	names := make(map[string]int, n)
 	for i := range n {
@@ -325,11 +357,11 @@ func decodeTasks(n int, task func(i int, path string, rt *rawGroupTask) error, m
 		if mode == shard.ModeParallel || mode == shard.ModeBroadcast {
 			dflt = "t" + strconv.Itoa(i)
 		}
-		var rt rawGroupTask
-		if err := task(i, path, &rt); err != nil {
+		rt, err := task(i, path)
+		if err != nil {
 			return nil, nil, err
 		}
-		ts, err := groupTaskSpec(&rt, path, dflt, mode, lim)
+		ts, err := groupTaskSpec(rt, path, dflt, mode, lim)
 		if err != nil {
 			return nil, nil, err
 		}
