@@ -122,13 +122,37 @@ func encodeChunks(base, payload []byte) [][]byte {
 		lo := c * chunkSize
 		hi := min(lo+chunkSize, len(payload))
 		v := make([]byte, headerLen+hi-lo)
-		v[0] = formatVersion
-		binary.BigEndian.PutUint32(v[5:9], uint32(n))
 		copy(v[headerLen:], payload[lo:hi])
-		binary.BigEndian.PutUint32(v[1:5], chunkCRC(base, uint32(c), v[5:]))
+		frameChunk(base, uint32(c), uint32(n), v)
 		out[c] = v
 	}
 	return out
+}
+
+// frameChunk fills the header of v, chunk c of n under base, whose
+// payload follows the header in v.
+func frameChunk(base []byte, c, n uint32, v []byte) {
+	v[0] = formatVersion
+	binary.BigEndian.PutUint32(v[5:9], n)
+	binary.BigEndian.PutUint32(v[1:5], chunkCRC(base, c, v[5:]))
+}
+
+// encodeMessage is encodeChunks of m's encoding (marshal). A message that
+// fits one chunk, as a Raft entry of up to 256 KB does, is encoded in
+// place behind the chunk's header: one allocation and one copy of the
+// entry fewer for every entry a replica writes.
+func encodeMessage(base []byte, m proto.Message) [][]byte {
+	opts := proto.MarshalOptions{Deterministic: true}
+	size := opts.Size(m)
+	if size > chunkSize {
+		return encodeChunks(base, marshal(m))
+	}
+	v, err := opts.MarshalAppend(make([]byte, headerLen, headerLen+size), m)
+	if err != nil {
+		panic(fmt.Sprintf("badgerwal: invariant: marshal %T: %v", m, err))
+	}
+	frameChunk(base, 0, 1, v)
+	return [][]byte{v}
 }
 
 // chunkCRC is the checksum of one chunk: it covers the key so that a value

@@ -23,7 +23,12 @@ func (w *txnWriter) del(k []byte) error    { return badgerErr(w.txn.Delete(k)) }
 
 // putChunks writes payload under base, assuming no chunk is stored there.
 func (w *txnWriter) putChunks(base, payload []byte) error {
-	for c, v := range encodeChunks(base, payload) {
+	return w.putValues(base, encodeChunks(base, payload))
+}
+
+// putValues writes the chunk values vs (encodeChunks) under base.
+func (w *txnWriter) putValues(base []byte, vs [][]byte) error {
+	for c, v := range vs {
 		if err := w.set(chunkKey(base, uint32(c)), v); err != nil {
 			return err
 		}
@@ -380,7 +385,8 @@ func (t *txnPart) PutEntries(es []*raftpb.Entry) error {
 	}
 	m.last = es[len(es)-1].GetIndex()
 	for _, e := range es {
-		if err := t.w.putChunks(entryKey(t.p, e.GetIndex()), marshal(e)); err != nil {
+		base := entryKey(t.p, e.GetIndex())
+		if err := t.w.putValues(base, encodeMessage(base, e)); err != nil {
 			return err
 		}
 	}
