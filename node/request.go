@@ -281,11 +281,12 @@ func (n *Node) applyBatch(p *partition, b *shard.Batch) {
 			}
 		}
 	}
-	for _, c := range p.shard.TakeChanges() {
+	from := len(n.rd.Changes)
+	n.rd.Changes = p.shard.AppendChanges(n.rd.Changes)
+	for _, c := range n.rd.Changes[from:] {
 		if r, running := n.running[c.Task]; running && c.Abort && c.Holder == n.holder {
 			n.rd.Abort = append(n.rd.Abort, RunRef{c.Task, r})
 		}
-		n.rd.Changes = append(n.rd.Changes, c)
 	}
 	if req != nil {
 		n.replyApplied(p, req, b, created)
@@ -343,7 +344,7 @@ func (n *Node) applyLease(p *partition, e *shard.Event, origin string) {
 		n.startExternal(e.Task, e.Round)
 		n.rd.Run = append(n.rd.Run, Run{
 			Task: e.Task, Round: e.Round, Handler: run.Handler, Trace: p.shard.Trace(e.Task), Payload: p.shard.Payload(e.Task), Shard: si, Shards: sn,
-			Timeout: p.shard.Timeout(run), Inputs: rawInputs(p.shard.Inputs(e.Task)), External: true, Attempt: p.shard.Attempts(e.Task),
+			Timeout: p.shard.Timeout(&run), Inputs: rawInputs(p.shard.Inputs(e.Task)), External: true, Attempt: p.shard.Attempts(e.Task),
 			Require: run.Require, Expiry: e.Expiry, Name: run.Name, Pin: run.Pin, Worker: p.shard.BroadcastWorker(e.Task),
 		})
 		return
@@ -379,7 +380,7 @@ func (n *Node) applyLease(p *partition, e *shard.Event, origin string) {
 	n.startRun(e.Task, e.Round)
 	n.rd.Run = append(n.rd.Run, Run{
 		Task: e.Task, Round: e.Round, Handler: run.Handler, Trace: p.shard.Trace(e.Task), Payload: p.shard.Payload(e.Task), Shard: si, Shards: sn,
-		Timeout: p.shard.Timeout(run), Attempt: p.shard.Attempts(e.Task), Inputs: rawInputs(p.shard.Inputs(e.Task)),
+		Timeout: p.shard.Timeout(&run), Attempt: p.shard.Attempts(e.Task), Inputs: rawInputs(p.shard.Inputs(e.Task)),
 	})
 }
 

@@ -143,7 +143,7 @@ func (n *Node) appliedSpeculative(p *partition, e *shard.Event) bool {
 	}
 	delete(n.spec, e.Task)
 	if sr.round == e.Round && sr.at.Equal(e.At) && sr.expiry.Equal(e.Expiry) {
-		if _, took := p.shard.RunOf(e.Task, e.Round, e.Holder); !took {
+		if !p.shard.Runs(e.Task, e.Round, e.Holder) {
 			// A lease held back (defer.go) while its task was canceled
 			// or changed: it took nothing, and its run stops.
 			if r, running := n.running[e.Task]; running && r == e.Round {

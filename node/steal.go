@@ -328,7 +328,7 @@ func (n *Node) grantApplied(p *partition, e *shard.Event) {
 		return
 	}
 	n.stats.TasksGranted++
-	n.steal.grants[e.Holder] = append(n.steal.grants[e.Holder], n.grantOf(p, e, spec))
+	n.steal.grants[e.Holder] = append(n.steal.grants[e.Holder], n.grantOf(p, e, &spec))
 }
 
 // grantOf is the grant of lease e of p, a task of spec.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -101,7 +100,7 @@ func (p *Peer) execute(j job) shard.Outcome {
 	lw := p.logs.writer(r.Task, r.Round)
 	defer p.logs.finish(lw, p.cfg.Retention)
 	call := handler.Call{Task: r.Task, Round: r.Round, Attempt: r.Attempt + 1, Payload: r.Payload, Inputs: r.Inputs, Shard: r.Shard, Shards: r.Shards, Trace: traceparent(j.ctx),
-		Log: slog.New(slog.NewTextHandler(lw, nil))}.WithLogWriter(lw)
+		Log: newRunLogger(lw)}.WithLogWriter(lw)
 	res, err := safeCall(j.ctx, h, call)
 	o.Took = time.Since(start)
 	p.metrics.runTime(r.Handler, o.Took)

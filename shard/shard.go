@@ -295,6 +295,15 @@ func (s *Shard) TakeChanges() []Change {
 	return c
 }
 
+// AppendChanges is TakeChanges appending the changes to dst; the shard
+// keeps its buffer for the next ones.
+func (s *Shard) AppendChanges(dst []Change) []Change {
+	dst = append(dst, s.changes...)
+	clear(s.changes)
+	s.changes = s.changes[:0]
+	return dst
+}
+
 func (s *Shard) lookup(id TaskID) (*task, error) {
 	gid, i, ok := id.Split()
 	if !ok {
@@ -464,13 +473,19 @@ func (s *Shard) Finished(id TaskID) (Round, bool) {
 
 // RunOf returns the spec of a task (a copy) when it is RUNNING under
 // exactly this round and holder.
-func (s *Shard) RunOf(id TaskID, r Round, holder string) (*TaskSpec, bool) {
-	t, err := s.lookup(id)
-	if err != nil || t.state != Running || t.round != r || t.holder != holder {
-		return nil, false
+func (s *Shard) RunOf(id TaskID, r Round, holder string) (TaskSpec, bool) {
+	if !s.Runs(id, r, holder) {
+		return TaskSpec{}, false
 	}
-	ts := t.spec()
-	return &ts, true
+	t, _ := s.lookup(id)
+	return t.spec(), true
+}
+
+// Runs reports whether a task is RUNNING under exactly this round and
+// holder (RunOf without the spec).
+func (s *Shard) Runs(id TaskID, r Round, holder string) bool {
+	t, err := s.lookup(id)
+	return err == nil && t.state == Running && t.round == r && t.holder == holder
 }
 
 // LeasedSpec returns the spec of a task (a copy) the leader leased and whose lease

@@ -126,7 +126,7 @@ func TestRunOfWholeSpec(t *testing.T) {
 		t.Fatalf("LeasedSpec = %+v, %v; want %+v", ts, ok, spec.Tasks[i])
 	}
 	o.commit(evs...)
-	if ts, ok := o.s.RunOf(evs[0].Task, evs[0].Round, "w"); !ok || !reflect.DeepEqual(*ts, spec.Tasks[i]) {
+	if ts, ok := o.s.RunOf(evs[0].Task, evs[0].Round, "w"); !ok || !reflect.DeepEqual(ts, spec.Tasks[i]) {
 		t.Fatalf("RunOf = %+v, %v; want %+v", ts, ok, spec.Tasks[i])
 	}
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -241,5 +242,22 @@ func TestDecodeGroupStream(t *testing.T) {
 	spec = mustDecodeGroup(t, `{"mode": "staged", "stages": [[{"handler": "echo"}], [{"handler": "echo"}]]}`)
 	if spec.Mode != shard.ModePipeline || len(spec.Tasks) != 2 {
 		t.Errorf("staged spec = %+v", spec)
+	}
+}
+
+// TestReadBodySized: a body read by the length its request announced is
+// the body whatever the length says (right, short, long, absent), and one
+// over the limit is refused as one read without it.
+func TestReadBodySized(t *testing.T) {
+	body := []byte(strings.Repeat("0123456789", 300)) // 3,000 bytes
+	for _, announced := range []int64{-1, 0, 1, 100, 2999, 3000, 3001, 1 << 30} {
+		got, err := readBody(sizedBody{bytes.NewReader(body), announced}, 10000)
+		if err != nil || !bytes.Equal(got, body) {
+			t.Fatalf("announced %d: read %d bytes, %v; want the %d of the body", announced, len(got), err, len(body))
+		}
+		_, err = readBody(sizedBody{bytes.NewReader(body), announced}, 2999)
+		if !errors.Is(err, ErrPayloadTooLarge) {
+			t.Fatalf("announced %d, limit 2999: %v; want ErrPayloadTooLarge", announced, err)
+		}
 	}
 }

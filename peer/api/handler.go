@@ -252,7 +252,7 @@ func (s *server) health(w http.ResponseWriter, r *http.Request) {
 // body limits the request body to the configured size.
 func (s *server) body(w http.ResponseWriter, r *http.Request) io.Reader {
 	max := s.opts.Limits.withDefaults().MaxBody
-	return http.MaxBytesReader(w, r.Body, max+1)
+	return sizedBody{http.MaxBytesReader(w, r.Body, max+1), r.ContentLength}
 }
 
 func (s *server) submitTask(w http.ResponseWriter, r *http.Request) {
