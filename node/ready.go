@@ -239,7 +239,7 @@ func (n *Node) proposeEvents(p *partition, evs []shard.Event) {
 		return
 	}
 	n.stats.Entries++
-	if err := p.rn.Propose(bytes.Clone(data)); err != nil {
+	if err := p.rn.Propose(data); err != nil { // Raft copies data (encode)
 		n.stats.Entries--
 		n.proposalDropped(p, evs)
 	}

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -165,9 +164,13 @@ func (n *Node) NextRequest() uint64 {
 }
 
 // encode encodes b into the node's scratch buffer: the bytes are valid
-// until the next encode. An entry's data, which Raft keeps, is a copy of
-// exactly its size: encoding into a fresh slice grew it by doubling, and
-// half of what a batch of a thousand tasks allocated was thrown away.
+// until the next encode. Encoding into a fresh slice grew it by doubling,
+// and half of what a batch of a thousand tasks allocated was thrown away.
+// The buffer is proposed as it is: Raft appends a copy of a proposed
+// entry to its log (raft.appendEntry clones it), and keeps nothing of the
+// proposal otherwise. TestRaftCopiesProposals holds Raft to that: were it
+// to keep the proposal's bytes, the next encode would overwrite a logged
+// entry.
 func (n *Node) encode(b *shard.Batch) []byte {
 	if cap(n.enc) > maxKeptEnc {
 		n.enc = nil // a large group's buffer goes back to the collector
@@ -192,7 +195,7 @@ func (n *Node) proposeRequest(p *partition, req uint64, kind requestKind, evs []
 		return
 	}
 	n.wake(p, false)
-	if err := p.rn.Propose(bytes.Clone(data)); err != nil {
+	if err := p.rn.Propose(data); err != nil { // Raft copies data (encode)
 		n.releaseLeases(evs)
 		n.reply(Reply{Req: req, Err: ErrUnavailable})
 		return
