@@ -245,3 +245,32 @@ func TestHandWrittenKnowEveryField(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupAnswerSizedOnce: a group's answer fits the allocation marshal
+// sizes for it (tasksSize), for tasks as W1's and with every field a
+// task may carry, and it is not more than a third over.
+func TestGroupAnswerSizedOnce(t *testing.T) {
+	at := time.Date(2026, 12, 4, 22, 25, 18, 123456789, time.UTC)
+	msg, stage := "exit status 1: boom", 3
+	peer := "12D3KooWQYhTNQdmr3ArTeUHRYzFg94BKyTkoWBDWez9kSCVe2Xo#1764887118"
+	full := Task{ID: "g-01JEXAMPLE0000000000000000/t1", Group: "g-01JEXAMPLE0000000000000000", Name: "t1", Handler: "exec",
+		State: "FAILED", Priority: -2147483648, Attempt: 999999, Round: 18446744073709551615, Retries: 999999, Peer: peer,
+		Error: &msg, Deps: []string{"t0", "a-longer-dependency-name"}, CreatedAt: &at, StartedAt: &at, FinishedAt: &at, NotBefore: &at,
+		Stage: &stage, Item: &stage, Require: []string{"gpu=a100", "zone=eu-west-1"}, Pin: peer, Waiting: "no live peer carries gpu=a100"}
+	echo := Task{ID: "g-01JEXAMPLE0000000000000000/t2", Group: "g-01JEXAMPLE0000000000000000", Handler: "echo", State: "SUCCEEDED",
+		Attempt: 1, Round: 1, Peer: peer, Result: json.RawMessage(`{"w":"w1","rep":0,"i":123456}`), CreatedAt: &at, StartedAt: &at, FinishedAt: &at}
+	for _, task := range []Task{full, echo, {ID: "t", Group: "g", Handler: "h", State: "READY"}} {
+		g := Group{ID: task.Group, Mode: "parallel", State: "RUNNING", Total: 1000, Counts: map[string]int{"FAILED": 1, "SUCCEEDED": 998, "READY": 1},
+			CreatedAt: &at, FinishedAt: &at}
+		for range 1000 {
+			g.Tasks = append(g.Tasks, task)
+		}
+		b, err := marshal(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if room := 512 + tasksSize(g.Tasks); len(b) > room || room > len(b)*4/3+512 {
+			t.Errorf("%s task: a group's answer of %d bytes in %d sized for it", task.Handler, len(b), room)
+		}
+	}
+}
