@@ -34,6 +34,8 @@ func marshal(v any) ([]byte, error) {
 		b, ok = appendTask(make([]byte, 0, 512), &v)
 	case TaskList:
 		b, ok = appendList(make([]byte, 0, 64+tasksSize(v.Tasks)), "tasks", v.Tasks, appendTask, v.Cursor, v.MissingPartitions)
+	case SubmitGroupResponse:
+		b, ok = appendSubmitted(make([]byte, 0, 32+len(v.Group)+len(v.Tasks)*(8+len(v.Group)+24)), &v)
 	case GroupList:
 		b, ok = appendList(make([]byte, 0, 64+300*len(v.Groups)), "groups", v.Groups, appendGroup, v.Cursor, v.MissingPartitions)
 	}
@@ -116,6 +118,35 @@ func stringsSize(ss []string) int {
 		n += 3 + len(s)
 	}
 	return n
+}
+
+// appendSubmitted appends a group's submission answer: its task ids by
+// name, in the order of the names, as encoding/json writes a map. A
+// 1,000-task group's answer by encoding/json (reflection, and a sort of
+// reflected keys) was 2.4% of the peers' CPU under W1 at 3 peers.
+func appendSubmitted(b []byte, r *SubmitGroupResponse) ([]byte, bool) {
+	ok := true
+	b = append(b, `{"group":`...)
+	b, ok = appendString(b, r.Group, ok)
+	b = append(b, `,"tasks":`...)
+	if r.Tasks == nil {
+		return append(b, "null}"...), ok
+	}
+	names := make([]string, 0, len(r.Tasks))
+	for name := range r.Tasks {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	b = append(b, '{')
+	for i, name := range names {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b, ok = appendString(b, name, ok)
+		b = append(b, ':')
+		b, ok = appendString(b, r.Tasks[name], ok)
+	}
+	return append(b, "}}"...), ok
 }
 
 // appendList appends a page of a list (TaskList, GroupList): its items

@@ -147,7 +147,7 @@ func (g *gen) group() Group {
 // field and every kind of value the writer leaves to encoding/json.
 func TestEncodeMatchesEncodingJSON(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	fast, fastList := 0, 0
+	fast, fastList, fastSub := 0, 0, 0
 	for i := range 20000 {
 		gn := &gen{r: r, plain: []float64{0, 0.97, 1}[i%3]}
 		g := gn.group()
@@ -165,9 +165,23 @@ func TestEncodeMatchesEncodingJSON(t *testing.T) {
 		}
 		sameAsEncodingJSON(t, tl)
 		sameAsEncodingJSON(t, gl)
+		sub := SubmitGroupResponse{Group: gn.str(), Created: gn.one(2)}
+		if !gn.one(8) {
+			sub.Tasks = map[string]string{}
+			for range gn.intn(4) {
+				sub.Tasks[gn.str()] = gn.str()
+			}
+		}
+		sameAsEncodingJSON(t, sub)
+		if _, ok := appendSubmitted(nil, &sub); ok && len(sub.Tasks) > 1 {
+			fastSub++
+		}
 		if _, ok := appendList(nil, "groups", gl.Groups, appendGroup, gl.Cursor, gl.MissingPartitions); ok {
 			fastList++
 		}
+	}
+	if fastSub < 200 {
+		t.Fatalf("only %d of 20,000 submission answers of two tasks or more took the hand-written path", fastSub)
 	}
 	if fastList < 200 {
 		t.Fatalf("only %d of 20,000 lists took the hand-written path", fastList)
@@ -205,6 +219,7 @@ func FuzzEncodeMatchesEncodingJSON(f *testing.F) {
 		sameAsEncodingJSON(t, task)
 		sameAsEncodingJSON(t, Group{ID: id, Mode: handler, State: peer, Total: n, Counts: map[string]int{peer: n, id: 1},
 			Tasks: []Task{task, task}, CreatedAt: &at})
+		sameAsEncodingJSON(t, SubmitGroupResponse{Group: id, Tasks: map[string]string{handler: id, peer: handler}})
 	})
 }
 
@@ -239,7 +254,7 @@ func TestHandWrittenKnowEveryField(t *testing.T) {
 	for _, c := range []struct {
 		v      any
 		fields int
-	}{{Task{}, 22}, {Group{}, 15}, {TaskList{}, 3}, {GroupList{}, 3}, {rawGroupTask{}, 10}, {rawGroupOf[rawGroupTask]{}, 8}} {
+	}{{Task{}, 22}, {Group{}, 15}, {TaskList{}, 3}, {GroupList{}, 3}, {rawGroupTask{}, 10}, {rawGroupOf[rawGroupTask]{}, 8}, {SubmitGroupResponse{}, 3}} {
 		if n := reflect.TypeOf(c.v).NumField(); n != c.fields {
 			t.Errorf("%T has %d fields, the hand-written encoder or decoder knows %d: teach it the new ones (and the generators), then change this count", c.v, n, c.fields)
 		}
