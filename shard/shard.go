@@ -289,11 +289,7 @@ func (s *Shard) ReadyLen() int { return s.ready.Len() }
 func (s *Shard) HasGroup(id GroupID) bool { _, ok := s.groups[id]; return ok }
 
 // TakeChanges returns the changes recorded by Apply since the last call.
-func (s *Shard) TakeChanges() []Change {
-	c := s.changes
-	s.changes = nil
-	return c
-}
+func (s *Shard) TakeChanges() []Change { return s.AppendChanges(nil) }
 
 // AppendChanges is TakeChanges appending the changes to dst; the shard
 // keeps its buffer for the next ones.
@@ -474,18 +470,27 @@ func (s *Shard) Finished(id TaskID) (Round, bool) {
 // RunOf returns the spec of a task (a copy) when it is RUNNING under
 // exactly this round and holder.
 func (s *Shard) RunOf(id TaskID, r Round, holder string) (TaskSpec, bool) {
-	if !s.Runs(id, r, holder) {
+	t := s.running(id, r, holder)
+	if t == nil {
 		return TaskSpec{}, false
 	}
-	t, _ := s.lookup(id)
 	return t.spec(), true
 }
 
 // Runs reports whether a task is RUNNING under exactly this round and
 // holder (RunOf without the spec).
 func (s *Shard) Runs(id TaskID, r Round, holder string) bool {
+	return s.running(id, r, holder) != nil
+}
+
+// running returns the task when it is RUNNING under exactly this round
+// and holder, else nil.
+func (s *Shard) running(id TaskID, r Round, holder string) *task {
 	t, err := s.lookup(id)
-	return err == nil && t.state == Running && t.round == r && t.holder == holder
+	if err != nil || t.state != Running || t.round != r || t.holder != holder {
+		return nil
+	}
+	return t
 }
 
 // LeasedSpec returns the spec of a task (a copy) the leader leased and whose lease
