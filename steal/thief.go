@@ -106,8 +106,17 @@ func (t *Thief) Observe(l Load) {
 		t.peers = append(t.peers, peerState{load: l})
 		t.loaded += b2i(l.Ready > 0)
 	case !l.At.Before(t.peers[i].load.At):
-		t.loaded += b2i(l.Ready > 0) - b2i(t.peers[i].load.Ready > 0)
-		t.peers[i].load = l
+		p := &t.peers[i]
+		if l.Ready > 0 && p.load.Ready <= 0 {
+			// Work came since it was last seen without any: the backoff
+			// was for a peer with nothing to give (a refusal's reply, or
+			// blind asks of an idle mesh that doubled it to seconds), and
+			// it may be asked at once. A peer that refuses while it holds
+			// READY tasks stays in backoff: its load never went empty.
+			p.until = time.Time{}
+		}
+		t.loaded += b2i(l.Ready > 0) - b2i(p.load.Ready > 0)
+		p.load = l
 	}
 }
 

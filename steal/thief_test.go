@@ -381,3 +381,42 @@ func TestAskOutsideNext(t *testing.T) {
 		t.Fatalf("Stats() = %+v; want Asked 2, Refused 1, Expired 1", s)
 	}
 }
+
+// A backoff earned asking a peer with nothing to give ends when that peer
+// is next seen with READY work: an idle mesh's blind asks double it to
+// seconds, and the first backlog waited that long for its thieves. A
+// peer that refuses while it holds READY tasks stays in backoff.
+func TestBackoffEndsWhenWorkArrives(t *testing.T) {
+	th := mustThief(t, 1, nil)
+	now := t0
+	for range 6 { // blind asks of an idle mesh, each refused
+		v, _, ok := th.Sample(now, idle(2), []string{"a", "me"}, func(int) bool { return true })
+		if !ok || v != "a" {
+			t.Fatalf("Sample() = %q, %v; want a", v, ok)
+		}
+		th.Refused(now, "a")
+		th.Observe(Load{Peer: "a", Slots: 2, At: now}) // the refusal's load: nothing READY
+		now = now.Add(time.Minute)                     // past the sample wait (SampleMax)
+	}
+	refusedAt := now.Add(-time.Second)
+	th.Refused(refusedAt, "a")
+	if th.BackoffUntil("a").Sub(refusedAt) < time.Second {
+		t.Fatalf("backoff after 7 refusals = %v; want >= 1s", th.BackoffUntil("a").Sub(refusedAt))
+	}
+	at := refusedAt.Add(time.Millisecond)
+	th.Observe(Load{Peer: "a", Ready: 300, Slots: 2, At: at})
+	if v, n, ok := th.Next(at, idle(2)); !ok || v != "a" || n != 4 {
+		t.Fatalf("Next() after a's work arrived = %q, %d, %v; want a, 4, true", v, n, ok)
+	}
+
+	// Refused while it advertises READY work: the backoff stands, and a
+	// later load with work is no news.
+	th.Refused(at, "a")
+	th.Observe(Load{Peer: "a", Ready: 299, Slots: 2, At: at.Add(time.Millisecond)})
+	if v, _, ok := th.Next(at.Add(time.Millisecond), idle(2)); ok {
+		t.Fatalf("Next() = %q during the backoff of a loaded peer's refusal; want nothing", v)
+	}
+	if until := th.BackoffUntil("a"); until.IsZero() {
+		t.Fatal("BackoffUntil(a) is zero after a loaded peer's refusal")
+	}
+}
