@@ -18,14 +18,9 @@ func InitialLeases(now time.Time, spec *GroupSpec, n int, holder string, default
 	}
 	var idx []int
 	for i := range spec.Tasks {
-		t := &spec.Tasks[i]
-		if t.Delay > 0 || len(t.Deps) > 0 || (spec.Mode == ModePipeline && t.Stage > 0) || t.Constrained() {
-			continue
+		if t := &spec.Tasks[i]; spec.readyAtSubmit(t) && !t.Constrained() {
+			idx = append(idx, i)
 		}
-		if spec.Mode == ModeStream && (t.Stage > 0 || !spec.streamAdmits(t)) {
-			continue
-		}
-		idx = append(idx, i)
 	}
 	slices.SortStableFunc(idx, func(a, b int) int {
 		return int(spec.Tasks[b].Priority) - int(spec.Tasks[a].Priority)
@@ -40,6 +35,30 @@ func InitialLeases(now time.Time, spec *GroupSpec, n int, holder string, default
 			Round: 1, Holder: holder, Expiry: now.Add(timeout + grace)})
 	}
 	return evs
+}
+
+// ReadyAtSubmit counts the tasks of a group that are READY as soon as it
+// applies: no dependencies, no delay, admitted by its pipeline's stages.
+// Constrained ones count: they are READY for the peers that match them.
+func ReadyAtSubmit(spec *GroupSpec) int {
+	n := 0
+	for i := range spec.Tasks {
+		if spec.readyAtSubmit(&spec.Tasks[i]) {
+			n++
+		}
+	}
+	return n
+}
+
+// readyAtSubmit reports whether task t of g is READY when g applies.
+func (g *GroupSpec) readyAtSubmit(t *TaskSpec) bool {
+	switch {
+	case t.Delay > 0 || len(t.Deps) > 0 || g.Mode == ModePipeline && t.Stage > 0:
+		return false
+	case g.Mode == ModeStream:
+		return t.Stage == 0 && g.streamAdmits(t)
+	}
+	return true
 }
 
 // Config returns the shard's configuration.

@@ -680,3 +680,16 @@ func TestDecodeInternsHolders(t *testing.T) {
 		t.Fatalf("%d repeated holders in kept histories, %d of them shared", same, shared)
 	}
 }
+
+// ReadyAtSubmit counts what a submission makes READY, in every mode: the
+// node holds a creation back only when its leases take all of those.
+func TestReadyAtSubmit(t *testing.T) {
+	for _, spec := range specsCases() {
+		o := newOwner(t)
+		want := ReadyAtSubmit(&spec)
+		o.submit(spec)
+		if got := o.s.ReadyLen(); got != want {
+			t.Errorf("%s (%v): %d READY after its submission; ReadyAtSubmit = %d", spec.ID, spec.Mode, got, want)
+		}
+	}
+}
