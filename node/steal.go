@@ -564,7 +564,7 @@ func (n *Node) claimLease(t shard.TaskID, r shard.Round, expiry time.Time, origi
 		}
 		n.stats.StaleGrants++
 	}
-	n.setClaim(t, claimOf(r, expiry, ""))
+	n.putClaim(t, claimOf(r, expiry, ""), ok)
 	return true
 }
 
@@ -585,14 +585,47 @@ func (n *Node) voidClaim(t shard.TaskID, r shard.Round) {
 }
 
 func (n *Node) setClaim(t shard.TaskID, c claimed) {
-	if _, ok := n.started[t]; !ok {
-		n.startedQ = append(n.startedQ, t)
-		if len(n.startedQ) > maxStarted {
-			delete(n.started, n.startedQ[0])
-			n.startedQ = n.startedQ[1:]
+	_, known := n.started[t]
+	n.putClaim(t, c, known)
+}
+
+// putClaim is setClaim for a caller that looked t up (known: t has a
+// claim): under W1 a peer's claims were a tenth of its loop's CPU, most of
+// it lookups of a map of up to maxStarted tasks.
+func (n *Node) putClaim(t shard.TaskID, c claimed, known bool) {
+	if !known {
+		if old, full := n.startedQ.push(t, maxStarted); full {
+			delete(n.started, old)
 		}
 	}
 	n.started[t] = c
+}
+
+// idRing is a queue of task ids that grows by doubling up to a bound,
+// then drops its oldest for each one pushed: the order of the started
+// claims, to bound them. (A slice cut from the front and appended to at
+// the back copied all of its up to maxStarted ids each time it grew.)
+type idRing struct {
+	buf     []shard.TaskID
+	head, n int
+}
+
+// push appends t; at the bound it drops the oldest and returns it.
+func (q *idRing) push(t shard.TaskID, bound int) (dropped shard.TaskID, full bool) {
+	if q.n == len(q.buf) && q.n < bound {
+		grown := make([]shard.TaskID, min(bound, max(64, 2*len(q.buf))))
+		copy(grown, q.buf[q.head:])
+		copy(grown[len(q.buf)-q.head:], q.buf[:q.head])
+		q.buf, q.head = grown, 0
+	}
+	if q.n < len(q.buf) {
+		q.buf[(q.head+q.n)%len(q.buf)] = t
+		q.n++
+		return "", false
+	}
+	dropped, q.buf[q.head] = q.buf[q.head], t
+	q.head = (q.head + 1) % len(q.buf)
+	return dropped, true
 }
 
 // rawInputs converts a task's inputs as the shard holds them (shared, not
