@@ -168,8 +168,8 @@ func (p *Peer) report(o shard.Outcome) {
 func (p *Peer) runEnded(k runKey) trace.Span {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if cancel, ok := p.cancels[k]; ok {
-		cancel()
+	if a, ok := p.cancels[k]; ok {
+		a.abort()
 		delete(p.cancels, k)
 	}
 	span := p.outcomes[k]
@@ -304,8 +304,8 @@ func (p *Peer) abort(runs []node.RunRef) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, r := range runs {
-		if cancel, ok := p.cancels[runKey{r.Task, r.Round}]; ok {
-			cancel()
+		if a, ok := p.cancels[runKey{r.Task, r.Round}]; ok {
+			a.abort()
 		}
 	}
 }

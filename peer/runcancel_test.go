@@ -16,12 +16,12 @@ import (
 // its round, must not cancel the other: when the cancel functions were
 // kept by task, the older run's end canceled the newer run's handler.
 func TestRunCancelsAreByRound(t *testing.T) {
-	p := &Peer{cancels: map[runKey]context.CancelFunc{}, outcomes: map[runKey]trace.Span{}}
+	p := &Peer{cancels: map[runKey]*runAbort{}, outcomes: map[runKey]trace.Span{}}
 	ctx := map[shard.Round]context.Context{}
 	for _, r := range []shard.Round{7, 1} {
-		c, cancel := context.WithCancel(t.Context())
-		ctx[r] = c
-		p.cancels[runKey{"g.0", r}] = cancel
+		a := newRunAbort(t.Context())
+		ctx[r] = a
+		p.cancels[runKey{"g.0", r}] = a
 	}
 	p.runEnded(runKey{"g.0", 7})
 	if ctx[7].Err() == nil {

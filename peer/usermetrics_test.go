@@ -73,6 +73,12 @@ func TestReadyOldestMetric(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := newMetrics(&Peer{cfg: Config{Slots: 2}, handlers: reg})
+	wall := time.Unix(1000, 0)
+	m.clock = func() time.Time { return wall }
+	observe := func() { // the READY ages are walked again agesEvery later
+		wall = wall.Add(agesEvery)
+		m.observe(h.Node)
+	}
 	ages := func() map[string]float64 {
 		out := map[string]float64{}
 		for _, s := range gather(t, m, "needle_ready_oldest_seconds").GetMetric() {
@@ -93,7 +99,7 @@ func TestReadyOldestMetric(t *testing.T) {
 	h.Submit(gpu("g2", "train"))
 	h.Submit(gpu("g3", "render"))
 	h.Tick(10 * time.Second)
-	m.observe(h.Node)
+	observe()
 	got := ages()
 	if got["train"] != 40 || got["render"] != 10 || got["echo"] != 0 {
 		t.Fatalf("ages = %v; want train 40 (the older of two), render 10, echo 0", got)
@@ -101,18 +107,22 @@ func TestReadyOldestMetric(t *testing.T) {
 	if r := h.Do(func(n *node.Node, req uint64) { n.Cancel(req, "g3", "", "test") }); r.Err != nil {
 		t.Fatalf("cancel g3: %v", r.Err)
 	}
-	m.observe(h.Node)
-	if got := ages(); got["render"] != 0 || got["train"] != 40 {
-		t.Fatalf("after canceling render's task: %v; want render 0, train 40", got)
+	h.Tick(time.Second)
+	m.observe(h.Node) // no time since the last walk
+	if got := ages(); got["render"] != 10 || got["train"] != 40 {
+		t.Fatalf("within agesEvery of the last walk: %v; want render 10, train 40 (not walked again)", got)
+	}
+	observe()
+	if got := ages(); got["render"] != 0 || got["train"] != 41 {
+		t.Fatalf("after canceling render's task: %v; want render 0, train 41", got)
 	}
 
 	// A walk of the READY tasks that takes long (the clock says 50 ms) is
 	// not made again before ten times that: the gauge lags, the loop does
 	// not spend itself on it.
-	wall := time.Unix(1000, 0)
 	m.clock = func() time.Time { wall = wall.Add(50 * time.Millisecond); return wall }
-	h.Tick(5 * time.Second)
-	m.observe(h.Node) // walks: 50 ms
+	h.Tick(4 * time.Second)
+	observe() // walks: 50 ms
 	if got := ages(); got["train"] != 45 {
 		t.Fatalf("ages = %v; want train 45", got)
 	}

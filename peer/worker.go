@@ -34,11 +34,11 @@ type runKey struct {
 // start queues a committed lease for a worker. The Node bounds the leases
 // it holds by the slots, so the queue (one place per slot) never blocks.
 func (p *Peer) start(r node.Run) {
-	ctx, cancel := context.WithCancel(p.runCtx)
+	a := newRunAbort(p.runCtx)
 	p.mu.Lock()
-	p.cancels[runKey{r.Task, r.Round}] = cancel
+	p.cancels[runKey{r.Task, r.Round}] = a
 	p.mu.Unlock()
-	ctx = p.withTrace(ctx, r.Trace)
+	ctx := p.withTrace(a, r.Trace)
 	_, lease := p.runSpan(ctx, "needle.lease", &r)
 	p.jobs <- job{run: r, ctx: ctx, lease: lease}
 }
