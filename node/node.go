@@ -309,7 +309,7 @@ type Node struct {
 	leftNew     []int
 	leftRec     []byte
 	leftEntries int
-	startedQ    idRing         // insertion order of started, to bound it
+	startedQ    idRing // insertion order of started, to bound it
 
 	notifying  int // webhook deliveries handed out (Ready.Notify), not yet reported (NotifyDone)
 	notifyNext int // the partition notifyDue looks at first
