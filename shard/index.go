@@ -325,7 +325,8 @@ func (s *Shard) AddHandlerStats(into map[string]*HandlerStats) {
 // not the partition: cheap enough for a gauge refreshed every second.
 func (s *Shard) AddOldestReady(into map[string]time.Time) {
 	add := func(q *readyQueue) {
-		for _, t := range q.items {
+		for _, it := range q.items {
+			t := it.t
 			since := t.readyAt.time()
 			if since.IsZero() {
 				since = t.g.created

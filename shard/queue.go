@@ -3,24 +3,35 @@ package shard
 // readyQueue orders READY tasks: higher priority first, then submission
 // order (FIFO). It is an index-tracking binary heap so that a task leased
 // by another replica's proposal can be removed in O(log n).
+//
+// Each item carries its task's order (priority and seq, neither of which
+// changes while the task is queued), so that the heap's comparisons read
+// the heap alone: reading them from the tasks cost two cache misses a
+// comparison, and a lease from a backlog of 100,000 makes 30 of them.
 type readyQueue struct {
-	items []*task
+	items []readyItem
+}
+
+type readyItem struct {
+	prio int32
+	seq  uint64
+	t    *task
 }
 
 func (q *readyQueue) Len() int { return len(q.items) }
 
 func (q *readyQueue) less(i, j int) bool {
-	a, b := q.items[i], q.items[j]
-	if a.pol.Priority != b.pol.Priority {
-		return a.pol.Priority > b.pol.Priority
+	a, b := &q.items[i], &q.items[j]
+	if a.prio != b.prio {
+		return a.prio > b.prio
 	}
 	return a.seq < b.seq
 }
 
 func (q *readyQueue) swap(i, j int) {
 	q.items[i], q.items[j] = q.items[j], q.items[i]
-	q.items[i].heapIdx = int32(i)
-	q.items[j].heapIdx = int32(j)
+	q.items[i].t.heapIdx = int32(i)
+	q.items[j].t.heapIdx = int32(j)
 }
 
 // Push adds t; t must not be queued already.
@@ -29,7 +40,7 @@ func (q *readyQueue) Push(t *task) {
 		panic("shard: readyQueue.Push of a queued task " + string(t.id()))
 	}
 	t.heapIdx = int32(len(q.items))
-	q.items = append(q.items, t)
+	q.items = append(q.items, readyItem{prio: t.pol.Priority, seq: t.seq, t: t})
 	q.up(int(t.heapIdx))
 }
 
@@ -38,7 +49,7 @@ func (q *readyQueue) Pop() *task {
 	if len(q.items) == 0 {
 		return nil
 	}
-	t := q.items[0]
+	t := q.items[0].t
 	q.Remove(t)
 	return t
 }
@@ -48,7 +59,7 @@ func (q *readyQueue) Peek() *task {
 	if len(q.items) == 0 {
 		return nil
 	}
-	return q.items[0]
+	return q.items[0].t
 }
 
 // Remove takes t out of the queue if it is queued.
@@ -61,7 +72,7 @@ func (q *readyQueue) Remove(t *task) {
 	if i != last {
 		q.swap(i, last)
 	}
-	q.items[last] = nil
+	q.items[last] = readyItem{}
 	q.items = q.items[:last]
 	t.heapIdx = -1
 	if i != last {
