@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/needle-mesh/needle/internal/jsonscan"
 )
 
 // A group's answer is the largest thing bench reads: W1's 1,000-task
@@ -21,7 +23,7 @@ import (
 // Like encoding/json, it keeps nothing of b: the tasks' results are
 // copied into one buffer of their own (keep).
 func decodeGroup(b []byte, g *Group) bool {
-	r := jreader{b: b}
+	r := jreader{Scanner: jsonscan.Scanner{B: b}}
 	tasks := false
 	ok := r.object(func(key []byte) bool {
 		switch string(key) {
@@ -42,8 +44,7 @@ func decodeGroup(b []byte, g *Group) bool {
 		}
 		return r.other(key, groupKeys)
 	})
-	r.ws()
-	return ok && r.i == len(b)
+	return ok && r.End()
 }
 
 // groupKeys and taskKeys are the fields decodeGroup fills: a key equal
@@ -53,11 +54,10 @@ var (
 	taskKeys  = []string{"id", "group", "handler", "state", "attempt", "round", "peer", "result", "error", "started_at", "finished_at"}
 )
 
-// jreader reads JSON from b at i; each method reports false for input it
-// does not take, leaving i anywhere.
+// jreader reads a group's answer; each method reports false for input it
+// does not take, leaving I anywhere.
 type jreader struct {
-	b    []byte
-	i    int
+	jsonscan.Scanner
 	last [4]string // strings of the previous task, shared by the next
 	kept []byte    // copies of results (keep)
 }
@@ -71,53 +71,23 @@ func (r *jreader) keep(v []byte) json.RawMessage {
 	return r.kept[len(r.kept)-len(v) : len(r.kept) : len(r.kept)]
 }
 
-func (r *jreader) ws() {
-	for r.i < len(r.b) {
-		switch r.b[r.i] {
-		case ' ', '\t', '\n', '\r':
-			r.i++
-		default:
-			return
-		}
-	}
-}
-
-// lit reads byte c after white space.
-func (r *jreader) lit(c byte) bool {
-	r.ws()
-	if r.i < len(r.b) && r.b[r.i] == c {
-		r.i++
-		return true
-	}
-	return false
-}
-
-// peek returns the next byte after white space, 0 at the end.
-func (r *jreader) peek() byte {
-	r.ws()
-	if r.i < len(r.b) {
-		return r.b[r.i]
-	}
-	return 0
-}
-
 // object reads an object, calling field for each key with r at its value.
 func (r *jreader) object(field func(key []byte) bool) bool {
-	if !r.lit('{') {
+	if !r.Next('{') {
 		return false
 	}
-	if r.lit('}') {
+	if r.Next('}') {
 		return true
 	}
 	for {
 		k, ok := r.span()
-		if !ok || !r.lit(':') || !field(k) {
+		if !ok || !r.Next(':') || !field(k) {
 			return false
 		}
-		if r.lit('}') {
+		if r.Next('}') {
 			return true
 		}
-		if !r.lit(',') {
+		if !r.Next(',') {
 			return false
 		}
 	}
@@ -125,15 +95,15 @@ func (r *jreader) object(field func(key []byte) bool) bool {
 
 // span reads a string without escapes and returns its bytes in b.
 func (r *jreader) span() ([]byte, bool) {
-	if !r.lit('"') {
+	if !r.Next('"') {
 		return nil, false
 	}
-	start, ascii := r.i, true
-	for ; r.i < len(r.b); r.i++ {
-		switch c := r.b[r.i]; {
+	start, ascii := r.I, true
+	for ; r.I < len(r.B); r.I++ {
+		switch c := r.B[r.I]; {
 		case c == '"':
-			s := r.b[start:r.i]
-			r.i++
+			s := r.B[start:r.I]
+			r.I++
 			return s, ascii || utf8.Valid(s)
 		case c == '\\' || c < 0x20:
 			return nil, false
@@ -146,7 +116,7 @@ func (r *jreader) span() ([]byte, bool) {
 
 // str reads a string or null (which leaves *s as it is).
 func (r *jreader) str(s *string) bool {
-	if r.peek() == 'n' {
+	if r.Peek() == 'n' {
 		return r.word("null")
 	}
 	v, ok := r.span()
@@ -160,7 +130,7 @@ func (r *jreader) str(s *string) bool {
 // slot k when it is the same (a group's tasks share their group, handler,
 // state and peer).
 func (r *jreader) shared(k int, s *string) bool {
-	if r.peek() == 'n' {
+	if r.Peek() == 'n' {
 		return r.word("null")
 	}
 	v, ok := r.span()
@@ -175,27 +145,27 @@ func (r *jreader) shared(k int, s *string) bool {
 }
 
 func (r *jreader) word(w string) bool {
-	if len(r.b)-r.i < len(w) || string(r.b[r.i:r.i+len(w)]) != w {
+	if len(r.B)-r.I < len(w) || string(r.B[r.I:r.I+len(w)]) != w {
 		return false
 	}
-	r.i += len(w)
+	r.I += len(w)
 	return true
 }
 
 // integer reads a plain integer or null (which leaves *n as it is).
 func (r *jreader) integer(n *int) bool {
-	if r.peek() == 'n' {
+	if r.Peek() == 'n' {
 		return r.word("null")
 	}
-	start := r.i
-	if r.i < len(r.b) && r.b[r.i] == '-' {
-		r.i++
+	start := r.I
+	if r.I < len(r.B) && r.B[r.I] == '-' {
+		r.I++
 	}
-	for r.i < len(r.b) && r.b[r.i] >= '0' && r.b[r.i] <= '9' {
-		r.i++
+	for r.I < len(r.B) && r.B[r.I] >= '0' && r.B[r.I] <= '9' {
+		r.I++
 	}
-	v, err := strconv.Atoi(string(r.b[start:r.i]))
-	if err != nil || r.i-start > 1 && r.b[start] == '0' || r.i < len(r.b) && (r.b[r.i] == '.' || r.b[r.i] == 'e' || r.b[r.i] == 'E') {
+	v, err := strconv.Atoi(string(r.B[start:r.I]))
+	if err != nil || r.I-start > 1 && r.B[start] == '0' || r.I < len(r.B) && (r.B[r.I] == '.' || r.B[r.I] == 'e' || r.B[r.I] == 'E') {
 		return false
 	}
 	*n = v
@@ -203,7 +173,7 @@ func (r *jreader) integer(n *int) bool {
 }
 
 func (r *jreader) counts(m *map[string]int) bool {
-	if r.peek() == 'n' {
+	if r.Peek() == 'n' {
 		if !r.word("null") {
 			return false
 		}
@@ -224,36 +194,27 @@ func (r *jreader) counts(m *map[string]int) bool {
 }
 
 func (r *jreader) tasks(ts *[]Task) bool {
-	if r.peek() == 'n' {
+	if r.Peek() == 'n' {
 		if !r.word("null") {
 			return false
 		}
 		*ts = nil
 		return true
 	}
-	if !r.lit('[') {
-		return false
-	}
 	// A task's JSON is about 400 bytes: size the slice once.
-	out := make([]Task, 0, min(len(r.b)-r.i, 1<<26)/256+1)
-	if r.lit(']') {
-		*ts = out
-		return true
-	}
-	for {
+	out := make([]Task, 0, min(len(r.B)-r.I, 1<<26)/256+1)
+	if !r.Array(func() bool {
 		var t Task
 		if !r.task(&t) {
 			return false
 		}
 		out = append(out, t)
-		if r.lit(']') {
-			*ts = out
-			return true
-		}
-		if !r.lit(',') {
-			return false
-		}
+		return true
+	}) {
+		return false
 	}
+	*ts = out
+	return true
 }
 
 func (r *jreader) task(t *Task) bool {
@@ -299,7 +260,7 @@ func (r *jreader) task(t *Task) bool {
 // time reads an RFC 3339 string, "" or null (the zero time), as Time's
 // UnmarshalJSON does.
 func (r *jreader) time(t *Time) bool {
-	if r.peek() == 'n' {
+	if r.Peek() == 'n' {
 		if !r.word("null") {
 			return false
 		}
@@ -369,12 +330,12 @@ func (r *jreader) other(key []byte, known []string) bool {
 
 // value reads any JSON value and returns its bytes.
 func (r *jreader) value() ([]byte, bool) {
-	r.ws()
-	start := r.i
+	r.Space()
+	start := r.I
 	if !r.skip(0) {
 		return nil, false
 	}
-	return r.b[start:r.i], true
+	return r.B[start:r.I], true
 }
 
 // maxDepth bounds the nesting skip follows (encoding/json's is 10,000).
@@ -385,39 +346,25 @@ func (r *jreader) skip(depth int) bool {
 	if depth > maxDepth {
 		return false
 	}
-	switch r.peek() {
+	switch r.Peek() {
 	case '{':
-		r.i++
-		if r.lit('}') {
+		r.I++
+		if r.Next('}') {
 			return true
 		}
 		for {
-			if _, ok := r.span(); !ok || !r.lit(':') || !r.skip(depth+1) {
+			if _, ok := r.span(); !ok || !r.Next(':') || !r.skip(depth+1) {
 				return false
 			}
-			if r.lit('}') {
+			if r.Next('}') {
 				return true
 			}
-			if !r.lit(',') {
+			if !r.Next(',') {
 				return false
 			}
 		}
 	case '[':
-		r.i++
-		if r.lit(']') {
-			return true
-		}
-		for {
-			if !r.skip(depth + 1) {
-				return false
-			}
-			if r.lit(']') {
-				return true
-			}
-			if !r.lit(',') {
-				return false
-			}
-		}
+		return r.Array(func() bool { return r.skip(depth + 1) })
 	case '"':
 		return r.quoted()
 	case 't':
@@ -433,33 +380,33 @@ func (r *jreader) skip(depth int) bool {
 // quoted reads a string, escapes and all, checking it as encoding/json
 // would (which takes any bytes but control characters in a string).
 func (r *jreader) quoted() bool {
-	r.i++ // the opening quote
-	for r.i < len(r.b) {
-		c := r.b[r.i]
-		r.i++
+	r.I++ // the opening quote
+	for r.I < len(r.B) {
+		c := r.B[r.I]
+		r.I++
 		switch {
 		case c == '"':
 			return true
 		case c < 0x20:
 			return false
 		case c == '\\':
-			if r.i >= len(r.b) {
+			if r.I >= len(r.B) {
 				return false
 			}
-			e := r.b[r.i]
-			r.i++
+			e := r.B[r.I]
+			r.I++
 			switch e {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 			case 'u':
-				if len(r.b)-r.i < 4 {
+				if len(r.B)-r.I < 4 {
 					return false
 				}
-				for _, h := range r.b[r.i : r.i+4] {
+				for _, h := range r.B[r.I : r.I+4] {
 					if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
 						return false
 					}
 				}
-				r.i += 4
+				r.I += 4
 			default:
 				return false
 			}
@@ -470,7 +417,7 @@ func (r *jreader) quoted() bool {
 
 // number reads a JSON number.
 func (r *jreader) number() bool {
-	b, i := r.b, r.i
+	b, i := r.B, r.I
 	digits := func() int {
 		n := 0
 		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
@@ -503,6 +450,6 @@ func (r *jreader) number() bool {
 			return false
 		}
 	}
-	r.i = i
+	r.I = i
 	return true
 }

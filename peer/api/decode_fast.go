@@ -3,6 +3,8 @@ package api
 import (
 	"encoding/json"
 	"strconv"
+
+	"github.com/needle-mesh/needle/internal/jsonscan"
 )
 
 // A group's body is what a busy client sends most, and encoding/json
@@ -27,7 +29,7 @@ func fastGroup(data []byte, g *rawGroupOf[rawGroupTask], room []rawGroupTask) (o
 			*g = rawGroupOf[rawGroupTask]{}
 		}
 	}()
-	p := parser{b: data}
+	p := parser{Scanner: jsonscan.Scanner{B: data}}
 	if !p.object(func(key string) bool {
 		switch key {
 		case "mode":
@@ -45,7 +47,7 @@ func fastGroup(data []byte, g *rawGroupOf[rawGroupTask], room []rawGroupTask) (o
 			if g.Tasks == nil {
 				g.Tasks = []rawGroupTask{}
 			}
-			return p.array(func() bool {
+			return p.Array(func() bool {
 				g.Tasks = append(g.Tasks, rawGroupTask{})
 				return p.task(&g.Tasks[len(g.Tasks)-1])
 			})
@@ -54,15 +56,13 @@ func fastGroup(data []byte, g *rawGroupOf[rawGroupTask], room []rawGroupTask) (o
 	}) {
 		return false
 	}
-	p.space()
-	return p.i == len(p.b)
+	return p.End()
 }
 
 // parser reads JSON from b at i; each method reports false for what it
 // does not take (and the caller gives up).
 type parser struct {
-	b []byte
-	i int
+	jsonscan.Scanner
 	// last holds the last string read for a field that repeats from task
 	// to task (handler, timeout, delay): the same bytes are not copied
 	// again.
@@ -97,47 +97,20 @@ func (p *parser) task(t *rawGroupTask) bool {
 	})
 }
 
-func (p *parser) space() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
-
-// next skips whitespace and takes byte c.
-func (p *parser) next(c byte) bool {
-	p.space()
-	if p.i < len(p.b) && p.b[p.i] == c {
-		p.i++
-		return true
-	}
-	return false
-}
-
-// peek skips whitespace and reports whether byte c is next.
-func (p *parser) peek(c byte) bool {
-	p.space()
-	return p.i < len(p.b) && p.b[p.i] == c
-}
-
 // object reads an object, each value by field(key); a key twice is not
 // taken.
 func (p *parser) object(field func(key string) bool) bool {
-	if !p.next('{') {
+	if !p.Next('{') {
 		return false
 	}
-	if p.next('}') {
+	if p.Next('}') {
 		return true
 	}
 	var seen [12]string
 	n := 0
 	for {
 		var key string
-		if !p.str(&key) || !p.next(':') {
+		if !p.str(&key) || !p.Next(':') {
 			return false
 		}
 		for _, k := range seen[:n] {
@@ -153,31 +126,10 @@ func (p *parser) object(field func(key string) bool) bool {
 		if !field(key) {
 			return false
 		}
-		if p.next('}') {
+		if p.Next('}') {
 			return true
 		}
-		if !p.next(',') {
-			return false
-		}
-	}
-}
-
-// array reads an array, each element by elem.
-func (p *parser) array(elem func() bool) bool {
-	if !p.next('[') {
-		return false
-	}
-	if p.next(']') {
-		return true
-	}
-	for {
-		if !elem() {
-			return false
-		}
-		if p.next(']') {
-			return true
-		}
-		if !p.next(',') {
+		if !p.Next(',') {
 			return false
 		}
 	}
@@ -185,15 +137,15 @@ func (p *parser) array(elem func() bool) bool {
 
 // str reads a string of printable ASCII without escapes.
 func (p *parser) str(s *string) bool {
-	if !p.next('"') {
+	if !p.Next('"') {
 		return false
 	}
-	start := p.i
-	for ; p.i < len(p.b); p.i++ {
-		switch c := p.b[p.i]; {
+	start := p.I
+	for ; p.I < len(p.B); p.I++ {
+		switch c := p.B[p.I]; {
 		case c == '"':
-			*s = string(p.b[start:p.i])
-			p.i++
+			*s = string(p.B[start:p.I])
+			p.I++
 			return true
 		case c < 0x20 || c == '\\' || c >= 0x80:
 			return false
@@ -204,9 +156,9 @@ func (p *parser) str(s *string) bool {
 
 // again is str for a field whose value repeats (slot of last).
 func (p *parser) again(s *string, slot int) bool {
-	p.space()
-	if l := p.last[slot]; p.i+len(l)+2 <= len(p.b) && p.b[p.i] == '"' && p.b[p.i+len(l)+1] == '"' && string(p.b[p.i+1:p.i+1+len(l)]) == l {
-		*s, p.i = l, p.i+len(l)+2
+	p.Space()
+	if l := p.last[slot]; p.I+len(l)+2 <= len(p.B) && p.B[p.I] == '"' && p.B[p.I+len(l)+1] == '"' && string(p.B[p.I+1:p.I+1+len(l)]) == l {
+		*s, p.I = l, p.I+len(l)+2
 		return true
 	}
 	if !p.str(s) {
@@ -218,7 +170,7 @@ func (p *parser) again(s *string, slot int) bool {
 
 func (p *parser) strs(ss *[]string) bool {
 	*ss = []string{}
-	return p.array(func() bool {
+	return p.Array(func() bool {
 		var s string
 		if !p.str(&s) {
 			return false
@@ -231,25 +183,25 @@ func (p *parser) strs(ss *[]string) bool {
 // int32 reads an integer of at most 9 digits, without a leading zero but
 // 0 itself.
 func (p *parser) int32(v *int32) bool {
-	p.space()
-	start := p.i
-	if p.i < len(p.b) && p.b[p.i] == '-' {
-		p.i++
+	p.Space()
+	start := p.I
+	if p.I < len(p.B) && p.B[p.I] == '-' {
+		p.I++
 	}
-	digits := p.i
-	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
-		p.i++
+	digits := p.I
+	for p.I < len(p.B) && p.B[p.I] >= '0' && p.B[p.I] <= '9' {
+		p.I++
 	}
-	if nd := p.i - digits; nd == 0 || nd > 9 || nd > 1 && p.b[digits] == '0' {
+	if nd := p.I - digits; nd == 0 || nd > 9 || nd > 1 && p.B[digits] == '0' {
 		return false
 	}
-	if p.i < len(p.b) {
-		switch p.b[p.i] {
+	if p.I < len(p.B) {
+		switch p.B[p.I] {
 		case '.', 'e', 'E':
 			return false
 		}
 	}
-	n, err := strconv.ParseInt(string(p.b[start:p.i]), 10, 32)
+	n, err := strconv.ParseInt(string(p.B[start:p.I]), 10, 32)
 	*v = int32(n)
 	return err == nil
 }
@@ -257,12 +209,12 @@ func (p *parser) int32(v *int32) bool {
 // raw reads any JSON value but null, as encoding/json leaves it in a
 // json.RawMessage: its bytes, copied, once json.Valid takes them.
 func (p *parser) raw(r *json.RawMessage) bool {
-	p.space()
-	start := p.i
+	p.Space()
+	start := p.I
 	if !p.skip(0) {
 		return false
 	}
-	v := p.b[start:p.i]
+	v := p.B[start:p.I]
 	if string(v) == "null" || !json.Valid(v) {
 		return false
 	}
@@ -273,25 +225,25 @@ func (p *parser) raw(r *json.RawMessage) bool {
 // skip passes over one value (not validated: raw validates it), nested
 // at most 64 deep.
 func (p *parser) skip(depth int) bool {
-	if depth > 64 || p.i >= len(p.b) {
+	if depth > 64 || p.I >= len(p.B) {
 		return false
 	}
-	switch p.b[p.i] {
+	switch p.B[p.I] {
 	case '{', '[':
-		open := p.b[p.i]
-		p.i++
+		open := p.B[p.I]
+		p.I++
 		for {
-			p.space()
-			if p.i >= len(p.b) {
+			p.Space()
+			if p.I >= len(p.B) {
 				return false
 			}
-			if c := p.b[p.i]; c == '}' && open == '{' || c == ']' && open == '[' {
-				p.i++
+			if c := p.B[p.I]; c == '}' && open == '{' || c == ']' && open == '[' {
+				p.I++
 				return true
 			}
-			switch p.b[p.i] {
+			switch p.B[p.I] {
 			case ',', ':':
-				p.i++
+				p.I++
 			default:
 				if !p.skip(depth + 1) {
 					return false
@@ -299,24 +251,24 @@ func (p *parser) skip(depth int) bool {
 			}
 		}
 	case '"':
-		for p.i++; p.i < len(p.b); p.i++ {
-			switch p.b[p.i] {
+		for p.I++; p.I < len(p.B); p.I++ {
+			switch p.B[p.I] {
 			case '\\':
-				p.i++
+				p.I++
 			case '"':
-				p.i++
+				p.I++
 				return true
 			}
 		}
 		return false
 	}
-	start := p.i // a number, true, false or null
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
+	start := p.I // a number, true, false or null
+	for p.I < len(p.B) {
+		switch p.B[p.I] {
 		case ',', '}', ']', ' ', '\t', '\n', '\r', ':':
-			return p.i > start
+			return p.I > start
 		}
-		p.i++
+		p.I++
 	}
-	return p.i > start
+	return p.I > start
 }
