@@ -57,9 +57,9 @@ type Peer struct {
 
 	dialing sync.Map // peer id -> true while a dial is in flight
 
-	mu       sync.Mutex            // guards cancels and outcomes
-	cancels  map[runKey]*runAbort  // by task and round: a task may have two runs here
-	outcomes map[runKey]trace.Span // the outcome span of a run whose outcome the loop has not taken yet
+	mu       sync.Mutex             // guards cancels and outcomes
+	cancels  map[runKey]*runContext // by task and round: a task may have two runs here
+	outcomes map[runKey]trace.Span  // the outcome span of a run whose outcome the loop has not taken yet
 
 	tracer   trace.Tracer
 	tracing  bool    // a TracerProvider is set: spans are recorded
@@ -97,7 +97,7 @@ func New(cfg Config) (*Peer, error) {
 	p := &Peer{
 		cfg: cfg, log: cfg.Logger, handlers: handlers, logs: newLogStore(logDir(cfg), cfg.MaxLog),
 		inbox: make(chan command, 4096), jobs: make(chan job, max(cfg.Slots, 1)*(1+leaseAhead)),
-		results: make(chan shard.Outcome, max(cfg.Slots, 1)*(1+leaseAhead)+16), cancels: make(map[runKey]*runAbort),
+		results: make(chan shard.Outcome, max(cfg.Slots, 1)*(1+leaseAhead)+16), cancels: make(map[runKey]*runContext),
 		outcomes: make(map[runKey]trace.Span), tracer: newTracer(cfg.TracerProvider), tracing: cfg.TracerProvider != nil,
 		calls: make(map[uint64]pendingCall), waiters: newWaiters(),
 		ready: make(chan struct{}), closed: make(chan struct{}),

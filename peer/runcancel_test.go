@@ -16,7 +16,7 @@ import (
 // its round, must not cancel the other: when the cancel functions were
 // kept by task, the older run's end canceled the newer run's handler.
 func TestRunCancelsAreByRound(t *testing.T) {
-	p := &Peer{cancels: map[runKey]*runAbort{}, outcomes: map[runKey]trace.Span{}}
+	p := &Peer{cancels: map[runKey]*runContext{}, outcomes: map[runKey]trace.Span{}}
 	ctx := map[shard.Round]context.Context{}
 	for _, r := range []shard.Round{7, 1} {
 		a := newRunAbort(t.Context())

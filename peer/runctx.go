@@ -14,9 +14,16 @@ import (
 // context.WithTimeout made and stopped one per run, about 5% of a peer's
 // CPU under W1. Err is checked against the clock, so a handler that only
 // polls Err still sees its deadline pass.
+//
+// Without a deadline it is a run's abort (newRunAbort): the loop aborts
+// a run (rd.Abort) or ends it when its outcome comes back (runEnded), and
+// the peer's run context, its parent, ends them all at a stop. Unlike
+// context.WithCancel it registers with its parent only once something
+// waits on Done: registering each run among its parent's children and
+// removing it again was 5% of a peer's loop under W1.
 type runContext struct {
-	context.Context // the parent
-	deadline        time.Time
+	context.Context           // the parent
+	deadline        time.Time // none when zero
 
 	mu   sync.Mutex
 	done chan struct{} // made by the first Done
@@ -35,7 +42,19 @@ func withRunDeadline(parent context.Context, deadline time.Time) (*runContext, f
 	return c, func() { c.end(context.Canceled) }
 }
 
-func (c *runContext) Deadline() (time.Time, bool) { return c.deadline, true }
+// newRunAbort returns a run's abort: a context without a deadline of its
+// own, ended by abort.
+func newRunAbort(parent context.Context) *runContext { return &runContext{Context: parent} }
+
+// abort cancels the run (a no-op once it is done).
+func (c *runContext) abort() { c.end(context.Canceled) }
+
+func (c *runContext) Deadline() (time.Time, bool) {
+	if c.deadline.IsZero() {
+		return c.Context.Deadline()
+	}
+	return c.deadline, true
+}
 
 // Done returns a channel closed when the run is canceled, its deadline
 // passes or its parent is done.
@@ -50,9 +69,12 @@ func (c *runContext) Done() <-chan struct{} {
 		close(c.done)
 		return c.done
 	}
-	t := time.AfterFunc(time.Until(c.deadline), func() { c.end(context.DeadlineExceeded) })
 	unwatch := context.AfterFunc(c.Context, func() { c.end(c.Context.Err()) })
-	c.stop = func() { t.Stop(); unwatch() }
+	c.stop = func() { unwatch() }
+	if !c.deadline.IsZero() {
+		t := time.AfterFunc(time.Until(c.deadline), func() { c.end(context.DeadlineExceeded) })
+		c.stop = func() { t.Stop(); unwatch() }
+	}
 	return c.done
 }
 
@@ -69,7 +91,7 @@ func (c *runContext) errLocked() error {
 	if c.err == nil {
 		if err := c.Context.Err(); err != nil {
 			c.setLocked(err)
-		} else if !time.Now().Before(c.deadline) {
+		} else if !c.deadline.IsZero() && !time.Now().Before(c.deadline) {
 			c.setLocked(context.DeadlineExceeded)
 		}
 	}
