@@ -117,7 +117,7 @@ func (n *Node) maybeSnapshot(p *partition) {
 		return
 	}
 	p.forceSnap = false
-	snap, err := p.storage.CreateSnapshot(p.applied, p.conf, p.shard.Snapshot())
+	snap, err := p.storage.CreateSnapshot(p.applied, p.conf, p.shard.SnapshotGrown(p.logBytes))
 	if err != nil {
 		if err == raft.ErrSnapOutOfDate {
 			return

@@ -457,6 +457,11 @@ func TestSnapshotRestore(t *testing.T) {
 		if again := replica.Snapshot(); !reflect.DeepEqual(again, snap) {
 			t.Fatalf("seed %d: snapshot of the restored state differs", seed)
 		}
+		for _, grown := range []int{0, 1, len(snap), 1 << 20} { // only the buffer differs
+			if again := o.s.SnapshotGrown(grown); !reflect.DeepEqual(again, snap) {
+				t.Fatalf("seed %d: SnapshotGrown(%d) differs from Snapshot", seed, grown)
+			}
+		}
 		runRandom(o, rand.New(rand.NewPCG(seed, 2)), 10)
 		replica.Apply(o.log[mid:])
 		assertSameState(t, o.s, replica)

@@ -18,8 +18,15 @@ const snapshotVersion = 5
 // state. Groups are written in id order, so equal states give equal bytes.
 // The buffer is sized from the last snapshot's length: a snapshot of
 // megabytes grown by appends copied itself a dozen times.
-func (s *Shard) Snapshot() []byte {
-	return s.AppendSnapshot(make([]byte, 0, s.snapSize+s.snapSize/8+64))
+func (s *Shard) Snapshot() []byte { return s.SnapshotGrown(0) }
+
+// SnapshotGrown is Snapshot for a caller that knows how many bytes of
+// entries were applied since the last one (grown): the state grew by
+// about as much, and a buffer sized for the last snapshot alone was
+// outgrown, and copied, at nearly every snapshot of a growing partition
+// (8% of the simulator's CPU under w3).
+func (s *Shard) SnapshotGrown(grown int) []byte {
+	return s.AppendSnapshot(make([]byte, 0, s.snapSize+max(s.snapSize/8, grown)+64))
 }
 
 // AppendSnapshot appends Snapshot's encoding to dst: a caller that
