@@ -26,7 +26,7 @@ const (
 	// circle and disagree on every replica set (docs/decisions.md).
 	FeaturePlacementSpread
 
-	Features = FeatureRetry | FeatureScheduleToWorkers | FeatureQuiesce | FeaturePlacementSpread | FeatureLeave | FeatureProbe | FeatureSendLease | FeatureSubmitSpec // what this build applies
+	Features = FeatureRetry | FeatureScheduleToWorkers | FeatureQuiesce | FeaturePlacementSpread | FeatureLeave | FeatureProbe | FeatureSendLease | FeatureSubmitSpec | FeatureGroupBin // what this build applies
 )
 
 // FeatureSubmitSpec is not an event: the peer serves a forwarded
@@ -34,6 +34,12 @@ const (
 // (shard.AppendGroupSpec) rather than JSON (package peer, opSubmitSpec). A
 // peer forwards that form only to an owner that advertises it.
 const FeatureSubmitSpec = FeatureSendLease << 1
+
+// FeatureGroupBin is not an event either: the peer answers a forwarded
+// read of a group with its task views in binary (shard.AppendTaskViews;
+// package peer, opGroupBin). A peer asks for that form only of an owner
+// that advertises it.
+const FeatureGroupBin = FeatureSubmitSpec << 1
 
 // MemberFeatures returns the features peer id last advertised (its
 // heartbeats and probes), 0 for a peer that is not a member.

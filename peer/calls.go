@@ -19,6 +19,7 @@ var callServers = map[string]callServer{
 	opSubmitSpec:     serveSubmitSpec,
 	opTask:           serveAs[taskReq, taskAns],
 	opGroup:          serveAs[groupReq, groupAns],
+	opGroupBin:       serveGroupBin,
 	opEvents:         serveAs[eventsReq, eventsAns],
 	opCancel:         serveAs[cancelReq, rpcError],
 	opRetry:          serveAs[retryReq, rpcError],

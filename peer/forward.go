@@ -130,7 +130,12 @@ func forward[A any, PA rpcAnswer[A]](ctx context.Context, p *Peer, to string, re
 		}
 		return out, fmt.Errorf("%w: forward to %s: %v", api.ErrUnavailable, to, err)
 	}
-	if err := json.Unmarshal(raw, PA(&out)); err != nil {
+	if d, ok := req.(answerDecoder[A]); ok {
+		err = d.decodeAnswer(raw, &out)
+	} else {
+		err = json.Unmarshal(raw, PA(&out))
+	}
+	if err != nil {
 		return out, fmt.Errorf("peer: forward to %s: bad answer: %w", to, err)
 	}
 	return out, PA(&out).answerErr().err()
@@ -198,8 +203,11 @@ func (p *Peer) serveCall(ctx context.Context, from string, b []byte) ([]byte, er
 		return nil, fmt.Errorf("peer: forwarded request from %s: unknown op %q", from, h.Op)
 	}
 	op := h.Op
-	if op == opSubmitSpec {
+	switch op {
+	case opSubmitSpec:
 		op = opSubmit // one submission, whichever form its spec came in
+	case opGroupBin:
+		op = opGroup // one read, whichever form its answer takes
 	}
 	p.metrics.served.WithLabelValues(op).Inc()
 	return serve(ctx, p, b)

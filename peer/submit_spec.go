@@ -32,10 +32,18 @@ type callEncoder interface {
 }
 
 // wireForm returns req as it goes to a peer that advertised features: a
-// submission in binary to a peer that takes it.
+// submission in binary to a peer that takes it, a group's read asking
+// for its tasks in binary of a peer that answers so (group_bin.go).
 func wireForm(req meshReq, features uint64) meshReq {
-	if r, ok := req.(*submitReq); ok && features&node.FeatureSubmitSpec != 0 && r.Spec != nil && r.Spec.Mode.Known() {
-		return &submitSpecReq{r}
+	switch r := req.(type) {
+	case *submitReq:
+		if features&node.FeatureSubmitSpec != 0 && r.Spec != nil && r.Spec.Mode.Known() {
+			return &submitSpecReq{r}
+		}
+	case *groupReq:
+		if features&node.FeatureGroupBin != 0 {
+			return &groupBinReq{*r}
+		}
 	}
 	return req
 }

@@ -373,7 +373,6 @@ func (s *Shard) groupView(id GroupID, withTasks bool) (GroupView, error) {
 	}
 	if withTasks {
 		v.Tasks = make([]TaskView, len(g.tasks))
-		v.Names = make(map[string]TaskID)
 	}
 	if g.spec.Mode == ModeStream {
 		v.Items = len(g.tasks) / len(g.spec.Stages)
@@ -382,9 +381,6 @@ func (s *Shard) groupView(id GroupID, withTasks bool) (GroupView, error) {
 	for i, t := range g.tasks {
 		if withTasks {
 			v.Tasks[i] = t.view()
-			if t.name != "" {
-				v.Names[t.name] = t.id()
-			}
 		}
 		if g.spec.Mode != ModeStream {
 			continue

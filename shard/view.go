@@ -111,7 +111,6 @@ type GroupView struct {
 	Counts     map[State]int
 	Total      int        // tasks in the group
 	Tasks      []TaskView // in submission order; nil in a summary
-	Names      map[string]TaskID
 	CreatedAt  time.Time
 	FinishedAt time.Time
 	Stages     []StageSpec   // streaming pipelines
