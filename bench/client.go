@@ -144,7 +144,7 @@ func (c *Client) do(ctx context.Context, method, path string, wait time.Duration
 	defer cancel()
 	var body io.Reader
 	if in != nil {
-		b, err := json.Marshal(in)
+		b, err := encodeBody(in)
 		if err != nil {
 			return err
 		}
@@ -171,10 +171,17 @@ func (c *Client) do(ctx context.Context, method, path string, wait time.Duration
 	if out == nil {
 		return nil
 	}
-	if g, ok := out.(*Group); ok {
+	switch o := out.(type) {
+	case *Group:
 		var fast Group
 		if decodeGroup(b, &fast) {
-			*g = fast
+			*o = fast
+			return nil
+		}
+	case *Submitted:
+		var fast Submitted
+		if decodeSubmitted(b, &fast) {
+			*o = fast
 			return nil
 		}
 	}
