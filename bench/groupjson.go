@@ -173,15 +173,8 @@ func (r *jreader) integer(n *int) bool {
 }
 
 func (r *jreader) counts(m *map[string]int) bool {
-	if r.Peek() == 'n' {
-		if !r.word("null") {
-			return false
-		}
-		*m = nil
-		return true
-	}
-	if *m == nil {
-		*m = make(map[string]int, 2)
+	if null, ok := startMap(r, m, 2); null {
+		return ok
 	}
 	return r.object(func(k []byte) bool {
 		n := 0
@@ -191,6 +184,23 @@ func (r *jreader) counts(m *map[string]int) bool {
 		(*m)[string(k)] = n
 		return true
 	})
+}
+
+// startMap starts reading an object into *m as encoding/json does: a null
+// sets *m to nil (null, and ok when it was one), and a nil *m is made for
+// size entries.
+func startMap[V any](r *jreader, m *map[string]V, size int) (null, ok bool) {
+	if r.Peek() == 'n' {
+		if !r.word("null") {
+			return true, false
+		}
+		*m = nil
+		return true, true
+	}
+	if *m == nil {
+		*m = make(map[string]V, size)
+	}
+	return false, true
 }
 
 func (r *jreader) tasks(ts *[]Task) bool {

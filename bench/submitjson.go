@@ -110,15 +110,8 @@ var submittedKeys = []string{"group", "tasks"}
 // names reads an object of strings into *m, or null. Its keys and values
 // are substrings of all, r.B as a string, not copies each.
 func (r *jreader) names(m *map[string]string, all string) bool {
-	if r.Peek() == 'n' {
-		if !r.word("null") {
-			return false
-		}
-		*m = nil
-		return true
-	}
-	if *m == nil {
-		*m = make(map[string]string, len(all)/40) // about 40 bytes an entry
+	if null, ok := startMap(r, m, len(all)/40); null { // about 40 bytes an entry
+		return ok
 	}
 	return r.object(func(k []byte) bool {
 		if r.Peek() != '"' { // a null, which encoding/json stores as ""
