@@ -69,14 +69,14 @@ func DecodeTaskViews(p []byte) ([]TaskView, int, error) {
 		return nil, 0, d.err
 	}
 	vs := make([]TaskView, n)
-	var prev TaskView
+	prev := &TaskView{}
 	for i := range vs {
-		decodeTaskView(&d, &vs[i], &prev)
+		decodeTaskView(&d, &vs[i], prev)
 		if d.err != nil {
 			d.withinIndex("tasks", i)
 			return nil, 0, d.err
 		}
-		prev = vs[i]
+		prev = &vs[i]
 	}
 	return vs, len(p) - d.Len(), nil
 }
