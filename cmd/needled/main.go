@@ -15,6 +15,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/needle-mesh/needle/internal/hugepages"
 )
 
 func main() {
@@ -30,6 +32,10 @@ func main() {
 		}
 		fmt.Fprintln(os.Stderr, "needled:", err)
 		os.Exit(2)
+	}
+	if m.HugePages && !m.Init {
+		r := hugepages.Enable(0)
+		m.HugePagesResult = &r
 	}
 	if m.Init {
 		if err := m.RunInit(os.Stdout); err != nil {

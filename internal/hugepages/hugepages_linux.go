@@ -1,0 +1,248 @@
+package hugepages
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	modePath = "/sys/kernel/mm/transparent_hugepage/enabled"
+	mapsPath = "/proc/self/maps"
+	// heapSpan bounds the address range taken for the heap: from the
+	// start of the mapping that holds the first heap object up. The
+	// runtime grows its heap upward from there, in arenas next to each
+	// other; the mappings of anything else (thread stacks, files) lie far
+	// above.
+	heapSpan = 1 << 40
+	// growth is how much more memory the runtime must hold before a
+	// collection advises the heap's mappings again: its heap grows by
+	// chunks of 4 MiB at least.
+	growth = 4 << 20
+)
+
+var (
+	once   sync.Once
+	result Result
+	// advisedHook, when set (tests), is called after every pass over the
+	// mappings that a collection started.
+	advisedHook func(error)
+)
+
+// Enable advises the heap for huge pages once per process (later calls
+// return the first call's Result). It maps reserve bytes of heap ahead
+// (0: DefaultReserve; negative: none), capped at a quarter of the
+// machine's memory and skipped where the kernel does not overcommit
+// (vm.overcommit_memory = 2, where address space is memory).
+func Enable(reserve int64) Result {
+	once.Do(func() { result = enable(reserve) })
+	return result
+}
+
+func enable(reserve int64) Result {
+	mode := parseMode(readFile(modePath))
+	r := Result{Mode: mode}
+	switch {
+	case mode == "":
+		r.Why = "the kernel offers no transparent huge pages"
+	case mode == "never":
+		r.Why = "transparent huge pages are off (never)"
+	case mode == "always":
+		r.Why = "the kernel backs all memory with huge pages it has (always)"
+	case disabledByGODEBUG(os.Getenv("GODEBUG")):
+		r.Why = "GODEBUG=disablethp=1"
+	}
+	if r.Why != "" {
+		return r
+	}
+	probe := new([64]byte)
+	lo, ok := mappingStart(readFile(mapsPath), uintptr(unsafe.Pointer(probe)))
+	runtime.KeepAlive(probe)
+	if !ok {
+		r.Why = "the heap's mapping is not in " + mapsPath
+		return r
+	}
+	a := &advisor{lo: lo, hi: lo + heapSpan}
+	if reserve == 0 {
+		reserve = DefaultReserve
+	}
+	if reserve > 0 {
+		reserve = min(reserve, memTotal(readFile("/proc/meminfo"))/4)
+		if strings.TrimSpace(string(readFile("/proc/sys/vm/overcommit_memory"))) == "2" {
+			reserve = 0
+		}
+	}
+	if reserve >= growth {
+		// Fresh memory from the system needs no zeroing: the slice is
+		// mapped and never touched. Freed, its pages are the first the
+		// runtime allocates from (lowest address first).
+		ahead := make([]byte, reserve)
+		runtime.KeepAlive(ahead)
+		r.Reserved = reserve
+	}
+	if err := a.advise(); err != nil {
+		r.Why = err.Error()
+		return r
+	}
+	if r.Reserved > 0 {
+		// Collect the slice and give its pages back at once (they were
+		// never touched), so that the runtime does not count them as
+		// memory it holds.
+		debug.FreeOSMemory()
+	}
+	a.last = heldBytes()
+	a.arm()
+	r.Advised = true
+	return r
+}
+
+// advisor advises the anonymous mappings in [lo, hi) for huge pages.
+type advisor struct {
+	lo, hi uintptr
+	// last is the memory the runtime held at the last pass.
+	last uint64
+}
+
+// arm runs a pass after the next collection when the runtime holds more
+// memory than at the last one, then arms again.
+func (a *advisor) arm() {
+	runtime.AddCleanup(new([16]byte), func(struct{}) {
+		if held := heldBytes(); held >= a.last+growth {
+			err := a.advise()
+			a.last = held
+			if advisedHook != nil {
+				advisedHook(err)
+			}
+		}
+		a.arm()
+	}, struct{}{})
+}
+
+func (a *advisor) advise() error {
+	maps, err := os.ReadFile(mapsPath)
+	if err != nil {
+		return err
+	}
+	for _, m := range anonMappings(maps, a.lo, a.hi) {
+		if _, _, e := unix.Syscall(unix.SYS_MADVISE, m.start, m.end-m.start, unix.MADV_HUGEPAGE); e != 0 {
+			return os.NewSyscallError("madvise", e)
+		}
+	}
+	return nil
+}
+
+// heldBytes is the memory the runtime has mapped, or 0 if it cannot tell.
+func heldBytes() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
+
+func readFile(path string) []byte {
+	b, _ := os.ReadFile(path)
+	return b
+}
+
+// parseMode returns the bracketed word of the kernel's setting ("always
+// [madvise] never" -> madvise), "" if there is none.
+func parseMode(b []byte) string {
+	s := string(b)
+	i := strings.IndexByte(s, '[')
+	j := strings.IndexByte(s, ']')
+	if i < 0 || j < i {
+		return ""
+	}
+	return s[i+1 : j]
+}
+
+// disabledByGODEBUG reports whether GODEBUG turns the runtime's use of huge
+// pages off (the last setting of a name wins, as in the runtime).
+func disabledByGODEBUG(godebug string) bool {
+	off := false
+	for kv := range strings.SplitSeq(godebug, ",") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(kv), "disablethp="); ok {
+			off = v == "1"
+		}
+	}
+	return off
+}
+
+// memTotal is MemTotal of /proc/meminfo in bytes; 0 if absent.
+func memTotal(meminfo []byte) int64 {
+	sc := bufio.NewScanner(bytes.NewReader(meminfo))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) >= 2 && f[0] == "MemTotal:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// mapping is one line of /proc/self/maps: [start, end).
+type mapping struct{ start, end uintptr }
+
+// parseMaps returns the mappings of maps with their permissions and whether
+// they are anonymous (no inode).
+func parseMaps(maps []byte, each func(m mapping, perms string, anon bool)) {
+	for line := range bytes.SplitSeq(maps, []byte{'\n'}) {
+		f := strings.Fields(string(line))
+		if len(f) < 5 {
+			continue
+		}
+		lo, hi, ok := strings.Cut(f[0], "-")
+		if !ok {
+			continue
+		}
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if err1 != nil || err2 != nil || end <= start {
+			continue
+		}
+		// An anonymous mapping has no inode and no path, or a name the
+		// process gave it ("[anon:NAME]").
+		anon := f[4] == "0" && (len(f) == 5 || strings.HasPrefix(f[5], "[anon:"))
+		each(mapping{uintptr(start), uintptr(end)}, f[1], anon)
+	}
+}
+
+// mappingStart returns the start of the mapping that holds p.
+func mappingStart(maps []byte, p uintptr) (uintptr, bool) {
+	var start uintptr
+	found := false
+	parseMaps(maps, func(m mapping, _ string, _ bool) {
+		if !found && m.start <= p && p < m.end {
+			start, found = m.start, true
+		}
+	})
+	return start, found
+}
+
+// anonMappings returns the private, writable, anonymous mappings of maps
+// within [lo, hi), cut to it.
+func anonMappings(maps []byte, lo, hi uintptr) []mapping {
+	var out []mapping
+	parseMaps(maps, func(m mapping, perms string, anon bool) {
+		if !anon || perms != "rw-p" {
+			return
+		}
+		m.start, m.end = max(m.start, lo), min(m.end, hi)
+		if m.start < m.end {
+			out = append(out, m)
+		}
+	})
+	return out
+}

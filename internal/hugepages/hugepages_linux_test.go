@@ -1,0 +1,218 @@
+package hugepages
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"reflect"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestParseMode(t *testing.T) {
+	for in, want := range map[string]string{
+		"always [madvise] never\n": "madvise",
+		"[always] madvise never\n": "always",
+		"always madvise [never]\n": "never",
+		"":                         "",
+		"always madvise never":     "",
+		"] [":                      "",
+	} {
+		if got := parseMode([]byte(in)); got != want {
+			t.Errorf("parseMode(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestDisabledByGODEBUG(t *testing.T) {
+	for in, want := range map[string]bool{
+		"":                          false,
+		"disablethp=1":              true,
+		"disablethp=0":              false,
+		"gctrace=1, disablethp=1":   true,
+		"disablethp=1,disablethp=0": false,
+		"xdisablethp=1":             false,
+	} {
+		if got := disabledByGODEBUG(in); got != want {
+			t.Errorf("disabledByGODEBUG(%q) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+func TestMemTotal(t *testing.T) {
+	if got := memTotal([]byte("MemTotal:       24684044 kB\nMemFree: 1 kB\n")); got != 24684044<<10 {
+		t.Errorf("memTotal = %d", got)
+	}
+	if got := memTotal([]byte("MemFree: 1 kB\n")); got != 0 {
+		t.Errorf("memTotal without the line = %d", got)
+	}
+}
+
+const sampleMaps = `00400000-0268d000 r-xp 00000000 fe:00 123 /usr/bin/needled
+0268d000-046db000 rw-p 00000000 00:00 0 
+37144000000-37144400000 ---p 00000000 00:00 0 
+37144400000-3714f800000 rw-p 00000000 00:00 0 
+3714f800000-37154000000 ---p 00000000 00:00 0 
+37160000000-37164000000 rw-p 00000000 00:00 0                          [anon: Go: heap]
+37170000000-37171000000 rw-s 00000000 fe:00 10018891                   /data/00001.mem
+38000000000-38000400000 rw-p 00000000 00:00 0 
+garbage line
+7f1a90000000-7f1a90021000 rw-p 00000000 00:00 0 
+`
+
+func TestAnonMappings(t *testing.T) {
+	lo := uintptr(0x37144000000)
+	got := anonMappings([]byte(sampleMaps), lo, lo+0x1000000000)
+	want := []mapping{
+		{0x37144400000, 0x3714f800000},
+		{0x37160000000, 0x37164000000},
+		{0x38000000000, 0x38000400000},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("anonMappings = %x, want %x", got, want)
+	}
+	// Cut to the window.
+	got = anonMappings([]byte(sampleMaps), 0x37148000000, 0x37150000000)
+	if want := []mapping{{0x37148000000, 0x3714f800000}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("anonMappings cut = %x, want %x", got, want)
+	}
+}
+
+func TestMappingStart(t *testing.T) {
+	if s, ok := mappingStart([]byte(sampleMaps), 0x37150000000); !ok || s != 0x3714f800000 {
+		t.Errorf("mappingStart = %x %v", s, ok)
+	}
+	if _, ok := mappingStart([]byte(sampleMaps), 0x10); ok {
+		t.Error("mappingStart found an address no mapping holds")
+	}
+}
+
+// vmaFlags returns the VmFlags of the mapping of /proc/self/smaps holding p.
+func vmaFlags(t *testing.T, p uintptr) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	in := false
+	for sc.Scan() {
+		line := sc.Text()
+		if f := strings.Fields(line); len(f) > 0 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":") {
+			lo, hi, _ := strings.Cut(f[0], "-")
+			s, _ := strconv.ParseUint(lo, 16, 64)
+			e, _ := strconv.ParseUint(hi, 16, 64)
+			in = uintptr(s) <= p && p < uintptr(e)
+			continue
+		}
+		if v, ok := strings.CutPrefix(line, "VmFlags:"); ok && in {
+			return strings.Fields(v)
+		}
+	}
+	t.Fatalf("no mapping holds %#x", p)
+	return nil
+}
+
+func hasFlag(flags []string, f string) bool {
+	for _, x := range flags {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
+
+// TestEnableAdvisesHeap: on a kernel that gives huge pages on request, the
+// heap's mapping is advised (VmFlags hg) at once, and so is heap mapped
+// after Enable, after a collection.
+func TestEnableAdvisesHeap(t *testing.T) {
+	if m := parseMode(readFile(modePath)); m != "madvise" {
+		t.Skipf("transparent huge pages are %q here, not madvise", m)
+	}
+	if disabledByGODEBUG(os.Getenv("GODEBUG")) {
+		t.Skip("GODEBUG=disablethp=1")
+	}
+	passes := make(chan error, 16)
+	advisedHook = func(err error) {
+		select {
+		case passes <- err:
+		default:
+		}
+	}
+	defer func() { advisedHook = nil }()
+
+	r := Enable(64 << 20)
+	if !r.Advised || r.Reserved != 64<<20 {
+		t.Fatalf("Enable = %+v", r)
+	}
+	if again := Enable(0); again != r {
+		t.Errorf("a second Enable = %+v, want the first's %+v", again, r)
+	}
+	small := new([64]byte)
+	if f := vmaFlags(t, uintptr(unsafe.Pointer(small))); !hasFlag(f, "hg") {
+		t.Errorf("the heap's mapping has flags %v, no hg", f)
+	}
+	runtime.KeepAlive(small)
+
+	// More than the reserve: the runtime maps more heap.
+	big := make([]byte, 256<<20)
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(big)))
+	deadline := time.After(time.Minute)
+	for !hasFlag(vmaFlags(t, p), "hg") {
+		runtime.GC()
+		select {
+		case err := <-passes:
+			if err != nil {
+				t.Fatalf("a pass after a collection: %v", err)
+			}
+		case <-deadline:
+			t.Fatalf("heap mapped after Enable not advised after collections; flags %v", vmaFlags(t, p))
+		}
+	}
+	runtime.KeepAlive(big)
+}
+
+// TestAdvisorAfterCollection: a mapping the advisor's range takes in that
+// appeared after it started is advised after a collection.
+func TestAdvisorAfterCollection(t *testing.T) {
+	if m := parseMode(readFile(modePath)); m != "madvise" {
+		t.Skipf("transparent huge pages are %q here, not madvise", m)
+	}
+	mem, err := unix.Mmap(-1, 0, 8<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
+	if f := vmaFlags(t, p); hasFlag(f, "hg") {
+		t.Fatalf("a fresh mapping has flags %v already", f)
+	}
+	passes := make(chan error, 16)
+	advisedHook = func(err error) {
+		select {
+		case passes <- err:
+		default:
+		}
+	}
+	defer func() { advisedHook = nil }()
+	a := &advisor{lo: p, hi: p + uintptr(len(mem))}
+	a.arm()
+	deadline := time.After(time.Minute)
+	for !hasFlag(vmaFlags(t, p), "hg") {
+		runtime.GC()
+		select {
+		case err := <-passes:
+			if err != nil {
+				t.Fatalf("a pass after a collection: %v", err)
+			}
+		case <-deadline:
+			t.Fatalf("the mapping not advised after collections; flags %v", vmaFlags(t, p))
+		}
+	}
+}
