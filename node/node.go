@@ -214,7 +214,10 @@ type Node struct {
 	// decoded is the slice the next committed entry's events are decoded
 	// into (applyEntry).
 	decoded []shard.Event
-	enc     []byte // encode's scratch buffer
+	// decodedTasks is the room the task specs of the next committed
+	// entry's submitted groups are decoded into (applyEntry).
+	decodedTasks []shard.TaskSpec
+	enc          []byte // encode's scratch buffer
 	// held lists the partitions this node holds (parts[i] != nil), in
 	// increasing order: the per-tick loops walk it instead of every slot of
 	// parts (partitions are opened by NewNode and stepRaft, and dropped

@@ -438,9 +438,9 @@ func (n *Node) applyEntry(p *partition, e *pb.Entry) {
 			n.maybeServe(p, e.GetTerm())
 			return
 		}
-		buf := n.decoded
-		n.decoded = nil // for as long as its events are applied
-		b, err := shard.DecodeBatchInto(e.GetData(), buf)
+		buf, tasks := n.decoded, n.decodedTasks
+		n.decoded, n.decodedTasks = nil, nil // for as long as its events are applied
+		b, tasks, err := shard.DecodeBatchReusing(e.GetData(), buf, tasks)
 		if err != nil {
 			n.rejectEntry(p, e, err)
 			return
@@ -448,16 +448,26 @@ func (n *Node) applyEntry(p *partition, e *pb.Entry) {
 		rejected := p.shard.Rejected()
 		n.applyBatch(p, &b)
 		n.stats.RejectedEntries += int(p.shard.Rejected() - rejected)
+		// Nothing keeps an applied event, nor a submitted group's task
+		// list (the shard and the node copy what they need): the next
+		// entry decodes into the same slices. A 1,000-task group's list
+		// is 184 KB, garbage at once otherwise.
 		if evs := b.Events; cap(evs) <= maxReusedProps && cap(evs) >= cap(buf) {
-			// Nothing keeps an applied event (the shard and the node copy
-			// what they need): the next entry decodes into the same slice.
 			clear(evs)
 			n.decoded = evs[:0]
 		} else {
 			n.decoded = buf
 		}
+		if cap(tasks) <= maxReusedTasks {
+			clear(tasks) // the payloads and names it points at
+			n.decodedTasks = tasks[:0]
+		}
 	}
 }
+
+// maxReusedTasks bounds the room for decoded task specs a node keeps
+// between entries (a TaskSpec is 184 bytes).
+const maxReusedTasks = 8192
 
 // applyConfChange applies a committed configuration change, or rejects
 // one that Raft cannot apply (it removes every voter, or leaves a joint

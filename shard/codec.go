@@ -107,7 +107,25 @@ func DecodeBatch(p []byte) (Batch, error) { return DecodeBatchInto(p, nil) }
 // the room (its contents are overwritten), so that a caller applying one
 // entry after another reuses one slice.
 func DecodeBatchInto(p []byte, buf []Event) (Batch, error) {
+	b, _, err := decodeBatch(p, buf, nil, false)
+	return b, err
+}
+
+// DecodeBatchReusing is DecodeBatchInto decoding the task specs of the
+// batch's submitted groups into tasks as well, when it has the room (its
+// contents are overwritten), and returning the slice they took, grown if
+// it had not, for the next entry. The specs' Tasks share it: they are
+// valid until it is decoded into again, so a caller reuses it only when
+// nothing keeps a submitted spec's task list past the batch's apply. The
+// shard does not (it copies a task's fields, never the list: a group's
+// schedule, which it does keep, is decoded apart), nor does the node.
+func DecodeBatchReusing(p []byte, buf []Event, tasks []TaskSpec) (Batch, []TaskSpec, error) {
+	return decodeBatch(p, buf, tasks[:0], true)
+}
+
+func decodeBatch(p []byte, buf []Event, room []TaskSpec, reuse bool) (Batch, []TaskSpec, error) {
 	d := NewDecoder(p)
+	d.reuse, d.room = reuse, room
 	var b Batch
 	v := d.Byte()
 	if d.err == nil && (v < 1 || v > CodecVersion) {
@@ -125,9 +143,9 @@ func DecodeBatchInto(p []byte, buf []Event) (Batch, error) {
 	}
 	if d.err != nil {
 		d.within("batch")
-		return Batch{}, d.err
+		return Batch{}, d.room, d.err
 	}
-	return b, nil
+	return b, d.room, nil
 }
 
 func decodeEvents(d *Decoder, buf []Event) []Event {
@@ -322,7 +340,7 @@ func decodeEvent(d *Decoder, e *Event, prev *Event) {
 	e.By = d.StringReuse(prev.By)
 	if d.Field("by") && flags&flagSpec != 0 {
 		e.Spec = new(GroupSpec)
-		decodeGroupSpec(d, e.Spec)
+		decodeGroupSpecIn(d, e.Spec, d.reuse)
 		d.within("spec")
 	}
 	if d.err == nil && e.Type == EvScheduleSet {
@@ -424,7 +442,11 @@ func decodeGroupSpecAt(p []byte, v1 bool) (GroupSpec, int, error) {
 	return g, len(p) - d.Len(), nil
 }
 
-func decodeGroupSpec(d *Decoder, g *GroupSpec) {
+func decodeGroupSpec(d *Decoder, g *GroupSpec) { decodeGroupSpecIn(d, g, false) }
+
+// decodeGroupSpecIn is decodeGroupSpec taking the task list from the
+// decoder's room when reuse is set (see DecodeBatchReusing).
+func decodeGroupSpecIn(d *Decoder, g *GroupSpec, reuse bool) {
 	g.ID = GroupID(d.String())
 	d.Field("id")
 	if g.Mode = Mode(d.Byte()); d.err == nil && !g.Mode.Known() {
@@ -440,7 +462,7 @@ func decodeGroupSpec(d *Decoder, g *GroupSpec) {
 		return
 	}
 	if n > 0 {
-		g.Tasks = make([]TaskSpec, n)
+		g.Tasks = d.taskRoom(n, reuse)
 	}
 	prev := &TaskSpec{}
 	for i := range g.Tasks {
@@ -501,6 +523,24 @@ func decodeTaskSpec(d *Decoder, t *TaskSpec, prev *TaskSpec) {
 	t.Require = decodeStrings(d, "require")
 	t.Pin = d.StringReuse(prev.Pin)
 	d.Field("pin")
+}
+
+// taskRoom returns n zeroed task specs: with reuse, the next n of the
+// room's capacity when it has them, else a new slice that becomes the room
+// (so that the caller keeps the larger for the next batch; the groups
+// decoded before keep theirs).
+func (d *Decoder) taskRoom(n int, reuse bool) []TaskSpec {
+	if !reuse {
+		return make([]TaskSpec, n)
+	}
+	r := d.room
+	if cap(r)-len(r) < n {
+		r = make([]TaskSpec, 0, max(n, 2*cap(r)))
+	}
+	ts := r[len(r) : len(r)+n : len(r)+n]
+	clear(ts)
+	d.room = r[:len(r)+n]
+	return ts
 }
 
 // decodeStrings decodes a list of strings; name is the list's field name.

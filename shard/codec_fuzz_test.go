@@ -49,6 +49,15 @@ func FuzzDecodeBatch(f *testing.F) {
 		if q2 := AppendBatch(nil, &b2); !bytes.Equal(q, q2) {
 			t.Fatalf("re-encoding not stable:\n%x\n%x", q, q2)
 		}
+		// Decoded into room left dirty by another batch, the same batch.
+		room := make([]TaskSpec, 3, 64)
+		for i := range room {
+			room[i] = TaskSpec{Name: "stale", Payload: []byte("x"), Item: 7, Require: []string{"a=b"}}
+		}
+		b3, _, err := DecodeBatchReusing(p, nil, room)
+		if err != nil || !reflect.DeepEqual(b, b3) {
+			t.Fatalf("DecodeBatchReusing = %v:\n%+v\nwant\n%+v", err, b3, b)
+		}
 	})
 }
 

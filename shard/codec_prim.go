@@ -103,6 +103,10 @@ type Decoder struct {
 	// v1 is set when reading data written before the group and task
 	// extensions (batch version 1, snapshot versions 1-3).
 	v1 bool
+	// reuse is set when the task specs of submitted groups are decoded
+	// into room (DecodeBatchReusing); clear, each group allocates its own.
+	reuse bool
+	room  []TaskSpec
 }
 
 // NewDecoder returns a Decoder reading p.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 var codecT0 = time.Unix(0, 1_767_225_600_123_456_789).UTC()
@@ -650,5 +651,62 @@ func BenchmarkDecodeBatch(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestDecodeBatchReusing: submitted groups' task lists are decoded into the
+// room given, one after the other, when it has space, into a larger one
+// returned when it has not, and never a schedule's group (the shard keeps
+// it); the batch is the one DecodeBatch gives.
+func TestDecodeBatchReusing(t *testing.T) {
+	group := func(id string, n int) *GroupSpec {
+		g := &GroupSpec{ID: GroupID(id), Mode: ModeParallel}
+		for i := range n {
+			g.Tasks = append(g.Tasks, TaskSpec{Name: fmt.Sprintf("t%d", i), Handler: "echo", Payload: []byte{byte(i)}})
+		}
+		return g
+	}
+	sched := codecFullEvent(EvScheduleSet)
+	b := Batch{Origin: "o", Events: []Event{
+		{Type: EvSubmitted, Group: "g1", Spec: group("g1", 3)},
+		sched,
+		{Type: EvSubmitted, Group: "g2", Spec: group("g2", 2)},
+	}}
+	p := AppendBatch(nil, &b)
+	want, err := DecodeBatch(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := func(ts []TaskSpec, room []TaskSpec) bool {
+		lo := uintptr(unsafe.Pointer(unsafe.SliceData(room[:1])))
+		at := uintptr(unsafe.Pointer(unsafe.SliceData(ts)))
+		return at >= lo && at < lo+uintptr(cap(room))*unsafe.Sizeof(TaskSpec{})
+	}
+
+	room := make([]TaskSpec, 2, 8)
+	got, used, err := DecodeBatchReusing(p, nil, room)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("DecodeBatchReusing = %v:\n%+v\nwant\n%+v", err, got, want)
+	}
+	if len(used) != 5 || unsafe.SliceData(used) != unsafe.SliceData(room) {
+		t.Errorf("room used: len %d, the same array %v; want 5 in the room given", len(used), unsafe.SliceData(used) == unsafe.SliceData(room))
+	}
+	if !in(got.Events[0].Spec.Tasks, room) || !in(got.Events[2].Spec.Tasks, room) {
+		t.Error("a submitted group's tasks are not in the room")
+	}
+	if len(got.Events[1].Sched.Group.Tasks) > 0 && in(got.Events[1].Sched.Group.Tasks, room) {
+		t.Error("a schedule's group took the room: the shard keeps it")
+	}
+	if cap(got.Events[0].Spec.Tasks) != 3 {
+		t.Errorf("a group's tasks have capacity %d; want 3 (an append must not run into the next group's)", cap(got.Events[0].Spec.Tasks))
+	}
+
+	small := make([]TaskSpec, 0, 4)
+	got, used, err = DecodeBatchReusing(p, nil, small)
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("DecodeBatchReusing into too little room = %v:\n%+v", err, got)
+	}
+	if cap(used) < 5 || !in(got.Events[2].Spec.Tasks, used) {
+		t.Errorf("room returned: cap %d, holding the last group %v; want the larger room the batch took", cap(used), in(got.Events[2].Spec.Tasks, used))
 	}
 }
