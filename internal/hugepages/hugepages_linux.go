@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -35,7 +36,7 @@ var (
 	result Result
 	// advisedHook, when set (tests), is called after every pass over the
 	// mappings that a collection started.
-	advisedHook func(error)
+	advisedHook atomic.Pointer[func(error)]
 )
 
 // Enable advises the heap for huge pages once per process (later calls
@@ -119,8 +120,8 @@ func (a *advisor) arm() {
 		if held := heldBytes(); held >= a.last+growth {
 			err := a.advise()
 			a.last = held
-			if advisedHook != nil {
-				advisedHook(err)
+			if h := advisedHook.Load(); h != nil {
+				(*h)(err)
 			}
 		}
 		a.arm()

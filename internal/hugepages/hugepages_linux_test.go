@@ -138,14 +138,7 @@ func TestEnableAdvisesHeap(t *testing.T) {
 	if disabledByGODEBUG(os.Getenv("GODEBUG")) {
 		t.Skip("GODEBUG=disablethp=1")
 	}
-	passes := make(chan error, 16)
-	advisedHook = func(err error) {
-		select {
-		case passes <- err:
-		default:
-		}
-	}
-	defer func() { advisedHook = nil }()
+	passes := watchPasses(t)
 
 	r := Enable(64 << 20)
 	if !r.Advised || r.Reserved != 64<<20 {
@@ -163,18 +156,7 @@ func TestEnableAdvisesHeap(t *testing.T) {
 	// More than the reserve: the runtime maps more heap.
 	big := make([]byte, 256<<20)
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(big)))
-	deadline := time.After(time.Minute)
-	for !hasFlag(vmaFlags(t, p), "hg") {
-		runtime.GC()
-		select {
-		case err := <-passes:
-			if err != nil {
-				t.Fatalf("a pass after a collection: %v", err)
-			}
-		case <-deadline:
-			t.Fatalf("heap mapped after Enable not advised after collections; flags %v", vmaFlags(t, p))
-		}
-	}
+	collectUntilAdvised(t, p, passes)
 	runtime.KeepAlive(big)
 }
 
@@ -193,16 +175,31 @@ func TestAdvisorAfterCollection(t *testing.T) {
 	if f := vmaFlags(t, p); hasFlag(f, "hg") {
 		t.Fatalf("a fresh mapping has flags %v already", f)
 	}
+	passes := watchPasses(t)
+	a := &advisor{lo: p, hi: p + uintptr(len(mem))}
+	a.arm()
+	collectUntilAdvised(t, p, passes)
+}
+
+// watchPasses returns the results of the passes collections start from now
+// on, until the test ends.
+func watchPasses(t *testing.T) <-chan error {
 	passes := make(chan error, 16)
-	advisedHook = func(err error) {
+	hook := func(err error) {
 		select {
 		case passes <- err:
 		default:
 		}
 	}
-	defer func() { advisedHook = nil }()
-	a := &advisor{lo: p, hi: p + uintptr(len(mem))}
-	a.arm()
+	advisedHook.Store(&hook)
+	t.Cleanup(func() { advisedHook.Store(nil) })
+	return passes
+}
+
+// collectUntilAdvised collects until the mapping holding p is advised (a
+// minute at most: a failure), and fails on a pass that did not advise.
+func collectUntilAdvised(t *testing.T, p uintptr, passes <-chan error) {
+	t.Helper()
 	deadline := time.After(time.Minute)
 	for !hasFlag(vmaFlags(t, p), "hg") {
 		runtime.GC()
@@ -212,7 +209,7 @@ func TestAdvisorAfterCollection(t *testing.T) {
 				t.Fatalf("a pass after a collection: %v", err)
 			}
 		case <-deadline:
-			t.Fatalf("the mapping not advised after collections; flags %v", vmaFlags(t, p))
+			t.Fatalf("%#x not advised after collections; flags %v", p, vmaFlags(t, p))
 		}
 	}
 }
