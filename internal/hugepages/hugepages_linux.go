@@ -196,8 +196,8 @@ func memTotal(meminfo []byte) int64 {
 // mapping is one line of /proc/self/maps: [start, end).
 type mapping struct{ start, end uintptr }
 
-// parseMaps returns the mappings of maps with their permissions and whether
-// they are anonymous (no inode).
+// parseMaps calls each for every mapping of maps, with its permissions and
+// whether it is anonymous (no inode); lines it cannot read are skipped.
 func parseMaps(maps []byte, each func(m mapping, perms string, anon bool)) {
 	for line := range bytes.SplitSeq(maps, []byte{'\n'}) {
 		f := strings.Fields(string(line))
