@@ -386,7 +386,7 @@ func (n *Node) startOffered(g Grant, from string) {
 // with labels or a pin are left to scheduleExternal, which matches them.
 func (n *Node) initialExternal(p *partition, spec *shard.GroupSpec) []shard.Event {
 	cfg := p.shard.Config()
-	if cfg.External == nil || !p.serving || n.draining || len(spec.Tasks) == 0 || n.anyExternalReady() {
+	if cfg.External == nil || !p.serving || n.draining || !anyExternal(spec, cfg.External) || n.anyExternalReady() {
 		return nil
 	}
 	handler := func(t shard.TaskID) string {
@@ -422,6 +422,24 @@ func (n *Node) initialExternal(p *partition, spec *shard.GroupSpec) []shard.Even
 		out = append(out, e)
 	}
 	return out
+}
+
+// anyExternal reports whether a task of spec is of an external handler,
+// asking external once per run of equal handlers (a group's tasks mostly
+// share one). A group of in-process tasks makes no leases here.
+func anyExternal(spec *shard.GroupSpec, external func(handler string) bool) bool {
+	var last string
+	for i := range spec.Tasks {
+		h := spec.Tasks[i].Handler
+		if i > 0 && h == last {
+			continue
+		}
+		if external(h) {
+			return true
+		}
+		last = h
+	}
+	return false
 }
 
 // extTarget is a holder whose workers wait for tasks of handler: this

@@ -2,6 +2,8 @@ package node
 
 import (
 	"testing"
+
+	"github.com/needle-mesh/needle/shard"
 )
 
 // A peer heartbeats early (within workerBeatEvery, not a heartbeat
@@ -44,5 +46,37 @@ func TestDemandBeatsEarly(t *testing.T) {
 	}
 	if got := beats(); got != 1 {
 		t.Errorf("no worker left: %d heartbeats; want 1", got)
+	}
+}
+
+// TestAnyExternal: a group leases to external workers at submission only
+// if one of its tasks is of an external handler, wherever it is, and the
+// handlers are asked once per run of equal ones.
+func TestAnyExternal(t *testing.T) {
+	spec := func(hs ...string) *shard.GroupSpec {
+		g := &shard.GroupSpec{}
+		for _, h := range hs {
+			g.Tasks = append(g.Tasks, shard.TaskSpec{Handler: h})
+		}
+		return g
+	}
+	tests := []struct {
+		spec *shard.GroupSpec
+		want bool
+		asks int
+	}{
+		{spec(), false, 0},
+		{spec("echo", "echo", "echo"), false, 1},
+		{spec("ext"), true, 1},
+		{spec("echo", "echo", "ext"), true, 2},
+		{spec("echo", "other", "echo", "ext", "ext"), true, 4},
+		{spec("", "echo"), false, 2},
+	}
+	for _, tt := range tests {
+		asks := 0
+		got := anyExternal(tt.spec, func(h string) bool { asks++; return h == "ext" })
+		if got != tt.want || asks != tt.asks {
+			t.Errorf("anyExternal(%v) = %v after %d asks; want %v after %d", tt.spec.Tasks, got, asks, tt.want, tt.asks)
+		}
 	}
 }

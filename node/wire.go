@@ -34,12 +34,19 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 	case MsgRaft:
 		dst = binary.AppendUvarint(dst, uint64(len(m.Raft)))
 		for _, r := range m.Raft {
-			b, err := proto.Marshal(r.Msg)
-			if err != nil {
+			// In place, behind its length: as shard.AppendBytes of
+			// proto.Marshal's bytes, without a buffer of their own.
+			size := proto.Size(r.Msg)
+			dst = binary.AppendUvarint(dst, uint64(r.Partition))
+			dst = binary.AppendUvarint(dst, uint64(size))
+			at := len(dst)
+			var err error
+			if dst, err = (proto.MarshalOptions{UseCachedSize: true}).MarshalAppend(dst, r.Msg); err != nil {
 				return nil, fmt.Errorf("peer: encode raft message: %w", err)
 			}
-			dst = binary.AppendUvarint(dst, uint64(r.Partition))
-			dst = shard.AppendBytes(dst, b)
+			if len(dst)-at != size {
+				return nil, fmt.Errorf("peer: encode raft message: %d bytes, sized %d", len(dst)-at, size)
+			}
 		}
 	case MsgHeartbeat:
 		dst = appendHeartbeat(dst, m.Heartbeat)

@@ -403,12 +403,22 @@ func (p *Peer) dialMembers(ctx context.Context) {
 }
 
 func (p *Peer) sendOne(to string, m *node.Message) {
-	b, err := node.AppendMessage(nil, m)
+	r, reuse := p.tr.(reuser)
+	var buf []byte
+	if reuse {
+		buf = r.Buffer()
+	}
+	b, err := node.AppendMessage(buf, m)
 	if err != nil {
 		p.log.Error("encode message", keyPeer, to, keyErr, err)
 		return
 	}
-	if err := p.tr.Send(to, b); err != nil {
+	if reuse {
+		err = r.SendReusing(to, b)
+	} else {
+		err = p.tr.Send(to, b)
+	}
+	if err != nil {
 		p.metrics.dropped.Inc()
 	}
 }

@@ -54,8 +54,16 @@ type idChecker interface {
 	ValidID(id string) bool
 }
 
+// reuser is a transport that lends the buffers messages are encoded into
+// and takes them back once written (the libp2p host: p2p.Host.Buffer).
+type reuser interface {
+	Buffer() []byte
+	SendReusing(to string, data []byte) error
+}
+
 var (
 	_ Transport    = (*p2p.Host)(nil)
+	_ reuser       = (*p2p.Host)(nil)
 	_ dialer       = (*p2p.Host)(nil)
 	_ disconnecter = (*p2p.Host)(nil)
 )

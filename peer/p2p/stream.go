@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -33,6 +34,34 @@ type outFrame struct {
 	kind Kind
 	id   uint64 // correlation id; 0 for messages
 	data []byte // owned by the host from enqueue on; never modified
+	// reuse: data came from Buffer (SendReusing) and goes back to the
+	// pool once written or dropped.
+	reuse bool
+}
+
+// maxReused bounds the buffers the pool keeps: a rare large message (a
+// snapshot's, a big group's entry) is left to the collector rather than
+// held for the small ones.
+const maxReused = 1 << 20
+
+// bufPool holds the message buffers Buffer lends and SendReusing takes
+// back. A busy peer encodes every Raft message it sends into a buffer: a
+// new one each time was 5% of the bytes it allocated.
+var bufPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// Buffer returns an empty buffer to encode a message into for
+// SendReusing, with the room of one sent before.
+func (h *Host) Buffer() []byte {
+	return (*bufPool.Get().(*[]byte))[:0]
+}
+
+// release puts a written or dropped frame's buffer back in the pool if it
+// came from Buffer.
+func release(f outFrame) {
+	if f.reuse && cap(f.data) <= maxReused {
+		b := f.data[:0]
+		bufPool.Put(&b)
+	}
 }
 
 // Send queues data for peer to and returns at once. Frames to one peer are
@@ -41,11 +70,25 @@ type outFrame struct {
 // must not modify it after Send returns. Errors: ErrUnknownPeer, ErrSelf,
 // ErrFrameTooLarge, ErrQueueFull, ErrClosed.
 func (h *Host) Send(to string, data []byte) error {
+	return h.send(outFrame{kind: KindMessage, data: data}, to)
+}
+
+// SendReusing is Send for data from Buffer: the host takes it back once it
+// is written (or dropped), to lend it again. The caller must neither read
+// nor modify data after the call, nor send it twice.
+func (h *Host) SendReusing(to string, data []byte) error {
+	return h.send(outFrame{kind: KindMessage, data: data, reuse: true}, to)
+}
+
+func (h *Host) send(f outFrame, to string) error {
 	w, err := h.writerFor(to)
-	if err != nil {
-		return err
+	if err == nil {
+		err = h.enqueue(w, f)
 	}
-	return h.enqueue(w, outFrame{kind: KindMessage, data: data})
+	if err != nil {
+		release(f)
+	}
+	return err
 }
 
 // Inbound returns the channel of messages from every peer. It is bounded
@@ -125,6 +168,7 @@ func (h *Host) runWriter(w *writer) {
 			var err error
 			if s, err = h.openStream(w.peer); err != nil {
 				h.dropFrame(w.peer, f, "open stream", err)
+				release(f)
 				if !h.sleep(jitter(backoff)) {
 					return
 				}
@@ -178,6 +222,9 @@ func (h *Host) writeBurst(bw *bufio.Writer, queue <-chan outFrame, f outFrame) (
 		if err := bw.Flush(); err != nil {
 			return burst, err
 		}
+		for _, f := range burst {
+			release(f)
+		}
 		return nil, nil
 	}
 }
@@ -196,6 +243,7 @@ func (h *Host) lostBurst(w *writer, lost []outFrame, err error) {
 			}
 		}
 		h.dropFrame(w.peer, f, "write", err)
+		release(f)
 	}
 }
 
