@@ -139,17 +139,19 @@ func frameChunk(base []byte, c, n uint32, v []byte) {
 
 // encodeMessage is encodeChunks of m's encoding (marshal). A message that
 // fits one chunk, as a Raft entry of up to 256 KB does, is encoded in
-// place behind the chunk's header: one allocation and one copy of the
-// entry fewer for every entry a replica writes.
-func encodeMessage(base []byte, m proto.Message) [][]byte {
+// place behind the chunk's header, in room from alloc (the transaction's
+// arena): no allocation and one copy of the entry fewer for every entry a
+// replica writes.
+func encodeMessage(base []byte, m proto.Message, alloc func(n int) []byte) [][]byte {
 	opts := proto.MarshalOptions{Deterministic: true}
 	size := opts.Size(m)
 	if size > chunkSize {
 		return encodeChunks(base, marshal(m))
 	}
-	v, err := opts.MarshalAppend(make([]byte, headerLen, headerLen+size), m)
-	if err != nil {
-		panic(fmt.Sprintf("badgerwal: invariant: marshal %T: %v", m, err))
+	opts.UseCachedSize = true
+	v, err := opts.MarshalAppend(alloc(headerLen + size)[:headerLen], m)
+	if err != nil || len(v) != headerLen+size {
+		panic(fmt.Sprintf("badgerwal: invariant: marshal %T: %d bytes of %d: %v", m, len(v)-headerLen, size, err))
 	}
 	frameChunk(base, 0, 1, v)
 	return [][]byte{v}

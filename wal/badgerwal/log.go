@@ -60,6 +60,9 @@ type Log struct {
 	compactions atomic.Int64
 	// ms syncs the memtable files alone (sync.go); nil in memory.
 	ms *memSync
+	// arena is the room the last transaction encoded its entries in
+	// (txnWriter.alloc), lent to the next once Badger has copied them.
+	arena []byte
 
 	// cancel stops the GC and compaction goroutines; wg waits for them in
 	// Close.
@@ -185,8 +188,7 @@ func (b *Log) Append(batch *wal.Batch) error {
 
 // partFor returns a function giving the txnPart of a partition within one
 // Append, starting from a copy of the cached partMeta.
-func (b *Log) partFor(txn *badger.Txn, staged map[uint32]*txnPart) func(p uint32) *txnPart {
-	w := &txnWriter{txn: txn}
+func (b *Log) partFor(w *txnWriter, staged map[uint32]*txnPart) func(p uint32) *txnPart {
 	return func(p uint32) *txnPart {
 		if tp, ok := staged[p]; ok {
 			return tp

@@ -69,11 +69,17 @@ func (b *Log) txnDo(fn func(w *txnWriter, part func(uint32) *txnPart) error) err
 	txn := b.db.NewTransaction(true)
 	defer txn.Discard()
 	staged := map[uint32]*txnPart{}
-	if err := fn(&txnWriter{txn: txn}, b.partFor(txn, staged)); err != nil {
+	w := &txnWriter{txn: txn, arena: b.arena[:0]}
+	if err := fn(w, b.partFor(w, staged)); err != nil {
 		return err
 	}
 	if err := txn.Commit(); err != nil {
 		return badgerErr(err)
+	}
+	// Committed: Badger copied every value into its memtable and its
+	// log file, and reads none of them again.
+	if cap(w.arena) <= maxArena {
+		b.arena = w.arena[:0]
 	}
 	for p, tp := range staged {
 		if tp.meta == nil {

@@ -16,6 +16,28 @@ import (
 // it see the transaction's own earlier writes.
 type txnWriter struct {
 	txn *badger.Txn
+	// arena is room for the values of this transaction (alloc): Badger
+	// holds them until the commit, which copies them.
+	arena []byte
+}
+
+// Arena sizes: the first block, and the largest a Log keeps between
+// transactions (a transaction that wrote more, a snapshot's, leaves its
+// room to the collector).
+const (
+	minArena = 64 << 10
+	maxArena = 4 << 20
+)
+
+// alloc returns n bytes of the transaction's arena. A full block is left
+// to the values already in it and a new one, twice as large, begun.
+func (w *txnWriter) alloc(n int) []byte {
+	if cap(w.arena)-len(w.arena) < n {
+		w.arena = make([]byte, 0, max(n, 2*cap(w.arena), minArena))
+	}
+	at := len(w.arena)
+	w.arena = w.arena[:at+n]
+	return w.arena[at : at+n : at+n]
 }
 
 func (w *txnWriter) set(k, v []byte) error { return badgerErr(w.txn.Set(k, v)) }
@@ -386,7 +408,7 @@ func (t *txnPart) PutEntries(es []*raftpb.Entry) error {
 	m.last = es[len(es)-1].GetIndex()
 	for _, e := range es {
 		base := entryKey(t.p, e.GetIndex())
-		if err := t.w.putValues(base, encodeMessage(base, e)); err != nil {
+		if err := t.w.putValues(base, encodeMessage(base, e, t.w.alloc)); err != nil {
 			return err
 		}
 	}
