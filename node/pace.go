@@ -19,6 +19,9 @@ type pacer struct {
 	run    float64 // mean handler run time, ns
 	commit float64 // mean lease commit latency, ns
 	steal  float64 // mean steal round trip (request to grant), ns
+	// slow is the longest run lately seen, ns: it rises to a longer run
+	// at once and decays toward shorter ones by slowDecay a run.
+	slow float64
 }
 
 const paceWeight = 0.05
@@ -31,10 +34,20 @@ func ewma(avg float64, sample time.Duration) float64 {
 }
 
 func (p *pacer) ran(d time.Duration) {
-	if d > 0 {
-		p.run = ewma(p.run, d)
+	if d <= 0 {
+		return
+	}
+	p.run = ewma(p.run, d)
+	if float64(d) >= p.slow {
+		p.slow = float64(d)
+	} else {
+		p.slow += slowDecay * (float64(d) - p.slow)
 	}
 }
+
+// slowDecay is how far the longest run lately seen moves toward a shorter
+// run: a hundred short runs take it two thirds of the way.
+const slowDecay = 0.01
 
 func (p *pacer) committed(d time.Duration) {
 	if d >= 0 {

@@ -542,7 +542,7 @@ func (n *Node) schedule() {
 	if n.draining {
 		return // a draining peer takes no new leases; thieves may still take its work
 	}
-	limit := n.cfg.Slots + n.pace.ahead(n.cfg.Slots, n.cfg.LeaseAhead)
+	limit := n.cfg.Slots + n.ownAhead()
 	if n.busy < limit && n.askStranded() {
 		limit-- // kept for what the victim grants
 	}
@@ -572,6 +572,28 @@ func (n *Node) schedule() {
 		}
 	}
 }
+
+// ownAhead is how many leases this peer holds for its own slots beyond
+// them (pacer.ahead). None while thieves drain a backlog short enough
+// that this peer starts its tasks before their leases commit
+// (deferLeases: a slot that frees takes its next task in the same step),
+// and in its tail, with a margin (ownTailSlowRuns): there a task held
+// ahead waits behind a run here while a thief's slot could start it.
+func (n *Node) ownAhead() int {
+	ahead := n.pace.ahead(n.cfg.Slots, n.cfg.LeaseAhead)
+	if ahead == 0 || !n.steal.enabled || n.steal.drain.Slots(n.now, 0) == 0 {
+		return ahead
+	}
+	if ready := n.readyRunnable(); ready <= n.cfg.Slots*n.cfg.LeaseAhead && n.inTail(ready, ownTailSlowRuns) {
+		return 0
+	}
+	return ahead
+}
+
+// ownTailSlowRuns is steal.TailSlowRuns for this peer's own leases ahead:
+// not holding them costs a step between a run's end and the next start,
+// where not granting a thief ahead costs it a steal's round trip.
+const ownTailSlowRuns = 4
 
 // schedulePeers leases READY tasks to this peer's free slots and to its
 // external workers' demand.

@@ -236,8 +236,8 @@ func (n *Node) stepSteal(from string, m Message) error {
 	if n.steal.enabled && !short {
 		limit := n.cfg.Slots + n.pace.ahead(n.cfg.Slots, n.cfg.LeaseAhead)
 		n.steal.drain.Asked(n.now, from, m.Load.Slots)
-		var most int
-		most, tail = steal.TailCap(ready, n.steal.drain.Slots(n.now, n.cfg.Slots), m.Load.Slots-m.Load.Running, want-granted)
+		tail = n.inTail(ready, steal.TailSlowRuns)
+		most := steal.TailCap(tail, m.Load.Slots-m.Load.Running, want-granted)
 		give := min(steal.GrantSize(ready, max(limit-n.busy, 0), want), most)
 		granted += n.grant(give, func(p *partition, k int) []shard.Event {
 			return p.shard.LeaseFor(n.now, k, holder, thief, nil)
@@ -250,6 +250,13 @@ func (n *Node) stepSteal(from string, m Message) error {
 		n.steal.refuse = append(n.steal.refuse, from)
 	}
 	return nil
+}
+
+// inTail reports whether this peer's backlog of ready tasks is in its
+// tail (steal.InTail), drained by its own slots and those of the thieves
+// that asked lately.
+func (n *Node) inTail(ready, slowRuns int) bool {
+	return steal.InTail(ready, n.steal.drain.Slots(n.now, n.cfg.Slots), time.Duration(n.pace.run), time.Duration(n.pace.slow), slowRuns)
 }
 
 // stealHolder is the holder a thief's leases are for: its incarnation as

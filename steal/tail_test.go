@@ -9,21 +9,44 @@ import (
 // only, none when it has no free slot.
 func TestTailCap(t *testing.T) {
 	for _, c := range []struct {
-		ready, drain, free, asked int
-		want                      int
-		tail                      bool
+		tail              bool
+		free, asked, want int
 	}{
-		{ready: 1000, drain: 20, free: 0, asked: 3, want: 3},
-		{ready: TailRounds*20 + 1, drain: 20, free: 0, asked: 3, want: 3},
-		{ready: TailRounds * 20, drain: 20, free: 0, asked: 3, want: 0, tail: true},
-		{ready: 10, drain: 20, free: 1, asked: 3, want: 1, tail: true},
-		{ready: 10, drain: 20, free: 5, asked: 3, want: 3, tail: true},
-		{ready: 10, drain: 20, free: -2, asked: 3, want: 0, tail: true}, // leases ahead held: Running > Slots
-		{ready: 10, drain: 0, free: 0, asked: 3, want: 3},               // nobody drains it: no tail
+		{tail: false, free: 0, asked: 3, want: 3},
+		{tail: true, free: 0, asked: 3, want: 0},
+		{tail: true, free: 1, asked: 3, want: 1},
+		{tail: true, free: 5, asked: 3, want: 3},
+		{tail: true, free: -2, asked: 3, want: 0}, // leases ahead held: Running > Slots
 	} {
-		got, tail := TailCap(c.ready, c.drain, c.free, c.asked)
-		if got != c.want || tail != c.tail {
-			t.Errorf("TailCap(%d, %d, %d, %d) = %d, %v; want %d, %v", c.ready, c.drain, c.free, c.asked, got, tail, c.want, c.tail)
+		if got := TailCap(c.tail, c.free, c.asked); got != c.want {
+			t.Errorf("TailCap(%v, %d, %d) = %d; want %d", c.tail, c.free, c.asked, got, c.want)
+		}
+	}
+}
+
+// A backlog is in its tail at TailRounds tasks per draining slot, or when
+// its slots run it within TailSlowRuns of the longest runs: W3's 20 ms and
+// 400 ms tasks (58 ms on average) on 6 slots are in their tail at 82
+// READY, uniform tasks at 24.
+func TestInTail(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		ready, drain int
+		run, slow    time.Duration
+		want         bool
+	}{
+		{ready: 1000, drain: 20, run: 10 * ms, slow: 10 * ms},
+		{ready: TailRounds*20 + 1, drain: 20, run: 10 * ms, slow: 10 * ms},
+		{ready: TailRounds * 20, drain: 20, run: 10 * ms, slow: 10 * ms, want: true},
+		{ready: TailRounds * 20, drain: 20, want: true},     // nothing timed yet: the count
+		{ready: 10, drain: 0, run: 10 * ms, slow: 400 * ms}, // nobody drains it: no tail
+		{ready: 82, drain: 6, run: 58 * ms, slow: 400 * ms, want: true},
+		{ready: 83, drain: 6, run: 58 * ms, slow: 400 * ms},
+		{ready: 25, drain: 6, run: 58 * ms, slow: 58 * ms},
+		{ready: 1 << 40, drain: 6, run: time.Hour, slow: 2 * time.Hour}, // no overflow
+	} {
+		if got := InTail(c.ready, c.drain, c.run, c.slow, 2); got != c.want {
+			t.Errorf("InTail(%d, %d, %v, %v) = %v; want %v", c.ready, c.drain, c.run, c.slow, got, c.want)
 		}
 	}
 }
