@@ -75,3 +75,24 @@ func TestAbdicateOnlyWhenOthersCanElect(t *testing.T) {
 		t.Errorf("after abdicating: serving %v, abdications %d; want false, 1", p.serving, h.n.stats.Abdications)
 	}
 }
+
+// The longest run lately seen rises to a longer run at once and decays
+// toward shorter ones, a hundred of them taking it two thirds of the way.
+func TestPacerSlow(t *testing.T) {
+	var p pacer
+	p.ran(20 * time.Millisecond)
+	p.ran(400 * time.Millisecond)
+	if p.slow != float64(400*time.Millisecond) {
+		t.Fatalf("after a 400 ms run: slow %v, want 400ms", time.Duration(p.slow))
+	}
+	p.ran(20 * time.Millisecond)
+	if s := time.Duration(p.slow); s >= 400*time.Millisecond || s < 390*time.Millisecond {
+		t.Errorf("one 20 ms run after: slow %v, want just under 400ms", s)
+	}
+	for range 99 {
+		p.ran(20 * time.Millisecond)
+	}
+	if s := time.Duration(p.slow); s < 150*time.Millisecond || s > 170*time.Millisecond {
+		t.Errorf("a hundred 20 ms runs after: slow %v, want about 160ms", s)
+	}
+}
