@@ -38,7 +38,9 @@
 //  3. send rd.Early: Raft messages that vouch for no local state (a
 //     leader's appends, snapshots and heartbeats, vote requests) may leave
 //     before the Ready is durable, so followers write in parallel with
-//     the leader; the core, not the driver, decides which they are;
+//     the leader, and so may steal requests and grants (a grant's lease
+//     is committed or held back, never in the Ready's entries); the core,
+//     not the driver, decides which they are;
 //  4. start rd.Run, cancel rd.Abort, make the webhook calls of rd.Notify
 //     and report each with NotifyDone. None of them vouches for local
 //     state: a run's outcome is accepted only through the log, once the

@@ -19,7 +19,9 @@ import (
 //  1. send rd.Early: Raft messages that vouch for no local state (a
 //     leader's appends, snapshots and heartbeats, vote requests), which
 //     may leave before this Ready's entries are durable, so that followers
-//     write in parallel with the leader (Raft thesis 10.2.1);
+//     write in parallel with the leader (Raft thesis 10.2.1), and steal
+//     requests and grants, whose leases are committed or held back, never
+//     in this Ready's entries (flushGrants);
 //  2. persist: Log.Append(&rd.Persist), then Log.Sync() if rd.MustSync;
 //  3. send rd.Messages and rd.Gossip: Raft's responses (append and vote
 //     acknowledgements) and every other message (outcomes, grants, acks)
@@ -31,7 +33,7 @@ import (
 type Ready struct {
 	Persist  wal.Batch
 	MustSync bool
-	Early    []Envelope // to one peer each, in order: may leave before Persist is written
+	Early    []Envelope // to one peer each, in order: may leave before Persist is written (Raft, steal requests, grants)
 	Messages []Envelope // to one peer each, in order: only after Persist is written (and synced)
 	Gossip   []Message  // to every peer (heartbeats): best effort
 	Run      []Run

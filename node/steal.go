@@ -54,6 +54,7 @@ type stealer struct {
 	t       *steal.Thief            // nil when stealing is off
 	owed    map[shard.TaskID]string // leases proposed for a thief, by task
 	grants  map[string][]Grant      // grants to send with the next Ready, by thief holder (id#boot)
+	applied map[string]bool         // the holders of grants whose leases applied (flushGrants)
 	refuse  []string                // thieves to answer with a refusal
 	notNow  []string                // thieves to answer "not now" (steal.TailCap)
 	drain   steal.Drainers          // the slots that drain this peer's backlog
@@ -65,7 +66,7 @@ type stealer struct {
 }
 
 func newStealer(cfg NodeConfig) (stealer, error) {
-	s := stealer{owed: map[shard.TaskID]string{}, grants: map[string][]Grant{}, enabled: cfg.Steal}
+	s := stealer{owed: map[shard.TaskID]string{}, grants: map[string][]Grant{}, applied: map[string]bool{}, enabled: cfg.Steal}
 	if !cfg.Steal {
 		return s, nil
 	}
@@ -151,7 +152,7 @@ func (n *Node) stealCapacity() int {
 func (n *Node) askSteal(victim string, want int, load Load) {
 	n.steal.askedAt = n.now
 	n.stats.StealsAsked++
-	n.rd.Messages = append(n.rd.Messages, Envelope{To: victim, Msg: Message{Type: MsgStealReq, From: n.cfg.ID, Want: want, Load: load, Holder: n.holder}})
+	n.rd.Early = append(n.rd.Early, Envelope{To: victim, Msg: Message{Type: MsgStealReq, From: n.cfg.ID, Want: want, Load: load, Holder: n.holder}})
 }
 
 // askStranded lets a peer with work of its own still take the tasks that
@@ -336,6 +337,7 @@ func (n *Node) grantApplied(p *partition, e *shard.Event) {
 	}
 	n.stats.TasksGranted++
 	n.steal.grants[e.Holder] = append(n.steal.grants[e.Holder], n.grantOf(p, e, &spec))
+	n.steal.applied[e.Holder] = true
 }
 
 // grantOf is the grant of lease e of p, a task of spec.
@@ -347,7 +349,14 @@ func (n *Node) grantOf(p *partition, e *shard.Event, spec *shard.TaskSpec) Grant
 		Shard: si, Shards: sn, Require: spec.Require, Worker: p.shard.BroadcastWorker(e.Task)}
 }
 
-// flushGrants sends the grants (and refusals) of this Ready.
+// flushGrants sends the grants (and refusals) of this Ready. A grant
+// whose lease this leader holds back (holdGrants) goes early
+// (Ready.Early), ahead of the Ready's persist: the lease is in none of the
+// entries being written, so the grant vouches for nothing the persist
+// makes durable, and a thief whose slot is free waits for no sync of the
+// victim's. So do refusals, and a thief's steal requests (askSteal). A
+// grant of a lease that applied (grantApplied) waits for the persist: a
+// partition with one voter commits an entry before it is written.
 func (n *Node) flushGrants() {
 	if len(n.steal.grants) == 0 && len(n.steal.refuse) == 0 && len(n.steal.notNow) == 0 {
 		return
@@ -357,17 +366,22 @@ func (n *Node) flushGrants() {
 	for _, holder := range sortedKeys(n.steal.grants) {
 		to := shard.HolderPeer(holder)
 		granted[to] = true
-		n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgGrant, From: n.cfg.ID, Load: self,
+		out := &n.rd.Early
+		if n.steal.applied[holder] {
+			out = &n.rd.Messages
+		}
+		*out = append(*out, Envelope{To: to, Msg: Message{Type: MsgGrant, From: n.cfg.ID, Load: self,
 			Grants: n.steal.grants[holder], Holder: holder}})
 	}
 	for i, thieves := range [2][]string{n.steal.refuse, n.steal.notNow} {
 		for _, to := range thieves {
 			if !granted[to] {
-				n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgGrant, From: n.cfg.ID, Load: self, Refused: true, NotNow: i == 1}})
+				n.rd.Early = append(n.rd.Early, Envelope{To: to, Msg: Message{Type: MsgGrant, From: n.cfg.ID, Load: self, Refused: true, NotNow: i == 1}})
 			}
 		}
 	}
 	clear(n.steal.grants)
+	clear(n.steal.applied)
 	n.steal.refuse = n.steal.refuse[:0]
 	n.steal.notNow = n.steal.notNow[:0]
 }

@@ -36,7 +36,8 @@
 // which hands every Ready to node.Driver, the driver peer/loop.go uses,
 // with simIO doing its IO in the contract's order (node/doc.go):
 //
-//  1. send rd.Early (a leader's appends, heartbeats, vote requests)
+//  1. send rd.Early (a leader's appends, heartbeats, vote requests,
+//     steal requests and grants)
 //     through the network: the disk's writes take no virtual time, so
 //     they leave at the drain's instant, before the rest;
 //  2. wal.Memory.Append(&rd.Persist), then Sync if rd.MustSync;

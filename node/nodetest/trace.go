@@ -7,12 +7,14 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/needle-mesh/needle/node"
+	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/wal"
 )
 
 // Contract checks, through node.Driver's Trace, that drivers take the
 // Ready contract's path: the duties of each Ready in order, ending with
 // Advance; rd.Early holding only Raft messages that vouch for no local
-// state and rd.Messages none of them. Tests of the runtime and the
+// state, steal requests and grants, and rd.Messages none of them. Tests of the runtime and the
 // simulator install it to prove they drive their Nodes through
 // node.Driver. It is safe for concurrent use (a peer's loop runs on its
 // own goroutine).
@@ -46,7 +48,13 @@ func (c *Contract) see(id string, d node.Duty, rd *node.Ready) {
 	switch d {
 	case node.DutySendEarly:
 		for _, e := range rd.Early {
-			if e.Msg.Type != node.MsgRaft {
+			switch e.Msg.Type {
+			case node.MsgRaft, node.MsgStealReq:
+			case node.MsgGrant:
+				if !grantLeasesOutside(e.Msg.Grants, &rd.Persist) {
+					c.fail("%s: a grant in Early whose lease is in the Ready's persist", id)
+				}
+			default:
 				c.fail("%s: a %v message in Early", id, e.Msg.Type)
 			}
 			for _, rm := range e.Msg.Raft {
@@ -71,6 +79,31 @@ func (c *Contract) see(id string, d node.Duty, rd *node.Ready) {
 		c.readies++
 	}
 	c.last[id] = d
+}
+
+// grantLeasesOutside reports whether none of grants' leases is among the
+// entries persist writes: a grant sent early must vouch for no entry of
+// its Ready (its lease committed already, or held back).
+func grantLeasesOutside(grants []node.Grant, persist *wal.Batch) bool {
+	for _, u := range persist.Updates {
+		for _, e := range u.Entries {
+			if e.GetType() != pb.EntryNormal || len(e.GetData()) == 0 {
+				continue
+			}
+			b, err := shard.DecodeBatch(e.GetData())
+			if err != nil {
+				continue
+			}
+			for _, ev := range b.Events {
+				for _, g := range grants {
+					if ev.Type == shard.EvLeased && ev.Task == g.Task && ev.Round == g.Round {
+						return false
+					}
+				}
+			}
+		}
+	}
+	return true
 }
 
 // response reports whether a Raft message acknowledges local state.
