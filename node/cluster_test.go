@@ -30,6 +30,8 @@ type cluster struct {
 	// notify holds the webhook deliveries each node handed out, for the
 	// test to answer.
 	notify map[string][]NotifyJob
+	// hold keeps runs running: none reports (runs keeps them all).
+	hold bool
 }
 
 type cnode struct {
@@ -105,10 +107,15 @@ func (c *cluster) step(d time.Duration) {
 		}
 		cn.n.Tick(c.now)
 		for _, r := range c.runs[cn.id] {
+			if c.hold {
+				break
+			}
 			// Took: the tasks stand for real work (100 ms), worth stealing.
 			_ = cn.n.Report(shard.Outcome{Task: r.Task, Round: r.Round, OK: true, Result: r.Payload, Took: 100 * time.Millisecond})
 		}
-		c.runs[cn.id] = nil
+		if !c.hold {
+			c.runs[cn.id] = nil
+		}
 		inbox := cn.inbox
 		cn.inbox = nil
 		for _, e := range inbox {

@@ -235,8 +235,12 @@ func (n *Node) stepSteal(from string, m Message) error {
 	}, from)
 	tail := false
 	if n.steal.enabled && !short {
-		limit := n.cfg.Slots + n.pace.ahead(n.cfg.Slots, n.cfg.LeaseAhead)
 		n.steal.drain.Asked(n.now, from, m.Load.Slots)
+		// What this peer's own slots take: those free now and the leases
+		// it would hold ahead, none in a tail thieves drain (ownAhead).
+		// Counting leases ahead it then does not take kept a backlog's
+		// last task READY until one of its own slots freed.
+		limit := n.cfg.Slots + n.ownAhead()
 		tail = n.inTail(ready, steal.TailSlowRuns)
 		most := steal.TailCap(tail, m.Load.Slots-m.Load.Running, want-granted)
 		give := min(steal.GrantSize(ready, max(limit-n.busy, 0), want), most)
