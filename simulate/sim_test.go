@@ -277,6 +277,23 @@ func TestIdleRunCutShortIsNoViolation(t *testing.T) {
 	}
 }
 
+// makespanRatios runs cfg(seed) for seeds 1 to seeds, each of which must
+// keep every guarantee, and returns their makespans over LB, sorted.
+func makespanRatios(t *testing.T, seeds uint64, cfg func(seed uint64) Config) []float64 {
+	t.Helper()
+	var ratios []float64
+	for seed := uint64(1); seed <= seeds; seed++ {
+		c := cfg(seed)
+		r := mustRun(t, c)
+		if r.Failed() {
+			t.Fatalf("%s\nreplay: %s", r.Violations[0], c.ReplayCommand())
+		}
+		ratios = append(ratios, r.MakespanOverLB)
+	}
+	slices.Sort(ratios)
+	return ratios
+}
+
 // TestTailHeldAheadNotBehindLongRun runs W3 on 3 peers, where a 400 ms
 // task granted or leased ahead at 49 READY (past the count's tail of 4
 // tasks per slot) waited a whole 400 ms run while the other slots ran the
@@ -285,16 +302,9 @@ func TestIdleRunCutShortIsNoViolation(t *testing.T) {
 // (Node.ownAhead), bring them to 1.068-1.070.
 func TestTailHeldAheadNotBehindLongRun(t *testing.T) {
 	t.Parallel()
-	var ratios []float64
-	for seed := uint64(1); seed <= 5; seed++ {
-		cfg := Config{Seed: seed, Peers: 3, Tasks: 300, Workload: "w3", Faults: []string{}, Warmup: 5 * time.Second}
-		r := mustRun(t, cfg)
-		if r.Failed() {
-			t.Fatalf("%s\nreplay: %s", r.Violations[0], cfg.ReplayCommand())
-		}
-		ratios = append(ratios, r.MakespanOverLB)
-	}
-	slices.Sort(ratios)
+	ratios := makespanRatios(t, 5, func(seed uint64) Config {
+		return Config{Seed: seed, Peers: 3, Tasks: 300, Workload: "w3", Faults: []string{}, Warmup: 5 * time.Second}
+	})
 	if ratios[2] > 1.085 {
 		t.Errorf("makespan/LB over seeds 1-5 %.3f, median %.3f; want <= 1.085", ratios, ratios[2])
 	}
@@ -310,16 +320,9 @@ func TestTailHeldAheadNotBehindLongRun(t *testing.T) {
 // here).
 func TestTailNotLeasedAhead(t *testing.T) {
 	t.Parallel()
-	var ratios []float64
-	for seed := uint64(1); seed <= 3; seed++ {
-		cfg := Config{Seed: seed, Peers: 100, Tasks: 10000, Workload: "w3", Partitions: 512, Warmup: 5 * time.Second, Placement: ring.PlacementSpread}
-		r := mustRun(t, cfg)
-		if r.Failed() {
-			t.Fatalf("%s\nreplay: %s", r.Violations[0], cfg.ReplayCommand())
-		}
-		ratios = append(ratios, r.MakespanOverLB)
-	}
-	slices.Sort(ratios)
+	ratios := makespanRatios(t, 3, func(seed uint64) Config {
+		return Config{Seed: seed, Peers: 100, Tasks: 10000, Workload: "w3", Partitions: 512, Warmup: 5 * time.Second, Placement: ring.PlacementSpread}
+	})
 	if ratios[1] > 1.15 {
 		t.Errorf("makespan/LB over seeds 1-3 %.3f, median %.3f; want <= 1.15", ratios, ratios[1])
 	}
