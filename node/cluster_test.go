@@ -106,14 +106,11 @@ func (c *cluster) step(d time.Duration) {
 			continue
 		}
 		cn.n.Tick(c.now)
-		for _, r := range c.runs[cn.id] {
-			if c.hold {
-				break
-			}
-			// Took: the tasks stand for real work (100 ms), worth stealing.
-			_ = cn.n.Report(shard.Outcome{Task: r.Task, Round: r.Round, OK: true, Result: r.Payload, Took: 100 * time.Millisecond})
-		}
 		if !c.hold {
+			for _, r := range c.runs[cn.id] {
+				// Took: the tasks stand for real work (100 ms), worth stealing.
+				_ = cn.n.Report(shard.Outcome{Task: r.Task, Round: r.Round, OK: true, Result: r.Payload, Took: 100 * time.Millisecond})
+			}
 			c.runs[cn.id] = nil
 		}
 		inbox := cn.inbox
