@@ -15,3 +15,16 @@ func datasync(f *os.File) error {
 		}
 	}
 }
+
+// preallocate makes f size bytes long, its blocks allocated (read as
+// zeros) where the file system can; elsewhere a sparse file.
+func preallocate(f *os.File, size int64) error {
+	err := unix.Fallocate(int(f.Fd()), 0, 0, size)
+	if err == nil {
+		return nil
+	}
+	if err != unix.EOPNOTSUPP && err != unix.ENOSYS {
+		return err
+	}
+	return f.Truncate(size)
+}

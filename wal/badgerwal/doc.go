@@ -6,6 +6,10 @@
 // It lives apart from wal so that the pure core, which needs only the
 // wal.Log contract, does not depend on Badger.
 //
+// Sync makes Appends durable with one fdatasync of a redo journal beside
+// Badger (journal.go: every change's Badger operations, replayed at Open);
+// Badger's own files are synced at checkpoints.
+//
 // Open a Log with Open and release it with Close. One Append is atomic:
 // a Batch larger than one Badger transaction is written in several, in an
 // order that leaves a valid log after a crash between them (see split.go);

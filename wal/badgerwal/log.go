@@ -30,6 +30,11 @@ type Options struct {
 	MemTableSize int64
 	// GCInterval is how often the value-log GC runs. Default 1 minute.
 	GCInterval time.Duration
+	// JournalSize is the size of the redo journal (journal.go) in bytes:
+	// default 64 MiB, at least twice the largest transaction (15% of the
+	// memtable). Negative: no journal; Sync then syncs Badger's memtable
+	// files. In memory there is none.
+	JournalSize int64
 }
 
 // Log is the wal.Log of a real peer: one Badger database holding every
@@ -60,9 +65,20 @@ type Log struct {
 	compactions atomic.Int64
 	// ms syncs the memtable files alone (sync.go); nil in memory.
 	ms *memSync
-	// arena is the room the last transaction encoded its entries in
+	// j is the redo journal (journal.go); nil in memory or when turned
+	// off.
+	j *journal
+	// commits counts the transactions Badger has not applied yet (with a
+	// journal they commit without waiting, txnDo).
+	commits sync.WaitGroup
+	// cbMu guards what Badger's commit callbacks set: the first error of
+	// a commit not waited for, which every later write and read returns
+	// (the journal holds what it lost: a restart replays it), and arena,
+	// the room the last transaction encoded its entries in
 	// (txnWriter.alloc), lent to the next once Badger has copied them.
-	arena []byte
+	cbMu     sync.Mutex
+	asyncErr error
+	arena    []byte
 
 	// cancel stops the GC and compaction goroutines; wg waits for them in
 	// Close.
@@ -101,6 +117,11 @@ func Open(dir string, opts Options) (*Log, error) {
 		kick: make(chan struct{}, 1), kickEvery: bo.MemTableSize / 16}
 	if !opts.InMemory {
 		b.ms = openMemSync(dir)
+		if err := b.openJournal(dir, opts.JournalSize); err != nil {
+			_ = db.Close()
+			cancel()
+			return nil, fmt.Errorf("badgerwal: open %s: journal: %w", dir, err)
+		}
 	}
 	b.wg.Go(func() { b.compactLoop(ctx) })
 	b.kickCompaction() // a database left with a full L0
@@ -156,9 +177,10 @@ func badgerOptions(dir string, opts Options, log *slog.Logger) (badger.Options, 
 // wal.ErrBatchTooBig.
 //
 // If an earlier Append was not synced yet, Append syncs first: Badger does
-// not fsync a memtable's WAL file when it rotates to a new memtable, and
-// DB.Sync only syncs the current one, so a rotation between two unsynced
-// Appends could lose the first while keeping the second.
+// not fsync a memtable's WAL file when it rotates to a new memtable, so a
+// crash could lose an unsynced Append while keeping a later one in the
+// next memtable's file, where the journal's replay (which ends at the
+// first record it lacks) would not reach to overwrite it.
 func (b *Log) Append(batch *wal.Batch) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -166,7 +188,7 @@ func (b *Log) Append(batch *wal.Batch) error {
 		return wal.ErrClosed
 	}
 	if b.dirty {
-		if err := b.syncWAL(); err != nil {
+		if err := b.durable(); err != nil {
 			return fmt.Errorf("badgerwal: append: sync previous: %w", err)
 		}
 		b.dirty = false
@@ -228,25 +250,55 @@ func writeBatch(w *txnWriter, batch *wal.Batch, part func(p uint32) *txnPart) er
 	return nil
 }
 
-// Sync implements Log. In badger v4.9.6 DB.Sync msyncs (MS_SYNC) the
-// active memtable's WAL file and the active value-log file, which together
-// hold every write since the last memtable rotation (see Append for
-// rotations).
+// Sync implements Log: it syncs the journal's new records (journal.go),
+// or without a journal Badger's memtable files.
 func (b *Log) Sync() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
 		return wal.ErrClosed
 	}
-	if err := b.syncWAL(); err != nil {
+	if err := b.durable(); err != nil {
 		return fmt.Errorf("badgerwal: sync: %w", err)
 	}
 	b.dirty = false
 	return nil
 }
 
-// syncWAL makes every write so far durable: the memtable files alone
-// (sync.go), or Badger's DB.Sync where they cannot be found.
+// durable makes every write so far durable: the journal's records, or
+// without a journal Badger's memtable files.
+func (b *Log) durable() error {
+	if b.j == nil {
+		return b.syncWAL()
+	}
+	if err := b.commitErr(); err != nil {
+		return err
+	}
+	return b.j.sync(b.checkpoint)
+}
+
+// checkpoint makes every write Badger was given durable in Badger itself,
+// once it has applied them all: the journal may then start over.
+func (b *Log) checkpoint() error {
+	b.commits.Wait()
+	if err := b.commitErr(); err != nil {
+		return err
+	}
+	return b.syncWAL()
+}
+
+// commitErr is the first error of a commit not waited for.
+func (b *Log) commitErr() error {
+	b.cbMu.Lock()
+	defer b.cbMu.Unlock()
+	if b.asyncErr != nil {
+		return fmt.Errorf("an earlier commit failed: %w", b.asyncErr)
+	}
+	return nil
+}
+
+// syncWAL makes every write Badger applied durable: the memtable files
+// alone (sync.go), or Badger's DB.Sync where they cannot be found.
 func (b *Log) syncWAL() error {
 	if b.ms == nil || b.ms.fallback {
 		return b.db.Sync()
@@ -266,10 +318,25 @@ func (b *Log) Close() error {
 	b.closed = true
 	b.cancel()
 	b.wg.Wait()
+	var jerr error
+	if b.j != nil {
+		// Records not written yet go to the journal, in case Badger's
+		// close fails; once it flushed its memtables the journal holds
+		// nothing it needs.
+		jerr = b.j.sync(b.checkpoint)
+		b.commits.Wait()
+	}
 	if b.ms != nil {
 		b.ms.close()
 	}
-	if err := b.db.Close(); err != nil {
+	err := b.db.Close()
+	if b.j != nil {
+		if err == nil && jerr == nil {
+			jerr = b.j.restart()
+		}
+		jerr = errors.Join(jerr, b.j.close())
+	}
+	if err = errors.Join(err, jerr); err != nil {
 		return fmt.Errorf("badgerwal: close: %w", err)
 	}
 	return nil

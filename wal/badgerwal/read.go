@@ -22,6 +22,9 @@ func (b *Log) view(op string, fn func(txn *badger.Txn) error) error {
 	if b.closed {
 		return wal.ErrClosed
 	}
+	if err := b.commitErr(); err != nil { // Badger may lack what it lost
+		return wrap(op, err)
+	}
 	if err := b.db.View(fn); err != nil {
 		return wrap(op, err)
 	}

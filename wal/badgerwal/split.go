@@ -65,21 +65,41 @@ func (b *Log) MaxRecord() int {
 
 // txnDo runs fn in one read-write transaction and commits it, publishing
 // the partition metadata fn changed.
+//
+// With a journal the transaction is framed as its next record and Badger
+// commits it without waiting: Sync makes the record durable, and the next
+// transaction (NewTransaction) waits for the commit before it reads.
 func (b *Log) txnDo(fn func(w *txnWriter, part func(uint32) *txnPart) error) error {
 	txn := b.db.NewTransaction(true)
 	defer txn.Discard()
 	staged := map[uint32]*txnPart{}
-	w := &txnWriter{txn: txn, arena: b.arena[:0]}
+	w := &txnWriter{txn: txn, arena: b.takeArena(), j: b.j}
+	if b.j != nil {
+		b.j.begin()
+	}
 	if err := fn(w, b.partFor(w, staged)); err != nil {
 		return err
 	}
-	if err := txn.Commit(); err != nil {
-		return badgerErr(err)
-	}
-	// Committed: Badger copied every value into its memtable and its
-	// log file, and reads none of them again.
-	if cap(w.arena) <= maxArena {
-		b.arena = w.arena[:0]
+	if b.j == nil {
+		if err := txn.Commit(); err != nil {
+			return badgerErr(err)
+		}
+		b.giveArena(w.arena)
+	} else {
+		arena := w.arena
+		b.commits.Add(1)
+		txn.CommitWith(func(err error) {
+			if err != nil {
+				b.cbMu.Lock()
+				if b.asyncErr == nil {
+					b.asyncErr = badgerErr(err)
+				}
+				b.cbMu.Unlock()
+			}
+			b.giveArena(arena)
+			b.commits.Done()
+		})
+		b.j.commit()
 	}
 	for p, tp := range staged {
 		if tp.meta == nil {
@@ -96,7 +116,29 @@ func (b *Log) txnSync(fn func(w *txnWriter, part func(uint32) *txnPart) error) e
 	if err := b.txnDo(fn); err != nil {
 		return err
 	}
-	return b.syncWAL()
+	return b.durable()
+}
+
+// takeArena returns the room lent back by the last commit (nil if it has
+// not finished: alloc makes new room).
+func (b *Log) takeArena() []byte {
+	b.cbMu.Lock()
+	defer b.cbMu.Unlock()
+	a := b.arena
+	b.arena = nil
+	return a[:0]
+}
+
+// giveArena lends a committed transaction's room to the next: Badger
+// copied every value into its memtable and its log file, and reads none
+// of them again. Room grown past maxArena is left to the collector.
+func (b *Log) giveArena(a []byte) {
+	if cap(a) > maxArena {
+		return
+	}
+	b.cbMu.Lock()
+	b.arena = a[:0]
+	b.cbMu.Unlock()
 }
 
 // appendSplit writes batch in several transactions (see above).

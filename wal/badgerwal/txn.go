@@ -19,6 +19,8 @@ type txnWriter struct {
 	// arena is room for the values of this transaction (alloc): Badger
 	// holds them until the commit, which copies them.
 	arena []byte
+	// j, when set, journals every operation (journal.go).
+	j *journal
 }
 
 // Arena sizes: the first block, and the largest a Log keeps between
@@ -40,8 +42,25 @@ func (w *txnWriter) alloc(n int) []byte {
 	return w.arena[at : at+n : at+n]
 }
 
-func (w *txnWriter) set(k, v []byte) error { return badgerErr(w.txn.Set(k, v)) }
-func (w *txnWriter) del(k []byte) error    { return badgerErr(w.txn.Delete(k)) }
+func (w *txnWriter) set(k, v []byte) error {
+	if err := w.txn.Set(k, v); err != nil {
+		return badgerErr(err)
+	}
+	if w.j != nil {
+		w.j.set(k, v)
+	}
+	return nil
+}
+
+func (w *txnWriter) del(k []byte) error {
+	if err := w.txn.Delete(k); err != nil {
+		return badgerErr(err)
+	}
+	if w.j != nil {
+		w.j.del(k)
+	}
+	return nil
+}
 
 // putChunks writes payload under base, assuming no chunk is stored there.
 func (w *txnWriter) putChunks(base, payload []byte) error {
