@@ -231,7 +231,18 @@ func (j *journal) commit() {
 		j.buf = j.frame(j.buf, j.seq, j.rec)
 		j.seq++
 	}
-	j.rec = j.rec[:0]
+	j.rec = keep(j.rec)
+}
+
+// maxKept is the most room the journal keeps between transactions; a
+// larger one (a snapshot's) is left to the collector.
+const maxKept = 4 << 20
+
+func keep(b []byte) []byte {
+	if cap(b) > maxKept {
+		return nil
+	}
+	return b[:0]
 }
 
 // frame appends the record (j.cycle, seq, payload) to b.
@@ -262,7 +273,7 @@ func (j *journal) sync(checkpoint func() error) error {
 			return err
 		}
 		j.off += int64(len(j.buf))
-		j.buf = j.buf[:0]
+		j.buf = keep(j.buf)
 		j.unsynced = true
 	}
 	if !j.unsynced {
@@ -291,7 +302,7 @@ func (j *journal) restart() error {
 	if err := datasync(j.f); err != nil {
 		return err
 	}
-	j.off, j.seq, j.buf, j.unsynced = journalHeader, 1, j.buf[:0], false
+	j.off, j.seq, j.buf, j.unsynced = journalHeader, 1, keep(j.buf), false
 	return nil
 }
 

@@ -3,6 +3,7 @@ package badgerwal
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -361,4 +362,43 @@ func FuzzParseJournal(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestFailedCommitKeepsJournal: after a commit Badger failed (injected
+// here), Sync fails and Close leaves the journal's records for the next
+// Open to replay.
+func TestFailedCommitKeepsJournal(t *testing.T) {
+	dir := t.TempDir()
+	b, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batches := journalBatches()
+	appendSync(t, b, batches[0])
+	appendSync(t, b, batches[1])
+	want := dump(t, b)
+	b.cbMu.Lock()
+	b.asyncErr = errors.New("injected")
+	b.cbMu.Unlock()
+	if err := b.Sync(); err == nil {
+		t.Fatal("Sync after a failed commit returned nil")
+	}
+	if err := b.Close(); err == nil {
+		t.Fatal("Close after a failed commit returned nil")
+	}
+	data, err := os.ReadFile(filepath.Join(dir, journalName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps, err := parseJournal(data); err != nil || len(ps) != 2 {
+		t.Fatalf("journal after Close: %d records, err %v; want the 2 Appends'", len(ps), err)
+	}
+	r, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got := dump(t, r); got != want {
+		t.Fatalf("reopened:\n%s\nwant:\n%s", got, want)
+	}
 }

@@ -325,6 +325,9 @@ func (b *Log) Close() error {
 		// nothing it needs.
 		jerr = b.j.sync(b.checkpoint)
 		b.commits.Wait()
+		// A commit Badger failed is in the journal alone: keep it for
+		// the next Open to replay.
+		jerr = errors.Join(jerr, b.commitErr())
 	}
 	if b.ms != nil {
 		b.ms.close()
