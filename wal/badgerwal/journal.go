@@ -79,26 +79,27 @@ type journal struct {
 	unsynced bool
 }
 
-// openJournal opens (or creates, size bytes of zeros) the journal at
+// openJournal opens (or creates, its blocks allocated) the journal at
 // path and returns the payloads of its current cycle's records, which
-// the caller replays and then checkpoints (restart).
+// the caller replays and then checkpoints (restart). It reads the
+// records of that cycle alone: after a clean Close, the start record.
 func openJournal(path string, size int64) (*journal, [][]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, nil, err
 	}
 	j := &journal{f: f, size: size}
-	data, err := io.ReadAll(f)
+	st, err := f.Stat()
 	if err != nil {
 		_ = f.Close()
 		return nil, nil, err
 	}
-	payloads, err := parseJournal(data)
+	payloads, err := parseJournal(f, st.Size())
 	if err != nil {
 		_ = f.Close()
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if int64(len(data)) != size {
+	if st.Size() != size {
 		if err := j.prepare(); err != nil {
 			_ = f.Close()
 			return nil, nil, err
@@ -111,18 +112,19 @@ func openJournal(path string, size int64) (*journal, [][]byte, error) {
 // read: not a torn write, a bug or a corrupted disk.
 var errJournal = errors.New("journal record unreadable")
 
-// parseJournal returns the payloads of the records of the cycle that
-// data's start record names, in order, up to the first record that is
-// not whole. A whole record whose operations do not decode is an error.
-func parseJournal(data []byte) ([][]byte, error) {
-	cycle, seq, payload, ok := journalRecord(data)
+// parseJournal returns the payloads of the records of the cycle that the
+// start record of r (size bytes) names, in order, up to the first record
+// that is not whole. A whole record whose operations do not decode is an
+// error.
+func parseJournal(r io.ReaderAt, size int64) ([][]byte, error) {
+	cycle, seq, payload, ok := journalRecordAt(r, 0, size)
 	if !ok || seq != 0 || len(payload) != 0 {
 		return nil, nil // no cycle: a new file, or a torn start record
 	}
 	var out [][]byte
-	off := journalHeader
+	off := int64(journalHeader)
 	for {
-		c, s, p, ok := journalRecord(data[off:])
+		c, s, p, ok := journalRecordAt(r, off, size)
 		if !ok || c != cycle || s != seq+1 {
 			return out, nil
 		}
@@ -131,24 +133,32 @@ func parseJournal(data []byte) ([][]byte, error) {
 		}
 		out = append(out, p)
 		seq = s
-		off += journalHeader + len(p)
+		off += journalHeader + int64(len(p))
 	}
 }
 
-// journalRecord reads the record at the start of b; ok is false if none
-// is whole there.
-func journalRecord(b []byte) (cycle, seq uint64, payload []byte, ok bool) {
-	if len(b) < journalHeader {
+// journalRecordAt reads the record at off of r (size bytes); ok is false if
+// none is whole there.
+func journalRecordAt(r io.ReaderAt, off, size int64) (cycle, seq uint64, payload []byte, ok bool) {
+	var h [journalHeader]byte
+	if off < 0 || size-off < journalHeader {
 		return 0, 0, nil, false
 	}
-	n := binary.BigEndian.Uint32(b[4:8])
-	if uint64(n) > uint64(len(b)-journalHeader) {
+	if _, err := r.ReadAt(h[:], off); err != nil {
 		return 0, 0, nil, false
 	}
-	if crc32.Checksum(b[4:journalHeader+int(n)], castagnoli) != binary.BigEndian.Uint32(b[0:4]) {
+	n := int64(binary.BigEndian.Uint32(h[4:8]))
+	if n > size-off-journalHeader {
 		return 0, 0, nil, false
 	}
-	return binary.BigEndian.Uint64(b[8:16]), binary.BigEndian.Uint64(b[16:24]), b[journalHeader : journalHeader+int(n)], true
+	payload = make([]byte, n)
+	if m, err := r.ReadAt(payload, off+journalHeader); int64(m) != n || (err != nil && err != io.EOF) {
+		return 0, 0, nil, false
+	}
+	if crc32.Update(crc32.Checksum(h[4:], castagnoli), castagnoli, payload) != binary.BigEndian.Uint32(h[0:4]) {
+		return 0, 0, nil, false
+	}
+	return binary.BigEndian.Uint64(h[8:16]), binary.BigEndian.Uint64(h[16:24]), payload, true
 }
 
 // forOps calls fn for each operation of a record's payload (v is nil for

@@ -222,12 +222,12 @@ func TestJournalRestoresWhatBadgerLost(t *testing.T) {
 		// The third record (the third Append's) starts after the start
 		// record and the second Append's; flip a byte in its payload.
 		off := journalHeader
-		_, _, p, ok := journalRecord(torn[off:])
+		_, _, p, ok := journalRecordAt(bytes.NewReader(torn), int64(off), int64(len(torn)))
 		if !ok {
 			t.Fatal("no second record")
 		}
 		off += journalHeader + len(p)
-		if _, _, _, ok := journalRecord(torn[off:]); !ok {
+		if _, _, _, ok := journalRecordAt(bytes.NewReader(torn), int64(off), int64(len(torn))); !ok {
 			t.Fatal("no third record")
 		}
 		torn[off+journalHeader+3] ^= 1
@@ -305,13 +305,17 @@ func TestJournalEmptyAfterClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, err := parseJournal(data)
+	ps, err := parseBytes(data)
 	if err != nil || len(ps) != 0 {
 		t.Fatalf("journal after Close: %d records, err %v; want none", len(ps), err)
 	}
 	if int64(len(data)) != defaultJournalSize {
 		t.Fatalf("journal of %d bytes; want %d", len(data), defaultJournalSize)
 	}
+}
+
+func parseBytes(data []byte) ([][]byte, error) {
+	return parseJournal(bytes.NewReader(data), int64(len(data)))
 }
 
 // testJournal frames records of the given cycles and sequence numbers
@@ -346,7 +350,7 @@ func TestParseJournal(t *testing.T) {
 		{"start record torn", testJournal([2]uint64{7, 1})[1:], 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ps, err := parseJournal(tc.data)
+			ps, err := parseBytes(tc.data)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -359,7 +363,7 @@ func TestParseJournal(t *testing.T) {
 	// journal's end.
 	j := &journal{cycle: 7}
 	bad := j.frame(j.frame(nil, 0, nil), 1, []byte{opSet, 200})
-	if _, err := parseJournal(bad); err == nil {
+	if _, err := parseBytes(bad); err == nil {
 		t.Fatal("a whole record with a truncated operation parsed")
 	}
 }
@@ -371,7 +375,7 @@ func FuzzParseJournal(f *testing.F) {
 	f.Add([]byte{})
 	f.Add(testJournal([2]uint64{7, 1})[:40])
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ps, err := parseJournal(data)
+		ps, err := parseBytes(data)
 		if err != nil {
 			return
 		}
@@ -409,7 +413,7 @@ func TestFailedCommitKeepsJournal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ps, err := parseJournal(data); err != nil || len(ps) != 2 {
+	if ps, err := parseBytes(data); err != nil || len(ps) != 2 {
 		t.Fatalf("journal after Close: %d records, err %v; want the 2 Appends'", len(ps), err)
 	}
 	r, err := Open(dir, Options{})
