@@ -77,6 +77,9 @@ type journal struct {
 	// synced.
 	rec, buf []byte
 	unsynced bool
+	// resize: the file is not size bytes long (new, or made with another
+	// size); restart prepares it first.
+	resize bool
 }
 
 // openJournal opens (or creates, its blocks allocated) the journal at
@@ -99,12 +102,7 @@ func openJournal(path string, size int64) (*journal, [][]byte, error) {
 		_ = f.Close()
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if st.Size() != size {
-		if err := j.prepare(); err != nil {
-			_ = f.Close()
-			return nil, nil, err
-		}
-	}
+	j.resize = st.Size() != size
 	return j, payloads, nil
 }
 
@@ -298,8 +296,15 @@ func (j *journal) sync(checkpoint func() error) error {
 
 // restart begins a new cycle: a start record with a new cycle id at the
 // journal's start, synced. Every change journaled before, written or
-// not, must be durable in Badger already (a checkpoint).
+// not, must be durable in Badger already (a checkpoint): only then may a
+// file of another size be made over.
 func (j *journal) restart() error {
+	if j.resize {
+		if err := j.prepare(); err != nil {
+			return err
+		}
+		j.resize = false
+	}
 	var id [8]byte
 	if _, err := rand.Read(id[:]); err != nil {
 		return err

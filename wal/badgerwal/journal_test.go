@@ -425,3 +425,50 @@ func TestFailedCommitKeepsJournal(t *testing.T) {
 		t.Fatalf("reopened:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// TestJournalResized: a journal made with another size is replayed before
+// it is made over at the new size.
+func TestJournalResized(t *testing.T) {
+	dir := t.TempDir()
+	b, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batches := journalBatches()
+	appendSync(t, b, batches[0])
+	startOver(t, b)
+	atCheckpoint := copyDir(t, dir, journalName)
+	appendSync(t, b, batches[1])
+	want := dump(t, b)
+	copyFile(t, filepath.Join(dir, journalName), filepath.Join(atCheckpoint, journalName))
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	const size = 32 << 20
+	// Until the replay's checkpoint the file must stay as it is: a crash
+	// before it replays the same records again.
+	path := filepath.Join(atCheckpoint, journalName)
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, ps, err := openJournal(path, size)
+	if err != nil || len(ps) != 1 {
+		t.Fatalf("openJournal: %d records, %v; want the second Append's", len(ps), err)
+	}
+	_ = j.close()
+	if after, err := os.ReadFile(path); err != nil || !bytes.Equal(after, before) {
+		t.Fatalf("openJournal changed the file before any replay (%v)", err)
+	}
+	r, err := Open(atCheckpoint, Options{JournalSize: size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got := dump(t, r); got != want {
+		t.Fatalf("reopened with another journal size:\n%s\nwant:\n%s", got, want)
+	}
+	if st, err := os.Stat(filepath.Join(atCheckpoint, journalName)); err != nil || st.Size() != size {
+		t.Fatalf("journal after Open: %v, %v; want %d bytes", st.Size(), err, size)
+	}
+}
