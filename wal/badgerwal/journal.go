@@ -353,6 +353,9 @@ func (b *Log) openJournal(dir string, size int64) error {
 		_ = j.close()
 		return fmt.Errorf("replay: %w", err)
 	}
+	if len(payloads) > 0 { // a crash or kill, not a clean stop
+		b.log.Info("wal journal replayed", "records", len(payloads))
+	}
 	if err := b.syncWAL(); err != nil {
 		_ = j.close()
 		return err
