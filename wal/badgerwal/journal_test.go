@@ -17,6 +17,18 @@ import (
 	"github.com/needle-mesh/needle/wal"
 )
 
+// openLog opens a Log in dir, closed at the test's end (a second Close
+// is a no-op).
+func openLog(t *testing.T, dir string, opts Options) *Log {
+	t.Helper()
+	b, err := Open(dir, opts)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
 // dump renders everything a Log stores, to compare two Logs.
 func dump(t *testing.T, b *Log) string {
 	t.Helper()
@@ -110,6 +122,21 @@ func startOver(t *testing.T, b *Log) {
 	}
 }
 
+// checkpointed opens a Log in a new dir, syncs the first of
+// journalBatches, checkpoints, copies Badger's files as they stand then
+// (atCheckpoint, without the journal) and syncs the second.
+func checkpointed(t *testing.T) (b *Log, dir, atCheckpoint string) {
+	t.Helper()
+	dir = t.TempDir()
+	b = openLog(t, dir, Options{})
+	batches := journalBatches()
+	appendSync(t, b, batches[0])
+	startOver(t, b)
+	atCheckpoint = copyDir(t, dir, journalName)
+	appendSync(t, b, batches[1])
+	return b, dir, atCheckpoint
+}
+
 // copyDir copies the files of dir (no subdirectories) into a new
 // directory; skip names a file to leave out.
 func copyDir(t *testing.T, dir, skip string) string {
@@ -172,22 +199,12 @@ func copyFile(t *testing.T, from, to string) {
 // what Badger holds again, and the Log is the same. A torn last record
 // loses only its own Append.
 func TestJournalRestoresWhatBadgerLost(t *testing.T) {
-	dir := t.TempDir()
-	b, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b, dir, atCheckpoint := checkpointed(t)
 	if b.j == nil {
 		t.Fatal("no journal")
 	}
-	batches := journalBatches()
-	appendSync(t, b, batches[0])
-	startOver(t, b)
-	atCheckpoint := copyDir(t, dir, journalName)
-	appendSync(t, b, batches[1])
 	afterSecond := dump(t, b)
-	appendSync(t, b, batches[2])
+	appendSync(t, b, journalBatches()[2])
 	want := dump(t, b)
 	journal, err := os.ReadFile(filepath.Join(dir, journalName))
 	if err != nil {
@@ -252,11 +269,7 @@ func TestJournalWraps(t *testing.T) {
 	dir := t.TempDir()
 	opts := Options{MemTableSize: 4 << 20}
 	opts.JournalSize = 2 * (15*opts.MemTableSize/100 + journalHeader)
-	b, err := Open(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openLog(t, dir, opts)
 	cycles := map[uint64]bool{b.j.cycle: true}
 	payload := bytes.Repeat([]byte("w"), 20<<10)
 	for i := range uint64(300) {
@@ -291,10 +304,7 @@ func TestJournalWraps(t *testing.T) {
 // records, so the next Open replays nothing.
 func TestJournalEmptyAfterClose(t *testing.T) {
 	dir := t.TempDir()
-	b, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openLog(t, dir, Options{})
 	for _, batch := range journalBatches() {
 		appendSync(t, b, batch)
 	}
@@ -392,10 +402,7 @@ func FuzzParseJournal(f *testing.F) {
 // Open to replay.
 func TestFailedCommitKeepsJournal(t *testing.T) {
 	dir := t.TempDir()
-	b, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := openLog(t, dir, Options{})
 	batches := journalBatches()
 	appendSync(t, b, batches[0])
 	appendSync(t, b, batches[1])
@@ -429,16 +436,7 @@ func TestFailedCommitKeepsJournal(t *testing.T) {
 // TestJournalResized: a journal made with another size is replayed before
 // it is made over at the new size.
 func TestJournalResized(t *testing.T) {
-	dir := t.TempDir()
-	b, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	batches := journalBatches()
-	appendSync(t, b, batches[0])
-	startOver(t, b)
-	atCheckpoint := copyDir(t, dir, journalName)
-	appendSync(t, b, batches[1])
+	b, dir, atCheckpoint := checkpointed(t)
 	want := dump(t, b)
 	copyFile(t, filepath.Join(dir, journalName), filepath.Join(atCheckpoint, journalName))
 	if err := b.Close(); err != nil {
