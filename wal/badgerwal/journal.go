@@ -216,17 +216,17 @@ func (j *journal) prepare() error {
 
 // set and del add an operation to the transaction being built.
 func (j *journal) set(k, v []byte) {
-	j.rec = append(j.rec, opSet)
-	j.rec = binary.AppendUvarint(j.rec, uint64(len(k)))
-	j.rec = append(j.rec, k...)
-	j.rec = binary.AppendUvarint(j.rec, uint64(len(v)))
-	j.rec = append(j.rec, v...)
+	j.rec = appendLenBytes(appendLenBytes(append(j.rec, opSet), k), v)
 }
 
 func (j *journal) del(k []byte) {
-	j.rec = append(j.rec, opDelete)
-	j.rec = binary.AppendUvarint(j.rec, uint64(len(k)))
-	j.rec = append(j.rec, k...)
+	j.rec = appendLenBytes(append(j.rec, opDelete), k)
+}
+
+// appendLenBytes appends b's length as a uvarint and b (lenBytes reads
+// them).
+func appendLenBytes(dst, b []byte) []byte {
+	return append(binary.AppendUvarint(dst, uint64(len(b))), b...)
 }
 
 // begin drops what an unfinished transaction added.
@@ -349,23 +349,27 @@ func (b *Log) openJournal(dir string, size int64) error {
 	if err != nil {
 		return err
 	}
-	if err := b.replay(payloads); err != nil {
+	if err := b.startJournal(j, payloads); err != nil {
 		_ = j.close()
+		return err
+	}
+	b.j = j
+	return nil
+}
+
+// startJournal replays the payloads of j's current cycle into Badger,
+// makes Badger durable and begins a new cycle.
+func (b *Log) startJournal(j *journal, payloads [][]byte) error {
+	if err := b.replay(payloads); err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
 	if len(payloads) > 0 { // a crash or kill, not a clean stop
 		b.log.Info("wal journal replayed", "records", len(payloads))
 	}
 	if err := b.syncWAL(); err != nil {
-		_ = j.close()
 		return err
 	}
-	if err := j.restart(); err != nil {
-		_ = j.close()
-		return err
-	}
-	b.j = j
-	return nil
+	return j.restart()
 }
 
 // replay applies the journal records' operations to Badger in order, in
