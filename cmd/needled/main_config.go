@@ -281,6 +281,12 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if r := m.HugePagesResult; r != nil && (r.Advised || r.Mode == "always") {
+		// After the WAL is open, so that Badger's arena is placed already
+		// (hugepages.Prefault).
+		free := hugepages.Prefault(hugepages.DefaultPrefault)
+		log.Info("memory: heap faulted in ahead", "bytes", hugepages.DefaultPrefault, "heap_free_bytes", free)
+	}
 	if m.Config.Token == "" {
 		log.Warn("no NEEDLE_API_TOKEN set: the API accepts every request")
 	}
