@@ -281,16 +281,24 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if r := m.HugePagesResult; r != nil && (r.Advised || r.Mode == "always") {
-		// After the WAL is open, so that Badger's arena is placed already
-		// (hugepages.Prefault).
-		free := hugepages.Prefault(hugepages.DefaultPrefault)
-		log.Info("memory: heap faulted in ahead", "bytes", hugepages.DefaultPrefault, "heap_free_bytes", free)
-	}
+	prefaultHeap(m.HugePagesResult, log) // after the WAL is open: hugepages.Prefault
 	if m.Config.Token == "" {
 		log.Warn("no NEEDLE_API_TOKEN set: the API accepts every request")
 	}
 	return p.Run(ctx)
+}
+
+// prefaultHeap faults in hugepages.DefaultPrefault bytes of heap when the
+// heap is on huge pages (r is what hugepages.Enable found; nil when it did
+// not run), and reports whether it did. Call it once the WAL is open, so
+// that Badger's memtable arena is placed already.
+func prefaultHeap(r *hugepages.Result, log *slog.Logger) bool {
+	if r == nil || !(r.Advised || r.Mode == "always") {
+		return false
+	}
+	free := hugepages.Prefault(hugepages.DefaultPrefault)
+	log.Info("memory: heap faulted in ahead", "bytes", hugepages.DefaultPrefault, "heap_free_bytes", free)
+	return true
 }
 
 func (m *Main) logger() (*slog.Logger, error) {
