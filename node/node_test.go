@@ -8,6 +8,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/needle-mesh/needle/shard"
 	"github.com/needle-mesh/needle/wal"
@@ -389,5 +390,45 @@ func TestDrainWaitsForJointConfiguration(t *testing.T) {
 	p.conf = conf
 	if done, _ := h.n.Drained(); !done {
 		t.Fatal("not drained after the joint configuration was left")
+	}
+}
+
+// A draining voter whose partition's leader has not committed an entry of
+// its own term is not drained: that leader may still count a joint
+// configuration this node left already (it committed the leaving entry
+// as the leader before, then handed the leadership over), and commits
+// nothing, the leaving entry included, without this node's vote.
+func TestDrainWaitsForLeaderCommitInTerm(t *testing.T) {
+	h := newHarness(t, 2)
+	h.tick(10 * time.Millisecond)
+	h.n.Drain()
+	if done, what := h.n.Drained(); !done {
+		t.Fatalf("a lone idle node draining: Drained() = false, %q", what)
+	}
+	p := h.n.parts[h.n.held[0]]
+	st := p.rn.BasicStatus()
+	term, last := st.GetTerm(), st.GetCommit()
+	const leader = 99
+	// Another leader of a later term, heard through a heartbeat: it has
+	// committed nothing of its term yet.
+	if err := p.rn.Step(&pb.Message{Type: pb.MessageType_MsgHeartbeat.Enum(), From: proto.Uint64(leader),
+		To: proto.Uint64(h.n.raftID), Term: proto.Uint64(term + 1), Commit: proto.Uint64(last)}); err != nil {
+		t.Fatal(err)
+	}
+	h.n.markDirty(p.id) // stepped here, not through Step: the node's Ready must take it
+	h.stabilize()
+	if done, what := h.n.Drained(); done || what != "the leader has not committed in its term" {
+		t.Fatalf("the leader of term %d has committed nothing of it: Drained() = %v, %q", term+1, done, what)
+	}
+	// Its first entry, committed.
+	if err := p.rn.Step(&pb.Message{Type: pb.MessageType_MsgApp.Enum(), From: proto.Uint64(leader),
+		To: proto.Uint64(h.n.raftID), Term: proto.Uint64(term + 1), LogTerm: proto.Uint64(term), Index: proto.Uint64(last),
+		Entries: []*pb.Entry{{Term: proto.Uint64(term + 1), Index: proto.Uint64(last + 1)}}, Commit: proto.Uint64(last + 1)}); err != nil {
+		t.Fatal(err)
+	}
+	h.n.markDirty(p.id)
+	h.stabilize()
+	if done, what := h.n.Drained(); !done {
+		t.Fatalf("the leader committed an entry of its term: Drained() = false, %q", what)
 	}
 }
