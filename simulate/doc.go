@@ -60,7 +60,8 @@
 // long and its messages 5-100 ms more), Crash (kill -9: the node's jobs, held inputs and requests
 // vanish, wal.Memory.Crash drops the unsynced tail, and the node restarts
 // from its disk with a new Boot; with skew on, its clock may come back up
-// to 2 s off either way), churn (a clean stop and a later restart; with
+// to 2 s off either way), churn (a clean stop, drained first as needled
+// drains on SIGTERM, for at most 30 s, and a later restart; with
 // more peers than replicas also Join, a peer with an empty disk added
 // late, and, with 3 or more replicas, Leave, a peer gone for good once the
 // mesh is healthy and forgotten by hand: with fewer, its partitions would

@@ -77,24 +77,74 @@ func (f *Slow) String() string {
 
 // Crash kills a node (kill -9; with LoseUnsynced its disk drops what was
 // not synced) and restarts it from its disk For later. Graceful stops
-// (churn: leave, then rejoin) are crashes without LoseUnsynced.
+// (churn: leave, then rejoin) are crashes without LoseUnsynced, and
+// drain first, as needled does on SIGTERM: the node stops once Drained,
+// or after drainTimeout (virtual), and stays down For from then.
 type Crash struct {
 	Span
 	Node         int
 	LoseUnsynced bool
 	skipped      bool // the node was already down
+	draining     bool // a graceful stop waiting for Drained
+	restartDue   bool // the span ended while the node still drained
 }
+
+// drainTimeout bounds a graceful stop's drain, as needled's
+// --drain-timeout (default 30 s) does.
+const drainTimeout = 30 * time.Second
 
 func (f *Crash) start(s *sim) {
 	nd := s.nodes[f.Node]
 	if f.skipped = !nd.up; f.skipped {
 		return
 	}
+	if !f.LoseUnsynced {
+		s.st.drains++
+		f.draining = true
+		nd.n.Drain()
+		nd.queueDrain()
+		f.awaitDrained(s, nd.gen, s.now+drainTimeout)
+		return
+	}
 	s.st.crashes++
 	nd.stop(f.LoseUnsynced)
 }
+
+// awaitDrained stops the node of generation gen once it is drained or at
+// deadline, looking every 50 ms; the node restarts For after it stopped.
+// A node that went down meanwhile (another fault) is left to that fault.
+func (f *Crash) awaitDrained(s *sim, gen int, deadline time.Duration) {
+	nd := s.nodes[f.Node]
+	if !nd.up || nd.gen != gen {
+		f.draining, f.skipped = false, true
+		return
+	}
+	done := false
+	if !nd.paused {
+		done, _ = nd.n.Drained()
+	}
+	if !done && s.now < deadline {
+		s.after(50*time.Millisecond, func() { f.awaitDrained(s, gen, deadline) })
+		return
+	}
+	if !done {
+		s.st.drainsTimedOut++
+	}
+	f.draining = false
+	s.st.crashes++
+	nd.stop(false)
+	s.healAt = max(s.healAt, s.now+f.For)
+	if f.restartDue {
+		s.after(f.For, func() { f.stop(s) })
+	}
+}
+
 func (f *Crash) stop(s *sim) {
 	if f.skipped {
+		return
+	}
+	if f.draining {
+		f.restartDue = true // awaitDrained schedules the restart
 		return
 	}
 	nd := s.nodes[f.Node]

@@ -96,8 +96,12 @@ type Report struct {
 	Rearmed  int    `json:"rearmed,omitempty"`
 	Crashes  uint64 `json:"crashes"`
 	Restarts uint64 `json:"restarts"`
-	Pauses   uint64 `json:"pauses"`
-	Syncs    uint64 `json:"syncs"`
+	// Drains counts graceful stops (churn), which drain first; of them
+	// DrainsTimedOut stopped at the drain timeout, not drained.
+	Drains         uint64 `json:"drains"`
+	DrainsTimedOut uint64 `json:"drains_timed_out"`
+	Pauses         uint64 `json:"pauses"`
+	Syncs          uint64 `json:"syncs"`
 	// Entries counts the Raft entries holding events that the partitions'
 	// logs took (each once, however many replicas persisted it; empty
 	// and configuration entries aside); EntriesPerTask is Entries over
@@ -168,7 +172,7 @@ func (s *sim) report() Report {
 		Seed: s.cfg.Seed, Options: s.cfg.String(), Violations: []Violation{}, Lost: c.lost,
 		DoubleAccepted: c.doubleAcc, DuplicateExecutions: c.dupExec, Messages: s.net.sent, Steals: c.steals,
 		Groups: len(c.order), Tasks: c.ntasks, Runs: s.st.runs, Refused: c.stale, Retries: s.cl.retries, Rearmed: c.rearmed,
-		Crashes: s.st.crashes, Restarts: s.st.restarts, Pauses: s.st.pauses, Syncs: s.st.syncs, Wakeups: s.st.wakeups,
+		Crashes: s.st.crashes, Restarts: s.st.restarts, Drains: s.st.drains, DrainsTimedOut: s.st.drainsTimedOut, Pauses: s.st.pauses, Syncs: s.st.syncs, Wakeups: s.st.wakeups,
 		ScheduleHours: c.scheduleHours(), Firings: c.firings, OverlapSkips: c.skips, TicksChecked: c.ticksOK,
 		SimSeconds: s.now.Seconds(), Hash: fmt.Sprintf("%016x", s.hash.Sum64()),
 	}
@@ -296,7 +300,7 @@ func (r *Report) Text() string {
 	if r.ScheduleHours > 0 {
 		fmt.Fprintf(&b, "\nschedule_hours %.2f firings %d overlap_skips %d ticks_checked %d", r.ScheduleHours, r.Firings, r.OverlapSkips, r.TicksChecked)
 	}
-	fmt.Fprintf(&b, "\nmessages %d (%.1f per task) syncs %d crashes %d restarts %d pauses %d wakeups %d\n", r.Messages, r.MessagesPerTask, r.Syncs, r.Crashes, r.Restarts, r.Pauses, r.Wakeups)
+	fmt.Fprintf(&b, "\nmessages %d (%.1f per task) syncs %d crashes %d restarts %d drains %d (timed out %d) pauses %d wakeups %d\n", r.Messages, r.MessagesPerTask, r.Syncs, r.Crashes, r.Restarts, r.Drains, r.DrainsTimedOut, r.Pauses, r.Wakeups)
 	fmt.Fprintf(&b, "messages per peer per second %.2f: membership %.2f, raft %.2f, task %.2f\n", r.Traffic.PerPeerSecond,
 		r.Traffic.MembershipPerPeerSecond, r.Traffic.RaftPerPeerSecond, r.Traffic.PerPeerSecond-r.Traffic.MembershipPerPeerSecond-r.Traffic.RaftPerPeerSecond)
 	if a := r.Traffic.AfterWarmup; a != nil {

@@ -74,6 +74,7 @@ type sim struct {
 // stats are the run's counters.
 type stats struct {
 	runs, syncs, crashes, restarts, pauses, refusedMsgs uint64
+	drains, drainsTimedOut                              uint64 // graceful stops (churn), and those the drain timeout cut short
 	wakeups                                             uint64 // Ticks at a node's deadline (scheduleWake)
 }
 

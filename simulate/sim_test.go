@@ -327,3 +327,24 @@ func TestTailNotLeasedAhead(t *testing.T) {
 		t.Errorf("makespan/LB over seeds 1-3 %.3f, median %.3f; want <= 1.15", ratios, ratios[1])
 	}
 }
+
+// TestChurnStopsDrain checks that churn's clean stops drain first, as
+// needled does on SIGTERM, and that the drains finish (Node.Drained)
+// rather than run into the drain timeout: a mesh that cannot hand a
+// stopping peer's work over would show here.
+func TestChurnStopsDrain(t *testing.T) {
+	t.Parallel()
+	var drains, timedOut uint64
+	for seed := uint64(1); seed <= 20; seed++ {
+		r := mustRun(t, Config{Seed: seed, Peers: 5, Tasks: 100, Workload: "mixed", Faults: []string{"churn", "partition"},
+			Start: StartJoin})
+		if len(r.Violations) > 0 {
+			t.Fatalf("seed %d: %v", seed, r.Violations)
+		}
+		drains += r.Drains
+		timedOut += r.DrainsTimedOut
+	}
+	if drains < 20 || timedOut > 0 {
+		t.Errorf("20 seeds of churn: %d drains, %d timed out; want at least 20, none timed out", drains, timedOut)
+	}
+}
