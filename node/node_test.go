@@ -372,16 +372,23 @@ func TestSnapshotsBoundLogBytes(t *testing.T) {
 	}
 }
 
-// A draining node that is an outgoing voter of a joint configuration is
-// not drained: the partition cannot leave it without its vote.
-func TestDrainWaitsForJointConfiguration(t *testing.T) {
+// drainingLoneNode returns a harness whose lone node drains, drained
+// already, and one of its partitions.
+func drainingLoneNode(t *testing.T) (*harness, *partition) {
+	t.Helper()
 	h := newHarness(t, 2)
 	h.tick(10 * time.Millisecond)
 	h.n.Drain()
 	if done, what := h.n.Drained(); !done {
 		t.Fatalf("a lone idle node draining: Drained() = false, %q", what)
 	}
-	p := h.n.parts[h.n.held[0]]
+	return h, h.n.parts[h.n.held[0]]
+}
+
+// A draining node that is an outgoing voter of a joint configuration is
+// not drained: the partition cannot leave it without its vote.
+func TestDrainWaitsForJointConfiguration(t *testing.T) {
+	h, p := drainingLoneNode(t)
 	conf := p.conf
 	p.conf = &pb.ConfState{Voters: []uint64{h.n.raftID, 7, 8}, VotersOutgoing: []uint64{h.n.raftID}}
 	if done, what := h.n.Drained(); done || what != "a configuration change needs its vote" {
@@ -399,13 +406,7 @@ func TestDrainWaitsForJointConfiguration(t *testing.T) {
 // as the leader before, then handed the leadership over), and commits
 // nothing, the leaving entry included, without this node's vote.
 func TestDrainWaitsForLeaderCommitInTerm(t *testing.T) {
-	h := newHarness(t, 2)
-	h.tick(10 * time.Millisecond)
-	h.n.Drain()
-	if done, what := h.n.Drained(); !done {
-		t.Fatalf("a lone idle node draining: Drained() = false, %q", what)
-	}
-	p := h.n.parts[h.n.held[0]]
+	h, p := drainingLoneNode(t)
 	st := p.rn.BasicStatus()
 	term, last := st.GetTerm(), st.GetCommit()
 	const leader = 99

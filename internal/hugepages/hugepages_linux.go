@@ -6,7 +6,6 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
-	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
@@ -142,14 +141,7 @@ func (a *advisor) advise() error {
 }
 
 // heldBytes is the memory the runtime has mapped, or 0 if it cannot tell.
-func heldBytes() uint64 {
-	s := []metrics.Sample{{Name: "/memory/classes/total:bytes"}}
-	metrics.Read(s)
-	if s[0].Value.Kind() != metrics.KindUint64 {
-		return 0
-	}
-	return s[0].Value.Uint64()
-}
+func heldBytes() uint64 { return runtimeBytes("/memory/classes/total:bytes") }
 
 func readFile(path string) []byte {
 	b, _ := os.ReadFile(path)

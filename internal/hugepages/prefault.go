@@ -52,8 +52,12 @@ func touch(n int) {
 
 // heapFree is the heap memory the runtime holds free and has not given
 // back to the system, bytes (0 if it cannot tell).
-func heapFree() uint64 {
-	s := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}}
+func heapFree() uint64 { return runtimeBytes("/memory/classes/heap/free:bytes") }
+
+// runtimeBytes reads the runtime metric name, bytes (0 if this runtime
+// does not have it).
+func runtimeBytes(name string) uint64 {
+	s := []metrics.Sample{{Name: name}}
 	metrics.Read(s)
 	if s[0].Value.Kind() != metrics.KindUint64 {
 		return 0
