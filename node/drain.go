@@ -54,12 +54,12 @@ func (n *Node) Drained() (done bool, what string) {
 		}
 	}
 	for _, i := range n.held {
-		if p := n.parts[i]; p != nil && slices.Contains(p.conf.GetVotersOutgoing(), n.raftID) {
+		p := n.parts[i]
+		switch {
+		case p == nil:
+		case slices.Contains(p.conf.GetVotersOutgoing(), n.raftID):
 			return false, "a configuration change needs its vote"
-		}
-	}
-	for _, i := range n.held {
-		if p := n.parts[i]; p != nil && n.isVoter(p) && !p.committedInTerm() {
+		case slices.Contains(p.conf.GetVoters(), n.raftID) && !p.committedInTerm():
 			return false, "the leader has not committed in its term"
 		}
 	}
@@ -70,12 +70,6 @@ func (n *Node) Drained() (done bool, what string) {
 		return false, "outcomes not yet acknowledged"
 	}
 	return true, ""
-}
-
-// isVoter reports whether this node votes in p's configuration, incoming
-// or outgoing.
-func (n *Node) isVoter(p *partition) bool {
-	return slices.Contains(p.conf.GetVoters(), n.raftID) || slices.Contains(p.conf.GetVotersOutgoing(), n.raftID)
 }
 
 // committedInTerm reports whether p's commit index is at an entry of the
