@@ -32,6 +32,9 @@ type cluster struct {
 	notify map[string][]NotifyJob
 	// hold keeps runs running: none reports (runs keeps them all).
 	hold bool
+	// initial, when set, is every node's initial membership (a mesh
+	// started together, needled --initial-peers): no founder.
+	initial []PeerAddrs
 }
 
 type cnode struct {
@@ -47,8 +50,20 @@ type cnode struct {
 }
 
 func newCluster(tb testing.TB, size, partitions int) *cluster {
+	return newClusterOf(tb, size, partitions, false)
+}
+
+// newClusterOf is newCluster, its nodes started together (cluster.initial)
+// when together is set.
+func newClusterOf(tb testing.TB, size, partitions int, together bool) *cluster {
 	c := &cluster{tb: tb, now: time.Unix(1_700_000_000, 0).UTC(), runs: map[string][]Run{}, cuts: map[[2]string]bool{},
 		notify: map[string][]NotifyJob{}}
+	if together {
+		for i := range size {
+			id := fmt.Sprintf("n%d", i+1)
+			c.initial = append(c.initial, PeerAddrs{ID: id, Addrs: []string{"/c/" + id}})
+		}
+	}
 	for i := range size {
 		cn := &cnode{id: fmt.Sprintf("n%d", i+1), log: wal.NewMemory(), founder: i == 0}
 		c.nodes = append(c.nodes, cn)
@@ -63,6 +78,9 @@ func (c *cluster) start(cn *cnode, partitions int) {
 	cfg := DefaultNodeConfig(cn.id, fmt.Sprint(cn.boot))
 	cfg.Partitions, cfg.Slots, cfg.Founder = partitions, 2, cn.founder
 	cfg.Labels = cn.labels
+	if c.initial != nil {
+		cfg.Founder, cfg.Initial = false, c.initial
+	}
 	cfg.Shard.Next = cron.Next
 	cfg.Addrs = []string{"/c/" + cn.id}
 	cfg.Rand = rand.New(rand.NewPCG(RaftID(cn.id), uint64(cn.boot)))

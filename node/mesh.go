@@ -409,10 +409,25 @@ func (m *mesh) heard(id string, mb *member, boot string, now time.Time) *member 
 	}
 	if rebooted {
 		m.expireHolders(func(h string) bool { return shard.HolderPeer(h) == id && h != id+"#"+boot })
-		mb.rebootAt = m.instant(now)
-		m.n.forgetAnswers(RaftID(id))
+		m.newRun(mb, now)
 	}
 	return mb
+}
+
+// newRun records that member mb restarted: what its former run advertised
+// in heartbeats is void (a drain ends with the run that drained), and its
+// new run's heartbeat is asked for with the next message from it (Node.step,
+// wantBeat). Gossip may not have brought that heartbeat (a link from it was
+// cut as it started), and under the probe protocol a peer heartbeats
+// again only when what it advertises changes: a member held drained for
+// good was passed over as its partitions' owner here and preferred by the
+// peers that had the heartbeat, and the two sides handed leadership to
+// each other every transferHold.
+func (m *mesh) newRun(mb *member, now time.Time) {
+	mb.rebootAt = m.instant(now)
+	m.n.forgetAnswers(RaftID(mb.id))
+	mb.draining, mb.beat, mb.askedAt = false, false, 0
+	m.prefDirty = true
 }
 
 // learn merges a heartbeat's membership view. Merging a list twice

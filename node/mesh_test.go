@@ -534,3 +534,43 @@ func (c *cluster) cutOneWay(victim *cnode) {
 		}
 	}
 }
+
+// A peer that drained, stopped and started again is not draining: its
+// new run says so in its heartbeat, which gossip may not bring (a link
+// from it was cut while it started, and under the probe protocol it does
+// not heartbeat again until what it advertises changes). A member that
+// heard the drain and learns of the new run some other way (a probe, a
+// membership list) used to keep it draining for good: it preferred
+// another owner for the partitions the restarted peer should lead, while
+// the peers that had the heartbeat preferred it, and the two handed
+// leadership to each other every transferHold (simulate: seed 72027,
+// --peers 5 --workload sched; a schedule there skipped ticks at each
+// hand-over). A new run of a member now voids what its old run
+// advertised, and its heartbeat is asked for.
+func TestMeshRestartedDrainedPeerNotDraining(t *testing.T) {
+	const parts = 4
+	c := newClusterOf(t, 3, parts, true)
+	c.run(10 * time.Second)
+	n2 := c.node("n2")
+	n2.n.Drain()
+	c.run(2 * time.Second)
+	for _, id := range []string{"n1", "n3"} {
+		if mb := c.node(id).n.mesh.members["n2"]; !mb.draining {
+			t.Fatalf("%s did not hear that n2 drains", id)
+		}
+	}
+	n2.down = true
+	c.run(5 * time.Second)
+	c.cuts[[2]string{"n2", "n3"}] = true // one way: n3 misses the new run's heartbeats, n2 hears n3
+	c.start(n2, parts)
+	c.run(5 * time.Second)
+	c.cuts[[2]string{"n2", "n3"}] = false
+	c.run(10 * time.Second)
+	for _, id := range []string{"n1", "n3"} {
+		m := c.node(id).n.mesh
+		if mb := m.members["n2"]; mb.draining || !m.eligible("n2") || !mb.beat {
+			t.Errorf("%s holds the restarted n2 draining (%v), not eligible to lead (%v), or has no heartbeat of its new run (%v)",
+				id, mb.draining, m.eligible("n2"), mb.beat)
+		}
+	}
+}

@@ -111,10 +111,8 @@ func (m *mesh) apply(u Update, now time.Time) {
 		if !sameRun {
 			old := mb.id + "#" + mb.boot
 			mb.boot = u.Boot
-			m.prefDirty = true
 			m.expireHolders(func(h string) bool { return h == old })
-			mb.rebootAt = m.instant(now)
-			m.n.forgetAnswers(RaftID(mb.id))
+			m.newRun(mb, now)
 		}
 		if mb.state != PeerAlive {
 			m.prefDirty = m.prefDirty || mb.state == PeerDead
