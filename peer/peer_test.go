@@ -246,3 +246,18 @@ func TestPeerStopWritesHeldCommits(t *testing.T) {
 		t.Fatal("no partition stored an entry")
 	}
 }
+
+// What a fresh peer writes unsynced as it starts (the commit index of
+// every partition it bootstraps) is written and synced before it serves:
+// held for the next synced batch, it made the first request's sync write
+// them all, 12 KB at 256 partitions, and take 1-8 ms instead of 0.6.
+func TestPeerStartSyncsWhatItHeld(t *testing.T) {
+	p, _, _ := startPeer(t, t.TempDir(), 2)
+	held := -1
+	if err := p.read(t.Context(), func(*node.Node) error { held = p.held.Size(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if held != 0 {
+		t.Fatalf("the peer holds %d unsynced changes after starting; want none", held)
+	}
+}
