@@ -224,3 +224,38 @@ func TestTaskLogsSilentRuns(t *testing.T) {
 		}
 	}
 }
+
+// The first run to end in an hour sweeps the log files older than the
+// retention, in the background: the run's end does not wait for the
+// directory's listing.
+func TestTaskLogsSweepOldFiles(t *testing.T) {
+	dir := t.TempDir()
+	s := newLogStore(dir, 1<<10)
+	old, fresh := filepath.Join(dir, "old.1.json"), filepath.Join(dir, "fresh.1.json")
+	for _, f := range []string{old, fresh} {
+		if err := os.WriteFile(f, []byte(`{"lines":[]}`), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(old, long, long); err != nil {
+		t.Fatal(err)
+	}
+	s.finish(s.writer("g.0", 1), time.Hour)
+	s.sweeps.Wait()
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Errorf("the log file older than the retention is still there (%v)", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("the fresh log file is gone: %v", err)
+	}
+	// Within the hour, no other sweep.
+	if err := os.Chtimes(fresh, long, long); err != nil {
+		t.Fatal(err)
+	}
+	s.finish(s.writer("g.1", 1), time.Hour)
+	s.sweeps.Wait()
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("a second sweep within the hour removed %s: %v", fresh, err)
+	}
+}

@@ -448,6 +448,7 @@ func (p *Peer) Run(ctx context.Context) error {
 	if err := p.wal.Close(); err != nil && runErr == nil {
 		runErr = err
 	}
+	p.logs.sweeps.Wait() // nothing of the peer's outlives Run
 	if errors.Is(runErr, context.Canceled) {
 		runErr = nil
 	}

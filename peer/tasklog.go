@@ -64,7 +64,8 @@ type logStore struct {
 	// on its worker. read scans it, newest first.
 	silent  [maxMemLogs]logKey
 	silentN int
-	swept   time.Time // last sweep of old files
+	swept   time.Time      // last sweep of old files
+	sweeps  sync.WaitGroup // sweeps under way (finish starts them)
 }
 
 // maxMemLogs bounds the finished logs an in-memory peer keeps.
@@ -162,10 +163,12 @@ func (s *logStore) finish(w *logWriter, keep time.Duration) {
 	}
 	w.ended = true
 	if now := time.Now(); s.dir != "" && now.Sub(s.swept) > time.Hour {
+		// Once an hour, one pass over the directory, in the background: a
+		// directory of many runs' logs takes a while to list, and the
+		// run's end (an external worker's report, under its hub's lock)
+		// waited for it.
 		s.swept = now
-		s.mu.Unlock()
-		s.sweep(now, keep) // once an hour, one pass over the directory
-		s.mu.Lock()
+		s.sweeps.Go(func() { s.sweep(now, keep) })
 	}
 	k, l := w.k, w.l
 	if l == nil {
