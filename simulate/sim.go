@@ -53,6 +53,7 @@ type sim struct {
 	wl             *workload
 	faults         []Fault
 	healAt         time.Duration // when the last fault heals
+	flap           []leadTrack   // each partition's serving leader (checkFlap)
 	hash           hash.Hash64   // over persisted entries and runs, in order
 	viol           *Violation
 	// durCheck is set by a restart: invariant 1 is checked (every second)
@@ -281,6 +282,7 @@ func (s *sim) periodic() {
 	s.chk.recheckRuns(false)
 	s.chk.checkTicks()
 	s.checkPartSets(false)
+	s.checkFlap()
 	s.chk.sample(16)
 	s.chk.liveness()
 	if s.now >= s.healAt && int(s.now/time.Second)%replicaCheckEvery == 0 {
