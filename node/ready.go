@@ -551,11 +551,15 @@ func (n *Node) maybeServe(p *partition, term uint64) {
 // lease can take nothing). A run of a grant whose retry this replica has
 // not applied yet (the task finished here in an earlier round) goes on.
 // A run that starts after its task finished is wasted, and a client that
-// read the outcome would see it start.
+// read the outcome would see it start. An external worker's run is
+// dropped as a local one is: a repeated creation's initial lease whose
+// speculative run a worker had finished started a second run of the
+// round, handed to a worker after the task succeeded (simulate: seed
+// 110017, --peers 3 --workers 2).
 func (n *Node) dropFinished() {
 	runs := n.rd.Run[:0]
 	for _, r := range n.rd.Run {
-		if !r.External && n.running[r.Task] == r.Round && n.finished(r) {
+		if n.running[r.Task] == r.Round && n.finished(r) {
 			n.endRun(r.Task)
 			continue
 		}

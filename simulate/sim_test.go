@@ -115,12 +115,14 @@ func TestRegressionSeedsTogether(t *testing.T) {
 		seed     uint64
 		peers    int
 		workload string
+		workers  int
 		bug      string
 	}{
-		{218, 5, "mixed", "a repeated creation's initial lease and the lease given once the first creation applied were both in the log, and the first started a run in the Ready that applied the second's outcome"},
-		{72027, 5, "sched", "a peer restarted after a drain stayed draining at a member its new run's heartbeat missed: two peers handed a partition's leadership to each other every 3 s (invariant flap), and a schedule on it missed ticks"},
+		{218, 5, "mixed", 0, "a repeated creation's initial lease and the lease given once the first creation applied were both in the log, and the first started a run in the Ready that applied the second's outcome"},
+		{72027, 5, "sched", 0, "a peer restarted after a drain stayed draining at a member its new run's heartbeat missed: two peers handed a partition's leadership to each other every 3 s (invariant flap), and a schedule on it missed ticks"},
+		{110017, 3, "mixed", 2, "a repeated creation's initial lease applied after a worker had finished the speculative run of the second creation's, in the Ready that applied its outcome: the first lease's run went to a worker after the task succeeded"},
 	} {
-		replaySeed(t, Config{Seed: c.seed, Peers: c.peers, Tasks: 200, Workload: c.workload, Faults: slices.Clone(FaultKinds), Start: StartTogether, Placement: ring.PlacementSpread}, c.bug)
+		replaySeed(t, Config{Seed: c.seed, Peers: c.peers, Tasks: 200, Workload: c.workload, Workers: c.workers, Faults: slices.Clone(FaultKinds), Start: StartTogether, Placement: ring.PlacementSpread}, c.bug)
 	}
 }
 
