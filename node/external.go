@@ -104,13 +104,37 @@ func (n *Node) workerAds() []WorkerAd {
 }
 
 // ownProposed counts, by demand key, the leases this node proposed for
-// its own workers that have not applied yet.
+// its own workers that have not applied yet. A proposal whose task this
+// node's replica holds in another state than READY is forgotten first:
+// its lease, or another, applied along a path that did not drop it (a
+// lease that applied as a speculative run's, among others), and kept, it
+// stood for one of the workers' wants for good. Every peer of a mesh
+// came to hold as many such as its workers wanted, leased them nothing
+// more, and advertised nothing to the others: tasks stayed READY with
+// every worker idle (simulate: seed 180012, --peers 4 --tasks 600
+// --workers 2).
 func (n *Node) ownProposed() map[string]int {
 	proposed := map[string]int{}
-	for _, k := range n.ext.own {
+	for t, k := range n.ext.own {
+		if n.ownApplied(t) {
+			delete(n.ext.own, t)
+			continue
+		}
 		proposed[k]++
 	}
 	return proposed
+}
+
+// ownApplied reports whether task t, of an own lease proposal for the
+// workers, is no longer READY in this node's replica of its partition (a
+// task not there yet, its creation not applied, is not).
+func (n *Node) ownApplied(t shard.TaskID) bool {
+	p := n.parts[n.PartitionOf(t.Group())]
+	if p == nil {
+		return false
+	}
+	st, ok := p.shard.StateOf(t)
+	return ok && st != shard.Ready
 }
 
 // advertisers returns, in id order, the other members whose last

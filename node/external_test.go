@@ -2,6 +2,7 @@ package node
 
 import (
 	"testing"
+	"time"
 
 	"github.com/needle-mesh/needle/shard"
 )
@@ -78,5 +79,33 @@ func TestAnyExternal(t *testing.T) {
 		if got != tt.want || asks != tt.asks {
 			t.Errorf("anyExternal(%v) = %v after %d asks; want %v after %d", tt.spec.Tasks, got, asks, tt.want, tt.asks)
 		}
+	}
+}
+
+// A lease proposal for this peer's workers whose task is no longer READY
+// here (its lease applied along a path that did not forget the proposal)
+// counts for nothing and is forgotten: kept, each stood for one of the
+// workers' wants for good, and a peer holding as many as its workers
+// wanted leased them nothing more (simulate: seed 180012, --peers 4
+// --tasks 600 --workers 2). A proposal whose task is still READY, or not
+// created yet, still counts.
+func TestOwnProposalForgottenOnceApplied(t *testing.T) {
+	c := newCluster(t, 1, 4)
+	c.run(3 * time.Second)
+	spec := shard.GroupSpec{ID: "gdone", Mode: shard.ModeSingle, Tasks: echoTasks(1)}
+	if r := c.submit(spec); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	c.run(time.Second)
+	if st := c.groupState("gdone"); st != shard.GroupSucceeded {
+		t.Fatalf("group gdone is %v; want it succeeded", st)
+	}
+	n := c.nodes[0].n
+	n.ext.own = map[shard.TaskID]string{"gdone.0": "ext", "gnotyet.0": "ext"}
+	if got := n.ownProposed()["ext"]; got != 1 {
+		t.Errorf("own proposals counted: %d; want 1 (the finished task's is forgotten, the one not created yet counts)", got)
+	}
+	if _, ok := n.ext.own["gdone.0"]; ok {
+		t.Error("the proposal of a finished task is still held")
 	}
 }

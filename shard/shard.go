@@ -453,6 +453,15 @@ func (s *Shard) Head() (prio int32, seq uint64, ok bool) {
 	return t.pol.Priority, t.seq, true
 }
 
+// StateOf returns task id's state as applied, and whether the task exists.
+func (s *Shard) StateOf(id TaskID) (State, bool) {
+	t, err := s.lookup(id)
+	if err != nil {
+		return 0, false
+	}
+	return t.state, true
+}
+
 // Finished reports whether task id is in a terminal state (SUCCEEDED,
 // FAILED, CANCELED) as applied, and the round it reached it in.
 func (s *Shard) Finished(id TaskID) (Round, bool) {

@@ -124,6 +124,8 @@ func TestRegressionSeedsTogether(t *testing.T) {
 	} {
 		replaySeed(t, Config{Seed: c.seed, Peers: c.peers, Tasks: 200, Workload: c.workload, Workers: c.workers, Faults: slices.Clone(FaultKinds), Start: StartTogether, Placement: ring.PlacementSpread}, c.bug)
 	}
+	replaySeed(t, Config{Seed: 180012, Peers: 4, Tasks: 600, Workload: "mixed", Workers: 2, Faults: slices.Clone(FaultKinds), Start: StartTogether, Placement: ring.PlacementSpread},
+		"every peer held as many lease proposals for its workers as they wanted, their tasks long leased: it leased its workers nothing more, advertised nothing, and tasks stayed READY with every worker idle (liveness)")
 }
 
 func seedBatch(t *testing.T, peers, seeds int, adjust func(*Config)) {
