@@ -404,12 +404,12 @@ func (m *mesh) heard(id string, mb *member, boot string, now time.Time) *member 
 	}
 	mb.heard = m.instant(now)
 	mb.state = PeerAlive
-	if wasDead || rebooted {
+	if wasDead {
 		m.prefDirty = true
 	}
 	if rebooted {
 		m.expireHolders(func(h string) bool { return shard.HolderPeer(h) == id && h != id+"#"+boot })
-		m.newRun(mb, now)
+		m.newRun(mb, now) // marks the preferred owners dirty too
 	}
 	return mb
 }
