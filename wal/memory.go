@@ -196,7 +196,7 @@ func (m *Memory) Load(p uint32) (PartitionState, error) {
 	m.mu.Unlock()
 	var ps PartitionState
 	if mp.hs != nil {
-		ps.HardState = proto.Clone(mp.hs).(*raftpb.HardState)
+		ps.HardState = CloneHardState(mp.hs)
 	}
 	if mp.snap != nil {
 		ps.Snapshot = proto.Clone(mp.snap).(*raftpb.Snapshot)
@@ -301,7 +301,7 @@ func (mp *memPart) PutSnapshot(s *raftpb.Snapshot) error {
 }
 
 func (mp *memPart) PutHardState(hs *raftpb.HardState) error {
-	mp.hs = proto.Clone(hs).(*raftpb.HardState)
+	mp.hs = CloneHardState(hs)
 	return nil
 }
 

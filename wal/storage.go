@@ -6,7 +6,6 @@ import (
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 )
 
 // Storage is the raft.Storage of one partition, held in memory. The pure
@@ -33,7 +32,7 @@ func NewStorage(ps PartitionState) (*Storage, error) {
 		}
 	}
 	if ps.HardState != nil {
-		if err := ms.SetHardState(proto.Clone(ps.HardState).(*raftpb.HardState)); err != nil {
+		if err := ms.SetHardState(CloneHardState(ps.HardState)); err != nil {
 			return nil, fmt.Errorf("wal: new storage: %w", err)
 		}
 	}
@@ -64,7 +63,7 @@ func (s *Storage) Apply(u Update) error {
 		}
 	}
 	if !raft.IsEmptyHardState(u.HardState) {
-		if err := s.SetHardState(proto.Clone(u.HardState).(*raftpb.HardState)); err != nil {
+		if err := s.SetHardState(CloneHardState(u.HardState)); err != nil {
 			return fmt.Errorf("wal: apply: %w", err)
 		}
 	}
@@ -121,4 +120,24 @@ func (s *Storage) checkGap(u Update) error {
 			ErrInvalidUpdate, u.Partition, first, last)
 	}
 	return nil
+}
+
+// CloneHardState returns a copy of hs (nil for nil). A hard state is three
+// optional integers; proto.Clone copies it by reflection, which was 3% of
+// the simulator's CPU under mixed, cloning one per Ready.
+func CloneHardState(hs *raftpb.HardState) *raftpb.HardState {
+	if hs == nil {
+		return nil
+	}
+	c := &raftpb.HardState{}
+	if hs.Term != nil {
+		c.Term = new(*hs.Term)
+	}
+	if hs.Vote != nil {
+		c.Vote = new(*hs.Vote)
+	}
+	if hs.Commit != nil {
+		c.Commit = new(*hs.Commit)
+	}
+	return c
 }

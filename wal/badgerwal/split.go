@@ -288,7 +288,7 @@ func (b *Log) splitSnapshot(p uint32, snap *raftpb.Snapshot, hs *raftpb.HardStat
 	}
 	var first *raftpb.HardState
 	if hs != nil {
-		first = proto.Clone(hs).(*raftpb.HardState)
+		first = wal.CloneHardState(hs)
 		first.Commit = new(idx) // the entries after idx are not written yet
 	}
 	return b.txnSync(func(_ *txnWriter, part func(uint32) *txnPart) error {
