@@ -103,6 +103,7 @@ func (p *Peer) loop(ctx context.Context) error {
 	}
 	for {
 		idle := false
+		p.feedJobs()
 		wake.Reset(max(time.Until(earliest(p.node.NextDeadline(), sweepAt)), 0))
 		select {
 		case <-ctx.Done():

@@ -51,9 +51,12 @@ type Peer struct {
 	metrics  *metrics
 	notifier *notifier
 
-	inbox   chan command
-	jobs    chan job
-	results chan shard.Outcome
+	inbox chan command
+	jobs  chan job
+	// overflow holds the runs the Node handed out beyond the job queue's
+	// room, in order; loop-owned (start, feedJobs).
+	overflow []job
+	results  chan shard.Outcome
 
 	dialing sync.Map // peer id -> true while a dial is in flight
 

@@ -32,7 +32,11 @@ type runKey struct {
 }
 
 // start queues a committed lease for a worker. The Node bounds the leases
-// it holds by the slots, so the queue (one place per slot) never blocks.
+// it holds by its slots and their lease-ahead, which is the queue's size;
+// should it hand out more, the rest waits in the loop's overflow (feedJobs)
+// rather than block the loop: a loop blocked on a full queue reads no
+// outcome, and the workers, blocked on the outcomes it does not read, take
+// no job (a restarted peer under load stopped that way for good).
 func (p *Peer) start(r node.Run) {
 	a := newRunAbort(p.runCtx)
 	p.mu.Lock()
@@ -40,7 +44,44 @@ func (p *Peer) start(r node.Run) {
 	p.mu.Unlock()
 	ctx := p.withTrace(a, r.Trace)
 	_, lease := p.runSpan(ctx, "needle.lease", &r)
-	p.jobs <- job{run: r, ctx: ctx, lease: lease}
+	j := job{run: r, ctx: ctx, lease: lease}
+	if len(p.overflow) == 0 {
+		select {
+		case p.jobs <- j:
+			return
+		default:
+		}
+	}
+	if len(p.overflow) == 0 {
+		st, c := p.node.Stats(), p.node.Counters()
+		p.log.Warn("more runs than the job queue holds; the rest wait in the loop", "queue", cap(p.jobs),
+			"busy", st.Busy, "running", st.Running, "superseded", st.Superseded, "proposed", st.Proposed,
+			"stolen", c.StealsGranted, "steal_asks", c.StealsAsked)
+	}
+	p.overflow = append(p.overflow, j)
+}
+
+// feedJobs moves the runs that overflowed the job queue into it, as far
+// as it has room. The loop calls it every iteration: a worker that takes
+// a job reports an outcome, which wakes the loop.
+func (p *Peer) feedJobs() {
+	n := 0
+	for _, j := range p.overflow {
+		select {
+		case p.jobs <- j:
+			n++
+			continue
+		default:
+		}
+		break
+	}
+	if n > 0 {
+		clear(p.overflow[:n])
+		p.overflow = p.overflow[n:]
+		if len(p.overflow) == 0 {
+			p.overflow = nil
+		}
+	}
 }
 
 // worker runs jobs until ctx ends. Each outcome goes back to the loop.
