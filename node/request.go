@@ -545,11 +545,6 @@ func (n *Node) schedule() {
 	limit := n.cfg.Slots + n.ownAhead()
 	if n.busy < limit && n.askStranded() {
 		limit-- // kept for what the victim grants
-	} else if w := n.stealInFlight(); w > 0 {
-		// The runtime's job queue is sized for the bound on the runs
-		// this peer holds (Slots x (1 + LeaseAhead)); a grant may bring
-		// all it asked for.
-		limit = min(limit, n.cfg.Slots*(1+n.cfg.LeaseAhead)-w)
 	}
 	for n.busy < limit {
 		best := -1

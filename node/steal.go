@@ -59,10 +59,6 @@ type stealer struct {
 	notNow  []string                // thieves to answer "not now" (steal.TailCap)
 	drain   steal.Drainers          // the slots that drain this peer's backlog
 	askedAt time.Time               // when the last steal request went out
-	// asked is the tasks the last steal request asked for, until a reply
-	// comes or it is abandoned (askTTL): schedule keeps slots for them.
-	asked  int
-	askTTL time.Duration
 	// stranded is the victim of the request in flight for its stranded
 	// tasks (askStranded), "" when none is: a slot is kept for its grant.
 	stranded string
@@ -85,7 +81,7 @@ func newStealer(cfg NodeConfig) (stealer, error) {
 		sc.StaleAfter = cfg.ForgetAfter
 	}
 	t, err := steal.New(sc)
-	s.t, s.askTTL = t, sc.RequestTTL
+	s.t = t
 	return s, err
 }
 
@@ -154,7 +150,7 @@ func (n *Node) stealCapacity() int {
 
 // askSteal sends a steal request for want tasks, with this node's load.
 func (n *Node) askSteal(victim string, want int, load Load) {
-	n.steal.askedAt, n.steal.asked = n.now, want
+	n.steal.askedAt = n.now
 	n.stats.StealsAsked++
 	n.rd.Early = append(n.rd.Early, Envelope{To: victim, Msg: Message{Type: MsgStealReq, From: n.cfg.ID, Want: want, Load: load, Holder: n.holder}})
 }
@@ -403,7 +399,6 @@ func (n *Node) stepGrant(from string, m Message) {
 		n.stepOffer(from, m) // offered to this peer's workers, not asked for
 		return
 	}
-	n.steal.asked = 0
 	if n.steal.t != nil {
 		switch {
 		case len(m.Grants) == 0 && m.NotNow:
@@ -673,16 +668,3 @@ func rawInputs(in map[string][]byte) map[string]json.RawMessage {
 
 // maxStarted bounds the memory of started leases (claim).
 const maxStarted = 1 << 17
-
-// stealInFlight is the tasks of the steal request in flight, if one is:
-// a victim may grant them all, so this peer's own leases stop short of
-// its bound by as many (schedule). Without it a peer that asked while it
-// had no work of its own, then leased its own backlog up to the bound
-// before the grant came, held the grant on top (a restarted peer under
-// load: 400-700 runs for 387 places).
-func (n *Node) stealInFlight() int {
-	if n.steal.asked > 0 && n.now.Sub(n.steal.askedAt) < n.steal.askTTL {
-		return n.steal.asked
-	}
-	return 0
-}
