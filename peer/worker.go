@@ -51,8 +51,6 @@ func (p *Peer) start(r node.Run) {
 			return
 		default:
 		}
-	}
-	if len(p.overflow) == 0 {
 		st, c := p.node.Stats(), p.node.Counters()
 		p.log.Warn("more runs than the job queue holds; the rest wait in the loop", "queue", cap(p.jobs),
 			"busy", st.Busy, "running", st.Running, "superseded", st.Superseded, "proposed", st.Proposed,
