@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	ma "github.com/multiformats/go-multiaddr"
 )
@@ -76,6 +77,10 @@ type Config struct {
 	// GossipLen is the length of the Gossip channel (default 256). When it
 	// is full the oldest message is dropped and counted in Stats.
 	GossipLen int
+	// GossipCheck is how often the host looks for connected peers that
+	// gossipsub has stopped talking to, and reconnects those missing for
+	// three checks in a row (default 2 s; see watchGossip).
+	GossipCheck time.Duration
 	// MaxCalls bounds the HandleCall handlers running at once (default
 	// 1024). Beyond it, the reader of the calling stream waits.
 	MaxCalls int
@@ -99,6 +104,8 @@ func (c *Config) Validate() error {
 		return bad("InboundLen %d: want >= 0", c.InboundLen)
 	case c.GossipLen < 0:
 		return bad("GossipLen %d: want >= 0", c.GossipLen)
+	case c.GossipCheck < 0:
+		return bad("GossipCheck %v: want >= 0", c.GossipCheck)
 	case c.MaxCalls < 0:
 		return bad("MaxCalls %d: want >= 0", c.MaxCalls)
 	}
@@ -131,6 +138,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.GossipLen == 0 {
 		c.GossipLen = 256
+	}
+	if c.GossipCheck == 0 {
+		c.GossipCheck = 2 * time.Second
 	}
 	if c.MaxCalls == 0 {
 		c.MaxCalls = 1024

@@ -79,7 +79,9 @@
 //     libp2p gave the stream handler;
 //   - one goroutine per running call handler, at most Config.MaxCalls; when
 //     all are busy the reader of the calling stream waits;
-//   - one join loop per Config.Join address; one gossip forwarder; short
+//   - one join loop per Config.Join address; one gossip forwarder; one
+//     gossip watcher (watchGossip: closes and dials again, in its own
+//     goroutine, a connected peer gossipsub stopped talking to); short
 //     mDNS dial goroutines.
 //
 // Gossipsub and libp2p run their own goroutines, stopped by Close.

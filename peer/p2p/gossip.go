@@ -1,10 +1,14 @@
 package p2p
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // startGossip creates the gossipsub router, joins GossipTopic and starts the
@@ -22,7 +26,98 @@ func (h *Host) startGossip() error {
 		return wrapf("subscribe to gossip topic", err)
 	}
 	h.spawn(h.gossipLoop)
+	h.spawn(h.watchGossip)
 	return nil
+}
+
+// gossipMisses is how many checks in a row a connected peer may be missing
+// from the topic's subscribers before watchGossip reconnects it.
+const gossipMisses = 3
+
+// watchGossip reconnects peers that gossipsub stopped talking to. Gossipsub
+// drops its writer to a peer when that writer's stream dies while another
+// connection to the peer stays up (a restarted peer's new connection
+// arriving before the old one closes, two peers dialing each other at
+// once), opens a new one after a backoff, and gives up after four such
+// deaths in ten minutes (MaxBackoffAttempts, TimeToLive in its backoff.go,
+// not configurable). It then neither sends to the peer nor learns that the
+// peer subscribes, until a connection to it opens again: that peer's
+// heartbeats go nowhere and the mesh holds it dead while it runs. Either
+// way one side ends up connected to a peer that is not among the topic's
+// subscribers; every Config.GossipCheck this finds such peers (speaking
+// ProtocolID, so needle peers only) and, after gossipMisses checks in a
+// row, closes the connections to them and dials them again: the fresh
+// connection starts gossipsub's state for that peer afresh.
+func (h *Host) watchGossip() {
+	t := time.NewTicker(h.cfg.GossipCheck)
+	defer t.Stop()
+	misses := map[peer.ID]int{}
+	for {
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-t.C:
+		}
+		net := h.host.Network()
+		var connected []peer.ID
+		for _, p := range net.Peers() {
+			if net.Connectedness(p) != network.Connected {
+				continue
+			}
+			if ok, err := h.host.Peerstore().SupportsProtocols(p, ProtocolID); err == nil && len(ok) > 0 {
+				connected = append(connected, p)
+			}
+		}
+		for _, p := range unsubscribed(misses, connected, h.topic.ListPeers()) {
+			h.regossip(p)
+		}
+	}
+}
+
+// unsubscribed updates misses, the consecutive checks each connected peer
+// was found missing from subscribers, and returns the peers that reached
+// gossipMisses (their count starts again). Peers no longer connected or
+// subscribed again are forgotten.
+func unsubscribed(misses map[peer.ID]int, connected, subscribed []peer.ID) []peer.ID {
+	sub := make(map[peer.ID]bool, len(subscribed))
+	for _, p := range subscribed {
+		sub[p] = true
+	}
+	var out []peer.ID
+	seen := make(map[peer.ID]bool, len(connected))
+	for _, p := range connected {
+		if sub[p] {
+			continue
+		}
+		seen[p] = true
+		misses[p]++
+		if misses[p] >= gossipMisses {
+			out = append(out, p)
+			misses[p] = 0
+		}
+	}
+	for p := range misses {
+		if !seen[p] {
+			delete(misses, p)
+		}
+	}
+	return out
+}
+
+// regossip closes every connection to p and dials it again at the
+// addresses the peerstore holds (the join loop and the peer's dialMembers
+// would too, later).
+func (h *Host) regossip(p peer.ID) {
+	h.stats.gossipResets.Add(1)
+	h.log.Warn("gossip: connected peer missing from the topic; reconnecting it", keyPeer, p.String())
+	if err := h.host.Network().ClosePeer(p); err != nil {
+		h.log.Debug("gossip: close peer", keyPeer, p.String(), keyErr, err)
+	}
+	ctx, cancel := context.WithTimeout(h.ctx, dialTimeout)
+	defer cancel()
+	if err := h.host.Connect(ctx, peer.AddrInfo{ID: p, Addrs: h.host.Peerstore().Addrs(p)}); err != nil {
+		h.log.Debug("gossip: redial", keyPeer, p.String(), keyErr, err)
+	}
 }
 
 // Publish gossips data to the peers subscribed to GossipTopic. Delivery is
@@ -95,12 +190,16 @@ type Stats struct {
 	BadFrames uint64
 	// GossipDropped counts gossip messages dropped because Gossip was full.
 	GossipDropped uint64
+	// GossipResets counts peers reconnected because gossipsub had stopped
+	// talking to them (watchGossip).
+	GossipResets uint64
 }
 
 // counters are the live values behind Stats.
 type counters struct {
 	framesSent, framesReceived, framesDropped atomic.Uint64
 	queueFull, badFrames, gossipDropped       atomic.Uint64
+	gossipResets                              atomic.Uint64
 }
 
 // Stats returns a snapshot of the host's counters.
@@ -113,6 +212,7 @@ func (h *Host) Stats() Stats {
 		QueueFull:      c.queueFull.Load(),
 		BadFrames:      c.badFrames.Load(),
 		GossipDropped:  c.gossipDropped.Load(),
+		GossipResets:   c.gossipResets.Load(),
 	}
 }
 
