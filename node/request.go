@@ -383,6 +383,9 @@ func (n *Node) applyLease(p *partition, e *shard.Event, origin string) {
 		// or one of ours released when the leadership was lost, which
 		// committed after all.
 		n.busy++
+		if !ours {
+			n.steal.took(shard.HolderPeer(origin))
+		}
 	}
 	n.startRun(e.Task, e.Round)
 	n.rd.Run = append(n.rd.Run, Run{

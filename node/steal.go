@@ -63,6 +63,61 @@ type stealer struct {
 	// tasks (askStranded), "" when none is: a slot is kept for its grant.
 	stranded string
 	enabled  bool
+	// asks are the tasks asked of each victim that neither its reply nor
+	// its leases have accounted for yet, and when it was last asked. The
+	// Thief abandons a request after RequestTTL, but a victim whose
+	// commits lag (a restart's elections, a loaded disk) still grants it
+	// later: a thief that asked another victim for as much meanwhile held
+	// up to twice the leases it has room for (a restarted peer of a
+	// loaded mesh, 673 runs for 387). Until askReserve has passed, what
+	// is asked keeps its room (reserved, maybeSteal).
+	asks map[string]pendingAsk
+}
+
+// pendingAsk is what a thief still waits for from one victim.
+type pendingAsk struct {
+	tasks int
+	at    time.Time
+}
+
+// askReserve is how long the tasks of an unanswered steal request keep
+// their room in the thief's capacity: long past Config.RequestTTL (1 s),
+// for a victim whose commits lag, and short enough that a reply lost on
+// the way leaves the thief asking for less only for a while.
+const askReserve = 2 * time.Second
+
+// asked notes a request for tasks sent to victim.
+func (s *stealer) asked(victim string, tasks int, now time.Time) {
+	if s.asks == nil {
+		s.asks = map[string]pendingAsk{}
+	}
+	s.asks[victim] = pendingAsk{tasks: s.asks[victim].tasks + tasks, at: now}
+}
+
+// took notes one lease to this peer from victim that applied before the
+// victim's grant reply came (the reply then ends the rest).
+func (s *stealer) took(victim string) {
+	if a, ok := s.asks[victim]; ok {
+		if a.tasks <= 1 {
+			delete(s.asks, victim)
+		} else {
+			s.asks[victim] = pendingAsk{tasks: a.tasks - 1, at: a.at}
+		}
+	}
+}
+
+// reserved returns the tasks asked and not yet accounted for, forgetting
+// the requests older than askReserve.
+func (s *stealer) reserved(now time.Time) int {
+	k := 0
+	for v, a := range s.asks {
+		if now.Sub(a.at) >= askReserve {
+			delete(s.asks, v)
+			continue
+		}
+		k += a.tasks
+	}
+	return k
 }
 
 func newStealer(cfg NodeConfig) (stealer, error) {
@@ -96,6 +151,7 @@ func (s *stealer) Observe(peer string, l Load, now time.Time) {
 // forgotten: loads do not go stale under the probe protocol, so a dead
 // victim would otherwise be asked until its backoff grew to the maximum.
 func (s *stealer) forgetLoad(peer string) {
+	delete(s.asks, peer)
 	if s.t != nil {
 		s.t.Forget(peer)
 	}
@@ -113,17 +169,23 @@ func (n *Node) maybeSteal() {
 	if n.steal.t == nil || n.draining || n.busy >= n.stealCapacity() {
 		return
 	}
-	self := n.load()
 	if n.readyRunnable() > 0 {
 		return
 	}
+	self := n.load()
 	self.Ready = 0 // what it holds READY is for other peers only (pins, labels)
 	// Capacity counts the slots plus the leases that hide a steal's round
 	// trip (Little's law on measured averages): a thief asks again before
 	// its last task ends, and long tasks stay with the victim instead of
-	// waiting in a thief's queue.
+	// waiting in a thief's queue. What unanswered requests asked for keeps
+	// its room (stealer.asks), never all of it: a thief whose reply was
+	// lost still asks for one task at a time.
 	capacity := n.stealCapacity()
-	me := steal.Load{Peer: n.cfg.ID, Ready: self.Ready, Running: self.Running, Slots: capacity, At: n.now}
+	reserved := n.steal.reserved(n.now)
+	if self.Running+reserved >= capacity {
+		return
+	}
+	me := steal.Load{Peer: n.cfg.ID, Ready: self.Ready, Running: self.Running + reserved, Slots: capacity, At: n.now}
 	victim, want, ok := n.steal.t.Next(n.now, me)
 	if !ok { // nobody known to have work: ask one at random now and then
 		victim, want, ok = n.steal.t.Sample(n.now, me, n.mesh.memberIDs(), n.mesh.askableAt)
@@ -134,7 +196,7 @@ func (n *Node) maybeSteal() {
 	if !ok {
 		return
 	}
-	n.askSteal(victim, min(want, max(capacity-self.Running, 1)), self)
+	n.askSteal(victim, min(want, max(capacity-me.Running, 1)), self)
 }
 
 // stealCapacity is how many leases this node holds at most before it
@@ -151,6 +213,7 @@ func (n *Node) stealCapacity() int {
 // askSteal sends a steal request for want tasks, with this node's load.
 func (n *Node) askSteal(victim string, want int, load Load) {
 	n.steal.askedAt = n.now
+	n.steal.asked(victim, want, n.now)
 	n.stats.StealsAsked++
 	n.rd.Early = append(n.rd.Early, Envelope{To: victim, Msg: Message{Type: MsgStealReq, From: n.cfg.ID, Want: want, Load: load, Holder: n.holder}})
 }
@@ -398,6 +461,9 @@ func (n *Node) stepGrant(from string, m Message) {
 	if len(m.Grants) > 0 && !slices.ContainsFunc(m.Grants, func(g Grant) bool { return !n.External(g.Handler) }) {
 		n.stepOffer(from, m) // offered to this peer's workers, not asked for
 		return
+	}
+	if m.Holder == "" || m.Holder == n.holder {
+		delete(n.steal.asks, from) // answered: what it granted is counted in busy
 	}
 	if n.steal.t != nil {
 		switch {
