@@ -2,22 +2,25 @@
 """Restart loop on real needled processes: N peers on loopback (the first
 founds the mesh, the others join it), six clients submitting keyed tasks
 (echo, sleep up to 300 ms, and parallel groups) through random live peers,
-and one peer at a time killed with SIGKILL and started again on its data
+and one peer at a time killed with SIGKILL (or stopped with SIGTERM,
+which drains it first: a rolling restart) and started again on its data
 dir every 3-8 s. After each restart it waits for the peer's /healthz (120 s
 at most; longer, and it saves every peer's goroutines as stuck*.txt). At
 the end every acknowledged task or group must be SUCCEEDED, and a key
-retried after an error must have kept its id. Exits 4, with the peers left
-running, when something is unfinished.
+retried after an error must have kept its id; the check goes on while
+the backlog drains, until a minute passes without progress. Exits 4, with
+the peers left running, when something is unfinished.
 
-    python3 bench/chaos/restart.py ./bin/needled 4 300 1 /tmp/chaos
+    python3 bench/chaos/restart.py ./bin/needled 4 300 1 /tmp/chaos [term]
     #                              needled       peers seconds seed dir
 
 Uses ports 7300+i (HTTP) and 4300+i (libp2p). Python 3 standard library only.
 """
 import json, os, random, signal, subprocess, sys, threading, time, urllib.request, urllib.error
-if len(sys.argv) != 6:
+if len(sys.argv) not in (6, 7) or len(sys.argv) == 7 and sys.argv[6] not in ("kill", "term"):
     sys.exit(__doc__)
 BIN = sys.argv[1]; N = int(sys.argv[2]); DUR = float(sys.argv[3]); SEED = int(sys.argv[4]); ROOT = sys.argv[5]
+SIG = signal.SIGTERM if sys.argv[6:] == ["term"] else signal.SIGKILL
 rnd = random.Random(SEED)
 os.makedirs(ROOT, exist_ok=True)
 procs = {}
@@ -69,8 +72,9 @@ def chaos():
         time.sleep(rnd.uniform(3, 8))
         i = rnd.randrange(N)
         with lock: down.add(i)
-        procs[i].send_signal(signal.SIGKILL); procs[i].wait()
-        print(f"{time.strftime('%X')} killed {i}", flush=True)
+        t0 = time.time()
+        procs[i].send_signal(SIG); procs[i].wait()
+        print(f"{time.strftime('%X')} {'killed' if SIG == signal.SIGKILL else 'stopped'} {i} after {time.time()-t0:.1f}s, exit {procs[i].returncode}", flush=True)
         time.sleep(rnd.uniform(0.5, 3))
         start(i)
         t0 = time.time(); last = None; ok = False
@@ -112,12 +116,12 @@ def state(item):
         except Exception as e:
             err = str(e)
     return key, "err " + err, None
-pending = dict(acked); t0 = time.time(); final = {}
-while pending and time.time() - t0 < 120:
+pending = dict(acked); progress = time.time(); final = {}
+while pending and time.time() - progress < 60:
     with ThreadPoolExecutor(8) as ex:
         for key, st, r in ex.map(state, list(pending.items())):
             if st in ("SUCCEEDED", "FAILED", "CANCELED"):
-                final[key] = (st, r); del pending[key]
+                final[key] = (st, r); del pending[key]; progress = time.time()
     print(f"check: {len(final)} terminal, {len(pending)} pending", flush=True)
     if pending: time.sleep(2)
 bad = {k: v for k, v in final.items() if v[0] != "SUCCEEDED"}
