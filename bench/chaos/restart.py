@@ -11,16 +11,22 @@ retried after an error must have kept its id; the check goes on while
 the backlog drains, until a minute passes without progress. Exits 4, with
 the peers left running, when something is unfinished.
 
-    python3 bench/chaos/restart.py ./bin/needled 4 300 1 /tmp/chaos [term]
+    python3 bench/chaos/restart.py ./bin/needled 4 300 1 /tmp/chaos [kill|term][:K]
     #                              needled       peers seconds seed dir
+
+kill:2 kills two peers at once (K peers, fewer than N): with three
+replicas some partitions lose their majority until the peers are back.
 
 Uses ports 7300+i (HTTP) and 4300+i (libp2p). Python 3 standard library only.
 """
 import json, os, random, signal, subprocess, sys, threading, time, urllib.request, urllib.error
-if len(sys.argv) not in (6, 7) or len(sys.argv) == 7 and sys.argv[6] not in ("kill", "term"):
+MODE = (sys.argv[6:] or ["kill"])[0].partition(":")
+if len(sys.argv) not in (6, 7) or MODE[0] not in ("kill", "term") or MODE[2] not in ("", "1", "2", "3"):
     sys.exit(__doc__)
 BIN = sys.argv[1]; N = int(sys.argv[2]); DUR = float(sys.argv[3]); SEED = int(sys.argv[4]); ROOT = sys.argv[5]
-SIG = signal.SIGTERM if sys.argv[6:] == ["term"] else signal.SIGKILL
+SIG = signal.SIGTERM if MODE[0] == "term" else signal.SIGKILL
+AT_ONCE = int(MODE[2] or 1)  # peers stopped together
+if AT_ONCE >= N: sys.exit("stopping every peer at once leaves nobody to submit to")
 rnd = random.Random(SEED)
 os.makedirs(ROOT, exist_ok=True)
 procs = {}
@@ -70,31 +76,35 @@ def chaos():
     end = time.time() + DUR
     while time.time() < end:
         time.sleep(rnd.uniform(3, 8))
-        i = rnd.randrange(N)
-        with lock: down.add(i)
+        group = rnd.sample(range(N), AT_ONCE)
+        with lock: down.update(group)
         t0 = time.time()
-        procs[i].send_signal(SIG); procs[i].wait()
-        print(f"{time.strftime('%X')} {'killed' if SIG == signal.SIGKILL else 'stopped'} {i} after {time.time()-t0:.1f}s, exit {procs[i].returncode}", flush=True)
+        for i in group: procs[i].send_signal(SIG)
+        for i in group:
+            procs[i].wait()
+            print(f"{time.strftime('%X')} {'killed' if SIG == signal.SIGKILL else 'stopped'} {i} after {time.time()-t0:.1f}s, exit {procs[i].returncode}", flush=True)
         time.sleep(rnd.uniform(0.5, 3))
-        start(i)
-        t0 = time.time(); last = None; ok = False
-        while time.time() - t0 < 120:
+        for i in group: start(i)
+        for i in group: wait_healthy(i)
+def wait_healthy(i):
+    t0 = time.time(); last = None; ok = False
+    while time.time() - t0 < 120:
+        try:
+            call(i, "GET", "/healthz", timeout=1); ok = True; break
+        except urllib.error.HTTPError as e:
+            msg = e.read()[:160].decode(errors="replace")
+            if msg != last: print(f"   +{time.time()-t0:5.1f}s {i}: {msg}", flush=True); last = msg
+        except Exception as e:
+            pass
+        time.sleep(0.25)
+    print(f"{time.strftime('%X')} restarted {i} healthy={ok} after {time.time()-t0:.1f}s", flush=True)
+    if not ok:
+        for j in range(N):
             try:
-                call(i, "GET", "/healthz", timeout=1); ok = True; break
-            except urllib.error.HTTPError as e:
-                msg = e.read()[:160].decode(errors="replace")
-                if msg != last: print(f"   +{time.time()-t0:5.1f}s {i}: {msg}", flush=True); last = msg
-            except Exception as e:
-                pass
-            time.sleep(0.25)
-        print(f"{time.strftime('%X')} restarted {i} healthy={ok} after {time.time()-t0:.1f}s", flush=True)
-        if not ok:
-            for j in range(N):
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{7300+j}/debug/pprof/goroutine?debug=2", timeout=5) as r: open(f"{ROOT}/stuck{j}-{i}.txt", "wb").write(r.read())
-                except Exception as e: print("dump", j, e)
-            print("STUCK", i, flush=True); os._exit(3)
-        with lock: down.discard(i)
+                with urllib.request.urlopen(f"http://127.0.0.1:{7300+j}/debug/pprof/goroutine?debug=2", timeout=5) as r: open(f"{ROOT}/stuck{j}-{i}.txt", "wb").write(r.read())
+            except Exception as e: print("dump", j, e)
+        print("STUCK", i, flush=True); os._exit(3)
+    with lock: down.discard(i)
 ths = [threading.Thread(target=submitter, args=(w,)) for w in range(6)]
 for t in ths: t.start()
 chaos()
