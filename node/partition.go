@@ -81,10 +81,14 @@ type partition struct {
 	servedFrom uint64          // the log's last index when this leader last began serving
 	campaignAt time.Time       // when to campaign for a leaderless partition (jitter)
 	confAt     time.Time       // a replica change was proposed then and has not applied
-	forceSnap  bool            // snapshot at the next Advance (a replica was added)
-	decoded    decodedSnap     // a received snapshot checked and decoded, until its Ready
-	transferAt time.Time       // when a leadership transfer was started
-	leadSince  time.Time       // when this node last became leader
+	// confApplied is when this replica last applied a replica change. A
+	// leader hands leadership to a replica it just promoted no sooner than
+	// a heartbeat period after (transferable).
+	confApplied time.Time
+	forceSnap   bool        // snapshot at the next Advance (a replica was added)
+	decoded     decodedSnap // a received snapshot checked and decoded, until its Ready
+	transferAt  time.Time   // when a leadership transfer was started
+	leadSince   time.Time   // when this node last became leader
 }
 
 func (n *Node) openPartition(p int, ps wal.PartitionState, voters []uint64) (*partition, error) {

@@ -484,7 +484,7 @@ func (n *Node) applyConfChange(p *partition, e *pb.Entry, cc pb.ConfChangeI) {
 	}()
 	old := p.conf
 	p.conf = p.rn.ApplyConfChange(cc)
-	p.confAt = time.Time{}
+	p.confAt, p.confApplied = time.Time{}, n.now
 	// A new replica catches up from a snapshot, which must name it in its
 	// ConfState (Raft ignores one that does not): take one now. A change
 	// that only promotes, demotes or removes needs none: the last snapshot

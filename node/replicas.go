@@ -183,7 +183,7 @@ func (m *mesh) tickPartition(p *partition) {
 			}
 			return
 		}
-		if want != "" && want != self && m.n.now.Sub(p.leadSince) >= transferHold && m.caughtUp(p, want) {
+		if want != "" && want != self && m.transferable(p) && m.caughtUp(p, want) {
 			p.transferAt = m.n.now
 			clear(p.acked) // after an aborted transfer, the lease starts again
 			p.rn.TransferLeader(RaftID(want))
@@ -262,6 +262,19 @@ const campaignFallback = 1500 * time.Millisecond
 // campaignJitter bounds the preferred owner's seeded wait before it
 // campaigns.
 const campaignJitter = 300 * time.Millisecond
+
+// transferable reports whether leader p may hand its leadership on now:
+// it has held it for transferHold, and its last replica change applied a
+// heartbeat period ago. The replica it promoted learns that the change
+// committed with the leader's next message and applies it after; asked to
+// campaign in between (the transfer goes out with that message), it is
+// not a voter yet in its own view and does not ("is unpromotable"), and
+// the leader refused proposals until it gave up on the transfer
+// (transferWait): a peer joining a 4-peer mesh met it for 23 partitions.
+func (m *mesh) transferable(p *partition) bool {
+	settle := m.n.cfg.RaftTick * time.Duration(m.n.cfg.HeartbeatTicks)
+	return m.n.now.Sub(p.leadSince) >= transferHold && m.n.now.Sub(p.confApplied) >= settle
+}
 
 func (m *mesh) caughtUp(p *partition, id string) bool {
 	if !m.live(id) {
