@@ -236,6 +236,7 @@ type mesh struct {
 	lastSend  time.Time
 	outbox    map[string]OutcomeMsg // key task@round
 	forgotten map[string]bool
+	forgotNew bool // forgotten changed since the last Ready (flushForgotten)
 	ring      *ring.Ring
 	// mine is the partitions ring places this node among the replicas
 	// of (placedHere), for mineOf; asked at every tick of every partition
@@ -521,7 +522,7 @@ func (m *mesh) forget(id string, now time.Time) {
 	if id == m.n.cfg.ID || m.forgotten[id] {
 		return
 	}
-	m.forgotten[id] = true
+	m.forgotten[id], m.forgotNew = true, true
 	m.enqueue(Update{ID: id, State: peerForgotten})
 	m.n.steal.forgetLoad(id)
 	if mb := m.members[id]; mb != nil {

@@ -137,6 +137,9 @@ type NodeConfig struct {
 	// partitions it left, which bars its votes there (tombstone.go). A
 	// new peer has none.
 	Left []byte
+	// Forgotten is the stored ForgottenMetaKey record: the peers this
+	// peer forgot, which it never re-admits (forgotten.go).
+	Forgotten []byte
 }
 
 // DefaultNodeConfig returns the defaults for a peer id and boot nonce.
@@ -374,6 +377,9 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 	}
 	if n.left, err = decodeLeft(cfg.Left, cfg.Partitions); err != nil {
 		return nil, err
+	}
+	for _, id := range decodeForgotten(cfg.Forgotten, cfg.ID, cfg.ValidID) {
+		n.mesh.forgotten[id] = true
 	}
 	founder := cfg.Founder && len(states) == 0
 	if together {

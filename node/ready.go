@@ -115,7 +115,8 @@ func (n *Node) HasReady() bool {
 		len(n.rd.Messages) > 0 || len(n.rd.Gossip) > 0 || len(n.rd.Persist.OutboxPut) > 0 || len(n.rd.Persist.OutboxDel) > 0 ||
 		len(n.rd.Notify) > 0 || len(n.rd.Early) > 0 || len(n.raftOut) > 0 || len(n.goneOut) > 0 ||
 		len(n.steal.grants) > 0 || // held grants go at once (defer.go)
-		len(n.steal.notNow) > 0 { // and "not now": the thief's request waits for it
+		len(n.steal.notNow) > 0 || // and "not now": the thief's request waits for it
+		n.mesh.forgotNew { // a forget to persist (flushForgotten)
 		return true
 	}
 	// A dirty partition found to have nothing is dropped from dirty (every
@@ -159,6 +160,7 @@ func (n *Node) Ready() Ready {
 	n.dropAborted()
 	n.dropFinished()
 	n.flushLeft()
+	n.flushForgotten()
 	rd := n.rd
 	n.rd = Ready{}
 	return rd

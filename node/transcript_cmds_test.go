@@ -36,7 +36,8 @@ import (
 //	ask n2 n1 want=2 running=2 [slots=2]    n2 sends n1 a steal request
 //	                           with that load (its runs as they stand are not looked at)
 //	hold n1->n2 [grant|outcome|ack|raft|steal] | release n1->n2 | drop-held n1->n2
-//	crash n2 [lose-unsynced|after-early] | restart n2 | forget n4 | drain n1
+//	crash n2 [lose-unsynced|after-early] | restart n2 | drain n1
+//	forget n4 [at n1]          every live peer forgets n4, or n1 alone
 //	hold-runs n2 [off]         n2's handlers wait for report
 //	report n2 g.0 ok|fail      n2's handler of g.0 finishes
 //	report-late n2 g.0 round=1 ok    an outcome of a round n2 does not run
@@ -208,6 +209,12 @@ func (e *env) peerCmd(cmd string, pos []string) (string, error) {
 		e.m.Restart(id)
 		return fmt.Sprintf("%s up as %s", id, e.m.MustPeer(id).Node.Holder()), nil
 	case "forget":
+		if len(pos) == 3 && pos[1] == "at" {
+			p := e.m.MustPeer(pos[2]) // one peer asked (POST /v1/peers/{id}/forget)
+			p.Node.Forget(id)
+			p.Drive()
+			break
+		}
 		e.m.Forget(id)
 	case "drain":
 		p := e.m.MustPeer(id)

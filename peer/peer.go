@@ -173,6 +173,9 @@ func (p *Peer) open() error {
 	if ncfg.Left, _, err = log.Meta(node.LeftMetaKey); err != nil {
 		return fail(err)
 	}
+	if ncfg.Forgotten, _, err = log.Meta(node.ForgottenMetaKey); err != nil {
+		return fail(err)
+	}
 	// Partitions held, or held once (left): the first start is past.
 	p.initialMembership(&ncfg, initial, len(states) > 0 || len(ncfg.Left) > 0)
 	p.node, err = node.NewNode(ncfg, states, time.Now())

@@ -102,6 +102,9 @@ func (nd *simNode) start() error {
 	if cfg.Left, _, err = nd.log.Meta(node.LeftMetaKey); err != nil {
 		return fmt.Errorf("simulate: %s: load: %w", nd.id, err)
 	}
+	if cfg.Forgotten, _, err = nd.log.Meta(node.ForgottenMetaKey); err != nil {
+		return fmt.Errorf("simulate: %s: load: %w", nd.id, err)
+	}
 	n, err := node.NewNode(cfg, states, nd.now())
 	if err != nil {
 		return fmt.Errorf("simulate: %s: start: %w", nd.id, err)

@@ -125,6 +125,9 @@ func (m *Mesh) start(p *Peer) {
 	if cfg.Left, _, err = p.Log.Meta(node.LeftMetaKey); err != nil {
 		m.tb.Fatalf("nodetest: %s: load: %v", p.ID, err)
 	}
+	if cfg.Forgotten, _, err = p.Log.Meta(node.ForgottenMetaKey); err != nil {
+		m.tb.Fatalf("nodetest: %s: load: %v", p.ID, err)
+	}
 	n, err := node.NewNode(cfg, states, m.Now)
 	if err != nil {
 		m.tb.Fatalf("nodetest: %s: start: %v", p.ID, err)
