@@ -178,8 +178,7 @@ func (n *Node) maybeSteal() {
 	// trip (Little's law on measured averages): a thief asks again before
 	// its last task ends, and long tasks stay with the victim instead of
 	// waiting in a thief's queue. What unanswered requests asked for keeps
-	// its room (stealer.asks), never all of it: a thief whose reply was
-	// lost still asks for one task at a time.
+	// its room (stealer.asks) for up to askReserve.
 	capacity := n.stealCapacity()
 	reserved := n.steal.reserved(n.now)
 	if self.Running+reserved >= capacity {
