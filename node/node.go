@@ -142,6 +142,24 @@ type NodeConfig struct {
 	Forgotten []byte
 }
 
+// LoadMeta sets the fields of c that the node keeps in its WAL's meta
+// space (Left, Forgotten) from log; every runtime calls it before NewNode.
+func (c *NodeConfig) LoadMeta(log interface {
+	Meta(key string) ([]byte, bool, error)
+}) error {
+	for _, r := range []struct {
+		key string
+		dst *[]byte
+	}{{LeftMetaKey, &c.Left}, {ForgottenMetaKey, &c.Forgotten}} {
+		v, _, err := log.Meta(r.key)
+		if err != nil {
+			return fmt.Errorf("node: load %s: %w", r.key, err)
+		}
+		*r.dst = v
+	}
+	return nil
+}
+
 // DefaultNodeConfig returns the defaults for a peer id and boot nonce.
 func DefaultNodeConfig(id, boot string) NodeConfig {
 	return NodeConfig{

@@ -170,10 +170,7 @@ func (p *Peer) open() error {
 	// A handler this peer has not registered runs in external workers.
 	ncfg.Shard.External = func(h string) bool { return !p.handlers.Has(h) }
 	ncfg.NotifyInflight = p.cfg.Notify.Concurrency
-	if ncfg.Left, _, err = log.Meta(node.LeftMetaKey); err != nil {
-		return fail(err)
-	}
-	if ncfg.Forgotten, _, err = log.Meta(node.ForgottenMetaKey); err != nil {
+	if err = ncfg.LoadMeta(log); err != nil {
 		return fail(err)
 	}
 	// Partitions held, or held once (left): the first start is past.

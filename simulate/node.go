@@ -99,10 +99,7 @@ func (nd *simNode) start() error {
 	if nd.s.cfg.Log != nil {
 		cfg.Logger = slog.New(vtHandler{nd.s.cfg.Log.Handler(), nd.s})
 	}
-	if cfg.Left, _, err = nd.log.Meta(node.LeftMetaKey); err != nil {
-		return fmt.Errorf("simulate: %s: load: %w", nd.id, err)
-	}
-	if cfg.Forgotten, _, err = nd.log.Meta(node.ForgottenMetaKey); err != nil {
+	if err = cfg.LoadMeta(nd.log); err != nil {
 		return fmt.Errorf("simulate: %s: load: %w", nd.id, err)
 	}
 	n, err := node.NewNode(cfg, states, nd.now())

@@ -122,10 +122,7 @@ func (m *Mesh) start(p *Peer) {
 	if err != nil {
 		m.tb.Fatalf("nodetest: %s: load: %v", p.ID, err)
 	}
-	if cfg.Left, _, err = p.Log.Meta(node.LeftMetaKey); err != nil {
-		m.tb.Fatalf("nodetest: %s: load: %v", p.ID, err)
-	}
-	if cfg.Forgotten, _, err = p.Log.Meta(node.ForgottenMetaKey); err != nil {
+	if err = cfg.LoadMeta(p.Log); err != nil {
 		m.tb.Fatalf("nodetest: %s: load: %v", p.ID, err)
 	}
 	n, err := node.NewNode(cfg, states, m.Now)
