@@ -79,7 +79,7 @@ func (s *Shard) apply(e *Event) {
 			s.record(t, e)
 			t.holder = ""
 			t.readyAt = stampOf(e.At)
-			s.setState(t, Ready)
+			s.requeue(t)
 		}
 	case EvReadied:
 		if t.state == Waiting {
@@ -164,6 +164,21 @@ func linkDeps(g *group) {
 			l := g.tasks[d].linked()
 			l.dependents = append(l.dependents, i)
 		}
+	}
+}
+
+// requeue moves running task t back to READY in the place it held in the
+// queue: its lease ended without an attempt (its holder died, its worker
+// went away, its lease ran out), so it goes before the tasks that became
+// READY while it ran, not behind them. A dead owner's tasks would
+// otherwise run again only after the backlog that outlived it.
+func (s *Shard) requeue(t *task) {
+	seq := t.seq
+	s.setState(t, Ready)
+	if seq != 0 {
+		s.ready.Remove(t)
+		t.seq = seq
+		s.ready.Push(t)
 	}
 }
 

@@ -338,6 +338,31 @@ func TestExpireHolders(t *testing.T) {
 	}
 }
 
+// TestExpiredKeepsItsPlace: a task whose lease ended without an attempt
+// (a dead holder) goes back to its place in the queue, before the tasks
+// that were READY behind it, on a replica restored from a snapshot too.
+func TestExpiredKeepsItsPlace(t *testing.T) {
+	o := newOwner(t)
+	o.submit(GroupSpec{ID: "g", Mode: ModeParallel, Tasks: []TaskSpec{{Handler: "echo"}, {Handler: "echo"}, {Handler: "echo"}}})
+	if got := o.lease(1, "dead"); len(got) != 1 || got[0] != "g.0" {
+		t.Fatalf("leased %v; want [g.0]", got)
+	}
+	o.commit(o.s.ExpireHolders(o.now, func(h string) bool { return h == "dead" })...)
+	snap := o.s.Snapshot()
+	restored, _ := New(DefaultConfig())
+	if err := restored.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	restored.SetLeader(true, o.now)
+	if got := o.lease(1, "alive"); len(got) != 1 || got[0] != "g.0" {
+		t.Errorf("leased %v after the expiry; want [g.0], the task that was first", got)
+	}
+	evs := restored.Lease(o.now, 1, "alive", nil)
+	if len(evs) != 1 || evs[0].Task != "g.0" {
+		t.Errorf("restored replica leased %v; want g.0", evs)
+	}
+}
+
 // TestReplayDeterministic runs a random workload and checks that a replica
 // applying the same log ends in the same state.
 func TestReplayDeterministic(t *testing.T) {
