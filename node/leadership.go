@@ -17,7 +17,7 @@ import (
 // serving (requests fail, clients retry elsewhere) and stops sending
 // appends and heartbeats; the voters find it silent for DeadAfter and
 // elect another, whose later term ends this leadership when it is heard.
-// Its read lease (leaseHeld) ran out 2/5 DeadAfter after it sent what
+// Its read lease (leaseHeld) ran out 4/15 DeadAfter after it sent what
 // the last answers acknowledged (lease.go), so nothing it answered can be
 // stale. Reports whether it abdicated.
 func (n *Node) abdicate(p *partition) bool {

@@ -20,27 +20,40 @@ import (
 // leader does not see; but that is after the leader sent it. So the leader
 // stamps each heartbeat with its send time (the heartbeat's context, which
 // Raft echoes in the answer) and counts a voter answered until that time
-// plus leaseSpan, a fifth short of the promise: the margin covers the two
-// clocks running at different rates (the simulator skews them by up to
-// 10%), not the message delay, which only shortens the lease. The promise
-// is DeadAfter/2 (1.5 s by default): after a leader dies, its followers
-// vote for another 1.5 s after they last heard it, not 3 s.
+// plus leaseSpan, a fifth short of the shortest promise: the margin covers
+// the two clocks running at different rates (the simulator skews them by
+// up to 10%), not the message delay, which only shortens the lease. The
+// promise is DeadAfter/3 (1 s by default): after a leader dies, its
+// followers vote for another a second after they last heard it, about
+// when the failure detector finds a killed peer dead (its connections
+// closed, then a ping unanswered), and a dead owner's tasks run again
+// about a second after it died.
 //
 // Appends are not stamped (Raft echoes nothing of them), so under load the
 // lease rests on the heartbeats too; they go every HeartbeatTicks (500 ms
-// by default), well inside leaseSpan (1.2 s).
+// by default), inside leaseSpan (800 ms): an answer renews the lease if it
+// comes back within 300 ms.
 //
-// A peer of an older release promises DeadAfter from the arrival and
-// counts an answer DeadAfter/2 from its own arrival. Each side keeps the
-// older rule toward a peer that lacks FeatureSendLease: a follower
-// promises an older leader DeadAfter, and a leader counts an older voter's
-// answer from its arrival. A quiesced partition's promises come from the
+// Peers of older releases promise more: DeadAfter/2 from the arrival
+// (FeatureSendLease without FeatureShortPromise), DeadAfter (neither).
+// A follower promises a leader that lacks FeatureShortPromise what that
+// leader's release counts on (DeadAfter/2, or DeadAfter without
+// FeatureSendLease). A leader counts every stamped answer leaseSpan, the
+// shortest promise's: whatever a voter knows of the leader's features,
+// and whatever release it runs, it promised at least that. An answer of a
+// voter without FeatureSendLease (unstamped) counts leaseWindow from its
+// arrival, as before. A quiesced partition's promises come from the
 // membership (quiesce.go); waking carries them on with these spans.
 
 // FeatureSendLease (a Heartbeat feature): the peer stamps its heartbeats
 // with their send time and counts its read lease from it, and promises
 // such a leader DeadAfter/2.
 const FeatureSendLease = FeatureProbe << 1
+
+// FeatureShortPromise (a Heartbeat feature): the peer counts a voter's
+// stamped answer leaseSpan whatever the voter's release, and promises a
+// leader with the feature DeadAfter/3.
+const FeatureShortPromise = FeatureGroupBin << 1
 
 // ack is what a leader knows of a voter's answers in its term: when the
 // last one arrived (abdicate), and until when they hold the lease.
@@ -51,24 +64,35 @@ type ack struct {
 // promise is how long this follower votes for no one else after hearing
 // from leader lead (a Raft id).
 func (n *Node) promise(lead uint64) time.Duration {
-	if n.sendLease(lead) {
+	switch f := n.features(lead); {
+	case f&FeatureShortPromise != 0:
+		return n.cfg.DeadAfter / 3
+	case f&FeatureSendLease != 0:
 		return n.cfg.DeadAfter / 2
 	}
 	return n.cfg.DeadAfter
 }
 
 // leaseSpan is how long after a stamped heartbeat's send time the voter's
-// answer holds the lease: four fifths of the promise.
-func (n *Node) leaseSpan() time.Duration { return n.cfg.DeadAfter / 2 * 4 / 5 }
+// answer holds the lease: four fifths of the shortest promise.
+func (n *Node) leaseSpan() time.Duration { return n.cfg.DeadAfter / 3 * 4 / 5 }
 
 // sendLease reports whether the peer with Raft id rid has FeatureSendLease.
 func (n *Node) sendLease(rid uint64) bool {
+	return n.features(rid)&FeatureSendLease != 0
+}
+
+// features returns the features of the member with Raft id rid (none
+// when it is unknown).
+func (n *Node) features(rid uint64) uint64 {
 	id, ok := n.mesh.peerOf(rid)
 	if !ok {
-		return false
+		return 0
 	}
-	mb := n.mesh.members[id]
-	return mb != nil && mb.features&FeatureSendLease != 0
+	if mb := n.mesh.members[id]; mb != nil {
+		return mb.features
+	}
+	return 0
 }
 
 // heardLeader records, on follower p, a message from leader lead: the

@@ -39,23 +39,24 @@ func stamped(at time.Time) *pb.Message {
 // A voter's answer to a stamped heartbeat holds the read lease for
 // leaseSpan after the heartbeat left, however late the answer came: a
 // follower's promise ran from the heartbeat's arrival, which was after it
-// left. An answer of a second ago holds 0.2 s more, not the 1.5 s an
-// answer's arrival used to give. The stamp is taken off before Raft sees
+// left. An answer to a heartbeat sent half a second ago holds 0.3 s more,
+// not the 1.5 s an answer's arrival used to give. The stamp is taken off before Raft sees
 // it (Raft would read it as a read index).
 func TestLeaseFromSendTime(t *testing.T) {
 	_, l, p, v := leaseFixture(t)
 	if l.leaseHeld(p) {
 		t.Fatal("lease held with no answers")
 	}
-	m := stamped(l.now.Add(-time.Second))
+	const ago = 500 * time.Millisecond
+	m := stamped(l.now.Add(-ago))
 	l.answered(p, v, m)
 	if m.GetContext() != nil {
 		t.Error("the stamp was left on the answer for Raft")
 	}
-	if want := l.now.Add(-time.Second + l.leaseSpan()); !p.acked[v].until.Equal(want) || !l.leaseHeld(p) {
+	if want := l.now.Add(-ago + l.leaseSpan()); !p.acked[v].until.Equal(want) || !l.leaseHeld(p) {
 		t.Fatalf("lease until %v (held %v); want %v", p.acked[v].until, l.leaseHeld(p), want)
 	}
-	l.now = l.now.Add(l.leaseSpan() - time.Second + time.Millisecond)
+	l.now = l.now.Add(l.leaseSpan() - ago + time.Millisecond)
 	if l.leaseHeld(p) {
 		t.Fatalf("lease held %v after a heartbeat sent %v before", l.leaseSpan()+time.Millisecond, l.leaseSpan())
 	}
@@ -73,9 +74,21 @@ func TestLeaseFromSendTime(t *testing.T) {
 		t.Fatalf("an append's answer: %+v, lease held %v; want heard now and no lease", a, l.leaseHeld(p))
 	}
 
+	// A voter of the release before (FeatureSendLease alone) promises
+	// DeadAfter/2; its stamped answer counts leaseSpan all the same, the
+	// shortest promise's: the voter may know this leader as one of its
+	// own release and promise it DeadAfter/3 (its view of the leader's
+	// features, not the leader's of its, sets the promise).
+	id, _ := l.mesh.peerOf(v)
+	l.mesh.members[id].features &^= FeatureShortPromise
+	sent := l.now.Add(-100 * time.Millisecond)
+	l.answered(p, v, stamped(sent))
+	if want := sent.Add(l.leaseSpan()); !p.acked[v].until.Equal(want) {
+		t.Fatalf("the release before: lease until %v; want %v", p.acked[v].until, want)
+	}
+
 	// A voter of an older release stamps nothing and promises DeadAfter:
 	// its answer holds DeadAfter/2 from its arrival, as before.
-	id, _ := l.mesh.peerOf(v)
 	l.mesh.members[id].features &^= FeatureSendLease
 	l.answered(p, v, &pb.Message{Type: pb.MsgAppResp.Enum()})
 	if want := l.now.Add(l.cfg.DeadAfter / 2); !p.acked[v].until.Equal(want) {
@@ -83,30 +96,39 @@ func TestLeaseFromSendTime(t *testing.T) {
 	}
 }
 
-// A follower promises its vote for DeadAfter/2 after it last heard a
-// leader with FeatureSendLease, DeadAfter after an older one; and a
-// leader stamps its heartbeats only to voters that read the stamp.
+// A follower promises its vote for DeadAfter/3 after it last heard a
+// leader with FeatureShortPromise, DeadAfter/2 after a leader of the
+// release before (FeatureSendLease alone), DeadAfter after an older one;
+// and a leader stamps its heartbeats only to voters that read the stamp.
 func TestLeasePromise(t *testing.T) {
 	c, l, p, v := leaseFixture(t)
 	id, _ := l.mesh.peerOf(v)
 	f := c.node(id).n
 	fp := f.parts[p.id]
 	f.heardLeader(fp, l.raftID)
-	if fp.promise != f.cfg.DeadAfter/2 {
-		t.Fatalf("promise to a leader with the feature %v; want %v", fp.promise, f.cfg.DeadAfter/2)
+	if fp.promise != f.cfg.DeadAfter/3 {
+		t.Fatalf("promise to a leader with the feature %v; want %v", fp.promise, f.cfg.DeadAfter/3)
 	}
-	f.now = f.now.Add(f.cfg.DeadAfter/2 - time.Millisecond)
+	f.now = f.now.Add(f.cfg.DeadAfter/3 - time.Millisecond)
 	if !f.promised(fp) {
-		t.Fatal("promise over before DeadAfter/2")
+		t.Fatal("promise over before DeadAfter/3")
 	}
 	f.now = f.now.Add(time.Millisecond)
 	if f.promised(fp) {
-		t.Fatal("promise still on at DeadAfter/2")
+		t.Fatal("promise still on at DeadAfter/3")
+	}
+	f.mesh.members["n1"].features &^= FeatureShortPromise
+	f.heardLeader(fp, l.raftID)
+	if fp.promise != f.cfg.DeadAfter/2 {
+		t.Fatalf("promise to a leader of the release before %v; want %v", fp.promise, f.cfg.DeadAfter/2)
 	}
 	f.mesh.members["n1"].features &^= FeatureSendLease
 	f.heardLeader(fp, l.raftID)
 	if fp.promise != f.cfg.DeadAfter {
 		t.Fatalf("promise to an older leader %v; want %v", fp.promise, f.cfg.DeadAfter)
+	}
+	if span := l.leaseSpan(); span > f.cfg.DeadAfter/3*4/5 {
+		t.Fatalf("a leader counts an answer %v; want at most four fifths of the shortest promise, %v", span, f.cfg.DeadAfter/3*4/5)
 	}
 
 	hb := &pb.Message{Type: pb.MsgHeartbeat.Enum(), To: new(v)}
@@ -122,10 +144,11 @@ func TestLeasePromise(t *testing.T) {
 }
 
 // A busy partition whose leader stops (its connections closed) is served
-// by another replica within DeadAfter: its followers vote DeadAfter/2
-// after they last heard it. With the promise of DeadAfter (before the
-// lease counted from send times) it took more than DeadAfter.
-func TestLeaseFailoverWithinDeadAfter(t *testing.T) {
+// by another replica within DeadAfter/2: its followers vote DeadAfter/3
+// after they last heard it, about when they find it dead. It took 1.65 s
+// with the promise of DeadAfter/2, more than DeadAfter with the promise
+// of DeadAfter (before the lease counted from send times).
+func TestLeaseFailoverWithinHalfDeadAfter(t *testing.T) {
 	const parts = 4
 	c := newCluster(t, 3, parts)
 	c.run(15 * time.Second)
@@ -144,7 +167,7 @@ func TestLeaseFailoverWithinDeadAfter(t *testing.T) {
 	const step = 50 * time.Millisecond
 	for waited := time.Duration(0); waited <= 10*time.Second; waited += step {
 		if s := c.servers(part); len(s) == 1 {
-			if limit := victim.n.cfg.DeadAfter; waited > limit {
+			if limit := victim.n.cfg.DeadAfter / 2; waited > limit {
 				t.Fatalf("partition %d served again by %s %v after its leader stopped; want within %v", part, s[0], waited, limit)
 			}
 			t.Logf("partition %d served again by %s %v after its leader stopped", part, s[0], waited)

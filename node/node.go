@@ -193,9 +193,10 @@ func (c *NodeConfig) Validate() error {
 		return errors.New("peer: config wants 0 < HeartbeatEvery < DeadAfter <= ForgetAfter")
 	case c.RaftTick*time.Duration(c.HeartbeatTicks) > c.DeadAfter/4:
 		// A voter's answer to a heartbeat holds the read lease for
-		// 2/5 DeadAfter after the heartbeat left (lease.go), and a
-		// replica that hears nothing from its leader for DeadAfter/2
-		// votes for another: the heartbeats must come well inside both.
+		// 4/15 DeadAfter after the heartbeat left (lease.go), and a
+		// replica that hears nothing from its leader for DeadAfter/3
+		// votes for another: the heartbeats must come inside both (the
+		// default, 500 ms of 3 s, leaves an answer 300 ms).
 		return fmt.Errorf("peer: config RaftTick x HeartbeatTicks = %v; want at most DeadAfter/4 = %v",
 			c.RaftTick*time.Duration(c.HeartbeatTicks), c.DeadAfter/4)
 	case c.ProbeEvery < 0 || c.ProbeEvery > 0 && c.SuspectFor <= 0:

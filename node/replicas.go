@@ -261,7 +261,7 @@ const campaignFallback = 1500 * time.Millisecond
 
 // campaignJitter bounds the preferred owner's seeded wait before it
 // campaigns.
-const campaignJitter = 300 * time.Millisecond
+const campaignJitter = 100 * time.Millisecond
 
 // transferable reports whether leader p may hand its leadership on now:
 // it has held it for transferHold, and its last replica change applied a

@@ -281,7 +281,7 @@ func (n *Node) stepRaft(from string, msgs []RaftMsg) error {
 // which needs Raft's election timer (off: needle's failure detector
 // decides elections), done here on the node's clock. A replica that heard
 // from its leader (appends, heartbeats) within its promise (lease.go:
-// DeadAfter/2, or DeadAfter to a leader of an older release) votes for no
+// DeadAfter/3, more to a leader of an older release) votes for no
 // one else, and a replica that restarted votes for no one within a lease
 // window of its boot (it may have answered a leader's heartbeat just
 // before it died). Without this a replica that has not heard from the
