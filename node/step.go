@@ -267,6 +267,7 @@ func (n *Node) stepRaft(from string, msgs []RaftMsg) error {
 		if decoded != nil {
 			p.keepDecoded(rm.Msg.GetSnapshot(), decoded)
 		}
+		n.refusedBehind(p, rm.Msg)
 		if err := p.rn.Step(rm.Msg); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 			errs = append(errs, fmt.Errorf("peer: step partition %d: %w", rm.Partition, err))
 		}
@@ -314,6 +315,32 @@ func (n *Node) leaderLease(p *partition, from string, m *pb.Message) bool {
 	// of a later term (a failed candidate's), and the leader still counts
 	// on this replica's answer.
 	return n.promised(p)
+}
+
+// refusedBehind has follower p campaign at its next Raft tick when it
+// is asked for a vote (or a pre-vote) by a candidate whose log is behind
+// its own: Raft refuses that vote, and the candidate, often the preferred
+// owner, cannot win without it. It would otherwise wait for its fallback
+// turn (campaignFallback, 1.5-3 s after it found the leader gone) while
+// the partition has no owner. Nothing changes if it still counts the
+// leader alive (tickPartition clears the campaign then), and the preferred
+// owner gets the leadership back once it has caught up.
+func (n *Node) refusedBehind(p *partition, m *pb.Message) {
+	if t := m.GetType(); p.leader || t != pb.MsgVote && t != pb.MsgPreVote {
+		return
+	}
+	last, err := p.storage.LastIndex()
+	if err != nil {
+		return
+	}
+	term, err := p.storage.Term(last)
+	if err != nil {
+		return
+	}
+	behind := m.GetLogTerm() < term || m.GetLogTerm() == term && m.GetIndex() < last
+	if behind && (p.campaignAt.IsZero() || p.campaignAt.After(n.now)) {
+		p.campaignAt = n.now
+	}
 }
 
 // votesFrom is when this run of the peer may vote and campaign: a
