@@ -72,6 +72,11 @@ type stealer struct {
 	// loaded mesh, 673 runs for 387). Until askReserve has passed, what
 	// is asked keeps its room (reserved, maybeSteal).
 	asks map[string]pendingAsk
+	// later are the tasks a victim's grant replies named that this node
+	// did not start from the reply and starts when their leases apply on
+	// its replica (stepGrant): they keep their room the same way, apart
+	// from asks, which the next reply of that victim ends.
+	later map[string]pendingAsk
 }
 
 // pendingAsk is what a thief still waits for from one victim.
@@ -94,25 +99,52 @@ func (s *stealer) asked(victim string, tasks int, now time.Time) {
 	s.asks[victim] = pendingAsk{tasks: s.asks[victim].tasks + tasks, at: now}
 }
 
-// took notes one lease to this peer from victim that applied before the
-// victim's grant reply came (the reply then ends the rest).
+// grantedLater notes tasks of victim's grant reply that start here only
+// when their leases apply.
+func (s *stealer) grantedLater(victim string, tasks int, now time.Time) {
+	if s.later == nil {
+		s.later = map[string]pendingAsk{}
+	}
+	s.later[victim] = pendingAsk{tasks: s.later[victim].tasks + tasks, at: now}
+}
+
+// took notes one lease to this peer from victim that applied here and
+// started: one of the tasks a reply named and this node did not start
+// from it, or one that applied before the victim's reply came (the reply
+// then ends the rest of the request).
 func (s *stealer) took(victim string) {
-	if a, ok := s.asks[victim]; ok {
-		if a.tasks <= 1 {
-			delete(s.asks, victim)
-		} else {
-			s.asks[victim] = pendingAsk{tasks: a.tasks - 1, at: a.at}
-		}
+	if !takeOne(s.later, victim) {
+		takeOne(s.asks, victim)
 	}
 }
 
-// reserved returns the tasks asked and not yet accounted for, forgetting
-// the requests older than askReserve.
+// takeOne takes one task off m[victim], and reports whether there was one.
+func takeOne(m map[string]pendingAsk, victim string) bool {
+	a, ok := m[victim]
+	switch {
+	case !ok:
+		return false
+	case a.tasks <= 1:
+		delete(m, victim)
+	default:
+		m[victim] = pendingAsk{tasks: a.tasks - 1, at: a.at}
+	}
+	return true
+}
+
+// reserved returns the tasks asked or granted and not yet accounted for,
+// forgetting those older than askReserve.
 func (s *stealer) reserved(now time.Time) int {
+	return unexpired(s.asks, now) + unexpired(s.later, now)
+}
+
+// unexpired sums the tasks of m, dropping the entries older than
+// askReserve.
+func unexpired(m map[string]pendingAsk, now time.Time) int {
 	k := 0
-	for v, a := range s.asks {
+	for v, a := range m {
 		if now.Sub(a.at) >= askReserve {
-			delete(s.asks, v)
+			delete(m, v)
 			continue
 		}
 		k += a.tasks
@@ -152,6 +184,7 @@ func (s *stealer) Observe(peer string, l Load, now time.Time) {
 // victim would otherwise be asked until its backoff grew to the maximum.
 func (s *stealer) forgetLoad(peer string) {
 	delete(s.asks, peer)
+	delete(s.later, peer)
 	if s.t != nil {
 		s.t.Forget(peer)
 	}
@@ -461,8 +494,10 @@ func (n *Node) stepGrant(from string, m Message) {
 		n.stepOffer(from, m) // offered to this peer's workers, not asked for
 		return
 	}
+	asked := 0
 	if m.Holder == "" || m.Holder == n.holder {
-		delete(n.steal.asks, from) // answered: what it granted is counted in busy
+		asked = n.steal.asks[from].tasks
+		delete(n.steal.asks, from) // answered: what it granted is counted in busy, or kept below
 	}
 	if n.steal.t != nil {
 		switch {
@@ -486,8 +521,10 @@ func (n *Node) stepGrant(from string, m Message) {
 		return
 	}
 	n.pace.stole(n.now.Sub(n.steal.askedAt))
+	later := 0
 	for _, g := range m.Grants {
 		if !n.grantable(g, from) {
+			later++
 			continue
 		}
 		n.mesh.granter[n.PartitionOf(g.Task.Group())] = from
@@ -503,6 +540,16 @@ func (n *Node) stepGrant(from string, m Message) {
 		n.startRun(g.Task, g.Round)
 		n.rd.Run = append(n.rd.Run, Run{Task: g.Task, Round: g.Round, Handler: g.Handler, Trace: g.Trace, Payload: g.Payload, Timeout: g.Timeout, Inputs: g.Inputs, Attempt: g.Attempt,
 			Shard: g.Shard, Shards: g.Shards})
+	}
+	if later = min(later, asked); later > 0 {
+		// Grants this replica does not take from the message (it knows no
+		// leader of their partition yet: a peer just restarted, catching
+		// up) start when their leases apply here (applyLease, stealer.took).
+		// Until then they keep their room: a thief that forgot them asked
+		// again at once, and the leases it had been granted meanwhile all
+		// started as its logs caught up (a restarted peer with 955 runs
+		// for 387 places).
+		n.steal.grantedLater(from, later, n.now)
 	}
 }
 
