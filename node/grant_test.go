@@ -23,11 +23,7 @@ func TestForgedGrantKeepsNoLeaseFromRunning(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, 1)
 			h.tick(time.Second)
-			hb := Message{Type: MsgHeartbeat, From: "stranger", Heartbeat: &Heartbeat{Boot: "1", Partitions: 1,
-				Load: Load{Slots: 2}, Members: []string{"p1", "stranger"}}}
-			if err := h.n.Step("stranger", hb); err != nil {
-				t.Fatal(err)
-			}
+			beatFrom(t, h, "stranger")
 			p := h.n.parts[h.n.PartitionOf("g")]
 			p.serving = tc.led
 			for _, round := range []shard.Round{1, math.MaxUint64} {
@@ -57,6 +53,17 @@ func TestForgedGrantKeepsNoLeaseFromRunning(t *testing.T) {
 				t.Fatalf("result %q, want the task's own payload", v.Result)
 			}
 		})
+	}
+}
+
+// beatFrom steps a heartbeat from peer id into h's one-partition node,
+// which makes id a member of its mesh.
+func beatFrom(t *testing.T, h *harness, id string) {
+	t.Helper()
+	hb := Message{Type: MsgHeartbeat, From: id, Heartbeat: &Heartbeat{Boot: "1", Partitions: 1,
+		Load: Load{Slots: 2}, Members: []string{"p1", id}}}
+	if err := h.n.Step(id, hb); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -279,11 +286,7 @@ func TestGrantOfARoundRunningHereStartsNothing(t *testing.T) {
 func TestGrantNotTakenKeepsItsRoom(t *testing.T) {
 	h := newHarness(t, 1)
 	h.tick(time.Second)
-	hb := Message{Type: MsgHeartbeat, From: "victim", Heartbeat: &Heartbeat{Boot: "1", Partitions: 1,
-		Load: Load{Slots: 2}, Members: []string{"p1", "victim"}}}
-	if err := h.n.Step("victim", hb); err != nil {
-		t.Fatal(err)
-	}
+	beatFrom(t, h, "victim")
 	h.n.parts[h.n.PartitionOf("g")].serving = false // its replica knows no other leader
 	if _, ok := h.n.GrantSource(h.n.PartitionOf("g")); !ok {
 		t.Fatal("the node holds no replica of g's partition")
