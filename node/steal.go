@@ -93,19 +93,21 @@ const askReserve = 2 * time.Second
 
 // asked notes a request for tasks sent to victim.
 func (s *stealer) asked(victim string, tasks int, now time.Time) {
-	if s.asks == nil {
-		s.asks = map[string]pendingAsk{}
-	}
-	s.asks[victim] = pendingAsk{tasks: s.asks[victim].tasks + tasks, at: now}
+	addTasks(&s.asks, victim, tasks, now)
 }
 
 // grantedLater notes tasks of victim's grant reply that start here only
 // when their leases apply.
 func (s *stealer) grantedLater(victim string, tasks int, now time.Time) {
-	if s.later == nil {
-		s.later = map[string]pendingAsk{}
+	addTasks(&s.later, victim, tasks, now)
+}
+
+// addTasks adds tasks to (*m)[victim], dated now.
+func addTasks(m *map[string]pendingAsk, victim string, tasks int, now time.Time) {
+	if *m == nil {
+		*m = map[string]pendingAsk{}
 	}
-	s.later[victim] = pendingAsk{tasks: s.later[victim].tasks + tasks, at: now}
+	(*m)[victim] = pendingAsk{tasks: (*m)[victim].tasks + tasks, at: now}
 }
 
 // took notes one lease to this peer from victim that applied here and

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -173,13 +174,7 @@ func linkDeps(g *group) {
 // READY while it ran, not behind them. A dead owner's tasks would
 // otherwise run again only after the backlog that outlived it.
 func (s *Shard) requeue(t *task) {
-	seq := t.seq
-	s.setState(t, Ready)
-	if seq != 0 {
-		s.ready.Remove(t)
-		t.seq = seq
-		s.ready.Push(t)
-	}
+	s.moveTo(t, Ready, t.seq)
 }
 
 // release moves a task whose dependencies are done to READY, or to WAITING
@@ -454,7 +449,12 @@ const maxHolders = 4096
 
 // setState moves t to st, keeping the ready queue, the group counters and
 // the change list in step. Every state change goes through here.
-func (s *Shard) setState(t *task, st State) {
+func (s *Shard) setState(t *task, st State) { s.moveTo(t, st, 0) }
+
+// moveTo is setState; a task that becomes READY takes its place in the
+// queue by seq, or, when seq is 0, by the next sequence number. The
+// shard's sequence counter moves on either way.
+func (s *Shard) moveTo(t *task, st State, seq uint64) {
 	g := t.g
 	if g.stageLive != nil {
 		g.stageLive[int(t.stage)] += streamLive(st) - streamLive(t.state)
@@ -469,7 +469,7 @@ func (s *Shard) setState(t *task, st State) {
 	t.state = st
 	if st == Ready {
 		s.seq++
-		t.seq = s.seq
+		t.seq = cmp.Or(seq, s.seq)
 		s.ready.Push(t)
 	}
 	if !st.Terminal() {
