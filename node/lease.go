@@ -159,6 +159,19 @@ func (n *Node) vouched(p *partition, v uint64) {
 	p.acked[v] = ack{at: n.now, until: later(p.acked[v].until, n.now.Add(n.answerSpan(v)))}
 }
 
+// voidLeases ends leader p's read lease from every voter's answers so
+// far (it hands p over: the target's campaign takes votes that the
+// answers promised no one), and keeps when each voter last answered: the
+// voters still hear p, which is what abdicate asks. A lease voided with
+// the answers made a transfer that took longer than a Raft tick (a
+// target restarted and still catching up) look like a leader nobody
+// answered, and it abdicated at its next tick.
+func (n *Node) voidLeases(p *partition) {
+	for v, a := range p.acked {
+		p.acked[v] = ack{at: a.at}
+	}
+}
+
 // thawed voids the read leases of the partitions this node leads after a
 // gap in its clock longer than DeadAfter/3 (the process was frozen, or its
 // clock jumped): nothing it knew of its voters before the gap vouches for

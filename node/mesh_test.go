@@ -574,3 +574,40 @@ func TestMeshRestartedDrainedPeerNotDraining(t *testing.T) {
 		}
 	}
 }
+
+// A leader handing its partitions over keeps counting the answers its
+// voters gave before: starting a transfer voids its read lease, not its
+// knowledge that the voters hear it. It used to forget both, and a
+// leader of more than DeadAfter whose transfer took longer than a Raft
+// tick (the target restarted and still catching up, or slow) found no
+// voter answered at its next tick and abdicated: in a rolling restart of
+// 4 peers, hundreds of partitions at once, with 503s until they were
+// led again.
+func TestMeshSlowTransferDoesNotAbdicate(t *testing.T) {
+	const parts = 8
+	c := newCluster(t, 3, parts)
+	c.run(15 * time.Second)
+	n1 := c.node("n1")
+	led := n1.n.Leading()
+	if len(led) == 0 {
+		t.Fatalf("n1 leads nothing: %v", c.leaders())
+	}
+	n1.n.Drain()
+	// The link from n1 to each partition's next owner is cut: the
+	// transfers start and do not finish, while the other voter still
+	// hears n1 and answers it.
+	c.step(10 * time.Millisecond)
+	p := n1.n.parts[led[0]]
+	want := n1.n.mesh.owner(p)
+	if want == "" || want == n1.id {
+		t.Fatalf("partition %d: next owner %q after n1 drains", led[0], want)
+	}
+	c.cuts[[2]string{n1.id, want}] = true
+	c.run(2 * time.Second) // under DeadAfter: want does not campaign on its own
+	if a := n1.n.stats.Abdications; a != 0 {
+		t.Fatalf("n1 abdicated %d times while handing over partitions whose voters answered it", a)
+	}
+	if !p.leader || p.rn.BasicStatus().LeadTransferee == 0 && n1.n.now.Sub(p.transferAt) > 2*time.Second {
+		t.Fatalf("partition %d: n1 leader %v, transfer started %v ago; want a transfer under way", led[0], p.leader, n1.n.now.Sub(p.transferAt))
+	}
+}

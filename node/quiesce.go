@@ -102,12 +102,16 @@ func (n *Node) vouches(p *partition, v uint64) bool {
 	return mb.rebootAt == 0 || n.mesh.at(mb.rebootAt).Before(p.quietAt)
 }
 
-// forgetAnswers drops the answers voter v gave the partitions this node
-// leads: v restarted, and its earlier run's promises are void.
+// forgetAnswers voids the read lease that voter v's answers gave the
+// partitions this node leads: v restarted, and its earlier run's promises
+// are void. When it last answered still counts for abdicate: it is
+// alive, and answers again once it hears the leader.
 func (n *Node) forgetAnswers(v uint64) {
 	for _, i := range n.held {
 		if p := n.parts[i]; p != nil && p.leader {
-			delete(p.acked, v)
+			if a, ok := p.acked[v]; ok {
+				p.acked[v] = ack{at: a.at}
+			}
 		}
 	}
 }

@@ -185,7 +185,7 @@ func (m *mesh) tickPartition(p *partition) {
 		}
 		if want != "" && want != self && m.transferable(p) && m.caughtUp(p, want) {
 			p.transferAt = m.n.now
-			clear(p.acked) // after an aborted transfer, the lease starts again
+			m.n.voidLeases(p) // after an aborted transfer, the lease starts again
 			p.rn.TransferLeader(RaftID(want))
 			m.n.markDirty(p.id)
 			return

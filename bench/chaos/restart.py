@@ -8,7 +8,9 @@ dir every 3-8 s. After each restart it waits for the peer's /healthz (120 s
 at most; longer, and it saves every peer's goroutines as stuck*.txt). At
 the end every acknowledged task or group must be SUCCEEDED, and a key
 retried after an error must have kept its id; the check goes on while
-the backlog drains, until a minute passes without progress. Exits 4, with
+the backlog drains, until a minute passes without progress. It counts the
+submissions a live peer answered with an HTTP error status (503 while a
+partition has no owner, 429), which the clients retry. Exits 4, with
 the peers left running, when something is unfinished.
 
     python3 bench/chaos/restart.py ./bin/needled 4 300 1 /tmp/chaos [kill|term][:K]
@@ -46,6 +48,7 @@ for i in range(N):
 time.sleep(2)
 down = set(); lock = threading.Lock(); stop = False
 acked = {}  # key -> id
+retried = {}  # HTTP status -> submissions answered with it, then retried
 errors = []
 def submitter(w):
     n = 0
@@ -66,6 +69,7 @@ def submitter(w):
             except urllib.error.HTTPError as e:
                 msg = e.read()[:200]
                 if e.code < 500 and e.code not in (409, 429): errors.append((key, e.code, msg)); break
+                with lock: retried[e.code] = retried.get(e.code, 0) + 1
                 time.sleep(0.2)
             except Exception:
                 time.sleep(0.2)
@@ -111,6 +115,7 @@ chaos()
 stop = True
 for t in ths: t.join()
 print("acked", len(acked), "errors", len(errors), errors[:5], flush=True)
+print("retried after an HTTP status (a live peer's answer):", dict(sorted(retried.items())), flush=True)
 # every acked task/group must finish
 from concurrent.futures import ThreadPoolExecutor
 def state(item):
