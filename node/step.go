@@ -16,6 +16,13 @@ import (
 // ErrNotMember is returned for a message from a peer outside the mesh.
 var ErrNotMember = errors.New("peer: sender is not a member")
 
+// ErrUnheard wraps ErrNotMember for a message from a peer this node has
+// no heartbeat of yet. It is expected for a moment after a start: a
+// restarted or joining peer hears of the others second-hand, and their
+// Raft and probes reach it before their heartbeats; it asks them for one
+// (introduce), and Raft resends.
+var ErrUnheard = fmt.Errorf("%w yet", ErrNotMember)
+
 // Step hands the node one message from peer from (the transport's
 // authenticated id). Malformed or misdirected content is refused with an
 // error and changes nothing; the node never panics on input from the
@@ -61,7 +68,7 @@ func (n *Node) step(from string, m Message, beatDone bool) error {
 			// heard of it yet): our heartbeat with a Sync brings its own.
 			n.mesh.introduce(from, n.now)
 		}
-		return fmt.Errorf("%w: %s sent %v before any heartbeat", ErrNotMember, from, m.Type)
+		return fmt.Errorf("%w: %s sent %v before any heartbeat", ErrUnheard, from, m.Type)
 	}
 	if mb = n.mesh.heard(from, mb, boot, n.now); mb != nil && m.Type != MsgHeartbeat {
 		if m.Type == MsgProbe && m.Probe != nil && m.Probe.Plain && !mb.beat && len(mb.addrs) > 0 {

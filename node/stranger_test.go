@@ -32,8 +32,8 @@ func TestRaftFromNonMemberRefused(t *testing.T) {
 	n1 := c.node("n1").n
 	m := Message{Type: MsgRaft, From: "intruder", Raft: []RaftMsg{{Partition: 0, Msg: &pb.Message{
 		Type: pb.MsgHeartbeat.Enum(), To: new(n1.raftID), From: new(RaftID("intruder")), Term: new(uint64(1))}}}}
-	if err := n1.Step("intruder", m); !errors.Is(err, ErrNotMember) {
-		t.Fatalf("Step(raft from a non-member) = %v; want ErrNotMember", err)
+	if err := n1.Step("intruder", m); !errors.Is(err, ErrNotMember) || !errors.Is(err, ErrUnheard) {
+		t.Fatalf("Step(raft from a non-member) = %v; want ErrNotMember, not heard yet (ErrUnheard)", err)
 	}
 	if got := memberIDs(n1); !slices.Equal(got, []string{"n1", "n2", "n3"}) {
 		t.Fatalf("members after raft from a non-member = %v; want [n1 n2 n3]", got)

@@ -394,6 +394,12 @@ func (p *Peer) stepFrame(f p2p.Frame) {
 		return
 	}
 	p.metrics.refused.Inc()
+	if errors.Is(err, node.ErrUnheard) {
+		// A peer whose heartbeat has not come yet: for a moment after a
+		// start, every restart (its heartbeat was asked for).
+		p.log.Debug("message refused", keyPeer, f.From, keyErr, err)
+		return
+	}
 	// A host holding the swarm key can send a thousand bad messages a
 	// second: log a few, count the rest.
 	if ok, dropped := p.refusals.allow(time.Now()); ok {
