@@ -45,9 +45,11 @@ func stepWire(tb testing.TB, c *cluster, from string, part int, m *pb.Message) e
 }
 
 // TestRaftHostileMessagesDropped sends what made Raft panic (a heartbeat
-// committing 2^40, an append that rewrites a committed entry, a snapshot
-// that does not restore, a proposal): each is dropped and counted, and
-// the mesh keeps running groups.
+// committing 2^40, a snapshot that does not restore, a proposal, an append
+// whose entries skip ahead of its index): each is dropped and counted; an
+// append that rewrites a committed entry reaches Raft, which ignores it
+// (its index is below the commit index); and the mesh keeps running
+// groups.
 func TestRaftHostileMessagesDropped(t *testing.T) {
 	c, part, leader := raftTarget(t)
 	n1 := c.node("n1").n
@@ -61,10 +63,14 @@ func TestRaftHostileMessagesDropped(t *testing.T) {
 	}
 	hb := hdr(pb.MsgHeartbeat)
 	hb.Commit = new(uint64(1 << 40))
+	firstTerm, _ := p.storage.Term(first)
+	other := term // a term the committed entry does not have, and the append may carry
+	if firstTerm == term {
+		other = term - 1
+	}
 	rewrite := hdr(pb.MsgApp)
 	rewrite.Index, rewrite.LogTerm = new(first-1), new(uint64(0))
-	rewrite.Entries = []*pb.Entry{{Index: new(first), Term: new(committedTerm + 1), Data: []byte{1}}}
-	rewrite.LogTerm = new(committedTerm)
+	rewrite.Entries = []*pb.Entry{{Index: new(first), Term: new(other), Data: []byte{1}}}
 	snap := hdr(pb.MsgSnap)
 	snap.Snapshot = &pb.Snapshot{Data: []byte{0xff}, Metadata: &pb.SnapshotMetadata{Index: new(last + 100), Term: new(term),
 		ConfState: &pb.ConfState{Voters: []uint64{n1.raftID}}}}
@@ -73,13 +79,20 @@ func TestRaftHostileMessagesDropped(t *testing.T) {
 	gap := hdr(pb.MsgApp)
 	gap.Index, gap.LogTerm = new(last), new(committedTerm)
 	gap.Entries = []*pb.Entry{{Index: new(last + 5), Term: new(term)}}
-	for _, m := range []*pb.Message{hb, rewrite, snap, prop, gap} {
+	for _, m := range []*pb.Message{hb, snap, prop, gap} {
 		if err := stepWire(t, c, leader, part, m); err == nil {
 			t.Errorf("Step(%v) = nil; want an error", m.GetType())
 		}
 	}
-	if got := n1.stats.DroppedRaft; got != 5 {
-		t.Errorf("DroppedRaft = %d; want 5", got)
+	if got := n1.stats.DroppedRaft; got != 4 {
+		t.Errorf("DroppedRaft = %d; want 4", got)
+	}
+	if err := stepWire(t, c, leader, part, rewrite); err != nil {
+		t.Errorf("Step(an append rewriting entry %d) = %v; want it stepped (Raft ignores it)", first, err)
+	}
+	c.drain(c.node("n1"))
+	if got, _ := p.storage.Term(first); got != firstTerm || other == 0 {
+		t.Errorf("entry %d has term %d after an append rewrote it to term %d; want %d", first, got, other, firstTerm)
 	}
 	c.run(2 * time.Second)
 	spec := shard.GroupSpec{ID: groupIn(t, n1, part), Mode: shard.ModeParallel, Tasks: echoTasks(4)}
@@ -187,5 +200,66 @@ func TestRaftLateAppendOfDeposedLeaderAnswered(t *testing.T) {
 	}
 	if got, _ := p.storage.Term(commit); got != term || p.rn.BasicStatus().GetCommit() != commit {
 		t.Fatalf("after the late append: entry %d of term %d, commit %d; want term %d, commit %d", commit, got, p.rn.BasicStatus().GetCommit(), term, commit)
+	}
+}
+
+// An append that replaces a follower's uncommitted entries and commits
+// them changes Raft's log at once, and the storage only at the next
+// Ready. A second append stepped before that Ready was checked against
+// the storage, and the leader's own resend of the first looked like a
+// rewrite of a committed entry: refused, and logged (22 times in a 120 s
+// restart loop killing 2 of 5 peers). Raft ignores an append whose index
+// is below its commit index (it answers with that index), and only such
+// an append carries entries at or below it: both the resend and an
+// append really conflicting with the new committed entry are stepped,
+// and change nothing.
+func TestRaftAppendOverJustCommittedEntries(t *testing.T) {
+	c, part, leader := raftTarget(t)
+	cn := c.node("n1")
+	n1 := cn.n
+	p := n1.parts[part]
+	term := p.rn.BasicStatus().GetTerm()
+	last, _ := p.storage.LastIndex()
+	lastTerm, _ := p.storage.Term(last)
+	app := func(from string, mterm, eterm, commit uint64) *pb.Message {
+		return &pb.Message{Type: pb.MsgApp.Enum(), To: new(n1.raftID), From: new(RaftID(from)), Term: new(mterm),
+			Index: new(last), LogTerm: new(lastTerm), Commit: new(commit),
+			Entries: []*pb.Entry{{Index: new(last + 1), Term: new(eterm), Data: []byte{1}}}}
+	}
+	// An uncommitted entry of term T, persisted.
+	if err := stepWire(t, c, leader, part, app(leader, term, term, last)); err != nil {
+		t.Fatal(err)
+	}
+	c.drain(cn)
+	if got, _ := p.storage.Term(last + 1); got != term || p.rn.BasicStatus().GetCommit() != last {
+		t.Fatalf("entry %d of term %d, commit %d; want an uncommitted entry of term %d", last+1, got, p.rn.BasicStatus().GetCommit(), term)
+	}
+	// Term T+1 replaces it and commits it: in Raft's log, not yet in the
+	// storage.
+	replace := app(leader, term+1, term+1, last+1)
+	if err := stepWire(t, c, leader, part, replace); err != nil {
+		t.Fatal(err)
+	}
+	if p.rn.BasicStatus().GetCommit() != last+1 {
+		t.Fatalf("commit %d after the replacing append; want %d", p.rn.BasicStatus().GetCommit(), last+1)
+	}
+	var other string
+	for _, cn := range c.nodes {
+		if cn.id != "n1" && cn.id != leader {
+			other = cn.id
+		}
+	}
+	if err := stepWire(t, c, leader, part, replace); err != nil {
+		t.Fatalf("Step(the leader's resend before the Ready) = %v; want it stepped", err)
+	}
+	if err := stepWire(t, c, other, part, app(other, term+1, term, last+1)); err != nil {
+		t.Fatalf("Step(an append conflicting with the entry just committed) = %v; want it stepped (Raft ignores it)", err)
+	}
+	if n1.stats.DroppedRaft != 0 {
+		t.Fatalf("DroppedRaft = %d; want 0", n1.stats.DroppedRaft)
+	}
+	c.drain(cn)
+	if got, _ := p.storage.Term(last + 1); got != term+1 || p.rn.BasicStatus().GetCommit() != last+1 {
+		t.Fatalf("after the Ready: entry %d of term %d, commit %d; want term %d, commit %d", last+1, got, p.rn.BasicStatus().GetCommit(), term+1, last+1)
 	}
 }
