@@ -584,30 +584,23 @@ func TestMeshRestartedDrainedPeerNotDraining(t *testing.T) {
 // 4 peers, hundreds of partitions at once, with 503s until they were
 // led again.
 func TestMeshSlowTransferDoesNotAbdicate(t *testing.T) {
-	const parts = 8
-	c := newCluster(t, 3, parts)
-	c.run(15 * time.Second)
-	n1 := c.node("n1")
-	led := n1.n.Leading()
-	if len(led) == 0 {
-		t.Fatalf("n1 leads nothing: %v", c.leaders())
-	}
-	n1.n.Drain()
-	// The link from n1 to each partition's next owner is cut: the
+	c, ld, led := leaderMesh(t, 8)
+	ld.n.Drain()
+	// The link from n2 to the first partition's next owner is cut: the
 	// transfers start and do not finish, while the other voter still
-	// hears n1 and answers it.
+	// hears n2 and answers it.
 	c.step(10 * time.Millisecond)
-	p := n1.n.parts[led[0]]
-	want := n1.n.mesh.owner(p)
-	if want == "" || want == n1.id {
-		t.Fatalf("partition %d: next owner %q after n1 drains", led[0], want)
+	p := ld.n.parts[led[0]]
+	want := ld.n.mesh.owner(p)
+	if want == "" || want == ld.id {
+		t.Fatalf("partition %d: next owner %q after %s drains", led[0], want, ld.id)
 	}
-	c.cuts[[2]string{n1.id, want}] = true
+	c.cuts[[2]string{ld.id, want}] = true
 	c.run(2 * time.Second) // under DeadAfter: want does not campaign on its own
-	if a := n1.n.stats.Abdications; a != 0 {
-		t.Fatalf("n1 abdicated %d times while handing over partitions whose voters answered it", a)
+	if a := ld.n.stats.Abdications; a != 0 {
+		t.Fatalf("%s abdicated %d times while handing over partitions whose voters answered it", ld.id, a)
 	}
-	if !p.leader || p.rn.BasicStatus().LeadTransferee == 0 && n1.n.now.Sub(p.transferAt) > 2*time.Second {
-		t.Fatalf("partition %d: n1 leader %v, transfer started %v ago; want a transfer under way", led[0], p.leader, n1.n.now.Sub(p.transferAt))
+	if !p.leader || p.rn.BasicStatus().LeadTransferee == 0 && ld.n.now.Sub(p.transferAt) > 2*time.Second {
+		t.Fatalf("partition %d: %s leader %v, transfer started %v ago; want a transfer under way", led[0], ld.id, p.leader, ld.n.now.Sub(p.transferAt))
 	}
 }

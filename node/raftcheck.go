@@ -26,10 +26,9 @@ var remoteRaftTypes = map[pb.MessageType]bool{
 // Raft, which trusts its peers and panics on what no correct peer sends (a
 // heartbeat committing past the log's end: "tocommit out of range"; an
 // append whose entries do not follow its index, which can conflict with a
-// committed entry). Every check holds for the
-// messages of a correct peer, whatever the faults; an append or heartbeat
-// of an earlier term than this replica's, which Raft only answers, is
-// not checked further:
+// committed entry). Every check holds for the messages of a correct peer,
+// whatever the faults; an append or heartbeat of an earlier term than
+// this replica's, which Raft only answers, is not checked further:
 //
 //  1. only the types replicas exchange (remoteRaftTypes);
 //  2. an append's entries follow its index one by one, with terms that
@@ -62,9 +61,10 @@ func (n *Node) checkRaft(p *partition, m *pb.Message) (*shard.Restored, error) {
 	if p != nil && m.GetTerm() != 0 && m.GetTerm() < term && (t == pb.MsgApp || t == pb.MsgHeartbeat) {
 		// A deposed leader's, late: Raft reads nothing of it but its term
 		// and answers with its own (PreVote), which ends that leadership.
-		// Its entries may rightly differ from what this replica committed
-		// since (rule 2 is the current term's), and refusing it kept the
-		// deposed leader from hearing of the later term.
+		// A heartbeat's commit may rightly be past this replica's log (a
+		// later leader replaced the tail the deposed one knew: rule 3 is
+		// the current term's), and refusing it kept the deposed leader
+		// from hearing of the later term.
 		return nil, nil
 	}
 	switch t {

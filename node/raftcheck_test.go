@@ -155,51 +155,58 @@ func FuzzStepRaft(f *testing.F) {
 	})
 }
 
-// A deposed leader's append, late, carries entries of its term where the
-// replica has since committed the next leader's: a correct peer's message,
-// which Raft answers with its later term (PreVote), deposing the sender.
-// The check took it for a rewrite of committed entries and dropped it
-// (with a warning, dozens in a restart loop that kills two peers at once),
-// and the deposed leader did not hear of the later term.
-func TestRaftLateAppendOfDeposedLeaderAnswered(t *testing.T) {
+// A deposed leader's messages, late, are a correct peer's: its append
+// carries entries of its term where the replica has since committed the
+// next leader's, and its heartbeat may commit past the replica's log (a
+// later leader replaced the tail the deposed one knew). Raft answers each
+// with its later term (PreVote), which deposes the sender. The check
+// refused both, as a rewrite of committed entries and as a commit out of
+// range (with a warning, dozens in a restart loop that kills two peers at
+// once), and the deposed leader did not hear of the later term.
+func TestRaftLateMessagesOfDeposedLeaderAnswered(t *testing.T) {
 	c, part, leader := raftTarget(t)
 	n1 := c.node("n1").n
 	p := n1.parts[part]
 	st := p.rn.BasicStatus()
 	term, commit := st.GetTerm(), st.GetCommit()
 	first, _ := p.storage.FirstIndex()
+	last, _ := p.storage.LastIndex()
 	have, _ := p.storage.Term(commit)
 	if term < 2 || first > commit || have != term {
 		t.Fatalf("partition %d: term %d, entries %d-%d of term %d; want a committed entry of a term after the first", part, term, first, commit, have)
 	}
-	late := &pb.Message{Type: pb.MsgApp.Enum(), To: new(n1.raftID), From: new(RaftID(leader)), Term: new(term - 1),
+	app := &pb.Message{Type: pb.MsgApp.Enum(), To: new(n1.raftID), From: new(RaftID(leader)), Term: new(term - 1),
 		Index: new(commit - 1), LogTerm: new(term - 1),
 		Entries: []*pb.Entry{{Index: new(commit), Term: new(term - 1), Data: []byte{1}}}}
 	if first > commit-1 {
-		late.Index, late.LogTerm = new(uint64(0)), new(uint64(0))
-		late.Entries[0].Index = new(uint64(1))
+		app.Index, app.LogTerm = new(uint64(0)), new(uint64(0))
+		app.Entries[0].Index = new(uint64(1))
 	}
-	queued := len(c.node(leader).inbox)
-	if err := stepWire(t, c, leader, part, late); err != nil {
-		t.Fatalf("Step(late append of term %d) = %v; want it stepped", term-1, err)
-	}
-	if n1.stats.DroppedRaft != 0 {
-		t.Fatalf("DroppedRaft = %d; want 0", n1.stats.DroppedRaft)
-	}
-	c.drain(c.node("n1"))
-	var answer *pb.Message
-	for _, e := range c.node(leader).inbox[queued:] {
-		for _, rm := range e.Msg.Raft {
-			if rm.Partition == uint32(part) && rm.Msg.GetType() == pb.MsgAppResp {
-				answer = rm.Msg
+	hb := &pb.Message{Type: pb.MsgHeartbeat.Enum(), To: new(n1.raftID), From: new(RaftID(leader)), Term: new(term - 1),
+		Commit: new(last + 5)}
+	for _, late := range []*pb.Message{app, hb} {
+		queued := len(c.node(leader).inbox)
+		if err := stepWire(t, c, leader, part, late); err != nil {
+			t.Fatalf("Step(late %v of term %d) = %v; want it stepped", late.GetType(), term-1, err)
+		}
+		if n1.stats.DroppedRaft != 0 {
+			t.Fatalf("DroppedRaft = %d; want 0", n1.stats.DroppedRaft)
+		}
+		c.drain(c.node("n1"))
+		var answer *pb.Message
+		for _, e := range c.node(leader).inbox[queued:] {
+			for _, rm := range e.Msg.Raft {
+				if rm.Partition == uint32(part) && rm.Msg.GetType() == pb.MsgAppResp {
+					answer = rm.Msg
+				}
 			}
 		}
-	}
-	if answer == nil || answer.GetTerm() != term {
-		t.Fatalf("answer to the late append = %v; want an append response of term %d", answer, term)
+		if answer == nil || answer.GetTerm() != term {
+			t.Fatalf("answer to the late %v = %v; want an append response of term %d", late.GetType(), answer, term)
+		}
 	}
 	if got, _ := p.storage.Term(commit); got != term || p.rn.BasicStatus().GetCommit() != commit {
-		t.Fatalf("after the late append: entry %d of term %d, commit %d; want term %d, commit %d", commit, got, p.rn.BasicStatus().GetCommit(), term, commit)
+		t.Fatalf("after the late messages: entry %d of term %d, commit %d; want term %d, commit %d", commit, got, p.rn.BasicStatus().GetCommit(), term, commit)
 	}
 }
 
