@@ -84,13 +84,62 @@ func (n *Node) abdicateQuiet() time.Duration {
 	return 2*n.cfg.DeadAfter + campaignJitter + 2*campaignFallback
 }
 
+// votersBack reports whether abdicated leader p may resume before its
+// quiet period ends: with itself, a majority of its voters (in both
+// halves of a joint configuration) sent this peer a message directly
+// since it abdicated, so their links to it work. The usual case is two
+// of three voters killed together: the leader abdicated because they were
+// down, not cut off, and when they come back it resumes at once, where
+// they would have elected a leader only after DeadAfter of its silence
+// (503s for seconds in a restart loop killing two of five peers). It
+// pings the voters it learned restarted since it abdicated, every
+// DeadAfter/12 until one is heard, and from the first ping on counts the
+// messages that come directly from that peer (memberRare.direct). Only
+// those: pings to voters cut off from it would keep it alive to them
+// (silentLeader) and delay the election they need. A one-way cut (what
+// abdication is for) keeps it silent: no message from the cut voters
+// comes. Only the first abdication since it last served resumes early;
+// if the voters it heard do not answer Raft after all, it waits out the
+// quiet periods as before.
+func (n *Node) votersBack(p *partition) bool {
+	if p.abdications > 1 {
+		return false
+	}
+	m := &n.mesh
+	since, gap := m.instant(p.abdicatedAt), n.cfg.DeadAfter/12
+	back := func(voters []uint64) bool {
+		ok := 0
+		for _, v := range voters {
+			if v == n.raftID {
+				ok++
+				continue
+			}
+			id, _ := m.peerOf(v)
+			mb := m.members[id]
+			switch {
+			case mb == nil:
+			case mb.rare != nil && mb.rare.direct > since:
+				ok++
+			case mb.rebootAt > since && !mb.legacy && (mb.rare == nil || n.now.Sub(m.at(mb.rare.pingedAt)) >= gap):
+				mb.more().pingedAt = m.instant(n.now)
+				m.sw.seq++ // no probe waits for its ack
+				m.sendProbe(id, &Probe{Kind: ProbePing, Seq: m.sw.seq, Plain: m.plainTo(mb)})
+			}
+		}
+		return ok > len(voters)/2
+	}
+	in, out := p.conf.GetVoters(), p.conf.GetVotersOutgoing()
+	return back(in) && (len(out) == 0 || back(out))
+}
+
 // resumeLeading ends an abdication that no later term ended: nobody else
 // could be elected (the others are learners, in a joint configuration
-// only this leader's vote counts, or they are down). The leader sends
+// only this leader's vote counts, or they are down), or a majority of its
+// voters was heard again (votersBack). The leader sends
 // again and proposes an empty entry; it serves again once that commits
 // (maybeServe), which needs a majority's answers, and may abdicate again a
 // DeadAfter later.
-func (n *Node) resumeLeading(p *partition) {
+func (n *Node) resumeLeading(p *partition, quiet bool) {
 	if p.rn.BasicStatus().LeadTransferee != raft.None {
 		p.rn.TransferLeader(n.raftID)
 	}
@@ -111,7 +160,11 @@ func (n *Node) resumeLeading(p *partition) {
 			p.rn.ReportUnreachable(id)
 		}
 	}
-	n.cfg.Logger.Debug("partition leader resumed after abdicating: nobody else was elected", "partition", p.id)
+	why := "a majority of its voters is heard again"
+	if quiet {
+		why = "nobody else was elected"
+	}
+	n.cfg.Logger.Debug("partition leader resumed after abdicating", "partition", p.id, "why", why)
 }
 
 // leaderTraffic reports whether a Raft message is a leader's replication

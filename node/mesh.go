@@ -96,11 +96,16 @@ type member struct {
 // memberRare is the part of a member most members lack, from its
 // heartbeats: its placement labels (as a map, and as gossiped:
 // "key=value", sorted), the READY tasks it cannot run itself, and its
-// external workers.
+// external workers; and, for a member an abdicated leader pinged, when.
 type memberRare struct {
-	labels    map[string]string
-	labelList []string
-	stranded  int
+	// pingedAt is when an abdicated leader of this peer last pinged it
+	// (votersBack); from then on direct is when the last message other
+	// than a heartbeat came from it: those come on a connection from it,
+	// while a heartbeat may be gossip relayed by others.
+	pingedAt, direct instant
+	labels           map[string]string
+	labelList        []string
+	stranded         int
 	// strandedFor is the peers its stranded tasks wait for; nil: unnamed.
 	strandedFor []string
 	// workers are its external workers' handlers and demand, from its
@@ -201,7 +206,7 @@ func (mb *member) setLabels(list []string) {
 
 // tidy drops mb's rare part when none of it is set.
 func (mb *member) tidy() {
-	if r := mb.rare; r.labels == nil && r.labelList == nil && r.stranded == 0 && r.strandedFor == nil && r.workers == nil && r.offered == nil {
+	if r := mb.rare; r.labels == nil && r.labelList == nil && r.stranded == 0 && r.strandedFor == nil && r.workers == nil && r.offered == nil && r.pingedAt == 0 {
 		mb.rare = nil
 	}
 }

@@ -604,3 +604,38 @@ func TestMeshSlowTransferDoesNotAbdicate(t *testing.T) {
 		t.Fatalf("partition %d: %s leader %v, transfer started %v ago; want a transfer under way", led[0], ld.id, p.leader, ld.n.now.Sub(p.transferAt))
 	}
 }
+
+// A leader whose two other voters die together abdicates (it hears no
+// majority), though nothing cut it off: they were down. When they come
+// back it resumes at once, in the same term, pinging them for the proof
+// that their links to it work. Before, it stayed silent until they had
+// heard nothing from it for DeadAfter and elected another: in a restart
+// loop killing two of five peers, a partition that lost two voters
+// answered 503 for seconds after they were back.
+func TestMeshAbdicatedLeaderResumesWhenVotersReturn(t *testing.T) {
+	const parts = 8
+	c, ld, led := leaderMesh(t, parts)
+	c.oneServer(parts)
+	p := led[0]
+	term := ld.n.parts[p].term
+	others := []*cnode{c.node("n1"), c.node("n3")}
+	for _, cn := range others {
+		cn.down = true
+	}
+	c.run(4 * time.Second)
+	if !ld.n.parts[p].abdicated {
+		t.Fatalf("partition %d: %s did not abdicate 4 s after both its other voters died", p, ld.id)
+	}
+	for _, cn := range others {
+		c.start(cn, parts)
+	}
+	for i := 0; len(c.servers(p)) == 0; i++ {
+		if i > 150 {
+			t.Fatalf("partition %d has no server 1.5 s after its voters came back (%s abdicated %v)", p, ld.id, ld.n.parts[p].abdicated)
+		}
+		c.step(10 * time.Millisecond)
+	}
+	if s, got := c.servers(p), ld.n.parts[p].term; s[0] != ld.id || got != term {
+		t.Fatalf("partition %d served by %v in %s's term %d; want %s resumed in term %d", p, s, ld.id, got, ld.id, term)
+	}
+}

@@ -162,8 +162,8 @@ func (m *mesh) tickPartition(p *partition) {
 	want := m.owner(p)
 	if p.leader {
 		if p.abdicated {
-			if m.n.now.Sub(p.abdicatedAt) >= m.n.abdicateQuiet() {
-				m.n.resumeLeading(p)
+			if quiet := m.n.now.Sub(p.abdicatedAt) >= m.n.abdicateQuiet(); quiet || m.n.votersBack(p) {
+				m.n.resumeLeading(p, quiet)
 			}
 			return
 		}

@@ -71,6 +71,9 @@ func (n *Node) step(from string, m Message, beatDone bool) error {
 		return fmt.Errorf("%w: %s sent %v before any heartbeat", ErrUnheard, from, m.Type)
 	}
 	if mb = n.mesh.heard(from, mb, boot, n.now); mb != nil && m.Type != MsgHeartbeat {
+		if r := mb.rare; r != nil && r.pingedAt != 0 {
+			r.direct = mb.heard // see votersBack
+		}
 		if m.Type == MsgProbe && m.Probe != nil && m.Probe.Plain && !mb.beat && len(mb.addrs) > 0 {
 			// Its heartbeat would tell nothing more: nothing to ask for.
 			mb.beat = true
