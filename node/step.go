@@ -335,8 +335,20 @@ func (n *Node) leaderLease(p *partition, from string, m *pb.Message) bool {
 // the partition has no owner. Nothing changes if it still counts the
 // leader alive (tickPartition clears the campaign then), and the preferred
 // owner gets the leadership back once it has caught up.
+//
+// Only a candidate that is a voter here counts. A replica removed from
+// the partition while it was cut off or paused still holds the old
+// configuration, campaigns every few ticks with its stale log and is
+// refused by all; taking each of its requests as the cue sent this
+// replica into the preferred owner's campaigns at the same tick, round
+// after round, each voting for itself, and the partition stayed
+// leaderless for good (simulate: seed 500206, --peers 5 --start join
+// --workers 1).
 func (n *Node) refusedBehind(p *partition, m *pb.Message) {
 	if t := m.GetType(); p.leader || t != pb.MsgVote && t != pb.MsgPreVote {
+		return
+	}
+	if from := m.GetFrom(); !slices.Contains(p.conf.GetVoters(), from) && !slices.Contains(p.conf.GetVotersOutgoing(), from) {
 		return
 	}
 	last, err := p.storage.LastIndex()

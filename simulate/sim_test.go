@@ -96,6 +96,8 @@ func TestRegressionSeeds(t *testing.T) {
 	} {
 		replaySeed(t, Config{Seed: c.seed, Peers: c.peers, Tasks: 200, Workload: c.workload, Faults: slices.Clone(c.faults)}, c.bug)
 	}
+	replaySeed(t, Config{Seed: 500206, Peers: 5, Tasks: 200, Workload: "mixed", Workers: 1, Faults: slices.Clone(FaultKinds), Start: StartJoin, Placement: ring.PlacementSpread},
+		"a replica removed while paused campaigned with its stale log every few ticks; each refused request sent a voter into the preferred owner's campaigns at the same tick, and the two split the vote for good (liveness)")
 }
 
 // replaySeed runs cfg, a seed that once broke an invariant with bug, and
