@@ -80,6 +80,7 @@ type partition struct {
 	commits    []heldCommit    // commit-only appends held back (commit.go)
 	servedFrom uint64          // the log's last index when this leader last began serving
 	campaignAt time.Time       // when to campaign for a leaderless partition (jitter)
+	campaigned time.Time       // when this replica last campaigned (a retry is spread: campaignSpread)
 	confAt     time.Time       // a replica change was proposed then and has not applied
 	// confApplied is when this replica last applied a replica change. A
 	// leader hands leadership to a replica it just promoted no sooner than

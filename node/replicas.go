@@ -227,6 +227,13 @@ func (m *mesh) tickPartition(p *partition) {
 		if want != self {
 			delay += campaignFallback + time.Duration(m.n.cfg.Rand.Int64N(int64(campaignFallback)))
 		}
+		if !p.campaigned.IsZero() && m.n.now.Sub(p.campaigned) < m.n.cfg.DeadAfter {
+			// Its last campaign won nothing: voters that campaigned at the
+			// same tick each voted for themselves. The jitter is under a
+			// tick, so they would meet again at the next one, round after
+			// round; a random tick of the next heartbeat period parts them.
+			delay += m.n.campaignSpread()
+		}
 		// A restarted peer may have answered the leader's heartbeat just
 		// before it died, and its vote for itself would break that
 		// promise (see leaderLease): it waits out the lease window.
@@ -242,7 +249,7 @@ func (m *mesh) tickPartition(p *partition) {
 			p.campaignAt = p.leaderHeard.Add(p.promise)
 			return
 		}
-		p.campaignAt = time.Time{}
+		p.campaignAt, p.campaigned = time.Time{}, m.n.now
 		_ = p.rn.Campaign()
 		m.n.markDirty(p.id)
 	}
@@ -253,6 +260,14 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// campaignSpread is a random wait of up to a heartbeat period (RaftTick x
+// HeartbeatTicks, 500 ms by default), for campaigns that voters would
+// otherwise start at the same Raft tick: a retry after a split vote, and
+// the voters a behind candidate asked (refusedBehind).
+func (n *Node) campaignSpread() time.Duration {
+	return time.Duration(n.cfg.Rand.Int64N(int64(n.cfg.RaftTick) * int64(n.cfg.HeartbeatTicks)))
 }
 
 // campaignFallback is how long a voter that is not the preferred owner

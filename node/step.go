@@ -327,9 +327,9 @@ func (n *Node) leaderLease(p *partition, from string, m *pb.Message) bool {
 	return n.promised(p)
 }
 
-// refusedBehind has follower p campaign at its next Raft tick when it
-// is asked for a vote (or a pre-vote) by a candidate whose log is behind
-// its own: Raft refuses that vote, and the candidate, often the preferred
+// refusedBehind has follower p campaign within a heartbeat period (at a
+// random tick: campaignSpread) when it is asked for a vote (or a
+// pre-vote) by a candidate whose log is behind its own: Raft refuses that vote, and the candidate, often the preferred
 // owner, cannot win without it. It would otherwise wait for its fallback
 // turn (campaignFallback, 1.5-3 s after it found the leader gone) while
 // the partition has no owner. Nothing changes if it still counts the
@@ -360,8 +360,12 @@ func (n *Node) refusedBehind(p *partition, m *pb.Message) {
 		return
 	}
 	behind := m.GetLogTerm() < term || m.GetLogTerm() == term && m.GetIndex() < last
-	if behind && (p.campaignAt.IsZero() || p.campaignAt.After(n.now)) {
-		p.campaignAt = n.now
+	if period := n.cfg.RaftTick * time.Duration(n.cfg.HeartbeatTicks); behind && (p.campaignAt.IsZero() || p.campaignAt.Sub(n.now) > period) {
+		// Every voter ahead of the candidate had the same request: at the
+		// same tick they would each vote for themselves, round after round
+		// as the candidate asks again (simulate: seed 490284, --peers 6
+		// --replicas 5 --faults partition,crash,churn).
+		p.campaignAt = n.now.Add(n.campaignSpread())
 	}
 }
 
