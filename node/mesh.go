@@ -242,7 +242,11 @@ type mesh struct {
 	outbox    map[string]OutcomeMsg // key task@round
 	forgotten map[string]bool
 	forgotNew bool // forgotten changed since the last Ready (flushForgotten)
-	ring      *ring.Ring
+	// forgetAtDeath holds the members a forget was heard for second-hand
+	// while they were alive here: forgotten once this peer holds them
+	// dead (detect, detectSWIM).
+	forgetAtDeath map[string]bool
+	ring          *ring.Ring
 	// mine is the partitions ring places this node among the replicas
 	// of (placedHere), for mineOf; asked at every tick of every partition
 	// it holds, a search of the ring's members each time.
@@ -449,6 +453,7 @@ func (m *mesh) learn(from string, hb *Heartbeat, now time.Time) {
 		// the whole mesh. The list comes with every heartbeat, so the
 		// forget applies here once the peer is dead here too.
 		if mb := m.members[id]; mb != nil && mb.state == PeerAlive {
+			m.forgetLater(mb)
 			continue
 		}
 		m.forget(id, now)
@@ -528,6 +533,7 @@ func (m *mesh) forget(id string, now time.Time) {
 		return
 	}
 	m.forgotten[id], m.forgotNew = true, true
+	delete(m.forgetAtDeath, id)
 	m.enqueue(Update{ID: id, State: peerForgotten})
 	m.n.steal.forgetLoad(id)
 	if mb := m.members[id]; mb != nil {
@@ -553,6 +559,23 @@ func (m *mesh) forget(id string, now time.Time) {
 			m.expireHolders(func(h string) bool { return shard.HolderPeer(h) == id })
 		}
 	}
+}
+
+// forgetLater records a forget heard second-hand for member mb, alive
+// here: it applies once this peer holds mb dead. Applied at once, one
+// keyed host could remove live peers from the whole mesh; dropped, as
+// it was until 2026-12-06, a peer that heard it while it still counted
+// mb alive (one that restarted, or was cut off, as mb left) kept mb for
+// up to syncEvery after its death, until a membership exchange brought
+// the forget again. Its ring kept mb while its peers' had dropped it,
+// they disagreed on partitions' preferred owners, and two of them handed
+// a partition's leadership to each other every 3 s for 20 s (simulate:
+// seed 490089, --peers 5 --workload w4).
+func (m *mesh) forgetLater(mb *member) {
+	if m.forgetAtDeath == nil {
+		m.forgetAtDeath = map[string]bool{}
+	}
+	m.forgetAtDeath[mb.id] = true
 }
 
 // Forget removes a peer from the membership (needle forget): its replicas
@@ -622,6 +645,10 @@ func (m *mesh) detect(now time.Time) {
 			m.markDead(mb, now) // its detectAt is overwritten below
 		case silent >= cfg.DeadAfter/2 && silent < cfg.DeadAfter && mb.state == PeerAlive:
 			mb.state = PeerSuspect
+		}
+		if mb.state == PeerDead && m.forgetAtDeath[id] {
+			m.forget(id, now)
+			continue
 		}
 		heard := m.at(mb.heard)
 		next = earliest(next, heard.Add(cfg.ForgetAfter))

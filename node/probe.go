@@ -462,6 +462,9 @@ func (m *mesh) markDead(mb *member, now time.Time) {
 	m.expireHolders(func(h string) bool { return shard.HolderPeer(h) == mb.id })
 	m.n.steal.forgetLoad(mb.id)
 	m.detectAt = earliest(m.detectAt, now.Add(m.n.cfg.ForgetAfter))
+	if m.forgetAtDeath[mb.id] {
+		m.detectAt = time.Time{} // forgotten at the next tick (forgetLater)
+	}
 }
 
 // silentLeader takes Raft's silence as a hint of failure: a leader this
@@ -527,9 +530,14 @@ func (m *mesh) detectSWIM(now time.Time) {
 			}
 			m.markDead(mb, now)
 			m.enqueue(Update{ID: id, Boot: mb.boot, Inc: mb.inc, State: PeerDead})
-			next = earliest(next, now.Add(cfg.ForgetAfter))
 		case PeerDead:
 			if now.Sub(m.at(mb.deadSince)) >= cfg.ForgetAfter {
+				m.forget(id, now)
+				continue
+			}
+		}
+		if mb.state == PeerDead {
+			if m.forgetAtDeath[id] {
 				m.forget(id, now)
 				continue
 			}

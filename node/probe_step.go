@@ -77,8 +77,12 @@ func (m *mesh) apply(u Update, now time.Time) {
 		return // its heartbeat was refused here: dead here until one is taken
 	}
 	if u.State == peerForgotten {
-		if mb != nil && mb.state != PeerAlive {
+		switch {
+		case mb == nil:
+		case mb.state != PeerAlive:
 			m.forget(u.ID, now)
+		default:
+			m.forgetLater(mb)
 		}
 		return
 	}
