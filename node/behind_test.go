@@ -2,7 +2,6 @@ package node
 
 import (
 	"testing"
-	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
 )
@@ -38,7 +37,7 @@ func TestRefusedBehindOnlyForVoters(t *testing.T) {
 		t.Fatalf("a behind pre-vote from a peer that is no voter of partition %d made %s campaign at %v", led[0], f.id, p.campaignAt)
 	}
 	f.n.refusedBehind(p, behind(RaftID(other.id)))
-	if period := f.n.cfg.RaftTick * time.Duration(f.n.cfg.HeartbeatTicks); p.campaignAt.IsZero() || p.campaignAt.Sub(f.n.now) >= period {
+	if period := f.n.heartbeatPeriod(); p.campaignAt.IsZero() || p.campaignAt.Sub(f.n.now) >= period {
 		t.Fatalf("a behind pre-vote from voter %s of partition %d made %s campaign at %v, %v from now; want within %v", other.id, led[0], f.id, p.campaignAt, p.campaignAt.Sub(f.n.now), period)
 	}
 }

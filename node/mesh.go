@@ -450,8 +450,8 @@ func (m *mesh) learn(from string, hb *Heartbeat, now time.Time) {
 		// A forget heard second-hand applies to a peer this one does not
 		// hear from any more: forget is for dead peers (needle forget),
 		// and one keyed host must not be able to remove live peers from
-		// the whole mesh. The list comes with every heartbeat, so the
-		// forget applies here once the peer is dead here too.
+		// the whole mesh. For a peer alive here it waits until this peer
+		// holds it dead (forgetLater).
 		if mb := m.members[id]; mb != nil && mb.state == PeerAlive {
 			m.forgetLater(mb)
 			continue

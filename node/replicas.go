@@ -262,12 +262,18 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// campaignSpread is a random wait of up to a heartbeat period (RaftTick x
-// HeartbeatTicks, 500 ms by default), for campaigns that voters would
-// otherwise start at the same Raft tick: a retry after a split vote, and
-// the voters a behind candidate asked (refusedBehind).
+// campaignSpread is a random wait of up to a heartbeatPeriod, for
+// campaigns that voters would otherwise start at the same Raft tick: a
+// retry after a split vote, and the voters a behind candidate asked
+// (refusedBehind).
 func (n *Node) campaignSpread() time.Duration {
-	return time.Duration(n.cfg.Rand.Int64N(int64(n.cfg.RaftTick) * int64(n.cfg.HeartbeatTicks)))
+	return time.Duration(n.cfg.Rand.Int64N(int64(n.heartbeatPeriod())))
+}
+
+// heartbeatPeriod is how often a leader heartbeats its followers: RaftTick
+// x HeartbeatTicks, 500 ms by default.
+func (n *Node) heartbeatPeriod() time.Duration {
+	return n.cfg.RaftTick * time.Duration(n.cfg.HeartbeatTicks)
 }
 
 // campaignFallback is how long a voter that is not the preferred owner
@@ -287,7 +293,7 @@ const campaignJitter = 100 * time.Millisecond
 // the leader refused proposals until it gave up on the transfer
 // (transferWait): a peer joining a 4-peer mesh met it for 23 partitions.
 func (m *mesh) transferable(p *partition) bool {
-	settle := m.n.cfg.RaftTick * time.Duration(m.n.cfg.HeartbeatTicks)
+	settle := m.n.heartbeatPeriod()
 	return m.n.now.Sub(p.leadSince) >= transferHold && m.n.now.Sub(p.confApplied) >= settle
 }
 

@@ -360,7 +360,7 @@ func (n *Node) refusedBehind(p *partition, m *pb.Message) {
 		return
 	}
 	behind := m.GetLogTerm() < term || m.GetLogTerm() == term && m.GetIndex() < last
-	if period := n.cfg.RaftTick * time.Duration(n.cfg.HeartbeatTicks); behind && (p.campaignAt.IsZero() || p.campaignAt.Sub(n.now) > period) {
+	if behind && (p.campaignAt.IsZero() || p.campaignAt.Sub(n.now) > n.heartbeatPeriod()) {
 		// Every voter ahead of the candidate had the same request: at the
 		// same tick they would each vote for themselves, round after round
 		// as the candidate asks again (simulate: seed 490284, --peers 6
