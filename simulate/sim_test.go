@@ -98,6 +98,8 @@ func TestRegressionSeeds(t *testing.T) {
 	}
 	replaySeed(t, Config{Seed: 500206, Peers: 5, Tasks: 200, Workload: "mixed", Workers: 1, Faults: slices.Clone(FaultKinds), Start: StartJoin, Placement: ring.PlacementSpread},
 		"a replica removed while paused campaigned with its stale log every few ticks; each refused request sent a voter into the preferred owner's campaigns at the same tick, and the two split the vote for good (liveness)")
+	replaySeed(t, Config{Seed: 580140, Peers: 2, Tasks: 200, Workload: "mixed", Replicas: 2, Workers: 1, Faults: slices.Clone(FaultKinds), Start: StartTogether, Placement: ring.PlacementSpread},
+		"the checker named a lease by worker, task and round, and took a worker's report on a run its node handed back to it in the same round, under a new token, for the late report on the lease lost before (invariant 6-workers)")
 	replaySeed(t, Config{Seed: 490284, Peers: 6, Tasks: 200, Workload: "mixed", Replicas: 5, Faults: []string{"partition", "crash", "churn"}, Start: StartTogether, Placement: ring.PlacementSpread},
 		"two voters ahead of a behind candidate campaigned at the tick after each of its requests, and retried at the next, and split the vote among four for good (liveness)")
 }

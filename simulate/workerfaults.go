@@ -101,19 +101,24 @@ func (s *sim) workerFaults(window time.Duration) []Fault {
 	}
 }
 
-// leaseLost records that the hub lost a lease (its worker's later reports
+// leaseLost records that hub h lost a lease (its worker's later reports
 // on it must be refused).
-func (c *checker) leaseLost(l *simLease) {
+func (c *checker) leaseLost(h *simHub, l *simLease) {
 	if c.lostLeases == nil {
 		c.lostLeases = map[leaseKey]bool{}
 	}
-	c.lostLeases[leaseKey{l.w, l.run.Task, l.run.Round}] = true
+	c.lostLeases[leaseKey{h, l.token}] = true
 }
 
+// leaseKey names a lease: its hub and token. Not the worker, task and
+// round: a node hands a run its external worker lost back to its workers
+// in the same round (the lease is the node's, not the worker's), and the
+// same worker may get it again under a new token; its report on that one
+// is the right one to take (seed 580140, --peers 2 --replicas 2
+// --workers 1: the checker took it for the late report on the lost one).
 type leaseKey struct {
-	w     *simWorker
-	task  shard.TaskID
-	round shard.Round
+	hub   *simHub
+	token uint64
 }
 
 // workerVerdict checks the hub's answer to a worker's report (invariant
@@ -121,7 +126,7 @@ type leaseKey struct {
 // its own lease, on a lease the hub had not lost; a repeat of an accepted
 // report is answered as a repeat.
 func (c *checker) workerVerdict(nd *simNode, j *wjob, verdict string, round shard.Round) {
-	lost := c.lostLeases[leaseKey{j.w, j.task, j.round}]
+	lost := c.lostLeases[leaseKey{j.hub, j.token}]
 	switch {
 	case verdict == verdictAccepted && round != j.round:
 		c.s.fail(invWorkers, fmt.Sprintf("n%d handed worker %s's report on %s (its lease of round %d) to the node as round %d",

@@ -213,7 +213,7 @@ func (h *simHub) lose(l *simLease) {
 	if h.byTask[l.run.Task] == l {
 		delete(h.byTask, l.run.Task)
 	}
-	h.nd.s.chk.leaseLost(l)
+	h.nd.s.chk.leaseLost(h, l)
 }
 
 // holding returns the tasks the hub holds for its workers (leased or
