@@ -131,6 +131,11 @@ type Config struct {
 	// heartbeat or a report before it is dead: its leases are handed back
 	// and its tasks run again. Default 10 s.
 	WorkerTTL time.Duration
+	// WorkerCrashLimit is how many external workers in a row may die
+	// running a task alone before the task fails for good (the tasks of a
+	// dead worker run again, isolated: workers_quarantine.go). Default
+	// (0) DefaultWorkerCrashLimit; negative: no limit, no isolation.
+	WorkerCrashLimit int
 	// StrictHandlers refuses submissions for handlers this peer has not
 	// registered (400 unknown handler). Default false: a handler that is
 	// not registered is external, served by workers that poll for it.

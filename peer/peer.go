@@ -106,7 +106,7 @@ func New(cfg Config) (*Peer, error) {
 		ready: make(chan struct{}), closed: make(chan struct{}),
 		drainAsked: make(chan struct{}), drained: make(chan struct{}),
 	}
-	p.hub = newHub(p, cfg.WorkerTTL)
+	p.hub = newHub(p, cfg.WorkerTTL, cfg.WorkerCrashLimit)
 	if err := p.open(); err != nil {
 		return nil, err
 	}

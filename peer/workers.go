@@ -60,6 +60,11 @@ type hub struct {
 	byTask  map[shard.TaskID]*xlease
 	done    []*xlease // finished or lost leases, oldest first (kept for repeats)
 
+	// Tasks that crash their workers (workers_quarantine.go).
+	crashLimit int // strikes that fail a task; 0: no limit, no isolation
+	suspects   map[shard.TaskID]*xsuspect
+	ended      []*xworker // workers whose isolation may have ended (refill)
+
 	// wake restarts run's sweeps after it found nothing to sweep: a
 	// worker's first poll, or a run for the workers (kick).
 	wake   chan struct{}
@@ -79,6 +84,10 @@ type xworker struct {
 	// started or ended.
 	capacity int
 	polled   time.Time
+	// isolated counts the suspects it holds (it takes nothing else
+	// meanwhile); waitFor is the queued suspect it drains for.
+	isolated int
+	waitFor  *xrun
 }
 
 type xpoll struct {
@@ -91,8 +100,10 @@ type xpoll struct {
 }
 
 type xrun struct {
-	run node.Run
-	at  time.Time // when it arrived here
+	run      node.Run
+	at       time.Time // when it arrived here
+	suspect  bool      // its task was running in a worker that died
+	reserved *xworker  // the worker draining for it (suspect)
 }
 
 type leaseState uint8
@@ -110,17 +121,24 @@ type xlease struct {
 	deadline time.Time
 	state    leaseState
 	aborted  bool          // the node aborted the run (canceled, expired at the owner)
+	suspect  bool          // handed out alone: its task was running in a worker that died
 	outcome  shard.Outcome // leaseDone: what was reported, to recognise a repeat
 	ended    time.Time
 	logw     *logWriter
 }
 
-func newHub(p *Peer, ttl time.Duration) *hub {
+func newHub(p *Peer, ttl time.Duration, crashLimit int) *hub {
 	if ttl <= 0 {
 		ttl = DefaultWorkerTTL
 	}
-	return &hub{p: p, ttl: ttl, workers: map[string]*xworker{}, leases: map[string]*xlease{}, byTask: map[shard.TaskID]*xlease{},
-		wake: make(chan struct{}, 1)}
+	switch {
+	case crashLimit == 0:
+		crashLimit = DefaultWorkerCrashLimit
+	case crashLimit < 0:
+		crashLimit = 0
+	}
+	return &hub{p: p, ttl: ttl, crashLimit: crashLimit, workers: map[string]*xworker{}, leases: map[string]*xlease{},
+		byTask: map[shard.TaskID]*xlease{}, suspects: map[shard.TaskID]*xsuspect{}, wake: make(chan struct{}, 1)}
 }
 
 // kick restarts the sweeps if run stopped them; a kick already pending
@@ -179,8 +197,19 @@ func (h *hub) end(l *xlease, st leaseState, now time.Time) {
 		return
 	}
 	l.state, l.ended = st, now
-	if w := h.workers[l.worker]; w != nil && w.running > 0 {
-		w.running--
+	if w := h.workers[l.worker]; w != nil {
+		if w.running > 0 {
+			w.running--
+		}
+		if l.suspect && w.isolated > 0 {
+			w.isolated--
+		}
+		if l.suspect || w.waitFor != nil && w.running == 0 {
+			h.ended = append(h.ended, w)
+		}
+	}
+	if st == leaseDone {
+		h.cleared(l.run.Task) // it ran to an outcome in a worker that lived
 	}
 	if h.byTask[l.run.Task] == l {
 		delete(h.byTask, l.run.Task)
@@ -198,7 +227,7 @@ func (h *hub) Poll(ctx context.Context, req api.PollRequest) (api.PollResult, er
 	labels := node.ParseLabels(req.Labels)
 	h.mu.Lock()
 	if h.workers[req.Worker] == nil && len(h.workers) >= maxWorkers {
-		h.mu.Unlock()
+		h.unlock()
 		return api.PollResult{}, fmt.Errorf("%w: this peer serves %d workers already", api.ErrUnavailable, maxWorkers)
 	}
 	now := time.Now()
@@ -212,7 +241,7 @@ func (h *hub) Poll(ctx context.Context, req api.PollRequest) (api.PollResult, er
 	h.fill(q, now)
 	if len(q.got) > 0 || req.Wait <= 0 {
 		got := q.got
-		h.mu.Unlock()
+		h.unlock()
 		if changed || len(got) > 0 {
 			h.demandChanged(ctx) // what the worker serves, or its free slots, changed
 		}
@@ -220,7 +249,7 @@ func (h *hub) Poll(ctx context.Context, req api.PollRequest) (api.PollResult, er
 	}
 	h.polls = append(h.polls, q)
 	w.polling++
-	h.mu.Unlock()
+	h.unlock()
 	h.demandChanged(ctx)
 
 	timer := time.NewTimer(req.Wait)
@@ -243,11 +272,11 @@ func (h *hub) Poll(ctx context.Context, req api.PollRequest) (api.PollResult, er
 			l := got[i]
 			h.lose(l, now)
 			delete(h.leases, l.token)
-			h.queue = slices.Insert(h.queue, 0, &xrun{run: l.run, at: now})
+			h.queue = slices.Insert(h.queue, 0, h.runOf(l.run, now))
 		}
 		got = nil
 	}
-	h.mu.Unlock()
+	h.unlock()
 	if waiting {
 		h.demandChanged(context.Background())
 	}
@@ -264,20 +293,6 @@ func (h *hub) unpoll(q *xpoll) bool {
 	h.polls = slices.Delete(h.polls, i, i+1)
 	q.w.polling--
 	return true
-}
-
-// fill hands poll q the queued runs it takes, oldest first. h.mu is held.
-func (h *hub) fill(q *xpoll, now time.Time) {
-	kept := h.queue[:0]
-	for _, x := range h.queue {
-		if q.takes(&x.run) {
-			q.got = append(q.got, h.lease(q.w, x.run, now))
-			continue
-		}
-		kept = append(kept, x)
-	}
-	clear(h.queue[len(kept):])
-	h.queue = kept
 }
 
 // answer turns leases into the body of a poll's answer.
@@ -350,6 +365,9 @@ func (h *hub) demandLocked() []node.Demand {
 		if w.polling > 0 || now.Sub(w.polled) < standingFor {
 			room = max(room, w.capacity-w.running)
 		}
+		if h.isolating(w) {
+			room = 0
+		}
 		for _, hd := range w.handlers {
 			d := node.Demand{Handler: hd, Labels: w.labels}
 			k := d.Key()
@@ -382,27 +400,15 @@ func (h *hub) deliver(n *node.Node, runs []node.Run) {
 	now := time.Now()
 	h.mu.Lock()
 	for _, r := range runs {
-		h.queue = append(h.queue, &xrun{run: r, at: now})
+		h.queue = append(h.queue, h.runOf(r, now))
 	}
 	if len(runs) > 0 {
 		h.kick()
 	}
-	for _, q := range h.polls {
-		h.fill(q, now)
-	}
-	polls := h.polls[:0]
-	for _, q := range h.polls {
-		if len(q.got) > 0 {
-			q.w.polling--
-			close(q.ready)
-			continue
-		}
-		polls = append(polls, q)
-	}
-	clear(h.polls[len(polls):])
-	h.polls = polls
+	h.fillPolls(now, nil)
+	h.ended = nil
 	ds := h.demandLocked()
-	h.mu.Unlock()
+	h.unlock()
 	n.SetDemand(ds)
 }
 
@@ -427,7 +433,7 @@ func (h *hub) abort(n *node.Node, runs []node.RunRef) {
 			}
 		}
 	}
-	h.mu.Unlock()
+	h.unlock()
 	for _, o := range outs {
 		_ = n.Report(o) // frees the node's record of the run; stale at the owner
 	}

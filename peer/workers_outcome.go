@@ -50,7 +50,7 @@ func (h *hub) outcome(ctx context.Context, token string, o shard.Outcome) error 
 	now := time.Now()
 	h.mu.Lock()
 	l, err := h.take(token, &o, now)
-	h.mu.Unlock()
+	h.unlock()
 	if l == nil || err != nil {
 		if errors.Is(err, errExpired) {
 			h.expire(ctx, l, now)
@@ -67,7 +67,7 @@ func (h *hub) outcome(ctx context.Context, token string, o shard.Outcome) error 
 		if errors.Is(err, api.ErrLeaseLost) {
 			h.mu.Lock()
 			l.state = leaseLost
-			h.mu.Unlock()
+			h.unlock()
 		}
 		return err
 	}
@@ -96,7 +96,7 @@ func (h *hub) Complete(ctx context.Context, token string, result json.RawMessage
 		if err == nil {
 			handler = l.run.Handler
 		}
-		h.mu.Unlock()
+		h.unlock()
 		if err != nil {
 			return err
 		}
@@ -121,14 +121,14 @@ func (h *hub) Heartbeat(ctx context.Context, token string) (api.HeartbeatResult,
 	h.mu.Lock()
 	l, err := h.find(token)
 	if err != nil {
-		h.mu.Unlock()
+		h.unlock()
 		return api.HeartbeatResult{}, err
 	}
 	if w := h.workers[l.worker]; w != nil {
 		w.seen = now
 	}
 	st, deadline, run := l.state, l.deadline, l.run
-	h.mu.Unlock()
+	h.unlock()
 	if st == leaseHeld && now.After(deadline) {
 		h.expire(ctx, l, now)
 		st = leaseLost
@@ -142,7 +142,7 @@ func (h *hub) Heartbeat(ctx context.Context, token string) (api.HeartbeatResult,
 			h.mu.Lock()
 			l.aborted = true
 			h.lose(l, now)
-			h.mu.Unlock()
+			h.unlock()
 		}
 		return api.HeartbeatResult{Canceled: true, Deadline: deadline}, nil
 	}
@@ -150,7 +150,7 @@ func (h *hub) Heartbeat(ctx context.Context, token string) (api.HeartbeatResult,
 		if st == leaseHeld {
 			h.mu.Lock()
 			h.lose(l, now)
-			h.mu.Unlock()
+			h.unlock()
 		}
 		return api.HeartbeatResult{}, fmt.Errorf("%w: lease %s was lost (%s)", api.ErrLeaseLost, token, h.why(l))
 	}

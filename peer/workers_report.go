@@ -41,7 +41,7 @@ func (h *hub) Report(ctx context.Context, done []api.LeaseOutcome) []error {
 			errs[i] = tooBig
 		}
 	}
-	h.mu.Unlock()
+	h.unlock()
 	if len(taken) > 0 {
 		// As for one outcome: once taken here, the batch reaches the node
 		// even if the worker hangs up.
@@ -60,7 +60,7 @@ func (h *hub) Report(ctx context.Context, done []api.LeaseOutcome) []error {
 			if errors.Is(rerrs[k], api.ErrLeaseLost) {
 				h.mu.Lock()
 				p.l.state = leaseLost
-				h.mu.Unlock()
+				h.unlock()
 			}
 			errs[p.i] = rerrs[k]
 		}

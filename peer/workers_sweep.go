@@ -17,11 +17,11 @@ import (
 func (h *hub) expire(ctx context.Context, l *xlease, now time.Time) {
 	h.mu.Lock()
 	if l.state != leaseHeld {
-		h.mu.Unlock()
+		h.unlock()
 		return
 	}
 	h.lose(l, now)
-	h.mu.Unlock()
+	h.unlock()
 	o := shard.Outcome{Task: l.run.Task, Round: l.run.Round, TimedOut: true, Took: l.run.Timeout,
 		Error: fmt.Sprintf("timed out after %v: the worker %s reported no outcome", l.run.Timeout, l.worker)}
 	_ = h.report(ctx, o, l.run.Handler)
@@ -32,7 +32,9 @@ func (h *hub) expire(ctx context.Context, l *xlease, now time.Time) {
 // leases past their deadline, hands back queued runs no live worker here
 // serves, and forgets old finished leases.
 func (h *hub) sweep(ctx context.Context, now time.Time) {
-	var lost, timedOut []*xlease
+	var timedOut []*xlease
+	var lost []shard.Outcome
+	var lostHandlers []string
 	var back, pinned []node.Run
 	died := false
 	h.mu.Lock()
@@ -43,15 +45,26 @@ func (h *hub) sweep(ctx context.Context, now time.Time) {
 		}
 		delete(h.workers, id)
 		died = true
+		var held, free []*xlease
 		for _, l := range h.byTask {
 			if l.worker == id && l.state == leaseHeld {
-				lost = append(lost, l)
+				held = append(held, l)
 			}
 		}
+		for _, l := range held {
+			h.lose(l, now)
+			if l.run.Worker != "" {
+				pinned = append(pinned, l.run)
+				continue
+			}
+			free = append(free, l)
+		}
+		// A pinned copy held beside a task counts: the task was not alone.
+		for i, o := range h.lostWith(id, free, len(held), now) {
+			lost, lostHandlers = append(lost, o), append(lostHandlers, free[i].run.Handler)
+		}
 	}
-	for _, l := range lost {
-		h.lose(l, now)
-	}
+	h.forgetSuspects(now)
 	for _, l := range h.byTask {
 		if l.state == leaseHeld && now.After(l.deadline) {
 			timedOut = append(timedOut, l)
@@ -86,17 +99,12 @@ func (h *hub) sweep(ctx context.Context, now time.Time) {
 		h.done = h.done[1:]
 	}
 	standing := len(h.workers) > 0
-	h.mu.Unlock()
+	h.unlock()
 	if died || standing {
 		h.demandChanged(ctx) // the mesh learns it serves no more; free slots lapse (standingFor)
 	}
-	for _, l := range lost {
-		if l.run.Worker != "" {
-			pinned = append(pinned, l.run)
-			continue
-		}
-		_ = h.report(ctx, shard.Outcome{Task: l.run.Task, Round: l.run.Round, Lost: true,
-			Error: fmt.Sprintf("worker %s lost: no poll or heartbeat for %v", l.worker, h.ttl)}, l.run.Handler)
+	for i, o := range lost {
+		_ = h.report(ctx, o, lostHandlers[i])
 	}
 	for _, l := range timedOut {
 		_ = h.report(ctx, shard.Outcome{Task: l.run.Task, Round: l.run.Round, TimedOut: true, Took: l.run.Timeout,

@@ -109,6 +109,12 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if c.WorkerTTL <= 0 {
 		return fmt.Errorf("--worker-ttl %v: want a positive duration", c.WorkerTTL)
 	}
+	switch {
+	case c.WorkerCrashLimit < 0:
+		return fmt.Errorf("--worker-crash-limit %d: want 0 (no limit) or more", c.WorkerCrashLimit)
+	case c.WorkerCrashLimit == 0:
+		c.WorkerCrashLimit = -1 // peer.Config: negative is no limit, 0 the default
+	}
 	if c.Token, err = apiToken(getenv("NEEDLE_API_TOKEN"), *v.tokenFile); err != nil {
 		return err
 	}
@@ -393,6 +399,7 @@ func (m *Main) defineTaskFlags(fs *flag.FlagSet, v *flagVars) {
 	fs.Var(&v.execEnv, "exec-env", "environment variable NAME exec tasks may set in their payload's env; the daemon's own value is passed when a task sets none (repeatable; default none)")
 	fs.Var(&v.httpAllow, "http-allow", "URL prefix http tasks may POST to (repeatable)")
 	fs.DurationVar(&c.WorkerTTL, "worker-ttl", peer.DefaultWorkerTTL, "an external worker silent this long (no poll, heartbeat or report) is dead: its tasks run again")
+	fs.IntVar(&c.WorkerCrashLimit, "worker-crash-limit", peer.DefaultWorkerCrashLimit, "a task fails for good once this many external workers in a row died running it alone (a dead worker's tasks run again one to a worker); 0: no limit")
 	v.handlers = fs.String("handlers", "open", "open: a handler this peer has not registered is external (served by workers polling POST /v1/workers/poll); strict: refuse it (400 unknown handler)")
 	fs.Var(v.labels, "label", "placement label key=value of this peer (repeatable; env NEEDLE_LABELS=zone=a,gpu=true)")
 	fs.StringVar(&m.LogFormat, "log-format", m.LogFormat, "log format: text or json")

@@ -1,0 +1,210 @@
+package peer
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/needle-mesh/needle/node"
+	"github.com/needle-mesh/needle/shard"
+)
+
+// Tasks that crash their workers. A worker found dead hands its leases
+// back (Outcome.Lost: a new round, no attempt spent), and a task whose
+// handler kills the worker process would go from worker to worker
+// without end, taking every task running beside it down too. The hub
+// cannot tell which of a dead worker's leases killed it, so it isolates
+// them: each task that was running in a worker that died becomes a
+// suspect, and a suspect is handed only to a worker that holds nothing
+// else, and that worker gets nothing else until the suspect ends. A
+// worker that dies holding a suspect alone (or any single lease) is a
+// strike against that task; at --worker-crash-limit strikes in a row the
+// task fails for good instead of running again. An outcome ends the
+// suspicion: the task ran to an end in a worker that survived it.
+//
+// A busy worker never holds nothing, so the first worker whose poll
+// meets a queued suspect while it holds leases reserves it: it takes
+// nothing more, drains, and gets the suspect with its next poll (or its
+// waiting one) once its last lease ended. A worker that holds nothing
+// takes a suspect whoever reserved it. Suspects are this peer's: a task
+// leased to another peer's workers starts there with a clean record.
+
+// DefaultWorkerCrashLimit is how many workers in a row may die running a
+// task alone before it fails for good.
+const DefaultWorkerCrashLimit = 3
+
+// Bounds of the suspects a hub remembers.
+const (
+	maxSuspects = 10_000
+	suspectKeep = time.Hour // a suspect not seen again for this long is forgotten
+)
+
+// xsuspect is a task that was running in a worker of this peer when the
+// worker died.
+type xsuspect struct {
+	workers []string  // the workers that died running it alone, in order
+	at      time.Time // when it was last lost
+}
+
+// suspected reports whether the hub isolates the runs of task id. h.mu
+// is held.
+func (h *hub) suspected(id shard.TaskID) bool {
+	_, ok := h.suspects[id]
+	return ok && h.crashLimit > 0
+}
+
+// lostWith records that the leases ls of worker w were lost with it (it
+// is dead, and held held leases) and returns the outcome to report for
+// each: Lost (the task runs again), or, for a task at the crash limit, a
+// permanent failure. h.mu is held.
+func (h *hub) lostWith(w string, ls []*xlease, held int, now time.Time) []shard.Outcome {
+	outs := make([]shard.Outcome, len(ls))
+	for i, l := range ls {
+		outs[i] = shard.Outcome{Task: l.run.Task, Round: l.run.Round, Lost: true,
+			Error: fmt.Sprintf("worker %s lost: no poll or heartbeat for %v", w, h.ttl)}
+		if h.crashLimit <= 0 {
+			continue
+		}
+		s := h.suspects[l.run.Task]
+		if s == nil {
+			if len(h.suspects) >= maxSuspects {
+				continue // the bound: this one runs again unisolated
+			}
+			s = &xsuspect{}
+			h.suspects[l.run.Task] = s
+		}
+		s.at = now
+		if held > 1 {
+			continue // not alone: any of them may have killed it
+		}
+		s.workers = append(s.workers, w)
+		if len(s.workers) >= h.crashLimit {
+			delete(h.suspects, l.run.Task)
+			outs[i] = shard.Outcome{Task: l.run.Task, Round: l.run.Round, Permanent: true,
+				Error: fmt.Sprintf("the task killed its workers: %d workers in a row died running it alone (%s; --worker-crash-limit %d); it runs no more",
+					len(s.workers), strings.Join(s.workers, ", "), h.crashLimit)}
+			h.p.log.Warn("task failed: its workers died running it", "task", l.run.Task, "handler", l.run.Handler,
+				"workers", s.workers)
+		}
+	}
+	return outs
+}
+
+// cleared forgets the suspicion on a task whose lease ended otherwise
+// than with its worker's death. h.mu is held.
+func (h *hub) cleared(id shard.TaskID) { delete(h.suspects, id) }
+
+// forgetSuspects drops the suspects not lost again for suspectKeep. h.mu
+// is held.
+func (h *hub) forgetSuspects(now time.Time) {
+	maps.DeleteFunc(h.suspects, func(_ shard.TaskID, s *xsuspect) bool { return now.Sub(s.at) > suspectKeep })
+}
+
+// fill hands poll q the queued runs it takes, oldest first, isolating
+// suspects (see above). h.mu is held.
+func (h *hub) fill(q *xpoll, now time.Time) {
+	w := q.w
+	if w.isolated > 0 {
+		return // runs a suspect alone
+	}
+	draining := h.draining(w)
+	kept := h.queue[:0]
+	for _, x := range h.queue {
+		switch {
+		case w.isolated > 0 || !q.takes(&x.run):
+			kept = append(kept, x)
+		case x.suspect && w.running == 0:
+			if draining && w.waitFor != x {
+				w.waitFor.reserved = nil
+			}
+			w.waitFor, x.reserved = nil, nil
+			l := h.lease(w, x.run, now)
+			l.suspect = true
+			w.isolated++
+			q.got = append(q.got, l)
+		case x.suspect:
+			if !draining && h.reservedBy(x) == nil {
+				w.waitFor, x.reserved, draining = x, w, true
+			}
+			kept = append(kept, x)
+		case draining:
+			kept = append(kept, x) // w drains for its suspect
+		default:
+			q.got = append(q.got, h.lease(w, x.run, now))
+		}
+	}
+	clear(h.queue[len(kept):])
+	h.queue = kept
+}
+
+// draining reports whether worker w reserved a suspect still queued here
+// (it takes nothing else until it holds nothing). h.mu is held.
+func (h *hub) draining(w *xworker) bool {
+	x := w.waitFor
+	if x != nil && (x.reserved != w || !slices.Contains(h.queue, x)) {
+		w.waitFor, x = nil, nil
+	}
+	return x != nil
+}
+
+// reservedBy returns the live worker that reserved queued suspect x, if
+// any. h.mu is held.
+func (h *hub) reservedBy(x *xrun) *xworker {
+	w := x.reserved
+	if w != nil && (h.workers[w.id] != w || w.waitFor != x) {
+		x.reserved, w = nil, nil
+	}
+	return w
+}
+
+// isolating reports whether worker w takes no more tasks for now: it runs
+// a suspect alone, or drains for one. Its free slots are not this peer's
+// demand meanwhile. h.mu is held.
+func (h *hub) isolating(w *xworker) bool {
+	return w.isolated > 0 || h.draining(w)
+}
+
+// refill hands the waiting polls of the workers whose isolation may have
+// ended (a suspect's lease ended, or a draining worker's last lease) what
+// they take now. h.mu is held.
+func (h *hub) refill(now time.Time) {
+	if len(h.ended) == 0 {
+		return
+	}
+	ended := h.ended
+	h.ended = nil
+	h.fillPolls(now, func(q *xpoll) bool { return slices.Contains(ended, q.w) })
+}
+
+// fillPolls fills the waiting polls that pick selects and answers those
+// that got tasks. h.mu is held.
+func (h *hub) fillPolls(now time.Time, pick func(*xpoll) bool) {
+	polls := h.polls[:0]
+	for _, q := range h.polls {
+		if pick == nil || pick(q) {
+			h.fill(q, now)
+		}
+		if len(q.got) > 0 {
+			q.w.polling--
+			close(q.ready)
+			continue
+		}
+		polls = append(polls, q)
+	}
+	clear(h.polls[len(polls):])
+	h.polls = polls
+}
+
+// runOf returns the queued form of a run leased to this peer.
+func (h *hub) runOf(r node.Run, now time.Time) *xrun {
+	return &xrun{run: r, at: now, suspect: r.Worker == "" && h.suspected(r.Task)}
+}
+
+// unlock releases h.mu, first refilling the waiting polls of workers
+// whose isolation ended under it.
+func (h *hub) unlock() {
+	h.refill(time.Now())
+	h.mu.Unlock()
+}

@@ -1,0 +1,186 @@
+package peer
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/needle-mesh/needle/peer/api"
+)
+
+// complete reports a lease's result and fails the test unless it is taken.
+func complete(t *testing.T, c *api.Client, lease string) {
+	t.Helper()
+	if status, data := wcall(t, c, "POST", "/v1/leases/"+lease+"/complete", `{"result": "ok"}`); status != 200 {
+		t.Fatalf("complete = %d %s", status, data)
+	}
+}
+
+// A task whose handler kills every worker that runs it fails for good
+// once --worker-crash-limit workers in a row died running it alone: it is
+// not handed to the next worker without end.
+func TestWorkerCrashLimitFailsTheTask(t *testing.T) {
+	_, c := startPeerWith(t, Config{WorkerTTL: 300 * time.Millisecond})
+	id := submitTask(t, c, `{"handler": "crash", "payload": 1, "retry": {"max_attempts": 5}}`)
+	for i := 1; i <= DefaultWorkerCrashLimit; i++ {
+		w := "w" + itoa(i)
+		got := poll(t, c, w, `"crash"`, 1, "20s")
+		if len(got) != 1 || got[0].ID != id || got[0].Round != uint64(i) {
+			t.Fatalf("poll of %s = %+v; want %s in round %d", w, got, id, i)
+		}
+		// w dies: it never polls, heartbeats nor reports again.
+	}
+	v, err := c.GetTask(t.Context(), id, 20*time.Second)
+	if err != nil || v.State != "FAILED" || v.Error == nil || v.Round != DefaultWorkerCrashLimit || v.Attempt != 1 {
+		t.Fatalf("task = %+v, %v; want FAILED in round %d after one attempt", v, err, DefaultWorkerCrashLimit)
+	}
+	if !strings.Contains(*v.Error, "killed its workers") || !strings.Contains(*v.Error, "w1, w2, w3") {
+		t.Errorf("error = %q; want it to say the task killed its workers w1, w2, w3", *v.Error)
+	}
+	// It runs no more, though it had attempts left.
+	if got := poll(t, c, "w4", `"crash"`, 1, "500ms"); len(got) != 0 {
+		t.Errorf("poll after the failure = %+v; want nothing", got)
+	}
+}
+
+// The tasks a dead worker held run again one to a worker, each alone:
+// the one that killed it kills its next workers alone and fails, and the
+// others, whose workers live, succeed after one attempt each.
+func TestWorkerDeadWorkersTasksRunIsolated(t *testing.T) {
+	_, c := startPeerWith(t, Config{WorkerTTL: 300 * time.Millisecond})
+	poison := submitTask(t, c, `{"handler": "crash", "payload": "poison"}`)
+	ids := []string{submitTask(t, c, `{"handler": "crash", "payload": "a"}`), poison, submitTask(t, c, `{"handler": "crash", "payload": "b"}`)}
+	var held []string
+	waitUntil(t, func() bool {
+		for _, tk := range poll(t, c, "w0", `"crash"`, 3-len(held), "100ms") {
+			held = append(held, tk.ID)
+		}
+		return len(held) == 3
+	})
+	// w0 dies holding all three: none is known to be the one.
+	deaths, worker, done := 0, 1, 0
+	for deaths < DefaultWorkerCrashLimit || done < 2 {
+		w := "w" + itoa(worker)
+		got := poll(t, c, w, `"crash"`, 3, "20s")
+		if len(got) != 1 || !slices.Contains(ids, got[0].ID) {
+			t.Fatalf("poll of %s = %+v; want one of %v, alone", w, got, ids)
+		}
+		if got[0].ID == poison {
+			deaths++
+			worker++ // w dies
+			continue
+		}
+		// A worker running a suspect takes nothing else meanwhile.
+		if more := poll(t, c, w, `"crash"`, 2, "200ms"); len(more) != 0 {
+			t.Fatalf("second poll of %s, running %s alone = %+v; want nothing", w, got[0].ID, more)
+		}
+		complete(t, c, got[0].Lease)
+		done++
+	}
+	for _, id := range ids {
+		v, err := c.GetTask(t.Context(), id, 20*time.Second)
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case id == poison && (v.State != "FAILED" || v.Error == nil || !strings.Contains(*v.Error, "killed its workers")):
+			t.Errorf("poison task = %s %v; want FAILED, having killed its workers", v.State, v.Error)
+		case id != poison && (v.State != "SUCCEEDED" || v.Attempt != 1):
+			t.Errorf("task %s = %s after %d attempts; want SUCCEEDED after 1", id, v.State, v.Attempt)
+		}
+	}
+}
+
+// A busy worker that meets a suspect drains for it: it takes no other
+// task until its own ended, then gets the suspect alone (on the poll
+// already waiting), then other work once the suspect ended.
+func TestWorkerDrainsForASuspect(t *testing.T) {
+	_, c := startPeerWith(t, Config{WorkerTTL: 300 * time.Millisecond})
+	long := submitTask(t, c, `{"handler": "h", "payload": "long"}`)
+	got := poll(t, c, "busy", `"h"`, 2, "10s")
+	if len(got) != 1 || got[0].ID != long {
+		t.Fatalf("poll of busy = %+v; want %s", got, long)
+	}
+	longLease := got[0].Lease
+	suspect := submitTask(t, c, `{"handler": "h", "payload": "suspect"}`)
+	var first []api.WorkerTask
+	waitUntil(t, func() bool {
+		first = poll(t, c, "dies", `"h"`, 1, "100ms")
+		return len(first) == 1
+	})
+	if first[0].ID != suspect {
+		t.Fatalf("poll of dies = %+v; want %s", first, suspect)
+	}
+	// dies dies; its task comes back to this peer in round 2, for busy's
+	// free slot, but busy gets nothing while it holds its own task.
+	waitUntil(t, func() bool {
+		if more := poll(t, c, "busy", `"h"`, 1, "100ms"); len(more) != 0 {
+			t.Fatalf("poll of busy, holding %s = %+v; want nothing while it drains", long, more)
+		}
+		v, err := c.GetTask(t.Context(), suspect, 0)
+		return err == nil && v.Round == 2 && v.State == "RUNNING"
+	})
+	if more := poll(t, c, "busy", `"h"`, 1, "200ms"); len(more) != 0 {
+		t.Fatalf("poll of busy, holding %s = %+v; want nothing while it drains", long, more)
+	}
+	fresh := submitTask(t, c, `{"handler": "h", "payload": "fresh"}`)
+	waiting := make(chan []api.WorkerTask, 1)
+	go func() { waiting <- poll(t, c, "busy", `"h"`, 2, "20s") }()
+	waitUntil(t, func() bool {
+		status, data := wcall(t, c, "GET", "/v1/workers", "")
+		return status == 200 && strings.Contains(string(data), `"polling":true`)
+	})
+	complete(t, c, longLease)
+	var alone []api.WorkerTask
+	select {
+	case alone = <-waiting:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiting poll of busy got nothing once it drained")
+	}
+	if len(alone) != 1 || alone[0].ID != suspect || alone[0].Round != 2 {
+		t.Fatalf("poll of busy once drained = %+v; want %s alone, round 2", alone, suspect)
+	}
+	if more := poll(t, c, "busy", `"h"`, 1, "200ms"); len(more) != 0 {
+		t.Fatalf("poll of busy, running %s alone = %+v; want nothing", suspect, more)
+	}
+	complete(t, c, alone[0].Lease)
+	var last []api.WorkerTask
+	waitUntil(t, func() bool {
+		last = poll(t, c, "busy", `"h"`, 2, "100ms")
+		return len(last) > 0
+	})
+	if len(last) != 1 || last[0].ID != fresh {
+		t.Fatalf("poll of busy after the suspect = %+v; want %s", last, fresh)
+	}
+	complete(t, c, last[0].Lease)
+	for _, id := range []string{long, suspect, fresh} {
+		if v, err := c.GetTask(t.Context(), id, 10*time.Second); err != nil || v.State != "SUCCEEDED" {
+			t.Errorf("task %s = %+v, %v; want SUCCEEDED", id, v, err)
+		}
+	}
+}
+
+// With --worker-crash-limit 0 (Config -1) a dead worker's tasks run again
+// as before: no isolation, no limit.
+func TestWorkerCrashLimitOff(t *testing.T) {
+	_, c := startPeerWith(t, Config{WorkerTTL: 300 * time.Millisecond, WorkerCrashLimit: -1})
+	id := submitTask(t, c, `{"handler": "crash", "payload": 1}`)
+	other := submitTask(t, c, `{"handler": "crash", "payload": 2}`)
+	for i := 1; i <= DefaultWorkerCrashLimit+1; i++ {
+		var got []api.WorkerTask
+		waitUntil(t, func() bool {
+			got = append(got, poll(t, c, "w"+itoa(i), `"crash"`, 2-len(got), "100ms")...)
+			return len(got) == 2
+		})
+		for _, tk := range got {
+			if tk.Round != uint64(i) {
+				t.Fatalf("poll of w%d = %+v; want both tasks in round %d", i, got, i)
+			}
+		}
+	}
+	for _, x := range []string{id, other} {
+		if v, err := c.GetTask(t.Context(), x, 0); err != nil || v.State != "RUNNING" {
+			t.Errorf("task %s = %+v, %v; want RUNNING still", x, v, err)
+		}
+	}
+}
