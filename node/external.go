@@ -393,7 +393,7 @@ func (n *Node) startOffered(g Grant, from string) {
 	n.startExternal(g.Task, g.Round)
 	n.rd.Run = append(n.rd.Run, Run{Task: g.Task, Round: g.Round, Handler: g.Handler, Payload: g.Payload, Timeout: g.Timeout,
 		Inputs: g.Inputs, Attempt: g.Attempt, External: true, Expiry: g.Expiry, Trace: g.Trace,
-		Shard: g.Shard, Shards: g.Shards, Require: g.Require, Worker: g.Worker})
+		Shard: g.Shard, Shards: g.Shards, Require: g.Require, Worker: g.Worker, Suspect: g.Suspect, Strikes: g.Strikes})
 }
 
 // initialExternal leases a new group's first tasks of external handlers
@@ -498,4 +498,21 @@ func (n *Node) externalTargets() []extTarget {
 		}
 	}
 	return out
+}
+
+// FeatureWorkerDeath (a Heartbeat feature): the peer applies an expired
+// event that says its external worker died (shard.Event.Died), which an
+// older peer refuses (an unknown flag).
+const FeatureWorkerDeath = FeatureShortPromise << 1
+
+// knownDeath keeps an outcome's worker death (shard.Outcome.Died) only
+// when every replica of p can apply it; otherwise the lease is handed
+// back as before, without marking the task a suspect.
+func (n *Node) knownDeath(p *partition, o *shard.Outcome) {
+	if o.Died == 0 {
+		return
+	}
+	if who, unsure := n.lacking(p, FeatureWorkerDeath); who != "" || unsure {
+		o.Died = 0
+	}
 }

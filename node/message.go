@@ -191,6 +191,10 @@ type OutcomeMsg struct {
 	// Lost (flag bit 3) hands the lease back: the external worker that
 	// held it is gone (shard.Outcome.Lost). An older owner reads a failure.
 	Lost bool
+	// Died (flag bits 4 and 5: shard.DiedWithOthers, DiedAlone), with
+	// Lost, says the worker died holding the lease (shard.Outcome.Died).
+	// An older owner reads Lost alone.
+	Died shard.Death
 }
 
 // AckMsg tells a holder that the owner has its outcome.
@@ -227,4 +231,9 @@ type Grant struct {
 	// pinned to (Run.Worker). Sent after the requires, one per grant; ""
 	// from an older peer.
 	Worker string
+	// Suspect and Strikes are Run's: an external worker died running the
+	// task. Sent after the workers, one byte per grant (strikes x 2, + 1
+	// for a suspect); none from an older peer.
+	Suspect bool
+	Strikes int
 }

@@ -349,10 +349,12 @@ func (n *Node) applyLease(p *partition, e *shard.Event, origin string) {
 			return
 		}
 		n.startExternal(e.Task, e.Round)
+		suspect, strikes := p.shard.Suspect(e.Task)
 		n.rd.Run = append(n.rd.Run, Run{
 			Task: e.Task, Round: e.Round, Handler: run.Handler, Trace: p.shard.Trace(e.Task), Payload: p.shard.Payload(e.Task), Shard: si, Shards: sn,
 			Timeout: p.shard.Timeout(&run), Inputs: rawInputs(p.shard.Inputs(e.Task)), External: true, Attempt: p.shard.Attempts(e.Task),
 			Require: run.Require, Expiry: e.Expiry, Name: run.Name, Pin: run.Pin, Worker: p.shard.BroadcastWorker(e.Task),
+			Suspect: suspect, Strikes: strikes,
 		})
 		return
 	}
@@ -504,6 +506,7 @@ func (n *Node) reportOutcome(p *partition, o shard.Outcome) error {
 		n.forward(o)
 		return nil
 	}
+	n.knownDeath(p, &o)
 	ev, err := p.shard.Report(n.now, o)
 	if errors.Is(err, shard.ErrNotLeased) {
 		// A run whose lease this node held back or proposed and then

@@ -504,7 +504,7 @@ func outboxKey(t shard.TaskID, r shard.Round) string { return fmt.Sprintf("%s@%d
 // (persisted with the next Ready) and sends it to the owner.
 func (n *Node) forward(o shard.Outcome) {
 	msg := OutcomeMsg{Task: o.Task, Round: o.Round, Holder: o.Holder, OK: o.OK, Result: o.Result,
-		Error: o.Error, Permanent: o.Permanent, TimedOut: o.TimedOut, Lost: o.Lost}
+		Error: o.Error, Permanent: o.Permanent, TimedOut: o.TimedOut, Lost: o.Lost, Died: o.Died}
 	key := outboxKey(o.Task, o.Round)
 	n.mesh.outbox[key] = msg
 	n.mesh.sentAt[key] = n.now
@@ -588,10 +588,11 @@ func (n *Node) stepOutcomes(from string, outs []OutcomeMsg) {
 			continue // not the owner (any more): the holder re-sends to the right one
 		}
 		out := shard.Outcome{Task: o.Task, Round: o.Round, Holder: o.Holder, OK: o.OK,
-			Result: o.Result, Error: o.Error, Permanent: o.Permanent, TimedOut: o.TimedOut, Lost: o.Lost}
+			Result: o.Result, Error: o.Error, Permanent: o.Permanent, TimedOut: o.TimedOut, Lost: o.Lost, Died: o.Died}
 		if n.reportHeld(p, from, out) {
 			continue
 		}
+		n.knownDeath(p, &out)
 		ev, err := p.shard.Report(n.now, out)
 		if errors.Is(err, shard.ErrNotLeased) {
 			continue // not answered: the holder sends it again, and it counts once its lease applies

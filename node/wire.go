@@ -107,6 +107,11 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 		for _, g := range m.Grants {
 			dst = shard.AppendString(dst, g.Worker)
 		}
+		// Appended: each grant's crash mark.
+		dst = binary.AppendUvarint(dst, uint64(len(m.Grants)))
+		for _, g := range m.Grants {
+			dst = append(dst, crashMark(g.Suspect, g.Strikes))
+		}
 	case MsgReplicaAsk:
 		dst = binary.AppendUvarint(dst, uint64(len(m.Asks)))
 		for _, p := range m.Asks {
@@ -201,7 +206,7 @@ func appendOutcome(dst []byte, o *OutcomeMsg) []byte {
 	dst = binary.AppendUvarint(dst, uint64(o.Round))
 	dst = shard.AppendString(dst, o.Holder)
 	var flags byte
-	for i, b := range []bool{o.OK, o.Permanent, o.TimedOut, o.Lost} {
+	for i, b := range []bool{o.OK, o.Permanent, o.TimedOut, o.Lost, o.Died == shard.DiedWithOthers, o.Died == shard.DiedAlone} {
 		if b {
 			flags |= 1 << i
 		}
@@ -295,6 +300,9 @@ func DecodeMessage(p []byte) (Message, error) {
 		}
 		if d.Err() == nil && d.Len() > 0 {
 			decodeWorkers(&d, m.Grants)
+		}
+		if d.Err() == nil && d.Len() > 0 {
+			decodeCrashMarks(&d, m.Grants)
 		}
 	case MsgReplicaAsk:
 		n := d.Count(1)
@@ -493,6 +501,14 @@ func decodeOutcome(d *shard.Decoder) OutcomeMsg {
 	o := OutcomeMsg{Task: shard.TaskID(d.String()), Round: shard.Round(d.Uvarint()), Holder: d.String()}
 	flags := d.Byte()
 	o.OK, o.Permanent, o.TimedOut, o.Lost = flags&1 != 0, flags&2 != 0, flags&4 != 0, flags&8 != 0
+	switch flags & 48 {
+	case 16:
+		o.Died = shard.DiedWithOthers
+	case 32:
+		o.Died = shard.DiedAlone
+	case 48:
+		d.Fail("outcome flags %#x: died both alone and with others", flags)
+	}
 	o.Result = d.Bytes()
 	o.Error = d.String()
 	return o
@@ -524,6 +540,29 @@ func decodeRequires(d *shard.Decoder, grants []Grant) {
 				return
 			}
 		}
+	}
+}
+
+// crashMark is a grant's Suspect and Strikes in one byte (strikes x 2,
+// + 1 for a suspect; strikes bounded by shard's 127).
+func crashMark(suspect bool, strikes int) byte {
+	b := byte(min(max(strikes, 0), 127)) << 1
+	if suspect {
+		b |= 1
+	}
+	return b
+}
+
+// decodeCrashMarks reads the grants' crash marks, appended after their
+// workers.
+func decodeCrashMarks(d *shard.Decoder, grants []Grant) {
+	if n := d.Count(1); n != len(grants) {
+		d.Fail("%d crash marks for %d grants", n, len(grants))
+		return
+	}
+	for i := range grants {
+		b := d.Byte()
+		grants[i].Suspect, grants[i].Strikes = b&1 != 0, int(b>>1)
 	}
 }
 

@@ -34,13 +34,15 @@ func wireSamples() []Message {
 			Beat: &Heartbeat{Boot: "2", Partitions: 256, Members: []string{"g", "h"}, Addrs: []string{"/ip4/127.0.0.1/tcp/3"},
 				Features: Features, Replicas: 3, Inc: 77, Sync: SyncPull, Book: []PeerAddrs{{ID: "h", Addrs: []string{"/ip4/127.0.0.1/tcp/4"}}}}}},
 		{Type: MsgOutcome, From: "c", Outcomes: []OutcomeMsg{{Task: "g.1", Round: 2, Holder: "c#1", OK: true, Result: []byte(`{"r":1}`)},
-			{Task: "g.2", Round: 1, Holder: "c#1", Error: "boom", Permanent: true, TimedOut: true}}},
+			{Task: "g.2", Round: 1, Holder: "c#1", Error: "boom", Permanent: true, TimedOut: true},
+			{Task: "g.6", Round: 3, Holder: "c#1", Lost: true, Died: shard.DiedAlone, Error: "worker w lost"},
+			{Task: "g.7", Round: 1, Holder: "c#1", Lost: true, Died: shard.DiedWithOthers}}},
 		{Type: MsgAck, From: "d", Acks: []AckMsg{{Task: "g.1", Round: 2}}},
 		{Type: MsgStealReq, From: "e", Want: 4, Load: Load{Slots: 2}, Holder: "e#b1"},
 		{Type: MsgGrant, From: "f", Load: Load{Ready: 10}, Grants: []Grant{{Task: "g.3", Round: 1,
 			Expiry: time.Unix(1_700_000_000, 5).UTC(), Handler: "echo", Payload: []byte("1"), Timeout: time.Second, Attempt: 2,
 			Trace: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Shard: 1, Shards: 3, Require: []string{"zone=a"}, Worker: "resizer-1"},
-			{Task: "g.4", Round: 1, Handler: "sum", Timeout: time.Second,
+			{Task: "g.4", Round: 1, Handler: "sum", Timeout: time.Second, Suspect: true, Strikes: 2,
 				Inputs: map[string]json.RawMessage{"b": json.RawMessage(`[1,2]`), "a": json.RawMessage(`"x"`)}}}, Holder: "t#7"},
 		{Type: MsgGrant, From: "f", Load: Load{Ready: 1}, Grants: []Grant{{Task: "g.5", Round: 2, Handler: "echo"}}}, // from an older peer: no holder
 		{Type: MsgGrant, From: "f", Refused: true},
@@ -89,9 +91,10 @@ func TestWireRoundTrip(t *testing.T) {
 			beforeWorkers := m.Type == MsgHeartbeat && cut == len(b)-workersLen
 			beforeIDs := m.Type == MsgHeartbeat && cut == len(b)-idsLen
 			beforePlacement := m.Type == MsgHeartbeat && cut == len(b)-placeLen
-			attemptsLen, tracesLen, shardsLen, requiresLen, workersLen := 0, 0, 0, 0, 0
+			attemptsLen, tracesLen, shardsLen, requiresLen, workersLen, marksLen := 0, 0, 0, 0, 0, 0
 			if m.Type == MsgGrant {
-				workersLen = len(grantWorkers(m.Grants))
+				marksLen = len(grantCrashMarks(m.Grants))
+				workersLen = len(grantWorkers(m.Grants)) + marksLen
 				requiresLen = len(grantRequires(m.Grants)) + workersLen
 				shardsLen = len(grantShards(m.Grants)) + requiresLen
 				tracesLen = len(grantTraces(m.Grants)) + shardsLen
@@ -103,9 +106,10 @@ func TestWireRoundTrip(t *testing.T) {
 			beforeShards := m.Type == MsgGrant && cut == len(b)-shardsLen
 			beforeRequires := m.Type == MsgGrant && cut == len(b)-requiresLen
 			beforeGrantWorkers := m.Type == MsgGrant && cut == len(b)-workersLen
+			beforeMarks := m.Type == MsgGrant && cut == len(b)-marksLen
 			oldSteal := m.Type == MsgStealReq && cut == len(b)-len(shard.AppendString(nil, m.Holder))
 			if err == nil && !oldHeartbeat && !beforeInc && !beforeSync && !beforeBook && !beforeSum && !beforeAddrs && !beforeFor && !beforeFeatures && !beforeWorkers && !beforeIDs && !beforePlacement && !oldGrant && !beforeAttempts && !beforeTraces &&
-				!beforeShards && !beforeRequires && !beforeGrantWorkers && !oldSteal {
+				!beforeShards && !beforeRequires && !beforeGrantWorkers && !beforeMarks && !oldSteal {
 				t.Fatalf("%v truncated to %d/%d bytes decoded", m.Type, cut, len(b))
 			}
 			if err == nil && oldSteal && got.Holder != "" {
@@ -178,6 +182,15 @@ func grantRequires(gs []Grant) []byte {
 	b := binary.AppendUvarint(nil, uint64(len(gs)))
 	for _, g := range gs {
 		b = appendStrings(b, g.Require)
+	}
+	return b
+}
+
+// grantCrashMarks is the grant message's tail appended after the workers.
+func grantCrashMarks(gs []Grant) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(gs)))
+	for _, g := range gs {
+		b = append(b, crashMark(g.Suspect, g.Strikes))
 	}
 	return b
 }

@@ -153,9 +153,18 @@ func TestMeshRealPeers(t *testing.T) {
 // partition has three voters and every peer leads some.
 func startMesh3(t *testing.T) []*meshPeer {
 	t.Helper()
-	p1 := startMeshPeer(t, t.TempDir(), nil)
+	return startMesh3With(t, func(*Config) {})
+}
+
+// startMesh3With is startMesh3 with each peer's Config changed by edit.
+func startMesh3With(t *testing.T, edit func(*Config)) []*meshPeer {
+	t.Helper()
+	start := func(join []string) *meshPeer {
+		return startMeshPeerConfig(t, meshPeerConfig(t, t.TempDir(), func(c *Config) { c.Join = join; edit(c) }))
+	}
+	p1 := start(nil)
 	join := []string{p1.p.tr.Addrs()[0]}
-	peers := []*meshPeer{p1, startMeshPeer(t, t.TempDir(), join), startMeshPeer(t, t.TempDir(), join)}
+	peers := []*meshPeer{p1, start(join), start(join)}
 	waitFor(t, "3 replicas of every partition, leadership on every peer", 30*time.Second, func() bool {
 		for _, mp := range peers {
 			var st node.Stats

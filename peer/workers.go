@@ -61,8 +61,7 @@ type hub struct {
 	done    []*xlease // finished or lost leases, oldest first (kept for repeats)
 
 	// Tasks that crash their workers (workers_quarantine.go).
-	crashLimit int // strikes that fail a task; 0: no limit, no isolation
-	suspects   map[shard.TaskID]*xsuspect
+	crashLimit int        // strikes that fail a task; 0: no limit, no isolation
 	ended      []*xworker // workers whose isolation may have ended (refill)
 
 	// wake restarts run's sweeps after it found nothing to sweep: a
@@ -138,7 +137,7 @@ func newHub(p *Peer, ttl time.Duration, crashLimit int) *hub {
 		crashLimit = 0
 	}
 	return &hub{p: p, ttl: ttl, crashLimit: crashLimit, workers: map[string]*xworker{}, leases: map[string]*xlease{},
-		byTask: map[shard.TaskID]*xlease{}, suspects: map[shard.TaskID]*xsuspect{}, wake: make(chan struct{}, 1)}
+		byTask: map[shard.TaskID]*xlease{}, wake: make(chan struct{}, 1)}
 }
 
 // kick restarts the sweeps if run stopped them; a kick already pending
@@ -207,9 +206,6 @@ func (h *hub) end(l *xlease, st leaseState, now time.Time) {
 		if l.suspect || w.waitFor != nil && w.running == 0 {
 			h.ended = append(h.ended, w)
 		}
-	}
-	if st == leaseDone {
-		h.cleared(l.run.Task) // it ran to an outcome in a worker that lived
 	}
 	if h.byTask[l.run.Task] == l {
 		delete(h.byTask, l.run.Task)

@@ -2,9 +2,7 @@ package peer
 
 import (
 	"fmt"
-	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/needle-mesh/needle/node"
@@ -15,91 +13,51 @@ import (
 // back (Outcome.Lost: a new round, no attempt spent), and a task whose
 // handler kills the worker process would go from worker to worker
 // without end, taking every task running beside it down too. The hub
-// cannot tell which of a dead worker's leases killed it, so it isolates
-// them: each task that was running in a worker that died becomes a
-// suspect, and a suspect is handed only to a worker that holds nothing
-// else, and that worker gets nothing else until the suspect ends. A
-// worker that dies holding a suspect alone (or any single lease) is a
-// strike against that task; at --worker-crash-limit strikes in a row the
-// task fails for good instead of running again. An outcome ends the
-// suspicion: the task ran to an end in a worker that survived it.
+// cannot tell which of a dead worker's leases killed it, so the death is
+// recorded with each of them (Outcome.Died, in the task's partition log:
+// mesh-wide, whichever peer's workers run it next), and the tasks it
+// marks run again isolated: a suspect (Run.Suspect) is handed only to a
+// worker that holds nothing else, and that worker gets nothing else
+// until the suspect ends. A worker that dies holding a single lease is a
+// strike against that task (Run.Strikes); the death that would make
+// --worker-crash-limit strikes in a row fails the task for good instead
+// of handing it back. An outcome clears both marks: the task ran to an
+// end in a worker that survived it.
 //
 // A busy worker never holds nothing, so the first worker whose poll
 // meets a queued suspect while it holds leases reserves it: it takes
 // nothing more, drains, and gets the suspect with its next poll (or its
 // waiting one) once its last lease ended. A worker that holds nothing
-// takes a suspect whoever reserved it. Suspects are this peer's: a task
-// leased to another peer's workers starts there with a clean record.
+// takes a suspect whoever reserved it.
 
 // DefaultWorkerCrashLimit is how many workers in a row may die running a
 // task alone before it fails for good.
 const DefaultWorkerCrashLimit = 3
 
-// Bounds of the suspects a hub remembers.
-const (
-	maxSuspects = 10_000
-	suspectKeep = time.Hour // a suspect not seen again for this long is forgotten
-)
-
-// xsuspect is a task that was running in a worker of this peer when the
-// worker died.
-type xsuspect struct {
-	workers []string  // the workers that died running it alone, in order
-	at      time.Time // when it was last lost
-}
-
-// suspected reports whether the hub isolates the runs of task id. h.mu
-// is held.
-func (h *hub) suspected(id shard.TaskID) bool {
-	_, ok := h.suspects[id]
-	return ok && h.crashLimit > 0
-}
-
-// lostWith records that the leases ls of worker w were lost with it (it
-// is dead, and held held leases) and returns the outcome to report for
-// each: Lost (the task runs again), or, for a task at the crash limit, a
-// permanent failure. h.mu is held.
-func (h *hub) lostWith(w string, ls []*xlease, held int, now time.Time) []shard.Outcome {
+// lostWith returns the outcome to report for each of the leases ls that
+// worker w held when it was found dead, holding held leases in all:
+// Lost with the death recorded (the task runs again, isolated), or, for
+// a task at the crash limit, a permanent failure. h.mu is held.
+func (h *hub) lostWith(w string, ls []*xlease, held int) []shard.Outcome {
 	outs := make([]shard.Outcome, len(ls))
 	for i, l := range ls {
-		outs[i] = shard.Outcome{Task: l.run.Task, Round: l.run.Round, Lost: true,
-			Error: fmt.Sprintf("worker %s lost: no poll or heartbeat for %v", w, h.ttl)}
-		if h.crashLimit <= 0 {
-			continue
-		}
-		s := h.suspects[l.run.Task]
-		if s == nil {
-			if len(h.suspects) >= maxSuspects {
-				continue // the bound: this one runs again unisolated
-			}
-			s = &xsuspect{}
-			h.suspects[l.run.Task] = s
-		}
-		s.at = now
+		r := &l.run
+		outs[i] = shard.Outcome{Task: r.Task, Round: r.Round, Lost: true, Died: shard.DiedWithOthers,
+			Error: fmt.Sprintf("worker %s on peer %s died running it and %d other tasks: no poll or heartbeat for %v", w, h.p.ID(), held-1, h.ttl)}
 		if held > 1 {
-			continue // not alone: any of them may have killed it
+			continue // any of them may have killed it
 		}
-		s.workers = append(s.workers, w)
-		if len(s.workers) >= h.crashLimit {
-			delete(h.suspects, l.run.Task)
-			outs[i] = shard.Outcome{Task: l.run.Task, Round: l.run.Round, Permanent: true,
-				Error: fmt.Sprintf("the task killed its workers: %d workers in a row died running it alone (%s; --worker-crash-limit %d); it runs no more",
-					len(s.workers), strings.Join(s.workers, ", "), h.crashLimit)}
-			h.p.log.Warn("task failed: its workers died running it", "task", l.run.Task, "handler", l.run.Handler,
-				"workers", s.workers)
+		outs[i].Died = shard.DiedAlone
+		outs[i].Error = fmt.Sprintf("worker %s on peer %s died running it alone: no poll or heartbeat for %v", w, h.p.ID(), h.ttl)
+		if h.crashLimit > 0 && r.Strikes+1 >= h.crashLimit {
+			outs[i] = shard.Outcome{Task: r.Task, Round: r.Round, Permanent: true,
+				Error: fmt.Sprintf("the task killed its workers: %d workers in a row died running it alone, the last %s on peer %s (--worker-crash-limit %d); it runs no more",
+					r.Strikes+1, w, h.p.ID(), h.crashLimit)}
+			h.p.log.Warn("task failed: its workers died running it", "task", r.Task, "handler", r.Handler,
+				"worker", w, "strikes", r.Strikes+1)
 		}
 	}
 	return outs
-}
-
-// cleared forgets the suspicion on a task whose lease ended otherwise
-// than with its worker's death. h.mu is held.
-func (h *hub) cleared(id shard.TaskID) { delete(h.suspects, id) }
-
-// forgetSuspects drops the suspects not lost again for suspectKeep. h.mu
-// is held.
-func (h *hub) forgetSuspects(now time.Time) {
-	maps.DeleteFunc(h.suspects, func(_ shard.TaskID, s *xsuspect) bool { return now.Sub(s.at) > suspectKeep })
 }
 
 // fill hands poll q the queued runs it takes, oldest first, isolating
@@ -197,9 +155,10 @@ func (h *hub) fillPolls(now time.Time, pick func(*xpoll) bool) {
 	h.polls = polls
 }
 
-// runOf returns the queued form of a run leased to this peer.
+// runOf returns the queued form of a run leased to this peer: isolated
+// if its task is a suspect (and the limit is on).
 func (h *hub) runOf(r node.Run, now time.Time) *xrun {
-	return &xrun{run: r, at: now, suspect: r.Worker == "" && h.suspected(r.Task)}
+	return &xrun{run: r, at: now, suspect: r.Suspect && r.Worker == "" && h.crashLimit > 0}
 }
 
 // unlock releases h.mu, first refilling the waiting polls of workers

@@ -35,12 +35,33 @@ func TestWorkerCrashLimitFailsTheTask(t *testing.T) {
 	if err != nil || v.State != "FAILED" || v.Error == nil || v.Round != DefaultWorkerCrashLimit || v.Attempt != 1 {
 		t.Fatalf("task = %+v, %v; want FAILED in round %d after one attempt", v, err, DefaultWorkerCrashLimit)
 	}
-	if !strings.Contains(*v.Error, "killed its workers") || !strings.Contains(*v.Error, "w1, w2, w3") {
-		t.Errorf("error = %q; want it to say the task killed its workers w1, w2, w3", *v.Error)
+	if !strings.Contains(*v.Error, "killed its workers") || !strings.Contains(*v.Error, "3 workers in a row died running it alone, the last w3") {
+		t.Errorf("error = %q; want it to say the task killed 3 workers, the last w3", *v.Error)
 	}
 	// It runs no more, though it had attempts left.
 	if got := poll(t, c, "w4", `"crash"`, 1, "500ms"); len(got) != 0 {
 		t.Errorf("poll after the failure = %+v; want nothing", got)
+	}
+	// Its events name each worker that died.
+	status, data := wcall(t, c, "GET", "/v1/tasks/"+id+"/events", "")
+	for _, w := range []string{"w1", "w2"} {
+		if status != 200 || !strings.Contains(string(data), "worker "+w+" on peer") || !strings.Contains(string(data), "died running it alone") {
+			t.Errorf("events = %d %s; want an expired event naming %s, dead running it alone", status, data, w)
+		}
+	}
+	// A retry by hand starts it with a clean record: it is handed out
+	// beside another task again.
+	if status, data := wcall(t, c, "POST", "/v1/tasks/"+id+"/retry", ""); status != 200 {
+		t.Fatalf("retry = %d %s", status, data)
+	}
+	other := submitTask(t, c, `{"handler": "crash", "payload": 2}`)
+	var got []api.WorkerTask
+	waitUntil(t, func() bool {
+		got = append(got, poll(t, c, "w5", `"crash"`, 2-len(got), "100ms")...)
+		return len(got) == 2
+	})
+	if ids := []string{got[0].ID, got[1].ID}; !slices.Contains(ids, id) || !slices.Contains(ids, other) {
+		t.Errorf("poll after the retry = %v; want %s and %s in one worker", ids, id, other)
 	}
 }
 
@@ -182,5 +203,33 @@ func TestWorkerCrashLimitOff(t *testing.T) {
 		if v, err := c.GetTask(t.Context(), x, 0); err != nil || v.State != "RUNNING" {
 			t.Errorf("task %s = %+v, %v; want RUNNING still", x, v, err)
 		}
+	}
+}
+
+// The deaths are the task's, not a peer's: they are recorded in its
+// partition's log, so workers that die running it alone on three peers,
+// one each, fail it as three on one peer do.
+func TestWorkerCrashesCountAcrossPeers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real libp2p mesh")
+	}
+	peers := startMesh3With(t, func(c *Config) { c.WorkerTTL = 300 * time.Millisecond })
+	res := submitRetrying(t, peers[0].c, `{"mode":"parallel","key":"poison","tasks":[{"handler":"crash","payload":1,"retry":{"max_attempts":5}}]}`)
+	id := res.Group + ".0"
+	for i, p := range []*meshPeer{peers[1], peers[2], peers[0]} {
+		w := "w" + itoa(i+1)
+		var got []api.WorkerTask
+		waitUntil(t, func() bool {
+			got = poll(t, p.c, w, `"crash"`, 1, "1s")
+			return len(got) > 0
+		})
+		if len(got) != 1 || got[0].ID != id || got[0].Round != uint64(i+1) {
+			t.Fatalf("poll of %s = %+v; want %s in round %d", w, got, id, i+1)
+		}
+		// w dies.
+	}
+	v, err := peers[0].c.GetTask(t.Context(), id, 20*time.Second)
+	if err != nil || v.State != "FAILED" || v.Error == nil || !strings.Contains(*v.Error, "3 workers in a row died running it alone, the last w3") {
+		t.Fatalf("task = %+v, %v; want FAILED, having killed w1, w2 and w3", v, err)
 	}
 }

@@ -60,11 +60,10 @@ func (h *hub) sweep(ctx context.Context, now time.Time) {
 			free = append(free, l)
 		}
 		// A pinned copy held beside a task counts: the task was not alone.
-		for i, o := range h.lostWith(id, free, len(held), now) {
+		for i, o := range h.lostWith(id, free, len(held)) {
 			lost, lostHandlers = append(lost, o), append(lostHandlers, free[i].run.Handler)
 		}
 	}
-	h.forgetSuspects(now)
 	for _, l := range h.byTask {
 		if l.state == leaseHeld && now.After(l.deadline) {
 			timedOut = append(timedOut, l)

@@ -78,6 +78,7 @@ func (s *Shard) apply(e *Event) {
 	case EvExpired:
 		if t.state == Running && t.round == e.Round {
 			s.record(t, e)
+			t.died(e.Died)
 			t.holder = ""
 			t.readyAt = stampOf(e.At)
 			s.requeue(t)
@@ -229,6 +230,7 @@ func (s *Shard) applySucceeded(t *task, e *Event) {
 	}
 	defer s.admitNext(t, e)
 	t.attempt++
+	t.crash = 0
 	t.result = e.Result
 	t.err = ""
 	t.finished = stampOf(e.At)
@@ -252,6 +254,7 @@ func (s *Shard) applyFailed(t *task, e *Event) {
 		return
 	}
 	t.attempt++
+	t.crash = 0
 	t.err = e.Error
 	s.record(t, e)
 	maxAttempts := max(t.pol.Retry.MaxAttempts, 1)
@@ -579,4 +582,16 @@ func (s *Shard) applyNotified(g *group, e *Event) {
 		t.addEvent(taskEvent{typ: EvNotified, at: stampOf(e.At), round: e.Round, note: noteOf(e.Error, "")})
 		t.settle() // the group is finished: no spare room
 	}
+}
+
+// died records the death of the external worker that held t's lease
+// (Event.Died): t is a suspect, and a lone death is a strike.
+func (t *task) died(d Death) {
+	switch {
+	case d == 0:
+		return
+	case d == DiedAlone && t.crash>>1 < maxStrikes:
+		t.crash += 2
+	}
+	t.crash |= 1
 }

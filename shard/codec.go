@@ -20,15 +20,16 @@ import (
 //	batch   = version:byte(2) origin:str req:uvarint n:uvarint event*n
 //	event   = type:byte flags:byte [at:time] [group:str] task round:uvarint
 //	          [holder:str] expiry:time notBefore:time result:str error:str
-//	          by:str [spec:group] [sched]
+//	          by:str [spec:group] [sched] [key] [died:byte]
 //	flags   = 1 permanent | 2 timedOut | 4 spec present | 8 taskIndex
-//	        | 16 sameAt | 32 sameGroup | 64 sameHolder
+//	        | 16 sameAt | 32 sameGroup | 64 sameHolder | 128 died
 //	task    = index:uvarint   if taskIndex: the task id is group + "." + index
 //	        | str             otherwise
 //
 // sched (see AppendScheduleSpec) follows on, and only on, a schedule_set
 // event, and key:str (the request's idempotency key) on, and only on, a
-// retried event. A peer that predates an event type or a flag refuses
+// retried event, and died (Event.Died: 1 or 2) on an expired event with
+// the died flag, and only there. A peer that predates an event type or a flag refuses
 // the entry (DecodeBatch fails: "unknown event type", "unknown flags"); it
 // never applies it half understood. Entries written before either exist
 // decode as they did.
@@ -74,7 +75,8 @@ const (
 	flagSameAt     // at is omitted: it equals the previous event's
 	flagSameGroup  // group is omitted: it equals the previous event's
 	flagSameHolder // holder is omitted: it equals the previous event's
-	flagsKnown     = 1<<7 - 1
+	flagDied       // died follows: an expired lease's worker died (Event.Died)
+	flagsKnown     = 1<<8 - 1
 )
 
 // Smallest encodings, for bounding decoded counts by the input left.
@@ -193,6 +195,9 @@ func appendEvent(dst []byte, e, prev *Event) []byte {
 	if (e.Sched != nil) != (e.Type == EvScheduleSet) {
 		panic(fmt.Sprintf("shard: AppendEvent: Sched on a %v event must be set iff it is schedule_set", e.Type))
 	}
+	if e.Died != 0 && (e.Type != EvExpired || e.Died > DiedAlone) {
+		panic(fmt.Sprintf("shard: AppendEvent: Died %d on a %v event", e.Died, e.Type))
+	}
 	index, isIndex := taskIndexOf(e.Group, e.Task)
 	at := timeCode(e.At)
 	flags := eventFlags(e, prev, at, isIndex)
@@ -226,6 +231,9 @@ func appendEvent(dst []byte, e, prev *Event) []byte {
 	if e.Type == EvRetried {
 		dst = AppendString(dst, e.Key)
 	}
+	if e.Died != 0 {
+		dst = append(dst, byte(e.Died))
+	}
 	return dst
 }
 
@@ -243,6 +251,9 @@ func eventFlags(e, prev *Event, at int64, isIndex bool) byte {
 	}
 	if isIndex {
 		f |= flagTaskIndex
+	}
+	if e.Died != 0 {
+		f |= flagDied
 	}
 	if prev == nil {
 		return f
@@ -307,6 +318,8 @@ func decodeEvent(d *Decoder, e *Event, prev *Event) {
 		d.Fail("unknown flags %#x", flags)
 	case flags&flagSpec != 0 && e.Type != EvSubmitted:
 		d.Fail("spec present on a %v event", e.Type)
+	case flags&flagDied != 0 && e.Type != EvExpired:
+		d.Fail("died on a %v event", e.Type)
 	}
 	if !d.Field("flags") {
 		return
@@ -351,6 +364,11 @@ func decodeEvent(d *Decoder, e *Event, prev *Event) {
 	if d.err == nil && e.Type == EvRetried {
 		e.Key = d.String()
 		d.Field("key")
+	}
+	if d.err == nil && flags&flagDied != 0 {
+		if e.Died = Death(d.Byte()); d.Field("died") && (e.Died == 0 || e.Died > DiedAlone) {
+			d.Fail("died %d: want 1 or 2", e.Died)
+		}
 	}
 }
 

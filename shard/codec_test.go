@@ -121,6 +121,8 @@ func TestCodecEventRoundTrip(t *testing.T) {
 		test{"zero fields", Event{Type: EvRemoved}},
 		test{"retried with a key", Event{Type: EvRetried, Group: "g", Task: "g.1", By: "op", Key: "k-1"}},
 		test{"group retried", Event{Type: EvRetried, Group: "g", By: "op"}},
+		test{"expired, worker died alone", Event{Type: EvExpired, Group: "g", Task: "g.1", Round: 3, Holder: "n1#b", Died: DiedAlone}},
+		test{"expired, worker died with others", Event{Type: EvExpired, Group: "g", Task: "g.1", Round: 3, Died: DiedWithOthers}},
 		test{"submitted nil spec", Event{Type: EvSubmitted, Group: "g"}},
 		test{"submitted empty spec", Event{Type: EvSubmitted, Spec: &GroupSpec{Mode: ModeSingle}}},
 		test{"task not in group", Event{Type: EvReadied, Group: "g", Task: "h.1"}},
@@ -340,6 +342,7 @@ func codecEventBytes(e Event) []byte { return AppendEvent(nil, &e) }
 
 func TestCodecDecodeErrors(t *testing.T) {
 	ok := codecEventBytes(Event{Type: EvReadied, Group: "g", Task: "g.1"})
+	died := codecEventBytes(Event{Type: EvExpired, Group: "g", Task: "g.1", Died: DiedAlone})
 	batch := func(evs ...[]byte) []byte {
 		p := []byte{CodecVersion, 0, 0, byte(len(evs))}
 		for _, e := range evs {
@@ -366,7 +369,9 @@ func TestCodecDecodeErrors(t *testing.T) {
 		{"hostile origin", []byte{CodecVersion, 0xff, 0xff, 0xff, 0xff, 0x0f}, "batch.origin: length"},
 		{"type 0", batch(ok, withByte(ok, 0, 0)), "batch.events[1].type: unknown event type 0"},
 		{"type 18", batch(withByte(ok, 0, 18)), "batch.events[0].type: unknown event type 18"},
-		{"flags", batch(withByte(ok, 1, 0x80|flagTaskIndex)), "batch.events[0].flags: unknown flags 0x88"},
+		{"died on readied", batch(withByte(ok, 1, flagDied|flagTaskIndex)), "batch.events[0].flags: died on a readied"},
+		{"died 0", batch(withByte(died, len(died)-1, 0)),
+			"batch.events[0]: died 0: want 1 or 2"},
 		{"spec on readied", batch(withByte(ok, 1, flagSpec|flagTaskIndex)), "batch.events[0].flags: spec present on a readied"},
 		{"truncated task", batch(ok[:4]), "batch.events: count"},
 		{"mode", batch(withByte(spec, 14, 0)), "batch.events[0].spec.mode: unknown mode 0"},
@@ -391,6 +396,8 @@ func TestCodecEncodePanics(t *testing.T) {
 		{"type 10", func() { AppendEvent(nil, &Event{Type: numEventTypes}) }},
 		{"spec on leased", func() { AppendEvent(nil, &Event{Type: EvLeased, Spec: &GroupSpec{Mode: ModeSingle}}) }},
 		{"key on canceled", func() { AppendEvent(nil, &Event{Type: EvCanceled, Key: "k"}) }},
+		{"died on failed", func() { AppendEvent(nil, &Event{Type: EvFailed, Died: DiedAlone}) }},
+		{"died 3", func() { AppendEvent(nil, &Event{Type: EvExpired, Died: 3}) }},
 		{"mode 0", func() { AppendEvent(nil, &Event{Type: EvSubmitted, Spec: &GroupSpec{}}) }},
 		{"mode 7", func() { AppendGroupSpec(nil, &GroupSpec{Mode: 7}) }},
 	}
@@ -487,6 +494,9 @@ func codecRandEvent(r *rand.Rand) Event {
 	}
 	if e.Type == EvSubmitted && r.IntN(4) > 0 {
 		e.Spec = codecRandSpec(r)
+	}
+	if e.Type == EvExpired {
+		e.Died = Death(r.IntN(3))
 	}
 	if e.Type == EvScheduleSet {
 		e.Sched = &ScheduleSpec{ID: ScheduleID(codecRandString(r)), Name: codecRandString(r), Cron: codecRandString(r),

@@ -72,4 +72,19 @@ type Event struct {
 	Spec      *GroupSpec    // submitted: the group
 	Sched     *ScheduleSpec // schedule_set: the schedule
 	Key       string        // retried: the request's idempotency key, "" = none
+	Died      Death         // expired: its external worker died holding the lease
 }
+
+// Death says that an expired lease ended with the death of the external
+// worker that held it, and whether it was the only lease that worker
+// held. The task becomes a suspect of killing its workers: it runs again
+// alone, and a lone death is a strike against it (peer/workers_quarantine.go).
+type Death uint8
+
+const (
+	DiedWithOthers Death = 1 // the worker held other leases too
+	DiedAlone      Death = 2 // the worker held this lease alone: a strike
+)
+
+// maxStrikes bounds a task's count of lone deaths (it saturates).
+const maxStrikes = 127

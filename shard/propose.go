@@ -173,6 +173,9 @@ type Outcome struct {
 	// that held it is gone (it stopped polling and heartbeating). The task
 	// runs again, as when a dead peer's lease expires (EvExpired).
 	Lost bool
+	// Died, with Lost, says the worker died holding the lease
+	// (Event.Died): the task becomes a suspect of killing its workers.
+	Died Death
 	Took time.Duration // how long the handler ran (an input for pacing, not stored)
 }
 
@@ -217,6 +220,9 @@ func (s *Shard) outcomeEvent(now time.Time, t *task, o Outcome) Event {
 	ev := Event{At: now, Group: t.g.id, Task: t.idOr(o.Task), Round: o.Round, Holder: o.Holder}
 	if o.Lost {
 		ev.Type = EvExpired
+		if o.Died != 0 && o.Died <= DiedAlone {
+			ev.Died, ev.Error = o.Died, o.Error // the history says which worker died
+		}
 		return ev
 	}
 	if o.OK {

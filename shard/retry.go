@@ -99,7 +99,7 @@ func (s *Shard) applyRetried(g *group, e *Event) {
 		t := g.tasks[i]
 		t.addEvent(taskEvent{typ: EvRetried, at: stampOf(e.At), round: t.round, note: noteOf("", e.By)})
 		t.err, t.result, t.finished, t.notBefore = "", nil, 0, 0
-		t.retried = t.attempt
+		t.retried, t.crash = t.attempt, 0
 		s.setState(t, Pending)
 	}
 	for _, i := range set {

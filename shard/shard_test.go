@@ -59,6 +59,21 @@ func (o *owner) lease(n int, holder string) []TaskID {
 	return ids
 }
 
+// died reports that the external worker holding id's lease died (d 0: a
+// lease handed back without a death).
+func (o *owner) died(id TaskID, holder string, d Death) {
+	o.tb.Helper()
+	v, err := o.s.Task(id)
+	if err != nil {
+		o.tb.Fatal(err)
+	}
+	ev, err := o.s.Report(o.now, Outcome{Task: id, Round: v.Round, Holder: holder, Lost: true, Died: d})
+	if err != nil {
+		o.tb.Fatal(err)
+	}
+	o.commit(ev)
+}
+
 func (o *owner) report(id TaskID, holder string, ok bool, permanent bool) error {
 	v, err := o.s.Task(id)
 	if err != nil {
@@ -393,7 +408,9 @@ func runRandom(o *owner, r *rand.Rand, groups int) {
 		o.submit(spec)
 		for range 3 {
 			for _, id := range o.lease(1+r.IntN(4), "w") {
-				switch r.IntN(4) {
+				switch r.IntN(5) {
+				case 4: // its external worker died
+					o.died(id, "w", Death(r.IntN(3)))
 				case 0:
 					_ = o.report(id, "w", false, r.IntN(2) == 0)
 				case 1:
@@ -420,6 +437,11 @@ func assertSameState(t *testing.T, a, b *Shard) {
 			t.Fatalf("group %s differs:\n%+v\n%+v", id, ga, gb)
 		}
 		for _, tv := range ga.Tasks {
+			if sa, ka := a.Suspect(tv.ID); true {
+				if sb, kb := b.Suspect(tv.ID); sa != sb || ka != kb {
+					t.Fatalf("suspect %s: %v, %d strikes vs %v, %d", tv.ID, sa, ka, sb, kb)
+				}
+			}
 			ha, _ := a.TaskEvents(tv.ID)
 			hb, _ := b.TaskEvents(tv.ID)
 			if !reflect.DeepEqual(ha, hb) {
@@ -721,5 +743,68 @@ func TestReadyAtSubmit(t *testing.T) {
 		if got := o.s.ReadyLen(); got != want {
 			t.Errorf("%s (%v): %d READY after its submission; ReadyAtSubmit = %d", spec.ID, spec.Mode, got, want)
 		}
+	}
+}
+
+// A task whose external worker died holding its lease is a suspect, a
+// lone death is a strike, an outcome clears both, and a snapshot carries
+// them (as version 6; as 5, which older peers read, while no task has
+// any).
+func TestWorkerDeathMarks(t *testing.T) {
+	o := newOwner(t)
+	o.submit(GroupSpec{ID: "g", Mode: ModeParallel, Tasks: []TaskSpec{{Handler: "h"}}})
+	check := func(suspect bool, strikes int) {
+		t.Helper()
+		if s, k := o.s.Suspect("g.0"); s != suspect || k != strikes {
+			t.Fatalf("Suspect = %v, %d strikes; want %v, %d", s, k, suspect, strikes)
+		}
+		snap := o.s.Snapshot()
+		want := byte(5)
+		if suspect {
+			want = 6
+		}
+		if snap[0] != want {
+			t.Fatalf("snapshot version %d; want %d", snap[0], want)
+		}
+		replica, _ := New(DefaultConfig())
+		if err := replica.Restore(snap); err != nil {
+			t.Fatal(err)
+		}
+		assertSameState(t, o.s, replica)
+	}
+	lease := func() {
+		t.Helper()
+		if got := o.lease(1, "w"); len(got) != 1 || got[0] != "g.0" {
+			t.Fatalf("leased %v; want g.0", got)
+		}
+	}
+	check(false, 0)
+	lease()
+	o.died("g.0", "w", DiedWithOthers)
+	check(true, 0)
+	lease()
+	o.died("g.0", "w", DiedAlone)
+	check(true, 1)
+	lease()
+	o.died("g.0", "w", 0) // handed back, no death: no change
+	check(true, 1)
+	lease()
+	o.died("g.0", "w", DiedAlone)
+	check(true, 2)
+	lease()
+	if err := o.report("g.0", "w", false, true); err != nil {
+		t.Fatal(err)
+	}
+	check(false, 0)
+	o.submit(GroupSpec{ID: "s", Mode: ModeSingle, Tasks: []TaskSpec{{Handler: "h"}}})
+	id := TaskID("s.0")
+	for range maxStrikes + 3 {
+		if got := o.lease(1, "w"); len(got) != 1 || got[0] != id {
+			t.Fatalf("leased %v", got)
+		}
+		o.died(id, "w", DiedAlone)
+	}
+	if s, k := o.s.Suspect(id); !s || k != maxStrikes {
+		t.Errorf("after %d lone deaths: %v, %d strikes; want a suspect with %d (saturated)", maxStrikes+3, s, k, maxStrikes)
 	}
 }

@@ -9,9 +9,11 @@ import (
 // snapshotVersion 2 adds the schedules after the finished groups, 3 the
 // audit trail after them, 4 the group and task spec extensions (codec
 // version 2) and each group's webhook state after its tasks, and 5 each
-// group's retry keys and its tasks' retry marks after the webhook state;
-// versions 1 to 4 are still read.
-const snapshotVersion = 5
+// group's retry keys and its tasks' retry marks after the webhook state,
+// 6 the tasks an external worker died running (Event.Died) after the
+// audit trail; versions 1 to 5 are still read. A snapshot with no such
+// task is written as version 5, which a peer that predates 6 reads.
+const snapshotVersion = 6
 
 // Snapshot encodes the folded state (not the leader-local state) so that
 // Restore on another replica, or after a restart, rebuilds exactly the same
@@ -33,7 +35,7 @@ func (s *Shard) SnapshotGrown(grown int) []byte {
 // encodes many partitions in turn (a digest of each) reuses one buffer.
 func (s *Shard) AppendSnapshot(dst []byte) []byte {
 	start := len(dst)
-	dst = append(dst, snapshotVersion)
+	dst = append(dst, snapshotVersion-1)
 	dst = binary.AppendUvarint(dst, s.seq)
 	ids := sortedGroupIDs(s.groups)
 	dst = binary.AppendUvarint(dst, uint64(len(ids)))
@@ -54,6 +56,10 @@ func (s *Shard) AppendSnapshot(dst []byte) []byte {
 	}
 	dst = s.appendSchedules(dst)
 	dst = appendAudit(dst, s.audit)
+	if crashed := s.crashed(ids); len(crashed) > 0 {
+		dst[start] = snapshotVersion
+		dst = appendCrashed(dst, crashed)
+	}
 	s.snapSize = len(dst) - start
 	return dst
 }
@@ -174,6 +180,9 @@ func DecodeSnapshot(p []byte) (*Restored, error) {
 	}
 	if p[0] >= 3 && d.Err() == nil {
 		r.audit = decodeAudit(&d)
+	}
+	if p[0] >= 6 && d.Err() == nil {
+		decodeCrashed(&d, r.groups)
 	}
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("shard: restore: %w", err)
@@ -349,5 +358,56 @@ func decodeRetryState(d *Decoder, g *group) {
 		if t.retried > t.attempt {
 			d.Fail("task %s retried at attempt %d of %d", t.id(), t.retried, t.attempt)
 		}
+	}
+}
+
+// crashed returns the tasks of groups ids (in that order) that an
+// external worker died running since their last outcome (task.crash).
+func (s *Shard) crashed(ids []GroupID) []*task {
+	var out []*task
+	for _, id := range ids {
+		for _, t := range s.groups[id].tasks {
+			if t.crash != 0 {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
+// appendCrashed appends the crash marks of ts: n, then group, index and
+// mark of each.
+func appendCrashed(dst []byte, ts []*task) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(ts)))
+	for _, t := range ts {
+		dst = AppendString(dst, string(t.g.id))
+		dst = binary.AppendUvarint(dst, uint64(t.idx))
+		dst = append(dst, t.crash)
+	}
+	return dst
+}
+
+// decodeCrashed reads appendCrashed's marks into the tasks of groups.
+func decodeCrashed(d *Decoder, groups map[GroupID]*group) {
+	for range d.Count(3) {
+		id := GroupID(d.String())
+		idx := d.Uvarint()
+		crash := d.Byte()
+		if !d.Field("crashed") {
+			return
+		}
+		g := groups[id]
+		switch {
+		case g == nil:
+			d.Fail("crash mark of group %s, not in the snapshot", id)
+		case idx >= uint64(len(g.tasks)):
+			d.Fail("crash mark of task %d of group %s of %d tasks", idx, id, len(g.tasks))
+		case crash&1 == 0 || crash>>1 > maxStrikes:
+			d.Fail("crash mark %#x of task %s: not a suspect's", crash, g.tasks[idx].id())
+		default:
+			g.tasks[idx].crash = crash
+			continue
+		}
+		return
 	}
 }

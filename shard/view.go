@@ -245,3 +245,15 @@ func BroadcastWorker(ts *TaskSpec) string {
 	}
 	return ts.Name
 }
+
+// Suspect reports whether an external worker died running task id since
+// its last outcome, and how many died running it alone (Event.Died): the
+// runtime hands a suspect to a worker alone, and fails it at a limit of
+// strikes.
+func (s *Shard) Suspect(id TaskID) (suspect bool, strikes int) {
+	t, err := s.lookup(id)
+	if err != nil {
+		return false, 0
+	}
+	return t.crash&1 != 0, int(t.crash >> 1)
+}

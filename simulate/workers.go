@@ -320,13 +320,18 @@ func (h *simHub) sweep() {
 		}
 		h.declared[w] = true
 		changed = true
-		for _, l := range h.heldBy(w) {
+		held := h.heldBy(w)
+		died := shard.DiedWithOthers // the task is a suspect
+		if len(held) == 1 {
+			died = shard.DiedAlone // and a strike against it
+		}
+		for _, l := range held {
 			h.lose(l)
 			if l.run.Worker != "" {
 				_ = h.nd.n.Report(h.pinnedFailed(l.run.Task, l.run.Round, w.id))
 				continue
 			}
-			_ = h.nd.n.Report(shard.Outcome{Task: l.run.Task, Round: l.run.Round, Lost: true,
+			_ = h.nd.n.Report(shard.Outcome{Task: l.run.Task, Round: l.run.Round, Lost: true, Died: died,
 				Error: fmt.Sprintf("worker %s lost: no poll or heartbeat for %v", w.id, workerTTL)})
 		}
 	}
