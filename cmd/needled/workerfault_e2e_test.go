@@ -32,6 +32,7 @@ func TestWorkerProcessFaults(t *testing.T) {
 	t.Run("kill9", func(t *testing.T) { killWorkerMidRun(t, c, addrs, ttl) })
 	t.Run("stopped", func(t *testing.T) { stoppedWorkerLate(t, c, addrs) })
 	t.Run("scheduled", func(t *testing.T) { scheduledToWorkers(t, c, addrs) })
+	t.Run("poison", func(t *testing.T) { poisonKillsWorkers(t, c, addrs) })
 }
 
 // scheduledToWorkers: a schedule broadcasting to the workers of a handler

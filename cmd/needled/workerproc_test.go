@@ -48,8 +48,9 @@ type workerEvent struct {
 
 // workerPayload is the payload of the tasks of the test workers' handler.
 type workerPayload struct {
-	MS     int `json:"ms"`      // how long a client.Worker runs it
-	HoldMS int `json:"hold_ms"` // how long a once worker holds it
+	MS     int  `json:"ms"`      // how long a client.Worker runs it
+	HoldMS int  `json:"hold_ms"` // how long a once worker holds it
+	Crash  bool `json:"crash"`   // the handler kills its worker process
 }
 
 func TestMain(m *testing.M) {
@@ -83,6 +84,9 @@ func serveTestWorker(url string) error {
 				var p workerPayload
 				if err := json.Unmarshal(t.Payload, &p); err != nil {
 					return nil, client.Permanent(err)
+				}
+				if p.Crash {
+					os.Exit(3) // as a segfault or the OOM killer would end it
 				}
 				select { // the work
 				case <-time.After(time.Duration(p.MS) * time.Millisecond):
