@@ -23,11 +23,21 @@ type userMetrics struct {
 	httpRequests    *prometheus.CounterVec
 	httpSeconds     *prometheus.HistogramVec
 	oldestReady     *prometheus.GaugeVec
+	workerDeaths    *prometheus.CounterVec
+	crashLimit      prometheus.Counter
 	// readySeen are the handler label values of oldestReady: the
 	// registered handlers, then those of READY tasks seen (at most
 	// maxReadySeries; the rest are "other"). A handler's series stays, at
 	// 0, once its queue is empty.
 	readySeen map[string]bool
+}
+
+// workerHeld are the values of needle_worker_deaths_total's held label.
+var workerHeld = []string{"none", "one", "several"}
+
+// workerDied counts a dead external worker that held held leases.
+func (u *userMetrics) workerDied(held int) {
+	u.workerDeaths.WithLabelValues(workerHeld[min(held, 2)]).Inc()
 }
 
 // maxReadySeries bounds needle_ready_oldest_seconds's handler series: the
@@ -49,9 +59,17 @@ func newUserMetrics(reg *prometheus.Registry, handlers []string) *userMetrics {
 		oldestReady: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "needle_ready_oldest_seconds",
 			Help: "Age of the oldest READY task per handler (since it became READY), in the partitions this peer owns; 0 when none waits. The mesh's is the max over its peers."},
 			[]string{"handler"}),
+		workerDeaths: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "needle_worker_deaths_total",
+			Help: "External workers this peer found dead (no poll or heartbeat for --worker-ttl), by the tasks they held: none, one (a strike against it), several."},
+			[]string{"held"}),
+		crashLimit: prometheus.NewCounter(prometheus.CounterOpts{Name: "needle_worker_crash_limit_total",
+			Help: "Tasks this peer failed for good because --worker-crash-limit workers in a row died running them alone."}),
 		readySeen: map[string]bool{},
 	}
-	reg.MustRegister(u.handlerOutcomes, u.submitted, u.httpRequests, u.httpSeconds, u.oldestReady)
+	reg.MustRegister(u.handlerOutcomes, u.submitted, u.httpRequests, u.httpSeconds, u.oldestReady, u.workerDeaths, u.crashLimit)
+	for _, h := range workerHeld {
+		u.workerDeaths.WithLabelValues(h)
+	}
 	for _, h := range handlers {
 		for _, r := range handlerResults {
 			u.handlerOutcomes.WithLabelValues(h, r)

@@ -55,6 +55,7 @@ func (h *hub) lostWith(w string, ls []*xlease, held int) []shard.Outcome {
 					r.Strikes+1, w, h.p.ID(), h.crashLimit)}
 			h.p.log.Warn("task failed: its workers died running it", "task", r.Task, "handler", r.Handler,
 				"worker", w, "strikes", r.Strikes+1)
+			h.p.metrics.user.crashLimit.Inc()
 		}
 	}
 	return outs

@@ -42,8 +42,14 @@ func TestWorkerCrashLimitFailsTheTask(t *testing.T) {
 	if got := poll(t, c, "w4", `"crash"`, 1, "500ms"); len(got) != 0 {
 		t.Errorf("poll after the failure = %+v; want nothing", got)
 	}
+	status, data := wcall(t, c, "GET", "/metrics", "")
+	for _, want := range []string{`needle_worker_deaths_total{held="one"} 3`, "needle_worker_crash_limit_total 1"} {
+		if status != 200 || !strings.Contains(string(data), want+"\n") {
+			t.Errorf("metrics = %d, without %q", status, want)
+		}
+	}
 	// Its events name each worker that died.
-	status, data := wcall(t, c, "GET", "/v1/tasks/"+id+"/events", "")
+	status, data = wcall(t, c, "GET", "/v1/tasks/"+id+"/events", "")
 	for _, w := range []string{"w1", "w2"} {
 		if status != 200 || !strings.Contains(string(data), "worker "+w+" on peer") || !strings.Contains(string(data), "died running it alone") {
 			t.Errorf("events = %d %s; want an expired event naming %s, dead running it alone", status, data, w)

@@ -59,6 +59,7 @@ func (h *hub) sweep(ctx context.Context, now time.Time) {
 			}
 			free = append(free, l)
 		}
+		h.p.metrics.user.workerDied(len(held))
 		// A pinned copy held beside a task counts: the task was not alone.
 		for i, o := range h.lostWith(id, free, len(held)) {
 			lost, lostHandlers = append(lost, o), append(lostHandlers, free[i].run.Handler)
