@@ -4,6 +4,7 @@ package client
 // sent: the wait as a duration string).
 type pollBody struct {
 	Worker   string   `json:"worker"`
+	Instance string   `json:"instance"`
 	Handlers []string `json:"handlers"`
 	Max      int      `json:"max"`
 	Wait     string   `json:"wait"`

@@ -125,7 +125,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	c := newConn(w.Client)
-	r := &run{w: w, c: c, handlers: slices.Sorted(maps.Keys(w.Handlers)),
+	r := &run{w: w, c: c, handlers: slices.Sorted(maps.Keys(w.Handlers)), instance: fmt.Sprintf("%016x", rand.Uint64()),
 		slots: make(chan struct{}, w.Concurrency+w.Prefetch), queue: make(chan api.WorkerTask, w.Concurrency+w.Prefetch),
 		rep: newReporter(w, c, 2*(w.Concurrency+w.Prefetch))}
 	reported := make(chan struct{})
@@ -162,6 +162,7 @@ type run struct {
 	w        *Worker
 	c        *conn
 	handlers []string      // sorted
+	instance string        // this Run's: a restart under the same ID is another
 	slots    chan struct{} // one token per task held (running or waiting to)
 	// queue holds the tasks polled and not started yet, for the
 	// Concurrency runners.
@@ -189,7 +190,7 @@ func (r *run) poll(ctx, hard context.Context) error {
 		// its loop and wait for its verdicts before answering with tasks,
 		// so the reporter sends them, beside the polls.
 		ans := api.PollResult{Tasks: make([]api.WorkerTask, 0, free)}
-		err := r.c.post(ctx, "/v1/workers/poll", pollBody{Worker: r.w.ID, Handlers: r.handlers, Max: free,
+		err := r.c.post(ctx, "/v1/workers/poll", pollBody{Worker: r.w.ID, Instance: r.instance, Handlers: r.handlers, Max: free,
 			Wait: r.w.PollWait.String(), Labels: r.w.Labels}, &ans)
 		if err == nil {
 			bo.reset()

@@ -83,6 +83,7 @@ type xworker struct {
 	// started or ended.
 	capacity int
 	polled   time.Time
+	instance string // PollRequest.Instance of its last poll that named one
 	// isolated counts the suspects it holds (it takes nothing else
 	// meanwhile); waitFor is the queued suspect it drains for.
 	isolated int
@@ -229,6 +230,14 @@ func (h *hub) Poll(ctx context.Context, req api.PollRequest) (api.PollResult, er
 	now := time.Now()
 	known := h.workers[req.Worker] != nil
 	w := h.worker(req.Worker, now)
+	var gone burial
+	if req.Instance != "" && req.Instance != w.instance {
+		if w.instance != "" {
+			// The worker restarted: its previous process holds nothing.
+			h.bury(w, &gone, fmt.Sprintf("it polls again as another instance (%s, was %s): its process restarted", req.Instance, w.instance), now)
+		}
+		w.instance = req.Instance
+	}
 	changed := !known || !slices.Equal(w.handlers, req.Handlers) || !maps.Equal(w.labels, labels)
 	w.handlers, w.labels, w.slots = slices.Clone(req.Handlers), labels, req.Max
 	changed = changed || w.capacity != req.Max+w.running || now.Sub(w.polled) >= standingFor
@@ -238,6 +247,7 @@ func (h *hub) Poll(ctx context.Context, req api.PollRequest) (api.PollResult, er
 	if len(q.got) > 0 || req.Wait <= 0 {
 		got := q.got
 		h.unlock()
+		gone.report(ctx, h)
 		if changed || len(got) > 0 {
 			h.demandChanged(ctx) // what the worker serves, or its free slots, changed
 		}
@@ -246,6 +256,7 @@ func (h *hub) Poll(ctx context.Context, req api.PollRequest) (api.PollResult, er
 	h.polls = append(h.polls, q)
 	w.polling++
 	h.unlock()
+	gone.report(ctx, h)
 	h.demandChanged(ctx)
 
 	timer := time.NewTimer(req.Wait)

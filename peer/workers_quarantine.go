@@ -35,20 +35,20 @@ import (
 const DefaultWorkerCrashLimit = 3
 
 // lostWith returns the outcome to report for each of the leases ls that
-// worker w held when it was found dead, holding held leases in all:
-// Lost with the death recorded (the task runs again, isolated), or, for
-// a task at the crash limit, a permanent failure. h.mu is held.
-func (h *hub) lostWith(w string, ls []*xlease, held int) []shard.Outcome {
+// worker w held when it was found dead (why), holding held leases in
+// all: Lost with the death recorded (the task runs again, isolated), or,
+// for a task at the crash limit, a permanent failure. h.mu is held.
+func (h *hub) lostWith(w string, ls []*xlease, held int, why string) []shard.Outcome {
 	outs := make([]shard.Outcome, len(ls))
 	for i, l := range ls {
 		r := &l.run
 		outs[i] = shard.Outcome{Task: r.Task, Round: r.Round, Lost: true, Died: shard.DiedWithOthers,
-			Error: fmt.Sprintf("worker %s on peer %s died running it and %d other tasks: no poll or heartbeat for %v", w, h.p.ID(), held-1, h.ttl)}
+			Error: fmt.Sprintf("worker %s on peer %s died running it and %d other tasks: %s", w, h.p.ID(), held-1, why)}
 		if held > 1 {
 			continue // any of them may have killed it
 		}
 		outs[i].Died = shard.DiedAlone
-		outs[i].Error = fmt.Sprintf("worker %s on peer %s died running it alone: no poll or heartbeat for %v", w, h.p.ID(), h.ttl)
+		outs[i].Error = fmt.Sprintf("worker %s on peer %s died running it alone: %s", w, h.p.ID(), why)
 		if h.crashLimit > 0 && r.Strikes+1 >= h.crashLimit {
 			outs[i] = shard.Outcome{Task: r.Task, Round: r.Round, Permanent: true,
 				Error: fmt.Sprintf("the task killed its workers: %d workers in a row died running it alone, the last %s on peer %s (--worker-crash-limit %d); it runs no more",

@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -237,5 +238,57 @@ func TestWorkerCrashesCountAcrossPeers(t *testing.T) {
 	v, err := peers[0].c.GetTask(t.Context(), id, 20*time.Second)
 	if err != nil || v.State != "FAILED" || v.Error == nil || !strings.Contains(*v.Error, "3 workers in a row died running it alone, the last w3") {
 		t.Fatalf("task = %+v, %v; want FAILED, having killed w1, w2 and w3", v, err)
+	}
+}
+
+// A worker that polls under the same id as another instance restarted:
+// the tasks its previous process held run again at once (its death
+// recorded with them), not after --worker-ttl or their timeouts; a poll
+// naming no instance, or the same one, changes nothing.
+func TestWorkerRestartedInstance(t *testing.T) {
+	_, c := startPeerWith(t, Config{WorkerTTL: time.Hour})
+	id := submitTask(t, c, `{"handler": "h", "payload": 1}`)
+	pollAs := func(instance string, max int, wait string) []api.WorkerTask {
+		t.Helper()
+		body := `{"worker": "w", "instance": "` + instance + `", "handlers": ["h"], "max": ` + itoa(max) + `, "wait": "` + wait + `"}`
+		status, data := wcall(t, c, "POST", "/v1/workers/poll", body)
+		if status != 200 {
+			t.Fatalf("poll = %d %s", status, data)
+		}
+		var res api.PollResult
+		if err := json.Unmarshal(data, &res); err != nil {
+			t.Fatal(err)
+		}
+		return res.Tasks
+	}
+	first := pollAs("a", 1, "10s")
+	if len(first) != 1 || first[0].ID != id {
+		t.Fatalf("poll of instance a = %+v; want %s", first, id)
+	}
+	if got := pollAs("a", 1, "100ms"); len(got) != 0 {
+		t.Fatalf("second poll of instance a = %+v; want nothing (it holds the task)", got)
+	}
+	if got := pollAs("", 1, "100ms"); len(got) != 0 {
+		t.Fatalf("poll naming no instance = %+v; want nothing (it holds the task)", got)
+	}
+	var again []api.WorkerTask
+	waitUntil(t, func() bool {
+		again = pollAs("b", 2, "1s")
+		return len(again) > 0
+	})
+	if len(again) != 1 || again[0].ID != id || again[0].Round != 2 {
+		t.Fatalf("poll of instance b = %+v; want %s in round 2", again, id)
+	}
+	status, data := wcall(t, c, "POST", "/v1/leases/"+first[0].Lease+"/complete", `{"result": 1}`)
+	if status != 409 || errCode(data) != api.CodeLeaseLost {
+		t.Errorf("complete of instance a's lease = %d %s; want 409 lease_lost", status, data)
+	}
+	_, evs := wcall(t, c, "GET", "/v1/tasks/"+id+"/events", "")
+	if !strings.Contains(string(evs), "polls again as another instance") {
+		t.Errorf("events = %s; want the expiry to say the worker restarted", evs)
+	}
+	complete(t, c, again[0].Lease)
+	if v, err := c.GetTask(t.Context(), id, 10*time.Second); err != nil || v.State != "SUCCEEDED" || v.Attempt != 1 {
+		t.Errorf("task = %+v, %v; want SUCCEEDED at its first attempt", v, err)
 	}
 }

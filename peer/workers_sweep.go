@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/needle-mesh/needle/node"
@@ -33,8 +34,7 @@ func (h *hub) expire(ctx context.Context, l *xlease, now time.Time) {
 // serves, and forgets old finished leases.
 func (h *hub) sweep(ctx context.Context, now time.Time) {
 	var timedOut []*xlease
-	var lost []shard.Outcome
-	var lostHandlers []string
+	var lost burial
 	var back, pinned []node.Run
 	died := false
 	h.mu.Lock()
@@ -45,25 +45,7 @@ func (h *hub) sweep(ctx context.Context, now time.Time) {
 		}
 		delete(h.workers, id)
 		died = true
-		var held, free []*xlease
-		for _, l := range h.byTask {
-			if l.worker == id && l.state == leaseHeld {
-				held = append(held, l)
-			}
-		}
-		for _, l := range held {
-			h.lose(l, now)
-			if l.run.Worker != "" {
-				pinned = append(pinned, l.run)
-				continue
-			}
-			free = append(free, l)
-		}
-		h.p.metrics.user.workerDied(len(held))
-		// A pinned copy held beside a task counts: the task was not alone.
-		for i, o := range h.lostWith(id, free, len(held)) {
-			lost, lostHandlers = append(lost, o), append(lostHandlers, free[i].run.Handler)
-		}
+		h.bury(w, &lost, fmt.Sprintf("no poll or heartbeat for %v", h.ttl), now)
 	}
 	for _, l := range h.byTask {
 		if l.state == leaseHeld && now.After(l.deadline) {
@@ -103,9 +85,7 @@ func (h *hub) sweep(ctx context.Context, now time.Time) {
 	if died || standing {
 		h.demandChanged(ctx) // the mesh learns it serves no more; free slots lapse (standingFor)
 	}
-	for i, o := range lost {
-		_ = h.report(ctx, o, lostHandlers[i])
-	}
+	lost.report(ctx, h)
 	for _, l := range timedOut {
 		_ = h.report(ctx, shard.Outcome{Task: l.run.Task, Round: l.run.Round, TimedOut: true, Took: l.run.Timeout,
 			Error: fmt.Sprintf("timed out after %v: the worker %s reported no outcome", l.run.Timeout, l.worker)}, l.run.Handler)
@@ -116,6 +96,53 @@ func (h *hub) sweep(ctx context.Context, now time.Time) {
 	}
 	for i := range pinned {
 		_ = h.report(ctx, h.pinnedFailed(&pinned[i]), pinned[i].Handler)
+	}
+}
+
+// burial holds the outcomes to report for the leases of dead workers.
+type burial struct {
+	outs     []shard.Outcome
+	handlers []string
+}
+
+// bury ends the leases worker w held: it is dead (silent for the TTL), or
+// its process is (it polls as another instance). b gets the outcome to
+// report for each: its death recorded with the task (lostWith), or the
+// failed attempt of a copy pinned to it; why says how it was found dead.
+// h.mu is held.
+func (h *hub) bury(w *xworker, b *burial, why string, now time.Time) {
+	var held, free []*xlease
+	for _, l := range h.byTask {
+		if l.worker == w.id && l.state == leaseHeld {
+			held = append(held, l)
+		}
+	}
+	slices.SortFunc(held, func(a, b *xlease) int { return strings.Compare(string(a.run.Task), string(b.run.Task)) })
+	for _, l := range held {
+		h.lose(l, now)
+		if l.run.Worker != "" {
+			b.outs, b.handlers = append(b.outs, h.pinnedFailed(&l.run)), append(b.handlers, l.run.Handler)
+			continue
+		}
+		free = append(free, l)
+	}
+	h.p.metrics.user.workerDied(len(held))
+	// A pinned copy held beside a task counts: the task was not alone.
+	for i, o := range h.lostWith(w.id, free, len(held), why) {
+		b.outs, b.handlers = append(b.outs, o), append(b.handlers, free[i].run.Handler)
+	}
+}
+
+// report hands the node the outcomes of b (h.mu is not held), even if ctx
+// (a poll's) ends first: the leases are over here already.
+func (b *burial) report(ctx context.Context, h *hub) {
+	if len(b.outs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
+	defer cancel()
+	for i, o := range b.outs {
+		_ = h.report(ctx, o, b.handlers[i])
 	}
 }
 

@@ -268,6 +268,7 @@ func TestWorkerBadInput(t *testing.T) {
 		{"wait bad", "/v1/workers/poll", `{"worker": "w", "handlers": ["a"], "wait": "soon"}`, 400, "wait"},
 		{"unknown field", "/v1/workers/poll", `{"worker": "w", "handlers": ["a"], "slots": 3}`, 400, "slots"},
 		{"no worker", "/v1/workers/poll", `{"handlers": ["a"]}`, 400, "worker"},
+		{"bad instance", "/v1/workers/poll", `{"worker": "w", "instance": "a\u0001", "handlers": ["a"]}`, 400, "instance"},
 		{"bad label", "/v1/workers/poll", `{"worker": "w", "handlers": ["a"], "labels": ["zone"]}`, 400, "labels[0]"},
 		{"unknown lease", "/v1/leases/00112233445566778899aabbccddeeff/complete", `{"result": 1}`, 404, ""},
 		{"malformed lease", "/v1/leases/not-a-lease/complete", `{"result": 1}`, 400, "lease"},

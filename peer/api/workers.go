@@ -37,7 +37,11 @@ const CodeLeaseLost = "lease_lost"
 
 // PollRequest is the body of POST /v1/workers/poll.
 type PollRequest struct {
-	Worker   string        // the worker's id, chosen by the worker
+	Worker string // the worker's id, chosen by the worker
+	// Instance names the worker's process (optional, new at each start):
+	// a poll under the same id from another instance says the previous
+	// one is gone, and its leases are handed back at once.
+	Instance string
 	Handlers []string      // the handlers it serves
 	Max      int           // tasks it takes at most, 1..1000
 	Wait     time.Duration // how long to wait for one, 0..5m
@@ -50,6 +54,7 @@ type PollRequest struct {
 // pollBody is PollRequest on the wire.
 type pollBody struct {
 	Worker   string          `json:"worker"`
+	Instance string          `json:"instance"`
 	Handlers []string        `json:"handlers"`
 	Max      *int            `json:"max"`
 	Wait     *string         `json:"wait"`
@@ -243,12 +248,14 @@ func DecodePoll(data []byte) (PollRequest, error) {
 	if err := decodeStrict(data, &b, ""); err != nil {
 		return PollRequest{}, err
 	}
-	req := PollRequest{Worker: b.Worker, Handlers: b.Handlers, Labels: b.Labels, Max: 1, Wait: 0}
+	req := PollRequest{Worker: b.Worker, Instance: b.Instance, Handlers: b.Handlers, Labels: b.Labels, Max: 1, Wait: 0}
 	switch {
 	case b.Worker == "":
 		return req, fieldErr("worker", "required: an id the worker picks")
 	case len(b.Worker) > maxWorkerIDLen || !printable(b.Worker):
 		return req, fieldErr("worker", "want at most %d printable bytes", maxWorkerIDLen)
+	case len(b.Instance) > maxWorkerIDLen || !printable(b.Instance):
+		return req, fieldErr("instance", "want at most %d printable bytes", maxWorkerIDLen)
 	case b.Handlers == nil:
 		return req, fieldErr("handlers", "required: the handlers this worker serves")
 	case len(b.Handlers) == 0:

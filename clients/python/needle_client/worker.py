@@ -190,6 +190,9 @@ class Worker:
         self.prefetch = prefetch
         self.labels = list(labels)
         self.id = id or "%s-%d-%s" % (socket.gethostname(), os.getpid(), uuid.uuid4().hex[:4])
+        # A restart under the same id is another instance: the peer hands
+        # the previous one's tasks back at once (docs/api.md, Workers).
+        self._instance = uuid.uuid4().hex[:16]
         self.poll_wait = poll_wait
         self.heartbeat = heartbeat
         self.stop_grace = stop_grace
@@ -263,7 +266,8 @@ class Worker:
 
     def _poll_loop(self):
         bo = _Backoff(self.backoff_min, self.backoff_max)
-        body = {"worker": self.id, "handlers": sorted(self.handlers), "wait": "%dms" % round(self.poll_wait * 1000)}
+        body = {"worker": self.id, "instance": self._instance, "handlers": sorted(self.handlers),
+                "wait": "%dms" % round(self.poll_wait * 1000)}
         if self.labels:
             body["labels"] = self.labels
         while not self._stop.is_set():
