@@ -231,9 +231,8 @@ type Grant struct {
 	// pinned to (Run.Worker). Sent after the requires, one per grant; ""
 	// from an older peer.
 	Worker string
-	// Suspect and Strikes are Run's: an external worker died running the
-	// task. Sent after the workers, one byte per grant (strikes x 2, + 1
-	// for a suspect); none from an older peer.
-	Suspect bool
-	Strikes int
+	// Deaths are Run's: external workers that died running the task.
+	// Sent after the workers, one byte per grant (shard.Deaths.Mark);
+	// none from an older peer.
+	Deaths shard.Deaths
 }

@@ -85,12 +85,11 @@ type Run struct {
 	// Worker is set on a copy of a broadcast to external workers: the only
 	// worker (polling this peer) that may take it (shard.BroadcastWorker).
 	Worker string
-	// Suspect says an external worker died running the task since its
-	// last outcome, and Strikes how many died running it alone
-	// (shard.Shard.Suspect): the runtime hands it to a worker alone, and
-	// fails it at its limit of strikes.
-	Suspect bool
-	Strikes int
+	// Deaths are the external workers that died running the task since
+	// its last outcome (shard.Shard.Deaths): the runtime hands a task they
+	// keep dying with to a worker alone, and fails it at a limit of lone
+	// deaths.
+	Deaths shard.Deaths
 }
 
 // RunRef names one run: a task and the lease round it runs in. A task can

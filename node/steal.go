@@ -444,11 +444,10 @@ func (n *Node) grantApplied(p *partition, e *shard.Event) {
 // grantOf is the grant of lease e of p, a task of spec.
 func (n *Node) grantOf(p *partition, e *shard.Event, spec *shard.TaskSpec) Grant {
 	si, sn := p.shard.BroadcastShard(e.Task)
-	suspect, strikes := p.shard.Suspect(e.Task)
 	return Grant{Task: e.Task, Round: e.Round, Expiry: e.Expiry,
 		Handler: spec.Handler, Payload: p.shard.Payload(e.Task), Timeout: p.shard.Timeout(spec),
 		Inputs: rawInputs(p.shard.Inputs(e.Task)), Attempt: p.shard.Attempts(e.Task), Trace: p.shard.Trace(e.Task),
-		Shard: si, Shards: sn, Require: spec.Require, Worker: p.shard.BroadcastWorker(e.Task), Suspect: suspect, Strikes: strikes}
+		Shard: si, Shards: sn, Require: spec.Require, Worker: p.shard.BroadcastWorker(e.Task), Deaths: p.shard.Deaths(e.Task)}
 }
 
 // flushGrants sends the grants (and refusals) of this Ready. A grant

@@ -110,7 +110,7 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 		// Appended: each grant's crash mark.
 		dst = binary.AppendUvarint(dst, uint64(len(m.Grants)))
 		for _, g := range m.Grants {
-			dst = append(dst, crashMark(g.Suspect, g.Strikes))
+			dst = append(dst, g.Deaths.Mark())
 		}
 	case MsgReplicaAsk:
 		dst = binary.AppendUvarint(dst, uint64(len(m.Asks)))
@@ -543,16 +543,6 @@ func decodeRequires(d *shard.Decoder, grants []Grant) {
 	}
 }
 
-// crashMark is a grant's Suspect and Strikes in one byte (strikes x 2,
-// + 1 for a suspect; strikes bounded by shard's 127).
-func crashMark(suspect bool, strikes int) byte {
-	b := byte(min(max(strikes, 0), 127)) << 1
-	if suspect {
-		b |= 1
-	}
-	return b
-}
-
 // decodeCrashMarks reads the grants' crash marks, appended after their
 // workers.
 func decodeCrashMarks(d *shard.Decoder, grants []Grant) {
@@ -561,8 +551,7 @@ func decodeCrashMarks(d *shard.Decoder, grants []Grant) {
 		return
 	}
 	for i := range grants {
-		b := d.Byte()
-		grants[i].Suspect, grants[i].Strikes = b&1 != 0, int(b>>1)
+		grants[i].Deaths = shard.DeathsOf(d.Byte())
 	}
 }
 

@@ -42,7 +42,7 @@ func wireSamples() []Message {
 		{Type: MsgGrant, From: "f", Load: Load{Ready: 10}, Grants: []Grant{{Task: "g.3", Round: 1,
 			Expiry: time.Unix(1_700_000_000, 5).UTC(), Handler: "echo", Payload: []byte("1"), Timeout: time.Second, Attempt: 2,
 			Trace: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Shard: 1, Shards: 3, Require: []string{"zone=a"}, Worker: "resizer-1"},
-			{Task: "g.4", Round: 1, Handler: "sum", Timeout: time.Second, Suspect: true, Strikes: 2,
+			{Task: "g.4", Round: 1, Handler: "sum", Timeout: time.Second, Deaths: shard.Deaths{Shared: 1, Alone: 2},
 				Inputs: map[string]json.RawMessage{"b": json.RawMessage(`[1,2]`), "a": json.RawMessage(`"x"`)}}}, Holder: "t#7"},
 		{Type: MsgGrant, From: "f", Load: Load{Ready: 1}, Grants: []Grant{{Task: "g.5", Round: 2, Handler: "echo"}}}, // from an older peer: no holder
 		{Type: MsgGrant, From: "f", Refused: true},
@@ -190,7 +190,7 @@ func grantRequires(gs []Grant) []byte {
 func grantCrashMarks(gs []Grant) []byte {
 	b := binary.AppendUvarint(nil, uint64(len(gs)))
 	for _, g := range gs {
-		b = append(b, crashMark(g.Suspect, g.Strikes))
+		b = append(b, g.Deaths.Mark())
 	}
 	return b
 }

@@ -15,14 +15,15 @@ import (
 // without end, taking every task running beside it down too. The hub
 // cannot tell which of a dead worker's leases killed it, so the death is
 // recorded with each of them (Outcome.Died, in the task's partition log:
-// mesh-wide, whichever peer's workers run it next), and the tasks it
-// marks run again isolated: a suspect (Run.Suspect) is handed only to a
-// worker that holds nothing else, and that worker gets nothing else
-// until the suspect ends. A worker that dies holding a single lease is a
-// strike against that task (Run.Strikes); the death that would make
-// --worker-crash-limit strikes in a row fails the task for good instead
-// of handing it back. An outcome clears both marks: the task ran to an
-// end in a worker that survived it.
+// mesh-wide, whichever peer's workers run it next; Run.Deaths). One
+// death is no evidence (hosts fail, deploys kill), and the task runs
+// again as any other, at once. A task that two workers died running is
+// a suspect: it is handed only to a worker that holds nothing else, and
+// that worker gets nothing else until the suspect ends. A worker that
+// dies holding a single lease is a strike against that task
+// (Deaths.Alone); the death that would make --worker-crash-limit strikes
+// fails the task for good instead of handing it back. An outcome clears
+// the count: the task ran to an end in a worker that survived it.
 //
 // A busy worker never holds nothing, so the first worker whose poll
 // meets a queued suspect while it holds leases reserves it: it takes
@@ -33,6 +34,10 @@ import (
 // DefaultWorkerCrashLimit is how many workers in a row may die running a
 // task alone before it fails for good.
 const DefaultWorkerCrashLimit = 3
+
+// isolateAfter is the number of worker deaths that makes a task a
+// suspect, handed to a worker alone.
+const isolateAfter = 2
 
 // lostWith returns the outcome to report for each of the leases ls that
 // worker w held when it was found dead (why), holding held leases in
@@ -49,12 +54,12 @@ func (h *hub) lostWith(w string, ls []*xlease, held int, why string) []shard.Out
 		}
 		outs[i].Died = shard.DiedAlone
 		outs[i].Error = fmt.Sprintf("worker %s on peer %s died running it alone: %s", w, h.p.ID(), why)
-		if h.crashLimit > 0 && r.Strikes+1 >= h.crashLimit {
+		if strikes := r.Deaths.Alone + 1; h.crashLimit > 0 && strikes >= h.crashLimit {
 			outs[i] = shard.Outcome{Task: r.Task, Round: r.Round, Permanent: true,
-				Error: fmt.Sprintf("the task killed its workers: %d workers in a row died running it alone, the last %s on peer %s (--worker-crash-limit %d); it runs no more",
-					r.Strikes+1, w, h.p.ID(), h.crashLimit)}
+				Error: fmt.Sprintf("the task killed its workers: %d workers died running it alone (and %d beside other tasks), the last %s on peer %s (--worker-crash-limit %d); it runs no more",
+					strikes, r.Deaths.Shared, w, h.p.ID(), h.crashLimit)}
 			h.p.log.Warn("task failed: its workers died running it", "task", r.Task, "handler", r.Handler,
-				"worker", w, "strikes", r.Strikes+1)
+				"worker", w, "strikes", strikes, "shared", r.Deaths.Shared)
 			h.p.metrics.user.crashLimit.Inc()
 		}
 	}
@@ -159,7 +164,7 @@ func (h *hub) fillPolls(now time.Time, pick func(*xpoll) bool) {
 // runOf returns the queued form of a run leased to this peer: isolated
 // if its task is a suspect (and the limit is on).
 func (h *hub) runOf(r node.Run, now time.Time) *xrun {
-	return &xrun{run: r, at: now, suspect: r.Suspect && r.Worker == "" && h.crashLimit > 0}
+	return &xrun{run: r, at: now, suspect: r.Deaths.Total() >= isolateAfter && r.Worker == "" && h.crashLimit > 0}
 }
 
 // unlock releases h.mu, first refilling the waiting polls of workers

@@ -36,7 +36,7 @@ func TestWorkerCrashLimitFailsTheTask(t *testing.T) {
 	if err != nil || v.State != "FAILED" || v.Error == nil || v.Round != DefaultWorkerCrashLimit || v.Attempt != 1 {
 		t.Fatalf("task = %+v, %v; want FAILED in round %d after one attempt", v, err, DefaultWorkerCrashLimit)
 	}
-	if !strings.Contains(*v.Error, "killed its workers") || !strings.Contains(*v.Error, "3 workers in a row died running it alone, the last w3") {
+	if !strings.Contains(*v.Error, "killed its workers") || !strings.Contains(*v.Error, "3 workers died running it alone (and 0 beside other tasks), the last w3") {
 		t.Errorf("error = %q; want it to say the task killed 3 workers, the last w3", *v.Error)
 	}
 	// It runs no more, though it had attempts left.
@@ -72,22 +72,27 @@ func TestWorkerCrashLimitFailsTheTask(t *testing.T) {
 	}
 }
 
-// The tasks a dead worker held run again one to a worker, each alone:
-// the one that killed it kills its next workers alone and fails, and the
-// others, whose workers live, succeed after one attempt each.
+// The tasks a dead worker held run again at once, as any other: one death
+// is no evidence. Tasks that two workers died running run again one to a
+// worker, each alone: the one that killed them kills its next workers
+// alone and fails, and the others, whose workers live, succeed after one
+// attempt each.
 func TestWorkerDeadWorkersTasksRunIsolated(t *testing.T) {
 	_, c := startPeerWith(t, Config{WorkerTTL: 300 * time.Millisecond})
 	poison := submitTask(t, c, `{"handler": "crash", "payload": "poison"}`)
 	ids := []string{submitTask(t, c, `{"handler": "crash", "payload": "a"}`), poison, submitTask(t, c, `{"handler": "crash", "payload": "b"}`)}
-	var held []string
-	waitUntil(t, func() bool {
-		for _, tk := range poll(t, c, "w0", `"crash"`, 3-len(held), "100ms") {
-			held = append(held, tk.ID)
-		}
-		return len(held) == 3
-	})
-	// w0 dies holding all three: none is known to be the one.
-	deaths, worker, done := 0, 1, 0
+	// w0 dies holding all three (none is known to be the one), and so
+	// does w1, which takes all three again.
+	for _, w := range []string{"w0", "w1"} {
+		var held []string
+		waitUntil(t, func() bool {
+			for _, tk := range poll(t, c, w, `"crash"`, 3-len(held), "100ms") {
+				held = append(held, tk.ID)
+			}
+			return len(held) == 3
+		})
+	}
+	deaths, worker, done := 0, 2, 0
 	for deaths < DefaultWorkerCrashLimit || done < 2 {
 		w := "w" + itoa(worker)
 		got := poll(t, c, w, `"crash"`, 3, "20s")
@@ -139,14 +144,25 @@ func TestWorkerDrainsForASuspect(t *testing.T) {
 	if first[0].ID != suspect {
 		t.Fatalf("poll of dies = %+v; want %s", first, suspect)
 	}
-	// dies dies; its task comes back to this peer in round 2, for busy's
-	// free slot, but busy gets nothing while it holds its own task.
+	// dies dies, and so does dies2, which takes it next: it comes back to
+	// this peer in round 3, for busy's free slot, but busy gets nothing
+	// while it holds its own task.
+	waitUntil(t, func() bool {
+		if status, data := wcall(t, c, "POST", "/v1/leases/"+longLease+"/heartbeat", ""); status != 200 {
+			t.Fatalf("heartbeat of busy = %d %s", status, data) // busy lives
+		}
+		second := poll(t, c, "dies2", `"h"`, 1, "100ms")
+		if len(second) > 0 && (second[0].ID != suspect || second[0].Round != 2) {
+			t.Fatalf("poll of dies2 = %+v; want %s in round 2", second, suspect)
+		}
+		return len(second) == 1
+	})
 	waitUntil(t, func() bool {
 		if more := poll(t, c, "busy", `"h"`, 1, "100ms"); len(more) != 0 {
 			t.Fatalf("poll of busy, holding %s = %+v; want nothing while it drains", long, more)
 		}
 		v, err := c.GetTask(t.Context(), suspect, 0)
-		return err == nil && v.Round == 2 && v.State == "RUNNING"
+		return err == nil && v.Round == 3 && v.State == "RUNNING"
 	})
 	if more := poll(t, c, "busy", `"h"`, 1, "200ms"); len(more) != 0 {
 		t.Fatalf("poll of busy, holding %s = %+v; want nothing while it drains", long, more)
@@ -165,8 +181,8 @@ func TestWorkerDrainsForASuspect(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the waiting poll of busy got nothing once it drained")
 	}
-	if len(alone) != 1 || alone[0].ID != suspect || alone[0].Round != 2 {
-		t.Fatalf("poll of busy once drained = %+v; want %s alone, round 2", alone, suspect)
+	if len(alone) != 1 || alone[0].ID != suspect || alone[0].Round != 3 {
+		t.Fatalf("poll of busy once drained = %+v; want %s alone, round 3", alone, suspect)
 	}
 	if more := poll(t, c, "busy", `"h"`, 1, "200ms"); len(more) != 0 {
 		t.Fatalf("poll of busy, running %s alone = %+v; want nothing", suspect, more)
@@ -236,7 +252,7 @@ func TestWorkerCrashesCountAcrossPeers(t *testing.T) {
 		// w dies.
 	}
 	v, err := peers[0].c.GetTask(t.Context(), id, 20*time.Second)
-	if err != nil || v.State != "FAILED" || v.Error == nil || !strings.Contains(*v.Error, "3 workers in a row died running it alone, the last w3") {
+	if err != nil || v.State != "FAILED" || v.Error == nil || !strings.Contains(*v.Error, "3 workers died running it alone (and 0 beside other tasks), the last w3") {
 		t.Fatalf("task = %+v, %v; want FAILED, having killed w1, w2 and w3", v, err)
 	}
 }

@@ -584,14 +584,15 @@ func (s *Shard) applyNotified(g *group, e *Event) {
 	}
 }
 
-// died records the death of the external worker that held t's lease
-// (Event.Died): t is a suspect, and a lone death is a strike.
+// died counts the death of the external worker that held t's lease
+// (Event.Died).
 func (t *task) died(d Death) {
-	switch {
-	case d == 0:
-		return
-	case d == DiedAlone && t.crash>>1 < maxStrikes:
-		t.crash += 2
+	n := DeathsOf(t.crash)
+	switch d {
+	case DiedWithOthers:
+		n.Shared++
+	case DiedAlone:
+		n.Alone++
 	}
-	t.crash |= 1
+	t.crash = n.Mark()
 }

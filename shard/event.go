@@ -77,8 +77,9 @@ type Event struct {
 
 // Death says that an expired lease ended with the death of the external
 // worker that held it, and whether it was the only lease that worker
-// held. The task becomes a suspect of killing its workers: it runs again
-// alone, and a lone death is a strike against it (peer/workers_quarantine.go).
+// held. The task keeps count (Deaths): a task that workers keep dying
+// with is handed to a worker alone, and a lone death is a strike against
+// it (peer/workers_quarantine.go).
 type Death uint8
 
 const (
@@ -86,5 +87,25 @@ const (
 	DiedAlone      Death = 2 // the worker held this lease alone: a strike
 )
 
-// maxStrikes bounds a task's count of lone deaths (it saturates).
-const maxStrikes = 127
+// Deaths counts the external workers that died running a task since its
+// last outcome: holding other leases too (Shared, counted up to 3) and
+// holding it alone (Alone, up to 63).
+type Deaths struct{ Shared, Alone int }
+
+// Bounds of Deaths: a count saturates.
+const (
+	maxShared = 3
+	maxAlone  = 63
+)
+
+// Total is the number of deaths.
+func (d Deaths) Total() int { return d.Shared + d.Alone }
+
+// Mark is d in one byte (Shared in the low two bits, Alone above), as
+// snapshots and grants carry it; counts are clamped to their bounds.
+func (d Deaths) Mark() byte {
+	return byte(min(max(d.Shared, 0), maxShared)) | byte(min(max(d.Alone, 0), maxAlone))<<2
+}
+
+// DeathsOf reads a Mark.
+func DeathsOf(mark byte) Deaths { return Deaths{Shared: int(mark & 3), Alone: int(mark >> 2)} }

@@ -124,9 +124,8 @@ type task struct {
 	item      int32 // TaskSpec.Item
 	state     State
 	plain     bool // its history is the plain one, not kept (see history.go)
-	// crash is 2 x the workers that died running it alone since its last
-	// outcome (strikes), + 1 if any worker died running it since then
-	// (it is a suspect). Event.Died.
+	// crash is the Deaths.Mark of the external workers that died running
+	// it since its last outcome (Event.Died).
 	crash uint8
 }
 

@@ -437,10 +437,8 @@ func assertSameState(t *testing.T, a, b *Shard) {
 			t.Fatalf("group %s differs:\n%+v\n%+v", id, ga, gb)
 		}
 		for _, tv := range ga.Tasks {
-			if sa, ka := a.Suspect(tv.ID); true {
-				if sb, kb := b.Suspect(tv.ID); sa != sb || ka != kb {
-					t.Fatalf("suspect %s: %v, %d strikes vs %v, %d", tv.ID, sa, ka, sb, kb)
-				}
+			if da, db := a.Deaths(tv.ID), b.Deaths(tv.ID); da != db {
+				t.Fatalf("deaths of %s: %+v vs %+v", tv.ID, da, db)
 			}
 			ha, _ := a.TaskEvents(tv.ID)
 			hb, _ := b.TaskEvents(tv.ID)
@@ -746,25 +744,25 @@ func TestReadyAtSubmit(t *testing.T) {
 	}
 }
 
-// A task whose external worker died holding its lease is a suspect, a
-// lone death is a strike, an outcome clears both, and a snapshot carries
-// them (as version 6; as 5, which older peers read, while no task has
-// any).
+// A task counts the external workers that died holding its lease, those
+// that held it alone apart; an outcome clears the count, and a snapshot
+// carries it (as version 6; as 5, which older peers read, while no task
+// has any).
 func TestWorkerDeathMarks(t *testing.T) {
 	o := newOwner(t)
 	o.submit(GroupSpec{ID: "g", Mode: ModeParallel, Tasks: []TaskSpec{{Handler: "h"}}})
-	check := func(suspect bool, strikes int) {
+	check := func(want Deaths) {
 		t.Helper()
-		if s, k := o.s.Suspect("g.0"); s != suspect || k != strikes {
-			t.Fatalf("Suspect = %v, %d strikes; want %v, %d", s, k, suspect, strikes)
+		if got := o.s.Deaths("g.0"); got != want {
+			t.Fatalf("Deaths = %+v; want %+v", got, want)
 		}
 		snap := o.s.Snapshot()
-		want := byte(5)
-		if suspect {
-			want = 6
+		version := byte(5)
+		if want.Total() > 0 {
+			version = 6
 		}
-		if snap[0] != want {
-			t.Fatalf("snapshot version %d; want %d", snap[0], want)
+		if snap[0] != version {
+			t.Fatalf("snapshot version %d; want %d", snap[0], version)
 		}
 		replica, _ := New(DefaultConfig())
 		if err := replica.Restore(snap); err != nil {
@@ -778,33 +776,38 @@ func TestWorkerDeathMarks(t *testing.T) {
 			t.Fatalf("leased %v; want g.0", got)
 		}
 	}
-	check(false, 0)
+	check(Deaths{})
 	lease()
 	o.died("g.0", "w", DiedWithOthers)
-	check(true, 0)
+	check(Deaths{Shared: 1})
 	lease()
 	o.died("g.0", "w", DiedAlone)
-	check(true, 1)
+	check(Deaths{Shared: 1, Alone: 1})
 	lease()
 	o.died("g.0", "w", 0) // handed back, no death: no change
-	check(true, 1)
+	check(Deaths{Shared: 1, Alone: 1})
 	lease()
 	o.died("g.0", "w", DiedAlone)
-	check(true, 2)
+	check(Deaths{Shared: 1, Alone: 2})
 	lease()
 	if err := o.report("g.0", "w", false, true); err != nil {
 		t.Fatal(err)
 	}
-	check(false, 0)
+	check(Deaths{})
 	o.submit(GroupSpec{ID: "s", Mode: ModeSingle, Tasks: []TaskSpec{{Handler: "h"}}})
 	id := TaskID("s.0")
-	for range maxStrikes + 3 {
+	for i := range 2*maxAlone + 6 {
 		if got := o.lease(1, "w"); len(got) != 1 || got[0] != id {
 			t.Fatalf("leased %v", got)
 		}
-		o.died(id, "w", DiedAlone)
+		o.died(id, "w", Death(1+i%2))
 	}
-	if s, k := o.s.Suspect(id); !s || k != maxStrikes {
-		t.Errorf("after %d lone deaths: %v, %d strikes; want a suspect with %d (saturated)", maxStrikes+3, s, k, maxStrikes)
+	if got := o.s.Deaths(id); got != (Deaths{Shared: maxShared, Alone: maxAlone}) {
+		t.Errorf("after many deaths: %+v; want both counts saturated", got)
+	}
+	for _, d := range []Deaths{{}, {Shared: 3}, {Alone: 63}, {Shared: 2, Alone: 5}} {
+		if got := DeathsOf(d.Mark()); got != d {
+			t.Errorf("DeathsOf(%+v.Mark()) = %+v", d, got)
+		}
 	}
 }

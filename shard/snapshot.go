@@ -402,8 +402,8 @@ func decodeCrashed(d *Decoder, groups map[GroupID]*group) {
 			d.Fail("crash mark of group %s, not in the snapshot", id)
 		case idx >= uint64(len(g.tasks)):
 			d.Fail("crash mark of task %d of group %s of %d tasks", idx, id, len(g.tasks))
-		case crash&1 == 0 || crash>>1 > maxStrikes:
-			d.Fail("crash mark %#x of task %s: not a suspect's", crash, g.tasks[idx].id())
+		case crash == 0:
+			d.Fail("crash mark 0 of task %s: no death", g.tasks[idx].id())
 		default:
 			g.tasks[idx].crash = crash
 			continue

@@ -246,14 +246,13 @@ func BroadcastWorker(ts *TaskSpec) string {
 	return ts.Name
 }
 
-// Suspect reports whether an external worker died running task id since
-// its last outcome, and how many died running it alone (Event.Died): the
-// runtime hands a suspect to a worker alone, and fails it at a limit of
-// strikes.
-func (s *Shard) Suspect(id TaskID) (suspect bool, strikes int) {
+// Deaths returns the external workers that died running task id since
+// its last outcome (Event.Died): the runtime hands a task they keep dying
+// with to a worker alone, and fails it at a limit of lone deaths.
+func (s *Shard) Deaths(id TaskID) Deaths {
 	t, err := s.lookup(id)
 	if err != nil {
-		return false, 0
+		return Deaths{}
 	}
-	return t.crash&1 != 0, int(t.crash >> 1)
+	return DeathsOf(t.crash)
 }
