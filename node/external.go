@@ -507,7 +507,7 @@ const FeatureWorkerDeath = FeatureShortPromise << 1
 
 // knownDeath keeps an outcome's worker death (shard.Outcome.Died) only
 // when every replica of p can apply it; otherwise the lease is handed
-// back as before, without marking the task a suspect.
+// back as before, without counting the death.
 func (n *Node) knownDeath(p *partition, o *shard.Outcome) {
 	if o.Died == 0 {
 		return

@@ -37,7 +37,7 @@ func TestGrantInputsRoundTrip(t *testing.T) {
 	// Every strict prefix is refused, never a panic, but the ones without
 	// the traces, without the attempts and traces, or without the (empty)
 	// holder, the attempts and traces: grants from older peers.
-	noMarks := len(b) - len(grantCrashMarks(m.Grants))
+	noMarks := len(b) - len(grantDeaths(m.Grants))
 	noWorkers := noMarks - len(grantWorkers(m.Grants))
 	noRequires := noWorkers - len(grantRequires(m.Grants))
 	noShards := noRequires - len(grantShards(m.Grants))
@@ -64,7 +64,7 @@ func TestGrantDuplicateInputRefused(t *testing.T) {
 	m := Message{Type: MsgGrant, From: "v", Grants: []Grant{{Task: "g.0", Round: 1, Handler: "h", Timeout: 1,
 		Inputs: map[string]json.RawMessage{"a": json.RawMessage(`1`)}}}}
 	b, _ := AppendMessage(nil, &m)
-	b = b[:len(b)-len(grantAttempts(m.Grants))-len(grantTraces(m.Grants))-len(grantShards(m.Grants))-len(grantRequires(m.Grants))-len(grantWorkers(m.Grants))-len(grantCrashMarks(m.Grants))] // as an older peer sends it
+	b = b[:len(b)-len(grantAttempts(m.Grants))-len(grantTraces(m.Grants))-len(grantShards(m.Grants))-len(grantRequires(m.Grants))-len(grantWorkers(m.Grants))-len(grantDeaths(m.Grants))] // as an older peer sends it
 	// The grant ends with: count 1, "a", `1`, then the empty holder.
 	// Rewrite to count 2 with "a" twice.
 	tail := []byte{1, 1, 'a', 1, '1', 0}

@@ -107,7 +107,7 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 		for _, g := range m.Grants {
 			dst = shard.AppendString(dst, g.Worker)
 		}
-		// Appended: each grant's crash mark.
+		// Appended: each grant's deaths (shard.Deaths.Mark).
 		dst = binary.AppendUvarint(dst, uint64(len(m.Grants)))
 		for _, g := range m.Grants {
 			dst = append(dst, g.Deaths.Mark())
@@ -302,7 +302,7 @@ func DecodeMessage(p []byte) (Message, error) {
 			decodeWorkers(&d, m.Grants)
 		}
 		if d.Err() == nil && d.Len() > 0 {
-			decodeCrashMarks(&d, m.Grants)
+			decodeDeaths(&d, m.Grants)
 		}
 	case MsgReplicaAsk:
 		n := d.Count(1)
@@ -543,11 +543,11 @@ func decodeRequires(d *shard.Decoder, grants []Grant) {
 	}
 }
 
-// decodeCrashMarks reads the grants' crash marks, appended after their
+// decodeDeaths reads the grants' deaths, appended after their
 // workers.
-func decodeCrashMarks(d *shard.Decoder, grants []Grant) {
+func decodeDeaths(d *shard.Decoder, grants []Grant) {
 	if n := d.Count(1); n != len(grants) {
-		d.Fail("%d crash marks for %d grants", n, len(grants))
+		d.Fail("%d deaths for %d grants", n, len(grants))
 		return
 	}
 	for i := range grants {

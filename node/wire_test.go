@@ -93,7 +93,7 @@ func TestWireRoundTrip(t *testing.T) {
 			beforePlacement := m.Type == MsgHeartbeat && cut == len(b)-placeLen
 			attemptsLen, tracesLen, shardsLen, requiresLen, workersLen, marksLen := 0, 0, 0, 0, 0, 0
 			if m.Type == MsgGrant {
-				marksLen = len(grantCrashMarks(m.Grants))
+				marksLen = len(grantDeaths(m.Grants))
 				workersLen = len(grantWorkers(m.Grants)) + marksLen
 				requiresLen = len(grantRequires(m.Grants)) + workersLen
 				shardsLen = len(grantShards(m.Grants)) + requiresLen
@@ -186,8 +186,8 @@ func grantRequires(gs []Grant) []byte {
 	return b
 }
 
-// grantCrashMarks is the grant message's tail appended after the workers.
-func grantCrashMarks(gs []Grant) []byte {
+// grantDeaths is the grant message's tail appended after the workers.
+func grantDeaths(gs []Grant) []byte {
 	b := binary.AppendUvarint(nil, uint64(len(gs)))
 	for _, g := range gs {
 		b = append(b, g.Deaths.Mark())

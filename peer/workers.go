@@ -61,7 +61,7 @@ type hub struct {
 	done    []*xlease // finished or lost leases, oldest first (kept for repeats)
 
 	// Tasks that crash their workers (workers_quarantine.go).
-	crashLimit int        // strikes that fail a task; 0: no limit, no isolation
+	crashLimit int        // lone deaths that fail a task; 0: no limit, no isolation
 	ended      []*xworker // workers whose isolation may have ended (refill)
 
 	// wake restarts run's sweeps after it found nothing to sweep: a
@@ -102,7 +102,7 @@ type xpoll struct {
 type xrun struct {
 	run      node.Run
 	at       time.Time // when it arrived here
-	suspect  bool      // its task was running in a worker that died
+	suspect  bool      // its task's workers kept dying (isolateAfter): handed out alone
 	reserved *xworker  // the worker draining for it (suspect)
 }
 
@@ -121,7 +121,7 @@ type xlease struct {
 	deadline time.Time
 	state    leaseState
 	aborted  bool          // the node aborted the run (canceled, expired at the owner)
-	suspect  bool          // handed out alone: its task was running in a worker that died
+	suspect  bool          // handed out alone (xrun.suspect)
 	outcome  shard.Outcome // leaseDone: what was reported, to recognise a repeat
 	ended    time.Time
 	logw     *logWriter

@@ -170,6 +170,8 @@ func (h *hub) runOf(r node.Run, now time.Time) *xrun {
 // unlock releases h.mu, first refilling the waiting polls of workers
 // whose isolation ended under it.
 func (h *hub) unlock() {
-	h.refill(time.Now())
+	if len(h.ended) > 0 {
+		h.refill(time.Now())
+	}
 	h.mu.Unlock()
 }

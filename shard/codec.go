@@ -29,10 +29,11 @@ import (
 // sched (see AppendScheduleSpec) follows on, and only on, a schedule_set
 // event, and key:str (the request's idempotency key) on, and only on, a
 // retried event, and died (Event.Died: 1 or 2) on an expired event with
-// the died flag, and only there. A peer that predates an event type or a flag refuses
-// the entry (DecodeBatch fails: "unknown event type", "unknown flags"); it
-// never applies it half understood. Entries written before either exist
-// decode as they did.
+// the died flag, and only there. A peer that predates an event type or a
+// flag refuses the entry (DecodeBatch fails: "unknown event type",
+// "unknown flags"); it never applies it half understood (a leader
+// proposes neither to such a peer: node's Features). Entries written
+// before either exist decode as they did.
 //
 // The brackets are fields present only when their flag is clear: with
 // sameAt, sameGroup or sameHolder set, the field equals the previous event's

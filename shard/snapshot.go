@@ -375,8 +375,8 @@ func (s *Shard) crashed(ids []GroupID) []*task {
 	return out
 }
 
-// appendCrashed appends the crash marks of ts: n, then group, index and
-// mark of each.
+// appendCrashed appends the deaths of ts: n, then group, index and
+// Deaths.Mark of each.
 func appendCrashed(dst []byte, ts []*task) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(ts)))
 	for _, t := range ts {
@@ -399,11 +399,11 @@ func decodeCrashed(d *Decoder, groups map[GroupID]*group) {
 		g := groups[id]
 		switch {
 		case g == nil:
-			d.Fail("crash mark of group %s, not in the snapshot", id)
+			d.Fail("deaths of group %s, not in the snapshot", id)
 		case idx >= uint64(len(g.tasks)):
-			d.Fail("crash mark of task %d of group %s of %d tasks", idx, id, len(g.tasks))
+			d.Fail("deaths of task %d of group %s of %d tasks", idx, id, len(g.tasks))
 		case crash == 0:
-			d.Fail("crash mark 0 of task %s: no death", g.tasks[idx].id())
+			d.Fail("deaths of task %s: none", g.tasks[idx].id())
 		default:
 			g.tasks[idx].crash = crash
 			continue

@@ -33,20 +33,8 @@ func poisonKillsWorkers(t *testing.T, c *api.Client, addrs []string) {
 		start(s)
 	}
 	waitWorkers(t, addrs[0], "pa-1", "pb-1")
-	var body strings.Builder
-	body.WriteString(`{"mode":"parallel","key":"worker-poison","tasks":[`)
-	for i := range n {
-		if i > 0 {
-			body.WriteString(",")
-		}
-		fmt.Fprintf(&body, `{"handler":%q,"payload":{"ms":300,"i":%d,"crash":%v},"retry":{"max_attempts":3}}`, handler, i, i == poison)
-	}
-	body.WriteString("]}")
-	var res *api.SubmitGroupResponse
-	waitUntil(t, "the submission", func() bool {
-		var err error
-		res, err = c.SubmitGroupJSON(t.Context(), []byte(body.String()))
-		return err == nil
+	res := submitParallel(t, c, "worker-poison", n, func(i int) string {
+		return fmt.Sprintf(`{"handler":%q,"payload":{"ms":300,"i":%d,"crash":%v},"retry":{"max_attempts":3}}`, handler, i, i == poison)
 	})
 	deaths := 0
 	var g *api.Group

@@ -119,6 +119,28 @@ func waitWorkers(t *testing.T, addr string, ids ...string) {
 	})
 }
 
+// submitParallel submits a parallel group of n tasks (task(i) is the
+// i-th's JSON) under key, retrying while the mesh is not ready.
+func submitParallel(t *testing.T, c *api.Client, key string, n int, task func(i int) string) *api.SubmitGroupResponse {
+	t.Helper()
+	var body strings.Builder
+	body.WriteString(`{"mode":"parallel","key":"` + key + `","tasks":[`)
+	for i := range n {
+		if i > 0 {
+			body.WriteString(",")
+		}
+		body.WriteString(task(i))
+	}
+	body.WriteString("]}")
+	var res *api.SubmitGroupResponse
+	waitUntil(t, "the submission", func() bool {
+		var err error
+		res, err = c.SubmitGroupJSON(t.Context(), []byte(body.String()))
+		return err == nil
+	})
+	return res
+}
+
 // killWorkerMidRun: workers a (second peer) and b (third) run 4 tasks at
 // a time; a gets kill -9 while it runs some. Few enough tasks that b has
 // finished its own when a's come back after the TTL: they wait for no
@@ -129,20 +151,8 @@ func killWorkerMidRun(t *testing.T, c *api.Client, addrs []string, ttl time.Dura
 	a := startWorkerProc(t, addrs[1], "a", handler, false)
 	startWorkerProc(t, addrs[2], "b", handler, false)
 	waitWorkers(t, addrs[0], "a", "b")
-	var body strings.Builder
-	body.WriteString(`{"mode":"parallel","key":"worker-kill9","tasks":[`)
-	for i := range n {
-		if i > 0 {
-			body.WriteString(",")
-		}
-		fmt.Fprintf(&body, `{"handler":%q,"payload":{"ms":1500,"i":%d},"retry":{"max_attempts":1}}`, handler, i)
-	}
-	body.WriteString("]}")
-	var res *api.SubmitGroupResponse
-	waitUntil(t, "the submission", func() bool {
-		var err error
-		res, err = c.SubmitGroupJSON(t.Context(), []byte(body.String()))
-		return err == nil
+	res := submitParallel(t, c, "worker-kill9", n, func(i int) string {
+		return fmt.Sprintf(`{"handler":%q,"payload":{"ms":1500,"i":%d},"retry":{"max_attempts":1}}`, handler, i)
 	})
 	waitUntil(t, "worker a running a task", func() bool { return len(a.seen("start")) > 0 })
 	a.signal(t, syscall.SIGKILL)
