@@ -10,6 +10,11 @@ import (
 	"github.com/needle-mesh/needle/peer/api"
 )
 
+// deathTTL is the --worker-ttl of these tests: short, as each death
+// waits for it, but long enough that a test's own pauses on a loaded
+// machine do not make its live workers dead.
+const deathTTL = time.Second
+
 // complete reports a lease's result and fails the test unless it is taken.
 func complete(t *testing.T, c *api.Client, lease string) {
 	t.Helper()
@@ -22,7 +27,7 @@ func complete(t *testing.T, c *api.Client, lease string) {
 // once --worker-crash-limit workers in a row died running it alone: it is
 // not handed to the next worker without end.
 func TestWorkerCrashLimitFailsTheTask(t *testing.T) {
-	_, c := startPeerWith(t, Config{WorkerTTL: 300 * time.Millisecond})
+	_, c := startPeerWith(t, Config{WorkerTTL: deathTTL})
 	id := submitTask(t, c, `{"handler": "crash", "payload": 1, "retry": {"max_attempts": 5}}`)
 	for i := 1; i <= DefaultWorkerCrashLimit; i++ {
 		w := "w" + itoa(i)
@@ -78,7 +83,7 @@ func TestWorkerCrashLimitFailsTheTask(t *testing.T) {
 // alone and fails, and the others, whose workers live, succeed after one
 // attempt each.
 func TestWorkerDeadWorkersTasksRunIsolated(t *testing.T) {
-	_, c := startPeerWith(t, Config{WorkerTTL: 300 * time.Millisecond})
+	_, c := startPeerWith(t, Config{WorkerTTL: deathTTL})
 	poison := submitTask(t, c, `{"handler": "crash", "payload": "poison"}`)
 	ids := []string{submitTask(t, c, `{"handler": "crash", "payload": "a"}`), poison, submitTask(t, c, `{"handler": "crash", "payload": "b"}`)}
 	// w0 dies holding all three (none is known to be the one), and so
@@ -128,7 +133,7 @@ func TestWorkerDeadWorkersTasksRunIsolated(t *testing.T) {
 // task until its own ended, then gets the suspect alone (on the poll
 // already waiting), then other work once the suspect ended.
 func TestWorkerDrainsForASuspect(t *testing.T) {
-	_, c := startPeerWith(t, Config{WorkerTTL: 300 * time.Millisecond})
+	_, c := startPeerWith(t, Config{WorkerTTL: deathTTL})
 	long := submitTask(t, c, `{"handler": "h", "payload": "long"}`)
 	got := poll(t, c, "busy", `"h"`, 2, "10s")
 	if len(got) != 1 || got[0].ID != long {
@@ -207,7 +212,7 @@ func TestWorkerDrainsForASuspect(t *testing.T) {
 // With --worker-crash-limit 0 (Config -1) a dead worker's tasks run again
 // as before: no isolation, no limit.
 func TestWorkerCrashLimitOff(t *testing.T) {
-	_, c := startPeerWith(t, Config{WorkerTTL: 300 * time.Millisecond, WorkerCrashLimit: -1})
+	_, c := startPeerWith(t, Config{WorkerTTL: deathTTL, WorkerCrashLimit: -1})
 	id := submitTask(t, c, `{"handler": "crash", "payload": 1}`)
 	other := submitTask(t, c, `{"handler": "crash", "payload": 2}`)
 	for i := 1; i <= DefaultWorkerCrashLimit+1; i++ {
@@ -236,7 +241,7 @@ func TestWorkerCrashesCountAcrossPeers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real libp2p mesh")
 	}
-	peers := startMesh3With(t, func(c *Config) { c.WorkerTTL = 300 * time.Millisecond })
+	peers := startMesh3With(t, func(c *Config) { c.WorkerTTL = deathTTL })
 	res := submitRetrying(t, peers[0].c, `{"mode":"parallel","key":"poison","tasks":[{"handler":"crash","payload":1,"retry":{"max_attempts":5}}]}`)
 	id := res.Group + ".0"
 	for i, p := range []*meshPeer{peers[1], peers[2], peers[0]} {
