@@ -117,6 +117,9 @@ type groupReq struct {
 type groupAns struct {
 	rpcError
 	Group *shard.GroupView `json:"group,omitempty"`
+	// Deaths carries, in opGroupBin's answer, the tasks' Deaths, which
+	// its binary task views do not (a peer that predates them ignores it).
+	Deaths map[shard.TaskID]shard.Deaths `json:"deaths,omitempty"`
 }
 
 func (*groupReq) op() string { return opGroup }

@@ -56,6 +56,14 @@ func encodeGroupBin(a *groupAns) ([]byte, error) {
 		g := *a.Group
 		tasks, g.Tasks = g.Tasks, nil
 		a = &groupAns{rpcError: a.rpcError, Group: &g}
+		for _, t := range tasks {
+			if t.Deaths.Total() > 0 {
+				if a.Deaths == nil {
+					a.Deaths = map[shard.TaskID]shard.Deaths{}
+				}
+				a.Deaths[t.ID] = t.Deaths
+			}
+		}
 	}
 	b, err := json.Marshal(a)
 	if err != nil {
@@ -97,6 +105,9 @@ func decodeGroupBin(raw []byte, out *groupAns) error {
 	if n != len(rest)-1 {
 		return fmt.Errorf("peer: group answer: %d bytes after its task list", len(rest)-1-n)
 	}
-	out.Group.Tasks = tasks
+	for i := range tasks {
+		tasks[i].Deaths = out.Deaths[tasks[i].ID]
+	}
+	out.Group.Tasks, out.Deaths = tasks, nil
 	return nil
 }

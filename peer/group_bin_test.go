@@ -184,3 +184,26 @@ func FuzzDecodeGroupBin(f *testing.F) {
 		}
 	})
 }
+
+// TestGroupBinDeaths: the tasks' worker deaths, which the binary task
+// views do not hold, cross in the answer's head.
+func TestGroupBinDeaths(t *testing.T) {
+	g := shard.GroupView{ID: "g", Tasks: []shard.TaskView{{ID: "g.0", Group: "g"},
+		{ID: "g.1", Group: "g", Deaths: shard.Deaths{Shared: 1, Alone: 2}}, {ID: "g.2", Group: "g"}}}
+	b, err := encodeGroupBin(&groupAns{Group: &g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a groupAns
+	if err := decodeGroupBin(b, &a); err != nil {
+		t.Fatal(err)
+	}
+	for i, tv := range a.Group.Tasks {
+		if tv.Deaths != g.Tasks[i].Deaths {
+			t.Errorf("task %s deaths %+v; want %+v", tv.ID, tv.Deaths, g.Tasks[i].Deaths)
+		}
+	}
+	if a.Deaths != nil {
+		t.Errorf("answer keeps its deaths map %v after decoding", a.Deaths)
+	}
+}

@@ -319,6 +319,10 @@ func (h *hub) answer(ls []*xlease) api.PollResult {
 			i, n := r.Shard, r.Shards
 			t.Shard, t.Shards = &i, &n
 		}
+		if r.Deaths.Total() > 0 {
+			d := r.Deaths
+			t.WorkerDeaths = &d
+		}
 		res.Tasks = append(res.Tasks, t)
 	}
 	return res

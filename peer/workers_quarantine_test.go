@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/needle-mesh/needle/peer/api"
+	"github.com/needle-mesh/needle/shard"
 )
 
 // deathTTL is the --worker-ttl of these tests: short, as each death
@@ -253,6 +254,27 @@ func TestWorkerCrashesCountAcrossPeers(t *testing.T) {
 		})
 		if len(got) != 1 || got[0].ID != id || got[0].Round != uint64(i+1) {
 			t.Fatalf("poll of %s = %+v; want %s in round %d", w, got, id, i+1)
+		}
+		var deaths shard.Deaths // the poll shows the worker the deaths so far
+		if got[0].WorkerDeaths != nil {
+			deaths = *got[0].WorkerDeaths
+		}
+		if deaths != (shard.Deaths{Alone: i}) {
+			t.Fatalf("poll of %s: worker_deaths %+v; want %d alone", w, deaths, i)
+		}
+		if i == 2 {
+			// Every peer shows them, in the task and in its group: the
+			// owner's view, and the others' forwarded reads.
+			for _, p := range peers {
+				v, err := p.c.GetTask(t.Context(), id, 0)
+				if err != nil || v.WorkerDeaths == nil || *v.WorkerDeaths != (shard.Deaths{Alone: 2}) {
+					t.Fatalf("task via %s = %+v, %v; want worker_deaths alone 2", p.p.ID(), v, err)
+				}
+				g, err := p.c.GetGroup(t.Context(), res.Group, 0)
+				if err != nil || len(g.Tasks) != 1 || g.Tasks[0].WorkerDeaths == nil || *g.Tasks[0].WorkerDeaths != (shard.Deaths{Alone: 2}) {
+					t.Fatalf("group via %s = %+v, %v; want its task's worker_deaths alone 2", p.p.ID(), g, err)
+				}
+			}
 		}
 		// w dies.
 	}

@@ -90,7 +90,10 @@ const (
 // Deaths counts the external workers that died running a task since its
 // last outcome: holding other leases too (Shared, counted up to 3) and
 // holding it alone (Alone, up to 63).
-type Deaths struct{ Shared, Alone int }
+type Deaths struct {
+	Shared int `json:"shared"`
+	Alone  int `json:"alone"`
+}
 
 // Bounds of Deaths: a count saturates.
 const (

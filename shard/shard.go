@@ -437,6 +437,7 @@ func (t *task) view() TaskView {
 		Attempt: int(t.attempt), Round: t.round, Holder: t.holder, Result: t.result,
 		Error: t.err, CreatedAt: t.g.created, StartedAt: t.started.time(),
 		FinishedAt: t.finished.time(), NotBefore: t.notBefore.time(), Retries: t.retries(),
+		Deaths: DeathsOf(t.crash),
 	}
 	if deps := t.deps(); len(deps) > 0 {
 		v.Deps = make([]TaskID, len(deps))

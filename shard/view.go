@@ -66,6 +66,9 @@ type TaskView struct {
 	// Waiting says why a READY task no live peer may run waits (its pin
 	// or labels); set by the peer from its membership view, "" in shard.
 	Waiting string
+	// Deaths are the external workers that died running it since its
+	// last outcome (Shard.Deaths).
+	Deaths Deaths `json:",omitzero"`
 }
 
 // TaskEvent is one entry of a task's history.

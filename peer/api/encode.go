@@ -100,6 +100,9 @@ func taskSize(t *Task) int {
 	if t.Waiting != "" {
 		n += 13 + len(t.Waiting)
 	}
+	if t.WorkerDeaths != nil {
+		n += 60
+	}
 	return n
 }
 
@@ -312,6 +315,13 @@ func appendTask(b []byte, t *Task) ([]byte, bool) {
 	if t.Waiting != "" {
 		b = append(b, `,"waiting":`...)
 		b, ok = appendString(b, t.Waiting, ok)
+	}
+	if d := t.WorkerDeaths; d != nil {
+		b = append(b, `,"worker_deaths":{"shared":`...)
+		b = strconv.AppendInt(b, int64(d.Shared), 10)
+		b = append(b, `,"alone":`...)
+		b = strconv.AppendInt(b, int64(d.Alone), 10)
+		b = append(b, '}')
 	}
 	return append(b, '}'), ok
 }

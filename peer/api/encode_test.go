@@ -114,6 +114,9 @@ func (g *gen) task() Task {
 		e := g.str()
 		t.Error = &e
 	}
+	if g.one(3) {
+		t.WorkerDeaths = &shard.Deaths{Shared: g.intn(4), Alone: g.intn(64)}
+	}
 	return t
 }
 
@@ -254,7 +257,7 @@ func TestHandWrittenKnowEveryField(t *testing.T) {
 	for _, c := range []struct {
 		v      any
 		fields int
-	}{{Task{}, 22}, {Group{}, 15}, {TaskList{}, 3}, {GroupList{}, 3}, {rawGroupTask{}, 10}, {rawGroupOf[rawGroupTask]{}, 8}, {SubmitGroupResponse{}, 3}} {
+	}{{Task{}, 23}, {Group{}, 15}, {TaskList{}, 3}, {GroupList{}, 3}, {rawGroupTask{}, 10}, {rawGroupOf[rawGroupTask]{}, 8}, {SubmitGroupResponse{}, 3}} {
 		if n := reflect.TypeOf(c.v).NumField(); n != c.fields {
 			t.Errorf("%T has %d fields, the hand-written encoder or decoder knows %d: teach it the new ones (and the generators), then change this count", c.v, n, c.fields)
 		}

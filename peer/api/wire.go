@@ -127,6 +127,9 @@ type Task struct {
 	Require    []string        `json:"require,omitempty"`    // labels a peer must carry to run it
 	Pin        string          `json:"pin,omitempty"`        // the only peer that may run it
 	Waiting    string          `json:"waiting,omitempty"`    // READY and no live peer may run it: why
+	// WorkerDeaths counts the external workers that died running it since
+	// its last outcome, beside other tasks and alone; absent when none.
+	WorkerDeaths *shard.Deaths `json:"worker_deaths,omitempty"`
 }
 
 // Group is a group as GET /v1/groups/{id} returns it.
@@ -257,6 +260,10 @@ func NewTask(v shard.TaskView) Task {
 		t.Deps = append(t.Deps, string(d))
 	}
 	t.Require, t.Pin, t.Waiting = v.Require, v.Pin, v.Waiting
+	if v.Deaths.Total() > 0 {
+		d := v.Deaths
+		t.WorkerDeaths = &d
+	}
 	if v.Stage > 0 || v.Item > 0 || v.Mode == shard.ModePipeline || v.Mode == shard.ModeStream {
 		st, it := v.Stage, v.Item
 		t.Stage = &st
