@@ -194,7 +194,7 @@ func (g *reqGen) id() string {
 // query returns list parameters, valid and not.
 func (g *reqGen) query() string {
 	q := url.Values{}
-	keys := []string{"state", "handler", "mode", "schedule", "peer", "label", "created_after", "created_before", "finished_after", "finished_before", "q", "limit", "cursor", "bogus"}
+	keys := []string{"state", "handler", "mode", "schedule", "peer", "label", "created_after", "created_before", "finished_after", "finished_before", "worker_deaths", "q", "limit", "cursor", "bogus"}
 	for range g.r.IntN(4) {
 		k := keys[g.r.IntN(len(keys))]
 		var v string
@@ -203,6 +203,8 @@ func (g *reqGen) query() string {
 			v = g.pick("failed", "ready", "running", "succeeded", "canceled", "pending", "FAILED", "nope")
 		case "limit":
 			v = g.pick("1", "50", "1000", "1001", "0", "-3", "x")
+		case "worker_deaths":
+			v = g.pick("1", "2", "66", "67", "0", "-1", "x")
 		case "created_after", "created_before", "finished_after", "finished_before":
 			v = g.pick(time.Now().Add(-time.Hour).Format(time.RFC3339), "2026-13-45T00:00:00Z", "yesterday", "1h")
 		case "peer":

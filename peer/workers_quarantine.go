@@ -3,6 +3,7 @@ package peer
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/needle-mesh/needle/node"
@@ -55,9 +56,13 @@ func (h *hub) lostWith(w string, ls []*xlease, held int, why string) []shard.Out
 		outs[i].Died = shard.DiedAlone
 		outs[i].Error = fmt.Sprintf("worker %s on peer %s died running it alone: %s", w, h.p.ID(), why)
 		if strikes := r.Deaths.Alone + 1; h.crashLimit > 0 && strikes >= h.crashLimit {
+			shared := strconv.Itoa(r.Deaths.Shared)
+			if r.Deaths.Shared >= shard.MaxSharedDeaths {
+				shared = "at least " + shared // the count saturates
+			}
 			outs[i] = shard.Outcome{Task: r.Task, Round: r.Round, Permanent: true,
-				Error: fmt.Sprintf("the task killed its workers: %d workers died running it alone (and %d beside other tasks), the last %s on peer %s (--worker-crash-limit %d); it runs no more",
-					strikes, r.Deaths.Shared, w, h.p.ID(), h.crashLimit)}
+				Error: fmt.Sprintf("the task killed its workers: %d workers died running it alone (and %s beside other tasks), the last %s on peer %s (--worker-crash-limit %d); it runs no more",
+					strikes, shared, w, h.p.ID(), h.crashLimit)}
 			h.p.log.Warn("task failed: its workers died running it", "task", r.Task, "handler", r.Handler,
 				"worker", w, "strikes", strikes, "shared", r.Deaths.Shared)
 			h.p.metrics.user.crashLimit.Inc()

@@ -274,6 +274,19 @@ func TestWorkerCrashesCountAcrossPeers(t *testing.T) {
 				if err != nil || len(g.Tasks) != 1 || g.Tasks[0].WorkerDeaths == nil || *g.Tasks[0].WorkerDeaths != (shard.Deaths{Alone: 2}) {
 					t.Fatalf("group via %s = %+v, %v; want its task's worker_deaths alone 2", p.p.ID(), g, err)
 				}
+				// The lists find it by its deaths, from every peer.
+				for _, l := range []struct {
+					path string
+					want bool
+				}{
+					{"/v1/tasks?worker_deaths=2", true}, {"/v1/tasks?worker_deaths=3", false},
+					{"/v1/groups?worker_deaths=1&state=RUNNING", true}, {"/v1/groups?worker_deaths=3", false},
+				} {
+					status, data := wcall(t, p.c, "GET", l.path, "")
+					if status != 200 || strings.Contains(string(data), `"`+res.Group) != l.want {
+						t.Fatalf("GET %s via %s = %d %s; want %s listed: %v", l.path, p.p.ID(), status, data, res.Group, l.want)
+					}
+				}
 			}
 		}
 		// w dies.

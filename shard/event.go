@@ -101,6 +101,13 @@ const (
 	maxAlone  = 63
 )
 
+// MaxDeaths is the most deaths a task counts (both bounds together),
+// MaxSharedDeaths the most it counts beside other tasks.
+const (
+	MaxDeaths       = maxShared + maxAlone
+	MaxSharedDeaths = maxShared
+)
+
 // Total is the number of deaths.
 func (d Deaths) Total() int { return d.Shared + d.Alone }
 

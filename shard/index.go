@@ -51,6 +51,11 @@ type Filter struct {
 	Peer        string       // ran on this peer (last lease holder's peer id)
 	Label       string       // "key=value" the task requires
 	Q           string       // a substring of a task name, a task or group id, or a group key
+	// WorkerDeaths, when positive, matches the tasks that at least this
+	// many external workers died running since their last outcome
+	// (Deaths.Total): the tasks workers keep dying with, before the
+	// crash limit fails them.
+	WorkerDeaths int
 
 	CreatedAfter, CreatedBefore   time.Time // exclusive bounds
 	FinishedAfter, FinishedBefore time.Time // exclusive bounds; unfinished items never match a set bound
@@ -213,6 +218,8 @@ func (f *Filter) taskMatches(t *task) bool {
 		return false
 	case f.Label != "" && !slices.Contains(t.pol.Require, f.Label):
 		return false
+	case f.WorkerDeaths > 0 && DeathsOf(t.crash).Total() < f.WorkerDeaths:
+		return false
 	case !f.FinishedAfter.IsZero() || !f.FinishedBefore.IsZero():
 		if !finishedIn(t.finished.time(), f.FinishedAfter, f.FinishedBefore) {
 			return false
@@ -254,7 +261,7 @@ func (s *Shard) ListTasks(f *Filter) ([]TaskView, []ListKey) {
 
 // ListGroups returns up to f.Limit group summaries matching f, newest first.
 // A group matches when its own fields do and, for the task-level fields
-// (Handler, Peer, Label, Q), one of its tasks does; States is ignored
+// (Handler, Peer, Label, Q, WorkerDeaths), one of its tasks does; States is ignored
 // (GroupStates applies).
 func (s *Shard) ListGroups(f *Filter) ([]GroupView, []ListKey) {
 	var out []GroupView
@@ -262,7 +269,7 @@ func (s *Shard) ListGroups(f *Filter) ([]GroupView, []ListKey) {
 	n := f.limit()
 	tf := *f
 	tf.States, tf.FinishedAfter, tf.FinishedBefore = nil, time.Time{}, time.Time{}
-	taskLevel := tf.Handler != "" || tf.Peer != "" || tf.Label != "" || tf.Q != ""
+	taskLevel := tf.Handler != "" || tf.Peer != "" || tf.Label != "" || tf.Q != "" || tf.WorkerDeaths > 0
 	s.walk(f, false, func(g *group) bool {
 		if f.After != nil && f.After.Group == g.id && f.After.Created.Equal(g.created) {
 			return true // the cursor's own group was on the previous page

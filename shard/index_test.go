@@ -214,3 +214,63 @@ func heapInUse() int64 {
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
 }
+
+// TestListWorkerDeaths: the worker_deaths filter finds the tasks that at
+// least N workers died running since their last outcome, alone or beside
+// other tasks, and their groups; an outcome clears them from it.
+func TestListWorkerDeaths(t *testing.T) {
+	o := newOwner(t)
+	o.submit(GroupSpec{ID: "a", Mode: ModeParallel, Tasks: []TaskSpec{{Handler: "h"}, {Handler: "h"}}})
+	o.submit(GroupSpec{ID: "b", Mode: ModeSingle, Tasks: []TaskSpec{{Handler: "h"}}})
+	// a.0 and a.1 go to one worker, which dies; then a.1 alone, which dies.
+	if got := o.lease(2, "w"); len(got) != 2 {
+		t.Fatalf("leased %v", got)
+	}
+	o.died("a.0", "w", DiedWithOthers)
+	o.died("a.1", "w", DiedWithOthers)
+	if got := o.lease(3, "w"); len(got) != 3 {
+		t.Fatalf("leased %v", got)
+	}
+	o.died("a.1", "w", DiedAlone)
+	tasks := func(n int) []TaskID {
+		vs, _ := o.s.ListTasks(&Filter{WorkerDeaths: n, Limit: 100})
+		var ids []TaskID
+		for _, v := range vs {
+			ids = append(ids, v.ID)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	groups := func(n int) []GroupID {
+		vs, _ := o.s.ListGroups(&Filter{WorkerDeaths: n, Limit: 100})
+		var ids []GroupID
+		for _, v := range vs {
+			ids = append(ids, v.ID)
+		}
+		return ids
+	}
+	if got := tasks(1); !slices.Equal(got, []TaskID{"a.0", "a.1"}) {
+		t.Errorf("worker_deaths=1 lists %v; want [a.0 a.1]", got)
+	}
+	if got := tasks(2); !slices.Equal(got, []TaskID{"a.1"}) {
+		t.Errorf("worker_deaths=2 lists %v; want [a.1]", got)
+	}
+	if got := tasks(3); len(got) != 0 {
+		t.Errorf("worker_deaths=3 lists %v; want none", got)
+	}
+	if got := tasks(0); len(got) != 3 {
+		t.Errorf("no filter lists %v; want all 3 tasks", got)
+	}
+	if got := groups(2); !slices.Equal(got, []GroupID{"a"}) {
+		t.Errorf("groups with worker_deaths=2: %v; want [a]", got)
+	}
+	if got := o.lease(1, "w"); !slices.Equal(got, []TaskID{"a.1"}) {
+		t.Fatalf("leased %v; want [a.1]", got)
+	}
+	if err := o.report("a.1", "w", true, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := tasks(1); !slices.Equal(got, []TaskID{"a.0"}) {
+		t.Errorf("after a.1's outcome, worker_deaths=1 lists %v; want [a.0]", got)
+	}
+}

@@ -20,7 +20,7 @@ type ListCommand struct {
 	handler, mode, peer, label, q string
 	schedule, cursor              string
 	since, until                  time.Duration
-	limit                         int
+	limit, deaths                 int
 	groups, all, asJSON           bool
 	now                           func() time.Time
 }
@@ -39,6 +39,7 @@ func (c *ListCommand) flags() *flag.FlagSet {
 	fs.StringVar(&c.peer, "peer", "", "only tasks that ran on this peer id")
 	fs.StringVar(&c.label, "label", "", "only tasks requiring this key=value label")
 	fs.StringVar(&c.schedule, "schedule", "", "only groups fired by this schedule id")
+	fs.IntVar(&c.deaths, "worker-deaths", 0, "only tasks at least N external workers died running since their last outcome")
 	fs.StringVar(&c.q, "q", "", "a substring of a task name, task or group id, or group key")
 	fs.DurationVar(&c.since, "since", 0, "only work created in the last D (e.g. 1h)")
 	fs.DurationVar(&c.until, "until", 0, "only work created more than D ago")
@@ -78,6 +79,9 @@ func (c *ListCommand) query() url.Values {
 	if c.until > 0 {
 		q.Set("created_before", now().Add(-c.until).UTC().Format(time.RFC3339Nano))
 	}
+	if c.deaths > 0 {
+		q.Set("worker_deaths", strconv.Itoa(c.deaths))
+	}
 	q.Set("limit", strconv.Itoa(c.limit))
 	return q
 }
@@ -93,6 +97,9 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 	}
 	if c.since < 0 || c.until < 0 {
 		return usagef("--since and --until want a positive duration")
+	}
+	if c.deaths < 0 {
+		return usagef("--worker-deaths wants a positive count")
 	}
 	q := c.query()
 	for {

@@ -78,4 +78,11 @@ func TestListStatsRetry(t *testing.T) {
 	}
 	runCLI(t, srv.URL, "", "retry", "nope").check(t, 1, "", "404")
 	runCLI(t, srv.URL, "", "list", "extra").check(t, 2, "", "no arguments")
+	n := len(o.filters)
+	runCLI(t, srv.URL, "", "list", "--worker-deaths", "2").check(t, 0, "g.4", "")
+	if f := o.filters[n]; f.WorkerDeaths != 2 {
+		t.Errorf("list --worker-deaths 2 sent filter %+v; want WorkerDeaths 2", f)
+	}
+	runCLI(t, srv.URL, "", "list", "--worker-deaths", "-1").check(t, 2, "", "--worker-deaths")
+	runCLI(t, srv.URL, "", "list", "--worker-deaths", "99").check(t, 1, "", "worker_deaths")
 }

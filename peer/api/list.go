@@ -44,7 +44,7 @@ type ListQuery struct {
 var listParams = map[string]bool{
 	"state": true, "handler": true, "mode": true, "schedule": true, "peer": true, "label": true,
 	"created_after": true, "created_before": true, "finished_after": true, "finished_before": true,
-	"q": true, "limit": true, "cursor": true,
+	"worker_deaths": true, "q": true, "limit": true, "cursor": true,
 }
 
 // ParseListQuery parses the query of a list request; groups selects the
@@ -58,7 +58,7 @@ func ParseListQuery(q url.Values, groups bool) (ListQuery, error) {
 			return lq, fieldErr("query", "a parameter without a name")
 		}
 		if !listParams[k] {
-			return lq, fieldErr(k, "unknown parameter (want one of state, handler, mode, schedule, peer, label, created_after, created_before, finished_after, finished_before, q, limit, cursor)")
+			return lq, fieldErr(k, "unknown parameter (want one of state, handler, mode, schedule, peer, label, created_after, created_before, finished_after, finished_before, worker_deaths, q, limit, cursor)")
 		}
 		if k != "state" && len(q[k]) > 1 {
 			return lq, fieldErr(k, "given %d times; want once", len(q[k]))
@@ -86,6 +86,13 @@ func ParseListQuery(q url.Values, groups bool) (ListQuery, error) {
 		if err := parseTime(q.Get(tf.name), tf.name, tf.into); err != nil {
 			return lq, err
 		}
+	}
+	if v := q.Get("worker_deaths"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > shard.MaxDeaths {
+			return lq, fieldErr("worker_deaths", "%q: want an integer in 1..%d (at least this many worker deaths)", v, shard.MaxDeaths)
+		}
+		f.WorkerDeaths = n
 	}
 	if err := parseLimit(q.Get("limit"), f); err != nil {
 		return lq, err

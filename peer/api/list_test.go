@@ -31,6 +31,22 @@ func TestCursorRoundTrip(t *testing.T) {
 	}
 }
 
+func TestListWorkerDeathsParam(t *testing.T) {
+	lq, err := ParseListQuery(url.Values{"worker_deaths": {"2"}}, false)
+	if err != nil || lq.Filter.WorkerDeaths != 2 {
+		t.Fatalf("worker_deaths=2: %+v, %v", lq.Filter, err)
+	}
+	for _, bad := range []string{"0", "-1", "x", "1.5", "67", ""} {
+		q := url.Values{"worker_deaths": {bad}}
+		if bad == "" {
+			q["worker_deaths"] = []string{"1", "2"}
+		}
+		if _, err := ParseListQuery(q, true); !isField(err, "worker_deaths") {
+			t.Errorf("worker_deaths=%q: %v; want a 400 naming worker_deaths", bad, err)
+		}
+	}
+}
+
 func isField(err error, field string) bool {
 	var fe *FieldError
 	return errors.As(err, &fe) && fe.Field == field
@@ -41,6 +57,7 @@ func FuzzListQuery(f *testing.F) {
 	f.Add("cursor=" + lq.Cursor(shard.ListKey{Created: time.Unix(5, 0), Group: "g", Task: 1}))
 	f.Add("state=FAILED&state=READY,running&limit=10&created_after=2026-01-02T15:04:05Z")
 	f.Add("label=a%3Db&q=x&mode=dag&cursor=AQ")
+	f.Add("worker_deaths=2&state=RUNNING")
 	f.Fuzz(func(t *testing.T, raw string) {
 		q, err := url.ParseQuery(raw)
 		if err != nil {
@@ -57,6 +74,9 @@ func FuzzListQuery(f *testing.F) {
 			}
 			if lq.Filter.Limit < 1 || lq.Filter.Limit > MaxListLimit {
 				t.Fatalf("limit %d out of range", lq.Filter.Limit)
+			}
+			if d := lq.Filter.WorkerDeaths; d < 0 || d > shard.MaxDeaths {
+				t.Fatalf("worker_deaths %d out of range", d)
 			}
 		}
 	})
