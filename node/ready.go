@@ -20,8 +20,10 @@ import (
 //     leader's appends, snapshots and heartbeats, vote requests), which
 //     may leave before this Ready's entries are durable, so that followers
 //     write in parallel with the leader (Raft thesis 10.2.1), and steal
-//     requests and grants, whose leases are committed or held back, never
-//     in this Ready's entries (flushGrants);
+//     requests and grants, whose leases are committed, held back, or in
+//     an entry of this Ready that commits only once written (a held lease
+//     rides along with its partition's next entry), never in an entry
+//     this Ready commits before writing it (flushGrants);
 //  2. persist: Log.Append(&rd.Persist), then Log.Sync() if rd.MustSync;
 //  3. send rd.Messages and rd.Gossip: Raft's responses (append and vote
 //     acknowledgements) and every other message (outcomes, grants, acks)

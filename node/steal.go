@@ -452,10 +452,13 @@ func (n *Node) grantOf(p *partition, e *shard.Event, spec *shard.TaskSpec) Grant
 
 // flushGrants sends the grants (and refusals) of this Ready. A grant
 // whose lease this leader holds back (holdGrants) goes early
-// (Ready.Early), ahead of the Ready's persist: the lease is in none of the
-// entries being written, so the grant vouches for nothing the persist
-// makes durable, and a thief whose slot is free waits for no sync of the
-// victim's. So do refusals, and a thief's steal requests (askSteal). A
+// (Ready.Early), ahead of the Ready's persist: the lease is in no
+// committed entry, so the grant vouches for nothing the persist makes
+// durable, and a thief whose slot is free waits for no sync of the
+// victim's. The lease may ride along in an entry of this very Ready (the
+// partition proposed something else: flush), which commits only once a
+// majority wrote it, as it would have later; the thief's run counts
+// through the log either way. So do refusals, and a thief's steal requests (askSteal). A
 // grant of a lease that applied (grantApplied) waits for the persist: a
 // partition with one voter commits an entry before it is written.
 func (n *Node) flushGrants() {

@@ -28,6 +28,8 @@ type simNode struct {
 	drv *node.Driver // drives n's Readies (handler.go, simIO)
 	log *wal.Memory  // the disk: kept across crashes
 	clk clock
+	// lateSeed picks how late each of its timers fires (timerLate).
+	lateSeed uint64
 
 	up, paused  bool
 	left        bool          // left the mesh for good (Leave): never restarts
@@ -170,8 +172,12 @@ func (nd *simNode) scheduleWake() {
 	if !nd.up || nd.paused {
 		return
 	}
-	d := min(max(nd.n.NextDeadline().Sub(nd.now()), 0), time.Hour)
+	dl := nd.n.NextDeadline()
+	d := min(max(dl.Sub(nd.now()), 0), time.Hour)
 	at := nd.s.now + nd.clk.virtual(d)
+	if d > 0 {
+		at += nd.timerLate(dl)
+	}
 	if nd.wakeSet && nd.wakeGen == nd.gen && nd.wakeAt == at {
 		return
 	}
@@ -185,6 +191,28 @@ func (nd *simNode) scheduleWake() {
 	}
 	w.nd, w.gen, w.at = nd, nd.gen, at
 	nd.s.at(at, w.run)
+}
+
+// maxTimerLate bounds how late a node's timer fires after its deadline.
+const maxTimerLate = time.Millisecond
+
+// timerLate is how late the node's timer for deadline fires: a real
+// process's timer fires a little after its deadline (the runtime's timer
+// and the scheduler's wakeup), by a different amount each time, so that
+// peers started together do not tick in step for ever. In the
+// simulator's early versions every node woke exactly at its deadlines:
+// nodes started at the same instant kept their Raft ticks on one grid,
+// and two elections timing out on the same tick were far likelier than
+// between processes. The delay is a hash of the deadline (and the
+// node's seed), not a draw: the same deadline, read again after every
+// drain, schedules the same wakeup. A deadline already due wakes the node
+// at once, as the runtime's timer set to zero does.
+func (nd *simNode) timerLate(deadline time.Time) time.Duration {
+	h := (uint64(deadline.UnixNano()) ^ nd.lateSeed) * 0x9e3779b97f4a7c15
+	h ^= h >> 29
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 32
+	return time.Duration(h % uint64(maxTimerLate))
 }
 
 // wake is a scheduled wakeup of a node (scheduleWake), reused once it

@@ -169,7 +169,7 @@ func newSim(cfg Config) (*sim, error) {
 		// One string per id, shared by the initial membership and the
 		// node: a node's member map compares the sender's id with its
 		// key, at once when both are the same string.
-		nd := &simNode{s: s, idx: i, id: ids[i], log: newDisk()}
+		nd := &simNode{s: s, idx: i, id: ids[i], log: newDisk(), lateSeed: s.rng.Uint64()}
 		s.nodes = append(s.nodes, nd)
 		s.byID[nd.id] = i
 		if err := nd.start(); err != nil {

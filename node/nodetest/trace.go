@@ -82,12 +82,16 @@ func (c *Contract) see(id string, d node.Duty, rd *node.Ready) {
 }
 
 // grantLeasesOutside reports whether none of grants' leases is among the
-// entries persist writes: a grant sent early must vouch for no entry of
-// its Ready (its lease committed already, or held back).
+// committed entries persist writes: a grant sent early must vouch for no
+// entry this Ready makes durable and that already counts (its lease
+// committed before, held back, or proposed in an entry that commits only
+// once written: a held lease rides along with the partition's next
+// entry, ready.go flush).
 func grantLeasesOutside(grants []node.Grant, persist *wal.Batch) bool {
 	for _, u := range persist.Updates {
+		commit := u.HardState.GetCommit()
 		for _, e := range u.Entries {
-			if e.GetType() != pb.EntryNormal || len(e.GetData()) == 0 {
+			if e.GetType() != pb.EntryNormal || len(e.GetData()) == 0 || e.GetIndex() > commit {
 				continue
 			}
 			b, err := shard.DecodeBatch(e.GetData())
