@@ -275,6 +275,34 @@ func TestDashboardViews(t *testing.T) {
 		b.screenshot(shot("workers"))
 		stop()
 		<-polled
+
+		// A worker that polls again as another instance restarted: it died
+		// holding its task, which the task view shows.
+		var one struct {
+			ID string `json:"id"`
+		}
+		p.do("POST", "/v1/tasks", map[string]any{"handler": "dash-test-resize", "payload": 1}, &one)
+		var got struct {
+			Tasks []struct {
+				ID string `json:"id"`
+			} `json:"tasks"`
+		}
+		poll := map[string]any{"worker": "dash-test-worker", "instance": "first", "handlers": []string{"dash-test-resize"}, "max": 1, "wait": "10s"}
+		p.do("POST", "/v1/workers/poll", poll, &got)
+		if len(got.Tasks) != 1 || got.Tasks[0].ID != one.ID {
+			t.Fatalf("poll = %+v; want %s", got, one.ID)
+		}
+		poll["instance"], poll["wait"] = "second", "1s"
+		p.do("POST", "/v1/workers/poll", poll, nil)
+		until(t, "the worker's death recorded with the task", func() bool {
+			var tv struct {
+				WorkerDeaths *struct{ Alone int } `json:"worker_deaths"`
+			}
+			p.do("GET", "/v1/tasks/"+one.ID, nil, &tv)
+			return tv.WorkerDeaths != nil && tv.WorkerDeaths.Alone == 1
+		})
+		b.navigate(base + "/#task=" + one.ID)
+		b.waitJS(ctx, "the task's worker deaths", `document.querySelector('#task-fields').textContent.includes('1 alone · 0 beside other tasks')`)
 	})
 
 	t.Run("overview", func(t *testing.T) {

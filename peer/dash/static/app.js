@@ -787,6 +787,13 @@
     return el('div', null, el('dt', { text: name }), el('dd', { class: cls, title: title || null }, value));
   }
 
+  // deathsText reads a task's worker_deaths: {shared, alone}.
+  function deathsText(d) {
+    const alone = d.alone || 0;
+    const shared = d.shared || 0;
+    return alone + ' alone · ' + shared + ' beside other tasks';
+  }
+
   function renderTask() {
     const sec = $('#task-section');
     const id = st.openTask;
@@ -823,6 +830,8 @@
       field('run time', started ? fmtDur((finished || Date.now()) - started) + (finished ? '' : ' so far') : '—'),
       field('result', resultText, 'json', t.result === undefined ? null : json(t.result, 4000)),
       t.error ? field('error', t.error, 'err', t.error) : null,
+      t.worker_deaths ? field('worker deaths', deathsText(t.worker_deaths), null,
+        'external workers that died running it since its last outcome; two make it run alone, --worker-crash-limit lone ones fail it') : null,
       t.not_before ? field('not before', fmtClock(parseTime(t.not_before))) : null,
     ].filter(Boolean));
     const evs = st.events || [];
