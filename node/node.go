@@ -273,7 +273,10 @@ type Node struct {
 	goneOut map[string][]GoneMsg
 	leaveAt time.Time
 	dirty   []int // partitions that may have a Raft Ready
-	isDir   []bool
+	// dirtyNext is the other buffer of dirty: Ready walks one while
+	// markDirty appends to the other.
+	dirtyNext []int
+	isDir     []bool
 
 	now       time.Time
 	lastTick  time.Time
@@ -318,6 +321,7 @@ type Node struct {
 
 	mesh     mesh // membership, liveness, ring, outbox
 	raftOut  map[string][]RaftMsg
+	outTo    []string // flushRaftMsgs' sorted keys of raftOut, reused
 	snapSent []snapReport
 	steal    stealer
 	stats    NodeStats

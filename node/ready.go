@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -147,7 +148,7 @@ func (n *Node) HasReady() bool {
 func (n *Node) Ready() Ready {
 	n.schedulePeers()
 	dirty := n.dirty
-	n.dirty = nil
+	n.dirty = n.dirtyNext[:0]
 	for _, i := range dirty {
 		n.isDir[i] = false
 		p := n.parts[i]
@@ -159,6 +160,7 @@ func (n *Node) Ready() Ready {
 			n.readyPartition(p)
 		}
 	}
+	n.dirtyNext = dirty[:0]
 	n.schedulePeers()
 	n.maybeSteal()
 	n.flushGrants()
@@ -178,13 +180,36 @@ func (n *Node) Ready() Ready {
 // the Ready is persisted, Messages for the responses that vouch for it
 // (see earlyRaft).
 func (n *Node) flushRaftMsgs() {
-	for _, to := range sortedKeys(n.raftOut) {
-		var early, late []RaftMsg
-		for _, rm := range n.raftOut[to] {
+	n.outTo = n.outTo[:0]
+	for to := range n.raftOut {
+		n.outTo = append(n.outTo, to)
+	}
+	slices.Sort(n.outTo)
+	for _, to := range n.outTo {
+		// A leader's messages are all early, a follower's mostly late:
+		// a destination's slice goes as it is when it is of one kind
+		// (the map forgets it below, so nothing appends to it again).
+		msgs := n.raftOut[to]
+		nEarly := 0
+		for _, rm := range msgs {
 			if earlyRaft(rm.Msg.GetType()) {
-				early = append(early, rm)
-			} else {
-				late = append(late, rm)
+				nEarly++
+			}
+		}
+		var early, late []RaftMsg
+		switch nEarly {
+		case len(msgs):
+			early = msgs
+		case 0:
+			late = msgs
+		default:
+			early, late = make([]RaftMsg, 0, nEarly), make([]RaftMsg, 0, len(msgs)-nEarly)
+			for _, rm := range msgs {
+				if earlyRaft(rm.Msg.GetType()) {
+					early = append(early, rm)
+				} else {
+					late = append(late, rm)
+				}
 			}
 		}
 		if len(early) > 0 {
@@ -345,8 +370,17 @@ func (n *Node) readyPartition(p *partition) {
 	n.advRds = append(n.advRds, pending{p: p, rd: rd})
 }
 
-// Advance tells the node the Ready was handled.
-func (n *Node) Advance(Ready) {
+// Advance tells the node the Ready was handled. The node reuses the array
+// of rd.Persist.Updates: the driver keeps nothing of it (wal.Batch.Join
+// copies).
+func (n *Node) Advance(rd Ready) {
+	if n.rd.Persist.Updates == nil {
+		// The driver is done with rd: its updates' array serves the next
+		// Ready (one append's growth fewer per Ready), cleared of the
+		// entries and states it pointed at.
+		clear(rd.Persist.Updates)
+		n.rd.Persist.Updates = rd.Persist.Updates[:0]
+	}
 	for _, a := range n.advRds {
 		a.p.decoded = decodedSnap{} // installed by the Ready, or ignored by Raft
 		a.p.rn.Advance(a.rd)
