@@ -298,7 +298,8 @@ func (nd *simNode) receive(from int, m message) {
 		return
 	}
 	if nd.paused { // held as a closure until the resume
-		nd.input(nd.gen, func() { nd.take(from, &m) })
+		held := m // only then on the heap
+		nd.input(nd.gen, func() { nd.take(from, &held) })
 		return
 	}
 	nd.n.Tick(nd.now()) // input's steps, without a closure per message

@@ -251,10 +251,9 @@ func percentile(sorted []time.Duration, q float64) time.Duration {
 
 // hashPersist feeds one persisted batch to the event-log hash.
 func (s *sim) hashPersist(node int, b *wal.Batch) {
-	var buf [8]byte
 	put := func(v uint64) {
-		binary.LittleEndian.PutUint64(buf[:], v)
-		s.hash.Write(buf[:])
+		binary.LittleEndian.PutUint64(s.hbuf[:], v)
+		s.hash.Write(s.hbuf[:])
 	}
 	for _, u := range b.Updates {
 		for _, e := range u.Entries {

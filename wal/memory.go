@@ -33,6 +33,10 @@ type Memory struct {
 	dirtyParts map[uint32]struct{}
 	dirtyOut   map[string]struct{}
 	dirtyMeta  map[string]struct{}
+	// scratch and scratchAt are Append's copies of the partitions it
+	// changes (scratchAt indexes scratch by partition), reused.
+	scratch   []memPart
+	scratchAt map[uint32]int
 }
 
 // memState is one version of the whole stored content.
@@ -45,9 +49,57 @@ type memState struct {
 // memPart is one partition's stored log. Its values are never mutated, only
 // replaced.
 type memPart struct {
-	hs   *raftpb.HardState
+	hs   memHardState
 	snap *raftpb.Snapshot
 	ents []*raftpb.Entry
+}
+
+// memHardState is a hard state by value (raftpb's fields are pointers:
+// a copy of one was four allocations at every Ready that changed it).
+type memHardState struct {
+	term, vote, commit uint64
+	has                uint8 // hsStored, and which fields are set
+}
+
+const (
+	hsStored = 1 << iota
+	hsTerm
+	hsVote
+	hsCommit
+)
+
+func memHardStateOf(hs *raftpb.HardState) memHardState {
+	if hs == nil {
+		return memHardState{}
+	}
+	m := memHardState{term: hs.GetTerm(), vote: hs.GetVote(), commit: hs.GetCommit(), has: hsStored}
+	for _, f := range []struct {
+		set bool
+		bit uint8
+	}{{hs.Term != nil, hsTerm}, {hs.Vote != nil, hsVote}, {hs.Commit != nil, hsCommit}} {
+		if f.set {
+			m.has |= f.bit
+		}
+	}
+	return m
+}
+
+// state returns the hard state stored (nil for none), a new one.
+func (m memHardState) state() *raftpb.HardState {
+	if m.has&hsStored == 0 {
+		return nil
+	}
+	hs := &raftpb.HardState{}
+	if m.has&hsTerm != 0 {
+		hs.Term = new(m.term)
+	}
+	if m.has&hsVote != 0 {
+		hs.Vote = new(m.vote)
+	}
+	if m.has&hsCommit != 0 {
+		hs.Commit = new(m.commit)
+	}
+	return hs
 }
 
 // NewMemory returns an empty Memory.
@@ -84,24 +136,31 @@ func (s memState) clone() memState {
 func (m *Memory) Append(b *Batch) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	scratch := map[uint32]*memPart{}
+	if m.scratchAt == nil {
+		m.scratchAt = map[uint32]int{}
+	}
+	defer func() {
+		clear(m.scratch) // what they point at is cur's, or garbage
+		m.scratch = m.scratch[:0]
+		clear(m.scratchAt)
+	}()
 	for i := range b.Updates {
 		u := &b.Updates[i]
-		mp, ok := scratch[u.Partition]
+		j, ok := m.scratchAt[u.Partition]
 		if !ok {
 			// Appends may write past cur's end in the shared backing
 			// array; harmless if the batch is rejected, as no slice
 			// header reaches there.
-			c := m.cur.parts[u.Partition]
-			mp = &c
-			scratch[u.Partition] = mp
+			j = len(m.scratch)
+			m.scratch = append(m.scratch, m.cur.parts[u.Partition])
+			m.scratchAt[u.Partition] = j
 		}
-		if err := ApplyUpdate(mp, u); err != nil {
+		if err := ApplyUpdate(&m.scratch[j], u); err != nil {
 			return fmt.Errorf("wal: append: %w", err)
 		}
 	}
-	for p, mp := range scratch {
-		if emptyPart(*mp) {
+	for p, j := range m.scratchAt {
+		if mp := &m.scratch[j]; emptyPart(*mp) {
 			delete(m.cur.parts, p) // dropped
 		} else {
 			m.cur.parts[p] = *mp
@@ -195,9 +254,7 @@ func (m *Memory) Load(p uint32) (PartitionState, error) {
 	mp := m.cur.parts[p]
 	m.mu.Unlock()
 	var ps PartitionState
-	if mp.hs != nil {
-		ps.HardState = CloneHardState(mp.hs)
-	}
+	ps.HardState = mp.hs.state()
 	if mp.snap != nil {
 		ps.Snapshot = proto.Clone(mp.snap).(*raftpb.Snapshot)
 	}
@@ -240,7 +297,7 @@ func (m *Memory) Close() error { return m.Sync() }
 // memPart implements PartStore for Memory.Append.
 
 // emptyPart reports whether mp stores nothing.
-func emptyPart(mp memPart) bool { return mp.hs == nil && mp.snap == nil && len(mp.ents) == 0 }
+func emptyPart(mp memPart) bool { return mp.hs.has == 0 && mp.snap == nil && len(mp.ents) == 0 }
 
 func (mp *memPart) Clear() error {
 	*mp = memPart{}
@@ -301,7 +358,7 @@ func (mp *memPart) PutSnapshot(s *raftpb.Snapshot) error {
 }
 
 func (mp *memPart) PutHardState(hs *raftpb.HardState) error {
-	mp.hs = CloneHardState(hs)
+	mp.hs = memHardStateOf(hs)
 	return nil
 }
 

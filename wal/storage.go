@@ -46,7 +46,9 @@ func NewStorage(ps PartitionState) (*Storage, error) {
 // compaction) with the rules of Update, so that the Storage matches what a
 // Log holds after Append(u). An invalid u returns an error wrapping
 // ErrInvalidUpdate and leaves the Storage unchanged. A Storage is
-// discarded with its partition, so it takes no Drop.
+// discarded with its partition, so it takes no Drop. It keeps u's hard
+// state and entries, which nobody may modify afterwards (Raft makes a new
+// hard state for every Ready).
 func (s *Storage) Apply(u Update) error {
 	if u.Drop {
 		return fmt.Errorf("wal: apply: %w: partition %d: a Storage is not dropped, it is discarded", ErrInvalidUpdate, u.Partition)
@@ -63,7 +65,9 @@ func (s *Storage) Apply(u Update) error {
 		}
 	}
 	if !raft.IsEmptyHardState(u.HardState) {
-		if err := s.SetHardState(CloneHardState(u.HardState)); err != nil {
+		// Kept, not copied (a copy is four allocations at every Ready
+		// that changes it): nothing modifies a hard state once made.
+		if err := s.SetHardState(u.HardState); err != nil {
 			return fmt.Errorf("wal: apply: %w", err)
 		}
 	}
