@@ -39,7 +39,9 @@
 //     leader's appends, snapshots and heartbeats, vote requests) may leave
 //     before the Ready is durable, so followers write in parallel with
 //     the leader, and so may steal requests and grants (a grant's lease
-//     is committed or held back, never in the Ready's entries); the core,
+//     is committed, or held back: it may ride along in an entry of the
+//     Ready, which commits only once written, never in one the Ready
+//     commits before writing it); the core,
 //     not the driver, decides which they are;
 //  4. start rd.Run, cancel rd.Abort, make the webhook calls of rd.Notify
 //     and report each with NotifyDone. None of them vouches for local
@@ -57,8 +59,10 @@
 // Node (peer/loop.go, simulate/handler.go, nodetest and this package's
 // tests) goes through it, so all of them take one path through Ready.
 //
-// A reply or a grant is sent only after the entries it depends on are
-// persisted by this peer and committed by the partition's majority: an
+// A reply, or a grant of an applied lease, is sent only after the entries
+// it depends on are persisted by this peer and committed by the
+// partition's majority (a held lease's grant vouches for nothing: its run
+// counts through the log): an
 // acknowledged task is durable on a majority, and exactly one outcome per
 // task is accepted (the round fencing of shard and steal).
 //
