@@ -84,11 +84,17 @@ type xworker struct {
 	capacity int
 	polled   time.Time
 	instance string // PollRequest.Instance of its last poll that named one
+	// retired are the instances it had before (the last maxRetired): a
+	// poll from one of them is another live process under the same id.
+	retired []string
 	// isolated counts the suspects it holds (it takes nothing else
 	// meanwhile); waitFor is the queued suspect it drains for.
 	isolated int
 	waitFor  *xrun
 }
+
+// maxRetired bounds the instances a worker remembers (xworker.retired).
+const maxRetired = 8
 
 type xpoll struct {
 	w        *xworker
@@ -232,9 +238,21 @@ func (h *hub) Poll(ctx context.Context, req api.PollRequest) (api.PollResult, er
 	w := h.worker(req.Worker, now)
 	var gone burial
 	if req.Instance != "" && req.Instance != w.instance {
+		if slices.Contains(w.retired, req.Instance) {
+			// Not a restart: two live processes poll under one id, and
+			// each poll would bury the other's tasks (a death of each,
+			// at every poll, until the crash limit fails them).
+			cur := w.instance
+			h.unlock()
+			return api.PollResult{}, &shard.ConflictError{Field: "instance", Message: fmt.Sprintf(
+				"worker %q: instance %s polls again after instance %s took its id over; two worker processes run under one id (give each its own)", req.Worker, req.Instance, cur)}
+		}
 		if w.instance != "" {
 			// The worker restarted: its previous process holds nothing.
 			h.bury(w, &gone, fmt.Sprintf("it polls again as another instance (%s, was %s): its process restarted", req.Instance, w.instance), now)
+			if w.retired = append(w.retired, w.instance); len(w.retired) > maxRetired {
+				w.retired = w.retired[1:]
+			}
 		}
 		w.instance = req.Instance
 	}

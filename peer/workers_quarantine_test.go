@@ -343,6 +343,17 @@ func TestWorkerRestartedInstance(t *testing.T) {
 	if !strings.Contains(string(evs), "polls again as another instance") {
 		t.Errorf("events = %s; want the expiry to say the worker restarted", evs)
 	}
+	// Instance a polls again: not a restart but a second live process
+	// under w's id. It is refused, naming the instance, and instance b's
+	// task stays with b (before, each poll buried the other's tasks, a
+	// death at every poll, until the crash limit failed them).
+	status, data = wcall(t, c, "POST", "/v1/workers/poll", `{"worker": "w", "instance": "a", "handlers": ["h"], "max": 1, "wait": "100ms"}`)
+	if status != 409 || errCode(data) != api.CodeConflict || !strings.Contains(string(data), `"field":"instance"`) || !strings.Contains(string(data), "two worker processes") {
+		t.Errorf("poll of the retired instance a = %d %s; want 409 conflict naming instance", status, data)
+	}
+	if v, err := c.GetTask(t.Context(), id, 0); err != nil || v.Round != 2 || v.WorkerDeaths == nil || v.WorkerDeaths.Total() != 1 {
+		t.Errorf("task = %+v, %v; want still round 2 with b, one death", v, err)
+	}
 	complete(t, c, again[0].Lease)
 	if v, err := c.GetTask(t.Context(), id, 10*time.Second); err != nil || v.State != "SUCCEEDED" || v.Attempt != 1 {
 		t.Errorf("task = %+v, %v; want SUCCEEDED at its first attempt", v, err)
