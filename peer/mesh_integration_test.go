@@ -106,6 +106,24 @@ func submitRetrying(t *testing.T, c *api.Client, body string) *api.SubmitGroupRe
 	return res
 }
 
+// getGroupRetrying reads group id through c, waiting for it to finish up
+// to wait, as a client would: a 503 (the group's partition between owners,
+// as while a young mesh moves leadership to the ring's owners) is read
+// again, for 20 s at most; the last answer is returned.
+func getGroupRetrying(t *testing.T, c *api.Client, id string, wait time.Duration) (g *api.Group, err error) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		g, err = c.GetGroup(t.Context(), id, wait)
+		ae := (*api.Error)(nil)
+		if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			return g, err
+		}
+		t.Logf("group %s: %v; reading again", id, err)
+		time.Sleep(50 * time.Millisecond) // a client's pause before it asks again
+	}
+}
+
 // TestMeshRealPeers runs three real peers on loopback: they form a mesh,
 // replicate every partition three ways, spread leadership, and serve a
 // submission through any peer; when a peer stops, the others take over its
@@ -123,7 +141,7 @@ func TestMeshRealPeers(t *testing.T) {
 		groups = append(groups, submitRetrying(t, peers[i%3].c, body).Group)
 	}
 	for _, g := range groups {
-		gv, err := p2.c.GetGroup(ctx, g, 10*time.Second)
+		gv, err := getGroupRetrying(t, p2.c, g, 10*time.Second)
 		if err != nil || gv.State != "SUCCEEDED" {
 			t.Fatalf("group %s through p2 = %+v, %v", g, gv, err)
 		}
@@ -137,7 +155,7 @@ func TestMeshRealPeers(t *testing.T) {
 			res, err = p1.c.SubmitGroupJSON(ctx, []byte(body))
 			return err == nil
 		})
-		g, err := p1.c.GetGroup(ctx, res.Group, 15*time.Second)
+		g, err := getGroupRetrying(t, p1.c, res.Group, 15*time.Second)
 		if err != nil || g.State != "SUCCEEDED" {
 			t.Fatalf("group %s after p3 stopped = %+v, %v", res.Group, g, err)
 		}
