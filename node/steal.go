@@ -458,9 +458,10 @@ func (n *Node) grantOf(p *partition, e *shard.Event, spec *shard.TaskSpec) Grant
 // victim's. The lease may ride along in an entry of this very Ready (the
 // partition proposed something else: flush), which commits only once a
 // majority wrote it, as it would have later; the thief's run counts
-// through the log either way. So do refusals, and a thief's steal requests (askSteal). A
-// grant of a lease that applied (grantApplied) waits for the persist: a
-// partition with one voter commits an entry before it is written.
+// through the log either way. So do refusals, and a thief's steal
+// requests (askSteal). A grant of a lease that applied (grantApplied)
+// waits for the persist: a partition with one voter commits an entry
+// before it is written.
 func (n *Node) flushGrants() {
 	if len(n.steal.grants) == 0 && len(n.steal.refuse) == 0 && len(n.steal.notNow) == 0 {
 		return

@@ -68,18 +68,20 @@ const (
 	hsCommit
 )
 
+// memHardStateOf is hs by value (the zero value for nil: none stored).
 func memHardStateOf(hs *raftpb.HardState) memHardState {
 	if hs == nil {
 		return memHardState{}
 	}
 	m := memHardState{term: hs.GetTerm(), vote: hs.GetVote(), commit: hs.GetCommit(), has: hsStored}
-	for _, f := range []struct {
-		set bool
-		bit uint8
-	}{{hs.Term != nil, hsTerm}, {hs.Vote != nil, hsVote}, {hs.Commit != nil, hsCommit}} {
-		if f.set {
-			m.has |= f.bit
-		}
+	if hs.Term != nil {
+		m.has |= hsTerm
+	}
+	if hs.Vote != nil {
+		m.has |= hsVote
+	}
+	if hs.Commit != nil {
+		m.has |= hsCommit
 	}
 	return m
 }
