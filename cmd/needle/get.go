@@ -96,6 +96,29 @@ func printTask(w io.Writer, t *api.Task) error {
 	if t.NotBefore != nil {
 		rows = append(rows, [2]string{"not before", fmtTime(t.NotBefore)})
 	}
+	if t.Stage != nil {
+		rows = append(rows, [2]string{"stage", fmt.Sprint(*t.Stage)})
+	}
+	if t.Item != nil {
+		rows = append(rows, [2]string{"item", fmt.Sprint(*t.Item)})
+	}
+	if len(t.Require) > 0 {
+		rows = append(rows, [2]string{"requires", strings.Join(t.Require, ",")})
+	}
+	if t.Pin != "" {
+		rows = append(rows, [2]string{"pinned to", t.Pin})
+	}
+	if t.Retries > 0 {
+		rows = append(rows, [2]string{"retries", fmt.Sprint(t.Retries)})
+	}
+	if d := t.WorkerDeaths; d != nil {
+		rows = append(rows, [2]string{"worker deaths", fmt.Sprintf("%d alone, %d beside other tasks", d.Alone, d.Shared)})
+	}
+	if t.Waiting != "" {
+		// Why a READY task runs nowhere: the first thing to read when one
+		// stays READY.
+		rows = append(rows, [2]string{"waiting", t.Waiting})
+	}
 	rows = append(rows, [2]string{"result", result}, [2]string{"error", errText})
 	for _, r := range rows {
 		fmt.Fprintf(tw, "%s\t%s\n", r[0], r[1])

@@ -215,8 +215,15 @@ func TestGlobalFlagsBeforeAndAfter(t *testing.T) {
 func TestGet(t *testing.T) {
 	f := &fakeBackend{
 		TaskFn: func(id shard.TaskID, _ time.Duration) (shard.TaskView, error) {
-			if id == "g9.0" {
+			switch id {
+			case "g9.0":
 				return shard.TaskView{}, shard.ErrNotFound
+			case "g8.0":
+				// READY and placed nowhere: get says why, and what holds it.
+				v := taskIn(id, shard.Ready)
+				v.Require, v.Pin, v.Retries, v.Deaths = []string{"gpu=a100", "zone=eu"}, "peerZ", 2, shard.Deaths{Shared: 1, Alone: 2}
+				v.Waiting = "pinned to peer peerZ, which is not alive"
+				return v, nil
 			}
 			return taskIn(id, shard.Succeeded), nil
 		},
@@ -235,6 +242,14 @@ func TestGet(t *testing.T) {
 	r.check(t, 0, "counts    FAILED=1 SUCCEEDED=1\n", "")
 	r.check(t, 0, "boom at line 2", "")
 	runCLI(t, addr, "", "get", "g9.0").check(t, 1, "", "needle: get: 404 not_found")
+	r = runCLI(t, addr, "", "get", "g8.0")
+	for _, want := range []string{"requires       gpu=a100,zone=eu\n", "pinned to      peerZ\n", "retries        2\n",
+		"worker deaths  2 alone, 1 beside other tasks\n", "waiting        pinned to peer peerZ, which is not alive\n"} {
+		r.check(t, 0, want, "")
+	}
+	if r := runCLI(t, addr, "", "get", "g1.0"); strings.Contains(r.stdout, "waiting") || strings.Contains(r.stdout, "requires") {
+		t.Errorf("get of a plain task shows fields it does not have:\n%s", r.stdout)
+	}
 }
 
 func TestWaitTask(t *testing.T) {

@@ -209,6 +209,16 @@ func TestDashboardViews(t *testing.T) {
 		b.navigate(base + "/#task=" + spool)
 		b.waitJS(ctx, "the failed task's error", `document.querySelector('#task-fields .err') && document.querySelector('#task-fields .err').textContent === `+jsString(failMsg))
 		b.waitJS(ctx, "the retry button", `document.querySelector('#task-actions button.primary')`)
+		// A READY task no peer may run says why, and what it requires.
+		var stuck struct {
+			ID string `json:"id"`
+		}
+		p.do("POST", "/v1/tasks", map[string]any{"handler": "echo", "payload": 1, "require": []string{"zone=nowhere"}}, &stuck)
+		b.navigate(base + "/#task=" + stuck.ID)
+		b.waitJS(ctx, "why the task waits", `document.querySelector('#task-fields .waiting') && document.querySelector('#task-fields .waiting').textContent === 'no live peer has labels zone=nowhere'`)
+		b.waitJS(ctx, "the labels it requires", `document.querySelector('#task-fields').textContent.includes('requires') && document.querySelector('#task-fields').textContent.includes('zone=nowhere')`)
+		b.screenshot(shot("task-waiting"))
+		p.do("POST", "/v1/tasks/"+stuck.ID+"/cancel", nil, nil)
 	})
 
 	t.Run("schedules", func(t *testing.T) {

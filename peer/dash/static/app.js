@@ -833,6 +833,13 @@
       t.worker_deaths ? field('worker deaths', deathsText(t.worker_deaths), null,
         'external workers that died running it since its last outcome; two make it run alone, --worker-crash-limit lone ones fail it') : null,
       t.not_before ? field('not before', fmtClock(parseTime(t.not_before))) : null,
+      t.waiting ? field('waiting', t.waiting, 'waiting', 'why this READY task runs nowhere yet: ' + t.waiting) : null,
+      t.retries ? field('retries', String(t.retries), null,
+        'times it was retried by hand; its state and result are of the runs since the last') : null,
+      t.require && t.require.length ? field('requires', t.require.join(', '), 'mono', 'labels a peer or worker must carry to run it') : null,
+      t.pin ? field('pinned to', shortPeer(t.pin), 'mono', t.pin) : null,
+      t.stage !== undefined && t.stage !== null ? field(t.item !== undefined && t.item !== null ? 'stage · item' : 'stage',
+        t.stage + (t.item !== undefined && t.item !== null ? ' · ' + t.item : '')) : null,
     ].filter(Boolean));
     const evs = st.events || [];
     const t0 = evs.length ? parseTime(evs[0].at) : null;
