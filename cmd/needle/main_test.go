@@ -194,6 +194,9 @@ func TestUsageErrors(t *testing.T) {
 		{"simulate", "--log", "debug", "--seeds", "2"},
 		{"simulate", "--tasks", "0"},
 		{"simulate", "--warmup", "10m"},
+		{"schedule"},
+		{"schedule", "--json", "list"},
+		{"schedule", "nope"},
 	} {
 		if r := runCLI(t, addr, "", args...); r.code != 2 || r.stderr == "" {
 			t.Errorf("needle %v = exit %d, stderr %q; want exit 2 with a message", args, r.code, r.stderr)
@@ -201,6 +204,8 @@ func TestUsageErrors(t *testing.T) {
 	}
 	runCLI(t, addr, "", "help", "submit").check(t, 0, "-max-backoff", "")
 	runCLI(t, addr, "", "wait", "-h").check(t, 0, "usage: needle wait", "")
+	runCLI(t, addr, "", "schedule", "--help").check(t, 0, "usage: needle schedule add", "")
+	runCLI(t, addr, "", "schedule", "--json", "list").check(t, 2, "", "want a subcommand before the flags")
 }
 
 func TestGlobalFlagsBeforeAndAfter(t *testing.T) {

@@ -54,6 +54,12 @@ func (c *ScheduleCommand) Run(ctx context.Context, args []string) error {
 		return usagef("want a subcommand: add, list, get, rm, pause, resume or trigger")
 	}
 	sub := args[0]
+	switch {
+	case sub == "help" || sub == "-h" || sub == "-help" || sub == "--help":
+		return flag.ErrHelp
+	case strings.HasPrefix(sub, "-"):
+		return usagef("want a subcommand before the flags (add, list, get, rm, pause, resume or trigger), not %q", sub)
+	}
 	pos, err := parse(c.flags(), args[1:])
 	if err != nil {
 		return err
