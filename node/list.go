@@ -36,6 +36,11 @@ func (n *Node) List(f *shard.Filter, groups bool) ListResult {
 		}
 		out.Trim(f.Limit)
 	}
+	// A READY task no live peer may run says why, as it does when read
+	// alone (Task): in this node's view, which is its owner's.
+	for i := range out.Tasks {
+		out.Tasks[i].Waiting = n.waiting(&out.Tasks[i])
+	}
 	return out
 }
 

@@ -28,7 +28,12 @@ func (o *opsBackend) ListTasks(_ context.Context, f *shard.Filter) (api.TaskPage
 		if f.After != nil && !k.Less(*f.After) {
 			continue
 		}
-		page.Tasks = append(page.Tasks, taskIn(shard.TaskIDOf("g", i), shard.Failed))
+		v := taskIn(shard.TaskIDOf("g", i), shard.Failed)
+		if i == 0 {
+			v = taskIn(v.ID, shard.Ready)
+			v.Waiting = `no live worker serves handler "echo"`
+		}
+		page.Tasks = append(page.Tasks, v)
 		page.Keys = append(page.Keys, k)
 		if len(page.Keys) == f.Limit {
 			break
@@ -70,6 +75,9 @@ func TestListStatsRetry(t *testing.T) {
 		if !strings.Contains(r.stdout, string(shard.TaskIDOf("g", i))) {
 			t.Errorf("list --all printed %q; want g.%d", r.stdout, i)
 		}
+	}
+	if !strings.Contains(r.stdout, `waiting: no live worker serves handler "echo"`) {
+		t.Errorf("list --all printed %q; want g.0's reason to wait", r.stdout)
 	}
 	runCLI(t, srv.URL, "", "stats").check(t, 0, "1m30s", "")
 	runCLI(t, srv.URL, "", "retry", "g.3").check(t, 0, "g.3 READY", "")

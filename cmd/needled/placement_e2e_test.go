@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"os/exec"
 	"slices"
 	"strings"
@@ -131,6 +132,17 @@ func TestPlacementProcesses(t *testing.T) {
 		})
 		if tk.State != "READY" || tk.Waiting != "no live peer has labels tpu=v5" {
 			t.Errorf("task = %s waiting %q", tk.State, tk.Waiting)
+		}
+		// Lists say it too, through every peer (the owner's view).
+		for _, a := range addrs {
+			l, err := (&api.Client{BaseURL: "http://" + a}).ListTasks(ctx, url.Values{"state": {"READY"}, "handler": {"echo"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(l.Tasks, func(tk api.Task) bool { return tk.ID == res.ID })
+			if i < 0 || l.Tasks[i].Waiting != "no live peer has labels tpu=v5" {
+				t.Errorf("READY tasks listed through %s = %+v; want %s waiting", a, l.Tasks, res.ID)
+			}
 		}
 		if _, err := c.CancelTask(ctx, res.ID); err != nil {
 			t.Error(err)
