@@ -14,8 +14,10 @@ COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 BUILDINFO := github.com/needle-mesh/needle/cmd/internal/buildinfo
 RELEASE_LDFLAGS := -s -w -X $(BUILDINFO).Version=$(VERSION) -X $(BUILDINFO).Commit=$(COMMIT)
 
+# bin/ is stamped like a release (--version names the commit even where
+# the toolchain records none: GOFLAGS=-buildvcs=false, a copied tree).
 build:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -ldflags '-X $(BUILDINFO).Version=$(VERSION) -X $(BUILDINFO).Commit=$(COMMIT)' -o bin/ ./cmd/...
 
 release:
 	@mkdir -p $(DIST)
