@@ -204,7 +204,10 @@ func TestUsageErrors(t *testing.T) {
 	}
 	runCLI(t, addr, "", "help", "submit").check(t, 0, "-max-backoff", "")
 	runCLI(t, addr, "", "wait", "-h").check(t, 0, "usage: needle wait", "")
-	runCLI(t, addr, "", "schedule", "--help").check(t, 0, "usage: needle schedule add", "")
+	for name := range commands {
+		// Every command's --help is its usage, exit 0.
+		runCLI(t, addr, "", name, "--help").check(t, 0, "usage: needle "+name, "")
+	}
 	runCLI(t, addr, "", "schedule", "--json", "list").check(t, 2, "", "want a subcommand before the flags")
 }
 

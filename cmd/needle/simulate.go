@@ -101,6 +101,9 @@ func (SimulateCommand) run(ctx context.Context, args []string, out io.Writer) er
 	if err == nil {
 		err = cfg.Validate()
 	}
+	if errors.Is(err, flag.ErrHelp) {
+		return err // the usage, exit 0
+	}
 	if err != nil {
 		return &usageError{msg: strings.TrimPrefix(err.Error(), "simulate: ")} // exit 2, like every command's bad flags
 	}
