@@ -267,6 +267,10 @@ func TestWaitTask(t *testing.T) {
 			return taskIn(id, shard.Succeeded), nil
 		case "bad.0", "g1.0":
 			return taskIn(id, shard.Failed), nil
+		case "stuck.0":
+			v := taskIn(id, shard.Ready)
+			v.Handler, v.Waiting = "ech0", `no live worker serves handler "ech0"`
+			return v, nil
 		}
 		time.Sleep(min(wait, 50*time.Millisecond))
 		return taskIn(id, shard.Running), nil
@@ -275,6 +279,11 @@ func TestWaitTask(t *testing.T) {
 	runCLI(t, addr, "", "wait", "ok.0").check(t, 0, "{\"a\":1}\n", "")
 	runCLI(t, addr, "", "wait", "bad.0").check(t, 1, "", "needle: wait: task bad.0 FAILED: boom")
 	runCLI(t, addr, "", "wait", "slow.0", "--timeout", "300ms").check(t, 1, "", "timed out after 300ms; task slow.0 is RUNNING")
+	r := runCLI(t, addr, "", "wait", "stuck.0", "--timeout", "700ms")
+	r.check(t, 1, "", `timed out after 700ms; task stuck.0 is READY (no live worker serves handler "ech0")`)
+	if n := strings.Count(r.stderr, `needle: wait: stuck.0 is READY: no live worker serves handler "ech0"`); n != 1 {
+		t.Errorf("wait said why the task waits %d times; want once:\n%s", n, r.stderr)
+	}
 	runCLI(t, addr, "", "submit", "--handler", "echo", "--wait").check(t, 1, "g1.0\n", "needle: submit: task g1.0 FAILED: boom")
 }
 

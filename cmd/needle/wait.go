@@ -17,6 +17,7 @@ import (
 // Polling bounds of wait.
 const (
 	taskPollWait  = 30 * time.Second       // ?wait= of one task long poll
+	firstPollWait = 2 * time.Second        // ?wait= of the first: soon enough to say why a task waits
 	groupPollWait = time.Second            // ?wait= of one group poll (progress refresh)
 	minPollGap    = 200 * time.Millisecond // pause when a poll returns early
 	lineInterval  = 5 * time.Second        // plain progress lines without a terminal
@@ -96,14 +97,26 @@ func pause(ctx context.Context, start time.Time) {
 // waitTask long-polls a task until it is terminal and prints its result.
 func (c *WaitCommand) waitTask(ctx context.Context, id string) error {
 	cl := c.client()
-	state := "unknown"
-	for {
+	state, waiting := "unknown", ""
+	for wait := firstPollWait; ; wait = taskPollWait {
 		start := time.Now()
-		t, err := cl.GetTask(ctx, id, pollWait(ctx, taskPollWait))
+		t, err := cl.GetTask(ctx, id, pollWait(ctx, wait))
 		if err != nil {
 			return c.waitFailed(ctx, err, "task", id, state)
 		}
 		state = t.State
+		if t.Waiting != waiting {
+			// A READY task no live peer or worker may run (a handler no
+			// worker serves, a label no peer carries) waits until one
+			// comes: say so, once per reason, rather than wait silently.
+			waiting = t.Waiting
+			if waiting != "" {
+				fmt.Fprintf(c.Stderr, "needle: wait: %s is %s: %s\n", id, t.State, waiting)
+			}
+		}
+		if waiting != "" {
+			state = t.State + " (" + waiting + ")"
+		}
 		if st, ok := shard.ParseState(t.State); ok && st.Terminal() {
 			return c.taskDone(t)
 		}
