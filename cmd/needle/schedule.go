@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -163,13 +161,7 @@ func (c *ScheduleCommand) addRequest() (*api.CreateScheduleRequest, error) {
 		req.Group = body
 		return req, nil
 	}
-	var body []byte
-	var err error
-	if c.file == "-" {
-		body, err = io.ReadAll(c.Stdin)
-	} else {
-		body, err = os.ReadFile(c.file)
-	}
+	body, err := readJSONFile(c.file, c.Stdin)
 	if err != nil {
 		return nil, err
 	}

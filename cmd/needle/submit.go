@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -145,13 +144,10 @@ func (r *requireFlag) Set(v string) error { *r = append(*r, v); return nil }
 
 // readPayload returns the JSON of --payload (inline or @FILE).
 func readPayload(arg string) (json.RawMessage, error) {
-	data := []byte(arg)
 	if name, ok := strings.CutPrefix(arg, "@"); ok {
-		var err error
-		if data, err = os.ReadFile(name); err != nil {
-			return nil, err
-		}
+		return readJSONFile(name, nil)
 	}
+	data := []byte(arg)
 	if !json.Valid(data) {
 		return nil, usagef("--payload is not valid JSON (quote strings: '\"text\"')")
 	}
@@ -159,13 +155,7 @@ func readPayload(arg string) (json.RawMessage, error) {
 }
 
 func (c *SubmitCommand) submitGroup(ctx context.Context, notify bool) error {
-	var body []byte
-	var err error
-	if c.file == "-" {
-		body, err = io.ReadAll(c.Stdin)
-	} else {
-		body, err = os.ReadFile(c.file)
-	}
+	body, err := readJSONFile(c.file, c.Stdin)
 	if err != nil {
 		return err
 	}

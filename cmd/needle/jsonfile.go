@@ -1,0 +1,60 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// readJSONFile reads the JSON document in file ("-" for stdin, when
+// stdin is not nil) and checks
+// its syntax here, so that a typo is named by line and column
+// ("group.json:3:31: invalid character ...") rather than by the byte
+// offset a peer's 400 gives.
+func readJSONFile(file string, stdin io.Reader) ([]byte, error) {
+	var data []byte
+	var err error
+	name := file
+	if file == "-" && stdin != nil {
+		name = "stdin"
+		data, err = io.ReadAll(stdin)
+	} else {
+		data, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := jsonSyntax(data); err != nil {
+		return nil, &exitError{code: 2, err: fmt.Errorf("%s:%w", name, err)} // bad input, as a bad flag
+	}
+	return data, nil
+}
+
+// jsonSyntax returns nil when data is one JSON document, else its first
+// syntax error as "LINE:COL: message" (1-based; an unexpected end is at
+// the end of the input).
+func jsonSyntax(data []byte) error {
+	if json.Valid(data) {
+		return nil
+	}
+	var v json.RawMessage
+	err := json.Unmarshal(data, &v)
+	off := int64(len(data))
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		off = min(se.Offset, off)
+	}
+	if err == nil {
+		err = errors.New("not one JSON document") // unreachable: Valid and Unmarshal agree
+	}
+	if off > 0 && se != nil && !strings.HasPrefix(se.Error(), "unexpected end") {
+		off-- // the offset is past the byte that broke it
+	}
+	line := bytes.Count(data[:off], []byte("\n")) + 1
+	col := int(off) - bytes.LastIndexByte(data[:off], '\n')
+	return fmt.Errorf("%d:%d: %w", line, col, err)
+}
