@@ -34,21 +34,38 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 func (c *ListCommand) flags() *flag.FlagSet {
 	fs := c.flagSet("list")
 	fs.Var(&c.states, "state", "only tasks (groups with --groups) in this state; repeatable, or comma-separated (failed, ready, ...)")
-	fs.StringVar(&c.handler, "handler", "", "only tasks of this handler")
+	c.taskFlags(fs)
 	fs.StringVar(&c.mode, "mode", "", "only groups of this mode")
-	fs.StringVar(&c.peer, "peer", "", "only tasks that ran on this peer id")
-	fs.StringVar(&c.label, "label", "", "only tasks requiring this key=value label")
 	fs.StringVar(&c.schedule, "schedule", "", "only groups fired by this schedule id")
-	fs.IntVar(&c.deaths, "worker-deaths", 0, "only tasks at least N external workers died running since their last outcome")
-	fs.StringVar(&c.q, "q", "", "a substring of a task name, task or group id, or group key")
-	fs.DurationVar(&c.since, "since", 0, "only work created in the last D (e.g. 1h)")
-	fs.DurationVar(&c.until, "until", 0, "only work created more than D ago")
 	fs.IntVar(&c.limit, "limit", 50, "items per page (1..1000)")
 	fs.StringVar(&c.cursor, "cursor", "", "resume after a previous page (its printed cursor)")
 	fs.BoolVar(&c.all, "all", false, "follow the cursors to the end")
 	fs.BoolVar(&c.groups, "groups", false, "list groups instead of tasks")
 	fs.BoolVar(&c.asJSON, "json", false, "print the API responses as JSON")
 	return fs
+}
+
+// taskFlags adds the filters of tasks (needle list, and needle retry's
+// bulk form) to fs.
+func (c *ListCommand) taskFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.handler, "handler", "", "only tasks of this handler")
+	fs.StringVar(&c.peer, "peer", "", "only tasks that ran on this peer id")
+	fs.StringVar(&c.label, "label", "", "only tasks requiring this key=value label")
+	fs.IntVar(&c.deaths, "worker-deaths", 0, "only tasks at least N external workers died running since their last outcome")
+	fs.StringVar(&c.q, "q", "", "a substring of a task name, task or group id, or group key")
+	fs.DurationVar(&c.since, "since", 0, "only work created in the last D (e.g. 1h)")
+	fs.DurationVar(&c.until, "until", 0, "only work created more than D ago")
+}
+
+// checkTaskFlags refuses the task filters' bad values.
+func (c *ListCommand) checkTaskFlags() error {
+	if c.since < 0 || c.until < 0 {
+		return usagef("--since and --until want a positive duration")
+	}
+	if c.deaths < 0 {
+		return usagef("--worker-deaths wants a positive count")
+	}
+	return nil
 }
 
 // Usage returns the help of list.
@@ -95,11 +112,8 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 	if len(pos) != 0 {
 		return usagef("list takes no arguments (filters are flags)")
 	}
-	if c.since < 0 || c.until < 0 {
-		return usagef("--since and --until want a positive duration")
-	}
-	if c.deaths < 0 {
-		return usagef("--worker-deaths wants a positive count")
+	if err := c.checkTaskFlags(); err != nil {
+		return err
 	}
 	q := c.query()
 	for {

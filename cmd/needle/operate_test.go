@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,8 +17,10 @@ import (
 // holds five failed tasks, newest (highest index) first.
 type opsBackend struct {
 	*fakeBackend
-	filters []shard.Filter
-	retried []shard.TaskID
+	filters  []shard.Filter
+	mu       sync.Mutex // RetryTask's: the bulk retry sends several at once
+	retried  []shard.TaskID
+	conflict shard.TaskID // RetryTask answers it 409, as a task retried meanwhile
 }
 
 func (o *opsBackend) ListTasks(_ context.Context, f *shard.Filter) (api.TaskPage, error) {
@@ -53,6 +56,11 @@ func (o *opsBackend) Stats(context.Context) (api.StatsPage, error) {
 }
 
 func (o *opsBackend) RetryTask(_ context.Context, id shard.TaskID, _, _ string) (shard.TaskView, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if id == o.conflict {
+		return shard.TaskView{}, api.NewError(api.CodeConflict, "", "task "+string(id)+" is READY")
+	}
 	o.retried = append(o.retried, id)
 	return taskIn(id, shard.Ready), nil
 }
@@ -93,4 +101,37 @@ func TestListStatsRetry(t *testing.T) {
 	}
 	runCLI(t, srv.URL, "", "list", "--worker-deaths", "-1").check(t, 2, "", "--worker-deaths")
 	runCLI(t, srv.URL, "", "list", "--worker-deaths", "99").check(t, 1, "", "worker_deaths")
+}
+
+func TestRetryBulk(t *testing.T) {
+	o := &opsBackend{fakeBackend: &fakeBackend{}, conflict: "g.2"}
+	srv := httptest.NewServer(api.NewHandler(o, api.HandlerOptions{}))
+	t.Cleanup(srv.Close)
+
+	r := runCLI(t, srv.URL, "", "retry", "--handler", "echo", "--since", "1h", "--dry-run")
+	r.check(t, 0, "g.4\ng.3\ng.2\ng.1\ng.0\n", "5 tasks match; none retried")
+	if f := o.filters[0]; f.Handler != "echo" || !slices.Equal(f.States, []shard.State{shard.Failed}) || f.Limit != 1000 || f.CreatedAfter.IsZero() {
+		t.Errorf("bulk retry listed with %+v; want FAILED tasks of echo created in the last hour", f)
+	}
+	runCLI(t, srv.URL, "", "retry", "--handler", "echo", "--max", "3").check(t, 1, "", "more than 3 tasks match (--max); nothing retried")
+	if len(o.retried) != 0 {
+		t.Fatalf("retried %v before the list was known to fit --max", o.retried)
+	}
+
+	r = runCLI(t, srv.URL, "", "retry", "--handler", "echo", "--state", "failed,canceled", "--key", "outage-7")
+	r.check(t, 0, "g.4 READY attempt 0\ng.3 READY attempt 0\ng.1 READY attempt 0\ng.0 READY attempt 0\n", "needle: retry: g.2 skipped: task g.2 is READY")
+	r.check(t, 0, "", "retried 4 of 5 matching tasks (1 no longer retryable, 0 errors)")
+	if f := o.filters[len(o.filters)-1]; !slices.Equal(f.States, []shard.State{shard.Failed, shard.Canceled}) {
+		t.Errorf("states %v; want FAILED and CANCELED", f.States)
+	}
+	got := slices.Clone(o.retried)
+	slices.Sort(got)
+	if !slices.Equal(got, []shard.TaskID{"g.0", "g.1", "g.3", "g.4"}) {
+		t.Errorf("retried %v; want g.0, g.1, g.3, g.4", got)
+	}
+
+	runCLI(t, srv.URL, "", "retry", "--state", "ready").check(t, 2, "", "only FAILED and CANCELED tasks can be retried")
+	runCLI(t, srv.URL, "", "retry", "g.1", "--handler", "echo").check(t, 2, "", "an id or filters, not both")
+	runCLI(t, srv.URL, "", "retry", "--handler", "echo", "--max", "0").check(t, 2, "", "--max")
+	runCLI(t, srv.URL, "", "retry").check(t, 2, "", "want exactly one task or group id, or filters")
 }
