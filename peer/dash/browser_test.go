@@ -183,6 +183,33 @@ func TestDashboardViews(t *testing.T) {
 			t.Errorf("after the retry click the task was leased %d times; want 2 (%+v)", leased, ev.Events)
 		}
 		b.waitJS(ctx, "the retried task's attempts in the list", `document.querySelector('`+row+` td.num') && document.querySelector('`+row+` td.num').textContent === '2'`)
+
+		// Retry these N: every FAILED task of the page (filtered to one
+		// group), after a confirming second click.
+		var three submitted
+		fail := map[string]any{"handler": "fail", "payload": map[string]any{"message": "bulk (dashboard test)", "permanent": true}}
+		p.do("POST", "/v1/groups", map[string]any{"mode": "parallel", "tasks": []any{fail, fail, fail}}, &three)
+		p.do("GET", "/v1/groups/"+three.Group+"?wait=20s&tasks=false", nil, nil)
+		b.navigate(base + "/#failed?q=" + three.Group)
+		b.waitJS(ctx, "the bulk retry button", `document.querySelector('#list-bulk button') && document.querySelector('#list-bulk button').textContent === 'Retry these 3'`)
+		b.click(`#list-bulk button`)
+		b.waitJS(ctx, "the bulk retry asking to confirm", `document.querySelector('#list-bulk button').textContent === 'Confirm: retry 3'`)
+		b.click(`#list-bulk button`)
+		until(t, "the three tasks run again through the bulk retry", func() bool {
+			var g struct {
+				Tasks []taskView `json:"tasks"`
+			}
+			p.do("GET", "/v1/groups/"+three.Group, nil, &g)
+			n := 0
+			for _, tv := range g.Tasks {
+				if tv.Attempt == 2 && tv.State == "FAILED" {
+					n++
+				}
+			}
+			return n == 3
+		})
+		b.waitJS(ctx, "the note of the bulk retry", `document.body.textContent.includes('retried 3 of 3 tasks')`)
+		b.screenshot(shot("failed-bulk"))
 	})
 
 	t.Run("task", func(t *testing.T) {

@@ -9,7 +9,7 @@
 
   const D = window.NeedleDash;
   if (!D) return;
-  const { st, api, act, el, svg, pill, progress, changed, replaceRows, kick, button,
+  const { st, api, act, describe, el, svg, pill, progress, changed, replaceRows, kick, button,
     parseTime, fmtClock, fmtDur, fmtAgo } = D;
   const $ = (sel) => document.querySelector(sel);
   const enc = encodeURIComponent;
@@ -181,6 +181,14 @@
     const sig = JSON.stringify([list.kind, n, items && items.map((x) => [x.id, x.state, x.attempt, x.counts, x.error, x.finished_at])]);
     if (!changed('list', sig)) return;
     const tbody = $('#list tbody');
+    // The failed view retries every FAILED and CANCELED task of the page
+    // at once (after an outage, filtered by handler), as needle retry
+    // does with filters.
+    const retryable = failed && items ? items.filter((t) => t.state === 'FAILED' || t.state === 'CANCELED') : [];
+    $('#list-bulk').replaceChildren(...(retryable.length > 1 ? [button('Retry these ' + retryable.length,
+      { key: 'retry-page', cls: 'primary', confirm: 'Confirm: retry ' + retryable.length, done: 'Retried',
+        title: 'run every FAILED and CANCELED task on this page again' },
+      () => retryAll(retryable.map((t) => t.id)))] : []));
     keepFocus(() => {
       if (!items) replaceRows(tbody, [el('tr', null, el('td', { colspan: cols.length, class: 'muted', text: 'loading…' }))]);
       else if (!items.length) {
@@ -188,6 +196,31 @@
           text: failed ? 'No failed work matches.' : 'No groups match.' }))]);
       } else replaceRows(tbody, items.map(failed ? failedRow : groupRow));
     });
+  }
+
+  // retryAll retries the tasks ids, four at a time. A 409 is a task
+  // retried by someone else meanwhile; it fails only when nothing could be
+  // retried for another reason.
+  async function retryAll(ids) {
+    const queue = ids.slice();
+    let ok = 0, skipped = 0, errors = 0, first = null;
+    async function next() {
+      while (queue.length) {
+        const id = queue.shift();
+        try {
+          await act('POST', '/v1/tasks/' + enc(id) + '/retry');
+          ok++;
+        } catch (e) {
+          if (e.status === 409) skipped++;
+          else { errors++; first = first || e; }
+        }
+      }
+    }
+    await Promise.all([next(), next(), next(), next()]);
+    if (errors && !ok) throw first;
+    kick();
+    return 'retried ' + ok + ' of ' + ids.length + ' tasks' + (skipped ? ', ' + skipped + ' no longer retryable' : '') +
+      (errors ? ', ' + errors + ' errors (' + describe(first) + ')' : '');
   }
 
   function applyFilters(e) {
