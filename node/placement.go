@@ -79,7 +79,7 @@ func (n *Node) waiting(v *shard.TaskView) string {
 	if v.State == shard.Ready && n.External(v.Handler) {
 		switch served, matched := n.servesExternal(v.Handler, v.Require); {
 		case !served:
-			return fmt.Sprintf("no live worker serves handler %q", v.Handler)
+			return noWorker(v.Handler)
 		case !matched:
 			return fmt.Sprintf("no live worker of handler %q has labels %s", v.Handler, strings.Join(v.Require, ","))
 		}
@@ -103,6 +103,23 @@ func (n *Node) waiting(v *shard.TaskView) string {
 		return fmt.Sprintf("pinned to peer %s, which lacks labels %s", v.Pin, strings.Join(v.Require, ","))
 	}
 	return "no live peer has labels " + strings.Join(v.Require, ",")
+}
+
+// HandlerWaiting says why READY tasks of handler wait whatever their
+// labels: an external handler that no live worker in this node's view
+// serves. "" when some may run them.
+func (n *Node) HandlerWaiting(handler string) string {
+	if !n.External(handler) {
+		return ""
+	}
+	if served, _ := n.servesExternal(handler, nil); served {
+		return ""
+	}
+	return noWorker(handler)
+}
+
+func noWorker(handler string) string {
+	return fmt.Sprintf("no live worker serves handler %q", handler)
 }
 
 // ExpandBroadcast turns a broadcast group as submitted (one task template,

@@ -86,5 +86,25 @@ func (b backend) Stats(ctx context.Context) (api.StatsPage, error) {
 		}
 	})
 	page.Handlers, page.Missing = out.Handlers, missing(total, out.Parts)
+	// The handlers whose READY tasks no live worker may run, in this
+	// peer's view of the mesh's workers (a misspelt handler name, or its
+	// workers all down).
+	err = b.p.read(ctx, func(n *node.Node) error {
+		for h, hs := range page.Handlers {
+			if hs.Counts[shard.Ready] == 0 {
+				continue
+			}
+			if w := n.HandlerWaiting(h); w != "" {
+				if page.Waiting == nil {
+					page.Waiting = map[string]string{}
+				}
+				page.Waiting[h] = w
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return api.StatsPage{}, mapErr(err)
+	}
 	return page, nil
 }

@@ -72,7 +72,16 @@ func (c *StatsCommand) Run(ctx context.Context, args []string) error {
 	if len(st.MissingPartitions) > 0 {
 		fmt.Fprintf(c.Stderr, "needle: %d partitions did not answer: %v\n", len(st.MissingPartitions), st.MissingPartitions)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, h := range st.Handlers {
+		if h.Waiting != "" {
+			// Its READY tasks pile up: say why under the table.
+			fmt.Fprintf(c.Stdout, "%s: %d READY wait: %s\n", h.Handler, h.Counts["READY"], h.Waiting)
+		}
+	}
+	return nil
 }
 
 // RetryCommand runs a FAILED or CANCELED task, or a group's, again; or,

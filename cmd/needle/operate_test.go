@@ -52,7 +52,10 @@ func (o *opsBackend) ListGroups(context.Context, *shard.Filter) (api.GroupPage, 
 func (o *opsBackend) Stats(context.Context) (api.StatsPage, error) {
 	hs := &shard.HandlerStats{OldestReady: t0}
 	hs.Counts[shard.Failed], hs.Counts[shard.Ready] = 5, 2
-	return api.StatsPage{Handlers: map[string]*shard.HandlerStats{"echo": hs}, Now: t0.Add(90 * time.Second)}, nil
+	lost := &shard.HandlerStats{OldestReady: t0}
+	lost.Counts[shard.Ready] = 3
+	return api.StatsPage{Handlers: map[string]*shard.HandlerStats{"echo": hs, "resize": lost}, Now: t0.Add(90 * time.Second),
+		Waiting: map[string]string{"resize": `no live worker serves handler "resize"`}}, nil
 }
 
 func (o *opsBackend) RetryTask(_ context.Context, id shard.TaskID, _, _ string) (shard.TaskView, error) {
@@ -87,7 +90,13 @@ func TestListStatsRetry(t *testing.T) {
 	if !strings.Contains(r.stdout, `waiting: no live worker serves handler "echo"`) {
 		t.Errorf("list --all printed %q; want g.0's reason to wait", r.stdout)
 	}
-	runCLI(t, srv.URL, "", "stats").check(t, 0, "1m30s", "")
+	r = runCLI(t, srv.URL, "", "stats")
+	r.check(t, 0, "1m30s", "")
+	r.check(t, 0, `resize: 3 READY wait: no live worker serves handler "resize"`+"\n", "")
+	if strings.Contains(r.stdout, "echo: ") {
+		t.Errorf("stats says echo's tasks wait:\n%s", r.stdout)
+	}
+	runCLI(t, srv.URL, "", "stats", "--json").check(t, 0, `"waiting": "no live worker serves handler \"resize\""`, "")
 	runCLI(t, srv.URL, "", "retry", "g.3").check(t, 0, "g.3 READY", "")
 	if !slices.Equal(o.retried, []shard.TaskID{"g.3"}) {
 		t.Errorf("retried %v; want g.3", o.retried)

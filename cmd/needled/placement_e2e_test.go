@@ -147,6 +147,29 @@ func TestPlacementProcesses(t *testing.T) {
 		if _, err := c.CancelTask(ctx, res.ID); err != nil {
 			t.Error(err)
 		}
+		// A handler no live worker serves: its READY tasks say so, and
+		// so do the mesh's counts, through any peer.
+		lone, err := c.SubmitTask(ctx, &api.SubmitTaskRequest{TaskFields: api.TaskFields{Handler: "e2e-nobody"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const why = `no live worker serves handler "e2e-nobody"`
+		for _, a := range addrs {
+			waitUntil(t, "the counts to say why e2e-nobody waits through "+a, func() bool {
+				st, err := (&api.Client{BaseURL: "http://" + a}).Stats(ctx)
+				if err != nil {
+					return false
+				}
+				i := slices.IndexFunc(st.Handlers, func(h api.HandlerCounts) bool { return h.Handler == "e2e-nobody" })
+				return i >= 0 && st.Handlers[i].Waiting == why && st.Handlers[i].Counts["READY"] == 1
+			})
+		}
+		if tk, err := c.GetTask(ctx, lone.ID, 0); err != nil || tk.Waiting != why {
+			t.Errorf("task = %+v, %v; want waiting %q", tk, err, why)
+		}
+		if _, err := c.CancelTask(ctx, lone.ID); err != nil {
+			t.Error(err)
+		}
 	})
 	t.Run("bad input", func(t *testing.T) {
 		for _, tt := range []struct{ body, field string }{

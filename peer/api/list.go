@@ -282,6 +282,9 @@ type StatsPage struct {
 	Handlers map[string]*shard.HandlerStats
 	Now      time.Time // the answering peer's clock, for ages
 	Missing  []int
+	// Waiting says, per handler with READY tasks that nothing may run
+	// (an external handler no live worker serves), why.
+	Waiting map[string]string
 }
 
 func (s *server) listRoutes(l Lister) []route {
@@ -341,6 +344,9 @@ type HandlerCounts struct {
 	// OldestReadyAge is how long the longest-waiting READY task has
 	// waited, in seconds (0 when none is READY).
 	OldestReadyAge float64 `json:"oldest_ready_age_seconds"`
+	// Waiting, when its READY tasks can run nowhere whatever their labels
+	// (an external handler no live worker serves), says why.
+	Waiting string `json:"waiting,omitempty"`
 }
 
 // Stats is the body of GET /v1/stats.
@@ -368,7 +374,7 @@ func NewStats(page StatsPage) Stats {
 	out := Stats{Handlers: []HandlerCounts{}, Totals: map[string]int{}, MissingPartitions: page.Missing}
 	for _, h := range slices.Sorted(maps.Keys(page.Handlers)) {
 		hs := page.Handlers[h]
-		hc := HandlerCounts{Handler: h, Counts: map[string]int{}}
+		hc := HandlerCounts{Handler: h, Counts: map[string]int{}, Waiting: page.Waiting[h]}
 		for st, n := range hs.Counts {
 			if n > 0 {
 				hc.Counts[shard.State(st).String()] = n

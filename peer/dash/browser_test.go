@@ -348,7 +348,14 @@ func TestDashboardViews(t *testing.T) {
 		b.waitJS(ctx, "the throughput chart's bars", `document.querySelector('#chart rect.b-SUCCEEDED') && document.querySelector('#chart rect.b-FAILED')`)
 		b.waitJS(ctx, "the handlers table", `[...document.querySelectorAll('#handlers tbody th')].map((n) => n.textContent).join(',').includes('fail')`)
 		b.waitJS(ctx, "the tracked group's DAG", `document.querySelector('#dag .node.s-FAILED')`)
+		// A handler whose READY tasks no live worker serves says so.
+		var lonely struct {
+			ID string `json:"id"`
+		}
+		p.do("POST", "/v1/tasks", map[string]any{"handler": "dash-test-nobody", "payload": 1}, &lonely)
+		b.waitJS(ctx, "the handler no worker serves", `[...document.querySelectorAll('#handlers .waiting-note')].some((n) => n.textContent === 'no live worker serves handler "dash-test-nobody"')`)
 		b.screenshot(shot("overview"))
+		p.do("POST", "/v1/tasks/"+lonely.ID+"/cancel", nil, nil)
 	})
 
 	if tokURL := os.Getenv("NEEDLE_TOKEN_URL"); tokURL != "" {

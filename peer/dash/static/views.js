@@ -519,7 +519,8 @@
       const total = Object.values(c).reduce((a, b) => a + b, 0);
       const age = h.oldest_ready_age_seconds || 0;
       return el('tr', null,
-        el('th', { scope: 'row', class: 'gid' }, link('#groups?handler=' + enc(h.handler), h.handler)),
+        el('th', { scope: 'row', class: 'gid' }, link('#groups?handler=' + enc(h.handler), h.handler),
+          h.waiting ? el('div', { class: 'waiting-note', text: h.waiting }) : null),
         el('td', null, progress({ counts: c, total })),
         el('td', { class: 'num' }, c.FAILED ? link('#failed?handler=' + enc(h.handler), String(c.FAILED), 's-FAILED') : '0'),
         el('td', { class: 'num', text: age ? fmtDur(age * 1000) : '—' }));
