@@ -150,13 +150,21 @@ func printGroup(w io.Writer, g *api.Group) error {
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tID\tSTATE\tATTEMPT\tPEER\tERROR")
 	for _, t := range g.Tasks {
-		errText := "-"
-		if t.Error != nil {
-			errText = oneLine(*t.Error)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", orDash(t.Name), t.ID, t.State, t.Attempt, orDash(t.Peer), errText)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", orDash(t.Name), t.ID, t.State, t.Attempt, orDash(t.Peer), errorCell(&t))
 	}
 	return tw.Flush()
+}
+
+// errorCell is a task's cell in a table's ERROR column: its error, or
+// why it waits when it is READY and no live peer may run it.
+func errorCell(t *api.Task) string {
+	switch {
+	case t.Error != nil:
+		return oneLine(*t.Error)
+	case t.Waiting != "":
+		return "waiting: " + t.Waiting
+	}
+	return "-"
 }
 
 // oneLine keeps a table cell on one line.

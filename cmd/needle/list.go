@@ -166,14 +166,7 @@ func (c *ListCommand) printTasks(l *api.TaskList) error {
 	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tHANDLER\tATTEMPT\tCREATED\tPEER\tERROR")
 	for _, t := range l.Tasks {
-		errText := "-"
-		switch {
-		case t.Error != nil:
-			errText = oneLine(*t.Error)
-		case t.Waiting != "":
-			errText = "waiting: " + t.Waiting // READY, and no live peer may run it
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", t.ID, t.State, t.Handler, t.Attempt, fmtTime(t.CreatedAt), orDash(t.Peer), errText)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", t.ID, t.State, t.Handler, t.Attempt, fmtTime(t.CreatedAt), orDash(t.Peer), errorCell(&t))
 	}
 	return tw.Flush()
 }

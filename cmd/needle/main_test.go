@@ -128,6 +128,13 @@ func taskIn(id shard.TaskID, st shard.State) shard.TaskView {
 	return v
 }
 
+// waitingIn is a READY task no live peer may run.
+func waitingIn(id shard.TaskID) shard.TaskView {
+	v := taskIn(id, shard.Ready)
+	v.Require, v.Waiting = []string{"gpu=a100"}, "no live peer has labels gpu=a100"
+	return v
+}
+
 func TestSubmitTask(t *testing.T) {
 	f := &fakeBackend{}
 	addr := mustServer(t, f, api.HandlerOptions{})
@@ -238,7 +245,7 @@ func TestGet(t *testing.T) {
 		GroupFn: func(id shard.GroupID, _ time.Duration) (shard.GroupView, error) {
 			return shard.GroupView{ID: id, Mode: shard.ModeDAG, State: shard.GroupFailed,
 				Counts: map[shard.State]int{shard.Succeeded: 1, shard.Failed: 1},
-				Tasks:  []shard.TaskView{taskIn(shard.TaskIDOf(id, 0), shard.Succeeded), taskIn(shard.TaskIDOf(id, 1), shard.Failed)}}, nil
+				Tasks:  []shard.TaskView{taskIn(shard.TaskIDOf(id, 0), shard.Succeeded), taskIn(shard.TaskIDOf(id, 1), shard.Failed), waitingIn(shard.TaskIDOf(id, 2))}}, nil
 		},
 	}
 	addr := mustServer(t, f, api.HandlerOptions{})
@@ -249,6 +256,7 @@ func TestGet(t *testing.T) {
 	r := runCLI(t, addr, "", "get", "g1")
 	r.check(t, 0, "counts    FAILED=1 SUCCEEDED=1\n", "")
 	r.check(t, 0, "boom at line 2", "")
+	r.check(t, 0, "waiting: no live peer has labels gpu=a100", "")
 	runCLI(t, addr, "", "get", "g9.0").check(t, 1, "", "needle: get: 404 not_found")
 	r = runCLI(t, addr, "", "get", "g8.0")
 	for _, want := range []string{"requires       gpu=a100,zone=eu\n", "pinned to      peerZ\n", "retries        2\n",
