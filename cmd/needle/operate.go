@@ -1,14 +1,9 @@
 package main
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"net/http"
-	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -88,24 +83,33 @@ func (c *StatsCommand) Run(ctx context.Context, args []string) error {
 // given filters instead of an id, every task that matches them.
 type RetryCommand struct {
 	*Globals
-	key         string
-	asJSON      bool
-	filter      ListCommand // the bulk form's filters (needle list's)
-	states      stringList
-	max         int
-	dryRun      bool
-	concurrency int // retries in flight (0: bulkRetryConcurrency)
+	key    string
+	asJSON bool
+	bulk   bulk
 }
 
 func (c *RetryCommand) flags() *flag.FlagSet {
 	fs := c.flagSet("retry")
 	fs.StringVar(&c.key, "key", "", "idempotency key: the same key again does nothing (with filters: KEY:<task id> for each)")
 	fs.BoolVar(&c.asJSON, "json", false, "print the API response as JSON")
-	fs.Var(&c.states, "state", "with filters: the states to retry, failed (default) and/or canceled")
-	c.filter.taskFlags(fs)
-	fs.IntVar(&c.max, "max", 1000, "with filters: retry nothing when more tasks than this match")
-	fs.BoolVar(&c.dryRun, "dry-run", false, "with filters: print the tasks that match, retry none")
+	c.bulk.addFlags(fs, c.action())
 	return fs
+}
+
+// action is the bulk form's: retry each task, keyed KEY:<task id>.
+func (c *RetryCommand) action() *bulkAction {
+	return &bulkAction{cmd: "retry", verb: "retried", states: []string{"FAILED", "CANCELED"}, defaults: []string{"FAILED"},
+		do: func(ctx context.Context, cl *api.Client, id string) (string, error) {
+			key := ""
+			if c.key != "" {
+				key = c.key + ":" + id
+			}
+			t, err := cl.RetryTask(ctx, id, key)
+			if err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("%s %s attempt %d", t.ID, t.State, t.Attempt), nil
+		}}
 }
 
 // Usage returns the help of retry.
@@ -127,18 +131,12 @@ func (c *RetryCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	filtered := false
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name != "key" && f.Name != "json" {
-			filtered = true
-		}
-	})
-	switch {
-	case len(pos) == 0 && filtered:
-		return c.bulk(ctx)
+	switch bulk := filtered(fs, "key", "json"); {
+	case len(pos) == 0 && bulk:
+		return c.bulk.run(ctx, c.Globals, c.action())
 	case len(pos) != 1:
 		return usagef("want exactly one task or group id, or filters (--handler, --since, ...) to retry the FAILED tasks that match")
-	case filtered:
+	case bulk:
 		return usagef("an id or filters, not both")
 	}
 	cl := c.client()
@@ -162,114 +160,6 @@ func (c *RetryCommand) Run(ctx context.Context, args []string) error {
 	}
 	_, err = fmt.Fprintf(c.Stdout, "%s %s %s\n", g.ID, g.State, countsText(g.Counts))
 	return err
-}
-
-// bulkRetryConcurrency is how many retries the bulk form has in flight.
-const bulkRetryConcurrency = 8
-
-// bulk retries every task the filters match: it lists them all first
-// (more than --max, or a partition that did not answer: none is retried),
-// then retries each, a few at a time. A task that is no longer FAILED or
-// CANCELED when its turn comes (409: retried by someone else meanwhile)
-// is skipped; any other error is reported, and the command exits 1 after
-// the rest.
-func (c *RetryCommand) bulk(ctx context.Context) error {
-	if err := c.filter.checkTaskFlags(); err != nil {
-		return err
-	}
-	if c.max < 1 {
-		return usagef("--max wants a positive count")
-	}
-	c.filter.states = nil
-	for _, s := range c.states {
-		for _, st := range strings.Split(s, ",") {
-			switch st = strings.ToUpper(strings.TrimSpace(st)); st {
-			case "FAILED", "CANCELED":
-				c.filter.states = append(c.filter.states, st)
-			default:
-				return usagef("--state %q: only FAILED and CANCELED tasks can be retried", st)
-			}
-		}
-	}
-	if len(c.filter.states) == 0 {
-		c.filter.states = stringList{"FAILED"}
-	}
-	c.filter.limit = 1000
-	cl := c.client()
-	q := c.filter.query()
-	var ids []string
-	for {
-		l, err := cl.ListTasks(ctx, q)
-		if err != nil {
-			return err
-		}
-		if len(l.MissingPartitions) > 0 {
-			return &exitError{code: 1, err: fmt.Errorf("%d partitions did not answer (their tasks would be missed): %v; nothing retried, try again", len(l.MissingPartitions), l.MissingPartitions)}
-		}
-		for _, t := range l.Tasks {
-			ids = append(ids, t.ID)
-		}
-		if len(ids) > c.max {
-			return &exitError{code: 1, err: fmt.Errorf("more than %d tasks match (--max); nothing retried: narrow the filters or raise --max", c.max)}
-		}
-		if l.Cursor == "" {
-			break
-		}
-		q.Set("cursor", l.Cursor)
-	}
-	if c.dryRun || len(ids) == 0 {
-		for _, id := range ids {
-			fmt.Fprintln(c.Stdout, id)
-		}
-		fmt.Fprintf(c.Stderr, "%d tasks match; none retried\n", len(ids))
-		return nil
-	}
-	type outcome struct {
-		line string
-		err  error
-	}
-	out := make([]outcome, len(ids))
-	sem := make(chan struct{}, cmp.Or(c.concurrency, bulkRetryConcurrency))
-	var wg sync.WaitGroup
-	for i, id := range ids {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			key := ""
-			if c.key != "" {
-				key = c.key + ":" + id
-			}
-			t, err := cl.RetryTask(ctx, id, key)
-			if err != nil {
-				out[i].err = err
-				return
-			}
-			out[i].line = fmt.Sprintf("%s %s attempt %d", t.ID, t.State, t.Attempt)
-		})
-	}
-	wg.Wait()
-	var retried, skipped, failed int
-	var firstErr error
-	for i, o := range out {
-		var ae *api.Error
-		switch {
-		case o.err == nil:
-			retried++
-			fmt.Fprintln(c.Stdout, o.line)
-		case errors.As(o.err, &ae) && ae.Status == http.StatusConflict:
-			skipped++
-			fmt.Fprintf(c.Stderr, "needle: retry: %s skipped: %s\n", ids[i], ae.Message)
-		default:
-			failed++
-			firstErr = cmp.Or(firstErr, o.err)
-			fmt.Fprintf(c.Stderr, "needle: retry: %s: %v\n", ids[i], o.err)
-		}
-	}
-	fmt.Fprintf(c.Stderr, "retried %d of %d matching tasks (%d no longer retryable, %d errors)\n", retried, len(ids), skipped, failed)
-	if failed > 0 {
-		return &exitError{code: 1, err: fmt.Errorf("%d of the retries failed, the first: %w", failed, firstErr)}
-	}
-	return nil
 }
 
 // AuditCommand prints the operator actions of the mesh.

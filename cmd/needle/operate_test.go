@@ -122,14 +122,14 @@ func TestRetryBulk(t *testing.T) {
 	if f := o.filters[0]; f.Handler != "echo" || !slices.Equal(f.States, []shard.State{shard.Failed}) || f.Limit != 1000 || f.CreatedAfter.IsZero() {
 		t.Errorf("bulk retry listed with %+v; want FAILED tasks of echo created in the last hour", f)
 	}
-	runCLI(t, srv.URL, "", "retry", "--handler", "echo", "--max", "3").check(t, 1, "", "more than 3 tasks match (--max); nothing retried")
+	runCLI(t, srv.URL, "", "retry", "--handler", "echo", "--max", "3").check(t, 1, "", "more than 3 tasks match (--max); none retried")
 	if len(o.retried) != 0 {
 		t.Fatalf("retried %v before the list was known to fit --max", o.retried)
 	}
 
 	r = runCLI(t, srv.URL, "", "retry", "--handler", "echo", "--state", "failed,canceled", "--key", "outage-7")
 	r.check(t, 0, "g.4 READY attempt 0\ng.3 READY attempt 0\ng.1 READY attempt 0\ng.0 READY attempt 0\n", "needle: retry: g.2 skipped: task g.2 is READY")
-	r.check(t, 0, "", "retried 4 of 5 matching tasks (1 no longer retryable, 0 errors)")
+	r.check(t, 0, "", "retried 4 of 5 matching tasks (1 skipped, 0 errors)")
 	if f := o.filters[len(o.filters)-1]; !slices.Equal(f.States, []shard.State{shard.Failed, shard.Canceled}) {
 		t.Errorf("states %v; want FAILED and CANCELED", f.States)
 	}
@@ -139,8 +139,41 @@ func TestRetryBulk(t *testing.T) {
 		t.Errorf("retried %v; want g.0, g.1, g.3, g.4", got)
 	}
 
-	runCLI(t, srv.URL, "", "retry", "--state", "ready").check(t, 2, "", "only FAILED and CANCELED tasks can be retried")
+	runCLI(t, srv.URL, "", "retry", "--state", "ready").check(t, 2, "", `--state "READY": want FAILED, CANCELED`)
 	runCLI(t, srv.URL, "", "retry", "g.1", "--handler", "echo").check(t, 2, "", "an id or filters, not both")
 	runCLI(t, srv.URL, "", "retry", "--handler", "echo", "--max", "0").check(t, 2, "", "--max")
 	runCLI(t, srv.URL, "", "retry").check(t, 2, "", "want exactly one task or group id, or filters")
+}
+
+func TestCancelBulk(t *testing.T) {
+	var mu sync.Mutex
+	var canceled []shard.TaskID
+	o := &opsBackend{fakeBackend: &fakeBackend{CancelTaskFn: func(id shard.TaskID, _ string) (shard.TaskView, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		canceled = append(canceled, id)
+		return taskIn(id, shard.Canceled), nil
+	}}}
+	srv := httptest.NewServer(api.NewHandler(o, api.HandlerOptions{}))
+	t.Cleanup(srv.Close)
+
+	runCLI(t, srv.URL, "", "cancel", "--handler", "ech0", "--dry-run").check(t, 0, "g.4\ng.3\ng.2\ng.1\ng.0\n", "5 tasks match; none canceled")
+	want := []shard.State{shard.Pending, shard.Ready, shard.Running, shard.Waiting}
+	if f := o.filters[0]; f.Handler != "ech0" || !slices.Equal(f.States, want) {
+		t.Errorf("bulk cancel listed with %+v; want the unfinished tasks of ech0", f)
+	}
+	if len(canceled) != 0 {
+		t.Fatalf("a dry run canceled %v", canceled)
+	}
+	r := runCLI(t, srv.URL, "", "cancel", "--handler", "ech0", "--state", "ready")
+	r.check(t, 0, "g.4 CANCELED\n", "canceled 5 of 5 matching tasks (0 skipped, 0 errors)")
+	if f := o.filters[1]; !slices.Equal(f.States, []shard.State{shard.Ready}) {
+		t.Errorf("states %v; want READY", f.States)
+	}
+	if len(canceled) != 5 {
+		t.Errorf("canceled %v; want 5 tasks", canceled)
+	}
+	runCLI(t, srv.URL, "", "cancel", "--state", "failed").check(t, 2, "", `--state "FAILED": want PENDING, READY, RUNNING, WAITING`)
+	runCLI(t, srv.URL, "", "cancel", "g.1", "--handler", "ech0").check(t, 2, "", "an id or filters, not both")
+	runCLI(t, srv.URL, "", "cancel", "--json").check(t, 2, "", "want exactly one task or group id, or filters")
 }
