@@ -225,8 +225,33 @@ class Client:
 
     def list(self, **filters):
         """Lists tasks across the mesh: GET /v1/tasks?state=FAILED&handler=...
-        Returns {"tasks": [...], "next": cursor, ...}."""
+        Returns one page: {"tasks": [...], "cursor": next page's, ...}."""
         return self.request("GET", "/v1/tasks" + _query(**filters))
+
+    def iter_tasks(self, **filters):
+        """Yields every task across the mesh that matches the filters of
+        GET /v1/tasks (state="FAILED", handler=..., created_after=...),
+        newest first, page after page. A page some partitions did not
+        answer raises NeedleError (503, missing_partitions) rather than
+        skip their tasks."""
+        q = dict(filters)
+        q.setdefault("limit", 1000)
+        while True:
+            page = self.list(**q)
+            missing = page.get("missing_partitions")
+            if missing:
+                raise NeedleError(503, "unavailable", "%d partitions did not answer: %s" % (len(missing), missing),
+                                  "missing_partitions")
+            yield from page["tasks"]
+            if not page.get("cursor"):
+                return
+            q["cursor"] = page["cursor"]
+
+    def stats(self):
+        """Per handler across the mesh: tasks by state, the oldest READY
+        task's age, and "waiting" when no live worker serves its READY
+        tasks. GET /v1/stats."""
+        return self.request("GET", "/v1/stats")
 
     def list_groups(self, **filters):
         """Lists groups across the mesh: GET /v1/groups."""

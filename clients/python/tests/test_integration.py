@@ -49,7 +49,7 @@ class IntegrationTest(unittest.TestCase):
 
         p = cls.prefix
         cls.worker = Worker({p + "upper": upper, p + "flaky": flaky, p + "bad": bad, p + "chatty": chatty,
-                             p + "block": block}, concurrency=4, heartbeat=0.2, poll_wait=5)
+                             p + "block": block, p + "nope": bad}, concurrency=4, heartbeat=0.2, poll_wait=5)
         cls.thread = threading.Thread(target=cls.worker.run, kwargs={"handle_signals": False}, daemon=True)
         cls.thread.start()
         cls.client = Client()
@@ -93,6 +93,27 @@ class IntegrationTest(unittest.TestCase):
         self.client.cancel(tid)
         self.assertTrue(self.unblocked.wait(WAIT), "the handler was not told of the cancel")
         self.assertEqual(self.client.get(tid)["state"], "CANCELED")
+
+    def test_iter_failed_stats_and_retry(self):
+        h = self.prefix + "nope"
+        ids = {self.client.submit(h, {"i": i})["id"] for i in range(3)}
+        for tid in ids:
+            self.assertEqual(self.client.wait(tid, timeout=WAIT)["state"], "FAILED")
+        failed = [t["id"] for t in self.client.iter_tasks(state="FAILED", handler=h, limit=2)]  # two pages
+        self.assertEqual(sorted(failed), sorted(ids))
+        counts = {s["handler"]: s for s in self.client.stats()["handlers"]}[h]["counts"]
+        self.assertEqual(counts.get("FAILED"), 3, counts)
+        for tid in failed:
+            self.client.retry(tid)
+        for tid in ids:
+            self.assertEqual(self.client.wait(tid, timeout=WAIT)["attempt"], 2)
+        lonely = self.prefix + "nobody"
+        tid = self.client.submit(lonely)["id"]
+        try:
+            st = {s["handler"]: s for s in self.client.stats()["handlers"]}[lonely]
+            self.assertEqual(st.get("waiting"), 'no live worker serves handler "%s"' % lonely, st)
+        finally:
+            self.client.cancel(tid)
 
     def test_token_is_required(self):
         with self.assertRaises(NeedleError) as cm:
