@@ -2,6 +2,7 @@ package node
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/needle-mesh/needle/shard"
@@ -37,9 +38,25 @@ func (n *Node) List(f *shard.Filter, groups bool) ListResult {
 		out.Trim(f.Limit)
 	}
 	// A READY task no live peer may run says why, as it does when read
-	// alone (Task): in this node's view, which is its owner's.
+	// alone (Task): in this node's view, which is its owner's. Once per
+	// handler and placement: a page of READY tasks is mostly of a few,
+	// and each look walks the members' workers.
+	var seen map[string]string
 	for i := range out.Tasks {
-		out.Tasks[i].Waiting = n.waiting(&out.Tasks[i])
+		v := &out.Tasks[i]
+		if v.State != shard.Ready {
+			continue
+		}
+		k := v.Handler + "\x00" + v.Pin + "\x00" + strings.Join(v.Require, "\x00")
+		w, ok := seen[k]
+		if !ok {
+			w = n.waiting(v)
+			if seen == nil {
+				seen = map[string]string{}
+			}
+			seen[k] = w
+		}
+		v.Waiting = w
 	}
 	return out
 }
