@@ -571,17 +571,34 @@ func (n *Node) maybeServe(p *partition, term uint64) {
 	p.abdications = 0
 	p.servedFrom, _ = p.storage.LastIndex()
 	p.shard.SetLeader(true, n.now)
-	// Leases held by a former run of this peer, or by a dead peer, cannot
-	// be confirmed: they run again in the next round.
-	evs := p.shard.ExpireHolders(n.now, func(h string) bool {
-		peer := shard.HolderPeer(h)
-		if peer == n.cfg.ID {
-			return h != n.holder
-		}
-		return !n.mesh.live(peer)
-	})
-	p.propose(evs)
+	// Leases held by a former run of this peer, by a dead peer, or by a
+	// former run of a live one cannot be confirmed: they run again in the
+	// next round.
+	p.propose(p.shard.ExpireHolders(n.now, n.voidHolder))
 	n.markDirty(p.id)
+}
+
+// voidHolder reports whether a lease held by holder (ID#Boot) can no
+// longer finish: held by a former run of this peer, by a dead peer, or by
+// a former run of a live peer whose present run this node heard (its boot
+// is another). A peer that restarted is forgotten as a holder when this
+// node hears its new run (mesh.heard), but only in the partitions it
+// serves then: a partition this node came to lead later, whose leader
+// was down when the holder restarted within DeadAfter, kept the lease of
+// the holder's former run until the task's timeout (a restart loop on
+// real processes, two peers killed at once: a sleep task stayed RUNNING
+// for its 10 minutes). A holder without a boot (an older peer's) is
+// taken as live.
+func (n *Node) voidHolder(holder string) bool {
+	peer := shard.HolderPeer(holder)
+	if peer == n.cfg.ID {
+		return holder != n.holder
+	}
+	mb := n.mesh.members[peer]
+	if mb == nil || mb.state == PeerDead {
+		return true
+	}
+	return mb.boot != "" && peer != holder && holder != peer+"#"+mb.boot
 }
 
 // dropFinished removes from this Ready the local runs of tasks that the
