@@ -55,9 +55,12 @@ type sim struct {
 	wl             *workload
 	faults         []Fault
 	healAt         time.Duration // when the last fault heals
-	flap           []leadTrack   // each partition's serving leader (checkFlap)
-	hash           hash.Hash64   // over persisted entries and runs, in order
-	viol           *Violation
+	// formerHeld holds, per task seen RUNNING under a former run of its
+	// holder's peer, since when (checkFormerHolders).
+	formerHeld map[string]formerSince
+	flap       []leadTrack // each partition's serving leader (checkFlap)
+	hash       hash.Hash64 // over persisted entries and runs, in order
+	viol       *Violation
 	// durCheck is set by a restart: invariant 1 is checked (every second)
 	// until every acknowledged group was found on a serving node.
 	durCheck bool
@@ -139,7 +142,7 @@ func (s *sim) conclude(wall time.Time) Report {
 }
 
 func newSim(cfg Config) (*sim, error) {
-	s := &sim{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e6565646c65)), byID: map[string]int{}, hash: fnv.New64a(),
+	s := &sim{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e6565646c65)), byID: map[string]int{}, formerHeld: map[string]formerSince{}, hash: fnv.New64a(),
 		rings: node.NewRingCache(), entryTop: map[uint32]uint64{}}
 	if err := s.placeGroups(); err != nil {
 		return nil, err
@@ -287,6 +290,7 @@ func (s *sim) periodic() {
 	s.checkFlap()
 	s.chk.sample(16)
 	s.chk.liveness()
+	s.checkFormerHolders()
 	if s.now >= s.healAt && int(s.now/time.Second)%replicaCheckEvery == 0 {
 		s.checkReplicas(s.periodicReplicas(), false)
 	}
