@@ -2,6 +2,8 @@ package simulate
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,12 +50,12 @@ func (s *sim) checkFormerHolders() {
 			f.After = &k
 		}
 	}
-	for id, h := range seen {
+	for _, id := range slices.Sorted(maps.Keys(seen)) { // in order: a failure names the same task on a replay
+		h := seen[id]
 		since, ok := s.formerHeld[id]
 		if !ok || since.holder != h {
 			since = formerSince{holder: h, at: max(s.now, s.healAt)}
 		}
-		seen[id] = h
 		if s.now-since.at >= formerHolderBound {
 			s.fail(invLiveness, fmt.Sprintf("task %s RUNNING under %s, a former run of its peer, %v after the faults healed (at %v)",
 				id, h, s.now-since.at, s.healAt))
