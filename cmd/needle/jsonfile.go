@@ -38,23 +38,16 @@ func readJSONFile(file string, stdin io.Reader) ([]byte, error) {
 // syntax error as "LINE:COL: message" (1-based; an unexpected end is at
 // the end of the input).
 func jsonSyntax(data []byte) error {
-	if json.Valid(data) {
-		return nil
-	}
 	var v json.RawMessage
-	err := json.Unmarshal(data, &v)
-	off := int64(len(data))
 	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		off = min(se.Offset, off)
+	if err := json.Unmarshal(data, &v); !errors.As(err, &se) {
+		return err // nil: one JSON document
 	}
-	if err == nil {
-		err = errors.New("not one JSON document") // unreachable: Valid and Unmarshal agree
-	}
-	if off > 0 && se != nil && !strings.HasPrefix(se.Error(), "unexpected end") {
+	off := min(se.Offset, int64(len(data)))
+	if off > 0 && !strings.HasPrefix(se.Error(), "unexpected end") {
 		off-- // the offset is past the byte that broke it
 	}
 	line := bytes.Count(data[:off], []byte("\n")) + 1
 	col := int(off) - bytes.LastIndexByte(data[:off], '\n')
-	return fmt.Errorf("%d:%d: %w", line, col, err)
+	return fmt.Errorf("%d:%d: %w", line, col, se)
 }
