@@ -135,13 +135,43 @@ func countsText(counts map[string]int) string {
 	return orDash(strings.Join(parts, " "))
 }
 
-// printGroup prints a group's summary and a table of its tasks.
+// printGroup prints a group's summary (a streaming pipeline's progress
+// per stage, its webhook's delivery) and a table of its tasks.
 func printGroup(w io.Writer, g *api.Group) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "id\t%s\nmode\t%s\nstate\t%s\ntasks\t%d\ncounts\t%s\ncreated\t%s\nfinished\t%s\n",
-		g.ID, g.Mode, g.State, g.Total, countsText(g.Counts), fmtTime(g.CreatedAt), fmtTime(g.FinishedAt))
+	fmt.Fprintf(tw, "id\t%s\nmode\t%s\nstate\t%s\n", g.ID, g.Mode, g.State)
+	if g.Key != "" {
+		fmt.Fprintf(tw, "key\t%s\n", g.Key)
+	}
+	fmt.Fprintf(tw, "tasks\t%d\ncounts\t%s\ncreated\t%s\nfinished\t%s\n",
+		g.Total, countsText(g.Counts), fmtTime(g.CreatedAt), fmtTime(g.FinishedAt))
+	if len(g.Stages) > 0 {
+		fmt.Fprintf(tw, "items\t%d\n", g.Items)
+		if len(g.Skipped) > 0 {
+			fmt.Fprintf(tw, "skipped\t%d (FAILED at a stage; their later stages CANCELED)\n", len(g.Skipped))
+		}
+	}
+	if n := g.Notify; n != nil {
+		fmt.Fprintf(tw, "webhook\t%s\n", notifyText(n))
+	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if len(g.Stages) > 0 {
+		// A pipeline's progress is per stage: how many items left each.
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "STAGE\tCONCURRENCY\tDONE")
+		for _, st := range g.Stages {
+			conc := "unbounded"
+			if st.Concurrency > 0 {
+				conc = fmt.Sprint(st.Concurrency)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d/%d\n", st.Name, conc, st.Done, g.Items)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 	}
 	if len(g.Tasks) == 0 {
 		return nil
@@ -153,6 +183,24 @@ func printGroup(w io.Writer, g *api.Group) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", orDash(t.Name), t.ID, t.State, t.Attempt, orDash(t.Peer), errorCell(&t))
 	}
 	return tw.Flush()
+}
+
+// notifyText is a webhook's delivery state on one line.
+func notifyText(n *api.NotifyStatus) string {
+	s := n.URL + ": " + n.State
+	switch {
+	case n.Attempts == 1:
+		s += " (1 attempt)"
+	case n.Attempts > 1:
+		s += fmt.Sprintf(" (%d attempts)", n.Attempts)
+	}
+	if n.LastError != "" {
+		s += ", last error: " + oneLine(n.LastError)
+	}
+	if n.Next != nil {
+		s += ", next at " + fmtTime(n.Next)
+	}
+	return s
 }
 
 // errorCell is a task's cell in a table's ERROR column: its error, or

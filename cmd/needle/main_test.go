@@ -357,3 +357,35 @@ func TestCancelAndEvents(t *testing.T) {
 	r.check(t, 0, "- (by token)", "")
 	runCLI(t, addr, "", "events", "--json", "g1.0").check(t, 0, `"type": "canceled"`, "")
 }
+
+// TestGetPipelineAndWebhook: get of a streaming pipeline shows each
+// stage's progress and the skipped items, and a group's webhook delivery.
+func TestGetPipelineAndWebhook(t *testing.T) {
+	f := &fakeBackend{
+		GroupFn: func(id shard.GroupID, _ time.Duration) (shard.GroupView, error) {
+			v := shard.GroupView{ID: id, Mode: shard.ModeStream, State: shard.GroupRunning, Key: "nightly-7",
+				Counts: map[shard.State]int{shard.Succeeded: 4, shard.Failed: 1, shard.Canceled: 1, shard.Ready: 3}, Total: 9,
+				Stages:    []shard.StageSpec{{Name: "parse", Concurrency: 4}, {Name: "load"}},
+				StageDone: []int{3, 1}, Items: 4,
+				Skipped: []shard.SkippedItem{{Item: 2, Stage: "parse", Task: shard.TaskIDOf(id, 4), Reason: "bad csv"}},
+				Notify:  &shard.NotifyView{URL: "https://hooks.example/a", State: "pending", Attempts: 2, LastError: "503 Service\nUnavailable", Next: t0}}
+			if id == "g2" {
+				v.Mode, v.Stages, v.StageDone, v.Items, v.Skipped, v.Key = shard.ModeDAG, nil, nil, 0, nil, ""
+				v.Notify = &shard.NotifyView{URL: "https://hooks.example/b", State: "delivered", Attempts: 1}
+			}
+			return v, nil
+		},
+	}
+	addr := mustServer(t, f, api.HandlerOptions{})
+	r := runCLI(t, addr, "", "get", "g1")
+	for _, want := range []string{"key       nightly-7\n", "items     4\n", "skipped   1 (FAILED at a stage",
+		"webhook   https://hooks.example/a: pending (2 attempts), last error: 503 Service Unavailable, next at 2025-01-02T03:04:05Z\n",
+		"STAGE  CONCURRENCY  DONE\nparse  4            3/4\nload   unbounded    1/4\n"} {
+		r.check(t, 0, want, "")
+	}
+	r = runCLI(t, addr, "", "get", "g2")
+	r.check(t, 0, "webhook   https://hooks.example/b: delivered (1 attempt)\n", "")
+	if strings.Contains(r.stdout, "STAGE") || strings.Contains(r.stdout, "items") || strings.Contains(r.stdout, "key ") {
+		t.Errorf("get of a dag shows a pipeline's or a key's lines:\n%s", r.stdout)
+	}
+}

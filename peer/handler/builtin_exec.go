@@ -48,6 +48,9 @@ type ExecExitError struct {
 }
 
 func (e *ExecExitError) Error() string {
+	if e.StderrTail == "" {
+		return fmt.Sprintf("exec: %s exited with code %d", e.Command, e.Code)
+	}
 	return fmt.Sprintf("exec: %s exited with code %d: %s", e.Command, e.Code, e.StderrTail)
 }
 

@@ -508,3 +508,17 @@ func TestBuiltinTraceparent(t *testing.T) {
 		}
 	}
 }
+
+func TestExecExitErrorMessage(t *testing.T) {
+	for _, c := range []struct {
+		e    ExecExitError
+		want string
+	}{
+		{ExecExitError{Command: "sh", Code: 3, StderrTail: "it broke"}, "exec: sh exited with code 3: it broke"},
+		{ExecExitError{Command: "sh", Code: 3}, "exec: sh exited with code 3"},
+	} {
+		if got := c.e.Error(); got != c.want {
+			t.Errorf("Error() = %q, want %q", got, c.want)
+		}
+	}
+}

@@ -27,9 +27,9 @@ import (
 // Sentinel errors, wrapped by Next and Parse.
 var (
 	// ErrZone is an unknown time zone.
-	ErrZone = errors.New("cron: time zone")
+	ErrZone = errors.New("unknown time zone")
 	// ErrExpr is an expression robfig/cron does not parse.
-	ErrExpr = errors.New("cron: expression")
+	ErrExpr = errors.New("invalid cron expression")
 )
 
 // parser reads standard 5-field cron expressions, an optional leading
