@@ -84,7 +84,7 @@ func printTask(w io.Writer, t *api.Task) error {
 		errText = *t.Error
 	}
 	result := "-"
-	if len(t.Result) > 0 {
+	if len(t.Result) > 0 && string(t.Result) != "null" { // null: no result yet
 		result = string(t.Result)
 	}
 	rows := [][2]string{

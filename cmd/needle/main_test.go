@@ -260,7 +260,7 @@ func TestGet(t *testing.T) {
 	runCLI(t, addr, "", "get", "g9.0").check(t, 1, "", "needle: get: 404 not_found")
 	r = runCLI(t, addr, "", "get", "g8.0")
 	for _, want := range []string{"requires       gpu=a100,zone=eu\n", "pinned to      peerZ\n", "retries        2\n",
-		"worker deaths  2 alone, 1 beside other tasks\n", "waiting        pinned to peer peerZ, which is not alive\n"} {
+		"worker deaths  2 alone, 1 beside other tasks\n", "waiting        pinned to peer peerZ, which is not alive\n", "result         -\n"} {
 		r.check(t, 0, want, "")
 	}
 	if r := runCLI(t, addr, "", "get", "g1.0"); strings.Contains(r.stdout, "waiting") || strings.Contains(r.stdout, "requires") {
