@@ -212,6 +212,30 @@ func TestDashboardViews(t *testing.T) {
 		b.screenshot(shot("failed-bulk"))
 	})
 
+	t.Run("pipeline", func(t *testing.T) {
+		b := browser.on(t)
+		// A streaming pipeline shows each stage's progress and its
+		// skipped items, which the task graph does not.
+		var pipe submitted
+		p.do("POST", "/v1/groups", map[string]any{"mode": "pipeline", "key": "nightly-import",
+			"stages": []any{
+				map[string]any{"name": "parse", "handler": "echo", "concurrency": 2},
+				map[string]any{"name": "load", "handler": "fail", "retry": map[string]any{"max_attempts": 1}},
+			},
+			"items": []any{
+				map[string]any{"message": "row 7: no such date 2026-02-30", "permanent": true},
+				map[string]any{"message": "row 12: empty account", "permanent": true},
+				map[string]any{"message": "row 31: amount not a number", "permanent": true},
+			}}, &pipe)
+		p.do("GET", "/v1/groups/"+pipe.Group+"?wait=20s&tasks=false", nil, nil)
+		b.navigate(base + "/#group=" + pipe.Group)
+		b.waitJS(ctx, "the stage table", `(() => { const t = document.querySelector('#group-extra table.stages');
+			return t && t.textContent.includes('parse') && t.textContent.includes('3 / 3') && t.textContent.includes('unbounded') })()`)
+		b.waitJS(ctx, "the skipped items", `document.querySelector('#group-extra .skipped-note') && document.querySelector('#group-extra .skipped-note').textContent.startsWith('3 items skipped')`)
+		b.waitJS(ctx, "the group's key", `document.querySelector('#group-extra').textContent.includes('nightly-import')`)
+		b.screenshot(shot("pipeline"))
+	})
+
 	t.Run("task", func(t *testing.T) {
 		b := browser.on(t)
 		// The task prints a line, then waits for a file the test creates

@@ -652,6 +652,53 @@
     return { deps, pos, cols, layered: true };
   }
 
+  // renderGroupExtra shows what the task graph does not: a streaming
+  // pipeline's progress per stage and its skipped items, the group's
+  // webhook delivery and its key.
+  function renderGroupExtra(g) {
+    const box = $('#group-extra');
+    const stages = g.stages || [];
+    const skipped = g.skipped || [];
+    if (!changed('group-extra', JSON.stringify([g.id, g.key, stages, g.items, skipped.length, g.notify]))) return;
+    const kids = [];
+    if (stages.length > 0) {
+      const items = g.items || 0;
+      const rows = stages.map((s) => el('tr', null,
+        el('th', { scope: 'row', text: s.name }),
+        el('td', { class: 'num', text: s.concurrency > 0 ? String(s.concurrency) : 'unbounded' }),
+        el('td', null, el('div', { class: 'bar-cell', title: s.done + ' of ' + items + ' items left this stage' },
+          bar([['b-SUCCEEDED', s.done]], items, s.done + ' of ' + items + ' items'),
+          el('span', { class: 'n', text: s.done + ' / ' + items }))),
+      ));
+      kids.push(el('table', { class: 'grid stages' },
+        el('caption', { class: 'sr-only', text: 'pipeline stages' }),
+        el('thead', null, el('tr', null,
+          el('th', { scope: 'col', text: 'Stage' }), el('th', { scope: 'col', class: 'num', text: 'Concurrency' }),
+          el('th', { scope: 'col', text: 'Items done' }))),
+        el('tbody', null, ...rows)));
+      if (skipped.length > 0) {
+        const first = skipped.slice(0, 5).map((s) => 'item ' + s.item + ' at ' + s.stage + ': ' + s.reason).join('; ');
+        kids.push(el('p', { class: 'skipped-note', text: skipped.length + ' item' + (skipped.length === 1 ? '' : 's') +
+          ' skipped (failed a stage; later stages canceled) — ' + first + (skipped.length > 5 ? '; …' : '') }));
+      }
+    }
+    const meta = [];
+    if (g.key) meta.push(['key', g.key]);
+    if (g.notify) {
+      const n = g.notify;
+      let v = n.url + ' — ' + n.state;
+      if (n.attempts) v += ' (' + n.attempts + (n.attempts === 1 ? ' attempt)' : ' attempts)');
+      if (n.last_error) v += ', last error: ' + n.last_error;
+      if (n.next_attempt) v += ', next at ' + fmtClock(parseTime(n.next_attempt), false);
+      meta.push(['webhook', v]);
+    }
+    if (meta.length > 0) {
+      kids.push(el('dl', { class: 'fields group-fields' }, ...meta.map(([k, v]) => field(k, v, null, v))));
+    }
+    box.replaceChildren(...kids);
+    box.hidden = kids.length === 0;
+  }
+
   function renderGroup() {
     const sec = $('#group-section');
     const id = st.openGroup;
@@ -677,6 +724,7 @@
       g.mode + ' · ', pill(g.state), ' · ' + (g.total ?? tasks.length) + ' tasks',
       created ? ' · created ' + fmtClock(created, false) : '',
       created ? ' · ' + (finished ? 'took ' : 'running for ') + fmtDur((finished || Date.now()) - created) : '');
+    renderGroupExtra(g);
     const counts = g.counts || {};
     const sig = JSON.stringify([st.openTask, tasks.map((t) => [t.id, t.name, t.state, t.attempt, t.peer, t.deps])]);
     if (!changed('dag', sig)) return;
