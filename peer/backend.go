@@ -162,6 +162,9 @@ type local struct{ p *Peer }
 // (spec.Trace), here or on the peer that forwarded it.
 func (b local) SubmitWait(ctx context.Context, spec *shard.GroupSpec, wait time.Duration) (api.SubmitResult, *shard.TaskView, error) {
 	start := time.Now()
+	if err := b.p.disk.check(start, b.p.ID()); err != nil {
+		return api.SubmitResult{}, nil, err
+	}
 	r, err := b.p.callWith(ctx, command{do: func(n *node.Node, req uint64) { n.Submit(req, spec) }, view: wait > 0})
 	return b.submitted(ctx, spec, wait, start, r, err)
 }
@@ -174,11 +177,15 @@ func (b local) SubmitWait(ctx context.Context, spec *shard.GroupSpec, wait time.
 func (b local) submitHere(ctx context.Context, spec *shard.GroupSpec, wait time.Duration) (s api.SubmitResult, v *shard.TaskView, to string, features uint64, err error) {
 	p := b.p
 	start := time.Now()
+	// Read before the loop, used only if the group is this peer's.
+	full := p.disk.check(start, p.ID())
 	r, err := p.callWith(ctx, command{view: wait > 0, do: func(n *node.Node, req uint64) {
-		switch owner := n.Owner(spec.ID); owner {
-		case p.tr.ID():
+		switch owner := n.Owner(spec.ID); {
+		case owner == p.tr.ID() && full != nil:
+			p.answerNow(req, callReply{Reply: node.Reply{Err: full}})
+		case owner == p.tr.ID():
 			n.Submit(req, spec)
-		case "":
+		case owner == "":
 			p.answerNow(req, callReply{Reply: node.Reply{Err: node.ErrUnavailable}, routed: true})
 		default:
 			p.answerNow(req, callReply{routed: true, to: owner, features: n.MemberFeatures(owner)})

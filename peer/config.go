@@ -52,6 +52,12 @@ type Config struct {
 	// MaxLog bounds the log kept of one attempt, in bytes: past it the
 	// head is cut and the cut counted (the tail is kept). Default 64 KiB.
 	MaxLog int
+	// MinFreeDisk is the space, in bytes, the peer keeps free under its
+	// data dir: below it, it refuses submissions of groups it owns (507
+	// insufficient_storage) and runs on the work already taken. 0 =
+	// DefaultMinFreeDisk; negative = no check. Capped at a quarter of the
+	// filesystem.
+	MinFreeDisk int64
 	// Handlers holds the task handlers; nil = handler.NewBuiltins(Builtins).
 	// Embedding programs register their own.
 	Handlers *handler.Registry
@@ -226,6 +232,9 @@ func (c *Config) fillDefaults() {
 	}
 	if c.MaxLog <= 0 {
 		c.MaxLog = DefaultMaxLog
+	}
+	if c.MinFreeDisk == 0 {
+		c.MinFreeDisk = DefaultMinFreeDisk
 	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = 30 * time.Second

@@ -47,7 +47,8 @@ type Peer struct {
 	driver   *node.Driver // drives node's Readies (loop.go, loopIO)
 	held     wal.Batch    // unsynced batches written with the next synced one (loopIO.Persist)
 	handlers *handler.Registry
-	hub      *hub // external workers (workers.go)
+	hub      *hub       // external workers (workers.go)
+	disk     *diskGuard // nil: no check (in memory, or the caller's WAL)
 	metrics  *metrics
 	notifier *notifier
 
@@ -122,6 +123,9 @@ func (p *Peer) open() error {
 		return err
 	}
 	p.wal = log
+	if !p.cfg.InMemory && p.cfg.Runtime.WAL == nil {
+		p.disk = newDiskGuard(p.cfg.DataDir, p.cfg.MinFreeDisk, statfsFree, p.diskWarn)
+	}
 	// The WAL's first record is written before the identity key is
 	// created, so that a key without a WAL means the WAL was lost.
 	if err := p.checkWALKept(); err != nil {

@@ -19,6 +19,11 @@ var ErrUnavailable = errors.New("api: unavailable")
 // HTTP 409 conflict.
 var ErrConflict = errors.New("api: conflict")
 
+// ErrInsufficientStorage is returned by a Backend when the owner of the
+// group is short of disk space and takes no new work; the request did
+// nothing. HTTP 507 insufficient_storage.
+var ErrInsufficientStorage = errors.New("api: insufficient storage")
+
 // Error is an error response of the API: the "error" object of the body
 // plus the HTTP status. The client returns it for every 4xx and 5xx.
 type Error struct {
@@ -71,6 +76,7 @@ var errorTable = []errorKind{
 	{is(ErrConflict), http.StatusConflict, CodeConflict},
 	{isConflict, http.StatusConflict, CodeConflict},
 	{is(ErrUnavailable), http.StatusServiceUnavailable, CodeUnavailable},
+	{is(ErrInsufficientStorage), http.StatusInsufficientStorage, CodeInsufficientStorage},
 	{is(context.DeadlineExceeded), http.StatusServiceUnavailable, CodeUnavailable},
 	{is(context.Canceled), http.StatusServiceUnavailable, CodeUnavailable},
 }
@@ -83,6 +89,8 @@ var codeSentinel = map[string]error{
 	CodeLeaseLost:       ErrLeaseLost,
 	CodeUnavailable:     ErrUnavailable,
 	CodePayloadTooLarge: ErrPayloadTooLarge,
+
+	CodeInsufficientStorage: ErrInsufficientStorage,
 }
 
 // Is reports whether target is the sentinel of e's code (ErrUnavailable
@@ -143,6 +151,8 @@ func StatusOf(code string) int {
 		return http.StatusTooManyRequests
 	case CodeUnavailable:
 		return http.StatusServiceUnavailable
+	case CodeInsufficientStorage:
+		return http.StatusInsufficientStorage
 	}
 	return http.StatusInternalServerError
 }
@@ -196,6 +206,8 @@ func codeOf(status int) string {
 		return CodePayloadTooLarge
 	case http.StatusServiceUnavailable:
 		return CodeUnavailable
+	case http.StatusInsufficientStorage:
+		return CodeInsufficientStorage
 	}
 	return CodeInternal
 }

@@ -220,6 +220,9 @@ const (
 	CodeRateLimited     = "rate_limited"           // 429: too many requests from one client
 	CodeInternal        = "internal"               // 500
 	CodeUnavailable     = "unavailable"            // 503
+	// CodeInsufficientStorage (507): the owner of the group is short of
+	// disk space (--min-free-disk) and takes no new work.
+	CodeInsufficientStorage = "insufficient_storage"
 )
 
 // timePtr returns nil for the zero time, else t in UTC.
