@@ -162,7 +162,7 @@ type local struct{ p *Peer }
 // (spec.Trace), here or on the peer that forwarded it.
 func (b local) SubmitWait(ctx context.Context, spec *shard.GroupSpec, wait time.Duration) (api.SubmitResult, *shard.TaskView, error) {
 	start := time.Now()
-	if err := b.p.disk.check(start, b.p.ID()); err != nil {
+	if err := b.p.admit(start); err != nil {
 		return api.SubmitResult{}, nil, err
 	}
 	r, err := b.p.callWith(ctx, command{do: func(n *node.Node, req uint64) { n.Submit(req, spec) }, view: wait > 0})
@@ -178,7 +178,7 @@ func (b local) submitHere(ctx context.Context, spec *shard.GroupSpec, wait time.
 	p := b.p
 	start := time.Now()
 	// Read before the loop, used only if the group is this peer's.
-	full := p.disk.check(start, p.ID())
+	full := p.admit(start)
 	r, err := p.callWith(ctx, command{view: wait > 0, do: func(n *node.Node, req uint64) {
 		switch owner := n.Owner(spec.ID); {
 		case owner == p.tr.ID() && full != nil:

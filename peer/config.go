@@ -58,6 +58,13 @@ type Config struct {
 	// DefaultMinFreeDisk; negative = no check. Capped at a quarter of the
 	// filesystem.
 	MinFreeDisk int64
+	// MaxHeap is the live heap, in bytes, over which the peer refuses
+	// submissions of groups it owns (507 insufficient_storage) and runs
+	// on the work already taken: it holds its groups in memory until
+	// retention removes them. 0 = half the memory the process may use
+	// (the machine's, a cgroup's or GOMEMLIMIT, the least); negative = no
+	// check.
+	MaxHeap int64
 	// Handlers holds the task handlers; nil = handler.NewBuiltins(Builtins).
 	// Embedding programs register their own.
 	Handlers *handler.Registry

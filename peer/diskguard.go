@@ -111,7 +111,7 @@ func (g *diskGuard) check(now time.Time, who string) error {
 		who, mib(g.avail), mib(g.min)))
 }
 
-// noSpaceError is the guard's refusal: its text is the message the client
+// noSpaceError is a guard's refusal: its text is the message the client
 // reads, and it is api.ErrInsufficientStorage.
 type noSpaceError string
 

@@ -101,15 +101,61 @@ func (p *Peer) setDisk(d *fakeDisk) {
 	g.free, g.at = d.free, time.Time{}
 }
 
-// TestMeshRefusesWorkOfAFullOwner: an owner short of disk space refuses
-// the submissions of groups it owns with 507 insufficient_storage, asked
-// directly or through another peer, and creates nothing; the groups of the
-// other owners are taken; once space is freed the same submission is.
+// setHeap replaces p's reading of its live heap (tests).
+func (p *Peer) setHeap(live uint64, max uint64) {
+	g := p.heap
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.live, g.max, g.at = func() uint64 { return live }, max, time.Time{}
+}
+
+// TestMeshRefusesWorkOfAFullOwner: an owner short of disk space, or over
+// its heap limit, refuses the submissions of groups it owns with 507
+// insufficient_storage, asked directly or through another peer, and
+// creates nothing; the groups of the other owners are taken; once space
+// is freed the same submission is.
 func TestMeshRefusesWorkOfAFullOwner(t *testing.T) {
-	peers := startMesh3(t)
-	full := peers[0]
-	disk := &fakeDisk{avail: 64 << 20, total: 100 << 30}
-	full.p.setDisk(disk)
+	for _, c := range []struct {
+		name, says string
+		short      func(p *Peer, short bool)
+	}{
+		{"disk", "MiB free under its data dir", func(p *Peer, short bool) {
+			d := &fakeDisk{avail: 64 << 20, total: 100 << 30}
+			if !short {
+				d.avail = 10 << 30
+			}
+			p.setDisk(d)
+		}},
+		{"heap", "of live heap, over its --max-heap of 1024 MiB", func(p *Peer, short bool) {
+			live := uint64(1536 << 20)
+			if !short {
+				live = 256 << 20
+			}
+			p.setHeap(live, 1<<30)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			peers := startMesh3(t)
+			full := peers[0]
+			c.short(full.p, true)
+			refused := refusedKeys(t, peers, full, c.says)
+			c.short(full.p, false)
+			for _, key := range refused {
+				body := fmt.Sprintf(`{"mode":"parallel","key":%q,"tasks":[{"handler":"echo","payload":1}]}`, key)
+				res := submitRetrying(t, peers[1].c, body)
+				if g, err := getGroupRetrying(t, peers[2].c, res.Group, 10*time.Second); err != nil || g.State != "SUCCEEDED" {
+					t.Errorf("group %s once the owner took work again: %+v, %v", key, g, err)
+				}
+			}
+		})
+	}
+}
+
+// refusedKeys submits keyed groups through another peer and through full
+// until full refused two and the others took two; it returns the keys
+// full refused, after checking that each 507 names full and says says,
+// and that nothing of a refused group exists.
+func refusedKeys(t *testing.T, peers []*meshPeer, full *meshPeer, says string) []string {
 	var refused []string
 	taken := 0
 	for i := 0; len(refused) < 2 || taken < 2; i++ {
@@ -131,8 +177,8 @@ func TestMeshRefusesWorkOfAFullOwner(t *testing.T) {
 					return false
 				case errors.As(err, &ae) && ae.Status == http.StatusInsufficientStorage:
 					code = ae.Code
-					if !strings.Contains(ae.Message, full.p.ID()) {
-						t.Errorf("507 does not name the full owner %s: %s", full.p.ID(), ae.Message)
+					if !strings.Contains(ae.Message, full.p.ID()) || !strings.Contains(ae.Message, says) {
+						t.Errorf("507 does not name the full owner %s and say %q: %s", full.p.ID(), says, ae.Message)
 					}
 				default:
 					t.Fatalf("submit %s: %v", key, err)
@@ -156,13 +202,50 @@ func TestMeshRefusesWorkOfAFullOwner(t *testing.T) {
 			t.Errorf("refused group %s: read %v, want not found (nothing created)", key, err)
 		}
 	}
-	disk.avail = 10 << 30
-	full.p.setDisk(disk)
-	for _, key := range refused {
-		body := fmt.Sprintf(`{"mode":"parallel","key":%q,"tasks":[{"handler":"echo","payload":1}]}`, key)
-		res := submitRetrying(t, peers[1].c, body)
-		if g, err := getGroupRetrying(t, peers[2].c, res.Group, 10*time.Second); err != nil || g.State != "SUCCEEDED" {
-			t.Errorf("group %s after space came back: %+v, %v", key, g, err)
+	return refused
+}
+
+func TestHeapGuard(t *testing.T) {
+	live := uint64(100 << 20)
+	var told []string
+	g := newHeapGuard(0, 2<<30, func() uint64 { return live }, func(over bool, l, max uint64) {
+		told = append(told, fmt.Sprintf("over=%v live=%d max=%d", over, l>>20, max>>20))
+	})
+	if g.max != 1<<30 {
+		t.Fatalf("default max on 2 GiB = %d MiB, want half", g.max>>20)
+	}
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if err := g.check(t0, "peerA"); err != nil {
+		t.Fatalf("100 MiB live: %v", err)
+	}
+	live = 1100 << 20
+	if err := g.check(t0.Add(diskCheckEvery/2), "peerA"); err != nil {
+		t.Fatalf("a reading younger than %v is trusted; got %v", diskCheckEvery, err)
+	}
+	err := g.check(t0.Add(diskCheckEvery), "peerA")
+	if !errors.Is(err, api.ErrInsufficientStorage) || !strings.Contains(err.Error(), "peer peerA, the group's owner, holds 1100 MiB of live heap, over its --max-heap of 1024 MiB") {
+		t.Fatalf("1100 MiB live over 1024: %v", err)
+	}
+	live = 1000 << 20
+	if err := g.check(t0.Add(2*diskCheckEvery), "peerA"); err == nil {
+		t.Errorf("1000 MiB, just under the max: work taken again before an eighth under it")
+	}
+	live = 500 << 20
+	if err := g.check(t0.Add(3*diskCheckEvery), "peerA"); err != nil {
+		t.Errorf("500 MiB live: %v", err)
+	}
+	if want := []string{"over=true live=1100 max=1024", "over=false live=500 max=1024"}; fmt.Sprint(told) != fmt.Sprint(want) {
+		t.Errorf("told %q, want %q", told, want)
+	}
+	for _, off := range []*heapGuard{newHeapGuard(-1, 2<<30, func() uint64 { return 1 << 40 }, nil), newHeapGuard(0, 0, func() uint64 { return 1 << 40 }, nil), nil} {
+		if err := off.check(t0, "peerA"); err != nil {
+			t.Errorf("guard off: %v", err)
 		}
+	}
+	if g := newHeapGuard(300<<20, 2<<30, nil, nil); g.max != 300<<20 {
+		t.Errorf("max given 300 MiB = %d", g.max>>20)
+	}
+	if memoryAvailable() == 0 {
+		t.Errorf("memoryAvailable found no memory on this machine")
 	}
 }

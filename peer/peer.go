@@ -49,6 +49,7 @@ type Peer struct {
 	handlers *handler.Registry
 	hub      *hub       // external workers (workers.go)
 	disk     *diskGuard // nil: no check (in memory, or the caller's WAL)
+	heap     *heapGuard
 	metrics  *metrics
 	notifier *notifier
 
@@ -126,6 +127,7 @@ func (p *Peer) open() error {
 	if !p.cfg.InMemory && p.cfg.Runtime.WAL == nil {
 		p.disk = newDiskGuard(p.cfg.DataDir, p.cfg.MinFreeDisk, statfsFree, p.diskWarn)
 	}
+	p.heap = newHeapGuard(p.cfg.MaxHeap, memoryAvailable(), liveHeap, p.heapWarn)
 	// The WAL's first record is written before the identity key is
 	// created, so that a key without a WAL means the WAL was lost.
 	if err := p.checkWALKept(); err != nil {

@@ -355,6 +355,7 @@ func (m *Main) defineLimitFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxResult, "max-result", peer.DefaultMaxResult, "largest task result, bytes; a larger one fails the task (never truncated)")
 	fs.IntVar(&c.MaxLog, "max-log", peer.DefaultMaxLog, "task log kept per attempt, bytes; past it the head is cut (the tail kept, the cut counted)")
 	fs.Int64Var(&c.MinFreeDisk, "min-free-disk", peer.DefaultMinFreeDisk, "bytes to keep free under the data dir: below, submissions of groups this peer owns are refused (507 insufficient_storage) while the work taken runs on; at most a quarter of the filesystem; negative: no check")
+	fs.Int64Var(&c.MaxHeap, "max-heap", 0, "live heap in bytes over which submissions of groups this peer owns are refused (507 insufficient_storage) while the work taken runs on; 0: half the memory the process may use (machine, cgroup or GOMEMLIMIT); negative: no check")
 	fs.DurationVar(&c.Limits.MinEvery, "min-every", time.Second, "shortest interval between two ticks of a schedule (every, cron, @every)")
 	fs.BoolVar(&m.HugePages, "huge-pages", m.HugePages, "ask Linux for transparent huge pages for the heap where it gives them on request (enabled = madvise): a busy peer's heap grows by 2 MiB pages instead of 4 KiB page faults (docs/decisions.md)")
 	fs.IntVar(&c.Limits.MaxFiredPerMinute, "max-fired-per-minute", 100_000, "most tasks one schedule may fire in a minute (tasks per firing x ticks per minute)")
