@@ -163,7 +163,7 @@ type local struct{ p *Peer }
 func (b local) SubmitWait(ctx context.Context, spec *shard.GroupSpec, wait time.Duration) (api.SubmitResult, *shard.TaskView, error) {
 	start := time.Now()
 	if err := b.p.admit(start); err != nil {
-		return api.SubmitResult{}, nil, err
+		return api.SubmitResult{}, nil, b.p.refuse(err)
 	}
 	r, err := b.p.callWith(ctx, command{do: func(n *node.Node, req uint64) { n.Submit(req, spec) }, view: wait > 0})
 	return b.submitted(ctx, spec, wait, start, r, err)
@@ -182,7 +182,7 @@ func (b local) submitHere(ctx context.Context, spec *shard.GroupSpec, wait time.
 	r, err := p.callWith(ctx, command{view: wait > 0, do: func(n *node.Node, req uint64) {
 		switch owner := n.Owner(spec.ID); {
 		case owner == p.tr.ID() && full != nil:
-			p.answerNow(req, callReply{Reply: node.Reply{Err: full}})
+			p.answerNow(req, callReply{Reply: node.Reply{Err: p.refuse(full)}})
 		case owner == p.tr.ID():
 			n.Submit(req, spec)
 		case owner == "":

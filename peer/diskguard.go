@@ -106,18 +106,21 @@ func (g *diskGuard) check(now time.Time, who string) error {
 	if !g.low {
 		return nil
 	}
-	return noSpaceError(fmt.Sprintf("peer %s, the group's owner, has %s free under its data dir, under its --min-free-disk of %s; "+
+	return &noSpaceError{"disk", fmt.Sprintf("peer %s, the group's owner, has %s free under its data dir, under its --min-free-disk of %s; "+
 		"it takes no new work until space is freed (finished groups go after --retention) and runs on the work it has",
-		who, mib(g.avail), mib(g.min)))
+		who, mib(g.avail), mib(g.min))}
 }
 
 // noSpaceError is a guard's refusal: its text is the message the client
 // reads, and it is api.ErrInsufficientStorage.
-type noSpaceError string
+type noSpaceError struct {
+	reason string // disk, memory: needle_submissions_refused_total's label
+	msg    string
+}
 
-func (e noSpaceError) Error() string { return string(e) }
+func (e *noSpaceError) Error() string { return e.msg }
 
-func (e noSpaceError) Is(target error) bool { return target == api.ErrInsufficientStorage }
+func (e *noSpaceError) Is(target error) bool { return target == api.ErrInsufficientStorage }
 
 // diskWarn logs the guard's changes of mind.
 func (p *Peer) diskWarn(low bool, avail, min uint64) {

@@ -116,17 +116,17 @@ func (p *Peer) setHeap(live uint64, max uint64) {
 // is freed the same submission is.
 func TestMeshRefusesWorkOfAFullOwner(t *testing.T) {
 	for _, c := range []struct {
-		name, says string
-		short      func(p *Peer, short bool)
+		name, says, reason string
+		short              func(p *Peer, short bool)
 	}{
-		{"disk", "MiB free under its data dir", func(p *Peer, short bool) {
+		{"disk", "MiB free under its data dir", "disk", func(p *Peer, short bool) {
 			d := &fakeDisk{avail: 64 << 20, total: 100 << 30}
 			if !short {
 				d.avail = 10 << 30
 			}
 			p.setDisk(d)
 		}},
-		{"heap", "of live heap, over its --max-heap of 1024 MiB", func(p *Peer, short bool) {
+		{"heap", "of live heap, over its --max-heap of 1024 MiB", "memory", func(p *Peer, short bool) {
 			live := uint64(1536 << 20)
 			if !short {
 				live = 256 << 20
@@ -139,6 +139,12 @@ func TestMeshRefusesWorkOfAFullOwner(t *testing.T) {
 			full := peers[0]
 			c.short(full.p, true)
 			refused := refusedKeys(t, peers, full, c.says)
+			// Each refused twice, by the owner: asked through another
+			// peer, and directly.
+			want := fmt.Sprintf("needle_submissions_refused_total{reason=%q} %d\n", c.reason, 2*len(refused))
+			if m := scrape(t, full.c.BaseURL); !strings.Contains(m, want) {
+				t.Errorf("the full owner's /metrics lacks %q", want)
+			}
 			c.short(full.p, false)
 			for _, key := range refused {
 				body := fmt.Sprintf(`{"mode":"parallel","key":%q,"tasks":[{"handler":"echo","payload":1}]}`, key)

@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -94,9 +95,9 @@ func (g *heapGuard) check(now time.Time, who string) error {
 	if !g.over {
 		return nil
 	}
-	return noSpaceError(fmt.Sprintf("peer %s, the group's owner, holds %s of live heap, over its --max-heap of %s; "+
+	return &noSpaceError{"memory", fmt.Sprintf("peer %s, the group's owner, holds %s of live heap, over its --max-heap of %s; "+
 		"it takes no new work until finished groups go (--retention) and runs on the work it has",
-		who, mib(g.seen), mib(g.max)))
+		who, mib(g.seen), mib(g.max))}
 }
 
 // heapWarn logs the guard's changes of mind.
@@ -115,4 +116,14 @@ func (p *Peer) admit(now time.Time) error {
 		return err
 	}
 	return p.heap.check(now, p.ID())
+}
+
+// refuse counts a submission refused with err, one of admit's, and returns
+// err.
+func (p *Peer) refuse(err error) error {
+	var ns *noSpaceError
+	if errors.As(err, &ns) {
+		p.metrics.refusedWork.WithLabelValues(ns.reason).Inc()
+	}
+	return err
 }

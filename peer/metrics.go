@@ -2,6 +2,7 @@ package peer
 
 import (
 	"errors"
+	"math"
 	"runtime"
 	"time"
 
@@ -37,6 +38,9 @@ type metrics struct {
 	queueWait  prometheus.Histogram
 	schedLag   prometheus.Histogram
 	protocol   *prometheus.CounterVec // from NodeStats, by event
+	// refusedWork counts submissions refused by the owner's guards, by
+	// reason: disk, memory (peer.admit).
+	refusedWork *prometheus.CounterVec
 	// finishedBy and outcomeBy are finished's and outcomes' counters, each
 	// looked up at its first use (WithLabelValues hashes its labels at
 	// every call: 2% of a W1 peer's loop).
@@ -114,6 +118,21 @@ func newMetrics(p *Peer) *metrics {
 		protocol: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "needle_protocol_events_total",
 			Help: "Work-stealing, lease and leadership events: steals_asked, steals_granted (tasks received), steals_refused, steals_sampled (of steals_asked, blind asks: no known peer advertised work), tasks_granted (to thieves), lease_expiries, stale_outcomes (refused by fencing), abdications (partition leaderships given up: no majority answered)."},
 			[]string{"event"}),
+		refusedWork: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "needle_submissions_refused_total",
+			Help: "Submissions this peer refused as their group's owner (507 insufficient_storage): short of disk space under its data dir (reason disk, --min-free-disk) or over --max-heap (reason memory)."},
+			[]string{"reason"}),
+	}
+	m.reg.MustRegister(m.refusedWork)
+	if g := p.disk; g != nil {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "needle_disk_free_bytes",
+			Help: "Space free under the data dir for an unprivileged writer, read at the scrape; under --min-free-disk the peer refuses new work."},
+			func() float64 {
+				avail, _, err := statfsFree(g.dir)
+				if err != nil {
+					return math.NaN()
+				}
+				return float64(avail)
+			}))
 	}
 	m.reg.MustRegister(m.tasks, m.readyQ, m.running, m.slots, m.finished, m.applied, m.outcomes,
 		m.runTimes, m.walSync, m.partitions, m.dropped, m.refused, m.served, m.peers, m.ringEpoch, m.outbox, m.protocol, m.replLag, m.queueWait, m.schedLag,

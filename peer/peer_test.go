@@ -140,7 +140,7 @@ func TestPeerMetrics(t *testing.T) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	for _, name := range []string{"needle_tasks{state=\"SUCCEEDED\"} 1", "needle_slots 1", "needle_wal_sync_seconds_count",
-		"needle_peers{state=\"alive\"} 1", "needle_task_run_seconds_count{handler=\"echo\"} 1", "needle_task_queue_wait_seconds_count 1", "needle_tasks_finished_total{state=\"SUCCEEDED\"} 1"} {
+		"needle_peers{state=\"alive\"} 1", "needle_task_run_seconds_count{handler=\"echo\"} 1", "needle_task_queue_wait_seconds_count 1", "needle_tasks_finished_total{state=\"SUCCEEDED\"} 1", "needle_disk_free_bytes "} {
 		if !strings.Contains(string(body), name) {
 			t.Errorf("/metrics lacks %q", name)
 		}
