@@ -102,6 +102,61 @@ elif command -v systemd-analyze >/dev/null; then
 	PASSED=$((PASSED + 1))
 fi
 
+# 3b. The Debian package: built from the binaries of step 1, its fields
+# and files checked, its unit verified, then installed, run and purged
+# where this script may use dpkg as root.
+debian_package() {
+	if ! command -v dpkg-deb >/dev/null; then
+		skip "deb" "dpkg-deb is missing (not a Debian system)"
+		return 0
+	fi
+	log "deploy/deb/build.sh (the Debian package)"
+	local deb
+	deb=$(bash deploy/deb/build.sh v0.0.0-ci "$ARCH" "$TMP/dist") || die "deploy/deb/build.sh"
+	[ "$(basename "$deb")" = "needle_0.0.0+ci_${ARCH}.deb" ] || die "the package is named $(basename "$deb")"
+	[ "$(dpkg-deb -f "$deb" Package Version Architecture | tr '\n' ' ')" = "Package: needle Version: 0.0.0+ci Architecture: $ARCH " ] ||
+		die "control fields: $(dpkg-deb -f "$deb" Package Version Architecture)"
+	local files
+	files=$(dpkg-deb -c "$deb" | awk '{print $1, $6}')
+	for want in '-rwxr-xr-x ./usr/bin/needled' '-rwxr-xr-x ./usr/bin/needle' '-rw-r--r-- ./lib/systemd/system/needled.service' \
+		'drwx------ ./etc/needle/' '-rw-r--r-- ./etc/needle/needled.env'; do
+		grep -qxF -- "$want" <<<"$files" || die "the package lacks $want; it holds: $files"
+	done
+	dpkg-deb -x "$deb" "$TMP/debroot"
+	cmp -s "$TMP/debroot/usr/bin/needled" "$TMP/dist/needled-linux-$ARCH" || die "the packaged needled is not the release binary"
+	if command -v systemd-analyze >/dev/null; then
+		mkdir -p "$TMP/unit"
+		sed "s#/usr/bin/needled#$TMP/debroot/usr/bin/needled#" "$TMP/debroot/lib/systemd/system/needled.service" >"$TMP/unit/needled-deb.service"
+		out=$(systemd-analyze verify "$TMP/unit/needled-deb.service" 2>&1) || die "systemd-analyze verify (package): $out"
+		[ -z "$out" ] || die "systemd-analyze verify (package) warns: $out"
+	fi
+	PASSED=$((PASSED + 1))
+	if [ "$(id -u)" -ne 0 ] && ! sudo -n true 2>/dev/null; then
+		skip "deb-install" "neither root nor password-less sudo: the package is not installed"
+		return 0
+	fi
+	if dpkg -s needle >/dev/null 2>&1; then
+		skip "deb-install" "a needle package is installed on this machine already; not replacing it"
+		return 0
+	fi
+	log "dpkg -i, needled --version, dpkg --purge"
+	as_root dpkg -i "$deb" >"$TMP/dpkg.log" 2>&1 || { cat "$TMP/dpkg.log" >&2; die "dpkg -i"; }
+	grep -q 'installed, not started' "$TMP/dpkg.log" || die "postinst said: $(cat "$TMP/dpkg.log")"
+	/usr/bin/needled --version | grep -q 'v0.0.0-ci' || die "installed needled --version: $(/usr/bin/needled --version)"
+	for f in /etc/needle/swarm.key /etc/needle/api.token; do
+		[ "$(as_root stat -c %a "$f")" = 600 ] || die "$f is missing or not mode 600"
+	done
+	[ "$(as_root stat -c %a /etc/needle)" = 700 ] || die "/etc/needle is not mode 700"
+	key=$(as_root cat /etc/needle/swarm.key)
+	as_root dpkg -i "$deb" >/dev/null 2>&1 || die "dpkg -i over itself (an upgrade)"
+	[ "$(as_root cat /etc/needle/swarm.key)" = "$key" ] || die "reinstalling replaced the swarm key"
+	as_root dpkg --purge needle >/dev/null 2>&1 || die "dpkg --purge needle"
+	[ ! -e /usr/bin/needled ] && [ ! -e /etc/needle ] && [ ! -e /lib/systemd/system/needled.service ] ||
+		die "dpkg --purge left files behind: $(ls -d /usr/bin/needled /etc/needle /lib/systemd/system/needled.service 2>&1)"
+	PASSED=$((PASSED + 1))
+}
+debian_package
+
 # 4. Containers.
 containers() {
 	if ! command -v podman >/dev/null || ! command -v runc >/dev/null || ! command -v docker-compose >/dev/null; then

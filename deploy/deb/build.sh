@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Builds the Debian package of needle from release binaries:
+#
+#   deploy/deb/build.sh VERSION ARCH DIST
+#
+# reads DIST/needled-linux-ARCH and DIST/needle-linux-ARCH (make release)
+# and writes DIST/needle_<version>_ARCH.deb: the two binaries in /usr/bin,
+# deploy/systemd/needled.service as /lib/systemd/system/needled.service
+# (running /usr/bin/needled), deploy/systemd/needled.env as the conffile
+# /etc/needle/needled.env. Installing it writes a swarm key and an API
+# token into /etc/needle (root only) when there are none, and starts
+# nothing: a peer must know the mesh it joins (NEEDLE_JOIN) before its first
+# start, or it founds a new one. `make deb` runs it.
+set -euo pipefail
+[ $# -eq 3 ] || { echo "usage: $0 VERSION ARCH DIST" >&2; exit 2; }
+version=$1 arch=$2 dist=$3
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+
+# A Debian version starts with a digit: v1.2.3 is 1.2.3, a commit without
+# a tag 0.0.0+git.<commit>; dashes (git describe's) become pluses.
+case $version in
+v[0-9]*) debver=${version#v} ;;
+[0-9]*) debver=$version ;;
+*) debver=0.0.0+git.$version ;;
+esac
+debver=${debver//-/+}
+if ! printf '%s' "$debver" | grep -Eq '^[0-9][A-Za-z0-9.+~]*$'; then
+	echo "build.sh: version $version gives $debver, not a Debian version" >&2
+	exit 1
+fi
+
+for b in needled needle; do
+	[ -x "$dist/$b-linux-$arch" ] || { echo "build.sh: $dist/$b-linux-$arch missing (make release)" >&2; exit 1; }
+done
+
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+chmod 0755 "$stage"
+install -d -m 0755 "$stage/DEBIAN" "$stage/usr/bin" "$stage/lib/systemd/system" "$stage/usr/share/doc/needle"
+install -d -m 0700 "$stage/etc/needle"
+install -m 0755 "$dist/needled-linux-$arch" "$stage/usr/bin/needled"
+install -m 0755 "$dist/needle-linux-$arch" "$stage/usr/bin/needle"
+# The unit runs the packaged binary; its install steps are the package's.
+sed -e 's#/usr/local/bin/needled#/usr/bin/needled#' \
+	-e '/^#   install /d' -e '/^#   needle keygen/d' -e '/^#   systemctl daemon-reload/d' \
+	"$root/deploy/systemd/needled.service" > "$stage/lib/systemd/system/needled.service"
+if grep -q /usr/local "$stage/lib/systemd/system/needled.service"; then
+	echo "build.sh: the unit still names /usr/local" >&2
+	exit 1
+fi
+chmod 0644 "$stage/lib/systemd/system/needled.service"
+install -m 0644 "$root/deploy/systemd/needled.env" "$stage/etc/needle/needled.env"
+install -m 0644 "$root/LICENSE" "$stage/usr/share/doc/needle/copyright"
+install -m 0755 "$here/postinst" "$here/prerm" "$here/postrm" "$stage/DEBIAN/"
+echo /etc/needle/needled.env > "$stage/DEBIAN/conffiles"
+size=$(du -sk --exclude=DEBIAN "$stage" | cut -f1)
+cat > "$stage/DEBIAN/control" <<CONTROL
+Package: needle
+Version: $debver
+Architecture: $arch
+Maintainer: needle developers <needle@localhost>
+Installed-Size: $size
+Section: net
+Priority: optional
+Homepage: https://github.com/needle-mesh/needle
+Description: peer-to-peer task scheduler mesh
+ needled runs on every host of a mesh, each peer both scheduler and
+ worker: tasks, DAGs, data-parallel groups, pipelines and cron schedules
+ submitted to any peer run somewhere in the mesh, survive node failures
+ and are read back by id. needle is its command-line client.
+ .
+ The package installs the needled.service systemd unit, disabled: set
+ NEEDLE_JOIN in /etc/needle/needled.env on every peer but the first, copy
+ the first host's /etc/needle/swarm.key to the others, then
+ systemctl enable --now needled.
+CONTROL
+out="$dist/needle_${debver}_${arch}.deb"
+dpkg-deb --root-owner-group -Zxz --build "$stage" "$out" >/dev/null
+echo "$out"
