@@ -123,11 +123,11 @@ func newMetrics(p *Peer) *metrics {
 			[]string{"reason"}),
 	}
 	m.reg.MustRegister(m.refusedWork)
-	if g := p.disk; g != nil {
+	if d := p.disk; d != nil {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "needle_disk_free_bytes",
 			Help: "Space free under the data dir for an unprivileged writer, read at the scrape; under --min-free-disk the peer refuses new work."},
 			func() float64 {
-				avail, _, err := statfsFree(g.dir)
+				avail, err := d.read()
 				if err != nil {
 					return math.NaN()
 				}

@@ -47,11 +47,12 @@ type Peer struct {
 	driver   *node.Driver // drives node's Readies (loop.go, loopIO)
 	held     wal.Batch    // unsynced batches written with the next synced one (loopIO.Persist)
 	handlers *handler.Registry
-	hub      *hub       // external workers (workers.go)
-	disk     *diskGuard // nil: no check (in memory, or the caller's WAL)
-	heap     *heapGuard
-	metrics  *metrics
-	notifier *notifier
+	hub      *hub // external workers (workers.go)
+	// disk and heap are the marks past which it takes no new work
+	// (admit.go); disk is nil in memory or on the caller's WAL.
+	disk, heap *mark
+	metrics    *metrics
+	notifier   *notifier
 
 	inbox chan command
 	jobs  chan job
@@ -125,9 +126,9 @@ func (p *Peer) open() error {
 	}
 	p.wal = log
 	if !p.cfg.InMemory && p.cfg.Runtime.WAL == nil {
-		p.disk = newDiskGuard(p.cfg.DataDir, p.cfg.MinFreeDisk, statfsFree, p.diskWarn)
+		p.disk = newDiskMark(p.cfg.DataDir, p.cfg.MinFreeDisk, statfsFree, p.diskWarn)
 	}
-	p.heap = newHeapGuard(p.cfg.MaxHeap, memoryAvailable(), liveHeap, p.heapWarn)
+	p.heap = newHeapMark(p.cfg.MaxHeap, memoryAvailable(), liveHeap, p.heapWarn)
 	// The WAL's first record is written before the identity key is
 	// created, so that a key without a WAL means the WAL was lost.
 	if err := p.checkWALKept(); err != nil {
