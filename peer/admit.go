@@ -12,8 +12,10 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/raft/v3/raftpb"
 	"golang.org/x/sys/unix"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/api"
 )
 
@@ -195,6 +197,33 @@ func (p *Peer) admit(now time.Time) error {
 		return refusal(p.ID(), "memory", v, p.heap.limit)
 	}
 	return nil
+}
+
+// dropAppends returns msgs without the appends and snapshots a leader
+// sent, when this peer's disk has under half its --min-free-disk free: a
+// follower that wrote them could fill its filesystem and die of SIGBUS
+// (the owner's refusal of new work does not stop its replicas' writes
+// when their filesystems are fuller). Raft takes a dropped append as a
+// lost message: the partition commits on the other replicas, and this one
+// catches up once space is freed.
+func (p *Peer) dropAppends(msgs []node.RaftMsg) []node.RaftMsg {
+	past, v := p.disk.check(time.Now())
+	if !past || v >= p.disk.limit/2 {
+		return msgs
+	}
+	kept := msgs[:0]
+	dropped := 0
+	for _, rm := range msgs {
+		if t := rm.Msg.GetType(); t == raftpb.MsgApp || t == raftpb.MsgSnap {
+			dropped++
+			continue
+		}
+		kept = append(kept, rm)
+	}
+	if dropped > 0 {
+		p.metrics.droppedAppends.Add(float64(dropped))
+	}
+	return kept
 }
 
 // refuse counts a submission refused with err, one of admit's, and returns

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/shard"
 )
@@ -247,4 +248,62 @@ func refusedKeys(t *testing.T, peers []*meshPeer, full *meshPeer, says string) [
 		}
 	}
 	return refused
+}
+
+// TestMeshReplicaShortOfDiskDropsAppends: a replica with under half its
+// --min-free-disk free drops the appends it is sent (counted): the groups
+// of the other owners commit on their two other replicas and finish, this
+// one holds none of them, and once space is freed it catches up.
+func TestMeshReplicaShortOfDiskDropsAppends(t *testing.T) {
+	peers := startMesh3(t)
+	low := peers[2]
+	low.p.disk.set(16<<20, 512<<20)
+	var groups []string
+	for i := 0; len(groups) < 4; i++ {
+		if i == 40 {
+			t.Fatalf("after 40 keys, %d groups taken", len(groups))
+		}
+		body := fmt.Sprintf(`{"mode":"parallel","key":"low-%d","tasks":[{"handler":"echo","payload":%d}]}`, i, i)
+		var res *api.SubmitGroupResponse
+		waitFor(t, "an owner's answer", 20*time.Second, func() bool {
+			var err error
+			res, err = peers[0].c.SubmitGroupJSON(t.Context(), []byte(body))
+			var ae *api.Error
+			switch {
+			case errors.As(err, &ae) && ae.Status == http.StatusServiceUnavailable:
+				return false
+			case errors.As(err, &ae) && ae.Status == http.StatusInsufficientStorage:
+				res = nil // owned by the replica short of space
+			case err != nil:
+				t.Fatalf("submit: %v", err)
+			}
+			return true
+		})
+		if res != nil {
+			groups = append(groups, res.Group)
+		}
+	}
+	replicaGroup := func(id string) (shard.GroupView, error) {
+		var v shard.GroupView
+		err := low.p.read(t.Context(), func(n *node.Node) (err error) { v, err = n.ReplicaGroup(shard.GroupID(id)); return err })
+		return v, err
+	}
+	for _, id := range groups {
+		if g, err := getGroupRetrying(t, peers[1].c, id, 10*time.Second); err != nil || g.State != "SUCCEEDED" {
+			t.Fatalf("group %s with a replica short of space: %+v, %v", id, g, err)
+		}
+		if _, err := replicaGroup(id); !errors.Is(err, shard.ErrNotFound) {
+			t.Errorf("the replica short of space holds group %s (%v): it took an append", id, err)
+		}
+	}
+	if m := scrape(t, low.c.BaseURL); strings.Contains(m, "needle_replica_appends_dropped_total 0\n") || !strings.Contains(m, "needle_replica_appends_dropped_total ") {
+		t.Errorf("needle_replica_appends_dropped_total does not count the dropped appends")
+	}
+	low.p.disk.set(10<<30, 0)
+	for _, id := range groups {
+		waitFor(t, "the replica to catch up with group "+id, 20*time.Second, func() bool {
+			v, err := replicaGroup(id)
+			return err == nil && v.State == shard.GroupSucceeded
+		})
+	}
 }

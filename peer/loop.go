@@ -387,6 +387,9 @@ func (p *Peer) append(b *wal.Batch) error {
 // malformed or refused message is logged and dropped: the peer stays up.
 func (p *Peer) stepFrame(f p2p.Frame) {
 	m, err := node.DecodeMessage(f.Data)
+	if err == nil && m.Type == node.MsgRaft {
+		m.Raft = p.dropAppends(m.Raft)
+	}
 	if err == nil {
 		err = p.node.Step(f.From, m)
 	}

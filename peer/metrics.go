@@ -41,6 +41,9 @@ type metrics struct {
 	// refusedWork counts submissions refused by the owner's guards, by
 	// reason: disk, memory (peer.admit).
 	refusedWork *prometheus.CounterVec
+	// droppedAppends counts the Raft appends and snapshots dropped as a
+	// replica short of disk space (peer.dropAppends).
+	droppedAppends prometheus.Counter
 	// finishedBy and outcomeBy are finished's and outcomes' counters, each
 	// looked up at its first use (WithLabelValues hashes its labels at
 	// every call: 2% of a W1 peer's loop).
@@ -122,7 +125,9 @@ func newMetrics(p *Peer) *metrics {
 			Help: "Submissions this peer refused as their group's owner (507 insufficient_storage): short of disk space under its data dir (reason disk, --min-free-disk) or over --max-heap (reason memory)."},
 			[]string{"reason"}),
 	}
-	m.reg.MustRegister(m.refusedWork)
+	m.droppedAppends = prometheus.NewCounter(prometheus.CounterOpts{Name: "needle_replica_appends_dropped_total",
+		Help: "Raft appends and snapshots this peer dropped as a replica with under half its --min-free-disk free: the partition commits on its other replicas and this one catches up once space is freed."})
+	m.reg.MustRegister(m.refusedWork, m.droppedAppends)
 	if d := p.disk; d != nil {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "needle_disk_free_bytes",
 			Help: "Space free under the data dir for an unprivileged writer, read at the scrape; under --min-free-disk the peer refuses new work."},
