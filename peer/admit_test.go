@@ -25,6 +25,20 @@ func (d *fakeDisk) free(string) (uint64, uint64, error) {
 	return d.avail, d.total, d.err
 }
 
+// t0 is the tests' clock at their start.
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// markChecker returns a check of m at t0 plus at: past or not, as want
+// says, what naming the case.
+func markChecker(t *testing.T, m *mark) func(at time.Duration, want bool, what string) {
+	return func(at time.Duration, want bool, what string) {
+		t.Helper()
+		if past, v := m.check(t0.Add(at)); past != want {
+			t.Errorf("%s (read %d MiB): past = %v, want %v", what, v>>20, past, want)
+		}
+	}
+}
+
 func TestDiskMark(t *testing.T) {
 	const gib = 1 << 30
 	d := &fakeDisk{avail: 10 * gib, total: 100 * gib}
@@ -32,13 +46,7 @@ func TestDiskMark(t *testing.T) {
 	m := newDiskMark("/data", 512<<20, d.free, func(past bool, avail, limit uint64) {
 		told = append(told, fmt.Sprintf("past=%v avail=%d limit=%d", past, avail>>20, limit>>20))
 	})
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	check := func(at time.Duration, want bool, what string) {
-		t.Helper()
-		if past, v := m.check(t0.Add(at)); past != want {
-			t.Errorf("%s (read %d MiB): past = %v, want %v", what, v>>20, past, want)
-		}
-	}
+	check := markChecker(t, m)
 	check(0, false, "10 GiB free")
 	d.avail = 100 << 20
 	check(markEvery/2, false, "a reading younger than markEvery is trusted")
@@ -85,13 +93,7 @@ func TestHeapMark(t *testing.T) {
 	if m.limit != 1<<30 {
 		t.Fatalf("default limit on 2 GiB = %d MiB, want half", m.limit>>20)
 	}
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	check := func(at time.Duration, want bool, what string) {
-		t.Helper()
-		if past, v := m.check(t0.Add(at)); past != want {
-			t.Errorf("%s (read %d MiB): past = %v, want %v", what, v>>20, past, want)
-		}
-	}
+	check := markChecker(t, m)
 	check(0, false, "100 MiB live")
 	live = 1100 << 20
 	check(markEvery/2, false, "a reading younger than markEvery is trusted")
