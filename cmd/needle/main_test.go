@@ -389,3 +389,17 @@ func TestGetPipelineAndWebhook(t *testing.T) {
 		t.Errorf("get of a dag shows a pipeline's or a key's lines:\n%s", r.stdout)
 	}
 }
+
+// TestWaitGroupDoneAtOnce: a group finished at the first look prints its
+// progress without an estimate of the time left.
+func TestWaitGroupDoneAtOnce(t *testing.T) {
+	addr := mustServer(t, &fakeBackend{GroupFn: func(id shard.GroupID, _ time.Duration) (shard.GroupView, error) {
+		return shard.GroupView{ID: id, Mode: shard.ModeParallel, State: shard.GroupSucceeded, Total: 2,
+			Counts: map[shard.State]int{shard.Succeeded: 2}}, nil
+	}}, api.HandlerOptions{})
+	r := runCLI(t, addr, "", "wait", "g1")
+	r.check(t, 0, "", "g1: 2/2 done, ")
+	if strings.Contains(r.stderr, "eta") {
+		t.Errorf("a finished group's progress estimates the time left:\n%s", r.stderr)
+	}
+}

@@ -285,11 +285,14 @@ func (p *lineProgress) update(done, total int) {
 	p.last = now
 	el := now.Sub(p.t0)
 	rate := float64(done) / max(el.Seconds(), 1e-3)
-	eta := "?"
-	if rate > 0 && done < total {
-		eta = (time.Duration(float64(total-done)/rate*1e9) * time.Nanosecond).Round(time.Second).String()
+	eta := ", eta ?"
+	switch {
+	case done >= total:
+		eta = "" // nothing left to estimate
+	case rate > 0:
+		eta = ", eta " + (time.Duration(float64(total-done)/rate*1e9) * time.Nanosecond).Round(time.Second).String()
 	}
-	fmt.Fprintf(p.w, "%s: %d/%d done, %.1f tasks/s, elapsed %s, eta %s\n", p.id, done, total, rate, el.Round(time.Second), eta)
+	fmt.Fprintf(p.w, "%s: %d/%d done, %.1f tasks/s, elapsed %s%s\n", p.id, done, total, rate, el.Round(time.Second), eta)
 }
 
 func (p *lineProgress) finish()          {}
