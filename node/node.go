@@ -230,7 +230,10 @@ type Node struct {
 	log    *slog.Logger
 	fatal  error  // see Fatal
 	holder string // ID#Boot: the lease holder name of this run
-	raftID uint64
+	// noNewWork: the runtime found this peer short of disk space or
+	// memory (SetNoNewWork); its schedules' firings are skipped.
+	noNewWork bool
+	raftID    uint64
 
 	parts []*partition // indexed by partition number; nil when not held
 	// decoded is the slice the next committed entry's events are decoded
@@ -778,3 +781,10 @@ func (c *NodeConfig) validateInitial() error {
 	}
 	return nil
 }
+
+// SetNoNewWork tells the node whether its peer takes new work: while it
+// does not (its disk or memory short, as the runtime reads them), the
+// schedules it owns skip the firings that come due, each recorded as a
+// firing that created nothing; the work already taken runs on. The
+// runtime refuses submissions itself.
+func (n *Node) SetNoNewWork(refuse bool) { n.noNewWork = refuse }

@@ -100,6 +100,7 @@ func (n *Node) openPartition(p int, ps wal.PartitionState, voters []uint64) (*pa
 	scfg := n.cfg.Shard
 	scfg.Rand = rand.New(rand.NewPCG(n.cfg.Rand.Uint64(), uint64(p)))
 	scfg.Expand = n.ExpandBroadcast // scheduled broadcasts, from this node's view
+	scfg.Admit = func() bool { return !n.noNewWork }
 	scfg.OnReady = func(on bool) { n.readyParts.set(p, on) }
 	scfg.OnDue = func() {
 		n.dueParts.set(p, true)

@@ -137,6 +137,10 @@ func (p *Peer) loop(ctx context.Context) error {
 		if now := time.Now(); !now.Before(sweepAt.Add(-sweepEarly)) {
 			sweepAt = now.Add(sweepEvery)
 			p.waiters.sweep()
+			// Short of disk or memory, the schedules it owns fire
+			// nothing (admit.go); read once a sweep, and at the
+			// submissions and Raft appends in between.
+			p.node.SetNoNewWork(p.admit(now) != nil)
 			p.metrics.observe(p.node)
 			p.dialMembers(ctx)
 		}

@@ -99,3 +99,44 @@ func TestPeerScheduleBadInput(t *testing.T) {
 		t.Fatalf("list = %+v, %v; want none", list, err)
 	}
 }
+
+// TestPeerScheduleSkipsWithoutNewWork: an owner short of memory (or disk)
+// fires nothing: each tick is a skipped firing; once it takes work again
+// the schedule fires groups.
+func TestPeerScheduleSkipsWithoutNewWork(t *testing.T) {
+	synctest.Test(t, testPeerScheduleSkipsWithoutNewWork)
+}
+
+func testPeerScheduleSkipsWithoutNewWork(t *testing.T) {
+	mp := startMemPeer(t, newMemNet(), "solo", Config{Slots: 2})
+	c, ctx := mp.c, t.Context()
+	mp.p.heap.set(2<<30, 1<<30)
+	s, err := c.CreateSchedule(ctx, &api.CreateScheduleRequest{Name: "tick", Every: "1s", Overlap: "allow",
+		Group: []byte(`{"mode": "parallel", "tasks": [{"handler": "echo", "payload": 1}]}`)})
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	time.Sleep(3200 * time.Millisecond) // virtual: the bubble's clock
+	short, err := c.GetSchedule(ctx, s.ID)
+	if err != nil || len(short.Firings) < 2 {
+		t.Fatalf("firings after 3.2 s short of memory = %+v, %v; want >= 2", short, err)
+	}
+	for _, f := range short.Firings[1:] { // the first tick may come before the first sweep
+		if f.State != "SKIPPED" || f.Group != "" {
+			t.Errorf("firing short of memory = %+v; want SKIPPED, no group", f)
+		}
+	}
+	mp.p.heap.set(100<<20, 1<<30)
+	time.Sleep(3200 * time.Millisecond) // virtual
+	after, err := c.GetSchedule(ctx, s.ID)
+	if err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	last := after.Firings[len(after.Firings)-1]
+	if last.Group == "" {
+		t.Fatalf("firings once work is taken again = %+v; want a group", after.Firings)
+	}
+	if g, err := c.GetGroup(ctx, last.Group, 5*time.Second); err != nil || g.State != "SUCCEEDED" {
+		t.Fatalf("group %s = %+v, %v", last.Group, g, err)
+	}
+}

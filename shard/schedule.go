@@ -470,6 +470,8 @@ func (s *Shard) dueSchedule(now time.Time, tm timer, evs []Event) []Event {
 		ev.By = firedMissed
 	case sc.spec.Overlap == OverlapSkip && s.lastRunning(sc):
 		ev.By = firedSkipped
+	case s.cfg.Admit != nil && !s.cfg.Admit():
+		ev.By = firedSkipped // the owner takes no new work: short of disk or memory
 	}
 	var g GroupSpec
 	if ev.By == "" {

@@ -345,3 +345,26 @@ func TestScheduledBroadcast(t *testing.T) {
 		t.Fatal("a replica replaying the log differs")
 	}
 }
+
+// TestScheduleSkippedWithoutNewWork: while the owner takes no new work
+// (short of disk or memory), a due firing is recorded skipped and creates
+// nothing; the next tick after it takes work again fires.
+func TestScheduleSkippedWithoutNewWork(t *testing.T) {
+	o := newSchedOwner(t)
+	admit := false
+	o.s.cfg.Admit = func() bool { return admit }
+	o.setSchedule(testSchedule("s1", 10*time.Second, OverlapAllow, MisfireOnce))
+	evs := o.tick(t0.Add(10 * time.Second))
+	if len(evs) != 1 || evs[0].Type != EvScheduleFired || evs[0].By != firedSkipped {
+		t.Fatalf("firing without new work = %+v; want one skipped firing", evs)
+	}
+	admit = true
+	evs = o.tick(t0.Add(20 * time.Second))
+	if len(evs) != 2 || evs[1].Type != EvSubmitted {
+		t.Fatalf("firing with work taken again = %+v; want a firing and its group", evs)
+	}
+	v, _ := o.s.Schedule("s1")
+	if n := len(v.Firings); n != 2 || !v.Firings[0].Skipped || v.Firings[1].Skipped {
+		t.Fatalf("firings = %+v", v.Firings)
+	}
+}

@@ -36,6 +36,11 @@ type Config struct {
 	// only by the owner when proposing; nil, or an error (no peer
 	// matches), skips the firing.
 	Expand func(*GroupSpec) error
+	// Admit reports whether the owner takes new work now: false (its
+	// disk or memory short, as the runtime found) skips the firings of
+	// schedules that come due, as a firing that creates nothing. Called
+	// only by the owner when proposing; nil takes work.
+	Admit func() bool
 	// External reports whether a handler runs in external workers (processes
 	// that poll a peer over HTTP) rather than in the peers themselves. Its
 	// READY tasks wait for a placement that serves the handler
