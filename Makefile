@@ -2,7 +2,7 @@ GO ?= go
 PKGS := ./...
 CORE := ./shard/... ./ring/... ./steal/... ./wal/... ./node/... ./peer/...
 
-.PHONY: run build release deb test race sim simulate fuzz bench compare lint deps vet fmt hostile
+.PHONY: run build release deb rpm test race sim simulate fuzz bench compare lint deps vet fmt hostile
 
 # Release builds: static binaries (no cgo) stamped with the version and
 # commit that --version prints, for each of PLATFORMS, into DIST with their
@@ -37,6 +37,11 @@ DEB_ARCH ?= $(shell $(GO) env GOARCH)
 deb:
 	$(MAKE) -s release PLATFORMS=linux/$(DEB_ARCH)
 	bash deploy/deb/build.sh $(VERSION) $(DEB_ARCH) $(DIST)
+
+# The RPM package of the same binaries (needs rpmbuild: Debian's rpm).
+rpm:
+	$(MAKE) -s release PLATFORMS=linux/$(DEB_ARCH)
+	bash deploy/rpm/build.sh $(VERSION) $(DEB_ARCH) $(DIST)
 
 run: build
 	./bin/needled --data ./needle-data --http 127.0.0.1:7070

@@ -157,6 +157,39 @@ debian_package() {
 }
 debian_package
 
+# 3c. The RPM package: built from the binaries of step 1 (rpmbuild from
+# Debian's rpm when missing), its fields, files, modes and scriptlets
+# checked. It is not installed: this is a Debian machine.
+rpm_package() {
+	if ! command -v rpmbuild >/dev/null && ! apt_install rpm; then
+		skip "rpm" "rpmbuild could not be installed (apt-get install rpm failed, above)"
+		return 0
+	fi
+	log "deploy/rpm/build.sh (the RPM package)"
+	local pkg want rarch
+	rarch=$(case $ARCH in amd64) echo x86_64 ;; arm64) echo aarch64 ;; esac)
+	pkg=$(bash deploy/rpm/build.sh v0.0.0-ci "$ARCH" "$TMP/dist") || die "deploy/rpm/build.sh"
+	[ "$(basename "$pkg")" = "needle-0.0.0+ci-1.$rarch.rpm" ] || die "the RPM is named $(basename "$pkg")"
+	[ "$(rpm -qp --qf '%{NAME} %{VERSION} %{RELEASE} %{ARCH}' "$pkg")" = "needle 0.0.0+ci 1 $rarch" ] ||
+		die "RPM fields: $(rpm -qp --qf '%{NAME} %{VERSION} %{RELEASE} %{ARCH}' "$pkg")"
+	local files
+	files=$(rpm -qp --qf '[%{FILEMODES:perms} %{FILENAMES}\n]' "$pkg")
+	for want in '-rwxr-xr-x /usr/bin/needled' '-rwxr-xr-x /usr/bin/needle' '-rw-r--r-- /usr/lib/systemd/system/needled.service' \
+		'drwx------ /etc/needle' '-rw-r--r-- /etc/needle/needled.env'; do
+		grep -qxF -- "$want" <<<"$files" || die "the RPM lacks $want; it holds: $files"
+	done
+	rpm -qp --configfiles "$pkg" | grep -qx /etc/needle/needled.env || die "needled.env is not a config file of the RPM"
+	rpm -qp --scripts "$pkg" | grep -q 'needle keygen --if-missing' || die "the RPM's %post writes no key: $(rpm -qp --scripts "$pkg")"
+	command -v cpio >/dev/null || apt_install cpio || true
+	if command -v cpio >/dev/null; then
+		mkdir -p "$TMP/rpmroot" && (cd "$TMP/rpmroot" && rpm2cpio "$pkg" | cpio -idm --quiet) || die "rpm2cpio"
+		cmp -s "$TMP/rpmroot/usr/bin/needled" "$TMP/dist/needled-linux-$ARCH" || die "the RPM's needled is not the release binary"
+		grep -q '^ExecStart=/usr/bin/needled ' "$TMP/rpmroot/usr/lib/systemd/system/needled.service" || die "the RPM's unit does not run /usr/bin/needled"
+	fi
+	PASSED=$((PASSED + 1))
+}
+rpm_package
+
 # 4. Containers.
 containers() {
 	if ! command -v podman >/dev/null || ! command -v runc >/dev/null || ! command -v docker-compose >/dev/null; then
