@@ -17,22 +17,9 @@ version=$1 arch=$2 dist=$3
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 
-# A Debian version starts with a digit: v1.2.3 is 1.2.3, a commit without
-# a tag 0.0.0+git.<commit>; dashes (git describe's) become pluses.
-case $version in
-v[0-9]*) debver=${version#v} ;;
-[0-9]*) debver=$version ;;
-*) debver=0.0.0+git.$version ;;
-esac
-debver=${debver//-/+}
-if ! printf '%s' "$debver" | grep -Eq '^[0-9][A-Za-z0-9.+~]*$'; then
-	echo "build.sh: version $version gives $debver, not a Debian version" >&2
-	exit 1
-fi
-
-for b in needled needle; do
-	[ -x "$dist/$b-linux-$arch" ] || { echo "build.sh: $dist/$b-linux-$arch missing (make release)" >&2; exit 1; }
-done
+. "$root/deploy/pkg.sh"
+debver=$(pkg_version "$version")
+pkg_binaries "$dist" "$arch"
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
@@ -41,14 +28,7 @@ install -d -m 0755 "$stage/DEBIAN" "$stage/usr/bin" "$stage/lib/systemd/system" 
 install -d -m 0700 "$stage/etc/needle"
 install -m 0755 "$dist/needled-linux-$arch" "$stage/usr/bin/needled"
 install -m 0755 "$dist/needle-linux-$arch" "$stage/usr/bin/needle"
-# The unit runs the packaged binary; its install steps are the package's.
-sed -e 's#/usr/local/bin/needled#/usr/bin/needled#' \
-	-e '/^#   install /d' -e '/^#   needle keygen/d' -e '/^#   systemctl daemon-reload/d' \
-	"$root/deploy/systemd/needled.service" > "$stage/lib/systemd/system/needled.service"
-if grep -q /usr/local "$stage/lib/systemd/system/needled.service"; then
-	echo "build.sh: the unit still names /usr/local" >&2
-	exit 1
-fi
+pkg_unit "$stage/lib/systemd/system/needled.service"
 chmod 0644 "$stage/lib/systemd/system/needled.service"
 install -m 0644 "$root/deploy/systemd/needled.env" "$stage/etc/needle/needled.env"
 install -m 0644 "$root/LICENSE" "$stage/usr/share/doc/needle/copyright"

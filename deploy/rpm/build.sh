@@ -25,34 +25,16 @@ amd64) rpmarch=x86_64 ;;
 arm64) rpmarch=aarch64 ;;
 *) echo "build.sh: no RPM architecture for $arch" >&2; exit 1 ;;
 esac
-# An RPM version has no dash: v1.2.3 is 1.2.3, a commit without a tag
-# 0.0.0+git.<commit>; git describe's dashes become pluses.
-case $version in
-v[0-9]*) rpmver=${version#v} ;;
-[0-9]*) rpmver=$version ;;
-*) rpmver=0.0.0+git.$version ;;
-esac
-rpmver=${rpmver//-/+}
-if ! printf '%s' "$rpmver" | grep -Eq '^[0-9][A-Za-z0-9.+~]*$'; then
-	echo "build.sh: version $version gives $rpmver, not an RPM version" >&2
-	exit 1
-fi
-for b in needled needle; do
-	[ -x "$dist/$b-linux-$arch" ] || { echo "build.sh: $dist/$b-linux-$arch missing (make release)" >&2; exit 1; }
-done
+. "$root/deploy/pkg.sh"
+rpmver=$(pkg_version "$version")
+pkg_binaries "$dist" "$arch"
 
 top=$(mktemp -d)
 trap 'rm -rf "$top"' EXIT
 mkdir -p "$top/SOURCES" "$top/SPECS" "$top/RPMS"
 cp "$dist/needled-linux-$arch" "$top/SOURCES/needled"
 cp "$dist/needle-linux-$arch" "$top/SOURCES/needle"
-sed -e 's#/usr/local/bin/needled#/usr/bin/needled#' \
-	-e '/^#   install /d' -e '/^#   needle keygen/d' -e '/^#   systemctl daemon-reload/d' \
-	"$root/deploy/systemd/needled.service" >"$top/SOURCES/needled.service"
-if grep -q /usr/local "$top/SOURCES/needled.service"; then
-	echo "build.sh: the unit still names /usr/local" >&2
-	exit 1
-fi
+pkg_unit "$top/SOURCES/needled.service"
 cp "$root/deploy/systemd/needled.env" "$root/LICENSE" "$top/SOURCES/"
 sed -e "s/@VERSION@/$rpmver/" "$here/needle.spec" >"$top/SPECS/needle.spec"
 rpmbuild --quiet -bb --target "$rpmarch" --define "_topdir $top" \
