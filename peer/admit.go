@@ -61,14 +61,18 @@ type mark struct {
 }
 
 // check reports whether the reading, taken at most markEvery ago, is past
-// the limit, and the reading. A reading that fails keeps the last one
-// (the writes will say what is wrong). A nil mark is never past.
-func (m *mark) check(now time.Time) (past bool, v uint64) {
-	if m == nil || m.limit == 0 {
-		return false, 0
+// the limit, with the reading and the limit. A reading that fails keeps
+// the last one (the writes will say what is wrong). A nil mark, or one
+// without a limit, is never past.
+func (m *mark) check(now time.Time) (past bool, v, limit uint64) {
+	if m == nil {
+		return false, 0, 0
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.limit == 0 {
+		return false, 0, 0
+	}
 	if m.at.IsZero() || now.Sub(m.at) >= markEvery || now.Before(m.at) {
 		m.at = now
 		if v, err := m.read(); err == nil {
@@ -81,7 +85,7 @@ func (m *mark) check(now time.Time) (past bool, v uint64) {
 			}
 		}
 	}
-	return m.past, m.v
+	return m.past, m.v, m.limit
 }
 
 // crossed says whether reading v is past the limit, given where the mark
@@ -190,11 +194,11 @@ func refusal(who, reason string, v, limit uint64) error {
 // admit returns why this peer takes no new work now (it is short of disk
 // space or of memory), nil when it does.
 func (p *Peer) admit(now time.Time) error {
-	if past, v := p.disk.check(now); past {
-		return refusal(p.ID(), "disk", v, p.disk.limit)
+	if past, v, limit := p.disk.check(now); past {
+		return refusal(p.ID(), "disk", v, limit)
 	}
-	if past, v := p.heap.check(now); past {
-		return refusal(p.ID(), "memory", v, p.heap.limit)
+	if past, v, limit := p.heap.check(now); past {
+		return refusal(p.ID(), "memory", v, limit)
 	}
 	return nil
 }
@@ -207,8 +211,8 @@ func (p *Peer) admit(now time.Time) error {
 // lost message: the partition commits on the other replicas, and this one
 // catches up once space is freed.
 func (p *Peer) dropAppends(msgs []node.RaftMsg) []node.RaftMsg {
-	past, v := p.disk.check(time.Now())
-	if !past || v >= p.disk.limit/2 {
+	past, v, limit := p.disk.check(time.Now())
+	if !past || v >= limit/2 {
 		return msgs
 	}
 	kept := msgs[:0]

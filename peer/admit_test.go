@@ -33,7 +33,7 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 func markChecker(t *testing.T, m *mark) func(at time.Duration, want bool, what string) {
 	return func(at time.Duration, want bool, what string) {
 		t.Helper()
-		if past, v := m.check(t0.Add(at)); past != want {
+		if past, v, _ := m.check(t0.Add(at)); past != want {
 			t.Errorf("%s (read %d MiB): past = %v, want %v", what, v>>20, past, want)
 		}
 	}
@@ -70,7 +70,7 @@ func TestDiskMark(t *testing.T) {
 	if small.limit != 100<<20 {
 		t.Errorf("limit on 400 MiB = %d MiB, want 100", small.limit>>20)
 	}
-	if past, _ := small.check(t0); !past {
+	if past, _, _ := small.check(t0); !past {
 		t.Errorf("50 MiB free of 400 under a 100 MiB limit: not past")
 	}
 	for _, off := range []*mark{
@@ -78,7 +78,7 @@ func TestDiskMark(t *testing.T) {
 		newDiskMark("/data", 512<<20, (&fakeDisk{err: errors.New("no fs")}).free, nil),
 		nil,
 	} {
-		if past, _ := off.check(t0); past {
+		if past, _, _ := off.check(t0); past {
 			t.Errorf("mark off is past")
 		}
 	}
@@ -106,7 +106,7 @@ func TestHeapMark(t *testing.T) {
 		t.Errorf("told %q, want %q", told, want)
 	}
 	for _, off := range []*mark{newHeapMark(-1, 2<<30, func() uint64 { return 1 << 40 }, nil), newHeapMark(0, 0, func() uint64 { return 1 << 40 }, nil)} {
-		if past, _ := off.check(t0); past {
+		if past, _, _ := off.check(t0); past {
 			t.Errorf("mark off is past")
 		}
 	}
