@@ -471,6 +471,7 @@ func (n *Node) releaseLostLeases(part int) {
 // the owner (this node when it leads the partition) proposes the outcome if
 // it still holds the current round.
 func (n *Node) Report(o shard.Outcome) error {
+	o.Bound() // before the outbox or the log keeps it
 	round, ok := n.running[o.Task]
 	if !ok || round != o.Round {
 		if rs := n.superseded[o.Task]; slices.Contains(rs, o.Round) {

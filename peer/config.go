@@ -14,6 +14,7 @@ import (
 	"github.com/needle-mesh/needle/peer/handler"
 	"github.com/needle-mesh/needle/peer/webhook"
 	"github.com/needle-mesh/needle/ring"
+	"github.com/needle-mesh/needle/shard"
 )
 
 // Config configures a running peer (the runtime around the pure Node).
@@ -181,6 +182,8 @@ func (c *Config) Validate() error {
 		return errors.New("peer: --rate must be >= 0")
 	case c.MaxResult < 0:
 		return errors.New("peer: --max-result must be > 0")
+	case c.MaxResult > shard.MaxResultBytes:
+		return fmt.Errorf("peer: --max-result %d is over the largest result the mesh stores (%d bytes)", c.MaxResult, shard.MaxResultBytes)
 	}
 	if _, err := parseInitial(c.Initial); err != nil {
 		return err

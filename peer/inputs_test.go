@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/needle-mesh/needle/peer/api"
+	"github.com/needle-mesh/needle/shard"
 )
 
 // startPeerWith runs a real in-memory peer configured by cfg (defaults as
@@ -201,6 +202,14 @@ func TestConfigMaxResult(t *testing.T) {
 	c = Config{MaxResult: -1}
 	if err := c.Validate(); err == nil {
 		t.Error("MaxResult -1: want an error")
+	}
+	c = Config{MaxResult: shard.MaxResultBytes}
+	if err := c.Validate(); err != nil {
+		t.Errorf("MaxResult %d: %v", c.MaxResult, err)
+	}
+	c = Config{MaxResult: shard.MaxResultBytes + 1}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--max-result") {
+		t.Errorf("MaxResult over the mesh's limit: %v; want an error naming --max-result", err)
 	}
 }
 

@@ -10,8 +10,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/needle-mesh/needle/peer/api"
+	"github.com/needle-mesh/needle/shard"
 )
 
 // wcall sends one request to a peer's API and returns the status and body.
@@ -378,5 +380,34 @@ func TestWorkerHubWakesFromIdle(t *testing.T) {
 	pollRerun(t, c, id)
 	if p.hub.parked.Load() != parked {
 		t.Fatalf("the hub parked while it held a worker and a lease")
+	}
+}
+
+// A worker's error text of any size (its whole traceback, a response body
+// in an exception) is cut in the middle to shard.MaxErrorBytes: 24 MB of
+// it in one outcome was one entry over the log's largest record, and the
+// peer exited after answering 200.
+func TestWorkerHugeErrorIsCut(t *testing.T) {
+	_, c := startPeerWith(t, Config{})
+	id := submitTask(t, c, `{"handler": "chatty", "payload": 1}`)
+	tasks := poll(t, c, "w", `"chatty"`, 1, "10s")
+	msg := "Traceback: " + strings.Repeat("é", 12<<20) + " ValueError: the end"
+	body, _ := json.Marshal(map[string]string{"error": msg})
+	if status, data := wcall(t, c, "POST", "/v1/leases/"+tasks[0].Lease+"/fail", string(body)); status != 200 {
+		t.Fatalf("fail = %d %.200s", status, data)
+	}
+	got, err := c.GetTask(t.Context(), id, 10*time.Second)
+	if err != nil || got.State != "FAILED" || got.Error == nil {
+		t.Fatalf("task = %+v, %v; want FAILED", got, err)
+	}
+	e := *got.Error
+	if len(e) > shard.MaxErrorBytes || !utf8.ValidString(e) || !strings.HasPrefix(e, "Traceback: éé") ||
+		!strings.HasSuffix(e, "éé ValueError: the end") || !strings.Contains(e, "bytes cut") {
+		t.Errorf("error of %d bytes = %.80q ... %.80q; want the head and tail of the message, cut to %d", len(e), e, e[max(0, len(e)-80):], shard.MaxErrorBytes)
+	}
+	// The peer is up and takes work.
+	id2 := submitTask(t, c, `{"handler": "chatty", "payload": 2}`)
+	if tasks := poll(t, c, "w", `"chatty"`, 1, "10s"); len(tasks) != 1 || tasks[0].ID != id2 {
+		t.Fatalf("poll after = %+v; want %s", tasks, id2)
 	}
 }

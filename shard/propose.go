@@ -217,6 +217,7 @@ func (s *Shard) ReportHeld(now time.Time, o Outcome) (Event, error) {
 
 // outcomeEvent is the event of outcome o of task t's lease.
 func (s *Shard) outcomeEvent(now time.Time, t *task, o Outcome) Event {
+	o.Bound()
 	ev := Event{At: now, Group: t.g.id, Task: t.idOr(o.Task), Round: o.Round, Holder: o.Holder}
 	if o.Lost {
 		ev.Type = EvExpired
