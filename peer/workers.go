@@ -482,6 +482,10 @@ func (b backend) Fail(ctx context.Context, lease, msg string, permanent bool) er
 	return b.p.hub.Fail(ctx, lease, msg, permanent)
 }
 
+func (b backend) Release(ctx context.Context, lease, reason string) error {
+	return b.p.hub.Release(ctx, lease, reason)
+}
+
 func (b backend) Heartbeat(ctx context.Context, lease string) (api.HeartbeatResult, error) {
 	return b.p.hub.Heartbeat(ctx, lease)
 }

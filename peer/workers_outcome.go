@@ -82,7 +82,7 @@ func (h *hub) why(l *xlease) string {
 }
 
 func sameOutcome(a, b *shard.Outcome) bool {
-	return a.OK == b.OK && string(a.Result) == string(b.Result) && a.Error == b.Error && a.Permanent == b.Permanent
+	return a.OK == b.OK && string(a.Result) == string(b.Result) && a.Error == b.Error && a.Permanent == b.Permanent && a.Lost == b.Lost
 }
 
 // Complete reports a lease's result. A result over --max-result fails the
@@ -112,6 +112,22 @@ func (h *hub) Complete(ctx context.Context, token string, result json.RawMessage
 // Fail reports a lease's failed attempt.
 func (h *hub) Fail(ctx context.Context, token, msg string, permanent bool) error {
 	return h.outcome(ctx, token, shard.Outcome{Error: msg, Permanent: permanent})
+}
+
+// Release hands a lease's task back unrun: it is READY again in a new
+// round, no attempt spent, as when a worker dies (but no strike against
+// the task: the worker chose to). A worker stopping hands back what it
+// has not started, and what it cannot finish.
+func (h *hub) Release(ctx context.Context, token, reason string) error {
+	return h.outcome(ctx, token, shard.Outcome{Lost: true, Error: reason})
+}
+
+// releaseText is what a release records in the task's history.
+func releaseText(worker, reason string) string {
+	if reason == "" {
+		return fmt.Sprintf("released by worker %s", worker)
+	}
+	return fmt.Sprintf("released by worker %s: %s", worker, reason)
 }
 
 // Heartbeat keeps a lease's worker alive and says whether its task was

@@ -89,6 +89,9 @@ func (h *hub) take(token string, o *shard.Outcome, now time.Time) (*xlease, erro
 	if w := h.workers[l.worker]; w != nil {
 		w.seen = now
 	}
+	if o.Lost && !o.OK { // a release: o.Error is its reason
+		o.Error = releaseText(l.worker, o.Error)
+	}
 	switch {
 	case l.state == leaseDone && sameOutcome(&l.outcome, o):
 		return nil, nil // a repeat (its first answer was lost): changes nothing
@@ -110,7 +113,10 @@ func (h *hub) take(token string, o *shard.Outcome, now time.Time) (*xlease, erro
 // over --max-result is a permanent failure, and the entry's answer is the
 // field error (as Complete's). h.mu is held.
 func (h *hub) leaseOutcome(d *api.LeaseOutcome) (shard.Outcome, error) {
-	if d.Failed {
+	switch {
+	case d.Released:
+		return shard.Outcome{Lost: true, Error: d.Error}, nil
+	case d.Failed:
 		return shard.Outcome{Error: d.Error, Permanent: d.Permanent}, nil
 	}
 	res := asJSON(d.Result)

@@ -411,3 +411,91 @@ func TestWorkerHugeErrorIsCut(t *testing.T) {
 		t.Fatalf("poll after = %+v; want %s", tasks, id2)
 	}
 }
+
+// A release hands a task back unrun, without spending an attempt: a
+// worker that stops hands back what it has not started (the clients did a
+// fail, which spent the attempt and, with one attempt, failed the task for
+// good, where a kill -9 of the worker would not have).
+func TestWorkerRelease(t *testing.T) {
+	_, c := startPeerWith(t, Config{})
+	id := submitTask(t, c, `{"handler": "resize", "payload": 1}`)
+	tasks := poll(t, c, "w1", `"resize"`, 1, "10s")
+	if len(tasks) != 1 {
+		t.Fatalf("poll = %+v", tasks)
+	}
+	l1 := tasks[0].Lease
+	for range 2 { // the repeat of a release is a 200 too
+		if status, data := wcall(t, c, "POST", "/v1/leases/"+l1+"/release", `{"reason": "stopping"}`); status != 200 {
+			t.Fatalf("release = %d %s", status, data)
+		}
+	}
+	if status, data := wcall(t, c, "POST", "/v1/leases/"+l1+"/complete", `{"result": 1}`); status != 409 || errCode(data) != api.CodeLeaseLost {
+		t.Fatalf("complete after release = %d %s; want 409 lease_lost", status, data)
+	}
+	tasks = poll(t, c, "w2", `"resize"`, 1, "10s")
+	if len(tasks) != 1 || tasks[0].ID != id || tasks[0].Round != 2 || tasks[0].Attempt != 0 {
+		t.Fatalf("poll after release = %+v; want %s again, round 2, no attempt spent", tasks, id)
+	}
+	// The batch form, on a poll's done, with an empty body's twin (no reason).
+	status, data := wcall(t, c, "POST", "/v1/workers/poll",
+		`{"worker": "w2", "handlers": ["resize"], "max": 1, "wait": "10s", "done": [{"lease": "`+tasks[0].Lease+`", "release": true}]}`)
+	var res api.PollResult
+	if status != 200 || json.Unmarshal(data, &res) != nil || len(res.Done) != 1 || res.Done[0].Status != 200 ||
+		len(res.Tasks) != 1 || res.Tasks[0].ID != id || res.Tasks[0].Round != 3 {
+		t.Fatalf("poll releasing = %d %s; want the release taken and the task again in round 3", status, data)
+	}
+	if status, data := wcall(t, c, "POST", "/v1/leases/"+res.Tasks[0].Lease+"/complete", `{"result": "done"}`); status != 200 {
+		t.Fatalf("complete = %d %s", status, data)
+	}
+	got, err := c.GetTask(t.Context(), id, 10*time.Second)
+	if err != nil || got.State != "SUCCEEDED" || got.Attempt != 1 {
+		t.Fatalf("task = %+v, %v; want SUCCEEDED after one attempt", got, err)
+	}
+	_, hist := wcall(t, c, "GET", "/v1/tasks/"+id+"/events", "")
+	if !bytes.Contains(hist, []byte("released by worker w1: stopping")) || !bytes.Contains(hist, []byte("released by worker w2")) {
+		t.Errorf("history %s; want both releases named", hist)
+	}
+}
+
+func TestWorkerReleaseBadInput(t *testing.T) {
+	_, c := startPeerWith(t, Config{})
+	submitTask(t, c, `{"handler": "resize", "payload": 1}`)
+	lease := poll(t, c, "w", `"resize"`, 1, "10s")[0].Lease
+	for _, tt := range []struct {
+		name, path, body, field string
+	}{
+		{"reason not a string", "/v1/leases/" + lease + "/release", `{"reason": 5}`, "reason"},
+		{"reason too long", "/v1/leases/" + lease + "/release", `{"reason": "` + strings.Repeat("r", api.MaxReleaseReason+1) + `"}`, "reason"},
+		{"unknown field", "/v1/leases/" + lease + "/release", `{"why": "x"}`, "why"},
+		{"release with a result", "/v1/leases/report", `{"done": [{"lease": "` + lease + `", "release": true, "result": 1}]}`, "done[0]"},
+		{"release with an error", "/v1/leases/report", `{"done": [{"lease": "` + lease + `", "release": true, "error": "x"}]}`, "done[0]"},
+		{"reason without release", "/v1/leases/report", `{"done": [{"lease": "` + lease + `", "result": 1, "reason": "x"}]}`, "done[0].reason"},
+	} {
+		status, data := wcall(t, c, "POST", tt.path, tt.body)
+		var eb api.ErrorBody
+		if status != 400 || json.Unmarshal(data, &eb) != nil || eb.Error.Field != tt.field {
+			t.Errorf("%s: %d %s; want 400 naming %s", tt.name, status, data, tt.field)
+		}
+	}
+	// Nothing of it was taken: the lease is still the worker's.
+	if status, data := wcall(t, c, "POST", "/v1/leases/"+lease+"/heartbeat", ""); status != 200 {
+		t.Errorf("heartbeat after refused calls = %d %s", status, data)
+	}
+}
+
+// A worker in a typed language writes every field: a null result beside
+// an error is a fail, not "both".
+func TestWorkerReportNullResultWithError(t *testing.T) {
+	_, c := startPeerWith(t, Config{})
+	id := submitTask(t, c, `{"handler": "resize", "payload": 1}`)
+	lease := poll(t, c, "w", `"resize"`, 1, "10s")[0].Lease
+	status, data := wcall(t, c, "POST", "/v1/leases/report",
+		`{"done": [{"lease": "`+lease+`", "result": null, "error": "disk full", "permanent": true}]}`)
+	if status != 200 || !bytes.Contains(data, []byte(`"status":200`)) {
+		t.Fatalf("report = %d %s; want the fail taken", status, data)
+	}
+	got, err := c.GetTask(t.Context(), id, 10*time.Second)
+	if err != nil || got.State != "FAILED" || got.Error == nil || *got.Error != "disk full" {
+		t.Fatalf("task = %+v, %v; want FAILED with the error", got, err)
+	}
+}

@@ -221,8 +221,9 @@ func (s *Shard) outcomeEvent(now time.Time, t *task, o Outcome) Event {
 	ev := Event{At: now, Group: t.g.id, Task: t.idOr(o.Task), Round: o.Round, Holder: o.Holder}
 	if o.Lost {
 		ev.Type = EvExpired
-		if o.Died != 0 && o.Died <= DiedAlone {
-			ev.Died, ev.Error = o.Died, o.Error // the history says which worker died
+		if o.Died <= DiedAlone {
+			// The history says which worker died, or which handed it back.
+			ev.Died, ev.Error = o.Died, o.Error
 		}
 		return ev
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,22 +17,26 @@ import (
 const MaxReport = 1000
 
 // LeaseOutcome is one entry of a batch: the outcome of a lease. Failed
-// says it is a fail (Error, Permanent); else a complete (Result, null when
-// absent).
+// says it is a fail (Error, Permanent); Released a release (Error is its
+// reason); else a complete (Result, null when absent).
 type LeaseOutcome struct {
 	Lease     string
 	Result    json.RawMessage
 	Failed    bool
+	Released  bool
 	Error     string
 	Permanent bool
 }
 
-// doneBody is a LeaseOutcome on the wire.
+// doneBody is a LeaseOutcome on the wire. A null result or error is the
+// same as none (a worker in a typed language writes every field).
 type doneBody struct {
 	Lease     string          `json:"lease"`
 	Result    json.RawMessage `json:"result"`
 	Error     *string         `json:"error"`
 	Permanent bool            `json:"permanent"`
+	Release   bool            `json:"release"`
+	Reason    *string         `json:"reason"`
 }
 
 // LeaseVerdict answers one entry of a batch, in the batch's order: Status
@@ -107,13 +112,24 @@ func checkDone(b *doneBody, path string, seen map[string]bool) (LeaseOutcome, er
 	}
 	seen[b.Lease] = true
 	o := LeaseOutcome{Lease: b.Lease, Result: b.Result, Permanent: b.Permanent}
+	hasResult := b.Result != nil && string(bytes.TrimSpace(b.Result)) != "null"
 	switch {
-	case b.Error != nil && b.Result != nil:
+	case b.Release && (hasResult || b.Error != nil || b.Permanent):
+		return o, fieldErr(path, "a release hands the task back unrun: no result, error or permanent")
+	case b.Release:
+		o.Released, o.Result = true, nil
+		if b.Reason != nil {
+			o.Error = *b.Reason
+		}
+		return o, checkReason(o.Error, path+".reason")
+	case b.Reason != nil:
+		return o, fieldErr(path+".reason", "only a release (\"release\": true) has a reason")
+	case b.Error != nil && hasResult:
 		return o, fieldErr(path, "either result (complete) or error (fail), not both")
 	case b.Error != nil && *b.Error == "":
 		return o, fieldErr(path+".error", "empty: say why the attempt failed")
 	case b.Error != nil:
-		o.Failed, o.Error = true, *b.Error
+		o.Failed, o.Error, o.Result = true, *b.Error, nil
 	case b.Permanent:
 		return o, fieldErr(path+".permanent", "only a failure (error) is permanent")
 	}

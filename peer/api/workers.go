@@ -102,6 +102,14 @@ type FailRequest struct {
 	Permanent bool   `json:"permanent"`
 }
 
+// ReleaseRequest is the body of POST /v1/leases/{lease}/release (optional).
+type ReleaseRequest struct {
+	Reason string `json:"reason"`
+}
+
+// MaxReleaseReason bounds a release's reason, in bytes.
+const MaxReleaseReason = 1024
+
 // LogsRequest is the body of POST /v1/leases/{lease}/logs.
 type LogsRequest struct {
 	Lines []string `json:"lines"`
@@ -142,6 +150,10 @@ type Workers interface {
 	// not current, nil for a repeat of the outcome already accepted.
 	Complete(ctx context.Context, lease string, result json.RawMessage) error
 	Fail(ctx context.Context, lease string, msg string, permanent bool) error
+	// Release hands a lease's task back unrun, without spending an
+	// attempt (the worker stops, or will not run it): ErrLeaseLost when
+	// the lease is not current, nil for a repeat.
+	Release(ctx context.Context, lease string, reason string) error
 	Heartbeat(ctx context.Context, lease string) (HeartbeatResult, error)
 	Logs(ctx context.Context, lease string, lines []string) error
 	ListWorkers(ctx context.Context) (WorkerList, error)
@@ -161,6 +173,7 @@ func (s *server) workerRoutes(wk Workers) []route {
 		}},
 		{"POST", "/v1/leases/{lease}/complete", func(w http.ResponseWriter, r *http.Request) { s.leaseCall(w, r, wk, "complete") }},
 		{"POST", "/v1/leases/{lease}/fail", func(w http.ResponseWriter, r *http.Request) { s.leaseCall(w, r, wk, "fail") }},
+		{"POST", "/v1/leases/{lease}/release", func(w http.ResponseWriter, r *http.Request) { s.leaseCall(w, r, wk, "release") }},
 		{"POST", "/v1/leases/{lease}/heartbeat", func(w http.ResponseWriter, r *http.Request) { s.leaseCall(w, r, wk, "heartbeat") }},
 		{"POST", "/v1/leases/{lease}/logs", func(w http.ResponseWriter, r *http.Request) { s.leaseCall(w, r, wk, "logs") }},
 		{"POST", "/v1/leases/report", func(w http.ResponseWriter, r *http.Request) { s.report(w, r, wk) }},
@@ -216,6 +229,11 @@ func (s *server) leaseCall(w http.ResponseWriter, r *http.Request, wk Workers, o
 		var req FailRequest
 		if err = DecodeFail(body, &req); err == nil {
 			err = wk.Fail(r.Context(), lease, req.Error, req.Permanent)
+		}
+	case "release":
+		var req ReleaseRequest
+		if err = DecodeRelease(body, &req); err == nil {
+			err = wk.Release(r.Context(), lease, req.Reason)
 		}
 	case "logs":
 		var req LogsRequest
@@ -318,6 +336,25 @@ func DecodeFail(data []byte, req *FailRequest) error {
 	}
 	if req.Error == "" {
 		return fieldErr("error", "required: say why the attempt failed")
+	}
+	return nil
+}
+
+// DecodeRelease decodes the body of a release call: empty, or
+// {"reason": "..."}.
+func DecodeRelease(data []byte, req *ReleaseRequest) error {
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return nil
+	}
+	if err := decodeStrict(data, req, ""); err != nil {
+		return err
+	}
+	return checkReason(req.Reason, "reason")
+}
+
+func checkReason(reason, field string) error {
+	if len(reason) > MaxReleaseReason {
+		return fieldErr(field, "%d bytes, over %d", len(reason), MaxReleaseReason)
 	}
 	return nil
 }
