@@ -52,7 +52,7 @@ type TaskView struct {
 	Round      Round  // current lease round (0 = never leased)
 	Holder     string // holder of the current or last lease
 	Result     []byte // SUCCEEDED: the handler's result
-	Error      string // FAILED / CANCELED: why
+	Error      string // the last failed attempt's error (kept while retried), or why CANCELED
 	Deps       []TaskID
 	CreatedAt  time.Time
 	StartedAt  time.Time // last lease

@@ -116,7 +116,7 @@ type Task struct {
 	Retries    int             `json:"retries,omitempty"` // committed retries (POST .../retry); state and result are of the runs since the last
 	Peer       string          `json:"peer"`              // holder of the current or last lease
 	Result     json.RawMessage `json:"result"`            // SUCCEEDED: the handler's result, else null
-	Error      *string         `json:"error"`             // FAILED / CANCELED: why, else null
+	Error      *string         `json:"error"`             // the last failed attempt's error (kept while retried) or why CANCELED, else null
 	Deps       []string        `json:"deps,omitempty"`
 	CreatedAt  *time.Time      `json:"created_at"`
 	StartedAt  *time.Time      `json:"started_at"`
