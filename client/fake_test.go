@@ -1,9 +1,11 @@
 package client
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -21,7 +23,7 @@ type fakePeer struct {
 	queue    []api.WorkerTask
 	more     chan struct{} // closed and replaced when the queue grows
 	leases   map[string]api.WorkerTask
-	outcomes map[string]any // by lease: api.CompleteRequest or api.FailRequest, the first taken
+	outcomes map[string]any // by lease: api.CompleteRequest, api.FailRequest or api.ReleaseRequest, the first taken
 	reports  map[string]int // by lease: outcome requests received
 	beats    map[string]int // by lease: heartbeats received
 	logs     map[string][]string
@@ -39,6 +41,8 @@ type fakePeer struct {
 	single      int             // outcomes received on the per-lease routes
 	gate        chan struct{}   // batch reports wait for it when set
 	pollDone    [][]doneEntry   // the outcomes each poll carried, as it arrived
+	noRelease   bool            // an older peer: no release route, no "release" in batches
+	maxBody     int             // bodies over it are 413 (0: no limit)
 }
 
 func newFakePeer(want int) *fakePeer {
@@ -84,6 +88,14 @@ func (f *fakePeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" {
 		http.Error(w, "want a JSON POST", http.StatusBadRequest)
 		return
+	}
+	if f.maxBody > 0 {
+		body, _ := io.ReadAll(r.Body)
+		if len(body) > f.maxBody {
+			writeErr(w, http.StatusRequestEntityTooLarge, "payload_too_large")
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	kind := "poll"
 	lease := ""
@@ -190,6 +202,15 @@ func (f *fakePeer) report(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	for i, d := range b.Done {
+		if f.noRelease && d.Release {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			json.NewEncoder(w).Encode(api.ErrorBody{Error: &api.Error{Code: "invalid_argument", Message: "unknown field",
+				Field: fmt.Sprintf("done[%d].release", i)}})
+			return
+		}
+	}
 	f.batches = append(f.batches, len(b.Done))
 	writeJSON(w, api.ReportResult{Done: f.takeAll(b.Done)})
 }
@@ -203,7 +224,10 @@ func (f *fakePeer) takeAll(done []doneEntry) []api.LeaseVerdict {
 			continue
 		}
 		var out any = api.CompleteRequest{Result: d.Result}
-		if d.Error != "" {
+		switch {
+		case d.Release:
+			out = api.ReleaseRequest{Reason: d.Reason}
+		case d.Error != "":
 			out = api.FailRequest{Error: d.Error, Permanent: d.Permanent}
 		}
 		f.take(d.Lease, out)
@@ -244,17 +268,26 @@ func (f *fakePeer) lease(w http.ResponseWriter, r *http.Request, kind, lease str
 		json.NewDecoder(r.Body).Decode(&b)
 		f.logs[lease] = append(f.logs[lease], b.Lines...)
 		writeJSON(w, map[string]bool{"ok": true})
-	case "complete", "fail":
+	case "complete", "fail", "release":
+		if kind == "release" && f.noRelease {
+			http.NotFound(w, r)
+			return
+		}
 		if f.noBatch {
 			f.single++
 		}
 		var out any
-		if kind == "complete" {
+		switch kind {
+		case "complete":
 			var b api.CompleteRequest
 			json.NewDecoder(r.Body).Decode(&b)
 			out = b
-		} else {
+		case "fail":
 			var b api.FailRequest
+			json.NewDecoder(r.Body).Decode(&b)
+			out = b
+		default:
+			var b api.ReleaseRequest
 			json.NewDecoder(r.Body).Decode(&b)
 			out = b
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"testing/synctest"
 
@@ -118,6 +119,88 @@ func TestWorkerOlderPeer(t *testing.T) {
 			if len(d) != 0 {
 				t.Errorf("a poll carried %+v to a peer without batches", d)
 			}
+		}
+	})
+}
+
+// A peer from before releases (it refuses "release" in a batch, and has no
+// release route) takes the tasks a stopping worker hands back as
+// retryable fails, as before.
+func TestWorkerReleaseOlderPeer(t *testing.T) {
+	for _, noBatch := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			f := newFakePeer(3)
+			f.noRelease, f.noBatch = true, noBatch
+			started := make(chan string, 3)
+			release := make(chan struct{})
+			w := &Worker{Client: f.client(), Concurrency: 1, Prefetch: 2, Handlers: map[string]HandlerFunc{
+				"block": func(_ context.Context, task Task) (json.RawMessage, error) {
+					started <- task.ID
+					<-release
+					return json.RawMessage(`"ran"`), nil
+				}}}
+			f.add("block", "1", "2", "3")
+			cancel, wait := runWorker(t, w)
+			first := <-started
+			synctest.Wait()
+			cancel()
+			synctest.Wait()
+			close(release)
+			if err := wait(); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				if id := fmt.Sprintf("g.%d", i); id == first {
+					continue
+				}
+				if fb, ok := f.outcome(i).(api.FailRequest); !ok || fb.Permanent || !strings.Contains(fb.Error, "before the task started") {
+					t.Errorf("noBatch %v: g.%d = %+v; want a retryable fail", noBatch, i, f.outcome(i))
+				}
+			}
+		})
+	}
+}
+
+// Outcomes too big for one request together go in several: a peer whose
+// --max-body a batch is over answers 413, and the batch goes again in
+// halves; one outcome alone over it fails its task for good (it would
+// otherwise wait out its timeout), and so does a result over the largest
+// a mesh stores.
+func TestWorkerBatchesBySize(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakePeer(8)
+		f.maxBody = 3 << 20
+		f.gate = make(chan struct{})
+		mib := `"` + strings.Repeat("x", 1<<20) + `"`
+		for range 6 {
+			f.add("echo", mib)
+		}
+		f.add("echo", `"`+strings.Repeat("y", 4<<20)+`"`)       // over the peer's body limit alone
+		f.add("echo", `"`+strings.Repeat("z", maxResult+1)+`"`) // over any mesh's result limit
+		cancel, wait := runWorker(t, echoWorker(f, 8, 0))
+		synctest.Wait()
+		close(f.gate)
+		<-f.done
+		cancel()
+		if err := wait(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 6 {
+			if got, ok := f.outcome(i).(api.CompleteRequest); !ok || len(got.Result) != len(mib) {
+				t.Errorf("outcome %d: %T; want its result", i, f.outcome(i))
+			}
+		}
+		for i, want := range map[int]string{6: "--max-body", 7: "largest a mesh stores"} {
+			if fb, ok := f.outcome(i).(api.FailRequest); !ok || !fb.Permanent || !strings.Contains(fb.Error, want) {
+				t.Errorf("outcome %d = %.100v; want a permanent fail naming %s", i, f.outcome(i), want)
+			}
+		}
+		sum := 0
+		for _, n := range f.batches {
+			sum += n
+		}
+		if sum != 8 || len(f.batches) < 3 {
+			t.Errorf("batches taken %v; want the 8 outcomes in several, each under the peer's 3 MiB", f.batches)
 		}
 	})
 }

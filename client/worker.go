@@ -390,7 +390,8 @@ func (r *run) report(t Task, res json.RawMessage, err error, stopping bool) {
 	r.rep.add(newOutcome(t, res, err, stopping))
 }
 
-// release fails a task the worker will not run, so that it runs again.
+// release hands back a task the worker will not run: it runs again, no
+// attempt spent.
 func (r *run) release(hard context.Context, wt api.WorkerTask, why string) {
 	r.report(newTask(wt), nil, errors.New(why), true)
 }

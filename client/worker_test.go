@@ -157,8 +157,8 @@ func TestWorkerRetriesTransientErrors(t *testing.T) {
 }
 
 // When Run's context ends, a handler that finishes within StopGrace
-// reports its result; one that does not is canceled and its task failed,
-// retryable.
+// reports its result; one that does not is canceled and its task released
+// (it runs again, no attempt spent, as when a worker is killed).
 func TestWorkerGracefulStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakePeer(2)
@@ -189,9 +189,9 @@ func TestWorkerGracefulStop(t *testing.T) {
 		if got := f.outcome(0); fmt.Sprint(got) != fmt.Sprint(api.CompleteRequest{Result: json.RawMessage(`"done"`)}) {
 			t.Errorf("quick = %v; want its result", got)
 		}
-		got, ok := f.outcome(1).(api.FailRequest)
-		if !ok || got.Permanent || !strings.Contains(got.Error, "stopped") {
-			t.Errorf("stuck = %+v; want a retryable failure saying the worker stopped", f.outcome(1))
+		got, ok := f.outcome(1).(api.ReleaseRequest)
+		if !ok || !strings.Contains(got.Reason, "stopped") {
+			t.Errorf("stuck = %+v; want released (no attempt spent), saying the worker stopped", f.outcome(1))
 		}
 	})
 }
@@ -262,8 +262,8 @@ func TestWorkerPrefetch(t *testing.T) {
 				}
 				continue
 			}
-			if fb, ok := got.(api.FailRequest); !ok || fb.Permanent || !strings.Contains(fb.Error, "before the task started") {
-				t.Errorf("%s (waiting at the stop) = %+v; want handed back, retryable", id, got)
+			if rb, ok := got.(api.ReleaseRequest); !ok || !strings.Contains(rb.Reason, "before the task started") {
+				t.Errorf("%s (waiting at the stop) = %+v; want released (handed back, no attempt spent)", id, got)
 			}
 		}
 	})
