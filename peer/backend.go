@@ -101,7 +101,9 @@ func (b backend) submitBroadcast(ctx context.Context, spec *shard.GroupSpec) (ap
 // trip through the loop (submitHere), or forwarded.
 func (b backend) submit(ctx context.Context, spec *shard.GroupSpec, wait time.Duration) (api.SubmitResult, *shard.TaskView, error) {
 	var a submitAns
+	end := time.Now().Add(wait)
 	err := retryUnavailable(ctx, func() error {
+		wait := waitLeft(wait, end)
 		s, v, to, features, err := local{b.p}.submitHere(ctx, spec, wait)
 		if err != nil || to == "" {
 			a = submitAns{Submit: &s, Task: v}
@@ -117,14 +119,31 @@ func (b backend) submit(ctx context.Context, spec *shard.GroupSpec, wait time.Du
 	return r, a.Task, nil
 }
 
+// Task and Group route a read to the owner; a retry (the owner moved
+// while it waited, and let the wait go: waiters.sweep) waits only what is
+// left of the wait, not all of it again.
 func (b backend) Task(ctx context.Context, id shard.TaskID, wait time.Duration) (shard.TaskView, error) {
-	a, err := routed[taskAns](ctx, b.p, id.Group(), &taskReq{Task: id, Wait: wait})
+	req := &taskReq{Task: id, Wait: wait}
+	end := time.Now().Add(wait)
+	a, err := routedWith[taskAns](ctx, b.p, id.Group(), req, func() { req.Wait = waitLeft(wait, end) })
 	return answered(a.Task, err)
 }
 
 func (b backend) Group(ctx context.Context, id shard.GroupID, wait time.Duration, withTasks bool) (shard.GroupView, error) {
-	a, err := routed[groupAns](ctx, b.p, id, &groupReq{Group: id, Wait: wait, NoTasks: !withTasks})
+	req := &groupReq{Group: id, Wait: wait, NoTasks: !withTasks}
+	end := time.Now().Add(wait)
+	a, err := routedWith[groupAns](ctx, b.p, id, req, func() { req.Wait = waitLeft(wait, end) })
 	return answered(a.Group, err)
+}
+
+// waitLeft is what is left, at a retry, of a wait that ends at end: at
+// least a millisecond (a wait of 0 is no wait at all, whose answer to a
+// submission has no view of its task).
+func waitLeft(wait time.Duration, end time.Time) time.Duration {
+	if wait <= 0 {
+		return wait
+	}
+	return max(time.Until(end), time.Millisecond)
 }
 
 func (b backend) TaskEvents(ctx context.Context, id shard.TaskID) ([]shard.TaskEvent, error) {

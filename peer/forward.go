@@ -86,8 +86,17 @@ func (p *Peer) route(ctx context.Context, g shard.GroupID) (string, uint64, erro
 // partition and on its owner otherwise, retrying while that is
 // unavailable (retryUnavailable).
 func routed[A any, PA rpcAnswer[A]](ctx context.Context, p *Peer, g shard.GroupID, req meshCall[A]) (A, error) {
+	return routedWith[A, PA](ctx, p, g, req, nil)
+}
+
+// routedWith is routed with a step before each try (nil: none) that may
+// change req.
+func routedWith[A any, PA rpcAnswer[A]](ctx context.Context, p *Peer, g shard.GroupID, req meshCall[A], before func()) (A, error) {
 	var out A
 	err := retryUnavailable(ctx, func() error {
+		if before != nil {
+			before()
+		}
 		to, features, err := p.route(ctx, g)
 		switch {
 		case err != nil:

@@ -136,7 +136,7 @@ func (p *Peer) loop(ctx context.Context) error {
 		}
 		if now := time.Now(); !now.Before(sweepAt.Add(-sweepEarly)) {
 			sweepAt = now.Add(sweepEvery)
-			p.waiters.sweep()
+			p.waiters.sweep(p.node, p.tr.ID())
 			// Short of disk or memory, the schedules it owns fire
 			// nothing (admit.go); read once a sweep, and at the
 			// submissions and Raft appends in between.

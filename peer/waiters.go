@@ -100,17 +100,26 @@ func (ws *waiters) wake(n *node.Node, changes []shard.Change) {
 	}
 }
 
-// sweep drops waiters whose client went away.
-func (ws *waiters) sweep() {
+// sweep drops waiters whose client went away, and lets go of those whose
+// task or group another peer owns now (its partition moved: a peer
+// joined, or leadership went elsewhere). A waiter parked here hears of
+// the change it waits for only while this peer keeps a replica of the
+// partition, and with more peers than replicas it may keep none. Let go,
+// the waiting call reads the task here, is told it is unavailable, and
+// is routed again to the new owner with what is left of its wait
+// (backend.Task). An owner unknown for the moment (an election) keeps
+// them.
+func (ws *waiters) sweep(n *node.Node, self string) {
+	here := func(g shard.GroupID) bool { o := n.Owner(g); return o == "" || o == self }
 	for id, list := range ws.tasks {
-		if kept := live(list); len(kept) == 0 {
+		if kept := live(list, here(id.Group())); len(kept) == 0 {
 			delete(ws.tasks, id)
 		} else {
 			ws.tasks[id] = kept
 		}
 	}
 	for id, list := range ws.groups {
-		if kept := live(list); len(kept) == 0 {
+		if kept := live(list, here(id)); len(kept) == 0 {
 			delete(ws.groups, id)
 		} else {
 			ws.groups[id] = kept
@@ -118,10 +127,16 @@ func (ws *waiters) sweep() {
 	}
 }
 
-func live(list []*waiter) []*waiter {
+// live returns the waiters of list whose client still waits, and lets go
+// of them all when their target's owner is elsewhere.
+func live(list []*waiter, here bool) []*waiter {
 	kept := list[:0]
 	for _, w := range list {
-		if w.ctx.Err() == nil {
+		switch {
+		case w.ctx.Err() != nil:
+		case !here:
+			close(w.done)
+		default:
 			kept = append(kept, w)
 		}
 	}
