@@ -91,6 +91,12 @@ func (h *hub) take(token string, o *shard.Outcome, now time.Time) (*xlease, erro
 	}
 	if o.Lost && !o.OK { // a release: o.Error is its reason
 		o.Error = releaseText(l.worker, o.Error)
+		if w := h.workers[l.worker]; w != nil {
+			// A worker that hands work back wants none until it asks
+			// again: its free slots leave the demand now, or the task
+			// would be leased straight back to it (standingFor).
+			w.polled = time.Time{}
+		}
 	}
 	switch {
 	case l.state == leaseDone && sameOutcome(&l.outcome, o):

@@ -417,7 +417,7 @@ func TestWorkerHugeErrorIsCut(t *testing.T) {
 // fail, which spent the attempt and, with one attempt, failed the task for
 // good, where a kill -9 of the worker would not have).
 func TestWorkerRelease(t *testing.T) {
-	_, c := startPeerWith(t, Config{})
+	p, c := startPeerWith(t, Config{})
 	id := submitTask(t, c, `{"handler": "resize", "payload": 1}`)
 	tasks := poll(t, c, "w1", `"resize"`, 1, "10s")
 	if len(tasks) != 1 {
@@ -428,6 +428,15 @@ func TestWorkerRelease(t *testing.T) {
 		if status, data := wcall(t, c, "POST", "/v1/leases/"+l1+"/release", `{"reason": "stopping"}`); status != 200 {
 			t.Fatalf("release = %d %s", status, data)
 		}
+	}
+	// w1 asks for nothing now: its free slot left the demand, so the task
+	// is not leased straight back to it, to wait there for a poll that
+	// will not come (until the worker is found gone).
+	p.hub.mu.Lock()
+	standing := p.hub.workers["w1"].polled
+	p.hub.mu.Unlock()
+	if !standing.IsZero() {
+		t.Errorf("w1 still stands for work (polled %v) after handing its task back", standing)
 	}
 	if status, data := wcall(t, c, "POST", "/v1/leases/"+l1+"/complete", `{"result": 1}`); status != 409 || errCode(data) != api.CodeLeaseLost {
 		t.Fatalf("complete after release = %d %s; want 409 lease_lost", status, data)
