@@ -111,7 +111,9 @@ class Client:
         headers = {"Accept": "application/json"}
         data = None
         if body is not None:
-            data = json.dumps(body).encode()
+            # NaN and Infinity are not JSON (the peer refuses them): a
+            # ValueError, before anything is sent.
+            data = json.dumps(body, allow_nan=False).encode()
             headers["Content-Type"] = "application/json"
         if self.token:
             headers["Authorization"] = "Bearer " + self.token

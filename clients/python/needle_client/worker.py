@@ -24,6 +24,20 @@ _REPORT_TIMEOUT = 60.0
 _MAX_PENDING_LINES = 1000
 # Bound on the outcomes of one batch (POST /v1/leases/report, a poll's "done").
 _MAX_BATCH = 1000
+# Bound on the encoded size of one batch, well under the peer's --max-body
+# (32 MiB by default); a 413 lowers it to what the peer takes. A result
+# larger than this fails its task, as one over the peer's --max-result does.
+_MAX_REQUEST = 16 << 20
+# Bound on the error text of a fail: the peer keeps 32 KiB of it (its head
+# and tail); a longer one only makes the report larger.
+_MAX_ERROR = 32 << 10
+# Bound on a release's reason (the peer's).
+_MAX_REASON = 1024
+# How long a worker's free slots stay in its peer's demand after its last
+# poll (the peer's standingFor, 1 s, and a margin): a task released before
+# that may be leased again at once for this worker, which polls no more,
+# and wait on the peer for --worker-ttl.
+_STANDING = 1.5
 # Concurrency bound: a poll takes at most 1,000 tasks.
 _MAX_CONCURRENCY = 1000
 
@@ -163,12 +177,14 @@ class Worker:
     lines and learns of a cancellation; the first one a period after the
     task started, so short tasks send none), ``stop_grace`` (how long
     running handlers may finish once the worker stops; then their tasks are
-    failed, retryable, to run again elsewhere), ``backoff_min`` and
+    released: handed back unrun, no attempt spent, to run again elsewhere),
+    ``backoff_min`` and
     ``backoff_max`` (delay before a poll or report is sent again after a
     503 or a connection error), ``prefetch`` (tasks held beyond
     ``concurrency``, leased and waiting for a free handler: it hides the
     time a lease takes to commit when tasks are short; a waiting task's
-    timeout runs, and other workers cannot take it).
+    timeout runs, and other workers cannot take it; on stop, those that
+    did not start are released at once).
     """
 
     def __init__(self, handlers, *, client=None, url=None, token=None, concurrency=1, prefetch=0, labels=(),
@@ -215,6 +231,8 @@ class Worker:
         self._sending = False  # the reporter has a batch in flight
         self._batches = False  # the peer took a batch: polls may carry outcomes
         self._legacy = False  # the peer has no batch route: one call per lease
+        self._max_request = _MAX_REQUEST  # bound on a batch's encoded size (lowered by a 413)
+        self._polled = None  # when the last poll ended (monotonic)
 
     # -- control --------------------------------------------------------
 
@@ -270,6 +288,7 @@ class Worker:
                 "wait": "%dms" % round(self.poll_wait * 1000)}
         if self.labels:
             body["labels"] = self.labels
+        carry = True  # the poll may carry outcomes
         while not self._stop.is_set():
             with self._cv:
                 held = self.concurrency + self.prefetch
@@ -279,7 +298,8 @@ class Worker:
             if self._stop.is_set():
                 return
             body["max"] = free
-            done = self._for_poll()
+            done = self._for_poll() if carry else []
+            carry = True
             if done:
                 body["done"] = [e for _, e in done]
             else:
@@ -298,6 +318,16 @@ class Worker:
                 self._put_back(done)  # the reporter sends them again
                 if self._stop.is_set():
                     return
+                if done and e.status in (400, 413):
+                    # Its outcomes were refused with it (a 400 applies
+                    # none): the reporter sends them again, in batches
+                    # of their own (split as the peer takes them); the
+                    # next poll carries none, and a 400 of its own raises.
+                    _log.info("poll with %d outcomes refused (%s): they are sent again apart", len(done), e)
+                    if e.status == 413:
+                        self._lower(_size([o[1] for o in done]))
+                    carry = False
+                    continue
                 if e.status in (400, 401, 403, 404):
                     raise
                 if not e.transient:
@@ -306,13 +336,16 @@ class Worker:
                 continue
             finally:
                 self._poll_conn = None
+                self._polled = time.monotonic()
             self._verdicts(done, (ans or {}).get("done") or [])
             for i, raw in enumerate((ans or {}).get("tasks") or []):
                 t = Task(raw)
                 if i >= free or self._stop.is_set():
-                    # Not ours to run: it goes back, to run elsewhere.
+                    # Not ours to run: it goes back unrun, to run elsewhere.
                     t._end("released")
-                    self._reports.put(_outcome(t, None, "worker %s is stopping" % self.id, False))
+                    why = "stopped before the task started" if self._stop.is_set() else \
+                        "had no free slot for the task"
+                    self._reports.put(_release(t, "worker %s %s" % (self.id, why)))
                     continue
                 with self._cv:
                     self._running[t.lease] = t
@@ -372,6 +405,7 @@ class Worker:
         out = []
         if not (self._batches and self._sending):
             return out
+        room = self._max_request - 4096  # the poll's own fields
         while len(out) < _MAX_BATCH:
             try:
                 o = self._reports.get_nowait()
@@ -380,6 +414,11 @@ class Worker:
             if o is None:  # not while polling; kept for the reporter
                 self._reports.put(o)
                 break
+            n = _size(o[1]) + 1
+            if n > room:  # for the reporter, in a batch of its own
+                self._reports.put(o)
+                break
+            room -= n
             self._send_logs(o[0])
             out.append(o)
         return out
@@ -389,33 +428,95 @@ class Worker:
             self._reports.put(o)
 
     def _send_batch(self, batch):
-        """Reports a batch (POST /v1/leases/report), retrying transient
+        """Reports a batch (POST /v1/leases/report) in requests of at most
+        _MAX_BATCH outcomes and self._max_request bytes, retrying transient
         errors for a while; to a peer without the route (404), each outcome
         on its lease."""
         for t, _ in batch:
             self._send_logs(t)
-        if not self._legacy:
-            try:
-                ans = self._retry("/v1/leases/report", {"done": [e for _, e in batch]})
-            except NeedleError as e:
-                if e.status != 404:
-                    for t, _ in batch:
-                        _log.warning("outcome of %s not sent: %s", t.id, e, extra=_ids(t))
-                    return
+        for part in self._split(batch):
+            self._send_part(part)
+
+    def _split(self, batch):
+        """Cuts a batch into requests the peer takes (as far as known)."""
+        parts, cur, size = [], [], 0
+        for o in batch:
+            n = _size(o[1]) + 1
+            if cur and (len(cur) >= _MAX_BATCH or size + n > self._max_request):
+                parts.append(cur)
+                cur, size = [], 0
+            cur.append(o)
+            size += n
+        if cur:
+            parts.append(cur)
+        return parts
+
+    def _lower(self, size):
+        """Lowers the bound on a request after a 413 for one of size bytes."""
+        self._max_request = max(1024, min(self._max_request, size // 2))
+
+    def _send_part(self, batch):
+        """Sends one request of a batch. Every outcome ends taken, refused
+        by its verdict, or logged as not sent: a 413 sends them again in
+        smaller requests (one alone too large fails its task, saying so); a
+        whole request refused (400) is sent again without the entry it
+        names, or split until the entry at fault is alone."""
+        if self._legacy:
+            return self._send_each(batch)
+        try:
+            ans = self._retry("/v1/leases/report", {"done": [e for _, e in batch]})
+        except NeedleError as e:
+            if e.status == 404:
                 self._legacy = True
-            else:
-                self._batches = True
-                self._verdicts(batch, (ans or {}).get("done") or [])
+                return self._send_each(batch)
+            if e.status == 413 and len(batch) > 1:
+                self._lower(_size([e for _, e in batch]))
+                _log.info("report of %d outcomes too large for the peer (%s): sent again in smaller ones",
+                          len(batch), e)
+                for part in self._split(batch):
+                    self._send_part(part)
                 return
+            if e.status == 413 and "result" in batch[0][1]:
+                t, entry = batch[0]
+                why = "the result is %d bytes as JSON, too large for the peer to take in a request: %s" % (
+                    _size(entry["result"]), e)
+                _log.warning("result of %s not sent: %s; the task fails permanently", t.id, why, extra=_ids(t))
+                return self._send_part([_outcome(t, None, why, True)])
+            if e.status == 400 and len(batch) > 1:
+                i = _entry(e.field)
+                if i is not None and i < len(batch):
+                    self._refused(batch[i][0], 400, "%s (the whole report of %d outcomes was refused for it; "
+                                  "the others are sent again)" % (e, len(batch)), batch[i][1])
+                    rest = batch[:i] + batch[i + 1:]
+                else:
+                    rest = batch
+                    _log.warning("report of %d outcomes refused (%s): sent again in smaller ones", len(batch), e)
+                if len(rest) == len(batch):
+                    half = len(rest) // 2
+                    self._send_part(rest[:half])
+                    self._send_part(rest[half:])
+                elif rest:
+                    self._send_part(rest)
+                return
+            for t, entry in batch:
+                self._refused(t, e.status, e, entry, sent=False)
+            return
+        self._batches = True
+        self._verdicts(batch, (ans or {}).get("done") or [])
+
+    def _send_each(self, batch):
+        """Sends each outcome of a batch on its lease (an older peer)."""
         for t, e in batch:
-            if "error" in e:
+            if e.get("release"):
+                path, body = "/release", {"reason": e["reason"]}
+            elif "error" in e:
                 path, body = "/fail", {"error": e["error"], "permanent": e["permanent"]}
             else:
                 path, body = "/complete", {"result": e["result"]}
             try:
                 self._retry("/v1/leases/" + t.lease + path, body)
             except NeedleError as err:
-                self._refused(t, err.code, err)
+                self._refused(t, err.status, err, e, code=err.code)
 
     def _retry(self, path, body):
         """Sends a report, retrying transient errors for _REPORT_TIMEOUT."""
@@ -431,18 +532,30 @@ class Worker:
                 time.sleep(delay)
 
     def _verdicts(self, batch, verdicts):
-        """Logs the outcomes of a batch the peer did not take."""
-        for i, (t, _) in enumerate(batch):
+        """Logs the outcomes of a batch the peer did not take (each verdict
+        is final)."""
+        for i, (t, entry) in enumerate(batch):
             v = verdicts[i] if i < len(verdicts) else {"status": 0, "error": {"code": "", "message": "no verdict"}}
             if v.get("status") != 200:
                 err = v.get("error") or {}
-                self._refused(t, err.get("code"), "%s %s: %s" % (v.get("status"), err.get("code"), err.get("message")))
+                msg = "%s %s: %s" % (v.get("status"), err.get("code"), err.get("message"))
+                if err.get("field"):
+                    msg += " (%s)" % err["field"]
+                self._refused(t, v.get("status"), msg, entry, code=err.get("code"))
 
-    def _refused(self, t, code, e):
-        if code == "lease_lost":
-            _log.info("outcome of %s not taken: %s", t.id, e, extra=_ids(t))
+    def _refused(self, t, status, e, entry, code=None, sent=True):
+        """Logs an outcome the peer did not take: answered (sent) with its
+        verdict, or not sent at all."""
+        what = _kind(entry)
+        if not sent:
+            _log.warning("%s of %s not sent: %s", what, t.id, e, extra=_ids(t))
+        elif code == "lease_lost":
+            _log.info("%s of %s not taken: %s", what, t.id, e, extra=_ids(t))
+        elif status == 400 and what == "result":
+            # The peer took it as a failure (over --max-result).
+            _log.warning("result of %s refused by the peer: %s; the task failed permanently", t.id, e, extra=_ids(t))
         else:
-            _log.warning("outcome of %s not sent: %s", t.id, e, extra=_ids(t))
+            _log.warning("%s of %s refused by the peer: %s", what, t.id, e, extra=_ids(t))
 
     def _run_task(self, t):
         """Runs t's handler; returns its outcome to report, or None."""
@@ -463,9 +576,15 @@ class Worker:
                 t.log(traceback.format_exc())
             else:
                 try:
-                    json.dumps(result)
+                    # NaN and Infinity are not JSON: the peer would refuse
+                    # the whole report (or poll) that carried them.
+                    n = len(json.dumps(result, allow_nan=False))
                 except (TypeError, ValueError) as e:
                     result, error, permanent = None, "the handler's result is not JSON: %s" % e, True
+                else:
+                    if n > _MAX_REQUEST - 4096:
+                        result, error, permanent = None, "the handler's result is %d bytes as JSON, over the %d " \
+                            "a report of worker %s carries" % (n, _MAX_REQUEST - 4096, self.id), True
         if t._end("done"):
             return (t, result, error, permanent)
         return None
@@ -513,18 +632,21 @@ class Worker:
     # -- stopping -------------------------------------------------------
 
     def _drain(self):
-        """Hands back the tasks not started, waits for running handlers up
-        to stop_grace, then fails the tasks of those still running
-        (retryable) and tells them to stop."""
+        """Hands back the tasks not started (released: no attempt spent),
+        waits for running handlers up to stop_grace, then releases the
+        tasks of those still running and tells them to stop."""
         with self._cv:
             held = list(self._running.values())
+        queued = []
         for t in held:
             with t._mu:
-                queued = not t.began and t._state == "running"
-                if queued:
+                if not t.began and t._state == "running":
                     t._state = "released"
-            if queued:
-                self._reports.put(_outcome(t, None, "worker %s stopped before the task started" % self.id, False))
+                    queued.append(t)
+        if queued:
+            self._unwanted()
+        for t in queued:
+            self._reports.put(_release(t, "worker %s stopped before the task started" % self.id))
         end = time.monotonic() + self.stop_grace
         with self._cv:
             while self._running and not self._hard.is_set():
@@ -533,18 +655,64 @@ class Worker:
                     break
                 self._cv.wait(min(left, 0.5))
             left_over = list(self._running.values())
+        released = [t for t in left_over if t._end("released")]  # its late outcome is dropped
         for t in left_over:
             t.canceled.set()
-            if t._end("released"):
-                self._reports.put(_outcome(t, None, "worker %s stopped before the handler returned" % self.id, False))
+        if released:
+            self._unwanted()
+        for t in released:
+            self._reports.put(_release(t, "worker %s stopped before the handler returned" % self.id))
         self._hard.set()
+
+
+    def _unwanted(self):
+        """Waits until the peer no longer leases tasks for this worker
+        (its demand lasts a while after the last poll): a task released
+        before would be leased again for it at once, to wait on the peer
+        for a poll that never comes."""
+        if self._polled is not None:
+            self._hard.wait(max(0.0, self._polled + _STANDING - time.monotonic()))
 
 
 def _outcome(t, result, error, permanent):
     """t's outcome as the reporter queues it: (task, batch entry)."""
     if error is None:
         return (t, {"lease": t.lease, "result": result})
+    if len(error) > _MAX_ERROR:  # its head and tail, as the peer keeps them
+        half = _MAX_ERROR // 2 - 64
+        error = "%s\n[... %d characters cut ...]\n%s" % (error[:half], len(error) - 2 * half, error[-half:])
     return (t, {"lease": t.lease, "error": error, "permanent": permanent})
+
+
+def _release(t, reason):
+    """A release of t (handed back unrun, no attempt spent) as the reporter
+    queues it."""
+    b = reason.encode()
+    if len(b) > _MAX_REASON:
+        reason = b[:_MAX_REASON - 3].decode("utf-8", "ignore") + "..."
+    return (t, {"lease": t.lease, "release": True, "reason": reason})
+
+
+def _kind(entry):
+    """What a batch entry reports: result, failure or release."""
+    if entry.get("release"):
+        return "release"
+    return "failure" if "error" in entry else "result"
+
+
+def _size(v):
+    """v's size in bytes as the client encodes it (ASCII JSON)."""
+    return len(json.dumps(v, allow_nan=False))
+
+
+def _entry(field):
+    """The index of the entry a field names ("done[3].lease"), else None."""
+    if not field or not field.startswith("done["):
+        return None
+    try:
+        return int(field[5:field.index("]")])
+    except ValueError:
+        return None
 
 
 def _describe(e):

@@ -28,6 +28,13 @@ class FakePeer:
         self.batches = []  # sizes of the batches received on the batch route
         self.poll_done = []  # the outcomes each poll carried, as it arrived
         self.gate = None  # a threading.Event batch reports wait for, when set
+        self.max_body = None  # bytes: a larger request is 413 payload_too_large, as --max-body
+        self.max_result = None  # bytes: a larger result is a 400 verdict and fails the task, as --max-result
+        self.refuse_lease = None  # a lease whose entry makes its whole batch or poll a 400
+        self.extra = 0  # tasks a poll hands out beyond its max (a misbehaving peer)
+        self.too_large = []  # (path, bytes) of the requests answered 413
+        self.refused = []  # (path, field) of the requests answered 400
+        self.sizes = []  # (path, bytes) of every request
         self.tasks = {}  # task id -> task view, for GET /v1/tasks/{id}
         self.gets = {}  # task id -> GETs answered
         self.n = 0
@@ -75,8 +82,20 @@ class FakePeer:
 
     def serve(self, h, method):
         n = int(h.headers.get("Content-Length") or 0)
-        body = json.loads(h.rfile.read(n)) if n else None
+        raw = h.rfile.read(n) if n else b""
         path = h.path
+        with self.cv:
+            self.sizes.append((path, n))
+            if self.max_body is not None and n > self.max_body:
+                self.too_large.append((path, n))
+                return self.error(h, 413, "payload_too_large")
+        try:
+            # As Go's decoder: NaN and Infinity are not JSON.
+            body = json.loads(raw, parse_constant=_not_json) if n else None
+        except ValueError:
+            with self.cv:
+                self.refused.append((path, None))
+            return self.error(h, 400, "invalid_argument")
         with self.cv:
             self.requests.append((method, path, body, dict(h.headers)))
             if self.drop_next > 0:
@@ -102,6 +121,11 @@ class FakePeer:
             if self.fail_next.get(kind, 0) > 0:
                 self.fail_next[kind] -= 1
                 return self.error(h, 503, "unavailable")
+        for i, e in enumerate((body or {}).get("done") or []):
+            if e["lease"] == self.refuse_lease:  # a malformed entry: the whole request is refused
+                with self.cv:
+                    self.refused.append((path, "done[%d].lease" % i))
+                return self.error(h, 400, "invalid_argument", "done[%d].lease" % i)
         if kind == "poll":
             return self.poll(h, body)
         if kind == "report":
@@ -126,23 +150,37 @@ class FakePeer:
         except OSError:
             pass  # the client went away (a stopped worker's poll)
 
-    def error(self, h, status, code):
-        self.reply(h, status, {"error": {"code": code, "message": code}})
+    def error(self, h, status, code, field=None):
+        e = {"code": code, "message": code}
+        if field:
+            e["field"] = field
+        self.reply(h, status, {"error": e})
 
     def take_all(self, done):
         """Takes a batch of outcomes; returns the verdicts. self.cv is held."""
         out = []
-        for e in done:
+        for i, e in enumerate(done):
             lease = e["lease"]
             if lease not in self.leases or lease in self.lost:
                 out.append({"lease": lease, "status": 409, "error": {"code": "lease_lost", "message": "lost"}})
                 continue
-            if "error" in e:
+            if e.get("release"):
+                self.take(lease, ("release", e.get("reason")))
+            elif e.get("error") is not None:
                 self.take(lease, ("fail", e["error"], e.get("permanent", False)))
+            elif self.too_big(e.get("result")):
+                self.take(lease, ("fail", "result over --max-result", True))
+                out.append({"lease": lease, "status": 400, "error": {
+                    "code": "invalid_argument", "message": "result over --max-result",
+                    "field": "done[%d].result" % i}})
+                continue
             else:
                 self.take(lease, ("complete", e.get("result")))
             out.append({"lease": lease, "status": 200})
         return out
+
+    def too_big(self, result):
+        return self.max_result is not None and len(json.dumps(result)) > self.max_result
 
     def take(self, lease, outcome):
         """Records an outcome of lease (the first is kept). self.cv is held."""
@@ -162,7 +200,8 @@ class FakePeer:
                 return self.error(h, self.refuse_poll, "unauthenticated")
             self.cv.wait_for(lambda: self.queue, timeout=wait)
             self.polls.append(body)
-            got, self.queue = self.queue[:body["max"]], self.queue[body["max"]:]
+            n = body["max"] + self.extra
+            got, self.queue = self.queue[:n], self.queue[n:]
             for t in got:
                 self.leases[t["lease"]] = t
         ans = {"tasks": got}
@@ -181,7 +220,12 @@ class FakePeer:
             if kind == "logs":
                 self.logs.setdefault(lease, []).extend(body["lines"])
                 return self.reply(h, 200, {"ok": True})
-            if kind == "complete":
+            if kind == "release":
+                self.take(lease, ("release", (body or {}).get("reason")))
+            elif kind == "complete":
+                if self.too_big(body["result"]):
+                    self.take(lease, ("fail", "result over --max-result", True))
+                    return self.error(h, 400, "invalid_argument", "result")
                 self.take(lease, ("complete", body["result"]))
             else:
                 self.take(lease, ("fail", body["error"], body["permanent"]))
@@ -196,3 +240,7 @@ class FakePeer:
                 return self.error(h, 404, "not_found")
             v = views[min(self.gets[tid], len(views)) - 1]
         self.reply(h, 200, v)
+
+
+def _not_json(name):
+    raise ValueError("%s is not JSON" % name)

@@ -3,6 +3,7 @@
 import threading
 import time
 import unittest
+from unittest import mock
 
 from fake import FakePeer
 from needle_client import Client, Permanent, Task, Worker
@@ -158,9 +159,10 @@ class WorkerTest(unittest.TestCase):
         t.join(WAIT)
         self.assertFalse(t.is_alive())
         self.assertEqual(self.fake.outcomes[self.fake.lease_of(0)], ("complete", "done"))
-        kind, msg, permanent = self.fake.outcomes[self.fake.lease_of(1)]
-        self.assertEqual((kind, permanent), ("fail", False))
-        self.assertIn("stopped", msg)
+        # The handler still running when the grace ended: its task is
+        # handed back unrun (no attempt spent), as a killed worker's is.
+        self.assertEqual(self.fake.outcomes[self.fake.lease_of(1)],
+                         ("release", "worker %s stopped before the handler returned" % w.id))
 
     def test_prefetch(self):
         started = []
@@ -190,10 +192,23 @@ class WorkerTest(unittest.TestCase):
             out = self.fake.outcomes[self.fake.lease_of(i)]
             if "g.%d" % i == started[0]:
                 self.assertEqual(out, ("complete", "ran"))
-            else:
-                self.assertEqual((out[0], out[2]), ("fail", False))
-                self.assertIn("before the task started", out[1])
+            else:  # handed back unrun: no attempt spent
+                self.assertEqual(out, ("release", "worker %s stopped before the task started" % w.id))
         self.assertEqual(len(started), 1)
+
+    def test_releases_tasks_beyond_its_slots(self):
+        # A poll that brings more tasks than asked for: the extra one is
+        # handed back unrun.
+        w, t, errs = self.start({"echo": lambda task: task.payload}, 2, concurrency=1)
+        self.fake.extra = 1
+        self.fake.add("echo", 0, 1)
+        self.assertTrue(self.fake.done.wait(WAIT), "outcomes: %s" % self.fake.outcomes)
+        w.stop()
+        t.join(WAIT)
+        self.assertEqual(self.fake.outcomes[self.fake.lease_of(0)], ("complete", 0))
+        kind, reason = self.fake.outcomes[self.fake.lease_of(1)]
+        self.assertEqual(kind, "release")
+        self.assertIn(w.id, reason)
 
     def test_stop_ends_a_waiting_poll(self):
         w, t, errs = self.start({"x": lambda task: None}, 0, poll_wait=60)
@@ -298,6 +313,173 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual((len(singles), self.fake.batches), (5, []))
         self.assertEqual([d for d in self.fake.poll_done if d], [])
         self.assertEqual(set(self.fake.reports.values()), {1})
+
+    def test_nan_result_fails_its_task_alone(self):
+        # NaN and Infinity are not JSON: the task fails permanently, and the
+        # outcomes reported with it (batch or poll) are taken.
+        release = threading.Event()
+
+        def slow(task):
+            release.wait(WAIT)
+            return task.payload
+
+        handlers = {"nan": lambda task: {"x": float("nan")}, "inf": lambda task: [float("-inf")],
+                    "echo": lambda task: task.payload, "slow": slow}
+        w, t, errs = self.start(handlers, 8, concurrency=2, prefetch=6)
+        self.fake.add("echo", 0)
+        self.until(lambda: w._batches, "a batch taken")
+        self.fake.gate = threading.Event()  # the next batch waits: the polls carry outcomes
+        self.fake.add("slow", 1)
+        self.fake.add("nan", 2)
+        self.until(lambda: len(self.fake.batches) == 2, "a batch waits at the gate")
+        self.fake.add("inf", 3)
+        self.fake.add("echo", 4, 5, 6, 7)
+        self.until(lambda: sum(len(d) for d in self.fake.poll_done) >= 5, "polls carry the outcomes")
+        self.fake.gate.set()
+        release.set()
+        self.assertTrue(self.fake.done.wait(WAIT), "outcomes: %s" % self.fake.outcomes)
+        w.stop()
+        t.join(WAIT)
+        self.assertEqual(errs, [])
+        self.assertEqual(self.fake.refused, [])
+        for i in (2, 3):
+            kind, msg, permanent = self.fake.outcomes[self.fake.lease_of(i)]
+            self.assertEqual((kind, permanent), ("fail", True))
+            self.assertIn("not JSON", msg)
+        for i in (0, 1, 4, 5, 6, 7):
+            self.assertEqual(self.fake.outcomes[self.fake.lease_of(i)], ("complete", i))
+
+    def test_client_refuses_nan(self):
+        self.fake = FakePeer()
+        c = Client(self.fake.url)
+        self.addCleanup(c.close)
+        with self.assertRaises(ValueError):
+            c.submit("x", {"v": float("inf")})
+        self.assertEqual(self.fake.sizes, [])  # nothing sent
+
+    def big_results(self, n, size, **kw):
+        """Runs n tasks whose results are size bytes each, their outcomes
+        held until all n are done so that they go in one report."""
+        all_done = threading.Barrier(n, timeout=WAIT)
+
+        def big(task):
+            all_done.wait()
+            return "x" * size
+
+        w, t, errs = self.start({"big": big}, n, concurrency=n, **kw)
+        return w, t, errs
+
+    def test_splits_reports_by_size(self):
+        # Each report stays under the worker's bound on a request; none is
+        # too large for the peer, and every outcome is taken.
+        with mock.patch("needle_client.worker._MAX_REQUEST", 100_000):
+            w, t, errs = self.big_results(12, 30_000)
+            self.fake.max_body = 120_000
+            self.fake.add("big", *range(12))
+            self.assertTrue(self.fake.done.wait(WAIT), "outcomes of %s" % sorted(self.fake.outcomes))
+            w.stop()
+            t.join(WAIT)
+        self.assertEqual(self.fake.too_large, [])
+        self.assertTrue(all(n <= 100_000 for _, n in self.fake.sizes), self.fake.sizes)
+        for i in range(12):
+            self.assertEqual(self.fake.outcomes[self.fake.lease_of(i)], ("complete", "x" * 30_000))
+        self.assertEqual(errs, [])
+
+    def test_413_splits_the_report(self):
+        # A peer whose --max-body is smaller than the worker's bound: a
+        # report answered 413 is sent again in smaller ones, not dropped.
+        w, t, errs = self.big_results(12, 30_000)
+        self.fake.max_body = 100_000
+        self.fake.add("big", *range(12))
+        self.assertTrue(self.fake.done.wait(WAIT), "outcomes of %s" % sorted(self.fake.outcomes))
+        w.stop()
+        t.join(WAIT)
+        self.assertTrue(self.fake.too_large)
+        for i in range(12):
+            self.assertEqual(self.fake.outcomes[self.fake.lease_of(i)], ("complete", "x" * 30_000))
+        self.assertEqual(errs, [])
+
+    def test_413_on_a_poll(self):
+        # A poll whose done is too large for the peer: its outcomes are
+        # sent again (split), and the worker keeps polling.
+        release = threading.Event()
+
+        def big(task):
+            if task.payload >= 2:
+                release.wait(WAIT)
+            return "x" * 30_000
+
+        w, t, errs = self.start({"big": big}, 8, concurrency=8)
+        self.fake.max_body = 100_000
+        self.fake.add("big", 0)
+        self.until(lambda: w._batches, "a batch taken")
+        self.fake.gate = threading.Event()
+        self.fake.add("big", 1)
+        self.until(lambda: len(self.fake.batches) == 2, "a batch waits at the gate")
+        self.fake.add("big", *range(2, 8))
+        self.until(lambda: w._reports.qsize() == 0 and self.fake.queue == [], "tasks taken")
+        release.set()
+        self.until(lambda: any(p == "/v1/workers/poll" for p, _ in self.fake.too_large), "a poll's 413")
+        self.fake.gate.set()
+        self.assertTrue(self.fake.done.wait(WAIT), "outcomes of %s" % sorted(self.fake.outcomes))
+        w.stop()
+        t.join(WAIT)
+        for i in range(8):
+            self.assertEqual(self.fake.outcomes[self.fake.lease_of(i)], ("complete", "x" * 30_000))
+        self.assertEqual(errs, [])
+
+    def test_outcome_too_large_for_any_request(self):
+        # One result larger than the peer takes in a request: the task
+        # fails permanently, saying why, rather than being lost.
+        w, t, errs = self.start({"big": lambda task: "x" * task.payload}, 2)
+        self.fake.max_body = 100_000
+        self.fake.add("big", 200_000, 10)
+        self.assertTrue(self.fake.done.wait(WAIT), "outcomes of %s" % sorted(self.fake.outcomes))
+        kind, msg, permanent = self.fake.outcomes[self.fake.lease_of(0)]
+        self.assertEqual((kind, permanent), ("fail", True))
+        self.assertIn("413", msg)
+        self.assertEqual(self.fake.outcomes[self.fake.lease_of(1)], ("complete", "x" * 10))
+        # Larger than the worker's own bound: failed before it is sent.
+        with mock.patch("needle_client.worker._MAX_REQUEST", 50_000):
+            self.fake.want = 3
+            self.fake.done.clear()
+            self.fake.add("big", 60_000)
+            self.assertTrue(self.fake.done.wait(WAIT), "outcomes of %s" % sorted(self.fake.outcomes))
+        kind, msg, permanent = self.fake.outcomes[self.fake.lease_of(2)]
+        self.assertEqual((kind, permanent), ("fail", True))
+        self.assertIn("60002 bytes", msg)
+        w.stop()
+        t.join(WAIT)
+        self.assertEqual(errs, [])
+
+    def test_result_over_max_result_is_logged_as_refused(self):
+        w, t, errs = self.start({"echo": lambda task: task.payload}, 1)
+        self.fake.max_result = 10
+        with self.assertLogs("needle_client", "INFO") as logs:
+            self.fake.add("echo", "x" * 100)
+            self.assertTrue(self.fake.done.wait(WAIT), "outcomes of %s" % sorted(self.fake.outcomes))
+            w.stop()
+            t.join(WAIT)
+        text = "\n".join(logs.output)
+        self.assertNotIn("not sent", text)
+        self.assertIn("result of g.0 refused by the peer", text)
+        self.assertIn("failed permanently", text)
+
+    def test_malformed_entry_spares_its_batch(self):
+        # A whole report refused (400) for one entry: the others are sent
+        # again without it, and it is logged.
+        w, t, errs = self.big_results(6, 10)
+        self.fake.want = 5
+        self.fake.refuse_lease = self.fake.lease_of(3)
+        with self.assertLogs("needle_client", "INFO") as logs:
+            self.fake.add("big", *range(6))
+            self.assertTrue(self.fake.done.wait(WAIT), "outcomes of %s" % sorted(self.fake.outcomes))
+            self.until(lambda: any("g.3" in line for line in logs.output), "g.3 logged")
+            w.stop()
+            t.join(WAIT)
+        self.assertTrue(self.fake.refused)
+        self.assertEqual(set(self.fake.outcomes), {self.fake.lease_of(i) for i in (0, 1, 2, 4, 5)})
+        self.assertTrue(any("g.3" in line and "400" in line for line in logs.output), logs.output)
 
 
 if __name__ == "__main__":
