@@ -33,11 +33,6 @@ _MAX_REQUEST = 16 << 20
 _MAX_ERROR = 32 << 10
 # Bound on a release's reason (the peer's).
 _MAX_REASON = 1024
-# How long a worker's free slots stay in its peer's demand after its last
-# poll (the peer's standingFor, 1 s, and a margin): a task released before
-# that may be leased again at once for this worker, which polls no more,
-# and wait on the peer for --worker-ttl.
-_STANDING = 1.5
 # Concurrency bound: a poll takes at most 1,000 tasks.
 _MAX_CONCURRENCY = 1000
 
@@ -643,8 +638,6 @@ class Worker:
                 if not t.began and t._state == "running":
                     t._state = "released"
                     queued.append(t)
-        if queued:
-            self._unwanted()
         for t in queued:
             self._reports.put(_release(t, "worker %s stopped before the task started" % self.id))
         end = time.monotonic() + self.stop_grace
@@ -658,20 +651,9 @@ class Worker:
         released = [t for t in left_over if t._end("released")]  # its late outcome is dropped
         for t in left_over:
             t.canceled.set()
-        if released:
-            self._unwanted()
         for t in released:
             self._reports.put(_release(t, "worker %s stopped before the handler returned" % self.id))
         self._hard.set()
-
-
-    def _unwanted(self):
-        """Waits until the peer no longer leases tasks for this worker
-        (its demand lasts a while after the last poll): a task released
-        before would be leased again for it at once, to wait on the peer
-        for a poll that never comes."""
-        if self._polled is not None:
-            self._hard.wait(max(0.0, self._polled + _STANDING - time.monotonic()))
 
 
 def _outcome(t, result, error, permanent):
