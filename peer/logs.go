@@ -3,7 +3,9 @@ package peer
 import (
 	"context"
 	"fmt"
+	"time"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/shard"
 )
@@ -19,6 +21,9 @@ func runsOf(evs []shard.TaskEvent) []api.LogRun {
 	}
 	return runs
 }
+
+// logsAskTimeout bounds the wait for a runner's answer to a log read.
+const logsAskTimeout = 5 * time.Second
 
 // TaskLogs returns the log of a task's attempt (0: the latest run) from
 // line from on, asking the peer that ran it (api.LogReader).
@@ -48,7 +53,17 @@ func (b backend) TaskLogs(ctx context.Context, id shard.TaskID, attempt, from in
 	if run.Peer == b.p.ID() {
 		page = b.p.logs.read(id, shard.Round(run.Attempt), from)
 	} else {
-		a, err := forward[logsAns](ctx, b.p, run.Peer, &logsReq{Task: id, Round: uint64(run.Attempt), From: from})
+		var state node.PeerState
+		_ = b.p.read(ctx, func(n *node.Node) error { state, _ = n.PeerState(run.Peer); return nil })
+		if state == node.PeerDead {
+			out.Unavailable = "peer " + run.Peer + " that ran it is dead"
+			return out, nil
+		}
+		// The lines are the runner's alone: a runner that does not answer
+		// soon is answered for, not waited for.
+		actx, cancel := context.WithTimeout(ctx, logsAskTimeout)
+		a, err := forward[logsAns](actx, b.p, run.Peer, &logsReq{Task: id, Round: uint64(run.Attempt), From: from})
+		cancel()
 		if err != nil || a.Logs == nil {
 			out.Unavailable = "peer " + run.Peer + " that ran it does not answer"
 			return out, nil

@@ -500,3 +500,25 @@ func TestDisconnectedReported(t *testing.T) {
 		t.Fatal("no disconnect reported after the other host closed")
 	}
 }
+
+// A call to a peer that is gone fails soon, however many messages to it
+// are queued before it: each waited a backoff and a dial of its own, and a
+// call behind a Raft follower's messages waited minutes to fail.
+func TestCallToAGonePeerFailsBehindQueuedMessages(t *testing.T) {
+	a, b := pair(t, Config{})
+	gone := a.ID()
+	dropped := b.connChanged()
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-dropped
+	for range 200 {
+		_ = b.Send(gone, []byte("raft")) // a full queue refuses some: fine
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err := b.Call(ctx, gone, []byte("logs?"))
+	if err == nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Call to a gone peer = %v; want it to fail for the peer, before its deadline", err)
+	}
+}

@@ -141,8 +141,8 @@ func (h *Host) writerFor(to string) (*writer, error) {
 // runWriter drains w.queue onto one outbound stream, opened lazily and
 // reopened after a failure. A burst of queued frames is written through one
 // buffer and flushed when the queue is momentarily empty. When the stream
-// cannot be opened, the frame at hand is dropped and the writer backs off,
-// keeping the rest of the queue.
+// cannot be opened, the frames queued are dropped (the calls among them
+// fail at once) and the writer backs off; the next frame tries again.
 func (h *Host) runWriter(w *writer) {
 	defer h.wg.Done()
 	var s network.Stream
@@ -169,6 +169,11 @@ func (h *Host) runWriter(w *writer) {
 			if s, err = h.openStream(w.peer); err != nil {
 				h.dropFrame(w.peer, f, "open stream", err)
 				release(f)
+				// So is the rest of the queue: each frame would wait a
+				// backoff and an attempt of its own, and a call queued
+				// behind the messages to an unreachable peer (a Raft
+				// follower that died) waited minutes for its failure.
+				h.dropQueued(w, "open stream", err)
 				if !h.sleep(jitter(backoff)) {
 					return
 				}
@@ -244,6 +249,19 @@ func (h *Host) lostBurst(w *writer, lost []outFrame, err error) {
 		}
 		h.dropFrame(w.peer, f, "write", err)
 		release(f)
+	}
+}
+
+// dropQueued drops every frame queued for w now (failing its calls).
+func (h *Host) dropQueued(w *writer, op string, err error) {
+	for {
+		select {
+		case f := <-w.queue:
+			h.dropFrame(w.peer, f, op, err)
+			release(f)
+		default:
+			return
+		}
 	}
 }
 
