@@ -25,6 +25,9 @@ func (w *workersBackend) Poll(context.Context, api.PollRequest) (api.PollResult,
 }
 func (w *workersBackend) Complete(context.Context, string, json.RawMessage) error { return errNoLeases }
 func (w *workersBackend) Fail(context.Context, string, string, bool) error        { return errNoLeases }
+func (w *workersBackend) Release(context.Context, string, string) error           { return errNoLeases }
+
+var _ api.Workers = (*workersBackend)(nil) // a method short, and the routes are not served
 func (w *workersBackend) Heartbeat(context.Context, string) (api.HeartbeatResult, error) {
 	return api.HeartbeatResult{}, errNoLeases
 }

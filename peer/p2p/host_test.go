@@ -518,7 +518,7 @@ func TestCallToAGonePeerFailsBehindQueuedMessages(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	_, err := b.Call(ctx, gone, []byte("logs?"))
-	if err == nil || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || ctx.Err() != nil { // (the dial's own timeouts may be in err)
 		t.Fatalf("Call to a gone peer = %v; want it to fail for the peer, before its deadline", err)
 	}
 }
