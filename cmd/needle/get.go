@@ -215,7 +215,15 @@ func errorCell(t *api.Task) string {
 	return "-"
 }
 
-// oneLine keeps a table cell on one line.
+// oneLine keeps a table cell on one line, of at most maxCell characters
+// (an error may be a whole traceback: needle get prints it all).
 func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > maxCell {
+		s = string(r[:maxCell-1]) + "…"
+	}
+	return s
 }
+
+// maxCell bounds a table cell, in characters.
+const maxCell = 120

@@ -262,8 +262,18 @@ func (g *Globals) flagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&g.Addr, "addr", g.Addr, "API base `URL` of any peer (env NEEDLE_ADDR)")
-	fs.StringVar(&g.Token, "token", g.Token, "API bearer `token` (env NEEDLE_API_TOKEN)")
+	fs.Var(hiddenFlag{&g.Token}, "token", "API bearer `token` (env NEEDLE_API_TOKEN)")
 	return fs
+}
+
+// hiddenFlag is a flag whose value help never prints (the token from the
+// environment was the -token default in every command's help).
+type hiddenFlag struct{ s *string }
+
+func (v hiddenFlag) String() string { return "" }
+func (v hiddenFlag) Set(s string) error {
+	*v.s = s
+	return nil
 }
 
 // parse parses flags and positional arguments in any order ("--" ends the

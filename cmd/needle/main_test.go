@@ -403,3 +403,28 @@ func TestWaitGroupDoneAtOnce(t *testing.T) {
 		t.Errorf("a finished group's progress estimates the time left:\n%s", r.stderr)
 	}
 }
+
+// No command's help prints the API token it would send (it was every
+// flag set's -token default, from the environment).
+func TestHelpHidesTheToken(t *testing.T) {
+	const tok = "s3cr3t-t0ken-from-env"
+	for name := range commands {
+		var out, errOut bytes.Buffer
+		g := &Globals{Addr: "http://127.0.0.1:1", Token: tok, Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut}
+		run(t.Context(), g, []string{"help", name})
+		run(t.Context(), g, []string{name, "--help"})
+		if strings.Contains(out.String()+errOut.String(), tok) {
+			t.Errorf("needle help %s prints the token", name)
+		}
+	}
+}
+
+func TestOneLineCutsLongCells(t *testing.T) {
+	if got := oneLine("boom\n  at line 2"); got != "boom at line 2" {
+		t.Errorf("oneLine = %q", got)
+	}
+	long := strings.Repeat("é", 3*maxCell)
+	if got := oneLine(long); len([]rune(got)) != maxCell || !strings.HasSuffix(got, "…") {
+		t.Errorf("oneLine of %d characters = %d characters; want %d ending in …", 3*maxCell, len([]rune(got)), maxCell)
+	}
+}
