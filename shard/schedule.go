@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"maps"
@@ -274,7 +275,14 @@ func (s *Shard) SetSchedule(now time.Time, spec *ScheduleSpec, by string) (ev Ev
 	if err := spec.Validate(); err != nil {
 		return Event{}, false, err
 	}
-	if s.schedules[spec.ID] != nil {
+	if cur := s.schedules[spec.ID]; cur != nil {
+		// A repeat of the request that created it (its key, from which
+		// its id derives) is answered with it; another request with the
+		// same key is a conflict, as for groups (CheckRepeat).
+		if scheduleFingerprint(&cur.spec) != scheduleFingerprint(spec) {
+			return Event{}, true, &ConflictError{Field: "key", Message: fmt.Sprintf(
+				"the key was first used for a different schedule (%s); send that request again, or use a new key", spec.ID)}
+		}
 		return Event{}, true, nil
 	}
 	var next time.Time
@@ -286,6 +294,15 @@ func (s *Shard) SetSchedule(now time.Time, spec *ScheduleSpec, by string) (ev Ev
 	cp := *spec
 	cp.Group.ID = ""
 	return Event{Type: EvScheduleSet, At: now, Group: GroupID(spec.ID), Sched: &cp, Expiry: next, By: by}, false, nil
+}
+
+// scheduleFingerprint identifies the request that created a schedule:
+// its encoding, less what changes after (pausing, resuming) or is set by
+// the owner (the group template's id).
+func scheduleFingerprint(sp *ScheduleSpec) [sha256.Size]byte {
+	c := *sp
+	c.Paused, c.Group.ID = false, ""
+	return sha256.Sum256(AppendScheduleSpec(nil, &c))
 }
 
 // DeleteSchedule returns the event deleting schedule id. Its firings'

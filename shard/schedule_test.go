@@ -2,6 +2,7 @@ package shard
 
 import (
 	"bytes"
+	"errors"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -366,5 +367,35 @@ func TestScheduleSkippedWithoutNewWork(t *testing.T) {
 	v, _ := o.s.Schedule("s1")
 	if n := len(v.Firings); n != 2 || !v.Firings[0].Skipped || v.Firings[1].Skipped {
 		t.Fatalf("firings = %+v", v.Firings)
+	}
+}
+
+// A schedule's key (its id derives from it) answers a repeat of the request
+// that created it with the schedule, paused or resumed since, here and on
+// a replica restored from a snapshot; another request with the same key is
+// a conflict naming key, as for groups.
+func TestScheduleKeyRepeatAndConflict(t *testing.T) {
+	o := newSchedOwner(t)
+	sp := testSchedule("s1", 10*time.Second, OverlapSkip, MisfireOnce)
+	sp.Paused = true
+	o.setSchedule(sp)
+	evs, _ := o.s.PauseSchedule(o.now, "s1", false, "me") // resumed since
+	o.commit(evs...)
+	r, _ := New(o.s.Config())
+	if err := r.Restore(o.s.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]*Shard{"owner": o.s, "restored": r} {
+		again := sp
+		if _, exists, err := s.SetSchedule(o.now, &again, "bob"); !exists || err != nil {
+			t.Errorf("%s: the same request = %v, %v; want the schedule, no error", name, exists, err)
+		}
+		other := sp
+		other.Every, other.Name = time.Hour, "other"
+		_, _, err := s.SetSchedule(o.now, &other, "bob")
+		var ce *ConflictError
+		if !errors.As(err, &ce) || ce.Field != "key" {
+			t.Errorf("%s: another request, same key = %v; want a conflict naming key", name, err)
+		}
 	}
 }
