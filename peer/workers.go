@@ -370,6 +370,11 @@ func (h *hub) demandChanged(ctx context.Context) {
 // leases no more after it.
 const standingFor = time.Second
 
+// unwantedFor is how long a run waits in a peer's queue while no worker of
+// its handler asks for work here (none polling, none within standingFor)
+// before it goes back to its owner.
+const unwantedFor = 2 * time.Second
+
 // demand sums, by handler and labels, the free slots of the workers
 // polling now or within standingFor (at least what their waiting polls
 // ask), less the runs queued here for them already.

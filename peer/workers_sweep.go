@@ -55,10 +55,12 @@ func (h *hub) sweep(ctx context.Context, now time.Time) {
 	for _, l := range timedOut {
 		h.lose(l, now)
 	}
-	served := map[string]bool{}
+	served, wanted := map[string]bool{}, map[string]bool{}
 	for _, w := range h.workers {
+		asks := w.polling > 0 || now.Sub(w.polled) < standingFor
 		for _, hd := range w.handlers {
 			served[hd] = true
+			wanted[hd] = wanted[hd] || asks
 		}
 	}
 	kept := h.queue[:0]
@@ -68,7 +70,12 @@ func (h *hub) sweep(ctx context.Context, now time.Time) {
 			pinned = append(pinned, x.run) // its worker is dead: no other may take it
 			continue
 		}
-		if !served[x.run.Handler] && now.Sub(x.at) >= h.ttl || expired {
+		// Back to its owner when no live worker here serves its handler,
+		// or none has asked for its handler for unwantedFor: the worker
+		// whose free slots drew it stopped polling (it went away, or
+		// polls another peer now), and a worker elsewhere may take it.
+		unwanted := !wanted[x.run.Handler] && x.run.Worker == "" && x.reserved == nil && now.Sub(x.at) >= unwantedFor
+		if !served[x.run.Handler] && now.Sub(x.at) >= h.ttl || unwanted || expired {
 			back = append(back, x.run)
 			continue
 		}
@@ -92,7 +99,7 @@ func (h *hub) sweep(ctx context.Context, now time.Time) {
 	}
 	for _, r := range back {
 		_ = h.report(ctx, shard.Outcome{Task: r.Task, Round: r.Round, Lost: true,
-			Error: fmt.Sprintf("no live worker on peer %s serves handler %q", h.p.ID(), r.Handler)}, r.Handler)
+			Error: fmt.Sprintf("no worker on peer %s asks for handler %q", h.p.ID(), r.Handler)}, r.Handler)
 	}
 	for i := range pinned {
 		_ = h.report(ctx, h.pinnedFailed(&pinned[i]), pinned[i].Handler)
