@@ -16,6 +16,8 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
+
+	"github.com/needle-mesh/needle/shard"
 )
 
 // The HTTP API's contract is docs/openapi.yaml (and its prose, docs/api.md).
@@ -340,4 +342,48 @@ func jsonPath(v any, path string) any {
 		}
 	}
 	return v
+}
+
+// TestOpenAPIEventNames holds the spec's enums of a task event's type and
+// an audit entry's action, and api.md's lists of them, against every name
+// the code can answer: each non-schedule event type (a task's history) and
+// each audited one (GET /v1/audit).
+func TestOpenAPIEventNames(t *testing.T) {
+	doc := loadSpec(t)
+	prose, err := os.ReadFile("../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventType := doc.Components.Schemas["Event"].Value.Properties["type"].Value
+	entry := doc.Components.Schemas["AuditList"].Value.Properties["entries"].Value.Items.Value
+	action := entry.Properties["action"].Value
+	check := func(what string, enum []any, section, name string) {
+		t.Helper()
+		if !slices.Contains(enum, any(name)) {
+			t.Errorf("the code can answer %s %q, which docs/openapi.yaml's enum %v lacks", what, name, enum)
+		}
+		if !strings.Contains(apiSection(string(prose), section), "`"+name+"`") {
+			t.Errorf("docs/api.md's section %q does not name %s `%s`", section, what, name)
+		}
+	}
+	for ty := shard.EventType(1); ty.Valid(); ty++ {
+		if !ty.Schedule() {
+			check("event type", eventType.Enum, "### GET /v1/tasks/{id}/events", ty.String())
+		}
+		if ty.Audited() {
+			check("audit action", action.Enum, "### GET /v1/audit", ty.String())
+		}
+	}
+}
+
+// apiSection returns the text of api.md from heading to the next heading.
+func apiSection(prose, heading string) string {
+	_, rest, ok := strings.Cut(prose, heading+"\n")
+	if !ok {
+		return ""
+	}
+	if i := strings.Index(rest, "\n#"); i >= 0 {
+		rest = rest[:i]
+	}
+	return rest
 }

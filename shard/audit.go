@@ -29,6 +29,10 @@ func audited(t EventType) bool {
 	return false
 }
 
+// Audited reports whether events of type t go into the audit trail
+// (GET /v1/audit's actions).
+func (t EventType) Audited() bool { return audited(t) }
+
 // recordAudit appends e to the trail if it is an operator action. Called
 // for every event before it is applied (an action on something already gone
 // is still recorded: someone asked).
