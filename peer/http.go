@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -56,6 +57,7 @@ func (p *Peer) routes() *routeMux {
 	debug.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	debug.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.Handle("/debug/pprof/", p.requireToken(debug))
+	mux.refuseOtherMethods(p.requireToken)
 	return mux
 }
 
@@ -64,16 +66,33 @@ func (p *Peer) routes() *routeMux {
 type routeMux struct {
 	*http.ServeMux
 	patterns []string
+	allow    map[string][]string // path -> the methods of its own routes
 }
 
 // Handle registers h for pattern, as http.ServeMux does.
 func (m *routeMux) Handle(pattern string, h http.Handler) {
 	m.ServeMux.Handle(pattern, h)
+	if method, path, ok := strings.Cut(pattern, " "); ok {
+		if m.allow == nil {
+			m.allow = map[string][]string{}
+		}
+		m.allow[path] = append(m.allow[path], method)
+	}
 	if ph, ok := h.(interface{ Patterns() []string }); ok {
 		m.patterns = append(m.patterns, ph.Patterns()...)
 		return
 	}
 	m.patterns = append(m.patterns, pattern)
+}
+
+// refuseOtherMethods answers 405 with an Allow header, behind guard, for
+// a path of the mux's own routes asked with another method: without it the
+// catch-all "/" (the API handler) would answer 404 no route. The API
+// handler does the same for its routes.
+func (m *routeMux) refuseOtherMethods(guard func(http.Handler) http.Handler) {
+	for path, methods := range m.allow {
+		m.ServeMux.Handle(path, guard(api.MethodNotAllowed(methods)))
+	}
 }
 
 // HandleFunc registers f for pattern, as http.ServeMux does.

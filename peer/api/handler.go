@@ -142,7 +142,7 @@ func NewHandler(b Backend, opts HandlerOptions) *Handler {
 		h.patterns = append(h.patterns, rt.method+" "+rt.pattern)
 	}
 	for pattern, methods := range allow {
-		mux.HandleFunc(pattern, methodNotAllowed(methods))
+		mux.HandleFunc(pattern, MethodNotAllowed(methods))
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: "no route " + r.Method + " " + r.URL.Path})
@@ -151,8 +151,10 @@ func NewHandler(b Backend, opts HandlerOptions) *Handler {
 	return h
 }
 
-func methodNotAllowed(methods []string) http.HandlerFunc {
-	slices.Sort(methods)
+// MethodNotAllowed answers 405 method_not_allowed with an Allow header
+// naming methods: a known path asked with another method.
+func MethodNotAllowed(methods []string) http.HandlerFunc {
+	methods = slices.Sorted(slices.Values(methods))
 	allow := strings.Join(methods, ", ")
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", allow)
