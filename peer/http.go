@@ -1,7 +1,6 @@
 package peer
 
 import (
-	"crypto/subtle"
 	"net/http"
 	"net/http/pprof"
 	"strings"
@@ -105,9 +104,9 @@ func (p *Peer) requireToken(h http.Handler) http.Handler {
 	if p.cfg.Token == "" {
 		return h
 	}
-	want := []byte("Bearer " + p.cfg.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+		if !api.BearerOK(r.Header.Get("Authorization"), p.cfg.Token) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="needle"`)
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnauthorized)
 			_, _ = w.Write([]byte(`{"error":{"code":"unauthenticated","message":"missing or wrong bearer token"}}`))

@@ -62,7 +62,7 @@ type HandlerOptions struct {
 	// MaxWait caps ?wait= of long polls; default 5m.
 	MaxWait time.Duration
 	// Token, when non-empty, is required as "Authorization: Bearer <token>"
-	// on every route except /healthz.
+	// (the scheme in any case) on every route except /healthz.
 	Token string
 	// Metrics, when non-nil, serves GET /metrics (behind the token).
 	Metrics http.Handler
@@ -168,16 +168,26 @@ func (s *server) auth(next http.Handler) http.Handler {
 	if s.opts.Token == "" {
 		return next
 	}
-	want := []byte("Bearer " + s.opts.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if r.URL.Path != "/healthz" && subtle.ConstantTimeCompare(got, want) != 1 {
+		if r.URL.Path != "/healthz" && !BearerOK(r.Header.Get("Authorization"), s.opts.Token) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="needle"`)
 			writeErr(w, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Message: "missing or wrong bearer token"})
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// BearerOK reports whether an Authorization header carries token as
+// "Bearer <token>". The scheme's case does not matter (RFC 7235: "bearer"
+// and "BEARER" are "Bearer"); the token is compared in constant time.
+func BearerOK(header, token string) bool {
+	scheme, got, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	got = strings.TrimLeft(got, " ")
+	return subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
 }
 
 // fail writes the response for err, logging internal errors only. A

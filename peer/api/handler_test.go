@@ -268,7 +268,8 @@ func TestTokenAuth(t *testing.T) {
 	}}
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "needle_up 1\n") })
 	h := newTestHandler(f, HandlerOptions{Token: "s3cret", Metrics: metrics})
-	for _, hdr := range [][]string{nil, {"Authorization", "Bearer wrong"}, {"Authorization", "s3cret"}, {"Authorization", "Bearer s3cret2"}} {
+	for _, hdr := range [][]string{nil, {"Authorization", "Bearer wrong"}, {"Authorization", "s3cret"}, {"Authorization", "Bearer s3cret2"},
+		{"Authorization", "Bearers3cret"}, {"Authorization", "Basic s3cret"}, {"Authorization", "Bearer"}, {"Authorization", "Bearer "}} {
 		r := call(t, h, "POST", "/v1/tasks", `{"handler": "echo"}`, hdr...)
 		if e := errorOf(t, r); r.status != 401 || e.Code != CodeUnauthenticated {
 			t.Errorf("submit with %v = %d %s; want 401", hdr, r.status, r.body)
@@ -286,6 +287,12 @@ func TestTokenAuth(t *testing.T) {
 	}
 	if r := call(t, h, "POST", "/v1/tasks/g1.0/cancel", "", auth...); r.status != 200 || by != "token" {
 		t.Errorf("authenticated cancel = %d, by %q; want 200 by token", r.status, by)
+	}
+	// RFC 7235: the scheme is case-insensitive.
+	for _, scheme := range []string{"bearer", "BEARER", "bEaReR"} {
+		if r := call(t, h, "GET", "/metrics", "", "Authorization", scheme+" s3cret"); r.status != 200 {
+			t.Errorf("metrics with scheme %q = %d %s; want 200", scheme, r.status, r.body)
+		}
 	}
 	if r := call(t, h, "GET", "/metrics", "", auth...); r.status != 200 || r.body != "needle_up 1\n" {
 		t.Errorf("metrics = %d %q", r.status, r.body)
