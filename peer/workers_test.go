@@ -272,6 +272,8 @@ func TestWorkerBadInput(t *testing.T) {
 		{"no worker", "/v1/workers/poll", `{"handlers": ["a"]}`, 400, "worker"},
 		{"bad instance", "/v1/workers/poll", `{"worker": "w", "instance": "a\u0001", "handlers": ["a"]}`, 400, "instance"},
 		{"bad label", "/v1/workers/poll", `{"worker": "w", "handlers": ["a"], "labels": ["zone"]}`, 400, "labels[0]"},
+		{"label key twice", "/v1/workers/poll", `{"worker": "w", "handlers": ["a"], "labels": ["a=1", "a=2"]}`, 400, "labels[1]"},
+		{"label key twice, later", "/v1/workers/poll", `{"worker": "w", "handlers": ["a"], "labels": ["a=1", "b=1", "a=1", "b=2"]}`, 400, "labels[3]"},
 		{"unknown lease", "/v1/leases/00112233445566778899aabbccddeeff/complete", `{"result": 1}`, 404, ""},
 		{"malformed lease", "/v1/leases/not-a-lease/complete", `{"result": 1}`, 400, "lease"},
 		{"fail without error", "/v1/leases/00112233445566778899aabbccddeeff/fail", `{}`, 400, "error"},

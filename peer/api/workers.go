@@ -288,11 +288,16 @@ func DecodePoll(data []byte) (PollRequest, error) {
 			return req, fieldErr(fmt.Sprintf("handlers[%d]", i), "%v", err)
 		}
 	}
+	keys := make(map[string]string, len(b.Labels)) // key -> its label
 	for i, l := range b.Labels {
 		k, v, ok := strings.Cut(l, "=")
 		if !ok || k == "" || len(l) > maxNameLen || !printable(k) || !printable(v) || strings.ContainsAny(k, ",=") || strings.Contains(v, ",") {
 			return req, fieldErr(fmt.Sprintf("labels[%d]", i), "want key=value, got %q", l)
 		}
+		if old, dup := keys[k]; dup && old != l {
+			return req, fieldErr(fmt.Sprintf("labels[%d]", i), "label %q given twice (%s and %s): a worker has one value per key", k, old, l)
+		}
+		keys[k] = l
 	}
 	if b.Max != nil {
 		if *b.Max < 1 || *b.Max > MaxPollTasks {
