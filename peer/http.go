@@ -35,6 +35,7 @@ func (p *Peer) routes() *routeMux {
 		Metrics: promhttp.HandlerFor(p.metrics.reg, promhttp.HandlerOpts{}),
 		Logger:  p.log,
 		Ready:   p.readiness,
+		InPeers: p.handlers.Has,
 	}))
 	ui := dash.Handler()
 	mux.Handle("GET /{$}", ui)

@@ -28,7 +28,7 @@ var _ api.WorkerBroadcaster = backend{}
 func (b backend) WorkersFor(ctx context.Context, handler string) ([]api.WorkerInfo, error) {
 	if b.p.handlers.Has(handler) {
 		return nil, &api.FieldError{Field: "tasks[0].handler",
-			Message: fmt.Sprintf("handler %q runs in the peers (built in or registered), never in external workers: broadcast it to peers", handler)}
+			Message: api.InPeersMessage(handler) + ": broadcast it to peers"}
 	}
 	list, err := b.ListWorkers(ctx)
 	if err != nil {

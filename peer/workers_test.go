@@ -272,6 +272,8 @@ func TestWorkerBadInput(t *testing.T) {
 		{"no worker", "/v1/workers/poll", `{"handlers": ["a"]}`, 400, "worker"},
 		{"bad instance", "/v1/workers/poll", `{"worker": "w", "instance": "a\u0001", "handlers": ["a"]}`, 400, "instance"},
 		{"bad label", "/v1/workers/poll", `{"worker": "w", "handlers": ["a"], "labels": ["zone"]}`, 400, "labels[0]"},
+		{"built-in handler", "/v1/workers/poll", `{"worker": "w", "handlers": ["resize", "echo"]}`, 400, "handlers[1]"},
+		{"built-in handler, exec", "/v1/workers/poll", `{"worker": "w", "handlers": ["exec"]}`, 400, "handlers[0]"},
 		{"label key twice", "/v1/workers/poll", `{"worker": "w", "handlers": ["a"], "labels": ["a=1", "a=2"]}`, 400, "labels[1]"},
 		{"label key twice, later", "/v1/workers/poll", `{"worker": "w", "handlers": ["a"], "labels": ["a=1", "b=1", "a=1", "b=2"]}`, 400, "labels[3]"},
 		{"unknown lease", "/v1/leases/00112233445566778899aabbccddeeff/complete", `{"result": 1}`, 404, ""},
@@ -291,6 +293,28 @@ func TestWorkerBadInput(t *testing.T) {
 	c.Token = ""
 	if status, _ := wcall(t, c, "POST", "/v1/workers/poll", `{"worker": "w", "handlers": ["a"]}`); status != 401 {
 		t.Errorf("poll without the token = %d; want 401", status)
+	}
+}
+
+// A poll for a handler that runs in the peers (built in, or registered by
+// the program) is refused, naming it: its tasks never go to workers, so
+// the worker would wait for ever, listed as serving it.
+func TestPollInPeersHandler(t *testing.T) {
+	p, c := startPeerWith(t, Config{})
+	if err := p.Handlers().Register("upper", func(context.Context, Call) ([]byte, error) { return nil, nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"echo", "sleep", "fail", "exec", "http", "upper"} {
+		status, data := wcall(t, c, "POST", "/v1/workers/poll", `{"worker": "w", "handlers": ["resize", "`+h+`"]}`)
+		var eb api.ErrorBody
+		if status != 400 || json.Unmarshal(data, &eb) != nil || eb.Error == nil || eb.Error.Field != "handlers[1]" ||
+			!strings.Contains(eb.Error.Message, `handler "`+h+`" runs in the peers (built in or registered), never in external workers`) {
+			t.Errorf("poll for %q = %d %s; want 400 naming handlers[1], saying it runs in the peers", h, status, data)
+		}
+	}
+	status, data := wcall(t, c, "GET", "/v1/workers", "")
+	if status != 200 || bytes.Contains(data, []byte(`"id":"w"`)) {
+		t.Errorf("GET /v1/workers = %d %s; want no worker w", status, data)
 	}
 }
 

@@ -70,6 +70,10 @@ type HandlerOptions struct {
 	Ready func() error
 	// Logger receives internal errors; nil discards them.
 	Logger *slog.Logger
+	// InPeers, when non-nil, reports whether a handler runs in the peers
+	// (built in or registered): a worker's poll naming one is a 400, as
+	// such a handler's tasks never go to workers.
+	InPeers func(handler string) bool
 }
 
 // DefaultMaxWait is the default cap of ?wait=.

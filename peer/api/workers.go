@@ -187,6 +187,14 @@ func (s *server) poll(w http.ResponseWriter, r *http.Request, wk Workers) {
 		return
 	}
 	req, err := DecodePoll(body)
+	if err == nil && s.opts.InPeers != nil {
+		for i, h := range req.Handlers {
+			if s.opts.InPeers(h) {
+				err = fieldErr(fmt.Sprintf("handlers[%d]", i), "%s: a worker polling for it never gets a task", InPeersMessage(h))
+				break
+			}
+		}
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -258,6 +266,12 @@ func (s *server) leaseCall(w http.ResponseWriter, r *http.Request, wk Workers, o
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+}
+
+// InPeersMessage says that handler runs in the peers, never in external
+// workers (the start of a 400's message).
+func InPeersMessage(handler string) string {
+	return fmt.Sprintf("handler %q runs in the peers (built in or registered), never in external workers", handler)
 }
 
 // DecodePoll decodes and checks the body of a poll.
