@@ -117,3 +117,28 @@ func assertListRefused(t *testing.T, c *api.Client) {
 		}
 	}
 }
+
+// TestListCursorFullPage: a full page carries a cursor even when nothing
+// follows (the merged partitions' pages cannot tell), and the page after
+// it is empty, without one; a page with fewer items has none
+// (docs/openapi.yaml, TaskList.cursor).
+func TestListCursorFullPage(t *testing.T) {
+	_, c, _ := startPeer(t, t.TempDir(), 2)
+	for range 2 {
+		submitTask(t, c, `{"handler": "cursor-test", "payload": 1}`)
+	}
+	q := url.Values{"handler": {"cursor-test"}, "limit": {"2"}}
+	l, err := c.ListTasks(t.Context(), q)
+	if err != nil || len(l.Tasks) != 2 || l.Cursor == "" {
+		t.Fatalf("full page = %+v, %v; want 2 tasks and a cursor", l, err)
+	}
+	q.Set("cursor", l.Cursor)
+	if l, err = c.ListTasks(t.Context(), q); err != nil || len(l.Tasks) != 0 || l.Cursor != "" {
+		t.Fatalf("page after the full one = %+v, %v; want empty, no cursor", l, err)
+	}
+	q.Del("cursor")
+	q.Set("limit", "3")
+	if l, err = c.ListTasks(t.Context(), q); err != nil || len(l.Tasks) != 2 || l.Cursor != "" {
+		t.Fatalf("page under the limit = %+v, %v; want 2 tasks, no cursor", l, err)
+	}
+}

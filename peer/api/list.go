@@ -237,8 +237,9 @@ func decodeCursor(c string, digest [8]byte) (shard.ListKey, error) {
 // TaskList is the body of GET /v1/tasks.
 type TaskList struct {
 	Tasks []Task `json:"tasks"`
-	// Cursor resumes the listing after the last task; "" when this page
-	// is the last.
+	// Cursor resumes the listing after the last task: set when the page
+	// is full (the next may be empty: the merge of the partitions' pages
+	// does not know whether more follow), "" when it holds fewer.
 	Cursor string `json:"cursor,omitempty"`
 	// MissingPartitions lists the partitions no peer answered for (their
 	// owners are unreachable or being elected): their tasks are absent.
