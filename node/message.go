@@ -235,4 +235,11 @@ type Grant struct {
 	// Sent after the workers, one byte per grant (shard.Deaths.Mark);
 	// none from an older peer.
 	Deaths shard.Deaths
+	// Created, Name and Pin are Run's: when the task's group was created,
+	// the task's name and the peer it is pinned to (an external worker's
+	// poll shows them). Sent after the deaths, one triple per grant; zero
+	// from an older peer.
+	Created time.Time
+	Name    string
+	Pin     string
 }

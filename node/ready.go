@@ -82,6 +82,9 @@ type Run struct {
 	Expiry   time.Time
 	Name     string // the task's name
 	Pin      string // the peer it is pinned to, if any
+	// Created is when the task's group was created (its created_at), set
+	// on runs of external handlers; zero from an older peer's grant.
+	Created time.Time
 	// Shard and Shards are set on a broadcast's copies: the copy's index
 	// and the number of copies (Shards 0 otherwise).
 	Shard, Shards int

@@ -83,6 +83,9 @@ func (n *Node) speculate(p *partition, spec *shard.GroupSpec, evs []shard.Event)
 			}
 			n.startExternal(e.Task, e.Round)
 			r.External, r.Expiry, r.Name = true, e.Expiry, ts.Name
+			if evs[0].Type == shard.EvSubmitted {
+				r.Created = evs[0].At // the group's creation, applied or not
+			}
 		} else {
 			n.dropOwnLease(e.Task)
 			n.startRun(e.Task, e.Round)

@@ -112,6 +112,13 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 		for _, g := range m.Grants {
 			dst = append(dst, g.Deaths.Mark())
 		}
+		// Appended: each grant's creation time, name and pin.
+		dst = binary.AppendUvarint(dst, uint64(len(m.Grants)))
+		for _, g := range m.Grants {
+			dst = shard.AppendTime(dst, g.Created)
+			dst = shard.AppendString(dst, g.Name)
+			dst = shard.AppendString(dst, g.Pin)
+		}
 	case MsgReplicaAsk:
 		dst = binary.AppendUvarint(dst, uint64(len(m.Asks)))
 		for _, p := range m.Asks {
@@ -303,6 +310,9 @@ func DecodeMessage(p []byte) (Message, error) {
 		}
 		if d.Err() == nil && d.Len() > 0 {
 			decodeDeaths(&d, m.Grants)
+		}
+		if d.Err() == nil && d.Len() > 0 {
+			decodeGrantTasks(&d, m.Grants)
 		}
 	case MsgReplicaAsk:
 		n := d.Count(1)
@@ -552,6 +562,18 @@ func decodeDeaths(d *shard.Decoder, grants []Grant) {
 	}
 	for i := range grants {
 		grants[i].Deaths = shard.DeathsOf(d.Byte())
+	}
+}
+
+// decodeGrantTasks reads the grants' creation times, names and pins,
+// appended after their deaths.
+func decodeGrantTasks(d *shard.Decoder, grants []Grant) {
+	if n := d.Count(3); n != len(grants) {
+		d.Fail("%d creation times for %d grants", n, len(grants))
+		return
+	}
+	for i := range grants {
+		grants[i].Created, grants[i].Name, grants[i].Pin = d.Time(), d.String(), d.String()
 	}
 }
 

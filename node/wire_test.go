@@ -41,7 +41,8 @@ func wireSamples() []Message {
 		{Type: MsgStealReq, From: "e", Want: 4, Load: Load{Slots: 2}, Holder: "e#b1"},
 		{Type: MsgGrant, From: "f", Load: Load{Ready: 10}, Grants: []Grant{{Task: "g.3", Round: 1,
 			Expiry: time.Unix(1_700_000_000, 5).UTC(), Handler: "echo", Payload: []byte("1"), Timeout: time.Second, Attempt: 2,
-			Trace: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Shard: 1, Shards: 3, Require: []string{"zone=a"}, Worker: "resizer-1"},
+			Trace: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Shard: 1, Shards: 3, Require: []string{"zone=a"}, Worker: "resizer-1",
+			Created: time.Unix(1_699_999_000, 7).UTC(), Name: "resize", Pin: "12D3KooWpin"},
 			{Task: "g.4", Round: 1, Handler: "sum", Timeout: time.Second, Deaths: shard.Deaths{Shared: 1, Alone: 2},
 				Inputs: map[string]json.RawMessage{"b": json.RawMessage(`[1,2]`), "a": json.RawMessage(`"x"`)}}}, Holder: "t#7"},
 		{Type: MsgGrant, From: "f", Load: Load{Ready: 1}, Grants: []Grant{{Task: "g.5", Round: 2, Handler: "echo"}}}, // from an older peer: no holder
@@ -91,9 +92,10 @@ func TestWireRoundTrip(t *testing.T) {
 			beforeWorkers := m.Type == MsgHeartbeat && cut == len(b)-workersLen
 			beforeIDs := m.Type == MsgHeartbeat && cut == len(b)-idsLen
 			beforePlacement := m.Type == MsgHeartbeat && cut == len(b)-placeLen
-			attemptsLen, tracesLen, shardsLen, requiresLen, workersLen, marksLen := 0, 0, 0, 0, 0, 0
+			attemptsLen, tracesLen, shardsLen, requiresLen, workersLen, marksLen, tasksLen := 0, 0, 0, 0, 0, 0, 0
 			if m.Type == MsgGrant {
-				marksLen = len(grantDeaths(m.Grants))
+				tasksLen = len(grantTasks(m.Grants))
+				marksLen = len(grantDeaths(m.Grants)) + tasksLen
 				workersLen = len(grantWorkers(m.Grants)) + marksLen
 				requiresLen = len(grantRequires(m.Grants)) + workersLen
 				shardsLen = len(grantShards(m.Grants)) + requiresLen
@@ -107,9 +109,10 @@ func TestWireRoundTrip(t *testing.T) {
 			beforeRequires := m.Type == MsgGrant && cut == len(b)-requiresLen
 			beforeGrantWorkers := m.Type == MsgGrant && cut == len(b)-workersLen
 			beforeMarks := m.Type == MsgGrant && cut == len(b)-marksLen
+			beforeTasks := m.Type == MsgGrant && cut == len(b)-tasksLen
 			oldSteal := m.Type == MsgStealReq && cut == len(b)-len(shard.AppendString(nil, m.Holder))
 			if err == nil && !oldHeartbeat && !beforeInc && !beforeSync && !beforeBook && !beforeSum && !beforeAddrs && !beforeFor && !beforeFeatures && !beforeWorkers && !beforeIDs && !beforePlacement && !oldGrant && !beforeAttempts && !beforeTraces &&
-				!beforeShards && !beforeRequires && !beforeGrantWorkers && !beforeMarks && !oldSteal {
+				!beforeShards && !beforeRequires && !beforeGrantWorkers && !beforeMarks && !beforeTasks && !oldSteal {
 				t.Fatalf("%v truncated to %d/%d bytes decoded", m.Type, cut, len(b))
 			}
 			if err == nil && oldSteal && got.Holder != "" {
@@ -158,6 +161,9 @@ func TestWireRoundTrip(t *testing.T) {
 			if err == nil && beforeGrantWorkers && slices.ContainsFunc(got.Grants, func(g Grant) bool { return g.Worker != "" }) {
 				t.Fatalf("a grant without its workers decoded %+v", got.Grants)
 			}
+			if err == nil && (beforeMarks || beforeTasks) && slices.ContainsFunc(got.Grants, func(g Grant) bool { return !g.Created.IsZero() || g.Name != "" || g.Pin != "" }) {
+				t.Fatalf("a grant without its creation times, names and pins decoded %+v", got.Grants)
+			}
 		}
 	}
 	if _, err := DecodeMessage([]byte{9, 1}); err == nil {
@@ -182,6 +188,17 @@ func grantRequires(gs []Grant) []byte {
 	b := binary.AppendUvarint(nil, uint64(len(gs)))
 	for _, g := range gs {
 		b = appendStrings(b, g.Require)
+	}
+	return b
+}
+
+// grantTasks is the grant message's tail appended after the deaths.
+func grantTasks(gs []Grant) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(gs)))
+	for _, g := range gs {
+		b = shard.AppendTime(b, g.Created)
+		b = shard.AppendString(b, g.Name)
+		b = shard.AppendString(b, g.Pin)
 	}
 	return b
 }

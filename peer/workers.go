@@ -333,6 +333,10 @@ func (h *hub) answer(ls []*xlease) api.PollResult {
 			Payload: payloadJSON(r.Payload), Inputs: r.Inputs, Timeout: r.Timeout.String(), Trace: r.Trace,
 			Lease: l.token, Deadline: l.deadline.UTC(),
 		}
+		if !r.Created.IsZero() {
+			c := r.Created.UTC()
+			t.CreatedAt = &c
+		}
 		if r.Shards > 0 {
 			i, n := r.Shard, r.Shards
 			t.Shard, t.Shards = &i, &n

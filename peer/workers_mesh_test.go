@@ -17,13 +17,14 @@ import (
 // testWorker polls c for handler until ctx ends and completes each task
 // with its own id as the result; it counts what it ran.
 type testWorker struct {
-	id  string
-	mu  sync.Mutex
-	ran map[string]int
+	id      string
+	mu      sync.Mutex
+	ran     map[string]int
+	created map[string]*time.Time // each task's created_at as polled
 }
 
 func runTestWorker(ctx context.Context, t *testing.T, c *api.Client, id, handler string, wg *sync.WaitGroup) *testWorker {
-	w := &testWorker{id: id, ran: map[string]int{}}
+	w := &testWorker{id: id, ran: map[string]int{}, created: map[string]*time.Time{}}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -43,6 +44,7 @@ func runTestWorker(ctx context.Context, t *testing.T, c *api.Client, id, handler
 				// the test count) before the report's answer is back.
 				w.mu.Lock()
 				w.ran[tk.ID]++
+				w.created[tk.ID] = tk.CreatedAt
 				w.mu.Unlock()
 				status, data, err := rawCall(ctx, c, "POST", "/v1/leases/"+tk.Lease+"/complete", `{"result": "`+id+`"}`)
 				if err == nil && status != http.StatusOK {
@@ -114,6 +116,18 @@ func TestWorkersAcrossMesh(t *testing.T) {
 	for _, tk := range g.Tasks {
 		if r := string(tk.Result); r != `"w2"` && r != `"w3"` {
 			t.Fatalf("task %s result %s; want a worker's id", tk.ID, r)
+		}
+		// Polled from the peer the owner granted the lease to, most of
+		// them another peer: created_at came in the grant.
+		w := w2
+		if string(tk.Result) == `"w3"` {
+			w = w3
+		}
+		w.mu.Lock()
+		c := w.created[tk.ID]
+		w.mu.Unlock()
+		if c == nil || tk.CreatedAt == nil || !c.Equal(*tk.CreatedAt) {
+			t.Errorf("task %s: polled created_at %v; GET's %v", tk.ID, c, tk.CreatedAt)
 		}
 	}
 	if w2.count()+w3.count() < 120 {

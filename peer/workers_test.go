@@ -534,3 +534,56 @@ func TestWorkerReportNullResultWithError(t *testing.T) {
 		t.Fatalf("task = %+v, %v; want FAILED with the error", got, err)
 	}
 }
+
+// A polled task is the task as GET /v1/tasks/{id} shows it while it runs
+// (docs/openapi.yaml, WorkerTask), but for the fields api.md names that
+// only GET fills: a task polled after its submission applied, and one
+// handed to a poll that waited as it was submitted (leased in the
+// submission's own entry).
+func TestWorkerTaskAsGet(t *testing.T) {
+	p, c := startPeerWith(t, Config{})
+	check := func(wt api.WorkerTask) {
+		t.Helper()
+		got, err := c.GetTask(t.Context(), wt.ID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		same := func(a, b *time.Time) bool { return a != nil && b != nil && a.Equal(*b) }
+		if wt.CreatedAt == nil || !same(wt.CreatedAt, got.CreatedAt) {
+			t.Errorf("task %s: polled created_at %v, GET's %v", wt.ID, wt.CreatedAt, got.CreatedAt)
+		}
+		g := got
+		g.CreatedAt, g.StartedAt = nil, nil
+		w := wt.Task
+		w.CreatedAt, w.StartedAt = nil, nil
+		w.Priority, w.Retries, w.Error, w.Deps, w.Stage, w.Item = g.Priority, g.Retries, g.Error, g.Deps, g.Stage, g.Item
+		wj, _ := json.Marshal(w)
+		gj, _ := json.Marshal(g)
+		if string(wj) != string(gj) {
+			t.Errorf("task %s: polled %s\nGET      %s", wt.ID, wj, gj)
+		}
+	}
+	res := submitRetrying(t, c, `{"mode":"dag","tasks":[{"name":"resize-a","handler":"resize","payload":1,"priority":3,"pin":"`+p.ID()+`"}]}`)
+	tasks := poll(t, c, "w1", `"resize"`, 1, "10s")
+	if len(tasks) != 1 || tasks[0].ID != res.Tasks["resize-a"] {
+		t.Fatalf("poll = %+v; want %s", tasks, res.Tasks["resize-a"])
+	}
+	check(tasks[0])
+
+	got := make(chan []api.WorkerTask, 1)
+	go func() { got <- poll(t, c, "w2", `"thumb"`, 1, "2m") }()
+	waitUntil(t, func() bool {
+		status, data := wcall(t, c, "GET", "/v1/workers", "")
+		return status == 200 && strings.Contains(string(data), `"polling":true`)
+	})
+	id := submitTask(t, c, `{"handler": "thumb", "payload": 1}`)
+	select {
+	case tasks := <-got:
+		if len(tasks) != 1 || tasks[0].ID != id {
+			t.Fatalf("poll = %+v; want %s", tasks, id)
+		}
+		check(tasks[0])
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiting poll got nothing")
+	}
+}

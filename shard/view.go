@@ -196,6 +196,16 @@ func (s *Shard) Payload(id TaskID) []byte {
 	return t.payload
 }
 
+// Created returns when task id's group was created (the task's
+// CreatedAt); the zero time for an unknown task.
+func (s *Shard) Created(id TaskID) time.Time {
+	t, err := s.lookup(id)
+	if err != nil {
+		return time.Time{}
+	}
+	return t.g.created
+}
+
 // Trace returns the trace of task id's group (GroupSpec.Trace), "" when
 // the task is unknown.
 func (s *Shard) Trace(id TaskID) string {

@@ -64,7 +64,9 @@ type pollBody struct {
 
 // WorkerTask is a task handed to a worker: the task as GET /v1/tasks/{id}
 // shows it (RUNNING, its round), with what the handler needs and the
-// lease to report on.
+// lease to report on; but Priority, Retries, Error, Deps, Stage and Item
+// are left out (only the owner holds them), and StartedAt is when the
+// worker got it.
 type WorkerTask struct {
 	Task
 	Payload json.RawMessage            `json:"payload"`
