@@ -131,24 +131,7 @@ func TestWorkerReleaseOlderPeer(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			f := newFakePeer(3)
 			f.noRelease, f.noBatch = true, noBatch
-			started := make(chan string, 3)
-			release := make(chan struct{})
-			w := &Worker{Client: f.client(), Concurrency: 1, Prefetch: 2, Handlers: map[string]HandlerFunc{
-				"block": func(_ context.Context, task Task) (json.RawMessage, error) {
-					started <- task.ID
-					<-release
-					return json.RawMessage(`"ran"`), nil
-				}}}
-			f.add("block", "1", "2", "3")
-			cancel, wait := runWorker(t, w)
-			first := <-started
-			synctest.Wait()
-			cancel()
-			synctest.Wait()
-			close(release)
-			if err := wait(); err != nil {
-				t.Fatal(err)
-			}
+			first := stopWhileOneRuns(t, f, nil)
 			for i := range 3 {
 				if id := fmt.Sprintf("g.%d", i); id == first {
 					continue

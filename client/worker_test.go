@@ -223,36 +223,50 @@ func TestWorkerValidate(t *testing.T) {
 	}
 }
 
+// stopWhileOneRuns runs a worker of Concurrency 1 and Prefetch 2 over
+// three tasks of f, stops it while the first runs (check, when set, looks
+// at the worker then: started holds the handlers started since the
+// first), lets that one finish, and returns its id.
+func stopWhileOneRuns(t *testing.T, f *fakePeer, check func(started chan string)) string {
+	t.Helper()
+	started := make(chan string, 3)
+	release := make(chan struct{})
+	w := &Worker{Client: f.client(), Concurrency: 1, Prefetch: 2, Handlers: map[string]HandlerFunc{
+		"block": func(_ context.Context, task Task) (json.RawMessage, error) {
+			started <- task.ID
+			<-release
+			return json.RawMessage(`"ran"`), nil
+		}}}
+	f.add("block", "1", "2", "3")
+	cancel, wait := runWorker(t, w)
+	first := <-started
+	synctest.Wait()
+	if check != nil {
+		check(started)
+	}
+	cancel()
+	synctest.Wait()
+	close(release)
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	return first
+}
+
 // With Prefetch, a poll asks for Concurrency+Prefetch tasks; only
 // Concurrency handlers run at once, and the tasks still waiting when the
-// worker stops are handed back (retryable), not run.
+// worker stops are released (handed back, no attempt spent), not run.
 func TestWorkerPrefetch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakePeer(3)
-		started := make(chan string, 3)
-		release := make(chan struct{})
-		w := &Worker{Client: f.client(), Concurrency: 1, Prefetch: 2, Handlers: map[string]HandlerFunc{
-			"block": func(_ context.Context, task Task) (json.RawMessage, error) {
-				started <- task.ID
-				<-release
-				return json.RawMessage(`"ran"`), nil
-			}}}
-		f.add("block", "1", "2", "3")
-		cancel, wait := runWorker(t, w)
-		first := <-started
-		synctest.Wait()
-		if len(started) != 0 {
-			t.Fatalf("%d more handlers started; want Concurrency 1", len(started))
-		}
-		if len(f.polls) == 0 || f.polls[0].Max != 3 {
-			t.Fatalf("polls %+v; want the first for max 3", f.polls)
-		}
-		cancel()
-		synctest.Wait()
-		close(release)
-		if err := wait(); err != nil {
-			t.Fatal(err)
-		}
+		first := stopWhileOneRuns(t, f, func(started chan string) {
+			if len(started) != 0 {
+				t.Fatalf("%d more handlers started; want Concurrency 1", len(started))
+			}
+			if len(f.polls) == 0 || f.polls[0].Max != 3 {
+				t.Fatalf("polls %+v; want the first for max 3", f.polls)
+			}
+		})
 		for i := range 3 {
 			id := fmt.Sprintf("g.%d", i)
 			got := f.outcome(i)

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/api"
 )
 
@@ -24,11 +23,7 @@ func TestMeshUnwantedRunGoesBack(t *testing.T) {
 	}
 	p1 := startMeshPeerConfig(t, cfg(nil))
 	p2 := startMeshPeerConfig(t, cfg([]string{p1.p.tr.Addrs()[0]}))
-	waitFor(t, "p2 to lead some partitions", 30*time.Second, func() bool {
-		var leading int
-		_ = p2.p.read(t.Context(), func(n *node.Node) error { leading = len(n.Leading()); return nil })
-		return leading > 0
-	})
+	waitLeading(t, p2)
 	// Worker A polls p1 once, finds nothing, and polls no more.
 	if tasks := poll(t, p1.c, "a", `"thumb"`, 1, "0s"); len(tasks) != 0 {
 		t.Fatalf("A's first poll = %+v; want nothing", tasks)

@@ -53,16 +53,7 @@ func TestMeshWaitFollowsAMovedTask(t *testing.T) {
 	time.Sleep(wait / 3) // the scenario's time, not a synchronisation
 	join := []string{p1.p.tr.Addrs()[0]}
 	peers := []*meshPeer{p1, start(join), start(join), start(join), start(join)}
-	waitFor(t, "every peer leading some partitions", 40*time.Second, func() bool {
-		for _, mp := range peers {
-			var st node.Stats
-			_ = mp.p.read(t.Context(), func(n *node.Node) error { st = n.Stats(); return nil })
-			if st.Leading == 0 {
-				return false
-			}
-		}
-		return true
-	})
+	waitLeading(t, peers...)
 	var moved []int
 	_ = p1.p.read(t.Context(), func(nd *node.Node) error {
 		for i, g := range ids {
