@@ -66,10 +66,11 @@ func (b *bulk) run(ctx context.Context, g *Globals, a *bulkAction) error {
 	}
 	b.filter.states = nil
 	for _, s := range b.states {
-		for _, st := range strings.Split(s, ",") {
-			st = strings.ToUpper(strings.TrimSpace(st))
+		for _, sent := range strings.Split(s, ",") {
+			sent = strings.TrimSpace(sent)
+			st := strings.ToUpper(sent)
 			if !slices.Contains(a.states, st) {
-				return usagef("--state %q: want %s", st, strings.Join(a.states, ", "))
+				return usagef("--state %q: want %s", sent, strings.Join(a.states, ", "))
 			}
 			b.filter.states = append(b.filter.states, st)
 		}

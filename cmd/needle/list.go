@@ -78,7 +78,7 @@ func (c *ListCommand) Usage() string {
 func (c *ListCommand) query() url.Values {
 	q := url.Values{}
 	for _, s := range c.states {
-		q.Add("state", strings.ToUpper(s))
+		q.Add("state", s) // the API matches any case, and echoes a bad one as sent
 	}
 	for k, v := range map[string]string{"handler": c.handler, "mode": c.mode, "peer": c.peer,
 		"label": c.label, "schedule": c.schedule, "q": c.q, "cursor": c.cursor} {

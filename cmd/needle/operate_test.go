@@ -139,7 +139,7 @@ func TestRetryBulk(t *testing.T) {
 		t.Errorf("retried %v; want g.0, g.1, g.3, g.4", got)
 	}
 
-	runCLI(t, srv.URL, "", "retry", "--state", "ready").check(t, 2, "", `--state "READY": want FAILED, CANCELED`)
+	runCLI(t, srv.URL, "", "retry", "--state", "ready").check(t, 2, "", `--state "ready": want FAILED, CANCELED`)
 	runCLI(t, srv.URL, "", "retry", "g.1", "--handler", "echo").check(t, 2, "", "an id or filters, not both")
 	runCLI(t, srv.URL, "", "retry", "--handler", "echo", "--max", "0").check(t, 2, "", "--max")
 	runCLI(t, srv.URL, "", "retry").check(t, 2, "", "want exactly one task or group id, or filters")
@@ -173,7 +173,19 @@ func TestCancelBulk(t *testing.T) {
 	if len(canceled) != 5 {
 		t.Errorf("canceled %v; want 5 tasks", canceled)
 	}
-	runCLI(t, srv.URL, "", "cancel", "--state", "failed").check(t, 2, "", `--state "FAILED": want PENDING, READY, RUNNING, WAITING`)
+	runCLI(t, srv.URL, "", "cancel", "--state", "failed").check(t, 2, "", `--state "failed": want PENDING, READY, RUNNING, WAITING`)
 	runCLI(t, srv.URL, "", "cancel", "g.1", "--handler", "ech0").check(t, 2, "", "an id or filters, not both")
 	runCLI(t, srv.URL, "", "cancel", "--json").check(t, 2, "", "want exactly one task or group id, or filters")
+}
+
+// A bad --state is echoed as typed, by the API (list) and by the bulk
+// commands' own check (both upper-cased it: `unknown state "BOGUS"`).
+func TestBadStateEchoedAsTyped(t *testing.T) {
+	o := &opsBackend{fakeBackend: &fakeBackend{}}
+	srv := httptest.NewServer(api.NewHandler(o, api.HandlerOptions{}))
+	t.Cleanup(srv.Close)
+	runCLI(t, srv.URL, "", "list", "--state", "bogus").check(t, 1, "", `unknown state "bogus"`)
+	runCLI(t, srv.URL, "", "list", "--groups", "--state", "bogus").check(t, 1, "", `unknown group state "bogus"`)
+	runCLI(t, srv.URL, "", "list", "--state", "failed").check(t, 0, "g.4", "")
+	runCLI(t, srv.URL, "", "retry", "--handler", "echo", "--state", "bogus").check(t, 2, "", `--state "bogus"`)
 }

@@ -120,19 +120,21 @@ func mapKeys(q url.Values) func(func(string) bool) {
 
 func parseStates(vals []string, groups bool, f *shard.Filter) error {
 	for _, v := range vals {
-		for _, name := range strings.Split(v, ",") {
-			name = strings.ToUpper(strings.TrimSpace(name))
+		for _, sent := range strings.Split(v, ",") {
+			// Matched in any case; an error echoes what was sent.
+			sent = strings.TrimSpace(sent)
+			name := strings.ToUpper(sent)
 			if groups {
 				gs, ok := parseGroupState(name)
 				if !ok {
-					return fieldErr("state", "unknown group state %q (want RUNNING, SUCCEEDED, FAILED, CANCELED)", name)
+					return fieldErr("state", "unknown group state %q (want RUNNING, SUCCEEDED, FAILED, CANCELED)", sent)
 				}
 				f.GroupStates = append(f.GroupStates, gs)
 				continue
 			}
 			st, ok := shard.ParseState(name)
 			if !ok {
-				return fieldErr("state", "unknown state %q (want PENDING, READY, RUNNING, WAITING, SUCCEEDED, FAILED, CANCELED)", name)
+				return fieldErr("state", "unknown state %q (want PENDING, READY, RUNNING, WAITING, SUCCEEDED, FAILED, CANCELED)", sent)
 			}
 			f.States = append(f.States, st)
 		}

@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,4 +81,19 @@ func FuzzListQuery(f *testing.F) {
 			}
 		}
 	})
+}
+
+// An unknown state is echoed as sent, not upper-cased (`bogus` answered
+// `unknown state "BOGUS"`); a known one matches in any case.
+func TestListStateEchoedAsSent(t *testing.T) {
+	for _, groups := range []bool{false, true} {
+		_, err := ParseListQuery(url.Values{"state": {"failed, bogus"}}, groups)
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != "state" || !strings.Contains(fe.Message, `"bogus"`) {
+			t.Errorf("groups=%v: state=failed,bogus: %v; want a 400 naming state and echoing \"bogus\"", groups, err)
+		}
+	}
+	if lq, err := ParseListQuery(url.Values{"state": {"Failed"}}, false); err != nil || len(lq.Filter.States) != 1 || lq.Filter.States[0] != shard.Failed {
+		t.Errorf("state=Failed: %+v, %v; want FAILED", lq.Filter.States, err)
+	}
 }
