@@ -114,9 +114,7 @@ func (s *server) followLogs(w http.ResponseWriter, r *http.Request, l LogReader,
 	for {
 		if page.Attempt != cur {
 			cur, next = page.Attempt, 1
-			head := page
-			head.Lines = nil
-			sse(w, "attempt", head)
+			sse(w, "attempt", attemptHead{TaskLogs: page})
 		}
 		for _, ln := range page.Lines {
 			if ln.Seq >= next {
@@ -145,6 +143,14 @@ func (s *server) followLogs(w http.ResponseWriter, r *http.Request, l LogReader,
 			}
 		}
 	}
+}
+
+// attemptHead is the data of a follow's "attempt" event: the run's
+// TaskLogs without lines (the field is left out, not null; the lines come
+// as "line" events).
+type attemptHead struct {
+	TaskLogs
+	Lines []LogLine `json:"lines,omitempty"` // always nil: hides TaskLogs.Lines
 }
 
 func flush(fl http.Flusher) {
