@@ -402,6 +402,28 @@ func TestWaitGroupDoneAtOnce(t *testing.T) {
 	if strings.Contains(r.stderr, "eta") {
 		t.Errorf("a finished group's progress estimates the time left:\n%s", r.stderr)
 	}
+	// Nor a rate: no task was seen finishing (it printed "2/2 done,
+	// 1450.3 tasks/s", the done tasks over the first poll's milliseconds).
+	if strings.Contains(r.stderr, "tasks/s") {
+		t.Errorf("a finished group's progress has a rate:\n%s", r.stderr)
+	}
+	var out, errOut bytes.Buffer
+	g := &Globals{Addr: addr, Stdout: &out, Stderr: &errOut, StderrTTY: true}
+	if code := run(t.Context(), g, []string{"wait", "g1"}); code != 0 || strings.Contains(errOut.String(), "tasks/s") {
+		t.Errorf("exit %d, bar %q; want 0 and no rate", code, errOut.String())
+	}
+}
+
+// The rate counts the tasks seen finishing during the wait, not those
+// done before it.
+func TestWaitGroupRateCountsOnlySeen(t *testing.T) {
+	var b bytes.Buffer
+	p := &lineProgress{id: "g1", w: &b, t0: time.Now().Add(-2 * time.Second)}
+	p.update(90, 100) // done before the wait
+	p.update(94, 100) // 4 more over 2 s
+	if !strings.Contains(b.String(), "g1: 90/100 done, elapsed 2s, eta ?\n") || !strings.Contains(b.String(), "g1: 94/100 done, 2.0 tasks/s, elapsed 2s, eta 3s\n") {
+		t.Errorf("progress lines:\n%s", b.String())
+	}
 }
 
 // No command's help prints the API token it would send (it was every

@@ -241,16 +241,20 @@ type barProgress struct {
 
 func (p *barProgress) update(done, total int) {
 	if p.bar == nil {
-		p.bar = progressbar.NewOptions(total,
+		opts := []progressbar.Option{
 			progressbar.OptionSetWriter(p.w),
 			progressbar.OptionSetDescription(p.id),
 			progressbar.OptionShowCount(),
-			progressbar.OptionShowIts(),
-			progressbar.OptionSetItsString("tasks"),
-			progressbar.OptionSetPredictTime(true),
 			progressbar.OptionSetElapsedTime(true),
 			progressbar.OptionSetWidth(30),
-			progressbar.OptionThrottle(100*time.Millisecond))
+			progressbar.OptionThrottle(100 * time.Millisecond),
+			progressbar.OptionSetPredictTime(done < total)}
+		if done < total {
+			// A rate and an estimate only for work seen finishing: a group
+			// done at the first look has neither.
+			opts = append(opts, progressbar.OptionShowIts(), progressbar.OptionSetItsString("tasks"))
+		}
+		p.bar = progressbar.NewOptions(total, opts...)
 	}
 	if total != p.bar.GetMax() {
 		p.bar.ChangeMax(total)
@@ -274,17 +278,33 @@ type lineProgress struct {
 	every       time.Duration
 	t0, last    time.Time
 	done, total int
+	seen        bool // done0 is set
+	done0       int  // the tasks done at the first look, not counted in the rate
 }
+
+// minRateWindow is the least time a rate is measured over: a rate over
+// less (or over no task seen finishing) is noise, and is not printed.
+const minRateWindow = 250 * time.Millisecond
 
 func (p *lineProgress) update(done, total int) {
 	p.done, p.total = done, total
+	if !p.seen {
+		p.seen, p.done0 = true, done
+	}
 	now := time.Now()
 	if now.Sub(p.last) < p.every {
 		return
 	}
 	p.last = now
 	el := now.Sub(p.t0)
-	rate := float64(done) / max(el.Seconds(), 1e-3)
+	// The rate counts only the tasks seen finishing during the wait: a
+	// group already done at the first look has none (it printed "4/4
+	// done, 2784.9 tasks/s", the done tasks over a few milliseconds).
+	rate, rateText := 0.0, ""
+	if done > p.done0 && el >= minRateWindow {
+		rate = float64(done-p.done0) / el.Seconds()
+		rateText = fmt.Sprintf(", %.1f tasks/s", rate)
+	}
 	eta := ", eta ?"
 	switch {
 	case done >= total:
@@ -292,7 +312,7 @@ func (p *lineProgress) update(done, total int) {
 	case rate > 0:
 		eta = ", eta " + (time.Duration(float64(total-done)/rate*1e9) * time.Nanosecond).Round(time.Second).String()
 	}
-	fmt.Fprintf(p.w, "%s: %d/%d done, %.1f tasks/s, elapsed %s%s\n", p.id, done, total, rate, el.Round(time.Second), eta)
+	fmt.Fprintf(p.w, "%s: %d/%d done%s, elapsed %s%s\n", p.id, done, total, rateText, el.Round(time.Second), eta)
 }
 
 func (p *lineProgress) finish()          {}
