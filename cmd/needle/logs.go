@@ -16,6 +16,9 @@ type LogsCommand struct {
 	follow  bool
 	attempt int
 	asJSON  bool
+	ctx     context.Context // Run's, for onEvent's look at the task
+	id      string
+	ran     bool // a follow saw an attempt
 }
 
 func (c *LogsCommand) flags() *flag.FlagSet {
@@ -45,6 +48,7 @@ func (c *LogsCommand) Run(ctx context.Context, args []string) error {
 	if c.attempt < 0 {
 		return usagef("--attempt wants a positive number")
 	}
+	c.ctx, c.id = ctx, pos[0]
 	if c.follow {
 		return c.client().FollowLogs(ctx, pos[0], c.attempt, c.onEvent)
 	}
@@ -64,6 +68,8 @@ func (c *LogsCommand) Run(ctx context.Context, args []string) error {
 
 func (c *LogsCommand) printHead(l *api.TaskLogs) {
 	switch {
+	case l.Attempt == 0 && l.Terminal:
+		c.printNoRun()
 	case l.Attempt == 0:
 		fmt.Fprintf(c.Stderr, "%s has not run yet\n", l.Task)
 	case l.Unavailable != "":
@@ -73,6 +79,21 @@ func (c *LogsCommand) printHead(l *api.TaskLogs) {
 	}
 	if l.DroppedBytes > 0 {
 		fmt.Fprintf(c.Stderr, "... %d bytes cut from the head (the peer keeps the last --max-log bytes)\n", l.DroppedBytes)
+	}
+}
+
+// printNoRun says why a terminal task has no log: it ended without a run
+// (it said "has not run yet" of a task canceled before it ran, which never
+// will).
+func (c *LogsCommand) printNoRun() {
+	t, err := c.client().GetTask(c.ctx, c.id, 0)
+	switch {
+	case err != nil:
+		fmt.Fprintf(c.Stderr, "%s ended without running\n", c.id)
+	case t.State == "CANCELED":
+		fmt.Fprintf(c.Stderr, "%s was canceled before it ran\n", c.id)
+	default:
+		fmt.Fprintf(c.Stderr, "%s is %s and never ran\n", c.id, t.State)
 	}
 }
 
@@ -87,7 +108,12 @@ func (c *LogsCommand) onEvent(event string, data []byte) error {
 		if err := json.Unmarshal(data, &l); err != nil {
 			return err
 		}
+		c.ran = true
 		c.printHead(&l)
+	case "end":
+		if !c.ran {
+			c.printNoRun()
+		}
 	case "line":
 		var ln api.LogLine
 		if err := json.Unmarshal(data, &ln); err != nil {

@@ -102,7 +102,8 @@ func logParams(r *http.Request) (attempt int, follow bool, err error) {
 // followLogs streams the log as Server-Sent Events: an "attempt" event
 // when a run starts (its TaskLogs without lines), a "line" event per
 // line, and "end" once the attempt is done and the task terminal (or, with
-// no attempt asked, once the latest run is done and the task terminal).
+// no attempt asked, once the latest run is done and the task terminal, or
+// at once for a terminal task that never ran).
 func (s *server) followLogs(w http.ResponseWriter, r *http.Request, l LogReader, id shard.TaskID, attempt int, page TaskLogs) {
 	fl, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -122,7 +123,9 @@ func (s *server) followLogs(w http.ResponseWriter, r *http.Request, l LogReader,
 				next = ln.Seq + 1
 			}
 		}
-		if page.Done && page.Terminal {
+		// A terminal task that never ran has no run to wait for (a task
+		// canceled before it ran was followed forever).
+		if page.Terminal && (page.Done || page.Attempt == 0) {
 			sse(w, "end", map[string]bool{"terminal": true})
 			flush(fl)
 			return
