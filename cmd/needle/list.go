@@ -4,7 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -39,9 +41,9 @@ func (c *ListCommand) flags() *flag.FlagSet {
 	fs.StringVar(&c.schedule, "schedule", "", "only groups fired by this schedule id")
 	fs.IntVar(&c.limit, "limit", 50, "items per page (1..1000)")
 	fs.StringVar(&c.cursor, "cursor", "", "resume after a previous page (its printed cursor)")
-	fs.BoolVar(&c.all, "all", false, "follow the cursors to the end")
+	fs.BoolVar(&c.all, "all", false, "follow the cursors to the end; print every page as one list")
 	fs.BoolVar(&c.groups, "groups", false, "list groups instead of tasks")
-	fs.BoolVar(&c.asJSON, "json", false, "print the API responses as JSON")
+	fs.BoolVar(&c.asJSON, "json", false, "print the API's answer as JSON (with --all, one document of every page's items)")
 	return fs
 }
 
@@ -72,7 +74,9 @@ func (c *ListCommand) checkTaskFlags() error {
 func (c *ListCommand) Usage() string {
 	return usageOf("usage: needle list [--state failed] [--handler H] [--since 1h] [--groups] [--all] [--json]\n\n"+
 		"Lists the tasks (or groups) of the whole mesh, newest first. A page that\n"+
-		"is not the last ends with the cursor of the next (--cursor).", c.flags())
+		"is not the last ends with the cursor of the next (--cursor). With --all,\n"+
+		"every page is read first and printed as one table, or with --json as one\n"+
+		"document of every item (the shape of one page's answer, without a cursor).", c.flags())
 }
 
 func (c *ListCommand) query() url.Values {
@@ -115,22 +119,46 @@ func (c *ListCommand) Run(ctx context.Context, args []string) error {
 	if err := c.checkTaskFlags(); err != nil {
 		return err
 	}
+	// Every page goes into one answer: one table under one header, or
+	// one JSON document of every item, with --all (it printed a header, or
+	// a document, per page).
+	out := &listOut{tasks: api.TaskList{Tasks: []api.Task{}}, groups: api.GroupList{Groups: []api.Group{}},
+		missing: map[int]bool{}, tw: tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)}
 	q := c.query()
+	var cursor string
 	for {
-		cursor, err := c.page(ctx, q)
-		if err != nil || cursor == "" {
-			return err
-		}
-		if !c.all {
-			fmt.Fprintf(c.Stderr, "more: needle list ... --cursor %s\n", cursor)
-			return nil
+		if cursor, err = c.page(ctx, q, out); err != nil || cursor == "" || !c.all {
+			break
 		}
 		q.Set("cursor", cursor)
 	}
+	if err == nil || !c.asJSON {
+		// The rows read before an error are printed, not a part of a
+		// JSON document.
+		if perr := c.print(out, cursor); err == nil {
+			err = perr
+		}
+	}
+	if n := len(out.missing); n > 0 {
+		fmt.Fprintf(c.Stderr, "needle: %d partitions did not answer (their work is missing): %v\n", n, slices.Sorted(maps.Keys(out.missing)))
+	}
+	if err == nil && cursor != "" {
+		fmt.Fprintf(c.Stderr, "more: needle list ... --cursor %s\n", cursor)
+	}
+	return err
 }
 
-// page prints one page and returns the next page's cursor.
-func (c *ListCommand) page(ctx context.Context, q url.Values) (string, error) {
+// listOut gathers the pages of a list.
+type listOut struct {
+	tasks   api.TaskList
+	groups  api.GroupList
+	missing map[int]bool // partitions that did not answer, of any page
+	tw      *tabwriter.Writer
+	header  bool // the table's header is written to tw
+}
+
+// page reads one page into out and returns the next page's cursor.
+func (c *ListCommand) page(ctx context.Context, q url.Values, out *listOut) (string, error) {
 	cl := c.client()
 	var cursor string
 	var missing []int
@@ -140,8 +168,15 @@ func (c *ListCommand) page(ctx context.Context, q url.Values) (string, error) {
 			return "", err
 		}
 		cursor, missing = l.Cursor, l.MissingPartitions
-		if err := c.printGroups(l); err != nil {
-			return "", err
+		out.groups.Groups = append(out.groups.Groups, l.Groups...)
+		if !c.asJSON {
+			if !out.header {
+				out.header = true
+				fmt.Fprintln(out.tw, "ID\tMODE\tSTATE\tTASKS\tCREATED\tCOUNTS")
+			}
+			for _, g := range l.Groups {
+				fmt.Fprintf(out.tw, "%s\t%s\t%s\t%d\t%s\t%s\n", g.ID, g.Mode, g.State, g.Total, fmtTime(g.CreatedAt), countsText(g.Counts))
+			}
 		}
 	} else {
 		l, err := cl.ListTasks(ctx, q)
@@ -149,36 +184,35 @@ func (c *ListCommand) page(ctx context.Context, q url.Values) (string, error) {
 			return "", err
 		}
 		cursor, missing = l.Cursor, l.MissingPartitions
-		if err := c.printTasks(l); err != nil {
-			return "", err
+		out.tasks.Tasks = append(out.tasks.Tasks, l.Tasks...)
+		if !c.asJSON {
+			if !out.header {
+				out.header = true
+				fmt.Fprintln(out.tw, "ID\tSTATE\tHANDLER\tATTEMPT\tCREATED\tPEER\tERROR")
+			}
+			for _, t := range l.Tasks {
+				fmt.Fprintf(out.tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", t.ID, t.State, t.Handler, t.Attempt, fmtTime(t.CreatedAt), orDash(t.Peer), errorCell(&t))
+			}
 		}
 	}
-	if len(missing) > 0 {
-		fmt.Fprintf(c.Stderr, "needle: %d partitions did not answer (their work is missing): %v\n", len(missing), missing)
+	for _, p := range missing {
+		out.missing[p] = true
 	}
 	return cursor, nil
 }
 
-func (c *ListCommand) printTasks(l *api.TaskList) error {
-	if c.asJSON {
-		return printJSON(c.Stdout, l)
+// print writes the list: the table, or one JSON document of every item
+// read, with the partitions missing from any page and cursor, the next
+// page's ("" after the last page, and always with --all).
+func (c *ListCommand) print(out *listOut, cursor string) error {
+	if !c.asJSON {
+		return out.tw.Flush()
 	}
-	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tHANDLER\tATTEMPT\tCREATED\tPEER\tERROR")
-	for _, t := range l.Tasks {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", t.ID, t.State, t.Handler, t.Attempt, fmtTime(t.CreatedAt), orDash(t.Peer), errorCell(&t))
+	missing := slices.Sorted(maps.Keys(out.missing))
+	if c.groups {
+		out.groups.Cursor, out.groups.MissingPartitions = cursor, missing
+		return printJSON(c.Stdout, out.groups)
 	}
-	return tw.Flush()
-}
-
-func (c *ListCommand) printGroups(l *api.GroupList) error {
-	if c.asJSON {
-		return printJSON(c.Stdout, l)
-	}
-	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tMODE\tSTATE\tTASKS\tCREATED\tCOUNTS")
-	for _, g := range l.Groups {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", g.ID, g.Mode, g.State, g.Total, fmtTime(g.CreatedAt), countsText(g.Counts))
-	}
-	return tw.Flush()
+	out.tasks.Cursor, out.tasks.MissingPartitions = cursor, missing
+	return printJSON(c.Stdout, out.tasks)
 }

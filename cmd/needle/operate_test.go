@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -188,4 +189,31 @@ func TestBadStateEchoedAsTyped(t *testing.T) {
 	runCLI(t, srv.URL, "", "list", "--groups", "--state", "bogus").check(t, 1, "", `unknown group state "bogus"`)
 	runCLI(t, srv.URL, "", "list", "--state", "failed").check(t, 0, "g.4", "")
 	runCLI(t, srv.URL, "", "retry", "--handler", "echo", "--state", "bogus").check(t, 2, "", `--state "bogus"`)
+}
+
+// needle list --all prints one table under one header, and with --json
+// one document of every task, without a cursor (it printed a header, or a
+// document, per page: 6 headers for 290 tasks).
+func TestListAllIsOneAnswer(t *testing.T) {
+	o := &opsBackend{fakeBackend: &fakeBackend{}}
+	srv := httptest.NewServer(api.NewHandler(o, api.HandlerOptions{}))
+	t.Cleanup(srv.Close)
+	r := runCLI(t, srv.URL, "", "list", "--all", "--limit", "2")
+	if n := strings.Count(r.stdout, "ID  "); n != 1 || strings.Count(r.stdout, "\n") != 6 || r.code != 0 {
+		t.Errorf("list --all (3 pages of 5 tasks) = exit %d, %d headers; want one header and 5 rows:\n%s", r.code, n, r.stdout)
+	}
+	r = runCLI(t, srv.URL, "", "list", "--all", "--limit", "2", "--json")
+	var l api.TaskList
+	if err := json.Unmarshal([]byte(r.stdout), &l); err != nil || len(l.Tasks) != 5 || l.Cursor != "" || r.code != 0 {
+		t.Errorf("list --all --json = exit %d, %d tasks, cursor %q, %v; want one document of 5 tasks, no cursor:\n%s", r.code, len(l.Tasks), l.Cursor, err, r.stdout)
+	}
+	r = runCLI(t, srv.URL, "", "list", "--limit", "2", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &l); err != nil || len(l.Tasks) != 2 || l.Cursor == "" {
+		t.Errorf("list --json (a page) = %d tasks, cursor %q, %v; want 2 and the next page's cursor", len(l.Tasks), l.Cursor, err)
+	}
+	r = runCLI(t, srv.URL, "", "list", "--groups", "--all", "--json")
+	var gl api.GroupList
+	if err := json.Unmarshal([]byte(r.stdout), &gl); err != nil || gl.Groups == nil {
+		t.Errorf("list --groups --all --json = %q, %v; want a document with an empty groups list", r.stdout, err)
+	}
 }
