@@ -111,6 +111,9 @@ type Reply struct {
 	Req    uint64
 	Err    error
 	Submit SubmitResult
+	// Repeat: a Retry whose idempotency key the group had seen; it did
+	// nothing.
+	Repeat bool
 }
 
 // SubmitResult is the answer to a submission.

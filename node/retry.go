@@ -93,7 +93,8 @@ func (n *Node) Retry(req uint64, g shard.GroupID, task shard.TaskID, by, key str
 	}
 	evs, err := p.shard.Retry(n.now, g, task, by, key)
 	if err != nil || len(evs) == 0 {
-		n.reply(Reply{Req: req, Err: err})
+		// No events and no error: the key was seen, a repeat.
+		n.reply(Reply{Req: req, Err: err, Repeat: err == nil})
 		return
 	}
 	n.proposeRequest(p, req, reqCancel, evs)

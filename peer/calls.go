@@ -22,7 +22,7 @@ var callServers = map[string]callServer{
 	opGroupBin:       serveGroupBin,
 	opEvents:         serveAs[eventsReq, eventsAns],
 	opCancel:         serveAs[cancelReq, rpcError],
-	opRetry:          serveAs[retryReq, rpcError],
+	opRetry:          serveAs[retryReq, retryAns],
 	opLogs:           serveAs[logsReq, logsAns],
 	opList:           serveAs[listReq, listAns],
 	opStats:          serveAs[statsReq, statsAns],
@@ -167,9 +167,17 @@ type retryReq struct {
 	Key   string        `json:"key,omitempty"` // idempotency key
 }
 
+// retryAns says whether the retry was a repeat of its key (a peer of an
+// older release answers without it: not a repeat).
+type retryAns struct {
+	rpcError
+	Repeat bool `json:"repeat,omitempty"`
+}
+
 func (*retryReq) op() string { return opRetry }
-func (r *retryReq) serve(ctx context.Context, p *Peer) (rpcError, error) {
-	return rpcError{}, local{p}.retry(ctx, r.Group, r.Task, r.By, r.Key)
+func (r *retryReq) serve(ctx context.Context, p *Peer) (retryAns, error) {
+	repeat, err := local{p}.retry(ctx, r.Group, r.Task, r.By, r.Key)
+	return retryAns{Repeat: repeat}, err
 }
 
 // logsReq reads the log of a run of this peer.

@@ -86,6 +86,12 @@ func testListAcrossMesh(t *testing.T) {
 			t.Fatalf("group after retry = %+v, %v; want FAILED again with a new attempt", g, err)
 		}
 	}
+	for i, mp := range peers { // a keyed retry through every peer: a repeat after the first
+		tk, err := mp.c.RetryTask(ctx, failed[0], "k1")
+		if err != nil || tk.Repeat != (i > 0) {
+			t.Fatalf("p%d: retry %s with key k1 = %+v, %v; want repeat %v", i, failed[0], tk, err, i > 0)
+		}
+	}
 }
 
 func assertListRefused(t *testing.T, c *api.Client) {

@@ -78,6 +78,7 @@ var examples = []example{
 	{Route: "GET /v1/groups/{id}", Method: "GET", Path: "/v1/groups/{pipeline}?wait=10s&tasks=false", Status: 200},
 	{Route: "POST /v1/groups/{id}/cancel", Method: "POST", Path: "/v1/groups/{group}/cancel", Status: 200},
 	{Route: "POST /v1/tasks/{id}/retry", Method: "POST", Path: "/v1/tasks/{delayed}/retry", Status: 200, Body: `{"key":"again-1"}`},
+	{Route: "POST /v1/tasks/{id}/retry", Method: "POST", Path: "/v1/tasks/{delayed}/retry", Status: 200, Body: `{"key":"again-1"}`}, // a repeat
 	{Route: "POST /v1/tasks/{id}/retry", Method: "POST", Path: "/v1/tasks/{task}/retry", Status: 409},
 	{Route: "GET /v1/tasks/{id}/logs", Method: "GET", Path: "/v1/tasks/{task}/logs?attempt=1", Status: 200},
 	{Route: "GET /v1/tasks/{id}/logs", Method: "GET", Path: "/v1/tasks/{task}/logs?follow=true", Status: 200},

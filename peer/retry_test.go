@@ -41,8 +41,8 @@ func TestRetryRealPeer(t *testing.T) {
 	a, b := res.Tasks["a"], res.Tasks["b"]
 	assertAPIError(t, "retry of b (its dependency failed)", func() error { _, err := c.RetryTask(ctx, b, ""); return err }, http.StatusConflict, "")
 	broken.Store(false)
-	if _, err := c.RetryTask(ctx, a, "fix-1"); err != nil {
-		t.Fatal(err)
+	if tk, err := c.RetryTask(ctx, a, "fix-1"); err != nil || tk.Repeat {
+		t.Fatalf("first retry with key fix-1 = %+v, %v; want done, not a repeat", tk, err)
 	}
 	g, err = c.GetGroup(ctx, res.Group, 10*time.Second)
 	if err != nil || g.State != "SUCCEEDED" || g.Tasks[0].Attempt != 2 {
@@ -52,8 +52,8 @@ func TestRetryRealPeer(t *testing.T) {
 	if g.Tasks[0].Retries != 1 || g.Tasks[1].Retries != 1 {
 		t.Fatalf("retries after one retry: a %d, b %d; want 1 each", g.Tasks[0].Retries, g.Tasks[1].Retries)
 	}
-	if tk, err := c.RetryTask(ctx, a, "fix-1"); err != nil || tk.State != "SUCCEEDED" {
-		t.Fatalf("repeated key = %+v, %v; want the current state, nothing done", tk, err)
+	if tk, err := c.RetryTask(ctx, a, "fix-1"); err != nil || tk.State != "SUCCEEDED" || !tk.Repeat {
+		t.Fatalf("repeated key = %+v, %v; want the current state, nothing done, and repeat", tk, err)
 	}
 	assertAPIError(t, "retry of a SUCCEEDED task", func() error { _, err := c.RetryTask(ctx, a, ""); return err }, http.StatusConflict, "SUCCEEDED")
 	assertAPIError(t, "retry of a SUCCEEDED group", func() error { _, err := c.RetryGroup(ctx, res.Group, ""); return err }, http.StatusConflict, "SUCCEEDED")

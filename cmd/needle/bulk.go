@@ -29,11 +29,13 @@ const bulkConcurrency = 8
 
 // bulkAction is what the bulk form does to each task: cmd and verb name
 // it, states are those it may act on (defaults: those it acts on
-// without --state), do acts on one task and returns its line of output.
+// without --state), do acts on one task and returns its line of output
+// and whether it was a repeat (a keyed retry done before: nothing done).
 type bulkAction struct {
 	cmd, verb        string // "retry", "retried"
 	states, defaults []string
-	do               func(ctx context.Context, cl *api.Client, id string) (string, error)
+	do               func(ctx context.Context, cl *api.Client, id string) (line string, repeat bool, err error)
+	repeats          string // says what a repeat is: "already retried with this key"
 }
 
 func (b *bulk) addFlags(fs *flag.FlagSet, a *bulkAction) {
@@ -109,8 +111,9 @@ func (b *bulk) run(ctx context.Context, g *Globals, a *bulkAction) error {
 		return nil
 	}
 	type outcome struct {
-		line string
-		err  error
+		line   string
+		repeat bool
+		err    error
 	}
 	out := make([]outcome, len(ids))
 	sem := make(chan struct{}, cmp.Or(b.concurrency, bulkConcurrency))
@@ -119,15 +122,18 @@ func (b *bulk) run(ctx context.Context, g *Globals, a *bulkAction) error {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			out[i].line, out[i].err = a.do(ctx, cl, id)
+			out[i].line, out[i].repeat, out[i].err = a.do(ctx, cl, id)
 		})
 	}
 	wg.Wait()
-	var done, skipped, failed int
+	var done, repeats, skipped, failed int
 	var firstErr error
 	for i, o := range out {
 		var ae *api.Error
 		switch {
+		case o.err == nil && o.repeat:
+			repeats++
+			fmt.Fprintf(g.Stdout, "%s (%s)\n", o.line, a.repeats)
 		case o.err == nil:
 			done++
 			fmt.Fprintln(g.Stdout, o.line)
@@ -140,7 +146,13 @@ func (b *bulk) run(ctx context.Context, g *Globals, a *bulkAction) error {
 			fmt.Fprintf(g.Stderr, "needle: %s: %s: %v\n", a.cmd, ids[i], o.err)
 		}
 	}
-	fmt.Fprintf(g.Stderr, "%s %d of %d matching tasks (%d skipped, %d errors)\n", a.verb, done, len(ids), skipped, failed)
+	// A repeat is not counted as done: it did nothing (a keyed bulk retry
+	// run again said "retried 34 of 34" though nothing ran).
+	rep := ""
+	if repeats > 0 {
+		rep = fmt.Sprintf("%d %s, ", repeats, a.repeats)
+	}
+	fmt.Fprintf(g.Stderr, "%s %d of %d matching tasks (%s%d skipped, %d errors)\n", a.verb, done, len(ids), rep, skipped, failed)
 	if failed > 0 {
 		return &exitError{code: 1, err: fmt.Errorf("%d of the requests failed, the first: %w", failed, firstErr)}
 	}

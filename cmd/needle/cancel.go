@@ -28,12 +28,12 @@ func (c *CancelCommand) flags() *flag.FlagSet {
 var cancelAction = &bulkAction{cmd: "cancel", verb: "canceled",
 	states:   []string{"PENDING", "READY", "RUNNING", "WAITING"},
 	defaults: []string{"PENDING", "READY", "RUNNING", "WAITING"},
-	do: func(ctx context.Context, cl *api.Client, id string) (string, error) {
+	do: func(ctx context.Context, cl *api.Client, id string) (string, bool, error) {
 		t, err := cl.CancelTask(ctx, id)
 		if err != nil {
-			return "", err
+			return "", false, err
 		}
-		return fmt.Sprintf("%s %s", t.ID, t.State), nil
+		return fmt.Sprintf("%s %s", t.ID, t.State), false, nil
 	}}
 
 // Usage returns the help of cancel.

@@ -99,17 +99,18 @@ func (c *RetryCommand) flags() *flag.FlagSet {
 // action is the bulk form's: retry each task, keyed KEY:<task id>.
 func (c *RetryCommand) action() *bulkAction {
 	return &bulkAction{cmd: "retry", verb: "retried", states: []string{"FAILED", "CANCELED"}, defaults: []string{"FAILED"},
-		do: func(ctx context.Context, cl *api.Client, id string) (string, error) {
+		do: func(ctx context.Context, cl *api.Client, id string) (string, bool, error) {
 			key := ""
 			if c.key != "" {
 				key = c.key + ":" + id
 			}
 			t, err := cl.RetryTask(ctx, id, key)
 			if err != nil {
-				return "", err
+				return "", false, err
 			}
-			return fmt.Sprintf("%s %s attempt %d", t.ID, t.State, t.Attempt), nil
-		}}
+			return fmt.Sprintf("%s %s attempt %d", t.ID, t.State, t.Attempt), t.Repeat, nil
+		},
+		repeats: "already retried with this key"}
 }
 
 // Usage returns the help of retry.
@@ -148,7 +149,7 @@ func (c *RetryCommand) Run(ctx context.Context, args []string) error {
 		if c.asJSON {
 			return printJSON(c.Stdout, t)
 		}
-		_, err = fmt.Fprintf(c.Stdout, "%s %s attempt %d\n", t.ID, t.State, t.Attempt)
+		_, err = fmt.Fprintf(c.Stdout, "%s %s attempt %d%s\n", t.ID, t.State, t.Attempt, c.repeatNote(t.Repeat))
 		return err
 	}
 	g, err := cl.RetryGroup(ctx, pos[0], c.key)
@@ -158,8 +159,16 @@ func (c *RetryCommand) Run(ctx context.Context, args []string) error {
 	if c.asJSON {
 		return printJSON(c.Stdout, g)
 	}
-	_, err = fmt.Fprintf(c.Stdout, "%s %s %s\n", g.ID, g.State, countsText(g.Counts))
+	_, err = fmt.Fprintf(c.Stdout, "%s %s %s%s\n", g.ID, g.State, countsText(g.Counts), c.repeatNote(g.Repeat))
 	return err
+}
+
+// repeatNote marks the line of a retry its key made a repeat.
+func (c *RetryCommand) repeatNote(repeat bool) string {
+	if !repeat {
+		return ""
+	}
+	return fmt.Sprintf(" (already retried with key %q: nothing ran again)", c.key)
 }
 
 // AuditCommand prints the operator actions of the mesh.

@@ -21,8 +21,14 @@ type opsBackend struct {
 	filters  []shard.Filter
 	mu       sync.Mutex // RetryTask's: the bulk retry sends several at once
 	retried  []shard.TaskID
-	conflict shard.TaskID // RetryTask answers it 409, as a task retried meanwhile
+	keys     map[string]bool // RetryTask's keys: one seen again is a repeat
+	conflict shard.TaskID    // RetryTask answers it 409, as a task retried meanwhile
 }
+
+var (
+	_ api.Lister  = (*opsBackend)(nil)
+	_ api.Retrier = (*opsBackend)(nil)
+)
 
 func (o *opsBackend) ListTasks(_ context.Context, f *shard.Filter) (api.TaskPage, error) {
 	o.filters = append(o.filters, *f)
@@ -59,18 +65,27 @@ func (o *opsBackend) Stats(context.Context) (api.StatsPage, error) {
 		Waiting: map[string]string{"resize": `no live worker serves handler "resize"`}}, nil
 }
 
-func (o *opsBackend) RetryTask(_ context.Context, id shard.TaskID, _, _ string) (shard.TaskView, error) {
+func (o *opsBackend) RetryTask(_ context.Context, id shard.TaskID, _, key string) (shard.TaskView, bool, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if key != "" && o.keys[key] {
+		return taskIn(id, shard.Failed), true, nil
+	}
 	if id == o.conflict {
-		return shard.TaskView{}, api.NewError(api.CodeConflict, "", "task "+string(id)+" is READY")
+		return shard.TaskView{}, false, api.NewError(api.CodeConflict, "", "task "+string(id)+" is READY")
+	}
+	if key != "" {
+		if o.keys == nil {
+			o.keys = map[string]bool{}
+		}
+		o.keys[key] = true
 	}
 	o.retried = append(o.retried, id)
-	return taskIn(id, shard.Ready), nil
+	return taskIn(id, shard.Ready), false, nil
 }
 
-func (o *opsBackend) RetryGroup(context.Context, shard.GroupID, string, string) (shard.GroupView, error) {
-	return shard.GroupView{}, shard.ErrNotFound
+func (o *opsBackend) RetryGroup(context.Context, shard.GroupID, string, string) (shard.GroupView, bool, error) {
+	return shard.GroupView{}, false, shard.ErrNotFound
 }
 
 func TestListStatsRetry(t *testing.T) {
@@ -216,4 +231,20 @@ func TestListAllIsOneAnswer(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &gl); err != nil || gl.Groups == nil {
 		t.Errorf("list --groups --all --json = %q, %v; want a document with an empty groups list", r.stdout, err)
 	}
+}
+
+// A keyed bulk retry run again counts its repeats apart: nothing ran again
+// (it said "retried 4 of 5 matching tasks (1 skipped, 0 errors)" again).
+func TestRetryBulkRepeatedKey(t *testing.T) {
+	o := &opsBackend{fakeBackend: &fakeBackend{}, conflict: "g.2"}
+	srv := httptest.NewServer(api.NewHandler(o, api.HandlerOptions{}))
+	t.Cleanup(srv.Close)
+	runCLI(t, srv.URL, "", "retry", "--handler", "echo", "--key", "batch1").check(t, 0, "", "retried 4 of 5 matching tasks (1 skipped, 0 errors)")
+	r := runCLI(t, srv.URL, "", "retry", "--handler", "echo", "--key", "batch1")
+	r.check(t, 0, "g.4 FAILED attempt 3 (already retried with this key)\n", "retried 0 of 5 matching tasks (4 already retried with this key, 1 skipped, 0 errors)")
+	if len(o.retried) != 4 {
+		t.Errorf("retried %v; want the 4 of the first run only", o.retried)
+	}
+	runCLI(t, srv.URL, "", "retry", "g.4", "--key", "batch1:g.4").check(t, 0, `g.4 FAILED attempt 3 (already retried with key "batch1:g.4": nothing ran again)`, "")
+	runCLI(t, srv.URL, "", "retry", "g.4", "--key", "batch1:g.4", "--json").check(t, 0, `"repeat": true`, "")
 }

@@ -39,16 +39,16 @@ func query(q url.Values) string {
 }
 
 // RetryTask runs a FAILED or CANCELED task again; key ("" = none) makes
-// the request idempotent.
-func (c *Client) RetryTask(ctx context.Context, id, key string) (*Task, error) {
-	var out Task
+// the request idempotent (Repeat: the key was used before, nothing ran).
+func (c *Client) RetryTask(ctx context.Context, id, key string) (*RetriedTask, error) {
+	var out RetriedTask
 	_, err := c.do(ctx, http.MethodPost, "/v1/tasks/"+url.PathEscape(id)+"/retry", retryBody(key), &out)
 	return &out, err
 }
 
 // RetryGroup runs every FAILED and CANCELED task of a group again.
-func (c *Client) RetryGroup(ctx context.Context, id, key string) (*Group, error) {
-	var out Group
+func (c *Client) RetryGroup(ctx context.Context, id, key string) (*RetriedGroup, error) {
+	var out RetriedGroup
 	_, err := c.do(ctx, http.MethodPost, "/v1/groups/"+url.PathEscape(id)+"/retry", retryBody(key), &out)
 	return &out, err
 }

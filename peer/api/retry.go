@@ -12,10 +12,24 @@ import (
 // Retrier is what a Backend implements to run FAILED and CANCELED tasks
 // again (POST /v1/tasks/{id}/retry, POST /v1/groups/{id}/retry). A task or
 // group with nothing to retry is ErrConflict (409) naming its state; an
-// unknown id is shard.ErrNotFound.
+// unknown id is shard.ErrNotFound. repeat reports a key the group had
+// seen: the retry did nothing, and the view is the current state.
 type Retrier interface {
-	RetryTask(ctx context.Context, id shard.TaskID, by, key string) (shard.TaskView, error)
-	RetryGroup(ctx context.Context, id shard.GroupID, by, key string) (shard.GroupView, error)
+	RetryTask(ctx context.Context, id shard.TaskID, by, key string) (v shard.TaskView, repeat bool, err error)
+	RetryGroup(ctx context.Context, id shard.GroupID, by, key string) (v shard.GroupView, repeat bool, err error)
+}
+
+// RetriedTask is the answer to a task's retry: the task, and whether the
+// retry's key made it a repeat of an earlier one (nothing ran again).
+type RetriedTask struct {
+	Task
+	Repeat bool `json:"repeat,omitempty"`
+}
+
+// RetriedGroup is the answer to a group's retry (as RetriedTask).
+type RetriedGroup struct {
+	Group
+	Repeat bool `json:"repeat,omitempty"`
 }
 
 // RetryRequest is the optional body of a retry: a key makes it idempotent
@@ -64,12 +78,12 @@ func (s *server) retryTask(w http.ResponseWriter, r *http.Request, rt Retrier) {
 		s.fail(w, r, err)
 		return
 	}
-	v, err := rt.RetryTask(r.Context(), id, s.by(r), key)
+	v, repeat, err := rt.RetryTask(r.Context(), id, s.by(r), key)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, NewTask(v))
+	writeJSON(w, http.StatusOK, RetriedTask{NewTask(v), repeat})
 }
 
 func (s *server) retryGroup(w http.ResponseWriter, r *http.Request, rt Retrier) {
@@ -83,10 +97,10 @@ func (s *server) retryGroup(w http.ResponseWriter, r *http.Request, rt Retrier) 
 		s.fail(w, r, err)
 		return
 	}
-	v, err := rt.RetryGroup(r.Context(), id, s.by(r), key)
+	v, repeat, err := rt.RetryGroup(r.Context(), id, s.by(r), key)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, NewGroup(v, true))
+	writeJSON(w, http.StatusOK, RetriedGroup{NewGroup(v, true), repeat})
 }
