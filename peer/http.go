@@ -40,16 +40,18 @@ func (p *Peer) routes() *routeMux {
 	ui := dash.Handler()
 	mux.Handle("GET /{$}", ui)
 	mux.Handle("GET /dash/", ui)
-	mux.Handle("GET /v1/peers", p.requireToken(http.HandlerFunc(p.servePeers)))
-	mux.Handle("GET /v1/audit", p.requireToken(http.HandlerFunc(p.serveAudit)))
-	mux.Handle("POST /v1/drain", p.requireToken(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// The peer's own API routes refuse an unknown query parameter as
+	// api.NewHandler's do (400 naming it; ?foo=1 was ignored).
+	mux.Handle("GET /v1/peers", p.requireToken(api.OnlyParams("GET /v1/peers", http.HandlerFunc(p.servePeers))))
+	mux.Handle("GET /v1/audit", p.requireToken(api.OnlyParams("GET /v1/audit", http.HandlerFunc(p.serveAudit), "limit")))
+	mux.Handle("POST /v1/drain", p.requireToken(api.OnlyParams("POST /v1/drain", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.log.Warn("drain requested through the API", "by", r.RemoteAddr)
 		p.RequestDrain()
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusAccepted)
 		_, _ = w.Write([]byte(`{"draining":true}`))
-	})))
-	mux.Handle("POST /v1/peers/{id}/forget", p.requireToken(http.HandlerFunc(p.serveForget)))
+	}))))
+	mux.Handle("POST /v1/peers/{id}/forget", p.requireToken(api.OnlyParams("POST /v1/peers/{id}/forget", http.HandlerFunc(p.serveForget))))
 	debug := http.NewServeMux()
 	debug.HandleFunc("/debug/pprof/", pprof.Index)
 	debug.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -141,9 +141,14 @@ func NewHandler(b Backend, opts HandlerOptions) *Handler {
 	allow := map[string][]string{}
 	h := &Handler{}
 	for _, rt := range routes {
-		mux.HandleFunc(rt.method+" "+rt.pattern, rt.h)
+		pattern := rt.method + " " + rt.pattern
+		if rt.pattern == "/metrics" {
+			mux.HandleFunc(pattern, rt.h) // Prometheus's: its own parameters
+		} else {
+			mux.Handle(pattern, OnlyParams(pattern, rt.h, routeParams[pattern]...))
+		}
 		allow[rt.pattern] = append(allow[rt.pattern], rt.method)
-		h.patterns = append(h.patterns, rt.method+" "+rt.pattern)
+		h.patterns = append(h.patterns, pattern)
 	}
 	for pattern, methods := range allow {
 		mux.HandleFunc(pattern, MethodNotAllowed(methods))

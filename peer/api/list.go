@@ -40,13 +40,6 @@ type ListQuery struct {
 	digest [8]byte
 }
 
-// listParams are the query parameters each list accepts.
-var listParams = map[string]bool{
-	"state": true, "handler": true, "mode": true, "schedule": true, "peer": true, "label": true,
-	"created_after": true, "created_before": true, "finished_after": true, "finished_before": true,
-	"worker_deaths": true, "q": true, "limit": true, "cursor": true,
-}
-
 // ParseListQuery parses the query of a list request; groups selects the
 // group states (RUNNING SUCCEEDED FAILED CANCELED) for "state" instead of
 // the task states. Every error is a *FieldError naming the parameter.
@@ -57,7 +50,7 @@ func ParseListQuery(q url.Values, groups bool) (ListQuery, error) {
 		if k == "" {
 			return lq, fieldErr("query", "a parameter without a name")
 		}
-		if !listParams[k] {
+		if !slices.Contains(listParamNames, k) {
 			return lq, fieldErr(k, "unknown parameter (want one of state, handler, mode, schedule, peer, label, created_after, created_before, finished_after, finished_before, worker_deaths, q, limit, cursor)")
 		}
 		if k != "state" && len(q[k]) > 1 {

@@ -2,6 +2,9 @@ package api
 
 import (
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -95,5 +98,27 @@ func TestListStateEchoedAsSent(t *testing.T) {
 	}
 	if lq, err := ParseListQuery(url.Values{"state": {"Failed"}}, false); err != nil || len(lq.Filter.States) != 1 || lq.Filter.States[0] != shard.Failed {
 		t.Errorf("state=Failed: %+v, %v; want FAILED", lq.Filter.States, err)
+	}
+}
+
+// An unknown parameter names itself and what the route takes, on a route
+// whose handler reads no list (GET /v1/tasks/{id}?foo=1 answered 200).
+func TestUnknownParamOnTaskRoute(t *testing.T) {
+	srv := httptest.NewServer(NewHandler(&fakeBackend{}, HandlerOptions{}))
+	t.Cleanup(srv.Close)
+	for path, want := range map[string]string{
+		"/v1/tasks/g1.0?foo=1": `"message":"foo: unknown parameter (want wait)","field":"foo"`,
+		"/v1/groups/g1?foo=1":  `"message":"foo: unknown parameter (want wait, tasks)","field":"foo"`,
+		"/healthz?foo=1":       `"message":"foo: unknown parameter (GET /healthz takes none)","field":"foo"`,
+	} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(b), want) {
+			t.Errorf("GET %s = %d %s; want 400 with %s", path, resp.StatusCode, b, want)
+		}
 	}
 }
