@@ -63,7 +63,9 @@ func send(t *testing.T, method, url string) (int, struct{ Code, Message, Field s
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var body struct{ Error struct{ Code, Message, Field string } }
+	var body struct {
+		Error struct{ Code, Message, Field string }
+	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		b, _ := io.ReadAll(resp.Body)
 		_ = json.Unmarshal(b, &body)
