@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Worker chaos on real processes: P needled peers on loopback (the first
 founds the mesh, the others join it, --worker-ttl 2s), W external worker
-processes (clients/python, 2 tasks at a time, each named cw<j> and polling
-peer j mod P), two clients submitting (about half of what the workers run) keyed tasks of the worker handler
-through random peers, and the workers killed with SIGKILL at random every
-1-4 s and started again under the same name (another instance: the peer
-hands the dead one's tasks back at once) 0.3-2 s later. One task in
+processes (clients/python, 2 tasks at a time and 2 prefetched, each named
+cw<j> and polling peer j mod P), two clients submitting (about half of what
+the workers run) keyed tasks of the worker handler through random peers,
+and the workers stopped at random every 1-4 s, half with SIGKILL (another
+instance under the same name: the peer hands the dead one's tasks back at
+once) and half with SIGTERM (a graceful stop of 0.2 s: the worker releases
+the tasks it has not started or finished, which spends no attempt), and
+started again 0.3-2 s later. One task in
 --poison (default 30) makes the process that runs it exit at once, as a
 handler that crashes its worker does; such a process is started again
 too. With "peers", a random peer is also killed with SIGKILL every 10-20 s
@@ -44,11 +47,12 @@ def work(task):
         os._exit(7)  # the handler takes its process down
     time.sleep(task.payload.get("ms", 0) / 1000)
     return task.payload
-Worker({%r: work}, url=sys.argv[1], id=sys.argv[2], concurrency=2, poll_wait=5, heartbeat=0.5).run()
+Worker({%r: work}, url=sys.argv[1], id=sys.argv[2], concurrency=2, prefetch=2, poll_wait=5, heartbeat=0.5,
+       stop_grace=0.2).run()
 """ % (CLIENTS, HANDLER)
 
 peers, workers = {}, {}
-counts = {"worker kills": 0, "poison exits": 0, "peer kills": 0, "retried": 0}
+counts = {"worker kills": 0, "worker stops": 0, "poison exits": 0, "peer kills": 0, "retried": 0}
 lock = threading.Lock()
 down = set()
 stop = False      # the submitters and the chaos stop
@@ -150,9 +154,14 @@ def chaos():
     while time.time() < end:
         time.sleep(rnd.uniform(1, 4))
         j = rnd.randrange(W)
-        workers[j].send_signal(signal.SIGKILL)
-        with lock:
-            counts["worker kills"] += 1
+        if rnd.random() < 0.5:
+            workers[j].send_signal(signal.SIGKILL)
+            with lock:
+                counts["worker kills"] += 1
+        else:  # a graceful stop: it releases what it holds and has not finished
+            workers[j].send_signal(signal.SIGTERM)
+            with lock:
+                counts["worker stops"] += 1
         if KILL_PEERS and time.time() >= next_peer:
             next_peer = time.time() + rnd.uniform(10, 20)
             i = rnd.randrange(P)
