@@ -74,7 +74,9 @@ func (h *hub) sweep(ctx context.Context, now time.Time) {
 		// or none has asked for its handler for unwantedFor: the worker
 		// whose free slots drew it stopped polling (it went away, or
 		// polls another peer now), and a worker elsewhere may take it.
-		unwanted := !wanted[x.run.Handler] && x.run.Worker == "" && x.reserved == nil && now.Sub(x.at) >= unwantedFor
+		// Not a suspect: it waits for a worker to drain for it, and a
+		// draining worker asks for nothing.
+		unwanted := !wanted[x.run.Handler] && x.run.Worker == "" && !x.suspect && now.Sub(x.at) >= unwantedFor
 		if !served[x.run.Handler] && now.Sub(x.at) >= h.ttl || unwanted || expired {
 			back = append(back, x.run)
 			continue
