@@ -138,8 +138,16 @@ func TestWorkerLongPoll(t *testing.T) {
 	if tasks := poll(t, c, "w1", `"thumb"`, 1, "50ms"); len(tasks) != 0 {
 		t.Fatalf("poll of an empty peer = %+v; want none", tasks)
 	}
+	pollThenSubmit(t, c, "w1", 4)
+}
+
+// pollThenSubmit starts a long poll of worker for "thumb" (up to max
+// tasks), submits a task once the peer lists the poll as waiting, and
+// returns the task the poll got: the submitted one, or the test fails.
+func pollThenSubmit(t *testing.T, c *api.Client, worker string, max int) api.WorkerTask {
+	t.Helper()
 	got := make(chan []api.WorkerTask, 1)
-	go func() { got <- poll(t, c, "w1", `"thumb"`, 4, "2m") }()
+	go func() { got <- poll(t, c, worker, `"thumb"`, max, "2m") }()
 	waitUntil(t, func() bool {
 		status, data := wcall(t, c, "GET", "/v1/workers", "")
 		return status == 200 && strings.Contains(string(data), `"polling":true`)
@@ -150,9 +158,11 @@ func TestWorkerLongPoll(t *testing.T) {
 		if len(tasks) != 1 || tasks[0].ID != id {
 			t.Fatalf("poll = %+v; want %s", tasks, id)
 		}
+		return tasks[0]
 	case <-time.After(30 * time.Second):
 		t.Fatal("the waiting poll got nothing")
 	}
+	return api.WorkerTask{}
 }
 
 // waitUntil polls cond until it holds (or the test's deadline).
@@ -570,20 +580,5 @@ func TestWorkerTaskAsGet(t *testing.T) {
 	}
 	check(tasks[0])
 
-	got := make(chan []api.WorkerTask, 1)
-	go func() { got <- poll(t, c, "w2", `"thumb"`, 1, "2m") }()
-	waitUntil(t, func() bool {
-		status, data := wcall(t, c, "GET", "/v1/workers", "")
-		return status == 200 && strings.Contains(string(data), `"polling":true`)
-	})
-	id := submitTask(t, c, `{"handler": "thumb", "payload": 1}`)
-	select {
-	case tasks := <-got:
-		if len(tasks) != 1 || tasks[0].ID != id {
-			t.Fatalf("poll = %+v; want %s", tasks, id)
-		}
-		check(tasks[0])
-	case <-time.After(30 * time.Second):
-		t.Fatal("the waiting poll got nothing")
-	}
+	check(pollThenSubmit(t, c, "w2", 1))
 }
