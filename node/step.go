@@ -589,7 +589,6 @@ func (n *Node) stepOutcomes(from string, outs []OutcomeMsg) {
 		}
 		out := shard.Outcome{Task: o.Task, Round: o.Round, Holder: o.Holder, OK: o.OK,
 			Result: o.Result, Error: o.Error, Permanent: o.Permanent, TimedOut: o.TimedOut, Lost: o.Lost, Died: o.Died}
-		out.Bound() // another peer's, of whatever size its limits let through
 		if n.reportHeld(p, from, out) {
 			continue
 		}

@@ -68,6 +68,18 @@ func errCode(data []byte) string {
 	return eb.Error.Code
 }
 
+// leaseOne submits a task of handler and polls it as worker: its id and
+// lease.
+func leaseOne(t *testing.T, c *api.Client, worker, handler string) (id, lease string) {
+	t.Helper()
+	id = submitTask(t, c, `{"handler": "`+handler+`", "payload": 1}`)
+	tasks := poll(t, c, worker, `"`+handler+`"`, 1, "10s")
+	if len(tasks) != 1 || tasks[0].ID != id {
+		t.Fatalf("poll = %+v; want %s", tasks, id)
+	}
+	return id, tasks[0].Lease
+}
+
 func submitTask(t *testing.T, c *api.Client, body string) string {
 	t.Helper()
 	status, data := wcall(t, c, "POST", "/v1/tasks", body)
@@ -425,11 +437,10 @@ func TestWorkerHubWakesFromIdle(t *testing.T) {
 // peer exited after answering 200.
 func TestWorkerHugeErrorIsCut(t *testing.T) {
 	_, c := startPeerWith(t, Config{})
-	id := submitTask(t, c, `{"handler": "chatty", "payload": 1}`)
-	tasks := poll(t, c, "w", `"chatty"`, 1, "10s")
+	id, lease := leaseOne(t, c, "w", "chatty")
 	msg := "Traceback: " + strings.Repeat("é", 12<<20) + " ValueError: the end"
 	body, _ := json.Marshal(map[string]string{"error": msg})
-	if status, data := wcall(t, c, "POST", "/v1/leases/"+tasks[0].Lease+"/fail", string(body)); status != 200 {
+	if status, data := wcall(t, c, "POST", "/v1/leases/"+lease+"/fail", string(body)); status != 200 {
 		t.Fatalf("fail = %d %.200s", status, data)
 	}
 	got, err := c.GetTask(t.Context(), id, 10*time.Second)
@@ -454,12 +465,7 @@ func TestWorkerHugeErrorIsCut(t *testing.T) {
 // good, where a kill -9 of the worker would not have).
 func TestWorkerRelease(t *testing.T) {
 	p, c := startPeerWith(t, Config{})
-	id := submitTask(t, c, `{"handler": "resize", "payload": 1}`)
-	tasks := poll(t, c, "w1", `"resize"`, 1, "10s")
-	if len(tasks) != 1 {
-		t.Fatalf("poll = %+v", tasks)
-	}
-	l1 := tasks[0].Lease
+	id, l1 := leaseOne(t, c, "w1", "resize")
 	for range 2 { // the repeat of a release is a 200 too
 		if status, data := wcall(t, c, "POST", "/v1/leases/"+l1+"/release", `{"reason": "stopping"}`); status != 200 {
 			t.Fatalf("release = %d %s", status, data)
@@ -477,7 +483,7 @@ func TestWorkerRelease(t *testing.T) {
 	if status, data := wcall(t, c, "POST", "/v1/leases/"+l1+"/complete", `{"result": 1}`); status != 409 || errCode(data) != api.CodeLeaseLost {
 		t.Fatalf("complete after release = %d %s; want 409 lease_lost", status, data)
 	}
-	tasks = poll(t, c, "w2", `"resize"`, 1, "10s")
+	tasks := poll(t, c, "w2", `"resize"`, 1, "10s")
 	if len(tasks) != 1 || tasks[0].ID != id || tasks[0].Round != 2 || tasks[0].Attempt != 0 {
 		t.Fatalf("poll after release = %+v; want %s again, round 2, no attempt spent", tasks, id)
 	}
@@ -504,8 +510,7 @@ func TestWorkerRelease(t *testing.T) {
 
 func TestWorkerReleaseBadInput(t *testing.T) {
 	_, c := startPeerWith(t, Config{})
-	submitTask(t, c, `{"handler": "resize", "payload": 1}`)
-	lease := poll(t, c, "w", `"resize"`, 1, "10s")[0].Lease
+	_, lease := leaseOne(t, c, "w", "resize")
 	for _, tt := range []struct {
 		name, path, body, field string
 	}{
@@ -532,8 +537,7 @@ func TestWorkerReleaseBadInput(t *testing.T) {
 // an error is a fail, not "both".
 func TestWorkerReportNullResultWithError(t *testing.T) {
 	_, c := startPeerWith(t, Config{})
-	id := submitTask(t, c, `{"handler": "resize", "payload": 1}`)
-	lease := poll(t, c, "w", `"resize"`, 1, "10s")[0].Lease
+	id, lease := leaseOne(t, c, "w", "resize")
 	status, data := wcall(t, c, "POST", "/v1/leases/report",
 		`{"done": [{"lease": "`+lease+`", "result": null, "error": "disk full", "permanent": true}]}`)
 	if status != 200 || !bytes.Contains(data, []byte(`"status":200`)) {
