@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -307,20 +308,37 @@ func (p *Peer) callWith(ctx context.Context, c command) (callReply, error) {
 	}
 }
 
-// read runs f on the loop goroutine and waits for it.
+// read runs f on the loop goroutine and waits for it. f writes the
+// caller's variables, so a caller that gives up (its context ended, or
+// the peer closed) first takes f back: the loop then skips it. When the
+// loop has already begun f, the caller waits for f to finish (a read of
+// the node is short) and its answer stands, so f never writes what the
+// caller has gone on to read.
 func (p *Peer) read(ctx context.Context, f func(n *node.Node) error) error {
+	const queued, begun, withdrawn = 0, 1, 2
+	var state atomic.Int32
 	done := make(chan error, 1)
-	if err := p.send(ctx, command{query: func(n *node.Node) { done <- f(n) }}); err != nil {
+	q := func(n *node.Node) {
+		if state.CompareAndSwap(queued, begun) {
+			done <- f(n)
+		}
+	}
+	if err := p.send(ctx, command{query: q}); err != nil {
 		return err
 	}
+	var gaveUp error
 	select {
 	case err := <-done:
 		return mapErr(err)
 	case <-ctx.Done():
-		return ctx.Err()
+		gaveUp = ctx.Err()
 	case <-p.closed:
-		return api.ErrUnavailable
+		gaveUp = api.ErrUnavailable
 	}
+	if state.CompareAndSwap(queued, withdrawn) {
+		return gaveUp
+	}
+	return mapErr(<-done)
 }
 
 // wait parks a waiter in the loop until its target is terminal, the wait

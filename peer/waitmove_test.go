@@ -54,18 +54,21 @@ func TestMeshWaitFollowsAMovedTask(t *testing.T) {
 	join := []string{p1.p.tr.Addrs()[0]}
 	peers := []*meshPeer{p1, start(join), start(join), start(join), start(join)}
 	waitLeading(t, peers...)
+	// Leadership moves partition by partition: every peer leads one long
+	// before p1 has handed over all it will (on a slow machine, 2 of 24).
 	var moved []int
-	_ = p1.p.read(t.Context(), func(nd *node.Node) error {
-		for i, g := range ids {
-			if o := nd.Owner(shard.GroupID(g)); o != "" && o != p1.p.ID() {
-				moved = append(moved, i)
+	waitFor(t, fmt.Sprintf("a third of the %d groups to move off p1", n), wait/3, func() bool {
+		moved = moved[:0]
+		_ = p1.p.read(t.Context(), func(nd *node.Node) error {
+			for i, g := range ids {
+				if o := nd.Owner(shard.GroupID(g)); o != "" && o != p1.p.ID() {
+					moved = append(moved, i)
+				}
 			}
-		}
-		return nil
+			return nil
+		})
+		return len(moved) >= n/3
 	})
-	if len(moved) < 4 {
-		t.Fatalf("%d of the %d groups moved off p1: too few to show anything", len(moved), n)
-	}
 	// Half the moved tasks end (canceled at their new owners); the rest,
 	// and those that stayed, wait on.
 	ends := map[int]bool{}
