@@ -35,6 +35,8 @@ var callServers = map[string]callServer{
 	opScheduleResume: serveAs[scheduleResumeReq, scheduleAns],
 	opSchedules:      serveAs[schedulesReq, schedulesAns],
 	opTrigger:        serveAs[triggerReq, triggerAns],
+	opLease:          serveAs[leaseReq, leaseAns],
+	opLeaseReport:    serveAs[leaseReportReq, leaseReportAns],
 }
 
 // The ops, as the wire names them.
@@ -57,6 +59,8 @@ const (
 	opScheduleResume = "schedule_resume"
 	opSchedules      = "schedules"
 	opTrigger        = "schedule_trigger"
+	opLease          = "lease"        // a worker's call on a lease another peer holds
+	opLeaseReport    = "lease_report" // a batch of outcomes of leases another peer holds
 )
 
 // submitReq creates a group (spec.ID set by the edge).

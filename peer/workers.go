@@ -68,6 +68,14 @@ type hub struct {
 	// worker's first poll, or a run for the workers (kick).
 	wake   chan struct{}
 	parked atomic.Int64 // times run stopped its ticker (tests wait on it)
+
+	// tag ends this peer's lease tokens (leaseTag of its id), set once
+	// the peer has an id.
+	tagOnce sync.Once
+	tag     string
+	// tags maps the tags of other peers' tokens to their ids
+	// (string -> string), filled from the membership as tokens come.
+	tags sync.Map
 }
 
 type xworker struct {
@@ -156,10 +164,14 @@ func (h *hub) kick() {
 	}
 }
 
-func newToken() string {
+// newToken mints a lease token: 128 random bits (the worker's proof that
+// the lease is its own), then the tag of the peer that hands it out, so
+// that any peer can route a report on it there (workers_route.go).
+func (h *hub) newToken() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	h.tagOnce.Do(func() { h.tag = leaseTag(h.p.ID()) })
+	return hex.EncodeToString(b[:]) + h.tag
 }
 
 // serves reports whether a poll takes run r: its handler, and the labels
@@ -189,7 +201,7 @@ func (h *hub) lease(w *xworker, r node.Run, now time.Time) *xlease {
 	if old := h.byTask[r.Task]; old != nil && old.state == leaseHeld {
 		h.lose(old, now) // an older round of the same task: stale
 	}
-	l := &xlease{token: newToken(), run: r, worker: w.id, deadline: now.Add(r.Timeout),
+	l := &xlease{token: h.newToken(), run: r, worker: w.id, deadline: now.Add(r.Timeout),
 		logw: h.p.logs.writer(r.Task, r.Round)}
 	h.leases[l.token] = l
 	h.byTask[r.Task] = l
@@ -484,22 +496,43 @@ func (b backend) Poll(ctx context.Context, req api.PollRequest) (api.PollResult,
 }
 
 func (b backend) Complete(ctx context.Context, lease string, result json.RawMessage) error {
+	if _, ok, err := b.p.onLease(ctx, &leaseReq{Do: leaseComplete, Lease: lease, Result: result}); ok {
+		return err
+	}
 	return b.p.hub.Complete(ctx, lease, result)
 }
 
 func (b backend) Fail(ctx context.Context, lease, msg string, permanent bool) error {
+	if _, ok, err := b.p.onLease(ctx, &leaseReq{Do: leaseFail, Lease: lease, Error: msg, Permanent: permanent}); ok {
+		return err
+	}
 	return b.p.hub.Fail(ctx, lease, msg, permanent)
 }
 
 func (b backend) Release(ctx context.Context, lease, reason string) error {
+	if _, ok, err := b.p.onLease(ctx, &leaseReq{Do: leaseRelease, Lease: lease, Error: reason}); ok {
+		return err
+	}
 	return b.p.hub.Release(ctx, lease, reason)
 }
 
 func (b backend) Heartbeat(ctx context.Context, lease string) (api.HeartbeatResult, error) {
+	if a, ok, err := b.p.onLease(ctx, &leaseReq{Do: leaseHeartbeat, Lease: lease}); ok {
+		if err == nil && a.Heartbeat == nil {
+			err = fmt.Errorf("peer: forwarded heartbeat of lease %s: no answer", lease)
+		}
+		if err != nil {
+			return api.HeartbeatResult{}, err
+		}
+		return *a.Heartbeat, nil
+	}
 	return b.p.hub.Heartbeat(ctx, lease)
 }
 
 func (b backend) Logs(ctx context.Context, lease string, lines []string) error {
+	if _, ok, err := b.p.onLease(ctx, &leaseReq{Do: leaseLogs, Lease: lease, Lines: lines}); ok {
+		return err
+	}
 	return b.p.hub.Logs(ctx, lease, lines)
 }
 

@@ -166,7 +166,8 @@ func (h *hub) reportAll(ctx context.Context, outs []shard.Outcome, handlers []st
 	return errs
 }
 
-// Report applies a batch of outcomes of this peer's leases.
+// Report applies a batch of outcomes, each at the peer that holds its
+// lease.
 func (b backend) Report(ctx context.Context, done []api.LeaseOutcome) []error {
-	return b.p.hub.Report(ctx, done)
+	return b.p.reportAt(ctx, done)
 }

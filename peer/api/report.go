@@ -18,14 +18,15 @@ const MaxReport = 1000
 
 // LeaseOutcome is one entry of a batch: the outcome of a lease. Failed
 // says it is a fail (Error, Permanent); Released a release (Error is its
-// reason); else a complete (Result, null when absent).
+// reason); else a complete (Result, null when absent). Its JSON is the
+// mesh's, for a batch forwarded to the peer that holds its leases.
 type LeaseOutcome struct {
-	Lease     string
-	Result    json.RawMessage
-	Failed    bool
-	Released  bool
-	Error     string
-	Permanent bool
+	Lease     string          `json:"lease"`
+	Result    json.RawMessage `json:"result,omitempty"`
+	Failed    bool            `json:"failed,omitempty"`
+	Released  bool            `json:"released,omitempty"`
+	Error     string          `json:"error,omitempty"`
+	Permanent bool            `json:"permanent,omitempty"`
 }
 
 // doneBody is a LeaseOutcome on the wire. A null result or error is the
