@@ -313,7 +313,11 @@ func (s *Shard) cancel(t *task, e *Event, why string) {
 		c := &s.changes[len(s.changes)-1] // setState recorded the terminal change
 		c.Abort, c.Holder = true, t.holder
 	}
-	s.cancelDependents(t, e, fmt.Sprintf("dependency %s %s", t.id(), "canceled"))
+	next := fmt.Sprintf("dependency %s %s", t.id(), "canceled")
+	if strings.HasPrefix(why, skippedPrefix) {
+		next = why // every later stage of a skipped item is skipped, not canceled
+	}
+	s.cancelDependents(t, e, next)
 }
 
 func (s *Shard) cancelDependents(t *task, e *Event, why string) {

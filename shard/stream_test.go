@@ -131,9 +131,40 @@ func TestStreamSkipsFailedItem(t *testing.T) {
 	}
 }
 
+// TestStreamSkipsWholeChain: an item skipped at its first stage of four
+// has all three later stages skipped, each with the reason (not "canceled"
+// by the stage before: the group then ended CANCELED, as if a client had
+// canceled it).
+func TestStreamSkipsWholeChain(t *testing.T) {
+	o := newOwner(t)
+	o.submit(streamSpec("p", 3, 0, 0, 0, 0))
+	for {
+		ids := o.lease(10, "w")
+		if len(ids) == 0 {
+			break
+		}
+		for _, id := range ids {
+			_, i, _ := id.Split()
+			fail := i == 4 // item 1, stage 0
+			if err := o.report(id, "w", !fail, fail); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	v, _ := o.s.Group("p")
+	if v.State != GroupSucceeded || len(v.Skipped) != 1 || v.Counts[Succeeded] != 8 {
+		t.Fatalf("group = %v %v skipped %+v, want SUCCEEDED with item 1 skipped", v.State, v.Counts, v.Skipped)
+	}
+	for _, tv := range v.Tasks[5:8] {
+		if tv.State != Canceled || !strings.HasPrefix(tv.Error, skippedPrefix+` item 1 at stage "s0": boom`) {
+			t.Fatalf("item 1 stage %d = %v %q, want CANCELED as skipped at s0", tv.Stage, tv.State, tv.Error)
+		}
+	}
+}
+
 func TestStreamAllSkippedFails(t *testing.T) {
 	o := newOwner(t)
-	o.submit(streamSpec("p", 2, 1))
+	o.submit(streamSpec("p", 2, 1, 1, 1))
 	for {
 		ids := o.lease(10, "w")
 		if len(ids) == 0 {
