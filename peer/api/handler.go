@@ -145,7 +145,11 @@ func NewHandler(b Backend, opts HandlerOptions) *Handler {
 		if rt.pattern == "/metrics" {
 			mux.HandleFunc(pattern, rt.h) // Prometheus's: its own parameters
 		} else {
-			mux.Handle(pattern, OnlyParams(pattern, rt.h, routeParams[pattern]...))
+			h := rt.h
+			if rt.method != http.MethodGet {
+				h = drainFirst(h)
+			}
+			mux.Handle(pattern, OnlyParams(pattern, h, routeParams[pattern]...))
 		}
 		allow[rt.pattern] = append(allow[rt.pattern], rt.method)
 		h.patterns = append(h.patterns, pattern)
