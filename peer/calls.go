@@ -37,6 +37,7 @@ var callServers = map[string]callServer{
 	opTrigger:        serveAs[triggerReq, triggerAns],
 	opLease:          serveAs[leaseReq, leaseAns],
 	opLeaseReport:    serveAs[leaseReportReq, leaseReportAns],
+	opWorkerHeld:     serveAs[workerHeldReq, workerHeldAns],
 }
 
 // The ops, as the wire names them.
@@ -61,6 +62,7 @@ const (
 	opTrigger        = "schedule_trigger"
 	opLease          = "lease"        // a worker's call on a lease another peer holds
 	opLeaseReport    = "lease_report" // a batch of outcomes of leases another peer holds
+	opWorkerHeld     = "worker_held"  // the leases a dead worker held with a peer (workers_lone.go)
 )
 
 // submitReq creates a group (spec.ID set by the edge).

@@ -76,6 +76,9 @@ type hub struct {
 	// tags maps the tags of other peers' tokens to their ids
 	// (string -> string), filled from the membership as tokens come.
 	tags sync.Map
+	// buried are the lease counts of workers found dead here, oldest
+	// first (workers_lone.go).
+	buried []buriedWorker
 }
 
 type xworker struct {

@@ -60,12 +60,11 @@ func (h *hub) lostWith(w string, ls []*xlease, held int, why string) []shard.Out
 			if r.Deaths.Shared >= shard.MaxSharedDeaths {
 				shared = "at least " + shared // the count saturates
 			}
+			// Logged and counted once the mesh confirmed the worker held
+			// nothing else (burial.report).
 			outs[i] = shard.Outcome{Task: r.Task, Round: r.Round, Permanent: true,
 				Error: fmt.Sprintf("the task killed its workers: %d workers died running it alone (and %s beside other tasks), the last %s on peer %s (--worker-crash-limit %d); it runs no more",
 					strikes, shared, w, h.p.ID(), h.crashLimit)}
-			h.p.log.Warn("task failed: its workers died running it", "task", r.Task, "handler", r.Handler,
-				"worker", w, "strikes", strikes, "shared", r.Deaths.Shared)
-			h.p.metrics.user.crashLimit.Inc()
 		}
 	}
 	return outs

@@ -112,6 +112,19 @@ func (h *hub) sweep(ctx context.Context, now time.Time) {
 type burial struct {
 	outs     []shard.Outcome
 	handlers []string
+	// lone are the leases of workers that held nothing else here: a
+	// strike against the task only if the worker held no other peer's
+	// lease either (a worker behind a load balancer polls every peer),
+	// which report asks the mesh first.
+	lone []loneDeath
+}
+
+// loneDeath is a dead worker's only lease here: outs[i] of its burial.
+type loneDeath struct {
+	i                int
+	worker, instance string
+	run              node.Run
+	why              string
 }
 
 // bury ends the leases worker w held: it is dead (silent for the TTL), or
@@ -136,8 +149,12 @@ func (h *hub) bury(w *xworker, b *burial, why string, now time.Time) {
 		free = append(free, l)
 	}
 	h.p.metrics.user.workerDied(len(held))
+	h.remember(w, len(held), now)
 	// A pinned copy held beside a task counts: the task was not alone.
 	for i, o := range h.lostWith(w.id, free, len(held), why) {
+		if len(held) == 1 {
+			b.lone = append(b.lone, loneDeath{i: len(b.outs), worker: w.id, instance: w.instance, run: free[i].run, why: why})
+		}
 		b.outs, b.handlers = append(b.outs, o), append(b.handlers, free[i].run.Handler)
 	}
 }
@@ -150,6 +167,15 @@ func (b *burial) report(ctx context.Context, h *hub) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
 	defer cancel()
+	for _, d := range b.lone {
+		if n, known := h.heldElsewhere(ctx, d.worker, d.instance); !known || n > 0 {
+			b.outs[d.i] = elsewhereDeath(h.p.ID(), &d, n, known)
+		} else if o := b.outs[d.i]; o.Permanent {
+			h.p.log.Warn("task failed: its workers died running it", "task", o.Task, "handler", d.run.Handler,
+				"worker", d.worker, "strikes", d.run.Deaths.Alone+1, "shared", d.run.Deaths.Shared)
+			h.p.metrics.user.crashLimit.Inc()
+		}
+	}
 	for i, o := range b.outs {
 		_ = h.report(ctx, o, b.handlers[i])
 	}
