@@ -301,9 +301,11 @@ func waitQuery(wait time.Duration) string {
 	return "?wait=" + wait.String()
 }
 
-// Forget asks the peer to forget the member id (POST /v1/peers/{id}/forget).
+// Forget asks the peer to forget the member id (POST /v1/peers/{id}/forget),
+// even if that peer still hears from it: bench forgets the peers it
+// killed, which some peers may not hold dead yet.
 func (c *Client) Forget(ctx context.Context, id string) error {
-	return c.do(ctx, http.MethodPost, "/v1/peers/"+url.PathEscape(id)+"/forget", 0, nil, nil)
+	return c.do(ctx, http.MethodPost, "/v1/peers/"+url.PathEscape(id)+"/forget?force=true", 0, nil, nil)
 }
 
 // isStatus reports whether err is an API error with the HTTP status.

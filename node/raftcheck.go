@@ -13,6 +13,12 @@ import (
 // saw them (checkRaft).
 var ErrBadRaft = errors.New("peer: bad raft message")
 
+// ErrLogBehind is wrapped, with ErrBadRaft, by the refusal of a current
+// leader's heartbeat that commits past this replica's log: the leader
+// holds that this replica acknowledged entries it no longer has. Its data
+// dir was restored from an older copy, or lost writes it had synced.
+var ErrLogBehind = errors.New("the leader says this replica acknowledged entries its log no longer has")
+
 // remoteRaftTypes are the Raft messages one replica sends another in
 // needle: proposals are never forwarded (DisableProposalForwarding), and
 // read-index and leadership-transfer requests are made locally.
@@ -77,7 +83,7 @@ func (n *Node) checkRaft(p *partition, m *pb.Message) (*shard.Restored, error) {
 			return nil, fmt.Errorf("%w: %v with a context of %d bytes", ErrBadRaft, t, n)
 		}
 		if t == pb.MsgHeartbeat && m.GetCommit() > last {
-			return nil, fmt.Errorf("%w: heartbeat commits %d past the log's last index %d", ErrBadRaft, m.GetCommit(), last)
+			return nil, fmt.Errorf("%w: heartbeat commits %d past the log's last index %d (%w)", ErrBadRaft, m.GetCommit(), last, ErrLogBehind)
 		}
 	case pb.MsgAppResp:
 		if m.GetTerm() == term && (m.GetIndex() > last || m.GetRejectHint() > last) {

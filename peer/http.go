@@ -51,7 +51,7 @@ func (p *Peer) routes() *routeMux {
 		w.WriteHeader(http.StatusAccepted)
 		_, _ = w.Write([]byte(`{"draining":true}`))
 	}))))
-	mux.Handle("POST /v1/peers/{id}/forget", p.requireToken(api.OnlyParams("POST /v1/peers/{id}/forget", http.HandlerFunc(p.serveForget))))
+	mux.Handle("POST /v1/peers/{id}/forget", p.requireToken(api.OnlyParams("POST /v1/peers/{id}/forget", http.HandlerFunc(p.serveForget), "force")))
 	debug := http.NewServeMux()
 	debug.HandleFunc("/debug/pprof/", pprof.Index)
 	debug.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

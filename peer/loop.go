@@ -407,6 +407,9 @@ func (p *Peer) stepFrame(f p2p.Frame) {
 		p.log.Debug("message refused", keyPeer, f.From, keyErr, err)
 		return
 	}
+	if errors.Is(err, node.ErrLogBehind) {
+		p.logBehind(f.From, err)
+	}
 	// A host holding the swarm key can send a thousand bad messages a
 	// second: log a few, count the rest.
 	if ok, dropped := p.refusals.allow(time.Now()); ok {
@@ -416,6 +419,19 @@ func (p *Peer) stepFrame(f p2p.Frame) {
 		}
 		p.log.Warn("message refused", attrs...)
 	}
+}
+
+// logBehind logs, now and then, that this replica lost what it
+// acknowledged (node.ErrLogBehind): not a bad message, and its partitions
+// stay unavailable here until it is rebuilt.
+func (p *Peer) logBehind(from string, err error) {
+	if ok, _ := p.behind.allow(time.Now()); !ok {
+		return
+	}
+	p.log.Error("this peer's log is behind what it acknowledged: its data dir was restored from an older copy, or lost "+
+		"synced writes; recover it as a lost disk: on a live peer run needle forget --force "+p.tr.ID()+", stop this peer, "+
+		"delete its data dir (identity.key included), and start it again with --join (docs/operations.md, A lost disk)",
+		keyPeer, from, keyErr, err)
 }
 
 // dialMembers connects to members this host has no connection to, using

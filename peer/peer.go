@@ -71,6 +71,7 @@ type Peer struct {
 	tracing  bool    // a TracerProvider is set: spans are recorded
 	failures failLog // rate-limits the warn lines of handler failures
 	refusals failLog // and those of messages refused
+	behind   failLog // and the error lines of a log behind what it acknowledged
 
 	// Loop-owned state.
 	calls   map[uint64]pendingCall

@@ -2,6 +2,7 @@ package peer
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -76,12 +77,23 @@ func (p *Peer) serveForget(w http.ResponseWriter, r *http.Request) {
 		writeError(w, api.CodeInvalidArgument, "cannot forget this peer itself or an empty id", "id")
 		return
 	}
-	known := false
+	var force bool
+	switch v := r.URL.Query().Get("force"); v {
+	case "", "false", "0":
+	case "true", "1":
+		force = true
+	default:
+		writeError(w, api.CodeInvalidArgument, fmt.Sprintf("%q: want true or false", v), "force")
+		return
+	}
+	known, alive := false, false
 	err := p.read(r.Context(), func(n *node.Node) error {
 		for _, m := range n.Members() {
-			known = known || m.ID == id
+			if m.ID == id {
+				known, alive = true, m.State == node.PeerAlive
+			}
 		}
-		if known {
+		if known && (!alive || force) {
 			n.Forget(id)
 		}
 		return nil
@@ -91,6 +103,11 @@ func (p *Peer) serveForget(w http.ResponseWriter, r *http.Request) {
 		writeError(w, api.CodeUnavailable, err.Error(), "")
 	case !known:
 		writeError(w, api.CodeNotFound, "no member "+id, "id")
+	case alive && !force:
+		// A forgotten id is never taken back: a mistyped id, or a
+		// forget before the stop, would ban a healthy host for good.
+		writeError(w, api.CodeConflict, "peer "+id+" is alive (the mesh hears from it): drain and stop it first, "+
+			"and forget it once it shows dead; a forgotten id never comes back (force=true forgets it anyway)", "id")
 	default:
 		p.log.Warn("peer forgotten by operator", keyPeer, id, "by", r.RemoteAddr)
 		w.Header().Set("Content-Type", "application/json")

@@ -65,26 +65,37 @@ func (c *PeersCommand) Run(ctx context.Context, args []string) error {
 }
 
 // ForgetCommand removes a peer from the mesh.
-type ForgetCommand struct{ *Globals }
+type ForgetCommand struct {
+	*Globals
+	force bool
+}
+
+func (c *ForgetCommand) flags() *flag.FlagSet {
+	fs := c.flagSet("forget")
+	fs.BoolVar(&c.force, "force", false, "forget the peer even if the mesh still hears from it")
+	return fs
+}
 
 // Usage returns the help of forget.
 func (c *ForgetCommand) Usage() string {
-	return usageOf("usage: needle forget PEER-ID\n\n"+
+	return usageOf("usage: needle forget PEER-ID [--force]\n\n"+
 		"Removes a peer from the membership for good: the partitions it held move to\n"+
-		"other peers. Use it for a host that will not come back; a peer dead longer\n"+
-		"than --forget-after is forgotten anyway.", c.flagSet("forget"))
+		"other peers, and its identity is never taken back. Use it for a host that\n"+
+		"will not come back: drain it (needle drain), stop it, and forget it once\n"+
+		"needle peers shows it dead. A peer the mesh still hears from is refused\n"+
+		"unless --force; a peer dead longer than --forget-after is forgotten anyway.", c.flags())
 }
 
 // Run forgets the peer.
 func (c *ForgetCommand) Run(ctx context.Context, args []string) error {
-	pos, err := parse(c.flagSet("forget"), args)
+	pos, err := parse(c.flags(), args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
 		return usagef("want exactly one peer id")
 	}
-	if err := c.client().Forget(ctx, pos[0]); err != nil {
+	if err := c.client().ForgetPeer(ctx, pos[0], c.force); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.Stdout, "forgot %s\n", pos[0])

@@ -215,7 +215,7 @@ func TestPlacementProcesses(t *testing.T) {
 		if tk.State != "READY" || !strings.Contains(tk.Waiting, "not alive") {
 			t.Fatalf("pinned to a dead peer: %s waiting %q; want READY, waiting for it", tk.State, tk.Waiting)
 		}
-		resp, err := http.Post("http://"+addrs[0]+"/v1/peers/"+ids[2]+"/forget", "application/json", nil)
+		resp, err := http.Post("http://"+addrs[0]+"/v1/peers/"+ids[2]+"/forget?force=true", "application/json", nil)
 		if err != nil {
 			t.Fatal(err)
 		}

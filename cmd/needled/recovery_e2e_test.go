@@ -89,7 +89,8 @@ func TestWALLostIdentityKept(t *testing.T) {
 	}
 
 	live := &api.Client{BaseURL: "http://" + addrs[0]}
-	if err := live.Forget(t.Context(), id); err != nil {
+	// The peer is down; force: the others may not hold it dead yet.
+	if err := live.ForgetPeer(t.Context(), id, true); err != nil {
 		t.Fatalf("needle forget %s: %v", id, err)
 	}
 	if err := os.Remove(filepath.Join(dir, p2p.IdentityFile)); err != nil {

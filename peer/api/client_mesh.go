@@ -44,8 +44,16 @@ func (c *Client) Peers(ctx context.Context) (*Peers, error) {
 }
 
 // Forget removes a peer from the membership: its replicas move elsewhere.
-func (c *Client) Forget(ctx context.Context, id string) error {
-	_, err := c.do(ctx, http.MethodPost, "/v1/peers/"+url.PathEscape(id)+"/forget", []byte("{}"), nil)
+func (c *Client) Forget(ctx context.Context, id string) error { return c.ForgetPeer(ctx, id, false) }
+
+// ForgetPeer is Forget; force forgets a peer the mesh still hears from
+// (refused otherwise: 409 conflict).
+func (c *Client) ForgetPeer(ctx context.Context, id string, force bool) error {
+	path := "/v1/peers/" + url.PathEscape(id) + "/forget"
+	if force {
+		path += "?force=true"
+	}
+	_, err := c.do(ctx, http.MethodPost, path, []byte("{}"), nil)
 	return err
 }
 

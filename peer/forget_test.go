@@ -1,0 +1,32 @@
+package peer
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// Forgetting a peer the mesh still hears from is refused (409 naming id)
+// unless forced: a forgotten id never comes back, so a mistyped id or a
+// forget before the stop would ban a healthy host for good.
+func TestForgetRefusesALivePeer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real libp2p mesh")
+	}
+	peers := startMesh3(t)
+	live := peers[2].p.ID()
+	path := "/v1/peers/" + live + "/forget"
+	status, data := wcall(t, peers[0].c, "POST", path, "")
+	if status != http.StatusConflict || !strings.Contains(string(data), `"field":"id"`) || !strings.Contains(string(data), "is alive") {
+		t.Fatalf("forget of a live peer = %d %s; want 409 naming id", status, data)
+	}
+	if status, data := wcall(t, peers[0].c, "GET", "/v1/peers", ""); status != http.StatusOK || !strings.Contains(string(data), live) {
+		t.Fatalf("peers after a refused forget = %d %s; want it listed", status, data)
+	}
+	if status, data := wcall(t, peers[0].c, "POST", path+"?force=maybe", ""); status != http.StatusBadRequest || !strings.Contains(string(data), `"field":"force"`) {
+		t.Fatalf("forget force=maybe = %d %s; want 400 naming force", status, data)
+	}
+	if status, data := wcall(t, peers[0].c, "POST", path+"?force=true", ""); status != http.StatusOK || !strings.Contains(string(data), live) {
+		t.Fatalf("forced forget = %d %s; want 200", status, data)
+	}
+}
