@@ -12,7 +12,10 @@ started again 0.3-2 s later. One task in
 --poison (default 30) makes the process that runs it exit at once, as a
 handler that crashes its worker does; such a process is started again
 too. With "peers", a random peer is also killed with SIGKILL every 10-20 s
-and started again on its data dir.
+and started again on its data dir. With "lb", every worker talks to a load
+balancer on port 7490 (in this script) that sends each request to a random
+live peer: a worker's polls, heartbeats and reports reach different peers,
+which forward each call on a lease to the peer that handed it out.
 
 At the end every acknowledged task must be SUCCEEDED, but the poison ones,
 which must be FAILED with the crash limit's error ("killed its workers"),
@@ -20,18 +23,20 @@ and no task may be left unfinished; the check goes on while the backlog
 drains, until a minute passes without progress. Exits 4 when something is
 wrong, with the peers left running.
 
-    python3 bench/chaos/workers.py ./bin/needled 3 4 120 1 /tmp/wchaos [peers]
+    python3 bench/chaos/workers.py ./bin/needled 3 4 120 1 /tmp/wchaos [peers] [lb]
     #                              needled       P W seconds seed dir
 
-Uses ports 7400+i (HTTP) and 4400+i (libp2p). Python 3 standard library and
+Uses ports 7400+i (HTTP), 4400+i (libp2p) and 7490 (lb). Python 3 standard library and
 clients/python only.
 """
 import json, os, random, signal, subprocess, sys, threading, time, urllib.request, urllib.error
 
-if len(sys.argv) not in (7, 8) or sys.argv[7:] not in ([], ["peers"]):
+if len(sys.argv) < 7 or not set(sys.argv[7:]) <= {"peers", "lb"}:
     sys.exit(__doc__)
 BIN = sys.argv[1]; P = int(sys.argv[2]); W = int(sys.argv[3]); DUR = float(sys.argv[4]); SEED = int(sys.argv[5]); ROOT = sys.argv[6]
-KILL_PEERS = sys.argv[7:] == ["peers"]
+KILL_PEERS = "peers" in sys.argv[7:]
+LB = "lb" in sys.argv[7:]
+LB_PORT = 7490
 POISON = 30  # one task in POISON kills its worker
 HANDLER = "chaos.work"
 CLIENTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python")
@@ -69,7 +74,7 @@ def start_peer(i):
 
 def start_worker(j):
     counts["worker starts"] = counts.get("worker starts", 0) + 1
-    url = f"http://127.0.0.1:{7400 + j % P}"
+    url = f"http://127.0.0.1:{LB_PORT if LB else 7400 + j % P}"
     workers[j] = subprocess.Popen([sys.executable, "-c", WORKER, url, f"cw{j}"],
                                   stdout=open(f"{ROOT}/worker{j}", "a"), stderr=subprocess.STDOUT)
 
@@ -90,10 +95,55 @@ def healthy(i):
         return False
 
 
+def balance():
+    """A load balancer in front of the live peers: each request goes to a
+    random one (a connection per request, so nothing sticks)."""
+    import http.server
+
+    class Proxy(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def relay(self):
+            body = self.rfile.read(int(self.headers.get("content-length") or 0))
+            with lock:
+                live = [i for i in range(P) if i not in down] or list(range(P))
+            i = random.choice(live)
+            req = urllib.request.Request(f"http://127.0.0.1:{7400+i}{self.path}", method=self.command,
+                                         data=body if self.command == "POST" else None,
+                                         headers={k: v for k, v in self.headers.items()
+                                                  if k.lower() in ("content-type", "authorization")})
+            try:
+                with urllib.request.urlopen(req, timeout=330) as r:
+                    status, data, ctype = r.status, r.read(), r.headers.get("content-type", "")
+            except urllib.error.HTTPError as e:
+                status, data, ctype = e.code, e.read(), e.headers.get("content-type", "")
+            except Exception as e:
+                status, data, ctype = 502, json.dumps({"error": {"code": "bad_gateway", "message": str(e)}}).encode(), "application/json"
+            with lock:
+                counts["lb requests"] = counts.get("lb requests", 0) + 1
+            self.send_response(status)
+            self.send_header("content-type", ctype)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = relay
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", LB_PORT), Proxy)
+    srv.daemon_threads = True
+    srv.handle_error = lambda *a: None  # a killed worker's connection, cut
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+
+
 for i in range(P):
     start_peer(i)
     while not healthy(i):
         time.sleep(0.1)
+if LB:
+    balance()
 time.sleep(2)
 for j in range(W):
     start_worker(j)
