@@ -124,7 +124,7 @@ func (n *Node) openPartition(p int, ps wal.PartitionState, voters []uint64) (*pa
 	if last, _ := st.LastIndex(); len(voters) > 0 && last == 0 && raft.IsEmptySnap(ps.Snapshot) {
 		n.bootstrap(part, voters)
 	}
-	rn, err := raft.NewRawNode(n.raftConfig(st, part.applied))
+	rn, err := raft.NewRawNode(n.raftConfig(p, st, part.applied))
 	if err != nil {
 		return nil, fmt.Errorf("peer: partition %d: raft: %w", p, err)
 	}
@@ -137,7 +137,7 @@ func (n *Node) openPartition(p int, ps wal.PartitionState, voters []uint64) (*pa
 	return part, nil
 }
 
-func (n *Node) raftConfig(st raft.Storage, applied uint64) *raft.Config {
+func (n *Node) raftConfig(part int, st raft.Storage, applied uint64) *raft.Config {
 	return &raft.Config{
 		ID:      n.raftID,
 		Storage: st,
@@ -152,7 +152,7 @@ func (n *Node) raftConfig(st raft.Storage, applied uint64) *raft.Config {
 		MaxInflightMsgs:           256,
 		PreVote:                   true,
 		DisableProposalForwarding: true,
-		Logger:                    raftLogger{n.log},
+		Logger:                    raftLogger{n.log.With(keyPart, part)},
 	}
 }
 
