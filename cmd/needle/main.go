@@ -7,11 +7,14 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"os"
 	"os/signal"
 	"slices"
@@ -86,6 +89,7 @@ var summaries = map[string]string{
 type Globals struct {
 	Addr      string    // API base URL; --addr, env NEEDLE_ADDR
 	Token     string    // bearer token; --token, env NEEDLE_API_TOKEN or the file NEEDLE_API_TOKEN_FILE names
+	CACert    string    // PEM file of the CA that signed the peers' certificate; --cacert, env NEEDLE_CACERT
 	Stdin     io.Reader // read by `submit -f -`
 	Stdout    io.Writer // results
 	Stderr    io.Writer // progress and diagnostics
@@ -116,6 +120,7 @@ func main() {
 	}
 	g := &Globals{
 		Addr:      envOr("NEEDLE_ADDR", DefaultAddr),
+		CACert:    os.Getenv("NEEDLE_CACERT"),
 		Token:     token,
 		Stdin:     os.Stdin,
 		Stdout:    os.Stdout,
@@ -263,6 +268,7 @@ func (g *Globals) flagSet(name string) *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&g.Addr, "addr", g.Addr, "API base `URL` of any peer (env NEEDLE_ADDR)")
 	fs.Var(hiddenFlag{&g.Token}, "token", "API bearer `token` (env NEEDLE_API_TOKEN)")
+	fs.StringVar(&g.CACert, "cacert", g.CACert, "PEM `file` of the CA that signed the peers' TLS certificate, trusted beside the system's (env NEEDLE_CACERT)")
 	return fs
 }
 
@@ -316,5 +322,34 @@ func (g *Globals) client() *api.Client {
 	if !strings.Contains(addr, "://") {
 		addr = "http://" + addr
 	}
-	return &api.Client{BaseURL: addr, Token: g.Token}
+	c := &api.Client{BaseURL: addr, Token: g.Token}
+	if g.CACert != "" {
+		c.HTTP = &http.Client{Transport: caTransport(g.CACert)}
+	}
+	return c
 }
+
+// caTransport is the default transport trusting the CA in the PEM file
+// path too (a mesh serving a private certificate: --tls-cert). A file
+// that cannot be read fails every request with the reason.
+func caTransport(path string) http.RoundTripper {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return failingTransport{fmt.Errorf("--cacert: %w", err)}
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return failingTransport{fmt.Errorf("--cacert %s: no PEM certificate in it", path)}
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	return t
+}
+
+// failingTransport fails every request with err.
+type failingTransport struct{ err error }
+
+func (f failingTransport) RoundTrip(*http.Request) (*http.Response, error) { return nil, f.err }
