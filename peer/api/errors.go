@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/needle-mesh/needle/shard"
 )
@@ -114,7 +116,7 @@ func ErrorOf(err error) *Error {
 	}
 	for _, k := range errorTable {
 		if k.match(err) {
-			return &Error{Status: k.status, Code: k.code, Message: err.Error(), Field: errField(err)}
+			return &Error{Status: k.status, Code: k.code, Message: oneLine(err.Error()), Field: errField(err)}
 		}
 	}
 	return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: err.Error()}
@@ -124,7 +126,23 @@ func ErrorOf(err error) *Error {
 // status is the code's (an unknown code is a 500), field and message as
 // given.
 func NewError(code, field, msg string) *Error {
-	return &Error{Status: StatusOf(code), Code: code, Message: msg, Field: field}
+	return &Error{Status: StatusOf(code), Code: code, Message: oneLine(msg), Field: field}
+}
+
+// oneLine is an error's text on one line: the errors an error joins
+// (errors.Join: one a line) in order, each once, "; " between them. A
+// 503 said "api: unavailable\napi: unavailable\npeer: unavailable".
+func oneLine(msg string) string {
+	if !strings.Contains(msg, "\n") {
+		return msg
+	}
+	var parts []string
+	for _, l := range strings.Split(msg, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !slices.Contains(parts, l) {
+			parts = append(parts, l)
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // StatusOf returns the HTTP status of an error code; an unknown code is
