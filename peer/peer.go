@@ -206,6 +206,7 @@ func (p *Peer) openWAL() (wal.Log, error) {
 		return l, nil
 	}
 	if !p.cfg.InMemory {
+		warnDataDirMode(p.cfg.DataDir, p.log)
 		if err := os.MkdirAll(p.cfg.DataDir, 0o700); err != nil {
 			return nil, fmt.Errorf("peer: data dir: %w", err)
 		}
@@ -219,6 +220,21 @@ func (p *Peer) openWAL() (wal.Log, error) {
 		return nil, fmt.Errorf("peer: the wal writes records of at most %d bytes, under the largest entry (%d)", max, node.MaxEntryBytes+64<<10)
 	}
 	return log, nil
+}
+
+// warnDataDirMode warns when dir exists and others may read or enter it:
+// the WAL and the task logs under it hold payloads and results. The peer
+// creates its data dir 0700, but one made by hand or by a script may be
+// wider, and changing a user's own dir is not the peer's call.
+func warnDataDirMode(dir string, log *slog.Logger) {
+	st, err := os.Stat(dir)
+	if err != nil || !st.IsDir() {
+		return
+	}
+	if mode := st.Mode().Perm(); mode&0o077 != 0 {
+		log.Warn("data dir is readable by others: it holds task payloads and results; chmod 700 it",
+			"data", dir, "mode", fmt.Sprintf("%#o", mode))
+	}
 }
 
 // listen returns the API's listener: the caller's, or one on HTTPAddr.

@@ -73,7 +73,9 @@ const maxMemLogs = 1000
 
 func newLogStore(dir string, maxBytes int) *logStore {
 	if dir != "" {
-		_ = os.MkdirAll(dir, 0o755)
+		// Owner only: logs hold what tasks print, payloads and results
+		// among it.
+		_ = os.MkdirAll(dir, 0o700)
 	}
 	return &logStore{dir: dir, maxBytes: maxBytes, live: map[logKey]*attemptLog{}, mem: map[logKey]*attemptLog{}}
 }
@@ -195,7 +197,7 @@ func (s *logStore) finish(w *logWriter, keep time.Duration) {
 		return
 	}
 	if b, err := json.Marshal(l); err == nil {
-		_ = os.WriteFile(s.path(k), b, 0o644)
+		_ = os.WriteFile(s.path(k), b, 0o600)
 	}
 }
 

@@ -87,7 +87,7 @@ type journal struct {
 // the caller replays and then checkpoints (restart). It reads the
 // records of that cycle alone: after a clean Close, the start record.
 func openJournal(path string, size int64) (*journal, [][]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600) // owner only: it holds entries' payloads
 	if err != nil {
 		return nil, nil, err
 	}

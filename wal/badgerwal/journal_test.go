@@ -470,3 +470,17 @@ func TestJournalResized(t *testing.T) {
 		t.Fatalf("journal after Open: %v, %v; want %d bytes", st.Size(), err, size)
 	}
 }
+
+// The journal is the owner's alone: it holds entries' payloads (it was
+// made 0644).
+func TestJournalOwnerOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), journalName)
+	j, _, err := openJournal(path, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.close()
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("journal: %v, %v; want mode 0600", st.Mode(), err)
+	}
+}
