@@ -27,14 +27,14 @@ import (
 //  3. A write with a body must say Content-Type: application/json (415
 //     otherwise): a cross-site form can only send text/plain, form or
 //     multipart bodies without a CORS preflight.
-func browserGuard(h http.Handler, token, httpAddr string) http.Handler {
+func browserGuard(h http.Handler, authed bool, httpAddr string) http.Handler {
 	bound, _, _ := net.SplitHostPort(httpAddr)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		write := r.Method != http.MethodGet && r.Method != http.MethodHead && r.Method != http.MethodOptions
 		switch {
 		case write && crossSite(r):
 			refuse(w, http.StatusForbidden, api.CodeForbidden, "cross-site request refused (Origin or Sec-Fetch-Site names another site)")
-		case token == "" && !hostAllowed(r.Host, bound):
+		case !authed && !hostAllowed(r.Host, bound):
 			refuse(w, http.StatusForbidden, api.CodeForbidden, "Host "+r.Host+" is not this peer's address (set NEEDLE_API_TOKEN to serve other names)")
 		case write && hasBody(r) && !isJSON(r.Header.Get("Content-Type")):
 			refuse(w, http.StatusUnsupportedMediaType, api.CodeUnsupportedType, "a request body must be sent as Content-Type: application/json")

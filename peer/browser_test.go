@@ -9,8 +9,8 @@ import (
 
 func TestBrowserGuard(t *testing.T) {
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
-	open := browserGuard(ok, "", "127.0.0.1:7070")
-	withToken := browserGuard(ok, "secret", "0.0.0.0:7070")
+	open := browserGuard(ok, false, "127.0.0.1:7070")
+	withToken := browserGuard(ok, true, "0.0.0.0:7070")
 	for _, tt := range []struct {
 		name         string
 		h            http.Handler

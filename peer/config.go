@@ -37,6 +37,12 @@ type Config struct {
 	Limits api.Limits
 	// Token, when set, is required as a bearer token on the API.
 	Token string
+	// Tokens, when non-nil, is the set of bearer tokens the API accepts
+	// instead of Token: any one of them. Its holder may replace them while
+	// the peer runs (needled does on SIGHUP), so that a token is rotated
+	// without an outage. Token alone is a set of one; setting both is an
+	// error, as is a set with no token.
+	Tokens *api.Tokens
 	// Version and Commit name the build in the needle_build_info metric
 	// (needled sets them from its stamped build info). Default "unknown".
 	Version, Commit string
@@ -164,6 +170,14 @@ type Config struct {
 func (c *Config) Validate() error {
 	c.fillDefaults()
 	switch {
+	case c.Token != "" && c.Tokens != nil:
+		return errors.New("peer: Token and Tokens are both set: set one")
+	case c.Token != "":
+		c.Tokens = api.NewTokens(c.Token)
+	case c.Tokens != nil && c.Tokens.Len() == 0:
+		return errors.New("peer: Tokens holds no token")
+	}
+	switch {
 	case c.Slots < 0:
 		return errors.New("peer: --slots must be >= 0")
 	case c.Partitions < 1 || c.Partitions > 1<<16:
@@ -188,7 +202,7 @@ func (c *Config) Validate() error {
 	if _, err := parseInitial(c.Initial); err != nil {
 		return err
 	}
-	if c.Token == "" && !isLoopback(c.HTTPAddr) {
+	if c.Tokens == nil && !isLoopback(c.HTTPAddr) {
 		if !c.OpenAPI {
 			return fmt.Errorf("peer: --http %s is not a loopback address and no API token is set: "+
 				"set NEEDLE_API_TOKEN to require a bearer token, listen on 127.0.0.1, "+

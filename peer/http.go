@@ -13,7 +13,7 @@ import (
 
 func (p *Peer) httpHandler() http.Handler {
 	mux := p.routes()
-	h := browserGuard(p.metrics.user.instrument(mux, mux.patterns), p.cfg.Token, p.cfg.HTTPAddr)
+	h := browserGuard(p.metrics.user.instrument(mux, mux.patterns), p.cfg.Tokens != nil, p.cfg.HTTPAddr)
 	if p.cfg.RatePerClient > 0 {
 		return newRateLimiter(p.cfg.RatePerClient).wrap(h)
 	}
@@ -31,7 +31,7 @@ func (p *Peer) routes() *routeMux {
 	mux := &routeMux{ServeMux: http.NewServeMux()}
 	mux.Handle("/", api.NewHandler(backend{p}, api.HandlerOptions{
 		Limits:  lim,
-		Token:   p.cfg.Token,
+		Tokens:  p.cfg.Tokens,
 		Metrics: promhttp.HandlerFor(p.metrics.reg, promhttp.HandlerOpts{}),
 		Logger:  p.log,
 		Ready:   p.readiness,
@@ -104,11 +104,11 @@ func (m *routeMux) HandleFunc(pattern string, f func(http.ResponseWriter, *http.
 
 // requireToken guards h with the API token when one is set.
 func (p *Peer) requireToken(h http.Handler) http.Handler {
-	if p.cfg.Token == "" {
+	if p.cfg.Tokens == nil {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !api.BearerOK(r.Header.Get("Authorization"), p.cfg.Token) {
+		if !p.cfg.Tokens.BearerOK(r.Header.Get("Authorization")) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="needle"`)
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnauthorized)

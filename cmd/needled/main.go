@@ -46,8 +46,18 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	m.Hangup = notifyHangup()
 	if err := m.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "needled:", err)
 		os.Exit(1)
 	}
+}
+
+// notifyHangup catches SIGHUP from now on, for Main.Hangup (a reload of
+// the API token file): Go's default for it is to exit at once, with no
+// drain and no log line.
+func notifyHangup() <-chan os.Signal {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	return hup
 }

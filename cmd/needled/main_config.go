@@ -16,6 +16,7 @@ import (
 	"github.com/needle-mesh/needle/cmd/internal/secret"
 	"github.com/needle-mesh/needle/internal/hugepages"
 	"github.com/needle-mesh/needle/peer"
+	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/peer/handler"
 	"github.com/needle-mesh/needle/peer/webhook"
 	"github.com/needle-mesh/needle/ring"
@@ -46,6 +47,14 @@ type Main struct {
 	// HugePagesResult, which Run logs.
 	HugePages       bool
 	HugePagesResult *hugepages.Result
+	// Hangup, when non-nil, delivers SIGHUP: each reloads the API token
+	// file (ReloadTokens) while Run serves. main sets it before Run, so
+	// that a SIGHUP is never the default's instant exit.
+	Hangup <-chan os.Signal
+
+	// tokenFile is --api-token-file: its tokens are Config.Tokens, read
+	// again by ReloadTokens.
+	tokenFile string
 }
 
 // NewMain returns a Main with the defaults of docs/api.md.
@@ -70,7 +79,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 			"Every flag is also read from NEEDLE_<FLAG> (e.g. NEEDLE_DATA, NEEDLE_HTTP_ALLOW=a,b)\n"+
 			"and from the --config file; the command line wins over the environment, which\n"+
 			"wins over the file. The API token comes from NEEDLE_API_TOKEN or the file\n"+
-			"--api-token-file (NEEDLE_API_TOKEN_FILE) names.\n\n")
+			"--api-token-file (NEEDLE_API_TOKEN_FILE) names (one token a line, re-read on SIGHUP).\n\n")
 		fs.PrintDefaults()
 	}
 	err := fs.Parse(args)
@@ -115,7 +124,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	case c.WorkerCrashLimit == 0:
 		c.WorkerCrashLimit = -1 // peer.Config: negative is no limit, 0 the default
 	}
-	if c.Token, err = apiToken(getenv("NEEDLE_API_TOKEN"), *v.tokenFile); err != nil {
+	if err := m.apiTokens(getenv("NEEDLE_API_TOKEN"), *v.tokenFile); err != nil {
 		return err
 	}
 	build := buildinfo.Get()
@@ -131,21 +140,57 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	return m.builtins(v.execAllow, v.httpAllow)
 }
 
-// apiToken returns the API token: NEEDLE_API_TOKEN's value, or what the
-// --api-token-file names (a compose secret or a Kubernetes Secret mounted
-// as a file), but not both.
-func apiToken(env, file string) (string, error) {
+// apiTokens sets the API token: NEEDLE_API_TOKEN's value, or the tokens
+// in the file --api-token-file names (a compose secret or a Kubernetes
+// Secret mounted as a file), but not both. The file may hold several
+// tokens, one a line, all accepted: a rotation adds the new token to
+// every peer's file, moves the clients to it, then removes the old one.
+func (m *Main) apiTokens(env, file string) error {
 	switch {
 	case file == "":
-		return env, nil
+		m.Config.Token = env
+		return nil
 	case env != "":
-		return "", errors.New("NEEDLE_API_TOKEN and --api-token-file (NEEDLE_API_TOKEN_FILE) are both set: set one")
+		return errors.New("NEEDLE_API_TOKEN and --api-token-file (NEEDLE_API_TOKEN_FILE) are both set: set one")
 	}
-	token, err := secret.ReadFile(file)
+	tokens, err := secret.ReadList(file)
 	if err != nil {
-		return "", fmt.Errorf("--api-token-file: %w", err)
+		return fmt.Errorf("--api-token-file: %w", err)
 	}
-	return token, nil
+	m.tokenFile, m.Config.Tokens = file, api.NewTokens(tokens...)
+	return nil
+}
+
+// ReloadTokens reads --api-token-file again and makes its tokens the ones
+// the API accepts (SIGHUP), so that a rotation needs no restart. On an
+// error, an empty file among them, the tokens accepted stay as they were:
+// a half-written file must not lock every client out. Without a token
+// file there is nothing to reload.
+func (m *Main) ReloadTokens(log *slog.Logger) {
+	if m.tokenFile == "" {
+		log.Info("SIGHUP: nothing to reload (no --api-token-file)")
+		return
+	}
+	tokens, err := secret.ReadList(m.tokenFile)
+	if err != nil {
+		log.Error("SIGHUP: API tokens not reloaded; the ones accepted stay", "err", err,
+			"tokens", m.Config.Tokens.Len())
+		return
+	}
+	m.Config.Tokens.Set(tokens)
+	log.Info("SIGHUP: API tokens reloaded", "file", m.tokenFile, "tokens", len(tokens))
+}
+
+// serveHangups reloads the tokens at each SIGHUP until ctx ends.
+func (m *Main) serveHangups(ctx context.Context, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.Hangup:
+			m.ReloadTokens(log)
+		}
+	}
 }
 
 type flagsSet struct {
@@ -288,8 +333,11 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	prefaultHeap(m.HugePagesResult, log) // after the WAL is open: hugepages.Prefault
-	if m.Config.Token == "" {
+	if m.Config.Token == "" && m.Config.Tokens == nil {
 		log.Warn("no NEEDLE_API_TOKEN set: the API accepts every request")
+	}
+	if m.Hangup != nil {
+		go m.serveHangups(ctx, log)
 	}
 	return p.Run(ctx)
 }
@@ -382,7 +430,7 @@ func (m *Main) defineMeshFlags(fs *flag.FlagSet, v *flagVars) {
 	v.steal = fs.Bool("steal", true, "take part in work stealing")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "serve the API over HTTPS with this certificate (PEM; with --tls-key)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "the private key of --tls-cert (PEM)")
-	v.tokenFile = fs.String("api-token-file", "", "file holding the API token (a mounted secret; env NEEDLE_API_TOKEN_FILE): instead of NEEDLE_API_TOKEN")
+	v.tokenFile = fs.String("api-token-file", "", "file holding the API tokens, one a line, any of them accepted (# comments; a mounted secret; env NEEDLE_API_TOKEN_FILE): instead of NEEDLE_API_TOKEN. Read again on SIGHUP")
 	fs.BoolVar(&c.OpenAPI, "insecure-open-api", false, "allow --http on a non-loopback address without NEEDLE_API_TOKEN: anyone who reaches it may use the API")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM or needle drain: hand work over for at most this long, then exit (negative: exit at once)")
 	fs.IntVar(&c.MaxConns, "max-conns", 1024, "most open API connections; more wait until one closes")

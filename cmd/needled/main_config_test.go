@@ -98,40 +98,68 @@ func TestOpenHTTPRefused(t *testing.T) {
 
 func TestParseFlagsTokenFile(t *testing.T) {
 	dir := t.TempDir()
-	file := filepath.Join(dir, "api.token")
-	if err := os.WriteFile(file, []byte("from-a-secret\n"), 0o400); err != nil {
-		t.Fatal(err)
+	write := func(name, body string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(body), 0o400); err != nil {
+			t.Fatal(err)
+		}
+		return path
 	}
-	empty := filepath.Join(dir, "empty")
-	if err := os.WriteFile(empty, nil, 0o400); err != nil {
-		t.Fatal(err)
-	}
+	file := write("api.token", "from-a-secret\n")
+	// A rotation's file: the new token added, the old one still there.
+	several := write("rotating", "# needle API tokens\n\n  new-token  \nold-token\n# old-token2\n\n")
+	empty := write("empty", "")
+	comments := write("comments", "# no token\n\n   \n")
 	tests := []struct {
-		name      string
+		name, env string // env: NEEDLE_API_TOKEN
 		args      []string
-		env       map[string]string
-		want, err string
+		want      []string // accepted
+		refused   []string
+		err       string
 	}{
-		{"env file", nil, map[string]string{"NEEDLE_API_TOKEN_FILE": file}, "from-a-secret", ""},
-		{"flag", []string{"--api-token-file", file}, nil, "from-a-secret", ""},
-		{"token alone", nil, map[string]string{"NEEDLE_API_TOKEN": "plain"}, "plain", ""},
-		{"both", nil, map[string]string{"NEEDLE_API_TOKEN": "plain", "NEEDLE_API_TOKEN_FILE": file}, "", "both set"},
-		{"empty file", []string{"--api-token-file", empty}, nil, "", "empty"},
-		{"missing file", []string{"--api-token-file", file + ".x"}, nil, "", "--api-token-file"},
+		{"env file", "", nil, []string{"from-a-secret"}, []string{"", "x"}, ""},
+		{"flag", "", []string{"--api-token-file", file}, []string{"from-a-secret"}, []string{"", "x"}, ""},
+		{"several", "", []string{"--api-token-file", several}, []string{"new-token", "old-token"},
+			[]string{"", "# needle API tokens", "old-token2", "# old-token2"}, ""},
+		{"token alone", "plain", nil, []string{"plain"}, []string{"", "x"}, ""},
+		{"both", "plain", []string{"--api-token-file", file}, nil, nil, "both set"},
+		{"empty file", "", []string{"--api-token-file", empty}, nil, nil, "empty"},
+		{"comments only", "", []string{"--api-token-file", comments}, nil, nil, "empty"},
+		{"missing file", "", []string{"--api-token-file", file + ".x"}, nil, nil, "--api-token-file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := NewMain()
 			m.Stderr = &strings.Builder{}
-			err := m.ParseFlags(tt.args, func(k string) string { return tt.env[k] })
+			env := map[string]string{"NEEDLE_API_TOKEN": tt.env}
+			if tt.name == "env file" {
+				env["NEEDLE_API_TOKEN_FILE"] = file
+			}
+			err := m.ParseFlags(tt.args, func(k string) string { return env[k] })
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("ParseFlags = %v; want an error mentioning %q", err, tt.err)
 				}
 				return
 			}
-			if err != nil || m.Config.Token != tt.want {
-				t.Fatalf("ParseFlags: token %q, err %v; want %q", m.Config.Token, err, tt.want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// As the peer takes them: Validate makes Token a set of one.
+			c := m.Config
+			c.InMemory = true
+			if err := c.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			for _, tok := range tt.want {
+				if !c.Tokens.BearerOK("Bearer " + tok) {
+					t.Errorf("token %q refused; want accepted", tok)
+				}
+			}
+			for _, tok := range tt.refused {
+				if c.Tokens.BearerOK("Bearer " + tok) {
+					t.Errorf("token %q accepted; want refused", tok)
+				}
 			}
 		})
 	}

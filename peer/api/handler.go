@@ -64,6 +64,10 @@ type HandlerOptions struct {
 	// Token, when non-empty, is required as "Authorization: Bearer <token>"
 	// (the scheme in any case) on every route except /healthz.
 	Token string
+	// Tokens, when non-nil, is the set of tokens accepted instead of
+	// Token (any one of them; it may change while the handler serves).
+	// Token alone is a set of one.
+	Tokens *Tokens
 	// Metrics, when non-nil, serves GET /metrics (behind the token).
 	Metrics http.Handler
 	// Ready, when non-nil, is asked by /healthz; an error answers 503.
@@ -106,6 +110,9 @@ func (h *Handler) Patterns() []string { return slices.Clone(h.patterns) }
 func NewHandler(b Backend, opts HandlerOptions) *Handler {
 	if opts.MaxWait <= 0 {
 		opts.MaxWait = DefaultMaxWait
+	}
+	if opts.Tokens == nil && opts.Token != "" {
+		opts.Tokens = NewTokens(opts.Token)
 	}
 	s := &server{b: b, opts: opts, log: opts.Logger}
 	if s.log == nil {
@@ -178,11 +185,11 @@ func MethodNotAllowed(methods []string) http.HandlerFunc {
 
 // auth checks the bearer token on every route but /healthz.
 func (s *server) auth(next http.Handler) http.Handler {
-	if s.opts.Token == "" {
+	if s.opts.Tokens == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/healthz" && !BearerOK(r.Header.Get("Authorization"), s.opts.Token) {
+		if r.URL.Path != "/healthz" && !s.opts.Tokens.BearerOK(r.Header.Get("Authorization")) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="needle"`)
 			writeErr(w, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Message: "missing or wrong bearer token"})
 			return
@@ -195,12 +202,8 @@ func (s *server) auth(next http.Handler) http.Handler {
 // "Bearer <token>". The scheme's case does not matter (RFC 7235: "bearer"
 // and "BEARER" are "Bearer"); the token is compared in constant time.
 func BearerOK(header, token string) bool {
-	scheme, got, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
-	}
-	got = strings.TrimLeft(got, " ")
-	return subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+	got, ok := bearer(header)
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
 }
 
 // fail writes the response for err, logging internal errors only. A
@@ -258,7 +261,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // by names the caller of a cancel for the audit trail.
 func (s *server) by(r *http.Request) string {
-	if s.opts.Token != "" {
+	if s.opts.Tokens != nil {
 		return "token"
 	}
 	return r.RemoteAddr

@@ -16,13 +16,53 @@ import (
 // a path naming a large file by mistake is refused rather than read whole.
 const MaxSize = 4096
 
-// ErrEmpty is wrapped by ReadFile for a file that holds only whitespace.
+// ErrEmpty is wrapped by ReadFile for a file that holds only whitespace,
+// and by ReadList for one that holds no secret line.
 var ErrEmpty = errors.New("secret: file is empty")
 
 // ReadFile returns the secret in the file at path with the white space
 // around it removed. It refuses an empty file, a file larger than MaxSize
 // and a value of more than one line.
 func ReadFile(path string) (string, error) {
+	raw, err := read(path)
+	if err != nil {
+		return "", err
+	}
+	v := strings.TrimSpace(raw)
+	switch {
+	case v == "":
+		return "", fmt.Errorf("%w: %s", ErrEmpty, path)
+	case strings.ContainsAny(v, "\r\n"):
+		return "", fmt.Errorf("secret: %s: holds more than one line", path)
+	}
+	return v, nil
+}
+
+// ReadList returns the secrets in the file at path, one a line, each with
+// the white space around it removed; blank lines and lines starting with
+// "#" are skipped (so a secret cannot start with "#"). A file of several
+// is how a peer accepts an old and a new API token during a rotation. It
+// refuses a file larger than MaxSize and one holding no secret (ErrEmpty).
+func ReadList(path string) ([]string, error) {
+	raw, err := read(path)
+	if err != nil {
+		return nil, err
+	}
+	var list []string
+	for _, line := range strings.Split(raw, "\n") {
+		line = strings.TrimSpace(line)
+		if line != "" && !strings.HasPrefix(line, "#") {
+			list = append(list, line)
+		}
+	}
+	if len(list) == 0 {
+		return nil, fmt.Errorf("%w: %s", ErrEmpty, path)
+	}
+	return list, nil
+}
+
+// read returns the content of the file at path, of at most MaxSize bytes.
+func read(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", fmt.Errorf("secret: %w", err)
@@ -35,14 +75,7 @@ func ReadFile(path string) (string, error) {
 	if len(raw) > MaxSize {
 		return "", fmt.Errorf("secret: %s: larger than %d bytes", path, MaxSize)
 	}
-	v := strings.TrimSpace(string(raw))
-	switch {
-	case v == "":
-		return "", fmt.Errorf("%w: %s", ErrEmpty, path)
-	case strings.ContainsAny(v, "\r\n"):
-		return "", fmt.Errorf("secret: %s: holds more than one line", path)
-	}
-	return v, nil
+	return string(raw), nil
 }
 
 // FromEnv returns the secret named by the variable name, read from the

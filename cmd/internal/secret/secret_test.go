@@ -78,3 +78,26 @@ func TestFromEnv(t *testing.T) {
 		})
 	}
 }
+
+func TestReadList(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	got, err := ReadList(write("a", "# tokens\r\n\n  new \r\nold\n\t# gone\n"))
+	if err != nil || strings.Join(got, ",") != "new,old" {
+		t.Errorf("ReadList = %q, %v; want [new old]", got, err)
+	}
+	for _, body := range []string{"", "\n \n", "# only a comment\n"} {
+		if got, err := ReadList(write("b", body)); !errors.Is(err, ErrEmpty) {
+			t.Errorf("ReadList(%q) = %q, %v; want ErrEmpty", body, got, err)
+		}
+	}
+	if _, err := ReadList(write("c", strings.Repeat("x\n", MaxSize))); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("ReadList(too large) = %v; want larger than", err)
+	}
+}

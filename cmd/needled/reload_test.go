@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// lineLog is a logger whose lines are sent on a channel, so that a test
+// waits for the line it expects instead of sleeping.
+func lineLog() (*slog.Logger, <-chan string) {
+	lines := make(chan string, 16)
+	return slog.New(slog.NewTextHandler(chanWriter(lines), nil)), lines
+}
+
+type chanWriter chan string
+
+func (w chanWriter) Write(p []byte) (int, error) {
+	w <- string(p)
+	return len(p), nil
+}
+
+func expectLine(t *testing.T, lines <-chan string, want ...string) {
+	t.Helper()
+	line := <-lines
+	for _, w := range want {
+		if !strings.Contains(line, w) {
+			t.Fatalf("log line %q; want it to hold %q", line, w)
+		}
+	}
+}
+
+// TestReloadTokens: ReloadTokens makes the token file's tokens the ones
+// accepted, and on a file that cannot be read, or holds no token, keeps
+// the ones accepted and logs an error: a rotation never locks every
+// client out.
+func TestReloadTokens(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "api.token")
+	write := func(body string) {
+		if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("old\n")
+	m := NewMain()
+	if err := m.ParseFlags([]string{"--api-token-file", file}, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	tokens := m.Config.Tokens
+	accepts := func(when string, want map[string]bool) {
+		t.Helper()
+		for tok, w := range want {
+			if got := tokens.BearerOK("Bearer " + tok); got != w {
+				t.Errorf("%s: %q accepted: %v; want %v", when, tok, got, w)
+			}
+		}
+	}
+	log, lines := lineLog()
+
+	write("old\n# the new one:\nnew\n")
+	m.ReloadTokens(log)
+	expectLine(t, lines, "level=INFO", "tokens=2")
+	accepts("old and new", map[string]bool{"old": true, "new": true})
+
+	write("new\n")
+	m.ReloadTokens(log)
+	expectLine(t, lines, "level=INFO", "tokens=1")
+	accepts("new only", map[string]bool{"old": false, "new": true})
+
+	write("# emptied by mistake\n")
+	m.ReloadTokens(log)
+	expectLine(t, lines, "level=ERROR", "empty", "tokens=1")
+	accepts("after an empty file", map[string]bool{"new": true, "# emptied by mistake": false})
+
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	m.ReloadTokens(log)
+	expectLine(t, lines, "level=ERROR", "tokens=1")
+	accepts("after a missing file", map[string]bool{"new": true})
+}
+
+// TestReloadTokensNoFile: without a token file (NEEDLE_API_TOKEN, or no
+// token) a SIGHUP reloads nothing and says so.
+func TestReloadTokensNoFile(t *testing.T) {
+	for _, env := range []string{"plain", ""} {
+		m := NewMain()
+		if err := m.ParseFlags(nil, func(k string) string { return map[string]string{"NEEDLE_API_TOKEN": env}[k] }); err != nil {
+			t.Fatal(err)
+		}
+		log, lines := lineLog()
+		m.ReloadTokens(log)
+		expectLine(t, lines, "level=INFO", "nothing to reload")
+	}
+}
+
+// TestHangupReloads: a SIGHUP sent to the process is caught, not the
+// default's instant exit (this test process would die), and reaches
+// ReloadTokens through Main.Hangup as Run serves it.
+func TestHangupReloads(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "api.token")
+	if err := os.WriteFile(file, []byte("old\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := NewMain()
+	if err := m.ParseFlags([]string{"--api-token-file", file}, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	m.Hangup = notifyHangup()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	log, lines := lineLog()
+	go m.serveHangups(ctx, log)
+	if err := os.WriteFile(file, []byte("old\nnew\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	expectLine(t, lines, "level=INFO", "SIGHUP", "tokens=2")
+	if !m.Config.Tokens.BearerOK("Bearer new") {
+		t.Error("new token refused after SIGHUP")
+	}
+}
