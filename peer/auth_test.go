@@ -89,6 +89,10 @@ func TestConfigTokens(t *testing.T) {
 	if err := c.Validate(); err != nil || c.Tokens == nil || !c.Tokens.BearerOK("Bearer t") {
 		t.Errorf("Token alone: %v, Tokens %v; want a set of t", err, c.Tokens)
 	}
+	// A caller's Validate, then New's: the same Config passes twice.
+	if err := c.Validate(); err != nil || !c.Tokens.BearerOK("Bearer t") {
+		t.Errorf("Token alone, validated again: %v", err)
+	}
 	for name, c := range map[string]Config{
 		"both":  {InMemory: true, Token: "t", Tokens: api.NewTokens("u")},
 		"empty": {InMemory: true, Tokens: api.NewTokens()},

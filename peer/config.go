@@ -40,8 +40,8 @@ type Config struct {
 	// Tokens, when non-nil, is the set of bearer tokens the API accepts
 	// instead of Token: any one of them. Its holder may replace them while
 	// the peer runs (needled does on SIGHUP), so that a token is rotated
-	// without an outage. Token alone is a set of one; setting both is an
-	// error, as is a set with no token.
+	// without an outage. Token alone is a set of one (Validate moves it
+	// into Tokens); setting both is an error, as is a set with no token.
 	Tokens *api.Tokens
 	// Version and Commit name the build in the needle_build_info metric
 	// (needled sets them from its stamped build info). Default "unknown".
@@ -173,7 +173,9 @@ func (c *Config) Validate() error {
 	case c.Token != "" && c.Tokens != nil:
 		return errors.New("peer: Token and Tokens are both set: set one")
 	case c.Token != "":
-		c.Tokens = api.NewTokens(c.Token)
+		// Moved, not copied: a second Validate of the same Config (a
+		// caller's, then New's) must not find both set.
+		c.Tokens, c.Token = api.NewTokens(c.Token), ""
 	case c.Tokens != nil && c.Tokens.Len() == 0:
 		return errors.New("peer: Tokens holds no token")
 	}
