@@ -108,6 +108,9 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if *v.init != m.Init {
 		return errors.New("--init is a command, read from the command line only (not NEEDLE_INIT or --config)")
 	}
+	if err := checkPositive(fs); err != nil {
+		return err
+	}
 	switch *v.handlers {
 	case "open":
 	case "strict":
@@ -191,6 +194,37 @@ func (m *Main) serveHangups(ctx context.Context, log *slog.Logger) {
 			m.ReloadTokens(log)
 		}
 	}
+}
+
+// positiveFlags are the flags whose zero or negative value means nothing:
+// the peer's Config reads such a value as "the default", so --retention 0
+// (meant as "keep nothing") kept finished groups 7 days. Given, they are
+// an error naming the default.
+var positiveFlags = []string{"partitions", "replicas", "retention", "default-timeout", "max-body", "max-payload",
+	"max-tasks", "min-every", "max-fired-per-minute", "forget-after", "max-conns", "notify-timeout", "notify-concurrency"}
+
+// checkPositive refuses a zero or negative value of positiveFlags,
+// wherever it came from (command line, environment, --config).
+func checkPositive(fs *flag.FlagSet) error {
+	for _, name := range positiveFlags {
+		f := fs.Lookup(name)
+		if f == nil {
+			continue
+		}
+		var bad bool
+		switch v := f.Value.(flag.Getter).Get().(type) {
+		case int:
+			bad = v <= 0
+		case int64:
+			bad = v <= 0
+		case time.Duration:
+			bad = v <= 0
+		}
+		if bad {
+			return fmt.Errorf("--%s %s: want a positive value (the default is %s)", name, f.Value, f.DefValue)
+		}
+	}
+	return nil
 }
 
 type flagsSet struct {

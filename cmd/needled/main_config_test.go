@@ -45,6 +45,10 @@ func TestParseFlagsErrors(t *testing.T) {
 		{"unknown flag in file", []string{"--config", bad}, `unknown flag "nope"`},
 		{"missing file", []string{"--config", "/nonexistent/x"}, "--config"},
 		{"stray argument", []string{"extra"}, "unexpected argument"},
+		{"zero retention", []string{"--retention", "0"}, "--retention 0s: want a positive value (the default is 168h0m0s)"},
+		{"negative payload", []string{"--max-payload", "-1"}, "--max-payload -1: want a positive value"},
+		{"zero replicas", []string{"--replicas", "0"}, "--replicas 0"},
+		{"zero forget-after", []string{"--forget-after", "0"}, "--forget-after 0s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,6 +59,13 @@ func TestParseFlagsErrors(t *testing.T) {
 				t.Errorf("ParseFlags(%v) = %v; want an error mentioning %q", tt.args, err, tt.want)
 			}
 		})
+	}
+	// The same from the environment.
+	m := NewMain()
+	m.Stderr = &strings.Builder{}
+	env := map[string]string{"NEEDLE_RETENTION": "0"}
+	if err := m.ParseFlags(nil, func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "--retention 0s") {
+		t.Errorf("NEEDLE_RETENTION=0: ParseFlags = %v; want the --retention error", err)
 	}
 }
 
