@@ -421,6 +421,7 @@ func (n *Node) softState(p *partition, ss *raft.SoftState) {
 		return
 	}
 	p.leader = leader
+	n.stats.LeaderChanges++
 	p.term = p.rn.BasicStatus().GetTerm()
 	p.acked = nil
 	p.commits = nil

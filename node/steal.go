@@ -46,6 +46,10 @@ type NodeStats struct {
 	// Deaths counts the peers this node declared dead (Node.Deaths): in a
 	// mesh without faults, every one is a false failover.
 	Deaths int
+	// LeaderChanges counts the times this node gained or lost the
+	// leadership of a partition it holds (softState): a rate of them
+	// well above the mesh's membership changes is leadership flapping.
+	LeaderChanges int
 }
 
 // stealer is the node's side of work stealing: the pure policy of package
