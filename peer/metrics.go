@@ -44,6 +44,13 @@ type metrics struct {
 	// droppedAppends counts the Raft appends and snapshots dropped as a
 	// replica short of disk space (peer.dropAppends).
 	droppedAppends prometheus.Counter
+	// unowned and underReplicated gauge partition health, so an alert can
+	// fire on it: partitions with no reachable owner (as /healthz counts
+	// them, node.Unsettled) and partitions this peer leads short of
+	// replicas (node.UnderReplicated). leaderChanges counts the partition
+	// leaderships this peer gained or lost (NodeStats.LeaderChanges).
+	unowned, underReplicated prometheus.Gauge
+	leaderChanges            prometheus.Counter
 	// finishedBy and outcomeBy are finished's and outcomes' counters, each
 	// looked up at its first use (WithLabelValues hashes its labels at
 	// every call: 2% of a W1 peer's loop).
@@ -127,7 +134,13 @@ func newMetrics(p *Peer) *metrics {
 	}
 	m.droppedAppends = prometheus.NewCounter(prometheus.CounterOpts{Name: "needle_replica_appends_dropped_total",
 		Help: "Raft appends and snapshots this peer dropped as a replica with under half its --min-free-disk free: the partition commits on its other replicas and this one catches up once space is freed."})
-	m.reg.MustRegister(m.refusedWork, m.droppedAppends)
+	m.unowned = prometheus.NewGauge(prometheus.GaugeOpts{Name: "needle_partitions_unowned",
+		Help: "Partitions with no owner this peer can route to (none serves them here, no live leader known): what /healthz counts; above 0 their requests fail with 503."})
+	m.underReplicated = prometheus.NewGauge(prometheus.GaugeOpts{Name: "needle_partitions_under_replicated",
+		Help: "Partitions this peer leads whose voters are fewer than min(--replicas, members) or include a peer this peer holds dead (or forgot): they survive one failure fewer than configured."})
+	m.leaderChanges = prometheus.NewCounter(prometheus.CounterOpts{Name: "needle_leader_changes_total",
+		Help: "Partition leaderships this peer gained or lost (its start counts the ones it gains)."})
+	m.reg.MustRegister(m.refusedWork, m.droppedAppends, m.unowned, m.underReplicated, m.leaderChanges)
 	if d := p.disk; d != nil {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "needle_disk_free_bytes",
 			Help: "Space free under the data dir for an unprivileged writer, read at the scrape; under --min-free-disk the peer refuses new work."},
@@ -181,6 +194,8 @@ func (m *metrics) observe(n *node.Node) {
 	m.ringEpoch.Set(float64(n.Epoch()))
 	m.outbox.Set(float64(n.OutboxLen()))
 	m.replLag.Set(float64(n.ReplicationLag()))
+	m.unowned.Set(float64(n.Unsettled()))
+	m.underReplicated.Set(float64(n.UnderReplicated()))
 	cur := n.Counters()
 	for _, c := range []struct {
 		name     string
@@ -205,6 +220,9 @@ func (m *metrics) observe(n *node.Node) {
 		if c.now > c.was {
 			m.protocol.WithLabelValues(c.name).Add(float64(c.now - c.was))
 		}
+	}
+	if cur.LeaderChanges > m.last.LeaderChanges {
+		m.leaderChanges.Add(float64(cur.LeaderChanges - m.last.LeaderChanges))
 	}
 	m.last = cur
 	m.readyAges(n)
