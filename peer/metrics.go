@@ -141,6 +141,7 @@ func newMetrics(p *Peer) *metrics {
 	m.leaderChanges = prometheus.NewCounter(prometheus.CounterOpts{Name: "needle_leader_changes_total",
 		Help: "Partition leaderships this peer gained or lost (its start counts the ones it gains)."})
 	m.reg.MustRegister(m.refusedWork, m.droppedAppends, m.unowned, m.underReplicated, m.leaderChanges)
+	m.zeroSeries()
 	if d := p.disk; d != nil {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "needle_disk_free_bytes",
 			Help: "Space free under the data dir for an unprivileged writer, read at the scrape; under --min-free-disk the peer refuses new work."},
@@ -159,6 +160,58 @@ func newMetrics(p *Peer) *metrics {
 	m.reg.MustRegister(buildInfo(p.cfg.Version, p.cfg.Commit))
 	m.user = newUserMetrics(m.reg, p.handlers.Names())
 	return m
+}
+
+// zeroSeries creates every documented label value of the labelled
+// counters at 0: a series absent until its first event reads, to an alert
+// or a ratio, as "no data" rather than 0 (docs/operations.md, Metrics).
+func (m *metrics) zeroSeries() {
+	for _, s := range shard.States() {
+		if s.Terminal() {
+			m.finishedBy[s] = m.finished.WithLabelValues(s.String())
+		}
+	}
+	for _, r := range outcomeResults {
+		m.outcomeBy[r] = m.outcomes.WithLabelValues(r)
+	}
+	for _, r := range []string{"disk", "memory"} { // admit.go's reasons
+		m.refusedWork.WithLabelValues(r).Add(0)
+	}
+	for _, e := range protocolEvents(node.NodeStats{}, node.NodeStats{}) {
+		m.protocol.WithLabelValues(e.name).Add(0)
+	}
+}
+
+// outcomeResults are needle_outcomes_total's results (outcome).
+var outcomeResults = []string{"succeeded", "failed", "timed_out", "stale"}
+
+// protocolEvent is one needle_protocol_events_total event: its counter
+// now and at the last observe.
+type protocolEvent struct {
+	name     string
+	now, was int
+}
+
+// protocolEvents lists needle_protocol_events_total's events, each from
+// its NodeStats counter in cur and last.
+func protocolEvents(cur, last node.NodeStats) []protocolEvent {
+	return []protocolEvent{
+		{"steals_asked", cur.StealsAsked, last.StealsAsked},
+		{"steals_granted", cur.StealsGranted, last.StealsGranted},
+		{"steals_refused", cur.StealsRefused, last.StealsRefused},
+		{"steals_sampled", cur.StealsSampled, last.StealsSampled},
+		{"tasks_granted", cur.TasksGranted, last.TasksGranted},
+		{"lease_expiries", cur.LeaseExpiries, last.LeaseExpiries},
+		{"stale_outcomes", cur.StaleOutcomes, last.StaleOutcomes},
+		{"abdications", cur.Abdications, last.Abdications},
+		{"rejected_entries", cur.RejectedEntries, last.RejectedEntries},
+		{"dropped_raft_messages", cur.DroppedRaft, last.DroppedRaft},
+		{"entries_proposed", cur.Entries, last.Entries},
+		{"partitions_left", cur.Left, last.Left},
+		{"replica_asks", cur.ReplicaAsks, last.ReplicaAsks},
+		{"stale_raft_messages", cur.StaleRaft, last.StaleRaft},
+		{"peer_deaths", cur.Deaths, last.Deaths},
+	}
 }
 
 // buildInfo is needle_build_info: always 1, the build in its labels.
@@ -197,26 +250,7 @@ func (m *metrics) observe(n *node.Node) {
 	m.unowned.Set(float64(n.Unsettled()))
 	m.underReplicated.Set(float64(n.UnderReplicated()))
 	cur := n.Counters()
-	for _, c := range []struct {
-		name     string
-		now, was int
-	}{
-		{"steals_asked", cur.StealsAsked, m.last.StealsAsked},
-		{"steals_granted", cur.StealsGranted, m.last.StealsGranted},
-		{"steals_refused", cur.StealsRefused, m.last.StealsRefused},
-		{"steals_sampled", cur.StealsSampled, m.last.StealsSampled},
-		{"tasks_granted", cur.TasksGranted, m.last.TasksGranted},
-		{"lease_expiries", cur.LeaseExpiries, m.last.LeaseExpiries},
-		{"stale_outcomes", cur.StaleOutcomes, m.last.StaleOutcomes},
-		{"abdications", cur.Abdications, m.last.Abdications},
-		{"rejected_entries", cur.RejectedEntries, m.last.RejectedEntries},
-		{"dropped_raft_messages", cur.DroppedRaft, m.last.DroppedRaft},
-		{"entries_proposed", cur.Entries, m.last.Entries},
-		{"partitions_left", cur.Left, m.last.Left},
-		{"replica_asks", cur.ReplicaAsks, m.last.ReplicaAsks},
-		{"stale_raft_messages", cur.StaleRaft, m.last.StaleRaft},
-		{"peer_deaths", cur.Deaths, m.last.Deaths},
-	} {
+	for _, c := range protocolEvents(cur, m.last) {
 		if c.now > c.was {
 			m.protocol.WithLabelValues(c.name).Add(float64(c.now - c.was))
 		}

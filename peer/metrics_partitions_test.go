@@ -42,6 +42,31 @@ func TestPartitionHealthMetrics(t *testing.T) {
 	}
 }
 
+// TestMetricsZeroSeries: the labelled counters' documented series exist
+// at 0 before any event, so "absent" and "0" cannot be confused.
+func TestMetricsZeroSeries(t *testing.T) {
+	_, c := startPeerWith(t, Config{})
+	got := scrape(t, c.BaseURL)
+	for _, want := range []string{
+		`needle_outcomes_total{result="succeeded"} 0`,
+		`needle_outcomes_total{result="failed"} 0`,
+		`needle_outcomes_total{result="timed_out"} 0`,
+		`needle_outcomes_total{result="stale"} 0`,
+		`needle_tasks_finished_total{state="SUCCEEDED"} 0`,
+		`needle_tasks_finished_total{state="FAILED"} 0`,
+		`needle_tasks_finished_total{state="CANCELED"} 0`,
+		`needle_submissions_refused_total{reason="disk"} 0`,
+		`needle_submissions_refused_total{reason="memory"} 0`,
+		`needle_protocol_events_total{event="peer_deaths"} 0`,
+		`needle_protocol_events_total{event="abdications"} 0`,
+		`needle_protocol_events_total{event="lease_expiries"} 0`,
+	} {
+		if !strings.Contains(got, want+"\n") {
+			t.Errorf("before any event, /metrics lacks %s", want)
+		}
+	}
+}
+
 // TestUnderReplicatedMetric: in a mesh of three with three replicas, a
 // stopped peer is a voter of every partition, so once the survivors hold
 // it dead each reports the partitions it leads under-replicated.
