@@ -10,13 +10,7 @@ import (
 
 func TestReadFile(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, body string) string { return writeFile(t, dir, name, body) }
 	tests := []struct {
 		name, path, want, wantErr string
 	}{
@@ -81,13 +75,7 @@ func TestFromEnv(t *testing.T) {
 
 func TestReadList(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, body string) string { return writeFile(t, dir, name, body) }
 	got, err := ReadList(write("a", "# tokens\r\n\n  new \r\nold\n\t# gone\n"))
 	if err != nil || strings.Join(got, ",") != "new,old" {
 		t.Errorf("ReadList = %q, %v; want [new old]", got, err)
@@ -100,4 +88,14 @@ func TestReadList(t *testing.T) {
 	if _, err := ReadList(write("c", strings.Repeat("x\n", MaxSize))); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("ReadList(too large) = %v; want larger than", err)
 	}
+}
+
+// writeFile writes body to the file name in dir and returns its path.
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
