@@ -268,7 +268,13 @@ run_mesh() {
 	COMPOSE=(timeout 120 docker-compose -p "$PROJECT" -f deploy/compose.yaml)
 
 	log "compose up: three peers, API on 127.0.0.1:$port"
-	"${COMPOSE[@]}" up -d --no-build || die "compose up"
+	if ! "${COMPOSE[@]}" up -d --no-build; then
+		# podman races a container that exits at once (the keys one):
+		# "read /proc/N/cgroup: no such process". up is idempotent: the
+		# containers made are kept, the rest made now.
+		log "compose up failed; once more"
+		"${COMPOSE[@]}" up -d --no-build || die "compose up"
+	fi
 	podman cp "${PROJECT}_needle-0_1:/etc/needle/api.token" "$TMP/api.token" || die "no API token in the keys volume"
 	export NEEDLE_API_TOKEN_FILE="$TMP/api.token" NEEDLE_ADDR="http://127.0.0.1:$port"
 	unset NEEDLE_API_TOKEN
