@@ -242,6 +242,12 @@ type mesh struct {
 	outbox    map[string]OutcomeMsg // key task@round
 	forgotten map[string]bool
 	forgotNew bool // forgotten changed since the last Ready (flushForgotten)
+	// toldForgotten is when each forgotten peer that still sends here was
+	// last told so (tellForgotten).
+	toldForgotten map[string]time.Time
+	// forgottenBy is the peer that told this one it was forgotten (its id
+	// in that peer's Forgotten list): it can never rejoin under this id.
+	forgottenBy string
 	// forgetAtDeath holds the members a forget was heard for second-hand
 	// while they were alive here: forgotten once this peer holds them
 	// dead (detect, detectSWIM).
@@ -447,6 +453,10 @@ func (m *mesh) newRun(mb *member, now time.Time) {
 // membership is skipped without lookups.
 func (m *mesh) learn(from string, hb *Heartbeat, now time.Time) {
 	for _, id := range hb.Forgotten {
+		if id == m.n.cfg.ID {
+			m.forgottenBy = from
+			continue
+		}
 		// A forget heard second-hand applies to a peer this one does not
 		// hear from any more: forget is for dead peers (needle forget),
 		// and one keyed host must not be able to remove live peers from
@@ -526,6 +536,30 @@ func (k sliceMark[T]) is(s []T) bool {
 // it will never run anything again, so the tasks pinned to it fail
 // (shard.FailPinnedTo).
 func (m *mesh) isForgotten(id string) bool { return m.forgotten[id] }
+
+// tellForgottenEvery is how often a forgotten peer that still sends here
+// is told it was forgotten.
+const tellForgottenEvery = 10 * time.Second
+
+// tellForgotten answers a message from a forgotten peer with this peer's
+// heartbeat, whose Forgotten list names it (now and then: it may send
+// many). A forgotten peer restarted on its old data would otherwise never
+// become ready, and only the other peers' logs would say why.
+func (m *mesh) tellForgotten(to string, now time.Time) {
+	if last, ok := m.toldForgotten[to]; ok && now.Sub(last) < tellForgottenEvery {
+		return
+	}
+	if m.toldForgotten == nil {
+		m.toldForgotten = map[string]time.Time{}
+	}
+	m.toldForgotten[to] = now
+	m.sendBeat(to, 0)
+}
+
+// ForgottenBy names the peer that told this one it was removed from the
+// mesh for good (needle forget), "" while none has: its id never rejoins,
+// and it must start afresh (a new data dir, a new identity) to serve again.
+func (n *Node) ForgottenBy() string { return n.mesh.forgottenBy }
 
 // forget removes a peer from the membership for good.
 func (m *mesh) forget(id string, now time.Time) {

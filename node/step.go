@@ -36,6 +36,7 @@ func (n *Node) step(from string, m Message, beatDone bool) error {
 		return fmt.Errorf("peer: step: bad sender %q", from)
 	}
 	if n.mesh.forgotten[from] {
+		n.mesh.tellForgotten(from, n.now)
 		return fmt.Errorf("%w: %s was forgotten", ErrNotMember, from)
 	}
 	if m.Type == MsgProbe && m.Probe != nil && m.Probe.Beat != nil && !beatDone {

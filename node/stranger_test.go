@@ -115,3 +115,36 @@ func TestLearnedMembersMustBeValidIDs(t *testing.T) {
 		t.Fatalf("members = %v; want [n1 n2 n9]", got)
 	}
 }
+
+// A peer forgotten while it runs on (needle forget --force, or restarted
+// on its old data after the forget) is told so by the peers it still
+// sends to, now and then: it could never become ready, and only their
+// logs said why.
+func TestForgottenPeerIsTold(t *testing.T) {
+	c := newCluster(t, 3, 4)
+	c.run(10 * time.Second)
+	n3 := c.node("n3").n
+	if by := n3.ForgottenBy(); by != "" {
+		t.Fatalf("ForgottenBy = %q before any forget", by)
+	}
+	for _, id := range []string{"n1", "n2"} {
+		c.node(id).n.Forget("n3")
+	}
+	for i := 0; n3.ForgottenBy() == ""; i++ {
+		if i > 3000 {
+			t.Fatal("n3 was not told it was forgotten within 30 s of running on")
+		}
+		c.step(10 * time.Millisecond)
+	}
+	if by := n3.ForgottenBy(); by != "n1" && by != "n2" {
+		t.Fatalf("ForgottenBy = %q; want n1 or n2", by)
+	}
+	// Told now and then, not at every message it sends.
+	told := 0
+	for _, id := range []string{"n1", "n2"} {
+		told += len(c.node(id).n.mesh.toldForgotten)
+	}
+	if told == 0 {
+		t.Fatal("no peer recorded telling n3")
+	}
+}

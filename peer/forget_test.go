@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Forgetting a peer the mesh still hears from is refused (409 naming id)
@@ -30,5 +31,16 @@ func TestForgetRefusesALivePeer(t *testing.T) {
 	}
 	if status, data := wcall(t, peers[0].c, "POST", path+"?force=true", ""); status != http.StatusOK || !strings.Contains(string(data), live) {
 		t.Fatalf("forced forget = %d %s; want 200", status, data)
+	}
+	// The forgotten peer runs on. The peer that forgot it answers its next
+	// message by saying so, and it is then never ready, saying why.
+	var health string
+	waitFor(t, "the forgotten peer to say it was removed", 30*time.Second, func() bool {
+		status, data := wcall(t, peers[2].c, "GET", "/healthz", "")
+		health = string(data)
+		return status == http.StatusServiceUnavailable && strings.Contains(health, "removed from the mesh for good")
+	})
+	if !strings.Contains(health, peers[0].p.ID()) {
+		t.Fatalf("healthz of the forgotten peer = %s; want it to name %s, which forgot it", health, peers[0].p.ID())
 	}
 }

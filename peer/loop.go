@@ -398,6 +398,7 @@ func (p *Peer) stepFrame(f p2p.Frame) {
 		err = p.node.Step(f.From, m)
 	}
 	if err == nil {
+		p.noteForgotten()
 		return
 	}
 	p.metrics.refused.Inc()
@@ -419,6 +420,23 @@ func (p *Peer) stepFrame(f p2p.Frame) {
 		}
 		p.log.Warn("message refused", attrs...)
 	}
+}
+
+// forgottenHelp is what a forgotten peer should do, in its log line and in
+// its readiness error.
+const forgottenHelp = "this peer was removed from the mesh for good (needle forget), and its id never rejoins: " +
+	"stop it, delete its data dir (identity.key included), and start it again with --join to serve as a new peer " +
+	"(docs/operations.md, Removing a host for good)"
+
+// noteForgotten logs, once a minute, that another peer said this one was
+// forgotten (node.ForgottenBy): it serves nothing and never becomes ready.
+func (p *Peer) noteForgotten() {
+	by := p.node.ForgottenBy()
+	if by == "" || time.Since(p.forgotLogged) < time.Minute {
+		return
+	}
+	p.forgotLogged = time.Now()
+	p.log.Error(forgottenHelp, keyPeer, by)
 }
 
 // logBehind logs, now and then, that this replica lost what it

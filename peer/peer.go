@@ -73,6 +73,8 @@ type Peer struct {
 	refusals failLog // and those of messages refused
 	behind   failLog // and the error lines of a log behind what it acknowledged
 
+	forgotLogged time.Time // when the loop last logged that this peer was forgotten (noteForgotten)
+
 	// Loop-owned state.
 	calls   map[uint64]pendingCall
 	waiters waiters
