@@ -73,6 +73,8 @@ type Peer struct {
 	refusals failLog // and those of messages refused
 	behind   failLog // and the error lines of a log behind what it acknowledged
 
+	certs *certFiles // the API's TLS certificate (--tls-cert), nil without TLS
+
 	forgotLogged time.Time // when the loop last logged that this peer was forgotten (noteForgotten)
 
 	// Loop-owned state.
@@ -113,6 +115,11 @@ func New(cfg Config) (*Peer, error) {
 		drainAsked: make(chan struct{}), drained: make(chan struct{}),
 	}
 	p.hub = newHub(p, cfg.WorkerTTL, cfg.WorkerCrashLimit)
+	if cfg.TLSCert != "" {
+		if p.certs, err = newCertFiles(cfg.TLSCert, cfg.TLSKey); err != nil {
+			return nil, err
+		}
+	}
 	if err := p.open(); err != nil {
 		return nil, err
 	}
@@ -425,6 +432,9 @@ func (p *Peer) Run(ctx context.Context) error {
 	// up to 5 min); apiDeadlines sets them per request instead.
 	p.srv = &http.Server{Handler: apiDeadlines(p.httpHandler()), ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout: apiIdleTimeout}
+	if p.certs != nil {
+		p.srv.TLSConfig = p.certs.tlsConfig()
+	}
 	for range max(p.cfg.Slots, 1) {
 		p.wg.Add(1)
 		go p.worker(runCtx)
@@ -435,8 +445,8 @@ func (p *Peer) Run(ctx context.Context) error {
 	go func() { loopErr <- p.loop(runCtx) }()
 	srvErr := make(chan error, 1)
 	go func() {
-		if p.cfg.TLSCert != "" {
-			srvErr <- p.srv.ServeTLS(ln, p.cfg.TLSCert, p.cfg.TLSKey)
+		if p.certs != nil {
+			srvErr <- p.srv.ServeTLS(ln, "", "")
 			return
 		}
 		srvErr <- p.srv.Serve(ln)

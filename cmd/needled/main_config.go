@@ -171,7 +171,6 @@ func (m *Main) apiTokens(env, file string) error {
 // file there is nothing to reload.
 func (m *Main) ReloadTokens(log *slog.Logger) {
 	if m.tokenFile == "" {
-		log.Info("SIGHUP: nothing to reload (no --api-token-file)")
 		return
 	}
 	tokens, err := secret.ReadList(m.tokenFile)
@@ -184,15 +183,42 @@ func (m *Main) ReloadTokens(log *slog.Logger) {
 	log.Info("SIGHUP: API tokens reloaded", "file", m.tokenFile, "tokens", len(tokens))
 }
 
-// serveHangups reloads the tokens at each SIGHUP until ctx ends.
-func (m *Main) serveHangups(ctx context.Context, log *slog.Logger) {
+// tlsReloader reloads the API's TLS certificate (peer.Peer.ReloadTLS).
+type tlsReloader interface {
+	ReloadTLS() (ok bool, notAfter time.Time, err error)
+}
+
+// serveHangups reloads the tokens and the TLS certificate (tls may be nil)
+// at each SIGHUP until ctx ends.
+func (m *Main) serveHangups(ctx context.Context, log *slog.Logger, tls tlsReloader) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-m.Hangup:
-			m.ReloadTokens(log)
+			m.hangup(log, tls)
 		}
+	}
+}
+
+// hangup reloads what a SIGHUP reloads: the API tokens of --api-token-file
+// and the certificate of --tls-cert. On an error each keeps what it had.
+func (m *Main) hangup(log *slog.Logger, tls tlsReloader) {
+	m.ReloadTokens(log)
+	served := false
+	if tls != nil {
+		ok, notAfter, err := tls.ReloadTLS()
+		switch {
+		case err != nil:
+			log.Error("SIGHUP: TLS certificate not reloaded; the one served stays", "err", err)
+			served = true
+		case ok:
+			log.Info("SIGHUP: TLS certificate reloaded", "file", m.Config.TLSCert, "not_after", notAfter.UTC().Format(time.RFC3339))
+			served = true
+		}
+	}
+	if m.tokenFile == "" && !served {
+		log.Info("SIGHUP: nothing to reload (no --api-token-file, no --tls-cert)")
 	}
 }
 
@@ -371,7 +397,7 @@ func (m *Main) Run(ctx context.Context) error {
 		log.Warn("no NEEDLE_API_TOKEN set: the API accepts every request")
 	}
 	if m.Hangup != nil {
-		go m.serveHangups(ctx, log)
+		go m.serveHangups(ctx, log, p)
 	}
 	return p.Run(ctx)
 }
@@ -462,7 +488,7 @@ func (m *Main) defineMeshFlags(fs *flag.FlagSet, v *flagVars) {
 	})
 	fs.DurationVar(&c.ForgetAfter, "forget-after", 10*time.Minute, "a peer dead this long leaves the membership and its replicas move")
 	v.steal = fs.Bool("steal", true, "take part in work stealing")
-	fs.StringVar(&c.TLSCert, "tls-cert", "", "serve the API over HTTPS with this certificate (PEM; with --tls-key)")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "serve the API over HTTPS with this certificate (PEM; with --tls-key; both re-read on SIGHUP)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "the private key of --tls-cert (PEM)")
 	v.tokenFile = fs.String("api-token-file", "", "file holding the API tokens, one a line, any of them accepted (# comments; a mounted secret; env NEEDLE_API_TOKEN_FILE): instead of NEEDLE_API_TOKEN. Read again on SIGHUP")
 	fs.BoolVar(&c.OpenAPI, "insecure-open-api", false, "allow --http on a non-loopback address without NEEDLE_API_TOKEN: anyone who reaches it may use the API")

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // lineLog is a logger whose lines are sent on a channel, so that a test
@@ -93,7 +95,7 @@ func TestReloadTokensNoFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		log, lines := lineLog()
-		m.ReloadTokens(log)
+		m.hangup(log, nil)
 		expectLine(t, lines, "level=INFO", "nothing to reload")
 	}
 }
@@ -114,7 +116,7 @@ func TestHangupReloads(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	log, lines := lineLog()
-	go m.serveHangups(ctx, log)
+	go m.serveHangups(ctx, log, nil)
 	if err := os.WriteFile(file, []byte("old\nnew\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -125,4 +127,26 @@ func TestHangupReloads(t *testing.T) {
 	if !m.Config.Tokens.BearerOK("Bearer new") {
 		t.Error("new token refused after SIGHUP")
 	}
+}
+
+// fakeTLS is a tlsReloader answering err, or a reload until notAfter.
+type fakeTLS struct {
+	notAfter time.Time
+	err      error
+}
+
+func (f fakeTLS) ReloadTLS() (bool, time.Time, error) { return f.err == nil, f.notAfter, f.err }
+
+// A SIGHUP reloads the TLS certificate too: the new one's expiry is
+// logged at INFO, a failure at ERROR (the certificate served stays).
+func TestHangupReloadsTLS(t *testing.T) {
+	m := NewMain()
+	if err := m.ParseFlags(nil, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	log, lines := lineLog()
+	m.hangup(log, fakeTLS{notAfter: time.Date(2027, 3, 1, 0, 0, 0, 0, time.UTC)})
+	expectLine(t, lines, "level=INFO", "TLS certificate reloaded", "not_after=2027-03-01T00:00:00Z")
+	m.hangup(log, fakeTLS{err: errors.New("peer: --tls-cert x: no such file")})
+	expectLine(t, lines, "level=ERROR", "the one served stays", "no such file")
 }

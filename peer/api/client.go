@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -163,6 +164,9 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 		return resp.StatusCode, fmt.Errorf("api: %s %s: read response: %w", method, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
+		if resp.StatusCode == http.StatusBadRequest && strings.TrimSpace(string(data)) == plainToTLS {
+			return resp.StatusCode, fmt.Errorf("%w (%s)", ErrServesHTTPS, c.BaseURL)
+		}
 		return resp.StatusCode, responseError(resp.StatusCode, data)
 	}
 	if out == nil {
@@ -173,6 +177,13 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 	}
 	return resp.StatusCode, nil
 }
+
+// plainToTLS is what Go's HTTPS server answers a request in plain HTTP.
+const plainToTLS = "Client sent an HTTP request to an HTTPS server."
+
+// ErrServesHTTPS is the error of a request sent in plain HTTP to a peer
+// that serves HTTPS (--tls-cert): its BaseURL must be https://.
+var ErrServesHTTPS = errors.New("api: the peer serves HTTPS (--tls-cert): use an https:// address")
 
 // responseError decodes an error body; a body that is not one still gives
 // an *Error with the status and a code derived from it.
