@@ -220,9 +220,31 @@ type ScheduleView struct {
 // maxFirings bounds the firings kept per schedule.
 const maxFirings = 20
 
-// missTolerance is how late a tick may be handled and still count as on
-// time; later, the misfire policy applies.
-const missTolerance = time.Second
+// A tick handled late by no more than its miss tolerance counts as on
+// time (it fires, whatever the misfire policy); later, it is downtime and
+// the misfire policy applies. The tolerance is half the tick's period,
+// at least minMissTolerance, so that an owner's failover (a few seconds
+// under load) loses no tick of a misfire: skip schedule, and at most
+// maxMissTolerance (Quartz's default misfire threshold).
+const (
+	minMissTolerance = time.Second
+	maxMissTolerance = time.Minute
+)
+
+// missTolerance is how late the tick at fire may be handled and still
+// count as on time: half the time to the tick after it, within
+// [minMissTolerance, maxMissTolerance].
+func (s *Shard) missTolerance(sc *schedule, fire time.Time) time.Duration {
+	period := sc.spec.Every
+	if period <= 0 {
+		n, err := s.next(&sc.spec, fire)
+		if err != nil || n.IsZero() {
+			return maxMissTolerance // the last tick: no later one to run into
+		}
+		period = n.Sub(fire)
+	}
+	return min(max(period/2, minMissTolerance), maxMissTolerance)
+}
 
 // firedSkipped and firedMissed mark EvScheduleFired events (By) that create
 // no group: an overlap skip (recorded) and a misfire skip (not recorded).
@@ -472,7 +494,7 @@ func (s *Shard) dueSchedule(now time.Time, tm timer, evs []Event) []Event {
 		return evs
 	}
 	fire := sc.next
-	late := now.Sub(fire) > missTolerance
+	late := now.Sub(fire) > s.missTolerance(sc, fire)
 	if late {
 		// Downtime: the latest tick at or before now.
 		fire = s.latestTick(sc, now)

@@ -157,6 +157,47 @@ func TestScheduleMisfire(t *testing.T) {
 	}
 }
 
+// A tick handled a few seconds late (an owner's failover) is not
+// downtime: it fires, even under misfire: skip. Late by more than half the
+// period (at least 1 s, at most 1 min) it is downtime, and skip fires none.
+func TestScheduleMisfireTolerance(t *testing.T) {
+	for _, c := range []struct {
+		every, late time.Duration
+		fires       bool
+	}{
+		{10 * time.Second, 3 * time.Second, true},  // a failover
+		{10 * time.Second, 5 * time.Second, true},  // half the period
+		{10 * time.Second, 6 * time.Second, false}, // past half the period
+		{time.Second, time.Second, true},           // at least 1 s
+		{time.Second, 1100 * time.Millisecond, false},
+		{time.Hour, 59 * time.Second, true}, // at most a minute
+		{time.Hour, 61 * time.Second, false},
+	} {
+		o := newSchedOwner(t)
+		o.setSchedule(testSchedule("s1", c.every, OverlapAllow, MisfireSkip))
+		v, _ := o.s.Schedule("s1")
+		due := v.Next
+		evs := o.tick(due.Add(c.late))
+		if fired := len(evs) == 2 && evs[1].Group == FiringGroupID("s1", due); fired != c.fires {
+			t.Errorf("every %v handled %v late: fired %v (%+v); want %v", c.every, c.late, fired, evs, c.fires)
+		}
+	}
+	// A cron schedule's period is the time to its next tick (the test's
+	// cron is hourly: a minute's tolerance).
+	o := newSchedOwner(t)
+	sp := testSchedule("c1", 0, OverlapAllow, MisfireSkip)
+	sp.Cron, sp.TZ = "hourly", "UTC"
+	o.setSchedule(sp)
+	v, _ := o.s.Schedule("c1")
+	if evs := o.tick(v.Next.Add(59 * time.Second)); len(evs) != 2 {
+		t.Errorf("cron tick 59 s late = %+v; want it fired", evs)
+	}
+	v, _ = o.s.Schedule("c1")
+	if evs := o.tick(v.Next.Add(61 * time.Second)); len(evs) != 1 {
+		t.Errorf("cron tick 61 s late = %+v; want it missed", evs)
+	}
+}
+
 func TestSchedulePauseResumeDelete(t *testing.T) {
 	o := newSchedOwner(t)
 	o.setSchedule(testSchedule("s1", 10*time.Second, OverlapAllow, MisfireOnce))
