@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -290,5 +291,21 @@ func TestGroupAnswerSizedOnce(t *testing.T) {
 		if room := 512 + tasksSize(g.Tasks); len(b) > room || room > len(b)*4/3+512 {
 			t.Errorf("%s task: a group's answer of %d bytes in %d sized for it", task.Handler, len(b), room)
 		}
+	}
+}
+
+// A streaming pipeline's stages count the items skipped at each, so that
+// done plus the skipped so far is the items a stage is through with.
+func TestGroupStagesCountSkipped(t *testing.T) {
+	v := shard.GroupView{ID: "g1", Mode: shard.ModeStream, State: shard.GroupRunning, Items: 5,
+		Stages: []shard.StageSpec{{Name: "a"}, {Name: "b"}}, StageDone: []int{3, 1},
+		Skipped: []shard.SkippedItem{{Item: 1, Stage: "a"}, {Item: 2, Stage: "a"}, {Item: 4, Stage: "b"}}}
+	g := NewGroup(v, false)
+	if len(g.Stages) != 2 || g.Stages[0].Done != 3 || g.Stages[0].Skipped != 2 || g.Stages[1].Done != 1 || g.Stages[1].Skipped != 1 {
+		t.Fatalf("stages = %+v; want a: 3 done 2 skipped, b: 1 done 1 skipped", g.Stages)
+	}
+	data, err := json.Marshal(g)
+	if err != nil || !strings.Contains(string(data), `{"name":"a","concurrency":0,"done":3,"skipped":2}`) {
+		t.Fatalf("group = %s, %v", data, err)
 	}
 }

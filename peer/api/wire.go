@@ -162,6 +162,11 @@ type PipelineStageInfo struct {
 	Name        string `json:"name"`
 	Concurrency int    `json:"concurrency"` // 0 = unbounded
 	Done        int    `json:"done"`        // items that left it successfully
+	// Skipped counts the items that failed this stage after their retries
+	// and left the pipeline (listed in the group's skipped): done plus the
+	// skipped of this stage and the ones before is the items it is through
+	// with.
+	Skipped int `json:"skipped"`
 }
 
 // SkippedItem is an item that left a streaming pipeline early.
@@ -318,6 +323,9 @@ func NewGroup(v shard.GroupView, withTasks bool) Group {
 		}
 		for _, sk := range v.Skipped {
 			g.Skipped = append(g.Skipped, SkippedItem{Item: sk.Item, Stage: sk.Stage, Task: string(sk.Task), Reason: sk.Reason})
+			if i := slices.IndexFunc(g.Stages, func(st PipelineStageInfo) bool { return st.Name == sk.Stage }); i >= 0 {
+				g.Stages[i].Skipped++
+			}
 		}
 	}
 	if n := v.Notify; n != nil {
