@@ -20,6 +20,11 @@ import (
 )
 
 func main() {
+	// Before anything is created: Badger creates its files 0666 less the
+	// umask, so under the usual 022 its memtable and value log, which hold
+	// task payloads in clear, were readable by every local user. exec
+	// tasks inherit it (docs/usage.md).
+	syscall.Umask(0o077)
 	tuneGC(os.Getenv)
 	m := NewMain()
 	if err := m.ParseFlags(os.Args[1:], os.Getenv); err != nil {
