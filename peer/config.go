@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -12,6 +13,7 @@ import (
 	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/peer/handler"
+	"github.com/needle-mesh/needle/peer/p2p"
 	"github.com/needle-mesh/needle/peer/webhook"
 	"github.com/needle-mesh/needle/ring"
 	"github.com/needle-mesh/needle/shard"
@@ -106,7 +108,14 @@ type Config struct {
 	// A peer given Initial never founds a mesh alone, even without Join.
 	Initial []string
 	// SwarmKeyFile makes the mesh private (pnet PSK); "" = open mesh.
+	// Without it, a peer listens on loopback only (Listen's default), and
+	// a Listen, Join or Initial address beyond this host is an error,
+	// unless OpenMesh: a host that reaches an open mesh joins it as a
+	// member, reads every payload and result, and runs and reports tasks.
 	SwarmKeyFile string
+	// OpenMesh allows an open mesh (no SwarmKeyFile) beyond this host
+	// (--insecure-open-mesh): a trusted network on purpose.
+	OpenMesh bool
 	// MDNS discovers peers on the LAN.
 	MDNS bool
 	// Replicas is R, the Raft replicas of each partition. Default 3.
@@ -212,6 +221,9 @@ func (c *Config) Validate() error {
 		}
 		c.Logger.Warn("the API is open: no token, and --http is not a loopback address", "http", c.HTTPAddr)
 	}
+	if err := c.checkMeshOpen(); err != nil {
+		return err
+	}
 	if c.Notify.Concurrency == 0 {
 		c.Notify.Concurrency = node.DefaultNotifyInflight
 	}
@@ -223,6 +235,45 @@ func (c *Config) Validate() error {
 	}
 	if c.Limits.MaxPayload == 0 {
 		c.Limits.MaxPayload = 1 << 20
+	}
+	return nil
+}
+
+// LoopbackListen is Listen's default without a swarm key: TCP and QUIC on
+// port 4001 of 127.0.0.1.
+var LoopbackListen = []string{"/ip4/127.0.0.1/tcp/4001", "/ip4/127.0.0.1/udp/4001/quic-v1"}
+
+// checkMeshOpen keeps an open mesh (no swarm key) on this host: a
+// host that reaches one joins it, with no credential, and reads, runs and
+// reports its tasks, the API token notwithstanding. Without a key, Listen
+// defaults to loopback, and an address beyond this host is an error
+// unless OpenMesh. A test's own transport (Runtime.Transport) listens on
+// nothing.
+func (c *Config) checkMeshOpen() error {
+	if c.SwarmKeyFile != "" || c.OpenMesh || c.Runtime.Transport != nil {
+		return nil
+	}
+	if len(c.Listen) == 0 {
+		c.Listen = slices.Clone(LoopbackListen)
+	}
+	const fix = "set --swarm-key (needle keygen swarm.key, copied to every host), listen on 127.0.0.1, " +
+		"or pass --insecure-open-mesh to let any host that reaches it join the mesh"
+	for _, a := range c.Listen {
+		if !p2p.Loopback(a) {
+			return fmt.Errorf("peer: --listen %s is not a loopback address and no swarm key is set: any host that reaches it "+
+				"could join the mesh and read and run its tasks; %s", a, fix)
+		}
+	}
+	for _, set := range []struct {
+		flag  string
+		addrs []string
+	}{{"--join", c.Join}, {"--initial-peers", c.Initial}} {
+		for _, a := range set.addrs {
+			if !p2p.Loopback(a) {
+				return fmt.Errorf("peer: %s %s is another host and no swarm key is set: an open mesh beyond this host "+
+					"lets any host join it; %s", set.flag, a, fix)
+			}
+		}
 	}
 	return nil
 }

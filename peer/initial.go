@@ -121,6 +121,8 @@ func Init(cfg Config) (id string, addrs []string, err error) {
 	// whose environment serves it on every interface may init without
 	// the token).
 	cfg.HTTPAddr = "127.0.0.1:0"
+	// Nor is the mesh served: its addresses print as given, key or none.
+	cfg.OpenMesh = true
 	if err := cfg.Validate(); err != nil {
 		return "", nil, err
 	}

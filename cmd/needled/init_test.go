@@ -50,6 +50,7 @@ func TestParseFlagsInitialPeers(t *testing.T) {
 			if want := []string{a, b}; !slices.Equal(m.Config.Initial, want) {
 				t.Errorf("Initial = %v; want %v", m.Config.Initial, want)
 			}
+			m.Config.SwarmKeyFile = "swarm.key" // other hosts: a private mesh
 			if err := m.Config.Validate(); err != nil {
 				t.Errorf("Validate: %v", err)
 			}

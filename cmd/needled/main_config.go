@@ -472,7 +472,7 @@ func (m *Main) defineLimitFlags(fs *flag.FlagSet) {
 // defineMeshFlags defines the flags of the mesh, the API and its access.
 func (m *Main) defineMeshFlags(fs *flag.FlagSet, v *flagVars) {
 	c := &m.Config
-	fs.Var(&v.listen, "listen", "libp2p listen multiaddr (repeatable; default TCP and QUIC on port 4001, all interfaces)")
+	fs.Var(&v.listen, "listen", "libp2p listen multiaddr (repeatable; default TCP and QUIC on port 4001, all interfaces with --swarm-key, else 127.0.0.1)")
 	fs.Var(&v.join, "join", "peer to join through: a multiaddr ending in /p2p/<id>, or a TCP address without the id (/dns4/needle-0/tcp/4001, needle-0:4001) (repeatable)")
 	fs.Var(&v.initialPeers, "initial-peers", "a peer of a new mesh started together: a multiaddr ending in /p2p/<id> (needled --init prints the id) (repeatable). "+
 		"The peers listed found a new mesh on exactly these peers: list every one, this peer too, and start every one with the same list, --partitions, --replicas and --placement. "+
@@ -491,6 +491,7 @@ func (m *Main) defineMeshFlags(fs *flag.FlagSet, v *flagVars) {
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "serve the API over HTTPS with this certificate (PEM; with --tls-key; both re-read on SIGHUP)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "the private key of --tls-cert (PEM)")
 	v.tokenFile = fs.String("api-token-file", "", "file holding the API tokens, one a line, any of them accepted (# comments; a mounted secret; env NEEDLE_API_TOKEN_FILE): instead of NEEDLE_API_TOKEN. Read again on SIGHUP")
+	fs.BoolVar(&c.OpenMesh, "insecure-open-mesh", false, "allow --listen, --join or --initial-peers beyond this host without --swarm-key: any host that reaches the mesh may join it, read its tasks and run them")
 	fs.BoolVar(&c.OpenAPI, "insecure-open-api", false, "allow --http on a non-loopback address without NEEDLE_API_TOKEN: anyone who reaches it may use the API")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM or needle drain: hand work over for at most this long, then exit (negative: exit at once)")
 	fs.IntVar(&c.MaxConns, "max-conns", 1024, "most open API connections; more wait until one closes")

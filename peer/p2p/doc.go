@@ -110,5 +110,6 @@
 // The file uses the standard go-libp2p format ("/key/swarm/psk/1.0.0/",
 // "/base16/", 64 hex digits), so it also works with other libp2p tools.
 // Without a swarm key the mesh is open to any libp2p host that can reach it
-// (logged once as a warning at start).
+// (logged once as a warning at start); the daemon keeps such a mesh on its
+// host unless told otherwise (peer.Config.OpenMesh).
 package p2p

@@ -218,3 +218,27 @@ func (h *Host) handshake(ctx context.Context, addr ma.Multiaddr) (peer.ID, error
 	defer sc.Close()
 	return sc.RemotePeer(), nil
 }
+
+// Loopback reports whether addr, a listen or join address (a multiaddr,
+// or host:port), reaches only this host: 127.0.0.0/8, ::1 or localhost.
+// An address that does not parse is not (its own check names it).
+func Loopback(addr string) bool {
+	var m ma.Multiaddr
+	var err error
+	if strings.HasPrefix(addr, "/") {
+		m, err = ma.NewMultiaddr(addr)
+	} else {
+		m, err = hostPortAddr(addr)
+	}
+	if err != nil || len(m) == 0 {
+		return false
+	}
+	if manet.IsIPLoopback(m) {
+		return true
+	}
+	switch c := m[0]; c.Protocol().Code {
+	case ma.P_DNS, ma.P_DNS4, ma.P_DNS6:
+		return strings.EqualFold(c.Value(), "localhost")
+	}
+	return false
+}
