@@ -144,6 +144,13 @@ type Config struct {
 	// MaxConns bounds the API's open connections; more wait in the
 	// listen backlog until one closes. Default 1024.
 	MaxConns int
+	// MaxConnsPerClient bounds the API's open connections from one client
+	// address (an IP): one more is closed as soon as it is accepted,
+	// without taking a MaxConns slot, so one client cannot hold them all.
+	// Half of it bounds the client's long polls (api.HandlerOptions).
+	// Default 256, so that a proxy in front still gets plenty; negative is
+	// an error.
+	MaxConnsPerClient int
 	// RatePerClient bounds API requests per second from one client address
 	// (429 beyond, with a burst of twice the rate). 0 = no limit.
 	RatePerClient float64
@@ -203,6 +210,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("peer: --forget-after %v is under 10s", c.ForgetAfter)
 	case (c.TLSCert == "") != (c.TLSKey == ""):
 		return errors.New("peer: --tls-cert and --tls-key go together")
+	case c.MaxConnsPerClient < 0:
+		return fmt.Errorf("peer: --max-conns-per-client %d: want a positive value (the default is %d)", c.MaxConnsPerClient, DefaultMaxConnsPerClient)
 	case c.RatePerClient < 0:
 		return errors.New("peer: --rate must be >= 0")
 	case c.MaxResult < 0:
@@ -286,6 +295,9 @@ func (c *Config) fillDefaults() {
 	if c.MaxConns <= 0 {
 		c.MaxConns = 1024
 	}
+	if c.MaxConnsPerClient == 0 {
+		c.MaxConnsPerClient = DefaultMaxConnsPerClient
+	}
 	if c.HTTPAddr == "" {
 		c.HTTPAddr = "127.0.0.1:7070"
 	}
@@ -323,6 +335,9 @@ func (c *Config) fillDefaults() {
 		c.Logger = slog.Default()
 	}
 }
+
+// DefaultMaxConnsPerClient is Config.MaxConnsPerClient when it is zero.
+const DefaultMaxConnsPerClient = 256
 
 // DefaultMaxResult is Config.MaxResult when it is zero: 1 MiB.
 const DefaultMaxResult = 1 << 20

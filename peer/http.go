@@ -15,9 +15,9 @@ func (p *Peer) httpHandler() http.Handler {
 	mux := p.routes()
 	h := browserGuard(p.metrics.user.instrument(mux, mux.patterns), p.cfg.Tokens != nil, p.cfg.HTTPAddr)
 	if p.cfg.RatePerClient > 0 {
-		return newRateLimiter(p.cfg.RatePerClient).wrap(h)
+		h = newRateLimiter(p.cfg.RatePerClient).wrap(h)
 	}
-	return h
+	return closeRefused(h)
 }
 
 // routes returns the mux of every HTTP route the peer serves. Each route

@@ -51,6 +51,9 @@ type metrics struct {
 	// leaderships this peer gained or lost (NodeStats.LeaderChanges).
 	unowned, underReplicated prometheus.Gauge
 	leaderChanges            prometheus.Counter
+	// connsRefused counts the API connections closed as soon as accepted:
+	// their client held --max-conns-per-client (clientConns).
+	connsRefused prometheus.Counter
 	// finishedBy and outcomeBy are finished's and outcomes' counters, each
 	// looked up at its first use (WithLabelValues hashes its labels at
 	// every call: 2% of a W1 peer's loop).
@@ -140,7 +143,9 @@ func newMetrics(p *Peer) *metrics {
 		Help: "Partitions this peer leads whose voters are fewer than min(--replicas, members) or include a peer this peer holds dead (or forgot): they survive one failure fewer than configured."})
 	m.leaderChanges = prometheus.NewCounter(prometheus.CounterOpts{Name: "needle_leader_changes_total",
 		Help: "Partition leaderships this peer gained or lost (its start counts the ones it gains)."})
-	m.reg.MustRegister(m.refusedWork, m.droppedAppends, m.unowned, m.underReplicated, m.leaderChanges)
+	m.connsRefused = prometheus.NewCounter(prometheus.CounterOpts{Name: "needle_http_connections_refused_total",
+		Help: "API connections closed as soon as accepted, without a --max-conns slot: their client address already held --max-conns-per-client open connections."})
+	m.reg.MustRegister(m.refusedWork, m.droppedAppends, m.unowned, m.underReplicated, m.leaderChanges, m.connsRefused)
 	m.zeroSeries()
 	if d := p.disk; d != nil {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "needle_disk_free_bytes",

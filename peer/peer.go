@@ -426,6 +426,9 @@ func (p *Peer) Run(ctx context.Context) error {
 	runCtx, stop := context.WithCancel(context.Background())
 	defer stop()
 	p.runCtx = runCtx
+	// Inside the --max-conns bound: a connection of a client over its own
+	// bound is closed without taking a slot.
+	ln = newClientConns(ln, p.cfg.MaxConnsPerClient, p.metrics.connsRefused)
 	ln = netutil.LimitListener(ln, p.cfg.MaxConns)
 	p.ln = ln
 	// No ReadTimeout or WriteTimeout: they would cut long polls (?wait=
