@@ -51,6 +51,9 @@ func (n *Node) abdicate(p *partition) bool {
 		return others > len(voters)/2
 	}
 	if !electable(in) || len(out) > 0 && !electable(out) {
+		if len(out) == 0 {
+			n.stall(p, in) // not while it changes its voters: a joint configuration is passing
+		}
 		return false
 	}
 	p.abdicated, p.abdicatedAt = true, n.now
@@ -67,6 +70,39 @@ func (n *Node) abdicate(p *partition) bool {
 	n.cfg.Logger.Log(context.Background(), lvl, "partition leader abdicated: no majority of its voters answered", "partition", p.id,
 		"voters", in, "outgoing", out, "for", dead, "times", p.abdications)
 	return true
+}
+
+// stall makes leader p stop serving when no majority of its voters
+// answered it and silence would not help, since the others cannot elect
+// a leader without it (two voters, one dead: a peer that joined a lone
+// peer and left). Serving on, it accepted writes that could never commit,
+// and its clients hung while /healthz said ready; now its requests fail
+// at once (503, no owner), its partition counts as unowned, and it
+// serves again once a majority answers (thawed, as after a clock gap).
+// It stays leader: Raft goes on sending to the missing voters.
+func (n *Node) stall(p *partition, voters []uint64) {
+	if !p.serving {
+		return
+	}
+	p.thawed, p.stalled = true, true
+	n.stats.Stalls++
+	n.stopServing(p)
+	n.markDirty(p.id)
+	n.cfg.Logger.Warn("partition leader stalled: no majority of its voters answered, and none can be elected without it; "+
+		"it takes no writes until one answers (docs/operations.md, A partition that lost its majority)",
+		"partition", p.id, "voters", voters, "for", n.cfg.DeadAfter)
+}
+
+// Stalled counts the partitions this node leads that stopped serving for
+// want of a majority no other voter could replace (stall).
+func (n *Node) Stalled() int {
+	c := 0
+	for _, p := range n.parts {
+		if p != nil && p.leader && p.stalled && !p.serving {
+			c++
+		}
+	}
+	return c
 }
 
 // abdicateQuiet is how long an abdicated leader stays silent before it

@@ -42,6 +42,9 @@ type partition struct {
 	// thawed: a leader that stopped serving after a gap in its clock,
 	// until its voters answer (lease.go, thawed).
 	thawed bool
+	// stalled: a leader that stopped serving for want of a majority
+	// that no other voter could replace (stall), until its voters answer.
+	stalled bool
 	// leaderMsgAt is when this replica last had a message from a leader
 	// or was opened (not moved by waking, unlike leaderHeard); leaveAsks
 	// counts the asks about it (askLeave).

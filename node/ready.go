@@ -574,7 +574,7 @@ func (n *Node) maybeServe(p *partition, term uint64) {
 	if !p.leader || p.serving || term != p.term {
 		return
 	}
-	p.serving, p.thawed = true, false
+	p.serving, p.thawed, p.stalled = true, false, false
 	p.abdications = 0
 	p.servedFrom, _ = p.storage.LastIndex()
 	p.shard.SetLeader(true, n.now)

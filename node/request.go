@@ -18,9 +18,10 @@ func (n *Node) Submit(req uint64, spec *shard.GroupSpec) {
 		return
 	}
 	p := n.parts[n.PartitionOf(spec.ID)]
-	if p == nil || !p.leader || p.abdicated {
+	if p == nil || !p.leader || p.abdicated || p.stalled {
 		// An abdicated leader holds its appends back: the entry would
-		// wait for a later term to overwrite it, the client unanswered.
+		// wait for a later term to overwrite it, the client unanswered;
+		// a stalled one cannot commit it until a lost voter returns.
 		// A leader not serving yet (its first entry of the term not
 		// committed) takes it: the entry commits with that one.
 		n.reply(Reply{Req: req, Err: ErrUnavailable})

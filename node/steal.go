@@ -22,6 +22,7 @@ type NodeStats struct {
 	TasksGranted  int // tasks this node granted to thieves
 	LeaseExpiries int // leases that ended without an outcome
 	Abdications   int // partition leaderships given up for want of a majority's answers (abdicate)
+	Stalls        int // partitions whose leader stopped serving for want of a majority no other voter could replace (stall)
 	// RejectedEntries counts committed entries (or events in them) that
 	// could not be applied and changed nothing (see rejectEntry).
 	RejectedEntries int

@@ -11,13 +11,21 @@ import (
 func (p *Peer) readiness() error {
 	ctx, cancel := contextWithTimeout(p.runCtx)
 	defer cancel()
-	var missing int
+	var missing, stalled int
 	var forgottenBy string
-	if err := p.read(ctx, func(n *node.Node) error { missing, forgottenBy = n.Unsettled(), n.ForgottenBy(); return nil }); err != nil {
+	if err := p.read(ctx, func(n *node.Node) error {
+		missing, stalled, forgottenBy = n.Unsettled(), n.Stalled(), n.ForgottenBy()
+		return nil
+	}); err != nil {
 		return err
 	}
 	if forgottenBy != "" {
 		return fmt.Errorf("%s; peer %s says so", forgottenHelp, forgottenBy)
+	}
+	if stalled > 0 {
+		return fmt.Errorf("%d of %d partitions have no reachable owner: %d led here lost the majority of their voters "+
+			"(a peer they need is dead) and take no writes until it returns (docs/operations.md, A partition that lost its majority)",
+			missing, p.node.Partitions(), stalled)
 	}
 	if missing > 0 {
 		return fmt.Errorf("%d of %d partitions have no reachable owner yet", missing, p.node.Partitions())

@@ -1,0 +1,57 @@
+package node
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// A partition of two voters whose other voter died cannot commit, and no
+// other voter can be elected: its leader stops serving (stalled) instead
+// of taking writes that hang, so requests fail at once and the partition
+// counts as unowned (/healthz not ready); it serves again when the voter
+// comes back.
+func TestLeaderWithoutMajorityStalls(t *testing.T) {
+	const parts = 4
+	c := newCluster(t, 2, parts) // R=3 on two peers: two voters each
+	c.run(15 * time.Second)
+	n1 := c.node("n1").n
+	part, follower := c.ledBy("n1", parts)
+	if follower != "n2" {
+		t.Fatalf("follower = %s", follower)
+	}
+	if n := n1.Stalled(); n != 0 {
+		t.Fatalf("Stalled = %d with both voters up", n)
+	}
+	c.node("n2").down = true
+	c.run(2 * n1.cfg.DeadAfter)
+	if n := n1.Stalled(); n == 0 {
+		t.Fatal("no partition stalled with its other voter dead")
+	}
+	if n1.Unsettled() == 0 {
+		t.Fatal("Unsettled = 0 with stalled partitions: /healthz would say ready")
+	}
+	g := groupIn(t, n1, part)
+	if n1.Serving(g) {
+		t.Fatalf("n1 still serves partition %d without a majority", part)
+	}
+	req := n1.NextRequest()
+	n1.Submit(req, &shard.GroupSpec{ID: g, Mode: shard.ModeParallel, Tasks: echoTasks(1)})
+	c.step(10 * time.Millisecond)
+	if r, ok := c.node("n1").replies[req]; !ok || !errors.Is(r.Err, ErrUnavailable) {
+		t.Fatalf("submit to a stalled partition = %+v (answered %v); want ErrUnavailable at once", r, ok)
+	}
+
+	c.node("n2").down = false
+	for i := 0; n1.Stalled() > 0; i++ {
+		if i > 3000 {
+			t.Fatalf("%d partitions still stalled 30 s after the voter came back", n1.Stalled())
+		}
+		c.step(10 * time.Millisecond)
+	}
+	if r := c.submit(shard.GroupSpec{ID: g, Mode: shard.ModeParallel, Tasks: echoTasks(1)}); r.Err != nil {
+		t.Fatalf("submit after the voter came back = %v", r.Err)
+	}
+}
