@@ -74,6 +74,11 @@ func (c *clientConn) Close() error {
 	return err
 }
 
+// apiMaxStreams bounds the requests one HTTP/2 connection (the API over
+// TLS) carries at once: with Go's default, 250, one connection, counted
+// once by --max-conns and --max-conns-per-client, held 250 long polls.
+const apiMaxStreams = 100
+
 // clientIP is the host of a remote address ("10.0.0.1:5555" -> "10.0.0.1"),
 // or the address itself when it has no port.
 func clientIP(addr string) string {

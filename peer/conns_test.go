@@ -2,16 +2,19 @@ package peer
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/net/http2"
 )
 
 // closedByServer reports whether the server closes c: a read returns EOF
@@ -211,5 +214,44 @@ func TestMaxConnsPerClientFlag(t *testing.T) {
 	c = Config{MaxConnsPerClient: -1}
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "--max-conns-per-client") {
 		t.Fatalf("Validate() = %v; want an error naming --max-conns-per-client", err)
+	}
+}
+
+// TestHTTP2Streams: over TLS the API speaks HTTP/2, and its SETTINGS let a
+// connection carry at most apiMaxStreams (100) requests at once: with Go's
+// default, 250, one connection held 250 long polls (audit finding 5).
+func TestHTTP2Streams(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	writeCert(t, cert, key, 1)
+	p, _ := startPeerWith(t, Config{TLSCert: cert, TLSKey: key})
+	conn, err := tls.Dial("tcp", p.Addr(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}}) // trusting none: the test reads SETTINGS only
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if got := conn.ConnectionState().NegotiatedProtocol; got != "h2" {
+		t.Fatalf("ALPN negotiated %q; want h2", got)
+	}
+	if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(conn, conn)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := fr.ReadFrame() // a server's first frame is its SETTINGS
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf, ok := f.(*http2.SettingsFrame)
+	if !ok {
+		t.Fatalf("first frame %v; want SETTINGS", f)
+	}
+	if v, ok := sf.Value(http2.SettingMaxConcurrentStreams); !ok || v != apiMaxStreams {
+		t.Errorf("SETTINGS_MAX_CONCURRENT_STREAMS = %d (sent: %v); want %d", v, ok, apiMaxStreams)
 	}
 }

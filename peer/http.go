@@ -30,12 +30,15 @@ func (p *Peer) routes() *routeMux {
 	lim.Notify = p.notifier.check
 	mux := &routeMux{ServeMux: http.NewServeMux()}
 	mux.Handle("/", api.NewHandler(backend{p}, api.HandlerOptions{
-		Limits:  lim,
-		Tokens:  p.cfg.Tokens,
-		Metrics: promhttp.HandlerFor(p.metrics.reg, promhttp.HandlerOpts{}),
-		Logger:  p.log,
-		Ready:   p.readiness,
-		InPeers: p.handlers.Has,
+		Limits: lim,
+		// Half a client's connections: over HTTP/1 its waits leave it
+		// connections for its other requests.
+		MaxWaitsPerClient: max(p.cfg.MaxConnsPerClient/2, 1),
+		Tokens:            p.cfg.Tokens,
+		Metrics:           promhttp.HandlerFor(p.metrics.reg, promhttp.HandlerOpts{}),
+		Logger:            p.log,
+		Ready:             p.readiness,
+		InPeers:           p.handlers.Has,
 	}))
 	ui := dash.Handler()
 	mux.Handle("GET /{$}", ui)

@@ -434,7 +434,7 @@ func (p *Peer) Run(ctx context.Context) error {
 	// No ReadTimeout or WriteTimeout: they would cut long polls (?wait=
 	// up to 5 min); apiDeadlines sets them per request instead.
 	p.srv = &http.Server{Handler: apiDeadlines(p.httpHandler()), ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout: apiIdleTimeout}
+		IdleTimeout: apiIdleTimeout, HTTP2: &http.HTTP2Config{MaxConcurrentStreams: apiMaxStreams}}
 	if p.certs != nil {
 		p.srv.TLSConfig = p.certs.tlsConfig()
 	}

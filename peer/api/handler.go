@@ -61,6 +61,11 @@ type HandlerOptions struct {
 	Limits Limits
 	// MaxWait caps ?wait= of long polls; default 5m.
 	MaxWait time.Duration
+	// MaxWaitsPerClient bounds the long polls one client address may
+	// hold at once (?wait= of a task, a group or a submission, a worker's
+	// poll with a wait, a log follow): one more is a 429 rate_limited
+	// naming the parameter. 0: no bound.
+	MaxWaitsPerClient int
 	// Token, when non-empty, is required as "Authorization: Bearer <token>"
 	// (the scheme in any case) on every route except /healthz.
 	Token string
@@ -85,9 +90,10 @@ const DefaultMaxWait = 5 * time.Minute
 
 // server serves the routes of one handler.
 type server struct {
-	b    Backend
-	opts HandlerOptions
-	log  *slog.Logger
+	b     Backend
+	opts  HandlerOptions
+	log   *slog.Logger
+	waits *clientWaits // nil: no bound
 }
 
 type route struct {
@@ -115,6 +121,9 @@ func NewHandler(b Backend, opts HandlerOptions) *Handler {
 		opts.Tokens = NewTokens(opts.Token)
 	}
 	s := &server{b: b, opts: opts, log: opts.Logger}
+	if opts.MaxWaitsPerClient > 0 {
+		s.waits = &clientWaits{max: opts.MaxWaitsPerClient, held: map[string]int{}}
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -288,6 +297,13 @@ func (s *server) submitTask(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	if wait > 0 {
+		release, ok := s.holdWait(w, r, "wait") // before anything is created
+		if !ok {
+			return
+		}
+		defer release()
 	}
 	spec, err := DecodeTask(s.body(w, r), s.opts.Limits)
 	if err != nil {

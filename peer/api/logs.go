@@ -67,6 +67,13 @@ func (s *server) taskLogs(w http.ResponseWriter, r *http.Request, l LogReader) {
 		s.fail(w, r, err)
 		return
 	}
+	if follow {
+		release, ok := s.holdWait(w, r, "follow")
+		if !ok {
+			return
+		}
+		defer release()
+	}
 	page, err := l.TaskLogs(r.Context(), id, attempt, 1)
 	if err != nil {
 		s.fail(w, r, err)

@@ -16,6 +16,13 @@ func (s *server) getTask(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if wait > 0 {
+		release, ok := s.holdWait(w, r, "wait")
+		if !ok {
+			return
+		}
+		defer release()
+	}
 	v, err := s.b.Task(r.Context(), id, wait)
 	if err != nil {
 		s.fail(w, r, err)
@@ -69,6 +76,13 @@ func (s *server) getGroup(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, fieldErr("tasks", "invalid boolean %q", q))
 			return
 		}
+	}
+	if wait > 0 {
+		release, ok := s.holdWait(w, r, "wait")
+		if !ok {
+			return
+		}
+		defer release()
 	}
 	v, err := s.b.Group(r.Context(), id, wait, withTasks)
 	if err != nil {

@@ -201,6 +201,13 @@ func (s *server) poll(w http.ResponseWriter, r *http.Request, wk Workers) {
 		s.fail(w, r, err)
 		return
 	}
+	if req.Wait > 0 {
+		release, ok := s.holdWait(w, r, "wait") // before the outcomes: a 429 did nothing
+		if !ok {
+			return
+		}
+		defer release()
+	}
 	var done []LeaseVerdict
 	if len(req.Done) > 0 {
 		// The outcomes first: they free the worker's slots for this poll.
