@@ -7,8 +7,6 @@ import (
 	"os"
 	"runtime/debug"
 	rtmetrics "runtime/metrics"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -149,17 +147,17 @@ func liveHeap() uint64 {
 }
 
 // memoryAvailable is the memory this process may use: the machine's, or
-// less where a cgroup (v2) or GOMEMLIMIT sets a limit; 0 when unknown.
+// less where its cgroup (v2 or v1, or an ancestor: cgroupMemoryLimit) or
+// GOMEMLIMIT sets a limit; 0 when unknown.
 func memoryAvailable() uint64 {
 	var mem uint64
 	var si unix.Sysinfo_t
 	if unix.Sysinfo(&si) == nil {
 		mem = uint64(si.Totalram) * uint64(si.Unit)
 	}
-	if b, err := os.ReadFile("/sys/fs/cgroup/memory.max"); err == nil {
-		if v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64); err == nil && (mem == 0 || v < mem) {
-			mem = v
-		}
+	self, _ := os.ReadFile("/proc/self/cgroup")
+	if v := cgroupMemoryLimit("/sys/fs/cgroup", self); v > 0 && (mem == 0 || v < mem) {
+		mem = v
 	}
 	if l := debug.SetMemoryLimit(-1); l > 0 && l < math.MaxInt64 && (mem == 0 || uint64(l) < mem) {
 		mem = uint64(l)
