@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,6 +40,12 @@ type Main struct {
 	// SelfJoins are the --join addresses dropped as naming this peer
 	// (--self-name); logged at start.
 	SelfJoins []string
+	// Environ lists the environment, for the NEEDLE_* names no flag reads
+	// (UnknownEnv); nil is os.Environ.
+	Environ func() []string
+	// UnknownEnv are the NEEDLE_* variables set that nothing reads (a typo
+	// of a flag's: NEEDLE_JION founds a mesh of its own); logged at start.
+	UnknownEnv []string
 	// Init is --init: create the data dir, print the peer id and exit
 	// (RunInit) instead of running the peer.
 	Init bool
@@ -97,6 +104,11 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	if set.err != nil {
 		return set.err
 	}
+	environ := m.Environ
+	if environ == nil {
+		environ = os.Environ
+	}
+	m.UnknownEnv = unknownEnv(fs, environ())
 	if err := labelsEnv(fs, set.names, getenv); err != nil {
 		return err
 	}
@@ -227,7 +239,7 @@ func (m *Main) hangup(log *slog.Logger, tls tlsReloader) {
 // (meant as "keep nothing") kept finished groups 7 days. Given, they are
 // an error naming the default.
 var positiveFlags = []string{"partitions", "replicas", "retention", "default-timeout", "max-body", "max-payload",
-	"max-tasks", "min-every", "max-fired-per-minute", "forget-after", "max-conns", "notify-timeout", "notify-concurrency"}
+	"max-tasks", "min-every", "max-fired-per-minute", "forget-after", "max-conns", "max-conns-per-client", "notify-timeout", "notify-concurrency"}
 
 // checkPositive refuses a zero or negative value of positiveFlags,
 // wherever it came from (command line, environment, --config).
@@ -280,6 +292,35 @@ func envFallback(fs *flag.FlagSet, getenv func(string) string) flagsSet {
 		}
 	})
 	return set
+}
+
+// otherNeedleEnv are the NEEDLE_* variables read by something other than
+// a flag of needled: the API token, the CLI's in the same environment (the
+// image), the webhook secret, the labels' plural, the variables exec tasks
+// and the Compose file set, the tests'.
+var otherNeedleEnv = map[string]bool{"NEEDLE_API_TOKEN": true, "NEEDLE_ADDR": true, "NEEDLE_CACERT": true,
+	"NEEDLE_NOTIFY_SECRET": true, "NEEDLE_LABELS": true, "NEEDLE_INIT": true, "NEEDLE_URL": true, "NEEDLE_TOKEN": true,
+	"NEEDLE_TASK_ID": true, "NEEDLE_GROUP_ID": true, "NEEDLE_ATTEMPT": true, "NEEDLE_ROUND": true,
+	"NEEDLE_SHARD": true, "NEEDLE_SHARDS": true, "NEEDLE_PORT": true, "NEEDLE_IMAGE": true, "NEEDLE_HOSTILE": true}
+
+// unknownEnv returns the NEEDLE_* names in environ that no flag of fs and
+// nothing else reads, sorted: a mistyped flag variable is ignored, where
+// a mistyped --config key is an error, so at least it is said.
+func unknownEnv(fs *flag.FlagSet, environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "NEEDLE_") || otherNeedleEnv[name] ||
+			strings.HasPrefix(name, "NEEDLE_BENCH_") || strings.HasPrefix(name, "NEEDLE_E2E_") {
+			continue
+		}
+		flagName := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, "NEEDLE_"), "_", "-"))
+		if fs.Lookup(flagName) == nil {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // configFile sets the flags not set yet from a file of "flag = value" lines.
@@ -360,6 +401,10 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	for _, j := range m.SelfJoins {
 		log.Info("join address names this peer (--self-name); skipped", "join", j)
+	}
+	if len(m.UnknownEnv) > 0 {
+		log.Warn("environment variables no flag reads, ignored: a typo of a flag's NEEDLE_<FLAG>? (needled --help)",
+			"names", strings.Join(m.UnknownEnv, ","))
 	}
 	if len(m.SelfJoins) > 0 && len(m.Config.Join) == 0 && len(m.Config.Initial) == 0 {
 		log.Info("every join address names this peer: it founds the mesh unless its data dir already holds one")
@@ -495,6 +540,7 @@ func (m *Main) defineMeshFlags(fs *flag.FlagSet, v *flagVars) {
 	fs.BoolVar(&c.OpenAPI, "insecure-open-api", false, "allow --http on a non-loopback address without NEEDLE_API_TOKEN: anyone who reaches it may use the API")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM or needle drain: hand work over for at most this long, then exit (negative: exit at once)")
 	fs.IntVar(&c.MaxConns, "max-conns", 1024, "most open API connections; more wait until one closes")
+	fs.IntVar(&c.MaxConnsPerClient, "max-conns-per-client", peer.DefaultMaxConnsPerClient, "most open API connections from one client address; one more is closed at once, without taking a --max-conns slot (half of it bounds the client's long polls: 429 beyond); behind a proxy, raise it to what the proxy may open")
 	fs.Float64Var(&c.RatePerClient, "rate", 0, "API requests per second per client address, 429 beyond (0 = no limit)")
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,7 @@ func TestParseFlagsErrors(t *testing.T) {
 		{"negative payload", []string{"--max-payload", "-1"}, "--max-payload -1: want a positive value"},
 		{"zero replicas", []string{"--replicas", "0"}, "--replicas 0"},
 		{"zero forget-after", []string{"--forget-after", "0"}, "--forget-after 0s"},
+		{"zero conns per client", []string{"--max-conns-per-client", "0"}, "--max-conns-per-client 0: want a positive value (the default is 256)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,8 +62,14 @@ func TestParseFlagsErrors(t *testing.T) {
 			}
 		})
 	}
-	// The same from the environment.
+	// A value given reaches the peer's Config.
 	m := NewMain()
+	m.Stderr = &strings.Builder{}
+	if err := m.ParseFlags([]string{"--max-conns-per-client", "5"}, func(string) string { return "" }); err != nil || m.Config.MaxConnsPerClient != 5 {
+		t.Errorf("--max-conns-per-client 5: ParseFlags = %v, MaxConnsPerClient %d", err, m.Config.MaxConnsPerClient)
+	}
+	// The same from the environment.
+	m = NewMain()
 	m.Stderr = &strings.Builder{}
 	env := map[string]string{"NEEDLE_RETENTION": "0"}
 	if err := m.ParseFlags(nil, func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), "--retention 0s") {
@@ -173,5 +181,22 @@ func TestParseFlagsTokenFile(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A NEEDLE_* variable that no flag reads (a typo) is named, to be logged
+// at start; flags' variables and the others needle reads are not.
+func TestUnknownEnv(t *testing.T) {
+	m := NewMain()
+	m.Stderr = &strings.Builder{}
+	m.Environ = func() []string {
+		return []string{"NEEDLE_JION=10.0.0.1:4001", "NEEDLE_SLOTS=4", "NEEDLE_HTTP_ALLOW=a", "NEEDLE_API_TOKEN=t",
+			"NEEDLE_ADDR=x", "NEEDLE_SLOST=8", "NEEDLE_BENCH_WORKER=1", "PATH=/bin", "NEEDLE_JION=again"}
+	}
+	if err := m.ParseFlags(nil, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"NEEDLE_JION", "NEEDLE_SLOST"}; !slices.Equal(m.UnknownEnv, want) {
+		t.Fatalf("UnknownEnv = %v; want %v", m.UnknownEnv, want)
 	}
 }
