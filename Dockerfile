@@ -18,14 +18,20 @@ COPY . .
 ARG VERSION=dev
 ARG COMMIT=unknown
 ARG TARGETARCH
+# The data dir is made 0700 here, as /out/state/needle, a directory inside
+# the one copied: COPY keeps the mode of what it copies, but gives the
+# directory it copies into its own (buildah 0755). A new volume takes the
+# image's mode, and with 0755 every container's needled warned "data dir is
+# readable by others ... chmod 700 it", which the shell-less image cannot do.
 RUN make release DIST=/out PLATFORMS="linux/${TARGETARCH:-$(go env GOARCH)}" VERSION="$VERSION" COMMIT="$COMMIT" && \
-    mkdir -p /out/bin /out/data /out/keys && \
+    mkdir -p /out/bin /out/keys /out/state && install -d -m 0700 /out/state/needle && \
     mv /out/needled-linux-* /out/bin/needled && mv /out/needle-linux-* /out/bin/needle
 
-# Run: no shell, no package manager; uid 65532 owns the data and key dirs.
+# Run: no shell, no package manager; uid 65532 owns the data and key dirs
+# (the data dir 0700, as needled wants it).
 FROM ${BASE_IMAGE}
 COPY --from=build /out/bin/ /usr/local/bin/
-COPY --from=build --chown=65532:65532 /out/data/ /var/lib/needle/
+COPY --from=build --chown=65532:65532 /out/state/ /var/lib/
 COPY --from=build --chown=65532:65532 /out/keys/ /etc/needle/
 USER 65532:65532
 # A stop drains first: SIGTERM makes needled hand its work over for at most

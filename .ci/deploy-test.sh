@@ -113,8 +113,8 @@ debian_package() {
 	log "deploy/deb/build.sh (the Debian package)"
 	local deb
 	deb=$(bash deploy/deb/build.sh v0.0.0-ci "$ARCH" "$TMP/dist") || die "deploy/deb/build.sh"
-	[ "$(basename "$deb")" = "needle_0.0.0+ci_${ARCH}.deb" ] || die "the package is named $(basename "$deb")"
-	[ "$(dpkg-deb -f "$deb" Package Version Architecture | tr '\n' ' ')" = "Package: needle Version: 0.0.0+ci Architecture: $ARCH " ] ||
+	[ "$(basename "$deb")" = "needle_0.0.0~ci_${ARCH}.deb" ] || die "the package is named $(basename "$deb")"
+	[ "$(dpkg-deb -f "$deb" Package Version Architecture | tr '\n' ' ')" = "Package: needle Version: 0.0.0~ci Architecture: $ARCH " ] ||
 		die "control fields: $(dpkg-deb -f "$deb" Package Version Architecture)"
 	local files
 	files=$(dpkg-deb -c "$deb" | awk '{print $1, $6}')
@@ -147,12 +147,25 @@ debian_package() {
 		[ "$(as_root stat -c %a "$f")" = 600 ] || die "$f is missing or not mode 600"
 	done
 	[ "$(as_root stat -c %a /etc/needle)" = 700 ] || die "/etc/needle is not mode 700"
+	grep -q 'api.token' "$TMP/dpkg.log" || die "postinst does not say to copy api.token with swarm.key: $(cat "$TMP/dpkg.log")"
 	key=$(as_root cat /etc/needle/swarm.key)
+	token=$(as_root cat /etc/needle/api.token)
 	as_root dpkg -i "$deb" >/dev/null 2>&1 || die "dpkg -i over itself (an upgrade)"
 	[ "$(as_root cat /etc/needle/swarm.key)" = "$key" ] || die "reinstalling replaced the swarm key"
+	[ "$(as_root cat /etc/needle/api.token)" = "$token" ] || die "reinstalling replaced the API token"
 	as_root dpkg --purge needle >/dev/null 2>&1 || die "dpkg --purge needle"
 	[ ! -e /usr/bin/needled ] && [ ! -e /etc/needle ] && [ ! -e /lib/systemd/system/needled.service ] ||
 		die "dpkg --purge left files behind: $(ls -d /usr/bin/needled /etc/needle /lib/systemd/system/needled.service 2>&1)"
+	# Another host: the first host's pair copied in before the install is
+	# kept, key and token both (a token of its own would answer the first
+	# host's clients 401).
+	as_root install -d -m 0700 /etc/needle
+	printf '%s\n' "$key" | as_root sh -c 'umask 077; cat >/etc/needle/swarm.key'
+	printf '%s\n' "$token" | as_root sh -c 'umask 077; cat >/etc/needle/api.token'
+	as_root dpkg -i "$deb" >/dev/null 2>&1 || die "dpkg -i over a copied key and token"
+	[ "$(as_root cat /etc/needle/swarm.key)" = "$key" ] && [ "$(as_root cat /etc/needle/api.token)" = "$token" ] ||
+		die "installing replaced a swarm key and API token copied from another host"
+	as_root dpkg --purge needle >/dev/null 2>&1 || die "dpkg --purge needle (the second install)"
 	PASSED=$((PASSED + 1))
 }
 debian_package
@@ -169,8 +182,8 @@ rpm_package() {
 	local pkg want rarch
 	rarch=$(case $ARCH in amd64) echo x86_64 ;; arm64) echo aarch64 ;; esac)
 	pkg=$(bash deploy/rpm/build.sh v0.0.0-ci "$ARCH" "$TMP/dist") || die "deploy/rpm/build.sh"
-	[ "$(basename "$pkg")" = "needle-0.0.0+ci-1.$rarch.rpm" ] || die "the RPM is named $(basename "$pkg")"
-	[ "$(rpm -qp --qf '%{NAME} %{VERSION} %{RELEASE} %{ARCH}' "$pkg")" = "needle 0.0.0+ci 1 $rarch" ] ||
+	[ "$(basename "$pkg")" = "needle-0.0.0~ci-1.$rarch.rpm" ] || die "the RPM is named $(basename "$pkg")"
+	[ "$(rpm -qp --qf '%{NAME} %{VERSION} %{RELEASE} %{ARCH}' "$pkg")" = "needle 0.0.0~ci 1 $rarch" ] ||
 		die "RPM fields: $(rpm -qp --qf '%{NAME} %{VERSION} %{RELEASE} %{ARCH}' "$pkg")"
 	local files
 	files=$(rpm -qp --qf '[%{FILEMODES:perms} %{FILENAMES}\n]' "$pkg")
@@ -214,10 +227,14 @@ build_image() {
 	else
 		printf 'deploy-test: cannot pull %s, so the Dockerfile is built from its run stage on the binaries of make release:\n%s\n' "$go_image" "$out" >&2
 		log "podman build (local base, the Dockerfile's run stage, make release's binaries)"
-		mkdir -p "$TMP/base" "$TMP/ctx/out/bin" "$TMP/ctx/out/data" "$TMP/ctx/out/keys"
+		mkdir -p "$TMP/base/var/lib" "$TMP/ctx/out/bin" "$TMP/ctx/out/keys" "$TMP/ctx/out/state"
+		# 0700 as the build stage's install -d makes it: the image's
+		# /var/lib/needle keeps this mode.
+		install -d -m 0700 "$TMP/ctx/out/state/needle"
 		printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$TMP/base/passwd"
 		printf 'root:x:0:\nnonroot:x:65532:\n' >"$TMP/base/group"
-		printf 'FROM scratch\nCOPY passwd group /etc/\n' >"$TMP/base/Containerfile"
+		# /var/lib as distroless has it (root's), not made by the COPY into it.
+		printf 'FROM scratch\nCOPY passwd group /etc/\nCOPY var/ /var/\n' >"$TMP/base/Containerfile"
 		podman build -q -t localhost/needle-ci-base "$TMP/base" >/dev/null || die "podman build of the local base image"
 		cp "$TMP/dist/needled-linux-$ARCH" "$TMP/ctx/out/bin/needled"
 		cp "$TMP/dist/needle-linux-$ARCH" "$TMP/ctx/out/bin/needle"
@@ -228,6 +245,19 @@ build_image() {
 			-f "$TMP/ctx/Containerfile" "$TMP/ctx" >/dev/null || die "podman build of the Dockerfile's run stage"
 	fi
 	[ "$(podman image inspect needle:local --format '{{.Config.User}}')" = "65532:65532" ] || die "the image does not run as 65532:65532"
+	# The data dir: 0700 and 65532's, or every container's needled warns
+	# "chmod 700 it", which no one can do in the shell-less image.
+	# (podman cp's tar names the directory "/", root's: the image is
+	# mounted instead, in podman's user namespace when not root.)
+	local datadir
+	# shellcheck disable=SC2016
+	local stat_data='m=$(podman image mount needle:local) && stat -c "%a %u:%g" "$m/var/lib/needle"; podman image unmount needle:local >/dev/null'
+	if [ "$(id -u)" -eq 0 ]; then
+		datadir=$(sh -c "$stat_data" 2>&1) || true
+	else
+		datadir=$(podman unshare sh -c "$stat_data" 2>&1) || true
+	fi
+	[ "$datadir" = "700 65532:65532" ] || die "the image's /var/lib/needle is not mode 700 owned by 65532:65532: $datadir"
 	if ! out=$(podman run --rm needle:local --version 2>&1); then
 		printf 'deploy-test: podman run with the default settings fails here:\n%s\n' "$out" >&2
 		# A sandbox without CAP_SYS_RESOURCE cannot raise the limits podman
@@ -297,6 +327,12 @@ run_mesh() {
 		die "needle peers without the token succeeded: $out"
 	fi
 	printf '%s\n' "$out" | grep -q '401' || die "needle peers without the token: $out; want a 401"
+
+	# A fresh volume takes the image's data dir, 0700: no peer warns.
+	out=$("${COMPOSE[@]}" logs 2>&1 || true)
+	if printf '%s\n' "$out" | grep -q 'readable by others'; then
+		die "a peer warns of its data dir's mode: $(printf '%s\n' "$out" | grep 'readable by others' | head -n 3)"
+	fi
 
 	log "a group through needle-0 (published), read through needle-1"
 	out=$("$NEEDLE" submit -f - <<-'JSON'

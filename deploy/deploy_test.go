@@ -372,6 +372,9 @@ func TestSystemdUnit(t *testing.T) {
 	for k, want := range map[string]string{
 		"DynamicUser": "yes", "User": "needle", "StateDirectory": "needle", "ProtectSystem": "strict",
 		"Restart": "on-failure", "KillSignal": "SIGTERM", "NoNewPrivileges": "yes",
+		// A call SystemCallFilter= refuses fails instead of killing the
+		// peer or its exec task with SIGSYS (SRE audit, finding 8).
+		"SystemCallErrorNumber": "EPERM",
 	} {
 		if got := s[k]; len(got) != 1 || got[0] != want {
 			t.Errorf("%s = %v; want %s", k, got, want)
@@ -437,5 +440,66 @@ func TestDockerfile(t *testing.T) {
 	}
 	if !strings.Contains(run, `VOLUME ["/var/lib/needle"]`) || !strings.Contains(run, "NEEDLE_DATA=/var/lib/needle") {
 		t.Error("the data dir is not a volume")
+	}
+	// The image's /var/lib/needle keeps the mode of the build stage's
+	// /out/state/needle, copied as an entry of /out/state/ (COPY gives the
+	// directory it copies into a mode of its own), and a new volume takes
+	// the image's: 0755 (mkdir -p) made every container warn "chmod 700
+	// it" (SRE audit, finding 10).
+	if !regexp.MustCompile(`(install -d|mkdir( -p)?) -m 0?700 [^&\n]*/out/state/needle\b`).MatchString(build) {
+		t.Error("the build stage does not make /out/state/needle, the image's data dir, mode 0700")
+	}
+	if !regexp.MustCompile(`(?m)^COPY --from=build --chown=65532:65532 /out/state/ /var/lib/$`).MatchString(run) {
+		t.Error("the run stage does not copy /out/state/ (the data dir needle in it) into /var/lib/ owned by 65532")
+	}
+}
+
+// Every host of a mesh needs the first host's swarm key and API token:
+// with its own key a host is no member, with its own token it answers the
+// other hosts' clients 401, and the unit does not start without
+// api.token. So wherever the packages, the unit and the packaging docs
+// tell to copy swarm.key, they name api.token with it (SRE audit, finding
+// 2: they said to copy swarm.key alone).
+func TestKeyAndTokenCopiedTogether(t *testing.T) {
+	files := map[string]string{}
+	for _, f := range []string{"deb/postinst", "deb/build.sh", "rpm/needle.spec", "systemd/needled.service", "systemd/needled.env"} {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[f] = string(raw)
+	}
+	ops, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := regexp.MustCompile(`(?ms)^# Packaged.*?(^# |\z)`).FindString(string(ops))
+	if section == "" {
+		t.Fatal("docs/operations.md has no section # Packaged")
+	}
+	files["docs/operations.md (# Packaged)"] = section
+
+	both := regexp.MustCompile(`(?i)swarm\.key,? and (/etc/needle/)?api\.token`)
+	copyKey := regexp.MustCompile(`(?i)\bcop(y|ied)\b.{0,60}?swarm\.key`)
+	tokenToo := regexp.MustCompile(`^,? and (/etc/needle/)?api\.token`)
+	scpKey := regexp.MustCompile(`(?m)^.*\bscp\b.*swarm\.key.*$`)
+	for name, text := range files {
+		// Comments, Markdown and line breaks aside: the words as read.
+		flat := regexp.MustCompile(`(?m)^\s*#+\s?`).ReplaceAllString(text, "")
+		flat = strings.NewReplacer("`", "", "*", "").Replace(flat)
+		flat = strings.Join(strings.Fields(flat), " ")
+		if !both.MatchString(flat) {
+			t.Errorf("%s does not say to copy swarm.key and api.token together", name)
+		}
+		for _, m := range copyKey.FindAllStringIndex(flat, -1) {
+			if !tokenToo.MatchString(flat[m[1]:]) {
+				t.Errorf("%s: %q names swarm.key without api.token", name, flat[m[0]:min(len(flat), m[1]+40)])
+			}
+		}
+		for _, line := range scpKey.FindAllString(text, -1) {
+			if !strings.Contains(line, "api.token") {
+				t.Errorf("%s: %q copies swarm.key without api.token", name, line)
+			}
+		}
 	}
 }

@@ -8,7 +8,8 @@
 # deploy/systemd/needled.service as /lib/systemd/system/needled.service
 # (running /usr/bin/needled), deploy/systemd/needled.env as the conffile
 # /etc/needle/needled.env. Installing it writes a swarm key and an API
-# token into /etc/needle (root only) when there are none, and starts
+# token into /etc/needle (root only) when there are none (every host but
+# the first gets the first host's pair copied over them), and starts
 # nothing: a peer must know the mesh it joins (NEEDLE_JOIN) before its first
 # start, or it founds a new one. `make deb` runs it.
 set -euo pipefail
@@ -52,8 +53,11 @@ Description: peer-to-peer task scheduler mesh
  .
  The package installs the needled.service systemd unit, disabled: set
  NEEDLE_JOIN in /etc/needle/needled.env on every peer but the first, copy
- the first host's /etc/needle/swarm.key to the others, then
- systemctl enable --now needled.
+ both /etc/needle/swarm.key and /etc/needle/api.token of the first host to
+ the others (root only, mode 0600), then systemctl enable --now needled.
+ Every host's install writes its own key and token: a host that kept its
+ own key is no member, and one that kept its own token refuses the
+ others' clients (401).
 CONTROL
 out="$dist/needle_${debver}_${arch}.deb"
 dpkg-deb --root-owner-group -Zxz --build "$stage" "$out" >/dev/null
