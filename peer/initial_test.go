@@ -1,10 +1,12 @@
 package peer
 
 import (
+	"context"
 	"log/slog"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/p2p"
@@ -139,22 +141,41 @@ func TestInitDataDir(t *testing.T) {
 	if err != nil || again != id {
 		t.Fatalf("second Init = %q, %v; want %q", again, err, id)
 	}
-	bad := cfg
-	bad.Placement, bad.PlacementSet = ring.PlacementCircle, true // a new data dir records spread
-	if _, _, err := Init(bad); err == nil || !strings.Contains(err.Error(), "--placement") {
-		t.Errorf("Init with another --placement = %v; want the start's refusal", err)
+	// A data dir that holds no partition yet takes another --placement
+	// (its record is from an Init, or a start the mesh refused for its
+	// placement, whose error said to pass the flag).
+	other := cfg
+	other.Placement, other.PlacementSet = ring.PlacementCircle, true // a new data dir records spread
+	if again, _, err := Init(other); err != nil || again != id {
+		t.Errorf("Init with another --placement on a data dir with no partition = %q, %v; want %q", again, err, id)
 	}
 	p, err := New(Config{DataDir: dir, Partitions: 32, HTTPAddr: "127.0.0.1:0",
 		Listen: []string{"/ip4/127.0.0.1/tcp/0"}, Logger: cfg.Logger})
 	if err != nil {
 		t.Fatalf("New on an Init'ed data dir: %v", err)
 	}
-	defer p.tr.Close()
-	defer p.wal.Close()
 	if p.ID() != id {
 		t.Errorf("started peer id %s; Init printed %s", p.ID(), id)
 	}
 	if parts := p.node.Partitions(); parts != 32 {
 		t.Errorf("partitions = %d; want 32", parts)
+	}
+	if rec, _, err := p.wal.Meta("placement"); err != nil || string(rec) != ring.PlacementCircle.String() {
+		t.Errorf("placement record = %q, %v; want circle, the one Init replaced", rec, err)
+	}
+	// It founds the mesh: run it until it serves every partition.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	<-p.Ready()
+	waitFor(t, "the founder to serve its partitions", 30*time.Second, func() bool { return p.readiness() == nil })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	// One that holds partitions keeps its mesh's placement.
+	other.Placement = ring.PlacementSpread
+	if _, _, err := Init(other); err == nil || !strings.Contains(err.Error(), "--placement") {
+		t.Errorf("Init with another --placement on a data dir with partitions = %v; want the start's refusal", err)
 	}
 }

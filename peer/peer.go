@@ -360,11 +360,23 @@ func (p *Peer) meshSettings() (parts int, pl ring.Placement, err error) {
 		if pl, err = ring.ParsePlacement(string(b)); err != nil {
 			return 0, 0, fmt.Errorf("peer: data dir has a bad placement record %q: %w", b, err)
 		}
-		if p.cfg.PlacementSet && pl != p.cfg.Placement {
+		if !p.cfg.PlacementSet || pl == p.cfg.Placement {
+			return parts, pl, nil
+		}
+		held, err := p.wal.Partitions()
+		if err != nil {
+			return 0, 0, fmt.Errorf("peer: read partitions: %w", err)
+		}
+		if len(held) > 0 {
 			return 0, 0, fmt.Errorf("peer: --placement %v, but this data dir's mesh places with %v (fixed when the data dir was created): "+
 				"start without --placement, or with --placement %v", p.cfg.Placement, pl, pl)
 		}
-		return parts, pl, nil
+		// A data dir that holds no partition joined no mesh yet: its
+		// record is from a start that failed (the mesh's placement
+		// differed, and its error said to pass --placement). The mesh
+		// checks the flag again when this peer joins.
+		p.log.Info("placement record replaced: this data dir holds no partition yet", "was", pl, "now", p.cfg.Placement)
+		pl = p.cfg.Placement
 	case p.cfg.PlacementSet:
 		pl = p.cfg.Placement
 	case partsKept:
