@@ -13,6 +13,7 @@ import (
 	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/ring"
 	"github.com/needle-mesh/needle/wal"
+	pb "go.etcd.io/raft/v3/raftpb"
 )
 
 // TestMemMeshPlacementMismatch: a peer started with another --replicas or
@@ -69,9 +70,17 @@ func TestMeshSettingsRecorded(t *testing.T) {
 	if parts, pl, err := open(fresh, Config{Partitions: 256}); err != nil || parts != 64 || pl != ring.PlacementSpread {
 		t.Errorf("restart: %d partitions, %v, %v; want the recorded 64, spread", parts, pl, err)
 	}
-	_, _, err := open(fresh, Config{Partitions: 64, Placement: ring.PlacementCircle, PlacementSet: true})
-	if err == nil || !strings.Contains(err.Error(), "--placement spread") {
-		t.Errorf("restart with --placement circle: %v; want an error naming --placement spread", err)
+	// It holds no partition yet: another --placement replaces the record
+	// (a start the mesh refused for its placement recorded it).
+	if _, pl, err := open(fresh, Config{Partitions: 64, Placement: ring.PlacementCircle, PlacementSet: true}); err != nil || pl != ring.PlacementCircle {
+		t.Errorf("restart of a data dir without partitions with --placement circle: %v, %v; want circle", pl, err)
+	}
+	if err := fresh.Append(&wal.Batch{Updates: []wal.Update{{Partition: 3, HardState: &pb.HardState{Term: new(uint64(1)), Vote: new(uint64(1)), Commit: new(uint64(0))}}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := open(fresh, Config{Partitions: 64, Placement: ring.PlacementSpread, PlacementSet: true})
+	if err == nil || !strings.Contains(err.Error(), "--placement circle") {
+		t.Errorf("restart of a data dir with a partition with --placement spread: %v; want an error naming --placement circle", err)
 	}
 
 	old := wal.NewMemory() // as an earlier release left it
