@@ -149,8 +149,13 @@ type Config struct {
 	// without taking a MaxConns slot, so one client cannot hold them all.
 	// Half of it bounds the client's long polls (api.HandlerOptions).
 	// Default 256, so that a proxy in front still gets plenty; negative is
-	// an error.
+	// an error. Loopback clients are not bounded: a proxy on the host (a
+	// TLS terminator, a service mesh's sidecar) connects from there for
+	// every client it serves.
 	MaxConnsPerClient int
+	// capLoopback bounds loopback clients too (tests, whose clients all
+	// connect from loopback).
+	capLoopback bool
 	// RatePerClient bounds API requests per second from one client address
 	// (429 beyond, with a burst of twice the rate). 0 = no limit.
 	RatePerClient float64

@@ -17,13 +17,14 @@ import (
 type clientConns struct {
 	net.Listener
 	max     int
+	exempt  func(ip string) bool // clients never bounded (loopback: a proxy on the host)
 	refused prometheus.Counter
 	mu      sync.Mutex
 	open    map[string]int // client IP -> connections open; no entry at 0
 }
 
-func newClientConns(ln net.Listener, max int, refused prometheus.Counter) *clientConns {
-	return &clientConns{Listener: ln, max: max, refused: refused, open: map[string]int{}}
+func newClientConns(ln net.Listener, max int, exempt func(string) bool, refused prometheus.Counter) *clientConns {
+	return &clientConns{Listener: ln, max: max, exempt: exempt, refused: refused, open: map[string]int{}}
 }
 
 // Accept returns the next connection whose client is under its bound.
@@ -34,6 +35,9 @@ func (l *clientConns) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		ip := clientIP(c.RemoteAddr().String())
+		if l.exempt != nil && l.exempt(ip) {
+			return c, nil
+		}
 		if l.take(ip) {
 			return &clientConn{Conn: c, release: func() { l.release(ip) }}, nil
 		}
@@ -78,6 +82,12 @@ func (c *clientConn) Close() error {
 // TLS) carries at once: with Go's default, 250, one connection, counted
 // once by --max-conns and --max-conns-per-client, held 250 long polls.
 const apiMaxStreams = 100
+
+// loopbackIP reports whether ip is a loopback address (127.0.0.0/8, ::1).
+func loopbackIP(ip string) bool {
+	a := net.ParseIP(ip)
+	return a != nil && a.IsLoopback()
+}
 
 // clientIP is the host of a remote address ("10.0.0.1:5555" -> "10.0.0.1"),
 // or the address itself when it has no port.

@@ -103,7 +103,7 @@ func TestRefusalClosesConnection(t *testing.T) {
 // and another client address is still served: the third does not take the
 // last slot. Without the per-client bound one client held every slot.
 func TestMaxConnsPerClient(t *testing.T) {
-	p, _ := startPeerWith(t, Config{MaxConns: 3, MaxConnsPerClient: 2})
+	p, _ := startPeerWith(t, Config{MaxConns: 3, MaxConnsPerClient: 2, capLoopback: true})
 	dial := func(from string) (net.Conn, *bufio.Reader) {
 		t.Helper()
 		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 10 * time.Second}
@@ -160,7 +160,7 @@ func TestClientConnsCloseOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused := prometheus.NewCounter(prometheus.CounterOpts{Name: "refused"})
-	ln := newClientConns(inner, 2, refused)
+	ln := newClientConns(inner, 2, nil, refused)
 	defer ln.Close()
 	accepted := make(chan net.Conn, 4)
 	go func() {
@@ -253,5 +253,30 @@ func TestHTTP2Streams(t *testing.T) {
 	}
 	if v, ok := sf.Value(http2.SettingMaxConcurrentStreams); !ok || v != apiMaxStreams {
 		t.Errorf("SETTINGS_MAX_CONCURRENT_STREAMS = %d (sent: %v); want %d", v, ok, apiMaxStreams)
+	}
+}
+
+// Loopback clients are not bounded: a proxy on the host (a TLS
+// terminator, a service mesh's sidecar) connects from there for every
+// client it serves. Past the bound they are served, and their long polls
+// too.
+func TestLoopbackClientsUnbounded(t *testing.T) {
+	p, _ := startPeerWith(t, Config{MaxConns: 8, MaxConnsPerClient: 2})
+	const health = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+	for i := range 4 {
+		c, err := net.DialTimeout("tcp", p.Addr(), 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if resp := ask(t, c, bufio.NewReader(c), health); resp.StatusCode != 200 {
+			t.Fatalf("loopback connection %d past --max-conns-per-client 2: %d; want 200", i+1, resp.StatusCode)
+		}
+	}
+	if got := gather(t, p.metrics, "needle_http_connections_refused_total").GetMetric()[0].GetCounter().GetValue(); got != 0 {
+		t.Errorf("needle_http_connections_refused_total = %v; want 0", got)
+	}
+	if !loopbackIP("127.0.0.2") || !loopbackIP("::1") || loopbackIP("10.0.0.1") || loopbackIP("") {
+		t.Error("loopbackIP is wrong")
 	}
 }

@@ -34,6 +34,7 @@ func (p *Peer) routes() *routeMux {
 		// Half a client's connections: over HTTP/1 its waits leave it
 		// connections for its other requests.
 		MaxWaitsPerClient: max(p.cfg.MaxConnsPerClient/2, 1),
+		WaitsExempt:       p.exemptClient(),
 		Tokens:            p.cfg.Tokens,
 		Metrics:           promhttp.HandlerFor(p.metrics.reg, promhttp.HandlerOpts{}),
 		Logger:            p.log,

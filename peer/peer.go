@@ -394,6 +394,16 @@ func (p *Peer) meshSettings() (parts int, pl ring.Placement, err error) {
 	return parts, pl, p.wal.Sync()
 }
 
+// exemptClient is the clients the per-client bounds leave alone: loopback
+// ones (a proxy on the host serves every client from there), nil when a
+// test bounds them too.
+func (p *Peer) exemptClient() func(string) bool {
+	if p.cfg.capLoopback {
+		return nil
+	}
+	return loopbackIP
+}
+
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
@@ -440,7 +450,7 @@ func (p *Peer) Run(ctx context.Context) error {
 	p.runCtx = runCtx
 	// Inside the --max-conns bound: a connection of a client over its own
 	// bound is closed without taking a slot.
-	ln = newClientConns(ln, p.cfg.MaxConnsPerClient, p.metrics.connsRefused)
+	ln = newClientConns(ln, p.cfg.MaxConnsPerClient, p.exemptClient(), p.metrics.connsRefused)
 	ln = netutil.LimitListener(ln, p.cfg.MaxConns)
 	p.ln = ln
 	// No ReadTimeout or WriteTimeout: they would cut long polls (?wait=

@@ -21,7 +21,7 @@ import (
 // that ends gives its place back. Only --max-conns bounded them, and over
 // HTTP/2 not even that (audit finding 5).
 func TestWaitsPerClient(t *testing.T) {
-	p, c := startPeerWith(t, Config{MaxConnsPerClient: 8})
+	p, c := startPeerWith(t, Config{MaxConnsPerClient: 8, capLoopback: true})
 	ctx := t.Context()
 	res, err := c.SubmitTask(ctx, &api.SubmitTaskRequest{TaskFields: api.TaskFields{Handler: "nobody"}}) // an external handler no worker serves
 	if err != nil {

@@ -66,6 +66,9 @@ type HandlerOptions struct {
 	// poll with a wait, a log follow): one more is a 429 rate_limited
 	// naming the parameter. 0: no bound.
 	MaxWaitsPerClient int
+	// WaitsExempt, when set, names the client addresses (IPs) whose long
+	// polls are not bounded (loopback: a proxy on the host).
+	WaitsExempt func(ip string) bool
 	// Token, when non-empty, is required as "Authorization: Bearer <token>"
 	// (the scheme in any case) on every route except /healthz.
 	Token string
@@ -122,7 +125,7 @@ func NewHandler(b Backend, opts HandlerOptions) *Handler {
 	}
 	s := &server{b: b, opts: opts, log: opts.Logger}
 	if opts.MaxWaitsPerClient > 0 {
-		s.waits = &clientWaits{max: opts.MaxWaitsPerClient, held: map[string]int{}}
+		s.waits = &clientWaits{max: opts.MaxWaitsPerClient, exempt: opts.WaitsExempt, held: map[string]int{}}
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

@@ -13,9 +13,10 @@ import (
 // neither the connection bounds nor --rate (which counts requests, not
 // how long they last) bound the waits of one client.
 type clientWaits struct {
-	max  int
-	mu   sync.Mutex
-	held map[string]int // client IP -> long polls; no entry at 0
+	max    int
+	exempt func(ip string) bool // clients never bounded
+	mu     sync.Mutex
+	held   map[string]int // client IP -> long polls; no entry at 0
 }
 
 // holdWait counts r's long poll until release is called; over the
@@ -30,15 +31,21 @@ func (s *server) holdWait(w http.ResponseWriter, r *http.Request, field string) 
 	if host, _, err := net.SplitHostPort(ip); err == nil {
 		ip = host
 	}
+	if cw.exempt != nil && cw.exempt(ip) {
+		return func() {}, true
+	}
 	cw.mu.Lock()
-	defer cw.mu.Unlock()
-	if cw.held[ip] >= cw.max {
+	over := cw.held[ip] >= cw.max
+	if !over {
+		cw.held[ip]++
+	}
+	cw.mu.Unlock()
+	if over { // answered outside the lock: a slow client holds up no other
 		w.Header().Set("Retry-After", "1")
 		writeErr(w, &Error{Status: http.StatusTooManyRequests, Code: CodeRateLimited, Field: field,
 			Message: fmt.Sprintf("%s: this client address already holds %d long polls, the most it may at once; ask again when one ends, or without %s", field, cw.max, field)})
 		return nil, false
 	}
-	cw.held[ip]++
 	return func() {
 		cw.mu.Lock()
 		defer cw.mu.Unlock()
