@@ -235,6 +235,11 @@ func (c *Config) Validate() error {
 		}
 		c.Logger.Warn("the API is open: no token, and --http is not a loopback address", "http", c.HTTPAddr)
 	}
+	if (c.Tokens != nil || c.Token != "") && !isLoopback(c.HTTPAddr) && c.TLSCert == "" {
+		// Not an error: a TLS proxy or a private network may be in front.
+		c.Logger.Warn("the API token travels in clear: --http is not a loopback address and serves plain HTTP; "+
+			"serve it with --tls-cert, or keep it behind a TLS proxy or on a private network", "http", c.HTTPAddr)
+	}
 	if err := c.checkMeshOpen(); err != nil {
 		return err
 	}

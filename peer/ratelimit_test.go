@@ -77,3 +77,28 @@ func TestOpenAPIRefused(t *testing.T) {
 		})
 	}
 }
+
+// A token served in plain HTTP beyond this host is warned about: it
+// travels in clear. Not on loopback, and not with --tls-cert.
+func TestClearTokenWarned(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		c    Config
+		warn bool
+	}{
+		{"token, all interfaces, plain", Config{HTTPAddr: "0.0.0.0:7070", Token: "t"}, true},
+		{"token, loopback", Config{HTTPAddr: "127.0.0.1:7070", Token: "t"}, false},
+		{"token, TLS", Config{HTTPAddr: "0.0.0.0:7070", Token: "t", TLSCert: "c.pem", TLSKey: "k.pem"}, false},
+		{"no token, loopback", Config{HTTPAddr: "127.0.0.1:7070"}, false},
+	} {
+		var out strings.Builder
+		c := tt.c
+		c.Logger = slog.New(slog.NewTextHandler(&out, nil))
+		if err := c.Validate(); err != nil {
+			t.Fatalf("%s: Validate() = %v", tt.name, err)
+		}
+		if got := strings.Contains(out.String(), "travels in clear"); got != tt.warn {
+			t.Errorf("%s: warned %v (%q); want %v", tt.name, got, out.String(), tt.warn)
+		}
+	}
+}

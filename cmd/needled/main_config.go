@@ -439,7 +439,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	prefaultHeap(m.HugePagesResult, log) // after the WAL is open: hugepages.Prefault
 	if m.Config.Token == "" && m.Config.Tokens == nil {
-		log.Warn("no NEEDLE_API_TOKEN set: the API accepts every request")
+		log.Warn("no NEEDLE_API_TOKEN set: the API accepts every request, from every user of this host too")
 	}
 	if m.Hangup != nil {
 		go m.serveHangups(ctx, log, p)
