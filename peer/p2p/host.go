@@ -153,7 +153,11 @@ func hostOptions(cfg *Config, sk crypto.PrivKey, psk []byte) ([]libp2p.Option, e
 		libp2p.DisableMetrics(),
 	}
 	if psk == nil {
-		cfg.Logger.Warn("no swarm key: open mesh, any libp2p host can connect")
+		if loopbackOnly(cfg.Listen) {
+			cfg.Logger.Info("no swarm key: the mesh listens on this host only (loopback)")
+		} else {
+			cfg.Logger.Warn("no swarm key: open mesh, any libp2p host can connect")
+		}
 		opts = append(opts, libp2p.Transport(quic.NewTransport))
 		return append(opts, libp2p.ListenAddrStrings(cfg.Listen...)), nil
 	}

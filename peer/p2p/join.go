@@ -219,6 +219,17 @@ func (h *Host) handshake(ctx context.Context, addr ma.Multiaddr) (peer.ID, error
 	return sc.RemotePeer(), nil
 }
 
+// loopbackOnly reports whether every one of addrs is Loopback (and there
+// is one).
+func loopbackOnly(addrs []string) bool {
+	for _, a := range addrs {
+		if !Loopback(a) {
+			return false
+		}
+	}
+	return len(addrs) > 0
+}
+
 // Loopback reports whether addr, a listen or join address (a multiaddr,
 // or host:port), reaches only this host: 127.0.0.0/8, ::1 or localhost.
 // An address that does not parse is not (its own check names it).

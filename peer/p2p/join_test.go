@@ -154,3 +154,34 @@ func TestParseJoin(t *testing.T) {
 		t.Fatalf("test id: %v", err)
 	}
 }
+
+// Loopback tells the addresses that reach only this host, in every form
+// --listen, --join and --initial-peers take.
+func TestLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"/ip4/127.0.0.1/tcp/4001":              true,
+		"/ip4/127.8.9.10/udp/4001/quic-v1":     true,
+		"/ip6/::1/tcp/4001":                    true,
+		"/dns4/localhost/tcp/4001":             true,
+		"/dns/LocalHost/tcp/4001":              true,
+		"127.0.0.1:4001":                       true,
+		"localhost:4001":                       true,
+		"[::1]:4001":                           true,
+		"/ip4/127.0.0.1/tcp/4001/p2p/12D3KooW": false, // not a multiaddr: its own check names it
+		"/ip4/0.0.0.0/tcp/4001":                false,
+		"/ip4/10.0.0.1/tcp/4001":               false,
+		"/dns4/needle-0/tcp/4001":              false,
+		"needle-0:4001":                        false,
+		"10.0.0.1:4001":                        false,
+		"":                                     false,
+		"nonsense":                             false,
+	} {
+		if got := Loopback(addr); got != want {
+			t.Errorf("Loopback(%q) = %v; want %v", addr, got, want)
+		}
+	}
+	if !loopbackOnly([]string{"/ip4/127.0.0.1/tcp/1", "localhost:2"}) || loopbackOnly(nil) ||
+		loopbackOnly([]string{"/ip4/127.0.0.1/tcp/1", "/ip4/0.0.0.0/tcp/1"}) {
+		t.Error("loopbackOnly is wrong")
+	}
+}
