@@ -44,7 +44,7 @@ func main() {
 	}
 	if m.Init {
 		if err := m.RunInit(os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, "needled:", err)
+			m.fatal(err)
 			os.Exit(1)
 		}
 		return
@@ -53,7 +53,7 @@ func main() {
 	defer stop()
 	m.Hangup = notifyHangup()
 	if err := m.Run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "needled:", err)
+		m.fatal(err)
 		os.Exit(1)
 	}
 }

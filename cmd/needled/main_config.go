@@ -460,6 +460,17 @@ func prefaultHeap(r *hugepages.Result, log *slog.Logger) bool {
 	return true
 }
 
+// fatal reports the error that stops the daemon on Stderr: a line of
+// text, or with --log-format json an ERROR record like the log's, so that
+// a collector that parses the log reads it too.
+func (m *Main) fatal(err error) {
+	if m.LogFormat == "json" {
+		slog.New(slog.NewJSONHandler(m.Stderr, nil)).Error("needled stopped", "err", err.Error())
+		return
+	}
+	fmt.Fprintln(m.Stderr, "needled:", err)
+}
+
 func (m *Main) logger() (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(m.LogLevel)); err != nil {

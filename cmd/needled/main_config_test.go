@@ -200,3 +200,16 @@ func TestUnknownEnv(t *testing.T) {
 		t.Fatalf("UnknownEnv = %v; want %v", m.UnknownEnv, want)
 	}
 }
+
+// The error that stops the daemon is a line of text, or with
+// --log-format json a JSON record a log collector parses.
+func TestFatalFormat(t *testing.T) {
+	for format, want := range map[string]string{"text": "needled: boom\n", "json": `"level":"ERROR","msg":"needled stopped","err":"boom"}`} {
+		var out strings.Builder
+		m := &Main{Stderr: &out, LogFormat: format}
+		m.fatal(errors.New("boom"))
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("%s: %q; want it to hold %q", format, out.String(), want)
+		}
+	}
+}
