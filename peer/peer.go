@@ -524,11 +524,7 @@ func (p *Peer) Run(ctx context.Context) error {
 // listener reports its error.
 func isLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
-	if err != nil || host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return err != nil || host == "localhost" || loopbackIP(host)
 }
 
 // drain hands this peer's work over before it stops: the node stops taking

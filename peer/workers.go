@@ -173,8 +173,14 @@ func (h *hub) kick() {
 func (h *hub) newToken() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:]) + h.ownTag()
+}
+
+// ownTag is the tag of this peer's lease tokens (leaseTag of its id),
+// hashed once.
+func (h *hub) ownTag() string {
 	h.tagOnce.Do(func() { h.tag = leaseTag(h.p.ID()) })
-	return hex.EncodeToString(b[:]) + h.tag
+	return h.tag
 }
 
 // serves reports whether a poll takes run r: its handler, and the labels

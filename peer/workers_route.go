@@ -38,7 +38,7 @@ func (p *Peer) holderOf(ctx context.Context, token string) string {
 		return ""
 	}
 	tag := token[tokenRandHex:]
-	if tag == leaseTag(p.ID()) {
+	if tag == p.hub.ownTag() {
 		return ""
 	}
 	if id, ok := p.hub.tags.Load(tag); ok {
