@@ -336,6 +336,19 @@ func TestDashboardViews(t *testing.T) {
 		b.screenshot(shot("workers"))
 		stop()
 		<-polled
+		// The peer learns the poll is gone when it reads the closed
+		// connection; a task submitted before that would be handed to
+		// the gone poll and held under its lease.
+		until(t, "the canceled poll no longer waiting", func() bool {
+			var ws struct {
+				Workers []struct {
+					ID      string
+					Polling bool
+				} `json:"workers"`
+			}
+			p.do("GET", "/v1/workers", nil, &ws)
+			return len(ws.Workers) == 1 && !ws.Workers[0].Polling
+		})
 
 		// A worker that polls again as another instance restarted: it died
 		// holding its task, which the task view shows.
