@@ -47,6 +47,7 @@ type cnode struct {
 	boot    int
 	founder bool
 	labels  map[string]string // its NodeConfig.Labels
+	version string            // its NodeConfig.Version
 }
 
 func newCluster(tb testing.TB, size, partitions int) *cluster {
@@ -77,7 +78,7 @@ func (c *cluster) start(cn *cnode, partitions int) {
 	cn.boot++
 	cfg := DefaultNodeConfig(cn.id, fmt.Sprint(cn.boot))
 	cfg.Partitions, cfg.Slots, cfg.Founder = partitions, 2, cn.founder
-	cfg.Labels = cn.labels
+	cfg.Labels, cfg.Version = cn.labels, cn.version
 	if c.initial != nil {
 		cfg.Founder, cfg.Initial = false, c.initial
 	}

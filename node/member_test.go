@@ -1,6 +1,7 @@
 package node
 
 import (
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -94,5 +95,27 @@ func TestForgetHeardWhileAliveAppliesAtDeath(t *testing.T) {
 		if !m.forgotten["n4"] {
 			t.Fatalf("%s: n4 left n1's membership without being forgotten", news)
 		}
+	}
+}
+
+// A member's version is rare like its labels: set by its heartbeats,
+// capped, and dropped with the rest when it is empty.
+func TestMemberVersion(t *testing.T) {
+	mb := &member{id: "p2"}
+	mb.setVersion("")
+	if mb.rare != nil || mb.version() != "" {
+		t.Fatal("an empty version set a rare part")
+	}
+	mb.setVersion("v1.2.3")
+	if mb.version() != "v1.2.3" {
+		t.Fatalf("version %q; want v1.2.3", mb.version())
+	}
+	mb.setVersion(strings.Repeat("x", 1000))
+	if len(mb.version()) != maxVersion {
+		t.Errorf("a long version kept %d bytes; want %d", len(mb.version()), maxVersion)
+	}
+	mb.setVersion("")
+	if mb.rare != nil {
+		t.Error("the rare part stayed once the version was unset")
 	}
 }

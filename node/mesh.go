@@ -113,6 +113,9 @@ type memberRare struct {
 	// since, by WorkerAd key (scheduleExternal).
 	workers []WorkerAd
 	offered map[string]int
+	// version is its build version, from its last heartbeat
+	// (Heartbeat.Version, at most maxVersion bytes); "" unknown.
+	version string
 }
 
 func (mb *member) labels() map[string]string {
@@ -148,6 +151,28 @@ func (mb *member) workers() []WorkerAd {
 		return nil
 	}
 	return mb.rare.workers
+}
+
+func (mb *member) version() string {
+	if mb.rare == nil {
+		return ""
+	}
+	return mb.rare.version
+}
+
+// maxVersion caps the build version kept of a member: it is shown, never
+// compared.
+const maxVersion = 128
+
+// setVersion takes the build version mb's heartbeat names.
+func (mb *member) setVersion(v string) {
+	if len(v) > maxVersion {
+		v = v[:maxVersion]
+	}
+	if mb.version() != v {
+		mb.more().version = v
+		mb.tidy()
+	}
 }
 
 // offered returns the tasks this node leased to mb's workers under
@@ -206,7 +231,7 @@ func (mb *member) setLabels(list []string) {
 
 // tidy drops mb's rare part when none of it is set.
 func (mb *member) tidy() {
-	if r := mb.rare; r.labels == nil && r.labelList == nil && r.stranded == 0 && r.strandedFor == nil && r.workers == nil && r.offered == nil && r.pingedAt == 0 {
+	if r := mb.rare; r.labels == nil && r.labelList == nil && r.stranded == 0 && r.strandedFor == nil && r.workers == nil && r.offered == nil && r.pingedAt == 0 && r.version == "" {
 		mb.rare = nil
 	}
 }
@@ -321,7 +346,8 @@ func newMesh(n *Node, now time.Time, lone bool) mesh {
 		byRaft: map[uint64]string{}, sw: swim{inc: uint64(max(now.UnixMilli(), 0)), relays: map[uint64]relay{}, silent: map[int]time.Time{}}}
 	m.self = &member{id: n.cfg.ID, boot: n.cfg.Boot, heard: m.instant(now), state: PeerAlive, addrs: n.cfg.Addrs,
 		rare: &memberRare{labels: n.placement.Labels, labelList: LabelList(n.placement.Labels)}}
-	m.self.tidy() // no labels
+	m.self.setVersion(n.cfg.Version)
+	m.self.tidy() // no labels, no version
 	m.add(m.self)
 	if lone { // the ring of this peer alone, until it learns of others
 		m.rebuildRing()
@@ -336,7 +362,7 @@ func (n *Node) Members() []MemberInfo {
 	for _, id := range ids {
 		m := n.mesh.members[id]
 		out = append(out, MemberInfo{ID: id, State: m.state, Load: m.load, Addrs: m.addrs, LastSeen: n.mesh.at(m.heard),
-			Labels: m.labelList(), Stranded: m.stranded(), StrandedFor: m.strandedFor()})
+			Labels: m.labelList(), Stranded: m.stranded(), StrandedFor: m.strandedFor(), Version: m.version()})
 	}
 	return out
 }
@@ -353,6 +379,10 @@ type MemberInfo struct {
 	// StrandedFor is the peers those tasks wait for, as gossiped (nil:
 	// not named).
 	StrandedFor []string
+	// Version is its build version, as its last heartbeat named it
+	// (NodeConfig.Version): "" when unknown (an older peer, or one whose
+	// heartbeat has not come).
+	Version string
 }
 
 // PeerState returns what this node's failure detector thinks of peer id,
@@ -443,6 +473,7 @@ func (m *mesh) newRun(mb *member, now time.Time) {
 	mb.rebootAt = m.instant(now)
 	m.n.forgetAnswers(RaftID(mb.id))
 	mb.draining, mb.beat, mb.askedAt = false, false, 0
+	mb.setVersion("") // its new run's heartbeat names its build
 	m.prefDirty = true
 }
 
@@ -780,6 +811,7 @@ func (m *mesh) heartbeat() Message {
 		Members: m.memberIDs(), Sum: m.sum, Forgotten: forgotten,
 		Labels: m.self.labelList(), Stranded: stranded, Features: Features,
 		Workers: m.n.workerAds(), Replicas: m.n.cfg.Replicas, Placement: m.n.cfg.Placement, Inc: m.sw.inc,
+		Version: m.self.version(),
 	}
 	if stranded > 0 {
 		hb.StrandedFor = m.strandedFor()

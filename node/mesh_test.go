@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -637,5 +638,44 @@ func TestMeshAbdicatedLeaderResumesWhenVotersReturn(t *testing.T) {
 	}
 	if s, got := c.servers(p), ld.n.parts[p].term; s[0] != ld.id || got != term {
 		t.Fatalf("partition %d served by %v in %s's term %d; want %s resumed in term %d", p, s, ld.id, got, ld.id, term)
+	}
+}
+
+// Each peer's build version reaches the others' membership views with its
+// heartbeats (Heartbeat.Version), so that /v1/peers shows which peer runs
+// which build during a rolling upgrade: a peer of an older release (no
+// version) shows none, and a restarted peer shows its new build.
+func TestMeshPeerVersions(t *testing.T) {
+	const parts = 4
+	c := newClusterOf(t, 3, parts, true)
+	c.node("n1").version, c.node("n2").version = "v1.1.0", "v1.1.0"
+	for _, cn := range c.nodes[:2] {
+		c.start(cn, parts) // with their versions; n3 is of an older release
+	}
+	c.run(10 * time.Second)
+	versions := func(id string) map[string]string {
+		out := map[string]string{}
+		for _, m := range c.node(id).n.Members() {
+			out[m.ID] = m.Version
+		}
+		return out
+	}
+	want := map[string]string{"n1": "v1.1.0", "n2": "v1.1.0", "n3": ""}
+	for _, id := range []string{"n1", "n2", "n3"} {
+		if got := versions(id); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s sees versions %v; want %v", id, got, want)
+		}
+	}
+	n3 := c.node("n3")
+	n3.down = true
+	c.run(time.Second)
+	n3.version = "v1.2.0"
+	c.start(n3, parts)
+	c.run(10 * time.Second)
+	want["n3"] = "v1.2.0"
+	for _, id := range []string{"n1", "n2", "n3"} {
+		if got := versions(id); !reflect.DeepEqual(got, want) {
+			t.Errorf("after n3's upgrade, %s sees versions %v; want %v", id, got, want)
+		}
 	}
 }

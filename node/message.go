@@ -151,6 +151,11 @@ type Heartbeat struct {
 	// receiver whose membership has the same digest and size skips the
 	// list. 0: none (an older peer), the list is compared.
 	Sum uint64
+	// Version (appended after Sum) is the sender's build version
+	// (NodeConfig.Version), shown per peer in /v1/peers so that an operator
+	// sees which peer runs which build during a rolling upgrade. "" from
+	// an older peer (unknown).
+	Version string
 }
 
 // PeerAddrs is one member's transport addresses, heard second-hand.

@@ -88,6 +88,11 @@ type NodeConfig struct {
 	// the others: a task that requires "zone=a" runs only on peers
 	// carrying it. Default none.
 	Labels map[string]string
+	// Version is this peer's build version (needled's, as in its
+	// needle_build_info metric), gossiped in its heartbeats so that every
+	// peer shows which build each member runs (MemberInfo.Version). It is
+	// shown, never compared. Default "" (unknown).
+	Version string
 	// Slots is the number of tasks this peer runs at once. Default 4.
 	Slots int
 	// LeaseAhead caps the leases held beyond the slots, as a multiple of

@@ -216,6 +216,7 @@ func (n *Node) stepHeartbeat(from string, hb *Heartbeat) error {
 		n.scheduleExternal() // offer READY work to its waiting workers now
 	}
 	mb.setLabels(hb.Labels)
+	mb.setVersion(hb.Version)
 	if mb.draining != hb.Draining {
 		mb.draining = hb.Draining
 		n.mesh.prefDirty = true

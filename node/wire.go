@@ -178,7 +178,8 @@ func appendHeartbeat(dst []byte, h *Heartbeat) []byte {
 	dst = binary.AppendUvarint(dst, h.Inc)
 	dst = append(dst, h.Sync)
 	dst = appendBook(dst, h.Book)
-	return binary.AppendUvarint(dst, h.Sum)
+	dst = binary.AppendUvarint(dst, h.Sum)
+	return shard.AppendString(dst, h.Version)
 }
 
 // appendPlacement appends the sender's replica count and placement, after
@@ -452,6 +453,9 @@ func decodeHeartbeat(d *shard.Decoder) *Heartbeat {
 	}
 	if d.Err() == nil && d.Len() > 0 {
 		h.Sum = d.Uvarint()
+	}
+	if d.Err() == nil && d.Len() > 0 {
+		h.Version = d.String()
 	}
 	return h
 }

@@ -23,7 +23,7 @@ func wireSamples() []Message {
 			Members: []string{"a", "b"}, Forgotten: []string{"z"}, Addrs: []string{"/ip4/127.0.0.1/tcp/1"}, Draining: true,
 			Labels: []string{"gpu=true", "zone=a"}, Stranded: 5, StrandedFor: []string{"c", "d"}, Features: Features,
 			Workers:  []WorkerAd{{Handler: "resize", Want: 8, Workers: []string{"w1", "w2"}}, {Handler: "resize", Labels: []string{"zone=a"}, Want: 1}},
-			Replicas: 3, Placement: ring.PlacementSpread, Inc: 1_700_000_000_123, Sync: SyncPull, Sum: 0xfedcba9876543210,
+			Replicas: 3, Placement: ring.PlacementSpread, Inc: 1_700_000_000_123, Sync: SyncPull, Sum: 0xfedcba9876543210, Version: "v1.4.0",
 			Book: []PeerAddrs{{ID: "c", Addrs: []string{"/ip4/127.0.0.1/tcp/2"}}, {ID: "d"}}}},
 		{Type: MsgProbe, From: "g", Probe: &Probe{Kind: ProbeAck, Seq: 9, Target: "h", Boot: "2", Inc: 77, Features: Features, Load: Load{Ready: 1, Slots: 4},
 			Updates: []Update{{ID: "h", Boot: "1", Inc: 3, State: PeerSuspect}, {ID: "i", State: peerForgotten}, {ID: "j", Inc: 4, State: PeerAlive, Addrs: []string{"/ip4/10.0.0.1/tcp/1"}}}}},
@@ -72,9 +72,10 @@ func TestWireRoundTrip(t *testing.T) {
 			// A heartbeat without its labels, and a grant without its
 			// holder, are what older peers send.
 			oldHeartbeat := m.Type == MsgHeartbeat && cut == len(b)-len(heartbeatTail(m.Heartbeat))
-			featLen, workersLen, idsLen, placeLen, incLen, bookLen, sumLen := 0, 0, 0, 0, 0, 0, 0
+			featLen, workersLen, idsLen, placeLen, incLen, bookLen, sumLen, versionLen := 0, 0, 0, 0, 0, 0, 0, 0
 			if m.Type == MsgHeartbeat {
-				sumLen = len(binary.AppendUvarint(nil, m.Heartbeat.Sum))
+				versionLen = len(shard.AppendString(nil, m.Heartbeat.Version))
+				sumLen = len(binary.AppendUvarint(nil, m.Heartbeat.Sum)) + versionLen
 				bookLen = len(appendBook(nil, m.Heartbeat.Book)) + sumLen
 				incLen = len(binary.AppendUvarint(nil, m.Heartbeat.Inc)) + 1 + bookLen
 				featLen = len(binary.AppendUvarint(nil, m.Heartbeat.Features))
@@ -86,6 +87,7 @@ func TestWireRoundTrip(t *testing.T) {
 			beforeSync := m.Type == MsgHeartbeat && cut == len(b)-1-bookLen
 			beforeBook := m.Type == MsgHeartbeat && cut == len(b)-bookLen
 			beforeSum := m.Type == MsgHeartbeat && cut == len(b)-sumLen
+			beforeVersion := m.Type == MsgHeartbeat && cut == len(b)-versionLen
 			beforeAddrs := m.Type == MsgProbe && probeAddrsCut(m.Probe, len(b)-cut)
 			beforeFor := m.Type == MsgHeartbeat && cut == len(b)-workersLen-featLen-len(appendStrings(nil, m.Heartbeat.StrandedFor))
 			beforeFeatures := m.Type == MsgHeartbeat && cut == len(b)-workersLen-featLen
@@ -111,7 +113,7 @@ func TestWireRoundTrip(t *testing.T) {
 			beforeMarks := m.Type == MsgGrant && cut == len(b)-marksLen
 			beforeTasks := m.Type == MsgGrant && cut == len(b)-tasksLen
 			oldSteal := m.Type == MsgStealReq && cut == len(b)-len(shard.AppendString(nil, m.Holder))
-			if err == nil && !oldHeartbeat && !beforeInc && !beforeSync && !beforeBook && !beforeSum && !beforeAddrs && !beforeFor && !beforeFeatures && !beforeWorkers && !beforeIDs && !beforePlacement && !oldGrant && !beforeAttempts && !beforeTraces &&
+			if err == nil && !oldHeartbeat && !beforeInc && !beforeSync && !beforeBook && !beforeSum && !beforeVersion && !beforeAddrs && !beforeFor && !beforeFeatures && !beforeWorkers && !beforeIDs && !beforePlacement && !oldGrant && !beforeAttempts && !beforeTraces &&
 				!beforeShards && !beforeRequires && !beforeGrantWorkers && !beforeMarks && !beforeTasks && !oldSteal {
 				t.Fatalf("%v truncated to %d/%d bytes decoded", m.Type, cut, len(b))
 			}
@@ -126,6 +128,12 @@ func TestWireRoundTrip(t *testing.T) {
 			}
 			if err == nil && beforeSum && (got.Heartbeat.Sum != 0 || len(got.Heartbeat.Book) != len(m.Heartbeat.Book)) {
 				t.Fatalf("a heartbeat without Sum decoded sum %x, a book of %d", got.Heartbeat.Sum, len(got.Heartbeat.Book))
+			}
+			if err == nil && (beforeSum || beforeVersion) && got.Heartbeat.Version != "" {
+				t.Fatalf("a heartbeat without Version decoded version %q", got.Heartbeat.Version)
+			}
+			if err == nil && beforeVersion && got.Heartbeat.Sum != m.Heartbeat.Sum {
+				t.Fatalf("a heartbeat without Version decoded sum %x", got.Heartbeat.Sum)
 			}
 			if err == nil && beforeFeatures && got.Heartbeat.Features != 0 {
 				t.Fatalf("a heartbeat without Features decoded features %d", got.Heartbeat.Features)
@@ -265,7 +273,8 @@ func probeAddrsCut(p *Probe, tail int) bool {
 // peer.
 func heartbeatTail(h *Heartbeat) []byte {
 	b := appendPlacement(appendWorkerIDs(appendWorkerAds(binary.AppendUvarint(appendStrings(binary.AppendUvarint(appendStrings(nil, h.Labels), uint64(h.Stranded)), h.StrandedFor), h.Features), h.Workers), h.Workers), h)
-	return binary.AppendUvarint(appendBook(append(binary.AppendUvarint(b, h.Inc), h.Sync), h.Book), h.Sum)
+	b = binary.AppendUvarint(appendBook(append(binary.AppendUvarint(b, h.Inc), h.Sync), h.Book), h.Sum)
+	return shard.AppendString(b, h.Version)
 }
 
 // A heartbeat of the release before Replicas and Placement (the layout
@@ -298,8 +307,67 @@ func oldHeartbeat(tb testing.TB) []byte {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tail := len(appendPlacement(nil, hb)) + len(binary.AppendUvarint(nil, hb.Inc)) + 1 + len(appendBook(nil, hb.Book)) + len(binary.AppendUvarint(nil, hb.Sum))
+	tail := len(appendPlacement(nil, hb)) + len(binary.AppendUvarint(nil, hb.Inc)) + 1 + len(appendBook(nil, hb.Book)) + len(binary.AppendUvarint(nil, hb.Sum)) +
+		len(shard.AppendString(nil, hb.Version))
 	return b[:len(b)-tail]
+}
+
+// unversionedHeartbeat encodes a heartbeat as the release before Version
+// did (the layout up to Sum).
+func unversionedHeartbeat(tb testing.TB) []byte {
+	hb := &Heartbeat{Boot: "n", Partitions: 256, Members: []string{"a"}, Features: Features, Replicas: 3, Inc: 9, Sum: 0x1234, Version: "v9"}
+	b, err := AppendMessage(nil, &Message{Type: MsgHeartbeat, From: "a", Heartbeat: hb})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b[:len(b)-len(shard.AppendString(nil, hb.Version))]
+}
+
+// A heartbeat of the release before Version decodes with Version "",
+// which /v1/peers shows as unknown, and the member it comes from shows
+// none; a heartbeat with it names the sender's version there.
+func TestHeartbeatVersion(t *testing.T) {
+	m, err := DecodeMessage(unversionedHeartbeat(t))
+	if err != nil {
+		t.Fatalf("heartbeat without its version: %v", err)
+	}
+	if h := m.Heartbeat; h.Version != "" || h.Sum != 0x1234 || h.Inc != 9 {
+		t.Fatalf("heartbeat without its version decoded as %+v", h)
+	}
+	cfg := DefaultNodeConfig("p1", "1")
+	cfg.Version = "v1.4.0"
+	n, err := NewNode(cfg, nil, time.Unix(1_700_000_000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Step("a", m); err != nil {
+		t.Fatalf("Step(heartbeat without its version) = %v", err)
+	}
+	versionOf := func(id string) string {
+		for _, mb := range n.Members() {
+			if mb.ID == id {
+				return mb.Version
+			}
+		}
+		t.Fatalf("no member %s", id)
+		return ""
+	}
+	if v := versionOf("a"); v != "" {
+		t.Errorf("a peer of an older release shows version %q", v)
+	}
+	if v := versionOf("p1"); v != "v1.4.0" {
+		t.Errorf("this peer shows version %q; want its own", v)
+	}
+	if v := n.mesh.heartbeat().Heartbeat.Version; v != "v1.4.0" {
+		t.Errorf("this peer's heartbeat names version %q; want its own", v)
+	}
+	m.Heartbeat.Version = "v1.5.0"
+	if err := n.Step("a", m); err != nil {
+		t.Fatal(err)
+	}
+	if v := versionOf("a"); v != "v1.5.0" {
+		t.Errorf("a peer's heartbeat with version v1.5.0 shows %q", v)
+	}
 }
 
 func TestHeartbeatWithoutLabelsDecodes(t *testing.T) {
@@ -322,7 +390,7 @@ func TestHeartbeatWithoutLabelsDecodes(t *testing.T) {
 	if err != nil || !slices.Equal(newer.Heartbeat.Labels, hb.Labels) || newer.Heartbeat.Stranded != 2 {
 		t.Errorf("newer heartbeat = %+v, %v; want its known fields", newer.Heartbeat, err)
 	}
-	if _, err := DecodeMessage(append(slices.Clone(b[:len(b)-4]), 0x80)); err == nil { // Inc cut short (before Sync, Book and Sum)
+	if _, err := DecodeMessage(append(slices.Clone(b[:len(b)-5]), 0x80)); err == nil { // Inc cut short (before Sync, Book, Sum and Version)
 		t.Error("a heartbeat cut inside a known field decoded")
 	}
 	for _, bad := range [][]string{{"zone"}, {"zone=b", "zone=a"}, {"a=1", "a=1"}, {"k=v w"}} {
@@ -342,6 +410,7 @@ func FuzzDecodeMessage(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add(oldHeartbeat(f))
+	f.Add(unversionedHeartbeat(f))
 	f.Fuzz(func(t *testing.T, p []byte) {
 		m, err := DecodeMessage(p)
 		if err != nil {

@@ -3,7 +3,10 @@ package peer
 import (
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -124,6 +127,54 @@ func TestMemMeshCutLink(t *testing.T) {
 		mn.setCut("p0", "p1", false)
 		if gv, err := peers[0].c.GetGroup(ctx, g, 0); err != nil || gv.State != "SUCCEEDED" {
 			t.Fatalf("group through p0 after the heal = %+v, %v", gv, err)
+		}
+	})
+}
+
+// Each peer's build version (Config.Version, needled's build) travels in
+// its heartbeats: GET /v1/peers on any peer names every peer's version,
+// and a peer of a release before it shows "" (needle peers: unknown).
+func TestMemMeshPeerVersions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mn := newMemNet()
+		versions := []string{"v1.1.0", "v1.2.0", ""} // p2 is of an older release
+		var peers []*memPeer
+		for i, v := range versions {
+			cfg := Config{Slots: 2, Partitions: 8, Version: v}
+			if i > 0 {
+				cfg.Join = []string{"/memory/p0"}
+			}
+			peers = append(peers, startMemPeer(t, mn, fmt.Sprintf("p%d", i), cfg))
+		}
+		want := map[string]string{}
+		for i, mp := range peers {
+			want[mp.p.ID()] = versions[i]
+		}
+		var got map[string]string
+		waitFor(t, "every peer's version in every peer's /v1/peers", time.Minute, func() bool {
+			for _, mp := range peers {
+				ps, err := mp.c.Peers(t.Context())
+				if err != nil || len(ps.Peers) != len(peers) {
+					return false
+				}
+				got = map[string]string{}
+				for _, p := range ps.Peers {
+					got[p.ID] = p.Version
+				}
+				if !maps.Equal(got, want) {
+					return false
+				}
+			}
+			return true
+		})
+		resp, err := peers[0].c.HTTP.Get("http://localhost/v1/peers")
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(data), `"version":"v1.2.0"`) || !strings.Contains(string(data), `"version":""`) {
+			t.Fatalf("GET /v1/peers = %s; want each peer's version, \"\" for the older one", data)
 		}
 	})
 }

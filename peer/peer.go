@@ -176,6 +176,7 @@ func (p *Peer) open() error {
 	ncfg.Addrs = p.tr.Addrs()
 	ncfg.ValidID = p.validID
 	ncfg.Labels = p.cfg.Labels
+	ncfg.Version = p.cfg.Version
 	ncfg.Partitions = parts
 	ncfg.Slots = p.cfg.Slots
 	ncfg.LeaseAhead = leaseAhead

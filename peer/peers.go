@@ -25,6 +25,10 @@ type peerJSON struct {
 	Load     loadJSON  `json:"load"`
 	LastSeen time.Time `json:"last_seen"`
 	Labels   []string  `json:"labels"` // placement labels, "key=value", sorted
+	// Version is the peer's build version (its needle_build_info
+	// version), from its heartbeats: "" when unknown (a peer of a release
+	// before it gossiped one, or one not heard from yet).
+	Version string `json:"version"`
 }
 
 type loadJSON struct {
@@ -47,7 +51,8 @@ func (p *Peer) servePeers(w http.ResponseWriter, r *http.Request) {
 		self := n.SelfLoad()
 		for _, m := range n.Members() {
 			pj := peerJSON{ID: m.ID, Addrs: m.Addrs, State: m.State.String(), LastSeen: m.LastSeen.UTC(),
-				Load: loadJSON{m.Load.Ready, m.Load.Running, m.Load.Slots, m.Stranded, m.StrandedFor}, Labels: m.Labels}
+				Load: loadJSON{m.Load.Ready, m.Load.Running, m.Load.Slots, m.Stranded, m.StrandedFor}, Labels: m.Labels,
+				Version: m.Version}
 			if pj.Labels == nil {
 				pj.Labels = []string{}
 			}

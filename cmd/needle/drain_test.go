@@ -55,3 +55,28 @@ func TestVersion(t *testing.T) {
 	want := "needle " + buildinfo.Get().String() + "\n"
 	runCLI(t, "http://127.0.0.1:1", "", "--version").check(t, 0, want, "")
 }
+
+// needle peers shows each peer's build version, "unknown" for a peer of
+// an older release (its heartbeats name none: "" in the JSON).
+func TestPeersVersionColumn(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/peers", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"self":"p1","peers":[
+			{"id":"p1","addrs":[],"state":"alive","load":{"ready":0,"running":0,"slots":4,"stranded":0},"last_seen":"2026-01-01T00:00:00Z","labels":[],"version":"v1.4.0"},
+			{"id":"p2","addrs":[],"state":"alive","load":{"ready":0,"running":0,"slots":4,"stranded":0},"last_seen":"2026-01-01T00:00:00Z","labels":[],"version":""}]}`))
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	r := runCLI(t, srv.URL, "", "peers")
+	r.check(t, 0, "VERSION", "")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("needle peers printed %q; want a header and two peers", r.stdout)
+	}
+	for i, want := range []string{"VERSION", "v1.4.0", "unknown"} {
+		if f := strings.Fields(strings.Replace(lines[i], " (self)", "", 1)); len(f) < 3 || f[2] != want {
+			t.Errorf("needle peers line %q: third column %v; want %s", lines[i], f, want)
+		}
+	}
+}

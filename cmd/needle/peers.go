@@ -24,7 +24,8 @@ func (c *PeersCommand) flags() *flag.FlagSet {
 // Usage returns the help of peers.
 func (c *PeersCommand) Usage() string {
 	return usageOf("usage: needle peers [--json]\n\n"+
-		"Prints the peers of the mesh: id, state, load, last heartbeat, address and labels.", c.flags())
+		"Prints the peers of the mesh: id, state, build version (unknown for a peer of\n"+
+		"an older release), load, last heartbeat, address and labels.", c.flags())
 }
 
 // Run prints the peers.
@@ -44,7 +45,7 @@ func (c *PeersCommand) Run(ctx context.Context, args []string) error {
 		return printJSON(c.Stdout, ps)
 	}
 	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tREADY\tRUNNING\tSLOTS\tLAST SEEN\tADDR\tLABELS")
+	fmt.Fprintln(tw, "ID\tSTATE\tVERSION\tREADY\tRUNNING\tSLOTS\tLAST SEEN\tADDR\tLABELS")
 	for _, p := range ps.Peers {
 		id := p.ID
 		if id == ps.Self {
@@ -59,7 +60,11 @@ func (c *PeersCommand) Run(ctx context.Context, args []string) error {
 		if labels == "" {
 			labels = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", id, p.State, p.Load.Ready, p.Load.Running, p.Load.Slots, seen, addr, labels)
+		version := p.Version
+		if version == "" {
+			version = "unknown" // an older peer, or one not heard from yet
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", id, p.State, version, p.Load.Ready, p.Load.Running, p.Load.Slots, seen, addr, labels)
 	}
 	return tw.Flush()
 }

@@ -22,6 +22,9 @@ type Peer struct {
 	Load     PeerLoad  `json:"load"`
 	LastSeen time.Time `json:"last_seen"`
 	Labels   []string  `json:"labels,omitempty"` // placement labels, "key=value", sorted
+	// Version is the peer's build version; "" when unknown (a peer of an
+	// older release, or one not heard from yet).
+	Version string `json:"version,omitempty"`
 }
 
 // PeerLoad is a peer's gossiped load.
