@@ -387,6 +387,11 @@ func (m *Main) prepare() (*slog.Logger, error) {
 	if abs, err := filepath.Abs(m.Config.DataDir); err == nil {
 		m.Config.DataDir = abs
 	}
+	if m.Config.Builtins.ExecDir == "" {
+		m.Config.Builtins.ExecDir = filepath.Join(m.Config.DataDir, "exec")
+	} else if abs, err := filepath.Abs(m.Config.Builtins.ExecDir); err == nil {
+		m.Config.Builtins.ExecDir = abs
+	}
 	return log, nil
 }
 
@@ -565,6 +570,7 @@ func (m *Main) defineTaskFlags(fs *flag.FlagSet, v *flagVars) {
 	fs.IntVar(&c.Notify.Concurrency, "notify-concurrency", 16, "webhook calls in flight on this peer")
 	fs.Var(&v.execAllow, "exec-allow", "NAME=/path/to/program: a command exec tasks may run (repeatable)")
 	fs.Var(&v.execEnv, "exec-env", "environment variable NAME exec tasks may set in their payload's env; the daemon's own value is passed when a task sets none (repeatable; default none)")
+	fs.StringVar(&c.Builtins.ExecDir, "exec-dir", "", "directory under which each exec attempt runs in an empty directory of its own (0700; its TMPDIR too unless the task sets one), removed with its contents when the attempt ends; created at start when --exec-allow names a command, and attempt directories a killed run left there removed: one peer's own (default DATA/exec)")
 	fs.Var(&v.httpAllow, "http-allow", "URL prefix http tasks may POST to (repeatable)")
 	fs.DurationVar(&c.WorkerTTL, "worker-ttl", peer.DefaultWorkerTTL, "an external worker silent this long (no poll, heartbeat or report) is dead: its tasks run again")
 	fs.IntVar(&c.WorkerCrashLimit, "worker-crash-limit", peer.DefaultWorkerCrashLimit, "a task fails for good once this many external workers in a row died running it alone (a dead worker's tasks run again one to a worker); 0: no limit")

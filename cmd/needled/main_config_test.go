@@ -191,7 +191,7 @@ func TestUnknownEnv(t *testing.T) {
 	m.Stderr = &strings.Builder{}
 	m.Environ = func() []string {
 		return []string{"NEEDLE_JION=10.0.0.1:4001", "NEEDLE_SLOTS=4", "NEEDLE_HTTP_ALLOW=a", "NEEDLE_API_TOKEN=t",
-			"NEEDLE_ADDR=x", "NEEDLE_SLOST=8", "NEEDLE_BENCH_WORKER=1", "PATH=/bin", "NEEDLE_JION=again"}
+			"NEEDLE_ADDR=x", "NEEDLE_SLOST=8", "NEEDLE_BENCH_WORKER=1", "PATH=/bin", "NEEDLE_JION=again", "NEEDLE_EXEC_DIR=/x"}
 	}
 	if err := m.ParseFlags(nil, func(string) string { return "" }); err != nil {
 		t.Fatal(err)
@@ -211,5 +211,46 @@ func TestFatalFormat(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("%s: %q; want it to hold %q", format, out.String(), want)
 		}
+	}
+}
+
+// --exec-dir (NEEDLE_EXEC_DIR) is where exec attempts run, DATA/exec by
+// default; one that cannot be created stops the daemon at start, naming it.
+func TestExecDirFlag(t *testing.T) {
+	data := t.TempDir()
+	m := NewMain()
+	m.Stderr = &strings.Builder{}
+	if err := m.ParseFlags([]string{"--data", data}, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.prepare(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := m.Config.Builtins.ExecDir, filepath.Join(data, "exec"); got != want {
+		t.Errorf("default exec dir = %q; want %q", got, want)
+	}
+	m = NewMain()
+	m.Stderr = &strings.Builder{}
+	env := map[string]string{"NEEDLE_EXEC_DIR": "/srv/needle-exec"}
+	if err := m.ParseFlags(nil, func(k string) string { return env[k] }); err != nil || m.Config.Builtins.ExecDir != "/srv/needle-exec" {
+		t.Errorf("NEEDLE_EXEC_DIR: ParseFlags = %v, ExecDir %q", err, m.Config.Builtins.ExecDir)
+	}
+
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m = NewMain()
+	m.Stderr = &strings.Builder{}
+	m.Environ = func() []string { return nil }
+	bad := filepath.Join(file, "exec")
+	args := []string{"--data", filepath.Join(t.TempDir(), "data"), "--http", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0",
+		"--exec-allow", "echo=/bin/echo", "--exec-dir", bad}
+	if err := m.ParseFlags(args, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	err := m.Run(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "exec dir "+bad) || !strings.Contains(err.Error(), "--exec-dir") {
+		t.Fatalf("Run with an exec dir under a file = %v; want a start error naming it", err)
 	}
 }

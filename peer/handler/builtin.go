@@ -35,6 +35,17 @@ type BuiltinConfig struct {
 	// loader or a shell act on (LD_*, PATH, BASH_ENV, ...) and NEEDLE_*
 	// cannot be allowed. Default: empty.
 	ExecEnv []string
+	// ExecDir is where exec runs its commands: each attempt in a fresh,
+	// empty directory of its own under it (0700), which is also the
+	// child's TMPDIR unless the task's env sets one, and which is removed
+	// with all it holds when the attempt ends (success, failure, timeout
+	// or cancel), so that tasks neither see nor litter each other's files
+	// or the daemon's. RegisterBuiltins creates it (0700) when Exec names
+	// a command, and removes the attempt directories an earlier run left
+	// in it (a crash): it belongs to one peer, never shared. Default "":
+	// the attempts' directories are made under os.TempDir(), and no
+	// leftover is removed.
+	ExecDir string
 	// HTTPAllow lists the URL prefixes an http task may POST to: scheme,
 	// host[:port] and a path prefix. Targets are compared after parsing and
 	// normalising (lower-case scheme and host, default port, path.Clean),
@@ -82,6 +93,7 @@ var ErrBuiltins = errors.New("handler: builtins")
 type builtins struct {
 	exec      map[string][]string // command name -> argv, argv[0] absolute
 	envAllow  map[string]bool     // names an exec payload may set (ExecEnv)
+	execDir   string              // parent of the attempts' directories ("": os.TempDir())
 	allow     allowlist.List      // parsed HTTPAllow
 	client    *http.Client        // never nil
 	maxOutput int                 // bytes, > 0
@@ -111,6 +123,12 @@ func RegisterBuiltins(r *Registry, cfg BuiltinConfig) error {
 	var err error
 	if b.exec, err = resolveExec(cfg.Exec); err != nil {
 		return err
+	}
+	if len(b.exec) > 0 && cfg.ExecDir != "" {
+		if err := prepareExecDir(cfg.ExecDir); err != nil {
+			return fmt.Errorf("%w: exec dir %s (needled --exec-dir): %w", ErrBuiltins, cfg.ExecDir, err)
+		}
+		b.execDir = cfg.ExecDir
 	}
 	b.envAllow = make(map[string]bool, len(cfg.ExecEnv))
 	for _, name := range cfg.ExecEnv {

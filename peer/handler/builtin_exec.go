@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -82,8 +83,9 @@ var execDeniedEnvPrefix = []string{"LD_", "DYLD_", "BASH_FUNC_", "NEEDLE_"}
 
 // execBaseEnv are the daemon's variables every child gets (when set):
 // where programs are and how to print, nothing that configures an
-// interpreter or holds a secret.
-var execBaseEnv = []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"}
+// interpreter or holds a secret. TMPDIR is the attempt's directory
+// (execEnv).
+var execBaseEnv = []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ"}
 
 // execDefaultPath is the child's PATH when the daemon has none.
 const execDefaultPath = "/usr/local/bin:/usr/bin:/bin"
@@ -128,8 +130,9 @@ func (b *builtins) execArgv(p *execPayload) ([]string, error) {
 // execBaseEnv, the allow-listed names (the task's value, else the
 // daemon's), the run's identity (callIdentity, as NEEDLE_TASK_ID,
 // NEEDLE_GROUP_ID, NEEDLE_ATTEMPT and NEEDLE_ROUND: a task cannot set
-// NEEDLE_ names), nothing else. Every variable a child gets is added here.
-func (b *builtins) execEnv(c Call, env map[string]string) []string {
+// NEEDLE_ names), TMPDIR the attempt's directory dir unless the task sets
+// it, nothing else. Every variable a child gets is added here.
+func (b *builtins) execEnv(c Call, env map[string]string, dir string) []string {
 	vars := map[string]string{"PATH": execDefaultPath}
 	for _, k := range execBaseEnv {
 		if v, ok := os.LookupEnv(k); ok {
@@ -140,6 +143,9 @@ func (b *builtins) execEnv(c Call, env map[string]string) []string {
 		if v, ok := os.LookupEnv(k); ok {
 			vars[k] = v
 		}
+	}
+	if dir != "" {
+		vars["TMPDIR"] = dir
 	}
 	maps.Copy(vars, env) // checked against the allow-list by execArgv
 	for _, id := range callIdentity(c) {
@@ -180,9 +186,53 @@ func execStdin(p *execPayload, c Call) (io.Reader, error) {
 	return nil, nil
 }
 
+// execAttemptPrefix begins the name of each attempt's directory in the
+// exec dir: what prepareExecDir removes at start, and nothing else.
+const execAttemptPrefix = "attempt-"
+
+// prepareExecDir creates the exec dir (0700) if need be and removes the
+// attempt directories an earlier run of the peer left in it (it was
+// killed before it could): nothing of this run is there yet.
+func prepareExecDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), execAttemptPrefix) {
+			_ = removeAttemptDir(filepath.Join(dir, e.Name()))
+		}
+	}
+	return nil
+}
+
+// removeAttemptDir removes an attempt's directory and all it holds. A
+// command may leave directories it cannot be written into (chmod 0500, a
+// copied Go module cache): those are made writable (never through a
+// symbolic link) and the removal is tried again.
+func removeAttemptDir(dir string) error {
+	if err := os.RemoveAll(dir); err == nil {
+		return nil
+	}
+	// WalkDir calls the function on a directory before it reads it: made
+	// readable here, it is read next. d is from Lstat: a link is no dir.
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(path, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}
+
 // execHandler runs an allow-listed command and returns its exit code and
 // output. The command's whole process group is killed when ctx is done.
 // Its stdin is the payload's "stdin", else the task's inputs (execStdin).
+// It runs in an empty directory of its own (BuiltinConfig.ExecDir), its
+// TMPDIR too unless the task sets one, removed when the attempt ends.
 func (b *builtins) execHandler(ctx context.Context, c Call) ([]byte, error) {
 	var p execPayload
 	if err := decodePayload("exec", c.Payload, &p); err != nil {
@@ -196,16 +246,32 @@ func (b *builtins) execHandler(ctx context.Context, c Call) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	parent := b.execDir
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	dir, err := os.MkdirTemp(parent, execAttemptPrefix) // 0700
+	if err != nil {
+		return nil, fmt.Errorf("exec: %s: working directory: %w", p.Command, err)
+	}
+	// Deferred before cancel, so it runs after the child was killed and
+	// waited for: nothing of the attempt writes there any more.
+	defer func() {
+		if err := removeAttemptDir(dir); err != nil {
+			fmt.Fprintf(c.LogWriter(), "exec: %s: working directory not removed: %v\n", p.Command, err)
+		}
+	}()
 	// runCtx is also canceled when output overflows, to stop the child.
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	cmd := exec.CommandContext(runCtx, argv[0], argv[1:]...)
 	setProcessGroup(cmd)
 	cmd.WaitDelay = execWaitDelay
+	cmd.Dir = dir
 	if stdin != nil {
 		cmd.Stdin = stdin
 	}
-	cmd.Env = b.execEnv(c, p.Env)
+	cmd.Env = b.execEnv(c, p.Env, dir)
 	stdout := &capBuffer{limit: b.maxOutput, onOver: cancel}
 	stderr := &capBuffer{limit: b.maxOutput, onOver: cancel}
 	cmd.Stdout, cmd.Stderr = stdout, io.MultiWriter(stderr, c.LogWriter())

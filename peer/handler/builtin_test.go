@@ -522,3 +522,155 @@ func TestExecExitErrorMessage(t *testing.T) {
 		}
 	}
 }
+
+// execDirConfig is execConfig with an exec dir of the test's and the
+// commands of the working-directory tests.
+func execDirConfig(t *testing.T) BuiltinConfig {
+	cfg := execConfig(t)
+	cfg.ExecDir = filepath.Join(t.TempDir(), "exec")
+	cfg.ExecEnv = append(cfg.ExecEnv, "TMPDIR")
+	// Writes $1 to a relative file after checking none is there, waits,
+	// and prints what the file holds: two runs at once that shared a
+	// directory would see each other's.
+	cfg.Exec["write"] = []string{"/bin/sh", "-c", `test ! -e shared || { echo "shared exists: $(cat shared)"; exit 1; }; printf %s "$1" > shared; sleep 0.3; cat shared`, "sh"}
+	cfg.Exec["where"] = []string{"/bin/sh", "-c", `printf '%s\n%s' "$PWD" "$TMPDIR"`}
+	// Leaves a read-only directory with a file in it, then fails.
+	cfg.Exec["litter"] = []string{"/bin/sh", "-c", `mkdir -p ro/deep && touch ro/deep/f ro/f && chmod 500 ro/deep ro; echo "in $PWD" >&2; exit "$1"`, "sh"}
+	cfg.Exec["hangs"] = []string{"/bin/sh", "-c", `touch f; mkdir ro; chmod 500 ro; sleep 30`}
+	return cfg
+}
+
+// entries lists what dir holds.
+func entries(t *testing.T, dir string) []string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range es {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// Each exec attempt runs in an empty directory of its own under ExecDir:
+// two tasks writing the same relative file at once each read their own,
+// and neither writes into the daemon's working directory.
+func TestExecOwnWorkingDirectory(t *testing.T) {
+	cfg := execDirConfig(t)
+	r := MustBuiltins(t, cfg)
+	if fi, err := os.Stat(cfg.ExecDir); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("exec dir after RegisterBuiltins: %v, %v; want a directory 0700", fi, err)
+	}
+	type res struct {
+		out []byte
+		err error
+	}
+	results := make(chan res, 2)
+	for _, v := range []string{"one", "two"} {
+		go func() {
+			out, err := runBuiltin(t.Context(), t, r, "exec", `{"command":"write","args":["`+v+`"]}`)
+			results <- res{out, err}
+		}()
+	}
+	var got []string
+	for range 2 {
+		r := <-results
+		if r.err != nil {
+			t.Fatalf("exec write: %v", r.err)
+		}
+		var er execResult
+		if err := json.Unmarshal(r.out, &er); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, er.Stdout)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"one", "two"}) {
+		t.Errorf("two tasks writing the same relative file read %q; want each its own", got)
+	}
+	if _, err := os.Stat("shared"); err == nil {
+		t.Error("an exec task wrote into the daemon's working directory")
+	}
+	if left := entries(t, cfg.ExecDir); len(left) != 0 {
+		t.Errorf("exec dir holds %v after the attempts; want nothing", left)
+	}
+
+	out, err := runBuiltin(t.Context(), t, r, "exec", `{"command":"where"}`)
+	var er execResult
+	if err != nil || json.Unmarshal(out, &er) != nil {
+		t.Fatalf("exec where = %s, %v", out, err)
+	}
+	pwd, tmp, _ := strings.Cut(er.Stdout, "\n")
+	if filepath.Dir(pwd) != cfg.ExecDir || !strings.HasPrefix(filepath.Base(pwd), execAttemptPrefix) || tmp != pwd {
+		t.Errorf("a child ran in %q with TMPDIR %q; want a directory of its own under %s, and TMPDIR the same", pwd, tmp, cfg.ExecDir)
+	}
+	out, err = runBuiltin(t.Context(), t, r, "exec", `{"command":"where","env":{"TMPDIR":"/var/tmp"}}`)
+	if err != nil || !strings.Contains(string(out), `\n/var/tmp"`) {
+		t.Errorf("exec where with the task's TMPDIR = %s, %v; want the task's TMPDIR kept", out, err)
+	}
+}
+
+// An attempt's directory is removed with all it holds, read-only
+// directories too, when the attempt ends: on success, on failure and on
+// timeout (the child killed).
+func TestExecWorkingDirectoryRemoved(t *testing.T) {
+	cfg := execDirConfig(t)
+	r := MustBuiltins(t, cfg)
+	if _, err := runBuiltin(t.Context(), t, r, "exec", `{"command":"litter","args":["0"]}`); err != nil {
+		t.Fatalf("exec litter 0: %v", err)
+	}
+	if left := entries(t, cfg.ExecDir); len(left) != 0 {
+		t.Errorf("after a success the exec dir holds %v; want nothing", left)
+	}
+	_, err := runBuiltin(t.Context(), t, r, "exec", `{"command":"litter","args":["4"]}`)
+	var exitErr *ExecExitError
+	if !errors.As(err, &exitErr) || exitErr.Code != 4 || !strings.Contains(exitErr.StderrTail, cfg.ExecDir) {
+		t.Fatalf("exec litter 4 = %v; want exit code 4 naming its directory", err)
+	}
+	if left := entries(t, cfg.ExecDir); len(left) != 0 {
+		t.Errorf("after a failure the exec dir holds %v; want nothing", left)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := runBuiltin(ctx, t, r, "exec", `{"command":"hangs"}`); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("exec hangs = %v; want a timeout", err)
+	}
+	if left := entries(t, cfg.ExecDir); len(left) != 0 {
+		t.Errorf("after a timeout the exec dir holds %v; want nothing", left)
+	}
+}
+
+// RegisterBuiltins creates the exec dir, says so when it cannot, and
+// removes the attempt directories a killed run left there, nothing else.
+func TestExecDirAtStart(t *testing.T) {
+	cfg := execDirConfig(t)
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad := cfg
+	bad.ExecDir = filepath.Join(file, "exec")
+	if _, err := NewBuiltins(bad); !errors.Is(err, ErrBuiltins) || !strings.Contains(err.Error(), "exec dir "+bad.ExecDir) {
+		t.Fatalf("NewBuiltins with an exec dir under a file = %v; want an error naming the exec dir", err)
+	}
+	noExec := BuiltinConfig{ExecDir: bad.ExecDir}
+	if _, err := NewBuiltins(noExec); err != nil {
+		t.Fatalf("NewBuiltins without exec commands = %v; want the exec dir unused", err)
+	}
+	left := filepath.Join(cfg.ExecDir, execAttemptPrefix+"123", "ro")
+	if err := os.MkdirAll(left, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(left, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(cfg.ExecDir, "mine"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	MustBuiltins(t, cfg)
+	if got := entries(t, cfg.ExecDir); !slices.Equal(got, []string{"mine"}) {
+		t.Errorf("exec dir holds %v after a start; want the leftover attempt removed, the rest kept", got)
+	}
+}
