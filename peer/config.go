@@ -141,6 +141,13 @@ type Config struct {
 	DrainTimeout time.Duration
 	// TLSCert and TLSKey serve the API over HTTPS when both are set.
 	TLSCert, TLSKey string
+	// HealthAddr, when set, is the address of a second HTTP listener
+	// that serves only GET /healthz (the API's answer) and GET /metrics,
+	// without the token and over plain HTTP, with a small connection
+	// budget of its own: a load balancer's or a kubelet's health check
+	// still gets an answer when the API's MaxConns connections are all
+	// taken. Any other request there is a 404. Default "": none.
+	HealthAddr string
 	// MaxConns bounds the API's open connections; more wait in the
 	// listen backlog until one closes. Default 1024.
 	MaxConns int

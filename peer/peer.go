@@ -84,10 +84,14 @@ type Peer struct {
 
 	runCtx context.Context // canceled when Run ends: parent of handler contexts
 
-	ln    net.Listener
-	srv   *http.Server
-	ready chan struct{}
-	wg    sync.WaitGroup
+	ln  net.Listener
+	srv *http.Server
+	// healthLn and healthSrv serve /healthz and /metrics apart from the
+	// API (Config.HealthAddr); nil without.
+	healthLn  net.Listener
+	healthSrv *http.Server
+	ready     chan struct{}
+	wg        sync.WaitGroup
 
 	drainAsked chan struct{} // closed by POST /v1/drain
 	drainOnce  sync.Once
@@ -438,6 +442,11 @@ func (p *Peer) Ready() <-chan struct{} { return p.ready }
 func (p *Peer) Run(ctx context.Context) error {
 	defer close(p.closed)
 	ln, err := p.listen()
+	if err == nil {
+		if p.healthLn, err = p.listenHealth(); err != nil {
+			ln.Close()
+		}
+	}
 	if err != nil {
 		p.tr.Close()
 		p.wal.Close()
@@ -477,6 +486,11 @@ func (p *Peer) Run(ctx context.Context) error {
 		}
 		srvErr <- p.srv.Serve(ln)
 	}()
+	if p.healthLn != nil {
+		p.healthSrv = p.healthServer()
+		go func() { _ = p.healthSrv.Serve(p.healthLn) }()
+		p.log.Info("serving health checks", "http", p.healthLn.Addr().String())
+	}
 	close(p.ready)
 	p.tr.HandleCall(p.serveCall)
 	p.log.Info("serving", "http", ln.Addr().String(), "slots", p.cfg.Slots, "data", p.cfg.DataDir,
@@ -496,6 +510,9 @@ func (p *Peer) Run(ctx context.Context) error {
 	shutCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
 	defer done()
 	_ = p.srv.Shutdown(shutCtx)
+	if p.healthSrv != nil {
+		_ = p.healthSrv.Shutdown(shutCtx)
+	}
 	p.wg.Wait()
 	if !loopDone {
 		if err := <-loopErr; runErr == nil {

@@ -555,6 +555,7 @@ func (m *Main) defineMeshFlags(fs *flag.FlagSet, v *flagVars) {
 	fs.BoolVar(&c.OpenMesh, "insecure-open-mesh", false, "allow --listen, --join or --initial-peers beyond this host without --swarm-key: any host that reaches the mesh may join it, read its tasks and run them")
 	fs.BoolVar(&c.OpenAPI, "insecure-open-api", false, "allow --http on a non-loopback address without NEEDLE_API_TOKEN: anyone who reaches it may use the API")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM or needle drain: hand work over for at most this long, then exit (negative: exit at once)")
+	fs.StringVar(&c.HealthAddr, "health-listen", "", "ADDR of a second HTTP listener serving only GET /healthz and GET /metrics, without the token, over plain HTTP and with a few connections of its own: health checks that a full --max-conns cannot block (default off)")
 	fs.IntVar(&c.MaxConns, "max-conns", 1024, "most open API connections; more wait until one closes")
 	fs.IntVar(&c.MaxConnsPerClient, "max-conns-per-client", peer.DefaultMaxConnsPerClient, "most open API connections from one client address; one more is closed at once, without taking a --max-conns slot (half of it bounds the client's long polls: 429 beyond); behind a proxy, raise it to what the proxy may open")
 	fs.Float64Var(&c.RatePerClient, "rate", 0, "API requests per second per client address, 429 beyond (0 = no limit)")

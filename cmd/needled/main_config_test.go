@@ -191,7 +191,8 @@ func TestUnknownEnv(t *testing.T) {
 	m.Stderr = &strings.Builder{}
 	m.Environ = func() []string {
 		return []string{"NEEDLE_JION=10.0.0.1:4001", "NEEDLE_SLOTS=4", "NEEDLE_HTTP_ALLOW=a", "NEEDLE_API_TOKEN=t",
-			"NEEDLE_ADDR=x", "NEEDLE_SLOST=8", "NEEDLE_BENCH_WORKER=1", "PATH=/bin", "NEEDLE_JION=again", "NEEDLE_EXEC_DIR=/x"}
+			"NEEDLE_ADDR=x", "NEEDLE_SLOST=8", "NEEDLE_BENCH_WORKER=1", "PATH=/bin", "NEEDLE_JION=again", "NEEDLE_EXEC_DIR=/x",
+			"NEEDLE_HEALTH_LISTEN=127.0.0.1:0"}
 	}
 	if err := m.ParseFlags(nil, func(string) string { return "" }); err != nil {
 		t.Fatal(err)

@@ -9,14 +9,15 @@ import (
 
 // TestMaxConns: with --max-conns 2, two held connections leave a third
 // request waiting (it would be answered at once without the bound), and
-// it is answered as soon as one of them closes.
+// it is answered as soon as one of them closes. Meanwhile the health
+// listener (NEEDLE_HEALTH_LISTEN) answers /healthz.
 func TestMaxConns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a daemon")
 	}
 	bin := buildNeedled(t)
-	addr := freeAddr(t)
-	runDaemon(t, bin, addr, nil, "--data", t.TempDir(), "--http", addr,
+	addr, healthAddr := freeAddr(t), freeAddr(t)
+	runDaemon(t, bin, addr, []string{"NEEDLE_HEALTH_LISTEN=" + healthAddr}, "--data", t.TempDir(), "--http", addr,
 		"--listen", "/ip4/127.0.0.1/tcp/0", "--max-conns", "2")
 	http.DefaultClient.CloseIdleConnections() // the health check's connection
 	held := make([]net.Conn, 2)
@@ -43,6 +44,14 @@ func TestMaxConns(t *testing.T) {
 	case err := <-answered:
 		t.Fatalf("a third connection was served past --max-conns 2 (%v)", err)
 	case <-time.After(500 * time.Millisecond):
+	}
+	resp, err := client.Get("http://" + healthAddr + "/healthz")
+	if err != nil {
+		t.Fatalf("GET /healthz on the health listener with the API full: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /healthz on the health listener with the API full = %d; want 200", resp.StatusCode)
 	}
 	held[0].Close()
 	select {
