@@ -40,7 +40,8 @@ type Config struct {
 	// Token, when set, is required as a bearer token on the API.
 	Token string
 	// Tokens, when non-nil, is the set of bearer tokens the API accepts
-	// instead of Token: any one of them. Its holder may replace them while
+	// instead of Token: any one of them, each for the routes its scopes
+	// allow (Token is admin). Its holder may replace them while
 	// the peer runs (needled does on SIGHUP), so that a token is rotated
 	// without an outage. Token alone is a set of one (Validate moves it
 	// into Tokens); setting both is an error, as is a set with no token.

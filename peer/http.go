@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"maps"
 	"net/http"
 	"net/http/pprof"
 	"strings"
@@ -28,8 +29,8 @@ func (p *Peer) routes() *routeMux {
 		lim.HasHandler = p.handlers.Has
 	}
 	lim.Notify = p.notifier.check
-	mux := &routeMux{ServeMux: http.NewServeMux()}
-	mux.Handle("/", api.NewHandler(backend{p}, api.HandlerOptions{
+	mux := &routeMux{ServeMux: http.NewServeMux(), tokens: p.cfg.Tokens}
+	mux.Handle("/", 0, api.NewHandler(backend{p}, api.HandlerOptions{
 		Limits: lim,
 		// Half a client's connections: over HTTP/1 its waits leave it
 		// connections for its other requests.
@@ -42,83 +43,74 @@ func (p *Peer) routes() *routeMux {
 		InPeers:           p.handlers.Has,
 	}))
 	ui := dash.Handler()
-	mux.Handle("GET /{$}", ui)
-	mux.Handle("GET /dash/", ui)
+	mux.Handle("GET /{$}", api.ScopePublic, ui)
+	mux.Handle("GET /dash/", api.ScopePublic, ui)
 	// The peer's own API routes refuse an unknown query parameter as
 	// api.NewHandler's do (400 naming it; ?foo=1 was ignored).
-	mux.Handle("GET /v1/peers", p.requireToken(api.OnlyParams("GET /v1/peers", http.HandlerFunc(p.servePeers))))
-	mux.Handle("GET /v1/audit", p.requireToken(api.OnlyParams("GET /v1/audit", http.HandlerFunc(p.serveAudit), "limit")))
-	mux.Handle("POST /v1/drain", p.requireToken(api.OnlyParams("POST /v1/drain", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.log.Warn("drain requested through the API", "by", r.RemoteAddr)
+	mux.Handle("GET /v1/peers", api.ScopeRead, api.OnlyParams("GET /v1/peers", http.HandlerFunc(p.servePeers)))
+	mux.Handle("GET /v1/audit", api.ScopeRead, api.OnlyParams("GET /v1/audit", http.HandlerFunc(p.serveAudit), "limit"))
+	mux.Handle("POST /v1/drain", api.ScopeAdmin, api.OnlyParams("POST /v1/drain", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.log.Warn("drain requested through the API", "by", api.By(r))
 		p.RequestDrain()
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusAccepted)
 		_, _ = w.Write([]byte(`{"draining":true}`))
-	}))))
-	mux.Handle("POST /v1/peers/{id}/forget", p.requireToken(api.OnlyParams("POST /v1/peers/{id}/forget", http.HandlerFunc(p.serveForget), "force")))
+	})))
+	mux.Handle("POST /v1/peers/{id}/forget", api.ScopeAdmin, api.OnlyParams("POST /v1/peers/{id}/forget", http.HandlerFunc(p.serveForget), "force"))
 	debug := http.NewServeMux()
 	debug.HandleFunc("/debug/pprof/", pprof.Index)
 	debug.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	debug.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	debug.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	debug.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.Handle("/debug/pprof/", p.requireToken(debug))
-	mux.refuseOtherMethods(p.requireToken)
+	mux.Handle("/debug/pprof/", api.ScopeAdmin, debug)
+	mux.refuseOtherMethods()
 	return mux
 }
 
-// routeMux is an http.ServeMux that remembers the patterns it serves,
-// those of a handler with Patterns (the api.Handler) included.
+// routeMux is an http.ServeMux that remembers the patterns it serves and
+// the scope each needs, those of a handler with Patterns and Scopes (the
+// api.Handler) included.
 type routeMux struct {
 	*http.ServeMux
+	tokens   *api.Tokens // nil: an API without tokens
 	patterns []string
-	allow    map[string][]string // path -> the methods of its own routes
+	scopes   map[string]api.Scope // pattern -> the scope a token needs
+	allow    map[string][]string  // path -> the methods of its own routes
 }
 
-// Handle registers h for pattern, as http.ServeMux does.
-func (m *routeMux) Handle(pattern string, h http.Handler) {
-	m.ServeMux.Handle(pattern, h)
+// Handle registers h for pattern, as http.ServeMux does, behind the
+// tokens for a route that needs scope (api.Guard). An api.Handler guards
+// its routes itself (its scope is ignored), and brings its patterns and
+// their scopes.
+func (m *routeMux) Handle(pattern string, scope api.Scope, h http.Handler) {
+	if m.scopes == nil {
+		m.scopes = map[string]api.Scope{}
+	}
+	if ah, ok := h.(*api.Handler); ok {
+		m.ServeMux.Handle(pattern, h)
+		m.patterns = append(m.patterns, ah.Patterns()...)
+		maps.Copy(m.scopes, ah.Scopes())
+		return
+	}
+	m.ServeMux.Handle(pattern, api.Guard(m.tokens, scope, h))
 	if method, path, ok := strings.Cut(pattern, " "); ok {
 		if m.allow == nil {
 			m.allow = map[string][]string{}
 		}
 		m.allow[path] = append(m.allow[path], method)
 	}
-	if ph, ok := h.(interface{ Patterns() []string }); ok {
-		m.patterns = append(m.patterns, ph.Patterns()...)
-		return
-	}
 	m.patterns = append(m.patterns, pattern)
+	m.scopes[pattern] = scope
 }
 
-// refuseOtherMethods answers 405 with an Allow header, behind guard, for
-// a path of the mux's own routes asked with another method: without it the
-// catch-all "/" (the API handler) would answer 404 no route. The API
-// handler does the same for its routes.
-func (m *routeMux) refuseOtherMethods(guard func(http.Handler) http.Handler) {
+// refuseOtherMethods answers 405 with an Allow header, behind the tokens
+// (any token: a 405 tells nothing), for a path of the mux's own routes
+// asked with another method: without it the catch-all "/" (the API
+// handler) would answer 404 no route. The API handler does the same for
+// its routes.
+func (m *routeMux) refuseOtherMethods() {
 	for path, methods := range m.allow {
-		m.ServeMux.Handle(path, guard(api.MethodNotAllowed(methods)))
+		m.ServeMux.Handle(path, api.Guard(m.tokens, api.ScopeRead|api.ScopeWorker|api.ScopeAdmin, api.MethodNotAllowed(methods)))
 	}
-}
-
-// HandleFunc registers f for pattern, as http.ServeMux does.
-func (m *routeMux) HandleFunc(pattern string, f func(http.ResponseWriter, *http.Request)) {
-	m.Handle(pattern, http.HandlerFunc(f))
-}
-
-// requireToken guards h with the API token when one is set.
-func (p *Peer) requireToken(h http.Handler) http.Handler {
-	if p.cfg.Tokens == nil {
-		return h
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !p.cfg.Tokens.BearerOK(r.Header.Get("Authorization")) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="needle"`)
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusUnauthorized)
-			_, _ = w.Write([]byte(`{"error":{"code":"unauthenticated","message":"missing or wrong bearer token"}}`))
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
 }

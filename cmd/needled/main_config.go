@@ -86,7 +86,8 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 			"Every flag is also read from NEEDLE_<FLAG> (e.g. NEEDLE_DATA, NEEDLE_HTTP_ALLOW=a,b)\n"+
 			"and from the --config file; the command line wins over the environment, which\n"+
 			"wins over the file. The API token comes from NEEDLE_API_TOKEN or the file\n"+
-			"--api-token-file (NEEDLE_API_TOKEN_FILE) names (one token a line, re-read on SIGHUP).\n\n")
+			"--api-token-file (NEEDLE_API_TOKEN_FILE) names (one token a line, each with an\n"+
+			"optional name= and scope=, re-read on SIGHUP).\n\n")
 		fs.PrintDefaults()
 	}
 	err := fs.Parse(args)
@@ -155,11 +156,14 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	return m.builtins(v.execAllow, v.httpAllow)
 }
 
-// apiTokens sets the API token: NEEDLE_API_TOKEN's value, or the tokens
-// in the file --api-token-file names (a compose secret or a Kubernetes
-// Secret mounted as a file), but not both. The file may hold several
-// tokens, one a line, all accepted: a rotation adds the new token to
-// every peer's file, moves the clients to it, then removes the old one.
+// apiTokens sets the API token: NEEDLE_API_TOKEN's value (one admin
+// token), or the tokens in the file --api-token-file names (a compose
+// secret or a Kubernetes Secret mounted as a file), but not both. The file
+// may hold several tokens, one a line, each with a name and scopes
+// (api.ParseTokens); all are accepted: a rotation adds the new token to
+// every peer's file, moves the clients to it, then removes the old one. A
+// line the file cannot hold stops the daemon, the error naming the file
+// and the line.
 func (m *Main) apiTokens(env, file string) error {
 	switch {
 	case file == "":
@@ -168,31 +172,51 @@ func (m *Main) apiTokens(env, file string) error {
 	case env != "":
 		return errors.New("NEEDLE_API_TOKEN and --api-token-file (NEEDLE_API_TOKEN_FILE) are both set: set one")
 	}
-	tokens, err := secret.ReadList(file)
+	tokens, err := readTokens(file)
 	if err != nil {
 		return fmt.Errorf("--api-token-file: %w", err)
 	}
-	m.tokenFile, m.Config.Tokens = file, api.NewTokens(tokens...)
+	m.tokenFile, m.Config.Tokens = file, api.NewTokenSet(tokens)
 	return nil
+}
+
+// readTokens reads and parses a token file. Its errors name the file and
+// the line, never a token.
+func readTokens(file string) ([]api.Token, error) {
+	text, err := secret.ReadText(file)
+	if err != nil {
+		return nil, err
+	}
+	tokens, err := api.ParseTokens(text)
+	switch {
+	case errors.Is(err, api.ErrNoToken):
+		return nil, fmt.Errorf("%w: %s", secret.ErrEmpty, file)
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return tokens, nil
 }
 
 // ReloadTokens reads --api-token-file again and makes its tokens the ones
 // the API accepts (SIGHUP), so that a rotation needs no restart. On an
-// error, an empty file among them, the tokens accepted stay as they were:
-// a half-written file must not lock every client out. Without a token
-// file there is nothing to reload.
+// error (a file that cannot be read, holds no token, or a line it cannot
+// hold) the tokens accepted stay as they were, all of them: a half-written
+// file must not lock every client out, nor half of them. Without a token
+// file there is nothing to reload. The log names the tokens, never shows
+// one.
 func (m *Main) ReloadTokens(log *slog.Logger) {
 	if m.tokenFile == "" {
 		return
 	}
-	tokens, err := secret.ReadList(m.tokenFile)
+	tokens, err := readTokens(m.tokenFile)
 	if err != nil {
 		log.Error("SIGHUP: API tokens not reloaded; the ones accepted stay", "err", err,
 			"tokens", m.Config.Tokens.Len())
 		return
 	}
-	m.Config.Tokens.Set(tokens)
-	log.Info("SIGHUP: API tokens reloaded", "file", m.tokenFile, "tokens", len(tokens))
+	m.Config.Tokens.SetTokens(tokens)
+	log.Info("SIGHUP: API tokens reloaded", "file", m.tokenFile, "tokens", len(tokens),
+		"names", strings.Join(m.Config.Tokens.Names(), ","))
 }
 
 // tlsReloader reloads the API's TLS certificate (peer.Peer.ReloadTLS).
@@ -551,7 +575,7 @@ func (m *Main) defineMeshFlags(fs *flag.FlagSet, v *flagVars) {
 	v.steal = fs.Bool("steal", true, "take part in work stealing")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "serve the API over HTTPS with this certificate (PEM; with --tls-key; both re-read on SIGHUP)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "the private key of --tls-cert (PEM)")
-	v.tokenFile = fs.String("api-token-file", "", "file holding the API tokens, one a line, any of them accepted (# comments; a mounted secret; env NEEDLE_API_TOKEN_FILE): instead of NEEDLE_API_TOKEN. Read again on SIGHUP")
+	v.tokenFile = fs.String("api-token-file", "", "file holding the API tokens, one a line, any of them accepted: TOKEN [name=NAME] [scope=S[,S...]], S one of read, submit, worker, admin; a bare TOKEN is admin (# comments; a mounted secret; env NEEDLE_API_TOKEN_FILE; see docs/operations.md): instead of NEEDLE_API_TOKEN. Read again on SIGHUP; a bad line stops the start, and on SIGHUP keeps the tokens accepted")
 	fs.BoolVar(&c.OpenMesh, "insecure-open-mesh", false, "allow --listen, --join or --initial-peers beyond this host without --swarm-key: any host that reaches the mesh may join it, read its tasks and run them")
 	fs.BoolVar(&c.OpenAPI, "insecure-open-api", false, "allow --http on a non-loopback address without NEEDLE_API_TOKEN: anyone who reaches it may use the API")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM or needle drain: hand work over for at most this long, then exit (negative: exit at once)")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -74,7 +75,8 @@ type HandlerOptions struct {
 	Token string
 	// Tokens, when non-nil, is the set of tokens accepted instead of
 	// Token (any one of them; it may change while the handler serves).
-	// Token alone is a set of one.
+	// Each route needs a scope of the token (Handler.Scopes): 403
+	// forbidden without. Token alone is a set of one admin token.
 	Tokens *Tokens
 	// Metrics, when non-nil, serves GET /metrics (behind the token).
 	Metrics http.Handler
@@ -99,8 +101,11 @@ type server struct {
 	waits *clientWaits // nil: no bound
 }
 
+// route is one route of the API: every route names the scope a token
+// needs for it (ScopePublic: none), and NewHandler refuses one without.
 type route struct {
 	method, pattern string
+	scope           Scope
 	h               http.HandlerFunc
 }
 
@@ -108,11 +113,15 @@ type route struct {
 type Handler struct {
 	http.Handler
 	patterns []string
+	scopes   map[string]Scope
 }
 
 // Patterns returns the routes the handler serves, as "METHOD /path/{param}"
 // patterns of http.ServeMux, in the order they were registered.
 func (h *Handler) Patterns() []string { return slices.Clone(h.patterns) }
+
+// Scopes returns the scope each route of Patterns needs.
+func (h *Handler) Scopes() map[string]Scope { return maps.Clone(h.scopes) }
 
 // NewHandler returns the v1 API (tasks, groups, schedules, /healthz and,
 // when opts.Metrics is set, /metrics) served from b.
@@ -131,14 +140,14 @@ func NewHandler(b Backend, opts HandlerOptions) *Handler {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	routes := []route{
-		{"GET", "/healthz", s.health},
-		{"POST", "/v1/tasks", s.submitTask},
-		{"GET", "/v1/tasks/{id}", s.getTask},
-		{"GET", "/v1/tasks/{id}/events", s.taskEvents},
-		{"POST", "/v1/tasks/{id}/cancel", s.cancelTask},
-		{"POST", "/v1/groups", s.submitGroup},
-		{"GET", "/v1/groups/{id}", s.getGroup},
-		{"POST", "/v1/groups/{id}/cancel", s.cancelGroup},
+		{"GET", "/healthz", ScopePublic, s.health},
+		{"POST", "/v1/tasks", ScopeSubmit, s.submitTask},
+		{"GET", "/v1/tasks/{id}", ScopeRead, s.getTask},
+		{"GET", "/v1/tasks/{id}/events", ScopeRead, s.taskEvents},
+		{"POST", "/v1/tasks/{id}/cancel", ScopeSubmit, s.cancelTask},
+		{"POST", "/v1/groups", ScopeSubmit, s.submitGroup},
+		{"GET", "/v1/groups/{id}", ScopeRead, s.getGroup},
+		{"POST", "/v1/groups/{id}/cancel", ScopeSubmit, s.cancelGroup},
 	}
 	routes = append(routes, s.scheduleRoutes()...)
 	if l, ok := b.(Lister); ok {
@@ -154,24 +163,28 @@ func NewHandler(b Backend, opts HandlerOptions) *Handler {
 		routes = append(routes, s.workerRoutes(wk)...)
 	}
 	if opts.Metrics != nil {
-		routes = append(routes, route{"GET", "/metrics", opts.Metrics.ServeHTTP})
+		routes = append(routes, route{"GET", "/metrics", ScopeRead, opts.Metrics.ServeHTTP})
 	}
 	mux := http.NewServeMux()
 	allow := map[string][]string{}
-	h := &Handler{}
+	h := &Handler{scopes: map[string]Scope{}}
 	for _, rt := range routes {
 		pattern := rt.method + " " + rt.pattern
-		if rt.pattern == "/metrics" {
-			mux.HandleFunc(pattern, rt.h) // Prometheus's: its own parameters
-		} else {
-			h := rt.h
-			if rt.method != http.MethodGet {
-				h = drainFirst(h)
-			}
-			mux.Handle(pattern, OnlyParams(pattern, h, routeParams[pattern]...))
+		if rt.scope == 0 {
+			panic("api: route " + pattern + " has no scope")
 		}
+		var served http.Handler = rt.h // /metrics: Prometheus's, its own parameters
+		if rt.pattern != "/metrics" {
+			served = OnlyParams(pattern, rt.h, routeParams[pattern]...)
+		}
+		served = s.authorized(rt.scope, served)
+		if rt.method != http.MethodGet {
+			served = drainFirst(served.ServeHTTP)
+		}
+		mux.Handle(pattern, served)
 		allow[rt.pattern] = append(allow[rt.pattern], rt.method)
 		h.patterns = append(h.patterns, pattern)
+		h.scopes[pattern] = rt.scope
 	}
 	for pattern, methods := range allow {
 		mux.HandleFunc(pattern, MethodNotAllowed(methods))
@@ -195,18 +208,36 @@ func MethodNotAllowed(methods []string) http.HandlerFunc {
 	}
 }
 
-// auth checks the bearer token on every route but /healthz.
+// auth checks the bearer token on every route but /healthz, and makes
+// the token that matched the request's (TokenOf): each route then checks
+// its scope (authorized).
 func (s *server) auth(next http.Handler) http.Handler {
 	if s.opts.Tokens == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/healthz" && !s.opts.Tokens.BearerOK(r.Header.Get("Authorization")) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="needle"`)
-			writeErr(w, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Message: "missing or wrong bearer token"})
-			return
+		if r.URL.Path != "/healthz" {
+			tok, ok := s.opts.Tokens.Match(r.Header.Get("Authorization"))
+			if !ok {
+				refuseUnauthenticated(w)
+				return
+			}
+			r = withToken(r, tok)
 		}
 		next.ServeHTTP(w, r)
+	})
+}
+
+// authorized answers 403 forbidden, before h, to a token that does not
+// grant scope; without tokens there is nothing to check.
+func (s *server) authorized(scope Scope, h http.Handler) http.Handler {
+	if s.opts.Tokens == nil || scope == ScopePublic {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if authorize(w, r, scope) {
+			h.ServeHTTP(w, r)
+		}
 	})
 }
 
@@ -271,13 +302,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(body, '\n'))
 }
 
-// by names the caller of a cancel for the audit trail.
-func (s *server) by(r *http.Request) string {
-	if s.opts.Tokens != nil {
-		return "token"
-	}
-	return r.RemoteAddr
-}
+// by names the caller of a cancel for the audit trail: "token:NAME", or
+// the client's address without tokens (By).
+func (s *server) by(r *http.Request) string { return By(r) }
 
 func (s *server) health(w http.ResponseWriter, r *http.Request) {
 	if s.opts.Ready != nil {

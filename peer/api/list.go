@@ -285,9 +285,9 @@ type StatsPage struct {
 
 func (s *server) listRoutes(l Lister) []route {
 	return []route{
-		{"GET", "/v1/tasks", func(w http.ResponseWriter, r *http.Request) { s.listTasks(w, r, l) }},
-		{"GET", "/v1/groups", func(w http.ResponseWriter, r *http.Request) { s.listGroups(w, r, l) }},
-		{"GET", "/v1/stats", func(w http.ResponseWriter, r *http.Request) { s.stats(w, r, l) }},
+		{"GET", "/v1/tasks", ScopeRead, func(w http.ResponseWriter, r *http.Request) { s.listTasks(w, r, l) }},
+		{"GET", "/v1/groups", ScopeRead, func(w http.ResponseWriter, r *http.Request) { s.listGroups(w, r, l) }},
+		{"GET", "/v1/stats", ScopeRead, func(w http.ResponseWriter, r *http.Request) { s.stats(w, r, l) }},
 	}
 }
 

@@ -50,7 +50,7 @@ type LogReader interface {
 }
 
 func (s *server) logRoutes(l LogReader) []route {
-	return []route{{"GET", "/v1/tasks/{id}/logs", func(w http.ResponseWriter, r *http.Request) { s.taskLogs(w, r, l) }}}
+	return []route{{"GET", "/v1/tasks/{id}/logs", ScopeRead, func(w http.ResponseWriter, r *http.Request) { s.taskLogs(w, r, l) }}}
 }
 
 // logPoll is how often a follow asks for new lines.

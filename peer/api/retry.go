@@ -43,8 +43,8 @@ const maxRetryKey = 200
 
 func (s *server) retryRoutes(rt Retrier) []route {
 	return []route{
-		{"POST", "/v1/tasks/{id}/retry", func(w http.ResponseWriter, r *http.Request) { s.retryTask(w, r, rt) }},
-		{"POST", "/v1/groups/{id}/retry", func(w http.ResponseWriter, r *http.Request) { s.retryGroup(w, r, rt) }},
+		{"POST", "/v1/tasks/{id}/retry", ScopeSubmit, func(w http.ResponseWriter, r *http.Request) { s.retryTask(w, r, rt) }},
+		{"POST", "/v1/groups/{id}/retry", ScopeSubmit, func(w http.ResponseWriter, r *http.Request) { s.retryGroup(w, r, rt) }},
 	}
 }
 

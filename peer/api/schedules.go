@@ -220,15 +220,15 @@ func (s *server) scheduleRoutes() []route {
 		return nil
 	}
 	routes := []route{
-		{"POST", "/v1/schedules", s.createSchedule},
-		{"GET", "/v1/schedules", s.listSchedules},
-		{"GET", "/v1/schedules/{id}", s.getSchedule},
-		{"DELETE", "/v1/schedules/{id}", s.deleteSchedule},
-		{"POST", "/v1/schedules/{id}/pause", s.pauseSchedule(true)},
-		{"POST", "/v1/schedules/{id}/resume", s.pauseSchedule(false)},
+		{"POST", "/v1/schedules", ScopeSubmit, s.createSchedule},
+		{"GET", "/v1/schedules", ScopeRead, s.listSchedules},
+		{"GET", "/v1/schedules/{id}", ScopeRead, s.getSchedule},
+		{"DELETE", "/v1/schedules/{id}", ScopeSubmit, s.deleteSchedule},
+		{"POST", "/v1/schedules/{id}/pause", ScopeSubmit, s.pauseSchedule(true)},
+		{"POST", "/v1/schedules/{id}/resume", ScopeSubmit, s.pauseSchedule(false)},
 	}
 	if _, ok := s.b.(TriggerBackend); ok {
-		routes = append(routes, route{"POST", "/v1/schedules/{id}/trigger", s.triggerSchedule})
+		routes = append(routes, route{"POST", "/v1/schedules/{id}/trigger", ScopeSubmit, s.triggerSchedule})
 	}
 	return routes
 }

@@ -1,33 +1,258 @@
 package api
 
 import (
+	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
 	"strings"
 	"sync/atomic"
 )
 
-// Tokens is the set of bearer tokens an API accepts: any one of them
-// authenticates a request. It is a set, not one token, so that a token
-// can be rotated without an outage: add the new one, move the clients to
-// it, then remove the old one. Set replaces the set while requests are
-// served (needled does on SIGHUP). The zero value accepts nothing.
-type Tokens struct {
-	set atomic.Pointer[[]string]
+// Scope is what a token may do, and what a route needs. A token holds a
+// set of scopes (read, submit, worker, admin); a route needs exactly one
+// of them, or none (ScopePublic). The scopes are coarse and fixed
+// (docs/decisions.md, "API tokens have fixed scopes").
+type Scope uint8
+
+const (
+	// ScopeRead: every read of the API (GET), the dashboard's included.
+	ScopeRead Scope = 1 << iota
+	// ScopeSubmit: read, plus creating, canceling and retrying tasks and
+	// groups, and creating, pausing, resuming, triggering and deleting
+	// schedules.
+	ScopeSubmit
+	// ScopeWorker: the external workers' routes (poll, and a lease's
+	// outcome, heartbeat, logs and release). No read: a worker client
+	// makes none (add read for one that does).
+	ScopeWorker
+	// ScopeAdmin: everything, the peer's operations (drain, forget,
+	// pprof) included. A bare token (no scope=) is admin.
+	ScopeAdmin
+	// ScopePublic is a route's, never a token's: the route needs no token
+	// (/healthz, the dashboard's static files).
+	ScopePublic
+)
+
+// scopeNames are the scopes a token file may name, in order.
+var scopeNames = []struct {
+	s    Scope
+	name string
+}{{ScopeRead, "read"}, {ScopeSubmit, "submit"}, {ScopeWorker, "worker"}, {ScopeAdmin, "admin"}, {ScopePublic, "public"}}
+
+// String names the scopes of s, comma-separated ("read,worker").
+func (s Scope) String() string {
+	var names []string
+	for _, n := range scopeNames {
+		if s&n.s != 0 {
+			names = append(names, n.name)
+		}
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ",")
 }
 
-// NewTokens returns the set of tokens; empty ones are dropped.
+// grants returns the route scopes a token's scopes allow: submit implies
+// read, admin implies everything.
+func (s Scope) grants() Scope {
+	g := s
+	if s&ScopeSubmit != 0 {
+		g |= ScopeRead
+	}
+	if s&ScopeAdmin != 0 {
+		g |= ScopeRead | ScopeSubmit | ScopeWorker
+	}
+	return g | ScopePublic
+}
+
+// Allows reports whether a token of scopes s may use a route that needs
+// need (any one of need's scopes, when it holds several).
+func (s Scope) Allows(need Scope) bool { return need != 0 && s.grants()&need != 0 }
+
+// Token is one token of a Tokens set: its name and scopes. The secret
+// itself is kept unexported, and no method prints it.
+type Token struct {
+	// Name names the token in the audit trail (by "token:NAME") and in
+	// errors: the name= of its line, else its Fingerprint.
+	Name string
+	// Scopes are the scopes granted.
+	Scopes Scope
+
+	sum [sha256.Size]byte // of the secret, which is not kept
+}
+
+// newToken returns the token of secret; an empty name is the fingerprint.
+func newToken(secret, name string, scopes Scope) Token {
+	if name == "" {
+		name = Fingerprint(secret)
+	}
+	return Token{Name: name, Scopes: scopes, sum: sha256.Sum256([]byte(secret))}
+}
+
+// Fingerprint is the name of a token without one: the first 8 hex digits
+// of the SHA-256 of the secret. It is the same on every peer and across
+// reloads, and tells nothing of the secret.
+func Fingerprint(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:4])
+}
+
+// By is how the audit trail names the token: "token:NAME".
+func (t Token) By() string { return "token:" + t.Name }
+
+// String names the token and its scopes, never the secret.
+func (t Token) String() string { return fmt.Sprintf("token %q (scope %s)", t.Name, t.Scopes) }
+
+// GoString is String: %#v prints no secret either.
+func (t Token) GoString() string { return t.String() }
+
+// ErrNoToken is ParseTokens' error for a text that holds no token line.
+var ErrNoToken = errors.New("api: no token")
+
+// tokenName is what a name= may be.
+var tokenName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// ParseTokens parses a token file (--api-token-file): one token a line,
+// blank lines and lines starting with "#" skipped. A line is the token,
+// then optionally "name=NAME" and "scope=S[,S...]" separated by white
+// space:
+//
+//	k3J9...Qa                          # a bare token: admin, named by its fingerprint
+//	Zt8x...w1 name=ci scope=submit
+//	Pq2m...e7 name=grafana scope=read
+//	Wd0c...9f name=resizer scope=read,worker
+//
+// A token holds no white space; it may hold "=" (base64). Errors name the
+// line ("line 3: ..."), never the token. A name (or fingerprint) used
+// twice, or a token given twice, is an error; so is a file with no token.
+func ParseTokens(text string) ([]Token, error) {
+	var list []Token
+	lineOf := map[string]int{} // name -> line
+	for i, line := range strings.Split(text, "\n") {
+		n := i + 1
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		t, err := parseTokenLine(line)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", n, err)
+		}
+		for _, o := range list {
+			if o.sum == t.sum {
+				return nil, fmt.Errorf("line %d: the same token as line %d", n, lineOf[o.Name])
+			}
+		}
+		if prev, ok := lineOf[t.Name]; ok {
+			return nil, fmt.Errorf("line %d: name %q is the name of line %d too", n, t.Name, prev)
+		}
+		lineOf[t.Name] = n
+		list = append(list, t)
+	}
+	if len(list) == 0 {
+		return nil, ErrNoToken
+	}
+	return list, nil
+}
+
+// parseTokenLine parses one line of a token file (not blank, no comment).
+func parseTokenLine(line string) (Token, error) {
+	fields := strings.Fields(line)
+	secret, name, scopes := fields[0], "", Scope(0)
+	seen := map[string]bool{}
+	for i, f := range fields[1:] {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok || (k != "name" && k != "scope") {
+			// Not echoed: a token holding a space would show here.
+			return Token{}, fmt.Errorf("field %d is not name=NAME or scope=SCOPES (a token holds no white space)", i+2)
+		}
+		if seen[k] {
+			return Token{}, fmt.Errorf("%s= given twice", k)
+		}
+		seen[k] = true
+		switch k {
+		case "name":
+			if !tokenName.MatchString(v) {
+				return Token{}, fmt.Errorf("name %q: want 1 to 64 letters, digits, '.', '_' or '-', starting with a letter or digit", v)
+			}
+			name = v
+		case "scope":
+			for _, s := range strings.Split(v, ",") {
+				sc, err := ParseScope(s)
+				if err != nil {
+					return Token{}, err
+				}
+				scopes |= sc
+			}
+		}
+	}
+	if scopes == 0 {
+		scopes = ScopeAdmin
+	}
+	return newToken(secret, name, scopes), nil
+}
+
+// ParseScope parses one scope a token may hold: read, submit, worker or
+// admin.
+func ParseScope(s string) (Scope, error) {
+	for _, n := range scopeNames {
+		if n.name == s && n.s != ScopePublic {
+			return n.s, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown scope %q: want read, submit, worker or admin", s)
+}
+
+// Tokens is the set of bearer tokens an API accepts, each with a name and
+// scopes: any one of them authenticates a request, and its scopes say
+// which routes it may use. It is a set, not one token, so that a token
+// can be rotated without an outage: add the new one, move the clients to
+// it, then remove the old one. Set and SetTokens replace the set while
+// requests are served (needled does on SIGHUP). The zero value accepts
+// nothing.
+type Tokens struct {
+	set atomic.Pointer[[]Token]
+}
+
+// NewTokens returns the set of tokens, each admin and named by its
+// fingerprint; empty ones are dropped.
 func NewTokens(tokens ...string) *Tokens {
 	t := &Tokens{}
 	t.Set(tokens)
 	return t
 }
 
-// Set replaces the tokens accepted; empty ones are dropped (an empty
-// token would let "Bearer " through).
+// NewTokenSet returns the set of list (as ParseTokens returns it).
+func NewTokenSet(list []Token) *Tokens {
+	t := &Tokens{}
+	t.SetTokens(list)
+	return t
+}
+
+// Set replaces the tokens accepted with admin tokens; empty ones are
+// dropped (an empty token would let "Bearer " through).
 func (t *Tokens) Set(tokens []string) {
-	kept := make([]string, 0, len(tokens))
+	kept := make([]Token, 0, len(tokens))
 	for _, tok := range tokens {
 		if tok != "" {
+			kept = append(kept, newToken(tok, "", ScopeAdmin))
+		}
+	}
+	t.set.Store(&kept)
+}
+
+// SetTokens replaces the tokens accepted with list (as ParseTokens
+// returns it); a zero Token is dropped.
+func (t *Tokens) SetTokens(list []Token) {
+	kept := make([]Token, 0, len(list))
+	for _, tok := range list {
+		if tok.sum != ([sha256.Size]byte{}) {
 			kept = append(kept, tok)
 		}
 	}
@@ -42,21 +267,51 @@ func (t *Tokens) Len() int {
 	return 0
 }
 
-// BearerOK reports whether an Authorization header carries one of the
-// tokens as "Bearer <token>" (the scheme in any case, as BearerOK). Every
-// token is compared, each in constant time, whether or not an earlier one
-// matched: the time taken tells nothing of which one did.
-func (t *Tokens) BearerOK(header string) bool {
+// Names returns the names of the tokens accepted, in order.
+func (t *Tokens) Names() []string {
+	var names []string
+	if s := t.set.Load(); s != nil {
+		for _, tok := range *s {
+			names = append(names, tok.Name)
+		}
+	}
+	return names
+}
+
+// compare compares two token digests in constant time (a variable, so
+// that a test can count the comparisons).
+var compare = subtle.ConstantTimeCompare
+
+// Match returns the token an Authorization header carries as "Bearer
+// <token>" (the scheme in any case). The SHA-256 of the token given is
+// compared with that of every token of the set, each in constant time,
+// whether or not an earlier one matched, and the match is picked without
+// a branch: the time taken tells nothing of which token matched, nor of
+// a token's length.
+func (t *Tokens) Match(header string) (Token, bool) {
 	got, ok := bearer(header)
 	s := t.set.Load()
-	if !ok || s == nil {
-		return false
+	if !ok || s == nil || len(*s) == 0 {
+		return Token{}, false
 	}
-	match := 0
-	for _, tok := range *s {
-		match |= subtle.ConstantTimeCompare([]byte(got), []byte(tok))
+	sum := sha256.Sum256([]byte(got))
+	found, match := 0, 0
+	for i := range *s {
+		eq := compare(sum[:], (*s)[i].sum[:])
+		found = subtle.ConstantTimeSelect(eq, i, found)
+		match |= eq
 	}
-	return match == 1
+	if match != 1 {
+		return Token{}, false
+	}
+	return (*s)[found], true
+}
+
+// BearerOK reports whether an Authorization header carries one of the
+// tokens as "Bearer <token>" (Match).
+func (t *Tokens) BearerOK(header string) bool {
+	_, ok := t.Match(header)
+	return ok
 }
 
 // bearer returns the token of an Authorization header "Bearer <token>".
@@ -66,4 +321,81 @@ func bearer(header string) (string, bool) {
 		return "", false
 	}
 	return strings.TrimLeft(got, " "), true
+}
+
+type tokenKey struct{}
+
+// withToken returns r with tok as the token that authenticated it.
+func withToken(r *http.Request, tok Token) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), tokenKey{}, tok))
+}
+
+// TokenOf returns the token that authenticated r, when one did.
+func TokenOf(r *http.Request) (Token, bool) {
+	tok, ok := r.Context().Value(tokenKey{}).(Token)
+	return tok, ok
+}
+
+// By names the caller of r for the audit trail and the logs:
+// "token:NAME" for a request a token authenticated, else the client's
+// address (an API without tokens).
+func By(r *http.Request) string {
+	if tok, ok := TokenOf(r); ok {
+		return tok.By()
+	}
+	return r.RemoteAddr
+}
+
+// refuseUnauthenticated writes the 401 of a missing or wrong token.
+func refuseUnauthenticated(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="needle"`)
+	writeErr(w, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Message: "missing or wrong bearer token"})
+}
+
+// authorize answers 403 forbidden, and reports false, when the token
+// that authenticated r does not grant need (none did: forbidden too).
+func authorize(w http.ResponseWriter, r *http.Request, need Scope) bool {
+	if need == ScopePublic {
+		return true
+	}
+	tok, ok := TokenOf(r)
+	if ok && tok.Scopes.Allows(need) {
+		return true
+	}
+	name := "(none)"
+	if ok {
+		name = tok.Name
+	}
+	writeErr(w, &Error{Status: http.StatusForbidden, Code: CodeForbidden,
+		Message: fmt.Sprintf("token %q (scope %s) may not %s %s: it needs scope %s", name, tok.Scopes, r.Method, r.URL.Path, need)})
+	return false
+}
+
+// Guard returns h behind tokens for a route that needs scope: 401
+// unauthenticated without one of the tokens, 403 forbidden with a token
+// that does not grant scope; the token that matched is the request's
+// (TokenOf, By). A nil tokens (an API without tokens) guards nothing.
+// It is for routes served beside the Handler (the peer's own).
+func Guard(tokens *Tokens, scope Scope, h http.Handler) http.Handler {
+	if scope == 0 {
+		panic("api: Guard of a route with no scope")
+	}
+	if tokens == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if scope == ScopePublic {
+			h.ServeHTTP(w, r)
+			return
+		}
+		tok, ok := tokens.Match(r.Header.Get("Authorization"))
+		if !ok {
+			refuseUnauthenticated(w)
+			return
+		}
+		r = withToken(r, tok)
+		if authorize(w, r, scope) {
+			h.ServeHTTP(w, r)
+		}
+	})
 }

@@ -164,8 +164,8 @@ type Workers interface {
 
 func (s *server) workerRoutes(wk Workers) []route {
 	return []route{
-		{"POST", "/v1/workers/poll", func(w http.ResponseWriter, r *http.Request) { s.poll(w, r, wk) }},
-		{"GET", "/v1/workers", func(w http.ResponseWriter, r *http.Request) {
+		{"POST", "/v1/workers/poll", ScopeWorker, func(w http.ResponseWriter, r *http.Request) { s.poll(w, r, wk) }},
+		{"GET", "/v1/workers", ScopeRead, func(w http.ResponseWriter, r *http.Request) {
 			l, err := wk.ListWorkers(r.Context())
 			if err != nil {
 				s.fail(w, r, err)
@@ -173,12 +173,12 @@ func (s *server) workerRoutes(wk Workers) []route {
 			}
 			writeJSON(w, http.StatusOK, l)
 		}},
-		{"POST", "/v1/leases/{lease}/complete", func(w http.ResponseWriter, r *http.Request) { s.leaseCall(w, r, wk, "complete") }},
-		{"POST", "/v1/leases/{lease}/fail", func(w http.ResponseWriter, r *http.Request) { s.leaseCall(w, r, wk, "fail") }},
-		{"POST", "/v1/leases/{lease}/release", func(w http.ResponseWriter, r *http.Request) { s.leaseCall(w, r, wk, "release") }},
-		{"POST", "/v1/leases/{lease}/heartbeat", func(w http.ResponseWriter, r *http.Request) { s.leaseCall(w, r, wk, "heartbeat") }},
-		{"POST", "/v1/leases/{lease}/logs", func(w http.ResponseWriter, r *http.Request) { s.leaseCall(w, r, wk, "logs") }},
-		{"POST", "/v1/leases/report", func(w http.ResponseWriter, r *http.Request) { s.report(w, r, wk) }},
+		{"POST", "/v1/leases/{lease}/complete", ScopeWorker, func(w http.ResponseWriter, r *http.Request) { s.leaseCall(w, r, wk, "complete") }},
+		{"POST", "/v1/leases/{lease}/fail", ScopeWorker, func(w http.ResponseWriter, r *http.Request) { s.leaseCall(w, r, wk, "fail") }},
+		{"POST", "/v1/leases/{lease}/release", ScopeWorker, func(w http.ResponseWriter, r *http.Request) { s.leaseCall(w, r, wk, "release") }},
+		{"POST", "/v1/leases/{lease}/heartbeat", ScopeWorker, func(w http.ResponseWriter, r *http.Request) { s.leaseCall(w, r, wk, "heartbeat") }},
+		{"POST", "/v1/leases/{lease}/logs", ScopeWorker, func(w http.ResponseWriter, r *http.Request) { s.leaseCall(w, r, wk, "logs") }},
+		{"POST", "/v1/leases/report", ScopeWorker, func(w http.ResponseWriter, r *http.Request) { s.report(w, r, wk) }},
 	}
 }
 

@@ -61,6 +61,11 @@ func ReadList(path string) ([]string, error) {
 	return list, nil
 }
 
+// ReadText returns the content of the file at path as it is, for a caller
+// that parses it (needled's token file, whose errors name lines). It
+// refuses a file larger than MaxSize.
+func ReadText(path string) (string, error) { return read(path) }
+
 // read returns the content of the file at path, of at most MaxSize bytes.
 func read(path string) (string, error) {
 	f, err := os.Open(path)
