@@ -150,3 +150,79 @@ func TestHangupReloadsTLS(t *testing.T) {
 	m.hangup(log, fakeTLS{err: errors.New("peer: --tls-cert x: no such file")})
 	expectLine(t, lines, "level=ERROR", "the one served stays", "no such file")
 }
+
+// TestTokenFileScopes: the token file's lines name and scope tokens; a
+// bad line stops the start with an error naming the file and the line,
+// never a token; on SIGHUP a bad line keeps every token accepted as it
+// was, scopes and names included, and the log names tokens without
+// showing one.
+func TestTokenFileScopes(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "api.token")
+	write := func(body string) {
+		if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parse := func() (*Main, error) {
+		m := NewMain()
+		m.Stderr = &strings.Builder{}
+		return m, m.ParseFlags([]string{"--api-token-file", file}, func(string) string { return "" })
+	}
+	for body, want := range map[string]string{
+		"# tokens\nsecret-a name=ci\nsecret-b scope=wrtie\n":  file + ": line 3: unknown scope \"wrtie\"",
+		"secret-a name=ci\nsecret-b name=ci scope=read\n":     file + ": line 2: name \"ci\" is the name of line 1 too",
+		"\n\nsecret-a extra\n":                                file + ": line 3: field 2 is not",
+		"secret-a name=ci scope=read\nsecret-a scope=admin\n": file + ": line 2: the same token as line 1",
+	} {
+		write(body)
+		_, err := parse()
+		if err == nil || !strings.Contains(err.Error(), "--api-token-file: "+want) {
+			t.Errorf("file %q: ParseFlags = %v; want an error holding %q", body, err, want)
+		} else if strings.Contains(err.Error(), "secret-") {
+			t.Errorf("file %q: the error shows a token: %v", body, err)
+		}
+	}
+
+	write("secret-old name=ci scope=submit\nsecret-dash name=dash scope=read\n")
+	m, err := parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := m.Config.Tokens
+	match := func(secret string) string {
+		tok, ok := tokens.Match("Bearer " + secret)
+		if !ok {
+			return "refused"
+		}
+		return tok.String()
+	}
+	before := map[string]string{"secret-old": `token "ci" (scope submit)`, "secret-dash": `token "dash" (scope read)`, "secret-new": "refused"}
+	check := func(when string, want map[string]string) {
+		t.Helper()
+		for secret, w := range want {
+			if got := match(secret); got != w {
+				t.Errorf("%s: %s is %s; want %s", when, secret, got, w)
+			}
+		}
+	}
+	check("at start", before)
+	log, lines := lineLog()
+	// A rotation half done wrong: the new line is bad. Nothing changes,
+	// the old line's scope included.
+	write("secret-old name=ci scope=read\nsecret-new name=ci2 scope=sumbit\n")
+	m.ReloadTokens(log)
+	line := <-lines
+	for _, w := range []string{"level=ERROR", "not reloaded", "line 2", `unknown scope \"sumbit\"`, "tokens=2"} {
+		if !strings.Contains(line, w) {
+			t.Errorf("log %q; want it to hold %q", line, w)
+		}
+	}
+	check("after a bad file", before)
+	write("secret-old name=ci scope=submit\nsecret-new name=ci2 scope=submit\n")
+	m.ReloadTokens(log)
+	line = <-lines
+	if !strings.Contains(line, "level=INFO") || !strings.Contains(line, "names=ci,ci2") || strings.Contains(line, "secret-") {
+		t.Errorf("log %q; want INFO naming ci,ci2 and no token", line)
+	}
+	check("after the reload", map[string]string{"secret-old": `token "ci" (scope submit)`, "secret-new": `token "ci2" (scope submit)`, "secret-dash": "refused"})
+}

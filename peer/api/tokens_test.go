@@ -1,6 +1,19 @@
 package api
 
-import "testing"
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/needle-mesh/needle/shard"
+)
 
 // A handler given several tokens accepts each of them and nothing else;
 // a token removed from the set (the end of a rotation) is refused at
@@ -42,5 +55,271 @@ func TestTokensEmptyAcceptNothing(t *testing.T) {
 				t.Errorf("%d tokens accept %q", tokens.Len(), hdr)
 			}
 		}
+	}
+}
+
+// ParseTokens reads a token file: a bare token is admin and named by its
+// fingerprint; name= and scope= name and scope one; a bad line is an
+// error naming the line, and never the token.
+func TestParseTokens(t *testing.T) {
+	list, err := ParseTokens("# tokens\n\n  bare-token \nci-token name=ci scope=submit\r\n" +
+		"\tgraf-token\tscope=read name=grafana\nw-token name=resizer scope=read,worker\nb64+/x== name=b64\nnamed-admin name=ops\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		name   string
+		scopes Scope
+		secret string
+	}{
+		{Fingerprint("bare-token"), ScopeAdmin, "bare-token"},
+		{"ci", ScopeSubmit, "ci-token"},
+		{"grafana", ScopeRead, "graf-token"},
+		{"resizer", ScopeRead | ScopeWorker, "w-token"},
+		{"b64", ScopeAdmin, "b64+/x=="},
+		{"ops", ScopeAdmin, "named-admin"},
+	}
+	if len(list) != len(want) {
+		t.Fatalf("ParseTokens = %d tokens %v; want %d", len(list), list, len(want))
+	}
+	set := NewTokenSet(list)
+	for i, w := range want {
+		if list[i].Name != w.name || list[i].Scopes != w.scopes {
+			t.Errorf("token %d = %v; want %q scope %s", i, list[i], w.name, w.scopes)
+		}
+		if got, ok := set.Match("Bearer " + w.secret); !ok || got.Name != w.name {
+			t.Errorf("Match(%q) = %v, %v; want %q", w.secret, got, ok, w.name)
+		}
+	}
+	if fp := Fingerprint("bare-token"); len(fp) != 8 || strings.Trim(fp, "0123456789abcdef") != "" {
+		t.Errorf("Fingerprint = %q; want 8 hex digits", fp)
+	}
+	for _, tt := range []struct{ text, err string }{
+		{"a\nb scope=write\n", `line 2: unknown scope "write"`},
+		{"a scope=\n", `line 1: unknown scope ""`},
+		{"a scope=read,\n", `line 1: unknown scope ""`},
+		{"a scope=public\n", `line 1: unknown scope "public"`},
+		{"# c\n\na name=x\nb name=x\n", `line 4: name "x" is the name of line 3 too`},
+		{"s3cret-a\ns3cret-a scope=read\n", "line 2: the same token as line 1"},
+		{"a name=" + Fingerprint("b") + "\nb\n", "line 2: name"},
+		{"s3cret with-space\n", "line 1: field 2 is not name=NAME or scope=SCOPES"},
+		{"a colour=red\n", "line 1: field 2 is not"},
+		{"a name=x name=y\n", "line 1: name= given twice"},
+		{"a name=-x\n", `line 1: name "-x"`},
+		{"a name=" + strings.Repeat("n", 65) + "\n", "line 1: name"},
+		{"# only a comment\n\n", "no token"},
+	} {
+		_, err := ParseTokens(tt.text)
+		if err == nil || !strings.Contains(err.Error(), tt.err) {
+			t.Errorf("ParseTokens(%q) = %v; want an error holding %q", tt.text, err, tt.err)
+			continue
+		}
+		for _, secret := range []string{"s3cret", "with-space"} {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("ParseTokens(%q) = %v: the error shows the token", tt.text, err)
+			}
+		}
+	}
+	if _, err := ParseTokens("\n"); !errors.Is(err, ErrNoToken) {
+		t.Errorf("ParseTokens(empty) = %v; want ErrNoToken", err)
+	}
+}
+
+// Neither %v, %+v, %#v nor JSON of a Token shows its secret.
+func TestTokenPrintsNoSecret(t *testing.T) {
+	list, err := ParseTokens("hunter2-secret name=ci scope=submit\nother-secret\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := json.Marshal(list)
+	for _, s := range []string{fmt.Sprintf("%v %+v %#v %s", list, list, list, list), string(js)} {
+		if strings.Contains(s, "hunter2") || strings.Contains(s, "other-secret") {
+			t.Errorf("a token printed shows its secret: %s", s)
+		}
+	}
+}
+
+// Match compares the token given with every token of the set, the first,
+// the last or none matching alike, and returns the one that matched.
+func TestMatchComparesAll(t *testing.T) {
+	list, err := ParseTokens("t-one name=one\nt-two name=two scope=read\nt-three name=three scope=worker\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := NewTokenSet(list)
+	n := 0
+	compare = func(x, y []byte) int { n++; return subtle.ConstantTimeCompare(x, y) }
+	defer func() { compare = subtle.ConstantTimeCompare }()
+	for hdr, want := range map[string]string{"Bearer t-one": "one", "Bearer t-two": "two", "bearer t-three": "three",
+		"Bearer t-four": "", "Bearer t-on": "", "Bearer t-one t-two": ""} {
+		n = 0
+		tok, ok := set.Match(hdr)
+		if ok != (want != "") || tok.Name != want {
+			t.Errorf("Match(%q) = %v, %v; want %q", hdr, tok, ok, want)
+		}
+		if n != 3 {
+			t.Errorf("Match(%q) compared %d tokens; want all 3", hdr, n)
+		}
+	}
+}
+
+// A scope grants the routes of its own and those it implies: submit
+// implies read, admin everything; worker implies nothing.
+func TestScopeAllows(t *testing.T) {
+	all := []Scope{ScopeRead, ScopeSubmit, ScopeWorker, ScopeAdmin}
+	want := map[Scope][]Scope{
+		ScopeRead:               {ScopeRead},
+		ScopeSubmit:             {ScopeRead, ScopeSubmit},
+		ScopeWorker:             {ScopeWorker},
+		ScopeRead | ScopeWorker: {ScopeRead, ScopeWorker},
+		ScopeAdmin:              all,
+	}
+	for has, allowed := range want {
+		for _, need := range all {
+			if got := has.Allows(need); got != slices.Contains(allowed, need) {
+				t.Errorf("scope %s allows %s: %v; want %v", has, need, got, !got)
+			}
+		}
+		if !has.Allows(ScopePublic) || has.Allows(0) {
+			t.Errorf("scope %s: public allowed %v, none %v; want true, false", has, has.Allows(ScopePublic), has.Allows(0))
+		}
+	}
+}
+
+// allBackend serves every optional route of the API; its optional parts
+// are nil (a call of one panics): the route walk below never reaches them.
+type allBackend struct {
+	*fakeBackend
+	ScheduleBackend
+	TriggerBackend
+	Lister
+	Retrier
+	LogReader
+	Workers
+}
+
+// scopedTokens is a token of each scope, and one of two.
+const scopedTokens = "t-admin name=admin\nt-read name=dash scope=read\nt-submit name=ci scope=submit\n" +
+	"t-worker name=resizer scope=worker\nt-rw name=rw scope=read,worker\n"
+
+// TestRouteScopesWalk walks every route of a handler serving them all:
+// each has a scope, and each token is refused it (403 forbidden, before
+// anything else) exactly when its scopes do not grant it. A request with
+// an unknown parameter shows a token let through (400 naming it) without
+// running the route.
+func TestRouteScopesWalk(t *testing.T) {
+	list, err := ParseTokens(scopedTokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := NewHandler(allBackend{fakeBackend: &fakeBackend{}}, HandlerOptions{Limits: testLimits(), Tokens: NewTokenSet(list),
+		Metrics: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(299) })})
+	scopes := h.Scopes()
+	if len(h.Patterns()) < 30 {
+		t.Fatalf("%d routes: the walk misses some (%v)", len(h.Patterns()), h.Patterns())
+	}
+	for _, pat := range h.Patterns() {
+		need, ok := scopes[pat]
+		if !ok || need == 0 {
+			t.Errorf("route %q has no scope", pat)
+			continue
+		}
+		method, target := patternRequest(pat)
+		for _, tok := range list {
+			r := call(t, h, method, target, "", "Authorization", "Bearer t-"+secretOf(tok.Name))
+			allowed := tok.Scopes.Allows(need)
+			switch {
+			case allowed && r.status == 403:
+				t.Errorf("%s with %v = 403 %s; want it let through", pat, tok, r.body)
+			case !allowed && r.status != 403:
+				t.Errorf("%s with %v = %d %s; want 403", pat, tok, r.status, r.body)
+			case !allowed:
+				e := errorOf(t, r)
+				for _, s := range []string{tok.Name, need.String(), method + " ", "/"} {
+					if e.Code != CodeForbidden || !strings.Contains(e.Message, s) {
+						t.Errorf("%s with %v: %s; want forbidden naming %q", pat, tok, r.body, s)
+					}
+				}
+				if strings.Contains(r.body, "t-"+secretOf(tok.Name)) {
+					t.Errorf("%s: the 403 shows the token: %s", pat, r.body)
+				}
+			}
+		}
+		if r := call(t, h, method, target, ""); need != ScopePublic && r.status != 401 {
+			t.Errorf("%s without a token = %d; want 401", pat, r.status)
+		}
+	}
+}
+
+// secretOf is the secret of a token of scopedTokens, from its name.
+func secretOf(name string) string {
+	return map[string]string{"admin": "admin", "dash": "read", "ci": "submit", "resizer": "worker", "rw": "rw"}[name]
+}
+
+// patternRequest returns a request of a route pattern with an unknown
+// parameter: a route let through answers it 400 without running.
+func patternRequest(pattern string) (method, target string) {
+	method, path, ok := strings.Cut(pattern, " ")
+	if !ok {
+		method, path = "GET", pattern
+	}
+	path = strings.TrimSuffix(path, "{$}")
+	path = strings.NewReplacer("{id}", "g1.0", "{lease}", "00112233445566778899aabbccddeeff").Replace(path)
+	switch {
+	case strings.HasPrefix(path, "/dash/"):
+		path += "app.js"
+	case strings.HasPrefix(path, "/debug/pprof/"):
+		path += "cmdline"
+	}
+	return method, path + "?zz=1"
+}
+
+// Each scope against representative routes, run through: a read token
+// reads and is refused a cancel, a submit token submits and cancels (the
+// audit trail naming it), a worker token is refused a read, an unnamed
+// admin token does all, by its fingerprint.
+func TestScopesThroughHandler(t *testing.T) {
+	list, err := ParseTokens("t-read name=dash scope=read\nt-submit name=ci scope=submit\nt-worker name=w scope=worker\nt-admin\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var by string
+	f := &fakeBackend{CancelTaskFn: func(_ context.Context, id shard.TaskID, b string) (shard.TaskView, error) {
+		by = b
+		return shard.TaskView{ID: id, State: shard.Canceled}, nil
+	}, TaskFn: func(_ context.Context, id shard.TaskID, _ time.Duration) (shard.TaskView, error) {
+		return shard.TaskView{ID: id, State: shard.Ready}, nil
+	}, GroupFn: func(_ context.Context, id shard.GroupID, _ time.Duration) (shard.GroupView, error) {
+		return shard.GroupView{ID: id}, nil
+	}}
+	h := newTestHandler(f, HandlerOptions{Tokens: NewTokenSet(list)})
+	for _, tt := range []struct {
+		token, method, path, body string
+		status                    int
+		by                        string
+	}{
+		{"t-read", "GET", "/v1/tasks/g1.0", "", 200, ""},
+		{"t-read", "POST", "/v1/tasks", `{"handler":"echo"}`, 403, ""},
+		{"t-read", "POST", "/v1/tasks/g1.0/cancel", "", 403, ""},
+		{"t-submit", "POST", "/v1/tasks", `{"handler":"echo"}`, 201, ""},
+		{"t-submit", "GET", "/v1/groups/g1", "", 200, ""},
+		{"t-submit", "POST", "/v1/tasks/g1.0/cancel", "", 200, "token:ci"},
+		{"t-worker", "GET", "/v1/tasks/g1.0", "", 403, ""},
+		{"t-worker", "POST", "/v1/tasks/g1.0/cancel", "", 403, ""},
+		{"t-admin", "POST", "/v1/tasks/g1.0/cancel", "", 200, "token:" + Fingerprint("t-admin")},
+		{"t-read", "GET", "/healthz", "", 200, ""},
+		{"t-read", "GET", "/v1/nothing", "", 404, ""},
+		{"t-worker", "PUT", "/v1/tasks/g1.0", "", 405, ""},
+	} {
+		by = ""
+		r := call(t, h, tt.method, tt.path, tt.body, "Authorization", "Bearer "+tt.token)
+		if r.status != tt.status || by != tt.by {
+			t.Errorf("%s %s with %s = %d %s (by %q); want %d (by %q)", tt.method, tt.path, tt.token, r.status, r.body, by, tt.status, tt.by)
+		}
+	}
+	r := call(t, h, "POST", "/v1/tasks/g1.0/cancel", "", "Authorization", "Bearer t-read")
+	want := `token "dash" (scope read) may not POST /v1/tasks/g1.0/cancel: it needs scope submit`
+	if e := errorOf(t, r); e.Code != CodeForbidden || e.Message != want {
+		t.Errorf("403 = %s; want forbidden %q", r.body, want)
 	}
 }
