@@ -200,8 +200,9 @@ func specOps(doc *openapi3.T) map[string]string {
 func TestOpenAPIRoutes(t *testing.T) {
 	doc := loadSpec(t)
 	p, _, _ := startPeer(t, t.TempDir(), 2)
+	mux := p.routes()
 	served := map[string]string{}
-	for _, pat := range p.routes().patterns {
+	for _, pat := range mux.patterns {
 		served[servedKey(pat)] = pat
 	}
 	ops := specOps(doc)
@@ -219,6 +220,13 @@ func TestOpenAPIRoutes(t *testing.T) {
 			method, path, _ := strings.Cut(key, " ")
 			t.Errorf("%q is served but not in docs/openapi.yaml: add paths.%q.%s (with its parameters, "+
 				"request body and every status it answers) to docs/openapi.yaml", pat, path, strings.ToLower(method))
+		}
+		if path, ok := ops[key]; ok {
+			method, _, _ := strings.Cut(key, " ")
+			op := doc.Paths.Value(path).GetOperation(method)
+			if got, want := op.Extensions["x-needle-scope"], mux.scopes[pat].String(); got != want {
+				t.Errorf("docs/openapi.yaml: %s %s has x-needle-scope %v; the route needs %s", method, path, got, want)
+			}
 		}
 		if !withExample[pat] {
 			t.Errorf("%q has no example: add an example{Route: %q, ...} to examples in peer/openapi_test.go", pat, pat)
