@@ -114,7 +114,7 @@ func (p *Peer) serveForget(w http.ResponseWriter, r *http.Request) {
 		writeError(w, api.CodeConflict, "peer "+id+" is alive (the mesh hears from it): drain and stop it first, "+
 			"and forget it once it shows dead; a forgotten id never comes back (force=true forgets it anyway)", "id")
 	default:
-		p.log.Warn("peer forgotten by operator", keyPeer, id, "by", r.RemoteAddr)
+		p.log.Warn("peer forgotten by operator", keyPeer, id, "by", api.By(r))
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"forgotten":` + string(mustJSON(id)) + `}`))
 	}
