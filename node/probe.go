@@ -458,7 +458,13 @@ func (m *mesh) markDead(mb *member, now time.Time) {
 	mb.state, mb.deadSince = PeerDead, m.instant(now)
 	m.deaths++
 	m.prefDirty = true
-	m.n.log.Warn("peer dead", keyPeer, mb.id, "silent", now.Sub(m.at(mb.heard)))
+	if mb.draining {
+		// It said it drains: a planned stop (a rolling restart, a
+		// decommission), not a failure an operator must look into.
+		m.n.log.Info("peer stopped after its drain", keyPeer, mb.id, "silent", now.Sub(m.at(mb.heard)))
+	} else {
+		m.n.log.Warn("peer dead", keyPeer, mb.id, "silent", now.Sub(m.at(mb.heard)))
+	}
 	m.expireHolders(func(h string) bool { return shard.HolderPeer(h) == mb.id })
 	m.n.steal.forgetLoad(mb.id)
 	m.detectAt = earliest(m.detectAt, now.Add(m.n.cfg.ForgetAfter))
