@@ -113,7 +113,7 @@ type memberRare struct {
 	// since, by WorkerAd key (scheduleExternal).
 	workers []WorkerAd
 	offered map[string]int
-	// version is its build version, from its last heartbeat
+	// version is its build version, from its last heartbeat or plain probe
 	// (Heartbeat.Version, at most maxVersion bytes); "" unknown.
 	version string
 }
@@ -379,7 +379,7 @@ type MemberInfo struct {
 	// StrandedFor is the peers those tasks wait for, as gossiped (nil:
 	// not named).
 	StrandedFor []string
-	// Version is its build version, as its last heartbeat named it
+	// Version is its build version, as its last heartbeat or plain probe named it
 	// (NodeConfig.Version): "" when unknown (an older peer, or one whose
 	// heartbeat has not come).
 	Version string

@@ -679,3 +679,41 @@ func TestMeshPeerVersions(t *testing.T) {
 		}
 	}
 }
+
+// A mesh started together exchanges no heartbeats between peers whose
+// heartbeats would say nothing their probes do not (Probe.Plain): their
+// plain probes carry their versions instead, so each peer's version
+// reaches the others with no gossip at all, after a restart too.
+func TestMeshPeerVersionsWithoutHeartbeats(t *testing.T) {
+	const parts = 8 // few: many pairs of peers share no partition, and exchange no Raft message
+	c := newClusterOf(t, 8, parts, true)
+	c.link = func(from, to *cnode, gossip bool) bool { return !gossip }
+	want := map[string]string{}
+	for _, cn := range c.nodes {
+		cn.version = "v1.1.0"
+		want[cn.id] = cn.version
+		c.start(cn, parts)
+	}
+	c.run(10 * time.Second)
+	check := func(want map[string]string) {
+		t.Helper()
+		for _, cn := range c.nodes {
+			got := map[string]string{}
+			for _, m := range cn.n.Members() {
+				got[m.ID] = m.Version
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%s sees versions %v; want %v", cn.id, got, want)
+			}
+		}
+	}
+	check(want)
+	n2 := c.node("n2")
+	n2.down = true
+	c.run(time.Second)
+	n2.version = "v1.2.0"
+	want["n2"] = n2.version
+	c.start(n2, parts)
+	c.run(10 * time.Second)
+	check(want)
+}

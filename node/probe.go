@@ -227,7 +227,8 @@ func (m *mesh) ping(mb *member, now time.Time) {
 // plainTo reports whether this peer's heartbeat would tell mb nothing its
 // probes do not (Probe.Plain): mb has this peer's addresses from the same
 // initial membership, and this peer has no labels, no external workers,
-// and is not draining. A plain ping carries no heartbeat and asks for
+// and is not draining (its build version rides on the plain probe:
+// Probe.Version). A plain ping carries no heartbeat and asks for
 // none: mb's ack says whether mb is plain too, and if it is not, this
 // peer asks for its heartbeat then (Node.step, wantBeat). Stranded tasks
 // need no heartbeat here: a peer with some gossips its heartbeat
@@ -340,6 +341,9 @@ func (m *mesh) askHelpers(pr *probing) {
 func (m *mesh) sendProbe(to string, p *Probe) {
 	n := m.n
 	p.Boot, p.Inc, p.Features, p.Load = n.cfg.Boot, m.sw.inc, Features, n.load()
+	if p.Plain {
+		p.Version = m.self.version() // what its heartbeat would say more
+	}
 	p.Updates = m.piggyback()
 	n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgProbe, From: n.cfg.ID, Probe: p}})
 }

@@ -19,6 +19,9 @@ func (n *Node) stepProbe(from string, p *Probe) error {
 		mb.inc = p.Inc
 	}
 	mb.features, mb.featured = p.Features, true
+	if p.Version != "" {
+		mb.setVersion(p.Version) // a plain probe's: no heartbeat may come
+	}
 	m.setLegacy(mb, false, n.now)
 	n.steal.Observe(from, p.Load, n.now)
 	for _, u := range p.Updates {

@@ -55,6 +55,13 @@ type Probe struct {
 	// heartbeats, address books of 1,000 peers, that told nothing.
 	// Appended as a bit of the flags byte (older peers ignore it and ask).
 	Plain bool
+	// Version, on a plain probe, is the sender's build version, which the
+	// heartbeat it stands for would carry (Heartbeat.Version): a mesh
+	// started together exchanges no heartbeat between most pairs of
+	// peers. "" otherwise, and from an older peer. Appended: a bit of the
+	// flags byte says the string follows the heartbeat (older peers skip
+	// both).
+	Version string
 }
 
 // Update is one membership change carried by probes: a peer's state at an
@@ -79,6 +86,7 @@ const (
 	probeBeatFollows = 1
 	probeBeat        = 2
 	probePlain       = 4
+	probeVersion     = 8
 )
 
 // maxProbeUpdates bounds the updates one probe carries on the wire.
@@ -115,9 +123,15 @@ func appendProbe(dst []byte, p *Probe) []byte {
 	if p.Plain {
 		flags |= probePlain
 	}
+	if p.Version != "" {
+		flags |= probeVersion
+	}
 	dst = append(dst, flags)
 	if p.Beat != nil {
 		dst = shard.AppendBytes(dst, appendHeartbeat(nil, p.Beat))
+	}
+	if p.Version != "" {
+		dst = shard.AppendString(dst, p.Version)
 	}
 	return dst
 }
@@ -171,6 +185,11 @@ func decodeProbe(d *shard.Decoder) *Probe {
 		p.Beat = decodeHeartbeat(&bd)
 		if err := bd.Err(); err != nil {
 			d.Fail("probe heartbeat: %v", err)
+		}
+	}
+	if flags&probeVersion != 0 && d.Err() == nil {
+		if p.Version = d.String(); d.Err() == nil && p.Version == "" {
+			d.Fail("probe version flagged but empty")
 		}
 	}
 	return p

@@ -29,10 +29,12 @@ func wireSamples() []Message {
 			Updates: []Update{{ID: "h", Boot: "1", Inc: 3, State: PeerSuspect}, {ID: "i", State: peerForgotten}, {ID: "j", Inc: 4, State: PeerAlive, Addrs: []string{"/ip4/10.0.0.1/tcp/1"}}}}},
 		{Type: MsgProbe, From: "g", Probe: &Probe{Kind: ProbePing, Seq: 10, Boot: "2", Inc: 77, Features: Features, BeatFollows: true}},
 		{Type: MsgProbe, From: "g", Probe: &Probe{Kind: ProbeAck, Seq: 12, Boot: "2", Inc: 77, Features: Features, Plain: true}},
+		{Type: MsgProbe, From: "g", Probe: &Probe{Kind: ProbePing, Seq: 13, Boot: "2", Inc: 77, Features: Features, Plain: true, Version: "v1.4.0"}},
 		{Type: MsgProbe, From: "g", Probe: &Probe{Kind: ProbePing, Seq: 11, Boot: "2", Inc: 77, Features: Features,
 			Updates: []Update{{ID: "j", Inc: 4, State: PeerAlive, Addrs: []string{"/ip4/10.0.0.1/tcp/1"}}},
 			Beat: &Heartbeat{Boot: "2", Partitions: 256, Members: []string{"g", "h"}, Addrs: []string{"/ip4/127.0.0.1/tcp/3"},
-				Features: Features, Replicas: 3, Inc: 77, Sync: SyncPull, Book: []PeerAddrs{{ID: "h", Addrs: []string{"/ip4/127.0.0.1/tcp/4"}}}}}},
+				Features: Features, Replicas: 3, Inc: 77, Sync: SyncPull, Book: []PeerAddrs{{ID: "h", Addrs: []string{"/ip4/127.0.0.1/tcp/4"}}}},
+			Version: "(devel)"}},
 		{Type: MsgOutcome, From: "c", Outcomes: []OutcomeMsg{{Task: "g.1", Round: 2, Holder: "c#1", OK: true, Result: []byte(`{"r":1}`)},
 			{Task: "g.2", Round: 1, Holder: "c#1", Error: "boom", Permanent: true, TimedOut: true},
 			{Task: "g.6", Round: 3, Holder: "c#1", Lost: true, Died: shard.DiedAlone, Error: "worker w lost"},
@@ -255,6 +257,9 @@ func probeAddrsCut(p *Probe, tail int) bool {
 	n := 1 // the flags byte: a probe without it is an older peer's
 	if p.Beat != nil {
 		n += len(shard.AppendBytes(nil, appendHeartbeat(nil, p.Beat)))
+	}
+	if p.Version != "" {
+		n += len(shard.AppendString(nil, p.Version))
 	}
 	if tail == n {
 		return true
@@ -515,5 +520,34 @@ func TestGrantNotNowWire(t *testing.T) {
 	b, _ = AppendMessage(nil, &Message{Type: MsgGrant, From: "f", Refused: true})
 	if m, err := DecodeMessage(b); err != nil || !m.Refused || m.NotNow {
 		t.Fatalf("a plain refusal decoded %+v, %v", m, err)
+	}
+}
+
+// A plain probe carries the sender's version (Probe.Version) after its
+// flags and heartbeat; one of an older peer has none, and a newer peer's
+// appended fields after it are skipped. A version flagged but cut short
+// or empty is refused.
+func TestProbeVersionWire(t *testing.T) {
+	p := &Probe{Kind: ProbeAck, Seq: 3, Boot: "b", Inc: 5, Features: Features, Plain: true, Version: "v1.4.0"}
+	b, err := AppendMessage(nil, &Message{Type: MsgProbe, From: "a", Probe: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := DecodeMessage(append(slices.Clone(b), 0x02, 'x', 'y'))
+	if err != nil || m.Probe.Version != "v1.4.0" || !m.Probe.Plain {
+		t.Fatalf("plain probe with a version (and a newer peer's tail) = %+v, %v", m.Probe, err)
+	}
+	old := slices.Clone(b[:len(b)-len(shard.AppendString(nil, p.Version))])
+	old[len(old)-1] &^= probeVersion // the flags byte, as an older peer writes it
+	if m, err := DecodeMessage(old); err != nil || m.Probe.Version != "" || !m.Probe.Plain {
+		t.Fatalf("plain probe of an older peer = %+v, %v; want no version", m.Probe, err)
+	}
+	if _, err := DecodeMessage(b[:len(b)-1]); err == nil {
+		t.Error("a probe with its version cut short decoded")
+	}
+	empty := slices.Clone(old)
+	empty[len(empty)-1] |= probeVersion
+	if _, err := DecodeMessage(append(empty, 0)); err == nil {
+		t.Error("a probe with an empty version flagged decoded")
 	}
 }

@@ -26,7 +26,7 @@ type peerJSON struct {
 	LastSeen time.Time `json:"last_seen"`
 	Labels   []string  `json:"labels"` // placement labels, "key=value", sorted
 	// Version is the peer's build version (its needle_build_info
-	// version), from its heartbeats: "" when unknown (a peer of a release
+	// version), as the peer itself gossips it: "" when unknown (a peer of a release
 	// before it gossiped one, or one not heard from yet).
 	Version string `json:"version"`
 }
