@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,8 +38,18 @@ func TestScopedTokensE2E(t *testing.T) {
 	if err := os.WriteFile(file, []byte(tokens), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := runDaemon(t, bin, addr, nil, "--data", t.TempDir(), "--http", addr, "--api-token-file", file,
+	var logs lockedLog
+	cmd := exec.Command(bin, "--data", t.TempDir(), "--http", addr, "--api-token-file", file,
 		"--listen", "/ip4/127.0.0.1/tcp/0", "--slots", "2")
+	cmd.Stdout, cmd.Stderr = os.Stderr, io.MultiWriter(os.Stderr, &logs)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	waitHealthy(t, addr)
 	ctx := t.Context()
 	as := func(token string) *api.Client { return &api.Client{BaseURL: "http://" + addr, Token: token} }
 	ci, dash, worker := as("e2e-ci-token"), as("e2e-dash-token"), as("e2e-worker-token")
@@ -97,13 +110,30 @@ func TestScopedTokensE2E(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	// A refused reload changes nothing to wait for: give a wrong one the
-	// time to show (TestTokenFileScopes checks the refusal itself).
-	time.Sleep(300 * time.Millisecond)
+	// A refused reload changes nothing to wait for but its log line.
+	waitUntil(t, "the refused reload logged", func() bool { return strings.Contains(logs.String(), "API tokens not reloaded") })
 	if _, err := ci.SubmitTask(ctx, &api.SubmitTaskRequest{TaskFields: api.TaskFields{Handler: "e2e.upper", Delay: "1h"}}); err != nil {
 		t.Errorf("submit with the ci token after a refused reload = %v; want it still scoped submit", err)
 	}
 	if _, err := dash.GetTask(ctx, res.ID, 0); err != nil {
 		t.Errorf("read with the dash token after a refused reload = %v", err)
 	}
+}
+
+// lockedLog collects a daemon's log lines for a test to wait on.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
