@@ -385,6 +385,21 @@ func TestDashboardViews(t *testing.T) {
 		b.waitJS(ctx, "the throughput chart's bars", `document.querySelector('#chart rect.b-SUCCEEDED') && document.querySelector('#chart rect.b-FAILED')`)
 		b.waitJS(ctx, "the handlers table", `[...document.querySelectorAll('#handlers tbody th')].map((n) => n.textContent).join(',').includes('fail')`)
 		b.waitJS(ctx, "the tracked group's DAG", `document.querySelector('#dag .node.s-FAILED')`)
+		var peers struct {
+			Self  string `json:"self"`
+			Peers []struct {
+				ID      string `json:"id"`
+				Version string `json:"version"`
+			} `json:"peers"`
+		}
+		p.do("GET", "/v1/peers", nil, &peers)
+		version := "unknown"
+		for _, x := range peers.Peers {
+			if x.ID == peers.Self && x.Version != "" {
+				version = x.Version
+			}
+		}
+		b.waitJS(ctx, "the peer's version", `document.querySelector('#peers tr.self-row td.version') && document.querySelector('#peers tr.self-row td.version').textContent === `+jsString(version))
 		// A handler whose READY tasks no live worker serves says so.
 		var lonely struct {
 			ID string `json:"id"`

@@ -442,7 +442,7 @@
     const tbody = $('#peers tbody');
     const p = st.peers;
     if (!p) {
-      if (st.errors.peers) replaceRows(tbody, [el('tr', null, el('td', { colspan: 6, class: 'muted', text: 'no data' }))]);
+      if (st.errors.peers) replaceRows(tbody, [el('tr', null, el('td', { colspan: 7, class: 'muted', text: 'no data' }))]);
       return;
     }
     $('#self').textContent = p.self ? 'peer ' + shortPeer(p.self) : '';
@@ -462,6 +462,8 @@
         el('th', { scope: 'row', class: 'gid', title: [peer.id, ...(peer.addrs || [])].join('\n') },
           shortPeer(peer.id), self ? el('span', { class: 'tag', text: 'self' }) : null),
         el('td', null, pill(peer.state || 'UNKNOWN')),
+        el('td', peer.version ? { class: 'version', text: peer.version } : { class: 'version muted', text: 'unknown',
+          title: 'an older needle, or not heard from yet' }),
         el('td', null, el('div', { class: 'bar-cell' },
           bar([['b-ready', ready]], maxReady, ready + ' ready'),
           el('span', { class: 'n', text: String(ready) }))),
@@ -475,8 +477,11 @@
     replaceRows(tbody, rows);
     const counts = {};
     for (const x of peers) counts[x.state] = (counts[x.state] || 0) + 1;
+    // During a rolling upgrade the peers run more than one version.
+    const versions = new Set(peers.map((x) => x.version || 'unknown'));
     $('#node-summary').textContent = peers.length + (peers.length === 1 ? ' peer' : ' peers') +
-      Object.keys(counts).sort().map((k) => ' · ' + counts[k] + ' ' + k).join('');
+      Object.keys(counts).sort().map((k) => ' · ' + counts[k] + ' ' + k).join('') +
+      (versions.size > 1 ? ' · ' + versions.size + ' versions' : '');
     renderRing(p, peers);
   }
 
