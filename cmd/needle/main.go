@@ -211,8 +211,24 @@ func exitCode(g *Globals, name string, cmd Command, err error) int {
 		}
 		return ee.code
 	}
-	fmt.Fprintf(g.Stderr, "needle: %s: %v\n", name, err)
+	fmt.Fprintf(g.Stderr, "needle: %s: %v%s\n", name, err, olderPeerHint(err))
 	return 1
+}
+
+// olderPeerHint says why a peer may not know a route this needle calls:
+// it runs an older release (a mesh upgraded after its clients, or a roll
+// under way). Only the router's own answers count: "no route" (404) and a
+// method the route lacks (405), not a task or schedule that is not found.
+func olderPeerHint(err error) string {
+	var e *api.Error
+	if !errors.As(err, &e) {
+		return ""
+	}
+	if e.Status == http.StatusNotFound && e.Code == api.CodeNotFound && strings.HasPrefix(e.Message, "no route ") ||
+		e.Status == http.StatusMethodNotAllowed {
+		return fmt.Sprintf(" (the peer may run an older needle than this one, %s: upgrade it, or use its release of the CLI; 'needle peers' shows each peer's version)", buildinfo.Get())
+	}
+	return ""
 }
 
 func mainUsage() string {

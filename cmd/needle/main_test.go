@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -472,5 +474,37 @@ func TestOneLineCutsLongCells(t *testing.T) {
 	long := strings.Repeat("é", 3*maxCell)
 	if got := oneLine(long); len([]rune(got)) != maxCell || !strings.HasSuffix(got, "…") {
 		t.Errorf("oneLine of %d characters = %d characters; want %d ending in …", 3*maxCell, len([]rune(got)), maxCell)
+	}
+}
+
+// A peer of an older release lacks the routes a newer CLI calls: its
+// router's 404 (no route) or 405 comes with the hint that the versions
+// differ. A task that is not found gets no hint.
+func TestOlderPeerHint(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/workers":
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprintf(w, `{"error":{"code":"not_found","message":"no route %s %s"}}`, r.Method, r.URL.Path)
+		case "/v1/schedules/s1/trigger":
+			w.Header().Set("Allow", "GET")
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			fmt.Fprintf(w, `{"error":{"code":"method_not_allowed","message":"method %s not allowed; allowed: GET"}}`, r.Method)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"error":{"code":"not_found","message":"task \"g1.0\" not found"}}`)
+		}
+	}))
+	defer srv.Close()
+	const hint = "the peer may run an older needle than this one"
+	r := runCLI(t, srv.URL, "", "workers")
+	r.check(t, 1, "", "no route GET /v1/workers")
+	r.check(t, 1, "", hint)
+	r = runCLI(t, srv.URL, "", "schedule", "trigger", "s1")
+	r.check(t, 1, "", "method POST not allowed")
+	r.check(t, 1, "", hint)
+	if r := runCLI(t, srv.URL, "", "get", "g1.0"); r.code == 0 || strings.Contains(r.stderr, hint) || !strings.Contains(r.stderr, "not found") {
+		t.Errorf("get of a missing task: exit %d, stderr %q; want the not found error without the hint", r.code, r.stderr)
 	}
 }
