@@ -333,6 +333,11 @@ type mesh struct {
 	// in progress) and drops what it does not serve.
 	granter map[int]string
 	deaths  int // peers declared dead since this node started (Deaths)
+	// twins holds the boot history of the members whose boot changed, for
+	// the identity-conflict detector (twins.go); twinConflicts counts the
+	// conflicts it declared.
+	twins         map[string]*twin
+	twinConflicts int
 }
 
 type pendingAck struct {
@@ -362,7 +367,8 @@ func (n *Node) Members() []MemberInfo {
 	for _, id := range ids {
 		m := n.mesh.members[id]
 		out = append(out, MemberInfo{ID: id, State: m.state, Load: m.load, Addrs: m.addrs, LastSeen: n.mesh.at(m.heard),
-			Labels: m.labelList(), Stranded: m.stranded(), StrandedFor: m.strandedFor(), Version: m.version()})
+			Labels: m.labelList(), Stranded: m.stranded(), StrandedFor: m.strandedFor(), Version: m.version(),
+			Conflict: n.mesh.twinStands(id, n.now)})
 	}
 	return out
 }
@@ -383,6 +389,9 @@ type MemberInfo struct {
 	// (NodeConfig.Version): "" when unknown (an older peer, or one whose
 	// heartbeat has not come).
 	Version string
+	// Conflict: this node hears two live processes under this peer's
+	// identity (a copied data dir; twins.go, Node.IdentityConflict).
+	Conflict bool
 }
 
 // PeerState returns what this node's failure detector thinks of peer id,
@@ -445,6 +454,9 @@ func (m *mesh) heard(id string, mb *member, boot string, now time.Time) *member 
 		m.detectAt = earliest(m.detectAt, now.Add(m.n.cfg.DeadAfter/2))
 	}
 	rebooted := boot != "" && mb.boot != "" && boot != mb.boot
+	// twins: two processes run under this identity (twins.go): a change
+	// of boot is no restart while that stands.
+	twins := (rebooted || m.twins != nil) && boot != "" && mb.boot != "" && m.twinHeard(mb, boot, now)
 	if boot != "" {
 		mb.boot = boot
 	}
@@ -453,7 +465,7 @@ func (m *mesh) heard(id string, mb *member, boot string, now time.Time) *member 
 	if wasDead {
 		m.prefDirty = true
 	}
-	if rebooted {
+	if rebooted && !twins {
 		m.expireHolders(func(h string) bool { return shard.HolderPeer(h) == id && h != id+"#"+boot })
 		m.newRun(mb, now) // marks the preferred owners dirty too
 	}
@@ -599,6 +611,7 @@ func (m *mesh) forget(id string, now time.Time) {
 	}
 	m.forgotten[id], m.forgotNew = true, true
 	delete(m.forgetAtDeath, id)
+	delete(m.twins, id)
 	m.enqueue(Update{ID: id, State: peerForgotten})
 	m.n.steal.forgetLoad(id)
 	if mb := m.members[id]; mb != nil {

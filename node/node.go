@@ -732,6 +732,7 @@ func sortedKeys[K ~string | ~uint64 | ~int, V any](m map[K]V) []K {
 func (n *Node) Counters() NodeStats {
 	s := n.stats
 	s.Deaths = n.mesh.deaths
+	s.IdentityConflicts = n.mesh.twinConflicts
 	return s
 }
 

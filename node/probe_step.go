@@ -118,8 +118,10 @@ func (m *mesh) apply(u Update, now time.Time) {
 		if !sameRun {
 			old := mb.id + "#" + mb.boot
 			mb.boot = u.Boot
-			m.expireHolders(func(h string) bool { return h == old })
-			m.newRun(mb, now)
+			if !m.twinStands(mb.id, now) { // two processes: no restart (twins.go)
+				m.expireHolders(func(h string) bool { return h == old })
+				m.newRun(mb, now)
+			}
 		}
 		if mb.state != PeerAlive {
 			m.prefDirty = m.prefDirty || mb.state == PeerDead

@@ -47,6 +47,9 @@ type NodeStats struct {
 	// Deaths counts the peers this node declared dead (Node.Deaths): in a
 	// mesh without faults, every one is a false failover.
 	Deaths int
+	// IdentityConflicts counts the identity conflicts this node declared:
+	// two live processes heard under one peer id (twins.go).
+	IdentityConflicts int
 	// LeaderChanges counts the times this node gained or lost the
 	// leadership of a partition it holds (softState): a rate of them
 	// well above the mesh's membership changes is leadership flapping.

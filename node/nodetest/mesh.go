@@ -75,6 +75,9 @@ type Peer struct {
 	Notify          []node.NotifyJob
 	Replies         map[uint64]node.Reply
 	Stepped         []string // refusals of Step, as "from type: err"
+	// Mute, when set, loses the messages of this peer's for which it
+	// returns true (a clone's Raft traffic, say: Clone).
+	Mute func(m *node.Message) bool
 
 	m         *Mesh
 	drv       *node.Driver
@@ -369,4 +372,26 @@ func (m *Mesh) Forget(id string) {
 			p.Node.Forget(id)
 		}
 	}
+}
+
+// Clone starts a second process under peer id's identity from a copy of
+// its disk, as a data dir copied to another host (a cloned VM image)
+// would: same peer id and Raft id, another boot nonce. The clone is
+// added to Peers; messages it sends reach the others as id's, while
+// messages to id still go to the original (the first peer of that id),
+// as a transport with one connection to id would deliver them. mute is
+// the clone's Mute. StopClone stops it.
+func (m *Mesh) Clone(id string, mute func(m *node.Message) bool) *Peer {
+	m.tb.Helper()
+	orig := m.MustPeer(id)
+	c := &Peer{ID: id, Log: orig.Log.Clone(), Boot: orig.Boot + 1000, Founder: orig.Founder, Labels: orig.Labels, Mute: mute, m: m}
+	m.Peers = append(m.Peers, c)
+	m.start(c)
+	return c
+}
+
+// StopClone stops a clone (Clone) and removes it from Peers.
+func (m *Mesh) StopClone(c *Peer) {
+	c.Down, c.inbox, c.Runs, c.Notify = true, nil, nil, nil
+	m.Peers = slices.DeleteFunc(m.Peers, func(p *Peer) bool { return p == c })
 }

@@ -25,6 +25,9 @@ func (io meshIO) Send(envs []node.Envelope) {
 
 func (io meshIO) sent(e node.Envelope) {
 	io.p.sentEarly = io.p.sentEarly || io.p.early
+	if io.p.Mute != nil && io.p.Mute(&e.Msg) {
+		return
+	}
 	io.p.m.send(io.p.ID, e, io.p.early)
 }
 
@@ -34,7 +37,7 @@ func (io meshIO) Gossip(msgs []node.Message) {
 	}
 	for _, g := range msgs {
 		for _, to := range io.p.m.Peers {
-			if to != io.p {
+			if to.ID != io.p.ID { // not to itself, nor to a clone of it (Clone)
 				io.sent(node.Envelope{To: to.ID, Msg: g})
 			}
 		}
