@@ -216,6 +216,7 @@ func protocolEvents(cur, last node.NodeStats) []protocolEvent {
 		{"replica_asks", cur.ReplicaAsks, last.ReplicaAsks},
 		{"stale_raft_messages", cur.StaleRaft, last.StaleRaft},
 		{"peer_deaths", cur.Deaths, last.Deaths},
+		{"identity_conflicts", cur.IdentityConflicts, last.IdentityConflicts},
 	}
 }
 

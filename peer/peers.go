@@ -29,6 +29,9 @@ type peerJSON struct {
 	// version), as the peer itself gossips it: "" when unknown (a peer of a release
 	// before it gossiped one, or one not heard from yet).
 	Version string `json:"version"`
+	// Conflict: this peer hears two live processes under that peer's
+	// identity (its data dir was copied to another host; node/twins.go).
+	Conflict bool `json:"conflict,omitempty"`
 }
 
 type loadJSON struct {
@@ -52,7 +55,7 @@ func (p *Peer) servePeers(w http.ResponseWriter, r *http.Request) {
 		for _, m := range n.Members() {
 			pj := peerJSON{ID: m.ID, Addrs: m.Addrs, State: m.State.String(), LastSeen: m.LastSeen.UTC(),
 				Load: loadJSON{m.Load.Ready, m.Load.Running, m.Load.Slots, m.Stranded, m.StrandedFor}, Labels: m.Labels,
-				Version: m.Version}
+				Version: m.Version, Conflict: m.Conflict}
 			if pj.Labels == nil {
 				pj.Labels = []string{}
 			}

@@ -25,7 +25,9 @@ func (c *PeersCommand) flags() *flag.FlagSet {
 func (c *PeersCommand) Usage() string {
 	return usageOf("usage: needle peers [--json]\n\n"+
 		"Prints the peers of the mesh: id, state, build version (unknown for a peer of\n"+
-		"an older release), load, last heartbeat, address and labels.", c.flags())
+		"an older release), load, last heartbeat, address and labels. A state with\n"+
+		",conflict: two live processes run under that peer's identity (a copied data\n"+
+		"dir): stop one, delete its data dir and start it again with --join.", c.flags())
 }
 
 // Run prints the peers.
@@ -64,7 +66,11 @@ func (c *PeersCommand) Run(ctx context.Context, args []string) error {
 		if version == "" {
 			version = "unknown" // an older peer, or one not heard from yet
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", id, p.State, version, p.Load.Ready, p.Load.Running, p.Load.Slots, seen, addr, labels)
+		state := p.State
+		if p.Conflict {
+			state += ",conflict" // two processes under this identity: see the peer's log
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", id, state, version, p.Load.Ready, p.Load.Running, p.Load.Slots, seen, addr, labels)
 	}
 	return tw.Flush()
 }

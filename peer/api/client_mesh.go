@@ -25,6 +25,9 @@ type Peer struct {
 	// Version is the peer's build version; "" when unknown (a peer of an
 	// older release, or one not heard from yet).
 	Version string `json:"version,omitempty"`
+	// Conflict: the peer asked hears two live processes under this
+	// peer's identity (a data dir copied to another host).
+	Conflict bool `json:"conflict,omitempty"`
 }
 
 // PeerLoad is a peer's gossiped load.
