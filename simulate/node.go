@@ -133,6 +133,7 @@ func (nd *simNode) start() error {
 // as kill -9 plus a power loss; a clean stop syncs it (Close). Running
 // handlers, held inputs and pending requests die with the process.
 func (nd *simNode) stop(lose bool) {
+	nd.s.checkIdentity(nd)
 	nd.s.disconnect(nd)
 	if lose {
 		nd.log.Crash()

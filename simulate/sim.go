@@ -288,6 +288,9 @@ func (s *sim) periodic() {
 	s.chk.checkTicks()
 	s.checkPartSets(false)
 	s.checkFlap()
+	for _, nd := range s.nodes {
+		s.checkIdentity(nd)
+	}
 	s.chk.sample(16)
 	s.chk.liveness()
 	s.checkFormerHolders()
