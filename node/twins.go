@@ -80,6 +80,9 @@ func (m *mesh) twinHeard(mb *member, boot string, now time.Time) bool {
 	if boot == tw.cur {
 		if tw.since.IsZero() && now.Sub(tw.last) >= twinClear {
 			delete(m.twins, mb.id) // a restart long done
+			if len(m.twins) == 0 {
+				m.twins = nil // heard skips the detector again
+			}
 		}
 		return !tw.since.IsZero()
 	}

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/needle-mesh/needle/node"
 )
 
 // gather returns the metric family name of m's registry, or fails.
@@ -42,4 +44,18 @@ func TestBuildInfoMetric(t *testing.T) {
 	if s.GetGauge().GetValue() != 1 || len(got) != len(want) || got["version"] != want["version"] || got["commit"] != want["commit"] || got["goversion"] != want["goversion"] {
 		t.Errorf("needle_build_info = %v %v; want 1 %v", got, s.GetGauge().GetValue(), want)
 	}
+}
+
+// The identity conflicts a node declared (two live processes under one
+// peer id) are counted as needle_protocol_events_total{event="identity_conflicts"}.
+func TestIdentityConflictsEvent(t *testing.T) {
+	for _, e := range protocolEvents(node.NodeStats{IdentityConflicts: 3}, node.NodeStats{IdentityConflicts: 1}) {
+		if e.name == "identity_conflicts" {
+			if e.now != 3 || e.was != 1 {
+				t.Errorf("identity_conflicts: now %d was %d; want 3 and 1", e.now, e.was)
+			}
+			return
+		}
+	}
+	t.Error("no identity_conflicts protocol event")
 }

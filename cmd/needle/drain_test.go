@@ -80,3 +80,27 @@ func TestPeersVersionColumn(t *testing.T) {
 		}
 	}
 }
+
+// needle peers marks a peer heard as two live processes (a copied data
+// dir: "conflict" in the JSON) in its state column.
+func TestPeersConflictState(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/peers", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"self":"p1","peers":[
+			{"id":"p1","addrs":[],"state":"alive","load":{"ready":0,"running":0,"slots":4,"stranded":0},"last_seen":"2026-01-01T00:00:00Z","labels":[],"version":"v1.4.0"},
+			{"id":"p2","addrs":[],"state":"alive","load":{"ready":0,"running":0,"slots":4,"stranded":0},"last_seen":"2026-01-01T00:00:00Z","labels":[],"version":"v1.4.0","conflict":true}]}`))
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	r := runCLI(t, srv.URL, "", "peers")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("needle peers printed %q; want a header and two peers", r.stdout)
+	}
+	for i, want := range []string{"STATE", "alive", "alive,conflict"} {
+		if f := strings.Fields(strings.Replace(lines[i], " (self)", "", 1)); len(f) < 2 || f[1] != want {
+			t.Errorf("needle peers line %q: state %v; want %s", lines[i], f, want)
+		}
+	}
+}
