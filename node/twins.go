@@ -17,32 +17,41 @@ import (
 // run's last messages still in flight when the new run's first ones came
 // (another connection, gossip relayed by a neighbour, a receiver's
 // backlog): a few flip-backs within a few seconds of the restart, never
-// more. So a conflict is declared only on twinFlips flip-backs (a direct
-// message of the boot heard before the current one) within twinWindow,
-// the first and the last at least twinSpread apart: the two runs keep
-// alternating long after any message of a dead run can arrive. A new boot
-// (a third one) starts the count again. Only the sender's own messages
-// count (its heartbeats and probes, Node.step): gossip Updates about it
-// may name an older run legitimately and are not evidence.
+// more. Gossip retrieves a message for 5 s at most (its message cache),
+// a connection's queue holds less. So a conflict is declared on
+// twinFlips flip-backs (a direct message of the boot heard just before
+// the current one), each less than twinWindow after the one before, the
+// first at least twinSpread before the last: the two runs keep
+// alternating long after any message of a dead run can arrive (one late
+// message makes two flip-backs at most, to the old boot and back, at
+// once), and twinSpread leaves a margin of tens of seconds for a
+// receiver whose gossip queue lags its connections. A new boot (a
+// restart) starts the count again. Only the sender's own messages count
+// (its heartbeats and probes, Node.step): gossip Updates about it may
+// name an older run legitimately and are not evidence.
 //
-// The conflict clears once no flip-back came for twinClear: one of the
-// two processes stopped.
+// The conflict clears once the member's boot did not change for
+// twinClear: one of the two processes stopped. In a quiet mesh a peer
+// hears another directly every 30 s or so (probes are paced), and which
+// of the two processes it hears is chance: a shorter twinClear (or
+// twinWindow) would let a standing conflict come and go.
 const (
 	twinFlips    = 3
-	twinWindow   = time.Minute
-	twinSpread   = 10 * time.Second
-	twinClear    = 2 * time.Minute
+	twinWindow   = 5 * time.Minute
+	twinSpread   = 30 * time.Second
+	twinClear    = 5 * time.Minute
 	twinLogEvery = time.Minute
 )
 
 // twin is the boot history of one member whose boot changed: the
 // identity-conflict detector's record.
 type twin struct {
-	cur, prev string      // the boots of its last two runs, from its own messages
-	flips     []time.Time // flip-backs (cur <- prev) within twinWindow, oldest first
-	since     time.Time   // when the conflict was declared; zero: none stands
-	last      time.Time   // the last flip-back, or the last change of boot
-	logged    time.Time   // the last ERROR about it
+	cur, prev string    // the boots of its last two runs, from its own messages
+	flips     int       // flip-backs (cur <- prev) in a row, each within twinWindow of the one before
+	first     time.Time // the first of them
+	since     time.Time // when the conflict was declared; zero: none stands
+	last      time.Time // the last change of boot (flip-back or new boot)
+	logged    time.Time // the last ERROR about it
 }
 
 // standing reports whether a conflict stands at now.
@@ -73,7 +82,7 @@ func (m *mesh) twinHeard(mb *member, boot string, now time.Time) bool {
 		// Only tw.cur was heard for twinClear: one process is left.
 		m.n.log.Warn("identity conflict cleared: one process alone is heard under this peer id again", keyPeer, mb.id,
 			"boot", tw.cur)
-		tw.since, tw.flips = time.Time{}, tw.flips[:0]
+		tw.since, tw.flips = time.Time{}, 0
 		survivor := mb.id + "#" + tw.cur
 		m.expireHolders(func(h string) bool { return shard.HolderPeer(h) == mb.id && h != survivor })
 	}
@@ -87,22 +96,18 @@ func (m *mesh) twinHeard(mb *member, boot string, now time.Time) bool {
 		return !tw.since.IsZero()
 	}
 	back := boot == tw.prev
+	lastChange := tw.last
 	tw.prev, tw.cur, tw.last = tw.cur, boot, now
-	if !back { // a new run: a restart
-		tw.flips = tw.flips[:0]
+	switch {
+	case !back: // a new run: a restart
+		tw.flips = 0
 		return !tw.since.IsZero()
+	case tw.flips == 0 || now.Sub(lastChange) >= twinWindow:
+		tw.flips, tw.first = 1, now
+	default:
+		tw.flips++
 	}
-	keep := tw.flips[:0]
-	for _, t := range tw.flips {
-		if now.Sub(t) < twinWindow {
-			keep = append(keep, t)
-		}
-	}
-	tw.flips = append(keep, now)
-	if len(tw.flips) > twinFlips {
-		tw.flips = append(tw.flips[:0], tw.flips[len(tw.flips)-twinFlips:]...)
-	}
-	if tw.since.IsZero() && len(tw.flips) >= twinFlips && now.Sub(tw.flips[0]) >= twinSpread {
+	if tw.since.IsZero() && tw.flips >= twinFlips && now.Sub(tw.first) >= twinSpread {
 		tw.since = now
 		m.twinConflicts++
 	}

@@ -113,10 +113,10 @@ func TestIdentityConflictDetected(t *testing.T) {
 		}
 		return false
 	}
-	if !m.RunUntil(2*time.Minute, detected) {
-		t.Fatal("no peer detected two processes under n2's identity in 2 minutes")
+	if !m.RunUntil(3*time.Minute, detected) {
+		t.Fatal("no peer detected two processes under n2's identity in 3 minutes")
 	}
-	m.Run(3 * time.Minute) // every peer that hears both
+	m.Run(5 * time.Minute) // every peer that hears both
 	for _, id := range others {
 		p := m.MustPeer(id)
 		l := logs[id]
@@ -133,10 +133,10 @@ func TestIdentityConflictDetected(t *testing.T) {
 		if _, ok := p.Node.IdentityConflict("n2"); !ok {
 			t.Errorf("%s: IdentityConflict(n2) false", id)
 		}
-		// Declared within 2 minutes, logged at most once a minute over
-		// the 3 that followed: 2 to 5.
-		if n := l.count(slog.LevelError, "identity conflict"); n < 2 || n > 5 {
-			t.Errorf("%s logged %d identity-conflict ERRORs over ~3-5 minutes; want one a minute", id, n)
+		// Declared within 8 minutes, logged at most once a minute (at a
+		// flip of boot, which may come less often).
+		if n := l.count(slog.LevelError, "identity conflict"); n < 1 || n > 9 {
+			t.Errorf("%s logged %d identity-conflict ERRORs over at most 8 minutes; want at most one a minute", id, n)
 		}
 		if peer := l.attr("peer"); peer != "n2" {
 			t.Errorf("%s's ERROR names peer %q; want n2", id, peer)
@@ -160,12 +160,24 @@ func TestIdentityConflictDetected(t *testing.T) {
 		}
 	}
 
+	saw := 0
+	for _, id := range others {
+		if m.MustPeer(id).Node.Counters().IdentityConflicts > 0 {
+			saw++
+		}
+	}
+	if saw < 2 {
+		t.Errorf("%d of n1, n3, n4 detected n2's clone; want 2 at least", saw)
+	}
+	for _, id := range others {
+		t.Logf("%s: conflicts %d, ERRORs %d", id, m.MustPeer(id).Node.Counters().IdentityConflicts, logs[id].count(slog.LevelError, "identity conflict"))
+	}
 	m.StopClone(clone)
-	m.Run(3 * time.Minute)
+	m.Run(7 * time.Minute)
 	for _, id := range others {
 		p := m.MustPeer(id)
 		if conflictOf(p.Node, "n2") {
-			t.Errorf("%s: n2 still shows a conflict 3 minutes after its clone stopped", id)
+			t.Errorf("%s: n2 still shows a conflict 7 minutes after its clone stopped", id)
 		}
 		if st, _ := p.Node.PeerState("n2"); st != node.PeerAlive {
 			t.Errorf("%s: n2 is %v after its clone stopped; want alive", id, st)
@@ -201,7 +213,7 @@ func TestRestartsAreNoIdentityConflict(t *testing.T) {
 		m.Release("n4", "n1")
 		m.Run(time.Second)
 	}
-	m.Run(3 * time.Minute)
+	m.Run(6 * time.Minute)
 	for _, p := range m.Peers {
 		if c := p.Node.Counters().IdentityConflicts; c != 0 {
 			t.Errorf("%s counted %d identity conflicts; restarts are none", p.ID, c)
