@@ -80,6 +80,7 @@ type Peer struct {
 	Mute func(m *node.Message) bool
 
 	m         *Mesh
+	clone     bool // started by Clone: messages to its id go to the original
 	drv       *node.Driver
 	inbox     []node.Envelope
 	early     bool // the driver is sending rd.Early
@@ -384,7 +385,7 @@ func (m *Mesh) Forget(id string) {
 func (m *Mesh) Clone(id string, mute func(m *node.Message) bool) *Peer {
 	m.tb.Helper()
 	orig := m.MustPeer(id)
-	c := &Peer{ID: id, Log: orig.Log.Clone(), Boot: orig.Boot + 1000, Founder: orig.Founder, Labels: orig.Labels, Mute: mute, m: m}
+	c := &Peer{ID: id, Log: orig.Log.Clone(), Boot: orig.Boot + 1000, Founder: orig.Founder, Labels: orig.Labels, Mute: mute, m: m, clone: true}
 	m.Peers = append(m.Peers, c)
 	m.start(c)
 	return c

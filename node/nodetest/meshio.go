@@ -37,7 +37,7 @@ func (io meshIO) Gossip(msgs []node.Message) {
 	}
 	for _, g := range msgs {
 		for _, to := range io.p.m.Peers {
-			if to.ID != io.p.ID { // not to itself, nor to a clone of it (Clone)
+			if to.ID != io.p.ID && !to.clone { // not to itself, and once to an id with a clone (Clone)
 				io.sent(node.Envelope{To: to.ID, Msg: g})
 			}
 		}
