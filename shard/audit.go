@@ -2,6 +2,7 @@ package shard
 
 import (
 	"encoding/binary"
+	"strings"
 	"time"
 )
 
@@ -12,9 +13,12 @@ import (
 // trail, and snapshots carry it.
 type AuditEntry struct {
 	At      time.Time
-	Type    EventType // EvCanceled, EvRetried, EvScheduleSet, EvSchedulePaused, EvScheduleResumed, EvScheduleDeleted, EvScheduleTriggered
+	Type    EventType // EvCanceled, EvRetried, EvScheduleSet, EvSchedulePaused, EvScheduleResumed, EvScheduleDeleted, EvScheduleTriggered, EvScheduleUpdated
 	Subject string    // task, group or schedule id
 	By      string    // who asked: the API token's name or the client address
+	// Fields names what an EvScheduleUpdated changed, comma-separated in
+	// the API's names ("cron,timezone"); "" for other actions.
+	Fields string
 }
 
 // maxAudit bounds the audit entries kept per partition (oldest dropped).
@@ -23,7 +27,7 @@ const maxAudit = 1000
 // audited reports whether an event type is an operator action.
 func audited(t EventType) bool {
 	switch t {
-	case EvCanceled, EvRetried, EvScheduleSet, EvSchedulePaused, EvScheduleResumed, EvScheduleDeleted, EvScheduleTriggered:
+	case EvCanceled, EvRetried, EvScheduleSet, EvSchedulePaused, EvScheduleResumed, EvScheduleDeleted, EvScheduleTriggered, EvScheduleUpdated:
 		return true
 	}
 	return false
@@ -47,7 +51,65 @@ func (s *Shard) recordAudit(e *Event) {
 	if len(s.audit) >= maxAudit {
 		s.audit = append(s.audit[:0], s.audit[len(s.audit)-maxAudit+1:]...)
 	}
-	s.audit = append(s.audit, AuditEntry{At: e.At, Type: e.Type, Subject: subject, By: e.By})
+	a := AuditEntry{At: e.At, Type: e.Type, Subject: subject, By: e.By}
+	if e.Type == EvScheduleUpdated && e.Sched != nil && e.Sched.ValidateStored() == nil {
+		if sc := s.schedules[ScheduleID(e.Group)]; sc != nil {
+			a.Fields = strings.Join(ChangedFields(&sc.spec, e.Sched), ",")
+		}
+	}
+	s.audit = append(s.audit, a)
+}
+
+// auditFields reports whether an entry of audit has Fields (the snapshot
+// then needs version 7).
+func auditFields(audit []AuditEntry) bool {
+	for _, a := range audit {
+		if a.Fields != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// appendAuditFields appends the Fields of the audit entries that have
+// them (snapshot version 7): their count, then each one's index and
+// Fields.
+func appendAuditFields(dst []byte, audit []AuditEntry) []byte {
+	n := 0
+	for _, a := range audit {
+		if a.Fields != "" {
+			n++
+		}
+	}
+	dst = binary.AppendUvarint(dst, uint64(n))
+	for i, a := range audit {
+		if a.Fields != "" {
+			dst = binary.AppendUvarint(dst, uint64(i))
+			dst = AppendString(dst, a.Fields)
+		}
+	}
+	return dst
+}
+
+// decodeAuditFields reads appendAuditFields into audit.
+func decodeAuditFields(d *Decoder, audit []AuditEntry) {
+	for range d.Count(2) {
+		i := d.Uvarint()
+		f := d.String()
+		if !d.Field("audit fields") {
+			return
+		}
+		switch {
+		case i >= uint64(len(audit)):
+			d.Fail("fields of audit entry %d of %d", i, len(audit))
+		case audit[i].Type != EvScheduleUpdated || f == "":
+			d.Fail("fields of a %v audit entry", audit[i].Type)
+		default:
+			audit[i].Fields = f
+			continue
+		}
+		return
+	}
 }
 
 // Audit returns the audit trail, oldest first.

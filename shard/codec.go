@@ -193,8 +193,8 @@ func appendEvent(dst []byte, e, prev *Event) []byte {
 	if e.Key != "" && e.Type != EvRetried {
 		panic(fmt.Sprintf("shard: AppendEvent: Key set on a %v event", e.Type))
 	}
-	if (e.Sched != nil) != (e.Type == EvScheduleSet) {
-		panic(fmt.Sprintf("shard: AppendEvent: Sched on a %v event must be set iff it is schedule_set", e.Type))
+	if (e.Sched != nil) != (e.Type == EvScheduleSet || e.Type == EvScheduleUpdated) {
+		panic(fmt.Sprintf("shard: AppendEvent: Sched on a %v event must be set iff it is schedule_set or schedule_updated", e.Type))
 	}
 	if e.Died != 0 && (e.Type != EvExpired || e.Died > DiedAlone) {
 		panic(fmt.Sprintf("shard: AppendEvent: Died %d on a %v event", e.Died, e.Type))
@@ -357,7 +357,7 @@ func decodeEvent(d *Decoder, e *Event, prev *Event) {
 		decodeGroupSpecIn(d, e.Spec, d.reuse)
 		d.within("spec")
 	}
-	if d.err == nil && e.Type == EvScheduleSet {
+	if d.err == nil && (e.Type == EvScheduleSet || e.Type == EvScheduleUpdated) {
 		e.Sched = new(ScheduleSpec)
 		decodeScheduleSpec(d, e.Sched)
 		d.within("sched")

@@ -47,7 +47,7 @@ func codecFullEvent(ty EventType) Event {
 	if ty == EvSubmitted {
 		e.Spec = codecFullSpec()
 	}
-	if ty == EvScheduleSet {
+	if ty == EvScheduleSet || ty == EvScheduleUpdated {
 		e.Sched = &ScheduleSpec{ID: "s01", Name: "nightly", Cron: "0 2 * * *", Every: time.Minute, TZ: "Europe/Paris",
 			Overlap: OverlapAllow, Misfire: MisfireSkip, Paused: true, Group: *codecFullSpec()}
 	}
@@ -121,6 +121,9 @@ func TestCodecEventRoundTrip(t *testing.T) {
 		test{"zero fields", Event{Type: EvRemoved}},
 		test{"retried with a key", Event{Type: EvRetried, Group: "g", Task: "g.1", By: "op", Key: "k-1"}},
 		test{"group retried", Event{Type: EvRetried, Group: "g", By: "op"}},
+		test{"schedule updated", Event{Type: EvScheduleUpdated, Group: "s1", Round: 77, Expiry: codecT0, By: "token:ops",
+			Sched: &ScheduleSpec{ID: "s1", Cron: "0 3 * * *", TZ: "Europe/Paris", Overlap: OverlapSkip, Misfire: MisfireOnce,
+				Group: GroupSpec{Mode: ModeSingle, Tasks: []TaskSpec{{Handler: "h"}}}}}},
 		test{"expired, worker died alone", Event{Type: EvExpired, Group: "g", Task: "g.1", Round: 3, Holder: "n1#b", Died: DiedAlone}},
 		test{"expired, worker died with others", Event{Type: EvExpired, Group: "g", Task: "g.1", Round: 3, Died: DiedWithOthers}},
 		test{"submitted nil spec", Event{Type: EvSubmitted, Group: "g"}},
@@ -368,7 +371,7 @@ func TestCodecDecodeErrors(t *testing.T) {
 		{"hostile count", []byte{CodecVersion, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}, "batch.events: count"},
 		{"hostile origin", []byte{CodecVersion, 0xff, 0xff, 0xff, 0xff, 0x0f}, "batch.origin: length"},
 		{"type 0", batch(ok, withByte(ok, 0, 0)), "batch.events[1].type: unknown event type 0"},
-		{"type 18", batch(withByte(ok, 0, 18)), "batch.events[0].type: unknown event type 18"},
+		{"type 19", batch(withByte(ok, 0, 19)), "batch.events[0].type: unknown event type 19"},
 		{"died on readied", batch(withByte(ok, 1, flagDied|flagTaskIndex)), "batch.events[0].flags: died on a readied"},
 		{"died 0", batch(withByte(died, len(died)-1, 0)),
 			"batch.events[0]: died 0: want 1 or 2"},
@@ -498,7 +501,7 @@ func codecRandEvent(r *rand.Rand) Event {
 	if e.Type == EvExpired {
 		e.Died = Death(r.IntN(3))
 	}
-	if e.Type == EvScheduleSet {
+	if e.Type == EvScheduleSet || e.Type == EvScheduleUpdated {
 		e.Sched = &ScheduleSpec{ID: ScheduleID(codecRandString(r)), Name: codecRandString(r), Cron: codecRandString(r),
 			Every: time.Duration(codecRandInt(r)), TZ: codecRandString(r), Overlap: Overlap(1 + r.IntN(2)),
 			Misfire: Misfire(1 + r.IntN(2)), Paused: r.IntN(2) == 0, Group: *codecRandSpec(r)}

@@ -27,12 +27,13 @@ const (
 	EvNotified                               // Group, Round = delivery attempt, Error = "" (delivered) or why not, Permanent = gave up, NotBefore = next attempt
 	EvScheduleTriggered                      // Group = firing group id, By: a schedule fired by hand; the next tick stays
 	EvRetried                                // Task or Group (Task empty), By, Key: FAILED/CANCELED tasks run again in place
+	EvScheduleUpdated                        // Group = schedule id, Sched = the new spec, Expiry = next tick, Round = the revision it fences on (0 = none), By
 	numEventTypes
 )
 
 var eventNames = [...]string{"", "submitted", "leased", "renewed", "succeeded", "failed", "expired", "readied", "canceled", "removed",
 	"schedule_set", "schedule_deleted", "schedule_paused", "schedule_resumed", "schedule_fired",
-	"notified", "schedule_triggered", "retried"}
+	"notified", "schedule_triggered", "retried", "schedule_updated"}
 
 func (t EventType) String() string {
 	if int(t) < len(eventNames) && t != 0 {
@@ -42,7 +43,7 @@ func (t EventType) String() string {
 }
 
 func (t EventType) schedule() bool {
-	return t >= EvScheduleSet && t <= EvScheduleFired || t == EvScheduleTriggered
+	return t >= EvScheduleSet && t <= EvScheduleFired || t == EvScheduleTriggered || t == EvScheduleUpdated
 }
 
 // Schedule reports whether t is a schedule event (not about a group's tasks).
@@ -70,7 +71,7 @@ type Event struct {
 	TimedOut  bool          // failed: the attempt hit its timeout
 	By        string        // canceled/removed: who asked (audit)
 	Spec      *GroupSpec    // submitted: the group
-	Sched     *ScheduleSpec // schedule_set: the schedule
+	Sched     *ScheduleSpec // schedule_set, schedule_updated: the schedule
 	Key       string        // retried: the request's idempotency key, "" = none
 	Died      Death         // expired: its external worker died holding the lease
 }

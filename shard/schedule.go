@@ -2,6 +2,7 @@ package shard
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -327,6 +328,81 @@ func scheduleFingerprint(sp *ScheduleSpec) [sha256.Size]byte {
 	return sha256.Sum256(AppendScheduleSpec(nil, &c))
 }
 
+// ErrRevision is returned by UpdateSchedule when the schedule is not at the
+// revision the update was based on: it changed in between.
+var ErrRevision = errors.New("shard: the schedule changed since the revision given")
+
+// ScheduleRevision identifies the settings of a schedule (what
+// UpdateSchedule changes; not its pause state nor its firings): never 0,
+// equal for equal settings.
+func ScheduleRevision(sp *ScheduleSpec) uint64 {
+	h := scheduleFingerprint(sp)
+	return binary.BigEndian.Uint64(h[:8]) | 1
+}
+
+// ChangedFields names, in the API's vocabulary, the settings that differ
+// between two schedules: name, cron, every, timezone, overlap, misfire,
+// group.
+func ChangedFields(old, cur *ScheduleSpec) []string {
+	var out []string
+	add := func(changed bool, name string) {
+		if changed {
+			out = append(out, name)
+		}
+	}
+	add(old.Name != cur.Name, "name")
+	add(old.Cron != cur.Cron, "cron")
+	add(old.Every != cur.Every, "every")
+	add(old.TZ != cur.TZ, "timezone")
+	add(old.Overlap != cur.Overlap, "overlap")
+	add(old.Misfire != cur.Misfire, "misfire")
+	og, cg := old.Group, cur.Group
+	og.ID, cg.ID = "", ""
+	add(string(AppendGroupSpec(nil, &og)) != string(AppendGroupSpec(nil, &cg)), "group")
+	return out
+}
+
+// UpdateSchedule checks spec, the new settings of schedule spec.ID, and
+// returns the event that changes them in place: its id, pause state and
+// firings stay. base, when not 0, is the ScheduleRevision the change was
+// made from: another revision is ErrRevision (and the event is fenced on
+// it again at apply). No event is returned when nothing changes.
+//
+// The next tick is recomputed from the new settings: the first strictly
+// after now and after the last tick that fired (a firing group of that
+// second exists already). A tick of the old settings not fired yet is
+// dropped, as is one of the new settings due exactly now.
+func (s *Shard) UpdateSchedule(now time.Time, spec *ScheduleSpec, base uint64, by string) ([]Event, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	sc := s.schedules[spec.ID]
+	if sc == nil {
+		return nil, ErrNotFound
+	}
+	if base != 0 && ScheduleRevision(&sc.spec) != base {
+		return nil, ErrRevision
+	}
+	cp := *spec
+	cp.Group.ID = ""
+	cp.Paused = sc.spec.Paused
+	if len(ChangedFields(&sc.spec, &cp)) == 0 {
+		return nil, nil
+	}
+	after := now
+	for i := len(sc.firings) - 1; i >= 0; i-- {
+		if _, _, _, manual := ParseTriggeredGroupID(sc.firings[i].group); !manual {
+			after = maxTime(after, sc.firings[i].at)
+			break
+		}
+	}
+	next, err := s.next(&cp, after)
+	if err != nil {
+		return nil, err
+	}
+	return []Event{{Type: EvScheduleUpdated, At: now, Group: GroupID(spec.ID), Sched: &cp, Expiry: next, Round: Round(ScheduleRevision(&sc.spec)), By: by}}, nil
+}
+
 // DeleteSchedule returns the event deleting schedule id. Its firings'
 // groups stay.
 func (s *Shard) DeleteSchedule(now time.Time, id ScheduleID, by string) (Event, error) {
@@ -465,6 +541,22 @@ func (s *Shard) applySchedule(e *Event) {
 		s.armSchedule(sc)
 	case EvScheduleTriggered:
 		s.applyTriggered(sc, e)
+	case EvScheduleUpdated:
+		if e.Sched == nil || e.Sched.ID != id || (e.Round != 0 && uint64(e.Round) != ScheduleRevision(&sc.spec)) {
+			return // fenced: the schedule changed since the update was proposed
+		}
+		if e.Sched.ValidateStored() != nil {
+			s.rejected++
+			return
+		}
+		paused := sc.spec.Paused
+		sc.spec = *e.Sched
+		sc.spec.Paused = paused
+		sc.next = e.Expiry
+		if s.leader {
+			delete(s.schedInflight, id)
+		}
+		s.armSchedule(sc)
 	}
 }
 

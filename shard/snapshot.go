@@ -12,8 +12,11 @@ import (
 // group's retry keys and its tasks' retry marks after the webhook state,
 // 6 the tasks an external worker died running (Event.Died) after the
 // audit trail; versions 1 to 5 are still read. A snapshot with no such
-// task is written as version 5, which a peer that predates 6 reads.
-const snapshotVersion = 6
+// task is written as version 5, which a peer that predates 6 reads. 7 adds
+// the changed fields of the audit trail's schedule updates after the
+// crashed tasks; it is written only while the trail holds such an entry
+// (which only a mesh whose every replica applies EvScheduleUpdated has).
+const snapshotVersion = 7
 
 // Snapshot encodes the folded state (not the leader-local state) so that
 // Restore on another replica, or after a restart, rebuilds exactly the same
@@ -35,7 +38,7 @@ func (s *Shard) SnapshotGrown(grown int) []byte {
 // encodes many partitions in turn (a digest of each) reuses one buffer.
 func (s *Shard) AppendSnapshot(dst []byte) []byte {
 	start := len(dst)
-	dst = append(dst, snapshotVersion-1)
+	dst = append(dst, 5)
 	dst = binary.AppendUvarint(dst, s.seq)
 	ids := sortedGroupIDs(s.groups)
 	dst = binary.AppendUvarint(dst, uint64(len(ids)))
@@ -56,9 +59,15 @@ func (s *Shard) AppendSnapshot(dst []byte) []byte {
 	}
 	dst = s.appendSchedules(dst)
 	dst = appendAudit(dst, s.audit)
-	if crashed := s.crashed(ids); len(crashed) > 0 {
-		dst[start] = snapshotVersion
+	crashed := s.crashed(ids)
+	fields := auditFields(s.audit)
+	if len(crashed) > 0 || fields {
+		dst[start] = 6
 		dst = appendCrashed(dst, crashed)
+	}
+	if fields {
+		dst[start] = 7
+		dst = appendAuditFields(dst, s.audit)
 	}
 	s.snapSize = len(dst) - start
 	return dst
@@ -183,6 +192,9 @@ func DecodeSnapshot(p []byte) (*Restored, error) {
 	}
 	if p[0] >= 6 && d.Err() == nil {
 		decodeCrashed(&d, r.groups)
+	}
+	if p[0] >= 7 && d.Err() == nil {
+		decodeAuditFields(&d, r.audit)
 	}
 	if err := d.Err(); err != nil {
 		return nil, fmt.Errorf("shard: restore: %w", err)
