@@ -317,6 +317,10 @@ func (n *Node) replyApplied(p *partition, req *request, b *shard.Batch, created 
 		n.replyTriggered(p, req, b)
 		return
 	}
+	if req.kind == reqScheduleUpdate {
+		n.replyUpdated(p, req, b)
+		return
+	}
 	r := Reply{Req: req.id}
 	if req.kind == reqSubmit && len(b.Events) > 0 && b.Events[0].Type == shard.EvSubmitted {
 		g := b.Events[0].Group

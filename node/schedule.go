@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 
@@ -37,6 +38,81 @@ func (n *Node) SetSchedule(req uint64, spec *shard.ScheduleSpec, by string) {
 	default:
 		n.proposeRequest(p, req, reqSchedule, []shard.Event{ev})
 	}
+}
+
+// FeatureScheduleUpdate (a Heartbeat feature): the peer applies
+// shard.EvScheduleUpdated, an event type an older peer refuses.
+const FeatureScheduleUpdate = FeatureWorkerDeath << 1
+
+const reqScheduleUpdate requestKind = 102 // a schedule's update: replied to once applied, with whether it took effect
+
+// UpgradeError refuses a request whose event some replica of its
+// partition cannot apply yet: it runs an older needle.
+type UpgradeError struct {
+	Peer string // the replica that lacks the feature
+	What string // what it cannot apply
+}
+
+func (e *UpgradeError) Error() string {
+	return fmt.Sprintf("peer %s, a replica of this partition, runs a needle that cannot apply %s: upgrade it first", e.Peer, e.What)
+}
+
+// UpdateSchedule proposes new settings for schedule spec.ID (see
+// shard.UpdateSchedule; base is the revision they were made from, 0 =
+// any). The reply comes once the update applied, at once when nothing
+// changes or it is refused: shard.ErrRevision when the schedule changed
+// in between, *UpgradeError (with ErrUnavailable) while a replica of its
+// partition cannot apply it.
+func (n *Node) UpdateSchedule(req uint64, spec *shard.ScheduleSpec, base uint64, by string) {
+	p := n.parts[n.PartitionOf(shard.GroupID(spec.ID))]
+	if p == nil || !p.serving {
+		n.reply(Reply{Req: req, Err: ErrUnavailable})
+		return
+	}
+	if who, unsure := n.lacking(p, FeatureScheduleUpdate); unsure {
+		n.reply(Reply{Req: req, Err: ErrUnavailable})
+		return
+	} else if who != "" {
+		n.reply(Reply{Req: req, Err: errors.Join(ErrUnavailable, &UpgradeError{Peer: who, What: "a schedule's update"})})
+		return
+	}
+	if shard.ToWorkers(&spec.Group) {
+		if who, unsure := n.lacking(p, FeatureScheduleToWorkers); unsure {
+			n.reply(Reply{Req: req, Err: ErrUnavailable})
+			return
+		} else if who != "" {
+			n.reply(Reply{Req: req, Err: &shard.FieldError{Task: -1, Field: "group.to", Message: fmt.Sprintf(
+				"peer %s, a replica of this schedule's partition, runs a needle that cannot apply a schedule to workers: upgrade it first", who)}})
+			return
+		}
+	}
+	evs, err := p.shard.UpdateSchedule(n.now, spec, base, by)
+	if err != nil || len(evs) == 0 {
+		n.reply(Reply{Req: req, Err: err})
+		return
+	}
+	n.proposeRequest(p, req, reqScheduleUpdate, evs)
+}
+
+// replyUpdated answers an update once its entry applied: it took effect
+// when the schedule now has the settings it carried; otherwise another
+// change came first (fenced at apply: shard.ErrRevision), or the schedule
+// is gone.
+func (n *Node) replyUpdated(p *partition, req *request, b *shard.Batch) {
+	r := Reply{Req: req.id}
+	if len(b.Events) == 0 || b.Events[0].Type != shard.EvScheduleUpdated || b.Events[0].Sched == nil {
+		r.Err = shard.ErrNotFound
+		n.reply(r)
+		return
+	}
+	e := &b.Events[0]
+	switch v, err := p.shard.Schedule(e.Sched.ID); {
+	case err != nil:
+		r.Err = err
+	case shard.ScheduleRevision(&v.Spec) != shard.ScheduleRevision(e.Sched):
+		r.Err = shard.ErrRevision
+	}
+	n.reply(r)
 }
 
 // DeleteSchedule proposes the deletion of a schedule.
