@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/needle-mesh/needle/node"
@@ -18,6 +19,7 @@ type auditJSON struct {
 	Action  string    `json:"action"`
 	Subject string    `json:"subject"`
 	By      string    `json:"by"`
+	Fields  []string  `json:"fields,omitempty"` // schedule_updated: the settings it changed
 }
 
 // serveAudit is GET /v1/audit[?limit=N]: the mesh's audit trail, newest
@@ -41,7 +43,11 @@ func (p *Peer) serveAudit(w http.ResponseWriter, r *http.Request) {
 	slices.Reverse(entries)
 	out := make([]auditJSON, 0, min(limit, len(entries)))
 	for _, e := range entries[:min(limit, len(entries))] {
-		out = append(out, auditJSON{At: e.At, Action: e.Type.String(), Subject: e.Subject, By: e.By})
+		a := auditJSON{At: e.At, Action: e.Type.String(), Subject: e.Subject, By: e.By}
+		if e.Fields != "" {
+			a.Fields = strings.Split(e.Fields, ",")
+		}
+		out = append(out, a)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"entries": out})

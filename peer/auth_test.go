@@ -136,6 +136,7 @@ var routeScopes = map[string]api.Scope{
 	"POST /v1/groups/{id}/retry":      api.ScopeSubmit,
 	"POST /v1/schedules":              api.ScopeSubmit,
 	"DELETE /v1/schedules/{id}":       api.ScopeSubmit,
+	"PATCH /v1/schedules/{id}":        api.ScopeSubmit,
 	"POST /v1/schedules/{id}/pause":   api.ScopeSubmit,
 	"POST /v1/schedules/{id}/resume":  api.ScopeSubmit,
 	"POST /v1/schedules/{id}/trigger": api.ScopeSubmit,

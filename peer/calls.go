@@ -35,6 +35,7 @@ var callServers = map[string]callServer{
 	opScheduleResume: serveAs[scheduleResumeReq, scheduleAns],
 	opSchedules:      serveAs[schedulesReq, schedulesAns],
 	opTrigger:        serveAs[triggerReq, triggerAns],
+	opScheduleUpdate: serveAs[scheduleUpdateReq, scheduleAns],
 	opLease:          serveAs[leaseReq, leaseAns],
 	opLeaseReport:    serveAs[leaseReportReq, leaseReportAns],
 	opWorkerHeld:     serveAs[workerHeldReq, workerHeldAns],
@@ -60,9 +61,10 @@ const (
 	opScheduleResume = "schedule_resume"
 	opSchedules      = "schedules"
 	opTrigger        = "schedule_trigger"
-	opLease          = "lease"        // a worker's call on a lease another peer holds
-	opLeaseReport    = "lease_report" // a batch of outcomes of leases another peer holds
-	opWorkerHeld     = "worker_held"  // the leases a dead worker held with a peer (workers_lone.go)
+	opScheduleUpdate = "schedule_update" // sent only to an owner with node.FeatureScheduleUpdate
+	opLease          = "lease"           // a worker's call on a lease another peer holds
+	opLeaseReport    = "lease_report"    // a batch of outcomes of leases another peer holds
+	opWorkerHeld     = "worker_held"     // the leases a dead worker held with a peer (workers_lone.go)
 )
 
 // submitReq creates a group (spec.ID set by the edge).

@@ -105,10 +105,21 @@ func routedWith[A any, PA rpcAnswer[A]](ctx context.Context, p *Peer, g shard.Gr
 			out, err = req.serve(ctx, p)
 			return mapErr(err)
 		}
+		if f, ok := req.(featured); ok {
+			if bit, what := f.feature(); features&bit == 0 {
+				// An older owner does not know the op: say what it takes.
+				return mapErr(errors.Join(node.ErrUnavailable, &node.UpgradeError{Peer: to, What: what}))
+			}
+		}
 		out, err = forwardSpan[A, PA](ctx, p, to, wireForm(req, features))
 		return err
 	})
 	return out, err
+}
+
+// featured is a request that only an owner advertising a feature serves.
+type featured interface {
+	feature() (bit uint64, what string)
 }
 
 // spanned is a request whose forward is a span of its trace (a submission).

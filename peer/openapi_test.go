@@ -101,6 +101,9 @@ var examples = []example{
 	{Route: "POST /v1/schedules/{id}/pause", Method: "POST", Path: "/v1/schedules/{schedule}/pause", Status: 200},
 	{Route: "POST /v1/schedules/{id}/resume", Method: "POST", Path: "/v1/schedules/{schedule}/resume", Status: 200},
 	{Route: "POST /v1/schedules/{id}/trigger", Method: "POST", Path: "/v1/schedules/{schedule}/trigger", Status: 201, Body: `{"key":"rerun-1"}`},
+	{Route: "PATCH /v1/schedules/{id}", Method: "PATCH", Path: "/v1/schedules/{schedule}", Status: 200, Body: `{"cron":"0 3 * * *","name":"nightly-3am"}`},
+	{Route: "PATCH /v1/schedules/{id}", Method: "PATCH", Path: "/v1/schedules/{schedule}", Status: 400, Body: `{"paused":true}`},
+	{Route: "PATCH /v1/schedules/{id}", Method: "PATCH", Path: "/v1/schedules/snope", Status: 404, Body: `{"name":"x"}`},
 	{Route: "GET /v1/schedules/{id}", Method: "GET", Path: "/v1/schedules/{schedule}", Status: 200},
 	{Route: "DELETE /v1/schedules/{id}", Method: "DELETE", Path: "/v1/schedules/{schedule}", Status: 200},
 

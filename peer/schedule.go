@@ -39,6 +39,11 @@ func (b backend) PauseSchedule(ctx context.Context, id shard.ScheduleID, pause b
 	return b.scheduleOp(ctx, &scheduleResumeReq{scheduleRef: ref})
 }
 
+// UpdateSchedule implements api.UpdateBackend.
+func (b backend) UpdateSchedule(ctx context.Context, spec *shard.ScheduleSpec, base uint64, by string) (shard.ScheduleView, error) {
+	return b.scheduleOp(ctx, &scheduleUpdateReq{scheduleRef: scheduleRef{ID: shard.GroupID(spec.ID), By: by}, Sched: spec, Base: base})
+}
+
 func (b backend) scheduleOp(ctx context.Context, req interface {
 	meshCall[scheduleAns]
 	ref() *scheduleRef
@@ -178,6 +183,30 @@ func (b local) pause(ctx context.Context, r scheduleRef, pause bool) (scheduleAn
 	return scheduleAns{Schedule: &v}, err
 }
 
+// scheduleUpdateReq gives a schedule new settings (Sched), if it is still
+// at revision Base (0 = any).
+type scheduleUpdateReq struct {
+	rpcHeader
+	scheduleRef
+	Sched *shard.ScheduleSpec `json:"sched,omitempty"`
+	Base  uint64              `json:"base,omitempty"`
+}
+
+func (*scheduleUpdateReq) op() string { return opScheduleUpdate }
+func (*scheduleUpdateReq) feature() (uint64, string) {
+	return node.FeatureScheduleUpdate, "a schedule's update"
+}
+func (r *scheduleUpdateReq) serve(ctx context.Context, p *Peer) (scheduleAns, error) {
+	if r.Sched == nil || r.Sched.ID != shard.ScheduleID(r.ID) {
+		return scheduleAns{}, errors.New("peer: forwarded schedule_update without its schedule")
+	}
+	if _, err := p.call(ctx, func(n *node.Node, req uint64) { n.UpdateSchedule(req, r.Sched, r.Base, r.By) }); err != nil {
+		return scheduleAns{}, err
+	}
+	v, err := local{p}.schedule(ctx, r.Sched.ID)
+	return scheduleAns{Schedule: &v}, err
+}
+
 // schedulesReq lists the schedules of the partitions this peer serves.
 type schedulesReq struct{ rpcHeader }
 
@@ -192,7 +221,10 @@ func (r *schedulesReq) serve(ctx context.Context, p *Peer) (schedulesAns, error)
 	return schedulesAns{Schedules: out}, err
 }
 
-var _ api.ScheduleBackend = backend{}
+var (
+	_ api.ScheduleBackend = backend{}
+	_ api.UpdateBackend   = backend{}
+)
 
 // scheduleIDFor returns the id of a new schedule: derived from the
 // idempotency key when there is one, random otherwise.

@@ -133,6 +133,11 @@ func waitQuery(wait time.Duration, q url.Values) string {
 // do sends one request and decodes a 2xx body into out; any other status
 // is an *Error. It returns the status code.
 func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) (int, error) {
+	return c.doHeader(ctx, method, path, body, out, "", "")
+}
+
+// doHeader is do with one more request header (none when value is "").
+func (c *Client) doHeader(ctx context.Context, method, path string, body []byte, out any, header, value string) (int, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -146,6 +151,9 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 	}
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	if value != "" {
+		req.Header.Set(header, value)
 	}
 	if tp, _ := ctx.Value(traceparentKey{}).(string); tp != "" {
 		req.Header.Set("traceparent", tp)

@@ -64,6 +64,7 @@ type AuditEntry struct {
 	Action  string    `json:"action"` // canceled, retried, schedule_set, ...
 	Subject string    `json:"subject"`
 	By      string    `json:"by"`
+	Fields  []string  `json:"fields,omitempty"` // schedule_updated: the settings it changed
 }
 
 // Audit returns the mesh's audit trail, newest first (at most limit; 0 =

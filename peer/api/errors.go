@@ -76,6 +76,7 @@ var errorTable = []errorKind{
 	{isFieldError, http.StatusBadRequest, CodeInvalidArgument},
 	{is(ErrLeaseLost), http.StatusConflict, CodeLeaseLost},
 	{is(ErrConflict), http.StatusConflict, CodeConflict},
+	{is(shard.ErrRevision), http.StatusPreconditionFailed, CodePreconditionFailed},
 	{isConflict, http.StatusConflict, CodeConflict},
 	{is(ErrUnavailable), http.StatusServiceUnavailable, CodeUnavailable},
 	{is(ErrInsufficientStorage), http.StatusInsufficientStorage, CodeInsufficientStorage},
@@ -86,11 +87,12 @@ var errorTable = []errorKind{
 // codeSentinel is the sentinel an *Error of a code matches with errors.Is,
 // so callers test a forwarded answer the way they test a local error.
 var codeSentinel = map[string]error{
-	CodeNotFound:        shard.ErrNotFound,
-	CodeConflict:        ErrConflict,
-	CodeLeaseLost:       ErrLeaseLost,
-	CodeUnavailable:     ErrUnavailable,
-	CodePayloadTooLarge: ErrPayloadTooLarge,
+	CodeNotFound:           shard.ErrNotFound,
+	CodeConflict:           ErrConflict,
+	CodeLeaseLost:          ErrLeaseLost,
+	CodeUnavailable:        ErrUnavailable,
+	CodePayloadTooLarge:    ErrPayloadTooLarge,
+	CodePreconditionFailed: shard.ErrRevision,
 
 	CodeInsufficientStorage: ErrInsufficientStorage,
 }
@@ -161,6 +163,8 @@ func StatusOf(code string) int {
 		return http.StatusMethodNotAllowed
 	case CodeConflict, CodeLeaseLost:
 		return http.StatusConflict
+	case CodePreconditionFailed:
+		return http.StatusPreconditionFailed
 	case CodePayloadTooLarge:
 		return http.StatusRequestEntityTooLarge
 	case CodeUnsupportedType:
@@ -220,6 +224,8 @@ func codeOf(status int) string {
 		return CodeMethodNotAllow
 	case http.StatusConflict:
 		return CodeConflict
+	case http.StatusPreconditionFailed:
+		return CodePreconditionFailed
 	case http.StatusRequestEntityTooLarge:
 		return CodePayloadTooLarge
 	case http.StatusServiceUnavailable:

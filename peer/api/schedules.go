@@ -46,14 +46,17 @@ type CreateScheduleRequest struct {
 
 // Schedule is a schedule as the API shows it.
 type Schedule struct {
-	ID        string           `json:"id"`
-	Name      string           `json:"name,omitempty"`
-	Cron      string           `json:"cron,omitempty"`
-	Every     string           `json:"every,omitempty"`
-	Timezone  string           `json:"timezone"`
-	Overlap   string           `json:"overlap"`
-	Misfire   string           `json:"misfire"`
-	Paused    bool             `json:"paused"`
+	ID       string `json:"id"`
+	Name     string `json:"name,omitempty"`
+	Cron     string `json:"cron,omitempty"`
+	Every    string `json:"every,omitempty"`
+	Timezone string `json:"timezone"`
+	Overlap  string `json:"overlap"`
+	Misfire  string `json:"misfire"`
+	Paused   bool   `json:"paused"`
+	// Revision identifies the schedule's settings (not its pause state
+	// nor firings); PATCH takes it in If-Match or its revision field.
+	Revision  string           `json:"revision"`
 	Next      *time.Time       `json:"next,omitempty"`
 	CreatedAt time.Time        `json:"created_at"`
 	Group     ScheduleGroup    `json:"group"`
@@ -88,7 +91,7 @@ type ScheduleList struct {
 func NewSchedule(v shard.ScheduleView) Schedule {
 	sp := v.Spec
 	s := Schedule{ID: string(sp.ID), Name: sp.Name, Cron: sp.Cron, Timezone: sp.TZ, Overlap: sp.Overlap.String(),
-		Misfire: sp.Misfire.String(), Paused: v.Paused, CreatedAt: v.CreatedAt.UTC(),
+		Misfire: sp.Misfire.String(), Paused: v.Paused, Revision: Revision(&sp), CreatedAt: v.CreatedAt.UTC(),
 		Group: ScheduleGroup{Mode: sp.Group.Mode.String()}, Firings: []ScheduleFiring{}}
 	if s.Timezone == "" {
 		s.Timezone = "UTC"
@@ -139,72 +142,96 @@ func DecodeSchedule(r io.Reader, lim Limits) (*shard.ScheduleSpec, string, error
 	if err := decodeStrict(data, &rs, ""); err != nil {
 		return nil, "", err
 	}
+	if len(rs.Key) > maxKeyLen {
+		return nil, "", fieldErr("key", "longer than %d bytes", maxKeyLen)
+	}
+	sp, err := buildSchedule(&rs, nil, lim)
+	if err != nil {
+		return nil, "", err
+	}
+	return sp, rs.Key, nil
+}
+
+// buildSchedule validates a create request's settings (all but its key)
+// and returns the schedule's spec (id empty). g is its group template when
+// it is known already (an update that keeps it), nil to decode rs.Group.
+func buildSchedule(rs *CreateScheduleRequest, g *shard.GroupSpec, lim Limits) (*shard.ScheduleSpec, error) {
 	sp := &shard.ScheduleSpec{Name: rs.Name, Cron: rs.Cron, TZ: rs.Timezone, Paused: rs.Paused}
 	switch {
 	case len(rs.Name) > maxNameLen:
-		return nil, "", fieldErr("name", "longer than %d bytes", maxNameLen)
-	case len(rs.Key) > maxKeyLen:
-		return nil, "", fieldErr("key", "longer than %d bytes", maxKeyLen)
+		return nil, fieldErr("name", "longer than %d bytes", maxNameLen)
 	case rs.Cron != "" && rs.Every != "":
-		return nil, "", fieldErr("cron", "set either cron or every, not both")
+		return nil, fieldErr("cron", "set either cron or every, not both")
 	case rs.Cron == "" && rs.Every == "":
-		return nil, "", fieldErr("cron", "required (or every)")
+		return nil, fieldErr("cron", "required (or every)")
 	}
 	if rs.Every != "" {
 		d, err := time.ParseDuration(rs.Every)
 		if err != nil {
-			return nil, "", fieldErr("every", "invalid duration %q; want a Go duration like \"30s\"", rs.Every)
+			return nil, fieldErr("every", "invalid duration %q; want a Go duration like \"30s\"", rs.Every)
 		}
 		switch {
 		case d < lim.MinEvery:
-			return nil, "", fieldErr("every", "%s is under the minimum of %s", d, lim.MinEvery)
+			return nil, fieldErr("every", "%s is under the minimum of %s", d, lim.MinEvery)
 		case d > shard.MaxEvery:
-			return nil, "", fieldErr("every", "%s is over the maximum of %s", d, shard.MaxEvery)
+			return nil, fieldErr("every", "%s is over the maximum of %s", d, shard.MaxEvery)
 		}
 		sp.Every = d
 	}
 	if _, err := cron.LoadLocation(rs.Timezone); err != nil {
-		return nil, "", fieldErr("timezone", "unknown time zone %q; want an IANA name like \"Europe/Paris\"", rs.Timezone)
+		return nil, fieldErr("timezone", "unknown time zone %q; want an IANA name like \"Europe/Paris\"", rs.Timezone)
 	}
 	if rs.Cron != "" {
 		if len(rs.Cron) > maxNameLen {
-			return nil, "", fieldErr("cron", "longer than %d bytes", maxNameLen)
+			return nil, fieldErr("cron", "longer than %d bytes", maxNameLen)
 		}
 		if err := cron.Parse(rs.Cron); err != nil {
-			return nil, "", fieldErr("cron", "%v", err)
+			return nil, fieldErr("cron", "%v", err)
 		}
 		if next, _ := cron.Next(sp, time.Now()); next.IsZero() {
-			return nil, "", fieldErr("cron", "%q never fires", rs.Cron)
+			return nil, fieldErr("cron", "%q never fires", rs.Cron)
 		}
 	}
 	var ok bool
 	if sp.Overlap, ok = shard.ParseOverlap(orDefault(rs.Overlap, "skip")); !ok {
-		return nil, "", fieldErr("overlap", "unknown overlap %q; want skip or allow", rs.Overlap)
+		return nil, fieldErr("overlap", "unknown overlap %q; want skip or allow", rs.Overlap)
 	}
 	if sp.Misfire, ok = shard.ParseMisfire(orDefault(rs.Misfire, "once")); !ok {
-		return nil, "", fieldErr("misfire", "unknown misfire %q; want once or skip", rs.Misfire)
+		return nil, fieldErr("misfire", "unknown misfire %q; want once or skip", rs.Misfire)
 	}
-	if len(rs.Group) == 0 || string(rs.Group) == "null" {
-		return nil, "", fieldErr("group", "required")
+	if g == nil {
+		var err error
+		if g, err = decodeScheduleGroup(rs.Group, lim); err != nil {
+			return nil, err
+		}
 	}
-	g, err := DecodeGroup(bytes.NewReader(rs.Group), lim)
+	sp.Group = *g
+	if err := checkScheduleRate(sp, lim, time.Now()); err != nil {
+		return nil, err
+	}
+	return sp, nil
+}
+
+// decodeScheduleGroup decodes a schedule's group template as POST
+// /v1/groups decodes a group; errors name "group.<field>".
+func decodeScheduleGroup(raw json.RawMessage, lim Limits) (*shard.GroupSpec, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, fieldErr("group", "required")
+	}
+	g, err := DecodeGroup(bytes.NewReader(raw), lim)
 	if err != nil {
 		var fe *FieldError
 		if errors.As(err, &fe) {
 			c := *fe
 			c.Field = join("group", fe.Field)
-			return nil, "", &c
+			return nil, &c
 		}
-		return nil, "", err
+		return nil, err
 	}
 	if g.Key != "" {
-		return nil, "", fieldErr("group.key", "not allowed in a schedule; each firing's group id derives from the tick")
+		return nil, fieldErr("group.key", "not allowed in a schedule; each firing's group id derives from the tick")
 	}
-	sp.Group = *g
-	if err := checkScheduleRate(sp, lim, time.Now()); err != nil {
-		return nil, "", err
-	}
-	return sp, rs.Key, nil
+	return g, nil
 }
 
 func orDefault(s, d string) string {
@@ -229,6 +256,9 @@ func (s *server) scheduleRoutes() []route {
 	}
 	if _, ok := s.b.(TriggerBackend); ok {
 		routes = append(routes, route{"POST", "/v1/schedules/{id}/trigger", ScopeSubmit, s.triggerSchedule})
+	}
+	if _, ok := s.b.(UpdateBackend); ok {
+		routes = append(routes, route{"PATCH", "/v1/schedules/{id}", ScopeSubmit, s.updateSchedule})
 	}
 	return routes
 }
@@ -290,6 +320,7 @@ func (s *server) getSchedule(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	w.Header().Set("ETag", `"`+Revision(&v.Spec)+`"`)
 	writeJSON(w, http.StatusOK, NewSchedule(v))
 }
 

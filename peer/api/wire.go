@@ -214,17 +214,20 @@ type Health struct {
 
 // Error codes of the error body.
 const (
-	CodeInvalidArgument = "invalid_argument"       // 400
-	CodeUnauthenticated = "unauthenticated"        // 401
-	CodeForbidden       = "forbidden"              // 403: a cross-site request, or a Host this peer is not
-	CodeNotFound        = "not_found"              // 404
-	CodeMethodNotAllow  = "method_not_allowed"     // 405 (extension)
-	CodeConflict        = "conflict"               // 409
-	CodePayloadTooLarge = "payload_too_large"      // 413
-	CodeUnsupportedType = "unsupported_media_type" // 415: a body that is not application/json
-	CodeRateLimited     = "rate_limited"           // 429: too many requests from one client
-	CodeInternal        = "internal"               // 500
-	CodeUnavailable     = "unavailable"            // 503
+	CodeInvalidArgument = "invalid_argument"   // 400
+	CodeUnauthenticated = "unauthenticated"    // 401
+	CodeForbidden       = "forbidden"          // 403: a cross-site request, or a Host this peer is not
+	CodeNotFound        = "not_found"          // 404
+	CodeMethodNotAllow  = "method_not_allowed" // 405 (extension)
+	CodeConflict        = "conflict"           // 409
+	// CodePreconditionFailed: PATCH /v1/schedules/{id} named a revision
+	// (If-Match) the schedule is no longer at.
+	CodePreconditionFailed = "precondition_failed"    // 412
+	CodePayloadTooLarge    = "payload_too_large"      // 413
+	CodeUnsupportedType    = "unsupported_media_type" // 415: a body that is not application/json
+	CodeRateLimited        = "rate_limited"           // 429: too many requests from one client
+	CodeInternal           = "internal"               // 500
+	CodeUnavailable        = "unavailable"            // 503
 	// CodeInsufficientStorage (507): the owner of the group is short of
 	// disk space (--min-free-disk) and takes no new work.
 	CodeInsufficientStorage = "insufficient_storage"
