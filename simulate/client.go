@@ -24,6 +24,7 @@ const (
 	opSchedResume
 	opSchedDelete
 	opRetry
+	opSchedUpdate
 )
 
 // op is one client operation, retried until it gets an answer. A submit's
@@ -195,7 +196,9 @@ func (c *client) schedAck(o *op, err error) {
 		})
 	}
 	switch {
-	case o.kind == opSchedSet && p.pauseAfter > 0 && c.s.now+p.pauseAfter < p.deleteAt:
+	case o.kind == opSchedSet && p.updateAfter > 0 && c.s.now+p.updateAfter < p.deleteAt:
+		after(p.updateAfter, opSchedUpdate)
+	case (o.kind == opSchedSet || o.kind == opSchedUpdate) && p.pauseAfter > 0 && c.s.now+p.pauseAfter < p.deleteAt:
 		after(p.pauseAfter, opSchedPause)
 	case o.kind == opSchedPause && p.resumeAfter > 0 && c.s.now+p.resumeAfter < p.deleteAt:
 		after(p.resumeAfter, opSchedResume)

@@ -343,6 +343,10 @@ func (nd *simNode) handleRequest(r *request) {
 		nd.n.PauseSchedule(req, o.sched.id, o.kind == opSchedPause, "simulate")
 	case opSchedDelete:
 		nd.n.DeleteSchedule(req, o.sched.id, "simulate")
+	case opSchedUpdate:
+		sp := *o.sched.plan.update
+		sp.Group.Tasks = slices.Clone(sp.Group.Tasks)
+		nd.n.UpdateSchedule(req, &sp, 0, "simulate")
 	}
 }
 

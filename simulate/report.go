@@ -121,7 +121,8 @@ type Report struct {
 	ScheduleHours float64  `json:"schedule_hours"`
 	Firings       int      `json:"firings"`
 	OverlapSkips  int      `json:"overlap_skips"`
-	TicksChecked  int      `json:"ticks_checked"` // ticks held to "at least once"
+	TicksChecked  int      `json:"ticks_checked"`    // ticks held to "at least once"
+	Updates       int      `json:"schedule_updates"` // schedule updates acknowledged
 	Faults        []string `json:"faults"`
 
 	// PlacementChecks counts starts and accepted outcomes of constrained
@@ -173,7 +174,7 @@ func (s *sim) report() Report {
 		DoubleAccepted: c.doubleAcc, DuplicateExecutions: c.dupExec, Messages: s.net.sent, Steals: c.steals,
 		Groups: len(c.order), Tasks: c.ntasks, Runs: s.st.runs, Refused: c.stale, Retries: s.cl.retries, Rearmed: c.rearmed,
 		Crashes: s.st.crashes, Restarts: s.st.restarts, Drains: s.st.drains, DrainsTimedOut: s.st.drainsTimedOut, Pauses: s.st.pauses, Syncs: s.st.syncs, Wakeups: s.st.wakeups,
-		ScheduleHours: c.scheduleHours(), Firings: c.firings, OverlapSkips: c.skips, TicksChecked: c.ticksOK,
+		ScheduleHours: c.scheduleHours(), Firings: c.firings, OverlapSkips: c.skips, TicksChecked: c.ticksOK, Updates: c.schedUpdates(),
 		SimSeconds: s.now.Seconds(), Hash: fmt.Sprintf("%016x", s.hash.Sum64()),
 	}
 	r.Traffic = s.traffic()
@@ -297,7 +298,7 @@ func (r *Report) Text() string {
 		fmt.Fprintf(&b, " makespan/LB %.2f", r.MakespanOverLB)
 	}
 	if r.ScheduleHours > 0 {
-		fmt.Fprintf(&b, "\nschedule_hours %.2f firings %d overlap_skips %d ticks_checked %d", r.ScheduleHours, r.Firings, r.OverlapSkips, r.TicksChecked)
+		fmt.Fprintf(&b, "\nschedule_hours %.2f firings %d overlap_skips %d ticks_checked %d updates %d", r.ScheduleHours, r.Firings, r.OverlapSkips, r.TicksChecked, r.Updates)
 	}
 	fmt.Fprintf(&b, "\nmessages %d (%.1f per task) syncs %d crashes %d restarts %d drains %d (timed out %d) pauses %d wakeups %d\n", r.Messages, r.MessagesPerTask, r.Syncs, r.Crashes, r.Restarts, r.Drains, r.DrainsTimedOut, r.Pauses, r.Wakeups)
 	fmt.Fprintf(&b, "messages per peer per second %.2f: membership %.2f, raft %.2f, task %.2f\n", r.Traffic.PerPeerSecond,

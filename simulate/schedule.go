@@ -3,6 +3,7 @@ package simulate
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"time"
@@ -47,6 +48,11 @@ type schedPlan struct {
 	pauseAfter  time.Duration // > 0: pause this long after the creation's ack
 	resumeAfter time.Duration // > 0: resume this long after the pause's ack
 	deleteAt    time.Duration // delete at (or after the previous step)
+	// update, when set, is spec with other timing (every, cron, overlap,
+	// misfire), the same group: sent updateAfter after the creation's
+	// ack (before the pause, if any).
+	update      *shard.ScheduleSpec
+	updateAfter time.Duration
 }
 
 // schedule draws schedule i: an every of 1-10 s or a cron with seconds,
@@ -117,7 +123,37 @@ func (g *gen) sched() *workload {
 	life := max(g.cfg.MaxSimTime-2*time.Minute, 30*time.Second)
 	w := &workload{span: life / 2}
 	w.scheds = g.schedPlans(10, 5*time.Second, life)
+	g.schedUpdates(w.scheds, life)
 	return w
+}
+
+// schedUpdates gives about half of the plans an update of their timing,
+// drawn from a generator of their own (the main stream, and so every other
+// draw of a seed, stays as it was).
+func (g *gen) schedUpdates(plans []*schedPlan, life time.Duration) {
+	rng := rand.New(rand.NewPCG(uint64(g.cfg.Seed), 0x5eedc4a9e))
+	for _, p := range plans {
+		if rng.IntN(2) == 0 {
+			continue
+		}
+		up := *p.spec
+		up.Group.Tasks = slices.Clone(p.spec.Group.Tasks)
+		up.Cron, up.Every = "", 0
+		if rng.IntN(4) == 0 {
+			up.Cron = []string{"*/3 * * * * *", "*/4 * * * * *", "0,10,20,21 * * * * *"}[rng.IntN(3)]
+		} else {
+			up.Every = []time.Duration{1, 2, 4, 7}[rng.IntN(4)] * time.Second
+		}
+		if rng.IntN(3) == 0 {
+			up.Misfire = 3 - up.Misfire // once <-> skip
+		}
+		if up.Overlap == shard.OverlapSkip && rng.IntN(3) == 0 {
+			up.Overlap = shard.OverlapAllow
+		}
+		up.Name += "-updated"
+		p.update = &up
+		p.updateAfter = time.Duration(1+rng.IntN(max(1, int(life/time.Second)/3))) * time.Second
+	}
 }
 
 // schedRec is what the checker knows of one schedule.
@@ -136,6 +172,17 @@ type schedRec struct {
 	seen       map[int64]shard.GroupID // firing groups seen in Changes and Runs
 	verified   time.Time               // ticks up to here checked (at least once)
 	pausedOnce bool
+	updated    bool          // the update was acknowledged
+	updateSent time.Duration // -1: no update sent
+}
+
+// specAt is the timing in force at virtual time vt: the update's from its
+// send on, once it is acknowledged (the quiet window covers the rest).
+func (r *schedRec) specAt(vt time.Duration) *shard.ScheduleSpec {
+	if r.updated && vt >= r.updateSent {
+		return r.plan.update
+	}
+	return r.plan.spec
 }
 
 type firingObs struct {
@@ -149,7 +196,7 @@ func (c *checker) schedule(p *schedPlan) *schedRec {
 	}
 	r := c.scheds[p.spec.ID]
 	if r == nil {
-		r = &schedRec{plan: p, id: p.spec.ID, pauseSent: -1, deleteSent: -1, activeFrom: -1,
+		r = &schedRec{plan: p, id: p.spec.ID, pauseSent: -1, deleteSent: -1, activeFrom: -1, updateSent: -1,
 			fired: map[int64]firingObs{}, seen: map[int64]shard.GroupID{}}
 		r.quiet = append(r.quiet, [2]time.Duration{0, -1}) // until the creation's ack
 		c.scheds[r.id] = r
@@ -166,6 +213,13 @@ func (c *checker) schedSent(r *schedRec, k opKind) {
 		r.quiet = append(r.quiet, [2]time.Duration{c.s.now, -1})
 	case opSchedDelete:
 		r.deleteSent = c.s.now
+	case opSchedUpdate:
+		// Ticks of either timing may fire until the update is
+		// acknowledged: none is required meanwhile.
+		r.quiet = append(r.quiet, [2]time.Duration{c.s.now, -1})
+		if r.updateSent < 0 {
+			r.updateSent = c.s.now
+		}
 	}
 }
 
@@ -189,6 +243,9 @@ func (c *checker) schedAcked(r *schedRec, k opKind, err error) {
 	case opSchedResume:
 		r.quiet[len(r.quiet)-1][1] = now
 		r.pauseSent, r.activeFrom = -1, now
+	case opSchedUpdate:
+		r.quiet[len(r.quiet)-1][1] = now
+		r.updated = true // ticks from updateSent on are the update's
 	case opSchedDelete:
 		if r.activeFrom >= 0 {
 			r.active += now - r.activeFrom
@@ -196,6 +253,17 @@ func (c *checker) schedAcked(r *schedRec, k opKind, err error) {
 		}
 		r.deleted = true
 	}
+}
+
+// schedUpdates counts the schedules whose update was acknowledged.
+func (c *checker) schedUpdates() int {
+	n := 0
+	for _, r := range c.schedOrder {
+		if r.updated {
+			n++
+		}
+	}
+	return n
 }
 
 // scheduleHours sums the time schedules were live and not paused.
@@ -407,9 +475,14 @@ func (c *checker) checkTicks() {
 			from = r.verified
 		}
 		for t := from; ; {
-			n, err := cron.Next(r.plan.spec, t)
+			sp := r.specAt(t.Sub(epoch))
+			n, err := cron.Next(sp, t)
 			if err != nil || n.IsZero() || n.Sub(epoch) > hi {
 				break
+			}
+			if sp != r.specAt(n.Sub(epoch)) {
+				t = epoch.Add(r.updateSent) // the update's ticks from here
+				continue
 			}
 			t, r.verified = n, n
 			if r.quietAt(n.Sub(epoch), m) {
@@ -417,8 +490,8 @@ func (c *checker) checkTicks() {
 			}
 			c.ticksOK++
 			if _, ok := r.fired[n.Unix()]; !ok {
-				s.fail(invSched, fmt.Sprintf("schedule %s (every %v cron %q overlap %v misfire %v) did not fire tick %d (%v) in a healthy window (faults healed at %v); fired: %s",
-					r.id, r.plan.spec.Every, r.plan.spec.Cron, r.plan.spec.Overlap, r.plan.spec.Misfire, n.Unix(), n.Sub(epoch), s.healAt, r.firedString(n.Unix())))
+				s.fail(invSched, fmt.Sprintf("schedule %s (every %v cron %q overlap %v misfire %v, updated %v) did not fire tick %d (%v) in a healthy window (faults healed at %v); fired: %s",
+					r.id, sp.Every, sp.Cron, sp.Overlap, sp.Misfire, r.updated, n.Unix(), n.Sub(epoch), s.healAt, r.firedString(n.Unix())))
 				return
 			}
 		}

@@ -221,12 +221,13 @@ func TestValidateNamesFlags(t *testing.T) {
 func TestSchedSeeds(t *testing.T) {
 	t.Parallel()
 	var hours float64
-	var ticks int
+	var ticks, updates int
 	for seed := uint64(1); seed <= 12; seed++ {
 		cfg := Config{Seed: seed, Peers: 3, Workload: "sched", Faults: slices.Clone(FaultKinds), MaxSimTime: 3 * time.Minute}
 		r := mustRun(t, cfg)
 		hours += r.ScheduleHours
 		ticks += r.TicksChecked
+		updates += r.Updates
 		if r.Failed() {
 			t.Errorf("%s\nreplay: %s", r.Violations[0], cfg.ReplayCommand())
 		}
@@ -236,6 +237,9 @@ func TestSchedSeeds(t *testing.T) {
 	}
 	if ticks == 0 {
 		t.Error("no tick was checked in a healthy window")
+	}
+	if updates == 0 {
+		t.Error("no schedule was updated")
 	}
 	t.Logf("12 seeds: %.1f schedule-hours, %d ticks checked", hours, ticks)
 }
