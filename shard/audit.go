@@ -53,7 +53,8 @@ func (s *Shard) recordAudit(e *Event) {
 	}
 	a := AuditEntry{At: e.At, Type: e.Type, Subject: subject, By: e.By}
 	if e.Type == EvScheduleUpdated && e.Sched != nil && e.Sched.ValidateStored() == nil {
-		if sc := s.schedules[ScheduleID(e.Group)]; sc != nil {
+		// The fields it changes, when it takes effect (not fenced).
+		if sc := s.schedules[ScheduleID(e.Group)]; sc != nil && (e.Round == 0 || uint64(e.Round) == ScheduleRevision(&sc.spec)) {
 			a.Fields = strings.Join(ChangedFields(&sc.spec, e.Sched), ",")
 		}
 	}

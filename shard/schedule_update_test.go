@@ -182,6 +182,12 @@ func TestScheduleUpdateRefused(t *testing.T) {
 	if v, _ := o.s.Schedule("s1"); v.Spec.Every != time.Minute {
 		t.Fatalf("the fenced update applied: every %v", v.Spec.Every)
 	}
+	// Both requests are in the audit trail; only the one that took
+	// effect names fields.
+	trail := o.s.Audit()
+	if n := len(trail); n < 2 || trail[n-2].By != "x" || trail[n-2].Fields != "every" || trail[n-1].By != "y" || trail[n-1].Fields != "" {
+		t.Fatalf("audit = %+v", trail)
+	}
 }
 
 func TestChangedFields(t *testing.T) {
