@@ -37,7 +37,12 @@ type Task struct {
 	// submission carried one (make the handler's spans its children; the
 	// handler's ctx passes it on to submissions made with api.Client).
 	Trace string
-	logs  *taskLog
+	// MaxAttempts is the attempts its retry policy allows in all: the
+	// run with Attempt+1 == MaxAttempts is the last (0 from a peer of an
+	// older release). TaskView has its Priority, its Error while it runs
+	// again after a failed attempt, and its Stage and Item in a pipeline.
+	MaxAttempts int
+	logs        *taskLog
 }
 
 // Log adds a line to the attempt's task log (GET /v1/tasks/{id}/logs). Lines

@@ -309,7 +309,7 @@ func (r *run) runHandler(hard context.Context, t Task) (res json.RawMessage, err
 // newTask turns a polled task into a handler's Task.
 func newTask(wt api.WorkerTask) Task {
 	t := Task{TaskView: wt.Task, Payload: wt.Payload, Inputs: wt.Inputs, Lease: wt.Lease, Deadline: wt.Deadline,
-		Shard: -1, Trace: wt.Trace, logs: &taskLog{}}
+		Shard: -1, Trace: wt.Trace, MaxAttempts: wt.MaxAttempts, logs: &taskLog{}}
 	if wt.Shard != nil && wt.Shards != nil {
 		t.Shard, t.Shards = *wt.Shard, *wt.Shards
 	}

@@ -394,7 +394,7 @@ func (n *Node) startOffered(g Grant, from string) {
 	n.rd.Run = append(n.rd.Run, Run{Task: g.Task, Round: g.Round, Handler: g.Handler, Payload: g.Payload, Timeout: g.Timeout,
 		Inputs: g.Inputs, Attempt: g.Attempt, External: true, Expiry: g.Expiry, Trace: g.Trace,
 		Shard: g.Shard, Shards: g.Shards, Require: g.Require, Worker: g.Worker, Deaths: g.Deaths,
-		Created: g.Created, Name: g.Name, Pin: g.Pin})
+		Created: g.Created, Name: g.Name, Pin: g.Pin, Info: g.Info})
 }
 
 // initialExternal leases a new group's first tasks of external handlers

@@ -247,4 +247,8 @@ type Grant struct {
 	Created time.Time
 	Name    string
 	Pin     string
+	// Info is Run's: the task's priority, retry budget, last error,
+	// stage and item. Sent after the creation times, one per grant; zero
+	// from an older peer.
+	Info shard.RunInfo
 }

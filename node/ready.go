@@ -96,6 +96,11 @@ type Run struct {
 	// keep dying with to a worker alone, and fails it at a limit of lone
 	// deaths.
 	Deaths shard.Deaths
+	// Info is the task's priority, retry budget, last error, stage and
+	// item (shard.RunInfo), set on runs of external handlers: a worker's
+	// poll shows them as GET /v1/tasks/{id} does. Zero from an older
+	// peer's grant.
+	Info shard.RunInfo
 }
 
 // RunRef names one run: a task and the lease round it runs in. A task can

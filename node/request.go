@@ -358,7 +358,7 @@ func (n *Node) applyLease(p *partition, e *shard.Event, origin string) {
 			Task: e.Task, Round: e.Round, Handler: run.Handler, Trace: p.shard.Trace(e.Task), Payload: p.shard.Payload(e.Task), Shard: si, Shards: sn,
 			Timeout: p.shard.Timeout(&run), Inputs: rawInputs(p.shard.Inputs(e.Task)), External: true, Attempt: p.shard.Attempts(e.Task),
 			Require: run.Require, Expiry: e.Expiry, Name: run.Name, Pin: run.Pin, Worker: p.shard.BroadcastWorker(e.Task),
-			Deaths: p.shard.Deaths(e.Task), Created: p.shard.Created(e.Task),
+			Deaths: p.shard.Deaths(e.Task), Created: p.shard.Created(e.Task), Info: p.shard.RunInfo(e.Task),
 		})
 		return
 	}

@@ -83,6 +83,7 @@ func (n *Node) speculate(p *partition, spec *shard.GroupSpec, evs []shard.Event)
 			}
 			n.startExternal(e.Task, e.Round)
 			r.External, r.Expiry, r.Name = true, e.Expiry, ts.Name
+			r.Info = shard.RunInfoOf(spec.Mode, ts, "") // a new group's task: no error yet
 			if evs[0].Type == shard.EvSubmitted {
 				r.Created = evs[0].At // the group's creation, applied or not
 			}

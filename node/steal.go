@@ -456,7 +456,7 @@ func (n *Node) grantOf(p *partition, e *shard.Event, spec *shard.TaskSpec) Grant
 		Handler: spec.Handler, Payload: p.shard.Payload(e.Task), Timeout: p.shard.Timeout(spec),
 		Inputs: rawInputs(p.shard.Inputs(e.Task)), Attempt: p.shard.Attempts(e.Task), Trace: p.shard.Trace(e.Task),
 		Shard: si, Shards: sn, Require: spec.Require, Worker: p.shard.BroadcastWorker(e.Task), Deaths: p.shard.Deaths(e.Task),
-		Created: p.shard.Created(e.Task), Name: spec.Name, Pin: spec.Pin}
+		Created: p.shard.Created(e.Task), Name: spec.Name, Pin: spec.Pin, Info: p.shard.RunInfo(e.Task)}
 }
 
 // flushGrants sends the grants (and refusals) of this Ready. A grant

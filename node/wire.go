@@ -119,6 +119,11 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 			dst = shard.AppendString(dst, g.Name)
 			dst = shard.AppendString(dst, g.Pin)
 		}
+		// Appended: each grant's RunInfo.
+		dst = binary.AppendUvarint(dst, uint64(len(m.Grants)))
+		for i := range m.Grants {
+			dst = appendRunInfo(dst, &m.Grants[i].Info)
+		}
 	case MsgReplicaAsk:
 		dst = binary.AppendUvarint(dst, uint64(len(m.Asks)))
 		for _, p := range m.Asks {
@@ -314,6 +319,9 @@ func DecodeMessage(p []byte) (Message, error) {
 		}
 		if d.Err() == nil && d.Len() > 0 {
 			decodeGrantTasks(&d, m.Grants)
+		}
+		if d.Err() == nil && d.Len() > 0 {
+			decodeRunInfos(&d, m.Grants)
 		}
 	case MsgReplicaAsk:
 		n := d.Count(1)
@@ -578,6 +586,37 @@ func decodeGrantTasks(d *shard.Decoder, grants []Grant) {
 	}
 	for i := range grants {
 		grants[i].Created, grants[i].Name, grants[i].Pin = d.Time(), d.String(), d.String()
+	}
+}
+
+// appendRunInfo appends a grant's RunInfo: priority (zigzag), attempts
+// allowed, error, stage and item.
+func appendRunInfo(dst []byte, ri *shard.RunInfo) []byte {
+	dst = binary.AppendVarint(dst, int64(ri.Priority))
+	dst = binary.AppendUvarint(dst, uint64(max(ri.MaxAttempts, 0)))
+	dst = shard.AppendString(dst, ri.Error)
+	dst = binary.AppendUvarint(dst, uint64(max(ri.Stage, 0)))
+	return binary.AppendUvarint(dst, uint64(max(ri.Item, 0)))
+}
+
+// decodeRunInfos reads the grants' RunInfos, appended after their
+// creation times, names and pins.
+func decodeRunInfos(d *shard.Decoder, grants []Grant) {
+	if n := d.Count(5); n != len(grants) {
+		d.Fail("%d run infos for %d grants", n, len(grants))
+		return
+	}
+	for i := range grants {
+		p := d.Varint()
+		if p < math.MinInt32 || p > math.MaxInt32 {
+			d.Fail("grant priority %d out of range", p)
+			return
+		}
+		ri := &grants[i].Info
+		ri.Priority = int32(p)
+		ri.MaxAttempts = boundedInt(d)
+		ri.Error = d.String()
+		ri.Stage, ri.Item = boundedInt(d), boundedInt(d)
 	}
 }
 

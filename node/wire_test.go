@@ -44,7 +44,8 @@ func wireSamples() []Message {
 		{Type: MsgGrant, From: "f", Load: Load{Ready: 10}, Grants: []Grant{{Task: "g.3", Round: 1,
 			Expiry: time.Unix(1_700_000_000, 5).UTC(), Handler: "echo", Payload: []byte("1"), Timeout: time.Second, Attempt: 2,
 			Trace: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Shard: 1, Shards: 3, Require: []string{"zone=a"}, Worker: "resizer-1",
-			Created: time.Unix(1_699_999_000, 7).UTC(), Name: "resize", Pin: "12D3KooWpin"},
+			Created: time.Unix(1_699_999_000, 7).UTC(), Name: "resize", Pin: "12D3KooWpin",
+			Info: shard.RunInfo{Priority: -7, MaxAttempts: 3, Error: "disk full", Stage: 2, Item: 41}},
 			{Task: "g.4", Round: 1, Handler: "sum", Timeout: time.Second, Deaths: shard.Deaths{Shared: 1, Alone: 2},
 				Inputs: map[string]json.RawMessage{"b": json.RawMessage(`[1,2]`), "a": json.RawMessage(`"x"`)}}}, Holder: "t#7"},
 		{Type: MsgGrant, From: "f", Load: Load{Ready: 1}, Grants: []Grant{{Task: "g.5", Round: 2, Handler: "echo"}}}, // from an older peer: no holder
@@ -96,9 +97,10 @@ func TestWireRoundTrip(t *testing.T) {
 			beforeWorkers := m.Type == MsgHeartbeat && cut == len(b)-workersLen
 			beforeIDs := m.Type == MsgHeartbeat && cut == len(b)-idsLen
 			beforePlacement := m.Type == MsgHeartbeat && cut == len(b)-placeLen
-			attemptsLen, tracesLen, shardsLen, requiresLen, workersLen, marksLen, tasksLen := 0, 0, 0, 0, 0, 0, 0
+			attemptsLen, tracesLen, shardsLen, requiresLen, workersLen, marksLen, tasksLen, infosLen := 0, 0, 0, 0, 0, 0, 0, 0
 			if m.Type == MsgGrant {
-				tasksLen = len(grantTasks(m.Grants))
+				infosLen = len(grantInfos(m.Grants))
+				tasksLen = len(grantTasks(m.Grants)) + infosLen
 				marksLen = len(grantDeaths(m.Grants)) + tasksLen
 				workersLen = len(grantWorkers(m.Grants)) + marksLen
 				requiresLen = len(grantRequires(m.Grants)) + workersLen
@@ -114,9 +116,10 @@ func TestWireRoundTrip(t *testing.T) {
 			beforeGrantWorkers := m.Type == MsgGrant && cut == len(b)-workersLen
 			beforeMarks := m.Type == MsgGrant && cut == len(b)-marksLen
 			beforeTasks := m.Type == MsgGrant && cut == len(b)-tasksLen
+			beforeInfos := m.Type == MsgGrant && cut == len(b)-infosLen
 			oldSteal := m.Type == MsgStealReq && cut == len(b)-len(shard.AppendString(nil, m.Holder))
 			if err == nil && !oldHeartbeat && !beforeInc && !beforeSync && !beforeBook && !beforeSum && !beforeVersion && !beforeAddrs && !beforeFor && !beforeFeatures && !beforeWorkers && !beforeIDs && !beforePlacement && !oldGrant && !beforeAttempts && !beforeTraces &&
-				!beforeShards && !beforeRequires && !beforeGrantWorkers && !beforeMarks && !beforeTasks && !oldSteal {
+				!beforeShards && !beforeRequires && !beforeGrantWorkers && !beforeMarks && !beforeTasks && !beforeInfos && !oldSteal {
 				t.Fatalf("%v truncated to %d/%d bytes decoded", m.Type, cut, len(b))
 			}
 			if err == nil && oldSteal && got.Holder != "" {
@@ -174,6 +177,9 @@ func TestWireRoundTrip(t *testing.T) {
 			if err == nil && (beforeMarks || beforeTasks) && slices.ContainsFunc(got.Grants, func(g Grant) bool { return !g.Created.IsZero() || g.Name != "" || g.Pin != "" }) {
 				t.Fatalf("a grant without its creation times, names and pins decoded %+v", got.Grants)
 			}
+			if err == nil && (beforeMarks || beforeTasks || beforeInfos) && slices.ContainsFunc(got.Grants, func(g Grant) bool { return g.Info != shard.RunInfo{} }) {
+				t.Fatalf("a grant without its run infos decoded %+v", got.Grants)
+			}
 		}
 	}
 	if _, err := DecodeMessage([]byte{9, 1}); err == nil {
@@ -209,6 +215,16 @@ func grantTasks(gs []Grant) []byte {
 		b = shard.AppendTime(b, g.Created)
 		b = shard.AppendString(b, g.Name)
 		b = shard.AppendString(b, g.Pin)
+	}
+	return b
+}
+
+// grantInfos is the grant message's tail appended after the creation
+// times.
+func grantInfos(gs []Grant) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(gs)))
+	for i := range gs {
+		b = appendRunInfo(b, &gs[i].Info)
 	}
 	return b
 }

@@ -366,6 +366,21 @@ func (h *hub) answer(ls []*xlease) api.PollResult {
 			d := r.Deaths
 			t.WorkerDeaths = &d
 		}
+		if ri := r.Info; ri.MaxAttempts > 0 { // zero from an older peer's grant
+			t.Priority, t.MaxAttempts = ri.Priority, ri.MaxAttempts
+			if ri.Error != "" {
+				e := ri.Error
+				t.Error = &e
+			}
+			if ri.Stage > 0 {
+				s := ri.Stage - 1
+				t.Stage = &s
+			}
+			if ri.Item > 0 {
+				i := ri.Item - 1
+				t.Item = &i
+			}
+		}
 		res.Tasks = append(res.Tasks, t)
 	}
 	return res

@@ -21,10 +21,11 @@ type testWorker struct {
 	mu      sync.Mutex
 	ran     map[string]int
 	created map[string]*time.Time // each task's created_at as polled
+	info    map[string][2]int     // each task's priority and max_attempts as polled
 }
 
 func runTestWorker(ctx context.Context, t *testing.T, c *api.Client, id, handler string, wg *sync.WaitGroup) *testWorker {
-	w := &testWorker{id: id, ran: map[string]int{}, created: map[string]*time.Time{}}
+	w := &testWorker{id: id, ran: map[string]int{}, created: map[string]*time.Time{}, info: map[string][2]int{}}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -45,6 +46,7 @@ func runTestWorker(ctx context.Context, t *testing.T, c *api.Client, id, handler
 				w.mu.Lock()
 				w.ran[tk.ID]++
 				w.created[tk.ID] = tk.CreatedAt
+				w.info[tk.ID] = [2]int{int(tk.Priority), tk.MaxAttempts}
 				w.mu.Unlock()
 				status, data, err := rawCall(ctx, c, "POST", "/v1/leases/"+tk.Lease+"/complete", `{"result": "`+id+`"}`)
 				if err == nil && status != http.StatusOK {
@@ -99,7 +101,7 @@ func TestWorkersAcrossMesh(t *testing.T) {
 	})
 	var tasks []string
 	for i := range 120 {
-		tasks = append(tasks, fmt.Sprintf(`{"handler":"resize","payload":%d}`, i))
+		tasks = append(tasks, fmt.Sprintf(`{"handler":"resize","payload":%d,"priority":%d,"retry":{"max_attempts":%d}}`, i, i%5, 1+i%3))
 	}
 	res := submitRetrying(t, peers[0].c, `{"mode":"parallel","key":"across","tasks":[`+strings.Join(tasks, ",")+`]}`)
 	g, err := peers[0].c.GetGroup(t.Context(), res.Group, 30*time.Second)
@@ -124,10 +126,16 @@ func TestWorkersAcrossMesh(t *testing.T) {
 			w = w3
 		}
 		w.mu.Lock()
-		c := w.created[tk.ID]
+		c, info := w.created[tk.ID], w.info[tk.ID]
 		w.mu.Unlock()
 		if c == nil || tk.CreatedAt == nil || !c.Equal(*tk.CreatedAt) {
 			t.Errorf("task %s: polled created_at %v; GET's %v", tk.ID, c, tk.CreatedAt)
+		}
+		// So did its priority and retry budget.
+		var i int
+		fmt.Sscanf(tk.ID[strings.LastIndexByte(tk.ID, '.')+1:], "%d", &i)
+		if want := [2]int{i % 5, 1 + i%3}; info != want || int(tk.Priority) != want[0] {
+			t.Errorf("task %s: polled priority and max_attempts %v, GET's priority %d; want %v", tk.ID, info, tk.Priority, want)
 		}
 	}
 	if w2.count()+w3.count() < 120 {

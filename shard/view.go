@@ -269,3 +269,49 @@ func (s *Shard) Deaths(id TaskID) Deaths {
 	}
 	return DeathsOf(t.crash)
 }
+
+// RunInfo is what an external worker is told of a task beside its spec
+// and payload (the node's Run and Grant carry it): the fields of GET
+// /v1/tasks/{id} a poll's answer would otherwise show wrong.
+type RunInfo struct {
+	Priority int32
+	// MaxAttempts is the attempts in all its retry policy allows (at
+	// least 1).
+	MaxAttempts int
+	// Error is the task's error as GET /v1/tasks/{id} shows it: the last
+	// failed attempt's, kept while it runs again; "" before any.
+	Error string
+	// Stage and Item are 1-based: the pipeline stage (0 outside a
+	// pipeline) and the streaming pipeline's item (0 outside one).
+	Stage, Item int
+}
+
+// RunInfo returns task id's RunInfo; the zero RunInfo for an unknown task.
+func (s *Shard) RunInfo(id TaskID) RunInfo {
+	t, err := s.lookup(id)
+	if err != nil {
+		return RunInfo{}
+	}
+	ri := RunInfoOf(t.g.spec.Mode, t.pol, t.err)
+	// Its stage and item are its own, not its shared policy's.
+	if ri.Stage > 0 {
+		ri.Stage = int(t.stage) + 1
+	}
+	if ri.Item > 0 {
+		ri.Item = int(t.item) + 1
+	}
+	return ri
+}
+
+// RunInfoOf is the RunInfo of a task of a group in mode, of spec ts (its
+// Stage and Item are ts's), whose error is err.
+func RunInfoOf(mode Mode, ts *TaskSpec, err string) RunInfo {
+	ri := RunInfo{Priority: ts.Priority, MaxAttempts: max(ts.Retry.MaxAttempts, 1), Error: err}
+	switch mode {
+	case ModePipeline:
+		ri.Stage = ts.Stage + 1
+	case ModeStream:
+		ri.Stage, ri.Item = ts.Stage+1, ts.Item+1
+	}
+	return ri
+}

@@ -64,9 +64,11 @@ type pollBody struct {
 
 // WorkerTask is a task handed to a worker: the task as GET /v1/tasks/{id}
 // shows it (RUNNING, its round), with what the handler needs and the
-// lease to report on; but Priority, Retries, Error, Deps, Stage and Item
-// are left out (only the owner holds them), and StartedAt is when the
-// worker got it.
+// lease to report on, and its priority, error (the last failed attempt's,
+// while it runs again), stage and item; but Retries and Deps are left out
+// (only the owner holds them), and StartedAt is when the worker got it.
+// A peer of an older release leaves out the priority, error, stage, item
+// and max_attempts too.
 type WorkerTask struct {
 	Task
 	Payload json.RawMessage            `json:"payload"`
@@ -84,6 +86,10 @@ type WorkerTask struct {
 	// index (0-based) and the number of copies.
 	Shard  *int `json:"shard,omitempty"`
 	Shards *int `json:"shards,omitempty"`
+	// MaxAttempts is the attempts in all its retry policy allows: the
+	// attempt with Attempt+1 == MaxAttempts is the last (0 from a peer of
+	// an older release).
+	MaxAttempts int `json:"max_attempts,omitempty"`
 }
 
 // PollResult is the body of a poll's answer.

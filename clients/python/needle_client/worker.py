@@ -57,7 +57,12 @@ class Task:
     the lease runs out), ``lease``, ``shard``/``shards`` (a broadcast copy's
     index and count, else None), ``trace`` (the group's trace: a W3C
     traceparent when the submission carried one, for the handler's spans;
-    else an id or None) and ``raw`` (the task as the peer sent it).
+    else an id or None), ``priority``, ``max_attempts`` (the attempts its
+    retry policy allows in all: ``attempt == max_attempts`` is the last;
+    None from a peer of an older release), ``error`` (the last failed
+    attempt's error when it runs again, else None), ``stage`` and ``item``
+    (0-based, in a pipeline and a streaming pipeline, else None) and
+    ``raw`` (the task as the peer sent it).
 
     ``canceled`` is a threading.Event set when the handler should stop: the
     task was canceled, its lease was lost, or the worker is stopping. A
@@ -79,6 +84,11 @@ class Task:
         self.shard = raw.get("shard")
         self.shards = raw.get("shards")
         self.trace = raw.get("trace")
+        self.priority = int(raw.get("priority") or 0)
+        self.max_attempts = raw.get("max_attempts")
+        self.error = raw.get("error")
+        self.stage = raw.get("stage")
+        self.item = raw.get("item")
         self.canceled = threading.Event()
         self.started = time.monotonic()
         self._lines = []

@@ -30,7 +30,8 @@ class IntegrationTest(unittest.TestCase):
         def flaky(task):
             if task.attempt == 1:
                 raise RuntimeError("first attempt fails")
-            return task.attempt
+            # The second attempt is the last, and knows why the first failed.
+            return [task.attempt, task.max_attempts, "first attempt fails" in (task.error or ""), task.priority]
 
         def bad(task):
             raise Permanent("no such image")
@@ -65,14 +66,14 @@ class IntegrationTest(unittest.TestCase):
         res = self.client.submit_group([
             {"name": "a", "handler": p + "upper", "payload": {"s": "hi"}},
             {"name": "b", "handler": p + "upper", "payload": {"s": "there"}, "deps": ["a"]},
-            {"name": "c", "handler": p + "flaky", "retry": {"max_attempts": 2, "backoff": "100ms"}},
+            {"name": "c", "handler": p + "flaky", "retry": {"max_attempts": 2, "backoff": "100ms"}, "priority": 3},
         ])
         g = self.client.wait_group(res["group"], timeout=WAIT)
         self.assertEqual(g["state"], "SUCCEEDED", g)
         by = {t["name"]: t for t in g["tasks"]}
         self.assertEqual(by["a"]["result"], {"s": "HI", "attempt": 1, "group": res["group"]})
         self.assertEqual(by["b"]["result"]["s"], "THERE+HI")
-        self.assertEqual((by["c"]["result"], by["c"]["attempt"]), (2, 2))
+        self.assertEqual((by["c"]["result"], by["c"]["attempt"]), ([2, 2, True, 3], 2))
 
     def test_permanent_failure(self):
         t = self.client.wait(self.client.submit(self.prefix + "bad", {"img": 1},

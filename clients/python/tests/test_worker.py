@@ -241,6 +241,15 @@ class WorkerTest(unittest.TestCase):
         del raw["trace"]
         self.assertIsNone(Task(raw).trace)
 
+    def test_task_context(self):
+        raw = {"id": "g.3", "handler": "h", "lease": "l", "attempt": 1, "priority": 5, "max_attempts": 3,
+               "error": "disk full", "stage": 1, "item": 7}
+        t = Task(raw)
+        self.assertEqual((t.attempt, t.max_attempts, t.priority, t.error, t.stage, t.item), (2, 3, 5, "disk full", 1, 7))
+        # A peer of an older release sends none of them (priority 0, error null).
+        t = Task({"id": "g.3", "handler": "h", "lease": "l", "priority": 0, "error": None})
+        self.assertEqual((t.max_attempts, t.priority, t.error, t.stage, t.item), (None, 0, None, None, None))
+
     def until(self, cond, what):
         """Waits until cond() holds, WAIT seconds at most."""
         end = time.monotonic() + WAIT
