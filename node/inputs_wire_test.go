@@ -37,7 +37,8 @@ func TestGrantInputsRoundTrip(t *testing.T) {
 	// Every strict prefix is refused, never a panic, but the ones without
 	// the traces, without the attempts and traces, or without the (empty)
 	// holder, the attempts and traces: grants from older peers.
-	noTasks := len(b) - len(grantTasks(m.Grants))
+	noInfos := len(b) - len(grantInfos(m.Grants))
+	noTasks := noInfos - len(grantTasks(m.Grants))
 	noMarks := noTasks - len(grantDeaths(m.Grants))
 	noWorkers := noMarks - len(grantWorkers(m.Grants))
 	noRequires := noWorkers - len(grantRequires(m.Grants))
@@ -50,11 +51,11 @@ func TestGrantInputsRoundTrip(t *testing.T) {
 		}
 	}
 	for i := old + 1; i < len(b); i++ {
-		if _, err := DecodeMessage(b[:i]); err == nil && i != noTraces && i != noShards && i != noRequires && i != noWorkers && i != noMarks && i != noTasks {
+		if _, err := DecodeMessage(b[:i]); err == nil && i != noTraces && i != noShards && i != noRequires && i != noWorkers && i != noMarks && i != noTasks && i != noInfos {
 			t.Fatalf("prefix of %d/%d bytes decoded", i, len(b))
 		}
 	}
-	for _, cut := range []int{old - 1, old, noTraces, noShards, noRequires, noWorkers, noMarks, noTasks} {
+	for _, cut := range []int{old - 1, old, noTraces, noShards, noRequires, noWorkers, noMarks, noTasks, noInfos} {
 		if got, err := DecodeMessage(b[:cut]); err != nil || !reflect.DeepEqual(got, m) {
 			t.Fatalf("the grant cut to %d/%d bytes = %+v, %v; want it as sent", cut, len(b), got, err)
 		}
@@ -65,7 +66,7 @@ func TestGrantDuplicateInputRefused(t *testing.T) {
 	m := Message{Type: MsgGrant, From: "v", Grants: []Grant{{Task: "g.0", Round: 1, Handler: "h", Timeout: 1,
 		Inputs: map[string]json.RawMessage{"a": json.RawMessage(`1`)}}}}
 	b, _ := AppendMessage(nil, &m)
-	b = b[:len(b)-len(grantAttempts(m.Grants))-len(grantTraces(m.Grants))-len(grantShards(m.Grants))-len(grantRequires(m.Grants))-len(grantWorkers(m.Grants))-len(grantDeaths(m.Grants))-len(grantTasks(m.Grants))] // as an older peer sends it
+	b = b[:len(b)-len(grantAttempts(m.Grants))-len(grantTraces(m.Grants))-len(grantShards(m.Grants))-len(grantRequires(m.Grants))-len(grantWorkers(m.Grants))-len(grantDeaths(m.Grants))-len(grantTasks(m.Grants))-len(grantInfos(m.Grants))] // as an older peer sends it
 	// The grant ends with: count 1, "a", `1`, then the empty holder.
 	// Rewrite to count 2 with "a" twice.
 	tail := []byte{1, 1, 'a', 1, '1', 0}
