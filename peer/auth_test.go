@@ -162,12 +162,12 @@ var routeScopes = map[string]api.Scope{
 // dashboard's and pprof's 200) without running the route: the walk drains
 // and forgets nothing.
 func TestRouteScopes(t *testing.T) {
-	list, err := api.ParseTokens("t-admin name=admin\nt-read name=dash scope=read\nt-submit name=ci scope=submit\n" +
-		"t-worker name=resizer scope=worker\nt-rw name=rw scope=read,worker\n")
+	list, err := api.ParseTokens("t-admin-0123456789abcdef name=admin\nt-read-0123456789abcdef name=dash scope=read\nt-submit-0123456789abcdef name=ci scope=submit\n" +
+		"t-worker-0123456789abcdef name=resizer scope=worker\nt-rw-0123456789abcdef name=rw scope=read,worker\n")
 	if err != nil {
 		t.Fatal(err)
 	}
-	secret := map[string]string{"admin": "t-admin", "dash": "t-read", "ci": "t-submit", "resizer": "t-worker", "rw": "t-rw"}
+	secret := map[string]string{"admin": "t-admin-0123456789abcdef", "dash": "t-read-0123456789abcdef", "ci": "t-submit-0123456789abcdef", "resizer": "t-worker-0123456789abcdef", "rw": "t-rw-0123456789abcdef"}
 	p, c := startPeerWith(t, Config{Tokens: api.NewTokenSet(list)})
 	mux := p.routes()
 	served := map[string]bool{}
@@ -243,12 +243,12 @@ func sendAs(t *testing.T, method, target, token string) (int, string) {
 // The audit trail names the token that canceled: token:NAME, or the
 // fingerprint of a token without a name.
 func TestAuditNamesToken(t *testing.T) {
-	list, err := api.ParseTokens("t-submit name=ci scope=submit\nt-admin\n")
+	list, err := api.ParseTokens("t-submit-0123456789abcdef name=ci scope=submit\nt-admin-0123456789abcdef\n")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, c := startPeerWith(t, Config{Tokens: api.NewTokenSet(list)})
-	for _, tt := range []struct{ token, by string }{{"t-submit", "token:ci"}, {"t-admin", "token:" + api.Fingerprint("t-admin")}} {
+	for _, tt := range []struct{ token, by string }{{"t-submit-0123456789abcdef", "token:ci"}, {"t-admin-0123456789abcdef", "token:" + api.Fingerprint("t-admin-0123456789abcdef")}} {
 		tc := *c
 		tc.Token = tt.token
 		res, err := tc.SubmitTask(t.Context(), &api.SubmitTaskRequest{TaskFields: api.TaskFields{Handler: "echo", Delay: "1h"}})

@@ -39,7 +39,7 @@ func TestMeshJoinByName(t *testing.T) {
 	if err := os.WriteFile(keyFile, key.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	const token = "test-token"
+	const token = "test-token-0123456789"
 	tokenFile := filepath.Join(t.TempDir(), "api.token")
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o400); err != nil {
 		t.Fatal(err)

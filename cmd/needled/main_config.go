@@ -6,12 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/needle-mesh/needle/cmd/internal/buildinfo"
 	"github.com/needle-mesh/needle/cmd/internal/secret"
@@ -166,6 +168,11 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 // and the line.
 func (m *Main) apiTokens(env, file string) error {
 	switch {
+	case file == "" && strings.ContainsFunc(env, unicode.IsSpace):
+		// Not echoed: the value is a secret. A line of a token file
+		// ("TOKEN name=ci scope=read") here would be one admin token,
+		// spaces included.
+		return errors.New("NEEDLE_API_TOKEN holds white space: it takes one token alone (admin); names and scopes go in --api-token-file (NEEDLE_API_TOKEN_FILE)")
 	case file == "":
 		m.Config.Token = env
 		return nil
@@ -217,6 +224,44 @@ func (m *Main) ReloadTokens(log *slog.Logger) {
 	m.Config.Tokens.SetTokens(tokens)
 	log.Info("SIGHUP: API tokens reloaded", "file", m.tokenFile, "tokens", len(tokens),
 		"names", strings.Join(m.Config.Tokens.Names(), ","))
+	warnTokenFileMode(log, m.tokenFile)
+}
+
+// warnTokenFileMode logs a WARN when the token file can be read by users
+// other than its owner (it holds the mesh's admin tokens), as ssh does of
+// a private key. A file reached through a symbolic link, as a Kubernetes
+// Secret's files are, may be group-readable: the group is the pod's
+// fsGroup, and the Secret's defaultMode sets the mode.
+func warnTokenFileMode(log *slog.Logger, file string) {
+	lst, err := os.Lstat(file)
+	if err != nil {
+		return
+	}
+	st, err := os.Stat(file)
+	if err != nil {
+		return
+	}
+	mask := fs.FileMode(0o077)
+	if lst.Mode()&fs.ModeSymlink != 0 {
+		mask = 0o007
+	}
+	if st.Mode().Perm()&mask != 0 {
+		log.Warn("API token file is readable by others: it holds the mesh's API tokens; chmod 600 it",
+			"file", file, "mode", fmt.Sprintf("%04o", st.Mode().Perm()))
+	}
+}
+
+// warnTokens logs at start what is weak in the API's tokens: a short
+// NEEDLE_API_TOKEN (a token file refuses one), a token file others can
+// read.
+func (m *Main) warnTokens(log *slog.Logger) {
+	if t := m.Config.Token; t != "" && len(t) < api.MinTokenLen {
+		log.Warn(fmt.Sprintf("NEEDLE_API_TOKEN is shorter than %d bytes: it can be guessed; make one with needle keygen --token-file FILE, or openssl rand -hex 32", api.MinTokenLen),
+			"bytes", len(t))
+	}
+	if m.tokenFile != "" {
+		warnTokenFileMode(log, m.tokenFile)
+	}
 }
 
 // tlsReloader reloads the API's TLS certificate (peer.Peer.ReloadTLS).
@@ -470,6 +515,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.Config.Token == "" && m.Config.Tokens == nil {
 		log.Warn("no NEEDLE_API_TOKEN set: the API accepts every request, from every user of this host too")
 	}
+	m.warnTokens(log)
 	if m.Hangup != nil {
 		go m.serveHangups(ctx, log, p)
 	}

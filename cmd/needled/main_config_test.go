@@ -124,9 +124,9 @@ func TestParseFlagsTokenFile(t *testing.T) {
 		}
 		return path
 	}
-	file := write("api.token", "from-a-secret\n")
+	file := write("api.token", "from-a-secret-0123456789\n")
 	// A rotation's file: the new token added, the old one still there.
-	several := write("rotating", "# needle API tokens\n\n  new-token  \nold-token\n# old-token2\n\n")
+	several := write("rotating", "# needle API tokens\n\n  new-token-0123456789  \nold-token-0123456789\n# old-token2\n\n")
 	empty := write("empty", "")
 	comments := write("comments", "# no token\n\n   \n")
 	tests := []struct {
@@ -136,9 +136,9 @@ func TestParseFlagsTokenFile(t *testing.T) {
 		refused   []string
 		err       string
 	}{
-		{"env file", "", nil, []string{"from-a-secret"}, []string{"", "x"}, ""},
-		{"flag", "", []string{"--api-token-file", file}, []string{"from-a-secret"}, []string{"", "x"}, ""},
-		{"several", "", []string{"--api-token-file", several}, []string{"new-token", "old-token"},
+		{"env file", "", nil, []string{"from-a-secret-0123456789"}, []string{"", "x"}, ""},
+		{"flag", "", []string{"--api-token-file", file}, []string{"from-a-secret-0123456789"}, []string{"", "x"}, ""},
+		{"several", "", []string{"--api-token-file", several}, []string{"new-token-0123456789", "old-token-0123456789"},
 			[]string{"", "# needle API tokens", "old-token2", "# old-token2"}, ""},
 		{"token alone", "plain", nil, []string{"plain"}, []string{"", "x"}, ""},
 		{"both", "plain", []string{"--api-token-file", file}, nil, nil, "both set"},

@@ -31,10 +31,10 @@ func TestScopedTokensE2E(t *testing.T) {
 	addr := freeAddr(t)
 	file := filepath.Join(t.TempDir(), "api.tokens")
 	const tokens = "# needle API tokens\n" +
-		"e2e-admin-token\n" +
-		"e2e-ci-token name=ci scope=submit\n" +
-		"e2e-dash-token name=dash scope=read\n" +
-		"e2e-worker-token name=resizer scope=worker\n"
+		"e2e-admin-token-0123456789\n" +
+		"e2e-ci-token-0123456789 name=ci scope=submit\n" +
+		"e2e-dash-token-0123456789 name=dash scope=read\n" +
+		"e2e-worker-token-0123456789 name=resizer scope=worker\n"
 	if err := os.WriteFile(file, []byte(tokens), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestScopedTokensE2E(t *testing.T) {
 	waitHealthy(t, addr)
 	ctx := t.Context()
 	as := func(token string) *api.Client { return &api.Client{BaseURL: "http://" + addr, Token: token} }
-	ci, dash, worker := as("e2e-ci-token"), as("e2e-dash-token"), as("e2e-worker-token")
+	ci, dash, worker := as("e2e-ci-token-0123456789"), as("e2e-dash-token-0123456789"), as("e2e-worker-token-0123456789")
 	forbidden := func(what string, err error, want string) {
 		t.Helper()
 		var e *api.Error
@@ -61,7 +61,7 @@ func TestScopedTokensE2E(t *testing.T) {
 		}
 	}
 
-	w := &client.Worker{Client: &client.Client{BaseURL: "http://" + addr, Token: "e2e-worker-token"}, PollWait: 2 * time.Second,
+	w := &client.Worker{Client: &client.Client{BaseURL: "http://" + addr, Token: "e2e-worker-token-0123456789"}, PollWait: 2 * time.Second,
 		Handlers: map[string]client.HandlerFunc{
 			"e2e.upper": func(_ context.Context, task client.Task) (json.RawMessage, error) {
 				return json.RawMessage(strings.ToUpper(string(task.Payload))), nil
@@ -104,7 +104,7 @@ func TestScopedTokensE2E(t *testing.T) {
 	forbidden("a drain with the worker token", worker.Drain(ctx), "it needs scope admin")
 
 	// A bad line on SIGHUP: refused, every token stays as it was.
-	if err := os.WriteFile(file, []byte("e2e-ci-token name=ci scope=read\nnew-token scope=everything\n"), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte("e2e-ci-token-0123456789 name=ci scope=read\nnew-token-0123456789 scope=everything\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {

@@ -118,19 +118,27 @@ var ErrNoToken = errors.New("api: no token")
 // tokenName is what a name= may be.
 var tokenName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
+// MinTokenLen is the shortest token a token file may hold, in bytes.
+// needle keygen --token-file writes 64 hex digits (32 random bytes).
+const MinTokenLen = 16
+
 // ParseTokens parses a token file (--api-token-file): one token a line,
 // blank lines and lines starting with "#" skipped. A line is the token,
 // then optionally "name=NAME" and "scope=S[,S...]" separated by white
-// space:
+// space; a field starting with "#" starts a comment, to the end of the
+// line:
 //
 //	k3J9...Qa                          # a bare token: admin, named by its fingerprint
 //	Zt8x...w1 name=ci scope=submit
 //	Pq2m...e7 name=grafana scope=read
 //	Wd0c...9f name=resizer scope=read,worker
 //
-// A token holds no white space; it may hold "=" (base64). Errors name the
-// line ("line 3: ..."), never the token. A name (or fingerprint) used
-// twice, or a token given twice, is an error; so is a file with no token.
+// A token comes first, holds no white space, does not start with "#",
+// and is at least MinTokenLen bytes long; it may hold "=" (base64). A
+// line that starts with name= or scope= has lost its token, and is an
+// error. Errors name the line ("line 3: ..."), never the token. A name
+// (or fingerprint) used twice, or a token given twice, is an error; so is
+// a file with no token.
 func ParseTokens(text string) ([]Token, error) {
 	var list []Token
 	lineOf := map[string]int{} // name -> line
@@ -164,7 +172,22 @@ func ParseTokens(text string) ([]Token, error) {
 // parseTokenLine parses one line of a token file (not blank, no comment).
 func parseTokenLine(line string) (Token, error) {
 	fields := strings.Fields(line)
+	for i, f := range fields {
+		if strings.HasPrefix(f, "#") {
+			fields = fields[:i] // a comment, to the end of the line
+			break
+		}
+	}
+	if len(fields) == 0 {
+		return Token{}, errors.New("the line has no token")
+	}
 	secret, name, scopes := fields[0], "", Scope(0)
+	if strings.HasPrefix(secret, "name=") || strings.HasPrefix(secret, "scope=") {
+		return Token{}, errors.New("the line has no token: the token comes first (TOKEN name=NAME scope=SCOPES)")
+	}
+	if len(secret) < MinTokenLen {
+		return Token{}, fmt.Errorf("the token is shorter than %d bytes: make one with needle keygen --token-file FILE, or openssl rand -hex 32", MinTokenLen)
+	}
 	seen := map[string]bool{}
 	for i, f := range fields[1:] {
 		k, v, ok := strings.Cut(f, "=")

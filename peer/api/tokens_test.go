@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -62,8 +63,9 @@ func TestTokensEmptyAcceptNothing(t *testing.T) {
 // fingerprint; name= and scope= name and scope one; a bad line is an
 // error naming the line, and never the token.
 func TestParseTokens(t *testing.T) {
-	list, err := ParseTokens("# tokens\n\n  bare-token \nci-token name=ci scope=submit\r\n" +
-		"\tgraf-token\tscope=read name=grafana\nw-token name=resizer scope=read,worker\nb64+/x== name=b64\nnamed-admin name=ops\n")
+	list, err := ParseTokens("# tokens\n\n  bare-token-0123456789 \nci-token-0123456789 name=ci scope=submit\r\n" +
+		"\tgraf-token-0123456789\tscope=read name=grafana\nw-token-0123456789 name=resizer scope=read,worker\n" +
+		"b64+/x==0123456789 name=b64\nnamed-admin-0123456789 name=ops   # a comment\nlast-token-0123456789 #note\n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,12 +74,13 @@ func TestParseTokens(t *testing.T) {
 		scopes Scope
 		secret string
 	}{
-		{Fingerprint("bare-token"), ScopeAdmin, "bare-token"},
-		{"ci", ScopeSubmit, "ci-token"},
-		{"grafana", ScopeRead, "graf-token"},
-		{"resizer", ScopeRead | ScopeWorker, "w-token"},
-		{"b64", ScopeAdmin, "b64+/x=="},
-		{"ops", ScopeAdmin, "named-admin"},
+		{Fingerprint("bare-token-0123456789"), ScopeAdmin, "bare-token-0123456789"},
+		{"ci", ScopeSubmit, "ci-token-0123456789"},
+		{"grafana", ScopeRead, "graf-token-0123456789"},
+		{"resizer", ScopeRead | ScopeWorker, "w-token-0123456789"},
+		{"b64", ScopeAdmin, "b64+/x==0123456789"},
+		{"ops", ScopeAdmin, "named-admin-0123456789"},
+		{Fingerprint("last-token-0123456789"), ScopeAdmin, "last-token-0123456789"},
 	}
 	if len(list) != len(want) {
 		t.Fatalf("ParseTokens = %d tokens %v; want %d", len(list), list, len(want))
@@ -94,27 +97,36 @@ func TestParseTokens(t *testing.T) {
 	if fp := Fingerprint("bare-token"); len(fp) != 8 || strings.Trim(fp, "0123456789abcdef") != "" {
 		t.Errorf("Fingerprint = %q; want 8 hex digits", fp)
 	}
+	const a, b = "s3cret-aaaaaaaaaaaa", "s3cret-bbbbbbbbbbbb"
 	for _, tt := range []struct{ text, err string }{
-		{"a\nb scope=write\n", `line 2: unknown scope "write"`},
-		{"a scope=\n", `line 1: unknown scope ""`},
-		{"a scope=read,\n", `line 1: unknown scope ""`},
-		{"a scope=public\n", `line 1: unknown scope "public"`},
-		{"# c\n\na name=x\nb name=x\n", `line 4: name "x" is the name of line 3 too`},
-		{"s3cret-a\ns3cret-a scope=read\n", "line 2: the same token as line 1"},
-		{"a name=" + Fingerprint("b") + "\nb\n", "line 2: name"},
-		{"s3cret with-space\n", "line 1: field 2 is not name=NAME or scope=SCOPES"},
-		{"a colour=red\n", "line 1: field 2 is not"},
-		{"a name=x name=y\n", "line 1: name= given twice"},
-		{"a name=-x\n", `line 1: name "-x"`},
-		{"a name=" + strings.Repeat("n", 65) + "\n", "line 1: name"},
+		{a + "\n" + b + " scope=write\n", `line 2: unknown scope "write"`},
+		{a + " scope=\n", `line 1: unknown scope ""`},
+		{a + " scope=read,\n", `line 1: unknown scope ""`},
+		{a + " scope=public\n", `line 1: unknown scope "public"`},
+		{"# c\n\n" + a + " name=x\n" + b + " name=x\n", `line 4: name "x" is the name of line 3 too`},
+		{a + "\n" + a + " scope=read\n", "line 2: the same token as line 1"},
+		{a + " name=" + Fingerprint(b) + "\n" + b + "\n", "line 2: name"},
+		{a + " with-space\n", "line 1: field 2 is not name=NAME or scope=SCOPES"},
+		{a + " colour=red\n", "line 1: field 2 is not"},
+		{a + " name=x name=y\n", "line 1: name= given twice"},
+		{a + " name=-x\n", `line 1: name "-x"`},
+		{a + " name=" + strings.Repeat("n", 65) + "\n", "line 1: name"},
 		{"# only a comment\n\n", "no token"},
+		// A line that lost its token is not a token "name=ops" (F1).
+		{a + "\nname=ops\n", "line 2: the line has no token: the token comes first"},
+		{"name=grafana scope=read\n", "line 1: the line has no token"},
+		{"scope=read name=grafana-dashboard\n", "line 1: the line has no token"},
+		// A short token is refused, saying how to make one.
+		{a + "\nx\n", "line 2: the token is shorter than 16 bytes: make one with needle keygen --token-file"},
+		{"s3cret-12345678 scope=read\n", "line 1: the token is shorter than 16 bytes"},
+		{a + " scope=read # trailing\n" + b + " # x scope=admin\n" + "#c\n" + b + "\n", "line 4: the same token as line 2"},
 	} {
 		_, err := ParseTokens(tt.text)
 		if err == nil || !strings.Contains(err.Error(), tt.err) {
 			t.Errorf("ParseTokens(%q) = %v; want an error holding %q", tt.text, err, tt.err)
 			continue
 		}
-		for _, secret := range []string{"s3cret", "with-space"} {
+		for _, secret := range []string{"s3cret", "with-space", "grafana", "ops"} {
 			if strings.Contains(err.Error(), secret) {
 				t.Errorf("ParseTokens(%q) = %v: the error shows the token", tt.text, err)
 			}
@@ -123,11 +135,15 @@ func TestParseTokens(t *testing.T) {
 	if _, err := ParseTokens("\n"); !errors.Is(err, ErrNoToken) {
 		t.Errorf("ParseTokens(empty) = %v; want ErrNoToken", err)
 	}
+	// The shortest token taken: MinTokenLen bytes.
+	if _, err := ParseTokens(strings.Repeat("k", MinTokenLen) + "\n"); err != nil {
+		t.Errorf("ParseTokens(a %d-byte token) = %v", MinTokenLen, err)
+	}
 }
 
 // Neither %v, %+v, %#v nor JSON of a Token shows its secret.
 func TestTokenPrintsNoSecret(t *testing.T) {
-	list, err := ParseTokens("hunter2-secret name=ci scope=submit\nother-secret\n")
+	list, err := ParseTokens("hunter2-secret-0123 name=ci scope=submit\nother-secret-0123456\n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +158,7 @@ func TestTokenPrintsNoSecret(t *testing.T) {
 // Match compares the token given with every token of the set, the first,
 // the last or none matching alike, and returns the one that matched.
 func TestMatchComparesAll(t *testing.T) {
-	list, err := ParseTokens("t-one name=one\nt-two name=two scope=read\nt-three name=three scope=worker\n")
+	list, err := ParseTokens("t-one-0123456789abcdef name=one\nt-two-0123456789abcdef name=two scope=read\nt-three-0123456789abcdef name=three scope=worker\n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,8 +166,8 @@ func TestMatchComparesAll(t *testing.T) {
 	n := 0
 	compare = func(x, y []byte) int { n++; return subtle.ConstantTimeCompare(x, y) }
 	defer func() { compare = subtle.ConstantTimeCompare }()
-	for hdr, want := range map[string]string{"Bearer t-one": "one", "Bearer t-two": "two", "bearer t-three": "three",
-		"Bearer t-four": "", "Bearer t-on": "", "Bearer t-one t-two": ""} {
+	for hdr, want := range map[string]string{"Bearer t-one-0123456789abcdef": "one", "Bearer t-two-0123456789abcdef": "two", "bearer t-three-0123456789abcdef": "three",
+		"Bearer t-four": "", "Bearer t-one-0123456789abcde": "", "Bearer t-one-0123456789abcdef t-two-0123456789abcdef": ""} {
 		n = 0
 		tok, ok := set.Match(hdr)
 		if ok != (want != "") || tok.Name != want {
@@ -199,8 +215,8 @@ type allBackend struct {
 }
 
 // scopedTokens is a token of each scope, and one of two.
-const scopedTokens = "t-admin name=admin\nt-read name=dash scope=read\nt-submit name=ci scope=submit\n" +
-	"t-worker name=resizer scope=worker\nt-rw name=rw scope=read,worker\n"
+const scopedTokens = "t-admin-0123456789abcdef name=admin\nt-read-0123456789abcdef name=dash scope=read\nt-submit-0123456789abcdef name=ci scope=submit\n" +
+	"t-worker-0123456789abcdef name=resizer scope=worker\nt-rw-0123456789abcdef name=rw scope=read,worker\n"
 
 // TestRouteScopesWalk walks every route of a handler serving them all:
 // each has a scope, and each token is refused it (403 forbidden, before
@@ -226,7 +242,7 @@ func TestRouteScopesWalk(t *testing.T) {
 		}
 		method, target := patternRequest(pat)
 		for _, tok := range list {
-			r := call(t, h, method, target, "", "Authorization", "Bearer t-"+secretOf(tok.Name))
+			r := call(t, h, method, target, "", "Authorization", "Bearer t-"+secretOf(tok.Name)+"-0123456789abcdef")
 			allowed := tok.Scopes.Allows(need)
 			switch {
 			case allowed && r.status == 403:
@@ -279,7 +295,7 @@ func patternRequest(pattern string) (method, target string) {
 // audit trail naming it), a worker token is refused a read, an unnamed
 // admin token does all, by its fingerprint.
 func TestScopesThroughHandler(t *testing.T) {
-	list, err := ParseTokens("t-read name=dash scope=read\nt-submit name=ci scope=submit\nt-worker name=w scope=worker\nt-admin\n")
+	list, err := ParseTokens("t-read-0123456789abcdef name=dash scope=read\nt-submit-0123456789abcdef name=ci scope=submit\nt-worker-0123456789abcdef name=w scope=worker\nt-admin-0123456789abcdef\n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,18 +314,18 @@ func TestScopesThroughHandler(t *testing.T) {
 		status                    int
 		by                        string
 	}{
-		{"t-read", "GET", "/v1/tasks/g1.0", "", 200, ""},
-		{"t-read", "POST", "/v1/tasks", `{"handler":"echo"}`, 403, ""},
-		{"t-read", "POST", "/v1/tasks/g1.0/cancel", "", 403, ""},
-		{"t-submit", "POST", "/v1/tasks", `{"handler":"echo"}`, 201, ""},
-		{"t-submit", "GET", "/v1/groups/g1", "", 200, ""},
-		{"t-submit", "POST", "/v1/tasks/g1.0/cancel", "", 200, "token:ci"},
-		{"t-worker", "GET", "/v1/tasks/g1.0", "", 403, ""},
-		{"t-worker", "POST", "/v1/tasks/g1.0/cancel", "", 403, ""},
-		{"t-admin", "POST", "/v1/tasks/g1.0/cancel", "", 200, "token:" + Fingerprint("t-admin")},
-		{"t-read", "GET", "/healthz", "", 200, ""},
-		{"t-read", "GET", "/v1/nothing", "", 404, ""},
-		{"t-worker", "PUT", "/v1/tasks/g1.0", "", 405, ""},
+		{"t-read-0123456789abcdef", "GET", "/v1/tasks/g1.0", "", 200, ""},
+		{"t-read-0123456789abcdef", "POST", "/v1/tasks", `{"handler":"echo"}`, 403, ""},
+		{"t-read-0123456789abcdef", "POST", "/v1/tasks/g1.0/cancel", "", 403, ""},
+		{"t-submit-0123456789abcdef", "POST", "/v1/tasks", `{"handler":"echo"}`, 201, ""},
+		{"t-submit-0123456789abcdef", "GET", "/v1/groups/g1", "", 200, ""},
+		{"t-submit-0123456789abcdef", "POST", "/v1/tasks/g1.0/cancel", "", 200, "token:ci"},
+		{"t-worker-0123456789abcdef", "GET", "/v1/tasks/g1.0", "", 403, ""},
+		{"t-worker-0123456789abcdef", "POST", "/v1/tasks/g1.0/cancel", "", 403, ""},
+		{"t-admin-0123456789abcdef", "POST", "/v1/tasks/g1.0/cancel", "", 200, "token:" + Fingerprint("t-admin-0123456789abcdef")},
+		{"t-read-0123456789abcdef", "GET", "/healthz", "", 200, ""},
+		{"t-read-0123456789abcdef", "GET", "/v1/nothing", "", 404, ""},
+		{"t-worker-0123456789abcdef", "PUT", "/v1/tasks/g1.0", "", 405, ""},
 	} {
 		by = ""
 		r := call(t, h, tt.method, tt.path, tt.body, "Authorization", "Bearer "+tt.token)
@@ -317,9 +333,35 @@ func TestScopesThroughHandler(t *testing.T) {
 			t.Errorf("%s %s with %s = %d %s (by %q); want %d (by %q)", tt.method, tt.path, tt.token, r.status, r.body, by, tt.status, tt.by)
 		}
 	}
-	r := call(t, h, "POST", "/v1/tasks/g1.0/cancel", "", "Authorization", "Bearer t-read")
+	r := call(t, h, "POST", "/v1/tasks/g1.0/cancel", "", "Authorization", "Bearer t-read-0123456789abcdef")
 	want := `token "dash" (scope read) may not POST /v1/tasks/g1.0/cancel: it needs scope submit`
 	if e := errorOf(t, r); e.Code != CodeForbidden || e.Message != want {
 		t.Errorf("403 = %s; want forbidden %q", r.body, want)
+	}
+}
+
+// The token file example of docs/operations.md ("API tokens and
+// scopes"), comments and all, is a file a peer takes as it is: an
+// operator copies it (audit s75, F2).
+func TestParseTokensDocExample(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	const head = "```\n# /etc/needle/api.tokens"
+	i := strings.Index(doc, head)
+	if i < 0 {
+		t.Fatalf("docs/operations.md has no example starting %q", head)
+	}
+	example := doc[i+len("```\n"):]
+	example = example[:strings.Index(example, "```")]
+	list, err := ParseTokens(example)
+	if err != nil {
+		t.Fatalf("ParseTokens(the example of docs/operations.md) = %v\n%s", err, example)
+	}
+	got := NewTokenSet(list).Names()
+	if len(got) != 4 || got[1] != "ci" || list[0].Scopes != ScopeAdmin || list[3].Scopes != ScopeWorker {
+		t.Errorf("the example of docs/operations.md parses as %v; want 4 tokens, the first admin, the second ci, the last worker", list)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -99,5 +100,15 @@ func FromEnv(name string, getenv func(string) string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s_FILE: %w", name, err)
 	}
+	if f := strings.Fields(v); len(f) > 1 && slices.ContainsFunc(f[1:], isTokenKey) {
+		// Sent as it is, it would be a 401 that says nothing of why.
+		return "", fmt.Errorf("%s_FILE: %s holds a line of a peer's token file (name=, scope=): a client's file holds the token alone", name, file)
+	}
 	return v, nil
+}
+
+// isTokenKey reports whether a field of a line is a token file's name= or
+// scope=.
+func isTokenKey(f string) bool {
+	return strings.HasPrefix(f, "name=") || strings.HasPrefix(f, "scope=")
 }

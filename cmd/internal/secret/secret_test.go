@@ -45,6 +45,12 @@ func TestFromEnv(t *testing.T) {
 	if err := os.WriteFile(file, []byte("from-file\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	line, scoped := filepath.Join(filepath.Dir(file), "line"), filepath.Join(filepath.Dir(file), "scoped")
+	for path, body := range map[string]string{line: "tok-0123456789abcdef name=x scope=read\n", scoped: "tok-0123456789abcdef\tscope=read\n"} {
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	tests := []struct {
 		name    string
 		env     map[string]string
@@ -56,6 +62,9 @@ func TestFromEnv(t *testing.T) {
 		{"file", map[string]string{"T_FILE": file}, "from-file", ""},
 		{"both", map[string]string{"T": "v", "T_FILE": file}, "", "both set"},
 		{"missing file", map[string]string{"T_FILE": file + ".x"}, "", "T_FILE"},
+		// A line of a peer's token file: said so, not sent to be a 401.
+		{"server line", map[string]string{"T_FILE": line}, "", "T_FILE: " + line + " holds a line of a peer's token file (name=, scope=): a client's file holds the token alone"},
+		{"server line, scope", map[string]string{"T_FILE": scoped}, "", "holds a line of a peer's token file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
