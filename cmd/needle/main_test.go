@@ -232,7 +232,7 @@ func TestGlobalFlagsBeforeAndAfter(t *testing.T) {
 // A token without the scope a command needs: the CLI prints the server's
 // 403, which names the token and the scope, and exits 1.
 func TestForbiddenScope(t *testing.T) {
-	list, err := api.ParseTokens("t-read name=dash scope=read\nt-ci name=ci scope=submit\n")
+	list, err := api.ParseTokens("t-read-0123456789abcdef name=dash scope=read\nt-ci-0123456789abcdef name=ci scope=submit\n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,12 +242,12 @@ func TestForbiddenScope(t *testing.T) {
 		return taskIn(id, shard.Canceled), nil
 	}}
 	addr := mustServer(t, f, api.HandlerOptions{Tokens: api.NewTokenSet(list)})
-	runCLI(t, addr, "", "--token", "t-read", "cancel", "g1.0").check(t, 1, "",
+	runCLI(t, addr, "", "--token", "t-read-0123456789abcdef", "cancel", "g1.0").check(t, 1, "",
 		`needle: cancel: 403 forbidden: token "dash" (scope read) may not POST /v1/tasks/g1.0/cancel: it needs scope submit`)
 	if by != "" {
 		t.Errorf("the refused cancel reached the backend (by %q)", by)
 	}
-	runCLI(t, addr, "", "--token", "t-ci", "cancel", "g1.0").check(t, 0, "g1.0 CANCELED\n", "")
+	runCLI(t, addr, "", "--token", "t-ci-0123456789abcdef", "cancel", "g1.0").check(t, 0, "g1.0 CANCELED\n", "")
 	if by != "token:ci" {
 		t.Errorf("cancel by %q; want token:ci", by)
 	}
