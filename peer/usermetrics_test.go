@@ -10,6 +10,7 @@ import (
 
 	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/node/nodetest"
+	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -138,4 +139,55 @@ func TestReadyOldestMetric(t *testing.T) {
 	if got := ages(); got["train"] != 50 {
 		t.Fatalf("ages = %v after ten walks' time; want train 50", got)
 	}
+}
+
+// With tokens on, the API's routes are counted under their own route
+// label, as without (audit s75, F3: the token check's copy of the request
+// kept the route, and every route was counted as "/").
+func TestUserMetricsWithTokens(t *testing.T) {
+	const token = "metrics-token-0123456789"
+	_, c := startPeerWith(t, Config{Tokens: api.NewTokens(token)})
+	get := func(path string) string {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), "GET", c.BaseURL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	get("/v1/tasks/g1.0")
+	get("/v1/stats")
+	get("/v1/peers")
+	m := get("/metrics")
+	for _, want := range []string{
+		`needle_http_requests_total{code="404",route="GET /v1/tasks/{id}"} 1`,
+		`needle_http_requests_total{code="200",route="GET /v1/stats"} 1`,
+		`needle_http_requests_total{code="200",route="GET /v1/peers"} 1`,
+		`needle_http_request_seconds_count{route="GET /v1/tasks/{id}"} 1`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(m, `route="/"`) {
+		t.Errorf("/metrics counts requests under route \"/\":\n%s", grepLines(m, "needle_http_requests_total"))
+	}
+}
+
+// grepLines returns the lines of text that start with prefix.
+func grepLines(text, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -216,15 +216,22 @@ func (s *server) auth(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/healthz" {
-			tok, ok := s.opts.Tokens.Match(r.Header.Get("Authorization"))
-			if !ok {
-				refuseUnauthenticated(w)
-				return
-			}
-			r = withToken(r, tok)
+		if r.URL.Path == "/healthz" {
+			next.ServeHTTP(w, r)
+			return
 		}
-		next.ServeHTTP(w, r)
+		tok, ok := s.opts.Tokens.Match(r.Header.Get("Authorization"))
+		if !ok {
+			refuseUnauthenticated(w)
+			return
+		}
+		// The token rides on a copy of r, whose Pattern the mux sets:
+		// handed back, so that what wraps the handler (the HTTP metrics'
+		// route label) sees the route, not the "/" the handler is
+		// mounted at.
+		rt := withToken(r, tok)
+		next.ServeHTTP(w, rt)
+		r.Pattern = rt.Pattern
 	})
 }
 
