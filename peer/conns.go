@@ -18,7 +18,7 @@ type clientConns struct {
 	net.Listener
 	max     int
 	exempt  func(ip string) bool // clients never bounded (loopback: a proxy on the host)
-	refused prometheus.Counter
+	refused prometheus.Counter   // nil: not counted
 	mu      sync.Mutex
 	open    map[string]int // client IP -> connections open; no entry at 0
 }
@@ -41,7 +41,9 @@ func (l *clientConns) Accept() (net.Conn, error) {
 		if l.take(ip) {
 			return &clientConn{Conn: c, release: func() { l.release(ip) }}, nil
 		}
-		l.refused.Inc()
+		if l.refused != nil {
+			l.refused.Inc()
+		}
 		_ = c.Close()
 	}
 }

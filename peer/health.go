@@ -17,6 +17,16 @@ import (
 // the API's (nor the API's flood these).
 const healthMaxConns = 32
 
+// healthMaxConnsPerClient bounds one client address's open connections
+// on the health listener, loopback included: without it one client
+// holding 32 keep-alive connections left a probe waiting for ever
+// (audit s75, F4).
+const healthMaxConnsPerClient = 4
+
+// healthIdleTimeout closes an idle keep-alive connection of the health
+// listener: a probe needs none, and a scraper reconnects.
+const healthIdleTimeout = 2 * time.Second
+
 // listenHealth opens the health listener (Config.HealthAddr), nil when
 // there is none.
 func (p *Peer) listenHealth() (net.Listener, error) {
@@ -27,7 +37,9 @@ func (p *Peer) listenHealth() (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("peer: health listener (--health-listen) on %s: %w", p.cfg.HealthAddr, err)
 	}
-	return netutil.LimitListener(ln, healthMaxConns), nil
+	// A connection of a client over its own bound is closed without
+	// taking one of the 32.
+	return netutil.LimitListener(newClientConns(ln, healthMaxConnsPerClient, nil, nil), healthMaxConns), nil
 }
 
 // healthServer serves the health listener: GET /healthz as the API
@@ -47,7 +59,7 @@ func (p *Peer) healthServer() *http.Server {
 			" on the health listener: it serves GET /healthz and GET /metrics only (the API is on --http)", "")
 	})
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
-		WriteTimeout: 30 * time.Second, IdleTimeout: 30 * time.Second}
+		WriteTimeout: 30 * time.Second, IdleTimeout: healthIdleTimeout}
 }
 
 // HealthAddr returns the health listener's address once Run has started

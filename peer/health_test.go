@@ -2,11 +2,13 @@ package peer
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -94,5 +96,80 @@ func TestHealthListenerBadAddress(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "health listener (--health-listen) on "+addr) {
 			t.Errorf("Run with health address %q = %v; want a start error naming it", addr, err)
 		}
+	}
+}
+
+// One client holding its connections of the health listener (keep-alive,
+// one /healthz each, 32 of them) cannot keep another client's probe out:
+// a client has at most 4 there, and an idle one is closed soon (audit
+// s75, F4).
+func TestHealthListenerPerClient(t *testing.T) {
+	p, _ := startPeerWith(t, Config{HealthAddr: "127.0.0.1:0"})
+	addr := p.HealthAddr()
+	hog := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}, Timeout: 2 * time.Second}
+	var held []net.Conn
+	for range healthMaxConns {
+		c, err := hog.Dial("tcp", addr)
+		if err != nil {
+			t.Skipf("cannot dial from 127.0.0.2 (%v): the test needs a second loopback address", err)
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			continue // closed: over its bound
+		}
+		held = append(held, c)
+	}
+	// Keep the hog's connections busy, as a client re-using each would.
+	stop := make(chan struct{})
+	var stopOnce sync.Once
+	defer stopOnce.Do(func() { close(stop) })
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(500 * time.Millisecond):
+				for _, c := range held {
+					_, _ = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+				}
+			}
+		}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	answered := make(chan error, 1)
+	go func() {
+		client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		resp, err := client.Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				err = errors.New(resp.Status)
+			}
+		}
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatalf("GET /healthz from another client while one holds %d connections: %v", healthMaxConns, err)
+		}
+	case <-time.After(4 * time.Second):
+		t.Fatalf("GET /healthz from another client while one holds %d connections: no answer", healthMaxConns)
+	}
+
+	// An idle keep-alive connection is closed within the idle timeout.
+	stopOnce.Do(func() { close(stop) })
+	c2, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if _, err := io.WriteString(c2, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_ = c2.SetReadDeadline(time.Now().Add(healthIdleTimeout + 3*time.Second))
+	start := time.Now()
+	if _, err := io.ReadAll(c2); err != nil {
+		t.Fatalf("an idle connection of the health listener: %v after %v; want it closed by the peer", err, time.Since(start))
 	}
 }
