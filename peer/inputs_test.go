@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -243,5 +244,27 @@ func TestBuiltinInputs(t *testing.T) {
 	want := []string{`{"k":1}`, `{"body":{"k":1},"inputs":{"a":"x","b":[1,2]}}`, `{"body":null,"inputs":{}}`}
 	if !reflect.DeepEqual(bodies, want) {
 		t.Errorf("http bodies = %q; want %q", bodies, want)
+	}
+}
+
+// A peer runs its exec attempts in a directory of its own under the exec
+// dir, named by its peer id, made at its start (audit s75, F5).
+func TestExecDirOfPeer(t *testing.T) {
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		t.Skip("needs /bin/sh")
+	}
+	dir := filepath.Join(t.TempDir(), "exec")
+	p, c := startPeerWith(t, Config{Builtins: BuiltinConfig{ExecDir: dir,
+		Exec: map[string][]string{"pwd": {"/bin/sh", "-c", `printf %s "$PWD"`}}}})
+	if fi, err := os.Stat(filepath.Join(dir, p.ID())); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("the peer's exec directory after its start: %v, %v; want a directory 0700", fi, err)
+	}
+	g, tasks := runGroup(t, c, `{"mode": "parallel", "tasks": [{"name": "pwd", "handler": "exec", "payload": {"command": "pwd"}}]}`)
+	var r execResult
+	if g.State != "SUCCEEDED" || json.Unmarshal(tasks["pwd"].Result, &r) != nil {
+		t.Fatalf("exec pwd: group %s, result %s", g.State, tasks["pwd"].Result)
+	}
+	if got := filepath.Dir(r.Stdout); got != filepath.Join(dir, p.ID()) {
+		t.Errorf("an attempt ran in %s; want a directory under %s", r.Stdout, filepath.Join(dir, p.ID()))
 	}
 }

@@ -441,6 +441,14 @@ func (p *Peer) Ready() <-chan struct{} { return p.ready }
 // loop, and closes the WAL.
 func (p *Peer) Run(ctx context.Context) error {
 	defer close(p.closed)
+	// exec's attempts go in a directory of this peer's own under the
+	// exec dir, which other peers may share: its id, fixed by the data
+	// dir, which one process alone opens.
+	if err := p.handlers.SetPeer(p.ID()); err != nil {
+		p.tr.Close()
+		p.wal.Close()
+		return err
+	}
 	ln, err := p.listen()
 	if err == nil {
 		if p.healthLn, err = p.listenHealth(); err != nil {

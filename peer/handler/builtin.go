@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"path/filepath"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/needle-mesh/needle/peer/allowlist"
@@ -36,15 +39,19 @@ type BuiltinConfig struct {
 	// cannot be allowed. Default: empty.
 	ExecEnv []string
 	// ExecDir is where exec runs its commands: each attempt in a fresh,
-	// empty directory of its own under it (0700), which is also the
+	// empty directory of its own (0700) under the peer's directory of it,
+	// ExecDir/<peer id> (0700; Registry.SetPeer), which is also the
 	// child's TMPDIR unless the task's env sets one, and which is removed
 	// with all it holds when the attempt ends (success, failure, timeout
-	// or cancel), so that tasks neither see nor litter each other's files
-	// or the daemon's. RegisterBuiltins creates it (0700) when Exec names
-	// a command, and removes the attempt directories an earlier run left
-	// in it (a crash): it belongs to one peer, never shared. Default "":
-	// the attempts' directories are made under os.TempDir(), and no
-	// leftover is removed.
+	// or cancel), so that tasks do not litter each other's files or the
+	// daemon's. RegisterBuiltins creates ExecDir (0700) when Exec names a
+	// command; SetPeer creates the peer's directory, and removes the
+	// attempt directories an earlier run of the peer left there (a
+	// crash), and no other: peers may share an ExecDir. A directory of
+	// these whose owner lost access to it (a task's chmod 000 ..) gets
+	// back 0700 at start and before an attempt. Until SetPeer, attempts
+	// go in ExecDir itself. Default "": the attempts' directories are
+	// made under os.TempDir(), and no leftover is removed.
 	ExecDir string
 	// HTTPAllow lists the URL prefixes an http task may POST to: scheme,
 	// host[:port] and a path prefix. Targets are compared after parsing and
@@ -91,12 +98,13 @@ var ErrBuiltins = errors.New("handler: builtins")
 
 // builtins holds the resolved configuration shared by exec and http.
 type builtins struct {
-	exec      map[string][]string // command name -> argv, argv[0] absolute
-	envAllow  map[string]bool     // names an exec payload may set (ExecEnv)
-	execDir   string              // parent of the attempts' directories ("": os.TempDir())
-	allow     allowlist.List      // parsed HTTPAllow
-	client    *http.Client        // never nil
-	maxOutput int                 // bytes, > 0
+	exec      map[string][]string    // command name -> argv, argv[0] absolute
+	envAllow  map[string]bool        // names an exec payload may set (ExecEnv)
+	execDir   string                 // ExecDir ("": the attempts' directories in os.TempDir())
+	peerDir   atomic.Pointer[string] // ExecDir/<peer id>, the attempts' parent, once SetPeer ran
+	allow     allowlist.List         // parsed HTTPAllow
+	client    *http.Client           // never nil
+	maxOutput int                    // bytes, > 0
 }
 
 // NewBuiltins returns a new Registry holding the built-ins configured by
@@ -125,10 +133,11 @@ func RegisterBuiltins(r *Registry, cfg BuiltinConfig) error {
 		return err
 	}
 	if len(b.exec) > 0 && cfg.ExecDir != "" {
-		if err := prepareExecDir(cfg.ExecDir); err != nil {
+		if err := ownDir(cfg.ExecDir); err != nil {
 			return fmt.Errorf("%w: exec dir %s (needled --exec-dir): %w", ErrBuiltins, cfg.ExecDir, err)
 		}
 		b.execDir = cfg.ExecDir
+		r.setPeer = b.setPeer
 	}
 	b.envAllow = make(map[string]bool, len(cfg.ExecEnv))
 	for _, name := range cfg.ExecEnv {
@@ -153,6 +162,33 @@ func RegisterBuiltins(r *Registry, cfg BuiltinConfig) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// execDirs returns the exec dir and the attempts' parent: the peer's
+// directory of it once SetPeer ran, else the exec dir itself; "", ""
+// without an exec dir.
+func (b *builtins) execDirs() (root, parent string) {
+	if d := b.peerDir.Load(); d != nil {
+		return b.execDir, *d
+	}
+	return b.execDir, b.execDir
+}
+
+// setPeer makes ExecDir/<id> the attempts' parent, and removes the
+// attempt directories an earlier run of the peer left there.
+func (b *builtins) setPeer(id string) error {
+	if id == "" || id == "." || id == ".." || strings.ContainsAny(id, `/\`) {
+		return fmt.Errorf("%w: peer id %q: not a directory name", ErrBuiltins, id)
+	}
+	dir := filepath.Join(b.execDir, id)
+	if err := peerExecDir(b.execDir, dir); err != nil {
+		return fmt.Errorf("%w: exec dir %s (needled --exec-dir): %w", ErrBuiltins, dir, err)
+	}
+	if err := sweepAttempts(dir); err != nil {
+		return fmt.Errorf("%w: exec dir %s (needled --exec-dir): %w", ErrBuiltins, dir, err)
+	}
+	b.peerDir.Store(&dir)
 	return nil
 }
 

@@ -187,16 +187,57 @@ func execStdin(p *execPayload, c Call) (io.Reader, error) {
 }
 
 // execAttemptPrefix begins the name of each attempt's directory in the
-// exec dir: what prepareExecDir removes at start, and nothing else.
+// peer's directory of the exec dir: what the start removes there, and
+// nothing else.
 const execAttemptPrefix = "attempt-"
 
-// prepareExecDir creates the exec dir (0700) if need be and removes the
-// attempt directories an earlier run of the peer left in it (it was
-// killed before it could): nothing of this run is there yet.
-func prepareExecDir(dir string) error {
+// ownDir makes dir a directory (0700) its owner, this process, may enter
+// and write: one made by an earlier start, or by MkdirAll now, whose mode
+// a task changed (chmod 000 .. in its attempt's directory) gets 0700
+// back. A dir the owner can use keeps its mode.
+func ownDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	if st.Mode().Perm()&0o700 != 0o700 {
+		return os.Chmod(dir, 0o700)
+	}
+	return nil
+}
+
+// ownDirs gives the exec dir root and the peer's directory dir in it
+// their owner's access back (ownDir), when a task took it.
+func ownDirs(root, dir string) error {
+	if err := ownDir(root); err != nil {
+		return err
+	}
+	return ownDir(dir)
+}
+
+// peerExecDir makes the peer's directory of the exec dir, and the exec
+// dir, usable (ownDir): the peer's 0700 whatever it was.
+func peerExecDir(root, dir string) error {
+	if err := ownDir(root); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return os.Chmod(dir, 0o700)
+}
+
+// sweepAttempts removes the attempt directories an earlier run of the
+// peer left in dir, its own directory of the exec dir (it was killed
+// before it could): nothing of this run is there yet, and no other
+// peer's.
+func sweepAttempts(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
@@ -228,6 +269,27 @@ func removeAttemptDir(dir string) error {
 	return os.RemoveAll(dir)
 }
 
+// attemptDir makes an attempt's directory (0700) under the peer's
+// directory of the exec dir. Both are given their mode back first when a
+// task took their owner's access to them (chmod 000 .. or ../..), which
+// would fail every attempt after it: two stats an attempt.
+func (b *builtins) attemptDir() (string, error) {
+	root, parent := b.execDirs()
+	if parent == "" {
+		return os.MkdirTemp(os.TempDir(), execAttemptPrefix)
+	}
+	var err error
+	if root == parent {
+		err = ownDir(root)
+	} else {
+		err = ownDirs(root, parent)
+	}
+	if err != nil {
+		return "", fmt.Errorf("exec dir %s: %w", parent, err)
+	}
+	return os.MkdirTemp(parent, execAttemptPrefix)
+}
+
 // execHandler runs an allow-listed command and returns its exit code and
 // output. The command's whole process group is killed when ctx is done.
 // Its stdin is the payload's "stdin", else the task's inputs (execStdin).
@@ -246,11 +308,7 @@ func (b *builtins) execHandler(ctx context.Context, c Call) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	parent := b.execDir
-	if parent == "" {
-		parent = os.TempDir()
-	}
-	dir, err := os.MkdirTemp(parent, execAttemptPrefix) // 0700
+	dir, err := b.attemptDir()
 	if err != nil {
 		return nil, fmt.Errorf("exec: %s: working directory: %w", p.Command, err)
 	}

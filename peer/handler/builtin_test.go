@@ -642,8 +642,10 @@ func TestExecWorkingDirectoryRemoved(t *testing.T) {
 	}
 }
 
-// RegisterBuiltins creates the exec dir, says so when it cannot, and
-// removes the attempt directories a killed run left there, nothing else.
+// RegisterBuiltins creates the exec dir and says so when it cannot;
+// SetPeer makes the peer's directory in it and removes the attempt
+// directories a killed run of the peer left there, nothing else: not
+// another peer's, not the exec dir's other entries.
 func TestExecDirAtStart(t *testing.T) {
 	cfg := execDirConfig(t)
 	file := filepath.Join(t.TempDir(), "file")
@@ -656,21 +658,122 @@ func TestExecDirAtStart(t *testing.T) {
 		t.Fatalf("NewBuiltins with an exec dir under a file = %v; want an error naming the exec dir", err)
 	}
 	noExec := BuiltinConfig{ExecDir: bad.ExecDir}
-	if _, err := NewBuiltins(noExec); err != nil {
+	r, err := NewBuiltins(noExec)
+	if err != nil {
 		t.Fatalf("NewBuiltins without exec commands = %v; want the exec dir unused", err)
 	}
-	left := filepath.Join(cfg.ExecDir, execAttemptPrefix+"123", "ro")
-	if err := os.MkdirAll(left, 0o700); err != nil {
+	if err := r.SetPeer("peerA"); err != nil {
+		t.Fatalf("SetPeer without exec commands = %v; want nothing done", err)
+	}
+	for _, d := range []string{filepath.Join("peerA", execAttemptPrefix+"123", "ro"), filepath.Join("peerB", execAttemptPrefix+"9"),
+		execAttemptPrefix + "7", "mine"} {
+		if err := os.MkdirAll(filepath.Join(cfg.ExecDir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(cfg.ExecDir, "peerA", execAttemptPrefix+"123", "ro"), 0o500); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(left, 0o500); err != nil {
+	r = MustBuiltins(t, cfg)
+	if got := entries(t, cfg.ExecDir); !slices.Equal(got, []string{execAttemptPrefix + "7", "mine", "peerA", "peerB"}) {
+		t.Errorf("exec dir holds %v after NewBuiltins; want it untouched", got)
+	}
+	if err := r.SetPeer("peerA"); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Mkdir(filepath.Join(cfg.ExecDir, "mine"), 0o700); err != nil {
+	if got := entries(t, filepath.Join(cfg.ExecDir, "peerA")); len(got) != 0 {
+		t.Errorf("the peer's directory holds %v after its start; want the leftover attempt removed", got)
+	}
+	if got := entries(t, cfg.ExecDir); !slices.Equal(got, []string{execAttemptPrefix + "7", "mine", "peerA", "peerB"}) {
+		t.Errorf("exec dir holds %v after a start; want the rest kept", got)
+	}
+	if got := entries(t, filepath.Join(cfg.ExecDir, "peerB")); len(got) != 1 {
+		t.Errorf("another peer's directory holds %v after this one's start; want its attempt kept", got)
+	}
+	for _, id := range []string{"", "..", "a/b"} {
+		if err := r.SetPeer(id); err == nil {
+			t.Errorf("SetPeer(%q) = nil; want an error", id)
+		}
+	}
+}
+
+// Two peers sharing an exec dir: the second one's start leaves the
+// first's running attempt alone, and each runs its attempts in its own
+// directory (audit s75, F5).
+func TestExecDirShared(t *testing.T) {
+	cfg := execDirConfig(t)
+	cfg.Exec["slow"] = []string{"/bin/sh", "-c", `echo kept > work; sleep 0.6; cat work; printf '%s' "$PWD" >&2`}
+	a := MustBuiltins(t, cfg)
+	if err := a.SetPeer("12D3KooWpeerA"); err != nil {
 		t.Fatal(err)
 	}
-	MustBuiltins(t, cfg)
-	if got := entries(t, cfg.ExecDir); !slices.Equal(got, []string{"mine"}) {
-		t.Errorf("exec dir holds %v after a start; want the leftover attempt removed, the rest kept", got)
+	type res struct {
+		out []byte
+		err error
+	}
+	done := make(chan res, 1)
+	go func() {
+		out, err := runBuiltin(t.Context(), t, a, "exec", `{"command":"slow"}`)
+		done <- res{out, err}
+	}()
+	time.Sleep(200 * time.Millisecond) // the attempt runs
+	b := MustBuiltins(t, cfg)
+	if err := b.SetPeer("12D3KooWpeerB"); err != nil {
+		t.Fatal(err)
+	}
+	got := <-done
+	var er execResult
+	if got.err != nil || json.Unmarshal(got.out, &er) != nil || er.Stdout != "kept\n" {
+		t.Fatalf("peer A's attempt across peer B's start = %s, %v; want its file kept", got.out, got.err)
+	}
+	if want := filepath.Join(cfg.ExecDir, "12D3KooWpeerA") + "/"; !strings.HasPrefix(er.Stderr, want+execAttemptPrefix) {
+		t.Errorf("peer A's attempt ran in %q; want a directory under %s", er.Stderr, want)
+	}
+	for _, id := range []string{"12D3KooWpeerA", "12D3KooWpeerB"} {
+		if fi, err := os.Stat(filepath.Join(cfg.ExecDir, id)); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("peer directory %s: %v, %v; want 0700", id, fi, err)
+		}
+	}
+}
+
+// A task that takes its owner's access to the directories above its
+// attempt (chmod 000 .. or ../..) breaks neither the next attempt nor the
+// next start: both get their mode back, 0700 (audit s75, F7).
+func TestExecDirModeRestored(t *testing.T) {
+	cfg := execDirConfig(t)
+	cfg.Exec["lock"] = []string{"/bin/sh", "-c", `chmod 000 "$1"`, "sh"}
+	r := MustBuiltins(t, cfg)
+	if err := r.SetPeer("peerA"); err != nil {
+		t.Fatal(err)
+	}
+	peerDir := filepath.Join(cfg.ExecDir, "peerA")
+	t.Cleanup(func() { os.Chmod(cfg.ExecDir, 0o700); os.Chmod(peerDir, 0o700) })
+	for _, up := range []string{"..", "../.."} {
+		if _, err := runBuiltin(t.Context(), t, r, "exec", `{"command":"lock","args":["`+up+`"]}`); err != nil {
+			t.Fatalf("exec chmod 000 %s: %v", up, err)
+		}
+		out, err := runBuiltin(t.Context(), t, r, "exec", `{"command":"greet","args":["again"]}`)
+		if err != nil || !strings.Contains(string(out), "hello again") {
+			t.Fatalf("exec after a task's chmod 000 %s = %s, %v; want it run", up, out, err)
+		}
+		for _, d := range []string{cfg.ExecDir, peerDir} {
+			if fi, err := os.Stat(d); err != nil || fi.Mode().Perm()&0o700 != 0o700 {
+				t.Errorf("after chmod 000 %s and an attempt, %s: %v, %v; want it usable", up, d, fi, err)
+			}
+		}
+	}
+	// At start: the exec dir and the peer's directory locked.
+	if _, err := runBuiltin(t.Context(), t, r, "exec", `{"command":"lock","args":[".."]}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(cfg.ExecDir, 0); err != nil {
+		t.Fatal(err)
+	}
+	r2 := MustBuiltins(t, cfg)
+	if err := r2.SetPeer("peerA"); err != nil {
+		t.Fatalf("a start after the exec dir and its peer directory were made 000 = %v; want their mode back", err)
+	}
+	if out, err := runBuiltin(t.Context(), t, r2, "exec", `{"command":"greet","args":["again"]}`); err != nil {
+		t.Fatalf("exec after the start = %s, %v", out, err)
 	}
 }

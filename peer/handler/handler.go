@@ -97,8 +97,21 @@ var ErrRegister = errors.New("handler: register")
 // Registry maps handler names to functions. It is safe for concurrent use:
 // handlers may be registered while the peer runs.
 type Registry struct {
-	mu sync.RWMutex
-	m  map[string]Func
+	mu      sync.RWMutex
+	m       map[string]Func
+	setPeer func(id string) error // the built-ins' (exec with an ExecDir); nil without
+}
+
+// SetPeer tells the built-ins the id of the peer that runs them (the
+// peer does, at start): exec's attempts go under ExecDir/<id>, a
+// directory of this peer alone, and the attempt directories an earlier
+// run of the peer left there are removed. A registry serves one peer.
+// Without exec or an ExecDir it does nothing.
+func (r *Registry) SetPeer(id string) error {
+	if r.setPeer == nil {
+		return nil
+	}
+	return r.setPeer(id)
 }
 
 // NewRegistry returns an empty registry.
