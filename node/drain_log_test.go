@@ -21,7 +21,7 @@ type levelLog struct {
 
 func (h levelLog) Enabled(context.Context, slog.Level) bool { return true }
 func (h levelLog) Handle(_ context.Context, r slog.Record) error {
-	for _, sub := range []string{"peer dead", "peer stopped after its drain"} {
+	for _, sub := range []string{"peer dead", "peer stopped while draining"} {
 		if strings.Contains(r.Message, sub) {
 			h.mu.Lock()
 			h.seen[sub] = append(h.seen[sub], r.Level)
@@ -58,7 +58,7 @@ func TestDrainedPeerStopIsNotAWarning(t *testing.T) {
 	l := logs["n1"]
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if got := l.seen["peer stopped after its drain"]; len(got) != 1 || got[0] != slog.LevelInfo {
+	if got := l.seen["peer stopped while draining"]; len(got) != 1 || got[0] != slog.LevelInfo {
 		t.Errorf("n1 logged n3's stop after its drain at %v; want one INFO", got)
 	}
 	if got := l.seen["peer dead"]; len(got) != 1 || got[0] != slog.LevelWarn {

@@ -464,8 +464,9 @@ func (m *mesh) markDead(mb *member, now time.Time) {
 	m.prefDirty = true
 	if mb.draining {
 		// It said it drains: a planned stop (a rolling restart, a
-		// decommission), not a failure an operator must look into.
-		m.n.log.Info("peer stopped after its drain", keyPeer, mb.id, "silent", now.Sub(m.at(mb.heard)))
+		// decommission), not a failure an operator must look into. A
+		// peer killed during its drain looks the same from here.
+		m.n.log.Info("peer stopped while draining", keyPeer, mb.id, "silent", now.Sub(m.at(mb.heard)))
 	} else {
 		m.n.log.Warn("peer dead", keyPeer, mb.id, "silent", now.Sub(m.at(mb.heard)))
 	}
