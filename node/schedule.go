@@ -19,15 +19,8 @@ func (n *Node) SetSchedule(req uint64, spec *shard.ScheduleSpec, by string) {
 		n.reply(Reply{Req: req, Err: ErrUnavailable})
 		return
 	}
-	if shard.ToWorkers(&spec.Group) {
-		if who, unsure := n.lacking(p, FeatureScheduleToWorkers); unsure {
-			n.reply(Reply{Req: req, Err: ErrUnavailable})
-			return
-		} else if who != "" {
-			n.reply(Reply{Req: req, Err: &shard.FieldError{Task: -1, Field: "group.to", Message: fmt.Sprintf(
-				"peer %s, a replica of this schedule's partition, runs a needle that cannot apply a schedule to workers: upgrade it first", who)}})
-			return
-		}
+	if n.refuseToWorkers(req, p, spec) {
+		return
 	}
 	ev, exists, err := p.shard.SetSchedule(n.now, spec, by)
 	switch {
@@ -57,6 +50,26 @@ func (e *UpgradeError) Error() string {
 	return fmt.Sprintf("peer %s, a replica of this partition, runs a needle that cannot apply %s: upgrade it first", e.Peer, e.What)
 }
 
+// refuseToWorkers answers request req, and reports so, when schedule
+// spec fires to workers and a replica of p cannot apply that (or whether
+// one can is not known yet).
+func (n *Node) refuseToWorkers(req uint64, p *partition, spec *shard.ScheduleSpec) bool {
+	if !shard.ToWorkers(&spec.Group) {
+		return false
+	}
+	who, unsure := n.lacking(p, FeatureScheduleToWorkers)
+	switch {
+	case unsure:
+		n.reply(Reply{Req: req, Err: ErrUnavailable})
+	case who != "":
+		n.reply(Reply{Req: req, Err: &shard.FieldError{Task: -1, Field: "group.to", Message: fmt.Sprintf(
+			"peer %s, a replica of this schedule's partition, runs a needle that cannot apply a schedule to workers: upgrade it first", who)}})
+	default:
+		return false
+	}
+	return true
+}
+
 // UpdateSchedule proposes new settings for schedule spec.ID (see
 // shard.UpdateSchedule; base is the revision they were made from, 0 =
 // any). The reply comes once the update applied, at once when nothing
@@ -76,15 +89,8 @@ func (n *Node) UpdateSchedule(req uint64, spec *shard.ScheduleSpec, base uint64,
 		n.reply(Reply{Req: req, Err: errors.Join(ErrUnavailable, &UpgradeError{Peer: who, What: "a schedule's update"})})
 		return
 	}
-	if shard.ToWorkers(&spec.Group) {
-		if who, unsure := n.lacking(p, FeatureScheduleToWorkers); unsure {
-			n.reply(Reply{Req: req, Err: ErrUnavailable})
-			return
-		} else if who != "" {
-			n.reply(Reply{Req: req, Err: &shard.FieldError{Task: -1, Field: "group.to", Message: fmt.Sprintf(
-				"peer %s, a replica of this schedule's partition, runs a needle that cannot apply a schedule to workers: upgrade it first", who)}})
-			return
-		}
+	if n.refuseToWorkers(req, p, spec) {
+		return
 	}
 	evs, err := p.shard.UpdateSchedule(n.now, spec, base, by)
 	if err != nil || len(evs) == 0 {
