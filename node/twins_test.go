@@ -13,28 +13,38 @@ import (
 	"github.com/needle-mesh/needle/node/nodetest"
 )
 
-// twinLog records the identity-conflict records a node logs.
-type twinLog struct {
+// recLog records the records a node logs whose message holds one of its
+// substrings (these tests' log).
+type recLog struct {
 	mu   *sync.Mutex
 	recs *[]slog.Record
+	subs []string
 }
 
-func newTwinLog() twinLog { return twinLog{mu: &sync.Mutex{}, recs: new([]slog.Record)} }
+func newRecLog(subs ...string) recLog {
+	return recLog{mu: &sync.Mutex{}, recs: new([]slog.Record), subs: subs}
+}
 
-func (h twinLog) Enabled(context.Context, slog.Level) bool { return true }
-func (h twinLog) Handle(_ context.Context, r slog.Record) error {
-	if strings.Contains(r.Message, "identity conflict") {
-		h.mu.Lock()
-		*h.recs = append(*h.recs, r.Clone())
-		h.mu.Unlock()
+// newTwinLog records the identity-conflict records.
+func newTwinLog() recLog { return newRecLog("identity conflict") }
+
+func (h recLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h recLog) Handle(_ context.Context, r slog.Record) error {
+	for _, sub := range h.subs {
+		if strings.Contains(r.Message, sub) {
+			h.mu.Lock()
+			*h.recs = append(*h.recs, r.Clone())
+			h.mu.Unlock()
+			return nil
+		}
 	}
 	return nil
 }
-func (h twinLog) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h twinLog) WithGroup(string) slog.Handler      { return h }
+func (h recLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h recLog) WithGroup(string) slog.Handler      { return h }
 
 // count returns how many records of level lv whose message holds sub it has.
-func (h twinLog) count(lv slog.Level, sub string) int {
+func (h recLog) count(lv slog.Level, sub string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := 0
@@ -46,7 +56,7 @@ func (h twinLog) count(lv slog.Level, sub string) int {
 	return n
 }
 
-func (h twinLog) attr(key string) string {
+func (h recLog) attr(key string) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, r := range *h.recs {
@@ -87,7 +97,7 @@ func membershipOnly(m *node.Message) bool {
 // both boots (at most once a minute), the identity_conflicts counter, and
 // the member's Conflict in Members; it clears once the clone stopped.
 func TestIdentityConflictDetected(t *testing.T) {
-	logs := map[string]twinLog{}
+	logs := map[string]recLog{}
 	m := nodetest.NewMeshWith(t, 4, 8, func(p *nodetest.Peer, cfg *node.NodeConfig) {
 		l, ok := logs[p.ID]
 		if !ok || p.Boot > 1000 { // a clone logs apart
@@ -224,4 +234,18 @@ func TestRestartsAreNoIdentityConflict(t *testing.T) {
 			}
 		}
 	}
+}
+
+// levels returns the level of each record whose message holds sub, in
+// order.
+func (h recLog) levels(sub string) []slog.Level {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []slog.Level
+	for _, r := range *h.recs {
+		if strings.Contains(r.Message, sub) {
+			out = append(out, r.Level)
+		}
+	}
+	return out
 }

@@ -212,22 +212,24 @@ func ownDir(dir string) error {
 	return nil
 }
 
-// ownDirs gives the exec dir root and the peer's directory dir in it
-// their owner's access back (ownDir), when a task took it.
-func ownDirs(root, dir string) error {
-	if err := ownDir(root); err != nil {
-		return err
+// ownDirs makes each of dirs usable (ownDir), in order: the exec dir,
+// then the peer's directory in it (the same dir twice is made once).
+func ownDirs(dirs ...string) error {
+	for i, dir := range dirs {
+		if i > 0 && dir == dirs[i-1] {
+			continue
+		}
+		if err := ownDir(dir); err != nil {
+			return err
+		}
 	}
-	return ownDir(dir)
+	return nil
 }
 
 // peerExecDir makes the peer's directory of the exec dir, and the exec
 // dir, usable (ownDir): the peer's 0700 whatever it was.
 func peerExecDir(root, dir string) error {
-	if err := ownDir(root); err != nil {
-		return err
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := ownDirs(root, dir); err != nil {
 		return err
 	}
 	return os.Chmod(dir, 0o700)
@@ -278,13 +280,7 @@ func (b *builtins) attemptDir() (string, error) {
 	if parent == "" {
 		return os.MkdirTemp(os.TempDir(), execAttemptPrefix)
 	}
-	var err error
-	if root == parent {
-		err = ownDir(root)
-	} else {
-		err = ownDirs(root, parent)
-	}
-	if err != nil {
+	if err := ownDirs(root, parent); err != nil {
 		return "", fmt.Errorf("exec dir %s: %w", parent, err)
 	}
 	return os.MkdirTemp(parent, execAttemptPrefix)
