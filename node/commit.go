@@ -101,7 +101,7 @@ func (n *Node) flushCommits(p *partition) {
 			continue
 		}
 		if n.replicating(p, c.m.GetTo()) { // not removed, nor back to probing, meanwhile
-			n.raftOut[c.to] = append(n.raftOut[c.to], RaftMsg{Partition: uint32(p.id), Msg: c.m})
+			n.sendRaft(c.to, p, c.m)
 		}
 	}
 	clear(p.commits[k:])

@@ -327,9 +327,11 @@ type Node struct {
 	// a restarted replica's promise (leaseWindow).
 	together bool
 
-	mesh     mesh // membership, liveness, ring, outbox
-	raftOut  map[string][]RaftMsg
-	outTo    []string // flushRaftMsgs' sorted keys of raftOut, reused
+	mesh mesh // membership, liveness, ring, outbox
+	// raftOut are the Raft messages of the coming Ready, in the order
+	// made (sendRaft). flushRaftMsgs copies them into the Ready and empties
+	// it: the array is the node's own, reused for every Ready.
+	raftOut  []outRaft
 	snapSent []snapReport
 	steal    stealer
 	stats    NodeStats
@@ -391,7 +393,7 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 		isDir: make([]bool, cfg.Partitions), now: now, lastTick: now, bootAt: now,
 		reqs: make(map[uint64]*request), submits: make(map[shard.GroupID][]uint64), running: make(map[shard.TaskID]shard.Round),
 		leaseAt: make(map[shard.TaskID]time.Time), ownLeases: make(map[shard.TaskID]ownLease),
-		raftOut: make(map[string][]RaftMsg), started: make(map[shard.TaskID]claimed), spec: make(map[shard.TaskID]*specRun),
+		started: make(map[shard.TaskID]claimed), spec: make(map[shard.TaskID]*specRun),
 		heldGrants: make(map[shard.TaskID]shard.Event),
 		localOut:   make(map[shard.TaskID]shard.Outcome), goneOut: make(map[string][]GoneMsg),
 	}

@@ -78,10 +78,10 @@ func (n *Node) maybeQuiesce(p *partition) {
 		}
 		to, _ := n.mesh.peerOf(v)
 		n.dropCommit(p, to, commit)
-		n.raftOut[to] = append(n.raftOut[to], RaftMsg{Partition: uint32(p.id), Msg: &pb.Message{
+		n.sendRaft(to, p, &pb.Message{
 			Type: pb.MsgHeartbeat.Enum(), To: new(v), From: new(n.raftID), Term: new(p.term),
 			Commit: new(commit), Context: quiesceCtx,
-		}})
+		})
 	}
 	n.setQuiesced(p, true)
 	p.quietAt = n.now
@@ -256,9 +256,9 @@ func (n *Node) wake(p *partition, tell bool) {
 	}
 	n.heardLeader(p, st.Lead)
 	if tell {
-		n.raftOut[lead] = append(n.raftOut[lead], RaftMsg{Partition: uint32(p.id), Msg: &pb.Message{
+		n.sendRaft(lead, p, &pb.Message{
 			Type: pb.MsgHeartbeatResp.Enum(), To: new(st.Lead), From: new(n.raftID), Term: new(st.GetTerm()),
-		}})
+		})
 	}
 }
 
@@ -278,7 +278,7 @@ func (n *Node) wakeFollowers(p *partition, commit uint64) {
 		}
 		n.stampHeartbeat(m)
 		n.dropCommit(p, to, m.GetCommit())
-		n.raftOut[to] = append(n.raftOut[to], RaftMsg{Partition: uint32(p.id), Msg: m})
+		n.sendRaft(to, p, m)
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -186,51 +187,79 @@ func (n *Node) Ready() Ready {
 	return rd
 }
 
+// outRaft is a Raft message for peer to, held until flushRaftMsgs.
+type outRaft struct {
+	to    string
+	early bool // earlyRaft, set by flushRaftMsgs
+	msg   RaftMsg
+}
+
+// batchedWith reports whether o goes in the same Message as b.
+func (o outRaft) batchedWith(b outRaft) bool { return o.to == b.to && o.early == b.early }
+
+// sendRaft queues Raft message m of partition p for peer to.
+func (n *Node) sendRaft(to string, p *partition, m *pb.Message) {
+	n.raftOut = append(n.raftOut, outRaft{to: to, msg: RaftMsg{Partition: uint32(p.id), Msg: m}})
+}
+
 // flushRaftMsgs batches the Raft messages of every partition into one
 // Message per destination and kind: Early for those that may leave before
 // the Ready is persisted, Messages for the responses that vouch for it
-// (see earlyRaft).
+// (see earlyRaft). Destinations go in the order of their ids, a
+// destination's messages in the order made.
 func (n *Node) flushRaftMsgs() {
-	n.outTo = n.outTo[:0]
-	for to := range n.raftOut {
-		n.outTo = append(n.outTo, to)
+	if len(n.raftOut) == 0 {
+		return
 	}
-	slices.Sort(n.outTo)
-	for _, to := range n.outTo {
-		// A leader's messages are all early, a follower's mostly late:
-		// a destination's slice goes as it is when it is of one kind
-		// (the map forgets it below, so nothing appends to it again).
-		msgs := n.raftOut[to]
-		nEarly := 0
-		for _, rm := range msgs {
-			if earlyRaft(rm.Msg.GetType()) {
+	for i := range n.raftOut {
+		n.raftOut[i].early = earlyRaft(n.raftOut[i].msg.Msg.GetType())
+	}
+	// A stable sort keeps each destination's early and late messages in
+	// order: every batch is then a run of the sorted messages, and one
+	// array holds them all (a grown slice per destination and kind
+	// before). The array goes with the Ready, the driver's to keep.
+	slices.SortStableFunc(n.raftOut, func(a, b outRaft) int {
+		if c := strings.Compare(a.to, b.to); c != 0 {
+			return c
+		}
+		switch {
+		case a.early == b.early:
+			return 0
+		case a.early:
+			return -1
+		}
+		return 1
+	})
+	nEarly, nLate := 0, 0
+	msgs := make([]RaftMsg, len(n.raftOut))
+	for i, o := range n.raftOut {
+		msgs[i] = o.msg
+		if i == 0 || !o.batchedWith(n.raftOut[i-1]) {
+			if o.early {
 				nEarly++
+			} else {
+				nLate++
 			}
-		}
-		var early, late []RaftMsg
-		switch nEarly {
-		case len(msgs):
-			early = msgs
-		case 0:
-			late = msgs
-		default:
-			early, late = make([]RaftMsg, 0, nEarly), make([]RaftMsg, 0, len(msgs)-nEarly)
-			for _, rm := range msgs {
-				if earlyRaft(rm.Msg.GetType()) {
-					early = append(early, rm)
-				} else {
-					late = append(late, rm)
-				}
-			}
-		}
-		if len(early) > 0 {
-			n.rd.Early = append(n.rd.Early, Envelope{To: to, Msg: Message{Type: MsgRaft, From: n.cfg.ID, Raft: early}})
-		}
-		if len(late) > 0 {
-			n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgRaft, From: n.cfg.ID, Raft: late}})
 		}
 	}
-	clear(n.raftOut)
+	n.rd.Early = slices.Grow(n.rd.Early, nEarly)
+	n.rd.Messages = slices.Grow(n.rd.Messages, nLate)
+	for start := 0; start < len(n.raftOut); {
+		o := n.raftOut[start]
+		end := start + 1
+		for end < len(n.raftOut) && n.raftOut[end].batchedWith(o) {
+			end++
+		}
+		env := Envelope{To: o.to, Msg: Message{Type: MsgRaft, From: n.cfg.ID, Raft: msgs[start:end:end]}}
+		if o.early {
+			n.rd.Early = append(n.rd.Early, env)
+		} else {
+			n.rd.Messages = append(n.rd.Messages, env)
+		}
+		start = end
+	}
+	clear(n.raftOut) // the messages it points at
+	n.raftOut = n.raftOut[:0]
 }
 
 // earlyRaft reports whether a Raft message may leave before the entries
@@ -364,7 +393,7 @@ func (n *Node) readyPartition(p *partition) {
 				continue
 			}
 		}
-		n.raftOut[to] = append(n.raftOut[to], RaftMsg{Partition: uint32(p.id), Msg: m})
+		n.sendRaft(to, p, m)
 		if m.GetType() == pb.MsgSnap {
 			n.snapSent = append(n.snapSent, snapReport{p: p, to: m.GetTo()})
 		}
