@@ -1,6 +1,7 @@
 package node
 
 import (
+	"slices"
 	"time"
 
 	"github.com/needle-mesh/needle/shard"
@@ -191,7 +192,7 @@ func (n *Node) foldHeld(p *partition, sr *specRun, o shard.Outcome) bool {
 // takeHeld empties p's held leases, creations and delivery records (a
 // leadership lost) and returns their events.
 func (n *Node) takeHeld(p *partition) []shard.Event {
-	evs := n.takeDeferred(p)
+	evs := n.takeDeferred(p, nil)
 	for i := range p.heldSubs {
 		evs = append(evs, p.heldSubs[i].evs...)
 	}
@@ -319,20 +320,25 @@ func (n *Node) undefer(p *partition, t shard.TaskID) {
 	}
 }
 
-// takeDeferred empties p's held leases and returns them, marking their
-// runs' speculations as proposed-or-dropped like any other lease.
-func (n *Node) takeDeferred(p *partition) []shard.Event {
-	if len(p.deferred) == 0 {
-		return nil
+// takeDeferred empties p's held leases into the front of evs, ahead of
+// its events (outcomes that may follow them), marking their runs'
+// speculations as proposed-or-dropped like any other lease. The array of
+// p.deferred is kept for the next leases: nothing else points into it.
+func (n *Node) takeDeferred(p *partition, evs []shard.Event) []shard.Event {
+	k := len(p.deferred)
+	if k == 0 {
+		return evs
 	}
-	evs := make([]shard.Event, len(p.deferred))
+	evs = slices.Grow(evs, k)[:len(evs)+k]
+	copy(evs[k:], evs)
 	for i := range p.deferred {
 		evs[i] = p.deferred[i].ev
 		if sr := n.spec[evs[i].Task]; sr != nil {
 			sr.deferred = false
 		}
 	}
-	p.deferred = nil
+	clear(p.deferred)
+	p.deferred = p.deferred[:0]
 	return evs
 }
 

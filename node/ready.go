@@ -283,13 +283,9 @@ func (n *Node) flush(p *partition) {
 	// Held leases ride along: in an entry that goes anyway they cost
 	// nothing, where alone, at their time, they would cost one; and so do
 	// delivery records.
-	buf := append(p.props, n.takeNotes(p)...)
-	evs := buf
-	if len(p.deferred) > 0 {
-		evs = append(n.takeDeferred(p), buf...)
-	}
+	buf := n.takeDeferred(p, append(p.props, n.takeNotes(p)...))
 	p.props = nil
-	n.proposeEvents(p, evs)
+	n.proposeEvents(p, buf)
 	if len(p.props) == 0 && cap(buf) <= maxReusedProps {
 		// The events are encoded in the entry and nothing kept them (a
 		// refused proposal is kept in p.props): the buffer serves the
