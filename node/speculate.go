@@ -106,7 +106,7 @@ func (n *Node) reportSpeculative(p *partition, o shard.Outcome) bool {
 	if !ok || sr.round != o.Round {
 		return false
 	}
-	sr.out = &o
+	sr.out = new(o) // a copy: &o put o on the heap at every call, matched or not
 	if sr.deferred && p != nil && p.id == sr.part {
 		n.undefer(p, o.Task) // the lease goes first, in the outcome's entry
 	}
