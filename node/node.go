@@ -721,12 +721,18 @@ func (n *Node) readyLoad() (ready, stranded int) {
 }
 
 func sortedKeys[K ~string | ~uint64 | ~int, V any](m map[K]V) []K {
-	keys := make([]K, 0, len(m))
+	return appendSortedKeys(make([]K, 0, len(m)), m)
+}
+
+// appendSortedKeys appends m's keys to dst, sorted. A hot caller passes a
+// small array of its stack, which holds a few keys without an allocation.
+func appendSortedKeys[K ~string | ~uint64 | ~int, V any](dst []K, m map[K]V) []K {
+	n := len(dst)
 	for k := range m {
-		keys = append(keys, k)
+		dst = append(dst, k)
 	}
-	slices.Sort(keys)
-	return keys
+	slices.Sort(dst[n:])
+	return dst
 }
 
 // Counters returns the node's cumulative protocol counters (steals,

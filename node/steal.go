@@ -477,7 +477,8 @@ func (n *Node) flushGrants() {
 	}
 	self := n.load()
 	granted := map[string]bool{}
-	for _, holder := range sortedKeys(n.steal.grants) {
+	var keys [4]string
+	for _, holder := range appendSortedKeys(keys[:0], n.steal.grants) {
 		to := shard.HolderPeer(holder)
 		granted[to] = true
 		out := &n.rd.Early

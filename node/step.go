@@ -514,7 +514,10 @@ func (n *Node) forward(o shard.Outcome) {
 	key := outboxKey(o.Task, o.Round)
 	n.mesh.outbox[key] = msg
 	n.mesh.sentAt[key] = n.now
-	enc, _ := AppendMessage(nil, &Message{Type: MsgOutcome, Outcomes: []OutcomeMsg{msg}})
+	// Room for the whole record (its varints take at most 55 bytes), not
+	// grown from nil in four steps.
+	room := 64 + len(msg.Task) + len(msg.Holder) + len(msg.Result) + len(msg.Error)
+	enc, _ := AppendMessage(make([]byte, 0, room), &Message{Type: MsgOutcome, Outcomes: []OutcomeMsg{msg}})
 	n.rd.Persist.OutboxPut = append(n.rd.Persist.OutboxPut, wal.Record{Key: key, Value: enc})
 	n.rd.MustSync = true
 	n.mesh.sendOutcomes([]OutcomeMsg{msg})
@@ -552,7 +555,8 @@ func (m *mesh) sendOutcomes(outs []OutcomeMsg) {
 			by[g] = append(by[g], o)
 		}
 	}
-	for _, to := range sortedKeys(by) {
+	var keys [4]string
+	for _, to := range appendSortedKeys(keys[:0], by) {
 		m.n.rd.Messages = append(m.n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgOutcome, From: m.n.cfg.ID, Outcomes: by[to]}})
 	}
 }
