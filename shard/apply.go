@@ -272,11 +272,13 @@ func (s *Shard) applyFailed(t *task, e *Event) {
 func (s *Shard) fail(t *task, e *Event) {
 	t.finished = stampOf(e.At)
 	s.setState(t, Failed)
-	why := fmt.Sprintf("dependency %s failed", t.id())
-	if t.g.spec.Mode == ModeStream {
-		why = fmt.Sprintf("%s item %d at stage %q: %s", skippedPrefix, int(t.item), t.g.spec.Stages[int(t.stage)].Name, e.Error)
+	if len(t.dependents()) > 0 { // the reason is made only for them
+		why := fmt.Sprintf("dependency %s failed", t.id())
+		if t.g.spec.Mode == ModeStream {
+			why = fmt.Sprintf("%s item %d at stage %q: %s", skippedPrefix, int(t.item), t.g.spec.Stages[int(t.stage)].Name, e.Error)
+		}
+		s.cancelDependents(t, e, why)
 	}
-	s.cancelDependents(t, e, why)
 	s.admitNext(t, e)
 }
 
@@ -313,9 +315,12 @@ func (s *Shard) cancel(t *task, e *Event, why string) {
 		c := &s.changes[len(s.changes)-1] // setState recorded the terminal change
 		c.Abort, c.Holder = true, t.holder
 	}
-	next := fmt.Sprintf("dependency %s %s", t.id(), "canceled")
-	if strings.HasPrefix(why, skippedPrefix) {
-		next = why // every later stage of a skipped item is skipped, not canceled
+	if len(t.dependents()) == 0 {
+		return // the reason below is made only for them
+	}
+	next := why // every later stage of a skipped item is skipped, not canceled
+	if !strings.HasPrefix(why, skippedPrefix) {
+		next = fmt.Sprintf("dependency %s %s", t.id(), "canceled")
 	}
 	s.cancelDependents(t, e, next)
 }

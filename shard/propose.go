@@ -106,11 +106,11 @@ func (s *Shard) lease(now time.Time, n int, holder string, qs []*readyQueue, acc
 			break
 		}
 		s.ready.Remove(t)
-		if accept != nil && !accept(t.view()) {
+		id := t.id()
+		if accept != nil && !accept(t.viewAs(id, nil)) {
 			skipped = append(skipped, t)
 			continue
 		}
-		id := t.id()
 		s.inflight[id] = struct{}{}
 		timeout := t.pol.Timeout
 		if timeout <= 0 {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -326,7 +327,7 @@ func (s *Shard) Task(id TaskID) (TaskView, error) {
 	if err != nil {
 		return TaskView{}, err
 	}
-	return t.view(), nil
+	return t.viewAs(t.idOr(id), nil), nil
 }
 
 // TaskEvents returns the history of task id.
@@ -379,8 +380,10 @@ func (s *Shard) groupView(id GroupID, withTasks bool) (GroupView, error) {
 			v.Counts[State(st)] = n
 		}
 	}
+	var ids []TaskID
 	if withTasks {
 		v.Tasks = make([]TaskView, len(g.tasks))
+		ids = g.taskIDs()
 	}
 	if g.spec.Mode == ModeStream {
 		v.Items = len(g.tasks) / len(g.spec.Stages)
@@ -388,7 +391,7 @@ func (s *Shard) groupView(id GroupID, withTasks bool) (GroupView, error) {
 	}
 	for i, t := range g.tasks {
 		if withTasks {
-			v.Tasks[i] = t.view()
+			v.Tasks[i] = t.viewAs(ids[i], ids)
 		}
 		if g.spec.Mode != ModeStream {
 			continue
@@ -409,11 +412,43 @@ func (s *Shard) GroupTasks(id GroupID) ([]TaskID, error) {
 	if g == nil {
 		return nil, ErrNotFound
 	}
-	ids := make([]TaskID, len(g.tasks))
-	for i, t := range g.tasks {
-		ids[i] = t.id()
+	return g.taskIDs(), nil
+}
+
+// taskIDs returns the ids of g's tasks, in one string: a group's ids are
+// asked for together, and one allocation holds them where n did (a kept
+// id keeps its group's others, a few bytes each).
+func (g *group) taskIDs() []TaskID {
+	return g.idsOf(len(g.tasks), func(i int) int { return i })
+}
+
+// idsOf returns the ids of n of g's tasks, the i-th of index(i), in one
+// string as taskIDs does.
+func (g *group) idsOf(n int, index func(i int) int) []TaskID {
+	ids := make([]TaskID, n)
+	idLen := func(i int) int {
+		var num [20]byte
+		return len(g.id) + 1 + len(strconv.AppendInt(num[:0], int64(index(i)), 10))
 	}
-	return ids, nil
+	size := 0
+	for i := range ids {
+		size += idLen(i)
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for i := range ids {
+		var num [20]byte
+		b.WriteString(string(g.id))
+		b.WriteByte('.')
+		b.Write(strconv.AppendInt(num[:0], int64(index(i)), 10))
+	}
+	all, at := b.String(), 0
+	for i := range ids {
+		n := idLen(i)
+		ids[i] = TaskID(all[at : at+n])
+		at += n
+	}
+	return ids
 }
 
 // GroupState returns the summary state of group id.
@@ -434,9 +469,13 @@ func (s *Shard) Counts(into []int) {
 	}
 }
 
-func (t *task) view() TaskView {
+func (t *task) view() TaskView { return t.viewAs(t.id(), nil) }
+
+// viewAs is view for a caller that has t's id at hand, and its group's
+// (taskIDs) or nil.
+func (t *task) viewAs(id TaskID, ids []TaskID) TaskView {
 	v := TaskView{
-		ID: t.id(), Group: t.g.id, Name: t.name, Handler: t.pol.Handler,
+		ID: id, Group: t.g.id, Name: t.name, Handler: t.pol.Handler,
 		Payload: t.payload, Priority: t.pol.Priority, State: t.state,
 		Mode: t.g.spec.Mode, Stage: int(t.stage), Item: int(t.item), Require: t.pol.Require, Pin: t.pol.Pin,
 		Attempt: int(t.attempt), Round: t.round, Holder: t.holder, Result: t.result,
@@ -444,10 +483,12 @@ func (t *task) view() TaskView {
 		FinishedAt: t.finished.time(), NotBefore: t.notBefore.time(), Retries: t.retries(),
 		Deaths: DeathsOf(t.crash),
 	}
-	if deps := t.deps(); len(deps) > 0 {
+	if deps := t.deps(); len(deps) > 0 && ids == nil {
+		v.Deps = t.g.idsOf(len(deps), func(i int) int { return deps[i] })
+	} else if len(deps) > 0 {
 		v.Deps = make([]TaskID, len(deps))
 		for i, d := range deps {
-			v.Deps[i] = t.g.tasks[d].id()
+			v.Deps[i] = ids[d]
 		}
 	}
 	return v
