@@ -331,11 +331,25 @@ func decodeEvent(d *Decoder, e *Event, prev *Event) {
 		e.At = d.Time()
 		d.Field("at")
 	}
+	// A group that is not prev's, followed by a task index, is made in
+	// one string with the task's id ("g.7"): one allocation, not two.
+	var group []byte
+	newGroup := false // group was read and is not prev's
 	if e.Group = prev.Group; flags&flagSameGroup == 0 {
-		e.Group = GroupID(d.StringReuse(string(prev.Group)))
+		group = d.next()
+		newGroup = string(group) != string(prev.Group)
 		d.Field("group")
 	}
-	e.Task = decodeTaskID(d, e.Group, flags&flagTaskIndex != 0)
+	if isIndex := flags&flagTaskIndex != 0; newGroup && isIndex {
+		if e.Task = decodeTaskID(d, group, true); d.err == nil {
+			e.Group = GroupID(e.Task[:len(group)])
+		}
+	} else {
+		if newGroup {
+			e.Group = GroupID(group)
+		}
+		e.Task = decodeTaskID(d, e.Group, isIndex)
+	}
 	d.Field("task")
 	e.Round = Round(d.Uvarint())
 	d.Field("round")
@@ -373,7 +387,7 @@ func decodeEvent(d *Decoder, e *Event, prev *Event) {
 	}
 }
 
-func decodeTaskID(d *Decoder, g GroupID, isIndex bool) TaskID {
+func decodeTaskID[G GroupID | []byte](d *Decoder, g G, isIndex bool) TaskID {
 	if !isIndex {
 		return TaskID(d.String())
 	}
