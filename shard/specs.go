@@ -32,8 +32,15 @@ const maxPolicies = 8
 
 // newPolicies makes the options of g's tasks from specs, shared between
 // tasks whose options are the same (samePolicy), and their own fields.
+// The options are allocated a few at a time, in chunks twice as long as
+// the last (never longer than the tasks left): where each task has its
+// own (a workload that varies them), a group makes a handful of
+// allocations, not one a task. The group's tasks hold them, and are
+// removed together.
 func newPolicies(g *group, specs []TaskSpec) {
-	var pols []*TaskSpec
+	var recent [maxPolicies]*TaskSpec
+	pols := recent[:0]
+	var chunk []TaskSpec // room for the next options
 	for i, t := range g.tasks {
 		ts := &specs[i]
 		t.name, t.payload = ts.Name, ts.Payload
@@ -51,10 +58,14 @@ func newPolicies(g *group, specs []TaskSpec) {
 			}
 		}
 		if p == nil {
-			p = &TaskSpec{Handler: ts.Handler, Priority: ts.Priority, Timeout: ts.Timeout, Retry: ts.Retry,
-				Delay: ts.Delay, Require: ts.Require, Pin: ts.Pin}
+			if len(chunk) == cap(chunk) {
+				chunk = make([]TaskSpec, 0, min(max(2*cap(chunk), 1), len(g.tasks)-i))
+			}
+			chunk = append(chunk, TaskSpec{Handler: ts.Handler, Priority: ts.Priority, Timeout: ts.Timeout, Retry: ts.Retry,
+				Delay: ts.Delay, Require: ts.Require, Pin: ts.Pin})
+			p = &chunk[len(chunk)-1]
 			if len(pols) == maxPolicies {
-				pols = pols[1:]
+				pols = append(pols[:0], pols[1:]...)
 			}
 			pols = append(pols, p)
 		}
