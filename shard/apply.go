@@ -129,6 +129,9 @@ func (s *Shard) applySubmitted(e *Event) {
 // linkDeps fills deps, dependents and depsLeft from the spec: names for a
 // dag, the previous stage for a pipeline.
 func linkDeps(g *group) {
+	if m := g.spec.Mode; m != ModeDAG && m != ModePipeline && m != ModeStream {
+		return // no deps: depsLeft is 0 as newTasks made it
+	}
 	var names map[string]int // a DAG's deps name their tasks
 	if g.spec.Mode == ModeDAG {
 		names = make(map[string]int, len(g.tasks))
@@ -144,27 +147,65 @@ func linkDeps(g *group) {
 			byStage[int(t.stage)] = append(byStage[int(t.stage)], i)
 		}
 	}
+	// Every task's deps, task after task in one slice, and their number
+	// in depsLeft; then the links and the dependents are carved from one
+	// allocation each: a pipeline or a stream links nearly every task,
+	// and three allocations a task (more as its dependents grew) were a
+	// good part of a submission's.
+	all := make([]int, 0, len(g.tasks))
 	for i, t := range g.tasks {
+		from := len(all)
 		switch g.spec.Mode {
 		case ModeDAG:
 			for _, name := range t.depNames() {
 				if d, ok := names[name]; ok && d != i {
-					t.linked().deps = append(t.linked().deps, d)
+					all = append(all, d)
 				}
 			}
 		case ModePipeline:
-			if int(t.stage) > 0 && len(byStage[int(t.stage)-1]) > 0 {
-				t.linked().deps = append(t.linked().deps, byStage[int(t.stage)-1]...)
+			if int(t.stage) > 0 {
+				all = append(all, byStage[int(t.stage)-1]...)
 			}
 		case ModeStream:
 			if int(t.stage) > 0 {
-				t.linked().deps = append(t.linked().deps, i-1) // the same item, one stage earlier
+				all = append(all, i-1) // the same item, one stage earlier
 			}
 		}
-		t.depsLeft = int32(len(t.deps()))
+		t.depsLeft = int32(len(all) - from)
+	}
+	if len(all) == 0 {
+		return
+	}
+	dependents := make([]int32, len(g.tasks)) // each task's number of them
+	for _, d := range all {
+		dependents[d]++
+	}
+	need := 0
+	for i, t := range g.tasks {
+		if t.links == nil && (t.depsLeft > 0 || dependents[i] > 0) {
+			need++
+		}
+	}
+	room := make([]taskLinks, need)
+	linked := func(t *task) *taskLinks {
+		if t.links == nil {
+			t.links, room = &room[0], room[1:]
+		}
+		return t.links
+	}
+	of := make([]int, len(all)) // the dependents' lists, in the tasks' order
+	for i, t := range g.tasks {
+		if n := int(t.depsLeft); n > 0 {
+			linked(t).deps, all = all[:n:n], all[n:]
+		}
+		if n := int(dependents[i]); n > 0 {
+			linked(t).dependents, of = of[:0:n], of[n:]
+		}
+	}
+	for i, t := range g.tasks {
 		for _, d := range t.deps() {
-			l := g.tasks[d].linked()
-			l.dependents = append(l.dependents, i)
+			l := g.tasks[d].links
+			l.dependents = append(l.dependents, i) // within its room
 		}
 	}
 }
