@@ -83,9 +83,21 @@ func (t *task) makePlain() bool {
 }
 
 // settleGroup settles the histories of a finished group's tasks, so that
-// the room newTasks made for them is freed.
+// the room newTasks made for them is freed. The histories kept move to
+// one allocation, each at its exact length (an append moves it out), not
+// one a task: the group's tasks are removed together.
 func settleGroup(g *group) {
+	n := 0
 	for _, t := range g.tasks {
-		t.settle()
+		if !t.plain && len(t.history) > 0 && !t.makePlain() {
+			n += len(t.history)
+		}
+	}
+	room := make([]taskEvent, n)
+	for _, t := range g.tasks {
+		if k := len(t.history); !t.plain && k > 0 {
+			copy(room, t.history)
+			t.history, room = room[:k:k], room[k:]
+		}
 	}
 }
