@@ -69,7 +69,7 @@ func (s *Shard) apply(e *Event) {
 	case EvRenewed:
 		if t.state == Running && t.round == e.Round && t.holder == e.Holder {
 			t.expiry = stampOf(e.Expiry)
-			s.addTimer(timer{at: e.Expiry.UnixNano(), task: t.refOf(), kind: timerExpiry, round: t.round})
+			s.addTimer(t, timer{at: e.Expiry.UnixNano(), kind: timerExpiry, round: t.round})
 		}
 	case EvSucceeded:
 		s.applySucceeded(t, e)
@@ -237,7 +237,7 @@ func (s *Shard) release(t *task, e *Event) {
 		if nb.After(e.At) {
 			t.notBefore = stampOf(nb)
 			s.setState(t, Waiting)
-			s.addTimer(timer{at: nb.UnixNano(), task: t.refOf(), kind: timerReady})
+			s.addTimer(t, timer{at: nb.UnixNano(), kind: timerReady})
 			return
 		}
 	}
@@ -258,7 +258,7 @@ func (s *Shard) applyLeased(t *task, e *Event) {
 	t.started = stampOf(e.At)
 	s.record(t, e)
 	s.setState(t, Running)
-	s.addTimer(timer{at: e.Expiry.UnixNano(), task: t.refOf(), kind: timerExpiry, round: t.round})
+	s.addTimer(t, timer{at: e.Expiry.UnixNano(), kind: timerExpiry, round: t.round})
 }
 
 func (s *Shard) fenced(t *task, e *Event) bool {
@@ -305,7 +305,7 @@ func (s *Shard) applyFailed(t *task, e *Event) {
 	}
 	t.notBefore = stampOf(e.NotBefore)
 	s.setState(t, Waiting)
-	s.addTimer(timer{at: e.NotBefore.UnixNano(), task: t.refOf(), kind: timerReady})
+	s.addTimer(t, timer{at: e.NotBefore.UnixNano(), kind: timerReady})
 }
 
 // fail moves t to FAILED for good: its dependents are canceled (in a

@@ -35,9 +35,9 @@ func (s *Shard) SetLeader(leader bool, now time.Time) {
 		for _, t := range s.groups[id].tasks {
 			switch t.state {
 			case Waiting:
-				s.addTimer(timer{at: t.notBefore.nanos(), task: t.refOf(), kind: timerReady})
+				s.addTimer(t, timer{at: t.notBefore.nanos(), kind: timerReady})
 			case Running:
-				s.addTimer(timer{at: t.expiry.nanos(), task: t.refOf(), kind: timerExpiry, round: t.round})
+				s.addTimer(t, timer{at: t.expiry.nanos(), kind: timerExpiry, round: t.round})
 			case Ready:
 				if t.heapIdx < 0 {
 					s.ready.Push(t) // a lease proposed by a former term that never committed
@@ -51,8 +51,11 @@ func (s *Shard) SetLeader(leader bool, now time.Time) {
 // Leader reports whether leader-local state is on.
 func (s *Shard) Leader() bool { return s.leader }
 
-func (s *Shard) addTimer(tm timer) {
+// addTimer arms tm, a timer of t's, on the leader: the only replica with
+// timers, and so the only one that makes t's ref for them.
+func (s *Shard) addTimer(t *task, tm timer) {
 	if s.leader {
+		tm.task = t.refOf()
 		s.wheel.add(tm)
 		s.dueMaybe()
 	}
