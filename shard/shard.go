@@ -578,10 +578,17 @@ func (s *Shard) Waited(id TaskID) (time.Duration, bool) {
 // it should not have. They changed nothing, on every replica alike.
 func (s *Shard) Rejected() uint64 { return s.rejected }
 
-// refOf returns t's taskRef, making it on first use.
+// refOf returns t's taskRef, making it on first use: its group's tasks
+// get theirs together, in one allocation, as nearly every task is leased
+// and its lease arms a timer.
 func (t *task) refOf() *taskRef {
 	if t.ref == nil {
-		t.ref = &taskRef{t: t}
+		refs := make([]taskRef, len(t.g.tasks))
+		for i, u := range t.g.tasks {
+			if u.ref == nil {
+				refs[i].t, u.ref = u, &refs[i]
+			}
+		}
 	}
 	return t.ref
 }
