@@ -501,11 +501,13 @@ func decodeGroupSpecIn(d *Decoder, g *GroupSpec, reuse bool) {
 	for i := range g.Tasks {
 		decodeTaskSpec(d, &g.Tasks[i], prev)
 		if d.err != nil {
+			ownPayloads(g.Tasks[:i+1])
 			d.withinIndex("tasks", i)
 			return
 		}
 		prev = &g.Tasks[i]
 	}
+	ownPayloads(g.Tasks)
 	if d.v1 {
 		return
 	}
@@ -526,12 +528,36 @@ func decodeGroupSpecIn(d *Decoder, g *GroupSpec, reuse bool) {
 	}
 }
 
+// ownPayloads copies the payloads of ts, read in place, into one
+// allocation: a group's tasks keep them, and are removed together. Each
+// is capped at its length, so that an append moves it out.
+func ownPayloads(ts []TaskSpec) {
+	size := 0
+	for i := range ts {
+		size += len(ts[i].Payload)
+	}
+	if size == 0 {
+		return
+	}
+	all := make([]byte, 0, size)
+	for i := range ts {
+		if p := ts[i].Payload; len(p) > 0 {
+			all = append(all, p...)
+			ts[i].Payload = all[len(all)-len(p) : len(all) : len(all)]
+		}
+	}
+}
+
+// decodeTaskSpec decodes into t, with its payload read in place: the
+// caller copies it out (ownPayloads).
 func decodeTaskSpec(d *Decoder, t *TaskSpec, prev *TaskSpec) {
 	t.Name = d.String()
 	d.Field("name")
 	t.Handler = d.StringReuse(prev.Handler)
 	d.Field("handler")
-	t.Payload = d.Bytes()
+	if t.Payload = d.next(); len(t.Payload) == 0 {
+		t.Payload = nil // as Bytes
+	}
 	d.Field("payload")
 	t.Priority = d.int32()
 	d.Field("priority")
