@@ -113,7 +113,21 @@ type xpoll struct {
 	labels   map[string]string
 	max      int
 	got      []*xlease
-	ready    chan struct{} // closed once got is set
+	ready    chan struct{} // closed once got is set, or once denied
+	// authorized re-checks the poll's token (api.PollRequest.Authorized;
+	// nil: no tokens); denied is its error once it failed, after which
+	// the poll is handed nothing.
+	authorized func() error
+	denied     error
+}
+
+// deny reports whether q may be handed no task: its token was revoked
+// (or lost the scope) since it arrived. h.mu is held.
+func (q *xpoll) deny() bool {
+	if q.denied == nil && q.authorized != nil {
+		q.denied = q.authorized()
+	}
+	return q.denied != nil
 }
 
 type xrun struct {
@@ -281,8 +295,13 @@ func (h *hub) Poll(ctx context.Context, req api.PollRequest) (api.PollResult, er
 	w.handlers, w.labels, w.slots = slices.Clone(req.Handlers), labels, req.Max
 	changed = changed || w.capacity != req.Max+w.running || now.Sub(w.polled) >= standingFor
 	w.capacity, w.polled = req.Max+w.running, now
-	q := &xpoll{w: w, handlers: w.handlers, labels: labels, max: req.Max, ready: make(chan struct{})}
+	q := &xpoll{w: w, handlers: w.handlers, labels: labels, max: req.Max, ready: make(chan struct{}), authorized: req.Authorized}
 	h.fill(q, now)
+	if q.denied != nil {
+		h.unlock()
+		gone.report(ctx, h)
+		return api.PollResult{}, q.denied
+	}
 	if len(q.got) > 0 || req.Wait <= 0 {
 		got := q.got
 		h.unlock()
@@ -311,9 +330,11 @@ func (h *hub) Poll(ctx context.Context, req api.PollRequest) (api.PollResult, er
 	w.seen, w.polled = now, now
 	got := q.got
 	waiting := h.unpoll(q)
-	if len(got) > 0 && ctx.Err() != nil {
-		// The worker went away before it got them: the runs go back to
-		// the queue for the next poll, their tokens void.
+	denied := q.deny()
+	if len(got) > 0 && (ctx.Err() != nil || denied) {
+		// The worker went away before it got them, or its token was
+		// revoked: the runs go back to the queue, their tokens void, for
+		// another waiting poll or the next.
 		for i := len(got) - 1; i >= 0; i-- {
 			l := got[i]
 			h.lose(l, now)
@@ -321,10 +342,15 @@ func (h *hub) Poll(ctx context.Context, req api.PollRequest) (api.PollResult, er
 			h.queue = slices.Insert(h.queue, 0, h.runOf(l.run, now))
 		}
 		got = nil
+		h.fillPolls(now, nil)
+		waiting = true // the demand changed
 	}
 	h.unlock()
 	if waiting {
 		h.demandChanged(context.Background())
+	}
+	if denied {
+		return api.PollResult{}, q.denied
 	}
 	return h.answer(got), nil
 }

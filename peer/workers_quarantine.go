@@ -74,6 +74,9 @@ func (h *hub) lostWith(w string, ls []*xlease, held int, why string) []shard.Out
 // suspects (see above). h.mu is held.
 func (h *hub) fill(q *xpoll, now time.Time) {
 	w := q.w
+	if q.deny() {
+		return // its token was revoked: nothing for it
+	}
 	if w.isolated > 0 {
 		return // runs a suspect alone
 	}
@@ -154,7 +157,7 @@ func (h *hub) fillPolls(now time.Time, pick func(*xpoll) bool) {
 		if pick == nil || pick(q) {
 			h.fill(q, now)
 		}
-		if len(q.got) > 0 {
+		if len(q.got) > 0 || q.denied != nil {
 			q.w.polling--
 			close(q.ready)
 			continue

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 )
 
@@ -237,10 +238,18 @@ func ParseScope(s string) (Scope, error) {
 // which routes it may use. It is a set, not one token, so that a token
 // can be rotated without an outage: add the new one, move the clients to
 // it, then remove the old one. Set and SetTokens replace the set while
-// requests are served (needled does on SIGHUP). The zero value accepts
-// nothing.
+// requests are served (needled does on SIGHUP); a request already
+// served keeps the token it was authorized with, but a worker's waiting
+// poll re-checks it (Recheck, Watch). The zero value accepts nothing.
 type Tokens struct {
-	set atomic.Pointer[[]Token]
+	mu  sync.Mutex // serialises replacements of set
+	set atomic.Pointer[tokenSet]
+}
+
+// tokenSet is one version of a Tokens' set.
+type tokenSet struct {
+	list    []Token
+	changed chan struct{} // closed once the set is replaced
 }
 
 // NewTokens returns the set of tokens, each admin and named by its
@@ -267,7 +276,7 @@ func (t *Tokens) Set(tokens []string) {
 			kept = append(kept, newToken(tok, "", ScopeAdmin))
 		}
 	}
-	t.set.Store(&kept)
+	t.store(kept)
 }
 
 // SetTokens replaces the tokens accepted with list (as ParseTokens
@@ -279,13 +288,40 @@ func (t *Tokens) SetTokens(list []Token) {
 			kept = append(kept, tok)
 		}
 	}
-	t.set.Store(&kept)
+	t.store(kept)
+}
+
+// store makes list the set, and tells the watchers of the one it
+// replaces (Watch).
+func (t *Tokens) store(list []Token) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := t.set.Load()
+	t.set.Store(&tokenSet{list: list, changed: make(chan struct{})})
+	if old != nil {
+		close(old.changed)
+	}
+}
+
+// current returns the set now (an empty one for the zero Tokens).
+func (t *Tokens) current() *tokenSet {
+	if s := t.set.Load(); s != nil {
+		return s
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.set.Load(); s != nil {
+		return s
+	}
+	s := &tokenSet{changed: make(chan struct{})}
+	t.set.Store(s)
+	return s
 }
 
 // Len returns the number of tokens accepted.
 func (t *Tokens) Len() int {
 	if s := t.set.Load(); s != nil {
-		return len(*s)
+		return len(s.list)
 	}
 	return 0
 }
@@ -294,7 +330,7 @@ func (t *Tokens) Len() int {
 func (t *Tokens) Names() []string {
 	var names []string
 	if s := t.set.Load(); s != nil {
-		for _, tok := range *s {
+		for _, tok := range s.list {
 			names = append(names, tok.Name)
 		}
 	}
@@ -312,22 +348,87 @@ var compare = subtle.ConstantTimeCompare
 // a branch: the time taken tells nothing of which token matched, nor of
 // a token's length.
 func (t *Tokens) Match(header string) (Token, bool) {
+	return t.set.Load().match(header)
+}
+
+// match is Match in the set s (nil: no token).
+func (s *tokenSet) match(header string) (Token, bool) {
 	got, ok := bearer(header)
-	s := t.set.Load()
-	if !ok || s == nil || len(*s) == 0 {
+	if !ok || s == nil || len(s.list) == 0 {
 		return Token{}, false
 	}
 	sum := sha256.Sum256([]byte(got))
 	found, match := 0, 0
-	for i := range *s {
-		eq := compare(sum[:], (*s)[i].sum[:])
+	for i := range s.list {
+		eq := compare(sum[:], s.list[i].sum[:])
 		found = subtle.ConstantTimeSelect(eq, i, found)
 		match |= eq
 	}
 	if match != 1 {
 		return Token{}, false
 	}
-	return (*s)[found], true
+	return s.list[found], true
+}
+
+// Recheck returns a check of request r against the set as it is when the
+// check is called: nil while the token r carries is still in the set and
+// still grants need, else the *Error a new request with that token would
+// get (401 unauthenticated once it is removed, 403 forbidden once it no
+// longer grants need). A check costs one atomic load while the set is
+// unchanged; it is safe for concurrent use. A worker's waiting poll is
+// checked so before each task handed to it: a token revoked while the
+// poll waits is handed no task.
+func (t *Tokens) Recheck(r *http.Request, need Scope) func() error {
+	header, method, path := r.Header.Get("Authorization"), r.Method, r.URL.Path
+	type verdict struct {
+		set *tokenSet
+		err error
+	}
+	var last atomic.Pointer[verdict] // no lock: the hub calls it under its own
+	return func() error {
+		s := t.current()
+		if v := last.Load(); v != nil && v.set == s {
+			return v.err
+		}
+		v := &verdict{set: s}
+		tok, ok := s.match(header)
+		switch {
+		case !ok:
+			v.err = errUnauthenticated()
+		case !tok.Scopes.Allows(need):
+			v.err = forbidden(tok.Name, tok.Scopes, method, path, need)
+		}
+		last.Store(v)
+		return v.err
+	}
+}
+
+// Watch returns a context of ctx that ends once check (a Recheck)
+// fails after a change of the set, and the function that stops watching
+// (call it when done with the context): a waiting poll ends at once when
+// its token is revoked, not at its next task or its wait's end.
+func (t *Tokens) Watch(ctx context.Context, check func() error) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	s := t.current()
+	if check() != nil {
+		cancel()
+		return ctx, cancel
+	}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.changed:
+				s = t.current()
+				if check() != nil {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return ctx, cancel
 }
 
 // BearerOK reports whether an Authorization header carries one of the
@@ -369,10 +470,29 @@ func By(r *http.Request) string {
 	return r.RemoteAddr
 }
 
+// errUnauthenticated is the error of a missing or wrong token.
+func errUnauthenticated() *Error {
+	return &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Message: "missing or wrong bearer token"}
+}
+
 // refuseUnauthenticated writes the 401 of a missing or wrong token.
 func refuseUnauthenticated(w http.ResponseWriter) {
-	w.Header().Set("WWW-Authenticate", `Bearer realm="needle"`)
-	writeErr(w, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Message: "missing or wrong bearer token"})
+	writeAuthErr(w, errUnauthenticated())
+}
+
+// writeAuthErr writes e, with WWW-Authenticate when it is a 401.
+func writeAuthErr(w http.ResponseWriter, e *Error) {
+	if e.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="needle"`)
+	}
+	writeErr(w, e)
+}
+
+// forbidden is the 403 of a token (name, its scopes) that does not grant
+// need for method and path.
+func forbidden(name string, scopes Scope, method, path string, need Scope) *Error {
+	return &Error{Status: http.StatusForbidden, Code: CodeForbidden,
+		Message: fmt.Sprintf("token %q (scope %s) may not %s %s: it needs scope %s", name, scopes, method, path, need)}
 }
 
 // authorize answers 403 forbidden, and reports false, when the token
@@ -389,8 +509,7 @@ func authorize(w http.ResponseWriter, r *http.Request, need Scope) bool {
 	if ok {
 		name = tok.Name
 	}
-	writeErr(w, &Error{Status: http.StatusForbidden, Code: CodeForbidden,
-		Message: fmt.Sprintf("token %q (scope %s) may not %s %s: it needs scope %s", name, tok.Scopes, r.Method, r.URL.Path, need)})
+	writeErr(w, forbidden(name, tok.Scopes, r.Method, r.URL.Path, need))
 	return false
 }
 

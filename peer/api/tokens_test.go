@@ -365,3 +365,49 @@ func TestParseTokensDocExample(t *testing.T) {
 		t.Errorf("the example of docs/operations.md parses as %v; want 4 tokens, the first admin, the second ci, the last worker", list)
 	}
 }
+
+// Recheck says what a new request with the same token would get, as the
+// set changes: nil, 403 once the token no longer grants the scope, 401
+// once it is gone; Watch's context ends at the change that revokes it,
+// and not at one that keeps it.
+func TestTokensRecheck(t *testing.T) {
+	parse := func(text string) []Token {
+		list, err := ParseTokens(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return list
+	}
+	tokens := NewTokenSet(parse("worker-token-012345678 name=wk scope=worker\nother-token-0123456789 name=o"))
+	r, _ := http.NewRequest("POST", "/v1/workers/poll", nil)
+	r.Header.Set("Authorization", "Bearer worker-token-012345678")
+	check := tokens.Recheck(r, ScopeWorker)
+	if err := check(); err != nil {
+		t.Fatalf("check of a good token = %v", err)
+	}
+	ctx, stop := tokens.Watch(context.Background(), check)
+	defer stop()
+	tokens.SetTokens(parse("worker-token-012345678 name=wk scope=read,worker"))
+	if err := check(); err != nil {
+		t.Fatalf("check after a reload that keeps the scope = %v", err)
+	}
+	tokens.SetTokens(parse("worker-token-012345678 name=wk scope=read"))
+	var e *Error
+	if err := check(); !errors.As(err, &e) || e.Status != 403 || e.Code != CodeForbidden ||
+		e.Message != `token "wk" (scope read) may not POST /v1/workers/poll: it needs scope worker` {
+		t.Fatalf("check after the scope was dropped = %v; want the 403 of a new request", err)
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Watch's context did not end once the token lost its scope")
+	}
+	tokens.SetTokens(parse("other-token-0123456789 name=o"))
+	if err := check(); !errors.As(err, &e) || e.Status != 401 || e.Code != CodeUnauthenticated {
+		t.Fatalf("check after the token was removed = %v; want 401", err)
+	}
+	var zero Tokens // accepts nothing
+	if err := zero.Recheck(r, ScopeWorker)(); !errors.As(err, &e) || e.Status != 401 {
+		t.Fatalf("check against the zero Tokens = %v; want 401", err)
+	}
+}

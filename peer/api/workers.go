@@ -49,6 +49,11 @@ type PollRequest struct {
 	// Done holds outcomes of the worker's leases, applied before the poll
 	// looks for tasks (as POST /v1/leases/report does).
 	Done []LeaseOutcome
+	// Authorized, when set, re-checks the poll's token (Tokens.Recheck):
+	// the backend calls it before it hands the poll a task, and ends the
+	// poll with its error, handing it nothing, once it fails (the token
+	// was revoked while the poll waited). Not on the wire.
+	Authorized func() error
 }
 
 // pollBody is PollRequest on the wire.
@@ -219,7 +224,23 @@ func (s *server) poll(w http.ResponseWriter, r *http.Request, wk Workers) {
 		// The outcomes first: they free the worker's slots for this poll.
 		done = s.verdicts(r, "done", req.Done, wk.Report(r.Context(), req.Done))
 	}
-	res, err := wk.Poll(r.Context(), req)
+	ctx := r.Context()
+	if s.opts.Tokens != nil {
+		// A token revoked while the poll waits (a reload of the token
+		// file) ends it with the 401 or 403 a new request would get, and
+		// it is handed no task: a revoked credential gets no work.
+		req.Authorized = s.opts.Tokens.Recheck(r, ScopeWorker)
+		if req.Wait > 0 {
+			var stop context.CancelFunc
+			ctx, stop = s.opts.Tokens.Watch(ctx, req.Authorized)
+			defer stop()
+		}
+	}
+	res, err := wk.Poll(ctx, req)
+	if e := (*Error)(nil); errors.As(err, &e) && (e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden) {
+		writeAuthErr(w, e)
+		return
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
