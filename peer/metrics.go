@@ -104,7 +104,7 @@ func newMetrics(p *Peer) *metrics {
 			Help: "Handler outcomes reported by this peer's workers, by result (succeeded, failed, timed_out, stale)."},
 			[]string{"result"}),
 		runTimes: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "needle_task_run_seconds",
-			Help: "Handler run time.", Buckets: prometheus.ExponentialBuckets(0.0005, 4, 12)}, []string{"handler"}),
+			Help: "Handler run time, by handler (at most 256 handlers, then other).", Buckets: prometheus.ExponentialBuckets(0.0005, 4, 12)}, []string{"handler"}),
 		walSync: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "needle_wal_sync_seconds",
 			Help: "WAL sync latency.", Buckets: prometheus.ExponentialBuckets(0.0001, 3, 12)}),
 		partitions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "needle_partitions_owned",
@@ -320,7 +320,7 @@ func (m *metrics) outcome(o shard.Outcome, err error) {
 }
 
 func (m *metrics) runTime(handler string, d time.Duration) {
-	m.runTimes.WithLabelValues(handler).Observe(d.Seconds())
+	m.runTimes.WithLabelValues(m.user.handlers.label(handler)).Observe(d.Seconds())
 }
 
 func (m *metrics) sync(d time.Duration) { m.walSync.Observe(d.Seconds()) }

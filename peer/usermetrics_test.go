@@ -2,8 +2,10 @@ package peer
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -190,4 +192,90 @@ func grepLines(text, prefix string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// A task's handler is whatever its submitter wrote: the metrics labelled
+// by handler keep the registered handlers and the first others seen, up
+// to maxHandlerSeries, and count the rest as "other", so that submitters
+// cannot grow /metrics without end (audit F16). Runs of more distinct
+// handlers than that, by an external worker, leave at most
+// maxHandlerSeries+1 series of needle_handler_outcomes_total per result,
+// and every run counted.
+func TestHandlerSeriesCapped(t *testing.T) {
+	p, c := startPeerWith(t, Config{})
+	n := maxHandlerSeries + 40
+	names := make([]string, n)
+	var tasks []string
+	for i := range names {
+		names[i] = fmt.Sprintf("h%03d", i)
+		tasks = append(tasks, fmt.Sprintf(`{"name": "t%d", "handler": %q, "payload": %d}`, i, names[i], i))
+	}
+	res, err := c.SubmitGroupJSON(t.Context(), []byte(`{"mode": "parallel", "tasks": [`+strings.Join(tasks, ",")+`]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Poll them (at most 256 handlers a poll) and complete them all.
+	leases := map[string]string{} // task -> lease
+	for lo := 0; lo < n; lo += 200 {
+		chunk := names[lo:min(lo+200, n)]
+		var hs []string
+		for _, h := range chunk {
+			hs = append(hs, strconv.Quote(h))
+		}
+		for got := 0; got < len(chunk); { // a poll answers once it has any
+			for _, task := range poll(t, c, "w1", strings.Join(hs, ","), api.MaxPollTasks, "30s") {
+				leases[task.ID] = task.Lease
+				got++
+			}
+		}
+	}
+	var done []string
+	for _, l := range leases {
+		done = append(done, `{"lease": "`+l+`", "result": 1}`)
+	}
+	if status, data := wcall(t, c, "POST", "/v1/leases/report", `{"done": [`+strings.Join(done, ",")+`]}`); status != 200 {
+		t.Fatalf("report = %d %s", status, data)
+	}
+	if g, err := c.GetGroup(t.Context(), res.Group, 30*time.Second); err != nil || g.State != "SUCCEEDED" {
+		t.Fatalf("group = %+v, %v; want SUCCEEDED", g, err)
+	}
+	series, sum, other := 0, 0.0, 0.0
+	for _, s := range gather(t, p.metrics, "needle_handler_outcomes_total").GetMetric() {
+		l := labelsOf(s)
+		if l["result"] != "succeeded" {
+			continue
+		}
+		series++
+		sum += s.GetCounter().GetValue()
+		if l["handler"] == otherHandler {
+			other = s.GetCounter().GetValue()
+		}
+	}
+	if series > maxHandlerSeries+1 || sum != float64(n) || other == 0 {
+		t.Errorf("needle_handler_outcomes_total{result=succeeded}: %d series summing %v, other %v; want at most %d, summing %d, the rest under other",
+			series, sum, other, maxHandlerSeries+1, n)
+	}
+}
+
+// The handler run time histogram shares the cap (a program may register
+// any number of handlers; names past the cap are "other").
+func TestRunTimeSeriesCapped(t *testing.T) {
+	m := newMetrics(&Peer{cfg: Config{Slots: 2}, handlers: NewRegistry()})
+	for i := range maxHandlerSeries + 40 {
+		m.runTime(fmt.Sprintf("h%03d", i), time.Millisecond)
+	}
+	mf := gather(t, m, "needle_task_run_seconds")
+	count := uint64(0)
+	for _, s := range mf.GetMetric() {
+		count += s.GetHistogram().GetSampleCount()
+	}
+	if len(mf.GetMetric()) > maxHandlerSeries+1 || count != maxHandlerSeries+40 {
+		t.Errorf("needle_task_run_seconds: %d series, %d runs; want at most %d series, %d runs", len(mf.GetMetric()), count, maxHandlerSeries+1, maxHandlerSeries+40)
+	}
+	if l := m.user.handlers.label("h000"); l != "h000" {
+		t.Errorf("a handler seen before the cap is %q; want its own series", l)
+	}
+	if l := m.user.handlers.label("h999"); l != otherHandler {
+		t.Errorf("a handler past the cap is %q; want %q", l, otherHandler)
+	}
 }
