@@ -7,10 +7,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +27,9 @@ import (
 //	NEEDLE_TOKEN_URL  a needled started with NEEDLE_API_TOKEN=$NEEDLE_TOKEN (optional)
 //	SCREENSHOT_DIR    where one PNG per view is written
 //	CHROMIUM          the browser binary (default chromium)
+//	NEEDLED           the needled binary of the peers the test starts itself
+//	                  (one with a read-only token); default ../../bin/needled,
+//	                  which the script builds
 //
 // It submits real work with the API, opens each view in headless Chromium,
 // checks the page shows that work, clicks the view's buttons and checks
@@ -410,6 +416,51 @@ func TestDashboardViews(t *testing.T) {
 		p.do("POST", "/v1/tasks/"+lonely.ID+"/cancel", nil, nil)
 	})
 
+	// Submit example with a token that may only read: the 403 stays in
+	// the status line over the refreshes that follow, and says which
+	// scope to get (audit F15: it was cleared by the next refresh).
+	t.Run("readonly", func(t *testing.T) {
+		const admin, reader = "dash-admin-token-0123456789", "dash-read-token-0123456789"
+		roURL := startNeedled(t, admin+" name=adm\n"+reader+" name=viewer scope=read\n")
+		b := browser.on(t)
+		b.navigate(roURL + "/#")
+		if err := b.eval(`localStorage.setItem('needle.dash.token', `+jsString(reader)+`)`, nil); err != nil {
+			t.Fatal(err)
+		}
+		b.navigate(roURL + "/#")
+		b.waitJS(ctx, "the page live with the read token", `document.querySelector('#status').className.includes('ok') && document.querySelector('#status').textContent.startsWith('live')`)
+		// Count the refreshes: each starts with GET /v1/peers.
+		if err := b.eval(`(() => { window.dashRefreshes = 0; const f = window.fetch;
+			window.fetch = (path, ...rest) => { if (String(path) === '/v1/peers') window.dashRefreshes++; return f(path, ...rest); }; })()`, nil); err != nil {
+			t.Fatal(err)
+		}
+		b.click(`#submit-example`)
+		const refused = `document.querySelector('#status').textContent.includes('submit example failed: 403 forbidden') &&
+			document.querySelector('#status').textContent.includes('set a token with the submit scope')`
+		b.waitJS(ctx, "the refusal in the status line", refused)
+		var n int
+		if err := b.eval(`window.dashRefreshes`, &n); err != nil {
+			t.Fatal(err)
+		}
+		// Two refreshes started after it: the first of them has ended.
+		b.waitJS(ctx, "a refresh after the refusal", `window.dashRefreshes >= `+strconv.Itoa(n+2))
+		var status string
+		if err := b.eval(`document.querySelector('#status').textContent`, &status); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(status, "403 forbidden") || !strings.Contains(status, "submit scope") {
+			t.Errorf("status line after a refresh = %q; want the 403 of Submit example still, naming the submit scope", status)
+		}
+		b.screenshot(shot("readonly"))
+		var groups struct {
+			Groups []json.RawMessage `json:"groups"`
+		}
+		peerAPI{t: t, base: roURL, token: admin}.do("GET", "/v1/groups", nil, &groups)
+		if len(groups.Groups) != 0 {
+			t.Errorf("the read token's Submit example created %d groups", len(groups.Groups))
+		}
+	})
+
 	if tokURL := os.Getenv("NEEDLE_TOKEN_URL"); tokURL != "" {
 		t.Run("token", func(t *testing.T) {
 			b := browser.on(t)
@@ -439,4 +490,72 @@ func TestDashboardViews(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startNeedled starts a needled of its own whose --api-token-file holds
+// tokens (the binary the CI script built, ../../bin/needled, or $NEEDLED)
+// and returns its base URL once it is healthy; it is stopped at the end of
+// the test.
+func startNeedled(t *testing.T, tokens string) string {
+	t.Helper()
+	bin := os.Getenv("NEEDLED")
+	if bin == "" {
+		bin = filepath.Join("..", "..", "bin", "needled")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("needled binary %s: %v (build it: go build -o bin/ ./cmd/needled)", bin, err)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "api.tokens")
+	if err := os.WriteFile(file, []byte(tokens), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0") // a free port, for needled's --http
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	var logs bytes.Buffer
+	cmd := exec.Command(bin, "--data", filepath.Join(dir, "data"), "--http", addr,
+		"--listen", "/ip4/127.0.0.1/tcp/0", "--api-token-file", file)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "NEEDLE_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{}) // closed once it exited, waitErr set
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("needled %s log:\n%s", addr, logs.String())
+		}
+	})
+	base := "http://" + addr
+	until(t, "needled "+addr+" healthy", func() bool {
+		select {
+		case <-exited:
+			t.Fatalf("needled %s exited: %v\n%s", addr, waitErr, logs.String())
+		default:
+		}
+		res, err := http.Get(base + "/healthz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == 200
+	})
+	return base
 }

@@ -9,6 +9,7 @@
 
   const POLL_MS = 1000;
   const TIMEOUT_MS = 8000;
+  const FLASH_MS = 15000; // an action's failure stays in the status line this long
   const MAX_TRACKED = 50;
   const MAX_DAG = 600;
   const LS_GROUPS = 'needle.dash.groups';
@@ -54,6 +55,8 @@
     tick: 0,
     updated: null,
     note: null, // transient info for the status line
+    flash: null, // an action's failure, shown in the status line (flash)
+    flashAt: 0, // when flash was set (Date.now())
   };
 
   function loadTracked() {
@@ -197,6 +200,12 @@
     switch (err.status) {
       case 0: return err.message;
       case 401: return (token() ? 'wrong API token' : 'this peer needs an API token') + ' — set a token (top right)';
+      case 403: {
+        // A token without the scope the request needs: say which to set.
+        const m = /it needs scope (\w+)/.exec(err.message);
+        return err.status + ' ' + err.code + ': ' + err.message +
+          (m ? ' — set a token with the ' + m[1] + ' scope (API token, top right)' : '');
+      }
       case 503: return 'unavailable: ' + err.message;
       default: return err.status + ' ' + err.code + ': ' + err.message;
     }
@@ -951,9 +960,11 @@
     return b;
   }
 
-  // flash shows an action's outcome in the status line until the next one.
+  // flash shows an action's failure in the status line, over the refreshes
+  // that follow, for FLASH_MS at least (until another replaces it).
   function flash(msg) {
     st.flash = msg;
+    st.flashAt = Date.now();
     renderStatus();
   }
 
@@ -1203,13 +1214,14 @@
       const b = e.currentTarget;
       b.disabled = true;
       try {
-        const res = await api('POST', '/v1/groups', EXAMPLE);
+        // As the other buttons: a 401 asks for the token and sends again;
+        // a refusal stays in the status line (a 403 says which scope).
+        const res = await act('POST', '/v1/groups', EXAMPLE);
         st.note = 'submitted ' + res.group;
-        st.errors.groups = null;
+        st.flash = null;
         openGroup(res.group);
       } catch (err) {
-        st.errors.groups = err;
-        renderStatus();
+        flash('submit example failed: ' + describe(err));
       } finally {
         b.disabled = false;
       }
@@ -1243,7 +1255,10 @@
         if (st.openTask) openTask(null); else if (st.openGroup) openGroup(null);
       }
     });
-    setInterval(() => { st.note = null; st.flash = null; }, 6000);
+    setInterval(() => { st.note = null; }, 6000);
+    setInterval(() => {
+      if (st.flash && Date.now() - st.flashAt >= FLASH_MS) { st.flash = null; renderStatus(); }
+    }, 1000);
     readHash();
     renderGroups();
     kick();
