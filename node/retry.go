@@ -2,7 +2,6 @@ package node
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/needle-mesh/needle/shard"
 )
@@ -57,17 +56,18 @@ func (n *Node) MemberFeatures(id string) uint64 {
 // its replacement on the way). A request that needs f is then
 // unavailable for now, not refused.
 func (n *Node) lacking(p *partition, f uint64) (who string, unsure bool) {
-	ids := append(slices.Clone(p.conf.GetVoters()), p.conf.GetLearners()...)
-	for _, r := range ids {
-		id, ok := n.mesh.peerOf(r)
-		if !ok {
-			return fmt.Sprint(r), true
-		}
-		if id == n.cfg.ID {
-			continue
-		}
-		if mb := n.mesh.members[id]; mb == nil || mb.features&f == 0 {
-			return id, mb != nil && !mb.featured
+	for _, ids := range [2][]uint64{p.conf.GetVoters(), p.conf.GetLearners()} {
+		for _, r := range ids {
+			id, ok := n.mesh.peerOf(r)
+			if !ok {
+				return fmt.Sprint(r), true
+			}
+			if id == n.cfg.ID {
+				continue
+			}
+			if mb := n.mesh.members[id]; mb == nil || mb.features&f == 0 {
+				return id, mb != nil && !mb.featured
+			}
 		}
 	}
 	return "", false
