@@ -231,9 +231,17 @@ func (n *Node) holdGrants(p *partition, evs []shard.Event) []shard.Event {
 		if len(n.heldGrants) >= maxSpec {
 			clear(n.heldGrants)
 		}
-		n.heldGrants[e.Task] = e
+		n.heldGrants[e.Task] = heldGrant{round: e.Round, holder: e.Holder}
 	}
 	return kept
+}
+
+// heldGrant is a lease granted to a thief before it applied: the round
+// and holder its outcome must name (reportHeld). Not the whole event: a
+// map stores a value over 128 bytes apart, one allocation per grant.
+type heldGrant struct {
+	round  shard.Round
+	holder string
 }
 
 // holds reports whether p holds a lease of task t back.
@@ -251,7 +259,7 @@ func (p *partition) holds(t shard.TaskID) bool {
 // outcome is acknowledged when it applies. It reports false for any
 // other outcome.
 func (n *Node) reportHeld(p *partition, from string, o shard.Outcome) bool {
-	if e, ok := n.heldGrants[o.Task]; ok && e.Round == o.Round && e.Holder == o.Holder && !p.holds(o.Task) {
+	if g, ok := n.heldGrants[o.Task]; ok && g.round == o.Round && g.holder == o.Holder && !p.holds(o.Task) {
 		// Its lease already left, in a proposal that has not applied:
 		// the outcome goes right behind it in the same log (an entry
 		// lost with the leadership takes every later one of its term).

@@ -341,7 +341,7 @@ type Node struct {
 	spec     map[shard.TaskID]*specRun      // own initial leases started before their creation applied (speculate.go)
 	// heldGrants are the leases granted to thieves before they applied,
 	// until they apply or are dropped (defer.go).
-	heldGrants map[shard.TaskID]shard.Event
+	heldGrants map[shard.TaskID]heldGrant
 	left       map[int]tombstone // what this node held of the partitions it left (tombstone.go)
 	// leftNew are the partitions buried since the last Ready; leftRec the
 	// record last written, of leftEntries tombstones (flushLeft).
@@ -394,7 +394,7 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 		reqs: make(map[uint64]*request), submits: make(map[shard.GroupID][]uint64), running: make(map[shard.TaskID]shard.Round),
 		leaseAt: make(map[shard.TaskID]time.Time), ownLeases: make(map[shard.TaskID]ownLease),
 		started: make(map[shard.TaskID]claimed), spec: make(map[shard.TaskID]*specRun),
-		heldGrants: make(map[shard.TaskID]shard.Event),
+		heldGrants: make(map[shard.TaskID]heldGrant),
 		localOut:   make(map[shard.TaskID]shard.Outcome), goneOut: make(map[string][]GoneMsg),
 	}
 	n.placement = shard.Placement{Peer: cfg.ID, Labels: maps.Clone(cfg.Labels)}
