@@ -406,16 +406,24 @@ func (n *Node) readyPartition(p *partition) {
 	n.advRds = append(n.advRds, pending{p: p, rd: rd})
 }
 
-// Advance tells the node the Ready was handled. The node reuses the array
-// of rd.Persist.Updates: the driver keeps nothing of it (wal.Batch.Join
-// copies).
+// Advance tells the node the Ready was handled. The node reuses the arrays
+// of rd.Persist's updates and outbox records: the driver keeps nothing of
+// them (a Log writes them in Append, wal.Batch.Join copies).
 func (n *Node) Advance(rd Ready) {
+	// The driver is done with rd: its arrays serve the next Ready (one
+	// append's growth fewer per Ready), cleared of the entries, states and
+	// values they pointed at.
 	if n.rd.Persist.Updates == nil {
-		// The driver is done with rd: its updates' array serves the next
-		// Ready (one append's growth fewer per Ready), cleared of the
-		// entries and states it pointed at.
 		clear(rd.Persist.Updates)
 		n.rd.Persist.Updates = rd.Persist.Updates[:0]
+	}
+	if n.rd.Persist.OutboxPut == nil {
+		clear(rd.Persist.OutboxPut)
+		n.rd.Persist.OutboxPut = rd.Persist.OutboxPut[:0]
+	}
+	if n.rd.Persist.OutboxDel == nil {
+		clear(rd.Persist.OutboxDel)
+		n.rd.Persist.OutboxDel = rd.Persist.OutboxDel[:0]
 	}
 	for _, a := range n.advRds {
 		a.p.decoded = decodedSnap{} // installed by the Ready, or ignored by Raft
