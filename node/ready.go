@@ -407,8 +407,9 @@ func (n *Node) readyPartition(p *partition) {
 }
 
 // Advance tells the node the Ready was handled. The node reuses the arrays
-// of rd.Persist's updates and outbox records: the driver keeps nothing of
-// them (a Log writes them in Append, wal.Batch.Join copies).
+// of rd.Persist's updates and outbox records, rd.Changes, rd.QueueWaits and
+// rd.ScheduleLags: the driver keeps nothing of them (a Log writes the
+// batch in Append, wal.Batch.Join copies; DriverIO.Deliver reads the rest).
 func (n *Node) Advance(rd Ready) {
 	// The driver is done with rd: its arrays serve the next Ready (one
 	// append's growth fewer per Ready), cleared of the entries, states and
@@ -424,6 +425,16 @@ func (n *Node) Advance(rd Ready) {
 	if n.rd.Persist.OutboxDel == nil {
 		clear(rd.Persist.OutboxDel)
 		n.rd.Persist.OutboxDel = rd.Persist.OutboxDel[:0]
+	}
+	if n.rd.Changes == nil {
+		clear(rd.Changes)
+		n.rd.Changes = rd.Changes[:0]
+	}
+	if n.rd.QueueWaits == nil {
+		n.rd.QueueWaits = rd.QueueWaits[:0]
+	}
+	if n.rd.ScheduleLags == nil {
+		n.rd.ScheduleLags = rd.ScheduleLags[:0]
 	}
 	for _, a := range n.advRds {
 		a.p.decoded = decodedSnap{} // installed by the Ready, or ignored by Raft
