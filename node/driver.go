@@ -56,9 +56,10 @@ type DriverIO interface {
 	// calls (each reported later with Node.NotifyDone).
 	Start(rd *Ready)
 	// Deliver answers rd.Replies and hands on rd.Changes (waiters,
-	// metrics, checks). An error stops the Drive before Advance. It
-	// keeps nothing of the arrays of rd.Changes, rd.QueueWaits and
-	// rd.ScheduleLags, which the node reuses (Node.Advance).
+	// metrics, checks). An error stops the Drive before Advance.
+	//
+	// Persist, Start and Deliver keep no slice of rd: the node reuses
+	// their arrays after Advance (copies of their elements are theirs).
 	Deliver(rd *Ready) error
 }
 
@@ -92,8 +93,7 @@ func (d *Driver) Drive() error {
 		}
 		// The Ready lives in the Driver, not in a new allocation per round
 		// (352 bytes, as the IO's interface calls take its address); its
-		// slices are the IO's to keep but for those Advance names, so it
-		// is emptied, not reused.
+		// envelopes are the IO's to keep, so it is emptied, not reused.
 		d.rd = d.Node.Ready()
 		err := d.Handle(&d.rd)
 		d.rd = Ready{}

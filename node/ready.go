@@ -33,7 +33,9 @@ import (
 //  4. start rd.Run and cancel rd.Abort; make the webhook calls of
 //     rd.Notify and report each with NotifyDone;
 //  5. deliver rd.Replies and use rd.Changes (waiters, metrics);
-//  6. call Advance(rd).
+//  6. call Advance(rd), after which the node reuses the arrays of rd's
+//     slices but Early, Messages and Gossip: the driver keeps copies of
+//     what it needs of them, never the slices.
 type Ready struct {
 	Persist  wal.Batch
 	MustSync bool
@@ -407,35 +409,21 @@ func (n *Node) readyPartition(p *partition) {
 }
 
 // Advance tells the node the Ready was handled. The node reuses the arrays
-// of rd.Persist's updates and outbox records, rd.Changes, rd.QueueWaits and
-// rd.ScheduleLags: the driver keeps nothing of them (a Log writes the
-// batch in Append, wal.Batch.Join copies; DriverIO.Deliver reads the rest).
+// of rd's slices but Early, Messages and Gossip: the driver keeps nothing
+// of them (a Log writes the batch in Append, wal.Batch.Join copies, and
+// the DriverIOs copy the runs, aborts, webhook jobs, replies and changes
+// they keep), while the simulator's network points into the envelopes.
 func (n *Node) Advance(rd Ready) {
-	// The driver is done with rd: its arrays serve the next Ready (one
-	// append's growth fewer per Ready), cleared of the entries, states and
-	// values they pointed at.
-	if n.rd.Persist.Updates == nil {
-		clear(rd.Persist.Updates)
-		n.rd.Persist.Updates = rd.Persist.Updates[:0]
-	}
-	if n.rd.Persist.OutboxPut == nil {
-		clear(rd.Persist.OutboxPut)
-		n.rd.Persist.OutboxPut = rd.Persist.OutboxPut[:0]
-	}
-	if n.rd.Persist.OutboxDel == nil {
-		clear(rd.Persist.OutboxDel)
-		n.rd.Persist.OutboxDel = rd.Persist.OutboxDel[:0]
-	}
-	if n.rd.Changes == nil {
-		clear(rd.Changes)
-		n.rd.Changes = rd.Changes[:0]
-	}
-	if n.rd.QueueWaits == nil {
-		n.rd.QueueWaits = rd.QueueWaits[:0]
-	}
-	if n.rd.ScheduleLags == nil {
-		n.rd.ScheduleLags = rd.ScheduleLags[:0]
-	}
+	n.rd.Persist.Updates = reuse(n.rd.Persist.Updates, rd.Persist.Updates)
+	n.rd.Persist.OutboxPut = reuse(n.rd.Persist.OutboxPut, rd.Persist.OutboxPut)
+	n.rd.Persist.OutboxDel = reuse(n.rd.Persist.OutboxDel, rd.Persist.OutboxDel)
+	n.rd.Run = reuse(n.rd.Run, rd.Run)
+	n.rd.Abort = reuse(n.rd.Abort, rd.Abort)
+	n.rd.Replies = reuse(n.rd.Replies, rd.Replies)
+	n.rd.Changes = reuse(n.rd.Changes, rd.Changes)
+	n.rd.QueueWaits = reuse(n.rd.QueueWaits, rd.QueueWaits)
+	n.rd.ScheduleLags = reuse(n.rd.ScheduleLags, rd.ScheduleLags)
+	n.rd.Notify = reuse(n.rd.Notify, rd.Notify)
 	for _, a := range n.advRds {
 		a.p.decoded = decodedSnap{} // installed by the Ready, or ignored by Raft
 		a.p.rn.Advance(a.rd)
@@ -456,6 +444,17 @@ func (n *Node) Advance(rd Ready) {
 	}
 	n.snapSent = n.snapSent[:0]
 	n.leaveQueued()
+}
+
+// reuse returns the array of done, a handled Ready's slice, emptied for
+// the next Ready (one append's growth fewer per Ready) and cleared of what
+// it pointed at, unless the next Ready has its own already (cur).
+func reuse[S ~[]E, E any](cur, done S) S {
+	if cur != nil {
+		return cur
+	}
+	clear(done)
+	return done[:0]
 }
 
 type snapReport struct {
