@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -136,11 +137,17 @@ func decodeBatch(p []byte, buf []Event, room []TaskSpec, reuse bool) (Batch, []T
 	}
 	d.v1 = v == 1
 	d.Field("version")
-	b.Origin = d.String()
+	origin := d.next()
 	d.Field("origin")
 	b.Req = d.Uvarint()
 	d.Field("req")
-	b.Events = decodeEvents(&d, buf)
+	n := d.Count(minEventSize)
+	var t idText
+	if d.Field("events") {
+		t.Grow(len(origin) + n*idTextPerEvent)
+		b.Origin = t.add(origin)
+		b.Events = decodeEvents(&d, n, buf, &t)
+	}
 	if d.err == nil && d.Len() > 0 {
 		d.Fail("%d trailing bytes", d.Len())
 	}
@@ -151,9 +158,47 @@ func decodeBatch(p []byte, buf []Event, room []TaskSpec, reuse bool) (Batch, []T
 	return b, d.room, nil
 }
 
-func decodeEvents(d *Decoder, buf []Event) []Event {
-	n := d.Count(minEventSize)
-	if !d.Field("events") || n == 0 {
+// idText holds the text of the ids a batch's events name (its origin,
+// their groups and tasks), each a piece of its string: one allocation a
+// batch, where each event made one or two (a batch holds a few events,
+// and a task's id is built from its group and index). Written bytes are
+// never changed (strings.Builder), so an id is valid as soon as read; a
+// kept id keeps its batch's others, a few bytes each.
+type idText struct{ strings.Builder }
+
+// idTextPerEvent is the room an idText starts with for each event: a
+// group's id and a task's take 21 bytes in the simulator's runs.
+const idTextPerEvent = 24
+
+// add appends b and returns it as a piece of the text.
+func (t *idText) add(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	from := t.Len()
+	t.Write(b)
+	return t.String()[from:]
+}
+
+// taskID appends and returns the id of task i of group g ("g.7"), which
+// starts at the text's end when that is g already (the event's group,
+// read last).
+func (t *idText) taskID(g GroupID, i uint64) TaskID {
+	s := t.String()
+	from := len(s) - len(g)
+	if from < 0 || s[from:] != string(g) {
+		from = len(s)
+		t.WriteString(string(g))
+	}
+	var num [20]byte
+	t.WriteByte('.')
+	t.Write(strconv.AppendUint(num[:0], i, 10))
+	return TaskID(t.String()[from:])
+}
+
+// decodeEvents decodes n events, into buf when it has the room.
+func decodeEvents(d *Decoder, n int, buf []Event, t *idText) []Event {
+	if n == 0 {
 		return nil
 	}
 	var evs []Event
@@ -165,7 +210,7 @@ func decodeEvents(d *Decoder, buf []Event) []Event {
 	}
 	prev := &Event{}
 	for i := range evs {
-		decodeEvent(d, &evs[i], prev)
+		decodeEvent(d, &evs[i], prev, t)
 		if d.err != nil {
 			d.withinIndex("events", i)
 			return nil
@@ -297,7 +342,9 @@ func taskIndexOf(g GroupID, t TaskID) (uint64, bool) {
 func DecodeEvent(p []byte) (Event, int, error) {
 	d := NewDecoder(p)
 	var e Event
-	decodeEvent(&d, &e, &Event{})
+	var t idText
+	t.Grow(idTextPerEvent)
+	decodeEvent(&d, &e, &Event{}, &t)
 	if d.err != nil {
 		d.within("event")
 		return Event{}, 0, d.err
@@ -307,7 +354,8 @@ func DecodeEvent(p []byte) (Event, int, error) {
 
 // decodeEvent decodes into e. prev is the event before it in the same
 // batch (or a zero Event): strings equal to prev's are shared, not copied.
-func decodeEvent(d *Decoder, e *Event, prev *Event) {
+// Its group and task are pieces of t, the batch's id text.
+func decodeEvent(d *Decoder, e *Event, prev *Event, t *idText) {
 	if e.Type = EventType(d.Byte()); d.err == nil && !e.Type.Valid() {
 		d.Fail("unknown event type %d", uint8(e.Type))
 	}
@@ -331,24 +379,16 @@ func decodeEvent(d *Decoder, e *Event, prev *Event) {
 		e.At = d.Time()
 		d.Field("at")
 	}
-	// A group that is not prev's, followed by a task index, is made in
-	// one string with the task's id ("g.7"): one allocation, not two.
-	var group []byte
-	newGroup := false // group was read and is not prev's
 	if e.Group = prev.Group; flags&flagSameGroup == 0 {
-		group = d.next()
-		newGroup = string(group) != string(prev.Group)
+		if b := d.next(); string(b) != string(prev.Group) {
+			e.Group = GroupID(t.add(b))
+		}
 		d.Field("group")
 	}
-	if isIndex := flags&flagTaskIndex != 0; newGroup && isIndex {
-		if e.Task = decodeTaskID(d, group, true); d.err == nil {
-			e.Group = GroupID(e.Task[:len(group)])
-		}
-	} else {
-		if newGroup {
-			e.Group = GroupID(group)
-		}
-		e.Task = decodeTaskID(d, e.Group, isIndex)
+	if flags&flagTaskIndex == 0 {
+		e.Task = TaskID(t.add(d.next()))
+	} else if i := d.Uvarint(); d.err == nil {
+		e.Task = t.taskID(e.Group, i)
 	}
 	d.Field("task")
 	e.Round = Round(d.Uvarint())
@@ -385,21 +425,6 @@ func decodeEvent(d *Decoder, e *Event, prev *Event) {
 			d.Fail("died %d: want 1 or 2", e.Died)
 		}
 	}
-}
-
-func decodeTaskID[G GroupID | []byte](d *Decoder, g G, isIndex bool) TaskID {
-	if !isIndex {
-		return TaskID(d.String())
-	}
-	i := d.Uvarint()
-	if d.err != nil {
-		return ""
-	}
-	var buf [64]byte
-	b := append(buf[:0], g...)
-	b = append(b, '.')
-	b = strconv.AppendUint(b, i, 10)
-	return TaskID(b)
 }
 
 // AppendGroupSpec appends the encoding of g to dst. Like AppendEvent it
