@@ -159,16 +159,17 @@ func decodeBatch(p []byte, buf []Event, room []TaskSpec, reuse bool) (Batch, []T
 }
 
 // idText holds the text of the ids a batch's events name (its origin,
-// their groups and tasks), each a piece of its string: one allocation a
+// their groups, tasks and holders), each a piece of its string: one allocation a
 // batch, where each event made one or two (a batch holds a few events,
 // and a task's id is built from its group and index). Written bytes are
 // never changed (strings.Builder), so an id is valid as soon as read; a
 // kept id keeps its batch's others, a few bytes each.
 type idText struct{ strings.Builder }
 
-// idTextPerEvent is the room an idText starts with for each event: a
-// group's id and a task's take 21 bytes in the simulator's runs.
-const idTextPerEvent = 24
+// idTextPerEvent is the room an idText starts with for each event: its
+// ids take 24 bytes on average in the simulator's runs, and outgrowing
+// the room costs an allocation.
+const idTextPerEvent = 32
 
 // add appends b and returns it as a piece of the text.
 func (t *idText) add(b []byte) string {
@@ -394,7 +395,9 @@ func decodeEvent(d *Decoder, e *Event, prev *Event, t *idText) {
 	e.Round = Round(d.Uvarint())
 	d.Field("round")
 	if e.Holder = prev.Holder; flags&flagSameHolder == 0 {
-		e.Holder = d.StringReuse(prev.Holder)
+		if b := d.next(); string(b) != prev.Holder {
+			e.Holder = t.add(b)
+		}
 		d.Field("holder")
 	}
 	e.Expiry = d.Time()
