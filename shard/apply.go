@@ -107,10 +107,7 @@ func (s *Shard) applySubmitted(e *Event) {
 	g := &group{id: e.Spec.ID, spec: headOf(e.Spec), state: GroupRunning, created: e.At}
 	newTasks(g, e.Spec.Tasks, historyCap)
 	linkDeps(g)
-	if g.spec.Mode == ModeStream {
-		g.stageLive = make([]int, len(g.spec.Stages))
-		g.held = make([]intHeap, len(g.spec.Stages))
-	}
+	g.initGates()
 	s.groups[g.id] = g
 	s.remKnown = false // it may reuse the id of a removed group still in done
 	s.indexAdd(g)
@@ -222,15 +219,12 @@ func (s *Shard) requeue(t *task) {
 // release moves a task whose dependencies are done to READY, or to WAITING
 // when its delay has not passed at the event's time.
 func (s *Shard) release(t *task, e *Event) {
-	if g := t.g; g.spec.Mode == ModeStream {
-		st := int(t.stage)
-		if c := g.spec.Stages[st].Concurrency; c > 0 && g.stageLive[st] >= c {
-			if t.state != Pending {
-				s.setState(t, Pending) // at submission: from no state yet
-			}
-			g.held[st].push(int(t.idx)) // PENDING until the stage has room
-			return
+	if g := t.g; g.gateFull(t) {
+		if t.state != Pending {
+			s.setState(t, Pending) // at submission: from no state yet
 		}
+		g.held[g.gate(t)].push(int(t.idx)) // PENDING until the gate has room
+		return
 	}
 	if t.pol.Delay > 0 {
 		nb := t.g.created.Add(t.pol.Delay)
@@ -509,8 +503,8 @@ func (s *Shard) setState(t *task, st State) { s.moveTo(t, st, 0) }
 // shard's sequence counter moves on either way.
 func (s *Shard) moveTo(t *task, st State, seq uint64) {
 	g := t.g
-	if g.stageLive != nil {
-		g.stageLive[int(t.stage)] += streamLive(st) - streamLive(t.state)
+	if g.gateLive != nil {
+		g.gateLive[g.gate(t)] += inFlight(st) - inFlight(t.state)
 	}
 	g.counts[t.state]--
 	g.counts[st]++
@@ -560,30 +554,22 @@ func groupOutcome(g *group) GroupState {
 // skippedPrefix starts the error of the later stages of a skipped item.
 const skippedPrefix = "skipped:"
 
-// streamLive is 1 for the states that hold a stage's room.
-func streamLive(st State) int {
-	if st == Ready || st == Running || st == Waiting {
-		return 1
-	}
-	return 0
-}
-
-// admitNext releases the next held item of t's stage when t's leaving made
-// room (a no-op outside streaming pipelines). Held items that were
-// canceled meanwhile are dropped on the way.
+// admitNext lets the next held tasks into t's gate when t's leaving made
+// room (a no-op in a group without gates). Held tasks that were canceled
+// meanwhile are dropped on the way.
 func (s *Shard) admitNext(t *task, e *Event) {
 	g := t.g
-	if g.stageLive == nil || !t.state.Terminal() {
+	if g.gateLive == nil || !t.state.Terminal() {
 		return
 	}
-	st := int(t.stage)
-	c := g.spec.Stages[st].Concurrency
-	for c > 0 && g.stageLive[st] < c {
-		i, ok := g.held[st].pop()
+	i := g.gate(t)
+	c := g.gateCap(i)
+	for c > 0 && g.gateLive[i] < c {
+		j, ok := g.held[i].pop()
 		if !ok {
 			return
 		}
-		if next := g.tasks[i]; next.state == Pending && next.depsLeft == 0 {
+		if next := g.tasks[j]; next.state == Pending && next.depsLeft == 0 {
 			s.release(next, e)
 		}
 	}

@@ -41,6 +41,7 @@ import (
 // in the batch (the zero value for the first event, or outside a batch).
 //	group   = id:str mode:byte key:str trace:str n:uvarint taskSpec*n
 //	          notify:str stages:(n:uvarint (name:str concurrency:uvarint)*n)
+//	          [concurrency:uvarint]   if mode's high bit (modeExt) is set
 //	taskSpec = name:str handler:str payload:str priority:varint
 //	          timeout:varint retry.maxAttempts:varint retry.backoff:varint
 //	          retry.maxBackoff:varint delay:varint
@@ -445,7 +446,11 @@ func appendGroupSpec(dst []byte, g *groupHead, n int, task func(i int) *TaskSpec
 		panic(fmt.Sprintf("shard: AppendGroupSpec: unknown mode %d", uint8(g.Mode)))
 	}
 	dst = AppendString(dst, string(g.ID))
-	dst = append(dst, byte(g.Mode))
+	mode := byte(g.Mode)
+	if g.Concurrency > 0 {
+		mode |= modeExt
+	}
+	dst = append(dst, mode)
 	dst = AppendString(dst, g.Key)
 	dst = AppendString(dst, g.Trace)
 	dst = binary.AppendUvarint(dst, uint64(n))
@@ -458,8 +463,17 @@ func appendGroupSpec(dst []byte, g *groupHead, n int, task func(i int) *TaskSpec
 		dst = AppendString(dst, st.Name)
 		dst = binary.AppendUvarint(dst, uint64(st.Concurrency))
 	}
+	if g.Concurrency > 0 {
+		dst = binary.AppendUvarint(dst, uint64(g.Concurrency))
+	}
 	return dst
 }
+
+// modeExt, the mode byte's high bit, says that the group's concurrency
+// follows its stages. A group without one is encoded as before it existed,
+// and a peer that predates it refuses the group as of an unknown mode
+// (node's FeatureGroupConcurrency keeps such a group from its replicas).
+const modeExt = 0x80
 
 func appendTaskSpec(dst []byte, t *TaskSpec) []byte {
 	dst = AppendString(dst, t.Name)
@@ -510,8 +524,10 @@ func decodeGroupSpec(d *Decoder, g *GroupSpec) { decodeGroupSpecIn(d, g, false) 
 func decodeGroupSpecIn(d *Decoder, g *GroupSpec, reuse bool) {
 	g.ID = GroupID(d.String())
 	d.Field("id")
-	if g.Mode = Mode(d.Byte()); d.err == nil && !g.Mode.Known() {
-		d.Fail("unknown mode %d", uint8(g.Mode))
+	mode := d.Byte()
+	ext := mode&modeExt != 0
+	if g.Mode = Mode(mode &^ modeExt); d.err == nil && (!g.Mode.Known() || ext && d.v1) {
+		d.Fail("unknown mode %d", mode)
 	}
 	d.Field("mode")
 	g.Key = d.String()
@@ -542,10 +558,12 @@ func decodeGroupSpecIn(d *Decoder, g *GroupSpec, reuse bool) {
 	g.Notify = d.String()
 	d.Field("notify")
 	ns := d.Count(2)
-	if !d.Field("stages") || ns == 0 {
+	if !d.Field("stages") {
 		return
 	}
-	g.Stages = make([]StageSpec, ns)
+	if ns > 0 {
+		g.Stages = make([]StageSpec, ns)
+	}
 	for i := range g.Stages {
 		g.Stages[i].Name = d.String()
 		g.Stages[i].Concurrency = d.uint31()
@@ -553,6 +571,12 @@ func decodeGroupSpecIn(d *Decoder, g *GroupSpec, reuse bool) {
 			d.withinIndex("stages", i)
 			return
 		}
+	}
+	if ext {
+		if g.Concurrency = d.uint31(); d.err == nil && g.Concurrency == 0 {
+			d.Fail("concurrency 0 flagged present")
+		}
+		d.Field("concurrency")
 	}
 }
 

@@ -17,8 +17,8 @@ func InitialLeases(now time.Time, spec *GroupSpec, n int, holder string, default
 		return nil
 	}
 	var idx []int
-	for i := range spec.Tasks {
-		if t := &spec.Tasks[i]; spec.readyAtSubmit(t) && !t.Constrained() {
+	for i := range spec.readyAtSubmit {
+		if !spec.Tasks[i].Constrained() {
 			idx = append(idx, i)
 		}
 	}
@@ -42,23 +42,41 @@ func InitialLeases(now time.Time, spec *GroupSpec, n int, holder string, default
 // Constrained ones count: they are READY for the peers that match them.
 func ReadyAtSubmit(spec *GroupSpec) int {
 	n := 0
-	for i := range spec.Tasks {
-		if spec.readyAtSubmit(&spec.Tasks[i]) {
-			n++
-		}
+	for range spec.readyAtSubmit {
+		n++
 	}
 	return n
 }
 
-// readyAtSubmit reports whether task t of g is READY when g applies.
-func (g *GroupSpec) readyAtSubmit(t *TaskSpec) bool {
-	switch {
-	case t.Delay > 0 || len(t.Deps) > 0 || g.Mode == ModePipeline && t.Stage > 0:
-		return false
-	case g.Mode == ModeStream:
-		return t.Stage == 0 && g.streamAdmits(t)
+// readyAtSubmit yields the index of every task of g that is READY when g
+// applies, in order: no dependencies, admitted by its gate (gate.go:
+// the first Concurrency tasks without dependencies, or a streaming
+// pipeline's first items), no delay (a delayed task admitted waits in
+// its gate's room).
+func (g *GroupSpec) readyAtSubmit(yield func(int) bool) {
+	admitted := 0
+	for i := range g.Tasks {
+		t := &g.Tasks[i]
+		switch {
+		case len(t.Deps) > 0 || g.Mode == ModePipeline && t.Stage > 0:
+			continue
+		case g.Mode == ModeStream:
+			if t.Stage != 0 || !g.streamAdmits(t) {
+				continue
+			}
+		case g.Concurrency > 0:
+			if admitted >= g.Concurrency {
+				return
+			}
+			admitted++
+		}
+		if t.Delay > 0 {
+			continue
+		}
+		if !yield(i) {
+			return
+		}
 	}
-	return true
 }
 
 // Config returns the shard's configuration.

@@ -175,12 +175,12 @@ type group struct {
 	created  time.Time
 	finished time.Time
 
-	// Streaming pipelines (ModeStream): per stage, the items in flight
-	// (READY, RUNNING or WAITING) and the items whose previous stage is
-	// done but that wait for room (a min-heap of task indexes: the lowest
-	// item goes first, so the order is a function of the state).
-	stageLive []int
-	held      []intHeap
+	// Gates (gate.go): per gate, the tasks in flight (READY, RUNNING or
+	// WAITING) and the tasks whose dependencies are done but that wait for
+	// room (a min-heap of task indexes: the lowest goes first, so the
+	// order is a function of the state). Nil in a group without gates.
+	gateLive []int
+	held     []intHeap
 
 	notify notifyState
 	// retryKeys are the idempotency keys of the retries applied to the
@@ -373,7 +373,7 @@ func (s *Shard) groupView(id GroupID, withTasks bool) (GroupView, error) {
 		ID: g.id, Mode: g.spec.Mode, Key: g.spec.Key, Trace: g.spec.Trace, State: g.state,
 		Counts: make(map[State]int), Total: len(g.tasks),
 		CreatedAt: g.created, FinishedAt: g.finished,
-		Stages: g.spec.Stages, Notify: g.notifyView(),
+		Stages: g.spec.Stages, Notify: g.notifyView(), Concurrency: g.spec.Concurrency,
 	}
 	for st, n := range g.counts {
 		if n > 0 {

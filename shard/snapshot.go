@@ -335,13 +335,11 @@ func (s *Shard) install(groups map[GroupID]*group, done []GroupID, seq uint64) {
 		if g.counts[Succeeded]+g.counts[Failed]+g.counts[Canceled] == len(g.tasks) {
 			g.state = groupOutcome(g)
 		}
-		if g.spec.Mode == ModeStream {
-			g.stageLive = make([]int, len(g.spec.Stages))
-			g.held = make([]intHeap, len(g.spec.Stages))
+		if g.initGates(); g.gateLive != nil {
 			for _, t := range g.tasks {
-				g.stageLive[int(t.stage)] += streamLive(t.state)
+				g.gateLive[g.gate(t)] += inFlight(t.state)
 				if t.state == Pending && t.depsLeft == 0 {
-					g.held[int(t.stage)].push(int(t.idx))
+					g.held[g.gate(t)].push(int(t.idx))
 				}
 			}
 		}

@@ -13,16 +13,17 @@ import "slices"
 
 // groupHead is a group's spec without its tasks: GroupSpec's other fields.
 type groupHead struct {
-	ID     GroupID
-	Mode   Mode
-	Key    string
-	Trace  string
-	Stages []StageSpec
-	Notify string
+	ID          GroupID
+	Mode        Mode
+	Key         string
+	Trace       string
+	Stages      []StageSpec
+	Notify      string
+	Concurrency int
 }
 
 func headOf(g *GroupSpec) groupHead {
-	return groupHead{ID: g.ID, Mode: g.Mode, Key: g.Key, Trace: g.Trace, Stages: g.Stages, Notify: g.Notify}
+	return groupHead{ID: g.ID, Mode: g.Mode, Key: g.Key, Trace: g.Trace, Stages: g.Stages, Notify: g.Notify, Concurrency: g.Concurrency}
 }
 
 // maxPolicies bounds the distinct options remembered while a group's
@@ -99,7 +100,7 @@ func (t *task) depNames() []string {
 // groupSpec returns g's spec as submitted.
 func (g *group) groupSpec() GroupSpec {
 	h := &g.spec
-	gs := GroupSpec{ID: h.ID, Mode: h.Mode, Key: h.Key, Trace: h.Trace, Stages: h.Stages, Notify: h.Notify}
+	gs := GroupSpec{ID: h.ID, Mode: h.Mode, Key: h.Key, Trace: h.Trace, Stages: h.Stages, Notify: h.Notify, Concurrency: h.Concurrency}
 	if len(g.tasks) > 0 {
 		gs.Tasks = make([]TaskSpec, len(g.tasks))
 		for i, t := range g.tasks {

@@ -41,7 +41,19 @@ func specsCases() []GroupSpec {
 	}
 	bc := GroupSpec{ID: "bc", Mode: ModeBroadcast, Tasks: []TaskSpec{{Name: "n1", Handler: "h", Pin: "n1"}, {Name: "n2", Handler: "h", Pin: "n2"}}}
 	single := GroupSpec{ID: "one", Mode: ModeSingle, Tasks: []TaskSpec{{Handler: "h"}}}
-	return []GroupSpec{par, dag, staged, stream, bc, single}
+	// Gated by a concurrency: a delayed task holds room (WAITING), a
+	// task with dependencies takes none until they are done.
+	capped := GroupSpec{ID: "capped", Mode: ModeParallel, Concurrency: 3}
+	for i := range 7 {
+		capped.Tasks = append(capped.Tasks, TaskSpec{Handler: "h", Payload: []byte{byte(i)}, Delay: time.Duration(i%5/4) * time.Second})
+	}
+	cappedDAG := GroupSpec{ID: "capdag", Mode: ModeDAG, Concurrency: 2, Tasks: []TaskSpec{
+		{Name: "a", Handler: "h", Deps: []string{"c"}}, {Name: "b", Handler: "h"}, {Name: "c", Handler: "h"}, {Name: "d", Handler: "h"},
+	}}
+	cappedStages := GroupSpec{ID: "capstaged", Mode: ModePipeline, Concurrency: 1, Tasks: []TaskSpec{
+		{Name: "a", Handler: "h"}, {Name: "b", Handler: "h"}, {Name: "c", Handler: "h", Stage: 1},
+	}}
+	return []GroupSpec{par, dag, staged, stream, bc, single, capped, cappedDAG, cappedStages}
 }
 
 // A group's task specs, kept apart (specs.go), read back as submitted: in

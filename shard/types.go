@@ -199,6 +199,12 @@ type GroupSpec struct {
 	// Notify is a webhook URL called when the group reaches a terminal
 	// state (the edge checks it against the allow-list); "" = none.
 	Notify string
+	// Concurrency bounds the group's tasks in flight (READY, RUNNING or
+	// WAITING) at once, for parallel, dag and pipeline groups; the others
+	// wait PENDING and are let in, lowest index first, as tasks finish.
+	// 0 = unbounded. A streaming pipeline bounds each stage instead
+	// (StageSpec.Concurrency).
+	Concurrency int
 }
 
 // HolderPeer returns the peer id of a lease holder name "<peer id>#<boot

@@ -102,6 +102,16 @@ func (g *GroupSpec) ValidateStored() error {
 	if len(g.Stages) > 0 && g.Mode != ModeStream {
 		return &FieldError{Task: -1, Field: "stages", Message: "stage objects are only for streaming pipelines"}
 	}
+	switch {
+	case g.Concurrency < 0:
+		return &FieldError{Task: -1, Field: "concurrency", Message: "must be >= 0 (0 = unbounded)"}
+	case g.Concurrency > math.MaxInt32:
+		return &FieldError{Task: -1, Field: "concurrency", Message: fmt.Sprintf("%d is over the maximum of %d", g.Concurrency, math.MaxInt32)}
+	case g.Concurrency > 0 && g.Mode == ModeStream:
+		return &FieldError{Task: -1, Field: "concurrency", Message: "a streaming pipeline bounds each stage instead (stages[].concurrency)"}
+	case g.Concurrency > 0 && g.Mode != ModeParallel && g.Mode != ModeDAG && g.Mode != ModePipeline:
+		return &FieldError{Task: -1, Field: "concurrency", Message: fmt.Sprintf("only for parallel, dag and pipeline groups, not %s", g.Mode)}
+	}
 	if len(g.Notify) > MaxNotifyLen {
 		return &FieldError{Task: -1, Field: "notify", Message: fmt.Sprintf("longer than %d bytes", MaxNotifyLen)}
 	}

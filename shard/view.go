@@ -106,21 +106,22 @@ func (s GroupState) Terminal() bool { return s != GroupRunning }
 
 // GroupView is a read-only copy of a group's state, for queries.
 type GroupView struct {
-	ID         GroupID
-	Mode       Mode
-	Key        string
-	Trace      string
-	State      GroupState
-	Counts     map[State]int
-	Total      int        // tasks in the group
-	Tasks      []TaskView // in submission order; nil in a summary
-	CreatedAt  time.Time
-	FinishedAt time.Time
-	Stages     []StageSpec   // streaming pipelines
-	StageDone  []int         // streaming pipelines: items that left each stage successfully
-	Items      int           // streaming pipelines: items submitted
-	Skipped    []SkippedItem // streaming pipelines: items that left the pipeline early
-	Notify     *NotifyView   // nil when the group has no webhook
+	ID          GroupID
+	Mode        Mode
+	Key         string
+	Trace       string
+	State       GroupState
+	Counts      map[State]int
+	Total       int        // tasks in the group
+	Tasks       []TaskView // in submission order; nil in a summary
+	CreatedAt   time.Time
+	FinishedAt  time.Time
+	Stages      []StageSpec   // streaming pipelines
+	StageDone   []int         // streaming pipelines: items that left each stage successfully
+	Items       int           // streaming pipelines: items submitted
+	Skipped     []SkippedItem // streaming pipelines: items that left the pipeline early
+	Notify      *NotifyView   // nil when the group has no webhook
+	Concurrency int           // tasks in flight at once; 0 = unbounded (GroupSpec.Concurrency)
 }
 
 // SkippedItem is an item of a streaming pipeline that failed a stage after
