@@ -91,6 +91,7 @@ simulate:
 	$(GO) run ./cmd/needle simulate --seeds 200 --peers 4 --workload workers
 	$(GO) run ./cmd/needle simulate --seeds 300 --peers 4 --faults forge,crash,partition
 	$(GO) run ./cmd/needle simulate --seeds 300 --peers 7 --placement circle
+	$(GO) run ./cmd/needle simulate --seeds 200 --peers 4 --workload gated
 	$(GO) run ./cmd/needle simulate --seeds 4 --peers 20 --tasks 5000 --partitions 256 --liveness 5m
 	$(GO) run ./cmd/needle simulate --seeds 6 --peers 200 --tasks 5000 --partitions 1024 --workload w1 --faults crash,partition,churn --liveness 5m
 	$(GO) run ./cmd/needle simulate --seeds 3 --peers 200 --tasks 5000 --partitions 1024 --workload w1 --faults crash,partition,churn --liveness 5m --start join

@@ -62,6 +62,16 @@ func (n *Node) ReplicaGroup(id shard.GroupID) (shard.GroupView, error) {
 	return p.shard.Group(id)
 }
 
+// ReplicaGroupSummary is ReplicaGroup without the tasks (for the
+// simulator's checker: a group's counts on this replica).
+func (n *Node) ReplicaGroupSummary(id shard.GroupID) (shard.GroupView, error) {
+	p := n.parts[n.PartitionOf(id)]
+	if p == nil {
+		return shard.GroupView{}, ErrUnavailable
+	}
+	return p.shard.GroupSummary(id)
+}
+
 // GroupSummary returns a group's view without its tasks.
 func (n *Node) GroupSummary(id shard.GroupID) (shard.GroupView, error) {
 	p, err := n.readable(id)

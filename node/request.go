@@ -27,6 +27,9 @@ func (n *Node) Submit(req uint64, spec *shard.GroupSpec) {
 		n.reply(Reply{Req: req, Err: ErrUnavailable})
 		return
 	}
+	if spec.Concurrency > 0 && n.refuseLacking(req, p, FeatureGroupConcurrency, "a group's concurrency") {
+		return
+	}
 	ev, exists, err := p.shard.Submit(n.now, spec)
 	switch {
 	case err != nil:

@@ -19,7 +19,8 @@ func (n *Node) SetSchedule(req uint64, spec *shard.ScheduleSpec, by string) {
 		n.reply(Reply{Req: req, Err: ErrUnavailable})
 		return
 	}
-	if n.refuseToWorkers(req, p, spec) {
+	if n.refuseToWorkers(req, p, spec) ||
+		spec.Group.Concurrency > 0 && n.refuseLacking(req, p, FeatureGroupConcurrency, "a group's concurrency") {
 		return
 	}
 	ev, exists, err := p.shard.SetSchedule(n.now, spec, by)
@@ -36,6 +37,28 @@ func (n *Node) SetSchedule(req uint64, spec *shard.ScheduleSpec, by string) {
 // FeatureScheduleUpdate (a Heartbeat feature): the peer applies
 // shard.EvScheduleUpdated, an event type an older peer refuses.
 const FeatureScheduleUpdate = FeatureWorkerDeath << 1
+
+// FeatureGroupConcurrency (a Heartbeat feature): the peer applies groups
+// with a concurrency (shard.GroupSpec.Concurrency), whose encoding an
+// older peer refuses as of an unknown mode.
+const FeatureGroupConcurrency = FeatureScheduleUpdate << 1
+
+// refuseLacking answers req while a replica of p lacks feature f, and
+// reports whether it did: ErrUnavailable, with an *UpgradeError naming the
+// replica and what it cannot apply when the replica is known to lack it
+// (not merely unheard of yet).
+func (n *Node) refuseLacking(req uint64, p *partition, f uint64, what string) bool {
+	who, unsure := n.lacking(p, f)
+	switch {
+	case unsure:
+		n.reply(Reply{Req: req, Err: ErrUnavailable})
+	case who != "":
+		n.reply(Reply{Req: req, Err: errors.Join(ErrUnavailable, &UpgradeError{Peer: who, What: what})})
+	default:
+		return false
+	}
+	return true
+}
 
 const reqScheduleUpdate requestKind = 102 // a schedule's update: replied to once applied, with whether it took effect
 
@@ -82,14 +105,8 @@ func (n *Node) UpdateSchedule(req uint64, spec *shard.ScheduleSpec, base uint64,
 		n.reply(Reply{Req: req, Err: ErrUnavailable})
 		return
 	}
-	if who, unsure := n.lacking(p, FeatureScheduleUpdate); unsure {
-		n.reply(Reply{Req: req, Err: ErrUnavailable})
-		return
-	} else if who != "" {
-		n.reply(Reply{Req: req, Err: errors.Join(ErrUnavailable, &UpgradeError{Peer: who, What: "a schedule's update"})})
-		return
-	}
-	if n.refuseToWorkers(req, p, spec) {
+	if n.refuseLacking(req, p, FeatureScheduleUpdate, "a schedule's update") || n.refuseToWorkers(req, p, spec) ||
+		spec.Group.Concurrency > 0 && n.refuseLacking(req, p, FeatureGroupConcurrency, "a group's concurrency") {
 		return
 	}
 	evs, err := p.shard.UpdateSchedule(n.now, spec, base, by)

@@ -78,6 +78,8 @@ type submitReq struct {
 	Wait time.Duration `json:"wait,omitempty"`
 }
 
+func (r *submitReq) feature() (uint64, string) { return concurrencyFeature(r.Spec) }
+
 type submitAns struct {
 	rpcError
 	Submit *api.SubmitResult `json:"submit,omitempty"`

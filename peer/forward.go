@@ -106,7 +106,7 @@ func routedWith[A any, PA rpcAnswer[A]](ctx context.Context, p *Peer, g shard.Gr
 			return mapErr(err)
 		}
 		if f, ok := req.(featured); ok {
-			if bit, what := f.feature(); features&bit == 0 {
+			if bit, what := f.feature(); features&bit != bit {
 				// An older owner does not know the op: say what it takes.
 				return mapErr(errors.Join(node.ErrUnavailable, &node.UpgradeError{Peer: to, What: what}))
 			}
@@ -117,9 +117,20 @@ func routedWith[A any, PA rpcAnswer[A]](ctx context.Context, p *Peer, g shard.Gr
 	return out, err
 }
 
-// featured is a request that only an owner advertising a feature serves.
+// featured is a request that only an owner advertising a feature serves
+// (every bit of bit; 0: this one needs none).
 type featured interface {
 	feature() (bit uint64, what string)
+}
+
+// concurrencyFeature is the feature a group spec needs of its owner: one
+// with a concurrency is refused by an older owner's binary decoding, and
+// its JSON form would lose the bound.
+func concurrencyFeature(g *shard.GroupSpec) (uint64, string) {
+	if g != nil && g.Concurrency > 0 {
+		return node.FeatureGroupConcurrency, "a group's concurrency"
+	}
+	return 0, ""
 }
 
 // spanned is a request whose forward is a span of its trace (a submission).

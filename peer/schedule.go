@@ -117,6 +117,12 @@ type scheduleSetReq struct {
 }
 
 func (*scheduleSetReq) op() string { return opScheduleSet }
+func (r *scheduleSetReq) feature() (uint64, string) {
+	if r.Sched == nil {
+		return 0, ""
+	}
+	return concurrencyFeature(&r.Sched.Group)
+}
 func (r *scheduleSetReq) serve(ctx context.Context, p *Peer) (scheduleAns, error) {
 	if r.Sched == nil {
 		return scheduleAns{}, errors.New("peer: forwarded schedule_set without a schedule")
@@ -193,7 +199,10 @@ type scheduleUpdateReq struct {
 }
 
 func (*scheduleUpdateReq) op() string { return opScheduleUpdate }
-func (*scheduleUpdateReq) feature() (uint64, string) {
+func (r *scheduleUpdateReq) feature() (uint64, string) {
+	if r.Sched != nil && r.Sched.Group.Concurrency > 0 {
+		return node.FeatureScheduleUpdate | node.FeatureGroupConcurrency, "a schedule's update with a group's concurrency"
+	}
 	return node.FeatureScheduleUpdate, "a schedule's update"
 }
 func (r *scheduleUpdateReq) serve(ctx context.Context, p *Peer) (scheduleAns, error) {

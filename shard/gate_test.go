@@ -177,7 +177,7 @@ func TestGroupConcurrencyValidate(t *testing.T) {
 	}{
 		{cappedSpec("g", ModeParallel, 2, -1), "concurrency: must be >= 0"},
 		{cappedSpec("g", ModeParallel, 2, 1<<31), "concurrency: 2147483648 is over the maximum"},
-		{GroupSpec{ID: "g", Mode: ModeSingle, Concurrency: 1, Tasks: []TaskSpec{{Handler: "h"}}}, "concurrency: only for parallel, dag and pipeline groups, not single"},
+		{GroupSpec{ID: "g", Mode: ModeSingle, Concurrency: 1, Tasks: []TaskSpec{{Handler: "h"}}}, "concurrency: only for parallel, dag and staged groups, not single"},
 		{GroupSpec{ID: "g", Mode: ModeStream, Concurrency: 1, Stages: []StageSpec{{Name: "s"}}, Tasks: []TaskSpec{{Handler: "h"}}}, "concurrency: a streaming pipeline bounds each stage"},
 	} {
 		err := c.spec.Validate()

@@ -110,7 +110,7 @@ func (g *GroupSpec) ValidateStored() error {
 	case g.Concurrency > 0 && g.Mode == ModeStream:
 		return &FieldError{Task: -1, Field: "concurrency", Message: "a streaming pipeline bounds each stage instead (stages[].concurrency)"}
 	case g.Concurrency > 0 && g.Mode != ModeParallel && g.Mode != ModeDAG && g.Mode != ModePipeline:
-		return &FieldError{Task: -1, Field: "concurrency", Message: fmt.Sprintf("only for parallel, dag and pipeline groups, not %s", g.Mode)}
+		return &FieldError{Task: -1, Field: "concurrency", Message: fmt.Sprintf("only for parallel, dag and staged groups, not %s", g.Mode)}
 	}
 	if len(g.Notify) > MaxNotifyLen {
 		return &FieldError{Task: -1, Field: "notify", Message: fmt.Sprintf("longer than %d bytes", MaxNotifyLen)}

@@ -271,6 +271,7 @@ func (c *checker) changes(nd *simNode, cs []shard.Change) {
 			return
 		}
 	}
+	c.checkGates(nd, cs)
 }
 
 // retried moves t past its committed retry r: the runs before it ended

@@ -14,7 +14,7 @@ import (
 
 // Workload names accepted by Config.Workload (docs/design.md, "Workloads shared
 // by bench/ and simulate/").
-var Workloads = []string{"w1", "w2", "w3", "w4", "mixed", "sched", "placement", "batch", "idle", "workers"}
+var Workloads = []string{"w1", "w2", "w3", "w4", "mixed", "sched", "placement", "batch", "idle", "workers", "gated"}
 
 // FaultKinds are the fault kinds of the default set (Config.Faults).
 var FaultKinds = []string{"partition", "crash", "drop", "dup", "reorder", "pause", "skew", "churn", "slow", "worker"}

@@ -48,6 +48,10 @@ type gen struct {
 	zipf *rand.Zipf
 	n    int  // groups so far
 	long bool // batch: mixed's groups with long tasks (see batch)
+	// gated: mixed's parallel, dag and pipeline groups get a concurrency
+	// (1-4) half the time. The draw is made only then, so the other
+	// workloads' draws are as they were.
+	gated bool
 }
 
 func newWorkload(cfg Config, rng *rand.Rand) *workload {
@@ -82,6 +86,9 @@ func (g *gen) draw() *workload {
 		return &workload{idle: true, span: idleFor}
 	case "workers":
 		return g.workers()
+	case "gated":
+		g.gated = true
+		return g.mixed()
 	case "w4":
 		w := g.batches(10, behaviour{dur: 50 * time.Millisecond}, 0)
 		g.spread(w, 50*time.Millisecond*time.Duration(cfg.Tasks))
@@ -214,6 +221,9 @@ func (g *gen) group(mode shard.Mode, key string, tasks []shard.TaskSpec) *shard.
 	spec := &shard.GroupSpec{ID: id, Mode: mode, Key: key, Tasks: tasks}
 	if wantsNotify(id) {
 		spec.Notify = simHook
+	}
+	if g.gated && (mode == shard.ModeParallel || mode == shard.ModeDAG || mode == shard.ModePipeline) && g.rng.IntN(2) == 0 {
+		spec.Concurrency = 1 + g.rng.IntN(4)
 	}
 	return spec
 }

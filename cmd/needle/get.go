@@ -145,6 +145,9 @@ func printGroup(w io.Writer, g *api.Group) error {
 	}
 	fmt.Fprintf(tw, "tasks\t%d\ncounts\t%s\ncreated\t%s\nfinished\t%s\n",
 		g.Total, countsText(g.Counts), fmtTime(g.CreatedAt), fmtTime(g.FinishedAt))
+	if g.Concurrency > 0 {
+		fmt.Fprintf(tw, "concurrency\t%d at a time\n", g.Concurrency)
+	}
 	if len(g.Stages) > 0 {
 		fmt.Fprintf(tw, "items\t%d\n", g.Items)
 		if len(g.Skipped) > 0 {

@@ -40,11 +40,13 @@ replays the failing seed exactly.
   --peers N         simulated peers (default 3)
   --tasks N         tasks submitted (default 200; w3: 300)
   --workload W      w1 | w2 | w3 | w4 | mixed | sched | placement | batch |
-                    idle | workers (default mixed). batch is mixed's groups
-                    with the run times of batch jobs: seconds to a minute,
-                    90 s timeouts; idle submits nothing for 5 minutes (what
-                    an idle mesh costs); workers is tasks for external
-                    workers only
+                    idle | workers | gated (default mixed). batch is mixed's
+                    groups with the run times of batch jobs: seconds to a
+                    minute, 90 s timeouts; idle submits nothing for 5
+                    minutes (what an idle mesh costs); workers is tasks for
+                    external workers only; gated is mixed with half its
+                    parallel, dag and staged groups bounded to 1-4 tasks
+                    in flight (a group's concurrency)
   --faults a,b      partition,crash,drop,dup,reorder,pause,skew,churn,slow,
                     worker; forge (opt-in: a keyed host's forged grants
                     and outcomes) (default all but forge; "" for none). A third of the partitions

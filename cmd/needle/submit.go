@@ -20,6 +20,7 @@ type SubmitCommand struct {
 	timeout, backoff, maxBackoff, delay time.Duration
 	asJSON, wait                        bool
 	notify                              string // webhook URL (the group's "notify")
+	concurrency                         int    // the -f group's "concurrency"
 	require                             requireFlag
 	pin                                 string
 	traceparent                         string // the trace the submission joins
@@ -40,6 +41,7 @@ func (c *SubmitCommand) flags() *flag.FlagSet {
 	fs.BoolVar(&c.asJSON, "json", false, "print the API response as JSON")
 	fs.BoolVar(&c.wait, "wait", false, "wait for completion after submitting (exit 1 unless it succeeded)")
 	fs.StringVar(&c.notify, "notify", "", "webhook `URL` called once the task (or the -f group) is terminal; must be on the peer's --notify-allow list")
+	fs.IntVar(&c.concurrency, "concurrency", 0, "with -f: run at most `N` of the group's tasks at once (sets the file's \"concurrency\")")
 	fs.Var(&c.require, "require", "`key=value` label a peer must carry to run the task (repeatable)")
 	fs.StringVar(&c.pin, "pin", "", "run the task only on the peer with this `ID`")
 	fs.StringVar(&c.traceparent, "traceparent", c.Traceparent, "W3C `traceparent` the submission joins (default: env TRACEPARENT, set in exec tasks)")
@@ -72,7 +74,10 @@ func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
 				return usagef("-f and --%s do not mix: put task fields in the file", name)
 			}
 		}
-		return c.submitGroup(ctx, set["notify"])
+		return c.submitGroup(ctx, set)
+	}
+	if set["concurrency"] {
+		return usagef("--concurrency is for a group (-f): a single task runs once at a time")
 	}
 	req, err := c.taskRequest(set)
 	if err != nil {
@@ -154,13 +159,21 @@ func readPayload(arg string) (json.RawMessage, error) {
 	return data, nil
 }
 
-func (c *SubmitCommand) submitGroup(ctx context.Context, notify bool) error {
+func (c *SubmitCommand) submitGroup(ctx context.Context, set map[string]bool) error {
 	body, err := readJSONFile(c.file, c.Stdin)
 	if err != nil {
 		return err
 	}
-	if notify {
-		if body, err = withNotify(body, c.notify); err != nil {
+	if set["notify"] {
+		if body, err = withField(body, "notify", c.notify); err != nil {
+			return err
+		}
+	}
+	if set["concurrency"] {
+		if c.concurrency < 1 {
+			return usagef("--concurrency must be >= 1")
+		}
+		if body, err = withField(body, "concurrency", c.concurrency); err != nil {
 			return err
 		}
 	}
@@ -178,14 +191,15 @@ func (c *SubmitCommand) submitGroup(ctx context.Context, notify bool) error {
 	return nil
 }
 
-// withNotify sets (or replaces) the "notify" field of a group body.
-func withNotify(body []byte, url string) ([]byte, error) {
+// withField sets (or replaces) field name of a group body (--notify,
+// --concurrency).
+func withField(body []byte, name string, v any) ([]byte, error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(body, &obj); err != nil {
-		return nil, usagef("--notify with -f needs a JSON object in the file: %v", err)
+		return nil, usagef("--%s with -f needs a JSON object in the file: %v", name, err)
 	}
-	u, _ := json.Marshal(url)
-	obj["notify"] = u
+	u, _ := json.Marshal(v)
+	obj[name] = u
 	return json.Marshal(obj)
 }
 

@@ -194,7 +194,7 @@ func appendArray[T any](b []byte, items []T, appendItem func([]byte, *T) ([]byte
 }
 
 func appendGroup(b []byte, g *Group) ([]byte, bool) {
-	if g.Stages != nil || g.Items != 0 || g.Skipped != nil || g.Notify != nil || g.Counts == nil {
+	if g.Stages != nil || g.Items != 0 || g.Skipped != nil || g.Notify != nil || g.Counts == nil || g.Concurrency != 0 {
 		return b, false
 	}
 	ok := true

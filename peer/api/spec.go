@@ -81,6 +81,9 @@ type rawGroupOf[T any] struct {
 	Items  []json.RawMessage `json:"items"`  // pipeline: one payload per item
 	Notify string            `json:"notify"` // webhook URL
 	To     string            `json:"to"`     // a broadcast's target: peers (default) or workers
+	// Concurrency bounds the group's tasks in flight at once (parallel,
+	// dag, pipeline); 0 = unbounded.
+	Concurrency int `json:"concurrency"`
 }
 
 type rawGroup = rawGroupOf[json.RawMessage]
@@ -225,6 +228,7 @@ func decodeGroupFrom[T any](rg *rawGroupOf[T], lim Limits, task func(i int, path
 	if err := setNotify(spec, rg.Notify, lim); err != nil {
 		return nil, "", err
 	}
+	spec.Concurrency = rg.Concurrency
 	var names map[string]int
 	switch spec.Mode {
 	case shard.ModePipeline:

@@ -56,6 +56,10 @@ type SubmitGroupRequest struct {
 	Tasks  []GroupTask   `json:"tasks,omitempty"`  // dag, parallel
 	Stages [][]GroupTask `json:"stages,omitempty"` // pipeline: stage i+1 starts when stage i succeeded
 	Notify string        `json:"notify,omitempty"` // webhook URL called once the group is terminal
+	// Concurrency bounds the group's tasks in flight (READY, RUNNING or
+	// WAITING) at once; the others wait PENDING, lowest index first.
+	// 0 = unbounded.
+	Concurrency int `json:"concurrency,omitempty"`
 }
 
 // PipelineStage is one stage of a streaming pipeline body: a task template
@@ -155,6 +159,9 @@ type Group struct {
 	Items   int                 `json:"items,omitempty"`
 	Skipped []SkippedItem       `json:"skipped,omitempty"`
 	Notify  *NotifyStatus       `json:"notify,omitempty"` // the webhook, when set
+	// Concurrency is the bound on the group's tasks in flight at once, as
+	// submitted; 0 (omitted) = unbounded.
+	Concurrency int `json:"concurrency,omitempty"`
 }
 
 // PipelineStageInfo is a stage of a streaming pipeline with its progress.
@@ -334,6 +341,7 @@ func NewGroup(v shard.GroupView, withTasks bool) Group {
 	if n := v.Notify; n != nil {
 		g.Notify = &NotifyStatus{URL: n.URL, State: n.State, Attempts: n.Attempts, LastError: n.LastError, Next: timePtr(n.Next)}
 	}
+	g.Concurrency = v.Concurrency
 	return g
 }
 

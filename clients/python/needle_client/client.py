@@ -157,15 +157,17 @@ class Client:
                             delay=_duration(delay), require=require, pin=pin, notify=notify, trace=trace))
         return self.request("POST", "/v1/tasks", body)
 
-    def submit_group(self, tasks=None, *, mode="dag", stages=None, key=None, notify=None, trace=None):
+    def submit_group(self, tasks=None, *, mode="dag", stages=None, key=None, notify=None, trace=None,
+                     concurrency=None):
         """Submits a group: POST /v1/groups. ``tasks`` is a list of task
         dicts ({"name", "handler", "payload", "deps", ...}) for modes "dag"
-        and "parallel"; ``stages`` a list of lists for "pipeline". Returns
-        {"group", "tasks": {name: id}}."""
+        and "parallel"; ``stages`` a list of lists for "pipeline".
+        ``concurrency`` runs at most that many of its tasks at once.
+        Returns {"group", "tasks": {name: id}}."""
         body = {"mode": "pipeline" if stages is not None and mode == "dag" else mode}
         if tasks is not None:
             body["tasks"] = tasks
-        body.update(_fields(stages=stages, key=key, notify=notify, trace=trace))
+        body.update(_fields(stages=stages, key=key, notify=notify, trace=trace, concurrency=concurrency))
         return self.request("POST", "/v1/groups", body)
 
     def get(self, task_id, wait=None):

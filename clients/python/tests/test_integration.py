@@ -75,6 +75,13 @@ class IntegrationTest(unittest.TestCase):
         self.assertEqual(by["b"]["result"]["s"], "THERE+HI")
         self.assertEqual((by["c"]["result"], by["c"]["attempt"]), ([2, 2, True, 3], 2))
 
+    def test_group_concurrency(self):
+        p = self.prefix
+        res = self.client.submit_group([{"handler": p + "upper", "payload": {"s": str(i)}} for i in range(4)],
+                                       mode="parallel", concurrency=1)
+        g = self.client.wait_group(res["group"], timeout=WAIT)
+        self.assertEqual((g["state"], g["concurrency"]), ("SUCCEEDED", 1), g)
+
     def test_permanent_failure(self):
         t = self.client.wait(self.client.submit(self.prefix + "bad", {"img": 1},
                                                 retry={"max_attempts": 3})["id"], timeout=WAIT)
