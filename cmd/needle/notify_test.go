@@ -35,3 +35,23 @@ func TestSubmitNotify(t *testing.T) {
 		t.Fatal("a refused notify created a group")
 	}
 }
+
+// --concurrency sets a -f group's bound (over the file's own); without -f,
+// or below 1, it is a usage error and nothing is submitted.
+func TestSubmitConcurrency(t *testing.T) {
+	f := &fakeBackend{}
+	addr := mustServer(t, f, api.HandlerOptions{})
+	file := filepath.Join(t.TempDir(), "group.json")
+	if err := os.WriteFile(file, []byte(`{"mode": "parallel", "concurrency": 9, "tasks": [{"handler": "echo"}, {"handler": "echo"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runCLI(t, addr, "", "submit", "-f", file, "--concurrency", "2").check(t, 0, "g1\n", "")
+	if specs := f.submitted(); len(specs) != 1 || specs[0].Concurrency != 2 {
+		t.Fatalf("submitted %+v; want one group of concurrency 2", specs)
+	}
+	runCLI(t, addr, "", "submit", "--handler", "echo", "--concurrency", "2").check(t, 2, "", "--concurrency is for a group (-f)")
+	runCLI(t, addr, "", "submit", "-f", file, "--concurrency", "0").check(t, 2, "", "--concurrency must be >= 1")
+	if len(f.submitted()) != 1 {
+		t.Fatal("a refused --concurrency submitted a group")
+	}
+}
