@@ -42,6 +42,13 @@ func fastGroup(data []byte, g *rawGroupOf[rawGroupTask], room []rawGroupTask) (o
 			return p.str(&g.Notify)
 		case "to":
 			return p.str(&g.To)
+		case "concurrency":
+			var c int32
+			if !p.int32(&c) {
+				return false
+			}
+			g.Concurrency = int(c)
+			return true
 		case "tasks":
 			g.Tasks = room[:0:cap(room)]
 			if g.Tasks == nil {

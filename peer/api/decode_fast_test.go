@@ -125,7 +125,7 @@ func (g *bodyGen) group() string {
 		}
 		return g.oneOf([]string{"[" + strings.Join(ts, ","+g.ws()) + "]"}, []string{`null`, `{}`, `[1]`})
 	}
-	fields := map[string]func() string{"mode": g.str, "key": g.str, "trace": g.str, "notify": g.str, "to": g.str, "tasks": tasks}
+	fields := map[string]func() string{"mode": g.str, "key": g.str, "trace": g.str, "notify": g.str, "to": g.str, "tasks": tasks, "concurrency": g.num}
 	if g.r.Float64() < g.odd { // a pipeline's: the slow path's
 		fields["stages"], fields["items"] = func() string { return `[]` }, func() string { return `[]` }
 	}

@@ -194,7 +194,7 @@ func appendArray[T any](b []byte, items []T, appendItem func([]byte, *T) ([]byte
 }
 
 func appendGroup(b []byte, g *Group) ([]byte, bool) {
-	if g.Stages != nil || g.Items != 0 || g.Skipped != nil || g.Notify != nil || g.Counts == nil || g.Concurrency != 0 {
+	if g.Stages != nil || g.Items != 0 || g.Skipped != nil || g.Notify != nil || g.Counts == nil {
 		return b, false
 	}
 	ok := true
@@ -238,6 +238,10 @@ func appendGroup(b []byte, g *Group) ([]byte, bool) {
 	b, ok = appendTime(b, g.FinishedAt, ok)
 	if g.TasksOmitted {
 		b = append(b, `,"tasks_omitted":true`...)
+	}
+	if g.Concurrency != 0 {
+		b = append(b, `,"concurrency":`...)
+		b = strconv.AppendInt(b, int64(g.Concurrency), 10)
 	}
 	return append(b, '}'), ok
 }

@@ -124,6 +124,9 @@ func (g *gen) task() Task {
 func (g *gen) group() Group {
 	out := Group{ID: g.str(), Mode: g.str(), State: g.str(), Key: g.str(), Trace: g.str(),
 		Total: g.intn(100), CreatedAt: g.time(), FinishedAt: g.time(), TasksOmitted: g.one(4)}
+	if g.one(3) {
+		out.Concurrency = 1 + g.intn(8)
+	}
 	if !g.one(8) {
 		out.Counts = map[string]int{}
 		for range g.intn(4) {
@@ -258,7 +261,7 @@ func TestHandWrittenKnowEveryField(t *testing.T) {
 	for _, c := range []struct {
 		v      any
 		fields int
-	}{{Task{}, 23}, {Group{}, 15}, {TaskList{}, 3}, {GroupList{}, 3}, {rawGroupTask{}, 10}, {rawGroupOf[rawGroupTask]{}, 8}, {SubmitGroupResponse{}, 3}} {
+	}{{Task{}, 23}, {Group{}, 16}, {TaskList{}, 3}, {GroupList{}, 3}, {rawGroupTask{}, 10}, {rawGroupOf[rawGroupTask]{}, 9}, {SubmitGroupResponse{}, 3}} {
 		if n := reflect.TypeOf(c.v).NumField(); n != c.fields {
 			t.Errorf("%T has %d fields, the hand-written encoder or decoder knows %d: teach it the new ones (and the generators), then change this count", c.v, n, c.fields)
 		}
