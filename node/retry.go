@@ -25,7 +25,7 @@ const (
 	// circle and disagree on every replica set (docs/decisions.md).
 	FeaturePlacementSpread
 
-	Features = FeatureRetry | FeatureScheduleToWorkers | FeatureQuiesce | FeaturePlacementSpread | FeatureLeave | FeatureProbe | FeatureSendLease | FeatureSubmitSpec | FeatureGroupBin | FeatureShortPromise | FeatureWorkerDeath | FeatureScheduleUpdate | FeatureGroupConcurrency // what this build applies
+	Features = FeatureRetry | FeatureScheduleToWorkers | FeatureQuiesce | FeaturePlacementSpread | FeatureLeave | FeatureProbe | FeatureSendLease | FeatureSubmitSpec | FeatureGroupBin | FeatureShortPromise | FeatureWorkerDeath | FeatureScheduleUpdate | FeatureGroupConcurrency | FeaturePeerAudit // what this build applies
 )
 
 // FeatureSubmitSpec is not an event: the peer serves a forwarded

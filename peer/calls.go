@@ -39,6 +39,7 @@ var callServers = map[string]callServer{
 	opLease:          serveAs[leaseReq, leaseAns],
 	opLeaseReport:    serveAs[leaseReportReq, leaseReportAns],
 	opWorkerHeld:     serveAs[workerHeldReq, workerHeldAns],
+	opPeerAudit:      serveAs[peerAuditReq, rpcError],
 }
 
 // The ops, as the wire names them.

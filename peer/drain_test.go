@@ -2,6 +2,8 @@ package peer
 
 import (
 	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -23,7 +25,11 @@ func testDrainUnderLoad(t *testing.T) {
 		body := fmt.Sprintf(`{"mode":"parallel","key":"drain-%d","tasks":[{"handler":"sleep","payload":{"ms":100,"i":%d}},{"handler":"sleep","payload":{"ms":150}},{"handler":"echo","payload":%d}]}`, i, i, i)
 		groups = append(groups, submitRetrying(t, peers[i%3].c, body).Group)
 	}
-	p2.p.RequestDrain()
+	// Drained through the API, the drain is in the audit trail, which
+	// another peer reads after the drained one is gone.
+	if status, data := wcall(t, p2.c, "POST", "/v1/drain", ""); status != http.StatusAccepted || string(data) != `{"draining":true,"audited":true}` {
+		t.Fatalf("POST /v1/drain = %d %s; want 202, audited", status, data)
+	}
 	select {
 	case <-p2.done:
 		if p2.err != nil {
@@ -37,6 +43,10 @@ func testDrainUnderLoad(t *testing.T) {
 		if err != nil || gv.State != "SUCCEEDED" {
 			t.Fatalf("group %s after the drain = %+v, %v", g, gv, err)
 		}
+	}
+	want := `"action":"peer_drained","subject":"` + p2.p.ID() + `"`
+	if status, data := wcall(t, p3.c, "GET", "/v1/audit", ""); status != http.StatusOK || !strings.Contains(string(data), want) {
+		t.Fatalf("audit after the drain = %d %s; want %s", status, data, want)
 	}
 	waitFor(t, "p1 and p3 to lead every partition", 15*time.Second, func() bool {
 		total := 0

@@ -29,8 +29,12 @@ func TestForgetRefusesALivePeer(t *testing.T) {
 	if status, data := wcall(t, peers[0].c, "POST", path+"?force=maybe", ""); status != http.StatusBadRequest || !strings.Contains(string(data), `"field":"force"`) {
 		t.Fatalf("forget force=maybe = %d %s; want 400 naming force", status, data)
 	}
-	if status, data := wcall(t, peers[0].c, "POST", path+"?force=true", ""); status != http.StatusOK || !strings.Contains(string(data), live) {
-		t.Fatalf("forced forget = %d %s; want 200", status, data)
+	if status, data := wcall(t, peers[0].c, "POST", path+"?force=true", ""); status != http.StatusOK || string(data) != `{"forgotten":"`+live+`","audited":true}` {
+		t.Fatalf("forced forget = %d %s; want 200, audited", status, data)
+	}
+	want := `"action":"peer_forgotten","subject":"` + live + `"`
+	if status, data := wcall(t, peers[1].c, "GET", "/v1/audit", ""); status != http.StatusOK || !strings.Contains(string(data), want) {
+		t.Fatalf("audit after the forget = %d %s; want %s", status, data, want)
 	}
 	// The forgotten peer runs on. The peer that forgot it answers its next
 	// message by saying so, and it is then never ready, saying why.

@@ -4,12 +4,14 @@ import (
 	"maps"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/peer/dash"
+	"github.com/needle-mesh/needle/shard"
 )
 
 func (p *Peer) httpHandler() http.Handler {
@@ -51,10 +53,11 @@ func (p *Peer) routes() *routeMux {
 	mux.Handle("GET /v1/audit", api.ScopeRead, api.OnlyParams("GET /v1/audit", http.HandlerFunc(p.serveAudit), "limit"))
 	mux.Handle("POST /v1/drain", api.ScopeAdmin, api.OnlyParams("POST /v1/drain", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.log.Warn("drain requested through the API", "by", api.By(r))
+		audited := p.auditPeer(r.Context(), shard.EvPeerDrained, p.tr.ID(), api.By(r))
 		p.RequestDrain()
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusAccepted)
-		_, _ = w.Write([]byte(`{"draining":true}`))
+		_, _ = w.Write([]byte(`{"draining":true,"audited":` + strconv.FormatBool(audited) + `}`))
 	})))
 	mux.Handle("POST /v1/peers/{id}/forget", api.ScopeAdmin, api.OnlyParams("POST /v1/peers/{id}/forget", http.HandlerFunc(p.serveForget), "force"))
 	debug := http.NewServeMux()

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/api"
+	"github.com/needle-mesh/needle/shard"
 )
 
 // peersJSON is GET /v1/peers (docs/api.md, "The mesh and operations").
@@ -95,17 +97,28 @@ func (p *Peer) serveForget(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	known, alive := false, false
-	err := p.read(r.Context(), func(n *node.Node) error {
+	member := func(n *node.Node) {
+		known, alive = false, false
 		for _, m := range n.Members() {
 			if m.ID == id {
 				known, alive = true, m.State == node.PeerAlive
 			}
 		}
-		if known && (!alive || force) {
-			n.Forget(id)
-		}
-		return nil
-	})
+	}
+	err := p.read(r.Context(), func(n *node.Node) error { member(n); return nil })
+	audited := false
+	if err == nil && known && (!alive || force) {
+		// Recorded first, while the peer still counts: a forced forget of
+		// a live peer that led the entry's partition would leave it
+		// without a leader until another is elected.
+		audited = p.auditPeer(r.Context(), shard.EvPeerForgotten, id, api.By(r))
+		err = p.read(r.Context(), func(n *node.Node) error {
+			if member(n); known && (!alive || force) {
+				n.Forget(id)
+			}
+			return nil
+		})
+	}
 	switch {
 	case err != nil:
 		writeError(w, api.CodeUnavailable, err.Error(), "")
@@ -119,7 +132,7 @@ func (p *Peer) serveForget(w http.ResponseWriter, r *http.Request) {
 	default:
 		p.log.Warn("peer forgotten by operator", keyPeer, id, "by", api.By(r))
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"forgotten":` + string(mustJSON(id)) + `}`))
+		_, _ = w.Write([]byte(`{"forgotten":` + string(mustJSON(id)) + `,"audited":` + strconv.FormatBool(audited) + `}`))
 	}
 }
 

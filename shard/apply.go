@@ -25,6 +25,9 @@ func (s *Shard) apply(e *Event) {
 	s.recordAudit(e)
 	firedOK := s.firedOK
 	s.firedOK = ""
+	if e.Type.PeerAction() {
+		return // recorded above; a peer's id names no group
+	}
 	if e.Type == EvSubmitted {
 		if isFiringGroup(e.Group) && firedOK != e.Group {
 			return // a firing whose EvScheduleFired did not take effect

@@ -13,8 +13,8 @@ import (
 // trail, and snapshots carry it.
 type AuditEntry struct {
 	At      time.Time
-	Type    EventType // EvCanceled, EvRetried, EvScheduleSet, EvSchedulePaused, EvScheduleResumed, EvScheduleDeleted, EvScheduleTriggered, EvScheduleUpdated
-	Subject string    // task, group or schedule id
+	Type    EventType // EvCanceled, EvRetried, EvScheduleSet, EvSchedulePaused, EvScheduleResumed, EvScheduleDeleted, EvScheduleTriggered, EvScheduleUpdated, EvPeerDrained, EvPeerForgotten
+	Subject string    // task, group, schedule or peer id
 	By      string    // who asked: the API token's name or the client address
 	// Fields names what an EvScheduleUpdated changed, comma-separated in
 	// the API's names ("cron,timezone"); "" for other actions.
@@ -27,7 +27,8 @@ const maxAudit = 1000
 // audited reports whether an event type is an operator action.
 func audited(t EventType) bool {
 	switch t {
-	case EvCanceled, EvRetried, EvScheduleSet, EvSchedulePaused, EvScheduleResumed, EvScheduleDeleted, EvScheduleTriggered, EvScheduleUpdated:
+	case EvCanceled, EvRetried, EvScheduleSet, EvSchedulePaused, EvScheduleResumed, EvScheduleDeleted, EvScheduleTriggered, EvScheduleUpdated,
+		EvPeerDrained, EvPeerForgotten:
 		return true
 	}
 	return false

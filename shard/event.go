@@ -28,12 +28,14 @@ const (
 	EvScheduleTriggered                      // Group = firing group id, By: a schedule fired by hand; the next tick stays
 	EvRetried                                // Task or Group (Task empty), By, Key: FAILED/CANCELED tasks run again in place
 	EvScheduleUpdated                        // Group = schedule id, Sched = the new spec, Expiry = next tick, Round = the revision it fences on (0 = none), By
+	EvPeerDrained                            // Group = a peer id, By: an operator drained the peer (the audit trail's only)
+	EvPeerForgotten                          // Group = a peer id, By: an operator removed the peer from the mesh (the audit trail's only)
 	numEventTypes
 )
 
 var eventNames = [...]string{"", "submitted", "leased", "renewed", "succeeded", "failed", "expired", "readied", "canceled", "removed",
 	"schedule_set", "schedule_deleted", "schedule_paused", "schedule_resumed", "schedule_fired",
-	"notified", "schedule_triggered", "retried", "schedule_updated"}
+	"notified", "schedule_triggered", "retried", "schedule_updated", "peer_drained", "peer_forgotten"}
 
 func (t EventType) String() string {
 	if int(t) < len(eventNames) && t != 0 {
@@ -48,6 +50,10 @@ func (t EventType) schedule() bool {
 
 // Schedule reports whether t is a schedule event (not about a group's tasks).
 func (t EventType) Schedule() bool { return t.schedule() }
+
+// PeerAction reports whether t records an operator's action on a peer
+// (drain, forget): it changes no state but the audit trail.
+func (t EventType) PeerAction() bool { return t == EvPeerDrained || t == EvPeerForgotten }
 
 // Valid reports whether t is a known event type.
 func (t EventType) Valid() bool { return t > 0 && t < numEventTypes }

@@ -644,6 +644,35 @@ func TestAuditTrail(t *testing.T) {
 	}
 }
 
+// A drain or a forget of a peer goes into the audit trail, naming the
+// peer, through the codec and a snapshot, and changes nothing else (a
+// group that happens to bear the peer's id is not touched).
+func TestAuditPeerActions(t *testing.T) {
+	o := newOwner(t)
+	o.submit(GroupSpec{ID: "n2", Mode: ModeSingle, Tasks: []TaskSpec{echo("a")}})
+	evs := []Event{{Type: EvPeerDrained, At: t0, Group: "n2", By: "token:ops"}, {Type: EvPeerForgotten, At: t0, Group: "n3", By: "10.0.0.1:5"}}
+	b, err := DecodeBatch(AppendBatch(nil, &Batch{Events: evs}))
+	if err != nil || len(b.Events) != 2 || b.Events[0].Type != EvPeerDrained || b.Events[1].Group != "n3" {
+		t.Fatalf("decoded %+v, %v", b.Events, err)
+	}
+	o.commit(b.Events...)
+	got := o.s.Audit()
+	if len(got) != 2 || got[0].Type.String() != "peer_drained" || got[0].Subject != "n2" || got[0].By != "token:ops" ||
+		got[1].Type.String() != "peer_forgotten" || got[1].Subject != "n3" {
+		t.Fatalf("Audit() = %+v; want the drain of n2, then the forget of n3", got)
+	}
+	if v, _ := o.s.Group("n2"); v.State != GroupRunning || v.Counts[Ready] != 1 {
+		t.Fatalf("group n2 after the peer actions = %v %v; want untouched", v.State, v.Counts)
+	}
+	r, _ := New(DefaultConfig())
+	if err := r.Restore(o.s.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(r.Audit(), got) {
+		t.Fatalf("restored audit = %+v; want %+v", r.Audit(), got)
+	}
+}
+
 // TestRetentionReplicasAgree: removals change the finish list on every
 // replica alike, so the owner's snapshot and a replica's are the same
 // bytes; a dropped removal proposal is proposed again, not forgotten.
