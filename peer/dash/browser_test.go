@@ -240,6 +240,13 @@ func TestDashboardViews(t *testing.T) {
 		b.waitJS(ctx, "the skipped items", `document.querySelector('#group-extra .skipped-note') && document.querySelector('#group-extra .skipped-note').textContent.startsWith('3 items skipped')`)
 		b.waitJS(ctx, "the group's key", `document.querySelector('#group-extra').textContent.includes('nightly-import')`)
 		b.screenshot(shot("pipeline"))
+
+		// A group's concurrency is shown with its fields.
+		var capped submitted
+		echo := map[string]any{"handler": "echo", "payload": 1}
+		p.do("POST", "/v1/groups", map[string]any{"mode": "parallel", "concurrency": 2, "tasks": []any{echo, echo, echo}}, &capped)
+		b.navigate(base + "/#group=" + capped.Group)
+		b.waitJS(ctx, "the group's concurrency", `document.querySelector('#group-extra').textContent.includes('2 at a time')`)
 	})
 
 	t.Run("task", func(t *testing.T) {

@@ -669,12 +669,12 @@
 
   // renderGroupExtra shows what the task graph does not: a streaming
   // pipeline's progress per stage and its skipped items, the group's
-  // webhook delivery and its key.
+  // webhook delivery, its key and its concurrency.
   function renderGroupExtra(g) {
     const box = $('#group-extra');
     const stages = g.stages || [];
     const skipped = g.skipped || [];
-    if (!changed('group-extra', JSON.stringify([g.id, g.key, stages, g.items, skipped.length, g.notify]))) return;
+    if (!changed('group-extra', JSON.stringify([g.id, g.key, stages, g.items, skipped.length, g.notify, g.concurrency]))) return;
     const kids = [];
     if (stages.length > 0) {
       const items = g.items || 0;
@@ -699,6 +699,7 @@
     }
     const meta = [];
     if (g.key) meta.push(['key', g.key]);
+    if (g.concurrency) meta.push(['concurrency', g.concurrency + ' at a time']);
     if (g.notify) {
       const n = g.notify;
       let v = n.url + ' — ' + n.state;
