@@ -84,6 +84,10 @@ type Token struct {
 	Name string
 	// Scopes are the scopes granted.
 	Scopes Scope
+	// Handlers, when set (handlers= of a worker token), are the only
+	// handlers the token may poll for: names, or prefixes ending in '*'
+	// ("img.*"). Nil: any.
+	Handlers []string
 
 	sum [sha256.Size]byte // of the secret, which is not kept
 }
@@ -183,6 +187,7 @@ func parseTokenLine(line string) (Token, error) {
 		return Token{}, errors.New("the line has no token")
 	}
 	secret, name, scopes := fields[0], "", Scope(0)
+	var handlers []string
 	if strings.HasPrefix(secret, "name=") || strings.HasPrefix(secret, "scope=") {
 		return Token{}, errors.New("the line has no token: the token comes first (TOKEN name=NAME scope=SCOPES)")
 	}
@@ -192,9 +197,9 @@ func parseTokenLine(line string) (Token, error) {
 	seen := map[string]bool{}
 	for i, f := range fields[1:] {
 		k, v, ok := strings.Cut(f, "=")
-		if !ok || (k != "name" && k != "scope") {
+		if !ok || (k != "name" && k != "scope" && k != "handlers") {
 			// Not echoed: a token holding a space would show here.
-			return Token{}, fmt.Errorf("field %d is not name=NAME or scope=SCOPES (a token holds no white space)", i+2)
+			return Token{}, fmt.Errorf("field %d is not name=NAME, scope=SCOPES or handlers=PATTERNS (a token holds no white space)", i+2)
 		}
 		if seen[k] {
 			return Token{}, fmt.Errorf("%s= given twice", k)
@@ -214,12 +219,55 @@ func parseTokenLine(line string) (Token, error) {
 				}
 				scopes |= sc
 			}
+		case "handlers":
+			for _, h := range strings.Split(v, ",") {
+				if !handlerPattern.MatchString(h) {
+					return Token{}, fmt.Errorf("handlers: %q: want a handler name, or a prefix ending in '*' (img.*), comma-separated", h)
+				}
+				handlers = append(handlers, h)
+			}
 		}
 	}
 	if scopes == 0 {
 		scopes = ScopeAdmin
 	}
-	return newToken(secret, name, scopes), nil
+	if handlers != nil && scopes != ScopeWorker {
+		return Token{}, errors.New("handlers= limits what a worker token polls for: give the token scope=worker alone (a submit, read or admin scope would reach the other handlers' tasks)")
+	}
+	t := newToken(secret, name, scopes)
+	t.Handlers = handlers
+	return t, nil
+}
+
+// handlerPattern is what an entry of handlers= may be: a handler name,
+// or a prefix of one ending in '*'.
+var handlerPattern = regexp.MustCompile(`^[^\s,*]+\*?$|^\*$`)
+
+// mayPoll is nil when tok may poll for every one of handlers, else the
+// 403 that names the first it may not.
+func mayPoll(tok Token, handlers []string) error {
+	for i, h := range handlers {
+		if !tok.MayPoll(h) {
+			return &Error{Status: http.StatusForbidden, Code: CodeForbidden, Field: fmt.Sprintf("handlers[%d]", i),
+				Message: fmt.Sprintf("token %q may poll only for handlers %s, not %q", tok.Name, strings.Join(tok.Handlers, ","), h)}
+		}
+	}
+	return nil
+}
+
+// MayPoll reports whether the token may poll for tasks of handler: any
+// handler when it names none (Handlers), else one it names or whose
+// prefix it names.
+func (t Token) MayPoll(handler string) bool {
+	if t.Handlers == nil {
+		return true
+	}
+	for _, p := range t.Handlers {
+		if prefix, ok := strings.CutSuffix(p, "*"); ok && strings.HasPrefix(handler, prefix) || p == handler {
+			return true
+		}
+	}
+	return false
 }
 
 // ParseScope parses one scope a token may hold: read, submit, worker or
@@ -372,13 +420,14 @@ func (s *tokenSet) match(header string) (Token, bool) {
 
 // Recheck returns a check of request r against the set as it is when the
 // check is called: nil while the token r carries is still in the set and
-// still grants need, else the *Error a new request with that token would
-// get (401 unauthenticated once it is removed, 403 forbidden once it no
-// longer grants need). A check costs one atomic load while the set is
+// still grants need (and may poll for handlers: Token.Handlers), else the
+// *Error a new request with that token would get (401 unauthenticated once
+// it is removed, 403 forbidden once it no longer grants need, or no longer
+// names one of handlers). A check costs one atomic load while the set is
 // unchanged; it is safe for concurrent use. A worker's waiting poll is
 // checked so before each task handed to it: a token revoked while the
 // poll waits is handed no task.
-func (t *Tokens) Recheck(r *http.Request, need Scope) func() error {
+func (t *Tokens) Recheck(r *http.Request, need Scope, handlers ...string) func() error {
 	header, method, path := r.Header.Get("Authorization"), r.Method, r.URL.Path
 	type verdict struct {
 		set *tokenSet
@@ -397,6 +446,8 @@ func (t *Tokens) Recheck(r *http.Request, need Scope) func() error {
 			v.err = errUnauthenticated()
 		case !tok.Scopes.Allows(need):
 			v.err = forbidden(tok.Name, tok.Scopes, method, path, need)
+		default:
+			v.err = mayPoll(tok, handlers)
 		}
 		last.Store(v)
 		return v.err

@@ -106,7 +106,11 @@ func TestParseTokens(t *testing.T) {
 		{"# c\n\n" + a + " name=x\n" + b + " name=x\n", `line 4: name "x" is the name of line 3 too`},
 		{a + "\n" + a + " scope=read\n", "line 2: the same token as line 1"},
 		{a + " name=" + Fingerprint(b) + "\n" + b + "\n", "line 2: name"},
-		{a + " with-space\n", "line 1: field 2 is not name=NAME or scope=SCOPES"},
+		{a + " with-space\n", "line 1: field 2 is not name=NAME, scope=SCOPES or handlers=PATTERNS"},
+		{a + " scope=worker handlers=img.*,\n", `line 1: handlers: "": want a handler name`},
+		{a + " scope=worker handlers=a*b\n", `line 1: handlers: "a*b"`},
+		{a + " handlers=img.*\n", "line 1: handlers= limits what a worker token polls for: give the token scope=worker alone"},
+		{a + " scope=worker,read handlers=img.*\n", "line 1: handlers= limits"},
 		{a + " colour=red\n", "line 1: field 2 is not"},
 		{a + " name=x name=y\n", "line 1: name= given twice"},
 		{a + " name=-x\n", `line 1: name "-x"`},
@@ -361,8 +365,9 @@ func TestParseTokensDocExample(t *testing.T) {
 		t.Fatalf("ParseTokens(the example of docs/operations.md) = %v\n%s", err, example)
 	}
 	got := NewTokenSet(list).Names()
-	if len(got) != 4 || got[1] != "ci" || list[0].Scopes != ScopeAdmin || list[3].Scopes != ScopeWorker {
-		t.Errorf("the example of docs/operations.md parses as %v; want 4 tokens, the first admin, the second ci, the last worker", list)
+	if len(got) != 5 || got[1] != "ci" || list[0].Scopes != ScopeAdmin || list[3].Scopes != ScopeWorker ||
+		list[4].Scopes != ScopeWorker || !list[4].MayPoll("img.resize") || list[4].MayPoll("echo") {
+		t.Errorf("the example of docs/operations.md parses as %v; want 5 tokens, the first admin, the second ci, the last two worker, the last limited to img.* and thumb", list)
 	}
 }
 
@@ -409,5 +414,24 @@ func TestTokensRecheck(t *testing.T) {
 	var zero Tokens // accepts nothing
 	if err := zero.Recheck(r, ScopeWorker)(); !errors.As(err, &e) || e.Status != 401 {
 		t.Fatalf("check against the zero Tokens = %v; want 401", err)
+	}
+}
+
+// A worker token limited to handlers (handlers=) may poll for those only:
+// names and prefixes match, and a token without handlers= polls for any
+// (the polls themselves: peer's TestWorkerTokenHandlers).
+func TestTokenHandlers(t *testing.T) {
+	list, err := ParseTokens("t-img-0123456789abcdef name=img scope=worker handlers=img.*,thumb\nt-any-0123456789abcdef name=any scope=worker\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		tok     int
+		handler string
+		want    bool
+	}{{0, "img.resize", true}, {0, "img.", true}, {0, "thumb", true}, {0, "thumbs", false}, {0, "im", false}, {0, "echo", false}, {1, "echo", true}} {
+		if got := list[c.tok].MayPoll(c.handler); got != c.want {
+			t.Errorf("%v MayPoll(%q) = %v; want %v", list[c.tok], c.handler, got, c.want)
+		}
 	}
 }

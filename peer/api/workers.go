@@ -200,6 +200,14 @@ func (s *server) poll(w http.ResponseWriter, r *http.Request, wk Workers) {
 		return
 	}
 	req, err := DecodePoll(body)
+	if tok, ok := TokenOf(r); ok && err == nil {
+		// A token limited to some handlers (handlers=) polls for those only.
+		var e *Error
+		if errors.As(mayPoll(tok, req.Handlers), &e) {
+			writeAuthErr(w, e)
+			return
+		}
+	}
 	if err == nil && s.opts.InPeers != nil {
 		for i, h := range req.Handlers {
 			if s.opts.InPeers(h) {
@@ -229,7 +237,7 @@ func (s *server) poll(w http.ResponseWriter, r *http.Request, wk Workers) {
 		// A token revoked while the poll waits (a reload of the token
 		// file) ends it with the 401 or 403 a new request would get, and
 		// it is handed no task: a revoked credential gets no work.
-		req.Authorized = s.opts.Tokens.Recheck(r, ScopeWorker)
+		req.Authorized = s.opts.Tokens.Recheck(r, ScopeWorker, req.Handlers...)
 		if req.Wait > 0 {
 			var stop context.CancelFunc
 			ctx, stop = s.opts.Tokens.Watch(ctx, req.Authorized)
