@@ -244,6 +244,20 @@ func TestSchedSeeds(t *testing.T) {
 	t.Logf("12 seeds: %.1f schedule-hours, %d ticks checked", hours, ticks)
 }
 
+// TestGatedSeeds runs the gated workload (mixed with a concurrency on
+// half its parallel, dag and staged groups) under every fault: a replica
+// that lets more of a group's tasks in flight than its concurrency breaks
+// invariant gate.
+func TestGatedSeeds(t *testing.T) {
+	t.Parallel()
+	for seed := uint64(1); seed <= 12; seed++ {
+		cfg := Config{Seed: seed, Peers: 4, Workload: "gated", Faults: slices.Clone(FaultKinds)}
+		if r := mustRun(t, cfg); r.Failed() {
+			t.Errorf("%s\nreplay: %s", r.Violations[0], cfg.ReplayCommand())
+		}
+	}
+}
+
 // TestLoadedPeersStayVictims runs mixed long enough that every peer stays
 // loaded for a minute. Peers announce their load only when it changes
 // (READY work or none), so a thief must still ask a peer it last heard
