@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -94,5 +95,28 @@ func TestGroupConcurrencyAPI(t *testing.T) {
 	}
 	if len(after.Groups) != len(before.Groups) {
 		t.Errorf("%d groups after refused submissions; %d before", len(after.Groups), len(before.Groups))
+	}
+}
+
+// A schedule's group keeps its concurrency: each firing is bounded alike.
+func TestScheduleGroupConcurrency(t *testing.T) {
+	_, c := startPeerWith(t, Config{})
+	ctx := t.Context()
+	s, err := c.CreateSchedule(ctx, &api.CreateScheduleRequest{Name: "capped", Every: "1h",
+		Group: []byte(`{"mode": "parallel", "concurrency": 1, "tasks": [{"handler": "echo", "payload": 1}, {"handler": "echo", "payload": 2}]}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := c.TriggerSchedule(ctx, s.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := c.GetGroup(ctx, tr.Group, 10*time.Second)
+	if err != nil || g.State != "SUCCEEDED" || g.Concurrency != 1 {
+		t.Fatalf("the firing's group = %+v, %v; want SUCCEEDED with concurrency 1", g, err)
+	}
+	if _, err := c.CreateSchedule(ctx, &api.CreateScheduleRequest{Name: "bad", Every: "1h",
+		Group: []byte(`{"mode": "parallel", "concurrency": -2, "tasks": [{"handler": "echo"}]}`)}); err == nil || !strings.Contains(err.Error(), "concurrency") {
+		t.Fatalf("a schedule of concurrency -2 = %v; want a 400 naming concurrency", err)
 	}
 }
