@@ -371,7 +371,7 @@ func TestCodecDecodeErrors(t *testing.T) {
 		{"hostile count", []byte{CodecVersion, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}, "batch.events: count"},
 		{"hostile origin", []byte{CodecVersion, 0xff, 0xff, 0xff, 0xff, 0x0f}, "batch.origin: length"},
 		{"type 0", batch(ok, withByte(ok, 0, 0)), "batch.events[1].type: unknown event type 0"},
-		{"type 19", batch(withByte(ok, 0, 19)), "batch.events[0].type: unknown event type 19"},
+		{"unknown type", batch(withByte(ok, 0, byte(numEventTypes))), fmt.Sprintf("batch.events[0].type: unknown event type %d", numEventTypes)},
 		{"died on readied", batch(withByte(ok, 1, flagDied|flagTaskIndex)), "batch.events[0].flags: died on a readied"},
 		{"died 0", batch(withByte(died, len(died)-1, 0)),
 			"batch.events[0]: died 0: want 1 or 2"},
