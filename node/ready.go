@@ -185,8 +185,34 @@ func (n *Node) Ready() Ready {
 	n.flushLeft()
 	n.flushForgotten()
 	rd := n.rd
-	n.rd = Ready{}
+	rd.Early, rd.Messages = handOut(n.rd.Early), handOut(n.rd.Messages)
+	n.rd = Ready{Early: keepEnvelopes(n.rd.Early), Messages: keepEnvelopes(n.rd.Messages)}
 	return rd
+}
+
+// The envelopes of a Ready are gathered in arrays of the node's own, and
+// handed out in new ones of their exact size (handOut): the driver keeps
+// those (the simulator's network points into them), and appended to one
+// by one they grew into a new array several times per Ready. A burst's
+// larger array (an Envelope is 256 bytes) goes to the collector.
+const maxKeptEnvelopes = 1024
+
+// handOut returns a copy of envs for a Ready, nil when empty.
+func handOut(envs []Envelope) []Envelope {
+	if len(envs) == 0 {
+		return nil
+	}
+	return slices.Clone(envs)
+}
+
+// keepEnvelopes returns envs emptied for the next Ready, cleared of what
+// they pointed at, or nil when over maxKeptEnvelopes.
+func keepEnvelopes(envs []Envelope) []Envelope {
+	if cap(envs) > maxKeptEnvelopes {
+		return nil
+	}
+	clear(envs)
+	return envs[:0]
 }
 
 // outRaft is a Raft message for peer to, held until flushRaftMsgs.
@@ -232,20 +258,10 @@ func (n *Node) flushRaftMsgs() {
 		}
 		return 1
 	})
-	nEarly, nLate := 0, 0
 	msgs := make([]RaftMsg, len(n.raftOut))
 	for i, o := range n.raftOut {
 		msgs[i] = o.msg
-		if i == 0 || !o.batchedWith(n.raftOut[i-1]) {
-			if o.early {
-				nEarly++
-			} else {
-				nLate++
-			}
-		}
 	}
-	n.rd.Early = slices.Grow(n.rd.Early, nEarly)
-	n.rd.Messages = slices.Grow(n.rd.Messages, nLate)
 	for start := 0; start < len(n.raftOut); {
 		o := n.raftOut[start]
 		end := start + 1
