@@ -157,15 +157,7 @@ func TestGroupConcurrencyReplayAndRestore(t *testing.T) {
 					t.Fatalf("step %d: %d in flight; concurrency %d", step, n, conc)
 				}
 			}
-			replica, _ := New(DefaultConfig())
-			replica.Apply(o.log)
-			assertSameState(t, o.s, replica)
-			restored, _ := New(DefaultConfig())
-			if err := restored.Restore(snap); err != nil {
-				t.Fatal(err)
-			}
-			restored.Apply(o.log[snapAt:])
-			assertSameState(t, o.s, restored)
+			assertReplayAndRestore(t, o, snap, snapAt)
 		})
 	}
 }

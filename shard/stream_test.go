@@ -222,17 +222,25 @@ func TestStreamReplayAndRestore(t *testing.T) {
 				}
 				o.advance(time.Duration(r.IntN(2000)) * time.Millisecond)
 			}
-			replica, _ := New(DefaultConfig())
-			replica.Apply(o.log)
-			assertSameState(t, o.s, replica)
-			restored, _ := New(DefaultConfig())
-			if err := restored.Restore(snap); err != nil {
-				t.Fatal(err)
-			}
-			restored.Apply(o.log[snapAt:])
-			assertSameState(t, o.s, restored)
+			assertReplayAndRestore(t, o, snap, snapAt)
 		})
 	}
+}
+
+// assertReplayAndRestore checks that a replica replaying o's log, and one
+// restored from snap (taken when the log was snapAt events long) that
+// applies the rest, both reach o's state.
+func assertReplayAndRestore(t *testing.T, o *owner, snap []byte, snapAt int) {
+	t.Helper()
+	replica, _ := New(DefaultConfig())
+	replica.Apply(o.log)
+	assertSameState(t, o.s, replica)
+	restored, _ := New(DefaultConfig())
+	if err := restored.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	restored.Apply(o.log[snapAt:])
+	assertSameState(t, o.s, restored)
 }
 
 func TestStreamValidate(t *testing.T) {
