@@ -149,19 +149,10 @@ func TestReadyOldestMetric(t *testing.T) {
 func TestUserMetricsWithTokens(t *testing.T) {
 	const token = "metrics-token-0123456789"
 	_, c := startPeerWith(t, Config{Tokens: api.NewTokens(token)})
+	c.Token = token
 	get := func(path string) string {
 		t.Helper()
-		req, err := http.NewRequestWithContext(t.Context(), "GET", c.BaseURL+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		_, b := wcall(t, c, "GET", path, "")
 		return string(b)
 	}
 	get("/v1/tasks/g1.0")
