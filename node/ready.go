@@ -34,8 +34,9 @@ import (
 //     rd.Notify and report each with NotifyDone;
 //  5. deliver rd.Replies and use rd.Changes (waiters, metrics);
 //  6. call Advance(rd), after which the node reuses the arrays of rd's
-//     slices but Early, Messages and Gossip: the driver keeps copies of
-//     what it needs of them, never the slices.
+//     slices but Gossip: the driver keeps copies of what it needs of
+//     them (an Envelope by value), never the slices or pointers into
+//     them.
 type Ready struct {
 	Persist  wal.Batch
 	MustSync bool
@@ -185,34 +186,22 @@ func (n *Node) Ready() Ready {
 	n.flushLeft()
 	n.flushForgotten()
 	rd := n.rd
-	rd.Early, rd.Messages = handOut(n.rd.Early), handOut(n.rd.Messages)
-	n.rd = Ready{Early: keepEnvelopes(n.rd.Early), Messages: keepEnvelopes(n.rd.Messages)}
+	n.rd = Ready{}
 	return rd
 }
 
-// The envelopes of a Ready are gathered in arrays of the node's own, and
-// handed out in new ones of their exact size (handOut): the driver keeps
-// those (the simulator's network points into them), and appended to one
-// by one they grew into a new array several times per Ready. A burst's
-// larger array (an Envelope is 256 bytes) goes to the collector.
+// maxKeptEnvelopes bounds the envelope arrays a node keeps for its next
+// Ready (keptEnvelopes): an Envelope is 256 bytes, and a burst's larger
+// array goes to the collector.
 const maxKeptEnvelopes = 1024
 
-// handOut returns a copy of envs for a Ready, nil when empty.
-func handOut(envs []Envelope) []Envelope {
-	if len(envs) == 0 {
-		return nil
-	}
-	return slices.Clone(envs)
-}
-
-// keepEnvelopes returns envs emptied for the next Ready, cleared of what
-// they pointed at, or nil when over maxKeptEnvelopes.
-func keepEnvelopes(envs []Envelope) []Envelope {
+// keptEnvelopes is envs, a handled Ready's Early or Messages, to be reused
+// for a later one, or nil when over maxKeptEnvelopes.
+func keptEnvelopes(envs []Envelope) []Envelope {
 	if cap(envs) > maxKeptEnvelopes {
 		return nil
 	}
-	clear(envs)
-	return envs[:0]
+	return envs
 }
 
 // outRaft is a Raft message for peer to, held until flushRaftMsgs.
@@ -425,10 +414,12 @@ func (n *Node) readyPartition(p *partition) {
 }
 
 // Advance tells the node the Ready was handled. The node reuses the arrays
-// of rd's slices but Early, Messages and Gossip: the driver keeps nothing
-// of them (a Log writes the batch in Append, wal.Batch.Join copies, and
-// the DriverIOs copy the runs, aborts, webhook jobs, replies and changes
-// they keep), while the simulator's network points into the envelopes.
+// of rd's slices but Gossip: the driver keeps nothing of them (a Log
+// writes the batch in Append, wal.Batch.Join copies, the DriverIOs copy
+// the runs, aborts, webhook jobs, replies and changes they keep, the
+// transport encodes a message in Send, and the simulator's network copies
+// each envelope into its delivery). What an envelope points at (a Raft
+// message, a heartbeat, grants) is not reused.
 func (n *Node) Advance(rd Ready) {
 	n.rd.Persist.Updates = reuse(n.rd.Persist.Updates, rd.Persist.Updates)
 	n.rd.Persist.OutboxPut = reuse(n.rd.Persist.OutboxPut, rd.Persist.OutboxPut)
@@ -440,6 +431,8 @@ func (n *Node) Advance(rd Ready) {
 	n.rd.QueueWaits = reuse(n.rd.QueueWaits, rd.QueueWaits)
 	n.rd.ScheduleLags = reuse(n.rd.ScheduleLags, rd.ScheduleLags)
 	n.rd.Notify = reuse(n.rd.Notify, rd.Notify)
+	n.rd.Early = reuse(n.rd.Early, keptEnvelopes(rd.Early))
+	n.rd.Messages = reuse(n.rd.Messages, keptEnvelopes(rd.Messages))
 	for _, a := range n.advRds {
 		a.p.decoded = decodedSnap{} // installed by the Ready, or ignored by Raft
 		a.p.rn.Advance(a.rd)

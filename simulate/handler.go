@@ -49,9 +49,8 @@ func (io simIO) Now() time.Time { return io.nd.now() }
 
 func (io simIO) Send(envs []node.Envelope) {
 	nd := io.nd
-	// The Ready's envelopes are the Node's no more (each Ready has its
-	// own slices): a message points into them rather than copying 256
-	// bytes per message.
+	// The network copies each envelope into its delivery: the node
+	// reuses the Ready's arrays once it is advanced.
 	for i := range envs {
 		nd.s.net.send(nd.idx, nd.s.peerIndex(envs[i].To), message{env: &envs[i]})
 	}

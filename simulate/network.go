@@ -105,6 +105,12 @@ func (nw *network) schedule(from, to int, m message) {
 	} else {
 		nw.free = d.next
 	}
+	if m.env != nil {
+		// The sender's envelope is its own again once its Ready is
+		// advanced (node.Ready): the delivery carries a copy.
+		d.env = *m.env
+		m.env = &d.env
+	}
 	d.from, d.to, d.m = from, to, m
 	nw.s.at(at, d.run)
 }
@@ -116,14 +122,17 @@ type delivery struct {
 	nw       *network
 	from, to int
 	m        message
-	run      func() // d.deliver, bound once
+	env      node.Envelope // m.env points here
+	run      func()        // d.deliver, bound once
 	next     *delivery
 }
 
+// deliver hands the message over, and then frees the delivery: what the
+// receiver keeps of m.env after the delivery it copies (simNode.receive).
 func (d *delivery) deliver() {
-	nw, from, to, m := d.nw, d.from, d.to, d.m
-	d.m, d.next, nw.free = message{}, nw.free, d
-	nw.deliver(from, to, m)
+	nw := d.nw
+	nw.deliver(d.from, d.to, d.m)
+	d.m, d.env, d.next, nw.free = message{}, node.Envelope{}, nw.free, d
 }
 
 func (nw *network) deliver(from, to int, m message) {

@@ -299,7 +299,11 @@ func (nd *simNode) receive(from int, m message) {
 		return
 	}
 	if nd.paused { // held as a closure until the resume
-		held := m // only then on the heap
+		held := m // only then on the heap, with its envelope: the delivery's is reused
+		if m.env != nil {
+			env := *m.env
+			held.env = &env
+		}
 		nd.input(nd.gen, func() { nd.take(from, &held) })
 		return
 	}
