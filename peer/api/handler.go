@@ -343,6 +343,9 @@ func (s *server) submitTask(w http.ResponseWriter, r *http.Request) {
 		defer release()
 	}
 	spec, err := DecodeTask(s.body(w, r), s.opts.Limits)
+	if err == nil {
+		err = mayCreate(r, spec, "", "submit only tasks of")
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -381,6 +384,11 @@ func (s *server) submitTask(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) submitGroup(w http.ResponseWriter, r *http.Request) {
 	spec, to, err := decodeGroupTo(s.body(w, r), s.opts.Limits)
+	if err == nil {
+		// Before a broadcast's expansion: its copies are of the template's
+		// handler, and a refused request asks nothing of the workers.
+		err = mayCreate(r, spec, "", "submit only tasks of")
+	}
 	if err == nil && to == ToWorkers {
 		err = s.expandToWorkers(r.Context(), spec)
 	}

@@ -67,14 +67,25 @@ func (s *server) taskLogs(w http.ResponseWriter, r *http.Request, l LogReader) {
 		s.fail(w, r, err)
 		return
 	}
+	ctx := r.Context()
+	var check func() error // nil: nothing to re-check (no wait, or no tokens)
 	if follow {
 		release, ok := s.holdWait(w, r, "follow")
 		if !ok {
 			return
 		}
 		defer release()
+		// A token revoked (or left without read) while the follow holds
+		// ends it: with its 401 or 403 before the stream starts, by
+		// closing the stream after (its status is sent).
+		var stop func()
+		ctx, check, stop = s.watchToken(r, ScopeRead)
+		defer stop()
 	}
-	page, err := l.TaskLogs(r.Context(), id, attempt, 1)
+	page, err := l.TaskLogs(ctx, id, attempt, 1)
+	if revoked(w, check) {
+		return
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -83,7 +94,7 @@ func (s *server) taskLogs(w http.ResponseWriter, r *http.Request, l LogReader) {
 		writeJSON(w, http.StatusOK, page)
 		return
 	}
-	s.followLogs(w, r, l, id, attempt, page)
+	s.followLogs(ctx, w, l, id, attempt, page)
 }
 
 func logParams(r *http.Request) (attempt int, follow bool, err error) {
@@ -110,8 +121,9 @@ func logParams(r *http.Request) (attempt int, follow bool, err error) {
 // when a run starts (its TaskLogs without lines), a "line" event per
 // line, and "end" once the attempt is done and the task terminal (or, with
 // no attempt asked, once the latest run is done and the task terminal, or
-// at once for a terminal task that never ran).
-func (s *server) followLogs(w http.ResponseWriter, r *http.Request, l LogReader, id shard.TaskID, attempt int, page TaskLogs) {
+// at once for a terminal task that never ran). The stream ends without
+// "end" when ctx does: the client went, or its token was revoked.
+func (s *server) followLogs(ctx context.Context, w http.ResponseWriter, l LogReader, id shard.TaskID, attempt int, page TaskLogs) {
 	fl, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -139,14 +151,14 @@ func (s *server) followLogs(w http.ResponseWriter, r *http.Request, l LogReader,
 		}
 		flush(fl)
 		select {
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		p, err := l.TaskLogs(r.Context(), id, attempt, next)
+		p, err := l.TaskLogs(ctx, id, attempt, next)
 		if err == nil {
 			if p.Attempt != cur {
-				p, err = l.TaskLogs(r.Context(), id, attempt, 1)
+				p, err = l.TaskLogs(ctx, id, attempt, 1)
 			}
 			if err == nil {
 				page = p

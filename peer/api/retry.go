@@ -78,6 +78,10 @@ func (s *server) retryTask(w http.ResponseWriter, r *http.Request, rt Retrier) {
 		s.fail(w, r, err)
 		return
 	}
+	if err := s.mayActOnTask(r, id, "retry only tasks of"); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	v, repeat, err := rt.RetryTask(r.Context(), id, s.by(r), key)
 	if err != nil {
 		s.fail(w, r, err)
@@ -94,6 +98,10 @@ func (s *server) retryGroup(w http.ResponseWriter, r *http.Request, rt Retrier) 
 	}
 	key, err := s.retryKey(w, r)
 	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.mayActOnGroup(r, id, "retry only tasks of"); err != nil {
 		s.fail(w, r, err)
 		return
 	}

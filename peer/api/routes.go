@@ -16,14 +16,24 @@ func (s *server) getTask(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	ctx := r.Context()
+	var check func() error // nil: nothing to re-check (no wait, or no tokens)
 	if wait > 0 {
 		release, ok := s.holdWait(w, r, "wait")
 		if !ok {
 			return
 		}
 		defer release()
+		// A token revoked (or left without read) while the wait holds
+		// ends it at once, as a worker's waiting poll is ended.
+		var stop func()
+		ctx, check, stop = s.watchToken(r, ScopeRead)
+		defer stop()
 	}
-	v, err := s.b.Task(r.Context(), id, wait)
+	v, err := s.b.Task(ctx, id, wait)
+	if revoked(w, check) {
+		return
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -48,6 +58,10 @@ func (s *server) taskEvents(w http.ResponseWriter, r *http.Request) {
 func (s *server) cancelTask(w http.ResponseWriter, r *http.Request) {
 	id, err := taskID(r)
 	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.mayActOnTask(r, id, "cancel only tasks of"); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -77,14 +91,24 @@ func (s *server) getGroup(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	ctx := r.Context()
+	var check func() error // nil: nothing to re-check (no wait, or no tokens)
 	if wait > 0 {
 		release, ok := s.holdWait(w, r, "wait")
 		if !ok {
 			return
 		}
 		defer release()
+		// A token revoked (or left without read) while the wait holds
+		// ends it at once, as a worker's waiting poll is ended.
+		var stop func()
+		ctx, check, stop = s.watchToken(r, ScopeRead)
+		defer stop()
 	}
-	v, err := s.b.Group(r.Context(), id, wait, withTasks)
+	v, err := s.b.Group(ctx, id, wait, withTasks)
+	if revoked(w, check) {
+		return
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -95,6 +119,10 @@ func (s *server) getGroup(w http.ResponseWriter, r *http.Request) {
 func (s *server) cancelGroup(w http.ResponseWriter, r *http.Request) {
 	id, err := groupID(r)
 	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.mayActOnGroup(r, id, "cancel only tasks of"); err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -178,12 +178,21 @@ func (s *server) updateSchedule(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, err)
 			return
 		}
+		// Both the schedule as it is and as it would be: a limited token
+		// changes neither another handler's schedule nor its own into one.
+		if err := mayCreate(r, &cur.Spec.Group, "group", "change only schedules of"); err != nil {
+			s.fail(w, r, err)
+			return
+		}
 		base := shard.ScheduleRevision(&cur.Spec)
 		if want != 0 && want != base {
 			s.fail(w, r, shard.ErrRevision)
 			return
 		}
 		spec, err := u.Merge(&cur.Spec, s.opts.Limits)
+		if err == nil {
+			err = mayCreate(r, &spec.Group, "group", "schedule only tasks of")
+		}
 		if err == nil && len(u.Group) > 0 && shard.ToWorkers(&spec.Group) {
 			err = s.checkScheduleToWorkers(r.Context(), spec)
 		}

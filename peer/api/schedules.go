@@ -267,6 +267,9 @@ func (s *server) sb() ScheduleBackend { return s.b.(ScheduleBackend) }
 
 func (s *server) createSchedule(w http.ResponseWriter, r *http.Request) {
 	spec, key, err := DecodeSchedule(s.body(w, r), s.opts.Limits)
+	if err == nil {
+		err = mayCreate(r, &spec.Group, "group", "schedule only tasks of")
+	}
 	if err == nil && shard.ToWorkers(&spec.Group) {
 		err = s.checkScheduleToWorkers(r.Context(), spec)
 	}
@@ -330,6 +333,10 @@ func (s *server) deleteSchedule(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if err := s.mayActOnSchedule(r, id, "delete only schedules of"); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	v, err := s.sb().DeleteSchedule(r.Context(), id, s.by(r))
 	if err != nil {
 		s.fail(w, r, err)
@@ -342,6 +349,14 @@ func (s *server) pauseSchedule(pause bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id, err := scheduleID(r)
 		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		doing := "resume only schedules of"
+		if pause {
+			doing = "pause only schedules of"
+		}
+		if err := s.mayActOnSchedule(r, id, doing); err != nil {
 			s.fail(w, r, err)
 			return
 		}

@@ -84,9 +84,10 @@ type Token struct {
 	Name string
 	// Scopes are the scopes granted.
 	Scopes Scope
-	// Handlers, when set (handlers= of a worker token), are the only
-	// handlers the token may poll for: names, or prefixes ending in '*'
-	// ("img.*"). Nil: any.
+	// Handlers, when set (handlers= of a submit or worker token), are the
+	// only handlers the token may use: poll for (worker), and create,
+	// retry and cancel tasks of, or schedule (submit). Names, or prefixes
+	// ending in '*' ("img.*"). Nil: any. Reads are not limited by them.
 	Handlers []string
 
 	sum [sha256.Size]byte // of the secret, which is not kept
@@ -129,14 +130,19 @@ const MinTokenLen = 16
 
 // ParseTokens parses a token file (--api-token-file): one token a line,
 // blank lines and lines starting with "#" skipped. A line is the token,
-// then optionally "name=NAME" and "scope=S[,S...]" separated by white
-// space; a field starting with "#" starts a comment, to the end of the
-// line:
+// then optionally "name=NAME", "scope=S[,S...]" and "handlers=H[,H...]"
+// separated by white space; a field starting with "#" starts a comment,
+// to the end of the line:
 //
 //	k3J9...Qa                          # a bare token: admin, named by its fingerprint
 //	Zt8x...w1 name=ci scope=submit
 //	Pq2m...e7 name=grafana scope=read
 //	Wd0c...9f name=resizer scope=read,worker
+//	Lm4n...b2 name=img-ci scope=submit,worker handlers=img.*,thumb
+//
+// handlers= (Token.Handlers) needs a submit or worker scope, and no
+// admin: a read-only token would be limited in nothing, an admin one
+// may do everything.
 //
 // A token comes first, holds no white space, does not start with "#",
 // and is at least MinTokenLen bytes long; it may hold "=" (base64). A
@@ -231,8 +237,11 @@ func parseTokenLine(line string) (Token, error) {
 	if scopes == 0 {
 		scopes = ScopeAdmin
 	}
-	if handlers != nil && scopes != ScopeWorker {
-		return Token{}, errors.New("handlers= limits what a worker token polls for: give the token scope=worker alone (a submit, read or admin scope would reach the other handlers' tasks)")
+	if handlers != nil && scopes&ScopeAdmin != 0 {
+		return Token{}, errors.New("handlers= limits what a submit or worker token may use, and an admin token (a line without scope= is admin) may do everything: give the token scope=submit and/or worker")
+	}
+	if handlers != nil && scopes&(ScopeSubmit|ScopeWorker) == 0 {
+		return Token{}, errors.New("handlers= limits what a token submits or polls for, and a read-only token does neither: give it scope=submit and/or worker, or drop handlers=")
 	}
 	t := newToken(secret, name, scopes)
 	t.Handlers = handlers
@@ -247,18 +256,29 @@ var handlerPattern = regexp.MustCompile(`^[^\s,*]+\*?$|^\*$`)
 // 403 that names the first it may not.
 func mayPoll(tok Token, handlers []string) error {
 	for i, h := range handlers {
-		if !tok.MayPoll(h) {
-			return &Error{Status: http.StatusForbidden, Code: CodeForbidden, Field: fmt.Sprintf("handlers[%d]", i),
-				Message: fmt.Sprintf("token %q may poll only for handlers %s, not %q", tok.Name, strings.Join(tok.Handlers, ","), h)}
+		if !tok.MayUse(h) {
+			return handlerForbidden(tok, fmt.Sprintf("handlers[%d]", i), "poll only for", h)
 		}
 	}
 	return nil
 }
 
-// MayPoll reports whether the token may poll for tasks of handler: any
-// handler when it names none (Handlers), else one it names or whose
-// prefix it names.
-func (t Token) MayPoll(handler string) bool {
+// handlerForbidden is the 403 of token tok, limited to its Handlers,
+// naming field, the path of handler in the request (or in the resource
+// acted on); doing says what the token may do ("poll only for").
+func handlerForbidden(tok Token, field, doing, handler string) *Error {
+	return &Error{Status: http.StatusForbidden, Code: CodeForbidden, Field: field,
+		Message: fmt.Sprintf("token %q may %s handlers %s, not %q", tok.Name, doing, strings.Join(tok.Handlers, ","), handler)}
+}
+
+// MayPoll reports whether the token may poll for tasks of handler
+// (MayUse).
+func (t Token) MayPoll(handler string) bool { return t.MayUse(handler) }
+
+// MayUse reports whether the token may use handler: poll for its tasks,
+// create, retry and cancel them, schedule them. Any handler when it names
+// none (Handlers), else one it names or whose prefix it names.
+func (t Token) MayUse(handler string) bool {
 	if t.Handlers == nil {
 		return true
 	}
@@ -287,8 +307,9 @@ func ParseScope(s string) (Scope, error) {
 // can be rotated without an outage: add the new one, move the clients to
 // it, then remove the old one. Set and SetTokens replace the set while
 // requests are served (needled does on SIGHUP); a request already
-// served keeps the token it was authorized with, but a worker's waiting
-// poll re-checks it (Recheck, Watch). The zero value accepts nothing.
+// served keeps the token it was authorized with, but a long poll (a
+// worker's poll, a read's ?wait=, a log's follow) re-checks it (Recheck,
+// Watch). The zero value accepts nothing.
 type Tokens struct {
 	mu  sync.Mutex // serialises replacements of set
 	set atomic.Pointer[tokenSet]

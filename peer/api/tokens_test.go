@@ -109,8 +109,11 @@ func TestParseTokens(t *testing.T) {
 		{a + " with-space\n", "line 1: field 2 is not name=NAME, scope=SCOPES or handlers=PATTERNS"},
 		{a + " scope=worker handlers=img.*,\n", `line 1: handlers: "": want a handler name`},
 		{a + " scope=worker handlers=a*b\n", `line 1: handlers: "a*b"`},
-		{a + " handlers=img.*\n", "line 1: handlers= limits what a worker token polls for: give the token scope=worker alone"},
-		{a + " scope=worker,read handlers=img.*\n", "line 1: handlers= limits"},
+		// handlers= needs submit or worker, and no admin (a bare token is
+		// admin): it limits what a token makes or polls for, never reads.
+		{a + " handlers=img.*\n", "line 1: handlers= limits what a submit or worker token may use, and an admin token"},
+		{a + " scope=submit,admin handlers=img.*\n", "line 1: handlers= limits what a submit or worker token may use, and an admin token"},
+		{a + "\n" + b + " scope=read handlers=img.*\n", "line 2: handlers= limits what a token submits or polls for, and a read-only token does neither"},
 		{a + " colour=red\n", "line 1: field 2 is not"},
 		{a + " name=x name=y\n", "line 1: name= given twice"},
 		{a + " name=-x\n", `line 1: name "-x"`},
@@ -365,9 +368,11 @@ func TestParseTokensDocExample(t *testing.T) {
 		t.Fatalf("ParseTokens(the example of docs/operations.md) = %v\n%s", err, example)
 	}
 	got := NewTokenSet(list).Names()
-	if len(got) != 5 || got[1] != "ci" || list[0].Scopes != ScopeAdmin || list[3].Scopes != ScopeWorker ||
-		list[4].Scopes != ScopeWorker || !list[4].MayPoll("img.resize") || list[4].MayPoll("echo") {
-		t.Errorf("the example of docs/operations.md parses as %v; want 5 tokens, the first admin, the second ci, the last two worker, the last limited to img.* and thumb", list)
+	if len(got) != 6 || got[1] != "ci" || list[0].Scopes != ScopeAdmin || list[3].Scopes != ScopeWorker ||
+		list[4].Scopes != ScopeWorker || !list[4].MayPoll("img.resize") || list[4].MayPoll("echo") ||
+		list[5].Scopes != ScopeSubmit || !list[5].MayUse("thumb") || list[5].MayUse("echo") {
+		t.Errorf("the example of docs/operations.md parses as %v; want 6 tokens, the first admin, the second ci, the next two worker, "+
+			"the last two limited to img.* and thumb, the fifth a worker's, the sixth a submitter's", list)
 	}
 }
 
@@ -417,13 +422,22 @@ func TestTokensRecheck(t *testing.T) {
 	}
 }
 
-// A worker token limited to handlers (handlers=) may poll for those only:
-// names and prefixes match, and a token without handlers= polls for any
-// (the polls themselves: peer's TestWorkerTokenHandlers).
+// A token limited to handlers (handlers=) may use those only: names and
+// prefixes match, and a token without handlers= uses any (the polls
+// themselves: peer's TestWorkerTokenHandlers; submissions: peer's
+// TestSubmitTokenHandlers).
 func TestTokenHandlers(t *testing.T) {
 	list, err := ParseTokens("t-img-0123456789abcdef name=img scope=worker handlers=img.*,thumb\nt-any-0123456789abcdef name=any scope=worker\n")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Each scope that makes or takes work may be limited, read beside it
+	// too (it reads every task anyway, as submit does).
+	for _, line := range []string{"scope=submit", "scope=submit,worker", "scope=read,submit", "scope=read,worker", "scope=worker"} {
+		l, err := ParseTokens("t-lim-0123456789abcdef " + line + " handlers=img.*,thumb\n")
+		if err != nil || !slices.Equal(l[0].Handlers, []string{"img.*", "thumb"}) {
+			t.Errorf("ParseTokens(%s handlers=img.*,thumb) = %v, %v; want the token, limited to them", line, l, err)
+		}
 	}
 	for _, c := range []struct {
 		tok     int

@@ -58,6 +58,10 @@ func (s *server) triggerSchedule(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fieldErr("key", "longer than %d bytes", maxKeyLen))
 		return
 	}
+	if err := s.mayActOnSchedule(r, id, "fire only schedules of"); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	v, res, err := s.b.(TriggerBackend).TriggerSchedule(r.Context(), id, req.Key, s.by(r))
 	if err != nil {
 		s.fail(w, r, err)
