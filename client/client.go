@@ -27,6 +27,10 @@ type (
 	Error               = api.Error // a non-2xx answer
 )
 
+// ErrLogCut is FollowLogs' error for a log stream cut before its end
+// (the peer stopped), the log read again without fault.
+var ErrLogCut = api.ErrLogCut
+
 // Terminal reports whether a task or group state is final.
 func Terminal(state string) bool { return api.Terminal(state) }
 

@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -27,9 +28,17 @@ func logQuery(attempt int, follow bool) string {
 	return query(q)
 }
 
+// ErrLogCut is FollowLogs' error for a stream that ended before its
+// "end" event, the log being read again without fault: the peer stopped
+// or went away mid-stream.
+var ErrLogCut = errors.New("api: the log stream ended before its end event")
+
 // FollowLogs streams a task's log (Server-Sent Events) and calls on for
 // each event ("attempt", "line", "end") with its JSON data, until the
-// stream ends, ctx ends, or on returns an error.
+// stream ends, ctx ends, or on returns an error. A stream cut before its
+// "end" event is an error, not the log's end: the one of reading the log
+// again (401 when the token was revoked meanwhile, which closes the
+// stream), else ErrLogCut.
 func (c *Client) FollowLogs(ctx context.Context, id string, attempt int, on func(event string, data []byte) error) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet,
 		strings.TrimRight(c.BaseURL, "/")+"/v1/tasks/"+url.PathEscape(id)+"/logs"+logQuery(attempt, true), nil)
@@ -58,17 +67,24 @@ func (c *Client) FollowLogs(ctx context.Context, id string, attempt int, on func
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	event := ""
+	event, ended := "", false
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
 		case strings.HasPrefix(line, "event: "):
 			event = line[len("event: "):]
 		case strings.HasPrefix(line, "data: "):
+			ended = ended || event == "end"
 			if err := on(event, []byte(line[len("data: "):])); err != nil {
 				return err
 			}
 		}
 	}
-	return sc.Err()
+	if err := sc.Err(); err != nil || ended || ctx.Err() != nil {
+		return err
+	}
+	if _, err := c.TaskLogs(ctx, id, attempt); err != nil {
+		return err
+	}
+	return ErrLogCut
 }
