@@ -14,6 +14,12 @@ import (
 // NewStorage(Load(p)) rebuilds it after a restart.
 type Storage struct {
 	*raft.MemoryStorage
+	// data is the snapshot's Data. The MemoryStorage holds the snapshot
+	// without it: it clones the snapshot it is given and the one it
+	// hands out, Data and all, and a partition's state is the bulk of
+	// every snapshot (a copy at each snapshot, and at each read of the
+	// snapshot's index). Nobody modifies a snapshot's Data once made.
+	data []byte
 }
 
 var _ raft.Storage = (*Storage)(nil)
@@ -26,8 +32,9 @@ func NewStorage(ps PartitionState) (*Storage, error) {
 		return nil, fmt.Errorf("wal: new storage: %w", err)
 	}
 	ms := raft.NewMemoryStorage()
+	s := &Storage{MemoryStorage: ms}
 	if !raft.IsEmptySnap(ps.Snapshot) {
-		if err := ms.ApplySnapshot(ps.Snapshot); err != nil {
+		if err := s.ApplySnapshot(ps.Snapshot); err != nil {
 			return nil, fmt.Errorf("wal: new storage: %w", err)
 		}
 	}
@@ -39,7 +46,44 @@ func NewStorage(ps PartitionState) (*Storage, error) {
 	if err := ms.Append(ps.Entries); err != nil {
 		return nil, fmt.Errorf("wal: new storage: %w", err)
 	}
-	return &Storage{MemoryStorage: ms}, nil
+	return s, nil
+}
+
+// Snapshot is raft.MemoryStorage's, with the Data kept apart (Storage.data)
+// and shared, not copied.
+func (s *Storage) Snapshot() (*raftpb.Snapshot, error) {
+	snap, err := s.MemoryStorage.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	snap.Data = s.data
+	return snap, nil
+}
+
+// snapIndex is the index of the snapshot (a copy of its metadata alone).
+func (s *Storage) snapIndex() uint64 {
+	snap, _ := s.MemoryStorage.Snapshot() // never fails
+	return snap.GetMetadata().GetIndex()
+}
+
+// CreateSnapshot is raft.MemoryStorage's, keeping data as it is: the
+// snapshot returned shares it.
+func (s *Storage) CreateSnapshot(i uint64, cs *raftpb.ConfState, data []byte) (*raftpb.Snapshot, error) {
+	snap, err := s.MemoryStorage.CreateSnapshot(i, cs, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.data, snap.Data = data, data
+	return snap, nil
+}
+
+// ApplySnapshot is raft.MemoryStorage's, keeping snap's Data as it is.
+func (s *Storage) ApplySnapshot(snap *raftpb.Snapshot) error {
+	if err := s.MemoryStorage.ApplySnapshot(&raftpb.Snapshot{Metadata: snap.GetMetadata()}); err != nil {
+		return err
+	}
+	s.data = snap.GetData()
+	return nil
 }
 
 // Apply applies u in the order Raft expects (snapshot, hard state, entries,
@@ -75,8 +119,7 @@ func (s *Storage) Apply(u Update) error {
 		return fmt.Errorf("wal: apply: %w", err)
 	}
 	if u.Compact > 0 {
-		snap, _ := s.Snapshot()
-		if ci := min(u.Compact, snap.GetMetadata().GetIndex()); ci > 0 {
+		if ci := min(u.Compact, s.snapIndex()); ci > 0 {
 			if err := s.Compact(ci); err != nil && !errors.Is(err, raft.ErrCompacted) {
 				return fmt.Errorf("wal: apply: %w", err)
 			}
@@ -88,9 +131,8 @@ func (s *Storage) Apply(u Update) error {
 // applySnapshot stores snap if newer: as a local snapshot plus compaction
 // when the log holds its last entry, else replacing the whole log.
 func (s *Storage) applySnapshot(snap *raftpb.Snapshot) error {
-	cur, _ := s.Snapshot()
 	idx, term := snap.GetMetadata().GetIndex(), snap.GetMetadata().GetTerm()
-	if idx <= cur.GetMetadata().GetIndex() {
+	if idx <= s.snapIndex() {
 		return nil
 	}
 	if t, err := s.Term(idx); err == nil && t == term {
@@ -111,9 +153,8 @@ func (s *Storage) checkGap(u Update) error {
 	}
 	last, _ := s.LastIndex()
 	if !raft.IsEmptySnap(u.Snapshot) {
-		cur, _ := s.Snapshot()
 		idx, term := u.Snapshot.GetMetadata().GetIndex(), u.Snapshot.GetMetadata().GetTerm()
-		if t, err := s.Term(idx); idx > cur.GetMetadata().GetIndex() && (err != nil || t != term) {
+		if t, err := s.Term(idx); idx > s.snapIndex() && (err != nil || t != term) {
 			last = idx // the snapshot replaces the log
 		} else {
 			last = max(last, idx)
