@@ -126,6 +126,7 @@ func TestRegressionSeedsTogether(t *testing.T) {
 	}{
 		{218, 5, "mixed", 0, "a repeated creation's initial lease and the lease given once the first creation applied were both in the log, and the first started a run in the Ready that applied the second's outcome"},
 		{72027, 5, "sched", 0, "a peer restarted after a drain stayed draining at a member its new run's heartbeat missed: two peers handed a partition's leadership to each other every 3 s (invariant flap), and a schedule on it missed ticks"},
+		{890008, 5, "sched", 0, "a busy peer's asks for the tasks stranded at another owner took that owner's surplus, and a task pinned to it waited at the head of its own queue for 80 s; with that fixed, an update that allowed overlap on 5.6 s of work every second offered 8.1-8.3 slot-seconds a second on the 8 slots left after a leave, and a firing waited out the bound (liveness)"},
 		{490089, 5, "w4", 0, "a peer that restarted as another left heard the forget while the leaver was alive to it and dropped it: its ring kept the leaver for 20 s after its peers dropped it, and two peers handed a partition's leadership to each other every 3 s (invariant flap)"},
 		{110017, 3, "mixed", 2, "a repeated creation's initial lease applied after a worker had finished the speculative run of the second creation's, in the Ready that applied its outcome: the first lease's run went to a worker after the task succeeded"},
 	} {
