@@ -51,15 +51,15 @@ func (p *Peer) routes() *routeMux {
 	// api.NewHandler's do (400 naming it; ?foo=1 was ignored).
 	mux.Handle("GET /v1/peers", api.ScopeRead, api.OnlyParams("GET /v1/peers", http.HandlerFunc(p.servePeers)))
 	mux.Handle("GET /v1/audit", api.ScopeRead, api.OnlyParams("GET /v1/audit", http.HandlerFunc(p.serveAudit), "limit"))
-	mux.Handle("POST /v1/drain", api.ScopeAdmin, api.OnlyParams("POST /v1/drain", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("POST /v1/drain", api.ScopeAdmin, api.OnlyParams("POST /v1/drain", api.NoBody(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.log.Warn("drain requested through the API", "by", api.By(r))
 		audited := p.auditPeer(r.Context(), shard.EvPeerDrained, p.tr.ID(), api.By(r))
 		p.RequestDrain()
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusAccepted)
 		_, _ = w.Write([]byte(`{"draining":true,"audited":` + strconv.FormatBool(audited) + `}`))
-	})))
-	mux.Handle("POST /v1/peers/{id}/forget", api.ScopeAdmin, api.OnlyParams("POST /v1/peers/{id}/forget", http.HandlerFunc(p.serveForget), "force"))
+	}))))
+	mux.Handle("POST /v1/peers/{id}/forget", api.ScopeAdmin, api.OnlyParams("POST /v1/peers/{id}/forget", api.NoBody(http.HandlerFunc(p.serveForget)), "force"))
 	debug := http.NewServeMux()
 	debug.HandleFunc("/debug/pprof/", pprof.Index)
 	debug.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -144,10 +144,10 @@ func NewHandler(b Backend, opts HandlerOptions) *Handler {
 		{"POST", "/v1/tasks", ScopeSubmit, s.submitTask},
 		{"GET", "/v1/tasks/{id}", ScopeRead, s.getTask},
 		{"GET", "/v1/tasks/{id}/events", ScopeRead, s.taskEvents},
-		{"POST", "/v1/tasks/{id}/cancel", ScopeSubmit, s.cancelTask},
+		{"POST", "/v1/tasks/{id}/cancel", ScopeSubmit, NoBody(http.HandlerFunc(s.cancelTask))},
 		{"POST", "/v1/groups", ScopeSubmit, s.submitGroup},
 		{"GET", "/v1/groups/{id}", ScopeRead, s.getGroup},
-		{"POST", "/v1/groups/{id}/cancel", ScopeSubmit, s.cancelGroup},
+		{"POST", "/v1/groups/{id}/cancel", ScopeSubmit, NoBody(http.HandlerFunc(s.cancelGroup))},
 	}
 	routes = append(routes, s.scheduleRoutes()...)
 	if l, ok := b.(Lister); ok {

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"bytes"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -50,6 +52,39 @@ func checkParams(q url.Values, pattern string, names []string) error {
 func OnlyParams(pattern string, h http.Handler, names ...string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := checkParams(r.URL.Query(), pattern, names); err != nil {
+			e, _ := toError(err)
+			writeErr(w, e)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// maxNoBody bounds what a route that takes no body reads of one.
+const maxNoBody = 4096
+
+// checkNoBody refuses a body on a route that takes none, as the heartbeat
+// does: empty (or {}) is taken, anything else is a 400 naming the unknown
+// field, or saying the JSON is malformed. Without it a destructive route
+// ignored what it was sent: POST /v1/drain {"peer": "<another id>"}
+// drained the peer asked, not the one named.
+func checkNoBody(w http.ResponseWriter, r *http.Request) error {
+	data, err := readBody(http.MaxBytesReader(w, r.Body, maxNoBody), maxNoBody)
+	if err != nil {
+		return &FieldError{Message: fmt.Sprintf("this route takes no body (or {}), got over %d bytes", maxNoBody)}
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	var v struct{}
+	return decodeStrict(data, &v, "")
+}
+
+// NoBody serves h only to a request with no body, or {} (checkNoBody);
+// another body is a 400 invalid_argument, and h is not called.
+func NoBody(h http.Handler) http.HandlerFunc {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := checkNoBody(w, r); err != nil {
 			e, _ := toError(err)
 			writeErr(w, e)
 			return
