@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/needle-mesh/needle/shard"
 )
@@ -441,19 +442,21 @@ func createdStatus(res SubmitResult) int {
 	return http.StatusOK
 }
 
-// taskID parses the {id} of a task route.
+// taskID parses the {id} of a task route. An id that is not UTF-8 is
+// malformed: no id is, and its forward over the mesh would carry another
+// (JSON makes each bad byte U+FFFD), asking the wrong owner (a 503).
 func taskID(r *http.Request) (shard.TaskID, error) {
 	id := shard.TaskID(r.PathValue("id"))
-	if _, _, ok := id.Split(); !ok {
+	if _, _, ok := id.Split(); !ok || !utf8.ValidString(string(id)) {
 		return "", fieldErr("id", "malformed task id %q; want <group>.<n>", string(id))
 	}
 	return id, nil
 }
 
-// groupID parses the {id} of a group route.
+// groupID parses the {id} of a group route (UTF-8, as taskID).
 func groupID(r *http.Request) (shard.GroupID, error) {
 	id := r.PathValue("id")
-	if id == "" || len(id) > maxKeyLen {
+	if id == "" || len(id) > maxKeyLen || !utf8.ValidString(id) {
 		return "", fieldErr("id", "malformed group id %q", id)
 	}
 	return shard.GroupID(id), nil

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+	"unicode/utf8"
 
 	"github.com/needle-mesh/needle/shard"
 	"github.com/needle-mesh/needle/shard/cron"
@@ -303,10 +304,10 @@ func (s *server) listSchedules(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// scheduleID parses the {id} of a schedule route.
+// scheduleID parses the {id} of a schedule route (UTF-8, as taskID).
 func scheduleID(r *http.Request) (shard.ScheduleID, error) {
 	id := r.PathValue("id")
-	if id == "" || len(id) > maxKeyLen || bytes.IndexByte([]byte(id), '~') >= 0 {
+	if id == "" || len(id) > maxKeyLen || bytes.IndexByte([]byte(id), '~') >= 0 || !utf8.ValidString(id) {
 		return "", fieldErr("id", "malformed schedule id %q", id)
 	}
 	return shard.ScheduleID(id), nil
