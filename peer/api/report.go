@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"unicode/utf8"
 )
 
 // Batched outcomes: a worker reports the outcomes of many leases in one
@@ -114,6 +115,9 @@ func checkDone(b *doneBody, path string, seen map[string]bool) (LeaseOutcome, er
 	seen[b.Lease] = true
 	o := LeaseOutcome{Lease: b.Lease, Result: b.Result, Permanent: b.Permanent}
 	hasResult := b.Result != nil && string(bytes.TrimSpace(b.Result)) != "null"
+	if hasResult && !utf8.Valid(b.Result) {
+		return o, notUTF8(path + ".result")
+	}
 	switch {
 	case b.Release && (hasResult || b.Error != nil || b.Permanent):
 		return o, fieldErr(path, "a release hands the task back unrun: no result, error or permanent")

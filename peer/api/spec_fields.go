@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/needle-mesh/needle/shard"
 )
@@ -79,6 +80,9 @@ func payload(raw json.RawMessage, path, field string, max int) ([]byte, error) {
 	if len(raw) == 0 {
 		return []byte("null"), nil
 	}
+	if !utf8.Valid(raw) {
+		return nil, notUTF8(join(path, field))
+	}
 	if bytes.IndexAny(raw, " \t\n\r") < 0 && len(raw) <= max {
 		return raw, nil
 	}
@@ -91,6 +95,14 @@ func payload(raw json.RawMessage, path, field string, max int) ([]byte, error) {
 		return nil, &FieldError{Field: join(path, field), Message: fmt.Sprintf("%d bytes exceed the limit of %d", buf.Len(), max), Err: ErrPayloadTooLarge}
 	}
 	return buf.Bytes(), nil
+}
+
+// notUTF8 is the error of raw JSON (a payload, an item, a result) that is
+// not UTF-8. encoding/json keeps such bytes as they are in a
+// json.RawMessage, and a peer stored and answered them: every strict
+// client (Python's json) then failed on each page holding the task.
+func notUTF8(field string) error {
+	return fieldErr(field, "not valid UTF-8 (JSON text is UTF-8, RFC 8259)")
 }
 
 // duration parses a non-negative Go duration of at most max (field of

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // External workers: processes in any language that poll a peer for the
@@ -389,7 +390,13 @@ func DecodeComplete(data []byte, req *CompleteRequest) error {
 	if len(strings.TrimSpace(string(data))) == 0 {
 		return nil
 	}
-	return decodeStrict(data, req, "")
+	if err := decodeStrict(data, req, ""); err != nil {
+		return err
+	}
+	if !utf8.Valid(req.Result) {
+		return notUTF8("result")
+	}
+	return nil
 }
 
 // DecodeFail decodes the body of a fail: {"error": "...", "permanent": false}.
