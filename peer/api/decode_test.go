@@ -149,7 +149,7 @@ var badGroups = []struct {
 	{"stream without items", `{"mode": "pipeline", "stages": [{"name": "parse", "handler": "echo"}]}`, "items", "at least one item", false},
 	{"stream without stages", `{"mode": "pipeline", "stages": [], "items": [1]}`, "stages", "at least one", false},
 	{"stream stage without name", `{"mode": "pipeline", "stages": [{"handler": "echo"}], "items": [1]}`, "stages[0].name", "required", false},
-	{"stream duplicate stage", `{"mode": "pipeline", "stages": [{"name": "a", "handler": "echo"}, {"name": "a", "handler": "echo"}], "items": [1]}`, "stages[1].name", "duplicate", false},
+	{"stream duplicate stage", `{"mode": "pipeline", "stages": [{"name": "a", "handler": "echo"}, {"name": "a", "handler": "echo"}], "items": [1]}`, "stages[1].name", `duplicate stage name "a" (also stages[0])`, false}, // not the core's "a/0" and tasks[0] (audit s77, F2)
 	{"stream negative concurrency", `{"mode": "pipeline", "stages": [{"name": "a", "handler": "echo", "concurrency": -1}], "items": [1]}`, "stages[0].concurrency", ">= 0", false},
 	{"stream bad timeout", `{"mode": "pipeline", "stages": [{"name": "a", "handler": "echo", "timeout": "x"}], "items": [1]}`, "stages[0].timeout", "invalid duration", false},
 	{"stream unknown stage field", `{"mode": "pipeline", "stages": [{"name": "a", "handler": "echo", "payload": 1}], "items": [1]}`, "stages[0].payload", "unknown field", false},

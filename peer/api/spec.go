@@ -442,6 +442,10 @@ func decodeStream(spec *shard.GroupSpec, rawStages json.RawMessage, items []json
 	}
 	templates := make([]shard.TaskSpec, len(raws))
 	spec.Stages = make([]shard.StageSpec, len(raws))
+	// Stage names are checked here: the core sees only the tasks they
+	// name ("a/0"), and named those and tasks[j], which the client never
+	// wrote.
+	stageOf := make(map[string]int, len(raws))
 	for i, raw := range raws {
 		path := "stages[" + strconv.Itoa(i) + "]"
 		var rs rawStage
@@ -458,6 +462,10 @@ func decodeStream(spec *shard.GroupSpec, rawStages json.RawMessage, items []json
 		case rs.Concurrency > math.MaxInt32:
 			return fieldErr(join(path, "concurrency"), "%d is over the maximum of %d", rs.Concurrency, math.MaxInt32)
 		}
+		if j, dup := stageOf[rs.Name]; dup {
+			return fieldErr(join(path, "name"), "duplicate stage name %q (also stages[%d])", rs.Name, j)
+		}
+		stageOf[rs.Name] = i
 		f := rawFields{Handler: rs.Handler, Priority: rs.Priority, Timeout: rs.Timeout, Retry: rs.Retry}
 		ts, err := f.toSpec(path, lim)
 		if err != nil {
