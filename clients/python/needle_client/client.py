@@ -47,17 +47,39 @@ def _duration(v):
     return "%dms" % round(v * 1000)
 
 
+def _env_token():
+    """Returns the token of the environment as the CLI reads it:
+    $NEEDLE_API_TOKEN, or the contents of the file $NEEDLE_API_TOKEN_FILE
+    names (a mounted secret: deploy/compose.yaml's), or None. A worker
+    started beside the CLI with only the file set sent no token: 401."""
+    value = os.environ.get("NEEDLE_API_TOKEN") or ""
+    path = os.environ.get("NEEDLE_API_TOKEN_FILE") or ""
+    if not path:
+        return value or None
+    if value:
+        raise ValueError("NEEDLE_API_TOKEN and NEEDLE_API_TOKEN_FILE are both set: set one")
+    with open(path, encoding="utf-8") as f:
+        token = f.read().strip()
+    if not token:
+        raise ValueError("NEEDLE_API_TOKEN_FILE: %s is empty" % path)
+    if "\n" in token or "\r" in token:
+        raise ValueError("NEEDLE_API_TOKEN_FILE: %s holds more than one line: a client's file holds the token alone" % path)
+    return token
+
+
 class Client:
     """Calls the HTTP API of one peer; any peer answers for the whole mesh.
 
-    ``url`` defaults to $NEEDLE_URL, else http://127.0.0.1:7070; ``token``
-    to $NEEDLE_API_TOKEN. Connections are kept alive, one per thread.
+    ``url`` defaults to $NEEDLE_URL, else $NEEDLE_ADDR (the CLI's), else
+    http://127.0.0.1:7070; ``token`` to $NEEDLE_API_TOKEN, else the
+    contents of the file $NEEDLE_API_TOKEN_FILE names (as the CLI reads
+    them). Connections are kept alive, one per thread.
     """
 
     def __init__(self, url=None, token=None, timeout=60.0):
-        url = url or os.environ.get("NEEDLE_URL") or "http://127.0.0.1:7070"
+        url = url or os.environ.get("NEEDLE_URL") or os.environ.get("NEEDLE_ADDR") or "http://127.0.0.1:7070"
         if token is None:
-            token = os.environ.get("NEEDLE_API_TOKEN") or None
+            token = _env_token()
         u = urllib.parse.urlsplit(url)
         if u.scheme not in ("http", "https") or not u.hostname:
             raise ValueError("url: want http(s)://host:port, got %r" % url)

@@ -1,6 +1,8 @@
 """Unit tests of Client against an in-memory peer (tests/fake.py)."""
 
 import os
+import shutil
+import tempfile
 import unittest
 from unittest import mock
 
@@ -27,6 +29,40 @@ class ClientTest(unittest.TestCase):
         self.fake.tasks["g.0"] = [{"id": "g.0", "state": "SUCCEEDED"}]
         c.get("g.0")
         self.assertEqual(self.fake.requests[-1][3].get("Authorization"), "Bearer from-env")
+
+    def test_addr_and_token_file_from_environment(self):
+        # The CLI's variables: a team that exported NEEDLE_ADDR and mounted
+        # a token file for the CLI gets its Python clients and workers
+        # pointed at the same peer with the same token (audit s77, F3).
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        path = os.path.join(d, "api.token")
+        with open(path, "w") as f:
+            f.write("from-file\n")
+        env = {"NEEDLE_ADDR": self.fake.url, "NEEDLE_API_TOKEN_FILE": path}
+        with mock.patch.dict(os.environ, env):
+            os.environ.pop("NEEDLE_URL", None)
+            os.environ.pop("NEEDLE_API_TOKEN", None)
+            c = Client()
+            self.addCleanup(c.close)
+        self.assertEqual((c.url, c.token), (self.fake.url, "from-file"))
+        self.fake.tasks["g.0"] = [{"id": "g.0", "state": "SUCCEEDED"}]
+        c.get("g.0")
+        self.assertEqual(self.fake.requests[-1][3].get("Authorization"), "Bearer from-file")
+        # NEEDLE_URL wins over NEEDLE_ADDR; both token variables is an error,
+        # as in the CLI; so is a peer's token file line (two lines here).
+        with mock.patch.dict(os.environ, {"NEEDLE_URL": self.fake.url, "NEEDLE_ADDR": "http://other:1"}):
+            os.environ.pop("NEEDLE_API_TOKEN_FILE", None)
+            self.assertEqual(Client().url, self.fake.url)
+        with mock.patch.dict(os.environ, {"NEEDLE_API_TOKEN": "x", "NEEDLE_API_TOKEN_FILE": path}):
+            with self.assertRaisesRegex(ValueError, "both set"):
+                Client(self.fake.url)
+        with open(path, "w") as f:
+            f.write("tok1 name=a\ntok2 name=b\n")
+        with mock.patch.dict(os.environ, {"NEEDLE_API_TOKEN_FILE": path}):
+            os.environ.pop("NEEDLE_API_TOKEN", None)
+            with self.assertRaisesRegex(ValueError, "more than one line"):
+                Client(self.fake.url)
 
     def test_wait_polls_until_terminal(self):
         self.fake.tasks["g.1"] = [{"id": "g.1", "state": "RUNNING"}, {"id": "g.1", "state": "RUNNING"},
