@@ -1,8 +1,11 @@
 package peer
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -117,6 +120,40 @@ func TestInitialMembership(t *testing.T) {
 	}
 	if got := initialJoins(initial, self); !slices.Equal(got, initial[0].Addrs) {
 		t.Errorf("initialJoins = %v; want the other peer's addresses only", got)
+	}
+}
+
+// Init prints the addresses a start would listen on: without --listen and
+// a swarm key, loopback's (checkMeshOpen), not p2p's default of every
+// interface, which a start refuses without a key (audit s77, F11); with a
+// key, p2p's TCP default.
+func TestInitDefaultListen(t *testing.T) {
+	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	id, addrs, err := Init(Config{DataDir: t.TempDir(), Partitions: 8, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, a := range LoopbackListen {
+		want = append(want, a+"/p2p/"+id)
+	}
+	if !slices.Equal(addrs, want) {
+		t.Errorf("Init without --listen or a key = %v; want %v", addrs, want)
+	}
+	var kb bytes.Buffer
+	if err := p2p.GenerateSwarmKey(&kb); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(t.TempDir(), "swarm.key")
+	if err := os.WriteFile(key, kb.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	id, addrs, err = Init(Config{DataDir: t.TempDir(), Partitions: 8, SwarmKeyFile: key, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"/ip4/0.0.0.0/tcp/4001/p2p/" + id}; !slices.Equal(addrs, want) {
+		t.Errorf("Init with a swarm key = %v; want %v", addrs, want)
 	}
 }
 
