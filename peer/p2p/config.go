@@ -62,6 +62,12 @@ type Config struct {
 	// runs an open mesh (logged once as a warning); otherwise only hosts
 	// holding the same key can connect, over TCP only.
 	SwarmKeyFile string
+	// MembersFile is the path of a members file (see LoadMembers): only
+	// the peer ids it lists may connect, either way, and gossip authored
+	// by any other is dropped. "" lets every peer in that can reach the
+	// host (and, with a swarm key, holds it). Host.ReloadMembers reads it
+	// again.
+	MembersFile string
 	// MDNS also discovers and dials peers on the LAN (service ServiceName).
 	MDNS bool
 	// MaxFrame is the largest frame accepted or sent, in bytes, counting the

@@ -33,6 +33,17 @@ func (h *Host) connEvent(n network.Network, p peer.ID, up bool) {
 	}
 }
 
+// closeUnlisted closes c when its peer is not in Config.MembersFile: the
+// gater refused it already unless a reload removed the peer while c was
+// being set up, after the gater let it through and before ReloadMembers
+// looked at the connections. Closing blocks, and a notifee must not.
+func (h *Host) closeUnlisted(c network.Conn) {
+	if h.gate == nil || h.gate.allows(c.RemotePeer()) {
+		return
+	}
+	h.spawn(func() { c.Close() })
+}
+
 // lostLen bounds the disconnects waiting for the peer's loop.
 const lostLen = 256
 
@@ -83,7 +94,7 @@ type mdnsNotifee struct{ h *Host }
 // HandlePeerFound dials a discovered peer in a host-owned goroutine.
 func (n mdnsNotifee) HandlePeerFound(ai peer.AddrInfo) {
 	h := n.h
-	if ai.ID == h.self || h.host.Network().Connectedness(ai.ID) == network.Connected {
+	if ai.ID == h.self || h.host.Network().Connectedness(ai.ID) == network.Connected || !h.Allowed(ai.ID.String()) {
 		return
 	}
 	h.spawn(func() {

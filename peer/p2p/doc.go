@@ -112,4 +112,22 @@
 // Without a swarm key the mesh is open to any libp2p host that can reach it
 // (logged once as a warning at start); the daemon keeps such a mesh on its
 // host unless told otherwise (peer.Config.OpenMesh).
+//
+// # Members (an allowlist of peer ids)
+//
+// With Config.MembersFile set, only the peer ids the file lists may connect
+// (see LoadMembers for the format, members.go for the why). A libp2p
+// connection gater refuses a dial to any other id before it is made, and
+// closes a connection from one right after the security handshake proved
+// its id; a gossip topic validator drops messages whose signed author is
+// not listed, whoever relayed them. This host's own id is always allowed.
+// Host.ReloadMembers reads the file again: the peers it no longer lists are
+// disconnected at once. Refusals are logged at most once a minute per peer
+// and counted in Stats.
+//
+// A refused host's own dials succeed on its side (its handshake completes
+// before the other side checks the id) and close at once; its join loop
+// takes a connection that closes soon after it was made as a failed dial
+// and backs off (joinStable), so it does not redial as fast as handshakes
+// go.
 package p2p

@@ -19,6 +19,13 @@ func (h *Host) startGossip() error {
 		return wrapf("start gossipsub", err)
 	}
 	h.ps = ps
+	if h.gate != nil {
+		// Inline: the check is a map read, cheaper than the goroutine
+		// and throttle slot an asynchronous validator takes per message.
+		if err := ps.RegisterTopicValidator(GossipTopic, h.gate.validate, pubsub.WithValidatorInline(true)); err != nil {
+			return wrapf("register gossip validator", err)
+		}
+	}
 	if h.topic, err = ps.Join(GossipTopic); err != nil {
 		return wrapf("join gossip topic", err)
 	}
@@ -193,6 +200,11 @@ type Stats struct {
 	// GossipResets counts peers reconnected because gossipsub had stopped
 	// talking to them (watchGossip).
 	GossipResets uint64
+	// RefusedInbound and RefusedOutbound count the connections refused to
+	// peers not in Config.MembersFile: accepted and closed after the
+	// handshake, or dials not made. GossipRefused counts the gossip
+	// messages dropped for an author not in it.
+	RefusedInbound, RefusedOutbound, GossipRefused uint64
 }
 
 // counters are the live values behind Stats.
@@ -205,14 +217,21 @@ type counters struct {
 // Stats returns a snapshot of the host's counters.
 func (h *Host) Stats() Stats {
 	c := &h.stats
+	var in, out, gossip uint64
+	if g := h.gate; g != nil {
+		in, out, gossip = g.refusedIn.Load(), g.refusedOut.Load(), g.gossipRefused.Load()
+	}
 	return Stats{
-		FramesSent:     c.framesSent.Load(),
-		FramesReceived: c.framesReceived.Load(),
-		FramesDropped:  c.framesDropped.Load(),
-		QueueFull:      c.queueFull.Load(),
-		BadFrames:      c.badFrames.Load(),
-		GossipDropped:  c.gossipDropped.Load(),
-		GossipResets:   c.gossipResets.Load(),
+		RefusedInbound:  in,
+		RefusedOutbound: out,
+		GossipRefused:   gossip,
+		FramesSent:      c.framesSent.Load(),
+		FramesReceived:  c.framesReceived.Load(),
+		FramesDropped:   c.framesDropped.Load(),
+		QueueFull:       c.queueFull.Load(),
+		BadFrames:       c.badFrames.Load(),
+		GossipDropped:   c.gossipDropped.Load(),
+		GossipResets:    c.gossipResets.Load(),
 	}
 }
 

@@ -37,6 +37,10 @@ const (
 	dialTimeout    = 10 * time.Second
 	joinBackoffMin = 250 * time.Millisecond
 	joinBackoffMax = 30 * time.Second
+	// joinStable is how long a joined connection must have lasted for its
+	// loss to be redialed at once; one lost sooner is backed off from
+	// (joinLoop).
+	joinStable     = 10 * time.Second
 	joinProtectTag = "needle-join"
 )
 
@@ -75,6 +79,7 @@ type Host struct {
 	host host.Host
 	key  crypto.PrivKey // the identity key: learnID's handshakes
 	psk  []byte         // the swarm key; nil for an open mesh
+	gate *memberGate    // Config.MembersFile's; nil lets every peer in
 	self peer.ID
 	id   string // self.String(), cached: base58 encoding is costly
 
@@ -122,16 +127,29 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 			return nil, err
 		}
 	}
+	var gate *memberGate
+	if cfg.MembersFile != "" {
+		self, err := peer.IDFromPrivateKey(sk)
+		if err != nil {
+			return nil, fmt.Errorf("p2p: identity: %w", err)
+		}
+		if gate, err = newMemberGate(cfg.MembersFile, self, cfg.Logger.With("node", self.String())); err != nil {
+			return nil, err
+		}
+	}
 	opts, err := hostOptions(&cfg, sk, psk)
 	if err != nil {
 		return nil, err
+	}
+	if gate != nil {
+		opts = append(opts, libp2p.ConnectionGater(gate))
 	}
 	lh, err := libp2p.New(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("p2p: start host: %w", err)
 	}
 	h := newHost(cfg, lh)
-	h.key, h.psk = sk, psk
+	h.key, h.psk, h.gate = sk, psk, gate
 	if err := h.start(ctx); err != nil {
 		h.Close()
 		return nil, err
@@ -200,7 +218,10 @@ func newHost(cfg Config, lh host.Host) *Host {
 // join loops.
 func (h *Host) start(ctx context.Context) error {
 	h.host.Network().Notify(&network.NotifyBundle{
-		ConnectedF:    func(n network.Network, c network.Conn) { h.connEvent(n, c.RemotePeer(), true) },
+		ConnectedF: func(n network.Network, c network.Conn) {
+			h.connEvent(n, c.RemotePeer(), true)
+			h.closeUnlisted(c)
+		},
 		DisconnectedF: func(n network.Network, c network.Conn) { h.connEvent(n, c.RemotePeer(), false) },
 	})
 	h.host.SetStreamHandler(ProtocolID, h.handleStream)

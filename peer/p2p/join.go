@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -97,19 +98,42 @@ func hostPortAddr(s string) (ma.Multiaddr, error) {
 // the peer is not connected, with exponential backoff and jitter, and sleeps
 // on connChanged while it is. It returns when the host closes, or when the
 // address turns out to be this host.
+//
+// A connection that closes soon after it was made counts as a failed dial
+// (joinStable): a peer whose --members does not list this host completes
+// the handshake and then closes the connection, so the dial succeeds here
+// and, without it, the loop would dial again at once, as fast as
+// handshakes go.
 func (h *Host) joinLoop(t joinTarget) {
 	backoff := joinBackoffMin
 	failures := 0
-	current := t.id // the peer this loop keeps connected; learned when t.id == ""
+	current := t.id       // the peer this loop keeps connected; learned when t.id == ""
+	var upSince time.Time // when the connection to current was made or seen; zero once it is gone
 	for h.ctx.Err() == nil {
 		changed := h.connChanged()
 		if current != "" && h.host.Network().Connectedness(current) == network.Connected {
-			backoff, failures = joinBackoffMin, 0
+			if upSince.IsZero() {
+				upSince = time.Now()
+			}
 			select {
 			case <-changed:
 			case <-h.ctx.Done():
 			}
 			continue
+		}
+		if !upSince.IsZero() {
+			var wait time.Duration
+			wait, backoff, failures = afterDrop(time.Since(upSince), backoff, failures)
+			upSince = time.Time{}
+			if wait > 0 {
+				if failures == 1 {
+					h.log.Warn("join: connection closed soon after it was made (the peer restarted, or refuses this host: is it in the peer's --members?); retrying with backoff",
+						keyAddr, t.raw, keyPeer, current.String())
+				}
+				if !h.sleep(wait) {
+					return
+				}
+			}
 		}
 		id, err := h.dialJoin(t)
 		if errors.Is(err, ErrSelf) {
@@ -118,6 +142,9 @@ func (h *Host) joinLoop(t joinTarget) {
 		}
 		if id != "" {
 			current = id
+		}
+		if err == nil {
+			upSince = time.Now()
 		}
 		if err == nil || h.ctx.Err() != nil {
 			continue
@@ -133,6 +160,18 @@ func (h *Host) joinLoop(t joinTarget) {
 		}
 		backoff = min(2*backoff, joinBackoffMax)
 	}
+}
+
+// afterDrop decides what the join loop does once the connection it kept
+// closed after being up for upFor: a connection that held joinStable or
+// longer (a peer restarted, a network cut) is dialed again at once, with
+// the backoff reset; one that closed sooner counts as one more failure,
+// waited out with the backoff, which grows.
+func afterDrop(upFor, backoff time.Duration, failures int) (wait, nextBackoff time.Duration, nextFailures int) {
+	if upFor >= joinStable {
+		return 0, joinBackoffMin, 0
+	}
+	return jitter(backoff), min(2*backoff, joinBackoffMax), failures + 1
 }
 
 // dialJoin connects to t once, learning its peer id first when the address
