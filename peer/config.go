@@ -114,6 +114,12 @@ type Config struct {
 	// unless OpenMesh: a host that reaches an open mesh joins it as a
 	// member, reads every payload and result, and runs and reports tasks.
 	SwarmKeyFile string
+	// MembersFile lists the peer ids allowed in the mesh (p2p.LoadMembers;
+	// --members): the libp2p host refuses connections, either way, to any
+	// other id and drops gossip any other authored. Peer.ReloadMembers
+	// reads it again. It narrows the mesh SwarmKeyFile opens to the
+	// hosts holding the key; it does not replace the key (checkMeshOpen).
+	MembersFile string
 	// OpenMesh allows an open mesh (no SwarmKeyFile) beyond this host
 	// (--insecure-open-mesh): a trusted network on purpose.
 	OpenMesh bool

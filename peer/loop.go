@@ -469,6 +469,11 @@ func (p *Peer) dialMembers(ctx context.Context) {
 		if m.ID == p.tr.ID() || connected[m.ID] || len(m.Addrs) == 0 || m.State == node.PeerDead {
 			continue
 		}
+		if g, ok := d.(gated); ok && !g.Allowed(m.ID) {
+			// Not in --members: the gater would refuse the dial, once a
+			// second until the failure detector holds the peer dead.
+			continue
+		}
 		if _, busy := p.dialing.LoadOrStore(m.ID, true); busy {
 			continue
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/needle-mesh/needle/node"
+	"github.com/needle-mesh/needle/peer/p2p"
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -146,6 +147,7 @@ func newMetrics(p *Peer) *metrics {
 	m.connsRefused = prometheus.NewCounter(prometheus.CounterOpts{Name: "needle_http_connections_refused_total",
 		Help: "API connections closed as soon as accepted, without a --max-conns slot: their client address already held --max-conns-per-client open connections."})
 	m.reg.MustRegister(m.refusedWork, m.droppedAppends, m.unowned, m.underReplicated, m.leaderChanges, m.connsRefused)
+	m.reg.MustRegister(membersMetrics(p)...)
 	m.zeroSeries()
 	if d := p.disk; d != nil {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "needle_disk_free_bytes",
@@ -165,6 +167,30 @@ func newMetrics(p *Peer) *metrics {
 	m.reg.MustRegister(buildInfo(p.cfg.Version, p.cfg.Commit))
 	m.user = newUserMetrics(m.reg, p.handlers.Names())
 	return m
+}
+
+// membersMetrics are the counters of --members' refusals, read from the
+// libp2p host's Stats at each scrape (0 without --members, or on a
+// transport that keeps none).
+func membersMetrics(p *Peer) []prometheus.Collector {
+	stat := func(f func(p2p.Stats) uint64) func() float64 {
+		return func() float64 {
+			if s, ok := p.tr.(statser); ok {
+				return float64(f(s.Stats()))
+			}
+			return 0
+		}
+	}
+	const connsHelp = "Connections refused to hosts not in --members, by direction: inbound (closed after the handshake proved the host's id) or outbound (dials not made, by this peer's writers and join loop among others)."
+	return []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "needle_peer_connections_refused_total", Help: connsHelp,
+			ConstLabels: prometheus.Labels{"direction": "inbound"}}, stat(func(s p2p.Stats) uint64 { return s.RefusedInbound })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "needle_peer_connections_refused_total", Help: connsHelp,
+			ConstLabels: prometheus.Labels{"direction": "outbound"}}, stat(func(s p2p.Stats) uint64 { return s.RefusedOutbound })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "needle_gossip_refused_total",
+			Help: "Gossip messages dropped because their author (the signed origin, whoever relayed them) is not in --members."},
+			stat(func(s p2p.Stats) uint64 { return s.GossipRefused })),
+	}
 }
 
 // zeroSeries creates every documented label value of the labelled

@@ -322,7 +322,7 @@ func (p *Peer) openHost(initial []node.PeerAddrs) error {
 	}
 	h, err := p2p.New(context.Background(), p2p.Config{
 		DataDir: dir, Listen: p.cfg.Listen, Join: join, SwarmKeyFile: p.cfg.SwarmKeyFile,
-		MDNS: p.cfg.MDNS, Logger: p.log,
+		MembersFile: p.cfg.MembersFile, MDNS: p.cfg.MDNS, Logger: p.log,
 	})
 	if err != nil {
 		return fmt.Errorf("peer: libp2p host: %w", err)

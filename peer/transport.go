@@ -61,7 +61,23 @@ type reuser interface {
 	SendReusing(to string, data []byte) error
 }
 
+// gated is a transport that admits only the peers of a members file
+// (the libp2p host with --members): the loop dials no member it would
+// only be refused, and a SIGHUP reloads the file.
+type gated interface {
+	Allowed(id string) bool
+	ReloadMembers() (listed, disconnected int, err error)
+}
+
+// statser is a transport that counts what it did (the libp2p host), for
+// the metrics.
+type statser interface {
+	Stats() p2p.Stats
+}
+
 var (
+	_ gated        = (*p2p.Host)(nil)
+	_ statser      = (*p2p.Host)(nil)
 	_ Transport    = (*p2p.Host)(nil)
 	_ reuser       = (*p2p.Host)(nil)
 	_ dialer       = (*p2p.Host)(nil)
