@@ -21,6 +21,7 @@ import (
 	"github.com/needle-mesh/needle/peer"
 	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/peer/handler"
+	"github.com/needle-mesh/needle/peer/p2p"
 	"github.com/needle-mesh/needle/peer/webhook"
 	"github.com/needle-mesh/needle/ring"
 )
@@ -89,7 +90,8 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 			"and from the --config file; the command line wins over the environment, which\n"+
 			"wins over the file. The API token comes from NEEDLE_API_TOKEN or the file\n"+
 			"--api-token-file (NEEDLE_API_TOKEN_FILE) names (one token a line, each with an\n"+
-			"optional name= and scope=, re-read on SIGHUP).\n\n")
+			"optional name= and scope=, re-read on SIGHUP). SIGHUP also re-reads --tls-cert,\n"+
+			"--tls-key and --members (the peer ids allowed in the mesh).\n\n")
 		fs.PrintDefaults()
 	}
 	err := fs.Parse(args)
@@ -144,6 +146,13 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	}
 	if err := m.apiTokens(getenv("NEEDLE_API_TOKEN"), *v.tokenFile); err != nil {
 		return err
+	}
+	if f := c.MembersFile; f != "" {
+		// Read now, as the token file is: a bad line stops the start
+		// before the data dir is opened, naming the file and the line.
+		if _, err := p2p.LoadMembers(f); err != nil {
+			return fmt.Errorf("--members: %w", err)
+		}
 	}
 	build := buildinfo.Get()
 	c.Version, c.Commit = build.Version, build.Commit
@@ -282,10 +291,20 @@ func (m *Main) serveHangups(ctx context.Context, log *slog.Logger, tls tlsReload
 	}
 }
 
-// hangup reloads what a SIGHUP reloads: the API tokens of --api-token-file
-// and the certificate of --tls-cert. On an error each keeps what it had.
+// membersReloader reloads the members file (peer.Peer.ReloadMembers).
+type membersReloader interface {
+	ReloadMembers() (ok bool, listed, disconnected int, err error)
+}
+
+// hangup reloads what a SIGHUP reloads: the API tokens of --api-token-file,
+// the certificate of --tls-cert and, when tls is the peer, the list of
+// --members. On an error each keeps what it had.
 func (m *Main) hangup(log *slog.Logger, tls tlsReloader) {
 	m.ReloadTokens(log)
+	members := false
+	if mr, ok := tls.(membersReloader); ok {
+		members = m.reloadMembers(log, mr)
+	}
 	served := false
 	if tls != nil {
 		ok, notAfter, err := tls.ReloadTLS()
@@ -298,9 +317,23 @@ func (m *Main) hangup(log *slog.Logger, tls tlsReloader) {
 			served = true
 		}
 	}
-	if m.tokenFile == "" && !served {
-		log.Info("SIGHUP: nothing to reload (no --api-token-file, no --tls-cert)")
+	if m.tokenFile == "" && !served && !members {
+		log.Info("SIGHUP: nothing to reload (no --api-token-file, no --tls-cert, no --members)")
 	}
+}
+
+// reloadMembers reloads --members (SIGHUP) and reports whether there is
+// one. A file that fails to parse keeps the list as it was: never a crash,
+// never a mesh opened to every holder of the swarm key.
+func (m *Main) reloadMembers(log *slog.Logger, mr membersReloader) bool {
+	ok, listed, disconnected, err := mr.ReloadMembers()
+	switch {
+	case err != nil:
+		log.Error("SIGHUP: --members not reloaded; the list stays as it was", "file", m.Config.MembersFile, "err", err)
+	case ok:
+		log.Info("SIGHUP: --members reloaded", "file", m.Config.MembersFile, "peers", listed, "disconnected", disconnected)
+	}
+	return err != nil || ok
 }
 
 // positiveFlags are the flags whose zero or negative value means nothing:
@@ -610,6 +643,9 @@ func (m *Main) defineMeshFlags(fs *flag.FlagSet, v *flagVars) {
 		"Read only at the first start, while the data dir holds and held no partition (it may stay in the config); a peer not listed joins through the listed ones")
 	v.selfName = fs.String("self-name", "", "this peer's own DNS name (a pod name): --join addresses naming it (NAME or NAME.<domain>) are skipped, so peers sharing one --join list found the mesh on the peer it names")
 	fs.StringVar(&c.SwarmKeyFile, "swarm-key", "", "private-network key file (needle keygen); peers without it cannot connect")
+	fs.StringVar(&c.MembersFile, "members", "", "file of the peer ids allowed in the mesh, one a line with an optional name after it (12D3KooW... web-3; # comments; needled --init prints a peer's id): "+
+		"connections to and from any other id are refused, and gossip it authored is dropped, even from a peer that holds the swarm key; list every peer on every peer. "+
+		"Read again on SIGHUP: a peer removed is disconnected at once; a bad line stops the start, and on SIGHUP keeps the list (env NEEDLE_MEMBERS)")
 	fs.BoolVar(&c.MDNS, "mdns", false, "discover peers on the LAN with mDNS")
 	fs.IntVar(&c.Replicas, "replicas", 3, "Raft replicas of each partition (fewer while the mesh is smaller)")
 	fs.Func("placement", "replicas after a partition's primary: spread (evens leadership at hundreds of peers) or circle; the same on every peer, recorded in the data dir when it is created. Default: the recorded one; spread for a new data dir; circle for one an earlier release created", func(s string) (err error) {
