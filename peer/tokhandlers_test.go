@@ -213,24 +213,7 @@ func liveWaiters(t *testing.T, p *Peer, id string) int {
 // startGet sends a GET with token in the background; its answer is the
 // whole response.
 func startGet(t *testing.T, c *api.Client, token, path string) <-chan pollAnswer {
-	out := make(chan pollAnswer, 1)
-	go func() {
-		req, err := http.NewRequestWithContext(t.Context(), "GET", c.BaseURL+path, nil)
-		if err != nil {
-			out <- pollAnswer{body: []byte(err.Error())}
-			return
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			out <- pollAnswer{body: []byte(err.Error())}
-			return
-		}
-		defer resp.Body.Close()
-		data, _ := io.ReadAll(resp.Body)
-		out <- pollAnswer{resp.StatusCode, resp.Header.Get("WWW-Authenticate"), data}
-	}()
-	return out
+	return startRequest(t, c, token, "GET", path, "")
 }
 
 // A read that waits (GET ?wait= of a task or a group) ends at once when

@@ -44,16 +44,28 @@ type pollAnswer struct {
 
 // startPoll sends a worker's poll with token in the background.
 func startPoll(t *testing.T, c *api.Client, token, worker, wait string) <-chan pollAnswer {
+	body := `{"worker": "` + worker + `", "handlers": ["thumb"], "max": 4, "wait": "` + wait + `"}`
+	return startRequest(t, c, token, "POST", "/v1/workers/poll", body)
+}
+
+// startRequest sends a request with token in the background (a JSON body
+// unless body is ""); its answer is the whole response.
+func startRequest(t *testing.T, c *api.Client, token, method, path, body string) <-chan pollAnswer {
 	out := make(chan pollAnswer, 1)
 	go func() {
-		body := `{"worker": "` + worker + `", "handlers": ["thumb"], "max": 4, "wait": "` + wait + `"}`
-		req, err := http.NewRequestWithContext(t.Context(), "POST", c.BaseURL+"/v1/workers/poll", strings.NewReader(body))
+		var rd io.Reader
+		if body != "" {
+			rd = strings.NewReader(body)
+		}
+		req, err := http.NewRequestWithContext(t.Context(), method, c.BaseURL+path, rd)
 		if err != nil {
 			out <- pollAnswer{body: []byte(err.Error())}
 			return
 		}
 		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			out <- pollAnswer{body: []byte(err.Error())}
