@@ -351,6 +351,24 @@ func TestWaitGroup(t *testing.T) {
 	runCLI(t, addr, "", "wait", "g1").check(t, 1, "", "needle: wait: group g1 FAILED: 2 succeeded, 1 failed, 0 canceled of 3")
 }
 
+// A group whose READY tasks make no progress says why they wait, as a
+// task's wait does: a task of a handler no worker serves held "1/2 done,
+// eta ?" until the timeout, with no reason (audit s77, F14).
+func TestWaitGroupSaysWhyItWaits(t *testing.T) {
+	const why = `no live worker serves handler "ech0"`
+	addr := mustServer(t, &fakeBackend{GroupFn: func(id shard.GroupID, _ time.Duration) (shard.GroupView, error) {
+		done, stuck := taskIn(shard.TaskID(id)+".0", shard.Succeeded), taskIn(shard.TaskID(id)+".1", shard.Ready)
+		stuck.Handler, stuck.Waiting = "ech0", why
+		return shard.GroupView{ID: id, Mode: shard.ModeParallel, State: shard.GroupRunning,
+			Counts: map[shard.State]int{shard.Succeeded: 1, shard.Ready: 1}, Tasks: []shard.TaskView{done, stuck}}, nil
+	}}, api.HandlerOptions{})
+	r := runCLI(t, addr, "", "wait", "g1", "--timeout", "2500ms")
+	r.check(t, 1, "", "timed out after 2.5s; group g1 is RUNNING ("+why+")")
+	if n := strings.Count(r.stderr, "needle: wait: g1.1 is READY: "+why); n != 1 {
+		t.Errorf("wait said why the group waits %d times; want once:\n%s", n, r.stderr)
+	}
+}
+
 func TestWaitGroupProgressBar(t *testing.T) {
 	addr := mustServer(t, &fakeBackend{GroupFn: progressGroup(shard.GroupSucceeded)}, api.HandlerOptions{})
 	var out, errOut bytes.Buffer

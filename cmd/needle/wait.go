@@ -21,6 +21,10 @@ const (
 	groupPollWait = time.Second            // ?wait= of one group poll (progress refresh)
 	minPollGap    = 200 * time.Millisecond // pause when a poll returns early
 	lineInterval  = 5 * time.Second        // plain progress lines without a terminal
+	// A group whose READY tasks finish none for stallLook has its tasks
+	// read to say why they wait, again at most every stallRelook.
+	stallLook   = 2 * time.Second
+	stallRelook = 30 * time.Second
 )
 
 // WaitCommand waits until a task or group is terminal.
@@ -163,7 +167,10 @@ func (c *WaitCommand) taskDone(t *api.Task) error {
 func (c *WaitCommand) waitGroup(ctx context.Context, id string) error {
 	cl := c.client()
 	prog := c.progress(id)
-	state := "unknown"
+	state, why := "unknown", ""
+	said := map[string]bool{}
+	lastDone, progressed := -1, time.Now()
+	var looked time.Time
 	for {
 		start := time.Now()
 		g, err := cl.GroupSummary(ctx, id, pollWait(ctx, groupPollWait))
@@ -171,11 +178,25 @@ func (c *WaitCommand) waitGroup(ctx context.Context, id string) error {
 			prog.finish()
 			return c.waitFailed(ctx, err, "group", id, state)
 		}
-		state = g.State
-		prog.update(doneCount(g), g.Total)
+		done := doneCount(g)
+		if done != lastDone {
+			lastDone, progressed, why = done, time.Now(), ""
+		}
+		prog.update(done, g.Total)
 		if g.State != "RUNNING" {
 			prog.finish()
 			return c.groupDone(ctx, g, time.Since(prog.start()))
+		}
+		// A group stuck on a task no live peer or worker may run said
+		// nothing where a task's wait says why (a misspelt handler: "1/2
+		// done, eta ?" until the timeout).
+		if g.Counts["READY"] > 0 && time.Since(progressed) >= stallLook && time.Since(looked) >= stallRelook {
+			looked = time.Now()
+			why = c.whyGroupWaits(ctx, id, said)
+		}
+		state = g.State
+		if why != "" {
+			state += " (" + why + ")"
 		}
 		if ctx.Err() != nil {
 			prog.finish()
@@ -183,6 +204,30 @@ func (c *WaitCommand) waitGroup(ctx context.Context, id string) error {
 		}
 		pause(ctx, start)
 	}
+}
+
+// whyGroupWaits reads the group's tasks and prints why its READY tasks
+// wait, once per reason (at most three), naming a task of each; it returns
+// the first reason, "" when none waits or the read failed.
+func (c *WaitCommand) whyGroupWaits(ctx context.Context, id string, said map[string]bool) string {
+	g, err := c.client().GetGroup(ctx, id, 0)
+	if err != nil {
+		return ""
+	}
+	first := ""
+	for _, t := range g.Tasks {
+		if t.Waiting == "" {
+			continue
+		}
+		if first == "" {
+			first = t.Waiting
+		}
+		if !said[t.Waiting] && len(said) < 3 {
+			said[t.Waiting] = true
+			fmt.Fprintf(c.Stderr, "needle: wait: %s is %s: %s\n", t.ID, t.State, t.Waiting)
+		}
+	}
+	return first
 }
 
 // doneCount counts the terminal tasks of a group.
