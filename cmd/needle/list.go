@@ -64,6 +64,12 @@ func (c *ListCommand) checkTaskFlags() error {
 	if c.since < 0 || c.until < 0 {
 		return usagef("--since and --until want a positive duration")
 	}
+	if c.since > 0 && c.until >= c.since {
+		// An empty window matched nothing, silently: a list printed no
+		// row, a retry or cancel "0 tasks match".
+		return usagef("--until %s is not shorter than --since %s: nothing was created in the last %s and more than %s ago "+
+			"(--since 2h --until 1h: created between 2 and 1 hours ago)", c.until, c.since, c.since, c.until)
+	}
 	if c.deaths < 0 {
 		return usagef("--worker-deaths wants a positive count")
 	}

@@ -248,3 +248,12 @@ func TestRetryBulkRepeatedKey(t *testing.T) {
 	runCLI(t, srv.URL, "", "retry", "g.4", "--key", "batch1:g.4").check(t, 0, `g.4 FAILED attempt 3 (already retried with key "batch1:g.4": nothing ran again)`, "")
 	runCLI(t, srv.URL, "", "retry", "g.4", "--key", "batch1:g.4", "--json").check(t, 0, `"repeat": true`, "")
 }
+
+// --since and --until that leave no window are a usage error naming them,
+// for list, retry and cancel, not a silently empty answer (audit s77).
+func TestSinceUntilEmptyWindow(t *testing.T) {
+	for _, cmd := range []string{"list", "retry", "cancel"} {
+		runCLI(t, "http://127.0.0.1:1", "", cmd, "--since", "1h", "--until", "2h").
+			check(t, 2, "", "--until 2h0m0s is not shorter than --since 1h0m0s")
+	}
+}
