@@ -24,8 +24,9 @@ func (n *Node) Draining() bool { return n.draining }
 
 // Drained reports whether a draining node is done: it leads no partition
 // that another live replica could take over, no partition it holds is in
-// a joint configuration that needs its vote to leave it, it runs no task,
-// and every outcome it reported elsewhere was acknowledged. what says
+// a joint configuration that needs its vote to leave it, it runs no task
+// (its own, or one its external workers run through it), and every
+// outcome it reported elsewhere was acknowledged. what says
 // what it still waits for.
 //
 // A joint configuration commits nothing without a majority of its
@@ -66,6 +67,10 @@ func (n *Node) Drained() (done bool, what string) {
 	switch {
 	case n.busy > 0:
 		return false, "running tasks"
+	case len(n.ext.run) > 0:
+		// Leased to this peer for its external workers: their outcomes
+		// come back through this peer's hub, which is gone once it stops.
+		return false, "external workers running tasks"
 	case len(n.mesh.outbox) > 0:
 		return false, "outcomes not yet acknowledged"
 	}
