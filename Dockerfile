@@ -2,7 +2,12 @@
 # this checkout and run as a non-root user from a minimal base.
 #
 #   docker build -t needle .
-#   docker run -d -e NEEDLE_API_TOKEN=... -p 127.0.0.1:7070:7070 -v needle-data:/var/lib/needle needle
+#   docker run -d -e NEEDLE_API_TOKEN=... -e NEEDLE_LISTEN=/ip4/127.0.0.1/tcp/4001 \
+#       -p 127.0.0.1:7070:7070 -v needle-data:/var/lib/needle needle
+#
+# A peer alone listens on loopback: the image's NEEDLE_LISTEN (all
+# interfaces) needs a swarm key (NEEDLE_SWARM_KEY), or needled refuses to
+# start an open mesh.
 #
 # deploy/compose.yaml runs a three-peer private mesh of it; docs/operations.md
 # explains every variable. GO_IMAGE and BASE_IMAGE may name a mirror.

@@ -503,3 +503,41 @@ func TestKeyAndTokenCopiedTogether(t *testing.T) {
 		}
 	}
 }
+
+// Every `docker run` of the image in the Dockerfile's comment and the
+// docs starts: the image listens on all interfaces for libp2p and serves
+// the API beyond loopback, so needled refuses to start without a token,
+// and without a swarm key unless the peer listens on loopback. The
+// Dockerfile's own example passed a token alone and its container exited
+// at once (deploy audit s77, finding 1).
+func TestDockerRunExamples(t *testing.T) {
+	df, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := map[string]string{
+		"Dockerfile":         regexp.MustCompile(`(?m)^#[ \t]?`).ReplaceAllString(string(df), ""),
+		"docs/operations.md": string(ops),
+	}
+	found := 0
+	for name, text := range texts {
+		text = regexp.MustCompile(`\\\n\s*`).ReplaceAllString(text, " ")
+		for _, cmd := range regexp.MustCompile(`(?m)^\s*docker run .*$`).FindAllString(text, -1) {
+			found++
+			if !strings.Contains(cmd, "NEEDLE_API_TOKEN") {
+				t.Errorf("%s: %q passes no API token: the image's NEEDLE_HTTP (0.0.0.0:7070) needs one", name, cmd)
+			}
+			if !strings.Contains(cmd, "NEEDLE_LISTEN=/ip4/127.0.0.1/") && !strings.Contains(cmd, "NEEDLE_SWARM_KEY") &&
+				!strings.Contains(cmd, "NEEDLE_INSECURE_OPEN_MESH") {
+				t.Errorf("%s: %q sets neither a loopback NEEDLE_LISTEN nor NEEDLE_SWARM_KEY: needled refuses to start an open mesh on the image's NEEDLE_LISTEN", name, cmd)
+			}
+		}
+	}
+	if found < 2 {
+		t.Errorf("found %d docker run examples; want the Dockerfile's and docs/operations.md's", found)
+	}
+}
