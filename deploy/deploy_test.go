@@ -541,3 +541,43 @@ func TestDockerRunExamples(t *testing.T) {
 		t.Errorf("found %d docker run examples; want the Dockerfile's and docs/operations.md's", found)
 	}
 }
+
+// With DynamicUser= systemd keeps StateDirectory= in /var/lib/private and
+// makes /var/lib/needle a link to it (systemd.exec(5)): deleting the link
+// alone keeps the peer's identity, which the next start links again, and
+// a mesh that forgot the peer refuses it for good. So wherever the
+// packages and their docs say where the data stays or how to delete it,
+// they name /var/lib/private/needle (deploy audit s77, finding 2: they
+// said /var/lib/needle).
+func TestDynamicUserDataPath(t *testing.T) {
+	u := parseUnit(t, "systemd/needled.service")
+	if got := u["Service"]["DynamicUser"]; len(got) != 1 || got[0] != "yes" {
+		t.Skipf("DynamicUser = %v: the data is where StateDirectory= says", got)
+	}
+	ops, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := regexp.MustCompile(`(?ms)^# Packaged.*?(^# |\z)`).FindString(string(ops))
+	if section == "" {
+		t.Fatal("docs/operations.md has no section # Packaged")
+	}
+	files := map[string]string{"docs/operations.md (# Packaged)": section}
+	for _, f := range []string{"deb/postrm", "rpm/needle.spec", "systemd/needled.service"} {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[f] = string(raw)
+	}
+	for name, text := range files {
+		if !strings.Contains(text, "/var/lib/private/needle") {
+			t.Errorf("%s does not say the data is in /var/lib/private/needle (DynamicUser=)", name)
+		}
+		for _, line := range regexp.MustCompile(`(?m)^.*\brm -[a-z]*r[a-z]* .*/var/lib/needle\b.*$`).FindAllString(text, -1) {
+			if !strings.Contains(line, "/var/lib/private/needle") {
+				t.Errorf("%s: %q deletes the link /var/lib/needle, not the data behind it", name, line)
+			}
+		}
+	}
+}
