@@ -178,6 +178,12 @@ func TestKubernetes(t *testing.T) {
 	if sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser == 0 {
 		t.Error("the pod does not run as a non-root user")
 	}
+	// With the default (Always) the kubelet makes every file of the
+	// volume group-readable on every mount: identity.key 0660, and a WARN
+	// at each restart (deploy audit s77, finding 4).
+	if sc != nil && sc.FSGroup != nil && (sc.FSGroupChangePolicy == nil || *sc.FSGroupChangePolicy != corev1.FSGroupChangeOnRootMismatch) {
+		t.Errorf("fsGroupChangePolicy %v; want OnRootMismatch: the kubelet would re-chmod the data on every start", sc.FSGroupChangePolicy)
+	}
 
 	// A majority of each partition's 3 replicas stays up.
 	pdb := m.budgets[0]
