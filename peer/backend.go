@@ -342,7 +342,9 @@ func (p *Peer) read(ctx context.Context, f func(n *node.Node) error) error {
 }
 
 // wait parks a waiter in the loop until its target is terminal, the wait
-// passes, or the client goes away. Passing the wait is not an error.
+// passes, or the client goes away. Passing the wait is not an error; a
+// waiter let go because another peer owns its target now is unavailable
+// (waiters.sweep).
 func (p *Peer) wait(ctx context.Context, w *waiter, d time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
@@ -353,6 +355,11 @@ func (p *Peer) wait(ctx context.Context, w *waiter, d time.Duration) error {
 	}
 	select {
 	case <-w.done:
+		if w.moved {
+			// Another peer owns the target now: the caller routes the
+			// rest of the wait there.
+			return mapErr(node.ErrUnavailable)
+		}
 	case <-ctx.Done():
 	case <-p.closed:
 		return api.ErrUnavailable

@@ -18,6 +18,9 @@ type waiter struct {
 	// its terminal state, written before done is closed (nil otherwise:
 	// the waiting client reads the task itself).
 	view *shard.TaskView
+	// moved is set, before done is closed, when the loop let go of the
+	// waiter because another peer owns its target now (sweep).
+	moved bool
 }
 
 // terminal returns the view the loop left when it released w on its
@@ -105,9 +108,11 @@ func (ws *waiters) wake(n *node.Node, changes []shard.Change) {
 // joined, or leadership went elsewhere). A waiter parked here hears of
 // the change it waits for only while this peer keeps a replica of the
 // partition, and with more peers than replicas it may keep none. Let go,
-// the waiting call reads the task here, is told it is unavailable, and
-// is routed again to the new owner with what is left of its wait
-// (backend.Task). An owner unknown for the moment (an election) keeps
+// the waiting call is told it is unavailable (Peer.wait), and is routed
+// again to the new owner with what is left of its wait (backend.Task):
+// not a read here, which this peer may still answer (it leads the
+// partition until it has handed it over) with a state that is not the
+// end of the wait. An owner unknown for the moment (an election) keeps
 // them.
 func (ws *waiters) sweep(n *node.Node, self string) {
 	here := func(g shard.GroupID) bool { o := n.Owner(g); return o == "" || o == self }
@@ -135,6 +140,7 @@ func live(list []*waiter, here bool) []*waiter {
 		switch {
 		case w.ctx.Err() != nil:
 		case !here:
+			w.moved = true
 			close(w.done)
 		default:
 			kept = append(kept, w)

@@ -1,11 +1,13 @@
 package peer
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/needle-mesh/needle/node"
+	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -101,9 +103,61 @@ func TestMeshWaitFollowsAMovedTask(t *testing.T) {
 		if a.err != nil || a.state != "READY" {
 			t.Errorf("wait for %s = %q, %v; want READY once the wait ran out", ids[i], a.state, a.err)
 		}
-		if took := a.at.Sub(began); took > wait+wait/4 {
+		switch took := a.at.Sub(began); {
+		case took > wait+wait/4:
 			t.Errorf("wait of %v for %s answered after %v", wait, ids[i], took.Round(time.Millisecond))
+		case took < wait:
+			t.Errorf("wait of %v for %s answered %q after %v, before it ran out", wait, ids[i], a.state, took.Round(time.Millisecond))
 		}
 	}
 	t.Logf("%d of %d groups moved; every wait answered", len(moved), n)
+}
+
+// A long poll let go because another peer owns its target now (the loop's
+// sweep) answers unavailable, so that the caller routes the rest of its
+// wait to the new owner: not the state this peer reads, which it may
+// still serve (it leads the partition until it has handed it over) and
+// which is not the end of the wait (a group RUNNING came back after a few
+// seconds of a 60 s wait, while a founder handed its partitions over).
+func TestWaitLetGoIsUnavailable(t *testing.T) {
+	p, c := startPeerWith(t, Config{})
+	id := submitTask(t, c, `{"handler": "held.by.nobody"}`)
+	g := shard.TaskID(id).Group()
+	type answer struct {
+		state string
+		err   error
+	}
+	for _, kind := range []string{"task", "group"} {
+		got := make(chan answer, 1)
+		go func() {
+			var a answer
+			if kind == "task" {
+				var v shard.TaskView
+				v, a.err = local{p}.Task(t.Context(), shard.TaskID(id), time.Minute)
+				a.state = v.State.String()
+			} else {
+				var v shard.GroupView
+				v, a.err = local{p}.Group(t.Context(), g, time.Minute, false)
+				a.state = v.State.String()
+			}
+			got <- a
+		}()
+		waitUntil(t, func() bool {
+			var parked bool
+			_ = p.read(t.Context(), func(*node.Node) error {
+				parked = len(p.waiters.tasks[shard.TaskID(id)]) > 0 || len(p.waiters.groups[g]) > 0
+				return nil
+			})
+			return parked
+		})
+		// As the sweep does when another peer owns the partition now.
+		_ = p.read(t.Context(), func(*node.Node) error {
+			p.waiters.tasks[shard.TaskID(id)] = live(p.waiters.tasks[shard.TaskID(id)], false)
+			p.waiters.groups[g] = live(p.waiters.groups[g], false)
+			return nil
+		})
+		if a := <-got; !errors.Is(a.err, api.ErrUnavailable) {
+			t.Errorf("%s wait let go for another owner = %s, %v; want unavailable", kind, a.state, a.err)
+		}
+	}
 }
