@@ -126,15 +126,48 @@ func (b backend) submit(ctx context.Context, spec *shard.GroupSpec, wait time.Du
 func (b backend) Task(ctx context.Context, id shard.TaskID, wait time.Duration) (shard.TaskView, error) {
 	req := &taskReq{Task: id, Wait: wait}
 	end := time.Now().Add(wait)
-	a, err := routedWith[taskAns](ctx, b.p, id.Group(), req, func() { req.Wait = waitLeft(wait, end) })
+	var a taskAns
+	err := untilWaitEnds(ctx, wait, end, func() (err error) {
+		a, err = routedWith[taskAns](ctx, b.p, id.Group(), req, func() { req.Wait = waitLeft(wait, end) })
+		return err
+	})
 	return answered(a.Task, err)
 }
 
 func (b backend) Group(ctx context.Context, id shard.GroupID, wait time.Duration, withTasks bool) (shard.GroupView, error) {
 	req := &groupReq{Group: id, Wait: wait, NoTasks: !withTasks}
 	end := time.Now().Add(wait)
-	a, err := routedWith[groupAns](ctx, b.p, id, req, func() { req.Wait = waitLeft(wait, end) })
+	var a groupAns
+	err := untilWaitEnds(ctx, wait, end, func() (err error) {
+		a, err = routedWith[groupAns](ctx, b.p, id, req, func() { req.Wait = waitLeft(wait, end) })
+		return err
+	})
 	return answered(a.Group, err)
+}
+
+// untilWaitEnds calls read (a routed long poll) again while it answers
+// unavailable and its wait, which ends at end, has time left: a partition
+// that moves while a client waits on it (a peer joined or drained, its
+// leadership changed hands) may take an election, longer than a routed
+// call's own retries, and the client asked to wait, not to be told 503
+// in the middle of its wait. A read without a wait is read once.
+func untilWaitEnds(ctx context.Context, wait time.Duration, end time.Time, read func() error) error {
+	delay := 100 * time.Millisecond
+	for {
+		err := read()
+		left := time.Until(end)
+		if wait <= 0 || left <= 0 || !errors.Is(err, api.ErrUnavailable) {
+			return err
+		}
+		t := time.NewTimer(min(delay, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		delay = min(2*delay, time.Second)
+	}
 }
 
 // waitLeft is what is left, at a retry, of a wait that ends at end: at

@@ -440,7 +440,10 @@ func TestWorkerHubWakesFromIdle(t *testing.T) {
 // it in one outcome was one entry over the log's largest record, and the
 // peer exited after answering 200.
 func TestWorkerHugeErrorIsCut(t *testing.T) {
-	_, c := startPeerWith(t, Config{})
+	// A worker TTL well above what sending 24 MB takes on a loaded
+	// machine: the worker is silent while it uploads (a lease lost to
+	// its TTL once, in CI).
+	_, c := startPeerWith(t, Config{WorkerTTL: 2 * time.Minute})
 	id, lease := leaseOne(t, c, "w", "chatty")
 	msg := "Traceback: " + strings.Repeat("é", 12<<20) + " ValueError: the end"
 	body, _ := json.Marshal(map[string]string{"error": msg})
