@@ -479,14 +479,7 @@ func TestKeyAndTokenCopiedTogether(t *testing.T) {
 		}
 		files[f] = string(raw)
 	}
-	ops, err := os.ReadFile("../docs/operations.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	section := regexp.MustCompile(`(?ms)^# Packaged.*?(^# |\z)`).FindString(string(ops))
-	if section == "" {
-		t.Fatal("docs/operations.md has no section # Packaged")
-	}
+	section := packagedSection(t)
 	files["docs/operations.md (# Packaged)"] = section
 
 	both := regexp.MustCompile(`(?i)swarm\.key,? and (/etc/needle/)?api\.token`)
@@ -564,14 +557,7 @@ func TestDynamicUserDataPath(t *testing.T) {
 	if got := u["Service"]["DynamicUser"]; len(got) != 1 || got[0] != "yes" {
 		t.Skipf("DynamicUser = %v: the data is where StateDirectory= says", got)
 	}
-	ops, err := os.ReadFile("../docs/operations.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	section := regexp.MustCompile(`(?ms)^# Packaged.*?(^# |\z)`).FindString(string(ops))
-	if section == "" {
-		t.Fatal("docs/operations.md has no section # Packaged")
-	}
+	section := packagedSection(t)
 	files := map[string]string{"docs/operations.md (# Packaged)": section}
 	for _, f := range []string{"deb/postrm", "rpm/needle.spec", "systemd/needled.service"} {
 		raw, err := os.ReadFile(f)
@@ -590,4 +576,19 @@ func TestDynamicUserDataPath(t *testing.T) {
 			}
 		}
 	}
+}
+
+// packagedSection returns docs/operations.md's section "# Packaged", what
+// an operator installing a package reads.
+func packagedSection(t *testing.T) string {
+	t.Helper()
+	ops, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := regexp.MustCompile(`(?ms)^# Packaged.*?(^# |\z)`).FindString(string(ops))
+	if section == "" {
+		t.Fatal("docs/operations.md has no section # Packaged")
+	}
+	return section
 }
