@@ -87,6 +87,7 @@ simulate:
 	$(GO) run ./cmd/needle simulate --seeds 1000 --peers 5
 	$(GO) run ./cmd/needle simulate --seeds 1000 --peers 5 --start join
 	$(GO) run ./cmd/needle simulate --seeds 300 --peers 4 --workload placement
+	$(GO) run ./cmd/needle simulate --seeds 100 --peers 5 --workload placement --tasks 1000
 	$(GO) run ./cmd/needle simulate --seeds 300 --workers 2
 	$(GO) run ./cmd/needle simulate --seeds 200 --peers 4 --workload workers
 	$(GO) run ./cmd/needle simulate --seeds 300 --peers 4 --faults forge,crash,partition

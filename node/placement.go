@@ -40,6 +40,11 @@ func ParseLabels(list []string) map[string]string {
 // Labels returns this peer's labels, "key=value", sorted.
 func (n *Node) Labels() []string { return LabelList(n.placement.Labels) }
 
+// ReadyRunnable is readyRunnable, for checks: the simulator holds a peer
+// that keeps taking other owners' surplus while it has READY work of
+// its own to a bound (its starvation invariant).
+func (n *Node) ReadyRunnable() int { return n.readyRunnable() }
+
 // readyRunnable counts the READY tasks, in the partitions this node serves,
 // that it may run itself (not pinned elsewhere, labels it carries).
 func (n *Node) readyRunnable() int {

@@ -390,7 +390,9 @@ func (c *checker) run(nd *simNode, r node.Run) {
 	c.placed(t, nd.idx, "start of round "+fmt.Sprint(r.Round))
 	// Leading, not Serving: a leader between two read leases still starts
 	// only what its own partition committed, and must be held to it.
-	if !slices.Contains(nd.n.Leading(), nd.n.PartitionOf(t.g.id)) {
+	stolen := !slices.Contains(nd.n.Leading(), nd.n.PartitionOf(t.g.id))
+	c.s.starveStart(nd, stolen)
+	if stolen {
 		// A thief's grant can arrive after the task finished elsewhere:
 		// a duplicate execution (at-least-once), refused at the owner.
 		c.steals++

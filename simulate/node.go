@@ -366,6 +366,7 @@ func (nd *simNode) queueDrain() {
 			nd.drainQueued = false
 			if nd.up && !nd.paused {
 				nd.drain()
+				nd.s.starveIdle(nd)
 				nd.scheduleWake()
 			}
 		}

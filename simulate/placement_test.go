@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/needle-mesh/needle/ring"
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -91,5 +92,23 @@ func TestPlacementCheckerCatches(t *testing.T) {
 	s.chk.broadcast(s.nodes[0], bad) // n1 is in zone b
 	if s.viol == nil || s.viol.Invariant != invPlace {
 		t.Errorf("broadcast to a peer without its labels: violation %v", s.viol)
+	}
+}
+
+// TestStarveSeeds runs the placement workload long enough that every peer
+// holds tasks pinned to it in other owners' partitions while its own queue
+// is busy: a peer that keeps taking other owners' surplus while it holds
+// READY work of its own breaks invariant starve. A build whose owners
+// granted a busy peer's asks for its stranded tasks the surplus too (the
+// fix of docs/decisions.md, "A busy peer asks for the tasks only it may
+// run", undone) fails every one of these seeds, and 31 of 40 with every
+// fault (docs/simulator.md).
+func TestStarveSeeds(t *testing.T) {
+	t.Parallel()
+	for _, seed := range []uint64{3001, 3002, 3003, 3005} {
+		cfg := Config{Seed: seed, Peers: 5, Tasks: 1000, Workload: "placement", Faults: []string{}, Start: StartTogether, Placement: ring.PlacementSpread}
+		if r := mustRun(t, cfg); r.Failed() {
+			t.Errorf("%s\nreplay: %s", r.Violations[0], cfg.ReplayCommand())
+		}
 	}
 }

@@ -59,6 +59,7 @@ type sim struct {
 	// holder's peer, since when (checkFormerHolders).
 	formerHeld map[string]formerSince
 	flap       []leadTrack // each partition's serving leader (checkFlap)
+	starve     []starveRec // each node's grants of surplus taken while it has work of its own (starve.go)
 	hash       hash.Hash64 // over persisted entries and runs, in order
 	viol       *Violation
 	// durCheck is set by a restart: invariant 1 is checked (every second)
