@@ -39,6 +39,9 @@ type starveRec struct {
 	own   int      // starts of its own tasks in the streak
 	stole int      // starts of other owners' tasks in the streak
 	what  []string // the first few grants, for the message
+	// seen are the surplus tasks counted: a copy of a grant (the network
+	// duplicates messages) is not another grant.
+	seen map[shard.TaskID]bool
 }
 
 func (s *sim) starveRec(nd *simNode) *starveRec {
@@ -53,7 +56,10 @@ func (s *sim) starveRec(nd *simNode) *starveRec {
 	return rec
 }
 
-func (r *starveRec) reset() { r.n, r.tasks, r.own, r.stole, r.what = 0, 0, 0, 0, r.what[:0] }
+func (r *starveRec) reset() {
+	r.n, r.tasks, r.own, r.stole, r.what = 0, 0, 0, 0, r.what[:0]
+	clear(r.seen)
+}
 
 // starveGrant looks at a grant from node from before nd steps it.
 func (s *sim) starveGrant(nd *simNode, from int, m *node.Message) {
@@ -74,7 +80,7 @@ func (s *sim) starveGrant(nd *simNode, from int, m *node.Message) {
 		if t == nil {
 			continue // a firing's task the checker has not seen: not counted
 		}
-		if ts := &t.g.spec.Tasks[t.idx()]; ts.Matches(owner.id, nodeLabels(s.cfg, owner.idx)) {
+		if ts := &t.g.spec.Tasks[t.idx()]; ts.Matches(owner.id, nodeLabels(s.cfg, owner.idx)) && !rec.seen[g.Task] {
 			if surplus == 0 {
 				first = g.Task
 			}
@@ -82,10 +88,18 @@ func (s *sim) starveGrant(nd *simNode, from int, m *node.Message) {
 		}
 	}
 	if surplus == 0 {
-		return // stranded at its owner: nd is asked for those whatever its load
+		// Stranded at its owner (nd is asked for those whatever its
+		// load), or a copy of a grant counted.
+		return
 	}
 	if rec.n == 0 {
 		rec.since = s.now
+	}
+	if rec.seen == nil {
+		rec.seen = map[shard.TaskID]bool{}
+	}
+	for _, g := range m.Grants {
+		rec.seen[g.Task] = true
 	}
 	rec.n++
 	rec.tasks += surplus
