@@ -101,7 +101,7 @@ func TestPlacementCheckerCatches(t *testing.T) {
 // READY work of its own breaks invariant starve. A build whose owners
 // granted a busy peer's asks for its stranded tasks the surplus too (the
 // fix of docs/decisions.md, "A busy peer asks for the tasks only it may
-// run", undone) fails every one of these seeds, and 31 of 40 with every
+// run", undone) fails every one of these seeds, and 33 of 40 with every
 // fault (docs/simulator.md).
 func TestStarveSeeds(t *testing.T) {
 	t.Parallel()

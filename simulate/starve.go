@@ -24,8 +24,8 @@ const invStarve = "starve"
 
 // starveGrants is how many grants of surplus a peer may take while it
 // holds READY work of its own, without a moment with none between them.
-// The correct build's peers take at most 2 (docs/simulator.md has the
-// seeds); a build that grants a busy asker the surplus took 8 in 37 of
+// The correct build's peers took at most 3 (docs/simulator.md has the
+// seeds); a build that grants a busy asker the surplus took 8 in 34 of
 // 40 runs of 1,000 placement tasks on 5 peers.
 const starveGrants = 8
 
