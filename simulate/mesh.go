@@ -62,8 +62,11 @@ func (s *sim) peerIndex(id string) int {
 // node has ticked to its own now). A refused message is the sender's
 // problem, as on a real stream; the count shows in the report.
 func (s *sim) step(nd *simNode, from int, m *node.Message) {
-	if m.Type == node.MsgGrant {
+	switch m.Type {
+	case node.MsgGrant:
 		s.starveGrant(nd, from, m)
+	case node.MsgStealReq:
+		s.starveAsk(nd, from, m)
 	}
 	if err := nd.n.Step(s.nodes[from].id, *m); err != nil {
 		s.st.refusedMsgs++

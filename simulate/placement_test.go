@@ -101,11 +101,11 @@ func TestPlacementCheckerCatches(t *testing.T) {
 // READY work of its own breaks invariant starve. A build whose owners
 // granted a busy peer's asks for its stranded tasks the surplus too (the
 // fix of docs/decisions.md, "A busy peer asks for the tasks only it may
-// run", undone) fails every one of these seeds, and 33 of 40 with every
+// run", undone) fails every one of these seeds, and 26 of 40 with every
 // fault (docs/simulator.md).
 func TestStarveSeeds(t *testing.T) {
 	t.Parallel()
-	for _, seed := range []uint64{3001, 3002, 3003, 3005} {
+	for _, seed := range []uint64{3002, 3005, 3008, 3012} {
 		cfg := Config{Seed: seed, Peers: 5, Tasks: 1000, Workload: "placement", Faults: []string{}, Start: StartTogether, Placement: ring.PlacementSpread}
 		if r := mustRun(t, cfg); r.Failed() {
 			t.Errorf("%s\nreplay: %s", r.Violations[0], cfg.ReplayCommand())

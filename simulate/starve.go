@@ -11,26 +11,26 @@ import (
 
 // invStarve is the starvation invariant: a peer that holds READY tasks of
 // its own that it may run does not keep taking other owners' surplus. A
-// peer steals only when it has none (maybeSteal), and a busy peer asks an
-// owner only for the tasks stranded there (askStranded: pinned to it, or
-// requiring labels the owner lacks), which the owner cannot run; so the
-// surplus that reaches a busy peer is what it asked for while it had none
-// (grants in flight as its own work arrived): a grant or two. A build that
-// granted a busy asker the surplus too kept a peer's slots on another
-// owner's backlog while a task pinned to it waited at the head of its own
-// queue for 80 s (docs/decisions.md, "A busy peer asks for the tasks only
-// it may run"); each of its asks took one more task of that backlog.
+// peer steals only when it has none (maybeSteal: its request's load
+// counts no READY work), and a busy peer asks an owner only for the tasks
+// stranded there (askStranded: pinned to it, or requiring labels the
+// owner lacks), which the owner cannot run; so the surplus that reaches a
+// busy peer is what it asked for while it had none, granted as its own
+// work arrived. A build that granted a busy asker the surplus too kept a
+// peer's slots on another owner's backlog while a task pinned to it
+// waited at the head of its own queue for 80 s (docs/decisions.md, "A
+// busy peer asks for the tasks only it may run"); each of its asks took
+// one more task of that backlog.
 const invStarve = "starve"
 
-// starveGrants is how many grants of surplus a peer may take while it
-// holds READY work of its own, without a moment with none between them.
-// The correct build's peers took at most 3 (docs/simulator.md has the
-// seeds); a build that grants a busy asker the surplus took 8 in 34 of
-// 40 runs of 1,000 placement tasks on 5 peers.
+// starveGrants is how many grants of other owners' surplus beyond what
+// it asked them for while it had none a peer may take while it holds
+// READY work of its own, without a moment with none between them. The
+// correct build broke it on none of the seeds docs/simulator.md lists.
 const starveGrants = 8
 
-// starveRec is one peer's streak: the grants of other owners' surplus it
-// took since it last held no READY work it may run.
+// starveRec is one peer's streak: the grants of surplus beyond its idle
+// asks it took since it last held no READY work it may run.
 type starveRec struct {
 	gen   int // the incarnation the streak is of
 	since time.Duration
@@ -42,6 +42,33 @@ type starveRec struct {
 	// seen are the surplus tasks counted: a copy of a grant (the network
 	// duplicates messages) is not another grant.
 	seen map[shard.TaskID]bool
+	// credit is, per owner, the tasks this peer asked it for while it
+	// said it had no READY work of its own (a steal request whose load
+	// counts none, each copy delivered), and when it last asked so: what
+	// the owner grants against those is no starvation, however busy the
+	// peer is by the time the grant arrives.
+	credit   map[int]int
+	creditAt map[int]time.Duration
+}
+
+// starveCredit is how long an idle ask's credit lasts: a grant waits for
+// its owner's commit and for the thief to resume from a pause.
+const starveCredit = time.Minute
+
+// starveAsk records a steal request nd receives from node from.
+func (s *sim) starveAsk(nd *simNode, from int, m *node.Message) {
+	if m.Load.Ready != 0 || from >= len(s.nodes) {
+		return
+	}
+	rec := s.starveRec(s.nodes[from])
+	if rec.credit == nil {
+		rec.credit, rec.creditAt = map[int]int{}, map[int]time.Duration{}
+	}
+	if s.now-rec.creditAt[nd.idx] > starveCredit {
+		rec.credit[nd.idx] = 0
+	}
+	rec.credit[nd.idx] += m.Want
+	rec.creditAt[nd.idx] = s.now
 }
 
 func (s *sim) starveRec(nd *simNode) *starveRec {
@@ -70,26 +97,40 @@ func (s *sim) starveGrant(nd *simNode, from int, m *node.Message) {
 	ready := nd.n.ReadyRunnable()
 	if ready == 0 {
 		rec.reset()
-		return
 	}
 	owner := s.nodes[from]
+	credit := 0
+	if s.now-rec.creditAt[from] <= starveCredit {
+		credit = rec.credit[from]
+	}
 	surplus := 0
 	var first shard.TaskID
 	for _, g := range m.Grants {
 		t := s.chk.task(g.Task)
-		if t == nil {
-			continue // a firing's task the checker has not seen: not counted
+		if t == nil || rec.seen[g.Task] || g.Handler == extHandler {
+			// A firing's task the checker has not seen, one counted, or
+			// one for its external workers (their demand, not a steal).
+			continue
 		}
-		if ts := &t.g.spec.Tasks[t.idx()]; ts.Matches(owner.id, nodeLabels(s.cfg, owner.idx)) && !rec.seen[g.Task] {
-			if surplus == 0 {
-				first = g.Task
-			}
-			surplus++
+		if ts := &t.g.spec.Tasks[t.idx()]; !ts.Matches(owner.id, nodeLabels(s.cfg, owner.idx)) {
+			continue // stranded at its owner: nd is asked for those whatever its load
 		}
+		if credit > 0 {
+			credit-- // asked for while it had none
+			continue
+		}
+		if surplus == 0 {
+			first = g.Task
+		}
+		surplus++
+	}
+	if rec.credit != nil {
+		rec.credit[from] = credit
+	}
+	if ready == 0 {
+		return
 	}
 	if surplus == 0 {
-		// Stranded at its owner (nd is asked for those whatever its
-		// load), or a copy of a grant counted.
 		return
 	}
 	if rec.n == 0 {
