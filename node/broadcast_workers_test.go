@@ -127,14 +127,11 @@ func (c *cluster) setSchedule(spec *shard.ScheduleSpec) *cnode {
 		}
 		req := cn.n.NextRequest()
 		cn.n.SetSchedule(req, spec, "test")
-		for range 100 {
-			c.step(10 * time.Millisecond)
-			if r, ok := cn.replies[req]; ok {
-				if r.Err != nil {
-					c.tb.Fatalf("SetSchedule: %v", r.Err)
-				}
-				return cn
+		if r, ok := c.reply(cn, req, 100); ok {
+			if r.Err != nil {
+				c.tb.Fatalf("SetSchedule: %v", r.Err)
 			}
+			return cn
 		}
 	}
 	c.tb.Fatalf("no node took schedule %s", spec.ID)

@@ -235,6 +235,18 @@ func (c *cluster) run(d time.Duration) {
 	}
 }
 
+// reply steps the cluster 10 ms at a time, at most steps times, until cn
+// answers request req.
+func (c *cluster) reply(cn *cnode, req uint64, steps int) (Reply, bool) {
+	for range steps {
+		c.step(10 * time.Millisecond)
+		if r, ok := cn.replies[req]; ok {
+			return r, true
+		}
+	}
+	return Reply{}, false
+}
+
 // submit sends a group to its owner and returns the reply.
 func (c *cluster) submit(spec shard.GroupSpec) Reply {
 	c.tb.Helper()
@@ -245,11 +257,8 @@ func (c *cluster) submit(spec shard.GroupSpec) Reply {
 			}
 			req := cn.n.NextRequest()
 			cn.n.Submit(req, &spec)
-			for range 100 {
-				c.step(10 * time.Millisecond)
-				if r, ok := cn.replies[req]; ok {
-					return r
-				}
+			if r, ok := c.reply(cn, req, 100); ok {
+				return r
 			}
 			c.tb.Fatalf("no reply to %s from %s", spec.ID, cn.id)
 		}

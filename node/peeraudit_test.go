@@ -28,11 +28,8 @@ func TestAuditPeer(t *testing.T) {
 		t.Helper()
 		req := owner.n.NextRequest()
 		owner.n.AuditPeer(req, typ, peer, "token:ops")
-		for range 100 {
-			c.step(10 * time.Millisecond)
-			if r, ok := owner.replies[req]; ok {
-				return r
-			}
+		if r, ok := c.reply(owner, req, 100); ok {
+			return r
 		}
 		t.Fatal("no reply")
 		return Reply{}

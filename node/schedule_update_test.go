@@ -13,11 +13,8 @@ func (c *cluster) updateSchedule(cn *cnode, spec *shard.ScheduleSpec, base uint6
 	c.tb.Helper()
 	req := cn.n.NextRequest()
 	cn.n.UpdateSchedule(req, spec, base, "token:ops")
-	for range 200 {
-		c.step(10 * time.Millisecond)
-		if r, ok := cn.replies[req]; ok {
-			return r
-		}
+	if r, ok := c.reply(cn, req, 200); ok {
+		return r
 	}
 	c.tb.Fatal("no reply to UpdateSchedule")
 	return Reply{}
