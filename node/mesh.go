@@ -267,6 +267,13 @@ type mesh struct {
 	outbox    map[string]OutcomeMsg // key task@round
 	forgotten map[string]bool
 	forgotNew bool // forgotten changed since the last Ready (flushForgotten)
+	// recover holds the forgotten peers an operator declared lost for
+	// good (needle forget --unsafe-recover), recoverNew that it changed
+	// since the last Ready (flushRecover), recoverScan that partitions
+	// may be recoverable now (recover.go).
+	recover     map[string]bool
+	recoverNew  bool
+	recoverScan bool
 	// toldForgotten is when each forgotten peer that still sends here was
 	// last told so (tellForgotten).
 	toldForgotten map[string]time.Time
@@ -346,7 +353,7 @@ type pendingAck struct {
 }
 
 func newMesh(n *Node, now time.Time, lone bool) mesh {
-	m := mesh{n: n, base: now, members: map[string]*member{}, forgotten: map[string]bool{}, refused: map[string]string{}, noAddrs: map[string]struct{}{},
+	m := mesh{n: n, base: now, members: map[string]*member{}, forgotten: map[string]bool{}, recover: map[string]bool{}, refused: map[string]string{}, noAddrs: map[string]struct{}{},
 		outbox: map[string]OutcomeMsg{}, sentAt: map[string]time.Time{}, granter: map[int]string{}, pendAck: map[shard.TaskID]pendingAck{}, changedAt: now,
 		byRaft: map[uint64]string{}, sw: swim{inc: uint64(max(now.UnixMilli(), 0)), relays: map[uint64]relay{}, silent: map[int]time.Time{}}}
 	m.self = &member{id: n.cfg.ID, boot: n.cfg.Boot, heard: m.instant(now), state: PeerAlive, addrs: n.cfg.Addrs,
@@ -495,6 +502,9 @@ func (m *mesh) newRun(mb *member, now time.Time) {
 // carries the very same list is skipped; one that names exactly the known
 // membership is skipped without lookups.
 func (m *mesh) learn(from string, hb *Heartbeat, now time.Time) {
+	for _, id := range hb.Recover {
+		m.markRecover(id)
+	}
 	for _, id := range hb.Forgotten {
 		if id == m.n.cfg.ID {
 			m.forgottenBy = from
@@ -610,6 +620,7 @@ func (m *mesh) forget(id string, now time.Time) {
 		return
 	}
 	m.forgotten[id], m.forgotNew = true, true
+	m.recoverScan = m.recoverScan || m.recover[id]
 	delete(m.forgetAtDeath, id)
 	delete(m.twins, id)
 	m.enqueue(Update{ID: id, State: peerForgotten})
@@ -825,6 +836,9 @@ func (m *mesh) heartbeat() Message {
 		Labels: m.self.labelList(), Stranded: stranded, Features: Features,
 		Workers: m.n.workerAds(), Replicas: m.n.cfg.Replicas, Placement: m.n.cfg.Placement, Inc: m.sw.inc,
 		Version: m.self.version(),
+	}
+	if len(m.recover) > 0 {
+		hb.Recover = slices.Sorted(maps.Keys(m.recover))
 	}
 	if stranded > 0 {
 		hb.StrandedFor = m.strandedFor()

@@ -156,6 +156,11 @@ type Heartbeat struct {
 	// sees which peer runs which build during a rolling upgrade. "" from
 	// an older peer (unknown).
 	Version string
+	// Recover (appended after Version) names the forgotten peers whose
+	// loss an operator declared final with needle forget --unsafe-recover
+	// (sorted): a partition whose every other voter is among them is
+	// recovered by its last voter (recover.go). nil from an older peer.
+	Recover []string
 }
 
 // PeerAddrs is one member's transport addresses, heard second-hand.

@@ -145,6 +145,9 @@ type NodeConfig struct {
 	// Forgotten is the stored ForgottenMetaKey record: the peers this
 	// peer forgot, which it never re-admits (forgotten.go).
 	Forgotten []byte
+	// Recover is the stored RecoverMetaKey record: the forgotten peers
+	// an operator declared lost for good (recover.go).
+	Recover []byte
 }
 
 // LoadMeta sets the fields of c that the node keeps in its WAL's meta
@@ -155,7 +158,7 @@ func (c *NodeConfig) LoadMeta(log interface {
 	for _, r := range []struct {
 		key string
 		dst *[]byte
-	}{{LeftMetaKey, &c.Left}, {ForgottenMetaKey, &c.Forgotten}} {
+	}{{LeftMetaKey, &c.Left}, {ForgottenMetaKey, &c.Forgotten}, {RecoverMetaKey, &c.Recover}} {
 		v, _, err := log.Meta(r.key)
 		if err != nil {
 			return fmt.Errorf("node: load %s: %w", r.key, err)
@@ -414,6 +417,10 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 	for _, id := range decodeForgotten(cfg.Forgotten, cfg.ID, cfg.ValidID) {
 		n.mesh.forgotten[id] = true
 	}
+	for _, id := range decodeForgotten(cfg.Recover, cfg.ID, cfg.ValidID) {
+		n.mesh.recover[id] = true
+		n.mesh.recoverScan = true // a recovery a crash cut short runs again
+	}
 	founder := cfg.Founder && len(states) == 0
 	if together {
 		if err := n.mesh.startTogether(cfg.Initial, now); err != nil {
@@ -519,6 +526,9 @@ func (n *Node) Tick(now time.Time) {
 		raftTick = n.needsRaftTick()
 	}
 	n.mesh.tick(now)
+	if n.mesh.recoverScan {
+		n.recoverPartitions()
+	}
 	n.askLeave()
 	// Timers have the resolution of shard's timing wheel: within one slot
 	// no timer can fire, so the drivers' tick before every input skips

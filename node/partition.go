@@ -93,6 +93,11 @@ type partition struct {
 	decoded     decodedSnap // a received snapshot checked and decoded, until its Ready
 	transferAt  time.Time   // when a leadership transfer was started
 	leadSince   time.Time   // when this node last became leader
+	// recoverTo is the last index of this node's unsafe recovery of the
+	// partition until it applied it (recover.go); recoverRefused that a
+	// recovery was refused and said why once.
+	recoverTo      uint64
+	recoverRefused bool
 }
 
 func (n *Node) openPartition(p int, ps wal.PartitionState, voters []uint64) (*partition, error) {

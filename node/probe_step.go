@@ -353,13 +353,17 @@ func (m *mesh) beatSig(ready, stranded int) uint64 {
 	if stranded > 0 {
 		b |= sigStranded
 	}
-	return b
+	// A new recover mark (needle forget --unsafe-recover) goes out at
+	// once: the peers that hold a lost voter's partitions recover them.
+	return b | uint64(len(m.recover))<<sigRecoverShift
 }
 
 const (
 	sigDraining uint64 = 1 << iota
 	sigOffers
 	sigStranded
+	// sigRecoverShift places the number of recover marks in the signature.
+	sigRecoverShift = 8
 )
 
 // offers reports whether this peer's heartbeat should advertise its ready

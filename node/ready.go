@@ -139,7 +139,8 @@ func (n *Node) HasReady() bool {
 		len(n.rd.Notify) > 0 || len(n.rd.Early) > 0 || len(n.raftOut) > 0 || len(n.goneOut) > 0 ||
 		len(n.steal.grants) > 0 || // held grants go at once (defer.go)
 		len(n.steal.notNow) > 0 || // and "not now": the thief's request waits for it
-		n.mesh.forgotNew { // a forget to persist (flushForgotten)
+		n.mesh.forgotNew || // a forget to persist (flushForgotten)
+		n.mesh.recoverNew { // and a recover mark (flushRecover)
 		return true
 	}
 	// A dirty partition found to have nothing is dropped from dirty (every
@@ -185,6 +186,7 @@ func (n *Node) Ready() Ready {
 	n.dropFinished()
 	n.flushLeft()
 	n.flushForgotten()
+	n.flushRecover()
 	rd := n.rd
 	n.rd = Ready{}
 	return rd
@@ -437,6 +439,9 @@ func (n *Node) Advance(rd Ready) {
 		a.p.decoded = decodedSnap{} // installed by the Ready, or ignored by Raft
 		a.p.rn.Advance(a.rd)
 		n.markDirty(a.p.id)
+		if a.p.recoverTo != 0 {
+			n.recovered(a.p)
+		}
 		if !n.mustLeave(a.p) {
 			n.maybeSnapshot(a.p) // not of a partition left below
 		}

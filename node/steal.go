@@ -54,6 +54,10 @@ type NodeStats struct {
 	// leadership of a partition it holds (softState): a rate of them
 	// well above the mesh's membership changes is leadership flapping.
 	LeaderChanges int
+	// UnsafeRecoveries counts the partitions this node recovered as their
+	// last voter after an operator's needle forget --unsafe-recover
+	// (recover.go).
+	UnsafeRecoveries int
 }
 
 // stealer is the node's side of work stealing: the pure policy of package

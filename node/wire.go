@@ -184,7 +184,9 @@ func appendHeartbeat(dst []byte, h *Heartbeat) []byte {
 	dst = append(dst, h.Sync)
 	dst = appendBook(dst, h.Book)
 	dst = binary.AppendUvarint(dst, h.Sum)
-	return shard.AppendString(dst, h.Version)
+	dst = shard.AppendString(dst, h.Version)
+	return appendStrings(dst, h.Recover) // one byte when empty: a field appended later follows it
+
 }
 
 // appendPlacement appends the sender's replica count and placement, after
@@ -464,6 +466,9 @@ func decodeHeartbeat(d *shard.Decoder) *Heartbeat {
 	}
 	if d.Err() == nil && d.Len() > 0 {
 		h.Version = d.String()
+	}
+	if d.Err() == nil && d.Len() > 0 {
+		h.Recover = decodeStrings(d)
 	}
 	return h
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/needle-mesh/needle/ring"
 	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/wal"
 )
 
 func wireSamples() []Message {
@@ -24,7 +25,7 @@ func wireSamples() []Message {
 			Labels: []string{"gpu=true", "zone=a"}, Stranded: 5, StrandedFor: []string{"c", "d"}, Features: Features,
 			Workers:  []WorkerAd{{Handler: "resize", Want: 8, Workers: []string{"w1", "w2"}}, {Handler: "resize", Labels: []string{"zone=a"}, Want: 1}},
 			Replicas: 3, Placement: ring.PlacementSpread, Inc: 1_700_000_000_123, Sync: SyncPull, Sum: 0xfedcba9876543210, Version: "v1.4.0",
-			Book: []PeerAddrs{{ID: "c", Addrs: []string{"/ip4/127.0.0.1/tcp/2"}}, {ID: "d"}}}},
+			Recover: []string{"x", "z"}, Book: []PeerAddrs{{ID: "c", Addrs: []string{"/ip4/127.0.0.1/tcp/2"}}, {ID: "d"}}}},
 		{Type: MsgProbe, From: "g", Probe: &Probe{Kind: ProbeAck, Seq: 9, Target: "h", Boot: "2", Inc: 77, Features: Features, Load: Load{Ready: 1, Slots: 4},
 			Updates: []Update{{ID: "h", Boot: "1", Inc: 3, State: PeerSuspect}, {ID: "i", State: peerForgotten}, {ID: "j", Inc: 4, State: PeerAlive, Addrs: []string{"/ip4/10.0.0.1/tcp/1"}}}}},
 		{Type: MsgProbe, From: "g", Probe: &Probe{Kind: ProbePing, Seq: 10, Boot: "2", Inc: 77, Features: Features, BeatFollows: true}},
@@ -75,9 +76,10 @@ func TestWireRoundTrip(t *testing.T) {
 			// A heartbeat without its labels, and a grant without its
 			// holder, are what older peers send.
 			oldHeartbeat := m.Type == MsgHeartbeat && cut == len(b)-len(heartbeatTail(m.Heartbeat))
-			featLen, workersLen, idsLen, placeLen, incLen, bookLen, sumLen, versionLen := 0, 0, 0, 0, 0, 0, 0, 0
+			featLen, workersLen, idsLen, placeLen, incLen, bookLen, sumLen, versionLen, recoverLen := 0, 0, 0, 0, 0, 0, 0, 0, 0
 			if m.Type == MsgHeartbeat {
-				versionLen = len(shard.AppendString(nil, m.Heartbeat.Version))
+				recoverLen = len(appendStrings(nil, m.Heartbeat.Recover))
+				versionLen = len(shard.AppendString(nil, m.Heartbeat.Version)) + recoverLen
 				sumLen = len(binary.AppendUvarint(nil, m.Heartbeat.Sum)) + versionLen
 				bookLen = len(appendBook(nil, m.Heartbeat.Book)) + sumLen
 				incLen = len(binary.AppendUvarint(nil, m.Heartbeat.Inc)) + 1 + bookLen
@@ -91,6 +93,7 @@ func TestWireRoundTrip(t *testing.T) {
 			beforeBook := m.Type == MsgHeartbeat && cut == len(b)-bookLen
 			beforeSum := m.Type == MsgHeartbeat && cut == len(b)-sumLen
 			beforeVersion := m.Type == MsgHeartbeat && cut == len(b)-versionLen
+			beforeRecover := m.Type == MsgHeartbeat && cut == len(b)-recoverLen
 			beforeAddrs := m.Type == MsgProbe && probeAddrsCut(m.Probe, len(b)-cut)
 			beforeFor := m.Type == MsgHeartbeat && cut == len(b)-workersLen-featLen-len(appendStrings(nil, m.Heartbeat.StrandedFor))
 			beforeFeatures := m.Type == MsgHeartbeat && cut == len(b)-workersLen-featLen
@@ -118,7 +121,7 @@ func TestWireRoundTrip(t *testing.T) {
 			beforeTasks := m.Type == MsgGrant && cut == len(b)-tasksLen
 			beforeInfos := m.Type == MsgGrant && cut == len(b)-infosLen
 			oldSteal := m.Type == MsgStealReq && cut == len(b)-len(shard.AppendString(nil, m.Holder))
-			if err == nil && !oldHeartbeat && !beforeInc && !beforeSync && !beforeBook && !beforeSum && !beforeVersion && !beforeAddrs && !beforeFor && !beforeFeatures && !beforeWorkers && !beforeIDs && !beforePlacement && !oldGrant && !beforeAttempts && !beforeTraces &&
+			if err == nil && !oldHeartbeat && !beforeInc && !beforeSync && !beforeBook && !beforeSum && !beforeVersion && !beforeRecover && !beforeAddrs && !beforeFor && !beforeFeatures && !beforeWorkers && !beforeIDs && !beforePlacement && !oldGrant && !beforeAttempts && !beforeTraces &&
 				!beforeShards && !beforeRequires && !beforeGrantWorkers && !beforeMarks && !beforeTasks && !beforeInfos && !oldSteal {
 				t.Fatalf("%v truncated to %d/%d bytes decoded", m.Type, cut, len(b))
 			}
@@ -136,6 +139,9 @@ func TestWireRoundTrip(t *testing.T) {
 			}
 			if err == nil && (beforeSum || beforeVersion) && got.Heartbeat.Version != "" {
 				t.Fatalf("a heartbeat without Version decoded version %q", got.Heartbeat.Version)
+			}
+			if err == nil && beforeRecover && (got.Heartbeat.Recover != nil || got.Heartbeat.Version != m.Heartbeat.Version) {
+				t.Fatalf("a heartbeat without Recover decoded %v, version %q", got.Heartbeat.Recover, got.Heartbeat.Version)
 			}
 			if err == nil && beforeVersion && got.Heartbeat.Sum != m.Heartbeat.Sum {
 				t.Fatalf("a heartbeat without Version decoded sum %x", got.Heartbeat.Sum)
@@ -295,7 +301,7 @@ func probeAddrsCut(p *Probe, tail int) bool {
 func heartbeatTail(h *Heartbeat) []byte {
 	b := appendPlacement(appendWorkerIDs(appendWorkerAds(binary.AppendUvarint(appendStrings(binary.AppendUvarint(appendStrings(nil, h.Labels), uint64(h.Stranded)), h.StrandedFor), h.Features), h.Workers), h.Workers), h)
 	b = binary.AppendUvarint(appendBook(append(binary.AppendUvarint(b, h.Inc), h.Sync), h.Book), h.Sum)
-	return shard.AppendString(b, h.Version)
+	return appendStrings(shard.AppendString(b, h.Version), h.Recover)
 }
 
 // A heartbeat of the release before Replicas and Placement (the layout
@@ -329,7 +335,7 @@ func oldHeartbeat(tb testing.TB) []byte {
 		tb.Fatal(err)
 	}
 	tail := len(appendPlacement(nil, hb)) + len(binary.AppendUvarint(nil, hb.Inc)) + 1 + len(appendBook(nil, hb.Book)) + len(binary.AppendUvarint(nil, hb.Sum)) +
-		len(shard.AppendString(nil, hb.Version))
+		len(shard.AppendString(nil, hb.Version)) + len(appendStrings(nil, hb.Recover))
 	return b[:len(b)-tail]
 }
 
@@ -341,7 +347,60 @@ func unversionedHeartbeat(tb testing.TB) []byte {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return b[:len(b)-len(shard.AppendString(nil, hb.Version))]
+	return b[:len(b)-len(shard.AppendString(nil, hb.Version))-len(appendStrings(nil, hb.Recover))]
+}
+
+// unrecoveringHeartbeat encodes a heartbeat as the release before Recover
+// did (the layout up to Version).
+func unrecoveringHeartbeat(tb testing.TB) []byte {
+	hb := &Heartbeat{Boot: "n", Partitions: 256, Members: []string{"a"}, Forgotten: []string{"z"}, Features: Features, Replicas: 3, Version: "v9", Recover: []string{"z"}}
+	b, err := AppendMessage(nil, &Message{Type: MsgHeartbeat, From: "a", Heartbeat: hb})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b[:len(b)-len(appendStrings(nil, hb.Recover))]
+}
+
+// A heartbeat of the release before Recover decodes with no recover
+// marks and its other fields; one with them carries them, and a peer that
+// steps it holds the marks (and spreads them in its own heartbeats).
+func TestHeartbeatRecover(t *testing.T) {
+	m, err := DecodeMessage(unrecoveringHeartbeat(t))
+	if err != nil {
+		t.Fatalf("heartbeat without Recover: %v", err)
+	}
+	if h := m.Heartbeat; h.Recover != nil || h.Version != "v9" || !slices.Equal(h.Forgotten, []string{"z"}) {
+		t.Fatalf("heartbeat without Recover decoded as %+v", h)
+	}
+	n, err := NewNode(DefaultNodeConfig("p1", "1"), nil, time.Unix(1_700_000_000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Step("a", m); err != nil {
+		t.Fatalf("Step(heartbeat without Recover) = %v", err)
+	}
+	if got := n.UnsafeRecover(); len(got) != 0 {
+		t.Fatalf("marks after a heartbeat without Recover = %v", got)
+	}
+	hb := *m.Heartbeat
+	hb.Recover = []string{"p1", "z"} // its own id is never taken
+	b, _ := AppendMessage(nil, &Message{Type: MsgHeartbeat, From: "a", Heartbeat: &hb})
+	if m, err = DecodeMessage(b); err != nil || !slices.Equal(m.Heartbeat.Recover, hb.Recover) {
+		t.Fatalf("heartbeat with Recover decoded as %+v, %v", m.Heartbeat, err)
+	}
+	if err := n.Step("a", m); err != nil {
+		t.Fatalf("Step(heartbeat with Recover) = %v", err)
+	}
+	if got := n.UnsafeRecover(); !slices.Equal(got, []string{"z"}) {
+		t.Fatalf("marks after a heartbeat with Recover = %v; want z", got)
+	}
+	if got := n.mesh.heartbeat().Heartbeat.Recover; !slices.Equal(got, []string{"z"}) {
+		t.Fatalf("own heartbeat carries %v; want z", got)
+	}
+	rd := n.Ready()
+	if !slices.ContainsFunc(rd.Persist.MetaPut, func(r wal.Record) bool { return r.Key == RecoverMetaKey && string(r.Value) == "z\n" }) || !rd.MustSync {
+		t.Fatalf("Ready persists %+v (sync %v); want the recover record, synced", rd.Persist.MetaPut, rd.MustSync)
+	}
 }
 
 // A heartbeat of the release before Version decodes with Version "",
@@ -411,7 +470,7 @@ func TestHeartbeatWithoutLabelsDecodes(t *testing.T) {
 	if err != nil || !slices.Equal(newer.Heartbeat.Labels, hb.Labels) || newer.Heartbeat.Stranded != 2 {
 		t.Errorf("newer heartbeat = %+v, %v; want its known fields", newer.Heartbeat, err)
 	}
-	if _, err := DecodeMessage(append(slices.Clone(b[:len(b)-5]), 0x80)); err == nil { // Inc cut short (before Sync, Book, Sum and Version)
+	if _, err := DecodeMessage(append(slices.Clone(b[:len(b)-6]), 0x80)); err == nil { // Inc cut short (before Sync, Book, Sum, Version and Recover)
 		t.Error("a heartbeat cut inside a known field decoded")
 	}
 	for _, bad := range [][]string{{"zone"}, {"zone=b", "zone=a"}, {"a=1", "a=1"}, {"k=v w"}} {
@@ -432,6 +491,7 @@ func FuzzDecodeMessage(f *testing.F) {
 	}
 	f.Add(oldHeartbeat(f))
 	f.Add(unversionedHeartbeat(f))
+	f.Add(unrecoveringHeartbeat(f))
 	f.Fuzz(func(t *testing.T, p []byte) {
 		m, err := DecodeMessage(p)
 		if err != nil {

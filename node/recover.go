@@ -1,0 +1,248 @@
+package node
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/needle-mesh/needle/wal"
+)
+
+// Unsafe recovery (needle forget ID --unsafe-recover). A partition whose
+// other voters are lost for good cannot commit again: removing a voter is
+// itself an entry that needs a majority, so a 2-voter partition whose
+// other voter's disk is gone, or a 3-voter one that lost two, stayed
+// unavailable forever. The operator declares such a loss final; every
+// peer then holds the mark (persisted like the forgotten set, spread with
+// heartbeats), and a peer that is the only voter of a partition not
+// forgotten with it recovers the partition alone, as etcd's
+// --force-new-cluster does:
+//
+//   - its state at its applied index becomes a snapshot (its ConfState is
+//     then the configuration the new RawNode starts from);
+//   - one entry per lost voter removes it (single changes, never a joint
+//     configuration: a joint one would need the lost voters to leave it),
+//     at the last index + 1, in term + 1;
+//   - the hard state becomes {term + 1, vote self, commit: the last new
+//     entry}, so that every entry of its log commits, those it held
+//     beyond its commit index included (an entry the lost voter's
+//     leader had acknowledged may be one it had not learned committed);
+//   - all of it is persisted, synced, through the next Ready; the
+//     partition's RawNode is built again from that storage and, once it
+//     applied the removals, campaigns alone.
+//
+// With two voters every committed entry was on both, so the survivor holds
+// every acknowledged one: nothing is lost. With three voters and two lost,
+// an entry the two lost ones committed without the survivor is lost: hence
+// the operator's explicit flag. A joint configuration is refused (logged):
+// which voters the entries were committed by is not known.
+//
+// Without a mark nothing here runs: recoverScan stays false.
+
+// RecoverMetaKey is the WAL meta record of the forgotten peers an operator
+// declared lost for good (NodeConfig.Recover): their ids, sorted, one per
+// line, as ForgottenMetaKey.
+const RecoverMetaKey = "forgotten-recover"
+
+// ForgetUnsafeRecover forgets a peer as Forget does, and marks its loss
+// final: the partitions whose every other voter is so marked are
+// recovered by their last voter (needle forget --unsafe-recover).
+func (n *Node) ForgetUnsafeRecover(id string) {
+	n.mesh.forget(id, n.now)
+	n.mesh.markRecover(id)
+}
+
+// UnsafeRecover returns the peers marked lost for good, sorted.
+func (n *Node) UnsafeRecover() []string {
+	return slices.Sorted(func(yield func(string) bool) {
+		for id := range n.mesh.recover {
+			if !yield(id) {
+				return
+			}
+		}
+	})
+}
+
+// markRecover records that the loss of peer id is final, from the operator
+// or from a heartbeat. The mark acts only once the peer is forgotten here
+// too (a forget heard second-hand waits for the peer's death: forgetLater).
+func (m *mesh) markRecover(id string) {
+	if id == "" || id == m.n.cfg.ID || m.recover[id] || m.n.cfg.ValidID != nil && !m.n.cfg.ValidID(id) {
+		return
+	}
+	m.recover[id], m.recoverNew, m.recoverScan = true, true, true
+	m.n.log.Warn("peer marked lost for good: partitions whose other voters are all lost will be recovered from this peer's copy", keyPeer, id)
+}
+
+// flushRecover puts the record of recover marks in the Ready being built
+// when it changed since the last one, synced.
+func (n *Node) flushRecover() {
+	if !n.mesh.recoverNew {
+		return
+	}
+	n.mesh.recoverNew = false
+	n.rd.MustSync = true
+	b := &n.rd.Persist
+	b.MetaPut = slices.DeleteFunc(b.MetaPut, func(r wal.Record) bool { return r.Key == RecoverMetaKey })
+	b.MetaPut = append(b.MetaPut, wal.Record{Key: RecoverMetaKey, Value: encodeForgotten(n.mesh.recover)})
+}
+
+// lostRaft returns the Raft ids of the peers forgotten here and marked
+// lost for good.
+func (m *mesh) lostRaft() map[uint64]string {
+	lost := map[uint64]string{}
+	for id := range m.recover {
+		if m.forgotten[id] {
+			lost[RaftID(id)] = id
+		}
+	}
+	return lost
+}
+
+// recoverPartitions recovers every partition this node holds whose other
+// voters are all lost for good. A partition with committed entries not
+// applied yet waits for them (its configuration may change): the scan
+// runs again at the next tick.
+func (n *Node) recoverPartitions() {
+	m := n.mesh
+	m.recoverScan = false
+	lost := m.lostRaft()
+	if len(lost) == 0 {
+		return
+	}
+	for _, i := range n.held {
+		p := n.parts[i]
+		if p.recoverTo != 0 || !n.lastVoter(p, lost) {
+			continue
+		}
+		if len(p.conf.GetVotersOutgoing()) > 0 {
+			if !p.recoverRefused {
+				p.recoverRefused = true
+				n.log.Warn("unsafe recovery refused: the partition is in a joint configuration, whose committed entries may be on the lost voters only",
+					keyPart, p.id, "voters", len(p.conf.GetVoters()), "outgoing", len(p.conf.GetVotersOutgoing()))
+			}
+			continue
+		}
+		if len(n.advRds) > 0 || p.applied < p.rn.BasicStatus().GetCommit() {
+			m.recoverScan = true // after the committed entries apply
+			continue
+		}
+		n.recoverPartition(p, lost)
+	}
+}
+
+// lastVoter reports whether this node is a voter of p and every other
+// voter (of both halves of a joint configuration) is lost for good.
+func (n *Node) lastVoter(p *partition, lost map[uint64]string) bool {
+	self, others := false, 0
+	for _, set := range [][]uint64{p.conf.GetVoters(), p.conf.GetVotersOutgoing()} {
+		for _, rid := range set {
+			switch {
+			case rid == n.raftID:
+				self = true
+			case lost[rid] == "":
+				return false
+			default:
+				others++
+			}
+		}
+	}
+	return self && others > 0
+}
+
+// recoverPartition recovers p as its last voter (see the top of the file).
+func (n *Node) recoverPartition(p *partition, lost map[uint64]string) {
+	hs, _, _ := p.storage.InitialState()
+	term := max(p.rn.BasicStatus().GetTerm(), hs.GetTerm())
+	last, _ := p.storage.LastIndex()
+	u := wal.Update{Partition: uint32(p.id)}
+	if p.applied > p.snapIndex {
+		snap, err := p.storage.CreateSnapshot(p.applied, p.conf, p.shard.Snapshot())
+		if err != nil {
+			panic(fmt.Sprintf("peer: partition %d: recovery snapshot at %d: %v", p.id, p.applied, err))
+		}
+		if err := p.storage.Compact(p.applied); err != nil && err != raft.ErrCompacted {
+			panic(fmt.Sprintf("peer: partition %d: recovery compact at %d: %v", p.id, p.applied, err))
+		}
+		p.snapIndex, p.snapBytes, p.logBytes = p.applied, len(snap.GetData()), 0
+		u.Snapshot = snap
+	}
+	// A configuration change among the entries not applied yet changes
+	// the voters: those entries commit first, alone, and the next scan
+	// looks at the configuration they leave.
+	pending := false
+	if last > p.applied {
+		es, err := p.storage.Entries(p.applied+1, last+1, 1<<62)
+		if err != nil {
+			panic(fmt.Sprintf("peer: partition %d: recovery entries %d-%d: %v", p.id, p.applied+1, last, err))
+		}
+		pending = slices.ContainsFunc(es, func(e *pb.Entry) bool {
+			return e.GetType() == pb.EntryConfChange || e.GetType() == pb.EntryConfChangeV2
+		})
+	}
+	var removed []string
+	if !pending {
+		for _, rid := range slices.Sorted(func(yield func(uint64) bool) {
+			for _, rid := range p.conf.GetVoters() {
+				if rid != n.raftID && lost[rid] != "" && !yield(rid) {
+					return
+				}
+			}
+		}) {
+			cc := &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeRemoveNode.Enum(), NodeId: new(rid)}}}
+			data, err := proto.Marshal(cc)
+			if err != nil {
+				panic(fmt.Sprintf("peer: partition %d: recovery conf change: %v", p.id, err))
+			}
+			idx := last + uint64(len(u.Entries)) + 1
+			u.Entries = append(u.Entries, &pb.Entry{Type: pb.EntryConfChangeV2.Enum(), Term: new(term + 1), Index: new(idx), Data: data})
+			removed = append(removed, lost[rid])
+		}
+	}
+	commit := last + uint64(len(u.Entries))
+	u.HardState = &pb.HardState{Term: new(term + 1), Vote: new(n.raftID), Commit: new(commit)}
+	if err := p.storage.Apply(wal.Update{HardState: u.HardState, Entries: u.Entries}); err != nil {
+		panic(fmt.Sprintf("peer: partition %d: recovery: in-memory raft storage refused: %v", p.id, err))
+	}
+	n.rd.Persist.Updates = append(n.rd.Persist.Updates, u)
+	n.rd.MustSync = true
+	if p.leader {
+		n.softState(p, &raft.SoftState{RaftState: raft.StateFollower}) // a stalled leader of the old term
+	}
+	rn, err := raft.NewRawNode(n.raftConfig(p.id, p.storage, p.applied))
+	if err != nil {
+		panic(fmt.Sprintf("peer: partition %d: recovery: raft: %v", p.id, err))
+	}
+	p.rn = rn
+	p.recoverTo = commit
+	p.campaignAt, p.confAt, p.leaderHeard, p.promise = time.Time{}, time.Time{}, time.Time{}, 0
+	n.wake(p, false)
+	n.markDirty(p.id)
+	if !pending {
+		n.stats.UnsafeRecoveries++
+	}
+	n.log.Warn("partition recovered from this peer's copy alone (unsafe recovery): entries only the lost voters held are gone",
+		keyPart, p.id, "applied", p.applied, "last", last, "term", term+1, "removed", removed, "pending_conf", pending)
+}
+
+// recovered is called once p's Ready was advanced while a recovery of it
+// is under way: when the recovery's entries applied, the partition
+// campaigns if this node is its only voter, or is looked at again (the
+// entries held a configuration change).
+func (n *Node) recovered(p *partition) {
+	if p.applied < p.recoverTo {
+		return
+	}
+	p.recoverTo = 0
+	if voters := p.conf.GetVoters(); len(voters) == 1 && voters[0] == n.raftID && !p.leader {
+		if err := p.rn.Campaign(); err == nil {
+			n.markDirty(p.id)
+		}
+		return
+	}
+	n.mesh.recoverScan = true
+}
