@@ -56,6 +56,9 @@ func (n *Node) ForgetUnsafeRecover(id string) {
 	n.mesh.markRecover(id)
 }
 
+// IsForgotten reports whether peer id was forgotten for good here.
+func (n *Node) IsForgotten(id string) bool { return n.mesh.isForgotten(id) }
+
 // UnsafeRecover returns the peers marked lost for good, sorted.
 func (n *Node) UnsafeRecover() []string {
 	return slices.Sorted(func(yield func(string) bool) {

@@ -59,7 +59,7 @@ func (p *Peer) routes() *routeMux {
 		w.WriteHeader(http.StatusAccepted)
 		_, _ = w.Write([]byte(`{"draining":true,"audited":` + strconv.FormatBool(audited) + `}`))
 	}))))
-	mux.Handle("POST /v1/peers/{id}/forget", api.ScopeAdmin, api.OnlyParams("POST /v1/peers/{id}/forget", api.NoBody(http.HandlerFunc(p.serveForget)), "force"))
+	mux.Handle("POST /v1/peers/{id}/forget", api.ScopeAdmin, api.OnlyParams("POST /v1/peers/{id}/forget", api.NoBody(http.HandlerFunc(p.serveForget)), "force", "unsafe_recover"))
 	debug := http.NewServeMux()
 	debug.HandleFunc("/debug/pprof/", pprof.Index)
 	debug.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -243,6 +243,7 @@ func protocolEvents(cur, last node.NodeStats) []protocolEvent {
 		{"stale_raft_messages", cur.StaleRaft, last.StaleRaft},
 		{"peer_deaths", cur.Deaths, last.Deaths},
 		{"identity_conflicts", cur.IdentityConflicts, last.IdentityConflicts},
+		{"unsafe_recoveries", cur.UnsafeRecoveries, last.UnsafeRecoveries},
 	}
 }
 

@@ -59,6 +59,7 @@ func TestMetricsZeroSeries(t *testing.T) {
 		`needle_submissions_refused_total{reason="memory"} 0`,
 		`needle_protocol_events_total{event="peer_deaths"} 0`,
 		`needle_protocol_events_total{event="identity_conflicts"} 0`,
+		`needle_protocol_events_total{event="unsafe_recoveries"} 0`,
 		`needle_protocol_events_total{event="abdications"} 0`,
 		`needle_protocol_events_total{event="lease_expiries"} 0`,
 	} {

@@ -59,3 +59,18 @@ func TestIdentityConflictsEvent(t *testing.T) {
 	}
 	t.Error("no identity_conflicts protocol event")
 }
+
+// The partitions a node recovered as their last voter (needle forget
+// --unsafe-recover) are counted as
+// needle_protocol_events_total{event="unsafe_recoveries"}.
+func TestUnsafeRecoveriesEvent(t *testing.T) {
+	for _, e := range protocolEvents(node.NodeStats{UnsafeRecoveries: 5}, node.NodeStats{UnsafeRecoveries: 2}) {
+		if e.name == "unsafe_recoveries" {
+			if e.now != 5 || e.was != 2 {
+				t.Errorf("unsafe_recoveries: now %d was %d; want 5 and 2", e.now, e.was)
+			}
+			return
+		}
+	}
+	t.Error("no unsafe_recoveries protocol event")
+}

@@ -87,16 +87,19 @@ func (p *Peer) serveForget(w http.ResponseWriter, r *http.Request) {
 		writeError(w, api.CodeInvalidArgument, "cannot forget this peer itself or an empty id", "id")
 		return
 	}
-	var force bool
-	switch v := r.URL.Query().Get("force"); v {
-	case "", "false", "0":
-	case "true", "1":
-		force = true
-	default:
-		writeError(w, api.CodeInvalidArgument, fmt.Sprintf("%q: want true or false", v), "force")
+	force, ok := boolParam(w, r, "force")
+	if !ok {
 		return
 	}
-	known, alive := false, false
+	// unsafe_recover also declares the peer's disk lost for good: the
+	// partitions whose every other voter is so marked are recovered from
+	// their last voter's copy (node/recover.go). It applies to a peer
+	// forgotten already too.
+	unsafeRecover, ok := boolParam(w, r, "unsafe_recover")
+	if !ok {
+		return
+	}
+	known, alive, forgotten := false, false, false
 	member := func(n *node.Node) {
 		known, alive = false, false
 		for _, m := range n.Members() {
@@ -104,25 +107,36 @@ func (p *Peer) serveForget(w http.ResponseWriter, r *http.Request) {
 				known, alive = true, m.State == node.PeerAlive
 			}
 		}
+		forgotten = !known && n.IsForgotten(id)
 	}
 	err := p.read(r.Context(), func(n *node.Node) error { member(n); return nil })
 	audited := false
-	if err == nil && known && (!alive || force) {
-		// Recorded first, while the peer still counts: a forced forget of
-		// a live peer that led the entry's partition would leave it
-		// without a leader until another is elected.
-		audited = p.auditPeer(r.Context(), shard.EvPeerForgotten, id, api.By(r))
+	if err == nil && (known && (!alive || force) || forgotten && unsafeRecover) {
+		if !unsafeRecover {
+			// Recorded first, while the peer still counts: a forced forget
+			// of a live peer that led the entry's partition would leave it
+			// without a leader until another is elected.
+			audited = p.auditPeer(r.Context(), shard.EvPeerForgotten, id, api.By(r))
+		}
 		err = p.read(r.Context(), func(n *node.Node) error {
-			if member(n); known && (!alive || force) {
+			switch member(n); {
+			case unsafeRecover && (known && (!alive || force) || forgotten):
+				n.ForgetUnsafeRecover(id) // forgotten before: marks it lost
+			case known && (!alive || force):
 				n.Forget(id)
 			}
 			return nil
 		})
+		if err == nil && unsafeRecover {
+			// Recorded after: the entry's partition may be one that
+			// commits only once recovered.
+			audited = p.auditPeer(r.Context(), shard.EvPeerForgotten, id, api.By(r))
+		}
 	}
 	switch {
 	case err != nil:
 		writeError(w, api.CodeUnavailable, err.Error(), "")
-	case !known:
+	case !known && !(forgotten && unsafeRecover):
 		writeError(w, api.CodeNotFound, "no member "+id, "id")
 	case alive && !force:
 		// A forgotten id is never taken back: a mistyped id, or a
@@ -130,9 +144,27 @@ func (p *Peer) serveForget(w http.ResponseWriter, r *http.Request) {
 		writeError(w, api.CodeConflict, "peer "+id+" is alive (the mesh hears from it): drain and stop it first, "+
 			"and forget it once it shows dead; a forgotten id never comes back (force=true forgets it anyway)", "id")
 	default:
-		p.log.Warn("peer forgotten by operator", keyPeer, id, "by", api.By(r))
+		p.log.Warn("peer forgotten by operator", keyPeer, id, "by", api.By(r), "unsafe_recover", unsafeRecover)
 		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"forgotten":` + string(mustJSON(id)) + `,"audited":` + strconv.FormatBool(audited) + `}`))
+		body := `{"forgotten":` + string(mustJSON(id)) + `,"audited":` + strconv.FormatBool(audited)
+		if unsafeRecover {
+			body += `,"unsafe_recover":true`
+		}
+		_, _ = w.Write([]byte(body + `}`))
+	}
+}
+
+// boolParam reads the boolean query parameter name ("" is false); it
+// answers 400 naming it, and returns false, for another value.
+func boolParam(w http.ResponseWriter, r *http.Request, name string) (v, ok bool) {
+	switch s := r.URL.Query().Get(name); s {
+	case "", "false", "0":
+		return false, true
+	case "true", "1":
+		return true, true
+	default:
+		writeError(w, api.CodeInvalidArgument, fmt.Sprintf("%q: want true or false", s), name)
+		return false, false
 	}
 }
 

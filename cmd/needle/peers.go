@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/needle-mesh/needle/peer/api"
 )
 
 // PeersCommand prints the mesh as one peer sees it.
@@ -78,23 +80,33 @@ func (c *PeersCommand) Run(ctx context.Context, args []string) error {
 // ForgetCommand removes a peer from the mesh.
 type ForgetCommand struct {
 	*Globals
-	force bool
+	force         bool
+	unsafeRecover bool
 }
 
 func (c *ForgetCommand) flags() *flag.FlagSet {
 	fs := c.flagSet("forget")
 	fs.BoolVar(&c.force, "force", false, "forget the peer even if the mesh still hears from it")
+	fs.BoolVar(&c.unsafeRecover, "unsafe-recover", false, "the peer's disk is lost for good: recover the partitions left without a majority from their last voter (may lose acknowledged entries where two or more voters are lost)")
 	return fs
 }
 
 // Usage returns the help of forget.
 func (c *ForgetCommand) Usage() string {
-	return usageOf("usage: needle forget PEER-ID [--force]\n\n"+
+	return usageOf("usage: needle forget PEER-ID [--force] [--unsafe-recover]\n\n"+
 		"Removes a peer from the membership for good: the partitions it held move to\n"+
 		"other peers, and its identity is never taken back. Use it for a host that\n"+
 		"will not come back: drain it (needle drain), stop it, and forget it once\n"+
 		"needle peers shows it dead. A peer the mesh still hears from is refused\n"+
-		"unless --force; a peer dead longer than --forget-after is forgotten anyway.", c.flags())
+		"unless --force; a peer dead longer than --forget-after is forgotten anyway.\n\n"+
+		"A partition that lost the majority of its voters (both of a 2-peer mesh's,\n"+
+		"two of three) cannot commit again, not even the removal of a dead voter.\n"+
+		"--unsafe-recover declares the peer's disk lost for good (the peer must\n"+
+		"never run again on it): every partition whose other voters are all so\n"+
+		"declared is recovered from its last voter's copy, which goes on alone and\n"+
+		"takes new replicas. With two voters nothing acknowledged is lost; with\n"+
+		"three and two lost, entries only the lost two held are gone for good.\n"+
+		"It also applies to a peer forgotten already. See docs/operations.md.", c.flags())
 }
 
 // Run forgets the peer.
@@ -106,8 +118,12 @@ func (c *ForgetCommand) Run(ctx context.Context, args []string) error {
 	if len(pos) != 1 {
 		return usagef("want exactly one peer id")
 	}
-	if err := c.client().ForgetPeer(ctx, pos[0], c.force); err != nil {
+	if err := c.client().ForgetPeerWith(ctx, pos[0], api.ForgetOptions{Force: c.force, UnsafeRecover: c.unsafeRecover}); err != nil {
 		return err
+	}
+	if c.unsafeRecover {
+		fmt.Fprintf(c.Stdout, "forgot %s; its disk is declared lost: partitions left without a majority recover from their last voter\n", pos[0])
+		return nil
 	}
 	fmt.Fprintf(c.Stdout, "forgot %s\n", pos[0])
 	return nil

@@ -55,9 +55,33 @@ func (c *Client) Forget(ctx context.Context, id string) error { return c.ForgetP
 // ForgetPeer is Forget; force forgets a peer the mesh still hears from
 // (refused otherwise: 409 conflict).
 func (c *Client) ForgetPeer(ctx context.Context, id string, force bool) error {
+	return c.ForgetPeerWith(ctx, id, ForgetOptions{Force: force})
+}
+
+// ForgetOptions are the options of ForgetPeerWith.
+type ForgetOptions struct {
+	// Force forgets a peer the mesh still hears from (refused otherwise:
+	// 409 conflict).
+	Force bool
+	// UnsafeRecover also declares the peer's disk lost for good: every
+	// partition whose other voters are all so declared is recovered from
+	// its last voter's copy (entries only the lost voters held are lost:
+	// see docs/operations.md). It applies to a peer forgotten already too.
+	UnsafeRecover bool
+}
+
+// ForgetPeerWith is ForgetPeer with its options.
+func (c *Client) ForgetPeerWith(ctx context.Context, id string, o ForgetOptions) error {
+	q := url.Values{}
+	if o.Force {
+		q.Set("force", "true")
+	}
+	if o.UnsafeRecover {
+		q.Set("unsafe_recover", "true")
+	}
 	path := "/v1/peers/" + url.PathEscape(id) + "/forget"
-	if force {
-		path += "?force=true"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
 	}
 	_, err := c.do(ctx, http.MethodPost, path, []byte("{}"), nil)
 	return err

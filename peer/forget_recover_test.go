@@ -1,0 +1,97 @@
+package peer
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/needle-mesh/needle/node"
+)
+
+// A 2-peer mesh whose second peer is gone for good: every partition has
+// two voters and none commits. POST /v1/peers/{id}/forget?unsafe_recover=true
+// (needle forget --unsafe-recover) on the survivor recovers them all from
+// its copy; every group acknowledged before is there, new ones commit,
+// and the recovered partitions reopen from the survivor's Badger WAL
+// after a restart.
+func TestForgetUnsafeRecoverRealPeers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real libp2p mesh")
+	}
+	dir := t.TempDir()
+	edit := func(c *Config) { c.DrainTimeout = -1 }
+	p1 := startMeshPeerConfig(t, meshPeerConfig(t, dir, edit))
+	p2 := startMeshPeerConfig(t, meshPeerConfig(t, t.TempDir(), func(c *Config) { edit(c); c.Join = []string{p1.p.tr.Addrs()[0]} }))
+	stats := func(mp *meshPeer) (st node.Stats) {
+		_ = mp.p.read(t.Context(), func(n *node.Node) error { st = n.Stats(); return nil })
+		return st
+	}
+	waitFor(t, "2 voters of every partition", 30*time.Second, func() bool {
+		return stats(p1).Voter == 32 && stats(p2).Voter == 32 && stats(p2).Leading > 0
+	})
+	var groups []string
+	for i := range 8 {
+		body := fmt.Sprintf(`{"mode":"parallel","key":"recover-%d","tasks":[{"handler":"echo","payload":%d}]}`, i, i)
+		groups = append(groups, submitRetrying(t, p1.c, body).Group)
+	}
+	for _, g := range groups {
+		if gv, err := getGroupRetrying(t, p1.c, g, 10*time.Second); err != nil || gv.State != "SUCCEEDED" {
+			t.Fatalf("group %s = %+v, %v", g, gv, err)
+		}
+	}
+	lost := p2.p.ID()
+	p2.stop() // and its disk is gone: it never comes back
+	waitFor(t, "p1 to hold p2 dead", 30*time.Second, func() bool {
+		dead := false
+		_ = p1.p.read(t.Context(), func(n *node.Node) error {
+			for _, m := range n.Members() {
+				dead = dead || m.ID == lost && m.State == node.PeerDead
+			}
+			return nil
+		})
+		return dead
+	})
+	path := "/v1/peers/" + lost + "/forget"
+	if status, data := wcall(t, p1.c, "POST", path+"?unsafe_recover=maybe", ""); status != http.StatusBadRequest || !strings.Contains(string(data), `"field":"unsafe_recover"`) {
+		t.Fatalf("forget unsafe_recover=maybe = %d %s; want 400 naming unsafe_recover", status, data)
+	}
+	if status, data := wcall(t, p1.c, "POST", path+"?unsafe_recover=true", ""); status != http.StatusOK ||
+		string(data) != `{"forgotten":"`+lost+`","audited":true,"unsafe_recover":true}` {
+		// Audited: recorded once the forget recovered the partition of
+		// the entry.
+		t.Fatalf("forget unsafe_recover=true = %d %s; want 200 naming it, audited", status, data)
+	}
+	waitFor(t, "p1 to serve every partition", 20*time.Second, func() bool { return stats(p1).Leading == 32 })
+	var recovered int
+	_ = p1.p.read(t.Context(), func(n *node.Node) error { recovered = n.Counters().UnsafeRecoveries; return nil })
+	if recovered != 32 {
+		t.Fatalf("UnsafeRecoveries = %d; want 32", recovered)
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, g := range groups {
+			if gv, err := getGroupRetrying(t, p1.c, g, 10*time.Second); err != nil || gv.State != "SUCCEEDED" {
+				t.Fatalf("%s: group %s = %+v, %v", when, g, gv, err)
+			}
+		}
+		res := submitRetrying(t, p1.c, `{"mode":"parallel","tasks":[{"handler":"echo","payload":1}]}`)
+		if gv, err := getGroupRetrying(t, p1.c, res.Group, 10*time.Second); err != nil || gv.State != "SUCCEEDED" {
+			t.Fatalf("%s: new group %s = %+v, %v", when, res.Group, gv, err)
+		}
+		groups = append(groups, res.Group)
+	}
+	check("after the recovery")
+
+	// From its Badger WAL: the recovered partitions reopen with p1 alone.
+	p1.stop()
+	p1 = startMeshPeerConfig(t, meshPeerConfig(t, dir, edit))
+	waitFor(t, "p1 to serve every partition after its restart", 20*time.Second, func() bool { return stats(p1).Leading == 32 })
+	check("after p1 restarted")
+	var marks []string
+	_ = p1.p.read(t.Context(), func(n *node.Node) error { marks = n.UnsafeRecover(); return nil })
+	if len(marks) != 1 || marks[0] != lost {
+		t.Fatalf("recover marks after the restart = %v; want %s", marks, lost)
+	}
+}
