@@ -85,6 +85,13 @@ type Config struct {
 	// of a host that never comes back): the report says how long until
 	// every other peer held it dead (DeadKnownAfter). --kill.
 	Kill time.Duration
+	// UnsafeRecover, with Kill, declares the killed peer's disk lost for
+	// good that long after the kill: the operator runs needle forget
+	// --unsafe-recover on the first running peer (the others learn it
+	// from its heartbeats), and the partitions the killed peer left
+	// without a majority are recovered by their last voter. A 2-peer mesh
+	// that loses a peer finishes its work only so. --unsafe-recover.
+	UnsafeRecover time.Duration
 
 	// Start is how the mesh starts: StartTogether names every peer in
 	// each one's initial membership (node.NodeConfig.Initial, needled
@@ -250,6 +257,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("simulate: --max-sim-time = %v; want >= 1s", c.MaxSimTime)
 	case c.Kill < 0 || c.Kill > 0 && c.Peers < 2:
 		return fmt.Errorf("simulate: --kill = %v with %d peers; want >= 0, and 2 peers or more with it", c.Kill, c.Peers)
+	case c.UnsafeRecover < 0 || c.UnsafeRecover > 0 && c.Kill == 0:
+		return fmt.Errorf("simulate: --unsafe-recover = %v with --kill %v; want >= 0, and --kill with it", c.UnsafeRecover, c.Kill)
 	case c.Warmup < 0:
 		return fmt.Errorf("simulate: --warmup = %v; want >= 0", c.Warmup)
 	case c.Warmup >= c.MaxSimTime:
@@ -287,6 +296,9 @@ func (c Config) String() string {
 	if c.Kill > 0 {
 		s += fmt.Sprintf(" kill=%v", c.Kill)
 	}
+	if c.UnsafeRecover > 0 {
+		s += fmt.Sprintf(" unsafe-recover=%v", c.UnsafeRecover)
+	}
 	if c.Workers > 0 {
 		s += fmt.Sprintf(" workers=%d", c.Workers)
 	}
@@ -308,6 +320,9 @@ func (c Config) ReplayCommand() string {
 	}
 	if c.Kill > 0 {
 		cmd += fmt.Sprintf(" --kill %v", c.Kill)
+	}
+	if c.UnsafeRecover > 0 {
+		cmd += fmt.Sprintf(" --unsafe-recover %v", c.UnsafeRecover)
 	}
 	if c.Workers > 0 {
 		cmd += fmt.Sprintf(" --workers %d", c.Workers)

@@ -137,6 +137,26 @@ func (s *sim) kill() {
 	s.watchDeath(nd.id)
 }
 
+// unsafeRecover declares the killed node's disk lost for good
+// (Config.UnsafeRecover): needle forget --unsafe-recover on the first
+// running node, as an operator would; a second later if none runs.
+// Nothing when the kill found the node down and did nothing.
+func (s *sim) unsafeRecover() {
+	lost := s.nodes[len(s.nodes)-1]
+	if !lost.left {
+		return // it was down at the kill and not killed (kill): it lives on
+	}
+	for _, nd := range s.nodes {
+		if nd != lost && nd.up && !nd.paused {
+			nd.n.ForgetUnsafeRecover(lost.id)
+			nd.queueDrain()
+			return
+		}
+	}
+	s.healAt = max(s.healAt, s.now+time.Second)
+	s.after(time.Second, s.unsafeRecover)
+}
+
 // watchDeath polls, every 50 ms of virtual time, what the running nodes
 // think of id; it stops once all hold it dead (or forgot it).
 func (s *sim) watchDeath(id string) {

@@ -209,6 +209,10 @@ func newSim(cfg Config) (*sim, error) {
 	if cfg.Kill > 0 {
 		s.at(cfg.Kill, s.kill)
 	}
+	if cfg.UnsafeRecover > 0 {
+		s.at(cfg.Kill+cfg.UnsafeRecover, s.unsafeRecover)
+		s.healAt = max(s.healAt, cfg.Kill+cfg.UnsafeRecover)
+	}
 	return s, nil
 }
 

@@ -77,6 +77,11 @@ replays the failing seed exactly.
                     formed mesh simulates) and its messages per peer
   --kill D          stop the last peer for good at D; the report says when
                     every other peer held it dead (default 0: none)
+  --unsafe-recover D  with --kill: D after the kill, the operator declares
+                    the killed peer's disk lost (needle forget
+                    --unsafe-recover on the first running peer), and the
+                    partitions it left without a majority recover from
+                    their last voter (default 0: never)
   --workers N       external workers polling each peer (default 0); every
                     other task is then of a handler they serve
   --json            print JSON (one object per seed, or the totals)
@@ -169,6 +174,7 @@ func parseSimulate(args []string) (cfg simulate.Config, seeds, parallel int, asJ
 	fs.DurationVar(&cfg.Liveness, "liveness", cfg.Liveness, "")
 	fs.DurationVar(&cfg.Warmup, "warmup", 0, "")
 	fs.DurationVar(&cfg.Kill, "kill", 0, "")
+	fs.DurationVar(&cfg.UnsafeRecover, "unsafe-recover", 0, "")
 	fs.IntVar(&cfg.Workers, "workers", 0, "")
 	fs.BoolVar(&asJSON, "json", false, "")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "")
