@@ -108,17 +108,20 @@ type Config struct {
 	// listed peers are dialed at start and kept connected, as Join's are.
 	// A peer given Initial never founds a mesh alone, even without Join.
 	Initial []string
-	// SwarmKeyFile makes the mesh private (pnet PSK); "" = open mesh.
-	// Without it, a peer listens on loopback only (Listen's default), and
-	// a Listen, Join or Initial address beyond this host is an error,
-	// unless OpenMesh: a host that reaches an open mesh joins it as a
-	// member, reads every payload and result, and runs and reports tasks.
+	// SwarmKeyFile makes the mesh private (pnet PSK). Without it or
+	// MembersFile the mesh is open: a peer listens on loopback only
+	// (Listen's default), and a Listen, Join or Initial address beyond
+	// this host is an error, unless OpenMesh: a host that reaches an open
+	// mesh joins it as a member, reads every payload and result, and runs
+	// and reports tasks.
 	SwarmKeyFile string
 	// MembersFile lists the peer ids allowed in the mesh (p2p.LoadMembers;
 	// --members): the libp2p host refuses connections, either way, to any
 	// other id and drops gossip any other authored. Peer.ReloadMembers
-	// reads it again. It narrows the mesh SwarmKeyFile opens to the
-	// hosts holding the key; it does not replace the key (checkMeshOpen).
+	// reads it again. With SwarmKeyFile it narrows the mesh the key opens
+	// to the hosts holding it; alone it closes the mesh as the key does
+	// (checkMeshOpen), a stranger refused right after the handshake
+	// instead of before it.
 	MembersFile string
 	// OpenMesh allows an open mesh (no SwarmKeyFile) beyond this host
 	// (--insecure-open-mesh): a trusted network on purpose.
@@ -276,25 +279,30 @@ func (c *Config) Validate() error {
 // port 4001 of 127.0.0.1.
 var LoopbackListen = []string{"/ip4/127.0.0.1/tcp/4001", "/ip4/127.0.0.1/udp/4001/quic-v1"}
 
-// checkMeshOpen keeps an open mesh (no swarm key) on this host: a
-// host that reaches one joins it, with no credential, and reads, runs and
-// reports its tasks, the API token notwithstanding. Without a key, Listen
-// defaults to loopback, and an address beyond this host is an error
-// unless OpenMesh. A test's own transport (Runtime.Transport) listens on
-// nothing.
+// checkMeshOpen keeps an open mesh on this host: a host that reaches
+// one joins it, with no credential, and reads, runs and reports its tasks,
+// the API token notwithstanding. A mesh is closed by a swarm key (hosts
+// without it are refused before any handshake) or by a members file
+// (every host proves its peer id in the Noise handshake, and an id the
+// file does not list is refused before any protocol runs): either lifts
+// the check (docs/decisions.md "The members file closes a mesh without
+// a swarm key"). Otherwise Listen defaults to loopback, and an address
+// beyond this host is an error unless OpenMesh. A test's own transport
+// (Runtime.Transport) listens on nothing.
 func (c *Config) checkMeshOpen() error {
-	if c.SwarmKeyFile != "" || c.OpenMesh || c.Runtime.Transport != nil {
+	if c.meshClosed() || c.OpenMesh || c.Runtime.Transport != nil {
 		return nil
 	}
 	if len(c.Listen) == 0 {
 		c.Listen = slices.Clone(LoopbackListen)
 	}
-	const fix = "set --swarm-key (needle keygen swarm.key, copied to every host), listen on 127.0.0.1, " +
+	const fix = "set --swarm-key (needle keygen swarm.key, copied to every host) or --members FILE (the peer ids " +
+		"allowed, needled --init prints each), listen on 127.0.0.1, " +
 		"or pass --insecure-open-mesh to let any host that reaches it join the mesh"
 	for _, a := range c.Listen {
 		if !p2p.Loopback(a) {
-			return fmt.Errorf("peer: --listen %s is not a loopback address and no swarm key is set: any host that reaches it "+
-				"could join the mesh and read and run its tasks; %s", a, fix)
+			return fmt.Errorf("peer: --listen %s is not a loopback address and neither a swarm key nor a members file is set: "+
+				"any host that reaches it could join the mesh and read and run its tasks; %s", a, fix)
 		}
 	}
 	for _, set := range []struct {
@@ -303,13 +311,17 @@ func (c *Config) checkMeshOpen() error {
 	}{{"--join", c.Join}, {"--initial-peers", c.Initial}} {
 		for _, a := range set.addrs {
 			if !p2p.Loopback(a) {
-				return fmt.Errorf("peer: %s %s is another host and no swarm key is set: an open mesh beyond this host "+
-					"lets any host join it; %s", set.flag, a, fix)
+				return fmt.Errorf("peer: %s %s is another host and neither a swarm key nor a members file is set: "+
+					"an open mesh beyond this host lets any host join it; %s", set.flag, a, fix)
 			}
 		}
 	}
 	return nil
 }
+
+// meshClosed reports whether only some hosts may join the mesh: those
+// holding the swarm key, or the peer ids the members file lists.
+func (c *Config) meshClosed() bool { return c.SwarmKeyFile != "" || c.MembersFile != "" }
 
 // fillDefaults sets the zero fields that have a default.
 func (c *Config) fillDefaults() {

@@ -122,10 +122,11 @@ func Init(cfg Config) (id string, addrs []string, err error) {
 	// the token).
 	cfg.HTTPAddr = "127.0.0.1:0"
 	// Nor is the mesh served: its addresses print as given, key or none.
-	// Without a key, --listen or --insecure-open-mesh a start listens on
-	// loopback (checkMeshOpen), so those are the addresses it would listen
-	// on; p2p's default (every interface) printed 0.0.0.0 instead.
-	if cfg.SwarmKeyFile == "" && !cfg.OpenMesh && len(cfg.Listen) == 0 {
+	// Without a key, a members file, --listen or --insecure-open-mesh a
+	// start listens on loopback (checkMeshOpen), so those are the
+	// addresses it would listen on; p2p's default (every interface)
+	// printed 0.0.0.0 instead.
+	if !cfg.meshClosed() && !cfg.OpenMesh && len(cfg.Listen) == 0 {
 		cfg.Listen = slices.Clone(LoopbackListen)
 	}
 	cfg.OpenMesh = true

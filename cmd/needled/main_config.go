@@ -636,7 +636,7 @@ func (m *Main) defineLimitFlags(fs *flag.FlagSet) {
 // defineMeshFlags defines the flags of the mesh, the API and its access.
 func (m *Main) defineMeshFlags(fs *flag.FlagSet, v *flagVars) {
 	c := &m.Config
-	fs.Var(&v.listen, "listen", "libp2p listen multiaddr (repeatable; default TCP and QUIC on port 4001, all interfaces with --swarm-key, else 127.0.0.1)")
+	fs.Var(&v.listen, "listen", "libp2p listen multiaddr (repeatable; default TCP and QUIC on port 4001, all interfaces with --swarm-key or --members, else 127.0.0.1)")
 	fs.Var(&v.join, "join", "peer to join through: a multiaddr ending in /p2p/<id>, or a TCP address without the id (/dns4/needle-0/tcp/4001, needle-0:4001) (repeatable)")
 	fs.Var(&v.initialPeers, "initial-peers", "a peer of a new mesh started together: a multiaddr ending in /p2p/<id> (needled --init prints the id) (repeatable). "+
 		"The peers listed found a new mesh on exactly these peers: list every one, this peer too, and start every one with the same list, --partitions, --replicas and --placement. "+
@@ -658,7 +658,7 @@ func (m *Main) defineMeshFlags(fs *flag.FlagSet, v *flagVars) {
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "serve the API over HTTPS with this certificate (PEM; with --tls-key; both re-read on SIGHUP)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "the private key of --tls-cert (PEM)")
 	v.tokenFile = fs.String("api-token-file", "", "file holding the API tokens, one a line, any of them accepted: TOKEN [name=NAME] [scope=S[,S...]] [handlers=H[,H...]], S one of read, submit, worker, admin; a bare TOKEN is admin; handlers= (names, or prefixes ending in *) limits a submit or worker token to those handlers (what it polls for, creates, retries, cancels and schedules; never what it reads); a TOKEN is at least 16 bytes (needle keygen --token-file writes one) (# comments; a mounted secret; env NEEDLE_API_TOKEN_FILE; see docs/operations.md): instead of NEEDLE_API_TOKEN. Read again on SIGHUP; a bad line stops the start, and on SIGHUP keeps the tokens accepted")
-	fs.BoolVar(&c.OpenMesh, "insecure-open-mesh", false, "allow --listen, --join or --initial-peers beyond this host without --swarm-key: any host that reaches the mesh may join it, read its tasks and run them")
+	fs.BoolVar(&c.OpenMesh, "insecure-open-mesh", false, "allow --listen, --join or --initial-peers beyond this host without --swarm-key or --members: any host that reaches the mesh may join it, read its tasks and run them")
 	fs.BoolVar(&c.OpenAPI, "insecure-open-api", false, "allow --http on a non-loopback address without NEEDLE_API_TOKEN: anyone who reaches it may use the API")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGTERM or needle drain: hand work over for at most this long, then exit (negative: exit at once)")
 	fs.StringVar(&c.HealthAddr, "health-listen", "", "ADDR of a second HTTP listener serving only GET /healthz and GET /metrics, without the token, over plain HTTP and with a few connections of its own: health checks that a full --max-conns cannot block (default off)")
