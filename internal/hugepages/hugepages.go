@@ -30,11 +30,18 @@ type Result struct {
 	Advised bool
 	// Reserved is the heap mapped ahead and advised before any use, bytes.
 	Reserved int64
+	// NoReserve says why no heap was mapped ahead when the reserve asked
+	// for was cut to none (the machine's memory or its overcommit policy
+	// unknown, or strict overcommit); "" otherwise.
+	NoReserve string
 	// Why says why nothing was advised, when nothing was.
 	Why string
 }
 
 func (r Result) String() string {
+	if r.Advised && r.NoReserve != "" {
+		return fmt.Sprintf("heap advised for huge pages (kernel: %s; none mapped ahead: %s)", r.Mode, r.NoReserve)
+	}
 	if r.Advised {
 		return fmt.Sprintf("heap advised for huge pages (kernel: %s; %d MiB mapped ahead)", r.Mode, r.Reserved>>20)
 	}

@@ -18,6 +18,11 @@ import (
 const (
 	modePath = "/sys/kernel/mm/transparent_hugepage/enabled"
 	mapsPath = "/proc/self/maps"
+	// meminfoPath and overcommitPath are system files of /proc: a
+	// systemd unit with ProcSubset=pid (or another /proc of only the
+	// process's own files) hides both, /proc/self/maps not.
+	meminfoPath    = "/proc/meminfo"
+	overcommitPath = "/proc/sys/vm/overcommit_memory"
 	// heapSpan bounds the address range taken for the heap: from the
 	// start of the mapping that holds the first heap object up. The
 	// runtime grows its heap upward from there, in arenas next to each
@@ -76,10 +81,7 @@ func enable(reserve int64) Result {
 		reserve = DefaultReserve
 	}
 	if reserve > 0 {
-		reserve = min(reserve, memTotal(readFile("/proc/meminfo"))/4)
-		if strings.TrimSpace(string(readFile("/proc/sys/vm/overcommit_memory"))) == "2" {
-			reserve = 0
-		}
+		reserve, r.NoReserve = capReserve(reserve, readFile(meminfoPath), readFile(overcommitPath))
 	}
 	if reserve >= growth {
 		// Fresh memory from the system needs no zeroing: the slice is
@@ -170,6 +172,29 @@ func disabledByGODEBUG(godebug string) bool {
 		}
 	}
 	return off
+}
+
+// capReserve caps the heap to map ahead, want bytes, at a quarter of the
+// machine's memory (MemTotal of meminfo, /proc/meminfo) and takes none
+// where the kernel does not overcommit (overcommit, the text of
+// /proc/sys/vm/overcommit_memory, is "2": address space is memory, and
+// the reserve would hold that much of the commit limit for good, or fail
+// the start). Either file unreadable (nil) takes none too, and says why:
+// the policy unknown, a reserve could be one the kernel refuses, and the
+// memory unknown, no cap. Without the note a peer under ProcSubset=pid
+// logged "0 MiB mapped ahead" and nothing else.
+func capReserve(want int64, meminfo, overcommit []byte) (int64, string) {
+	const hidden = " (a systemd ProcSubset=pid, or a /proc without the system's files)"
+	total := memTotal(meminfo)
+	switch policy := strings.TrimSpace(string(overcommit)); {
+	case total <= 0:
+		return 0, meminfoPath + " unreadable, the machine's memory unknown" + hidden
+	case policy == "":
+		return 0, overcommitPath + " unreadable, the overcommit policy unknown" + hidden
+	case policy == "2":
+		return 0, "vm.overcommit_memory = 2 (address space is memory)"
+	}
+	return min(want, total/4), ""
 }
 
 // memTotal is MemTotal of /proc/meminfo in bytes; 0 if absent.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"os"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"strconv"
@@ -51,6 +52,39 @@ func TestMemTotal(t *testing.T) {
 	}
 	if got := memTotal([]byte("MemFree: 1 kB\n")); got != 0 {
 		t.Errorf("memTotal without the line = %d", got)
+	}
+}
+
+// Under systemd's ProcSubset=pid /proc holds only the process's own
+// files: /proc/meminfo and /proc/sys/vm/overcommit_memory read as
+// missing. The reserve then is none, as before, but said so, instead of
+// a silent "0 MiB mapped ahead"; and the overcommit policy hidden takes
+// none too (a reserve on a strict host would hold the commit limit).
+func TestCapReserve(t *testing.T) {
+	dir := t.TempDir()
+	missing := readFile(filepath.Join(dir, "meminfo")) // what ProcSubset=pid leaves
+	meminfo := []byte("MemTotal:       2097152 kB\n")  // 2 GiB
+	for _, tc := range []struct {
+		name                string
+		meminfo, overcommit []byte
+		want                int64
+		why                 string // a word of the note; "" = no note
+	}{
+		{"both read", meminfo, []byte("0\n"), DefaultReserve / 2, ""},
+		{"always overcommit", []byte("MemTotal: 16777216 kB\n"), []byte("1\n"), DefaultReserve, ""},
+		{"strict overcommit", meminfo, []byte("2\n"), 0, "overcommit_memory = 2"},
+		{"ProcSubset=pid", missing, missing, 0, meminfoPath},
+		{"meminfo hidden", missing, []byte("0\n"), 0, meminfoPath},
+		{"overcommit hidden", meminfo, missing, 0, overcommitPath},
+	} {
+		got, why := capReserve(DefaultReserve, tc.meminfo, tc.overcommit)
+		if got != tc.want || (tc.why == "") != (why == "") || !strings.Contains(why, tc.why) {
+			t.Errorf("%s: capReserve = %d, %q; want %d and a note naming %q", tc.name, got, why, tc.want, tc.why)
+		}
+	}
+	r := Result{Mode: "madvise", Advised: true, NoReserve: "x unreadable"}
+	if s := r.String(); !strings.Contains(s, "none mapped ahead: x unreadable") {
+		t.Errorf("Result.String() = %q; want the note", s)
 	}
 }
 
