@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -416,6 +417,63 @@ func TestSystemdUnit(t *testing.T) {
 		if k, _, ok := bytes.Cut(line, []byte("=")); ok && !bytes.HasPrefix(line, []byte("#")) && !bytes.HasPrefix(k, []byte("NEEDLE_")) {
 			t.Errorf("needled.env sets %s, which needled does not read", k)
 		}
+	}
+}
+
+// The unit sets no ProcSubset=pid: it hides /proc/meminfo and
+// /proc/sys/vm/overcommit_memory, without which needled maps no heap
+// ahead for huge pages (internal/hugepages.capReserve), and
+// /proc/sys/net/core/somaxconn, without which Go's listeners take a
+// backlog of 128.
+func TestSystemdUnitShowsProcSystemFiles(t *testing.T) {
+	s := parseUnit(t, "systemd/needled.service")["Service"]
+	if v := s["ProcSubset"]; len(v) > 0 && v[len(v)-1] != "all" {
+		t.Errorf("ProcSubset=%s hides /proc/meminfo and /proc/sys from needled", v[len(v)-1])
+	}
+	if v := s["ProtectProc"]; len(v) != 1 || v[0] != "invisible" {
+		t.Errorf("ProtectProc = %v; want invisible (the other users' processes hidden)", v)
+	}
+}
+
+// A members file reaches the service through a read-only bind of the
+// directory that holds it, optional ("-": no directory, no bind), and
+// not as a credential: a credential is a copy made at start, and the
+// SIGHUP (systemctl reload) that shuts a host out would re-read the copy.
+// A bind of the file itself would keep the old file after an edit that
+// replaces it (sed -i, config management). needled.env names the file
+// under the bind's target.
+func TestSystemdUnitMembers(t *testing.T) {
+	s := parseUnit(t, "systemd/needled.service")["Service"]
+	for _, cred := range s["LoadCredential"] {
+		if name, _, _ := strings.Cut(cred, ":"); strings.Contains(name, "members") {
+			t.Errorf("LoadCredential=%s: a copy made at start, which a reload does not renew", cred)
+		}
+	}
+	target := ""
+	for _, v := range s["BindReadOnlyPaths"] {
+		for _, b := range strings.Fields(v) {
+			src, dst, _ := strings.Cut(b, ":")
+			if src == "-/etc/needle/members.d" {
+				target, _, _ = strings.Cut(dst, ":")
+			}
+		}
+	}
+	if target == "" || !strings.HasPrefix(target, "/run/") || strings.HasPrefix(target, "/etc/needle") {
+		t.Fatalf("BindReadOnlyPaths = %v; want -/etc/needle/members.d bound outside the root-only /etc/needle", s["BindReadOnlyPaths"])
+	}
+	if s := s["ExecReload"]; len(s) != 1 || !strings.Contains(s[0], "-HUP") {
+		t.Errorf("ExecReload = %v; want a SIGHUP, which re-reads the members file", s)
+	}
+	envFile, err := os.ReadFile("systemd/needled.env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^#?NEEDLE_MEMBERS=(\S+)$`).FindSubmatch(envFile)
+	if m == nil {
+		t.Fatal("needled.env names no NEEDLE_MEMBERS")
+	}
+	if dir, file := path.Split(string(m[1])); dir != target+"/" || file == "" {
+		t.Errorf("NEEDLE_MEMBERS=%s is not a file of the bind's target %s", m[1], target)
 	}
 }
 
