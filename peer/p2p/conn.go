@@ -33,6 +33,81 @@ func (h *Host) connEvent(n network.Network, p peer.ID, up bool) {
 	}
 }
 
+// closedAtOnce is how soon after it was made a connection this host
+// dialed must close for noteClosedAtOnce to take it as refused: a peer
+// whose --members does not list this host closes it as soon as the
+// handshake proved this host's id, one round trip after it was made here.
+const closedAtOnce = 2 * time.Second
+
+// dialPause is how long this host does not dial a peer again (Connect, a
+// stream's open) after the peer closed its dial at once, while it has no
+// connection to it. Without it a peer that lists another which does not
+// list it redialed it twice a second (its members loop and its stream
+// writers, each a handshake on both sides: 164 in 83 s, three daemons);
+// the join loops keep their own backoff. A restarted peer that closed one
+// dial while it stopped is dialed again after it, or as soon as it dials
+// this host.
+const dialPause = 10 * time.Second
+
+// dialPaused returns ErrDialPaused while this host holds back its dials
+// to p (dialPause), nil otherwise.
+func (h *Host) dialPaused(p peer.ID) error {
+	if h.host.Network().Connectedness(p) == network.Connected {
+		return nil
+	}
+	h.closedMu.Lock()
+	defer h.closedMu.Unlock()
+	at, ok := h.closedAt[p]
+	switch {
+	case !ok:
+		return nil
+	case time.Since(at) >= dialPause:
+		delete(h.closedAt, p)
+		return nil
+	}
+	return ErrDialPaused
+}
+
+// unpauseDial forgets p's closed dial: p connected to this host.
+func (h *Host) unpauseDial(p peer.ID) {
+	h.closedMu.Lock()
+	delete(h.closedAt, p)
+	h.closedMu.Unlock()
+}
+
+// noteClosedAtOnce takes a connection this host dialed, to a peer it
+// allows, that closed within closedAtOnce while the host runs: the
+// likeliest cause is the peer's --members, which does not list this host
+// (lists that differ between peers; the peer's own log names this host as
+// refused). It holds back this host's dials to the peer for dialPause and
+// logs it, at most once per refusedLogEvery per peer. Without it the
+// refused side alone said so, and this side logged a connect and a
+// disconnect, twice a second. c is already removed from the peer's
+// connections.
+func (h *Host) noteClosedAtOnce(n network.Network, c network.Conn) {
+	p, st := c.RemotePeer(), c.Stat()
+	switch {
+	case st.Direction != network.DirOutbound || h.ctx.Err() != nil || time.Since(st.Opened) >= closedAtOnce:
+		return
+	case h.gate != nil && !h.gate.allows(p): // closed here, by a reload
+		return
+	case len(n.ConnsToPeer(p)) > 0: // a duplicate closed, another kept
+		return
+	}
+	h.closedMu.Lock()
+	if h.closedAt == nil {
+		h.closedAt = map[peer.ID]time.Time{}
+	}
+	h.closedAt[p] = time.Now()
+	h.closedMu.Unlock()
+	if !h.closedLog.due(p, time.Now()) {
+		return
+	}
+	h.log.Warn("peer "+p.String()+" closed the connection right after the handshake: it may not list this peer ("+
+		h.self.String()+") in its --members, or it is stopping; not dialed again for "+dialPause.String(),
+		keyPeer, p.String(), "self", h.self.String(), "next_log_after", refusedLogEvery.String())
+}
+
 // closeUnlisted closes c when its peer is not in Config.MembersFile: the
 // gater refused it already unless a reload removed the peer while c was
 // being set up, after the gater let it through and before ReloadMembers

@@ -60,6 +60,10 @@ var (
 	ErrDisconnected = errors.New("p2p: peer disconnected")
 	// ErrNoHandler is the remote error of a call to a host without HandleCall.
 	ErrNoHandler = errors.New("p2p: no call handler")
+	// ErrDialPaused is returned by Connect, and fails the streams opened,
+	// to a peer that closed this host's last dial right after the
+	// handshake, for dialPause after it (noteClosedAtOnce).
+	ErrDialPaused = errors.New("p2p: peer closed this host's last dial at once (its --members may not list this host); not dialed again yet")
 )
 
 // Frame is a message received from a peer.
@@ -103,6 +107,13 @@ type Host struct {
 	connCh  chan struct{}      // closed and replaced on every peer (dis)connect
 	callMu  sync.Mutex         // guards pending
 	pending map[uint64]*pendingCall
+
+	closedLog peerLogs // noteClosedAtOnce's lines, by peer
+	// closedMu guards closedAt: when each peer last closed this host's
+	// dial at once (noteClosedAtOnce); an entry goes when the peer
+	// connects to this host or dialPause passed.
+	closedMu sync.Mutex
+	closedAt map[peer.ID]time.Time
 
 	handler atomic.Pointer[CallHandler]
 	nextID  atomic.Uint64 // last correlation id used by Call
@@ -171,9 +182,13 @@ func hostOptions(cfg *Config, sk crypto.PrivKey, psk []byte) ([]libp2p.Option, e
 		libp2p.DisableMetrics(),
 	}
 	if psk == nil {
-		if loopbackOnly(cfg.Listen) {
+		switch {
+		case loopbackOnly(cfg.Listen):
 			cfg.Logger.Info("no swarm key: the mesh listens on this host only (loopback)")
-		} else {
+		case cfg.MembersFile != "":
+			cfg.Logger.Info("no swarm key: only the peer ids of --members may connect, refused after the handshake",
+				keyFile, cfg.MembersFile)
+		default:
 			cfg.Logger.Warn("no swarm key: open mesh, any libp2p host can connect")
 		}
 		opts = append(opts, libp2p.Transport(quic.NewTransport))
@@ -219,10 +234,16 @@ func newHost(cfg Config, lh host.Host) *Host {
 func (h *Host) start(ctx context.Context) error {
 	h.host.Network().Notify(&network.NotifyBundle{
 		ConnectedF: func(n network.Network, c network.Conn) {
+			if c.Stat().Direction == network.DirInbound {
+				h.unpauseDial(c.RemotePeer()) // it lets this host in
+			}
 			h.connEvent(n, c.RemotePeer(), true)
 			h.closeUnlisted(c)
 		},
-		DisconnectedF: func(n network.Network, c network.Conn) { h.connEvent(n, c.RemotePeer(), false) },
+		DisconnectedF: func(n network.Network, c network.Conn) {
+			h.noteClosedAtOnce(n, c) // a dial the peer refused after the handshake
+			h.connEvent(n, c.RemotePeer(), false)
+		},
 	})
 	h.host.SetStreamHandler(ProtocolID, h.handleStream)
 	if err := h.startGossip(); err != nil {
@@ -346,6 +367,9 @@ func (h *Host) Connect(ctx context.Context, addr string) error {
 	}
 	if h.isClosed() {
 		return ErrClosed
+	}
+	if err := h.dialPaused(ai.ID); err != nil {
+		return fmt.Errorf("p2p: connect %s: %w", addr, err)
 	}
 	if err := h.host.Connect(ctx, *ai); err != nil {
 		return fmt.Errorf("p2p: connect %s: %w", addr, err)

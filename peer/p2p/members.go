@@ -30,10 +30,11 @@ import (
 //
 // A line holds an id, optionally followed by white space and a name (for
 // the logs: the rest of the line). Blank lines and lines starting with #
-// are skipped. The swarm key decides who can speak to the mesh at all;
-// the list decides which of the key's holders may: a host is shut out by
-// removing its line and sending SIGHUP to every peer, without rotating
-// the key everywhere.
+// are skipped. With a swarm key, the key decides who can speak to the
+// mesh at all and the list which of the key's holders may; without one,
+// the list alone closes the mesh (peer.Config.MembersFile). A host is
+// shut out by removing its line and sending SIGHUP to every peer, without
+// rotating a key everywhere.
 //
 // Enforcement is a libp2p connection gater (memberGate): a dial to an id
 // not listed is refused before any packet is sent, and a connection from
@@ -122,9 +123,8 @@ type memberGate struct {
 	// and dialed; gossipRefused the gossip messages of unlisted origins.
 	refusedIn, refusedOut, gossipRefused atomic.Uint64
 
-	logMu  sync.Mutex
-	logged map[peer.ID]time.Time // the last refusal logged, by peer
-	now    func() time.Time      // time.Now; tests step it
+	logged peerLogs         // the last refusal logged, by peer
+	now    func() time.Time // time.Now; tests step it
 }
 
 var _ connmgr.ConnectionGater = (*memberGate)(nil)
@@ -135,7 +135,7 @@ func newMemberGate(file string, self peer.ID, log *slog.Logger) (*memberGate, er
 	if err != nil {
 		return nil, err
 	}
-	g := &memberGate{self: self, file: file, log: log, logged: map[peer.ID]time.Time{}, now: time.Now}
+	g := &memberGate{self: self, file: file, log: log, now: time.Now}
 	g.allowed.Store(&ids)
 	g.warnSelf(ids)
 	log.Info("members: only the peers listed may connect", keyFile, file, "peers", len(ids))
@@ -176,24 +176,40 @@ func (g *memberGate) check(p peer.ID, dir network.Direction) bool {
 	return false
 }
 
-// logRefused logs the refusal of p, at most once per refusedLogEvery.
-func (g *memberGate) logRefused(p peer.ID, what string) {
-	now := g.now()
-	g.logMu.Lock()
-	last, seen := g.logged[p]
-	due := !seen || now.Sub(last) >= refusedLogEvery
-	if due {
-		if len(g.logged) >= refusedLogKeep {
-			for q, t := range g.logged {
-				if now.Sub(t) >= refusedLogEvery {
-					delete(g.logged, q)
-				}
+// peerLogs rate-limits a log line per peer: at most one per
+// refusedLogEvery, remembering at most about refusedLogKeep peers (past it
+// the entries older than refusedLogEvery are dropped, so that hosts with
+// ever new ids cannot grow it without limit). The zero value is ready.
+type peerLogs struct {
+	mu     sync.Mutex
+	logged map[peer.ID]time.Time // the last line logged, by peer
+}
+
+// due reports whether a line about p may be logged at now, and if so
+// records it.
+func (l *peerLogs) due(p peer.ID, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if last, seen := l.logged[p]; seen && now.Sub(last) < refusedLogEvery {
+		return false
+	}
+	if l.logged == nil {
+		l.logged = map[peer.ID]time.Time{}
+	}
+	if len(l.logged) >= refusedLogKeep {
+		for q, t := range l.logged {
+			if now.Sub(t) >= refusedLogEvery {
+				delete(l.logged, q)
 			}
 		}
-		g.logged[p] = now
 	}
-	g.logMu.Unlock()
-	if due {
+	l.logged[p] = now
+	return true
+}
+
+// logRefused logs the refusal of p, at most once per refusedLogEvery.
+func (g *memberGate) logRefused(p peer.ID, what string) {
+	if g.logged.due(p, g.now()) {
 		g.log.Warn("refused peer "+p.String()+": not in --members "+g.file,
 			keyPeer, p.String(), "what", what, "next_log_after", refusedLogEvery.String())
 	}

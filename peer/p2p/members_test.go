@@ -72,9 +72,22 @@ func knock(tb testing.TB, from, to *Host) error {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(tb.Context(), testTimeout)
 	defer cancel()
+	unpause(tb, from, to)
 	err := from.Connect(ctx, addrOf(tb, to, "tcp"))
 	waitGone(tb, from, to.ID())
 	return err
+}
+
+// unpause forgets from's pause of its dials to to (dialPause), which the
+// refusal of its last dial set: the tests that count refusals dial at
+// once on purpose. TestMembersRefusedByListedPeerLogged tests the pause.
+func unpause(tb testing.TB, from, to *Host) {
+	tb.Helper()
+	id, err := peer.Decode(to.ID())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	from.unpauseDial(id)
 }
 
 // dialFails dials to from from and fails the test unless the dial fails:
@@ -186,6 +199,7 @@ func TestMembersReload(t *testing.T) {
 	connect := func() error {
 		ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 		defer cancel()
+		unpause(t, b, a)
 		return b.Connect(ctx, addrOf(t, a, "tcp"))
 	}
 	if err := connect(); err != nil {
@@ -475,6 +489,45 @@ func TestAfterDrop(t *testing.T) {
 		if wait < tc.wantMin || wait > tc.wantMax || b != tc.wantB || f != tc.wantF {
 			t.Errorf("afterDrop(%v, %v, %d) = %v, %v, %d; want a wait in [%v, %v], %v, %d",
 				tc.upFor, tc.backoff, tc.failures, wait, b, f, tc.wantMin, tc.wantMax, tc.wantB, tc.wantF)
+		}
+	}
+}
+
+// Lists that differ: b lists a, a does not list b. a refuses b's dials
+// after the handshake; b, whose dial succeeded on its side, must say why
+// its connection closed at once, naming its own id (the line a's file
+// lacks), and hold back its next dials to a (dialPause) instead of
+// redialing it twice a second.
+func TestMembersRefusedByListedPeerLogged(t *testing.T) {
+	dirA, idA := identity(t)
+	dirB, idB := identity(t)
+	listA := filepath.Join(t.TempDir(), "members")
+	writeMembers(t, listA, idA)
+	listB := filepath.Join(t.TempDir(), "members")
+	writeMembers(t, listB, idA, idB)
+	a := mustHost(t, Config{DataDir: dirA, MembersFile: listA})
+	lines := make(lineWriter, 64)
+	b := mustHost(t, Config{DataDir: dirB, MembersFile: listB, Join: []string{addrOf(t, a, "tcp")},
+		Logger: slog.New(slog.NewTextHandler(lines, nil))})
+	deadline := time.After(testTimeout)
+	for {
+		select {
+		case l := <-lines:
+			if !strings.Contains(l, "closed the connection right after the handshake") {
+				continue
+			}
+			if !strings.Contains(l, "peer "+idA) || !strings.Contains(l, "("+idB+") in its --members") {
+				t.Fatalf("the line does not name the refusing peer %s and this peer %s: %s", idA, idB, l)
+			}
+			if a.Stats().RefusedInbound == 0 {
+				t.Fatal("b says a refused it, but a refused none")
+			}
+			if err := b.Connect(t.Context(), addrOf(t, a, "tcp")); !errors.Is(err, ErrDialPaused) {
+				t.Fatalf("b dialed a again at once: Connect = %v; want %v", err, ErrDialPaused)
+			}
+			return
+		case <-deadline:
+			t.Fatal("b, refused by a peer it lists, never said that peer may not list it")
 		}
 	}
 }

@@ -193,6 +193,9 @@ func (h *Host) runWriter(w *writer) {
 
 // openStream opens the outbound stream to p, dialing p if needed.
 func (h *Host) openStream(p peer.ID) (network.Stream, error) {
+	if err := h.dialPaused(p); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(h.ctx, dialTimeout)
 	defer cancel()
 	s, err := h.host.NewStream(ctx, p, ProtocolID)
