@@ -66,7 +66,8 @@ type Config struct {
 	// the peer ids it lists may connect, either way, and gossip authored
 	// by any other is dropped. "" lets every peer in that can reach the
 	// host (and, with a swarm key, holds it). Host.ReloadMembers reads it
-	// again.
+	// again. Without a swarm key it alone keeps strangers out, refused
+	// right after the handshake.
 	MembersFile string
 	// MDNS also discovers and dials peers on the LAN (service ServiceName).
 	MDNS bool

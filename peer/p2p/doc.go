@@ -109,9 +109,10 @@
 //
 // The file uses the standard go-libp2p format ("/key/swarm/psk/1.0.0/",
 // "/base16/", 64 hex digits), so it also works with other libp2p tools.
-// Without a swarm key the mesh is open to any libp2p host that can reach it
-// (logged once as a warning at start); the daemon keeps such a mesh on its
-// host unless told otherwise (peer.Config.OpenMesh).
+// Without a swarm key or a members file (below) the mesh is open to any
+// libp2p host that can reach it (logged once as a warning at start); the
+// daemon keeps such a mesh on its host unless told otherwise
+// (peer.Config.OpenMesh).
 //
 // # Members (an allowlist of peer ids)
 //
@@ -129,5 +130,9 @@
 // before the other side checks the id) and close at once; its join loop
 // takes a connection that closes soon after it was made as a failed dial
 // and backs off (joinStable), so it does not redial as fast as handshakes
-// go.
+// go. Any dial of this host that a peer it allows closes within
+// closedAtOnce is logged (naming this host's id, which the peer's file may
+// lack) and pauses its Connect and stream opens to that peer for
+// dialPause: lists that differ between peers (one lists the other, not
+// the other way) otherwise redialed twice a second.
 package p2p
