@@ -304,3 +304,54 @@ func TestFollowedLogRevoked(t *testing.T) {
 		t.Fatalf("a new follow with the removed token = %d %s; want 401", a.status, a.body)
 	}
 }
+
+// A submission that waits (POST /v1/tasks?wait=) whose token a reload
+// removes, or leaves without submit, ends its wait at once; its task
+// was created with a good token, so the answer is still the 201 with its
+// id, without the task (the revoked token reads nothing more). A token
+// kept through a reload keeps its wait.
+func TestWaitingSubmitRevoked(t *testing.T) {
+	const submitter = "submit-token-012345678 name=sb scope=submit"
+	tokens := api.NewTokenSet(tokenSet(t, revAdmin, submitter))
+	p, admin := startPeerWith(t, Config{Tokens: tokens})
+	admin.Token = secretOf(revAdmin)
+	submit := func(key string) (id string, ch <-chan pollAnswer) {
+		id = string(GroupIDFor(key)) + ".0"
+		ch = startRequest(t, admin, secretOf(submitter), "POST", "/v1/tasks?wait=2m",
+			`{"handler": "thumb", "payload": 1, "key": "`+key+`"}`) // no worker: READY until canceled
+		waitUntil(t, func() bool { return liveWaiters(t, p, id) == 1 })
+		return id, ch
+	}
+	created := func(what, id string, a pollAnswer) {
+		t.Helper()
+		var out struct {
+			ID   string          `json:"id"`
+			Task json.RawMessage `json:"task"`
+		}
+		if a.status != http.StatusCreated || json.Unmarshal(a.body, &out) != nil || out.ID != id || out.Task != nil {
+			t.Fatalf("the %s token's waiting submission = %d %s; want 201 with id %s and no task", what, a.status, a.body, id)
+		}
+		if _, err := admin.GetTask(t.Context(), id, 0); err != nil {
+			t.Fatalf("the %s token's submitted task: %v; want it created", what, err)
+		}
+	}
+
+	id, ch := submit("removed")
+	tokens.SetTokens(tokenSet(t, revAdmin))
+	created("removed", id, answerOf(t, ch))
+
+	tokens.SetTokens(tokenSet(t, revAdmin, submitter))
+	id, ch = submit("demoted")
+	tokens.SetTokens(tokenSet(t, revAdmin, "submit-token-012345678 name=sb scope=read"))
+	created("demoted", id, answerOf(t, ch))
+
+	tokens.SetTokens(tokenSet(t, revAdmin, submitter))
+	id, ch = submit("kept")
+	tokens.SetTokens(tokenSet(t, submitter, revAdmin))
+	if _, err := admin.CancelTask(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	if a := answerOf(t, ch); a.status != http.StatusCreated || !strings.Contains(string(a.body), `"state":"CANCELED"`) {
+		t.Fatalf("the kept token's waiting submission = %d %s; want 201, the task CANCELED", a.status, a.body)
+	}
+}

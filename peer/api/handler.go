@@ -354,7 +354,13 @@ func (s *server) submitTask(w http.ResponseWriter, r *http.Request) {
 	setTraceparent(spec, r.Header)
 	var res SubmitResult
 	var v *shard.TaskView
-	if sw, ok := s.b.(SubmitWaiter); ok && wait > 0 {
+	// With tokens, the submission and its wait are two steps: the
+	// submission is made with the request's context, and only the wait
+	// is ended by a reload that revokes the token (watchToken), so that
+	// the answer still says what was created. Without them, an owner
+	// elsewhere submits and waits in one forward (SubmitWaiter).
+	sw, oneCall := s.b.(SubmitWaiter)
+	if oneCall && wait > 0 && s.opts.Tokens == nil {
 		res, v, err = sw.SubmitWait(r.Context(), spec, wait)
 		res, err = s.checkSubmitted(spec, res, err)
 	} else {
@@ -368,9 +374,14 @@ func (s *server) submitTask(w http.ResponseWriter, r *http.Request) {
 	if wait > 0 {
 		// One call for submit-and-wait: the task as GET ?wait= shows it,
 		// terminal unless wait passed first. The task exists whatever
-		// happens next, so a failed read still answers its id.
+		// happens next, so a failed read still answers its id, and so
+		// does a wait ended by its token's revocation (no task: a
+		// revoked token reads nothing more; its next request is the 401).
 		if v == nil {
-			if tv, err := s.b.Task(r.Context(), res.Tasks[0], wait); err == nil {
+			ctx, check, stop := s.watchToken(r, ScopeSubmit)
+			tv, err := s.b.Task(ctx, res.Tasks[0], wait)
+			stop()
+			if err == nil && (check == nil || check() == nil) {
 				v = &tv
 			}
 		}
