@@ -88,6 +88,13 @@ func TestPlacementProcesses(t *testing.T) {
 		if err != nil || tk.State != "SUCCEEDED" || tk.Peer != ids[2] || tk.Pin != ids[2] {
 			t.Fatalf("pinned task = %+v, %v; want SUCCEEDED on %s", tk, err, ids[2])
 		}
+		// A pin no peer id could be (the daemon's check of a member's id)
+		// is refused, where it would wait READY for ever.
+		_, err = c1.SubmitGroupJSON(ctx, []byte(`{"mode":"parallel","tasks":[{"handler":"echo","pin":"`+ids[2]+`"},{"handler":"echo","pin":"`+ids[2][:len(ids[2])-3]+`"}]}`))
+		var e *api.Error
+		if !errors.As(err, &e) || e.Status != 400 || e.Field != "tasks[1].pin" {
+			t.Fatalf("a group pinning a task to a truncated peer id = %v; want 400 naming tasks[1].pin", err)
+		}
 	})
 	t.Run("broadcast", func(t *testing.T) {
 		for _, tt := range []struct {

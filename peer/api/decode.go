@@ -56,6 +56,11 @@ type Limits struct {
 	// why it is refused; nil refuses every notify URL (this peer has no
 	// allow-list).
 	Notify func(url string) error
+	// ValidPeer reports whether id can name a peer (the node's check of a
+	// member's id: a libp2p peer id): a task's "pin" that cannot is a 400
+	// naming it, as no peer could ever run the task. Nil accepts any id
+	// without whitespace.
+	ValidPeer func(id string) bool
 }
 
 // DefaultLimits returns the limits used when a field of Limits is zero.

@@ -64,3 +64,57 @@ func TestCorePathBroadcast(t *testing.T) {
 		t.Errorf("CorePath = %q; want tasks[0].require (the one template)", got)
 	}
 }
+
+// A pin that no peer id could be (Limits.ValidPeer, the node's check of
+// a member's id) is a 400 naming it wherever a task is made: a task, a
+// group's task, a pipeline's, a schedule's template, its replacement.
+func TestDecodePinNotPeer(t *testing.T) {
+	lim := testLimits()
+	lim.ValidPeer = func(id string) bool { return strings.HasPrefix(id, "12D3KooW") }
+	const good = `{"handler": "echo", "pin": "12D3KooWgood"}`
+	const bad = `{"handler": "echo", "pin": "web-3"}`
+	for _, tt := range []struct {
+		name, field string
+		decode      func() error
+	}{
+		{"task", "pin", func() error { _, err := DecodeTask(strings.NewReader(bad), lim); return err }},
+		{"group", "tasks[3].pin", func() error {
+			_, err := DecodeGroup(strings.NewReader(`{"mode": "parallel", "tasks": [`+good+`,`+good+`,`+good+`,`+bad+`]}`), lim)
+			return err
+		}},
+		{"dag", "tasks[0].pin", func() error {
+			_, err := DecodeGroup(strings.NewReader(`{"mode": "dag", "tasks": [{"name": "a", "handler": "echo", "pin": "web-3"}]}`), lim)
+			return err
+		}},
+		{"pipeline", "stages[1][0].pin", func() error {
+			_, err := DecodeGroup(strings.NewReader(`{"mode": "staged", "stages": [[`+good+`], [`+bad+`]]}`), lim)
+			return err
+		}},
+		{"schedule", "group.tasks[0].pin", func() error {
+			_, _, err := DecodeSchedule(strings.NewReader(`{"name": "s", "every": "1m", "group": {"mode": "parallel", "tasks": [`+bad+`]}}`), lim)
+			return err
+		}},
+		{"schedule change", "group.tasks[0].pin", func() error {
+			cur, _, err := DecodeSchedule(strings.NewReader(`{"name": "s", "every": "1m", "group": {"mode": "parallel", "tasks": [`+good+`]}}`), lim)
+			if err != nil {
+				return err
+			}
+			u, err := DecodeScheduleUpdate(strings.NewReader(`{"group": {"mode": "parallel", "tasks": [`+bad+`]}}`), lim)
+			if err != nil {
+				return err
+			}
+			_, err = u.Merge(cur, lim)
+			return err
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var fe *FieldError
+			if err := tt.decode(); !errors.As(err, &fe) || fe.Field != tt.field || !strings.Contains(fe.Message, `"web-3" is not a peer id`) {
+				t.Errorf("decode = %v; want a field error on %s saying \"web-3\" is not a peer id", err, tt.field)
+			}
+		})
+	}
+	if _, err := DecodeGroup(strings.NewReader(`{"mode": "parallel", "tasks": [`+good+`]}`), lim); err != nil {
+		t.Errorf("a peer id pin: %v", err)
+	}
+}

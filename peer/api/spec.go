@@ -117,7 +117,7 @@ func DecodeTask(r io.Reader, lim Limits) (*shard.GroupSpec, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := placement(&ts, rt.Require, rt.Pin, ""); err != nil {
+	if err := placement(&ts, rt.Require, rt.Pin, "", lim); err != nil {
 		return nil, err
 	}
 	spec := &shard.GroupSpec{Mode: shard.ModeSingle, Tasks: []shard.TaskSpec{ts}}
@@ -545,5 +545,5 @@ func groupTaskSpec(rt *rawGroupTask, path, dflt string, mode shard.Mode, lim Lim
 		}
 		ts.Name = ""
 	}
-	return ts, placement(&ts, rt.Require, rt.Pin, path)
+	return ts, placement(&ts, rt.Require, rt.Pin, path, lim)
 }

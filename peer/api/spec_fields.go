@@ -20,7 +20,7 @@ const maxRequire = 32
 // placement checks and sets a task's require (sorted, duplicates dropped)
 // and pin. A selector that is not key=value, or two values for one key (no
 // peer could match), is a field error naming it.
-func placement(ts *shard.TaskSpec, require []string, pin, path string) error {
+func placement(ts *shard.TaskSpec, require []string, pin, path string, lim Limits) error {
 	if len(require) > maxRequire {
 		return fieldErr(join(path, "require"), "%d labels exceed the limit of %d", len(require), maxRequire)
 	}
@@ -39,8 +39,11 @@ func placement(ts *shard.TaskSpec, require []string, pin, path string) error {
 	if len(require) > 0 {
 		ts.Require = slices.Compact(slices.Sorted(slices.Values(require)))
 	}
-	if len(pin) > maxNameLen || strings.ContainsAny(pin, " \t\n") {
-		return fieldErr(join(path, "pin"), "not a peer id")
+	switch {
+	case len(pin) > maxNameLen:
+		return fieldErr(join(path, "pin"), "longer than %d bytes: not a peer id", maxNameLen)
+	case pin != "" && (strings.ContainsAny(pin, " \t\n") || (lim.ValidPeer != nil && !lim.ValidPeer(pin))):
+		return fieldErr(join(path, "pin"), "%q is not a peer id: no peer could ever run the task", pin)
 	}
 	ts.Pin = pin
 	return nil
