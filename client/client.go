@@ -1,16 +1,13 @@
 package client
 
-import (
-	"os"
-
-	"github.com/needle-mesh/needle/peer/api"
-)
+import "github.com/needle-mesh/needle/peer/api"
 
 // Client calls the HTTP API of one peer: SubmitTask, SubmitGroup, GetTask,
 // WaitTask, WaitGroup, CancelTask, CancelGroup, ListTasks, ListGroups,
 // RetryTask, RetryGroup, TaskLogs, FollowLogs, ... (see peer/api.Client).
 // Any peer of a mesh answers for every task. Set Token to the API token
-// (NEEDLE_API_TOKEN) when the peer requires one.
+// when the peer requires one (New and FromEnv read NEEDLE_API_TOKEN or
+// NEEDLE_API_TOKEN_FILE).
 type Client = api.Client
 
 // The API's request and answer types, for callers of Client.
@@ -35,7 +32,12 @@ var ErrLogCut = api.ErrLogCut
 func Terminal(state string) bool { return api.Terminal(state) }
 
 // New returns a client of the peer at baseURL (e.g. "http://127.0.0.1:7070")
-// with the API token of the environment (NEEDLE_API_TOKEN), if set.
+// with the API token of the environment, if set: NEEDLE_API_TOKEN, else
+// the contents of the file NEEDLE_API_TOKEN_FILE names (TokenFromEnv). A
+// token that cannot be read (both set, a file missing, empty or of more
+// than one line) leaves Token empty, and the peer answers 401: call
+// TokenFromEnv, or FromEnv, to learn why.
 func New(baseURL string) *Client {
-	return &Client{BaseURL: baseURL, Token: os.Getenv("NEEDLE_API_TOKEN")}
+	token, _ := TokenFromEnv()
+	return &Client{BaseURL: baseURL, Token: token}
 }

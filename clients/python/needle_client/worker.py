@@ -173,7 +173,8 @@ class Worker:
     task for good.
 
     The peer is ``client``, else Client(url, token) (defaults:
-    $NEEDLE_URL or http://127.0.0.1:7070, $NEEDLE_API_TOKEN).
+    $NEEDLE_URL, else $NEEDLE_ADDR, else http://127.0.0.1:7070;
+    $NEEDLE_API_TOKEN, else the file $NEEDLE_API_TOKEN_FILE names).
 
     Other options: ``labels`` ("key=value", matched against the tasks'
     require), ``id`` (the worker's name; default host-pid-random),
