@@ -204,6 +204,20 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 }
 
+// ErrConfig is wrapped by New's errors of the configuration as given (an
+// invalid field, Validate's; a TLS certificate or key file that cannot be
+// loaded), as against a failure to open the data dir or the mesh: needled
+// exits 2 on the first, 1 on the second.
+var ErrConfig = errors.New("invalid configuration")
+
+// configError is an error of the configuration: it says what err says
+// and is ErrConfig.
+type configError struct{ err error }
+
+func (e configError) Error() string        { return e.err.Error() }
+func (e configError) Unwrap() error        { return e.err }
+func (e configError) Is(target error) bool { return target == ErrConfig }
+
 // Validate fills defaults and reports the first invalid field.
 func (c *Config) Validate() error {
 	c.fillDefaults()

@@ -131,7 +131,7 @@ func Init(cfg Config) (id string, addrs []string, err error) {
 	}
 	cfg.OpenMesh = true
 	if err := cfg.Validate(); err != nil {
-		return "", nil, err
+		return "", nil, configError{err}
 	}
 	if cfg.InMemory || cfg.Runtime.WAL != nil || cfg.Runtime.Transport != nil {
 		return "", nil, errors.New("peer: init needs a data dir (not InMemory, no Runtime WAL or transport)")

@@ -103,7 +103,7 @@ type Peer struct {
 // peer. Run starts it.
 func New(cfg Config) (*Peer, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, configError{err}
 	}
 	handlers, sender, err := cfg.adapters()
 	if err != nil {
@@ -121,7 +121,7 @@ func New(cfg Config) (*Peer, error) {
 	p.hub = newHub(p, cfg.WorkerTTL, cfg.WorkerCrashLimit)
 	if cfg.TLSCert != "" {
 		if p.certs, err = newCertFiles(cfg.TLSCert, cfg.TLSKey); err != nil {
-			return nil, err
+			return nil, configError{err}
 		}
 	}
 	if err := p.open(); err != nil {
@@ -324,6 +324,9 @@ func (p *Peer) openHost(initial []node.PeerAddrs) error {
 		DataDir: dir, Listen: p.cfg.Listen, Join: join, SwarmKeyFile: p.cfg.SwarmKeyFile,
 		MembersFile: p.cfg.MembersFile, MDNS: p.cfg.MDNS, Logger: p.log,
 	})
+	if errors.Is(err, p2p.ErrConfig) || errors.Is(err, p2p.ErrSwarmKey) {
+		return configError{fmt.Errorf("peer: libp2p host: %w", err)}
+	}
 	if err != nil {
 		return fmt.Errorf("peer: libp2p host: %w", err)
 	}

@@ -15,7 +15,7 @@ import (
 // this way before any starts.
 func (m *Main) RunInit(out io.Writer) error {
 	if _, err := m.prepare(); err != nil {
-		return err
+		return usageError{err}
 	}
 	id, addrs, err := peer.Init(m.Config)
 	if err != nil {

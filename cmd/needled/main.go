@@ -45,7 +45,7 @@ func main() {
 	if m.Init {
 		if err := m.RunInit(os.Stdout); err != nil {
 			m.fatal(err)
-			os.Exit(1)
+			os.Exit(ExitCode(err))
 		}
 		return
 	}
@@ -54,7 +54,7 @@ func main() {
 	m.Hangup = notifyHangup()
 	if err := m.Run(ctx); err != nil {
 		m.fatal(err)
-		os.Exit(1)
+		os.Exit(ExitCode(err))
 	}
 }
 

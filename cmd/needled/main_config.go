@@ -91,7 +91,10 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 			"wins over the file. The API token comes from NEEDLE_API_TOKEN or the file\n"+
 			"--api-token-file (NEEDLE_API_TOKEN_FILE) names (one token a line, each with an\n"+
 			"optional name= and scope=, re-read on SIGHUP). SIGHUP also re-reads --tls-cert,\n"+
-			"--tls-key and --members (the peer ids allowed in the mesh).\n\n")
+			"--tls-key and --members (the peer ids allowed in the mesh).\n\n"+
+			"Exit status: 0 stopped; 1 failed to start or to run; 2 a usage or\n"+
+			"configuration error (a flag, variable or file as given), found before\n"+
+			"anything is served.\n\n")
 		fs.PrintDefaults()
 	}
 	err := fs.Parse(args)
@@ -152,6 +155,12 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		// before the data dir is opened, naming the file and the line.
 		if _, err := p2p.LoadMembers(f); err != nil {
 			return fmt.Errorf("--members: %w", err)
+		}
+	}
+	if f := c.SwarmKeyFile; f != "" {
+		// Likewise: a missing or malformed key is a usage error (exit 2).
+		if _, err := p2p.LoadSwarmKey(f); err != nil {
+			return fmt.Errorf("--swarm-key: %w", err)
 		}
 	}
 	build := buildinfo.Get()
@@ -497,11 +506,32 @@ func (m *Main) prepare() (*slog.Logger, error) {
 	return log, nil
 }
 
+// usageError is an error of the configuration as given (a flag, a
+// NEEDLE_* or OTEL_* variable, the --config file, a file a flag names)
+// found after ParseFlags: it is peer.ErrConfig, and needled exits 2 on it
+// as on a flag it cannot parse (ExitCode).
+type usageError struct{ err error }
+
+func (e usageError) Error() string        { return e.err.Error() }
+func (e usageError) Unwrap() error        { return e.err }
+func (e usageError) Is(target error) bool { return target == peer.ErrConfig }
+
+// ExitCode is needled's exit status for err, an error of Run or RunInit:
+// 2 for a usage or configuration error (peer.ErrConfig), as for every
+// error of ParseFlags, and 1 for a failure to start or to run (the data
+// dir, a port, the mesh).
+func ExitCode(err error) int {
+	if errors.Is(err, peer.ErrConfig) {
+		return 2
+	}
+	return 1
+}
+
 // Run starts the peer and serves until ctx is canceled.
 func (m *Main) Run(ctx context.Context) error {
 	log, err := m.prepare()
 	if err != nil {
-		return err
+		return usageError{err}
 	}
 	if r := m.HugePagesResult; r != nil {
 		log.Info("memory: "+r.String(), "transparent_huge_pages", r.Mode)
@@ -518,7 +548,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	tp, err := tracerProvider(ctx, os.Getenv)
 	if err != nil {
-		return err
+		return usageError{err}
 	}
 	if tp != nil {
 		m.Config.TracerProvider = tp
@@ -534,11 +564,16 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	// The adapters are built here, the one place that knows them all,
 	// and handed to the runtime.
+	if err := m.Config.Builtins.Validate(); err != nil {
+		return usageError{err}
+	}
+	// Past Validate, an error is of the host (a command --exec names not
+	// found, the exec dir's owner): a failure to start.
 	if m.Config.Handlers, err = handler.NewBuiltins(m.Config.Builtins); err != nil {
 		return err
 	}
 	if m.Config.Webhooks, err = webhook.New(m.Config.Notify); err != nil {
-		return err
+		return usageError{err}
 	}
 	p, err := peer.New(m.Config)
 	if err != nil {

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/needle-mesh/needle/peer/p2p"
+)
+
+// Every error of the configuration as given exits 2, whether ParseFlags
+// or the start finds it: a flag's value, a file a flag names, an OTEL_*
+// variable. A failure to start (here a data dir that cannot be made)
+// exits 1.
+func TestConfigErrorsExit2(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "swarm.key")
+	f, err := os.Create(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p2p.GenerateSwarmKey(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	bad := filepath.Join(dir, "bad.key")
+	if err := os.WriteFile(bad, []byte("x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		args []string
+		env  string // an OTEL_TRACES_EXPORTER
+		want int
+	}{
+		{name: "replicas", args: []string{"--replicas", "20"}, want: 2},
+		{name: "slots", args: []string{"--slots", "-1"}, want: 2},
+		{name: "rate", args: []string{"--rate", "-1"}, want: 2},
+		{name: "tls pair", args: []string{"--tls-cert", filepath.Join(dir, "none.pem")}, want: 2},
+		{name: "tls file", args: []string{"--tls-cert", filepath.Join(dir, "none.pem"), "--tls-key", filepath.Join(dir, "none.key")}, want: 2},
+		{name: "open api", args: []string{"--http", "0.0.0.0:0"}, want: 2},
+		{name: "initial peers", args: []string{"--initial-peers", "bad"}, want: 2},
+		{name: "notify", args: []string{"--notify-allow", "https://hooks.example/"}, want: 2},
+		{name: "log format", args: []string{"--log-format", "xml"}, want: 2},
+		{name: "log level", args: []string{"--log-level", "loud"}, want: 2},
+		{name: "swarm key missing", args: []string{"--swarm-key", filepath.Join(dir, "none.key")}, want: 2},
+		{name: "swarm key malformed", args: []string{"--swarm-key", bad}, want: 2},
+		{name: "listen", args: []string{"--swarm-key", key, "--listen", "/bad/addr"}, want: 2},
+		{name: "join", args: []string{"--swarm-key", key, "--join", "notanaddr"}, want: 2},
+		{name: "otel", env: "zipkin", want: 2},
+		{name: "data dir", args: []string{"--data", "/proc/needle-test/data"}, want: 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("OTEL_TRACES_EXPORTER", tt.env)
+			m := NewMain()
+			m.Stderr, m.HugePages = io.Discard, false
+			args := append([]string{"--data", filepath.Join(t.TempDir(), "data"), "--http", "127.0.0.1:0"}, tt.args...)
+			err := m.ParseFlags(args, func(string) string { return "" })
+			code := 2 // main: every error of ParseFlags
+			if err == nil {
+				if err = m.Run(t.Context()); err == nil {
+					t.Fatal("Run = nil; want an error")
+				}
+				code = ExitCode(err)
+			}
+			if code != tt.want {
+				t.Errorf("needled %s: %v: exit %d; want %d", strings.Join(tt.args, " "), err, code, tt.want)
+			}
+		})
+	}
+}
+
+// The binary exits with ExitCode: 2 for a value Validate refuses, which
+// exited 1 where a value the flag parser refuses exited 2.
+func TestConfigErrorExitsBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the daemon")
+	}
+	bin := buildNeedled(t)
+	cmd := exec.Command(bin, "--data", t.TempDir(), "--http", "127.0.0.1:0", "--replicas", "20")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(stderr.String(), "--replicas 20 out of range") {
+		t.Errorf("needled --replicas 20: %v, stderr %q; want exit 2 naming the flag", err, stderr.String())
+	}
+}
