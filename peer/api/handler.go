@@ -456,19 +456,22 @@ func createdStatus(res SubmitResult) int {
 // taskID parses the {id} of a task route. An id that is not UTF-8 is
 // malformed: no id is, and its forward over the mesh would carry another
 // (JSON makes each bad byte U+FFFD), asking the wrong owner (a 503).
+// Its group part must be a group id (validGroupID): no other task exists.
 func taskID(r *http.Request) (shard.TaskID, error) {
 	id := shard.TaskID(r.PathValue("id"))
-	if _, _, ok := id.Split(); !ok || !utf8.ValidString(string(id)) {
-		return "", fieldErr("id", "malformed task id %q; want <group>.<n>", string(id))
+	if g, _, ok := id.Split(); !ok || !utf8.ValidString(string(id)) || !validGroupID(string(g)) {
+		return "", fieldErr("id", "malformed task id %.100q; want <group>.<n>", string(id))
 	}
 	return id, nil
 }
 
-// groupID parses the {id} of a group route (UTF-8, as taskID).
+// groupID parses the {id} of a group route: an id that can never name a
+// group (validGroupID: not UTF-8, too long, a character no group id
+// holds, a task's id) is a 400 naming id, as taskID's, where it was a 404.
 func groupID(r *http.Request) (shard.GroupID, error) {
 	id := r.PathValue("id")
-	if id == "" || len(id) > maxKeyLen || !utf8.ValidString(id) {
-		return "", fieldErr("id", "malformed group id %q", id)
+	if !validGroupID(id) {
+		return "", groupIDError(id)
 	}
 	return shard.GroupID(id), nil
 }

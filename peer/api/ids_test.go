@@ -1,6 +1,7 @@
 package api
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -26,8 +27,38 @@ func TestIDsNotUTF8AreMalformed(t *testing.T) {
 			t.Errorf("%s %s = %d %s; want 400 invalid_argument naming id", tt.method, tt.target, r.status, r.body)
 		}
 	}
-	// A UTF-8 id outside ASCII is still an id (a key's group may hold any).
-	if r := call(t, h, "GET", "/v1/groups/%C3%A9", ""); r.status != 404 {
-		t.Errorf("GET /v1/groups/é = %d %s; want 404", r.status, r.body)
+}
+
+// A group id that can never exist is a 400 naming id, as a task id's is:
+// one of a character no group id holds (the mesh makes them of letters,
+// digits, '~', '-' and '_'), too long, or a task's id; a task id whose
+// group part is such is one too. Each was a 404 (the group route) or a
+// search of the mesh for it (the task route's group part).
+func TestGroupIDsThatCannotExist(t *testing.T) {
+	h := NewHandler(&fakeSchedules{}, HandlerOptions{Limits: testLimits()})
+	long := strings.Repeat("g", 513)
+	for _, tt := range []struct{ method, target, msg string }{
+		{"GET", "/v1/groups/%C3%A9", "malformed group id"},
+		{"GET", "/v1/groups/a%20b", "malformed group id"},
+		{"GET", "/v1/groups/a%2Fb", "malformed group id"},
+		{"GET", "/v1/groups/a%00b", "malformed group id"},
+		{"GET", "/v1/groups/" + long, "malformed group id"},
+		{"POST", "/v1/groups/" + long + "/cancel", "malformed group id"},
+		{"GET", "/v1/groups/g1.0", `"g1.0" is a task id, not a group id: its group is g1`},
+		{"GET", "/v1/tasks/a%20b.0", "malformed task id"},
+		{"GET", "/v1/tasks/" + long + ".0", "malformed task id"},
+		{"POST", "/v1/tasks/a%2Fb.0/cancel", "malformed task id"},
+	} {
+		r := call(t, h, tt.method, tt.target, "")
+		if e := errorOf(t, r); r.status != 400 || e.Code != CodeInvalidArgument || e.Field != "id" || !strings.Contains(e.Message, tt.msg) {
+			t.Errorf("%s %.60s = %d %s; want 400 invalid_argument naming id, saying %q", tt.method, tt.target, r.status, r.body, tt.msg)
+		}
+	}
+	// Ids of the forms the mesh makes are looked up: unknown, a 404.
+	for _, target := range []string{"/v1/groups/g3f1c9a0b1d2e3f4a5b6c7d8", "/v1/groups/s3f1c9a0b1d2e3f4a5b6c7d8~1767225600~n0a1b2c3d4e5f6a7b",
+		"/v1/groups/" + strings.Repeat("g", 512), "/v1/tasks/k3f1c9a0b1d2e3f4a5b6c7d8.4"} {
+		if r := call(t, h, "GET", target, ""); r.status != 404 {
+			t.Errorf("GET %.60s = %d %s; want 404", target, r.status, r.body)
+		}
 	}
 }
