@@ -48,6 +48,8 @@ func TestGroupIDsThatCannotExist(t *testing.T) {
 		{"GET", "/v1/tasks/a%20b.0", "malformed task id"},
 		{"GET", "/v1/tasks/" + long + ".0", "malformed task id"},
 		{"POST", "/v1/tasks/a%2Fb.0/cancel", "malformed task id"},
+		{"GET", "/v1/schedules/s%20x", "malformed schedule id"},
+		{"DELETE", "/v1/schedules/s%C3%A9", "malformed schedule id"},
 	} {
 		r := call(t, h, tt.method, tt.target, "")
 		if e := errorOf(t, r); r.status != 400 || e.Code != CodeInvalidArgument || e.Field != "id" || !strings.Contains(e.Message, tt.msg) {

@@ -8,8 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/needle-mesh/needle/shard"
 	"github.com/needle-mesh/needle/shard/cron"
@@ -307,8 +307,10 @@ func (s *server) listSchedules(w http.ResponseWriter, r *http.Request) {
 // scheduleID parses the {id} of a schedule route (UTF-8, as taskID).
 func scheduleID(r *http.Request) (shard.ScheduleID, error) {
 	id := r.PathValue("id")
-	if id == "" || len(id) > maxKeyLen || bytes.IndexByte([]byte(id), '~') >= 0 || !utf8.ValidString(id) {
-		return "", fieldErr("id", "malformed schedule id %q", id)
+	// As a group id (validGroupID) without its firings' '~': the mesh
+	// makes "s" and 24 hex digits; no other character can be one's.
+	if !validGroupID(id) || strings.IndexByte(id, '~') >= 0 {
+		return "", fieldErr("id", "malformed schedule id %.100q; want s and 24 hex digits", id)
 	}
 	return shard.ScheduleID(id), nil
 }
