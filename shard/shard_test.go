@@ -470,6 +470,7 @@ func TestValidate(t *testing.T) {
 		{"two singles", GroupSpec{ID: "g", Mode: ModeSingle, Tasks: []TaskSpec{echo(""), echo("")}}, -1, "tasks"},
 		{"stage gap", GroupSpec{ID: "g", Mode: ModePipeline, Tasks: []TaskSpec{{Handler: "h"}, {Handler: "h", Stage: 2}, {Handler: "h", Stage: 2}}}, -1, "stages[1]"},
 		{"negative timeout", GroupSpec{ID: "g", Mode: ModeSingle, Tasks: []TaskSpec{{Handler: "h", Timeout: -1}}}, 0, "timeout"},
+		{"timeout under the timers' resolution", GroupSpec{ID: "g", Mode: ModeParallel, Tasks: []TaskSpec{{Handler: "h"}, {Handler: "h", Timeout: MinTimeout - 1}}}, 1, "timeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -483,6 +484,10 @@ func TestValidate(t *testing.T) {
 	ok := GroupSpec{ID: "g", Mode: ModeDAG, Tasks: []TaskSpec{echo("a"), echo("b", "a"), echo("c", "a", "b")}}
 	if err := ok.Validate(); err != nil {
 		t.Errorf("valid dag: %v", err)
+	}
+	minimum := GroupSpec{ID: "g", Mode: ModeSingle, Tasks: []TaskSpec{{Handler: "h", Timeout: MinTimeout}}}
+	if err := minimum.Validate(); err != nil {
+		t.Errorf("timeout of MinTimeout: %v", err)
 	}
 }
 

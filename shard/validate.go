@@ -22,8 +22,16 @@ const (
 	MaxEvery   = 366 * 24 * time.Hour // a schedule's interval
 )
 
+// MinTimeout is the shortest per-attempt timeout a spec may set (0 is
+// none: the peer's default). It is the resolution of the timing wheel
+// that expires leases: a shorter timeout cannot be honoured, and a task
+// given one could only time out (1ns was accepted, and every attempt
+// failed before a worker saw it). The edge refuses it with a 400 naming
+// the field, Submit and SetSchedule too.
+const MinTimeout = wheelResolution
+
 // Validate checks the structure of a group (see ValidateStored) and the
-// bounds of its durations (MaxDelay, MaxTimeout, MaxBackoff). The edge
+// bounds of its durations (MaxDelay, MaxTimeout, MaxBackoff, MinTimeout). The edge
 // decodes requests into specs and calls it; the core calls it again on
 // every command from the network before proposing it.
 func (g *GroupSpec) Validate() error {
@@ -39,7 +47,13 @@ func (g *GroupSpec) Validate() error {
 	return nil
 }
 
-// checkBounds checks a task's durations against their maxima.
+// MinTimeoutError is the message of a timeout d under MinTimeout, as
+// Validate words it (the edge's error says the same).
+func MinTimeoutError(d time.Duration) string {
+	return fmt.Sprintf("%v is under the minimum of %v (the resolution of a peer's timers): the task could only time out", d, MinTimeout)
+}
+
+// checkBounds checks a task's durations against their bounds.
 func (t *TaskSpec) checkBounds() *FieldError {
 	for _, b := range []struct {
 		field string
@@ -54,6 +68,9 @@ func (t *TaskSpec) checkBounds() *FieldError {
 		if b.d > b.max {
 			return &FieldError{Field: b.field, Message: fmt.Sprintf("%v is over the maximum of %v", b.d, b.max)}
 		}
+	}
+	if t.Timeout > 0 && t.Timeout < MinTimeout {
+		return &FieldError{Field: "timeout", Message: MinTimeoutError(t.Timeout)}
 	}
 	return nil
 }

@@ -53,6 +53,7 @@ func TestCreateScheduleValidation(t *testing.T) {
 		{"overlap", `{"every": "1s", "overlap": "maybe", ` + group + `}`, "overlap"},
 		{"misfire", `{"every": "1s", "misfire": "all", ` + group + `}`, "misfire"},
 		{"no group", `{"every": "1s"}`, "group"},
+		{"group timeout under the minimum", `{"every": "1s", "group": {"tasks": [{"name": "a", "handler": "echo", "timeout": "1ns"}]}}`, "group.tasks[0].timeout"},
 		{"group handler", `{"every": "1s", "group": {"tasks": [{"name": "a"}]}}`, "group.tasks[0].handler"},
 		{"group cycle", `{"every": "1s", "group": {"tasks": [{"name": "a", "handler": "echo", "deps": ["a"]}]}}`, "group.tasks[0].deps"},
 	}

@@ -69,6 +69,9 @@ func (f *rawFields) toSpec(path string, lim Limits) (shard.TaskSpec, error) {
 	if ts.Timeout, err = duration(f.Timeout, path, "timeout", shard.MaxTimeout); err != nil {
 		return ts, err
 	}
+	if ts.Timeout > 0 && ts.Timeout < shard.MinTimeout {
+		return ts, fieldErr(join(path, "timeout"), "%s", shard.MinTimeoutError(ts.Timeout))
+	}
 	if ts.Delay, err = duration(f.Delay, path, "delay", shard.MaxDelay); err != nil {
 		return ts, err
 	}
