@@ -101,7 +101,7 @@ func (n *Node) waiting(v *shard.TaskView) string {
 		mb := n.mesh.members[v.Pin]
 		switch {
 		case mb == nil:
-			return fmt.Sprintf("pinned to peer %s, which is not a member of the mesh", v.Pin)
+			return fmt.Sprintf("pinned to peer %s, which is not a member of the mesh (yet: the task runs once it joins)", v.Pin)
 		case !n.mesh.placeable(v.Pin):
 			return fmt.Sprintf("pinned to peer %s, which is not alive", v.Pin)
 		}

@@ -116,7 +116,7 @@ func TestPlacementWaitingSaysWhy(t *testing.T) {
 	c.node("n2").down = true // dies before it takes the gpu task
 	c.run(12 * time.Second)
 	for i, want := range []string{
-		"pinned to peer nX, which is not a member of the mesh",
+		"pinned to peer nX, which is not a member of the mesh (yet: the task runs once it joins)",
 		"no live peer has labels tpu=true",
 		"no live peer has labels gpu=true",
 		"pinned to peer n2, which is not alive",

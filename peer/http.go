@@ -31,7 +31,8 @@ func (p *Peer) routes() *routeMux {
 		lim.HasHandler = p.handlers.Has
 	}
 	lim.Notify = p.notifier.check
-	lim.ValidPeer = p.validID // a pin no member could have is refused
+	lim.ValidPeer = p.validID     // a pin no member could have is refused
+	lim.Forgotten = p.forgottenOf // and one to a peer forgotten for good
 	mux := &routeMux{ServeMux: http.NewServeMux(), tokens: p.cfg.Tokens}
 	mux.Handle("/", 0, api.NewHandler(backend{p}, api.HandlerOptions{
 		Limits: lim,

@@ -61,6 +61,12 @@ type Limits struct {
 	// naming it, as no peer could ever run the task. Nil accepts any id
 	// without whitespace.
 	ValidPeer func(id string) bool
+	// Forgotten returns those of ids (the distinct pins of one request,
+	// well-formed) that name a peer forgotten for good (needle forget): a
+	// pin to one is a 400 naming it, as that peer can never run the task
+	// again. A well-formed id that is not a member yet stays accepted (a
+	// peer may join later). Nil forgets none.
+	Forgotten func(ids []string) []string
 }
 
 // DefaultLimits returns the limits used when a field of Limits is zero.

@@ -72,7 +72,16 @@ func TestDecodePinNotPeer(t *testing.T) {
 	lim := testLimits()
 	lim.ValidPeer = func(id string) bool { return strings.HasPrefix(id, "12D3KooW") }
 	const good = `{"handler": "echo", "pin": "12D3KooWgood"}`
-	const bad = `{"handler": "echo", "pin": "web-3"}`
+	forEachPinPlace(t, lim, good, `{"handler": "echo", "pin": "web-3"}`, `"web-3" is not a peer id`)
+	if _, err := DecodeGroup(strings.NewReader(`{"mode": "parallel", "tasks": [`+good+`]}`), lim); err != nil {
+		t.Errorf("a peer id pin: %v", err)
+	}
+}
+
+// forEachPinPlace decodes the task bad in every place a pin enters (good
+// stands for the others) and wants a field error naming it that says msg.
+func forEachPinPlace(t *testing.T, lim Limits, good, bad, msg string) {
+	t.Helper()
 	for _, tt := range []struct {
 		name, field string
 		decode      func() error
@@ -83,7 +92,7 @@ func TestDecodePinNotPeer(t *testing.T) {
 			return err
 		}},
 		{"dag", "tasks[0].pin", func() error {
-			_, err := DecodeGroup(strings.NewReader(`{"mode": "dag", "tasks": [{"name": "a", "handler": "echo", "pin": "web-3"}]}`), lim)
+			_, err := DecodeGroup(strings.NewReader(`{"mode": "dag", "tasks": [{"name": "a", `+bad[1:]+`]}`), lim)
 			return err
 		}},
 		{"pipeline", "stages[1][0].pin", func() error {
@@ -109,12 +118,31 @@ func TestDecodePinNotPeer(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var fe *FieldError
-			if err := tt.decode(); !errors.As(err, &fe) || fe.Field != tt.field || !strings.Contains(fe.Message, `"web-3" is not a peer id`) {
-				t.Errorf("decode = %v; want a field error on %s saying \"web-3\" is not a peer id", err, tt.field)
+			if err := tt.decode(); !errors.As(err, &fe) || fe.Field != tt.field || !strings.Contains(fe.Message, msg) {
+				t.Errorf("decode = %v; want a field error on %s saying %s", err, tt.field, msg)
 			}
 		})
 	}
-	if _, err := DecodeGroup(strings.NewReader(`{"mode": "parallel", "tasks": [`+good+`]}`), lim); err != nil {
-		t.Errorf("a peer id pin: %v", err)
+}
+
+// A pin to a peer forgotten for good (Limits.Forgotten, the node's set) is
+// a 400 naming it wherever a task is made, where it was accepted and then
+// failed by the owner (or waited, where no owner had learnt of the
+// forget); a well-formed id that is not a member yet stays accepted.
+func TestDecodePinForgotten(t *testing.T) {
+	lim := testLimits()
+	var asked [][]string
+	lim.Forgotten = func(ids []string) []string {
+		asked = append(asked, ids)
+		return slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id != "12D3KooWgone" })
+	}
+	const good = `{"handler": "echo", "pin": "12D3KooWlater"}`
+	forEachPinPlace(t, lim, good, `{"handler": "echo", "pin": "12D3KooWgone"}`, `peer "12D3KooWgone" was forgotten`)
+	asked = nil
+	if _, err := DecodeGroup(strings.NewReader(`{"mode": "parallel", "tasks": [`+good+`,`+good+`, {"handler": "echo"}]}`), lim); err != nil {
+		t.Errorf("a pin to a peer not yet a member: %v", err)
+	}
+	if len(asked) != 1 || !slices.Equal(asked[0], []string{"12D3KooWlater"}) {
+		t.Errorf("Forgotten asked %q; want one call with the distinct pins", asked)
 	}
 }

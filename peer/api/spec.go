@@ -127,7 +127,10 @@ func DecodeTask(r io.Reader, lim Limits) (*shard.GroupSpec, error) {
 	if err := setNotify(spec, rt.Notify, lim); err != nil {
 		return nil, err
 	}
-	return spec, validateCore(spec)
+	if err := validateCore(spec); err != nil {
+		return spec, err
+	}
+	return spec, checkForgottenPins(spec, lim)
 }
 
 // DecodeGroup reads the body of POST /v1/groups, validates it and converts
@@ -250,7 +253,10 @@ func decodeGroupFrom[T any](rg *rawGroupOf[T], lim Limits, task func(i int, path
 			return nil, "", err
 		}
 	}
-	return spec, to, validateCore(spec)
+	if err := validateCore(spec); err != nil {
+		return spec, to, err
+	}
+	return spec, to, checkForgottenPins(spec, lim)
 }
 
 // setTraceparent makes a well-formed W3C traceparent header the

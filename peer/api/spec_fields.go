@@ -49,6 +49,38 @@ func placement(ts *shard.TaskSpec, require []string, pin, path string, lim Limit
 	return nil
 }
 
+// checkForgottenPins refuses a spec with a task pinned to a forgotten peer
+// (lim.Forgotten), naming the first such task's pin: the owner would fail
+// it at its next timer pass (shard.FailPinnedTo), or the schedule at every
+// firing, where the client can be told now. One call for all the pins.
+func checkForgottenPins(spec *shard.GroupSpec, lim Limits) error {
+	if lim.Forgotten == nil {
+		return nil
+	}
+	var pins []string
+	seen := map[string]bool{}
+	for i := range spec.Tasks {
+		if p := spec.Tasks[i].Pin; p != "" && !seen[p] {
+			seen[p] = true
+			pins = append(pins, p)
+		}
+	}
+	if len(pins) == 0 {
+		return nil
+	}
+	gone := lim.Forgotten(pins)
+	if len(gone) == 0 {
+		return nil
+	}
+	for i := range spec.Tasks {
+		if p := spec.Tasks[i].Pin; p != "" && slices.Contains(gone, p) {
+			field := CorePath(spec, &shard.FieldError{Task: i, Field: "pin"})
+			return fieldErr(field, "peer %q was forgotten (needle forget) and never rejoins: no peer can ever run the task", p)
+		}
+	}
+	return nil
+}
+
 // toSpec checks the common task fields and converts them.
 func (f *rawFields) toSpec(path string, lim Limits) (shard.TaskSpec, error) {
 	ts := shard.TaskSpec{Handler: f.Handler, Priority: f.Priority}
