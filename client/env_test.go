@@ -1,6 +1,10 @@
 package client
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,5 +62,36 @@ func TestFromEnv(t *testing.T) {
 	t.Setenv("NEEDLE_API_TOKEN_FILE", file("new", "tok-new-0123456789\n"))
 	if c := New("http://127.0.0.1:1"); c.Token != "tok-new-0123456789" {
 		t.Fatalf("New with NEEDLE_API_TOKEN_FILE: token %q; want the file's", c.Token)
+	}
+}
+
+// roundTripFunc is an http.RoundTripper of a function.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A worker whose client New made while NEEDLE_API_TOKEN_FILE cannot be
+// read fails at once, saying why, where it polled into 401s.
+func TestWorkerTokenFileUnreadable(t *testing.T) {
+	t.Setenv("NEEDLE_API_TOKEN", "")
+	t.Setenv("NEEDLE_API_TOKEN_FILE", filepath.Join(t.TempDir(), "none"))
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	requests := 0
+	c := New("http://peer")
+	c.HTTP = &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		requests++
+		cancel() // the worker would poll on; one request is enough to know
+		return nil, errors.New("401 unauthorized")
+	})}
+	w := &Worker{Client: c, Handlers: map[string]HandlerFunc{"echo": func(context.Context, Task) (json.RawMessage, error) { return nil, nil }}}
+	err := w.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "NEEDLE_API_TOKEN_FILE") || requests != 0 {
+		t.Fatalf("Run = %v after %d requests; want an error naming NEEDLE_API_TOKEN_FILE before any", err, requests)
+	}
+	// A client given its token does not read the environment.
+	c.Token = "tok-given"
+	if err := (&Worker{Client: c, Handlers: w.Handlers}).Validate(); err != nil {
+		t.Fatalf("Validate with a token: %v", err)
 	}
 }

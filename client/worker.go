@@ -73,11 +73,20 @@ type Worker struct {
 	Logger *slog.Logger
 }
 
-// Validate fills defaults and reports the first invalid field.
+// Validate fills defaults and reports the first invalid field. A client
+// without a token while NEEDLE_API_TOKEN_FILE is set is invalid when the
+// file cannot be read (TokenFromEnv's error): New left the token empty,
+// and the worker would poll into 401s.
 func (w *Worker) Validate() error {
 	switch {
 	case w.Client == nil || w.Client.BaseURL == "":
 		return errors.New("client: Worker.Client: required, with its BaseURL")
+	case w.Client.Token == "" && os.Getenv("NEEDLE_API_TOKEN_FILE") != "":
+		// New leaves the token empty when the file cannot be read: every
+		// poll would be a 401 that says nothing of why.
+		if _, err := TokenFromEnv(); err != nil {
+			return fmt.Errorf("client: Worker.Client has no token: %w", err)
+		}
 	case len(w.Handlers) == 0:
 		return errors.New("client: Worker.Handlers: name at least one handler")
 	case w.Concurrency < 0 || w.Concurrency > maxConcurrency:

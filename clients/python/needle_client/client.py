@@ -47,19 +47,32 @@ def _duration(v):
     return "%dms" % round(v * 1000)
 
 
+_MAX_TOKEN_FILE = 4096  # bytes read of a token file, as the Go client and the CLI
+
+
 def _env_token():
     """Returns the token of the environment as the CLI reads it:
     $NEEDLE_API_TOKEN, or the contents of the file $NEEDLE_API_TOKEN_FILE
     names (a mounted secret: deploy/compose.yaml's), or None. A worker
-    started beside the CLI with only the file set sent no token: 401."""
+    started beside the CLI with only the file set sent no token: 401. A
+    file that cannot be read is a ValueError naming the variable, raised
+    when the Client (or the Worker that makes one) is made."""
     value = os.environ.get("NEEDLE_API_TOKEN") or ""
     path = os.environ.get("NEEDLE_API_TOKEN_FILE") or ""
     if not path:
         return value or None
     if value:
         raise ValueError("NEEDLE_API_TOKEN and NEEDLE_API_TOKEN_FILE are both set: set one")
-    with open(path, encoding="utf-8") as f:
-        token = f.read().strip()
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(_MAX_TOKEN_FILE + 1)
+        token = raw.decode("utf-8").strip()
+    except (OSError, UnicodeDecodeError) as e:
+        # Named, as the Go client names it: a bare FileNotFoundError of a
+        # worker's start said nothing of which setting was wrong.
+        raise ValueError("NEEDLE_API_TOKEN_FILE: cannot read %s: %s" % (path, e)) from e
+    if len(raw) > _MAX_TOKEN_FILE:
+        raise ValueError("NEEDLE_API_TOKEN_FILE: %s is larger than %d bytes" % (path, _MAX_TOKEN_FILE))
     if not token:
         raise ValueError("NEEDLE_API_TOKEN_FILE: %s is empty" % path)
     if "\n" in token or "\r" in token:

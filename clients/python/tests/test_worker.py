@@ -1,5 +1,6 @@
 """Unit tests of Worker against an in-memory peer (tests/fake.py)."""
 
+import os
 import threading
 import time
 import unittest
@@ -23,6 +24,16 @@ class WorkerTest(unittest.TestCase):
             t.join(WAIT)
         if self.fake:
             self.fake.close()
+
+    def test_unreadable_token_file_fails_at_once(self):
+        # The worker's client reads the token when it is made: a file that
+        # cannot be read fails there, naming the variable, before any poll.
+        self.fake = FakePeer(0)
+        with mock.patch.dict(os.environ, {"NEEDLE_API_TOKEN_FILE": "/nonexistent/needle-api.token"}):
+            os.environ.pop("NEEDLE_API_TOKEN", None)
+            with self.assertRaisesRegex(ValueError, "NEEDLE_API_TOKEN_FILE: cannot read /nonexistent/needle-api.token"):
+                Worker({"echo": lambda t: t.payload}, url=self.fake.url)
+        self.assertEqual(self.fake.requests, [])
 
     def start(self, handlers, want, **kw):
         self.fake = FakePeer(want)
