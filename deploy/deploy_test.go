@@ -653,3 +653,83 @@ func packagedSection(t *testing.T) string {
 	}
 	return section
 }
+
+// The StatefulSet shows a members file: a ConfigMap mounted as a directory
+// (never a subPath: the kubelet updates a directory's files after an edit,
+// a subPath's never, and the SIGHUP that shuts a host out would re-read
+// the old list), optional (a mesh starts without it), outside the
+// read-only Secret mount, and a commented NEEDLE_MEMBERS naming a file of
+// it to turn it on once the peers' ids are known.
+func TestKubernetesMembers(t *testing.T) {
+	m := loadManifests(t)
+	if len(m.sets) != 1 {
+		t.Fatalf("%d StatefulSets; want 1", len(m.sets))
+	}
+	pod := m.sets[0].Spec.Template.Spec
+	vol := volume(pod, "members")
+	if vol == nil || vol.ConfigMap == nil || vol.ConfigMap.Optional == nil || !*vol.ConfigMap.Optional {
+		t.Fatalf("volume members = %+v; want an optional ConfigMap", vol)
+	}
+	var mount *corev1.VolumeMount
+	for i, vm := range pod.Containers[0].VolumeMounts {
+		if vm.Name == "members" {
+			mount = &pod.Containers[0].VolumeMounts[i]
+		}
+	}
+	switch {
+	case mount == nil:
+		t.Fatal("the members ConfigMap is not mounted")
+	case mount.SubPath != "" || mount.SubPathExpr != "":
+		t.Errorf("members mounted with a subPath: the kubelet never updates it, and a SIGHUP re-reads the old list")
+	case !mount.ReadOnly:
+		t.Errorf("members mounted read-write")
+	case strings.HasPrefix(mount.MountPath+"/", "/etc/needle/"):
+		t.Errorf("members mounted at %s, inside the Secret's read-only /etc/needle", mount.MountPath)
+	}
+	raw, err := os.ReadFile("k8s/statefulset.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := regexp.MustCompile(`(?m)^\s*#\s*- name: NEEDLE_MEMBERS\n\s*#\s+value: (\S+)$`).FindSubmatch(raw)
+	if env == nil {
+		t.Fatal("statefulset.yaml shows no NEEDLE_MEMBERS (commented: on once the ids are known)")
+	}
+	if mount != nil && path.Dir(string(env[1])) != mount.MountPath {
+		t.Errorf("NEEDLE_MEMBERS %s is not a file of the ConfigMap's mount %s", env[1], mount.MountPath)
+	}
+	for _, e := range pod.Containers[0].Env {
+		if e.Name == "NEEDLE_MEMBERS" {
+			t.Errorf("NEEDLE_MEMBERS set: the pods would not start before the ConfigMap lists their ids")
+		}
+	}
+}
+
+// The compose file shows a members file too: a commented NEEDLE_MEMBERS
+// in the peers' common environment, and on each peer a commented
+// read-only bind of a directory (not of the file: an edit that replaces
+// the file would not show) whose target holds it.
+func TestComposeMembers(t *testing.T) {
+	raw, err := os.ReadFile("compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := regexp.MustCompile(`(?m)^\s*#\s*NEEDLE_MEMBERS: (\S+)$`).FindSubmatch(raw)
+	if env == nil {
+		t.Fatal("compose.yaml shows no NEEDLE_MEMBERS")
+	}
+	binds := regexp.MustCompile(`(?m)^\s*#\s*- (\./[^:\s]+):([^:\s]+):ro$`).FindAllSubmatch(raw, -1)
+	if len(binds) != 3 {
+		t.Fatalf("%d commented members binds; want one per peer (3)", len(binds))
+	}
+	for _, b := range binds {
+		if string(b[2]) != path.Dir(string(env[1])) {
+			t.Errorf("bind %s:%s: NEEDLE_MEMBERS %s is not a file of its target (bind the directory, not the file)", b[1], b[2], env[1])
+		}
+		if strings.HasPrefix(string(b[2])+"/", "/etc/needle/") {
+			t.Errorf("bind target %s is inside the keys volume's /etc/needle", b[2])
+		}
+	}
+	if !strings.Contains(string(raw), "kill -s HUP") {
+		t.Error("compose.yaml does not say how to send the peers SIGHUP after an edit")
+	}
+}
