@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -103,6 +104,54 @@ func (n *Node) Stalled() int {
 		}
 	}
 	return c
+}
+
+// LostMajority counts the partitions held here that no majority of their
+// voters can serve: the voters this node holds dead or forgot are a
+// majority of either half of the configuration. Stalled counts only those
+// led here whose leader could not abdicate; when two of three voters die
+// together the leader abdicates and the partition is just unowned, which
+// /healthz called "no owner yet". It returns the dead voters of those
+// partitions too, sorted: the peers to bring back or, their disks lost
+// for good, to forget with --unsafe-recover (docs/operations.md, A
+// partition that lost its majority).
+func (n *Node) LostMajority() (parts int, dead []string) {
+	down := map[uint64]string{} // dead members and forgotten peers; not a peer not heard of yet
+	for id, m := range n.mesh.members {
+		if m.state == PeerDead {
+			down[RaftID(id)] = id
+		}
+	}
+	for id := range n.mesh.forgotten {
+		down[RaftID(id)] = id
+	}
+	missing := map[string]bool{}
+	for _, i := range n.held {
+		p := n.parts[i]
+		if p == nil || p.conf == nil {
+			continue
+		}
+		lost := false
+		for _, set := range [][]uint64{p.conf.GetVoters(), p.conf.GetVotersOutgoing()} {
+			c := 0
+			for _, rid := range set {
+				if down[rid] != "" {
+					c++
+				}
+			}
+			lost = lost || len(set) > 0 && len(set)-c <= len(set)/2 // the others are no majority
+		}
+		if !lost {
+			continue
+		}
+		parts++
+		for _, rid := range append(slices.Clone(p.conf.GetVoters()), p.conf.GetVotersOutgoing()...) {
+			if id := down[rid]; id != "" {
+				missing[id] = true
+			}
+		}
+	}
+	return parts, slices.Sorted(maps.Keys(missing))
 }
 
 // abdicateQuiet is how long an abdicated leader stays silent before it

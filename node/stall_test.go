@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -33,6 +34,9 @@ func TestLeaderWithoutMajorityStalls(t *testing.T) {
 	if n1.Unsettled() == 0 {
 		t.Fatal("Unsettled = 0 with stalled partitions: /healthz would say ready")
 	}
+	if got, dead := n1.LostMajority(); got != parts || !slices.Equal(dead, []string{"n2"}) {
+		t.Fatalf("LostMajority = %d %v with the other of two voters dead; want %d [n2]", got, dead, parts)
+	}
 	g := groupIn(t, n1, part)
 	if n1.Serving(g) {
 		t.Fatalf("n1 still serves partition %d without a majority", part)
@@ -53,5 +57,44 @@ func TestLeaderWithoutMajorityStalls(t *testing.T) {
 	}
 	if r := c.submit(shard.GroupSpec{ID: g, Mode: shard.ModeParallel, Tasks: echoTasks(1)}); r.Err != nil {
 		t.Fatalf("submit after the voter came back = %v", r.Err)
+	}
+}
+
+// Two of three voters dead together: the leaders abdicate instead of
+// stalling (Stalled stays 0), so LostMajority is what tells /healthz that
+// the partitions lost their majority, and names the dead voters: the
+// peers to restart or, their disks lost, to forget with --unsafe-recover.
+// One voter of three dead loses no majority.
+func TestLostMajorityCountsAbdicatedPartitions(t *testing.T) {
+	const parts = 4
+	c := newCluster(t, 3, parts)
+	c.run(15 * time.Second)
+	n1 := c.node("n1").n
+	if got, dead := n1.LostMajority(); got != 0 || len(dead) != 0 {
+		t.Fatalf("LostMajority = %d %v with every voter up", got, dead)
+	}
+	c.node("n3").down = true
+	c.run(2 * n1.cfg.DeadAfter)
+	if got, dead := n1.LostMajority(); got != 0 || len(dead) != 0 {
+		t.Fatalf("LostMajority = %d %v with one voter of three dead", got, dead)
+	}
+	c.node("n2").down = true
+	c.run(2 * n1.cfg.DeadAfter)
+	got, dead := n1.LostMajority()
+	if got != parts || !slices.Equal(dead, []string{"n2", "n3"}) {
+		t.Fatalf("LostMajority = %d %v with two voters of three dead; want %d [n2 n3]", got, dead, parts)
+	}
+	if n1.Unsettled() == 0 {
+		t.Fatal("Unsettled = 0 with no majority anywhere")
+	}
+	c.node("n2").down = false
+	for i := 0; ; i++ {
+		if got, _ := n1.LostMajority(); got == 0 {
+			break
+		}
+		if i > 3000 {
+			t.Fatal("partitions still without a majority 30 s after a voter came back")
+		}
+		c.step(10 * time.Millisecond)
 	}
 }
