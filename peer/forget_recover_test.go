@@ -42,6 +42,17 @@ func TestForgetUnsafeRecoverRealPeers(t *testing.T) {
 		}
 	}
 	lost := p2.p.ID()
+	// A live peer's disk is not lost: force does not make it so (the
+	// recovered copies and the live peer would both take writes).
+	if status, data := wcall(t, p1.c, "POST", "/v1/peers/"+lost+"/forget?force=true&unsafe_recover=true", ""); status != http.StatusConflict ||
+		!strings.Contains(string(data), `"field":"id"`) || !strings.Contains(string(data), "force or not") {
+		t.Fatalf("forget of a live peer, force and unsafe_recover = %d %s; want 409 naming id", status, data)
+	}
+	var forgottenLive bool
+	_ = p1.p.read(t.Context(), func(n *node.Node) error { forgottenLive = n.IsForgotten(lost); return nil })
+	if forgottenLive {
+		t.Fatal("a refused unsafe forget of a live peer forgot it")
+	}
 	p2.stop() // and its disk is gone: it never comes back
 	waitFor(t, "p1 to hold p2 dead", 30*time.Second, func() bool {
 		dead := false
@@ -53,7 +64,27 @@ func TestForgetUnsafeRecoverRealPeers(t *testing.T) {
 		})
 		return dead
 	})
+	// /healthz names the dead voter, the peer to restart or to forget
+	// with --unsafe-recover.
+	waitFor(t, "/healthz to name the lost voter", 20*time.Second, func() bool {
+		status, data := wcall(t, p1.c, "GET", "/healthz", "")
+		return status == http.StatusServiceUnavailable && strings.Contains(string(data), "lost the majority of their voters (a peer they need is dead: "+lost+")")
+	})
 	path := "/v1/peers/" + lost + "/forget"
+	for _, q := range []string{"?unsafe_recover=true&unsafe_recover=false", "?unsafe_recover=true&unsafe_recover=true", "?force=false&force=true&unsafe_recover=true"} {
+		field := "unsafe_recover"
+		if strings.HasPrefix(q, "?force") {
+			field = "force"
+		}
+		if status, data := wcall(t, p1.c, "POST", path+q, ""); status != http.StatusBadRequest || !strings.Contains(string(data), `"field":"`+field+`"`) {
+			t.Fatalf("forget%s = %d %s; want 400 naming %s (given twice), nothing forgotten", q, status, data, field)
+		}
+	}
+	var forgotten bool
+	_ = p1.p.read(t.Context(), func(n *node.Node) error { forgotten = n.IsForgotten(lost); return nil })
+	if forgotten {
+		t.Fatal("a refused forget forgot the peer")
+	}
 	if status, data := wcall(t, p1.c, "POST", path+"?unsafe_recover=maybe", ""); status != http.StatusBadRequest || !strings.Contains(string(data), `"field":"unsafe_recover"`) {
 		t.Fatalf("forget unsafe_recover=maybe = %d %s; want 400 naming unsafe_recover", status, data)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/needle-mesh/needle/node"
@@ -99,6 +100,10 @@ func (p *Peer) serveForget(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// force never makes a live peer's disk lost: the mesh hears from it,
+	// and recovering its partitions without it would let both it and the
+	// recovered copies take writes (a split brain). Refused, 409.
+	allowLive := force && !unsafeRecover
 	known, alive, forgotten := false, false, false
 	member := func(n *node.Node) {
 		known, alive = false, false
@@ -111,7 +116,7 @@ func (p *Peer) serveForget(w http.ResponseWriter, r *http.Request) {
 	}
 	err := p.read(r.Context(), func(n *node.Node) error { member(n); return nil })
 	audited := false
-	if err == nil && (known && (!alive || force) || forgotten && unsafeRecover) {
+	if err == nil && (known && (!alive || allowLive) || forgotten && unsafeRecover) {
 		if !unsafeRecover {
 			// Recorded first, while the peer still counts: a forced forget
 			// of a live peer that led the entry's partition would leave it
@@ -120,9 +125,9 @@ func (p *Peer) serveForget(w http.ResponseWriter, r *http.Request) {
 		}
 		err = p.read(r.Context(), func(n *node.Node) error {
 			switch member(n); {
-			case unsafeRecover && (known && (!alive || force) || forgotten):
+			case unsafeRecover && (known && (!alive || allowLive) || forgotten):
 				n.ForgetUnsafeRecover(id) // forgotten before: marks it lost
-			case known && (!alive || force):
+			case known && (!alive || allowLive):
 				n.Forget(id)
 			}
 			return nil
@@ -138,6 +143,10 @@ func (p *Peer) serveForget(w http.ResponseWriter, r *http.Request) {
 		writeError(w, api.CodeUnavailable, err.Error(), "")
 	case !known && !(forgotten && unsafeRecover):
 		writeError(w, api.CodeNotFound, "no member "+id, "id")
+	case alive && unsafeRecover:
+		writeError(w, api.CodeConflict, "peer "+id+" is alive (the mesh hears from it): its disk is not lost, and recovering "+
+			"its partitions without it would let both sides take writes; unsafe_recover never applies to a live peer, "+
+			"force or not: stop it for good first, and run it once it shows dead", "id")
 	case alive && !force:
 		// A forgotten id is never taken back: a mistyped id, or a
 		// forget before the stop, would ban a healthy host for good.
@@ -155,8 +164,15 @@ func (p *Peer) serveForget(w http.ResponseWriter, r *http.Request) {
 }
 
 // boolParam reads the boolean query parameter name ("" is false); it
-// answers 400 naming it, and returns false, for another value.
+// answers 400 naming it, and returns false, for another value or for the
+// parameter given more than once.
 func boolParam(w http.ResponseWriter, r *http.Request, name string) (v, ok bool) {
+	if vs := r.URL.Query()[name]; len(vs) > 1 {
+		// ?unsafe_recover=true&unsafe_recover=false: Get would take the
+		// first and act on a flag the caller also said no to.
+		writeError(w, api.CodeInvalidArgument, fmt.Sprintf("given %d times (%s): give it once", len(vs), strings.Join(vs, ", ")), name)
+		return false, false
+	}
 	switch s := r.URL.Query().Get(name); s {
 	case "", "false", "0":
 		return false, true

@@ -106,7 +106,8 @@ func (c *ForgetCommand) Usage() string {
 		"declared is recovered from its last voter's copy, which goes on alone and\n"+
 		"takes new replicas. With two voters nothing acknowledged is lost; with\n"+
 		"three and two lost, entries only the lost two held are gone for good.\n"+
-		"It also applies to a peer forgotten already. See docs/operations.md.", c.flags())
+		"It also applies to a peer forgotten already, and never to a peer the mesh\n"+
+		"hears alive (refused, --force or not). See docs/operations.md.", c.flags())
 }
 
 // Run forgets the peer.
