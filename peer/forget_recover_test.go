@@ -68,7 +68,7 @@ func TestForgetUnsafeRecoverRealPeers(t *testing.T) {
 	// with --unsafe-recover.
 	waitFor(t, "/healthz to name the lost voter", 20*time.Second, func() bool {
 		status, data := wcall(t, p1.c, "GET", "/healthz", "")
-		return status == http.StatusServiceUnavailable && strings.Contains(string(data), "lost the majority of their voters (a peer they need is dead: "+lost+")")
+		return status == http.StatusServiceUnavailable && strings.Contains(string(data), "32 held here lost the majority of their voters (dead: "+lost+")")
 	})
 	path := "/v1/peers/" + lost + "/forget"
 	for _, q := range []string{"?unsafe_recover=true&unsafe_recover=false", "?unsafe_recover=true&unsafe_recover=true", "?force=false&force=true&unsafe_recover=true"} {

@@ -25,22 +25,18 @@ func (p *Peer) readiness() error {
 	if forgottenBy != "" {
 		return fmt.Errorf("%s; peer %s says so", forgottenHelp, forgottenBy)
 	}
-	if stalled > 0 {
-		need := "a peer they need is dead"
-		if len(dead) > 0 {
-			need += ": " + strings.Join(dead, ", ")
-		}
-		return fmt.Errorf("%d of %d partitions have no reachable owner: %d led here lost the majority of their voters "+
-			"(%s) and take no writes until it returns (docs/operations.md, A partition that lost its majority)",
-			missing, p.node.Partitions(), stalled, need)
-	}
 	if missing > 0 && lost > 0 {
-		// Two of three voters dead: the leader abdicated rather than
-		// stalled, and the partitions are only unowned here.
+		// Counted whether led here and stalled (two voters, one dead) or
+		// abdicated (two of three dead together), or led by a dead peer.
 		return fmt.Errorf("%d of %d partitions have no reachable owner: %d held here lost the majority of their voters "+
 			"(dead: %s) and take no writes until enough of them return: restart them on their data dirs, or, their disks "+
 			"lost for good, needle forget ID --unsafe-recover each (docs/operations.md, A partition that lost its majority)",
 			missing, p.node.Partitions(), lost, strings.Join(dead, ", "))
+	}
+	if stalled > 0 {
+		return fmt.Errorf("%d of %d partitions have no reachable owner: %d led here lost the majority of their voters "+
+			"(a peer they need is dead) and take no writes until it returns (docs/operations.md, A partition that lost its majority)",
+			missing, p.node.Partitions(), stalled)
 	}
 	if missing > 0 {
 		return fmt.Errorf("%d of %d partitions have no reachable owner yet", missing, p.node.Partitions())
