@@ -137,6 +137,10 @@ type checker struct {
 	workerLeases, workerDeaths, workerStalls                 int
 	workerAccepted, workerRepeats, workerRefused, workerLate int
 	lostLeases                                               map[leaseKey]bool
+
+	// unsafe tells the losses two lost disks allow (lostunsafe.go); nil
+	// without --kill-count 2 --unsafe-recover.
+	unsafe *unsafeLoss
 }
 
 type unseenRun struct {
@@ -224,6 +228,8 @@ func (c *checker) submitted(o *op, r *response) {
 		c.s.fail(invIdem, fmt.Sprintf("submit of %s (key %q) answered tasks %v; want %v", o.group, o.spec.Key, res.Tasks, want))
 	case !res.Created || r == g.created:
 		// nothing created, or the same reply, duplicated by the network
+	case (g.created != nil || o.repeat || g.acked && r.sent > g.ackAt) && c.createdAgain(g, r.sent):
+		g.created = r // created again: the recovery lost it (lostunsafe.go)
 	case g.created != nil:
 		c.s.fail(invIdem, fmt.Sprintf("group %s (key %q) created twice: by n%d at %v and by n%d at %v",
 			o.group, o.spec.Key, g.created.node, g.created.sent, r.node, r.sent))
@@ -337,8 +343,12 @@ func (c *checker) observe(nd *simNode, t *taskRec, st shard.State) {
 		}
 	}
 	if t.state == 0 {
+		gone := c.reobserved(t, st)
 		t.state, t.result, t.hasResult, t.at = st, res, has, c.s.now
 		c.terminal = append(c.terminal, t)
+		if gone {
+			return // of a group counted lost (lostunsafe.go): not waited for
+		}
 		c.outstanding--
 		c.latencies = append(c.latencies, c.s.now-t.g.submitAt)
 		c.lastDone = c.s.now
@@ -436,6 +446,9 @@ func (c *checker) durable() bool {
 			continue
 		}
 		if _, err := nd.n.GroupState(g.id); errors.Is(err, shard.ErrNotFound) {
+			if c.lostUnsafe(g) {
+				continue
+			}
 			c.lost += len(g.tasks)
 			c.s.fail(invLost, fmt.Sprintf("group %s (%d tasks, acknowledged at %v) is gone: n%d serves its partition and does not know it",
 				g.id, len(g.tasks), g.ackAt, nd.idx))

@@ -85,6 +85,13 @@ type Config struct {
 	// of a host that never comes back): the report says how long until
 	// every other peer held it dead (DeadKnownAfter). --kill.
 	Kill time.Duration
+	// KillCount is how many peers Kill stops for good, the last ones (0:
+	// one). With UnsafeRecover all their disks are declared lost; with
+	// two, a partition that had both among its three voters recovers from
+	// its survivor, and an acknowledged group only the two lost ones had
+	// applied may be gone: the checker counts it apart (Report.LostUnsafe,
+	// lostunsafe.go). --kill-count.
+	KillCount int
 	// UnsafeRecover, with Kill, declares the killed peer's disk lost for
 	// good that long after the kill: the operator runs needle forget
 	// --unsafe-recover on the first running peer (the others learn it
@@ -257,6 +264,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("simulate: --max-sim-time = %v; want >= 1s", c.MaxSimTime)
 	case c.Kill < 0 || c.Kill > 0 && c.Peers < 2:
 		return fmt.Errorf("simulate: --kill = %v with %d peers; want >= 0, and 2 peers or more with it", c.Kill, c.Peers)
+	case c.KillCount < 0 || c.KillCount > 2 || c.KillCount > 1 && (c.Kill == 0 || c.Peers < c.KillCount+1):
+		return fmt.Errorf("simulate: --kill-count = %d with --kill %v and %d peers; want 0..2, and --kill and more peers than it kills with it", c.KillCount, c.Kill, c.Peers)
 	case c.UnsafeRecover < 0 || c.UnsafeRecover > 0 && c.Kill == 0:
 		return fmt.Errorf("simulate: --unsafe-recover = %v with --kill %v; want >= 0, and --kill with it", c.UnsafeRecover, c.Kill)
 	case c.Warmup < 0:
@@ -296,6 +305,9 @@ func (c Config) String() string {
 	if c.Kill > 0 {
 		s += fmt.Sprintf(" kill=%v", c.Kill)
 	}
+	if c.KillCount > 1 {
+		s += fmt.Sprintf(" kill-count=%d", c.KillCount)
+	}
 	if c.UnsafeRecover > 0 {
 		s += fmt.Sprintf(" unsafe-recover=%v", c.UnsafeRecover)
 	}
@@ -320,6 +332,9 @@ func (c Config) ReplayCommand() string {
 	}
 	if c.Kill > 0 {
 		cmd += fmt.Sprintf(" --kill %v", c.Kill)
+	}
+	if c.KillCount > 1 {
+		cmd += fmt.Sprintf(" --kill-count %d", c.KillCount)
 	}
 	if c.UnsafeRecover > 0 {
 		cmd += fmt.Sprintf(" --unsafe-recover %v", c.UnsafeRecover)

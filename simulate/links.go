@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"slices"
 	"time"
 
 	"github.com/needle-mesh/needle/node"
@@ -125,30 +126,51 @@ func knowsAddr(a, b *simNode) bool {
 	return len(addrs) > 0
 }
 
-// kill stops the last node for good (Config.Kill) and watches the others
-// until every running one holds it dead (Report.DeadKnownAfter).
-func (s *sim) kill() {
-	nd := s.nodes[len(s.nodes)-1]
-	if !nd.up {
-		return
-	}
-	nd.stop(true)
-	nd.left = true
-	s.watchDeath(nd.id)
+// killed returns the nodes Config.Kill stops: the last KillCount (one by
+// default).
+func (s *sim) killed() []*simNode {
+	return s.nodes[len(s.nodes)-max(1, s.cfg.KillCount):]
 }
 
-// unsafeRecover declares the killed node's disk lost for good
+// kill stops the last node(s) for good (Config.Kill, KillCount) and
+// watches the others until every running one holds them dead
+// (Report.DeadKnownAfter). A node down at the kill is left alone.
+func (s *sim) kill() {
+	if slices.ContainsFunc(s.killed(), func(nd *simNode) bool { return !nd.up }) {
+		s.chk.unsafe = nil // fewer lost than two: nothing acknowledged may go
+	}
+	s.chk.killing()
+	for _, nd := range s.killed() {
+		if !nd.up {
+			continue
+		}
+		nd.stop(true)
+		nd.left = true
+		s.watchDeath(nd.id)
+	}
+	s.chk.observeSurvivors()
+}
+
+// unsafeRecover declares the killed nodes' disks lost for good
 // (Config.UnsafeRecover): needle forget --unsafe-recover on the first
 // running node, as an operator would; a second later if none runs.
-// Nothing when the kill found the node down and did nothing.
+// Nothing for a node the kill found down and left alone.
 func (s *sim) unsafeRecover() {
-	lost := s.nodes[len(s.nodes)-1]
-	if !lost.left {
-		return // it was down at the kill and not killed (kill): it lives on
+	var lost []*simNode
+	for _, nd := range s.killed() {
+		if nd.left { // (one down at the kill was not killed: it lives on)
+			lost = append(lost, nd)
+		}
+	}
+	if len(lost) == 0 {
+		return
 	}
 	for _, nd := range s.nodes {
-		if nd != lost && nd.up && !nd.paused {
-			nd.n.ForgetUnsafeRecover(lost.id)
+		if !slices.Contains(lost, nd) && nd.up && !nd.paused {
+			s.chk.recovering()
+			for _, l := range lost {
+				nd.n.ForgetUnsafeRecover(l.id)
+			}
 			nd.queueDrain()
 			return
 		}

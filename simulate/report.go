@@ -33,6 +33,12 @@ type Report struct {
 	Violations []Violation `json:"violations"`
 	// Lost counts tasks of acknowledged groups found missing.
 	Lost int `json:"lost"`
+	// LostUnsafe counts, with --kill-count 2 --unsafe-recover, tasks of
+	// acknowledged groups gone that only the two lost peers had held
+	// (lostunsafe.go): the loss unsafe recovery allows, not a violation.
+	LostUnsafe int `json:"lost_unsafe,omitempty"`
+	// LostUnsafeSchedules counts the acknowledged schedules so gone.
+	LostUnsafeSchedules int `json:"lost_unsafe_schedules,omitempty"`
 	// DoubleAccepted counts tasks whose terminal state or result changed,
 	// or whose history holds two accepted outcomes for one round.
 	DoubleAccepted int `json:"double_accepted"`
@@ -176,6 +182,7 @@ func (s *sim) report() Report {
 		Crashes: s.st.crashes, Restarts: s.st.restarts, Drains: s.st.drains, DrainsTimedOut: s.st.drainsTimedOut, Pauses: s.st.pauses, Syncs: s.st.syncs, Wakeups: s.st.wakeups,
 		ScheduleHours: c.scheduleHours(), Firings: c.firings, OverlapSkips: c.skips, TicksChecked: c.ticksOK, Updates: c.schedUpdates(),
 		SimSeconds: s.now.Seconds(), Hash: fmt.Sprintf("%016x", s.hash.Sum64()),
+		LostUnsafe: c.unsafeTasks(), LostUnsafeSchedules: c.unsafeScheds(),
 	}
 	r.Traffic = s.traffic()
 	r.Unlinked, r.GossipLost, r.Unreachable = s.net.links.unlinked, s.net.links.gossipLost, s.unreachable()
@@ -286,6 +293,9 @@ func (r *Report) Text() string {
 	}
 	fmt.Fprintf(&b, "groups %d tasks %d runs %d refused %d client_retries %d rearmed %d\n", r.Groups, r.Tasks, r.Runs, r.Refused, r.Retries, r.Rearmed)
 	fmt.Fprintf(&b, "lost %d double_accepted %d duplicate_executions %d steals %d\n", r.Lost, r.DoubleAccepted, r.DuplicateExecutions, r.Steals)
+	if r.LostUnsafe > 0 || r.LostUnsafeSchedules > 0 {
+		fmt.Fprintf(&b, "lost_unsafe %d lost_unsafe_schedules %d (acknowledged, held by the two lost peers only)\n", r.LostUnsafe, r.LostUnsafeSchedules)
+	}
 	if r.PlacementChecks > 0 || r.Broadcasts > 0 || r.LeftPinnedFailed > 0 {
 		fmt.Fprintf(&b, "placement_checks %d broadcasts %d left_pinned_failed %d\n", r.PlacementChecks, r.Broadcasts, r.LeftPinnedFailed)
 	}
@@ -329,6 +339,8 @@ type Totals struct {
 	FailingSeeds        []uint64 `json:"failing_seeds"`
 	Violations          int      `json:"violations"`
 	Lost                int      `json:"lost"`
+	LostUnsafe          int      `json:"lost_unsafe,omitempty"`
+	LostUnsafeSchedules int      `json:"lost_unsafe_schedules,omitempty"`
 	DoubleAccepted      int      `json:"double_accepted"`
 	DuplicateExecutions int      `json:"duplicate_executions"`
 	Steals              int      `json:"steals"`
@@ -349,6 +361,8 @@ func (t *Totals) Add(r *Report) {
 	}
 	t.Violations += len(r.Violations)
 	t.Lost += r.Lost
+	t.LostUnsafe += r.LostUnsafe
+	t.LostUnsafeSchedules += r.LostUnsafeSchedules
 	t.DoubleAccepted += r.DoubleAccepted
 	t.DuplicateExecutions += r.DuplicateExecutions
 	t.Steals += r.Steals

@@ -436,6 +436,10 @@ func (c *checker) pollSchedules() {
 			continue
 		}
 		v, err := nd.n.Schedule(r.id)
+		if errors.Is(err, shard.ErrNotFound) && r.created && r.deleteSent < 0 && c.schedLost(r) {
+			r.deleted = true // the recovery lost it (lostunsafe.go): checked no more
+			continue
+		}
 		if errors.Is(err, shard.ErrNotFound) {
 			if r.created && r.deleteSent < 0 {
 				c.s.fail(invLost, fmt.Sprintf("n%d serves schedule %s (acknowledged at %v) and does not know it", nd.idx, r.id, r.createAck))

@@ -150,6 +150,7 @@ func newSim(cfg Config) (*sim, error) {
 	}
 	s.net = newNetwork(s, cfg.Peers+1)
 	s.chk = newChecker(s)
+	s.chk.unsafe = newUnsafeLoss(cfg)
 	s.wl = newWorkload(cfg, s.rng)
 	if cfg.Workers > 0 {
 		s.wl.external(cfg.Workload == "workers")
@@ -288,6 +289,8 @@ func (s *sim) periodic() {
 	if s.durCheck && s.chk.durable() {
 		s.durCheck = false
 	}
+	s.chk.observeSurvivors()
+	s.chk.recheckRewound()
 	s.chk.pollSchedules()
 	s.chk.recheckRuns(false)
 	s.chk.checkTicks()

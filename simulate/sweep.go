@@ -29,6 +29,8 @@ func (c *checker) sample(k int) {
 // returns its attempts (-1 if unreadable).
 func (c *checker) reread(nd *simNode, t *taskRec, v shard.TaskView, err error) int {
 	switch {
+	case errors.Is(err, shard.ErrNotFound) && c.lostUnsafe(t.g):
+		return -1 // the recovery lost it (lostunsafe.go)
 	case errors.Is(err, shard.ErrNotFound):
 		c.lost++
 		c.s.fail(invLost, fmt.Sprintf("n%d: %s of acknowledged group %s is gone", nd.idx, t.id, t.g.id))

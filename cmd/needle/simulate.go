@@ -77,10 +77,11 @@ replays the failing seed exactly.
                     formed mesh simulates) and its messages per peer
   --kill D          stop the last peer for good at D; the report says when
                     every other peer held it dead (default 0: none)
+  --kill-count N    with --kill: stop the last N peers (1 or 2; default 1)
   --unsafe-recover D  with --kill: D after the kill, the operator declares
-                    the killed peer's disk lost (needle forget
+                    the killed peers' disks lost (needle forget
                     --unsafe-recover on the first running peer), and the
-                    partitions it left without a majority recover from
+                    partitions they left without a majority recover from
                     their last voter (default 0: never)
   --workers N       external workers polling each peer (default 0); every
                     other task is then of a handler they serve
@@ -174,6 +175,7 @@ func parseSimulate(args []string) (cfg simulate.Config, seeds, parallel int, asJ
 	fs.DurationVar(&cfg.Liveness, "liveness", cfg.Liveness, "")
 	fs.DurationVar(&cfg.Warmup, "warmup", 0, "")
 	fs.DurationVar(&cfg.Kill, "kill", 0, "")
+	fs.IntVar(&cfg.KillCount, "kill-count", 0, "")
 	fs.DurationVar(&cfg.UnsafeRecover, "unsafe-recover", 0, "")
 	fs.IntVar(&cfg.Workers, "workers", 0, "")
 	fs.BoolVar(&asJSON, "json", false, "")
@@ -379,6 +381,9 @@ func printTotals(out io.Writer, t *simulate.Totals, asJSON bool) {
 	}
 	fmt.Fprintf(out, "seeds %d failing %d %v\nlost %d double_accepted %d duplicate_executions %d steals %d messages %d tasks %d\n",
 		t.Seeds, len(t.FailingSeeds), t.FailingSeeds, t.Lost, t.DoubleAccepted, t.DuplicateExecutions, t.Steals, t.Messages, t.Tasks)
+	if t.LostUnsafe > 0 || t.LostUnsafeSchedules > 0 {
+		fmt.Fprintf(out, "lost_unsafe %d lost_unsafe_schedules %d (acknowledged, held by the two lost peers only)\n", t.LostUnsafe, t.LostUnsafeSchedules)
+	}
 	fmt.Fprintf(out, "worst latency p50 %.1f ms p99 %.1f ms; sim %.1fs in %.1fs of run wall time (%.0fx)\n",
 		t.LatencyP50MS, t.LatencyP99MS, t.SimSeconds, t.WallSeconds, t.SimSeconds/max(t.WallSeconds, 1e-9))
 }

@@ -1,0 +1,395 @@
+package simulate
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/needle-mesh/needle/shard"
+)
+
+// Two lost disks (--kill-count 2 with --unsafe-recover). A partition that
+// had both lost peers among its three voters recovers from its survivor
+// alone, and what the two lost ones committed without it is gone:
+// docs/decisions.md "unsafe recovery" accepts that cost. The checker tells
+// such a loss from any other by what the surviving replicas held. From the
+// kill until the operator's declaration (when such a partition can commit
+// nothing) it reads, every second, each running survivor's replica of
+// such a partition (a copy restored from its state): the groups, terminal
+// outcomes and schedules there. At the declaration:
+//
+//   - an acknowledged group none held, found gone (or created again by a
+//     retry of its submit), is counted apart (Report.LostUnsafe) and no
+//     longer waited for;
+//   - a terminal outcome (or committed retry) none held is forgotten: the
+//     task may run again and end otherwise (counted apart when it does),
+//     or the survivor's log, committed by the recovery, may bring the
+//     same one back (read again every second: recheckRewound);
+//   - a schedule none held, found gone, is counted apart and no longer
+//     checked.
+//
+// Anything else acknowledged found gone still breaks invariant 1, and an
+// outcome a survivor held that changes still breaks invariant 2.
+
+// unsafeLoss is what the checker keeps for that (nil: one lost peer or
+// none, and nothing here runs).
+type unsafeLoss struct {
+	lost      map[int]bool // node indexes whose disks are lost
+	lostIDs   []string
+	lostTwo   map[int]bool // partitions with both lost peers among their 3 voters
+	seenGroup map[shard.GroupID]bool
+	seenTask  map[shard.TaskID]int                // retries + 1 of the terminal outcome a survivor held
+	seenRetry map[shard.TaskID]int                // the most retries a survivor held
+	seenSched map[shard.ScheduleID]map[int64]bool // the ticks whose firing a survivor held
+	recovered bool                                // the declaration ran: what was seen is final
+	rewound   map[*taskRec]outcomeRec
+	rewoundAt []*taskRec             // rewound, in order (recheckRewound)
+	gone      map[shard.GroupID]bool // groups counted gone (or created again)
+	tasks     int                    // tasks of gone groups, and outcomes lost
+	scheds    int                    // schedules gone
+}
+
+func newUnsafeLoss(cfg Config) *unsafeLoss {
+	if cfg.KillCount < 2 || cfg.UnsafeRecover == 0 {
+		return nil
+	}
+	u := &unsafeLoss{lost: map[int]bool{}, lostTwo: map[int]bool{}, seenGroup: map[shard.GroupID]bool{},
+		seenTask: map[shard.TaskID]int{}, seenRetry: map[shard.TaskID]int{}, seenSched: map[shard.ScheduleID]map[int64]bool{},
+		rewound: map[*taskRec]outcomeRec{}, gone: map[shard.GroupID]bool{}}
+	for i := cfg.Peers - cfg.KillCount; i < cfg.Peers; i++ {
+		u.lost[i] = true
+		u.lostIDs = append(u.lostIDs, fmt.Sprintf("n%d", i))
+	}
+	return u
+}
+
+// observeSurvivors reads what the running survivors' replicas of the
+// partitions that lost two voters hold; from the kill until the
+// declaration only.
+func (c *checker) observeSurvivors() {
+	u := c.unsafe
+	if u == nil || u.recovered || c.s.now < c.s.cfg.Kill {
+		return
+	}
+	var buf []byte
+	for _, nd := range c.s.nodes {
+		if u.lost[nd.idx] || !nd.up {
+			continue
+		}
+		for _, p := range nd.n.Held() {
+			if r, ok := nd.n.Replica(p); ok && u.lostTwoOf(r.Voters) {
+				u.lostTwo[p] = true
+			}
+			if !u.lostTwo[p] {
+				continue
+			}
+			_, _, b, ok := nd.n.DigestBuf(p, buf)
+			if !ok {
+				continue
+			}
+			buf = b
+			sh, err := shard.New(shard.DefaultConfig())
+			if err != nil {
+				panic(err)
+			}
+			if err := sh.Restore(b); err != nil {
+				c.s.fail(invWAL, fmt.Sprintf("n%d: a copy of partition %d does not restore: %v", nd.idx, p, err))
+				return
+			}
+			c.seeReplica(p, sh)
+		}
+	}
+}
+
+// lostTwoOf reports whether voters, as a replica names them, are three
+// of which two are lost. A replica that cannot name a voter ("?": it no
+// longer holds it a member, as after its death) tells nothing.
+func (u *unsafeLoss) lostTwoOf(voters []string) bool {
+	if len(voters) != 3 || slices.Contains(voters, "?") {
+		return false
+	}
+	return !slices.ContainsFunc(u.lostIDs, func(id string) bool { return !slices.Contains(voters, id) })
+}
+
+// killing runs just before the kill: every running replica names the
+// voters of its partitions (the killed ones' too, still members of all).
+// A partition that had both lost peers among three voters keeps them:
+// it can commit nothing more, a reconfiguration included.
+func (c *checker) killing() {
+	u := c.unsafe
+	if u == nil {
+		return
+	}
+	for _, nd := range c.s.nodes {
+		if !nd.up {
+			continue
+		}
+		for _, p := range nd.n.Held() {
+			if r, ok := nd.n.Replica(p); ok && u.lostTwoOf(r.Voters) {
+				u.lostTwo[p] = true
+			}
+		}
+	}
+}
+
+// seeReplica records what sh, a survivor's copy of partition p, holds.
+func (c *checker) seeReplica(p int, sh *shard.Shard) {
+	u := c.unsafe
+	for _, g := range c.order {
+		if c.s.partitionOf(g.id) != p || !sh.HasGroup(g.id) {
+			continue
+		}
+		u.seenGroup[g.id] = true
+		for _, t := range g.tasks {
+			v, err := sh.Task(t.id)
+			if err != nil {
+				continue
+			}
+			u.seenRetry[t.id] = max(u.seenRetry[t.id], v.Retries)
+			if v.State.Terminal() {
+				u.seenTask[t.id] = max(u.seenTask[t.id], v.Retries+1)
+			}
+		}
+	}
+	for _, r := range c.schedOrder {
+		if c.s.partitionOf(shard.GroupID(r.id)) != p {
+			continue
+		}
+		v, err := sh.Schedule(r.id)
+		if err != nil {
+			continue
+		}
+		if u.seenSched[r.id] == nil {
+			u.seenSched[r.id] = map[int64]bool{}
+		}
+		for _, f := range v.Firings {
+			u.seenSched[r.id][f.At.Unix()] = true
+		}
+	}
+}
+
+// recovering runs just before the operator declares the disks lost: what
+// the survivors held is final, and the outcomes they did not hold are
+// forgotten (rewound).
+func (c *checker) recovering() {
+	u := c.unsafe
+	if u == nil || u.recovered {
+		return
+	}
+	c.observeSurvivors()
+	u.recovered = true
+	for _, g := range c.order {
+		if !u.lostTwo[c.s.partitionOf(g.id)] {
+			continue
+		}
+		for _, t := range g.tasks {
+			if sr := u.seenRetry[t.id]; t.retries > sr { // (0 when no survivor held the group)
+				c.unretry(t, sr)
+			}
+			if t.state == 0 || u.seenTask[t.id] == t.retries+1 {
+				continue
+			}
+			u.rewound[t] = outcomeRec{state: t.state, result: t.result, hasResult: t.hasResult}
+			u.rewoundAt = append(u.rewoundAt, t)
+			t.state, t.result, t.hasResult, t.at = 0, nil, false, 0
+			c.outstanding++
+			if g.left++; g.left == 1 {
+				c.head = 0
+			}
+		}
+	}
+	for _, r := range c.schedOrder {
+		ticks := u.seenSched[r.id] // nil: no survivor held it (its log may)
+		if !u.lostTwo[c.s.partitionOf(shard.GroupID(r.id))] {
+			continue
+		}
+		for tick := range r.fired {
+			if !ticks[tick] {
+				delete(r.fired, tick) // a firing only the lost peers held: it may fire again
+			}
+		}
+		for tick := range r.seen {
+			if !ticks[tick] {
+				delete(r.seen, tick)
+			}
+		}
+	}
+	c.s.durCheck = true // invariant 1 once the partitions serve again
+}
+
+// unretry takes t back to the survivors' retries sr: the retries after
+// them were committed by the lost peers alone (each counted lost), and
+// its state is what was observed of the runs before retry sr+1.
+func (c *checker) unretry(t *taskRec, sr int) {
+	u := c.unsafe
+	wasOpen := t.state == 0
+	prev := t.more.past[sr]
+	u.tasks += t.retries - sr
+	t.more.past = t.more.past[:sr]
+	t.retries = sr
+	t.state, t.result, t.hasResult = prev.state, prev.result, prev.hasResult
+	switch open := t.state == 0; {
+	case wasOpen && !open:
+		c.outstanding--
+		t.g.left--
+	case !wasOpen && open:
+		c.outstanding++
+		if t.g.left++; t.g.left == 1 {
+			c.head = 0
+		}
+	}
+}
+
+// mayLose reports whether acknowledged group g may be gone: its partition
+// lost two of three voters and no survivor held it.
+func (u *unsafeLoss) mayLose(c *checker, g *groupRec) bool {
+	return u != nil && u.recovered && !u.seenGroup[g.id] && u.lostTwo[c.s.partitionOf(g.id)]
+}
+
+// lostUnsafe reports whether acknowledged group g, found gone, is a loss
+// the recovery allows; if so it counts it (once) and stops waiting for
+// its tasks.
+func (c *checker) lostUnsafe(g *groupRec) bool {
+	u := c.unsafe
+	if !u.mayLose(c, g) {
+		return false
+	}
+	if u.gone[g.id] {
+		return true
+	}
+	u.gone[g.id] = true
+	u.tasks += len(g.tasks)
+	for _, t := range g.tasks {
+		delete(u.rewound, t)
+		if t.state == 0 {
+			c.outstanding--
+		}
+	}
+	if g.left > 0 {
+		g.left = 0
+		c.s.cl.groupDone(g)
+	}
+	return true
+}
+
+// createdAgain reports whether group g, created again by a reply sent at
+// sent, was created again after the recovery lost it; if so g starts
+// afresh: its tasks run again, but for the outcomes observed since sent
+// (the new group's, when the reply arrived after its tasks ended).
+func (c *checker) createdAgain(g *groupRec, sent time.Duration) bool {
+	u := c.unsafe
+	if !u.mayLose(c, g) {
+		return false
+	}
+	before, after := 0, 0
+	if !u.gone[g.id] {
+		u.gone[g.id] = true
+		u.tasks += len(g.tasks)
+		for _, t := range g.tasks {
+			if t.state == 0 {
+				before++
+			}
+		}
+	}
+	for _, t := range g.tasks {
+		delete(u.rewound, t)
+		if t.state != 0 && t.at >= sent {
+			continue
+		}
+		t.state, t.result, t.hasResult, t.at, t.retries = 0, nil, false, 0, 0
+		if t.more != nil {
+			t.more.past = nil
+		}
+		after++
+	}
+	c.outstanding += after - before
+	g.left = after
+	c.head = 0
+	u.seenGroup[g.id] = true // from now on it must stay
+	return true
+}
+
+// recheckRewound reads, every second after the declaration, the tasks
+// whose outcome was forgotten on a node serving them: one it holds
+// terminal (a survivor down from the kill to the declaration held it, or
+// its log brought it back) is observed again, as the Change that told it
+// came before the declaration.
+func (c *checker) recheckRewound() {
+	u := c.unsafe
+	if u == nil || !u.recovered {
+		return
+	}
+	keep := u.rewoundAt[:0]
+	for _, t := range u.rewoundAt {
+		if _, ok := u.rewound[t]; !ok || t.state != 0 {
+			continue
+		}
+		keep = append(keep, t)
+		nd := c.s.serving(t.g.id)
+		if nd == nil {
+			continue
+		}
+		v, err := nd.n.Task(t.id)
+		if err != nil || v.Retries < t.retries || !v.State.Terminal() {
+			continue
+		}
+		if v.Retries > t.retries {
+			if c.retried(nd, t, v.Retries); c.s.viol != nil {
+				return
+			}
+		}
+		c.observe(nd, t, v.State)
+		if c.s.viol != nil {
+			return
+		}
+		keep = keep[:len(keep)-1]
+	}
+	clear(u.rewoundAt[len(keep):])
+	u.rewoundAt = keep
+}
+
+// reobserved counts a forgotten outcome of t lost when t, observed
+// terminal again, ended otherwise (st): a run the survivor started again.
+// Runs alone tell nothing (a stale replica or a thief may start one while
+// the survivor holds the outcome). It reports whether t's group is counted
+// gone (and not created again): its tasks are no longer waited for.
+func (c *checker) reobserved(t *taskRec, st shard.State) bool {
+	u := c.unsafe
+	if u == nil {
+		return false
+	}
+	if o, ok := u.rewound[t]; ok {
+		delete(u.rewound, t)
+		if st != o.state {
+			u.tasks++
+		}
+	}
+	return u.gone[t.g.id] && !u.seenGroup[t.g.id]
+}
+
+// schedLost reports whether created schedule r, found gone, is a loss the
+// recovery allows; if so it counts it.
+func (c *checker) schedLost(r *schedRec) bool {
+	u := c.unsafe
+	if u == nil || !u.recovered || u.seenSched[r.id] != nil || !u.lostTwo[c.s.partitionOf(shard.GroupID(r.id))] {
+		return false
+	}
+	u.scheds++
+	return true
+}
+
+// unsafeTasks returns the tasks counted lost by the recovery (0 without it).
+func (c *checker) unsafeTasks() int {
+	if c.unsafe == nil {
+		return 0
+	}
+	return c.unsafe.tasks
+}
+
+// unsafeScheds returns the schedules counted lost by the recovery.
+func (c *checker) unsafeScheds() int {
+	if c.unsafe == nil {
+		return 0
+	}
+	return c.unsafe.scheds
+}
