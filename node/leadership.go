@@ -69,7 +69,7 @@ func (n *Node) abdicate(p *partition) bool {
 		lvl = slog.LevelDebug // again, after resuming to no answers: said once
 	}
 	n.cfg.Logger.Log(context.Background(), lvl, "partition leader abdicated: no majority of its voters answered", "partition", p.id,
-		"voters", in, "outgoing", out, "for", dead, "times", p.abdications)
+		"voters", n.mesh.peerNames(in), "outgoing", n.mesh.peerNames(out), "for", dead, "times", p.abdications)
 	return true
 }
 
@@ -91,7 +91,7 @@ func (n *Node) stall(p *partition, voters []uint64) {
 	n.markDirty(p.id)
 	n.cfg.Logger.Warn("partition leader stalled: no majority of its voters answered, and none can be elected without it; "+
 		"it takes no writes until one answers (docs/operations.md, A partition that lost its majority)",
-		"partition", p.id, "voters", voters, "for", n.cfg.DeadAfter)
+		"partition", p.id, "voters", n.mesh.peerNames(voters), "for", n.cfg.DeadAfter)
 }
 
 // Stalled counts the partitions this node leads that stopped serving for

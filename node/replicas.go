@@ -2,6 +2,7 @@ package node
 
 import (
 	"slices"
+	"strconv"
 	"time"
 
 	"go.etcd.io/raft/v3"
@@ -86,6 +87,20 @@ func (m *mesh) voters(p *partition) []string {
 func (m *mesh) peerOf(raftID uint64) (string, bool) {
 	id, ok := m.byRaft[raftID]
 	return id, ok
+}
+
+// peerNames returns the peer ids of Raft ids rids, for a log line an
+// operator reads: a Raft id of no peer known here stays a number.
+func (m *mesh) peerNames(rids []uint64) []string {
+	out := make([]string, len(rids))
+	for i, rid := range rids {
+		if id, ok := m.peerOf(rid); ok {
+			out[i] = id
+		} else {
+			out[i] = strconv.FormatUint(rid, 10)
+		}
+	}
+	return out
 }
 
 func (m *mesh) add(mb *member) {

@@ -1,8 +1,11 @@
 package node
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,10 +29,17 @@ func TestLeaderWithoutMajorityStalls(t *testing.T) {
 	if n := n1.Stalled(); n != 0 {
 		t.Fatalf("Stalled = %d with both voters up", n)
 	}
+	var logs bytes.Buffer
+	n1.cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	c.node("n2").down = true
 	c.run(2 * n1.cfg.DeadAfter)
 	if n := n1.Stalled(); n == 0 {
 		t.Fatal("no partition stalled with its other voter dead")
+	}
+	// The warning names the voters as the operator knows them: peer ids.
+	_, after, _ := strings.Cut(logs.String(), "partition leader stalled")
+	if line, _, _ := strings.Cut(after, "\n"); !strings.Contains(line, `voters="[n1 n2]"`) {
+		t.Fatalf("stall logged %q; want its voters as peer ids [n1 n2]", line)
 	}
 	if n1.Unsettled() == 0 {
 		t.Fatal("Unsettled = 0 with stalled partitions: /healthz would say ready")
