@@ -55,7 +55,13 @@ func (n *Node) flushForgotten() {
 	}
 	n.mesh.forgotNew = false
 	n.rd.MustSync = true
+	n.putMeta(ForgottenMetaKey, encodeForgotten(n.mesh.forgotten))
+}
+
+// putMeta puts the meta record key = v in the Ready being built, in place
+// of one put there already.
+func (n *Node) putMeta(key string, v []byte) {
 	b := &n.rd.Persist
-	b.MetaPut = slices.DeleteFunc(b.MetaPut, func(r wal.Record) bool { return r.Key == ForgottenMetaKey })
-	b.MetaPut = append(b.MetaPut, wal.Record{Key: ForgottenMetaKey, Value: encodeForgotten(n.mesh.forgotten)})
+	b.MetaPut = slices.DeleteFunc(b.MetaPut, func(r wal.Record) bool { return r.Key == key })
+	b.MetaPut = append(b.MetaPut, wal.Record{Key: key, Value: v})
 }

@@ -89,9 +89,7 @@ func (n *Node) flushRecover() {
 	}
 	n.mesh.recoverNew = false
 	n.rd.MustSync = true
-	b := &n.rd.Persist
-	b.MetaPut = slices.DeleteFunc(b.MetaPut, func(r wal.Record) bool { return r.Key == RecoverMetaKey })
-	b.MetaPut = append(b.MetaPut, wal.Record{Key: RecoverMetaKey, Value: encodeForgotten(n.mesh.recover)})
+	n.putMeta(RecoverMetaKey, encodeForgotten(n.mesh.recover))
 }
 
 // lostRaft returns the Raft ids of the peers forgotten here and marked

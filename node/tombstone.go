@@ -4,11 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 
 	pb "go.etcd.io/raft/v3/raftpb"
-
-	"github.com/needle-mesh/needle/wal"
 )
 
 // Votes after leaving a partition (docs/design.md, "Replica lifecycle").
@@ -121,9 +118,7 @@ func (n *Node) flushLeft() {
 		n.leftEntries += len(n.leftNew)
 	}
 	n.leftNew = n.leftNew[:0]
-	b := &n.rd.Persist
-	b.MetaPut = slices.DeleteFunc(b.MetaPut, func(r wal.Record) bool { return r.Key == LeftMetaKey })
-	b.MetaPut = append(b.MetaPut, wal.Record{Key: LeftMetaKey, Value: n.leftRec[:len(n.leftRec):len(n.leftRec)]})
+	n.putMeta(LeftMetaKey, n.leftRec[:len(n.leftRec):len(n.leftRec)])
 }
 
 // voteBarred reports whether m is a (pre-)vote request that this node
