@@ -36,13 +36,13 @@ func GroupIDFor(key string) shard.GroupID {
 // API found it); another id the client chose is kept; with none and no
 // span recorded, a random id.
 func (b backend) Submit(ctx context.Context, spec *shard.GroupSpec) (api.SubmitResult, error) {
-	r, _, err := b.SubmitWait(ctx, spec, 0)
+	r, _, err := b.SubmitWait(ctx, ctx, spec, 0)
 	return r, err
 }
 
 // SubmitWait implements api.SubmitWaiter: the owner waits, so a submission
 // through another peer is forwarded once. With wait 0 it is Submit.
-func (b backend) SubmitWait(ctx context.Context, spec *shard.GroupSpec, wait time.Duration) (r api.SubmitResult, v *shard.TaskView, err error) {
+func (b backend) SubmitWait(ctx, waitCtx context.Context, spec *shard.GroupSpec, wait time.Duration) (r api.SubmitResult, v *shard.TaskView, err error) {
 	spec.ID = GroupIDFor(spec.Key)
 	ctx, span := b.p.startSpan(ctx, spec.Trace, "needle.submit", trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("needle.group", string(spec.ID)), attribute.Int("needle.tasks", len(spec.Tasks))))
@@ -58,7 +58,7 @@ func (b backend) SubmitWait(ctx context.Context, spec *shard.GroupSpec, wait tim
 	}
 	// The group id is fixed before the first try, so a retry after an
 	// owner change cannot create a second group.
-	r, v, err = b.submit(ctx, spec, wait)
+	r, v, err = b.submit(ctx, waitCtx, spec, wait)
 	b.p.countSubmitted(r, err)
 	span.SetAttributes(attribute.Bool("needle.created", r.Created))
 	return r, v, err
@@ -82,7 +82,7 @@ func (b backend) submitBroadcast(ctx context.Context, spec *shard.GroupSpec) (ap
 	if err := b.p.read(ctx, func(n *node.Node) error { return n.ExpandBroadcast(spec) }); err != nil {
 		return api.SubmitResult{}, err
 	}
-	r, _, err := b.submit(ctx, spec, 0)
+	r, _, err := b.submit(ctx, ctx, spec, 0)
 	b.p.countSubmitted(r, err)
 	if err != nil || r.Created || len(r.Tasks) == len(spec.Tasks) {
 		return r, err
@@ -99,23 +99,42 @@ func (b backend) submitBroadcast(ctx context.Context, spec *shard.GroupSpec) (ap
 }
 
 // submit routes a submission to its owner and runs it there: here in one
-// trip through the loop (submitHere), or forwarded.
-func (b backend) submit(ctx context.Context, spec *shard.GroupSpec, wait time.Duration) (api.SubmitResult, *shard.TaskView, error) {
+// trip through the loop (submitHere), or forwarded. A forward that waits
+// is made with waitCtx, and one it cut is made again without a wait: the
+// owner may have created the group before the cut or not, and the same
+// group id asked again answers the group (Created false) or creates it.
+func (b backend) submit(ctx, waitCtx context.Context, spec *shard.GroupSpec, wait time.Duration) (api.SubmitResult, *shard.TaskView, error) {
 	var a submitAns
 	end := time.Now().Add(wait)
+	cut := false
 	err := retryUnavailable(ctx, func() error {
 		wait := waitLeft(wait, end)
-		s, v, to, features, err := local{b.p}.submitHere(ctx, spec, wait)
+		s, v, to, features, err := local{b.p}.submitHere(ctx, waitCtx, spec, wait)
 		if err != nil || to == "" {
 			a = submitAns{Submit: &s, Task: v}
 			return err
 		}
-		a, err = forwardSpan[submitAns](ctx, b.p, to, wireForm(&submitReq{Spec: spec, Wait: wait}, features))
+		fctx := ctx
+		if cut = cut || wait > 0 && waitCtx.Err() != nil; cut {
+			wait = 0
+		} else if wait > 0 {
+			fctx = waitCtx
+		}
+		a, err = forwardSpan[submitAns](fctx, b.p, to, wireForm(&submitReq{Spec: spec, Wait: wait}, features))
+		if err != nil && wait > 0 && waitCtx.Err() != nil && ctx.Err() == nil {
+			cut = true
+			a, err = forwardSpan[submitAns](ctx, b.p, to, wireForm(&submitReq{Spec: spec}, features))
+		}
 		return err
 	})
 	r, err := answered(a.Submit, err)
 	if err != nil {
 		return r, nil, err
+	}
+	if cut && spec.Key == "" {
+		// A random group id is this request's alone: if the owner had it
+		// already, the cut forward created it.
+		r.Created = true
 	}
 	return r, a.Task, nil
 }
@@ -219,7 +238,7 @@ func (b local) SubmitWait(ctx context.Context, spec *shard.GroupSpec, wait time.
 		return api.SubmitResult{}, nil, b.p.refuse(err)
 	}
 	r, err := b.p.callWith(ctx, command{do: func(n *node.Node, req uint64) { n.Submit(req, spec) }, view: wait > 0})
-	return b.submitted(ctx, spec, wait, start, r, err)
+	return b.submitted(ctx, ctx, spec, wait, start, r, err)
 }
 
 // submitHere is SubmitWait in one trip through the loop when this peer
@@ -227,7 +246,7 @@ func (b local) SubmitWait(ctx context.Context, spec *shard.GroupSpec, wait time.
 // once (a route, then a submission, took two trips). When another peer
 // owns it, nothing is proposed and to names that peer, with the features
 // it advertised; when none is known, the error is ErrUnavailable.
-func (b local) submitHere(ctx context.Context, spec *shard.GroupSpec, wait time.Duration) (s api.SubmitResult, v *shard.TaskView, to string, features uint64, err error) {
+func (b local) submitHere(ctx, waitCtx context.Context, spec *shard.GroupSpec, wait time.Duration) (s api.SubmitResult, v *shard.TaskView, to string, features uint64, err error) {
 	p := b.p
 	start := time.Now()
 	// Read before the loop, used only if the group is this peer's.
@@ -247,13 +266,14 @@ func (b local) submitHere(ctx context.Context, spec *shard.GroupSpec, wait time.
 	if r.routed {
 		return s, nil, r.to, r.features, err
 	}
-	s, v, err = b.submitted(ctx, spec, wait, start, r, err)
+	s, v, err = b.submitted(ctx, waitCtx, spec, wait, start, r, err)
 	return s, v, "", 0, err
 }
 
 // submitted records the commit span of a submission made here (from
-// start) and completes its answer from its reply r.
-func (b local) submitted(ctx context.Context, spec *shard.GroupSpec, wait time.Duration, start time.Time, r callReply, err error) (api.SubmitResult, *shard.TaskView, error) {
+// start) and completes its answer from its reply r, the wait made with
+// waitCtx.
+func (b local) submitted(ctx, waitCtx context.Context, spec *shard.GroupSpec, wait time.Duration, start time.Time, r callReply, err error) (api.SubmitResult, *shard.TaskView, error) {
 	_, span := b.p.startSpan(ctx, spec.Trace, "needle.commit", trace.WithTimestamp(start),
 		trace.WithAttributes(attribute.String("needle.group", string(spec.ID)), attribute.String("needle.peer", b.p.ID())))
 	endSpan(span, err)
@@ -267,7 +287,7 @@ func (b local) submitted(ctx context.Context, spec *shard.GroupSpec, wait time.D
 	if r.view != nil {
 		return s, r.view, nil
 	}
-	v, err := b.Task(ctx, s.Tasks[0], wait)
+	v, err := b.Task(waitCtx, s.Tasks[0], wait)
 	if err != nil {
 		return s, nil, nil
 	}

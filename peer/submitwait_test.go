@@ -19,18 +19,35 @@ import (
 // and answers it with the submission, so the request is forwarded once
 // (a submit), not twice (a submit, then a wait), and the answer shows the
 // task terminal although it runs for a while after its creation commits.
+// With tokens too (the wait is then one a reload revoking the token cuts).
 func TestSubmitWaitForwardsOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real libp2p mesh")
 	}
-	a := startMeshPeerWith(t, Config{DataDir: t.TempDir()})
-	b := startMeshPeerWith(t, Config{DataDir: t.TempDir(), Join: []string{a.p.tr.Addrs()[0]}})
+	t.Run("open", func(t *testing.T) { testSubmitWaitForwardsOnce(t, nil) })
+	t.Run("tokens", func(t *testing.T) { testSubmitWaitForwardsOnce(t, api.NewTokenSet(tokenSet(t, revAdmin))) })
+}
+
+func testSubmitWaitForwardsOnce(t *testing.T, tokens *api.Tokens) {
+	a := startMeshPeerWith(t, Config{DataDir: t.TempDir(), Tokens: tokens})
+	b := startMeshPeerWith(t, Config{DataDir: t.TempDir(), Tokens: tokens, Join: []string{a.p.tr.Addrs()[0]}})
+	if tokens != nil {
+		a.c.Token, b.c.Token = secretOf(revAdmin), secretOf(revAdmin)
+	}
 	waitLeading(t, a, b)
 	key := keyOwnedBy(t, a, b, "subwait")
 	var res api.SubmitTaskResponse
 	waitFor(t, "the submission answered", 20*time.Second, func() bool {
-		resp, err := http.Post(a.c.BaseURL+"/v1/tasks?wait=20s", "application/json",
+		req, err := http.NewRequestWithContext(t.Context(), "POST", a.c.BaseURL+"/v1/tasks?wait=20s",
 			strings.NewReader(`{"handler":"sleep","payload":{"ms":300},"key":"`+key+`"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if tokens != nil {
+			req.Header.Set("Authorization", "Bearer "+secretOf(revAdmin))
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,6 +76,51 @@ func TestSubmitWaitForwardsOnce(t *testing.T) {
 	}
 	if st, _ := a.c.GetTask(t.Context(), res.ID, 0); st.State != "SUCCEEDED" {
 		t.Errorf("GET %s = %s; want SUCCEEDED", res.ID, st.State)
+	}
+}
+
+// TestForwardedSubmitWaitRevoked revokes the token of a submission waiting
+// at another owner (POST /v1/tasks?wait= forwarded once, the owner waits):
+// the wait ends at once; the submission stands and the answer says so,
+// its id without the task (the revoked token reads nothing more). The
+// forward was cut after the owner created the group, so the owner was
+// asked again without a wait, and found it: a keyed submission answers
+// 200, its group made once.
+func TestForwardedSubmitWaitRevoked(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real libp2p mesh")
+	}
+	const submitter = "submit-token-012345678 name=sb scope=submit"
+	tokens := api.NewTokenSet(tokenSet(t, revAdmin, submitter))
+	a := startMeshPeerWith(t, Config{DataDir: t.TempDir(), Tokens: tokens})
+	b := startMeshPeerWith(t, Config{DataDir: t.TempDir(), Tokens: api.NewTokenSet(tokenSet(t, revAdmin, submitter)),
+		Join: []string{a.p.tr.Addrs()[0]}})
+	a.c.Token = secretOf(revAdmin)
+	waitLeading(t, a, b)
+	key := keyOwnedBy(t, a, b, "revoked")
+	id := string(GroupIDFor(key)) + ".0"
+	ch := startRequest(t, a.c, secretOf(submitter), "POST", "/v1/tasks?wait=2m",
+		`{"handler": "thumb", "payload": 1, "key": "`+key+`"}`) // no worker: READY until canceled
+	waitUntil(t, func() bool {
+		select {
+		case a := <-ch:
+			t.Fatalf("the waiting submission ended before the revocation: %d %s", a.status, a.body)
+		default:
+		}
+		return liveWaiters(t, b.p, id) == 1
+	})
+	tokens.SetTokens(tokenSet(t, revAdmin))
+	ans := answerOf(t, ch)
+	var out struct {
+		ID   string          `json:"id"`
+		Task json.RawMessage `json:"task"`
+	}
+	if ans.status != http.StatusOK || json.Unmarshal(ans.body, &out) != nil || out.ID != id || out.Task != nil {
+		t.Fatalf("the revoked token's forwarded waiting submission = %d %s; want 200 with id %s and no task", ans.status, ans.body, id)
+	}
+	g, err := a.c.GetGroup(t.Context(), string(GroupIDFor(key)), 0)
+	if err != nil || len(g.Tasks) != 1 || g.Tasks[0].State != "READY" {
+		t.Fatalf("the group after the revoked wait = %+v, %v; want its one task READY", g, err)
 	}
 }
 

@@ -44,10 +44,13 @@ type Backend interface {
 // forwards such a submission to the group's owner once, instead of once to
 // submit and once to wait (POST /v1/tasks?wait=).
 type SubmitWaiter interface {
-	// SubmitWait is Submit followed, for a submission created or found, by
-	// the first task as Task(ctx, id, wait) shows it; the view is nil when
-	// that read failed (the submission stands).
-	SubmitWait(ctx context.Context, spec *shard.GroupSpec, wait time.Duration) (SubmitResult, *shard.TaskView, error)
+	// SubmitWait is Submit(ctx, spec) followed, for a submission created
+	// or found, by the first task as Task(waitCtx, id, wait) shows it; the
+	// view is nil when that read failed (the submission stands). waitCtx
+	// is ctx or one derived from it that may end first (a token revoked
+	// while it waits): its end cuts the wait, never the submission, whose
+	// answer still says what was created.
+	SubmitWait(ctx, waitCtx context.Context, spec *shard.GroupSpec, wait time.Duration) (SubmitResult, *shard.TaskView, error)
 }
 
 // SubmitResult is the outcome of Backend.Submit.
@@ -354,14 +357,17 @@ func (s *server) submitTask(w http.ResponseWriter, r *http.Request) {
 	setTraceparent(spec, r.Header)
 	var res SubmitResult
 	var v *shard.TaskView
-	// With tokens, the submission and its wait are two steps: the
-	// submission is made with the request's context, and only the wait
+	// An owner elsewhere submits and waits in one forward (SubmitWaiter).
+	// The submission is made with the request's context; only the wait
 	// is ended by a reload that revokes the token (watchToken), so that
-	// the answer still says what was created. Without them, an owner
-	// elsewhere submits and waits in one forward (SubmitWaiter).
-	sw, oneCall := s.b.(SubmitWaiter)
-	if oneCall && wait > 0 && s.opts.Tokens == nil {
-		res, v, err = sw.SubmitWait(r.Context(), spec, wait)
+	// the answer still says what was created.
+	if sw, ok := s.b.(SubmitWaiter); ok && wait > 0 {
+		ctx, check, stop := s.watchToken(r, ScopeSubmit)
+		res, v, err = sw.SubmitWait(r.Context(), ctx, spec, wait)
+		stop()
+		if check != nil && check() != nil {
+			v = nil // a revoked token reads nothing more
+		}
 		res, err = s.checkSubmitted(spec, res, err)
 	} else {
 		res, err = s.submit(r.Context(), spec)
