@@ -95,16 +95,19 @@ func (c *conn) post(ctx context.Context, path string, body, out any) error {
 	return nil
 }
 
-// answerError is the error of a non-2xx answer.
+// answerError is the error of a non-2xx answer. A peer's error body is
+// kept whole, as api.Client keeps it (a 503's message names a partition's
+// dead voters and the way out, past 200 bytes); only a body of no error
+// (a proxy's page) is cut.
 func answerError(status int, data []byte) error {
 	var eb api.ErrorBody
 	e := &api.Error{Status: status, Code: http.StatusText(status), Message: strings.TrimSpace(string(data))}
+	if len(e.Message) > 200 {
+		e.Message = e.Message[:200] + "..."
+	}
 	if json.Unmarshal(data, &eb) == nil && eb.Error != nil && eb.Error.Code != "" {
 		e = eb.Error
 		e.Status = status
-	}
-	if len(e.Message) > 200 {
-		e.Message = e.Message[:200] + "..."
 	}
 	if status == http.StatusConflict && e.Code == api.CodeLeaseLost {
 		return fmt.Errorf("%w: %w", errLeaseLost, e)

@@ -9,6 +9,8 @@ import (
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/needle-mesh/needle/shard"
 )
 
 // abdicate makes leader p give up serving when no majority of its voters
@@ -116,32 +118,11 @@ func (n *Node) Stalled() int {
 // for good, to forget with --unsafe-recover (docs/operations.md, A
 // partition that lost its majority).
 func (n *Node) LostMajority() (parts int, dead []string) {
-	down := map[uint64]string{} // dead members and forgotten peers; not a peer not heard of yet
-	for id, m := range n.mesh.members {
-		if m.state == PeerDead {
-			down[RaftID(id)] = id
-		}
-	}
-	for id := range n.mesh.forgotten {
-		down[RaftID(id)] = id
-	}
+	down := n.mesh.downRaft()
 	missing := map[string]bool{}
 	for _, i := range n.held {
 		p := n.parts[i]
-		if p == nil || p.conf == nil {
-			continue
-		}
-		lost := false
-		for _, set := range [][]uint64{p.conf.GetVoters(), p.conf.GetVotersOutgoing()} {
-			c := 0
-			for _, rid := range set {
-				if down[rid] != "" {
-					c++
-				}
-			}
-			lost = lost || len(set) > 0 && len(set)-c <= len(set)/2 // the others are no majority
-		}
-		if !lost {
+		if p == nil || p.conf == nil || !lostIn(down, p.conf.GetVoters(), p.conf.GetVotersOutgoing()) {
 			continue
 		}
 		parts++
@@ -152,6 +133,70 @@ func (n *Node) LostMajority() (parts int, dead []string) {
 		}
 	}
 	return parts, slices.Sorted(maps.Keys(missing))
+}
+
+// LostMajorityOf reports whether the partition of group g lost the
+// majority of its voters, and returns the partition and, when it did, its
+// dead voters, sorted: what a request for g that found no owner tells its
+// client (503). A partition held here is judged by its configuration, as
+// LostMajority judges it; one held elsewhere by the replicas the ring
+// places it on, the dead members among them (a forgotten peer has left the
+// ring): the peer it is forwarded to answers only that it does not serve
+// it.
+func (n *Node) LostMajorityOf(g shard.GroupID) (part int, dead []string) {
+	part = n.PartitionOf(g)
+	down := n.mesh.downRaft()
+	var voters, outgoing []uint64
+	switch p := n.parts[part]; {
+	case p != nil && p.conf != nil:
+		voters, outgoing = p.conf.GetVoters(), p.conf.GetVotersOutgoing()
+	case p == nil && n.mesh.ring != nil:
+		for _, id := range n.mesh.ring.Replicas(part) {
+			voters = append(voters, RaftID(string(id)))
+		}
+	}
+	if !lostIn(down, voters, outgoing) {
+		return part, nil
+	}
+	missing := map[string]bool{}
+	for _, rid := range append(slices.Clone(voters), outgoing...) {
+		if id := down[rid]; id != "" {
+			missing[id] = true
+		}
+	}
+	return part, slices.Sorted(maps.Keys(missing))
+}
+
+// downRaft returns the dead members and the forgotten peers by Raft id;
+// not a peer not heard of yet.
+func (m *mesh) downRaft() map[uint64]string {
+	down := map[uint64]string{}
+	for id, mb := range m.members {
+		if mb.state == PeerDead {
+			down[RaftID(id)] = id
+		}
+	}
+	for id := range m.forgotten {
+		down[RaftID(id)] = id
+	}
+	return down
+}
+
+// lostIn reports whether the voters down holds are a majority of either
+// half of a configuration (the others are no majority).
+func lostIn(down map[uint64]string, halves ...[]uint64) bool {
+	for _, set := range halves {
+		c := 0
+		for _, rid := range set {
+			if down[rid] != "" {
+				c++
+			}
+		}
+		if len(set) > 0 && len(set)-c <= len(set)/2 {
+			return true
+		}
+	}
+	return false
 }
 
 // abdicateQuiet is how long an abdicated leader stays silent before it

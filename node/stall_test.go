@@ -48,6 +48,9 @@ func TestLeaderWithoutMajorityStalls(t *testing.T) {
 		t.Fatalf("LostMajority = %d %v with the other of two voters dead; want %d [n2]", got, dead, parts)
 	}
 	g := groupIn(t, n1, part)
+	if gotPart, dead := n1.LostMajorityOf(g); gotPart != part || !slices.Equal(dead, []string{"n2"}) {
+		t.Fatalf("LostMajorityOf(%s) = %d %v with the other of two voters dead; want %d [n2]", g, gotPart, dead, part)
+	}
 	if n1.Serving(g) {
 		t.Fatalf("n1 still serves partition %d without a majority", part)
 	}
@@ -83,16 +86,23 @@ func TestLostMajorityCountsAbdicatedPartitions(t *testing.T) {
 	if got, dead := n1.LostMajority(); got != 0 || len(dead) != 0 {
 		t.Fatalf("LostMajority = %d %v with every voter up", got, dead)
 	}
+	g := groupIn(t, n1, 1)
 	c.node("n3").down = true
 	c.run(2 * n1.cfg.DeadAfter)
 	if got, dead := n1.LostMajority(); got != 0 || len(dead) != 0 {
 		t.Fatalf("LostMajority = %d %v with one voter of three dead", got, dead)
+	}
+	if _, dead := n1.LostMajorityOf(g); dead != nil {
+		t.Fatalf("LostMajorityOf(%s) = %v with one voter of three dead; want none", g, dead)
 	}
 	c.node("n2").down = true
 	c.run(2 * n1.cfg.DeadAfter)
 	got, dead := n1.LostMajority()
 	if got != parts || !slices.Equal(dead, []string{"n2", "n3"}) {
 		t.Fatalf("LostMajority = %d %v with two voters of three dead; want %d [n2 n3]", got, dead, parts)
+	}
+	if part, dead := n1.LostMajorityOf(g); part != 1 || !slices.Equal(dead, []string{"n2", "n3"}) {
+		t.Fatalf("LostMajorityOf(%s) = %d %v with two voters of three dead; want 1 [n2 n3]", g, part, dead)
 	}
 	if n1.Unsettled() == 0 {
 		t.Fatal("Unsettled = 0 with no majority anywhere")
@@ -106,5 +116,44 @@ func TestLostMajorityCountsAbdicatedPartitions(t *testing.T) {
 			t.Fatal("partitions still without a majority 30 s after a voter came back")
 		}
 		c.step(10 * time.Millisecond)
+	}
+}
+
+// A peer that does not hold a partition judges it by the replicas the
+// ring places it on: with two of those three dead, a request it forwards
+// finds no owner, and LostMajorityOf names the dead ones for the 503.
+func TestLostMajorityOfAPartitionHeldElsewhere(t *testing.T) {
+	const parts = 8
+	c := newCluster(t, 4, parts)
+	c.run(15 * time.Second)
+	n1 := c.node("n1").n
+	part := -1
+	for i := range parts {
+		if n1.parts[i] == nil {
+			part = i
+			break
+		}
+	}
+	if part < 0 {
+		t.Fatal("n1 holds every partition of a 4-peer mesh with 3 replicas")
+	}
+	var others []string
+	for _, id := range n1.mesh.ring.Replicas(part) {
+		others = append(others, string(id))
+	}
+	slices.Sort(others)
+	g := groupIn(t, n1, part)
+	if _, dead := n1.LostMajorityOf(g); dead != nil {
+		t.Fatalf("LostMajorityOf(%s) = %v with every replica up", g, dead)
+	}
+	c.node(others[0]).down = true
+	c.run(2 * n1.cfg.DeadAfter)
+	if _, dead := n1.LostMajorityOf(g); dead != nil {
+		t.Fatalf("LostMajorityOf(%s) = %v with one replica of three dead", g, dead)
+	}
+	c.node(others[1]).down = true
+	c.run(2 * n1.cfg.DeadAfter)
+	if got, dead := n1.LostMajorityOf(g); got != part || !slices.Equal(dead, others[:2]) {
+		t.Fatalf("LostMajorityOf(%s) = %d %v with two replicas of three dead; want %d %v", g, got, dead, part, others[:2])
 	}
 }

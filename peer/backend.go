@@ -127,7 +127,7 @@ func (b backend) submit(ctx, waitCtx context.Context, spec *shard.GroupSpec, wai
 		}
 		return err
 	})
-	r, err := answered(a.Submit, err)
+	r, err := answered(a.Submit, b.p.whyUnavailable(spec.ID, err))
 	if err != nil {
 		return r, nil, err
 	}

@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/needle-mesh/needle/node"
+	"github.com/needle-mesh/needle/peer/api"
 )
 
 // A 2-peer mesh whose second peer is gone for good: every partition has
@@ -31,10 +33,14 @@ func TestForgetUnsafeRecoverRealPeers(t *testing.T) {
 	waitFor(t, "2 voters of every partition", 30*time.Second, func() bool {
 		return stats(p1).Voter == 32 && stats(p2).Voter == 32 && stats(p2).Leading > 0
 	})
-	var groups []string
+	var groups, tasks []string
 	for i := range 8 {
 		body := fmt.Sprintf(`{"mode":"parallel","key":"recover-%d","tasks":[{"handler":"echo","payload":%d}]}`, i, i)
-		groups = append(groups, submitRetrying(t, p1.c, body).Group)
+		res := submitRetrying(t, p1.c, body)
+		groups = append(groups, res.Group)
+		for _, id := range res.Tasks {
+			tasks = append(tasks, id)
+		}
 	}
 	for _, g := range groups {
 		if gv, err := getGroupRetrying(t, p1.c, g, 10*time.Second); err != nil || gv.State != "SUCCEEDED" {
@@ -70,6 +76,20 @@ func TestForgetUnsafeRecoverRealPeers(t *testing.T) {
 		status, data := wcall(t, p1.c, "GET", "/healthz", "")
 		return status == http.StatusServiceUnavailable && strings.Contains(string(data), "32 held here lost the majority of their voters (dead: "+lost+")")
 	})
+	// So does a request's 503 (it was "api: unavailable; peer: unavailable"),
+	// a submission's and a read's, over HTTP and through the Go client,
+	// still a 503 unavailable that clients retry.
+	why := "lost the majority of its voters (dead: " + lost + ")"
+	if status, data := wcall(t, p1.c, "POST", "/v1/tasks", `{"handler":"echo"}`); status != http.StatusServiceUnavailable ||
+		!strings.Contains(string(data), `"code":"unavailable"`) || !strings.Contains(string(data), why) ||
+		!strings.Contains(string(data), "needle forget ID --unsafe-recover") {
+		t.Fatalf("submission without a majority = %d %s; want 503 unavailable naming the dead voter and the way out", status, data)
+	}
+	_, err := p1.c.GetTask(t.Context(), tasks[0], 0)
+	if ae := (*api.Error)(nil); !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || ae.Code != api.CodeUnavailable ||
+		!strings.Contains(ae.Message, "has no leader: it "+why) || !strings.Contains(ae.Message, "--unsafe-recover") {
+		t.Fatalf("GetTask without a majority = %v; want 503 unavailable naming the dead voter and the way out", err)
+	}
 	path := "/v1/peers/" + lost + "/forget"
 	for _, q := range []string{"?unsafe_recover=true&unsafe_recover=false", "?unsafe_recover=true&unsafe_recover=true", "?force=false&force=true&unsafe_recover=true"} {
 		field := "unsafe_recover"

@@ -84,7 +84,8 @@ func (p *Peer) route(ctx context.Context, g shard.GroupID) (string, uint64, erro
 
 // routed serves req, a request about group g, here when this peer owns g's
 // partition and on its owner otherwise, retrying while that is
-// unavailable (retryUnavailable).
+// unavailable (retryUnavailable); a partition that lost the majority of
+// its voters is a 503 that says so (whyUnavailable).
 func routed[A any, PA rpcAnswer[A]](ctx context.Context, p *Peer, g shard.GroupID, req meshCall[A]) (A, error) {
 	return routedWith[A, PA](ctx, p, g, req, nil)
 }
@@ -114,7 +115,7 @@ func routedWith[A any, PA rpcAnswer[A]](ctx context.Context, p *Peer, g shard.Gr
 		out, err = forwardSpan[A, PA](ctx, p, to, wireForm(req, features))
 		return err
 	})
-	return out, err
+	return out, p.whyUnavailable(g, err)
 }
 
 // featured is a request that only an owner advertising a feature serves

@@ -1,11 +1,19 @@
 package peer
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/needle-mesh/needle/node"
+	"github.com/needle-mesh/needle/peer/api"
+	"github.com/needle-mesh/needle/shard"
 )
+
+// lostMajorityHelp is the way out of a partition that lost the majority of
+// its voters, as /healthz and a request's 503 say it.
+const lostMajorityHelp = "restart them on their data dirs, or, their disks lost for good, " +
+	"needle forget ID --unsafe-recover each (docs/operations.md, A partition that lost its majority)"
 
 // readiness is /healthz's check: the loop answers, and every partition has
 // an owner to route to.
@@ -29,9 +37,8 @@ func (p *Peer) readiness() error {
 		// Counted whether led here and stalled (two voters, one dead) or
 		// abdicated (two of three dead together), or led by a dead peer.
 		return fmt.Errorf("%d of %d partitions have no reachable owner: %d held here lost the majority of their voters "+
-			"(dead: %s) and take no writes until enough of them return: restart them on their data dirs, or, their disks "+
-			"lost for good, needle forget ID --unsafe-recover each (docs/operations.md, A partition that lost its majority)",
-			missing, p.node.Partitions(), lost, strings.Join(dead, ", "))
+			"(dead: %s) and take no writes until enough of them return: %s",
+			missing, p.node.Partitions(), lost, strings.Join(dead, ", "), lostMajorityHelp)
 	}
 	if stalled > 0 {
 		return fmt.Errorf("%d of %d partitions have no reachable owner: %d led here lost the majority of their voters "+
@@ -42,4 +49,26 @@ func (p *Peer) readiness() error {
 		return fmt.Errorf("%d of %d partitions have no reachable owner yet", missing, p.node.Partitions())
 	}
 	return nil
+}
+
+// whyUnavailable returns err, the last answer to a request about group g
+// that found no owner, with why when the reason is one an operator acts
+// on: the partition lost the majority of its voters (node.LostMajorityOf),
+// and no retry helps until they return or are forgotten with
+// --unsafe-recover. It stays a 503 unavailable, which clients retry; its
+// message was "api: unavailable; peer: unavailable". Any other error is
+// returned as it is.
+func (p *Peer) whyUnavailable(g shard.GroupID, err error) error {
+	if !errors.Is(err, api.ErrUnavailable) {
+		return err
+	}
+	ctx, cancel := contextWithTimeout(p.runCtx)
+	defer cancel()
+	var part int
+	var dead []string
+	if p.read(ctx, func(n *node.Node) error { part, dead = n.LostMajorityOf(g); return nil }) != nil || len(dead) == 0 {
+		return err
+	}
+	return api.NewError(api.CodeUnavailable, "", fmt.Sprintf("partition %d has no leader: it lost the majority of its voters "+
+		"(dead: %s) and serves no request until enough of them return: %s", part, strings.Join(dead, ", "), lostMajorityHelp))
 }
