@@ -29,8 +29,8 @@ func (p *fakePeer) routes() http.Handler {
 		p.mesh.forgets[r.PathValue("id")]++
 		repeat := p.mesh.forgets[r.PathValue("id")] > 1
 		p.mesh.mu.Unlock()
-		if repeat { // gossip spread the first: as needled, no member
-			writeErr(w, http.StatusNotFound, "not_found", "no member "+r.PathValue("id"))
+		if repeat { // gossip spread the first: as needled, forgotten already
+			writeErr(w, http.StatusNotFound, "not_found", "peer "+r.PathValue("id")+" was forgotten already: a forgotten id never comes back; nothing to do")
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"forgotten": r.PathValue("id")})

@@ -115,6 +115,19 @@ func TestForgetUnsafeRecoverRealPeers(t *testing.T) {
 		t.Fatalf("forget unsafe_recover=true = %d %s; want 200 naming it, audited", status, data)
 	}
 	waitFor(t, "p1 to serve every partition", 20*time.Second, func() bool { return stats(p1).Leading == 32 })
+	// A repeat, plain or not, does nothing and says so: forgotten, and its
+	// disk declared lost, already (404; the second was a 200 that audited
+	// the forget again).
+	for _, q := range []string{"", "?unsafe_recover=true"} {
+		if status, data := wcall(t, p1.c, "POST", path+q, ""); status != http.StatusNotFound || !strings.Contains(string(data), `"field":"id"`) ||
+			!strings.Contains(string(data), "was forgotten already") || !strings.Contains(string(data), "declared lost for good already") {
+			t.Fatalf("forget%s again = %d %s; want 404 naming id: forgotten and declared lost already", q, status, data)
+		}
+	}
+	if status, data := wcall(t, p1.c, "GET", "/v1/audit", ""); status != http.StatusOK ||
+		strings.Count(string(data), `"action":"peer_forgotten","subject":"`+lost+`"`) != 1 {
+		t.Fatalf("audit after the repeats = %d %s; want one peer_forgotten of %s", status, data, lost)
+	}
 	var recovered int
 	_ = p1.p.read(t.Context(), func(n *node.Node) error { recovered = n.Counters().UnsafeRecoveries; return nil })
 	if recovered != 32 {

@@ -36,6 +36,23 @@ func TestForgetRefusesALivePeer(t *testing.T) {
 	if status, data := wcall(t, peers[1].c, "GET", "/v1/audit", ""); status != http.StatusOK || !strings.Contains(string(data), want) {
 		t.Fatalf("audit after the forget = %d %s; want %s", status, data, want)
 	}
+	// Again: it was forgotten already, which the 404 says (it said "no
+	// member"), with the way to declare its disk lost; that still applies
+	// (200), and once declared, a repeat does nothing again (404).
+	if status, data := wcall(t, peers[0].c, "POST", path, ""); status != http.StatusNotFound || !strings.Contains(string(data), `"field":"id"`) ||
+		!strings.Contains(string(data), "peer "+live+" was forgotten already") || !strings.Contains(string(data), "unsafe_recover=true") {
+		t.Fatalf("forget of a peer forgotten already = %d %s; want 404 naming id, saying so and how to declare its disk lost", status, data)
+	}
+	// (Audited or not: the entry's partition may be one the forgotten
+	// peer, running on, still led.)
+	if status, data := wcall(t, peers[0].c, "POST", path+"?unsafe_recover=true", ""); status != http.StatusOK ||
+		!strings.HasPrefix(string(data), `{"forgotten":"`+live+`","audited":`) || !strings.HasSuffix(string(data), `,"unsafe_recover":true}`) {
+		t.Fatalf("unsafe forget of a peer forgotten already = %d %s; want 200", status, data)
+	}
+	if status, data := wcall(t, peers[0].c, "POST", path+"?unsafe_recover=true", ""); status != http.StatusNotFound ||
+		!strings.Contains(string(data), "was forgotten already") || !strings.Contains(string(data), "declared lost for good already") {
+		t.Fatalf("unsafe forget again = %d %s; want 404 saying its disk was declared lost already", status, data)
+	}
 	// The forgotten peer runs on. The peer that forgot it answers its next
 	// message by saying so, and it is then never ready, saying why.
 	var health string

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -95,7 +96,9 @@ func (p *Peer) serveForget(w http.ResponseWriter, r *http.Request) {
 	// unsafe_recover also declares the peer's disk lost for good: the
 	// partitions whose every other voter is so marked are recovered from
 	// their last voter's copy (node/recover.go). It applies to a peer
-	// forgotten already too.
+	// forgotten already too: a forgotten id never comes back, so its copy
+	// can never serve again, and a 2-voter partition it left behind
+	// cannot commit its removal without it.
 	unsafeRecover, ok := boolParam(w, r, "unsafe_recover")
 	if !ok {
 		return
@@ -104,7 +107,7 @@ func (p *Peer) serveForget(w http.ResponseWriter, r *http.Request) {
 	// and recovering its partitions without it would let both it and the
 	// recovered copies take writes (a split brain). Refused, 409.
 	allowLive := force && !unsafeRecover
-	known, alive, forgotten := false, false, false
+	var known, alive, forgotten, marked bool
 	member := func(n *node.Node) {
 		known, alive = false, false
 		for _, m := range n.Members() {
@@ -113,10 +116,15 @@ func (p *Peer) serveForget(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		forgotten = !known && n.IsForgotten(id)
+		marked = forgotten && slices.Contains(n.UnsafeRecover(), id)
 	}
+	// acts reports whether the request changes anything: a member is
+	// forgotten (a live one only when forced), a forgotten peer's loss
+	// declared final. A repeat does nothing and is answered so (404).
+	acts := func() bool { return known && (!alive || allowLive) || forgotten && unsafeRecover && !marked }
 	err := p.read(r.Context(), func(n *node.Node) error { member(n); return nil })
-	audited := false
-	if err == nil && (known && (!alive || allowLive) || forgotten && unsafeRecover) {
+	audited, acted := false, false
+	if err == nil && acts() {
 		if !unsafeRecover {
 			// Recorded first, while the peer still counts: a forced forget
 			// of a live peer that led the entry's partition would leave it
@@ -124,15 +132,16 @@ func (p *Peer) serveForget(w http.ResponseWriter, r *http.Request) {
 			audited = p.auditPeer(r.Context(), shard.EvPeerForgotten, id, api.By(r))
 		}
 		err = p.read(r.Context(), func(n *node.Node) error {
-			switch member(n); {
-			case unsafeRecover && (known && (!alive || allowLive) || forgotten):
+			member(n)
+			switch acted = acts(); {
+			case acted && unsafeRecover:
 				n.ForgetUnsafeRecover(id) // forgotten before: marks it lost
-			case known && (!alive || allowLive):
+			case acted:
 				n.Forget(id)
 			}
 			return nil
 		})
-		if err == nil && unsafeRecover {
+		if err == nil && acted && unsafeRecover {
 			// Recorded after: the entry's partition may be one that
 			// commits only once recovered.
 			audited = p.auditPeer(r.Context(), shard.EvPeerForgotten, id, api.By(r))
@@ -141,7 +150,9 @@ func (p *Peer) serveForget(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err != nil:
 		writeError(w, api.CodeUnavailable, err.Error(), "")
-	case !known && !(forgotten && unsafeRecover):
+	case forgotten && !acted:
+		writeError(w, api.CodeNotFound, forgottenAlready(id, marked), "id")
+	case !known && !forgotten:
 		writeError(w, api.CodeNotFound, "no member "+id, "id")
 	case alive && unsafeRecover:
 		writeError(w, api.CodeConflict, "peer "+id+" is alive (the mesh hears from it): its disk is not lost, and recovering "+
@@ -161,6 +172,20 @@ func (p *Peer) serveForget(w http.ResponseWriter, r *http.Request) {
 		}
 		_, _ = w.Write([]byte(body + `}`))
 	}
+}
+
+// forgottenAlready is the 404's message of a forget that does nothing:
+// peer id was forgotten already (here, or by another peer whose heartbeats
+// spread it), and its loss declared final already (marked) when that was
+// asked too. Unmarked, it says how to declare it.
+func forgottenAlready(id string, marked bool) string {
+	msg := "peer " + id + " was forgotten already: a forgotten id never comes back; nothing to do"
+	if marked {
+		return msg + "; its disk was declared lost for good already (unsafe_recover): the partitions " +
+			"it left without a majority recover from their last voter"
+	}
+	return msg + "; if its disk is lost for good and partitions lost the majority of their voters (GET /healthz " +
+		"names them), unsafe_recover=true (needle forget ID --unsafe-recover) declares its loss final"
 }
 
 // boolParam reads the boolean query parameter name ("" is false); it

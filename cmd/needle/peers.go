@@ -107,7 +107,9 @@ func (c *ForgetCommand) Usage() string {
 		"takes new replicas. With two voters nothing acknowledged is lost; with\n"+
 		"three and two lost, entries only the lost two held are gone for good.\n"+
 		"It also applies to a peer forgotten already, and never to a peer the mesh\n"+
-		"hears alive (refused, --force or not). See docs/operations.md.", c.flags())
+		"hears alive (refused, --force or not). A forget that would do nothing (the\n"+
+		"peer was forgotten already, and declared lost already if that is asked)\n"+
+		"fails saying so (404). See docs/operations.md.", c.flags())
 }
 
 // Run forgets the peer.
