@@ -40,7 +40,7 @@ func TestLostBurst(t *testing.T) {
 	w.queue <- outFrame{kind: KindCall, id: 7, data: make([]byte, 200)}
 	w.queue <- outFrame{kind: KindMessage, data: []byte("m")}
 	bw := bufio.NewWriterSize(&failAfter{n: 10}, 64)
-	lost, err := h.writeBurst(bw, w.queue, outFrame{kind: KindReply, id: 3, data: []byte("answer")})
+	lost, err := h.writeBurst(bw, w.queue, outFrame{kind: KindReply, id: 3, data: []byte("answer")}, true)
 	if !errors.Is(err, errBroken) {
 		t.Fatalf("writeBurst = %v; want the write error", err)
 	}

@@ -10,8 +10,10 @@ import (
 )
 
 // CallHandler answers the calls of remote peers (see Host.HandleCall). ctx is
-// canceled when the host closes; from is the caller's peer id. A non-nil
-// error reaches the caller as a *RemoteError carrying err.Error().
+// canceled when the host closes, and when the caller stops waiting (its
+// ctx ended: a KindCancel frame, from a host of ProtocolCancel); from is
+// the caller's peer id. A non-nil error reaches the caller as a
+// *RemoteError carrying err.Error().
 type CallHandler func(ctx context.Context, from string, req []byte) ([]byte, error)
 
 // RemoteError is the error a remote CallHandler returned, as seen by Call.
@@ -69,7 +71,12 @@ func (h *Host) Call(ctx context.Context, to string, req []byte) ([]byte, error) 
 	case r := <-pc.done:
 		return r.data, r.err
 	case <-ctx.Done():
-		h.takeCall(pid, id)
+		if h.takeCall(pid, id) != nil {
+			// The callee's handler may be running still (a long poll):
+			// tell it to stop. Best effort: a full queue drops it, and
+			// the handler ends on its own.
+			_ = h.enqueue(w, outFrame{kind: KindCancel, id: id})
+		}
 		return nil, fmt.Errorf("p2p: call %s: %w", to, ctx.Err())
 	case <-h.ctx.Done():
 		h.takeCall(pid, id)
@@ -120,22 +127,63 @@ func (h *Host) serveCall(from peer.ID, fromStr string, f WireFrame) bool {
 	case <-h.ctx.Done():
 		return false
 	}
+	key := servedCall{from, f.ID}
+	ctx, cancel := context.WithCancel(h.ctx)
+	s := &serving{cancel}
+	h.callMu.Lock()
+	h.serving[key] = s // a caller's ids are unique: a repeat replaces it
+	h.callMu.Unlock()
 	ok := h.spawn(func() {
 		defer func() { <-h.callSem }()
-		h.answer(from, fromStr, f)
+		defer h.endServed(key, s)
+		h.answer(ctx, from, fromStr, f)
 	})
 	if !ok {
+		h.endServed(key, s)
 		<-h.callSem
 	}
 	return ok
 }
 
-// answer runs the handler for call f and queues its reply to the caller.
-func (h *Host) answer(from peer.ID, fromStr string, f WireFrame) {
+// servedCall names a call this host's handler is answering: its caller and
+// the caller's correlation id.
+type servedCall struct {
+	from peer.ID
+	id   uint64
+}
+
+// serving is the handler of a servedCall, running.
+type serving struct{ cancel context.CancelFunc }
+
+// cancelServed cancels the ctx of the handler answering call id of peer
+// from, when it still runs (KindCancel).
+func (h *Host) cancelServed(from peer.ID, id uint64) {
+	h.callMu.Lock()
+	s := h.serving[servedCall{from, id}]
+	h.callMu.Unlock()
+	if s != nil {
+		s.cancel()
+	}
+}
+
+// endServed forgets the handler s of call key, returned, and releases its
+// ctx.
+func (h *Host) endServed(key servedCall, s *serving) {
+	h.callMu.Lock()
+	if h.serving[key] == s {
+		delete(h.serving, key)
+	}
+	h.callMu.Unlock()
+	s.cancel()
+}
+
+// answer runs the handler for call f with ctx and queues its reply to the
+// caller.
+func (h *Host) answer(ctx context.Context, from peer.ID, fromStr string, f WireFrame) {
 	kind, resp := KindReply, []byte(nil)
 	if hp := h.handler.Load(); hp == nil {
 		kind, resp = KindError, []byte(ErrNoHandler.Error())
-	} else if out, err := (*hp)(h.ctx, fromStr, f.Payload); err != nil {
+	} else if out, err := (*hp)(ctx, fromStr, f.Payload); err != nil {
 		kind, resp = KindError, []byte(err.Error())
 	} else {
 		resp = out

@@ -19,9 +19,11 @@
 //     the peer's id (join.go), then dialed as that id; the id is learned
 //     again whenever the peer is not connected.
 //     Liveness and membership decisions belong to peer/.
-//   - One long-lived outbound stream per peer on ProtocolID
-//     (/needle/rpc/1.0.0), opened lazily on the first Send or Call and
-//     reopened after a failure. Never a stream per message.
+//   - One long-lived outbound stream per peer on ProtocolCancel
+//     (/needle/rpc/1.1.0), or ProtocolID (/needle/rpc/1.0.0) to a peer of
+//     an older release, opened lazily on the first Send or Call and
+//     reopened after a failure. Never a stream per message. Both are
+//     served; they differ only in the cancel frame.
 //   - The gossipsub topic GossipTopic (needle/load/1).
 //
 // # Frame format
@@ -30,7 +32,8 @@
 //
 //	uvarint length   of everything that follows; 1 <= length <= Config.MaxFrame
 //	byte    version  1
-//	byte    kind     0 message, 1 call, 2 reply, 3 error reply
+//	byte    kind     0 message, 1 call, 2 reply, 3 error reply, 4 cancel
+//	                 (1.1.0 only: the caller stopped waiting for call id)
 //	uvarint id       correlation id: 0 for a message, the caller's id otherwise
 //	bytes   payload  the rest
 //
@@ -61,7 +64,9 @@
 //     control; a consumer must keep draining Inbound.
 //  5. A Call ends with the reply, a *RemoteError from the remote handler,
 //     the caller's ctx error, ErrDisconnected when the peer's last connection
-//     closes, the write error when its frame is lost, or ErrClosed.
+//     closes, the write error when its frame is lost, or ErrClosed. When it
+//     ends with its ctx, a cancel frame follows the call (best effort), and
+//     the callee cancels its handler's ctx.
 //  6. Gossip is best effort and advisory: gossipsub drops under load, and the
 //     Gossip channel (Config.GossipLen) drops its oldest message when full
 //     (Stats.GossipDropped). Never use it for state that must arrive.

@@ -39,9 +39,15 @@ const (
 	KindReply Kind = 2
 	// KindError is a failed answer to a KindCall; the payload is the message.
 	KindError Kind = 3
+	// KindCancel tells the callee that the caller of the KindCall with the
+	// same correlation id stopped waiting (its ctx ended): the handler's
+	// ctx is canceled. No payload. Sent only on streams of ProtocolCancel:
+	// a host of ProtocolID alone reads an unknown kind and resets the
+	// stream.
+	KindCancel Kind = 4
 )
 
-var kindNames = [...]string{"message", "call", "reply", "error"}
+var kindNames = [...]string{"message", "call", "reply", "error", "cancel"}
 
 // String returns the lower-case name of the kind.
 func (k Kind) String() string {
@@ -52,7 +58,7 @@ func (k Kind) String() string {
 }
 
 // valid reports whether k is one of the defined kinds.
-func (k Kind) valid() bool { return k <= KindError }
+func (k Kind) valid() bool { return k <= KindCancel }
 
 // Errors returned by ReadFrame. Both mean the stream can no longer be trusted
 // and must be reset.

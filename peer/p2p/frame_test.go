@@ -28,6 +28,7 @@ func TestReadFrame(t *testing.T) {
 		{"call", AppendFrame(nil, KindCall, 300, []byte("req")), WireFrame{KindCall, 300, []byte("req")}, nil},
 		{"reply", AppendFrame(nil, KindReply, 1<<63, []byte("x")), WireFrame{KindReply, 1 << 63, []byte("x")}, nil},
 		{"error", AppendFrame(nil, KindError, 7, []byte("boom")), WireFrame{KindError, 7, []byte("boom")}, nil},
+		{"cancel", AppendFrame(nil, KindCancel, 7, nil), WireFrame{KindCancel, 7, []byte{}}, nil},
 		{"clean eof", nil, WireFrame{}, io.EOF},
 		{"zero length", []byte{0}, WireFrame{}, ErrBadFrame},
 		{"shorter than header", []byte{2, 1, 0}, WireFrame{}, ErrBadFrame},
@@ -37,7 +38,7 @@ func TestReadFrame(t *testing.T) {
 		{"truncated length", []byte{0x80}, WireFrame{}, ErrBadFrame},
 		{"truncated body", cat(uv(10), []byte{1, 0, 0, 'a'}), WireFrame{}, ErrBadFrame},
 		{"wrong version", []byte{3, 2, 0, 0}, WireFrame{}, ErrBadFrame},
-		{"unknown kind", []byte{3, 1, 4, 0}, WireFrame{}, ErrBadFrame},
+		{"unknown kind", []byte{3, 1, 5, 0}, WireFrame{}, ErrBadFrame},
 		{"message with id", []byte{3, 1, 0, 5}, WireFrame{}, ErrBadFrame},
 		{"bad id varint", []byte{3, 1, 1, 0x80}, WireFrame{}, ErrBadFrame},
 	}

@@ -28,6 +28,10 @@ import (
 const (
 	// ProtocolID is the stream protocol carrying frames between peers.
 	ProtocolID protocol.ID = "/needle/rpc/1.0.0"
+	// ProtocolCancel is ProtocolID with KindCancel frames: a host opens its
+	// streams with it where the other host speaks it, ProtocolID
+	// otherwise, and serves both.
+	ProtocolCancel protocol.ID = "/needle/rpc/1.1.0"
 	// GossipTopic is the gossipsub topic of load and liveness gossip.
 	GossipTopic = "needle/load/1"
 )
@@ -105,8 +109,11 @@ type Host struct {
 	closed  bool               // set once by Close
 	writers map[string]*writer // by peer id string; one per peer ever sent to
 	connCh  chan struct{}      // closed and replaced on every peer (dis)connect
-	callMu  sync.Mutex         // guards pending
+	callMu  sync.Mutex         // guards pending and serving
 	pending map[uint64]*pendingCall
+	// serving cancels the ctx of each call handler running, by caller
+	// and correlation id (KindCancel).
+	serving map[servedCall]*serving
 
 	closedLog peerLogs // noteClosedAtOnce's lines, by peer
 	// closedMu guards closedAt: when each peer last closed this host's
@@ -226,6 +233,7 @@ func newHost(cfg Config, lh host.Host) *Host {
 		writers: make(map[string]*writer),
 		connCh:  make(chan struct{}),
 		pending: make(map[uint64]*pendingCall),
+		serving: make(map[servedCall]*serving),
 	}
 }
 
@@ -246,6 +254,7 @@ func (h *Host) start(ctx context.Context) error {
 		},
 	})
 	h.host.SetStreamHandler(ProtocolID, h.handleStream)
+	h.host.SetStreamHandler(ProtocolCancel, h.handleStream)
 	if err := h.startGossip(); err != nil {
 		return err
 	}

@@ -183,7 +183,7 @@ func (h *Host) runWriter(w *writer) {
 			backoff = openBackoffMin
 			bw.Reset(s)
 		}
-		if lost, err := h.writeBurst(bw, w.queue, f); err != nil {
+		if lost, err := h.writeBurst(bw, w.queue, f, s.Protocol() == ProtocolCancel); err != nil {
 			h.lostBurst(w, lost, err)
 			s.Reset()
 			s = nil
@@ -198,7 +198,7 @@ func (h *Host) openStream(p peer.ID) (network.Stream, error) {
 	}
 	ctx, cancel := context.WithTimeout(h.ctx, dialTimeout)
 	defer cancel()
-	s, err := h.host.NewStream(ctx, p, ProtocolID)
+	s, err := h.host.NewStream(ctx, p, ProtocolCancel, ProtocolID)
 	if err != nil {
 		return nil, err
 	}
@@ -209,19 +209,22 @@ func (h *Host) openStream(p peer.ID) (network.Stream, error) {
 // writeBurst writes f and then every frame already queued, and flushes once
 // the queue is empty. On error it returns every frame of the unflushed
 // burst: any of them may not have reached the peer (bufio writes through
-// when its buffer fills, so some may have).
-func (h *Host) writeBurst(bw *bufio.Writer, queue <-chan outFrame, f outFrame) ([]outFrame, error) {
+// when its buffer fills, so some may have). A KindCancel frame is left
+// out of a stream that is not of ProtocolCancel (cancels false).
+func (h *Host) writeBurst(bw *bufio.Writer, queue <-chan outFrame, f outFrame, cancels bool) ([]outFrame, error) {
 	var hdr [maxHeaderLen]byte
 	var burst []outFrame
 	for {
-		burst = append(burst, f)
-		if _, err := bw.Write(appendHeader(hdr[:0], f.kind, f.id, len(f.data))); err != nil {
-			return burst, err
+		if f.kind != KindCancel || cancels {
+			burst = append(burst, f)
+			if _, err := bw.Write(appendHeader(hdr[:0], f.kind, f.id, len(f.data))); err != nil {
+				return burst, err
+			}
+			if _, err := bw.Write(f.data); err != nil {
+				return burst, err
+			}
+			h.stats.framesSent.Add(1)
 		}
-		if _, err := bw.Write(f.data); err != nil {
-			return burst, err
-		}
-		h.stats.framesSent.Add(1)
 		select {
 		case f = <-queue:
 			continue
@@ -334,6 +337,8 @@ func (h *Host) dispatch(from peer.ID, fromStr string, f WireFrame) bool {
 		h.finishCall(from, f.ID, callResult{data: f.Payload})
 	case KindError:
 		h.finishCall(from, f.ID, callResult{err: &RemoteError{Message: string(f.Payload)}})
+	case KindCancel:
+		h.cancelServed(from, f.ID)
 	}
 	return true
 }
