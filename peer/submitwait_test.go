@@ -118,6 +118,7 @@ func TestForwardedSubmitWaitRevoked(t *testing.T) {
 	if ans.status != http.StatusOK || json.Unmarshal(ans.body, &out) != nil || out.ID != id || out.Task != nil {
 		t.Fatalf("the revoked token's forwarded waiting submission = %d %s; want 200 with id %s and no task", ans.status, ans.body, id)
 	}
+	waitUntil(t, func() bool { return liveWaiters(t, b.p, id) == 0 }) // the owner's wait ended with it
 	g, err := a.c.GetGroup(t.Context(), string(GroupIDFor(key)), 0)
 	if err != nil || len(g.Tasks) != 1 || g.Tasks[0].State != "READY" {
 		t.Fatalf("the group after the revoked wait = %+v, %v; want its one task READY", g, err)
