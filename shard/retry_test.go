@@ -299,3 +299,40 @@ func TestRetryChangesCountRetries(t *testing.T) {
 		}
 	}
 }
+
+// A task retried by hand gets a fresh budget counted from the retry, so the
+// MaxAttempts an external worker is told (RunInfo) counts from it too: with
+// max_attempts 2, failed twice and retried, attempts 3 and 4 run and 4 is
+// the last (it said 2, and a worker checking attempt == max_attempts never
+// knew its last attempt).
+func TestRetryRunInfoCountsTheFreshBudget(t *testing.T) {
+	o := newOwner(t)
+	o.submit(GroupSpec{ID: "g", Mode: ModeSingle, Tasks: []TaskSpec{{Handler: "h", Retry: Retry{MaxAttempts: 2, Backoff: time.Second}}}})
+	if got := o.s.RunInfo("g.0").MaxAttempts; got != 2 {
+		t.Fatalf("MaxAttempts before any run = %d; want 2", got)
+	}
+	for i := range 2 {
+		ids := o.lease(1, "w")
+		if len(ids) != 1 || o.report(ids[0], "w", false, false) != nil {
+			t.Fatalf("run %d leased %v", i+1, ids)
+		}
+		o.advance(2 * time.Second)
+	}
+	if err := o.retry("g", "g.0", ""); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		v, _ := o.s.Task("g.0")
+		if got, want := o.s.RunInfo("g.0").MaxAttempts, 4; got != want || v.Attempt != 2+i {
+			t.Fatalf("retried, attempt %d of %d; want attempt %d of %d", v.Attempt+1, got, 3+i, want)
+		}
+		ids := o.lease(1, "w")
+		if len(ids) != 1 || o.report(ids[0], "w", false, false) != nil {
+			t.Fatalf("run %d after the retry leased %v", i+1, ids)
+		}
+		o.advance(2 * time.Second)
+	}
+	if o.state("g.0") != Failed {
+		t.Fatalf("state = %v; want FAILED after attempt 4 of 4", o.state("g.0"))
+	}
+}

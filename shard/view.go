@@ -277,7 +277,8 @@ func (s *Shard) Deaths(id TaskID) Deaths {
 type RunInfo struct {
 	Priority int32
 	// MaxAttempts is the attempts in all its retry policy allows (at
-	// least 1).
+	// least 1), counted from the first attempt: after a retry by hand,
+	// the attempts before it plus the policy's fresh budget.
 	MaxAttempts int
 	// Error is the task's error as GET /v1/tasks/{id} shows it: the last
 	// failed attempt's, kept while it runs again; "" before any.
@@ -294,6 +295,9 @@ func (s *Shard) RunInfo(id TaskID) RunInfo {
 		return RunInfo{}
 	}
 	ri := RunInfoOf(t.g.spec.Mode, t.pol, t.err)
+	// A retry by hand gives a fresh budget counted from it (Fail): the
+	// attempts in all are those before the retry and the policy's.
+	ri.MaxAttempts += int(t.retried)
 	// Its stage and item are its own, not its shared policy's.
 	if ri.Stage > 0 {
 		ri.Stage = int(t.stage) + 1
