@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -328,10 +329,12 @@ func newTask(wt api.WorkerTask) Task {
 	return t
 }
 
-// safeCall runs a handler, turning a panic into a permanent failure.
+// safeCall runs a handler, turning a panic into a permanent failure whose
+// value and stack go to the task's log (as a Python handler's traceback).
 func safeCall(ctx context.Context, h HandlerFunc, t Task) (res json.RawMessage, err error) {
 	defer func() {
 		if v := recover(); v != nil {
+			t.Log(fmt.Sprintf("panic: %v\n\n%s", v, debug.Stack()))
 			err = Permanent(fmt.Errorf("handler panicked: %v", v))
 		}
 	}()

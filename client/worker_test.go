@@ -282,3 +282,30 @@ func TestWorkerPrefetch(t *testing.T) {
 		}
 	})
 }
+
+// A handler that panics fails its task for good, and the panic's value and
+// stack go to the task's log (GET /v1/tasks/{id}/logs), as a Python
+// handler's traceback does: the error alone does not say where it was.
+func TestWorkerPanicStackInTaskLog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakePeer(1)
+		w := &Worker{Client: f.client(), Handlers: map[string]HandlerFunc{
+			"panic": func(context.Context, Task) (json.RawMessage, error) { panicInHandler(); return nil, nil }}}
+		cancel, wait := runWorker(t, w)
+		f.add("panic", "1")
+		<-f.done
+		cancel()
+		if err := wait(); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := f.outcome(0), (api.FailRequest{Error: "handler panicked: oops", Permanent: true}); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("outcome = %+v; want %+v", got, want)
+		}
+		log := strings.Join(f.logs[fmt.Sprintf("%032x", 1)], "\n")
+		if !strings.HasPrefix(log, "panic: oops") || !strings.Contains(log, "client.panicInHandler") || !strings.Contains(log, "worker_test.go") {
+			t.Errorf("task log %q; want the panic and its stack (panicInHandler, worker_test.go)", log)
+		}
+	})
+}
+
+func panicInHandler() { panic("oops") }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -168,10 +169,12 @@ func (p *Peer) execute(j job) shard.Outcome {
 	return o
 }
 
-// safeCall runs a handler, turning a panic into a permanent failure.
+// safeCall runs a handler, turning a panic into a permanent failure whose
+// value and stack go to the attempt's task log.
 func safeCall(ctx context.Context, h handler.Func, c handler.Call) (res []byte, err error) {
 	defer func() {
 		if v := recover(); v != nil {
+			fmt.Fprintf(c.LogWriter(), "panic: %v\n\n%s", v, debug.Stack())
 			err = handler.Permanent(fmt.Errorf("handler panicked: %v", v))
 		}
 	}()
