@@ -70,7 +70,8 @@ type Worker struct {
 	// sent again after a 503 or a connection error; defaults 100ms, 10s.
 	BackoffMin, BackoffMax time.Duration
 	// Logger receives what the worker cannot report (a lost lease, a
-	// refused report); default none.
+	// refused report, a peer that does not answer its polls); default
+	// slog.Default(), as a Python worker's warnings go to stderr.
 	Logger *slog.Logger
 }
 
@@ -113,7 +114,7 @@ func (w *Worker) Validate() error {
 	w.BackoffMin = cmp(w.BackoffMin, DefaultBackoffMin)
 	w.BackoffMax = max(cmp(w.BackoffMax, DefaultBackoffMax), w.BackoffMin)
 	if w.Logger == nil {
-		w.Logger = slog.New(slog.DiscardHandler)
+		w.Logger = slog.Default()
 	}
 	return nil
 }
@@ -185,6 +186,7 @@ type run struct {
 // tasks as there are free slots, and starts each task it gets.
 func (r *run) poll(ctx, hard context.Context) error {
 	bo := backoff{min: r.w.BackoffMin, max: r.w.BackoffMax}
+	failed := 0 // polls failed in a row: the first and the recovery are logged
 	for {
 		select {
 		case r.slots <- struct{}{}:
@@ -204,6 +206,10 @@ func (r *run) poll(ctx, hard context.Context) error {
 			Wait: r.w.PollWait.String(), Labels: r.w.Labels}, &ans)
 		if err == nil {
 			bo.reset()
+			if failed > 0 {
+				r.w.Logger.Info("peer answers polls again", "peer", r.w.Client.BaseURL, "failed_polls", failed)
+				failed = 0
+			}
 		}
 		for i, t := range ans.Tasks {
 			if i >= free {
@@ -226,6 +232,11 @@ func (r *run) poll(ctx, hard context.Context) error {
 			r.w.Logger.Warn("poll failed", "err", err)
 			fallthrough
 		case err != nil:
+			if failed++; failed == 1 && transient(err) {
+				// Else silent for as long as the peer is down (or the URL
+				// wrong): its tasks wait, "no live worker serves" them.
+				r.w.Logger.Warn("polls failing: polling again with backoff until the peer answers", "peer", r.w.Client.BaseURL, "err", err)
+			}
 			if bo.wait(ctx) != nil {
 				return nil
 			}

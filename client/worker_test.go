@@ -1,11 +1,14 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -309,3 +312,46 @@ func TestWorkerPanicStackInTaskLog(t *testing.T) {
 }
 
 func panicInHandler() { panic("oops") }
+
+// A peer that does not answer its polls (down, or a wrong URL) is logged
+// once when the polls start failing and once when it answers again, not on
+// every poll; it was silent, and its tasks waited for "no live worker".
+func TestWorkerLogsAnUnreachablePeer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakePeer(1)
+		f.dropNext = 4
+		var log lockedBuf
+		w := &Worker{Client: f.client(), Logger: slog.New(slog.NewTextHandler(&log, nil)), Handlers: map[string]HandlerFunc{
+			"echo": func(_ context.Context, task Task) (json.RawMessage, error) { return task.Payload, nil }}}
+		cancel, wait := runWorker(t, w)
+		f.add("echo", "1")
+		<-f.done
+		cancel()
+		if err := wait(); err != nil {
+			t.Fatal(err)
+		}
+		s := log.String()
+		if strings.Count(s, "polls failing") != 1 || !strings.Contains(s, "connection refused") ||
+			strings.Count(s, "peer answers polls again") != 1 || !strings.Contains(s, "failed_polls=4") {
+			t.Errorf("worker log:\n%s\nwant one \"polls failing\" with the error, then one \"peer answers polls again\" after 4", s)
+		}
+	})
+}
+
+// lockedBuf is a bytes.Buffer safe for a logger's concurrent writes.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

@@ -295,6 +295,7 @@ class Worker:
         if self.labels:
             body["labels"] = self.labels
         carry = True  # the poll may carry outcomes
+        failed = 0  # polls failed in a row: the first and the recovery are logged
         while not self._stop.is_set():
             with self._cv:
                 held = self.concurrency + self.prefetch
@@ -320,6 +321,9 @@ class Worker:
                 ans = self._poller.request("POST", "/v1/workers/poll", body,
                                            timeout=self._poller.timeout + self.poll_wait, resend=False)
                 bo.reset()
+                if failed:
+                    _log.info("peer %s answers polls again after %d failed", self._poller.url, failed)
+                    failed = 0
             except NeedleError as e:
                 self._put_back(done)  # the reporter sends them again
                 if self._stop.is_set():
@@ -336,8 +340,14 @@ class Worker:
                     continue
                 if e.status in (400, 401, 403, 404):
                     raise
+                failed += 1
                 if not e.transient:
                     _log.warning("poll failed: %s", e)
+                elif failed == 1:
+                    # Else silent for as long as the peer is down (or the
+                    # URL wrong): its tasks wait, "no live worker serves" them.
+                    _log.warning("polls failing (%s): polling again with backoff until the peer %s answers",
+                                 e, self._poller.url)
                 self._stop.wait(bo.delay())
                 continue
             finally:

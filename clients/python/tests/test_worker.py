@@ -147,6 +147,24 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual(self.fake.fail_next, {"poll": 0, "report": 0})
         self.assertEqual(self.fake.drop_next, 0)
 
+    def test_logs_an_unreachable_peer(self):
+        # A peer that does not answer its polls (down, or a wrong URL) is
+        # logged once when the polls start failing and once when it answers
+        # again, not on every poll; it was silent.
+        with self.assertLogs("needle_client", "INFO") as logs:
+            w, t, errs = self.start({"echo": lambda task: task.payload}, 1)
+            self.fake.fail_next = {"poll": 4}
+            self.until(lambda: self.fake.fail_next["poll"] == 0, "4 polls failed")
+            self.fake.add("echo", "a")
+            self.assertTrue(self.fake.done.wait(WAIT), "outcomes: %s" % self.fake.outcomes)
+            w.stop()
+            t.join(WAIT)
+        text = "\n".join(logs.output)
+        self.assertEqual(text.count("polls failing"), 1, text)
+        self.assertIn("503", text)
+        self.assertEqual(text.count("answers polls again after 4 failed"), 1, text)
+        self.assertEqual(errs, [])
+
     def test_graceful_stop(self):
         started = threading.Semaphore(0)
         finish = threading.Event()
