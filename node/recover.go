@@ -109,7 +109,7 @@ func (m *mesh) lostRaft() map[uint64]string {
 // applied yet waits for them (its configuration may change): the scan
 // runs again at the next tick.
 func (n *Node) recoverPartitions() {
-	m := n.mesh
+	m := &n.mesh
 	m.recoverScan = false
 	lost := m.lostRaft()
 	if len(lost) == 0 {

@@ -56,4 +56,9 @@ func TestUnsafeRecoverRefusesJoint(t *testing.T) {
 	if got, want := n1.n.Counters().UnsafeRecoveries, len(n1.n.held)-1; got != want {
 		t.Fatalf("UnsafeRecoveries = %d; want %d (every partition but the joint one)", got, want)
 	}
+	// Nothing left to recover: the scan of the held partitions stops
+	// (until a mark, a forget or a recovery asks again).
+	if n1.n.mesh.recoverScan {
+		t.Fatal("the recovery scan still runs at every tick with nothing left to recover")
+	}
 }
