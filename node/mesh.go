@@ -274,6 +274,12 @@ type mesh struct {
 	recover     map[string]bool
 	recoverNew  bool
 	recoverScan bool
+	// claims holds the recover claims each peer's last heartbeat made
+	// (nil until one made any), ownClaims this node's (its heartbeat's),
+	// claimSig a digest of them for beatSig (0 without any): recover.go.
+	claims    map[string][]RecoverClaim
+	ownClaims []RecoverClaim
+	claimSig  uint64
 	// toldForgotten is when each forgotten peer that still sends here was
 	// last told so (tellForgotten).
 	toldForgotten map[string]time.Time
@@ -505,6 +511,7 @@ func (m *mesh) learn(from string, hb *Heartbeat, now time.Time) {
 	for _, id := range hb.Recover {
 		m.markRecover(id)
 	}
+	m.heardClaims(from, hb.Claims)
 	for _, id := range hb.Forgotten {
 		if id == m.n.cfg.ID {
 			m.forgottenBy = from
@@ -621,6 +628,7 @@ func (m *mesh) forget(id string, now time.Time) {
 	}
 	m.forgotten[id], m.forgotNew = true, true
 	m.recoverScan = m.recoverScan || m.recover[id]
+	delete(m.claims, id)
 	delete(m.forgetAtDeath, id)
 	delete(m.twins, id)
 	m.enqueue(Update{ID: id, State: peerForgotten})
@@ -839,6 +847,7 @@ func (m *mesh) heartbeat() Message {
 	}
 	if len(m.recover) > 0 {
 		hb.Recover = slices.Sorted(maps.Keys(m.recover))
+		hb.Claims = m.ownClaims
 	}
 	if stranded > 0 {
 		hb.StrandedFor = m.strandedFor()

@@ -161,6 +161,22 @@ type Heartbeat struct {
 	// (sorted): a partition whose every other voter is among them is
 	// recovered by its last voter (recover.go). nil from an older peer.
 	Recover []string
+	// Claims (appended after Recover) are the sender's offers to recover
+	// the partitions whose every voter is lost for good and of which it
+	// and other surviving learners are learners (recover.go): of those
+	// survivors, the one whose log is the most up to date recovers. nil
+	// from an older peer, which recovers no such partition.
+	Claims []RecoverClaim
+}
+
+// RecoverClaim is a learner's offer to recover a partition whose every
+// voter is lost for good: the term and index of its log's last entry,
+// and the learners of the configuration it applied that are not lost
+// (itself included, peer ids, sorted).
+type RecoverClaim struct {
+	Partition   uint32
+	Term, Index uint64
+	Survivors   []string
 }
 
 // PeerAddrs is one member's transport addresses, heard second-hand.

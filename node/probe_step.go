@@ -354,8 +354,9 @@ func (m *mesh) beatSig(ready, stranded int) uint64 {
 		b |= sigStranded
 	}
 	// A new recover mark (needle forget --unsafe-recover) goes out at
-	// once: the peers that hold a lost voter's partitions recover them.
-	return b | uint64(len(m.recover))<<sigRecoverShift
+	// once: the peers that hold a lost voter's partitions recover them;
+	// so does a change of this peer's recover claims (0 without any).
+	return (b | uint64(len(m.recover))<<sigRecoverShift) ^ m.claimSig<<sigClaimShift
 }
 
 const (
@@ -364,6 +365,8 @@ const (
 	sigStranded
 	// sigRecoverShift places the number of recover marks in the signature.
 	sigRecoverShift = 8
+	// sigClaimShift places the digest of the recover claims above it.
+	sigClaimShift = 24
 )
 
 // offers reports whether this peer's heartbeat should advertise its ready

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"time"
 
@@ -40,6 +41,26 @@ import (
 // an entry the two lost ones committed without the survivor is lost: hence
 // the operator's explicit flag. A joint configuration is refused (logged):
 // which voters the entries were committed by is not known.
+//
+// A partition whose every voter is lost may still have a learner: a
+// replica the ring's repair was adding, not promoted yet. A learner
+// recovers it the same way, with one more entry before the removals: one
+// making it a voter (removing the voters first would leave none, which
+// Raft refuses). A learner may lag: the entries it had not received when
+// the voters were lost are gone, committed and acknowledged ones included.
+// With several learners surviving, exactly one may recover the partition,
+// or two copies would take writes: the one whose log is the most up to
+// date (Raft's order: the last entry's term, then its index), the lower
+// peer id on a tie. Each tells the others its claim (the term and index
+// of its last entry, and the surviving learners it sees) in its
+// heartbeats (Heartbeat.Claims); each recovers only once it heard a claim
+// from every other survivor naming the same survivors, and its own beats
+// every one (claimWins). A learner that had not applied the change adding
+// another sees itself alone and recovers; the other, seeing it, waits for
+// a claim naming both, which never comes: it becomes a stale copy, not a
+// second partition. A survivor that is dead and not marked is waited for.
+// What a removed replica that never learned of its removal does is not
+// covered, here as for voters: it may still see itself the last one.
 //
 // Without a mark nothing here runs: recoverScan stays false.
 
@@ -105,19 +126,27 @@ func (m *mesh) lostRaft() map[uint64]string {
 }
 
 // recoverPartitions recovers every partition this node holds whose other
-// voters are all lost for good. A partition with committed entries not
-// applied yet waits for them (its configuration may change): the scan
-// runs again at the next tick.
+// voters are all lost for good, or whose every voter is, this node being
+// the learner that recovers it (lastReplica, claimWins). A partition with
+// committed entries not applied yet waits for them (its configuration may
+// change): the scan runs again at the next tick. It also makes this
+// node's recover claims, sent with its heartbeats.
 func (n *Node) recoverPartitions() {
 	m := &n.mesh
 	m.recoverScan = false
 	lost := m.lostRaft()
+	var claims []RecoverClaim
+	defer func() { m.setClaims(claims) }()
 	if len(lost) == 0 {
 		return
 	}
 	for _, i := range n.held {
 		p := n.parts[i]
-		if p.recoverTo != 0 || !n.lastVoter(p, lost) {
+		if p.recoverTo != 0 {
+			continue
+		}
+		last, rivals := n.lastReplica(p, lost)
+		if !last {
 			continue
 		}
 		if len(p.conf.GetVotersOutgoing()) > 0 {
@@ -128,17 +157,36 @@ func (n *Node) recoverPartitions() {
 			}
 			continue
 		}
+		if len(rivals) > 0 {
+			c := n.claim(p, rivals)
+			claims = append(claims, c)
+			if !n.claimWins(p, c, rivals, lost) {
+				if !p.recoverRefused {
+					p.recoverRefused = true
+					n.log.Warn("unsafe recovery waits: every voter is lost and other learners survive; the one whose log is the most up to date recovers the partition once each heard the others' claims",
+						keyPart, p.id, "learners", m.peerNames(rivals), "term", c.Term, "index", c.Index)
+				}
+				continue
+			}
+		}
 		if len(n.advRds) > 0 || p.applied < p.rn.BasicStatus().GetCommit() {
 			m.recoverScan = true // after the committed entries apply
 			continue
 		}
 		n.recoverPartition(p, lost)
+		if len(rivals) > 0 {
+			m.recoverScan = true // the next scan withdraws the claim
+		}
 	}
 }
 
-// lastVoter reports whether this node is a voter of p and every other
-// voter (of both halves of a joint configuration) is lost for good.
-func (n *Node) lastVoter(p *partition, lost map[uint64]string) bool {
+// lastReplica reports whether this node may be the replica of p that
+// recovers it: a voter whose every other voter (of both halves of a
+// joint configuration) is lost for good, or a learner whose every voter
+// is lost for good. For a learner it also returns the other learners
+// not lost (rivals): if any, the one of them all whose log is the most
+// up to date recovers the partition (claimWins).
+func (n *Node) lastReplica(p *partition, lost map[uint64]string) (last bool, rivals []uint64) {
 	self, others := false, 0
 	for _, set := range [][]uint64{p.conf.GetVoters(), p.conf.GetVotersOutgoing()} {
 		for _, rid := range set {
@@ -146,13 +194,120 @@ func (n *Node) lastVoter(p *partition, lost map[uint64]string) bool {
 			case rid == n.raftID:
 				self = true
 			case lost[rid] == "":
-				return false
+				return false, nil
 			default:
 				others++
 			}
 		}
 	}
-	return self && others > 0
+	if !self {
+		if !slices.Contains(p.conf.GetLearners(), n.raftID) {
+			return false, nil
+		}
+		for _, rid := range p.conf.GetLearners() {
+			if rid != n.raftID && lost[rid] == "" {
+				rivals = append(rivals, rid)
+			}
+		}
+	}
+	return others > 0, rivals
+}
+
+// claim returns this node's recover claim for p, a learner whose voters
+// are all lost and whose other surviving learners are rivals.
+func (n *Node) claim(p *partition, rivals []uint64) RecoverClaim {
+	last, _ := p.storage.LastIndex()
+	term, err := p.storage.Term(last)
+	if err != nil {
+		panic(fmt.Sprintf("peer: partition %d: term of the last index %d: %v", p.id, last, err))
+	}
+	survivors := append(n.mesh.peerNames(rivals), n.cfg.ID)
+	slices.Sort(survivors)
+	return RecoverClaim{Partition: uint32(p.id), Term: term, Index: last, Survivors: survivors}
+}
+
+// claimWins reports whether this node, a learner of p whose every voter is
+// lost, recovers p rather than one of its rivals (the other learners not
+// lost): each rival's last heartbeat claimed p with the same survivors,
+// and this node's log is more up to date than each of theirs (Raft's
+// order: the last entry's term, then its index), or as much and its peer
+// id is lower. Each survivor decides so from the others' claims: at most
+// one recovers.
+//
+// A survivor that sees another survivor its rival may not know of (a
+// lagging learner that had not applied the change adding the other) sees
+// other survivors, so the claims differ and it waits: the lagging one,
+// seeing none, recovers alone. A survivor whose log changed since it
+// claimed (the winner, leading, sent it entries) has a leader not lost:
+// it waits too, and the winner's configuration, once applied, makes it a
+// plain learner again.
+func (n *Node) claimWins(p *partition, c RecoverClaim, rivals []uint64, lost map[uint64]string) bool {
+	if lead := p.rn.BasicStatus().Lead; lead != raft.None && lost[lead] == "" {
+		return false
+	}
+	for _, rid := range rivals {
+		id, ok := n.mesh.peerOf(rid)
+		if !ok {
+			return false
+		}
+		i := slices.IndexFunc(n.mesh.claims[id], func(rc RecoverClaim) bool { return rc.Partition == c.Partition })
+		if i < 0 {
+			return false
+		}
+		if !beats(c, n.cfg.ID, n.mesh.claims[id][i], id) {
+			return false
+		}
+	}
+	return true
+}
+
+// beats reports whether peer self's claim c wins over peer other's claim
+// oc for the same partition: they name the same survivors, and c's log is
+// more up to date (its last entry's term, then its index), or as much and
+// self's id is lower.
+func beats(c RecoverClaim, self string, oc RecoverClaim, other string) bool {
+	switch {
+	case !slices.Equal(c.Survivors, oc.Survivors):
+		return false
+	case c.Term != oc.Term:
+		return c.Term > oc.Term
+	case c.Index != oc.Index:
+		return c.Index > oc.Index
+	}
+	return self < other
+}
+
+// heardClaims records the recover claims of peer from's heartbeat; a
+// change makes the partitions be looked at again.
+func (m *mesh) heardClaims(from string, claims []RecoverClaim) {
+	if len(claims) == 0 && m.claims[from] == nil || m.forgotten[from] {
+		return
+	}
+	if len(claims) == 0 {
+		delete(m.claims, from)
+	} else {
+		if m.claims == nil {
+			m.claims = map[string][]RecoverClaim{}
+		}
+		m.claims[from] = claims
+	}
+	m.recoverScan = m.recoverScan || len(m.recover) > 0
+}
+
+// setClaims makes claims this node's recover claims; a change goes out
+// with the next heartbeat (beatSig).
+func (m *mesh) setClaims(claims []RecoverClaim) {
+	if slices.EqualFunc(claims, m.ownClaims, func(a, b RecoverClaim) bool {
+		return a.Partition == b.Partition && a.Term == b.Term && a.Index == b.Index && slices.Equal(a.Survivors, b.Survivors)
+	}) {
+		return
+	}
+	m.ownClaims, m.claimSig = claims, 0
+	if len(claims) > 0 {
+		h := fnv.New64a()
+		h.Write(appendClaims(nil, claims))
+		m.claimSig = h.Sum64() | 1
+	}
 }
 
 // recoverPartition recovers p as its last voter (see the top of the file).
@@ -186,7 +341,14 @@ func (n *Node) recoverPartition(p *partition, lost map[uint64]string) {
 		})
 	}
 	var removed []string
+	learner := !slices.Contains(p.conf.GetVoters(), n.raftID)
 	if !pending {
+		// A learner makes itself a voter first: removing the lost voters
+		// before would leave none, which Raft refuses.
+		var changes []*pb.ConfChangeSingle
+		if learner {
+			changes = append(changes, &pb.ConfChangeSingle{Type: pb.ConfChangeAddNode.Enum(), NodeId: new(n.raftID)})
+		}
 		for _, rid := range slices.Sorted(func(yield func(uint64) bool) {
 			for _, rid := range p.conf.GetVoters() {
 				if rid != n.raftID && lost[rid] != "" && !yield(rid) {
@@ -194,14 +356,16 @@ func (n *Node) recoverPartition(p *partition, lost map[uint64]string) {
 				}
 			}
 		}) {
-			cc := &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeRemoveNode.Enum(), NodeId: new(rid)}}}
-			data, err := proto.Marshal(cc)
+			changes = append(changes, &pb.ConfChangeSingle{Type: pb.ConfChangeRemoveNode.Enum(), NodeId: new(rid)})
+			removed = append(removed, lost[rid])
+		}
+		for _, c := range changes {
+			data, err := proto.Marshal(&pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{c}})
 			if err != nil {
 				panic(fmt.Sprintf("peer: partition %d: recovery conf change: %v", p.id, err))
 			}
 			idx := last + uint64(len(u.Entries)) + 1
 			u.Entries = append(u.Entries, &pb.Entry{Type: pb.EntryConfChangeV2.Enum(), Term: new(term + 1), Index: new(idx), Data: data})
-			removed = append(removed, lost[rid])
 		}
 	}
 	commit := last + uint64(len(u.Entries))
@@ -227,7 +391,7 @@ func (n *Node) recoverPartition(p *partition, lost map[uint64]string) {
 		n.stats.UnsafeRecoveries++
 	}
 	n.log.Warn("partition recovered from this peer's copy alone (unsafe recovery): entries only the lost voters held are gone",
-		keyPart, p.id, "applied", p.applied, "last", last, "term", term+1, "removed", removed, "pending_conf", pending)
+		keyPart, p.id, "applied", p.applied, "last", last, "term", term+1, "removed", removed, "learner", learner, "pending_conf", pending)
 }
 
 // recovered is called once p's Ready was advanced while a recovery of it

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -57,8 +58,84 @@ func TestUnsafeRecoverRefusesJoint(t *testing.T) {
 		t.Fatalf("UnsafeRecoveries = %d; want %d (every partition but the joint one)", got, want)
 	}
 	// Nothing left to recover: the scan of the held partitions stops
-	// (until a mark, a forget or a recovery asks again).
+	// (until a mark, a forget, a claim or a recovery asks again).
 	if n1.n.mesh.recoverScan {
 		t.Fatal("the recovery scan still runs at every tick with nothing left to recover")
+	}
+}
+
+// Of two learners' claims to recover a partition, exactly one wins when
+// they name the same survivors: the later last term, then the higher last
+// index, then the lower peer id. Claims naming other survivors win over
+// nothing (a survivor that does not know of the other waits).
+func TestRecoverClaimBeats(t *testing.T) {
+	both := []string{"a", "b"}
+	for _, tc := range []struct {
+		a, b RecoverClaim
+		want string // the winner: "a", "b" or "" (none)
+	}{
+		{RecoverClaim{Term: 3, Index: 5, Survivors: both}, RecoverClaim{Term: 2, Index: 9, Survivors: both}, "a"},
+		{RecoverClaim{Term: 2, Index: 5, Survivors: both}, RecoverClaim{Term: 2, Index: 9, Survivors: both}, "b"},
+		{RecoverClaim{Term: 2, Index: 9, Survivors: both}, RecoverClaim{Term: 2, Index: 9, Survivors: both}, "a"},
+		{RecoverClaim{Term: 2, Index: 9, Survivors: []string{"a"}}, RecoverClaim{Term: 2, Index: 5, Survivors: both}, ""},
+		{RecoverClaim{Term: 2, Index: 5, Survivors: both}, RecoverClaim{Term: 2, Index: 9, Survivors: []string{"a", "b", "c"}}, ""},
+	} {
+		aWins, bWins := beats(tc.a, "a", tc.b, "b"), beats(tc.b, "b", tc.a, "a")
+		got := ""
+		switch {
+		case aWins && bWins:
+			t.Fatalf("%+v and %+v: both win", tc.a, tc.b)
+		case aWins:
+			got = "a"
+		case bWins:
+			got = "b"
+		}
+		if got != tc.want {
+			t.Errorf("%+v against %+v: winner %q; want %q", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+// A heartbeat's recover claims are kept per sender until its next
+// heartbeat, which replaces them (none: forgotten), and make the
+// partitions be looked at again; a forgotten sender's are dropped. A
+// heartbeat from before Claims decodes with none.
+func TestHeartbeatClaims(t *testing.T) {
+	m, err := DecodeMessage(unclaimingHeartbeat(t))
+	if err != nil {
+		t.Fatalf("heartbeat without Claims: %v", err)
+	}
+	if h := m.Heartbeat; h.Claims != nil || !slices.Equal(h.Recover, []string{"z"}) {
+		t.Fatalf("heartbeat without Claims decoded as %+v", h)
+	}
+	n, err := NewNode(DefaultNodeConfig("p1", "1"), nil, time.Unix(1_700_000_000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.mesh.markRecover("z")
+	hb := *m.Heartbeat
+	hb.Claims = []RecoverClaim{{Partition: 1, Term: 2, Index: 9, Survivors: []string{"a", "p1"}}}
+	b, _ := AppendMessage(nil, &Message{Type: MsgHeartbeat, From: "a", Heartbeat: &hb})
+	if m, err = DecodeMessage(b); err != nil || !reflect.DeepEqual(m.Heartbeat.Claims, hb.Claims) {
+		t.Fatalf("heartbeat with Claims decoded as %+v, %v", m.Heartbeat, err)
+	}
+	n.mesh.recoverScan = false
+	if err := n.Step("a", m); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.mesh.claims["a"]; !reflect.DeepEqual(got, hb.Claims) || !n.mesh.recoverScan {
+		t.Fatalf("claims of a = %+v (scan %v); want %+v and a scan", got, n.mesh.recoverScan, hb.Claims)
+	}
+	hb.Claims = nil
+	if err := n.Step("a", Message{Type: MsgHeartbeat, From: "a", Heartbeat: &hb}); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := n.mesh.claims["a"]; ok {
+		t.Fatalf("claims of a after a heartbeat without = %+v; want none", got)
+	}
+	n.mesh.heardClaims("a", []RecoverClaim{{Partition: 1}})
+	n.Forget("a")
+	if got, ok := n.mesh.claims["a"]; ok {
+		t.Fatalf("claims of a forgotten peer = %+v; want none", got)
 	}
 }

@@ -185,8 +185,31 @@ func appendHeartbeat(dst []byte, h *Heartbeat) []byte {
 	dst = appendBook(dst, h.Book)
 	dst = binary.AppendUvarint(dst, h.Sum)
 	dst = shard.AppendString(dst, h.Version)
-	return appendStrings(dst, h.Recover) // one byte when empty: a field appended later follows it
+	dst = appendStrings(dst, h.Recover)
+	return appendClaims(dst, h.Claims) // one byte when empty: a field appended later follows it
+}
 
+func appendClaims(dst []byte, cs []RecoverClaim) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(cs)))
+	for _, c := range cs {
+		dst = binary.AppendUvarint(dst, uint64(c.Partition))
+		dst = binary.AppendUvarint(dst, c.Term)
+		dst = binary.AppendUvarint(dst, c.Index)
+		dst = appendStrings(dst, c.Survivors)
+	}
+	return dst
+}
+
+func decodeClaims(d *shard.Decoder) []RecoverClaim {
+	n := d.Count(4)
+	if n == 0 {
+		return nil
+	}
+	out := make([]RecoverClaim, 0, n)
+	for range n {
+		out = append(out, RecoverClaim{Partition: decodePartition(d), Term: d.Uvarint(), Index: d.Uvarint(), Survivors: decodeStrings(d)})
+	}
+	return out
 }
 
 // appendPlacement appends the sender's replica count and placement, after
@@ -469,6 +492,9 @@ func decodeHeartbeat(d *shard.Decoder) *Heartbeat {
 	}
 	if d.Err() == nil && d.Len() > 0 {
 		h.Recover = decodeStrings(d)
+	}
+	if d.Err() == nil && d.Len() > 0 {
+		h.Claims = decodeClaims(d)
 	}
 	return h
 }

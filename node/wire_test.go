@@ -25,7 +25,8 @@ func wireSamples() []Message {
 			Labels: []string{"gpu=true", "zone=a"}, Stranded: 5, StrandedFor: []string{"c", "d"}, Features: Features,
 			Workers:  []WorkerAd{{Handler: "resize", Want: 8, Workers: []string{"w1", "w2"}}, {Handler: "resize", Labels: []string{"zone=a"}, Want: 1}},
 			Replicas: 3, Placement: ring.PlacementSpread, Inc: 1_700_000_000_123, Sync: SyncPull, Sum: 0xfedcba9876543210, Version: "v1.4.0",
-			Recover: []string{"x", "z"}, Book: []PeerAddrs{{ID: "c", Addrs: []string{"/ip4/127.0.0.1/tcp/2"}}, {ID: "d"}}}},
+			Recover: []string{"x", "z"}, Book: []PeerAddrs{{ID: "c", Addrs: []string{"/ip4/127.0.0.1/tcp/2"}}, {ID: "d"}},
+			Claims: []RecoverClaim{{Partition: 4, Term: 3, Index: 1 << 33, Survivors: []string{"b", "c"}}, {Partition: 65536, Survivors: []string{"b"}}}}},
 		{Type: MsgProbe, From: "g", Probe: &Probe{Kind: ProbeAck, Seq: 9, Target: "h", Boot: "2", Inc: 77, Features: Features, Load: Load{Ready: 1, Slots: 4},
 			Updates: []Update{{ID: "h", Boot: "1", Inc: 3, State: PeerSuspect}, {ID: "i", State: peerForgotten}, {ID: "j", Inc: 4, State: PeerAlive, Addrs: []string{"/ip4/10.0.0.1/tcp/1"}}}}},
 		{Type: MsgProbe, From: "g", Probe: &Probe{Kind: ProbePing, Seq: 10, Boot: "2", Inc: 77, Features: Features, BeatFollows: true}},
@@ -76,9 +77,10 @@ func TestWireRoundTrip(t *testing.T) {
 			// A heartbeat without its labels, and a grant without its
 			// holder, are what older peers send.
 			oldHeartbeat := m.Type == MsgHeartbeat && cut == len(b)-len(heartbeatTail(m.Heartbeat))
-			featLen, workersLen, idsLen, placeLen, incLen, bookLen, sumLen, versionLen, recoverLen := 0, 0, 0, 0, 0, 0, 0, 0, 0
+			featLen, workersLen, idsLen, placeLen, incLen, bookLen, sumLen, versionLen, recoverLen, claimsLen := 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
 			if m.Type == MsgHeartbeat {
-				recoverLen = len(appendStrings(nil, m.Heartbeat.Recover))
+				claimsLen = len(appendClaims(nil, m.Heartbeat.Claims))
+				recoverLen = len(appendStrings(nil, m.Heartbeat.Recover)) + claimsLen
 				versionLen = len(shard.AppendString(nil, m.Heartbeat.Version)) + recoverLen
 				sumLen = len(binary.AppendUvarint(nil, m.Heartbeat.Sum)) + versionLen
 				bookLen = len(appendBook(nil, m.Heartbeat.Book)) + sumLen
@@ -94,6 +96,7 @@ func TestWireRoundTrip(t *testing.T) {
 			beforeSum := m.Type == MsgHeartbeat && cut == len(b)-sumLen
 			beforeVersion := m.Type == MsgHeartbeat && cut == len(b)-versionLen
 			beforeRecover := m.Type == MsgHeartbeat && cut == len(b)-recoverLen
+			beforeClaims := m.Type == MsgHeartbeat && cut == len(b)-claimsLen
 			beforeAddrs := m.Type == MsgProbe && probeAddrsCut(m.Probe, len(b)-cut)
 			beforeFor := m.Type == MsgHeartbeat && cut == len(b)-workersLen-featLen-len(appendStrings(nil, m.Heartbeat.StrandedFor))
 			beforeFeatures := m.Type == MsgHeartbeat && cut == len(b)-workersLen-featLen
@@ -121,7 +124,7 @@ func TestWireRoundTrip(t *testing.T) {
 			beforeTasks := m.Type == MsgGrant && cut == len(b)-tasksLen
 			beforeInfos := m.Type == MsgGrant && cut == len(b)-infosLen
 			oldSteal := m.Type == MsgStealReq && cut == len(b)-len(shard.AppendString(nil, m.Holder))
-			if err == nil && !oldHeartbeat && !beforeInc && !beforeSync && !beforeBook && !beforeSum && !beforeVersion && !beforeRecover && !beforeAddrs && !beforeFor && !beforeFeatures && !beforeWorkers && !beforeIDs && !beforePlacement && !oldGrant && !beforeAttempts && !beforeTraces &&
+			if err == nil && !oldHeartbeat && !beforeInc && !beforeSync && !beforeBook && !beforeSum && !beforeVersion && !beforeRecover && !beforeClaims && !beforeAddrs && !beforeFor && !beforeFeatures && !beforeWorkers && !beforeIDs && !beforePlacement && !oldGrant && !beforeAttempts && !beforeTraces &&
 				!beforeShards && !beforeRequires && !beforeGrantWorkers && !beforeMarks && !beforeTasks && !beforeInfos && !oldSteal {
 				t.Fatalf("%v truncated to %d/%d bytes decoded", m.Type, cut, len(b))
 			}
@@ -142,6 +145,9 @@ func TestWireRoundTrip(t *testing.T) {
 			}
 			if err == nil && beforeRecover && (got.Heartbeat.Recover != nil || got.Heartbeat.Version != m.Heartbeat.Version) {
 				t.Fatalf("a heartbeat without Recover decoded %v, version %q", got.Heartbeat.Recover, got.Heartbeat.Version)
+			}
+			if err == nil && beforeClaims && (got.Heartbeat.Claims != nil || !slices.Equal(got.Heartbeat.Recover, m.Heartbeat.Recover)) {
+				t.Fatalf("a heartbeat without Claims decoded %v, recover %v", got.Heartbeat.Claims, got.Heartbeat.Recover)
 			}
 			if err == nil && beforeVersion && got.Heartbeat.Sum != m.Heartbeat.Sum {
 				t.Fatalf("a heartbeat without Version decoded sum %x", got.Heartbeat.Sum)
@@ -301,7 +307,7 @@ func probeAddrsCut(p *Probe, tail int) bool {
 func heartbeatTail(h *Heartbeat) []byte {
 	b := appendPlacement(appendWorkerIDs(appendWorkerAds(binary.AppendUvarint(appendStrings(binary.AppendUvarint(appendStrings(nil, h.Labels), uint64(h.Stranded)), h.StrandedFor), h.Features), h.Workers), h.Workers), h)
 	b = binary.AppendUvarint(appendBook(append(binary.AppendUvarint(b, h.Inc), h.Sync), h.Book), h.Sum)
-	return appendStrings(shard.AppendString(b, h.Version), h.Recover)
+	return appendClaims(appendStrings(shard.AppendString(b, h.Version), h.Recover), h.Claims)
 }
 
 // A heartbeat of the release before Replicas and Placement (the layout
@@ -335,7 +341,7 @@ func oldHeartbeat(tb testing.TB) []byte {
 		tb.Fatal(err)
 	}
 	tail := len(appendPlacement(nil, hb)) + len(binary.AppendUvarint(nil, hb.Inc)) + 1 + len(appendBook(nil, hb.Book)) + len(binary.AppendUvarint(nil, hb.Sum)) +
-		len(shard.AppendString(nil, hb.Version)) + len(appendStrings(nil, hb.Recover))
+		len(shard.AppendString(nil, hb.Version)) + len(appendStrings(nil, hb.Recover)) + len(appendClaims(nil, hb.Claims))
 	return b[:len(b)-tail]
 }
 
@@ -347,7 +353,7 @@ func unversionedHeartbeat(tb testing.TB) []byte {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return b[:len(b)-len(shard.AppendString(nil, hb.Version))-len(appendStrings(nil, hb.Recover))]
+	return b[:len(b)-len(shard.AppendString(nil, hb.Version))-len(appendStrings(nil, hb.Recover))-len(appendClaims(nil, hb.Claims))]
 }
 
 // unrecoveringHeartbeat encodes a heartbeat as the release before Recover
@@ -358,7 +364,19 @@ func unrecoveringHeartbeat(tb testing.TB) []byte {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return b[:len(b)-len(appendStrings(nil, hb.Recover))]
+	return b[:len(b)-len(appendStrings(nil, hb.Recover))-len(appendClaims(nil, hb.Claims))]
+}
+
+// unclaimingHeartbeat encodes a heartbeat as the release before Claims
+// did (the layout up to Recover).
+func unclaimingHeartbeat(tb testing.TB) []byte {
+	hb := &Heartbeat{Boot: "n", Partitions: 256, Members: []string{"a"}, Features: Features, Replicas: 3, Version: "v9", Recover: []string{"z"},
+		Claims: []RecoverClaim{{Partition: 1, Term: 2, Index: 9, Survivors: []string{"a", "p1"}}}}
+	b, err := AppendMessage(nil, &Message{Type: MsgHeartbeat, From: "a", Heartbeat: hb})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b[:len(b)-len(appendClaims(nil, hb.Claims))]
 }
 
 // A heartbeat of the release before Recover decodes with no recover
@@ -470,7 +488,7 @@ func TestHeartbeatWithoutLabelsDecodes(t *testing.T) {
 	if err != nil || !slices.Equal(newer.Heartbeat.Labels, hb.Labels) || newer.Heartbeat.Stranded != 2 {
 		t.Errorf("newer heartbeat = %+v, %v; want its known fields", newer.Heartbeat, err)
 	}
-	if _, err := DecodeMessage(append(slices.Clone(b[:len(b)-6]), 0x80)); err == nil { // Inc cut short (before Sync, Book, Sum, Version and Recover)
+	if _, err := DecodeMessage(append(slices.Clone(b[:len(b)-7]), 0x80)); err == nil { // Inc cut short (before Sync, Book, Sum, Version, Recover and Claims)
 		t.Error("a heartbeat cut inside a known field decoded")
 	}
 	for _, bad := range [][]string{{"zone"}, {"zone=b", "zone=a"}, {"a=1", "a=1"}, {"k=v w"}} {
@@ -492,6 +510,7 @@ func FuzzDecodeMessage(f *testing.F) {
 	f.Add(oldHeartbeat(f))
 	f.Add(unversionedHeartbeat(f))
 	f.Add(unrecoveringHeartbeat(f))
+	f.Add(unclaimingHeartbeat(f))
 	f.Fuzz(func(t *testing.T, p []byte) {
 		m, err := DecodeMessage(p)
 		if err != nil {

@@ -106,6 +106,8 @@ func (c *ForgetCommand) Usage() string {
 		"declared is recovered from its last voter's copy, which goes on alone and\n"+
 		"takes new replicas. With two voters nothing acknowledged is lost; with\n"+
 		"three and two lost, entries only the lost two held are gone for good.\n"+
+		"A partition with every voter lost is recovered by a surviving learner\n"+
+		"(the one with the most entries), losing what it had not received.\n"+
 		"It also applies to a peer forgotten already, and never to a peer the mesh\n"+
 		"hears alive (refused, --force or not). A forget that would do nothing (the\n"+
 		"peer was forgotten already, and declared lost already if that is asked)\n"+

@@ -1,0 +1,238 @@
+package node_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/needle-mesh/needle/node"
+	"github.com/needle-mesh/needle/node/nodetest"
+	"github.com/needle-mesh/needle/shard"
+	raftpb "go.etcd.io/raft/v3/raftpb"
+)
+
+// learnerParts returns the partitions of which each of ids is a learner
+// holding everything its leader applied (as its own replica says), with
+// the leader that says so.
+func learnerParts(m *nodetest.Mesh, ids ...string) []int {
+	var out []int
+	for part := range m.Partitions {
+		srv := m.Server(part)
+		if srv == "" {
+			continue
+		}
+		lr, _ := m.MustPeer(srv).Node.Replica(part)
+		if !slices.ContainsFunc(ids, func(id string) bool {
+			r, ok := m.MustPeer(id).Node.Replica(part)
+			return !ok || !slices.Contains(r.Learners, id) || !slices.Contains(lr.Learners, id) || r.Applied < lr.Applied
+		}) {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// muteAcks loses peer id's successful append answers (MsgAppResp not
+// rejecting): its leaders never see it caught up, so never promote it,
+// while it takes what they send (a snapshot, entries, the commit index)
+// as any learner does.
+func muteAcks(p *nodetest.Peer) {
+	p.Mute = func(msg *node.Message) bool {
+		if msg.Type != node.MsgRaft {
+			return false
+		}
+		msg.Raft = slices.DeleteFunc(slices.Clone(msg.Raft), func(r node.RaftMsg) bool {
+			return r.Msg.GetType() == raftpb.MessageType_MsgAppResp && !r.Msg.GetReject()
+		})
+		return len(msg.Raft) == 0
+	}
+}
+
+// waitLearners runs the mesh until ids are learners, caught up, of every
+// partition, and returns the partitions.
+func waitLearners(t *testing.T, m *nodetest.Mesh, ids ...string) []int {
+	t.Helper()
+	if !m.RunUntil(60*time.Second, func() bool { return len(learnerParts(m, ids...)) == m.Partitions }) {
+		t.Fatalf("%v are caught-up learners of %v only (voters %v)", ids, learnerParts(m, ids...), voterSets(m))
+	}
+	return learnerParts(m, ids...)
+}
+
+// submitIn submits one group of n echo tasks in each of parts and returns
+// their ids, each acknowledged.
+func submitIn(t *testing.T, m *nodetest.Mesh, prefix string, parts []int, n int) []shard.GroupID {
+	t.Helper()
+	var groups []shard.GroupID
+	for _, part := range parts {
+		g := m.GroupIn(prefix, part)
+		if r, ok := m.Submit(echoGroup(g, n)); !ok || r.Err != nil || !r.Submit.Created {
+			t.Fatalf("submit %s (partition %d): %+v, replied %v (servers %v)", g, part, r, ok, leaders(m))
+		}
+		groups = append(groups, g)
+	}
+	return groups
+}
+
+// A partition whose every voter is lost but which has a surviving learner
+// (a replica the ring's repair was adding, not yet promoted): both voters
+// of a 2-peer mesh lose their disks while n3, joining, is their learner.
+// Marked lost, the learner recovers each partition as its last voter
+// would: it becomes its only voter, leads, takes writes, and reopens after
+// a crash. What it held is there; the groups acknowledged while it lagged
+// (its Raft traffic held) are gone, the cost of the recovery.
+func TestUnsafeRecoverLearner(t *testing.T) {
+	m := nodetest.NewMesh(t, 2, 8)
+	m.Run(15 * time.Second)
+	before := submitEach(t, m, "a", 3)
+	m.Run(2 * time.Second)
+	checkGroups(t, m, before, "before the loss")
+
+	muteAcks(m.AddPeer("n3"))
+	parts := waitLearners(t, m, "n3")
+	var kept []shard.GroupID // the groups of the learner's partitions
+	for _, g := range before {
+		if slices.Contains(parts, m.PartitionOf(g)) {
+			kept = append(kept, g)
+		}
+	}
+	// The learner lags: groups acknowledged now reach the voters only,
+	// and are lost with them.
+	m.Hold("n1", "n3", node.MsgRaft)
+	m.Hold("n2", "n3", node.MsgRaft)
+	lagged := submitIn(t, m, "z", parts, 1)
+	m.Run(time.Second)
+	m.Crash("n1", true)
+	m.Crash("n2", true)
+	m.DropHeld("n1", "n3")
+	m.DropHeld("n2", "n3")
+	m.Run(10 * time.Second)
+	n3 := m.MustPeer("n3")
+	for _, part := range parts {
+		if srv := m.Server(part); srv != "" {
+			t.Fatalf("partition %d served by %s with both voters lost", part, srv)
+		}
+	}
+	n3.Node.ForgetUnsafeRecover("n1")
+	m.Run(5 * time.Second)
+	if got := n3.Node.Counters().UnsafeRecoveries; got != 0 {
+		t.Fatalf("UnsafeRecoveries with n2 not marked = %d; want 0", got)
+	}
+	n3.Node.ForgetUnsafeRecover("n2")
+	served := func() bool {
+		return !slices.ContainsFunc(parts, func(part int) bool { return m.Server(part) != "n3" })
+	}
+	if !m.RunUntil(10*time.Second, served) {
+		for _, part := range parts {
+			r, _ := n3.Node.Replica(part)
+			t.Logf("partition %d: %+v", part, r)
+		}
+		t.Fatalf("learner partitions %v not served by n3 after both voters were marked (servers %v)", parts, leaders(m))
+	}
+	if got := n3.Node.Counters().UnsafeRecoveries; got < len(parts) {
+		t.Fatalf("UnsafeRecoveries = %d; want at least the %d partitions n3 was a learner of", got, len(parts))
+	}
+	for _, part := range parts {
+		if r, _ := n3.Node.Replica(part); !slices.Equal(r.Voters, []string{"n3"}) || len(r.Outgoing) != 0 {
+			t.Fatalf("partition %d after recovery: voters %v outgoing %v; want n3 alone", part, r.Voters, r.Outgoing)
+		}
+	}
+	checkGroups(t, m, kept, "after the recovery")
+	for _, g := range lagged {
+		if st, err := n3.Node.GroupState(g); err == nil {
+			t.Fatalf("%s, acknowledged while n3 lagged, is %v after the recovery; want it gone (n3 never had it)", g, st)
+		}
+	}
+	after := submitIn(t, m, "b", parts, 2)
+	m.Run(2 * time.Second)
+	checkGroups(t, m, after, "submitted after the recovery")
+
+	m.Crash("n3", true)
+	m.Restart("n3")
+	if !m.RunUntil(10*time.Second, served) {
+		t.Fatalf("learner partitions %v not served after n3 restarted (servers %v)", parts, leaders(m))
+	}
+	checkGroups(t, m, append(kept, after...), "after n3 restarted")
+}
+
+// Two learners survive a partition's lost voters: either could recover
+// it, and both doing so from their own copies would be two partitions
+// taking writes. Each claims it in its heartbeats (its log's last term
+// and index); the one whose log is the most up to date recovers it, the
+// other waits and becomes a learner of the recovered partition. Here n4
+// took entries n3 did not (acknowledged groups, which n3's copy lacks):
+// n4 recovers every partition they shared, and those groups are there.
+// The partitions with one learner are recovered by it alone.
+func TestUnsafeRecoverTwoLearners(t *testing.T) {
+	m := nodetest.NewMesh(t, 2, 12)
+	m.Run(15 * time.Second)
+	before := submitEach(t, m, "a", 2)
+	m.Run(2 * time.Second)
+	checkGroups(t, m, before, "before the loss")
+
+	muteAcks(m.AddPeer("n3"))
+	muteAcks(m.AddPeer("n4"))
+	alone := func() []int { // partitions with n3 or n4 alone a learner
+		return slices.DeleteFunc(slices.Concat(learnerParts(m, "n3"), learnerParts(m, "n4")), func(part int) bool {
+			return slices.Contains(learnerParts(m, "n3", "n4"), part)
+		})
+	}
+	if !m.RunUntil(60*time.Second, func() bool { return len(learnerParts(m, "n3", "n4")) > 0 && len(alone()) > 0 }) {
+		t.Fatalf("n3 and n4 learners of %v together, %v alone: the test shows nothing (voters %v)",
+			learnerParts(m, "n3", "n4"), alone(), voterSets(m))
+	}
+	m.Run(5 * time.Second) // the other learners the ring wants join
+	both, one := learnerParts(m, "n3", "n4"), alone()
+	t.Logf("learners: n3 and n4 of %v, one of them of %v", both, one)
+
+	// n3 hears nothing more: the groups submitted now reach n4 only.
+	m.Hold("n1", "n3", node.MsgRaft)
+	m.Hold("n2", "n3", node.MsgRaft)
+	late := submitIn(t, m, "c", both, 1)
+	if !m.RunUntil(10*time.Second, func() bool {
+		return !slices.ContainsFunc(both, func(part int) bool { return !slices.Contains(learnerParts(m, "n4"), part) })
+	}) {
+		t.Fatalf("n4 caught up on %v of %v", learnerParts(m, "n4"), both)
+	}
+	m.Crash("n1", true)
+	m.Crash("n2", true)
+	m.DropHeld("n1", "n3")
+	m.DropHeld("n2", "n3")
+	m.Run(10 * time.Second)
+	for _, id := range []string{"n3", "n4"} {
+		m.MustPeer(id).Node.ForgetUnsafeRecover("n1")
+		m.MustPeer(id).Node.ForgetUnsafeRecover("n2")
+	}
+	if !m.RunUntil(10*time.Second, func() bool {
+		return !slices.ContainsFunc(slices.Concat(one, both), func(part int) bool { return m.Server(part) == "" })
+	}) {
+		t.Fatalf("partitions %v (one learner) and %v (two): servers %v; want each served", one, both, leaders(m))
+	}
+	m.Run(2 * time.Second)
+	for _, part := range both {
+		if srv := m.Server(part); srv != "n4" {
+			t.Fatalf("partition %d served by %q; want n4, whose log is longer", part, srv)
+		}
+		// n3 follows n4's recovered partition as its learner, and never
+		// led it: it recovered none of them.
+		if r, _ := m.MustPeer("n3").Node.Replica(part); !slices.Equal(r.Voters, []string{"n4"}) || !slices.Equal(r.Learners, []string{"n3"}) {
+			t.Fatalf("partition %d on n3: %+v; want a learner of n4's", part, r)
+		}
+	}
+	want := map[string]int{"n3": 0, "n4": len(both)}
+	for _, part := range one {
+		want[m.Server(part)]++
+	}
+	for id, n := range want {
+		if got := m.MustPeer(id).Node.Counters().UnsafeRecoveries; got != n {
+			t.Fatalf("%s recovered %d partitions; want %d (%v)", id, got, n, want)
+		}
+	}
+	var kept []shard.GroupID
+	for _, g := range before {
+		if slices.Contains(both, m.PartitionOf(g)) {
+			kept = append(kept, g)
+		}
+	}
+	checkGroups(t, m, append(kept, late...), "after n4 recovered")
+	submitIn(t, m, "b", both, 1)
+}
