@@ -236,3 +236,70 @@ func TestUnsafeRecoverTwoLearners(t *testing.T) {
 	checkGroups(t, m, append(kept, late...), "after n4 recovered")
 	submitIn(t, m, "b", both, 1)
 }
+
+// A learner that lagged behind the change adding another learner sees
+// itself the only survivor and recovers; the other, which sees both, never
+// hears a claim naming both and waits: one recovered partition, never
+// two. Here (4 replicas, so that no learner is removed) n3 hears nothing
+// once it caught up, n4 is added as learner after: n3 recovers every
+// partition, and n4, never serving any, is made its learner again.
+func TestUnsafeRecoverLearnerUnaware(t *testing.T) {
+	m := nodetest.NewMeshWith(t, 2, 8, func(_ *nodetest.Peer, cfg *node.NodeConfig) { cfg.Replicas = 4 })
+	m.Run(15 * time.Second)
+	before := submitEach(t, m, "a", 2)
+	m.Run(2 * time.Second)
+	muteAcks(m.AddPeer("n3"))
+	parts := waitLearners(t, m, "n3")
+	m.Hold("n1", "n3", node.MsgRaft)
+	m.Hold("n2", "n3", node.MsgRaft)
+	muteAcks(m.AddPeer("n4"))
+	waitLearners(t, m, "n4")
+	for _, part := range parts {
+		if r, _ := m.MustPeer("n3").Node.Replica(part); !slices.Equal(r.Learners, []string{"n3"}) {
+			t.Fatalf("partition %d on n3: %+v; want n3 its only learner (it never heard of n4)", part, r)
+		}
+		if r, _ := m.MustPeer("n4").Node.Replica(part); !slices.Equal(slices.Sorted(slices.Values(r.Learners)), []string{"n3", "n4"}) {
+			t.Fatalf("partition %d on n4: %+v; want learners n3 and n4", part, r)
+		}
+	}
+	m.Crash("n1", true)
+	m.Crash("n2", true)
+	m.DropHeld("n1", "n3")
+	m.DropHeld("n2", "n3")
+	m.Run(10 * time.Second)
+	n4led := map[int]bool{}
+	m.Check = func() {
+		for _, part := range parts {
+			if r, _ := m.MustPeer("n4").Node.Replica(part); r.Raft == "StateLeader" || r.Serving {
+				n4led[part] = true
+			}
+		}
+	}
+	for _, id := range []string{"n3", "n4"} {
+		m.MustPeer(id).Node.ForgetUnsafeRecover("n1")
+		m.MustPeer(id).Node.ForgetUnsafeRecover("n2")
+	}
+	if !m.RunUntil(10*time.Second, func() bool {
+		return !slices.ContainsFunc(parts, func(part int) bool { return m.Server(part) != "n3" })
+	}) {
+		t.Fatalf("partitions %v: servers %v; want n3 serving each", parts, leaders(m))
+	}
+	// n3's partitions take n4 as a learner again (the ring wants it).
+	if !m.RunUntil(20*time.Second, func() bool {
+		return !slices.ContainsFunc(parts, func(part int) bool {
+			r, _ := m.MustPeer("n4").Node.Replica(part)
+			return !slices.Equal(r.Voters, []string{"n3"})
+		})
+	}) {
+		for _, part := range parts {
+			r, _ := m.MustPeer("n4").Node.Replica(part)
+			t.Logf("partition %d on n4: %+v", part, r)
+		}
+		t.Fatal("n4 never followed n3's recovered partitions")
+	}
+	m.Check = nil
+	if len(n4led) > 0 || m.MustPeer("n4").Node.Counters().UnsafeRecoveries != 0 {
+		t.Fatalf("n4 led %v, recovered %d partitions; want none (n3 recovered them)", n4led, m.MustPeer("n4").Node.Counters().UnsafeRecoveries)
+	}
+	checkGroups(t, m, before, "after n3 recovered")
+}
