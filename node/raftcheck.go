@@ -19,13 +19,19 @@ var ErrBadRaft = errors.New("peer: bad raft message")
 // dir was restored from an older copy, or lost writes it had synced.
 var ErrLogBehind = errors.New("the leader says this replica acknowledged entries its log no longer has")
 
-// remoteRaftTypes are the Raft messages one replica sends another in
-// needle: proposals are never forwarded (DisableProposalForwarding), and
-// read-index and leadership-transfer requests are made locally.
-var remoteRaftTypes = map[pb.MessageType]bool{
-	pb.MsgApp: true, pb.MsgAppResp: true, pb.MsgHeartbeat: true, pb.MsgHeartbeatResp: true,
-	pb.MsgVote: true, pb.MsgVoteResp: true, pb.MsgPreVote: true, pb.MsgPreVoteResp: true,
-	pb.MsgSnap: true, pb.MsgTimeoutNow: true,
+// remoteRaftType reports whether t is a Raft message one replica sends
+// another in needle: proposals are never forwarded
+// (DisableProposalForwarding), and read-index and leadership-transfer
+// requests are made locally. A switch, not a map: it is asked for every
+// Raft message received (a map lookup was 0.6% of the simulator's CPU).
+func remoteRaftType(t pb.MessageType) bool {
+	switch t {
+	case pb.MsgApp, pb.MsgAppResp, pb.MsgHeartbeat, pb.MsgHeartbeatResp,
+		pb.MsgVote, pb.MsgVoteResp, pb.MsgPreVote, pb.MsgPreVoteResp,
+		pb.MsgSnap, pb.MsgTimeoutNow:
+		return true
+	}
+	return false
 }
 
 // checkRaft reports why a Raft message from the network must not reach
@@ -36,7 +42,7 @@ var remoteRaftTypes = map[pb.MessageType]bool{
 // whatever the faults; an append or heartbeat of an earlier term than
 // this replica's, which Raft only answers, is not checked further:
 //
-//  1. only the types replicas exchange (remoteRaftTypes);
+//  1. only the types replicas exchange (remoteRaftType);
 //  2. an append's entries follow its index one by one, with terms that
 //     never decrease, from its log term to its own term (Raft ignores an
 //     append whose index is below its commit index, so the entries that
@@ -55,7 +61,7 @@ var remoteRaftTypes = map[pb.MessageType]bool{
 // its decoded state is returned, for installSnapshot (partition.decoded).
 func (n *Node) checkRaft(p *partition, m *pb.Message) (*shard.Restored, error) {
 	t := m.GetType()
-	if !remoteRaftTypes[t] {
+	if !remoteRaftType(t) {
 		return nil, fmt.Errorf("%w: %v is not sent between replicas", ErrBadRaft, t)
 	}
 	var last, committed, term uint64
