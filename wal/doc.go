@@ -36,7 +36,7 @@
 //     OutboxDel, MetaPut.
 //   - Within an Update: Snapshot, then HardState, then Entries, then
 //     Compact, with the rules documented on Update (they match
-//     raft.MemoryStorage, which Storage.Apply uses).
+//     raft.MemoryStorage, whose rules Storage keeps: memstorage.go).
 //   - Sync makes every earlier Append durable. Appends are durable in order:
 //     a crash never keeps a later Append while losing an earlier one.
 //   - Load verifies the log invariants (see VerifyState) and, on disk, a

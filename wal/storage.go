@@ -13,8 +13,8 @@ import (
 // with Apply; the runtime persists the same Updates to a Log, so that
 // NewStorage(Load(p)) rebuilds it after a restart.
 type Storage struct {
-	*raft.MemoryStorage
-	// data is the snapshot's Data. The MemoryStorage holds the snapshot
+	*memStorage // raft.MemoryStorage's rules, without its lock (memstorage.go)
+	// data is the snapshot's Data. The memStorage holds the snapshot
 	// without it: it clones the snapshot it is given and the one it
 	// hands out, Data and all, and a partition's state is the bulk of
 	// every snapshot (a copy at each snapshot, and at each read of the
@@ -31,8 +31,8 @@ func NewStorage(ps PartitionState) (*Storage, error) {
 	if err := VerifyState(0, &ps); err != nil {
 		return nil, fmt.Errorf("wal: new storage: %w", err)
 	}
-	ms := raft.NewMemoryStorage()
-	s := &Storage{MemoryStorage: ms}
+	ms := newMemStorage()
+	s := &Storage{memStorage: ms}
 	if !raft.IsEmptySnap(ps.Snapshot) {
 		if err := s.ApplySnapshot(ps.Snapshot); err != nil {
 			return nil, fmt.Errorf("wal: new storage: %w", err)
@@ -52,7 +52,7 @@ func NewStorage(ps PartitionState) (*Storage, error) {
 // Snapshot is raft.MemoryStorage's, with the Data kept apart (Storage.data)
 // and shared, not copied.
 func (s *Storage) Snapshot() (*raftpb.Snapshot, error) {
-	snap, err := s.MemoryStorage.Snapshot()
+	snap, err := s.memStorage.Snapshot()
 	if err != nil {
 		return nil, err
 	}
@@ -62,14 +62,14 @@ func (s *Storage) Snapshot() (*raftpb.Snapshot, error) {
 
 // snapIndex is the index of the snapshot (a copy of its metadata alone).
 func (s *Storage) snapIndex() uint64 {
-	snap, _ := s.MemoryStorage.Snapshot() // never fails
+	snap, _ := s.memStorage.Snapshot() // never fails
 	return snap.GetMetadata().GetIndex()
 }
 
 // CreateSnapshot is raft.MemoryStorage's, keeping data as it is: the
 // snapshot returned shares it.
 func (s *Storage) CreateSnapshot(i uint64, cs *raftpb.ConfState, data []byte) (*raftpb.Snapshot, error) {
-	snap, err := s.MemoryStorage.CreateSnapshot(i, cs, nil)
+	snap, err := s.memStorage.CreateSnapshot(i, cs, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +79,7 @@ func (s *Storage) CreateSnapshot(i uint64, cs *raftpb.ConfState, data []byte) (*
 
 // ApplySnapshot is raft.MemoryStorage's, keeping snap's Data as it is.
 func (s *Storage) ApplySnapshot(snap *raftpb.Snapshot) error {
-	if err := s.MemoryStorage.ApplySnapshot(&raftpb.Snapshot{Metadata: snap.GetMetadata()}); err != nil {
+	if err := s.memStorage.ApplySnapshot(&raftpb.Snapshot{Metadata: snap.GetMetadata()}); err != nil {
 		return err
 	}
 	s.data = snap.GetData()
