@@ -23,25 +23,40 @@ import (
 // memState.clone).
 type Memory struct {
 	mu sync.Mutex
-	// cur is everything appended; Append changes it.
-	cur memState
-	// synced is the state as of the last Sync; Sync copies into it what
-	// changed in cur since, Crash replaces cur with it.
-	synced memState
-	// dirty names what Append changed since the last Sync, so that Sync
-	// costs what changed, not the whole state.
-	dirtyParts map[uint32]struct{}
-	dirtyOut   map[string]struct{}
-	dirtyMeta  map[string]struct{}
-	// scratch and scratchAt are Append's copies of the partitions it
-	// changes (scratchAt indexes scratch by partition), reused.
+	// parts holds each partition's stored log, appended and synced: one
+	// map lookup per update (a map of each state, and of the partitions
+	// dirty, took four, and a walk of two maps at every Append and Sync:
+	// 4% of the simulator's CPU). A partition that stores nothing in a
+	// state is absent from it.
+	parts map[uint32]*memSlot
+	// dirty are the partitions Append changed since the last Sync (each
+	// once, memSlot.dirty), so that Sync costs what changed, not the
+	// whole state.
+	dirty []*memSlot
+	// cur is the outbox and metadata appended, synced those as of the
+	// last Sync; Sync copies into synced what changed in cur since
+	// (dirtyOut, dirtyMeta), Crash replaces cur with it.
+	cur, synced memRecords
+	dirtyOut    map[string]struct{}
+	dirtyMeta   map[string]struct{}
+	// scratch are Append's copies of the partitions it changes, of the
+	// slots in scratchOf (memSlot.scratch indexes them), reused.
 	scratch   []memPart
-	scratchAt map[uint32]int
+	scratchOf []*memSlot
 }
 
-// memState is one version of the whole stored content.
-type memState struct {
-	parts  map[uint32]memPart
+// memSlot is one partition's log: as appended (cur) and as of the last
+// Sync (synced).
+type memSlot struct {
+	cur, synced memPart
+	dirty       bool // in Memory.dirty
+	// scratch is 1 + the index of the partition's copy in Memory.scratch
+	// during an Append, 0 otherwise.
+	scratch int
+}
+
+// memRecords is one version of the outbox and the metadata.
+type memRecords struct {
 	outbox map[string][]byte
 	meta   map[string][]byte
 }
@@ -106,31 +121,34 @@ func (m memHardState) state() *raftpb.HardState {
 
 // NewMemory returns an empty Memory.
 func NewMemory() *Memory {
-	m := &Memory{cur: newMemState(), synced: newMemState()}
+	m := &Memory{parts: map[uint32]*memSlot{}, cur: newMemRecords(), synced: newMemRecords()}
 	m.resetDirty()
 	return m
 }
 
 func (m *Memory) resetDirty() {
-	m.dirtyParts = map[uint32]struct{}{}
+	for _, sl := range m.dirty {
+		sl.dirty = false
+	}
+	m.dirty = m.dirty[:0]
 	m.dirtyOut = map[string]struct{}{}
 	m.dirtyMeta = map[string]struct{}{}
 }
 
-func newMemState() memState {
-	return memState{parts: map[uint32]memPart{}, outbox: map[string][]byte{}, meta: map[string][]byte{}}
+func newMemRecords() memRecords {
+	return memRecords{outbox: map[string][]byte{}, meta: map[string][]byte{}}
 }
 
-// clone copies the maps and caps every entry slice at its length, so that
-// appending to either copy reallocates instead of writing into a shared
-// backing array. Values are immutable and shared.
-func (s memState) clone() memState {
-	c := memState{parts: make(map[uint32]memPart, len(s.parts)), outbox: maps.Clone(s.outbox), meta: maps.Clone(s.meta)}
-	for p, mp := range s.parts {
-		mp.ents = mp.ents[:len(mp.ents):len(mp.ents)]
-		c.parts[p] = mp
-	}
-	return c
+func (r memRecords) clone() memRecords {
+	return memRecords{outbox: maps.Clone(r.outbox), meta: maps.Clone(r.meta)}
+}
+
+// capped is mp with its entry slice capped at its length, so that
+// appending to either copy of a shared backing array reallocates instead
+// of writing into it. Values are immutable and shared.
+func capped(mp memPart) memPart {
+	mp.ents = mp.ents[:len(mp.ents):len(mp.ents)]
+	return mp
 }
 
 // Append implements Log. It applies b to a scratch copy of the touched
@@ -138,36 +156,42 @@ func (s memState) clone() memState {
 func (m *Memory) Append(b *Batch) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.scratchAt == nil {
-		m.scratchAt = map[uint32]int{}
-	}
 	defer func() {
+		for _, sl := range m.scratchOf {
+			sl.scratch = 0
+		}
 		clear(m.scratch) // what they point at is cur's, or garbage
 		m.scratch = m.scratch[:0]
-		clear(m.scratchAt)
+		clear(m.scratchOf)
+		m.scratchOf = m.scratchOf[:0]
 	}()
 	for i := range b.Updates {
 		u := &b.Updates[i]
-		j, ok := m.scratchAt[u.Partition]
-		if !ok {
+		sl := m.parts[u.Partition]
+		if sl == nil {
+			// Stores nothing yet: an empty slot is as absent (Partitions
+			// and Load skip it), should the batch be refused.
+			sl = &memSlot{}
+			m.parts[u.Partition] = sl
+		}
+		if sl.scratch == 0 {
 			// Appends may write past cur's end in the shared backing
 			// array; harmless if the batch is rejected, as no slice
 			// header reaches there.
-			j = len(m.scratch)
-			m.scratch = append(m.scratch, m.cur.parts[u.Partition])
-			m.scratchAt[u.Partition] = j
+			m.scratch = append(m.scratch, sl.cur)
+			m.scratchOf = append(m.scratchOf, sl)
+			sl.scratch = len(m.scratch)
 		}
-		if err := ApplyUpdate(&m.scratch[j], u); err != nil {
+		if err := ApplyUpdate(&m.scratch[sl.scratch-1], u); err != nil {
 			return fmt.Errorf("wal: append: %w", err)
 		}
 	}
-	for p, j := range m.scratchAt {
-		if mp := &m.scratch[j]; emptyPart(*mp) {
-			delete(m.cur.parts, p) // dropped
-		} else {
-			m.cur.parts[p] = *mp
+	for j, sl := range m.scratchOf {
+		sl.cur = m.scratch[j]
+		if !sl.dirty {
+			sl.dirty = true
+			m.dirty = append(m.dirty, sl)
 		}
-		m.dirtyParts[p] = struct{}{}
 	}
 	for _, r := range b.OutboxPut {
 		m.cur.outbox[r.Key] = slices.Clone(r.Value)
@@ -188,19 +212,20 @@ func (m *Memory) Append(b *Batch) error {
 func (m *Memory) Sync() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for p := range m.dirtyParts {
-		if mp, ok := m.cur.parts[p]; ok {
-			mp.ents = mp.ents[:len(mp.ents):len(mp.ents)] // see clone
-			m.synced.parts[p] = mp
-		} else {
-			delete(m.synced.parts, p)
-		}
+	for _, sl := range m.dirty {
+		sl.synced = capped(sl.cur) // see capped
+		sl.dirty = false
 	}
-	copyKeys(m.synced.outbox, m.cur.outbox, m.dirtyOut)
-	copyKeys(m.synced.meta, m.cur.meta, m.dirtyMeta)
-	clear(m.dirtyParts) // kept for the next sync's keys
-	clear(m.dirtyOut)
-	clear(m.dirtyMeta)
+	clear(m.dirty)
+	m.dirty = m.dirty[:0]
+	if len(m.dirtyOut) > 0 {
+		copyKeys(m.synced.outbox, m.cur.outbox, m.dirtyOut)
+		clear(m.dirtyOut) // kept for the next sync's keys
+	}
+	if len(m.dirtyMeta) > 0 {
+		copyKeys(m.synced.meta, m.cur.meta, m.dirtyMeta)
+		clear(m.dirtyMeta)
+	}
 	return nil
 }
 
@@ -220,6 +245,9 @@ func copyKeys(dst, src map[string][]byte, keys map[string]struct{}) {
 func (m *Memory) Crash() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	for _, sl := range m.parts {
+		sl.cur = capped(sl.synced)
+	}
 	m.cur = m.synced.clone()
 	m.resetDirty()
 }
@@ -229,9 +257,15 @@ func (m *Memory) Crash() {
 func (m *Memory) Clone() *Memory {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c := &Memory{cur: m.cur.clone(), synced: m.synced.clone()}
+	c := &Memory{parts: make(map[uint32]*memSlot, len(m.parts)), cur: m.cur.clone(), synced: m.synced.clone()}
 	c.resetDirty()
-	maps.Copy(c.dirtyParts, m.dirtyParts)
+	for p, sl := range m.parts {
+		cs := &memSlot{cur: capped(sl.cur), synced: capped(sl.synced), dirty: sl.dirty}
+		c.parts[p] = cs
+		if cs.dirty {
+			c.dirty = append(c.dirty, cs)
+		}
+	}
 	maps.Copy(c.dirtyOut, m.dirtyOut)
 	maps.Copy(c.dirtyMeta, m.dirtyMeta)
 	return c
@@ -242,8 +276,8 @@ func (m *Memory) Partitions() ([]uint32, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var ps []uint32
-	for _, p := range slices.Sorted(maps.Keys(m.cur.parts)) {
-		if !emptyPart(m.cur.parts[p]) {
+	for _, p := range slices.Sorted(maps.Keys(m.parts)) {
+		if !emptyPart(m.parts[p].cur) {
 			ps = append(ps, p)
 		}
 	}
@@ -253,7 +287,10 @@ func (m *Memory) Partitions() ([]uint32, error) {
 // Load implements Log. The result is a deep copy.
 func (m *Memory) Load(p uint32) (PartitionState, error) {
 	m.mu.Lock()
-	mp := m.cur.parts[p]
+	var mp memPart
+	if sl := m.parts[p]; sl != nil {
+		mp = sl.cur
+	}
 	m.mu.Unlock()
 	var ps PartitionState
 	ps.HardState = mp.hs.state()
