@@ -22,44 +22,52 @@ type eventQueue []event
 
 func (q eventQueue) Len() int { return len(q) }
 
+// push and pop move a hole rather than swap (a swap writes each event
+// twice, and its func pointer behind a write barrier while the collector
+// marks): the event goes in once, where the hole stops.
 func (q *eventQueue) push(e event) {
-	*q = append(*q, e)
+	*q = append(*q, event{})
 	h := *q
 	i := len(h) - 1
 	for i > 0 {
 		parent := (i - 1) / 2
-		if !h[i].before(&h[parent]) {
+		if !e.before(&h[parent]) {
 			break
 		}
-		h[i], h[parent] = h[parent], h[i]
+		h[i] = h[parent]
 		i = parent
 	}
+	h[i] = e
 }
 
 func (q *eventQueue) pop() event {
 	h := *q
 	top := h[0]
 	last := len(h) - 1
-	h[0] = h[last]
+	e := h[last]
 	h[last] = event{}
 	h = h[:last]
 	*q = h
+	if last == 0 {
+		return top
+	}
 	i := 0
 	for {
 		l := 2*i + 1
-		if l >= len(h) {
+		if l >= last {
 			break
 		}
 		m := l
-		if r := l + 1; r < len(h) && h[r].before(&h[l]) {
+		if r := l + 1; r < last && h[r].before(&h[l]) {
 			m = r
 		}
-		if !h[m].before(&h[i]) {
+		if !h[m].before(&e) {
 			break
 		}
-		h[i], h[m] = h[m], h[i]
+		h[i] = h[m]
 		i = m
 	}
+	h[i] = e
 	return top
 }
 
