@@ -19,8 +19,10 @@ import (
 type sim struct {
 	// digestBuf is the encoding buffer the replica checks reuse (digest).
 	digestBuf []byte
-	// hbuf is hashPersist's buffer (a local one escapes to the hash).
-	hbuf [8]byte
+	// hbuf is hashPersist's buffer (a local one escapes to the hash),
+	// runBuf hashRun's.
+	hbuf   [8]byte
+	runBuf []byte
 	// partSetsNext is the node the next periodic checkPartSets starts at.
 	partSetsNext int
 	cfg          Config
