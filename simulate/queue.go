@@ -71,14 +71,39 @@ func (q *eventQueue) pop() event {
 	return top
 }
 
-// at schedules fn at virtual time t (never before now).
+// at schedules fn at virtual time t (never before now). An event for now
+// (a drain after an input, an aborted handler's return: half of a run's
+// events) goes to the back of s.soon instead of the heap: it comes after
+// every event scheduled before it, and before anything later.
 func (s *sim) at(t time.Duration, fn func()) {
 	s.seq++
-	s.q.push(event{at: max(t, s.now), seq: s.seq, fn: fn})
+	if t <= s.now {
+		s.soon = append(s.soon, event{at: s.now, seq: s.seq, fn: fn})
+		return
+	}
+	s.q.push(event{at: t, seq: s.seq, fn: fn})
 }
 
 // after schedules fn d after now.
 func (s *sim) after(d time.Duration, fn func()) { s.at(s.now+d, fn) }
 
-// next pops the earliest event.
-func (s *sim) next() event { return s.q.pop() }
+// pending is the number of events scheduled.
+func (s *sim) pending() int { return s.q.Len() + len(s.soon) - s.soonHead }
+
+// next pops the earliest event, in (at, seq) order. The events in s.soon
+// are all at now (the clock moves only past them: an event of the heap
+// at a later time comes after them all), in seq order; an event of the
+// heap at now that was scheduled before one of them comes first.
+func (s *sim) next() event {
+	if s.soonHead < len(s.soon) {
+		if e := &s.soon[s.soonHead]; s.q.Len() == 0 || e.before(&s.q[0]) {
+			ev := *e
+			*e = event{}
+			if s.soonHead++; s.soonHead == len(s.soon) {
+				s.soon, s.soonHead = s.soon[:0], 0
+			}
+			return ev
+		}
+	}
+	return s.q.pop()
+}

@@ -71,3 +71,44 @@ func earliest(es []event) int {
 	}
 	return best
 }
+
+// TestSimNextOrder checks that events scheduled for now (sim.soon) and
+// later (the heap) come out of next in (at, seq) order, the clock moving
+// to each event's time as the loop moves it.
+func TestSimNextOrder(t *testing.T) {
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		s := &sim{}
+		type ref struct {
+			at  time.Duration
+			seq uint64
+		}
+		var pending []ref
+		for step := range 5_000 {
+			if rng.IntN(2) == 0 || len(pending) == 0 {
+				d := time.Duration(0)
+				if rng.IntN(2) == 0 {
+					d = time.Duration(rng.IntN(3))
+				}
+				s.after(d, nil)
+				pending = append(pending, ref{s.now + d, s.seq})
+				continue
+			}
+			best := 0
+			for i, r := range pending {
+				if r.at < pending[best].at || r.at == pending[best].at && r.seq < pending[best].seq {
+					best = i
+				}
+			}
+			ev := s.next()
+			if ev.at != pending[best].at || ev.seq != pending[best].seq {
+				t.Fatalf("seed %d step %d: next is (%v, %d), want (%v, %d)", seed, step, ev.at, ev.seq, pending[best].at, pending[best].seq)
+			}
+			s.now = ev.at
+			pending = slices.Delete(pending, best, best+1)
+		}
+		if s.pending() != len(pending) {
+			t.Fatalf("seed %d: %d pending, want %d", seed, s.pending(), len(pending))
+		}
+	}
+}

@@ -30,8 +30,12 @@ type sim struct {
 	initial []node.PeerAddrs
 	rng     *rand.Rand
 	q       eventQueue
-	seq     uint64
-	now     time.Duration // virtual time since the start
+	// soon are the events scheduled for now, in order, from soonHead on
+	// (at).
+	soon     []event
+	soonHead int
+	seq      uint64
+	now      time.Duration // virtual time since the start
 	// warmKinds is the network's message counts when --warmup ended,
 	// warmWall the wall clock then (reported only, as Run's wall).
 	warmKinds [3]uint64
@@ -245,7 +249,7 @@ func (s *sim) loop() {
 			s.fail(invPanic, fmt.Sprintf("%v\n%s", r, stackHead()))
 		}
 	}()
-	for s.viol == nil && s.q.Len() > 0 {
+	for s.viol == nil && s.pending() > 0 {
 		ev := s.next()
 		if ev.at > s.cfg.MaxSimTime {
 			s.now = s.cfg.MaxSimTime
