@@ -199,6 +199,9 @@ func (n *Node) scheduleExternal() {
 // anyExternalReady reports whether a partition this node serves holds a
 // READY task of an external handler.
 func (n *Node) anyExternalReady() bool {
+	if n.cfg.Shard.External == nil {
+		return false // no handler is external: no shard counts any (a walk per Ready saved)
+	}
 	for p := range n.readyHeld {
 		if p.shard.ExternalReady() > 0 {
 			return true
@@ -359,6 +362,9 @@ func (n *Node) ExternalReady() []string {
 // readyExternal counts the READY tasks of external handlers in the
 // partitions this node serves: work for workers, not for thieves.
 func (n *Node) readyExternal() int {
+	if n.cfg.Shard.External == nil {
+		return 0
+	}
 	total := 0
 	for p := range n.readyHeld {
 		total += p.shard.ExternalReady()
