@@ -671,6 +671,12 @@ func (n *Node) Leading() []int {
 	return out
 }
 
+// Leads reports whether Leading has partition part, without making the
+// list (the simulator asks at every run it starts).
+func (n *Node) Leads(part int) bool {
+	return part >= 0 && part < len(n.parts) && n.parts[part] != nil && n.parts[part].serving
+}
+
 // Stats is a snapshot of the node's counters, for metrics and load gossip.
 type Stats struct {
 	Ready, Running, Busy, Slots int

@@ -335,7 +335,7 @@ func (c *checker) observe(nd *simNode, t *taskRec, st shard.State) {
 		res, has = v.Result, true
 		if t.state == 0 && (st == shard.Succeeded || st == shard.Failed) {
 			if i, ok := c.holderNode(v.Holder); ok {
-				c.placed(t, i, "outcome accepted from holder "+v.Holder)
+				c.placed(t, i, func() string { return "outcome accepted from holder " + v.Holder })
 			}
 		}
 		if t.state == 0 && st == shard.Failed && v.Holder == "" {
@@ -397,10 +397,10 @@ func (c *checker) run(nd *simNode, r node.Run) {
 		return
 	}
 	t.runs++
-	c.placed(t, nd.idx, "start of round "+fmt.Sprint(r.Round))
+	c.placed(t, nd.idx, func() string { return "start of round " + fmt.Sprint(r.Round) })
 	// Leading, not Serving: a leader between two read leases still starts
 	// only what its own partition committed, and must be held to it.
-	stolen := !slices.Contains(nd.n.Leading(), nd.n.PartitionOf(t.g.id))
+	stolen := !nd.n.Leads(nd.n.PartitionOf(t.g.id))
 	c.s.starveStart(nd, stolen)
 	if stolen {
 		// A thief's grant can arrive after the task finished elsewhere:

@@ -171,8 +171,8 @@ func (c *checker) broadcast(nd *simNode, spec *shard.GroupSpec) {
 }
 
 // placed checks that node nd may run task t (a start, or the holder of an
-// accepted outcome).
-func (c *checker) placed(t *taskRec, nd int, what string) {
+// accepted outcome); what says which, made only for a failure.
+func (c *checker) placed(t *taskRec, nd int, what func() string) {
 	ts := &t.g.spec.Tasks[t.idx()]
 	if !ts.Constrained() {
 		return
@@ -180,7 +180,7 @@ func (c *checker) placed(t *taskRec, nd int, what string) {
 	c.constrained++
 	if !ts.Matches(c.s.nodes[nd].id, nodeLabels(c.s.cfg, nd)) {
 		c.s.fail(invPlace, fmt.Sprintf("%s %s on n%d: pinned to %q, requires %v, n%d has %v",
-			what, t.id, nd, ts.Pin, ts.Require, nd, node.LabelList(nodeLabels(c.s.cfg, nd))))
+			what(), t.id, nd, ts.Pin, ts.Require, nd, node.LabelList(nodeLabels(c.s.cfg, nd))))
 	}
 }
 

@@ -80,7 +80,7 @@ func TestPlacementCheckerCatches(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newSimOf()
 			s.chk.register(spec)
-			s.chk.placed(s.chk.task(shard.TaskIDOf("g", tt.task)), tt.node, "start")
+			s.chk.placed(s.chk.task(shard.TaskIDOf("g", tt.task)), tt.node, func() string { return "start" })
 			if got := s.viol == nil; got != tt.ok {
 				t.Errorf("violation %v; want ok=%v", s.viol, tt.ok)
 			}

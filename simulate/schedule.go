@@ -411,7 +411,7 @@ func (c *checker) recheckRuns(final bool) {
 				// thief's start, without asking it.
 				t.runs++
 				c.steals++
-				c.placed(t, u.nd.idx, "start of round "+fmt.Sprint(u.r.Round))
+				c.placed(t, u.nd.idx, func() string { return "start of round " + fmt.Sprint(u.r.Round) })
 			}
 			continue
 		}
