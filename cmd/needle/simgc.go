@@ -11,10 +11,14 @@ import (
 // messages, run by one goroutine: the collector marks on the machine's
 // other cores while the run goes on, and what a small run's wall time
 // pays for is fresh memory (page faults, zeroed spans) and caches that
-// miss in a heap larger than it needs. Collecting at 2.5x the live heap
-// (GOGC 150) instead of 5x (400) ran 5 peers x 10,000 tasks 9% faster in
-// wall time under mixed and batch, 21% under w3, with less RSS (a
-// little more CPU). A large run's live heap is gigabytes, and even 2x of
+// miss in a heap larger than it needs, against the collector's marking
+// (its write barriers and assists slow the run, its CPU is the other
+// core's). Collecting at 2.5x the live heap (GOGC 150) instead of 5x
+// (400) ran 5 peers x 10,000 tasks 9% faster in wall time under mixed
+// and batch, 21% under w3; since the heap is on huge pages (2026-12-05)
+// fresh memory costs less, and 4x (GOGC 300) takes 6-8% less CPU than
+// 2.5x under mixed, w3 and batch, for 10-30 MB more RSS (2026-12-07,
+// docs/decisions.md). A large run's live heap is gigabytes, and even 2x of
 // it is not memory a machine has to spare (1,000 peers x 1,000,000
 // tasks: 3 GB live at the end, 6.1 GiB of RSS under GOGC 400 below 1 GiB
 // live and 100 above, 9 GiB under 400 throughout). The collector keeps
@@ -27,7 +31,7 @@ import (
 // brought that run to 3.7 GiB of RSS, 1 GiB to 4.1-4.4 GiB for a little
 // less CPU (docs/decisions.md). GOGC, when set, wins.
 const (
-	simGCPercent = 150
+	simGCPercent = 300
 	simGCRoom    = 768 << 20 // heap bytes above the live heap
 	simGCFloor   = 25
 )

@@ -6,7 +6,7 @@ func TestSimGCPercentFor(t *testing.T) {
 	for _, c := range []struct {
 		live uint64
 		want int
-	}{{0, simGCPercent}, {64 << 20, simGCPercent}, {192 << 20, simGCPercent}, {512 << 20, simGCPercent}, {640 << 20, 120}, {768 << 20, 100}, {1 << 30, 75}, {2 << 30, 37}, {3 << 30, simGCFloor}, {8 << 30, simGCFloor}} {
+	}{{0, simGCPercent}, {64 << 20, simGCPercent}, {192 << 20, simGCPercent}, {256 << 20, simGCPercent}, {384 << 20, 200}, {512 << 20, 150}, {640 << 20, 120}, {768 << 20, 100}, {1 << 30, 75}, {2 << 30, 37}, {3 << 30, simGCFloor}, {8 << 30, simGCFloor}} {
 		if got := simGCPercentFor(c.live); got != c.want {
 			t.Errorf("simGCPercentFor(%d) = %d, want %d", c.live, got, c.want)
 		}
