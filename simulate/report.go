@@ -1,7 +1,6 @@
 package simulate
 
 import (
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"strconv"
@@ -182,7 +181,7 @@ func (s *sim) report() Report {
 		Groups: len(c.order), Tasks: c.ntasks, Runs: s.st.runs, Refused: c.stale, Retries: s.cl.retries, Rearmed: c.rearmed,
 		Crashes: s.st.crashes, Restarts: s.st.restarts, Drains: s.st.drains, DrainsTimedOut: s.st.drainsTimedOut, Pauses: s.st.pauses, Syncs: s.st.syncs, Wakeups: s.st.wakeups,
 		ScheduleHours: c.scheduleHours(), Firings: c.firings, OverlapSkips: c.skips, TicksChecked: c.ticksOK, Updates: c.schedUpdates(),
-		SimSeconds: s.now.Seconds(), Hash: fmt.Sprintf("%016x", s.hash.Sum64()),
+		SimSeconds: s.now.Seconds(), Hash: fmt.Sprintf("%016x", s.hash.sum()),
 		LostUnsafe: c.unsafeTasks(), LostUnsafeSchedules: c.unsafeScheds(),
 	}
 	r.Traffic = s.traffic()
@@ -260,10 +259,6 @@ func percentile(sorted []time.Duration, q float64) time.Duration {
 
 // hashPersist feeds one persisted batch to the event-log hash.
 func (s *sim) hashPersist(node int, b *wal.Batch) {
-	put := func(v uint64) {
-		binary.LittleEndian.PutUint64(s.hbuf[:], v)
-		s.hash.Write(s.hbuf[:])
-	}
 	for _, u := range b.Updates {
 		for _, e := range u.Entries {
 			if e.GetIndex() > s.entryTop[u.Partition] {
@@ -272,19 +267,15 @@ func (s *sim) hashPersist(node int, b *wal.Batch) {
 					s.entries++
 				}
 			}
-			put(uint64(node))
-			put(uint64(u.Partition))
-			put(e.GetIndex())
-			put(e.GetTerm())
-			s.hash.Write(e.GetData())
+			s.hash.header(uint64(node), uint64(u.Partition), e.GetIndex(), e.GetTerm())
+			s.hash.shared(e.GetData()) // Raft's: never modified
 		}
 	}
 }
 
 // hashRun feeds one handler start to the event-log hash: the bytes
-// fmt.Fprintf(s.hash, "run %d %s %d %d\n", node, r.Task, r.Round, s.now)
-// wrote, appended into a buffer the sim keeps (Fprintf boxed its four
-// operands: four allocations per run).
+// fmt.Fprintf(hash, "run %d %s %d %d\n", node, r.Task, r.Round, s.now)
+// wrote, made in a buffer the sim keeps.
 func (s *sim) hashRun(node int, r node.Run) {
 	b := append(s.runBuf[:0], "run "...)
 	b = strconv.AppendInt(b, int64(node), 10)
@@ -295,7 +286,7 @@ func (s *sim) hashRun(node int, r node.Run) {
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, int64(s.now), 10)
 	b = append(b, '\n')
-	s.hash.Write(b)
+	s.hash.copied(b)
 	s.runBuf = b
 }
 

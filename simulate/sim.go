@@ -2,8 +2,6 @@ package simulate
 
 import (
 	"fmt"
-	"hash"
-	"hash/fnv"
 	"math/rand/v2"
 	"runtime/debug"
 	"slices"
@@ -19,9 +17,7 @@ import (
 type sim struct {
 	// digestBuf is the encoding buffer the replica checks reuse (digest).
 	digestBuf []byte
-	// hbuf is hashPersist's buffer (a local one escapes to the hash),
-	// runBuf hashRun's.
-	hbuf   [8]byte
+	// runBuf is hashRun's buffer.
 	runBuf []byte
 	// partSetsNext is the node the next periodic checkPartSets starts at.
 	partSetsNext int
@@ -66,7 +62,7 @@ type sim struct {
 	formerHeld map[string]formerSince
 	flap       []leadTrack // each partition's serving leader (checkFlap)
 	starve     []starveRec // each node's grants of surplus taken while it has work of its own (starve.go)
-	hash       hash.Hash64 // over persisted entries and runs, in order
+	hash       hashLog     // over persisted entries and runs, in order
 	viol       *Violation
 	// durCheck is set by a restart: invariant 1 is checked (every second)
 	// until every acknowledged group was found on a serving node.
@@ -149,7 +145,7 @@ func (s *sim) conclude(wall time.Time) Report {
 }
 
 func newSim(cfg Config) (*sim, error) {
-	s := &sim{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e6565646c65)), byID: map[string]int{}, formerHeld: map[string]formerSince{}, hash: fnv.New64a(),
+	s := &sim{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e6565646c65)), byID: map[string]int{}, formerHeld: map[string]formerSince{},
 		rings: node.NewRingCache(), entryTop: map[uint32]uint64{}}
 	if err := s.placeGroups(); err != nil {
 		return nil, err
