@@ -1,14 +1,16 @@
 // Package simulate is needle's deterministic discrete-event simulator: it
 // runs many node.Node values (the core needled ships, unchanged) on a
 // virtual clock and a simulated network, injects faults, and checks the
-// guarantees of docs/design.md after every step. It never starts a goroutine,
-// reads real time (except to report wall time) or iterates a map into its
-// output: a run is a function of its Config, and Config.Seed replays it.
+// guarantees of docs/design.md after every step. One goroutine runs it (a
+// second only hashes, in order, the bytes the run hands it: hashlog.go); it
+// never reads real time (except to report wall time) or iterates a map into
+// its output: a run is a function of its Config, and Config.Seed replays it.
 //
 // # What it owns
 //
-//   - the event loop (sim.go, queue.go): a container/heap of events ordered
-//     by (virtual time, scheduling sequence) and one math/rand/v2 PCG source
+//   - the event loop (sim.go, queue.go): a heap of events ordered by
+//     (virtual time, scheduling sequence), with those for the current
+//     instant in a FIFO beside it, and one math/rand/v2 PCG source
 //     from which everything is drawn (workload, latencies, faults, handler
 //     outcomes, each Node's Rand);
 //   - the nodes (node.go, handler.go): a node.Node each, with a wal.Memory

@@ -115,8 +115,9 @@ type Report struct {
 	Entries        uint64  `json:"entries"`
 	EntriesPerTask float64 `json:"entries_per_task"`
 	// CPUPerTaskUS is the run's wall time per task, microseconds: the
-	// simulator runs on one goroutine, so it is the CPU a task costs the
-	// core (every peer's share, the simulator's own aside).
+	// simulator runs on one goroutine (its event-log hash on a second), so
+	// it is the CPU a task costs the core (every peer's share, the
+	// simulator's own aside).
 	CPUPerTaskUS float64 `json:"cpu_us_per_task"`
 	// Wakeups counts the nodes' Ticks at their deadlines
 	// (Node.NextDeadline), inputs aside.
