@@ -119,7 +119,7 @@ debian_package() {
 	local files
 	files=$(dpkg-deb -c "$deb" | awk '{print $1, $6}')
 	for want in '-rwxr-xr-x ./usr/bin/needled' '-rwxr-xr-x ./usr/bin/needle' '-rw-r--r-- ./lib/systemd/system/needled.service' \
-		'drwx------ ./etc/needle/' '-rw-r--r-- ./etc/needle/needled.env'; do
+		'drwx------ ./etc/needle/' 'drwxr-xr-x ./etc/needle/members.d/' '-rw-r--r-- ./etc/needle/needled.env'; do
 		grep -qxF -- "$want" <<<"$files" || die "the package lacks $want; it holds: $files"
 	done
 	dpkg-deb -x "$deb" "$TMP/debroot"
@@ -188,7 +188,7 @@ rpm_package() {
 	local files
 	files=$(rpm -qp --qf '[%{FILEMODES:perms} %{FILENAMES}\n]' "$pkg")
 	for want in '-rwxr-xr-x /usr/bin/needled' '-rwxr-xr-x /usr/bin/needle' '-rw-r--r-- /usr/lib/systemd/system/needled.service' \
-		'drwx------ /etc/needle' '-rw-r--r-- /etc/needle/needled.env'; do
+		'drwx------ /etc/needle' 'drwxr-xr-x /etc/needle/members.d' '-rw-r--r-- /etc/needle/needled.env'; do
 		grep -qxF -- "$want" <<<"$files" || die "the RPM lacks $want; it holds: $files"
 	done
 	rpm -qp --configfiles "$pkg" | grep -qx /etc/needle/needled.env || die "needled.env is not a config file of the RPM"

@@ -102,16 +102,16 @@ pkg_binaries() {
 }
 
 # pkg_unit OUT writes deploy/systemd/needled.service to OUT running the
-# packaged /usr/bin/needled, without its install steps (the package's).
+# packaged /usr/bin/needled, without the install steps that open it (the
+# package's: from its third line to the next bare "#"). The steps further
+# down, those of a members file, stay: the operator's.
 pkg_unit() {
 	local root
 	root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-	sed -e 's#/usr/local/bin/needled#/usr/bin/needled#' \
-		-e '/^#   install /d' -e '/^#   needle keygen/d' -e '/^#   (every other host/d' \
-		-e '/^#   systemctl daemon-reload/d' \
+	sed -e 's#/usr/local/bin/needled#/usr/bin/needled#' -e '3,/^#$/d' \
 		"$root/deploy/systemd/needled.service" >"$1"
-	if grep -q /usr/local "$1"; then
-		echo "build.sh: the unit still names /usr/local" >&2
+	if grep -q -e /usr/local -e 'needle keygen' -e 'dist/' "$1"; then
+		echo "build.sh: the unit still holds the manual install's steps" >&2
 		return 1
 	fi
 }

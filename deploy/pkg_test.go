@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -200,5 +201,106 @@ func TestPackageVersionWithoutGit(t *testing.T) {
 	}
 	if got, stderr, ok := pkgVersion(t, root, "abc1234", "SOURCE_DATE_EPOCH=yesterday"); ok || !strings.Contains(stderr, "SOURCE_DATE_EPOCH=yesterday") {
 		t.Errorf("pkg_version with SOURCE_DATE_EPOCH=yesterday = %q, stderr %q; want a failure naming it", got, stderr)
+	}
+}
+
+// buildPackage runs deploy/KIND/build.sh on stand-in binaries (a shell
+// script each: nothing is compiled) and returns the package's path.
+func buildPackage(t *testing.T, kind string) string {
+	t.Helper()
+	dist := t.TempDir()
+	for _, b := range []string{"needled", "needle"} {
+		if err := os.WriteFile(filepath.Join(dist, b+"-linux-amd64"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("bash", filepath.Join(kind, "build.sh"), "v0.0.0-test", "amd64", dist)
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s/build.sh: %v\n%s", kind, err, errb.String())
+	}
+	return strings.TrimSpace(out.String())
+}
+
+// membersBind returns the source directory of the unit's members bind,
+// its "-" (optional) prefix cut.
+func membersBind(t *testing.T, u unit) string {
+	t.Helper()
+	for _, v := range u["Service"]["BindReadOnlyPaths"] {
+		for _, b := range strings.Fields(v) {
+			if src, dst, _ := strings.Cut(b, ":"); strings.Contains(dst, "members") {
+				return strings.TrimPrefix(src, "-")
+			}
+		}
+	}
+	t.Fatalf("the unit binds no members directory: %v", u["Service"]["BindReadOnlyPaths"])
+	return ""
+}
+
+// The packages make the directory the unit binds for a members file,
+// empty, root's, 0755 (the service's user lists it through the bind; the
+// 0700 /etc/needle above it stays closed): a packaged host needs only the
+// file. The bind is optional all the same ("-"), for the manual install.
+// The packaged unit keeps the operator's steps of a members file and
+// drops only the manual install's (they dropped every "#   install"
+// line, the members file's too, and its comment read "...who joins): and
+// NEEDLE_MEMBERS=...").
+func TestPackagesMakeMembersDir(t *testing.T) {
+	needTools(t, "bash", "dpkg-deb")
+	deb := buildPackage(t, "deb")
+	list, err := exec.Command("dpkg-deb", "-c", deb).Output()
+	if err != nil {
+		t.Fatalf("dpkg-deb -c: %v", err)
+	}
+	root := t.TempDir()
+	if out, err := exec.Command("dpkg-deb", "-x", deb, root).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg-deb -x: %v\n%s", err, out)
+	}
+	u := parseUnit(t, filepath.Join(root, "lib/systemd/system/needled.service"))
+	dir := membersBind(t, u)
+	if !strings.HasPrefix(u["Service"]["BindReadOnlyPaths"][0], "-") {
+		t.Errorf("BindReadOnlyPaths=%s: want it optional (-), for a manual install without the directory", u["Service"]["BindReadOnlyPaths"][0])
+	}
+	want := "drwxr-xr-x root/root ." + dir + "/"
+	found := false
+	for _, line := range strings.Split(string(list), "\n") {
+		if f := strings.Fields(line); len(f) == 6 && f[0]+" "+f[1]+" "+f[5] == want {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("the deb lacks %q (the unit's members bind); it holds:\n%s", want, list)
+	}
+	if entries, err := os.ReadDir(filepath.Join(root, dir)); err != nil || len(entries) != 0 {
+		t.Errorf("the deb's %s = %v, %v; want it empty (the operator's file goes there)", dir, entries, err)
+	}
+	unitText, err := os.ReadFile(filepath.Join(root, "lib/systemd/system/needled.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, keep := range []string{"#   install -m 0644 members " + dir + "/members", "#   and NEEDLE_MEMBERS="} {
+		if !strings.Contains(string(unitText), keep) {
+			t.Errorf("the packaged unit lost %q, a step of the members file", keep)
+		}
+	}
+	for _, drop := range []string{"needle keygen", "dist/", "/usr/local", "install -m 0644 deploy/systemd"} {
+		if strings.Contains(string(unitText), drop) {
+			t.Errorf("the packaged unit keeps %q, a step of the manual install", drop)
+		}
+	}
+
+	if _, err := exec.LookPath("rpmbuild"); err != nil {
+		t.Logf("SKIPPED the rpm half: rpmbuild is not installed (apt-get install rpm): %v", err)
+		return
+	}
+	rpm := buildPackage(t, "rpm")
+	files, err := exec.Command("rpm", "-qp", "--qf", "[%{FILEMODES:perms} %{FILEUSERNAME} %{FILEGROUPNAME} %{FILENAMES}\n]", rpm).Output()
+	if err != nil {
+		t.Fatalf("rpm -qp: %v", err)
+	}
+	if want := "drwxr-xr-x root root " + dir; !slices.Contains(strings.Split(string(files), "\n"), want) {
+		t.Errorf("the rpm lacks %q (the unit's members bind); it holds:\n%s", want, files)
 	}
 }

@@ -7,7 +7,8 @@
 # and writes DIST/needle_<version>_ARCH.deb: the two binaries in /usr/bin,
 # deploy/systemd/needled.service as /lib/systemd/system/needled.service
 # (running /usr/bin/needled), deploy/systemd/needled.env as the conffile
-# /etc/needle/needled.env. Installing it writes a swarm key and an API
+# /etc/needle/needled.env, and the empty directory /etc/needle/members.d
+# (root's, 0755) that the unit binds for a members file. Installing it writes a swarm key and an API
 # token into /etc/needle (root only) when there are none (every host but
 # the first gets the first host's pair copied over them), and starts
 # nothing: a peer must know the mesh it joins (NEEDLE_JOIN) before its first
@@ -27,6 +28,10 @@ trap 'rm -rf "$stage"' EXIT
 chmod 0755 "$stage"
 install -d -m 0755 "$stage/DEBIAN" "$stage/usr/bin" "$stage/lib/systemd/system" "$stage/usr/share/doc/needle"
 install -d -m 0700 "$stage/etc/needle"
+# The unit binds it read-only for a members file (NEEDLE_MEMBERS): made
+# here, a packaged host needs only the file; 0755 for the service's user
+# to list it through the bind (/etc/needle stays 0700).
+install -d -m 0755 "$stage/etc/needle/members.d"
 install -m 0755 "$dist/needled-linux-$arch" "$stage/usr/bin/needled"
 install -m 0755 "$dist/needle-linux-$arch" "$stage/usr/bin/needle"
 pkg_unit "$stage/lib/systemd/system/needled.service"

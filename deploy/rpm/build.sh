@@ -10,7 +10,8 @@
 # binaries in /usr/bin, deploy/systemd/needled.service as
 # /usr/lib/systemd/system/needled.service running /usr/bin/needled, and
 # deploy/systemd/needled.env as /etc/needle/needled.env
-# (%config(noreplace)). Installing writes a swarm key and an API token
+# (%config(noreplace)), and the empty directory /etc/needle/members.d.
+# Installing writes a swarm key and an API token
 # into /etc/needle when there are none and starts nothing. `make rpm`
 # runs it.
 set -euo pipefail
