@@ -1,39 +1,21 @@
 package peer
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/needle-mesh/needle/internal/syncbuf"
 )
-
-// lockedBuffer is a bytes.Buffer safe for the peer's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestHandlerFailureLogged: a failed attempt is a warn line carrying the
 // task's and the group's ids, the handler and its error.
 func TestHandlerFailureLogged(t *testing.T) { synctest.Test(t, testHandlerFailureLogged) }
 
 func testHandlerFailureLogged(t *testing.T) {
-	var buf lockedBuffer
+	var buf syncbuf.Buffer
 	c := startMemPeer(t, newMemNet(), "solo", Config{Slots: 2,
 		Logger: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))}).c
 	g, tasks := runGroup(t, c, `{"mode":"parallel","tasks":[{"name":"boom","handler":"fail","payload":{"permanent":true,"message":"disk on fire"}}]}`)

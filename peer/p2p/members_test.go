@@ -1,7 +1,6 @@
 package p2p
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -9,13 +8,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/needle-mesh/needle/internal/syncbuf"
 )
 
 // identity makes a data dir holding a new identity key and returns it
@@ -337,24 +337,6 @@ func mustDecode(tb testing.TB, id string) peer.ID {
 	return p
 }
 
-// lockedBuffer is a log sink safe for the gate's concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // testGate returns a gate of self listing self and others, logging to a
 // buffer it keeps in g.log's handler, on a clock the test steps.
 func testGate(tb testing.TB, self peer.ID, others ...peer.ID) *memberGate {
@@ -382,7 +364,7 @@ func TestMembersRefusedLogRateLimited(t *testing.T) {
 	_, idD := identity(t)
 	pa, pb2, pc, pd := mustDecode(t, idA), mustDecode(t, idB), mustDecode(t, idC), mustDecode(t, idD)
 	g := testGate(t, pa, pb2)
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	g.log = slog.New(slog.NewTextHandler(&out, nil))
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	g.now = func() time.Time { return now }
