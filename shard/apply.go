@@ -80,7 +80,7 @@ func (s *Shard) apply(e *Event) {
 		s.applyFailed(t, e)
 	case EvExpired:
 		if t.state == Running && t.round == e.Round {
-			s.record(t, e)
+			s.recordExpired(t, e)
 			t.died(e.Died)
 			t.holder = ""
 			t.readyAt = stampOf(e.At)
@@ -435,6 +435,38 @@ func (s *Shard) record(t *task, e *Event) {
 	t.addEvent(taskEvent{
 		typ: e.Type, at: stampOf(e.At), round: e.Round, holder: s.holderOf(e.Holder), note: noteOf(e.Error, e.By),
 	})
+}
+
+// recordExpired records expiry e of running task t. One that names no
+// holder and no reason (the owner found the lease's holder gone:
+// ExpireHolders; or the lease ran out: Due) is recorded with the lease's
+// holder and why, from the state every replica holds (its expiry), so the
+// history tells which peer's lease ended and that the task runs again
+// because of it. The note is shared by the tasks of one holder's expiry.
+func (s *Shard) recordExpired(t *task, e *Event) {
+	if e.Holder != "" || e.Error != "" || e.By != "" || t.holder == "" {
+		s.record(t, e)
+		return
+	}
+	ranOut := !t.expiry.time().After(e.At)
+	if n := s.expiryNote; n == nil || n.holder != t.holder || n.ranOut != ranOut {
+		peer := HolderPeer(t.holder)
+		why := "the lease's holder, peer " + peer + ", died or restarted before it reported: the task runs again"
+		if ranOut {
+			why = "the lease ran out: peer " + peer + " neither reported nor renewed it in time (stalled, cut off or gone): the task runs again"
+		}
+		s.expiryNote = &expiryNote{holder: t.holder, ranOut: ranOut, note: &eventNote{err: why}}
+	}
+	t.addEvent(taskEvent{typ: e.Type, at: stampOf(e.At), round: e.Round, holder: s.holderOf(t.holder), note: s.expiryNote.note})
+}
+
+// expiryNote is the note of the last expiry recordExpired explained, kept
+// for the next tasks of the same holder's expiry (a dead peer's leases
+// expire together: one note, not one per task).
+type expiryNote struct {
+	holder string
+	ranOut bool
+	note   *eventNote
 }
 
 // taskEvent is a TaskEvent as a task keeps it: 48 bytes where a TaskEvent

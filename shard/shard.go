@@ -273,6 +273,9 @@ type Shard struct {
 	// holders interns the holders of its tasks' leases (holderOf; not
 	// state).
 	holders holderSet
+	// expiryNote is recordExpired's last note, shared by the tasks of one
+	// holder's expiry (not state).
+	expiryNote *expiryNote
 	// snapSize is the length of the last Snapshot, the next one's first
 	// guess at its buffer (not state).
 	snapSize int
