@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -429,6 +430,35 @@ func stagesAreLists(raw json.RawMessage) bool {
 	return len(rest) > 0 && rest[0] == '['
 }
 
+// notInStage says why a streaming pipeline's stage refuses a field a task
+// takes, where the decoder said "unknown field" of a field the API
+// documents.
+var notInStage = map[string]string{
+	"payload": "not allowed in a stage: the items are the payloads (stage 0 gets its item, a later stage the previous stage's result)",
+	"deps":    "not allowed in a stage: each stage takes the previous stage's result, item by item",
+}
+
+// stageFieldErr turns err, an "unknown field" of a task field in stage
+// path, into what a stage takes instead.
+func stageFieldErr(err error, path string) error {
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Message != "unknown field" {
+		return err
+	}
+	name, ok := strings.CutPrefix(fe.Field, path+".")
+	if !ok {
+		return err
+	}
+	if why, ok := notInStage[name]; ok {
+		return fieldErr(fe.Field, "%s", why)
+	}
+	switch name {
+	case "delay", "key", "require", "pin": // a task's, not a stage's
+		return fieldErr(fe.Field, "not allowed in a stage: a stage takes name, handler, priority, timeout, retry, concurrency")
+	}
+	return err
+}
+
 // decodeStream decodes a streaming pipeline: stage objects and items,
 // laid out item-major (task i*len(stages)+s is item i in stage s). Only
 // stage 0 carries the item as its payload: a later stage's payload is the
@@ -456,7 +486,7 @@ func decodeStream(spec *shard.GroupSpec, rawStages json.RawMessage, items []json
 		path := "stages[" + strconv.Itoa(i) + "]"
 		var rs rawStage
 		if err := decodeStrict(raw, &rs, path); err != nil {
-			return err
+			return stageFieldErr(err, path)
 		}
 		switch {
 		case rs.Name == "":
