@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -83,6 +84,10 @@ func (w *Worker) Validate() error {
 	switch {
 	case w.Client == nil || w.Client.BaseURL == "":
 		return errors.New("client: Worker.Client: required, with its BaseURL")
+	case !httpURL(w.Client.BaseURL):
+		// host:port (NEEDLE_ADDR's form, which FromEnv completes) would
+		// fail every poll with a parse error, retried for ever.
+		return fmt.Errorf("client: Worker.Client.BaseURL: want http(s)://host:port, got %q", w.Client.BaseURL)
 	case w.Client.Token == "" && os.Getenv("NEEDLE_API_TOKEN_FILE") != "":
 		// New leaves the token empty when the file cannot be read: every
 		// poll would be a 401 that says nothing of why.
@@ -242,6 +247,12 @@ func (r *run) poll(ctx, hard context.Context) error {
 			}
 		}
 	}
+}
+
+// httpURL reports whether s is an http or https URL with a host.
+func httpURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 func tryAcquire(slots chan struct{}) bool {

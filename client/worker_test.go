@@ -224,6 +224,19 @@ func TestWorkerValidate(t *testing.T) {
 			t.Errorf("Validate(%+v) = nil; want an error", w)
 		}
 	}
+	// A peer URL without its scheme (NEEDLE_ADDR's host:port given to New)
+	// failed every poll with a parse error, retried as transient for ever.
+	for _, u := range []string{"127.0.0.1:7070", "localhost:7070", "ftp://x", "http://", "http//x:7070"} {
+		err := (&Worker{Client: &Client{BaseURL: u}, Handlers: h}).Validate()
+		if err == nil || !strings.Contains(err.Error(), "BaseURL") || !strings.Contains(err.Error(), u) {
+			t.Errorf("Validate with BaseURL %q = %v; want an error naming BaseURL and the URL", u, err)
+		}
+	}
+	for _, u := range []string{"http://127.0.0.1:7070", "https://needle.example.com", "http://lb/needle/"} {
+		if err := (&Worker{Client: &Client{BaseURL: u}, Handlers: h}).Validate(); err != nil {
+			t.Errorf("Validate with BaseURL %q = %v; want nil", u, err)
+		}
+	}
 }
 
 // stopWhileOneRuns runs a worker of Concurrency 1 and Prefetch 2 over
