@@ -118,14 +118,24 @@ func (h *Host) failCalls(p peer.ID, err error) {
 	}
 }
 
-// serveCall runs the handler of one inbound call in a host-owned goroutine,
-// waiting for a free slot of Config.MaxCalls first (back-pressure on the
-// calling stream). It reports false when the host is closing.
+// serveCall runs the handler of one inbound call in a host-owned goroutine.
+// With Config.MaxCalls running already, the call is answered ErrBusy: the
+// reader of the calling stream never waits for a handler, since the
+// caller's messages (Raft's) come on the same stream, behind the call, and
+// handlers may wait minutes (a forwarded GET ?wait=). It reports false
+// when the host is closing.
 func (h *Host) serveCall(from peer.ID, fromStr string, f WireFrame) bool {
 	select {
 	case h.callSem <- struct{}{}:
 	case <-h.ctx.Done():
 		return false
+	default:
+		h.stats.callsBusy.Add(1)
+		busy := []byte(ErrBusy.Error())
+		if w, err := h.writerFor(fromStr); err == nil && h.enqueue(w, outFrame{kind: KindError, id: f.ID, data: busy}) == nil {
+			return true
+		}
+		return h.spawn(func() { h.reply(fromStr, KindError, f.ID, busy) }) // waits for room
 	}
 	key := servedCall{from, f.ID}
 	ctx, cancel := context.WithCancel(h.ctx)
@@ -188,15 +198,20 @@ func (h *Host) answer(ctx context.Context, from peer.ID, fromStr string, f WireF
 	} else {
 		resp = out
 	}
-	w, err := h.writerFor(fromStr)
+	h.reply(fromStr, kind, f.ID, resp)
+}
+
+// reply queues the answer to call id of peer to.
+func (h *Host) reply(to string, kind Kind, id uint64, resp []byte) {
+	w, err := h.writerFor(to)
 	if err == nil {
-		err = h.enqueueReply(w, outFrame{kind: kind, id: f.ID, data: resp})
+		err = h.enqueueReply(w, outFrame{kind: kind, id: id, data: resp})
 	}
 	if errors.Is(err, ErrFrameTooLarge) {
-		err = h.enqueueReply(w, outFrame{kind: KindError, id: f.ID, data: []byte(err.Error())})
+		err = h.enqueueReply(w, outFrame{kind: KindError, id: id, data: []byte(err.Error())})
 	}
 	if err != nil && h.ctx.Err() == nil {
-		h.log.Warn("call reply dropped", keyPeer, fromStr, keyErr, err)
+		h.log.Warn("call reply dropped", keyPeer, to, keyErr, err)
 	}
 }
 

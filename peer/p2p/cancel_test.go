@@ -3,6 +3,7 @@ package p2p
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -113,5 +114,68 @@ func TestCallCancelNotSentToOldProtocol(t *testing.T) {
 	}
 	if st := a.Stats(); st.BadFrames != 0 {
 		t.Fatalf("BadFrames = %d; want 0", st.BadFrames)
+	}
+}
+
+// With Config.MaxCalls handlers running (long polls, say), a call is
+// answered ErrBusy at once, and the caller's messages, which share its
+// stream, still arrive: the reader waited for a free handler, holding up
+// every frame behind the call, Raft's included.
+func TestCallsBusyDoNotHoldTheStream(t *testing.T) {
+	a, b := pair(t, Config{MaxCalls: 2})
+	started := make(chan struct{}, 2)
+	a.HandleCall(func(ctx context.Context, _ string, req []byte) ([]byte, error) {
+		if string(req) == "block" {
+			started <- struct{}{}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return req, nil
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := b.Call(ctx, a.ID(), []byte("block"))
+			errc <- err
+		}()
+	}
+	for range 2 {
+		select {
+		case <-started:
+		case <-time.After(testTimeout):
+			t.Fatal("the blocking calls' handlers did not start")
+		}
+	}
+	busyCtx, busyCancel := context.WithTimeout(t.Context(), testTimeout)
+	defer busyCancel()
+	if _, err := b.Call(busyCtx, a.ID(), []byte("ping")); err == nil || !strings.Contains(err.Error(), ErrBusy.Error()) {
+		t.Fatalf("a call with every handler running = %v; want the remote %v", err, ErrBusy)
+	}
+	if err := b.Send(a.ID(), []byte("behind")); err != nil {
+		t.Fatal(err)
+	}
+	if f := recv(t, a.Inbound()); string(f.Data) != "behind" {
+		t.Fatalf("got %q; want behind", f.Data)
+	}
+	if n := a.Stats().CallsBusy; n != 1 {
+		t.Errorf("CallsBusy = %d; want 1", n)
+	}
+	cancel()
+	for range 2 {
+		<-errc
+	}
+	// The handlers end with their callers' cancel frames; calls are then
+	// served again.
+	deadline := time.Now().Add(testTimeout)
+	for {
+		got, err := b.Call(t.Context(), a.ID(), []byte("ping"))
+		if err == nil && string(got) == "ping" {
+			break
+		}
+		if err == nil || !strings.Contains(err.Error(), ErrBusy.Error()) || time.Now().After(deadline) {
+			t.Fatalf("a call after the handlers ended = %q, %v; want ping", got, err)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -89,7 +89,8 @@ type Config struct {
 	// three checks in a row (default 2 s; see watchGossip).
 	GossipCheck time.Duration
 	// MaxCalls bounds the HandleCall handlers running at once (default
-	// 1024). Beyond it, the reader of the calling stream waits.
+	// 4096). Beyond it, a call is answered ErrBusy at once: its stream
+	// carries the caller's messages too, which waiting would hold up.
 	MaxCalls int
 	// Logger receives the host's logs; nil discards them.
 	Logger *slog.Logger
@@ -150,7 +151,7 @@ func (c Config) withDefaults() Config {
 		c.GossipCheck = 2 * time.Second
 	}
 	if c.MaxCalls == 0 {
-		c.MaxCalls = 1024
+		c.MaxCalls = 4096
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -83,7 +83,8 @@
 //   - one reader per inbound stream (handleStream), running in the goroutine
 //     libp2p gave the stream handler;
 //   - one goroutine per running call handler, at most Config.MaxCalls; when
-//     all are busy the reader of the calling stream waits;
+//     all are busy a call is answered ErrBusy at once (the reader of the
+//     calling stream never waits: the caller's messages follow on it);
 //   - one join loop per Config.Join address; one gossip forwarder; one
 //     gossip watcher (watchGossip: closes and dials again, in its own
 //     goroutine, a connected peer gossipsub stopped talking to); short

@@ -200,6 +200,9 @@ type Stats struct {
 	// GossipResets counts peers reconnected because gossipsub had stopped
 	// talking to them (watchGossip).
 	GossipResets uint64
+	// CallsBusy counts the calls answered ErrBusy (Config.MaxCalls
+	// handlers were running).
+	CallsBusy uint64
 	// RefusedInbound and RefusedOutbound count the connections refused to
 	// peers not in Config.MembersFile: accepted and closed after the
 	// handshake, or dials not made. GossipRefused counts the gossip
@@ -211,7 +214,7 @@ type Stats struct {
 type counters struct {
 	framesSent, framesReceived, framesDropped atomic.Uint64
 	queueFull, badFrames, gossipDropped       atomic.Uint64
-	gossipResets                              atomic.Uint64
+	gossipResets, callsBusy                   atomic.Uint64
 }
 
 // Stats returns a snapshot of the host's counters.
@@ -232,6 +235,7 @@ func (h *Host) Stats() Stats {
 		BadFrames:       c.badFrames.Load(),
 		GossipDropped:   c.gossipDropped.Load(),
 		GossipResets:    c.gossipResets.Load(),
+		CallsBusy:       c.callsBusy.Load(),
 	}
 }
 

@@ -64,6 +64,9 @@ var (
 	ErrDisconnected = errors.New("p2p: peer disconnected")
 	// ErrNoHandler is the remote error of a call to a host without HandleCall.
 	ErrNoHandler = errors.New("p2p: no call handler")
+	// ErrBusy is the remote error of a call to a host running
+	// Config.MaxCalls handlers already.
+	ErrBusy = errors.New("p2p: busy: every call handler is running")
 	// ErrDialPaused is returned by Connect, and fails the streams opened,
 	// to a peer that closed this host's last dial right after the
 	// handshake, for dialPause after it (noteClosedAtOnce).
