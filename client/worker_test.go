@@ -1,19 +1,18 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/needle-mesh/needle/internal/syncbuf"
 	"github.com/needle-mesh/needle/peer/api"
 )
 
@@ -333,7 +332,7 @@ func TestWorkerLogsAnUnreachablePeer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakePeer(1)
 		f.dropNext = 4
-		var log lockedBuf
+		var log syncbuf.Buffer
 		w := &Worker{Client: f.client(), Logger: slog.New(slog.NewTextHandler(&log, nil)), Handlers: map[string]HandlerFunc{
 			"echo": func(_ context.Context, task Task) (json.RawMessage, error) { return task.Payload, nil }}}
 		cancel, wait := runWorker(t, w)
@@ -349,22 +348,4 @@ func TestWorkerLogsAnUnreachablePeer(t *testing.T) {
 			t.Errorf("worker log:\n%s\nwant one \"polls failing\" with the error, then one \"peer answers polls again\" after 4", s)
 		}
 	})
-}
-
-// lockedBuf is a bytes.Buffer safe for a logger's concurrent writes.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

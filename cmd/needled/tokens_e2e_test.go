@@ -9,12 +9,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/needle-mesh/needle/client"
+	"github.com/needle-mesh/needle/internal/syncbuf"
 	"github.com/needle-mesh/needle/peer/api"
 )
 
@@ -38,7 +38,7 @@ func TestScopedTokensE2E(t *testing.T) {
 	if err := os.WriteFile(file, []byte(tokens), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedLog
+	var logs syncbuf.Buffer
 	cmd := exec.Command(bin, "--data", t.TempDir(), "--http", addr, "--api-token-file", file,
 		"--listen", "/ip4/127.0.0.1/tcp/0", "--slots", "2")
 	cmd.Stdout, cmd.Stderr = os.Stderr, io.MultiWriter(os.Stderr, &logs)
@@ -118,22 +118,4 @@ func TestScopedTokensE2E(t *testing.T) {
 	if _, err := dash.GetTask(ctx, res.ID, 0); err != nil {
 		t.Errorf("read with the dash token after a refused reload = %v", err)
 	}
-}
-
-// lockedLog collects a daemon's log lines for a test to wait on.
-type lockedLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
