@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/needle-mesh/needle/bench"
+	"github.com/needle-mesh/needle/internal/flagnear"
 )
 
 // BenchCommand runs the real-process benchmarks W1-W4 against N needled
@@ -166,7 +167,7 @@ func (c BenchCommand) parse(args []string) (cfg bench.Config, jsonPath string, v
 		if errors.Is(err, flag.ErrHelp) {
 			return cfg, "", false, err // the caller prints Usage
 		}
-		return cfg, "", false, fmt.Errorf("%w\n\n%s", err, c.Usage())
+		return cfg, "", false, fmt.Errorf("%w\n\n%s", flagnear.Explain(fs, err), c.Usage())
 	}
 	if fs.NArg() > 0 {
 		return cfg, "", false, fmt.Errorf("unexpected argument %q\n\n%s", fs.Arg(0), c.Usage())

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/needle-mesh/needle/bench"
+	"github.com/needle-mesh/needle/internal/flagnear"
 )
 
 // HostileCommand attacks a mesh of real peers on loopback with random
@@ -77,7 +78,7 @@ func (c HostileCommand) Run(ctx context.Context, args []string) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return fmt.Errorf("%w\n\n%s", err, c.Usage())
+		return fmt.Errorf("%w\n\n%s", flagnear.Explain(fs, err), c.Usage())
 	}
 	switch {
 	case fs.NArg() > 0:

@@ -24,6 +24,7 @@ import (
 	"github.com/needle-mesh/needle/bench"
 	"github.com/needle-mesh/needle/cmd/internal/buildinfo"
 	"github.com/needle-mesh/needle/cmd/internal/secret"
+	"github.com/needle-mesh/needle/internal/flagnear"
 	"github.com/needle-mesh/needle/peer/api"
 )
 
@@ -48,6 +49,7 @@ var commands = map[string]func(g *Globals) Command{
 	"forget":   func(g *Globals) Command { return &ForgetCommand{Globals: g} },
 	"keygen":   func(g *Globals) Command { return &KeygenCommand{Globals: g} },
 	"health":   func(g *Globals) Command { return &HealthCommand{Globals: g} },
+	"version":  func(g *Globals) Command { return &VersionCommand{Globals: g} },
 	"simulate": func(*Globals) Command { return SimulateCommand{} },
 	"schedule": func(g *Globals) Command { return &ScheduleCommand{Globals: g} },
 	"drain":    func(g *Globals) Command { return &DrainCommand{Globals: g} },
@@ -65,6 +67,7 @@ var commands = map[string]func(g *Globals) Command{
 var summaries = map[string]string{
 	"submit":   "submit a task or a group (from flags or a JSON file)",
 	"get":      "show a task or a group",
+	"version":  "print this CLI's version and its peer's",
 	"wait":     "wait for a task or a group to finish, with live progress",
 	"cancel":   "cancel a task, or every unfinished task of a group",
 	"events":   "print a task's history",
@@ -156,7 +159,7 @@ func run(ctx context.Context, g *Globals, args []string) int {
 			fmt.Fprint(g.Stdout, mainUsage())
 			return 0
 		}
-		fmt.Fprintf(g.Stderr, "needle: %v\n%s", err, mainUsage())
+		fmt.Fprintf(g.Stderr, "needle: %v\n%s", flagnear.Explain(fs, err), mainUsage())
 		return 2
 	}
 	rest := fs.Args()
@@ -307,7 +310,7 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
-			return nil, &usageError{msg: err.Error()}
+			return nil, &usageError{msg: flagnear.Explain(fs, err).Error()}
 		}
 		rest := fs.Args()
 		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/needle-mesh/needle/internal/flagnear"
 	"github.com/needle-mesh/needle/internal/hugepages"
 	"github.com/needle-mesh/needle/ring"
 	"github.com/needle-mesh/needle/simulate"
@@ -184,7 +185,7 @@ func parseSimulate(args []string) (cfg simulate.Config, seeds, parallel int, asJ
 	fs.BoolVar(&simProgress, "progress", false, "")
 	fs.StringVar(&simLog, "log", "", "")
 	if err = fs.Parse(args); err != nil {
-		return cfg, 0, 0, false, fmt.Errorf("%w\n%s", err, SimulateCommand{}.Usage())
+		return cfg, 0, 0, false, fmt.Errorf("%w\n%s", flagnear.Explain(fs, err), SimulateCommand{}.Usage())
 	}
 	if fs.NArg() > 0 {
 		return cfg, 0, 0, false, fmt.Errorf("unexpected argument %q", fs.Arg(0))

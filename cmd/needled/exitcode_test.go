@@ -91,3 +91,13 @@ func TestConfigErrorExitsBinary(t *testing.T) {
 		t.Errorf("needled --replicas 20: %v, stderr %q; want exit 2 naming the flag", err, stderr.String())
 	}
 }
+
+// A mistyped flag is refused naming the flag it was probably meant to be.
+func TestUnknownFlagSuggests(t *testing.T) {
+	m := NewMain()
+	m.Stderr = io.Discard
+	err := m.ParseFlags([]string{"--data-dir", t.TempDir()}, func(string) string { return "" })
+	if err == nil || !strings.HasSuffix(err.Error(), "-data-dir (did you mean --data?)") {
+		t.Errorf("ParseFlags(--data-dir) = %v; want the undefined flag and a suggestion of --data", err)
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/needle-mesh/needle/cmd/internal/buildinfo"
 	"github.com/needle-mesh/needle/cmd/internal/secret"
+	"github.com/needle-mesh/needle/internal/flagnear"
 	"github.com/needle-mesh/needle/internal/hugepages"
 	"github.com/needle-mesh/needle/peer"
 	"github.com/needle-mesh/needle/peer/api"
@@ -99,7 +100,7 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	}
 	err := fs.Parse(args)
 	if err != nil {
-		return err
+		return flagnear.Explain(fs, err)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/needle-mesh/needle/cmd/internal/buildinfo"
+)
+
+// needle version prints the CLI's version and its peer's: the self entry
+// of GET /v1/peers, "unknown" for a peer too old to name its own.
+func TestVersionCommand(t *testing.T) {
+	peerVersion := "v1.4.0"
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/peers", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"self":"p1","peers":[
+			{"id":"p2","addrs":[],"state":"alive","load":{},"last_seen":"2026-01-01T00:00:00Z","labels":[],"version":"v9.9.9"},
+			{"id":"p1","addrs":[],"state":"alive","load":{},"last_seen":"2026-01-01T00:00:00Z","labels":[],"version":"` + peerVersion + `"}]}`))
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	client := "client: " + buildinfo.Get().String() + "\n"
+
+	runCLI(t, srv.URL, "", "version").check(t, 0, client+"peer:   v1.4.0 (p1, "+srv.URL+")\n", "")
+	peerVersion = ""
+	runCLI(t, srv.URL, "", "version").check(t, 0, "peer:   unknown", "")
+	// Unreachable: the CLI's version all the same, then exit 1 naming the peer.
+	runCLI(t, "http://127.0.0.1:1", "", "version").check(t, 1, client, "needle: version: peer http://127.0.0.1:1: ")
+	runCLI(t, "http://127.0.0.1:1", "", "version", "--client").check(t, 0, client, "")
+	runCLI(t, srv.URL, "", "version", "extra").check(t, 2, "", "version takes no arguments")
+}
+
+// A mistyped flag is answered with the flag it was probably meant to be.
+func TestUnknownFlagSuggests(t *testing.T) {
+	runCLI(t, "http://127.0.0.1:1", "", "submit", "--handlr", "x").check(t, 2, "", "(did you mean --handler?)")
+	runCLI(t, "http://127.0.0.1:1", "", "--adr", "x", "peers").check(t, 2, "", "(did you mean --addr?)")
+	runCLI(t, "http://127.0.0.1:1", "", "simulate", "--seeds", "1", "--peer", "3").check(t, 2, "", "(did you mean --peers?)")
+}
