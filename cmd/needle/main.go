@@ -372,3 +372,24 @@ func caTransport(path string) http.RoundTripper {
 type failingTransport struct{ err error }
 
 func (f failingTransport) RoundTrip(*http.Request) (*http.Response, error) { return nil, f.err }
+
+// created prints what a create command made (submit, schedule add,
+// schedule trigger), by one convention (docs/usage.md, Scripting): the new
+// id alone on stdout, so that id=$(needle ...) takes it, and a one-line
+// summary for a human on stderr. --json prints the API's answer on stdout
+// instead, and no summary.
+func (g *Globals) created(id, summary string) error {
+	if _, err := fmt.Fprintln(g.Stdout, id); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(g.Stderr, summary)
+	return err
+}
+
+// tasks counts n tasks in words: "1 task", "3 tasks".
+func tasks(n int) string {
+	if n == 1 {
+		return "1 task"
+	}
+	return fmt.Sprintf("%d tasks", n)
+}

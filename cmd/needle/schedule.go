@@ -47,8 +47,10 @@ func (c *ScheduleCommand) Usage() string {
 		"       needle schedule edit ID [--cron EXPR | --every D] [--tz ZONE] [--overlap O] [--misfire M]\n"+
 		"            [--name N] [-f FILE | --handler H [--payload JSON]] [--if-match REVISION] [--json]\n"+
 		"       needle schedule trigger ID [--key KEY] [--json]\n\n"+
-		"Manages schedules: each firing creates one group. trigger fires one now\n"+
-		"(also while paused) and prints its group id; the next regular tick stays.\n"+
+		"Manages schedules: each firing creates one group. add prints the new\n"+
+		"schedule's id alone on stdout (its summary goes to stderr). trigger fires\n"+
+		"one now (also while paused) and prints its group id the same way; the next\n"+
+		"regular tick stays.\n"+
 		"edit changes the settings given in place (its id, firings and pause state\n"+
 		"stay; the next tick is recomputed from the new settings).", c.flags())
 }
@@ -84,6 +86,14 @@ func (c *ScheduleCommand) Run(ctx context.Context, args []string) error {
 		if s, err = cl.CreateSchedule(ctx, req); err != nil {
 			return err
 		}
+		if c.asJSON {
+			return printJSON(c.Stdout, s)
+		}
+		verb := "added schedule "
+		if !s.Created {
+			verb = fmt.Sprintf("schedule added before with key %q, nothing new: ", c.key)
+		}
+		return c.created(s.ID, verb+c.line(s))
 	case "list", "ls":
 		if len(pos) != 0 {
 			return usagef("list takes no arguments")
@@ -123,8 +133,11 @@ func (c *ScheduleCommand) Run(ctx context.Context, args []string) error {
 		if c.asJSON {
 			return printJSON(c.Stdout, tr)
 		}
-		_, err = fmt.Fprintln(c.Stdout, tr.Group)
-		return err
+		summary := fmt.Sprintf("schedule %s fired group %s (%s)", tr.Schedule, tr.Group, tasks(len(tr.Tasks)))
+		if !tr.Created {
+			summary = fmt.Sprintf("schedule %s fired group %s before with key %q: nothing new", tr.Schedule, tr.Group, c.key)
+		}
+		return c.created(tr.Group, summary)
 	case "get", "rm", "pause", "resume":
 		if len(pos) != 1 {
 			return usagef("%s wants exactly one schedule id", sub)
@@ -237,6 +250,13 @@ func (c *ScheduleCommand) editRequest(fs *flag.FlagSet) (*api.UpdateScheduleRequ
 }
 
 func (c *ScheduleCommand) printLine(s *api.Schedule) error {
+	_, err := fmt.Fprintln(c.Stdout, c.line(s))
+	return err
+}
+
+// line is a schedule's one-line summary: id, state, when, name, next tick
+// and firings.
+func (c *ScheduleCommand) line(s *api.Schedule) string {
 	when := s.Cron
 	if s.Every != "" {
 		when = "every " + s.Every
@@ -249,6 +269,5 @@ func (c *ScheduleCommand) printLine(s *api.Schedule) error {
 	if s.Paused {
 		state = "paused"
 	}
-	_, err := fmt.Fprintf(c.Stdout, "%s %s %q %s next=%s firings=%d\n", s.ID, state, when, s.Name, next, len(s.Firings))
-	return err
+	return fmt.Sprintf("%s %s %q %s next=%s firings=%d", s.ID, state, when, s.Name, next, len(s.Firings))
 }

@@ -52,7 +52,8 @@ func (c *SubmitCommand) flags() *flag.FlagSet {
 func (c *SubmitCommand) Usage() string {
 	return usageOf("usage: needle submit --handler NAME [--payload JSON] [flags]\n"+
 		"       needle submit -f group.json [--json] [--wait]\n\n"+
-		"Submits a task and prints its id, or a group and prints the group id.", c.flags())
+		"Submits a task and prints its id, or a group and prints the group id, alone\n"+
+		"on stdout (id=$(needle submit ...)); a summary goes to stderr.", c.flags())
 }
 
 // Run submits.
@@ -90,7 +91,13 @@ func (c *SubmitCommand) Run(ctx context.Context, args []string) error {
 	if c.asJSON && !c.wait {
 		return printJSON(c.Stdout, resp)
 	}
-	fmt.Fprintln(c.Stdout, resp.ID)
+	summary := fmt.Sprintf("submitted task %s (handler %s, group %s)", resp.ID, req.Handler, resp.Group)
+	if !resp.Created {
+		summary = fmt.Sprintf("task %s was submitted before with key %q: nothing new", resp.ID, req.Key)
+	}
+	if err := c.created(resp.ID, summary); err != nil {
+		return err
+	}
 	if c.wait {
 		return (&WaitCommand{Globals: c.Globals, asJSON: c.asJSON}).waitTask(ctx, resp.ID)
 	}
@@ -184,7 +191,13 @@ func (c *SubmitCommand) submitGroup(ctx context.Context, set map[string]bool) er
 	if c.asJSON && !c.wait {
 		return printJSON(c.Stdout, resp)
 	}
-	fmt.Fprintln(c.Stdout, resp.Group)
+	summary := fmt.Sprintf("submitted group %s (%s)", resp.Group, tasks(len(resp.Tasks)))
+	if !resp.Created {
+		summary = fmt.Sprintf("group %s was submitted before with its key: nothing new", resp.Group)
+	}
+	if err := c.created(resp.Group, summary); err != nil {
+		return err
+	}
 	if c.wait {
 		return (&WaitCommand{Globals: c.Globals, asJSON: c.asJSON}).waitGroup(ctx, resp.Group)
 	}

@@ -62,6 +62,9 @@ type Schedule struct {
 	CreatedAt time.Time        `json:"created_at"`
 	Group     ScheduleGroup    `json:"group"`
 	Firings   []ScheduleFiring `json:"firings"`
+	// Created is false when CreateSchedule's request repeated an earlier
+	// key (HTTP 200 instead of 201). It is not part of the body.
+	Created bool `json:"-"`
 }
 
 // ScheduleGroup summarizes a schedule's group template.
@@ -379,7 +382,8 @@ func (c *Client) CreateSchedule(ctx context.Context, req *CreateScheduleRequest)
 		return nil, err
 	}
 	var out Schedule
-	_, err = c.do(ctx, "POST", "/v1/schedules", body, &out)
+	status, err := c.do(ctx, "POST", "/v1/schedules", body, &out)
+	out.Created = status == http.StatusCreated
 	return &out, err
 }
 
