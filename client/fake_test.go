@@ -42,6 +42,7 @@ type fakePeer struct {
 	gate        chan struct{}   // batch reports wait for it when set
 	pollDone    [][]doneEntry   // the outcomes each poll carried, as it arrived
 	noRelease   bool            // an older peer: no release route, no "release" in batches
+	noSlots     bool            // an older peer: a poll with "slots" is a 400 naming it
 	maxBody     int             // bodies over it are 413 (0: no limit)
 }
 
@@ -143,6 +144,13 @@ func (f *fakePeer) poll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.mu.Lock()
+	if f.noSlots && b.Slots != 0 {
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		json.NewEncoder(w).Encode(api.ErrorBody{Error: &api.Error{Code: "invalid_argument", Message: "unknown field", Field: "slots"}})
+		return
+	}
 	done := f.takeAll(b.Done) // at once, as a peer does
 	f.pollDone = append(f.pollDone, b.Done)
 	f.mu.Unlock()

@@ -180,6 +180,9 @@ type run struct {
 	handlers []string      // sorted
 	instance string        // this Run's: a restart under the same ID is another
 	slots    chan struct{} // one token per task held (running or waiting to)
+	// noSlots says the peer refused the polls' "slots" (an older
+	// release): they go without it. Only poll uses it.
+	noSlots bool
 	// queue holds the tasks polled and not started yet, for the
 	// Concurrency runners.
 	queue chan api.WorkerTask
@@ -207,8 +210,12 @@ func (r *run) poll(ctx, hard context.Context) error {
 		// its loop and wait for its verdicts before answering with tasks,
 		// so the reporter sends them, beside the polls.
 		ans := api.PollResult{Tasks: make([]api.WorkerTask, 0, free)}
-		err := r.c.post(ctx, "/v1/workers/poll", pollBody{Worker: r.w.ID, Instance: r.instance, Handlers: r.handlers, Max: free,
-			Wait: r.w.PollWait.String(), Labels: r.w.Labels}, &ans)
+		body := pollBody{Worker: r.w.ID, Instance: r.instance, Handlers: r.handlers, Max: free,
+			Wait: r.w.PollWait.String(), Labels: r.w.Labels}
+		if !r.noSlots {
+			body.Slots = r.w.Concurrency
+		}
+		err := r.c.post(ctx, "/v1/workers/poll", body, &ans)
 		if err == nil {
 			bo.reset()
 			if failed > 0 {
@@ -226,9 +233,15 @@ func (r *run) poll(ctx, hard context.Context) error {
 		for range free - min(len(ans.Tasks), free) {
 			<-r.slots
 		}
+		var refused *api.Error
 		switch {
 		case ctx.Err() != nil:
 			return nil
+		case !r.noSlots && errors.As(err, &refused) && refused.Status == 400 && refused.Field == "slots":
+			// A peer of an older release, which knows no "slots": poll
+			// again at once, without it (GET /v1/workers shows "-").
+			r.noSlots = true
+			r.w.Logger.Info("the peer takes no slots in a poll (an older release): polling without", "peer", r.w.Client.BaseURL)
 		case err != nil && !transient(err):
 			var e *api.Error
 			if errors.As(err, &e) && (e.Status == 400 || e.Status == 401 || e.Status == 403 || e.Status == 404) {

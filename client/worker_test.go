@@ -349,3 +349,41 @@ func TestWorkerLogsAnUnreachablePeer(t *testing.T) {
 		}
 	})
 }
+
+// A worker's polls state its capacity (Concurrency) as "slots", which GET
+// /v1/workers shows, beside "max", the free slots one poll asks for; a
+// peer of an older release refuses "slots" (a 400 naming it), and the
+// worker then polls without it instead of stopping.
+func TestWorkerStatesSlots(t *testing.T) {
+	for _, older := range []bool{false, true} {
+		t.Run(fmt.Sprint("older=", older), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakePeer(4)
+				f.noSlots = older
+				echo := func(_ context.Context, task Task) (json.RawMessage, error) { return task.Payload, nil }
+				w := &Worker{Client: f.client(), Concurrency: 3, Prefetch: 2, Handlers: map[string]HandlerFunc{"echo": echo}}
+				cancel, wait := runWorker(t, w)
+				f.add("echo", "1", "2", "3", "4")
+				<-f.done
+				cancel()
+				if err := wait(); err != nil {
+					t.Fatalf("Run = %v", err)
+				}
+				want := 3
+				if older {
+					want = 0
+				}
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				if len(f.polls) == 0 {
+					t.Fatal("no poll answered")
+				}
+				for _, p := range f.polls {
+					if p.Slots != want || p.Max < 1 || p.Max > 5 {
+						t.Errorf("poll %+v; want slots %d, max 1..5", p, want)
+					}
+				}
+			})
+		})
+	}
+}

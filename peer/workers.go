@@ -86,7 +86,8 @@ type xworker struct {
 	handlers []string
 	labels   map[string]string
 	seen     time.Time
-	slots    int
+	asked    int // the max of its last poll
+	slots    int // its capacity, as its last poll said (0: it did not)
 	running  int
 	polling  int
 	// capacity is what the worker holds when full: the max of its last
@@ -292,7 +293,7 @@ func (h *hub) Poll(ctx context.Context, req api.PollRequest) (api.PollResult, er
 		w.instance = req.Instance
 	}
 	changed := !known || !slices.Equal(w.handlers, req.Handlers) || !maps.Equal(w.labels, labels)
-	w.handlers, w.labels, w.slots = slices.Clone(req.Handlers), labels, req.Max
+	w.handlers, w.labels, w.asked, w.slots = slices.Clone(req.Handlers), labels, req.Max, req.Slots
 	changed = changed || w.capacity != req.Max+w.running || now.Sub(w.polled) >= standingFor
 	w.capacity, w.polled = req.Max+w.running, now
 	q := &xpoll{w: w, handlers: w.handlers, labels: labels, max: req.Max, ready: make(chan struct{}), authorized: req.Authorized}

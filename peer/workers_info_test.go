@@ -1,8 +1,13 @@
 package peer
 
 import (
+	"encoding/json"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/needle-mesh/needle/peer/api"
 )
 
 // A polled task shows what GET /v1/tasks/{id} shows of it: its priority,
@@ -55,5 +60,39 @@ func TestWorkerPollShowsTaskContext(t *testing.T) {
 	}
 	if !seen[0] || !seen[1] {
 		t.Errorf("pipeline items polled %v; want 0 and 1", seen)
+	}
+}
+
+// GET /v1/workers shows a worker's capacity as its polls state it
+// ("slots"), not the "max" of its last poll, which moves with every task
+// it takes (it showed that as slots); a worker that does not state it
+// shows none.
+func TestWorkersListSlots(t *testing.T) {
+	_, c := startPeerWith(t, Config{})
+	slotsOf := func(want string) api.WorkerInfo {
+		t.Helper()
+		status, data := wcall(t, c, "GET", "/v1/workers", "")
+		var wl api.WorkerList
+		if err := json.Unmarshal(data, &wl); status != 200 || err != nil || len(wl.Workers) != 1 {
+			t.Fatalf("workers = %d %s; want one worker", status, data)
+		}
+		if got := wl.Workers[0]; strings.Contains(string(data), `"slots"`) != (got.Slots != nil) || got.Slots == nil && want != "-" ||
+			got.Slots != nil && strconv.Itoa(*got.Slots) != want {
+			t.Fatalf("%s: worker = %s; want slots %s", want, data, want)
+		}
+		return wl.Workers[0]
+	}
+	for _, max := range []int{4, 1} {
+		status, data := wcall(t, c, "POST", "/v1/workers/poll", `{"worker": "w1", "handlers": ["resize"], "slots": 4, "max": `+itoa(max)+`}`)
+		if status != 200 {
+			t.Fatalf("poll = %d %s", status, data)
+		}
+		if w := slotsOf("4"); w.Asked != max {
+			t.Errorf("after a poll for %d: asked %d; want %d", max, w.Asked, max)
+		}
+	}
+	poll(t, c, "w1", `"resize"`, 2, "0s") // as an older worker: no slots
+	if w := slotsOf("-"); w.Asked != 2 {
+		t.Errorf("after a poll without slots: asked %d; want 2", w.Asked)
 	}
 }

@@ -228,8 +228,12 @@ func (h *hub) list(now time.Time) []api.WorkerInfo {
 		if w.polling == 0 && now.Sub(w.seen) >= h.ttl {
 			continue
 		}
-		out = append(out, api.WorkerInfo{ID: id, Peer: h.p.ID(), Handlers: w.handlers, Labels: node.LabelList(w.labels),
-			Running: w.running, Slots: w.slots, LastSeen: w.seen.UTC(), Polling: w.polling > 0})
+		info := api.WorkerInfo{ID: id, Peer: h.p.ID(), Handlers: w.handlers, Labels: node.LabelList(w.labels),
+			Running: w.running, Asked: w.asked, LastSeen: w.seen.UTC(), Polling: w.polling > 0}
+		if w.slots > 0 {
+			info.Slots = new(w.slots)
+		}
+		out = append(out, info)
 	}
 	return out
 }

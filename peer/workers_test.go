@@ -141,8 +141,8 @@ func TestWorkerPollComplete(t *testing.T) {
 	status, data = wcall(t, c, "GET", "/v1/workers", "")
 	var wl api.WorkerList
 	if err := json.Unmarshal(data, &wl); status != 200 || err != nil || len(wl.Workers) != 1 || wl.Workers[0].ID != "w1" ||
-		len(wl.Workers[0].Handlers) != 2 || wl.Workers[0].Slots != 8 {
-		t.Errorf("workers = %d %s; want w1 serving resize and email with 8 slots", status, data)
+		len(wl.Workers[0].Handlers) != 2 || wl.Workers[0].Slots != nil || wl.Workers[0].Asked != 8 {
+		t.Errorf("workers = %d %s; want w1 serving resize and email, asking for 8, its slots unsaid", status, data)
 	}
 }
 
@@ -294,7 +294,9 @@ func TestWorkerBadInput(t *testing.T) {
 		{"max under", "/v1/workers/poll", `{"worker": "w", "handlers": ["a"], "max": 0}`, 400, "max"},
 		{"wait over", "/v1/workers/poll", `{"worker": "w", "handlers": ["a"], "wait": "6m"}`, 400, "wait"},
 		{"wait bad", "/v1/workers/poll", `{"worker": "w", "handlers": ["a"], "wait": "soon"}`, 400, "wait"},
-		{"unknown field", "/v1/workers/poll", `{"worker": "w", "handlers": ["a"], "slots": 3}`, 400, "slots"},
+		{"unknown field", "/v1/workers/poll", `{"worker": "w", "handlers": ["a"], "size": 3}`, 400, "size"},
+		{"slots over", "/v1/workers/poll", `{"worker": "w", "handlers": ["a"], "slots": 1001}`, 400, "slots"},
+		{"slots under", "/v1/workers/poll", `{"worker": "w", "handlers": ["a"], "slots": 0}`, 400, "slots"},
 		{"no worker", "/v1/workers/poll", `{"handlers": ["a"]}`, 400, "worker"},
 		{"bad instance", "/v1/workers/poll", `{"worker": "w", "instance": "a\u0001", "handlers": ["a"]}`, 400, "instance"},
 		{"bad label", "/v1/workers/poll", `{"worker": "w", "handlers": ["a"], "labels": ["zone"]}`, 400, "labels[0]"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -26,7 +27,8 @@ func (c *WorkersCommand) Usage() string {
 	return usageOf("usage: needle workers [--json]\n\n"+
 		"Prints the live external workers of the whole mesh (processes polling\n"+
 		"POST /v1/workers/poll): id, the peer it polls, handlers, labels, tasks\n"+
-		"running / slots asked, whether a poll waits, last seen.", c.flags())
+		"running, slots (the tasks it runs at once, as configured; - for a worker\n"+
+		"of an older release, which does not say), whether a poll waits, last seen.", c.flags())
 }
 
 // Run prints the workers.
@@ -56,9 +58,13 @@ func (c *WorkersCommand) Run(ctx context.Context, args []string) error {
 		if w.Polling {
 			polling = "yes"
 		}
+		slots := "-"
+		if w.Slots != nil {
+			slots = strconv.Itoa(*w.Slots)
+		}
 		seen := time.Since(w.LastSeen).Round(time.Millisecond).String() + " ago"
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", w.ID, shortID(w.Peer), strings.Join(w.Handlers, ","), labels,
-			w.Running, w.Slots, polling, seen)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", w.ID, shortID(w.Peer), strings.Join(w.Handlers, ","), labels,
+			w.Running, slots, polling, seen)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

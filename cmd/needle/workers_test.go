@@ -46,7 +46,8 @@ func (w *workersBackend) ListWorkers(context.Context) (api.WorkerList, error) {
 func TestWorkersCommand(t *testing.T) {
 	b := &workersBackend{fakeBackend: &fakeBackend{}, list: api.WorkerList{
 		Workers: []api.WorkerInfo{{ID: "resizer-1", Peer: "12D3KooWAbcdefghijkl", Handlers: []string{"resize", "email"},
-			Labels: []string{"zone=a"}, Running: 3, Slots: 8, LastSeen: time.Now(), Polling: true}},
+			Labels: []string{"zone=a"}, Running: 3, Slots: new(8), Asked: 5, LastSeen: time.Now(), Polling: true},
+			{ID: "old-worker", Peer: "12D3KooWAbcdefghijkl", Handlers: []string{"resize"}, Running: 1, Asked: 1, LastSeen: time.Now()}},
 		Unreachable: []string{"12D3KooWGone"}}}
 	srv := httptest.NewServer(api.NewHandler(b, api.HandlerOptions{}))
 	t.Cleanup(srv.Close)
@@ -57,6 +58,23 @@ func TestWorkersCommand(t *testing.T) {
 			t.Errorf("needle workers printed %q; want it to contain %q", r.stdout, want)
 		}
 	}
+	// SLOTS is the worker's capacity, not what its last poll asked for;
+	// a worker that does not say shows "-".
+	for _, row := range []struct{ id, running, slots string }{{"resizer-1", "3", "8"}, {"old-worker", "1", "-"}} {
+		if f := fieldsOf(r.stdout, row.id); len(f) < 6 || f[4] != row.running || f[5] != row.slots {
+			t.Errorf("needle workers row %q = %q; want RUNNING %s, SLOTS %s", row.id, f, row.running, row.slots)
+		}
+	}
 	runCLI(t, srv.URL, "", "workers", "--json").check(t, 0, `"handlers"`, "")
 	runCLI(t, srv.URL, "", "workers", "extra").check(t, 2, "", "no arguments")
+}
+
+// fieldsOf returns the fields of the line of out that starts with first.
+func fieldsOf(out, first string) []string {
+	for line := range strings.Lines(out) {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == first {
+			return f
+		}
+	}
+	return nil
 }

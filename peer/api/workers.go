@@ -43,10 +43,15 @@ type PollRequest struct {
 	// a poll under the same id from another instance says the previous
 	// one is gone, and its leases are handed back at once.
 	Instance string
-	Handlers []string      // the handlers it serves
-	Max      int           // tasks it takes at most, 1..1000
-	Wait     time.Duration // how long to wait for one, 0..5m
-	Labels   []string      // its labels, "key=value"
+	Handlers []string // the handlers it serves
+	Max      int      // tasks it takes at most, 1..1000
+	// Slots is the worker's capacity: how many tasks it runs at once, as
+	// configured (a Go worker's Concurrency, a Python worker's
+	// concurrency), 1..1000; 0 when the worker does not say (an older
+	// one). GET /v1/workers shows it; Max is what one poll asks for.
+	Slots  int
+	Wait   time.Duration // how long to wait for one, 0..5m
+	Labels []string      // its labels, "key=value"
 	// Done holds outcomes of the worker's leases, applied before the poll
 	// looks for tasks (as POST /v1/leases/report does).
 	Done []LeaseOutcome
@@ -63,6 +68,7 @@ type pollBody struct {
 	Instance string          `json:"instance"`
 	Handlers []string        `json:"handlers"`
 	Max      *int            `json:"max"`
+	Slots    *int            `json:"slots"`
 	Wait     *string         `json:"wait"`
 	Labels   []string        `json:"labels"`
 	Done     json.RawMessage `json:"done"`
@@ -139,12 +145,19 @@ type HeartbeatResult struct {
 
 // WorkerInfo is one external worker as GET /v1/workers lists it.
 type WorkerInfo struct {
-	ID       string    `json:"id"`
-	Peer     string    `json:"peer"` // the peer it polls
-	Handlers []string  `json:"handlers"`
-	Labels   []string  `json:"labels,omitempty"`
-	Running  int       `json:"running"` // leases it holds
-	Slots    int       `json:"slots"`   // "max" of its last poll
+	ID       string   `json:"id"`
+	Peer     string   `json:"peer"` // the peer it polls
+	Handlers []string `json:"handlers"`
+	Labels   []string `json:"labels,omitempty"`
+	Running  int      `json:"running"` // leases it holds
+	// Slots is the worker's capacity, the tasks it runs at once, as its
+	// polls say (PollRequest.Slots); nil for a worker that does not say
+	// (an older one). Running can exceed it by the tasks a worker
+	// prefetches.
+	Slots *int `json:"slots,omitempty"`
+	// Asked is the "max" of its last poll: the tasks it asked for then
+	// (its free slots and prefetch), which changes with every poll.
+	Asked    int       `json:"asked"`
 	LastSeen time.Time `json:"last_seen"`
 	Polling  bool      `json:"polling"` // a poll of it is waiting now
 }
@@ -363,6 +376,12 @@ func DecodePoll(data []byte) (PollRequest, error) {
 			return req, fieldErr("max", "want 1..%d, got %d", MaxPollTasks, *b.Max)
 		}
 		req.Max = *b.Max
+	}
+	if b.Slots != nil {
+		if *b.Slots < 1 || *b.Slots > MaxPollTasks {
+			return req, fieldErr("slots", "want 1..%d (the tasks the worker runs at once), got %d", MaxPollTasks, *b.Slots)
+		}
+		req.Slots = *b.Slots
 	}
 	if b.Wait != nil {
 		d, err := time.ParseDuration(*b.Wait)

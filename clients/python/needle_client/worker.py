@@ -290,8 +290,10 @@ class Worker:
 
     def _poll_loop(self):
         bo = _Backoff(self.backoff_min, self.backoff_max)
+        # "slots" states the worker's capacity, which GET /v1/workers
+        # shows; "max" (below) is what one poll asks for.
         body = {"worker": self.id, "instance": self._instance, "handlers": sorted(self.handlers),
-                "wait": "%dms" % round(self.poll_wait * 1000)}
+                "slots": self.concurrency, "wait": "%dms" % round(self.poll_wait * 1000)}
         if self.labels:
             body["labels"] = self.labels
         carry = True  # the poll may carry outcomes
@@ -337,6 +339,12 @@ class Worker:
                     if e.status == 413:
                         self._lower(_size([o[1] for o in done]))
                     carry = False
+                    continue
+                if e.status == 400 and e.field == "slots" and "slots" in body:
+                    # A peer of an older release, which knows no slots:
+                    # poll again at once, without it.
+                    _log.info("peer %s takes no slots in a poll (an older release): polling without", self._poller.url)
+                    del body["slots"]
                     continue
                 if e.status in (400, 401, 403, 404):
                     raise

@@ -25,6 +25,7 @@ class FakePeer:
         self.cancel_after = 0  # heartbeats after which a lease is canceled
         self.refuse_poll = 0  # a status every poll gets
         self.no_batch = False  # an older peer: no batch route
+        self.no_slots = False  # an older peer: a poll with "slots" is a 400 naming it
         self.batches = []  # sizes of the batches received on the batch route
         self.poll_done = []  # the outcomes each poll carried, as it arrived
         self.gate = None  # a threading.Event batch reports wait for, when set
@@ -193,6 +194,10 @@ class FakePeer:
 
     def poll(self, h, body):
         wait = float(body["wait"].rstrip("ms")) / 1000
+        if self.no_slots and "slots" in body:
+            with self.cv:
+                self.refused.append(("/v1/workers/poll", "slots"))
+            return self.error(h, 400, "invalid_argument", "slots")
         with self.cv:
             self.poll_done.append(body.get("done") or [])
             verdicts = self.take_all(body.get("done") or [])

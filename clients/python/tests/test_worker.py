@@ -352,6 +352,26 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual([d for d in self.fake.poll_done if d], [])
         self.assertEqual(set(self.fake.reports.values()), {1})
 
+    def test_polls_state_slots(self):
+        # A poll states the worker's capacity (its concurrency) as
+        # "slots", which GET /v1/workers shows, beside "max", what the
+        # poll asks for; a peer of an older release refuses "slots" (a 400
+        # naming it), and the worker then polls without it.
+        for older in (False, True):
+            w, t, errs = self.start({"echo": lambda task: task.payload}, 4, concurrency=3, prefetch=2)
+            self.fake.no_slots = older
+            self.fake.add("echo", *range(4))
+            self.assertTrue(self.fake.done.wait(WAIT), "outcomes: %s" % self.fake.outcomes)
+            w.stop()
+            t.join(WAIT)
+            self.assertEqual(errs, [])
+            self.assertTrue(self.fake.polls)
+            for p in self.fake.polls:
+                self.assertEqual(p.get("slots"), None if older else 3, p)
+                self.assertTrue(1 <= p["max"] <= 5, p)
+            self.fake.close()
+            self.fake = None
+
     def test_nan_result_fails_its_task_alone(self):
         # NaN and Infinity are not JSON: the task fails permanently, and the
         # outcomes reported with it (batch or poll) are taken.

@@ -354,14 +354,18 @@
 
   function workerRow(w) {
     const seen = parseTime(w.last_seen);
+    // slots: the worker's capacity; absent for a worker of an older
+    // release, which does not say.
+    const running = w.running || 0, slots = w.slots;
     return el('tr', { 'data-id': w.id },
       el('th', { scope: 'row', class: 'gid', text: w.id }),
       el('td', { class: 'mono', title: w.peer || '', text: D.shortPeer(w.peer) || '—' }),
       el('td', null, (w.handlers || []).map((h, i) => [i ? ', ' : '', link('#groups?handler=' + enc(h), h)])),
       el('td', { class: 'mono', text: (w.labels || []).join(', ') || '—' }),
       el('td', null, el('div', { class: 'bar-cell' },
-        D.bar([['b-load', w.running || 0]], w.slots || 1, (w.running || 0) + ' of ' + (w.slots || 0) + ' busy'),
-        el('span', { class: 'n', text: (w.running || 0) + ' / ' + (w.slots || 0) }))),
+        D.bar([['b-load', running]], slots || Math.max(running, 1),
+          slots ? running + ' of ' + slots + ' busy' : running + ' running; its slots unknown (an older worker)'),
+        el('span', { class: 'n', text: running + ' / ' + (slots || '—') }))),
       el('td', null, w.polling ? pill('SUCCEEDED', 'polling') : pill('RUNNING', 'working')),
       el('td', { class: 'muted', title: w.last_seen || '', text: fmtAgo(seen) }));
   }
