@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"time"
 
@@ -58,9 +59,17 @@ import (
 // every one (claimWins). A learner that had not applied the change adding
 // another sees itself alone and recovers; the other, seeing it, waits for
 // a claim naming both, which never comes: it becomes a stale copy, not a
-// second partition. A survivor that is dead and not marked is waited for.
-// What a removed replica that never learned of its removal does is not
-// covered, here as for voters: it may still see itself the last one.
+// second partition. A learner that knows fewer survivors than another's
+// claim names (it lagged behind a change adding a third) takes those
+// names too (heardRivals), so that every claim ends naming the same
+// survivors. A survivor named in a claim but holding no copy (a learner
+// whose snapshot never came) answers with an empty one (emptyClaims):
+// it never recovers, and the others no longer wait for it. A survivor
+// that is dead and not marked is waited for. What a removed replica that
+// never learned of its removal does is not covered, here as for voters:
+// it may still see itself the last one; but a change removing the
+// recovering replica itself, in its log and not known committed, is cut
+// from it rather than committed (the last copy would leave).
 //
 // Without a mark nothing here runs: recoverScan stays false.
 
@@ -158,6 +167,7 @@ func (n *Node) recoverPartitions() {
 			continue
 		}
 		if len(rivals) > 0 {
+			rivals = n.heardRivals(p, rivals, lost)
 			c := n.claim(p, rivals)
 			claims = append(claims, c)
 			if !n.claimWins(p, c, rivals, lost) {
@@ -178,6 +188,58 @@ func (n *Node) recoverPartitions() {
 			m.recoverScan = true // the next scan withdraws the claim
 		}
 	}
+	claims = append(claims, n.emptyClaims()...)
+}
+
+// emptyClaims answers the claims of other survivors that name this node
+// among the surviving learners of a partition it holds no copy of: a
+// learner the ring's repair added whose snapshot never came (no replica
+// here, or one that never applied a configuration naming this node).
+// Such a survivor never recovers the partition, and without an answer
+// the others would wait for its claim for good. Its claim says its log
+// is empty (term and index 0) and names the survivors of the claim it
+// answers (of the most up to date one when several name it), so that a
+// learner holding a copy beats it. It never recovers, so at most one
+// survivor still does.
+func (n *Node) emptyClaims() []RecoverClaim {
+	best := map[uint32]RecoverClaim{}
+	bestFrom := map[uint32]string{}
+	for _, from := range slices.Sorted(maps.Keys(n.mesh.claims)) {
+		for _, c := range n.mesh.claims[from] {
+			if int(c.Partition) >= len(n.parts) || !slices.Contains(c.Survivors, n.cfg.ID) || n.member(n.parts[c.Partition]) {
+				continue
+			}
+			if b, ok := best[c.Partition]; ok && !ahead(c, from, b, bestFrom[c.Partition]) {
+				continue
+			}
+			best[c.Partition], bestFrom[c.Partition] = c, from
+		}
+	}
+	var out []RecoverClaim
+	for _, part := range slices.Sorted(maps.Keys(best)) {
+		out = append(out, RecoverClaim{Partition: part, Survivors: slices.Clone(best[part].Survivors)})
+	}
+	return out
+}
+
+// member reports whether p is a replica whose configuration names this
+// node (a voter of either half, or a learner); false for nil.
+func (n *Node) member(p *partition) bool {
+	return p != nil && (slices.Contains(p.conf.GetVoters(), n.raftID) || slices.Contains(p.conf.GetVotersOutgoing(), n.raftID) ||
+		slices.Contains(p.conf.GetLearners(), n.raftID))
+}
+
+// ahead reports whether peer self's claim c is more up to date than
+// peer other's claim oc (the last entry's term, then its index, then the
+// lower id), whatever survivors they name.
+func ahead(c RecoverClaim, self string, oc RecoverClaim, other string) bool {
+	switch {
+	case c.Term != oc.Term:
+		return c.Term > oc.Term
+	case c.Index != oc.Index:
+		return c.Index > oc.Index
+	}
+	return self < other
 }
 
 // lastReplica reports whether this node may be the replica of p that
@@ -211,6 +273,30 @@ func (n *Node) lastReplica(p *partition, lost map[uint64]string) (last bool, riv
 		}
 	}
 	return others > 0, rivals
+}
+
+// heardRivals adds to rivals, this node's surviving learners of p, the
+// survivors named by the claims on p it heard that name it: a learner
+// that lagged behind the change adding another knows fewer survivors
+// than the others, whose claims, naming more, never matched its own
+// (each waited for the others for good). Taking their names, it claims
+// with the same survivors as they do, and waits for the claims of those
+// it learned of. Names only ever add up, so every claim ends naming the
+// same survivors; a learner with no rival (lone) still recovers at once.
+func (n *Node) heardRivals(p *partition, rivals []uint64, lost map[uint64]string) []uint64 {
+	for _, from := range slices.Sorted(maps.Keys(n.mesh.claims)) {
+		for _, c := range n.mesh.claims[from] {
+			if int(c.Partition) != p.id || !slices.Contains(c.Survivors, n.cfg.ID) {
+				continue
+			}
+			for _, id := range c.Survivors {
+				if rid := RaftID(id); id != n.cfg.ID && lost[rid] == "" && !slices.Contains(rivals, rid) {
+					rivals = append(rivals, rid)
+				}
+			}
+		}
+	}
+	return rivals
 }
 
 // claim returns this node's recover claim for p, a learner whose voters
@@ -266,15 +352,7 @@ func (n *Node) claimWins(p *partition, c RecoverClaim, rivals []uint64, lost map
 // more up to date (its last entry's term, then its index), or as much and
 // self's id is lower.
 func beats(c RecoverClaim, self string, oc RecoverClaim, other string) bool {
-	switch {
-	case !slices.Equal(c.Survivors, oc.Survivors):
-		return false
-	case c.Term != oc.Term:
-		return c.Term > oc.Term
-	case c.Index != oc.Index:
-		return c.Index > oc.Index
-	}
-	return self < other
+	return slices.Equal(c.Survivors, oc.Survivors) && ahead(c, self, oc, other)
 }
 
 // heardClaims records the recover claims of peer from's heartbeat; a
@@ -329,12 +407,19 @@ func (n *Node) recoverPartition(p *partition, lost map[uint64]string) {
 	}
 	// A configuration change among the entries not applied yet changes
 	// the voters: those entries commit first, alone, and the next scan
-	// looks at the configuration they leave.
-	pending := false
+	// looks at the configuration they leave. One removing this node (the
+	// ring was moving the replica away, and the lost voters may have
+	// committed it) would take the last copy with it: the log is cut
+	// before it, the recovery's entries overwriting it and what follows
+	// (lost like any entry only the lost voters held).
+	pending, cut := false, uint64(0)
 	if last > p.applied {
 		es, err := p.storage.Entries(p.applied+1, last+1, 1<<62)
 		if err != nil {
 			panic(fmt.Sprintf("peer: partition %d: recovery entries %d-%d: %v", p.id, p.applied+1, last, err))
+		}
+		if i := slices.IndexFunc(es, n.removesSelf); i >= 0 {
+			cut, last, es = last, es[i].GetIndex()-1, es[:i]
 		}
 		pending = slices.ContainsFunc(es, func(e *pb.Entry) bool {
 			return e.GetType() == pb.EntryConfChange || e.GetType() == pb.EntryConfChangeV2
@@ -342,6 +427,12 @@ func (n *Node) recoverPartition(p *partition, lost map[uint64]string) {
 	}
 	var removed []string
 	learner := !slices.Contains(p.conf.GetVoters(), n.raftID)
+	if pending && cut > 0 {
+		// The entries before the cut commit first, alone; an empty
+		// entry overwrites the one removing this node (a leader of the
+		// next term would commit it).
+		u.Entries = append(u.Entries, &pb.Entry{Type: pb.EntryNormal.Enum(), Term: new(term + 1), Index: new(last + 1)})
+	}
 	if !pending {
 		// A learner makes itself a voter first: removing the lost voters
 		// before would leave none, which Raft refuses.
@@ -391,7 +482,32 @@ func (n *Node) recoverPartition(p *partition, lost map[uint64]string) {
 		n.stats.UnsafeRecoveries++
 	}
 	n.log.Warn("partition recovered from this peer's copy alone (unsafe recovery): entries only the lost voters held are gone",
-		keyPart, p.id, "applied", p.applied, "last", last, "term", term+1, "removed", removed, "learner", learner, "pending_conf", pending)
+		keyPart, p.id, "applied", p.applied, "last", last, "term", term+1, "removed", removed, "learner", learner, "pending_conf", pending, "cut_from", cut)
+}
+
+// removesSelf reports whether e is a configuration change removing this
+// node.
+func (n *Node) removesSelf(e *pb.Entry) bool {
+	var cc pb.ConfChangeI
+	switch e.GetType() {
+	case pb.EntryConfChange:
+		v := &pb.ConfChange{}
+		if proto.Unmarshal(e.GetData(), v) != nil {
+			return false
+		}
+		cc = v
+	case pb.EntryConfChangeV2:
+		v := &pb.ConfChangeV2{}
+		if proto.Unmarshal(e.GetData(), v) != nil {
+			return false
+		}
+		cc = v
+	default:
+		return false
+	}
+	return slices.ContainsFunc(cc.AsV2().GetChanges(), func(c *pb.ConfChangeSingle) bool {
+		return c.GetType() == pb.ConfChangeRemoveNode && c.GetNodeId() == n.raftID
+	})
 }
 
 // recovered is called once p's Ready was advanced while a recovery of it

@@ -303,3 +303,134 @@ func TestUnsafeRecoverLearnerUnaware(t *testing.T) {
 	}
 	checkGroups(t, m, before, "after n3 recovered")
 }
+
+// A learner the ring's repair added but whose snapshot never came holds
+// no copy of the partition: it never claims it as the others do, and the
+// learner that holds a copy waited for its claim for good (found by the
+// simulator's --kill-select voters on 3 peers). It answers the claims
+// naming it with an empty one (term and index 0): the learner with a copy
+// beats it and recovers every partition, and the empty one becomes its
+// learner. Here (4 replicas, so that no learner is removed) n3 is a
+// caught-up learner of every partition and n4 is named a learner of each
+// while nothing of the voters' reaches it.
+func TestUnsafeRecoverLearnerWithoutCopy(t *testing.T) {
+	m := nodetest.NewMeshWith(t, 2, 8, func(_ *nodetest.Peer, cfg *node.NodeConfig) { cfg.Replicas = 4 })
+	m.Run(15 * time.Second)
+	before := submitEach(t, m, "a", 2)
+	m.Run(2 * time.Second)
+	muteAcks(m.AddPeer("n3"))
+	parts := waitLearners(t, m, "n3")
+	m.Hold("n1", "n4", node.MsgRaft)
+	m.Hold("n2", "n4", node.MsgRaft)
+	m.AddPeer("n4")
+	named := func() bool { // n4 a learner of every partition, as its leader says
+		return !slices.ContainsFunc(parts, func(part int) bool {
+			srv := m.Server(part)
+			if srv == "" {
+				return true
+			}
+			r, _ := m.MustPeer(srv).Node.Replica(part)
+			return !slices.Contains(r.Learners, "n4")
+		})
+	}
+	if !m.RunUntil(30*time.Second, named) {
+		t.Fatalf("n4 not named a learner of every partition (voters %v)", voterSets(m))
+	}
+	m.Run(2 * time.Second)
+	for _, part := range parts {
+		if r, ok := m.MustPeer("n4").Node.Replica(part); ok && (slices.Contains(r.Learners, "n4") || r.Applied > 0) {
+			t.Fatalf("partition %d on n4: %+v; want no copy (its Raft traffic is held)", part, r)
+		}
+		if r, _ := m.MustPeer("n3").Node.Replica(part); !slices.Equal(slices.Sorted(slices.Values(r.Learners)), []string{"n3", "n4"}) {
+			t.Fatalf("partition %d on n3: %+v; want learners n3 and n4", part, r)
+		}
+	}
+	m.Crash("n1", true)
+	m.Crash("n2", true)
+	m.DropHeld("n1", "n4")
+	m.DropHeld("n2", "n4")
+	m.Run(10 * time.Second)
+	for _, id := range []string{"n3", "n4"} {
+		m.MustPeer(id).Node.ForgetUnsafeRecover("n1")
+		m.MustPeer(id).Node.ForgetUnsafeRecover("n2")
+	}
+	if !m.RunUntil(10*time.Second, func() bool {
+		return !slices.ContainsFunc(parts, func(part int) bool { return m.Server(part) != "n3" })
+	}) {
+		for _, part := range parts {
+			r, _ := m.MustPeer("n3").Node.Replica(part)
+			t.Logf("partition %d on n3: %+v", part, r)
+		}
+		t.Fatalf("partitions %v: servers %v; want n3 serving each (n4 has no copy)", parts, leaders(m))
+	}
+	if !m.RunUntil(20*time.Second, func() bool {
+		return !slices.ContainsFunc(parts, func(part int) bool {
+			r, _ := m.MustPeer("n4").Node.Replica(part)
+			return !slices.Equal(r.Voters, []string{"n3"}) || !slices.Contains(r.Learners, "n4")
+		})
+	}) {
+		t.Fatal("n4 never became a learner of n3's recovered partitions")
+	}
+	if got := m.MustPeer("n4").Node.Counters().UnsafeRecoveries; got != 0 {
+		t.Fatalf("n4 recovered %d partitions; want none", got)
+	}
+	checkGroups(t, m, before, "after n3 recovered")
+}
+
+// Three learners survive, and one (n4) lagged behind the change adding
+// another (n5): n4 names n3 alone beside itself, n3 and n5 name all
+// three. Each waited for the others' claims naming the same survivors,
+// which never came: n4's named two, theirs three (found by the
+// simulator's --kill-select voters on 5 peers). A learner that hears a
+// claim naming it takes the survivors it names as rivals too: every claim
+// then names the three, and the most up to date one recovers every
+// partition, once.
+func TestUnsafeRecoverLearnersPartlyAware(t *testing.T) {
+	m := nodetest.NewMeshWith(t, 2, 8, func(_ *nodetest.Peer, cfg *node.NodeConfig) { cfg.Replicas = 5 })
+	m.Run(15 * time.Second)
+	before := submitEach(t, m, "a", 2)
+	m.Run(2 * time.Second)
+	muteAcks(m.AddPeer("n3"))
+	muteAcks(m.AddPeer("n4"))
+	parts := waitLearners(t, m, "n3", "n4")
+	m.Hold("n1", "n4", node.MsgRaft)
+	m.Hold("n2", "n4", node.MsgRaft)
+	muteAcks(m.AddPeer("n5"))
+	waitLearners(t, m, "n3", "n5")
+	for _, part := range parts {
+		if r, _ := m.MustPeer("n4").Node.Replica(part); !slices.Equal(slices.Sorted(slices.Values(r.Learners)), []string{"n3", "n4"}) {
+			t.Fatalf("partition %d on n4: %+v; want learners n3 and n4 (it never heard of n5)", part, r)
+		}
+		if r, _ := m.MustPeer("n3").Node.Replica(part); !slices.Equal(slices.Sorted(slices.Values(r.Learners)), []string{"n3", "n4", "n5"}) {
+			t.Fatalf("partition %d on n3: %+v; want learners n3, n4 and n5", part, r)
+		}
+	}
+	m.Crash("n1", true)
+	m.Crash("n2", true)
+	m.DropHeld("n1", "n4")
+	m.DropHeld("n2", "n4")
+	m.Run(10 * time.Second)
+	for _, id := range []string{"n3", "n4", "n5"} {
+		m.MustPeer(id).Node.ForgetUnsafeRecover("n1")
+		m.MustPeer(id).Node.ForgetUnsafeRecover("n2")
+	}
+	if !m.RunUntil(10*time.Second, func() bool {
+		return !slices.ContainsFunc(parts, func(part int) bool { return m.Server(part) == "" })
+	}) {
+		for _, id := range []string{"n3", "n4", "n5"} {
+			r, _ := m.MustPeer(id).Node.Replica(parts[0])
+			t.Logf("partition %d on %s: %+v", parts[0], id, r)
+		}
+		t.Fatalf("partitions %v: servers %v; want each served", parts, leaders(m))
+	}
+	m.Run(2 * time.Second)
+	recovered := 0
+	for _, id := range []string{"n3", "n4", "n5"} {
+		recovered += m.MustPeer(id).Node.Counters().UnsafeRecoveries
+	}
+	if recovered != len(parts) || m.MustPeer("n4").Node.Counters().UnsafeRecoveries != 0 {
+		t.Fatalf("%d recoveries (n4 %d) for %d partitions; want one each, none by n4 (it lags)", recovered,
+			m.MustPeer("n4").Node.Counters().UnsafeRecoveries, len(parts))
+	}
+	checkGroups(t, m, before, "after the recovery")
+}

@@ -139,3 +139,57 @@ func TestHeartbeatClaims(t *testing.T) {
 		t.Fatalf("claims of a forgotten peer = %+v; want none", got)
 	}
 }
+
+// A survivor whose log ends with a configuration change removing it (the
+// ring was moving the replica away), not known committed when the other
+// voters were lost, committed it by recovering and left the partition:
+// the last copy was gone (found by the simulator's --kill-select voters).
+// The recovery drops its log from that entry on and keeps the partition.
+func TestUnsafeRecoverKeepsSelfRemoval(t *testing.T) {
+	c := newCluster(t, 3, 4)
+	c.run(15 * time.Second)
+	n1, n2 := c.node("n1"), c.node("n2")
+	part := -1
+	for _, i := range n1.n.held {
+		if p := n1.n.parts[i]; p.serving && len(p.conf.GetVoters()) == 3 && slices.Contains(p.conf.GetVoters(), n2.n.raftID) {
+			part = i
+			break
+		}
+	}
+	if part < 0 {
+		t.Fatalf("n1 serves no 3-voter partition of n2's (leaders %v)", c.leaders())
+	}
+	p := n1.n.parts[part]
+	last, _ := p.storage.LastIndex()
+	cc := &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeRemoveNode.Enum(), NodeId: new(n2.n.raftID)}}}
+	if err := p.rn.ProposeConfChange(cc); err != nil {
+		t.Fatal(err)
+	}
+	n1.n.markDirty(part)
+	// n2 holds the removal, the others are lost before it learns it
+	// committed.
+	caught := false
+	c.check = func() {
+		q := n2.n.parts[part]
+		if caught || q == nil {
+			return
+		}
+		if l, _ := q.storage.LastIndex(); l > last && q.rn.BasicStatus().GetCommit() <= last {
+			caught = true
+			c.node("n1").down, c.node("n3").down = true, true
+		}
+	}
+	c.run(2 * time.Second)
+	c.check = nil
+	if !caught {
+		t.Fatal("n2 never held the removal uncommitted: the test shows nothing")
+	}
+	c.run(10 * time.Second)
+	n2.n.ForgetUnsafeRecover("n1")
+	n2.n.ForgetUnsafeRecover("n3")
+	c.run(10 * time.Second)
+	q := n2.n.parts[part]
+	if q == nil || !q.serving || !slices.Equal(q.conf.GetVoters(), []uint64{n2.n.raftID}) {
+		t.Fatalf("partition %d on n2: %+v; want it recovered, n2 its only voter", part, q)
+	}
+}
