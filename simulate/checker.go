@@ -138,8 +138,8 @@ type checker struct {
 	workerAccepted, workerRepeats, workerRefused, workerLate int
 	lostLeases                                               map[leaseKey]bool
 
-	// unsafe tells the losses two lost disks allow (lostunsafe.go); nil
-	// without --kill-count 2 --unsafe-recover.
+	// unsafe tells the losses lost disks allow (lostunsafe.go); nil
+	// without --unsafe-recover and --kill-count 2 or --kill-select voters.
 	unsafe *unsafeLoss
 }
 
@@ -442,7 +442,7 @@ func (c *checker) durable() bool {
 		}
 		nd := c.s.serving(g.id)
 		if nd == nil {
-			all = false
+			all = all && c.totalLost(g.id) // (nobody serves a total loss again)
 			continue
 		}
 		if _, err := nd.n.GroupState(g.id); errors.Is(err, shard.ErrNotFound) {
@@ -456,4 +456,16 @@ func (c *checker) durable() bool {
 		}
 	}
 	return all
+}
+
+// unserved returns the partition of the first acknowledged group that no
+// node serves (and that is no total loss), for a report of why a run
+// never settled.
+func (c *checker) unserved() (int, bool) {
+	for _, g := range c.order {
+		if g.acked && c.s.serving(g.id) == nil && !c.totalLost(g.id) {
+			return c.s.partitionOf(g.id), true
+		}
+	}
+	return 0, false
 }

@@ -73,6 +73,8 @@ type client struct {
 	inflight int // ops not done, plus planned ones not yet issued
 	retries  int
 	rejected int
+	// abandoned counts ops given up on a partition no replica survived.
+	abandoned int
 }
 
 func newClient(s *sim, w *workload) *client {
@@ -124,7 +126,12 @@ func (c *client) submit(a *arrival) {
 func (c *client) idle() bool { return c.inflight == 0 }
 
 // send sends o to the node its group routes to, and arms its timeout.
+// An op on a partition the recovery found no replica of is abandoned.
 func (c *client) send(o *op) {
+	if c.s.chk.totalLost(o.group) {
+		c.abandon(o)
+		return
+	}
 	o.try++
 	try := o.try
 	c.s.net.send(c.s.net.client(), c.s.route(o.group), message{req: &request{op: o, try: try}})
@@ -166,6 +173,25 @@ func (c *client) receive(_ int, r *response) {
 	}
 	if o.sched != nil {
 		c.schedAck(o, r.reply.Err)
+	}
+}
+
+// abandon gives o up: its partition is a total loss (lostunsafe.go),
+// nobody answers it again. Its group is no longer waited for, and a
+// schedule's plan ends.
+func (c *client) abandon(o *op) {
+	o.done = true
+	c.inflight--
+	c.abandoned++
+	switch {
+	case o.kind == opSubmit && !o.repeat:
+		if g := c.s.chk.groups[o.group]; g != nil {
+			c.s.chk.dropTotal(g) // (calls groupDone, once)
+		} else if c.s.wl.sequential {
+			c.submitNext()
+		}
+	case o.sched != nil && o.kind != opSchedDelete:
+		c.inflight-- // the plan's own count (schedAck)
 	}
 }
 

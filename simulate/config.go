@@ -92,12 +92,24 @@ type Config struct {
 	// applied may be gone: the checker counts it apart (Report.LostUnsafe,
 	// lostunsafe.go). --kill-count.
 	KillCount int
+	// KillSelect is which peers Kill stops: KillLast (the zero value) the
+	// last KillCount; KillVoters every voter of the first partition that
+	// has a learner, from Kill on (looked for every 10 ms, once every peer
+	// runs): with UnsafeRecover the learner is that partition's only
+	// survivor and recovers it, and partitions no replica survived are a
+	// total loss (Report.LostTotal). Learners exist while the ring's
+	// repair adds replicas: with StartJoin in the first seconds, with
+	// StartTogether only after a peer's death (rarely: the run may end
+	// with no kill, Report.Killed empty). Churn takes no peer out for good
+	// with it. Not with KillCount. --kill-select.
+	KillSelect KillSelect
 	// UnsafeRecover, with Kill, declares the killed peer's disk lost for
 	// good that long after the kill: the operator runs needle forget
 	// --unsafe-recover on the first running peer (the others learn it
 	// from its heartbeats), and the partitions the killed peer left
-	// without a majority are recovered by their last voter. A 2-peer mesh
-	// that loses a peer finishes its work only so. --unsafe-recover.
+	// without a majority are recovered by their last voter (or, every
+	// voter lost, a learner). A 2-peer mesh that loses a peer finishes its
+	// work only so. --unsafe-recover.
 	UnsafeRecover time.Duration
 
 	// Start is how the mesh starts: StartTogether names every peer in
@@ -194,6 +206,35 @@ func ParseStart(v string) (Start, error) {
 	return 0, fmt.Errorf("simulate: --start = %q; want together or join", v)
 }
 
+// KillSelect is which peers Config.Kill stops.
+type KillSelect uint8
+
+const (
+	// KillLast: the last Config.KillCount peers.
+	KillLast KillSelect = iota
+	// KillVoters: every voter of a partition that has a learner on a
+	// running peer, which survives.
+	KillVoters
+)
+
+func (k KillSelect) String() string {
+	if k == KillVoters {
+		return "voters"
+	}
+	return "last"
+}
+
+// ParseKillSelect parses a --kill-select value.
+func ParseKillSelect(v string) (KillSelect, error) {
+	switch v {
+	case "last":
+		return KillLast, nil
+	case "voters":
+		return KillVoters, nil
+	}
+	return 0, fmt.Errorf("simulate: --kill-select = %q; want last or voters", v)
+}
+
 // withDefaults fills zero fields with their defaults.
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
@@ -266,6 +307,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("simulate: --kill = %v with %d peers; want >= 0, and 2 peers or more with it", c.Kill, c.Peers)
 	case c.KillCount < 0 || c.KillCount > 2 || c.KillCount > 1 && (c.Kill == 0 || c.Peers < c.KillCount+1):
 		return fmt.Errorf("simulate: --kill-count = %d with --kill %v and %d peers; want 0..2, and --kill and more peers than it kills with it", c.KillCount, c.Kill, c.Peers)
+	case c.KillSelect > KillVoters || c.KillSelect == KillVoters && (c.Kill == 0 || c.KillCount != 0):
+		return fmt.Errorf("simulate: --kill-select = %v with --kill %v and --kill-count %d; want last or voters, and voters with --kill and without --kill-count (the partition's voters are the count)", c.KillSelect, c.Kill, c.KillCount)
 	case c.UnsafeRecover < 0 || c.UnsafeRecover > 0 && c.Kill == 0:
 		return fmt.Errorf("simulate: --unsafe-recover = %v with --kill %v; want >= 0, and --kill with it", c.UnsafeRecover, c.Kill)
 	case c.Warmup < 0:
@@ -308,6 +351,9 @@ func (c Config) String() string {
 	if c.KillCount > 1 {
 		s += fmt.Sprintf(" kill-count=%d", c.KillCount)
 	}
+	if c.KillSelect != KillLast {
+		s += " kill-select=" + c.KillSelect.String()
+	}
 	if c.UnsafeRecover > 0 {
 		s += fmt.Sprintf(" unsafe-recover=%v", c.UnsafeRecover)
 	}
@@ -335,6 +381,9 @@ func (c Config) ReplayCommand() string {
 	}
 	if c.KillCount > 1 {
 		cmd += fmt.Sprintf(" --kill-count %d", c.KillCount)
+	}
+	if c.KillSelect != KillLast {
+		cmd += " --kill-select " + c.KillSelect.String()
 	}
 	if c.UnsafeRecover > 0 {
 		cmd += fmt.Sprintf(" --unsafe-recover %v", c.UnsafeRecover)

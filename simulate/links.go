@@ -127,15 +127,32 @@ func knowsAddr(a, b *simNode) bool {
 }
 
 // killed returns the nodes Config.Kill stops: the last KillCount (one by
-// default).
+// default), or with KillVoters the voters the kill chose (none before it).
 func (s *sim) killed() []*simNode {
+	if s.cfg.KillSelect == KillVoters {
+		return s.victims
+	}
 	return s.nodes[len(s.nodes)-max(1, s.cfg.KillCount):]
 }
 
 // kill stops the last node(s) for good (Config.Kill, KillCount) and
 // watches the others until every running one holds them dead
-// (Report.DeadKnownAfter). A node down at the kill is left alone.
+// (Report.DeadKnownAfter). A node down at the kill is left alone. With
+// KillVoters it stops the voters of a partition with a learner
+// (learnerVictims), looking again every 10 ms until one has, and
+// declares their disks lost UnsafeRecover after.
 func (s *sim) kill() {
+	if s.cfg.KillSelect == KillVoters {
+		if s.victims, s.victimPart = s.learnerVictims(); s.victims == nil {
+			s.after(10*time.Millisecond, s.kill)
+			return
+		}
+		if s.cfg.UnsafeRecover > 0 {
+			s.after(s.cfg.UnsafeRecover, s.unsafeRecover)
+			s.healAt = max(s.healAt, s.now+s.cfg.UnsafeRecover)
+		}
+	}
+	s.killAt = s.now
 	if slices.ContainsFunc(s.killed(), func(nd *simNode) bool { return !nd.up }) {
 		s.chk.unsafe = nil // fewer lost than two: nothing acknowledged may go
 	}
@@ -149,6 +166,49 @@ func (s *sim) kill() {
 		s.watchDeath(nd.id)
 	}
 	s.chk.observeSurvivors()
+}
+
+// learnerVictims returns the voters of the first partition whose leader
+// names a learner that applied its own addition (a replica the ring's
+// repair is adding, caught up or not), and the partition; nil while
+// some node is down or paused (a survivor down at the kill could hold a
+// replica nobody reads), or no partition has such a learner.
+func (s *sim) learnerVictims() ([]*simNode, int) {
+	for _, nd := range s.nodes {
+		if !nd.up || nd.paused || nd.left {
+			return nil, -1
+		}
+	}
+	for p := range s.cfg.Partitions {
+		for _, nd := range s.nodes {
+			r, ok := nd.n.Replica(p)
+			if !ok || r.Leader != nd.id || len(r.Outgoing) > 0 || len(r.Learners) == 0 {
+				continue
+			}
+			var victims []*simNode
+			for _, id := range r.Voters {
+				i := s.peerIndex(id)
+				if i < 0 {
+					victims = nil
+					break
+				}
+				victims = append(victims, s.nodes[i])
+			}
+			if victims == nil {
+				break
+			}
+			for _, id := range r.Learners {
+				if i := s.peerIndex(id); i >= 0 {
+					if lr, ok := s.nodes[i].n.Replica(p); ok && slices.Contains(lr.Learners, id) {
+						slices.SortFunc(victims, func(a, b *simNode) int { return a.idx - b.idx })
+						return victims, p
+					}
+				}
+			}
+			break
+		}
+	}
+	return nil, -1
 }
 
 // unsafeRecover declares the killed nodes' disks lost for good

@@ -2,21 +2,28 @@ package simulate
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/shard"
 )
 
-// Two lost disks (--kill-count 2 with --unsafe-recover). A partition that
-// had both lost peers among its three voters recovers from its survivor
-// alone, and what the two lost ones committed without it is gone:
-// docs/decisions.md "unsafe recovery" accepts that cost. The checker tells
-// such a loss from any other by what the surviving replicas held. From the
-// kill until the operator's declaration (when such a partition can commit
-// nothing) it reads, every second, each running survivor's replica of
-// such a partition (a copy restored from its state): the groups, terminal
-// outcomes and schedules there. At the declaration:
+// Lost disks (--unsafe-recover with --kill-count 2, or --kill-select
+// voters). A partition whose lost voters were a majority (two of three,
+// or every one) recovers from one survivor alone, a voter or a learner,
+// and what the lost ones committed without it is gone: docs/decisions.md
+// "unsafe recovery" accepts that cost. The checker tells such a loss from
+// any other by what the surviving replicas held. From the kill until the
+// operator's declaration (when such a partition can commit nothing) it
+// reads, every second, each running survivor's replica of such a
+// partition (a copy restored from its state): the groups, terminal
+// outcomes and schedules there, and what the replica is by its own
+// configuration (roleOf). At the declaration it keeps what the survivors
+// that may recover the partition held (recoverers: its last voter; else a
+// learner that knows of no other surviving one; else all of them, the
+// most up to date recovering with a log that holds the others'):
 //
 //   - an acknowledged group none held, found gone (or created again by a
 //     retry of its submit), is counted apart (Report.LostUnsafe) and no
@@ -28,15 +35,29 @@ import (
 //   - a schedule none held, found gone, is counted apart and no longer
 //     checked.
 //
+// A partition of which no survivor held a replica naming itself (every
+// voter and learner lost, or a learner whose snapshot never came) is a
+// total loss, when every survivor ran at the kill: its acknowledged
+// groups count in Report.LostTotal, nothing of it is waited for, and the
+// client abandons its requests (nobody serves it again).
+//
 // Anything else acknowledged found gone still breaks invariant 1, and an
 // outcome a survivor held that changes still breaks invariant 2.
 
-// unsafeLoss is what the checker keeps for that (nil: one lost peer or
-// none, and nothing here runs).
+// unsafeLoss is what the checker keeps for that (nil: no declaration,
+// or one lost peer or none with --kill-select last, and nothing here
+// runs).
 type unsafeLoss struct {
 	lost      map[int]bool // node indexes whose disks are lost
 	lostIDs   []string
-	lostTwo   map[int]bool // partitions with both lost peers among their 3 voters
+	lostTwo   map[int]bool           // partitions whose lost voters were a majority (lossyOf)
+	held      map[int]bool           // partitions a survivor holds a replica of, named in its configuration
+	allUp     bool                   // every survivor ran at the kill (held is then complete)
+	total     map[int]bool           // partitions no replica survived (at the declaration)
+	totalGone []*groupRec            // groups of those partitions, in order
+	totalAck  int                    // tasks of the acknowledged ones
+	views     map[int]*survivorView  // by node index: what each survivor held
+	roles     map[int]map[int]roleOf // by partition, then node index: what each survivor's replica is
 	seenGroup map[shard.GroupID]bool
 	seenTask  map[shard.TaskID]int                // retries + 1 of the terminal outcome a survivor held
 	seenRetry map[shard.TaskID]int                // the most retries a survivor held
@@ -49,16 +70,38 @@ type unsafeLoss struct {
 	scheds    int                    // schedules gone
 }
 
+// survivorView is what one survivor's replicas of the lossy partitions
+// held (seeReplica); the seen* maps of unsafeLoss merge those of the
+// survivors that may recover each partition (recoverers).
+type survivorView struct {
+	group map[shard.GroupID]bool
+	task  map[shard.TaskID]int
+	retry map[shard.TaskID]int
+	sched map[shard.ScheduleID]map[int64]bool
+}
+
+// roleOf is what a survivor's replica of a partition is, as its own
+// configuration says: which of them may recover it (node/recover.go).
+type roleOf uint8
+
+const (
+	roleVoter       roleOf = iota + 1 // a voter: it recovers, every other voter lost
+	roleLearnerLone                   // a learner naming no other surviving learner: it recovers
+	roleLearner                       // a learner naming others: the most up to date of them recovers
+)
+
 func newUnsafeLoss(cfg Config) *unsafeLoss {
-	if cfg.KillCount < 2 || cfg.UnsafeRecover == 0 {
+	if cfg.UnsafeRecover == 0 || cfg.KillSelect == KillLast && cfg.KillCount < 2 {
 		return nil
 	}
-	u := &unsafeLoss{lost: map[int]bool{}, lostTwo: map[int]bool{}, seenGroup: map[shard.GroupID]bool{},
-		seenTask: map[shard.TaskID]int{}, seenRetry: map[shard.TaskID]int{}, seenSched: map[shard.ScheduleID]map[int64]bool{},
-		rewound: map[*taskRec]outcomeRec{}, gone: map[shard.GroupID]bool{}}
-	for i := cfg.Peers - cfg.KillCount; i < cfg.Peers; i++ {
-		u.lost[i] = true
-		u.lostIDs = append(u.lostIDs, fmt.Sprintf("n%d", i))
+	u := &unsafeLoss{lost: map[int]bool{}, lostTwo: map[int]bool{}, held: map[int]bool{}, total: map[int]bool{},
+		views: map[int]*survivorView{}, roles: map[int]map[int]roleOf{}, seenGroup: map[shard.GroupID]bool{}, seenTask: map[shard.TaskID]int{}, seenRetry: map[shard.TaskID]int{},
+		seenSched: map[shard.ScheduleID]map[int64]bool{}, rewound: map[*taskRec]outcomeRec{}, gone: map[shard.GroupID]bool{}}
+	if cfg.KillSelect == KillLast {
+		for i := cfg.Peers - cfg.KillCount; i < cfg.Peers; i++ {
+			u.lost[i] = true
+			u.lostIDs = append(u.lostIDs, fmt.Sprintf("n%d", i))
+		}
 	}
 	return u
 }
@@ -68,7 +111,7 @@ func newUnsafeLoss(cfg Config) *unsafeLoss {
 // declaration only.
 func (c *checker) observeSurvivors() {
 	u := c.unsafe
-	if u == nil || u.recovered || c.s.now < c.s.cfg.Kill {
+	if u == nil || u.recovered || c.s.now < c.s.cfg.Kill || c.s.cfg.KillSelect == KillVoters && c.s.killAt == 0 {
 		return
 	}
 	var buf []byte
@@ -77,8 +120,17 @@ func (c *checker) observeSurvivors() {
 			continue
 		}
 		for _, p := range nd.n.Held() {
-			if r, ok := nd.n.Replica(p); ok && u.lostTwoOf(r.Voters) {
-				u.lostTwo[p] = true
+			if r, ok := nd.n.Replica(p); ok {
+				if u.lostTwoOf(r.Voters) {
+					u.lostTwo[p] = true
+				}
+				if role := u.roleOf(c.s, nd, r); c.s.killAt > 0 && role != 0 {
+					u.held[p] = true
+					if u.roles[p] == nil {
+						u.roles[p] = map[int]roleOf{}
+					}
+					u.roles[p][nd.idx] = role
+				}
 			}
 			if !u.lostTwo[p] {
 				continue
@@ -96,30 +148,134 @@ func (c *checker) observeSurvivors() {
 				c.s.fail(invWAL, fmt.Sprintf("n%d: a copy of partition %d does not restore: %v", nd.idx, p, err))
 				return
 			}
-			c.seeReplica(p, sh)
+			c.seeReplica(u.view(nd.idx), p, sh)
 		}
 	}
 }
 
-// lostTwoOf reports whether voters, as a replica names them, are three
-// of which two are lost. A replica that cannot name a voter ("?": it no
-// longer holds it a member, as after its death) tells nothing.
+// roleOf returns what nd's replica r is (0: not a member by its own
+// configuration, as a learner whose snapshot never came).
+func (u *unsafeLoss) roleOf(s *sim, nd *simNode, r node.ReplicaInfo) roleOf {
+	switch {
+	case slices.Contains(r.Voters, nd.id):
+		return roleVoter
+	case !slices.Contains(r.Learners, nd.id):
+		return 0
+	case slices.ContainsFunc(r.Learners, func(id string) bool { i := s.peerIndex(id); return id != nd.id && i >= 0 && !u.lost[i] }):
+		return roleLearner
+	}
+	return roleLearnerLone
+}
+
+func (u *unsafeLoss) view(idx int) *survivorView {
+	v := u.views[idx]
+	if v == nil {
+		v = &survivorView{group: map[shard.GroupID]bool{}, task: map[shard.TaskID]int{}, retry: map[shard.TaskID]int{},
+			sched: map[shard.ScheduleID]map[int64]bool{}}
+		u.views[idx] = v
+	}
+	return v
+}
+
+// recoverers returns the survivors whose copy of lossy partition p may
+// become the recovered one, as node/recover.go picks it: its surviving
+// voter; else the learners that name no other surviving learner (a
+// learner that lagged behind the change adding the others recovers
+// alone, the others wait: what they held is lost); else every learner
+// (the one whose log is the most up to date recovers, and its log holds
+// what the others applied).
+func (u *unsafeLoss) recoverers(p int) map[int]bool {
+	for _, want := range []roleOf{roleVoter, roleLearnerLone} {
+		out := map[int]bool{}
+		for idx, role := range u.roles[p] {
+			if role == want {
+				out[idx] = true
+			}
+		}
+		if len(out) > 0 {
+			return out
+		}
+	}
+	out := map[int]bool{}
+	for idx := range u.roles[p] {
+		out[idx] = true
+	}
+	return out
+}
+
+// mergeViews makes the seen* maps what the recoverers of each lossy
+// partition held.
+func (c *checker) mergeViews() {
+	u := c.unsafe
+	rec := map[int]map[int]bool{}
+	for p := range u.lostTwo {
+		rec[p] = u.recoverers(p)
+	}
+	for _, idx := range slices.Sorted(maps.Keys(u.views)) {
+		v := u.views[idx]
+		for g := range v.group {
+			if rec[c.s.partitionOf(g)][idx] {
+				u.seenGroup[g] = true
+			}
+		}
+		for t, n := range v.retry {
+			if g, _, _ := t.Split(); rec[c.s.partitionOf(g)][idx] {
+				u.seenRetry[t] = max(u.seenRetry[t], n)
+			}
+		}
+		for t, n := range v.task {
+			if g, _, _ := t.Split(); rec[c.s.partitionOf(g)][idx] {
+				u.seenTask[t] = max(u.seenTask[t], n)
+			}
+		}
+		for id, ticks := range v.sched {
+			if !rec[c.s.partitionOf(shard.GroupID(id))][idx] {
+				continue
+			}
+			if u.seenSched[id] == nil {
+				u.seenSched[id] = map[int64]bool{}
+			}
+			for tick := range ticks {
+				u.seenSched[id][tick] = true
+			}
+		}
+	}
+}
+
+// lostTwoOf reports whether voters, as a replica names them, count a
+// majority of lost ones (two of three, or every one): an entry they
+// committed may be on lost peers only. A replica that cannot name a
+// voter ("?": it no longer holds it a member, as after its death) tells
+// nothing.
 func (u *unsafeLoss) lostTwoOf(voters []string) bool {
-	if len(voters) != 3 || slices.Contains(voters, "?") {
+	if len(voters) == 0 || slices.Contains(voters, "?") {
 		return false
 	}
-	return !slices.ContainsFunc(u.lostIDs, func(id string) bool { return !slices.Contains(voters, id) })
+	lost := 0
+	for _, id := range u.lostIDs {
+		if slices.Contains(voters, id) {
+			lost++
+		}
+	}
+	return lost >= len(voters)/2+1
 }
 
 // killing runs just before the kill: every running replica names the
 // voters of its partitions (the killed ones' too, still members of all).
-// A partition that had both lost peers among three voters keeps them:
-// it can commit nothing more, a reconfiguration included.
+// A partition whose lost voters are a majority keeps them: it can commit
+// nothing more, a reconfiguration included.
 func (c *checker) killing() {
 	u := c.unsafe
 	if u == nil {
 		return
 	}
+	if len(u.lostIDs) == 0 { // KillVoters: the voters the kill chose
+		for _, nd := range c.s.killed() {
+			u.lost[nd.idx] = true
+			u.lostIDs = append(u.lostIDs, nd.id)
+		}
+	}
+	u.allUp = !slices.ContainsFunc(c.s.nodes, func(nd *simNode) bool { return !u.lost[nd.idx] && !nd.up })
 	for _, nd := range c.s.nodes {
 		if !nd.up {
 			continue
@@ -132,22 +288,22 @@ func (c *checker) killing() {
 	}
 }
 
-// seeReplica records what sh, a survivor's copy of partition p, holds.
-func (c *checker) seeReplica(p int, sh *shard.Shard) {
-	u := c.unsafe
+// seeReplica records in u what sh, a survivor's copy of partition p,
+// holds.
+func (c *checker) seeReplica(u *survivorView, p int, sh *shard.Shard) {
 	for _, g := range c.order {
 		if c.s.partitionOf(g.id) != p || !sh.HasGroup(g.id) {
 			continue
 		}
-		u.seenGroup[g.id] = true
+		u.group[g.id] = true
 		for _, t := range g.tasks {
 			v, err := sh.Task(t.id)
 			if err != nil {
 				continue
 			}
-			u.seenRetry[t.id] = max(u.seenRetry[t.id], v.Retries)
+			u.retry[t.id] = max(u.retry[t.id], v.Retries)
 			if v.State.Terminal() {
-				u.seenTask[t.id] = max(u.seenTask[t.id], v.Retries+1)
+				u.task[t.id] = max(u.task[t.id], v.Retries+1)
 			}
 		}
 	}
@@ -159,11 +315,11 @@ func (c *checker) seeReplica(p int, sh *shard.Shard) {
 		if err != nil {
 			continue
 		}
-		if u.seenSched[r.id] == nil {
-			u.seenSched[r.id] = map[int64]bool{}
+		if u.sched[r.id] == nil {
+			u.sched[r.id] = map[int64]bool{}
 		}
 		for _, f := range v.Firings {
-			u.seenSched[r.id][f.At.Unix()] = true
+			u.sched[r.id][f.At.Unix()] = true
 		}
 	}
 }
@@ -178,8 +334,17 @@ func (c *checker) recovering() {
 	}
 	c.observeSurvivors()
 	u.recovered = true
+	c.mergeViews()
+	if u.allUp {
+		for p := range u.lostTwo {
+			if !u.held[p] {
+				u.total[p] = true
+			}
+		}
+	}
 	for _, g := range c.order {
-		if !u.lostTwo[c.s.partitionOf(g.id)] {
+		if p := c.s.partitionOf(g.id); !u.lostTwo[p] || u.total[p] {
+			c.dropTotal(g)
 			continue
 		}
 		for _, t := range g.tasks {
@@ -199,7 +364,7 @@ func (c *checker) recovering() {
 		}
 	}
 	for _, r := range c.schedOrder {
-		ticks := u.seenSched[r.id] // nil: no survivor held it (its log may)
+		ticks := u.seenSched[r.id] // nil: no survivor held it (its log may, but for a total loss)
 		if !u.lostTwo[c.s.partitionOf(shard.GroupID(r.id))] {
 			continue
 		}
@@ -215,6 +380,37 @@ func (c *checker) recovering() {
 		}
 	}
 	c.s.durCheck = true // invariant 1 once the partitions serve again
+}
+
+// totalLost reports whether g's partition is a total loss: the recovery
+// ran and no replica of it survived (nobody serves it again).
+func (c *checker) totalLost(g shard.GroupID) bool {
+	u := c.unsafe
+	return u != nil && u.recovered && u.total[c.s.partitionOf(g)]
+}
+
+// dropTotal stops waiting for group g if its partition is a total loss,
+// counting its tasks (Report.LostTotal) when it was acknowledged; once.
+func (c *checker) dropTotal(g *groupRec) {
+	u := c.unsafe
+	if g == nil || !c.totalLost(g.id) || u.gone[g.id] {
+		return
+	}
+	u.gone[g.id] = true
+	u.totalGone = append(u.totalGone, g)
+	if g.acked {
+		u.totalAck += len(g.tasks)
+	}
+	for _, t := range g.tasks {
+		delete(u.rewound, t)
+		if t.state == 0 {
+			c.outstanding--
+		}
+	}
+	if g.left > 0 {
+		g.left = 0
+		c.s.cl.groupDone(g)
+	}
 }
 
 // unretry takes t back to the survivors' retries sr: the retries after
@@ -384,6 +580,15 @@ func (c *checker) unsafeTasks() int {
 		return 0
 	}
 	return c.unsafe.tasks
+}
+
+// totalTasks returns the tasks of acknowledged groups whose partition no
+// replica survived, and those partitions.
+func (c *checker) totalTasks() (tasks, parts int) {
+	if c.unsafe == nil {
+		return 0, 0
+	}
+	return c.unsafe.totalAck, len(c.unsafe.total)
 }
 
 // unsafeScheds returns the schedules counted lost by the recovery.

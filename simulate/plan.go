@@ -57,6 +57,9 @@ func (s *sim) planFaults() ([]Fault, time.Duration) {
 		if ok && s.cfg.Replicas < 3 {
 			ok = false
 		}
+		if s.cfg.KillSelect == KillVoters {
+			ok = false // a disk lost beside the voters': the checker accounts the kill's only
+		}
 		if ok {
 			fs = append(fs, &Leave{Span: Span{At: at, For: 3 * time.Second}, Node: leaver})
 		}

@@ -33,12 +33,26 @@ type Report struct {
 	Violations []Violation `json:"violations"`
 	// Lost counts tasks of acknowledged groups found missing.
 	Lost int `json:"lost"`
-	// LostUnsafe counts, with --kill-count 2 --unsafe-recover, tasks of
-	// acknowledged groups gone that only the two lost peers had held
-	// (lostunsafe.go): the loss unsafe recovery allows, not a violation.
+	// LostUnsafe counts, with --unsafe-recover and --kill-count 2 or
+	// --kill-select voters, tasks of acknowledged groups gone that only
+	// the lost peers had held (lostunsafe.go): the loss unsafe recovery
+	// allows, not a violation.
 	LostUnsafe int `json:"lost_unsafe,omitempty"`
 	// LostUnsafeSchedules counts the acknowledged schedules so gone.
 	LostUnsafeSchedules int `json:"lost_unsafe_schedules,omitempty"`
+	// LostTotal counts, with --unsafe-recover, tasks of acknowledged
+	// groups whose partition no replica survived (every voter and learner
+	// killed: nothing can recover it); LostTotalPartitions counts those
+	// partitions. A total loss, not a violation.
+	LostTotal           int `json:"lost_total,omitempty"`
+	LostTotalPartitions int `json:"lost_total_partitions,omitempty"`
+	// Killed names, with --kill-select voters, the voters the kill
+	// stopped, KilledPartition the partition they were the voters of
+	// (its learner survives) and KilledAtMS when (virtual ms); Killed is
+	// empty when no partition had a learner.
+	Killed          []string `json:"killed,omitempty"`
+	KilledPartition int      `json:"killed_partition,omitempty"`
+	KilledAtMS      float64  `json:"killed_at_ms,omitempty"`
 	// DoubleAccepted counts tasks whose terminal state or result changed,
 	// or whose history holds two accepted outcomes for one round.
 	DoubleAccepted int `json:"double_accepted"`
@@ -185,6 +199,13 @@ func (s *sim) report() Report {
 		SimSeconds: s.now.Seconds(), Hash: fmt.Sprintf("%016x", s.hash.sum()),
 		LostUnsafe: c.unsafeTasks(), LostUnsafeSchedules: c.unsafeScheds(),
 	}
+	r.LostTotal, r.LostTotalPartitions = c.totalTasks()
+	if s.cfg.KillSelect == KillVoters && s.victims != nil {
+		for _, nd := range s.victims {
+			r.Killed = append(r.Killed, nd.id)
+		}
+		r.KilledPartition, r.KilledAtMS = s.victimPart, ms(s.killAt)
+	}
 	r.Traffic = s.traffic()
 	r.Unlinked, r.GossipLost, r.Unreachable = s.net.links.unlinked, s.net.links.gossipLost, s.unreachable()
 	for _, nd := range s.nodes {
@@ -195,7 +216,7 @@ func (s *sim) report() Report {
 	if s.cfg.Kill > 0 {
 		r.DeadKnownAfter = -1
 		if s.deadKnown > 0 {
-			r.DeadKnownAfter = (s.deadKnown - s.cfg.Kill).Seconds()
+			r.DeadKnownAfter = (s.deadKnown - s.killAt).Seconds()
 		}
 	}
 	r.Webhooks = c.hooksDelivered
@@ -300,7 +321,13 @@ func (r *Report) Text() string {
 	fmt.Fprintf(&b, "groups %d tasks %d runs %d refused %d client_retries %d rearmed %d\n", r.Groups, r.Tasks, r.Runs, r.Refused, r.Retries, r.Rearmed)
 	fmt.Fprintf(&b, "lost %d double_accepted %d duplicate_executions %d steals %d\n", r.Lost, r.DoubleAccepted, r.DuplicateExecutions, r.Steals)
 	if r.LostUnsafe > 0 || r.LostUnsafeSchedules > 0 {
-		fmt.Fprintf(&b, "lost_unsafe %d lost_unsafe_schedules %d (acknowledged, held by the two lost peers only)\n", r.LostUnsafe, r.LostUnsafeSchedules)
+		fmt.Fprintf(&b, "lost_unsafe %d lost_unsafe_schedules %d (acknowledged, held by the lost peers only)\n", r.LostUnsafe, r.LostUnsafeSchedules)
+	}
+	if r.LostTotal > 0 || r.LostTotalPartitions > 0 {
+		fmt.Fprintf(&b, "lost_total %d on %d partitions (acknowledged, every replica lost)\n", r.LostTotal, r.LostTotalPartitions)
+	}
+	if r.KilledAtMS > 0 {
+		fmt.Fprintf(&b, "killed %s at %.3fs: the voters of partition %d, whose learner survives\n", strings.Join(r.Killed, ","), r.KilledAtMS/1000, r.KilledPartition)
 	}
 	if r.PlacementChecks > 0 || r.Broadcasts > 0 || r.LeftPinnedFailed > 0 {
 		fmt.Fprintf(&b, "placement_checks %d broadcasts %d left_pinned_failed %d\n", r.PlacementChecks, r.Broadcasts, r.LeftPinnedFailed)
@@ -347,6 +374,9 @@ type Totals struct {
 	Lost                int      `json:"lost"`
 	LostUnsafe          int      `json:"lost_unsafe,omitempty"`
 	LostUnsafeSchedules int      `json:"lost_unsafe_schedules,omitempty"`
+	LostTotal           int      `json:"lost_total,omitempty"`
+	LostTotalPartitions int      `json:"lost_total_partitions,omitempty"`
+	KillsLearner        int      `json:"kills_learner,omitempty"` // seeds whose --kill-select voters kill found a learner
 	DoubleAccepted      int      `json:"double_accepted"`
 	DuplicateExecutions int      `json:"duplicate_executions"`
 	Steals              int      `json:"steals"`
@@ -369,6 +399,11 @@ func (t *Totals) Add(r *Report) {
 	t.Lost += r.Lost
 	t.LostUnsafe += r.LostUnsafe
 	t.LostUnsafeSchedules += r.LostUnsafeSchedules
+	t.LostTotal += r.LostTotal
+	t.LostTotalPartitions += r.LostTotalPartitions
+	if len(r.Killed) > 0 {
+		t.KillsLearner++
+	}
 	t.DoubleAccepted += r.DoubleAccepted
 	t.DuplicateExecutions += r.DuplicateExecutions
 	t.Steals += r.Steals

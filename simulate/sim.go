@@ -49,6 +49,9 @@ type sim struct {
 	freeWake       *wake // wakeups fired, to reuse (scheduleWake)
 	byID           map[string]int
 	deadKnown      time.Duration   // when every running node held the killed one dead (Config.Kill)
+	killAt         time.Duration   // when the kill ran (Config.Kill, later with KillVoters; 0: not yet)
+	victims        []*simNode      // the nodes a KillVoters kill stopped
+	victimPart     int             // the partition whose voters they were
 	owners         []int           // partition -> node index that serves it (see route)
 	rings          *node.RingCache // ring builds shared by the nodes (pure: no effect on results)
 	net            *network
@@ -212,7 +215,7 @@ func newSim(cfg Config) (*sim, error) {
 	if cfg.Kill > 0 {
 		s.at(cfg.Kill, s.kill)
 	}
-	if cfg.UnsafeRecover > 0 {
+	if cfg.UnsafeRecover > 0 && cfg.KillSelect == KillLast { // (KillVoters: after the kill found its victims)
 		s.at(cfg.Kill+cfg.UnsafeRecover, s.unsafeRecover)
 		s.healAt = max(s.healAt, cfg.Kill+cfg.UnsafeRecover)
 	}
@@ -252,7 +255,11 @@ func (s *sim) loop() {
 			if s.wl.idle && s.settled() {
 				return // an idle run cut short by --max-sim-time: nothing waits
 			}
-			s.fail(invLiveness, fmt.Sprintf("max sim time %v reached with %d tasks unfinished, client idle=%v", s.cfg.MaxSimTime, s.chk.outstanding, s.cl.idle()))
+			msg := fmt.Sprintf("max sim time %v reached with %d tasks unfinished, client idle=%v", s.cfg.MaxSimTime, s.chk.outstanding, s.cl.idle())
+			if p, ok := s.chk.unserved(); ok {
+				msg += "; an acknowledged group's " + s.describePartition(p)
+			}
+			s.fail(invLiveness, msg)
 			return
 		}
 		s.now = ev.at

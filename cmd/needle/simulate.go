@@ -79,6 +79,13 @@ replays the failing seed exactly.
   --kill D          stop the last peer for good at D; the report says when
                     every other peer held it dead (default 0: none)
   --kill-count N    with --kill: stop the last N peers (1 or 2; default 1)
+  --kill-select S   with --kill: last (default: the last --kill-count
+                    peers) or voters: from --kill on, once every peer
+                    runs and a partition has a learner, stop every voter
+                    of the first such partition, leaving the learner its
+                    only survivor (with --unsafe-recover it recovers the
+                    partition, losing what it had not received; a
+                    partition no replica survived is reported lost_total)
   --unsafe-recover D  with --kill: D after the kill, the operator declares
                     the killed peers' disks lost (needle forget
                     --unsafe-recover on the first running peer), and the
@@ -177,6 +184,10 @@ func parseSimulate(args []string) (cfg simulate.Config, seeds, parallel int, asJ
 	fs.DurationVar(&cfg.Warmup, "warmup", 0, "")
 	fs.DurationVar(&cfg.Kill, "kill", 0, "")
 	fs.IntVar(&cfg.KillCount, "kill-count", 0, "")
+	fs.Func("kill-select", "", func(s string) (err error) {
+		cfg.KillSelect, err = simulate.ParseKillSelect(s)
+		return err
+	})
 	fs.DurationVar(&cfg.UnsafeRecover, "unsafe-recover", 0, "")
 	fs.IntVar(&cfg.Workers, "workers", 0, "")
 	fs.BoolVar(&asJSON, "json", false, "")
@@ -383,7 +394,10 @@ func printTotals(out io.Writer, t *simulate.Totals, asJSON bool) {
 	fmt.Fprintf(out, "seeds %d failing %d %v\nlost %d double_accepted %d duplicate_executions %d steals %d messages %d tasks %d\n",
 		t.Seeds, len(t.FailingSeeds), t.FailingSeeds, t.Lost, t.DoubleAccepted, t.DuplicateExecutions, t.Steals, t.Messages, t.Tasks)
 	if t.LostUnsafe > 0 || t.LostUnsafeSchedules > 0 {
-		fmt.Fprintf(out, "lost_unsafe %d lost_unsafe_schedules %d (acknowledged, held by the two lost peers only)\n", t.LostUnsafe, t.LostUnsafeSchedules)
+		fmt.Fprintf(out, "lost_unsafe %d lost_unsafe_schedules %d (acknowledged, held by the lost peers only)\n", t.LostUnsafe, t.LostUnsafeSchedules)
+	}
+	if t.KillsLearner > 0 || t.LostTotal > 0 || t.LostTotalPartitions > 0 {
+		fmt.Fprintf(out, "kills_learner %d lost_total %d on %d partitions (acknowledged, every replica lost)\n", t.KillsLearner, t.LostTotal, t.LostTotalPartitions)
 	}
 	fmt.Fprintf(out, "worst latency p50 %.1f ms p99 %.1f ms; sim %.1fs in %.1fs of run wall time (%.0fx)\n",
 		t.LatencyP50MS, t.LatencyP99MS, t.SimSeconds, t.WallSeconds, t.SimSeconds/max(t.WallSeconds, 1e-9))
