@@ -172,7 +172,9 @@ func (s *sim) kill() {
 // names a learner that applied its own addition (a replica the ring's
 // repair is adding, caught up or not), and the partition; nil while
 // some node is down or paused (a survivor down at the kill could hold a
-// replica nobody reads), or no partition has such a learner.
+// replica nobody reads), or no partition has such a learner. Voters
+// that carry the last copies of a label are not killed: the tasks that
+// require it would wait for good (as leaver's).
 func (s *sim) learnerVictims() ([]*simNode, int) {
 	for _, nd := range s.nodes {
 		if !nd.up || nd.paused || nd.left {
@@ -194,7 +196,7 @@ func (s *sim) learnerVictims() ([]*simNode, int) {
 				}
 				victims = append(victims, s.nodes[i])
 			}
-			if victims == nil {
+			if victims == nil || !s.labelsSurvive(victims) {
 				break
 			}
 			for _, id := range r.Learners {
@@ -252,4 +254,19 @@ func (s *sim) watchDeath(id string) {
 		}
 	}
 	s.deadKnown = s.now
+}
+
+// labelsSurvive reports whether every label some node carries is carried
+// by a node not among victims.
+func (s *sim) labelsSurvive(victims []*simNode) bool {
+	for i := range s.nodes {
+		for key, v := range nodeLabels(s.cfg, i) {
+			if !slices.ContainsFunc(s.nodes, func(nd *simNode) bool {
+				return !slices.Contains(victims, nd) && nodeLabels(s.cfg, nd.idx)[key] == v
+			}) {
+				return false
+			}
+		}
+	}
+	return true
 }
