@@ -43,6 +43,15 @@ import (
 // the operator's explicit flag. A joint configuration is refused (logged):
 // which voters the entries were committed by is not known.
 //
+// When other members survive (learners, or voters fewer than a majority,
+// as while the ring's repair has promoted a replica and not yet removed
+// the one it replaces), the survivors claim the partition as learners
+// do (below), and the one whose log is the most up to date recovers it,
+// removing the lost voters only: the surviving voters stay, vote for it
+// and follow it. A last voter that recovered alone while a learner held
+// entries it lacked left that learner with a state the recovered log
+// never had.
+//
 // A partition whose every voter is lost may still have a learner: a
 // replica the ring's repair was adding, not promoted yet. A learner
 // recovers it the same way, with one more entry before the removals: one
@@ -243,36 +252,50 @@ func ahead(c RecoverClaim, self string, oc RecoverClaim, other string) bool {
 }
 
 // lastReplica reports whether this node may be the replica of p that
-// recovers it: a voter whose every other voter (of both halves of a
-// joint configuration) is lost for good, or a learner whose every voter
-// is lost for good. For a learner it also returns the other learners
-// not lost (rivals): if any, the one of them all whose log is the most
-// up to date recovers the partition (claimWins).
+// recovers it, and the survivors it must claim it against (rivals): the
+// other members of p's configuration not lost. It may when some voters
+// are lost for good and those that survive are fewer than a majority,
+// and it is a voter or a learner. Without rivals (the last voter, or a
+// learner whose every voter is lost and no other learner survives) it
+// recovers at once; with rivals, the one of them all whose log is the
+// most up to date does (claimWins): a surviving learner may hold entries
+// the last voter lacks (committed by the lost ones), and had it recovered
+// alone the learner's state would be one the recovered log never held.
+// A joint configuration with a survivor besides this node is left alone
+// (recovering one without is refused: recoverPartitions).
 func (n *Node) lastReplica(p *partition, lost map[uint64]string) (last bool, rivals []uint64) {
+	voters, outgoing := p.conf.GetVoters(), p.conf.GetVotersOutgoing()
 	self, others := false, 0
-	for _, set := range [][]uint64{p.conf.GetVoters(), p.conf.GetVotersOutgoing()} {
+	for _, set := range [][]uint64{voters, outgoing} {
 		for _, rid := range set {
 			switch {
 			case rid == n.raftID:
 				self = true
 			case lost[rid] == "":
-				return false, nil
+				if !slices.Contains(rivals, rid) {
+					rivals = append(rivals, rid)
+				}
 			default:
 				others++
 			}
 		}
 	}
-	if !self {
-		if !slices.Contains(p.conf.GetLearners(), n.raftID) {
-			return false, nil
-		}
-		for _, rid := range p.conf.GetLearners() {
-			if rid != n.raftID && lost[rid] == "" {
-				rivals = append(rivals, rid)
-			}
+	alive := len(rivals)
+	if self {
+		alive++
+	}
+	switch {
+	case others == 0 || !self && !slices.Contains(p.conf.GetLearners(), n.raftID):
+		return false, nil
+	case len(rivals) > 0 && (len(outgoing) > 0 || alive >= len(voters)/2+1):
+		return false, nil // a majority survives: Raft goes on
+	}
+	for _, rid := range p.conf.GetLearners() {
+		if rid != n.raftID && lost[rid] == "" {
+			rivals = append(rivals, rid)
 		}
 	}
-	return others > 0, rivals
+	return true, rivals
 }
 
 // heardRivals adds to rivals, this node's surviving learners of p, the
@@ -328,7 +351,11 @@ func (n *Node) claim(p *partition, rivals []uint64) RecoverClaim {
 // it waits too, and the winner's configuration, once applied, makes it a
 // plain learner again.
 func (n *Node) claimWins(p *partition, c RecoverClaim, rivals []uint64, lost map[uint64]string) bool {
-	if lead := p.rn.BasicStatus().Lead; lead != raft.None && lost[lead] == "" {
+	// A leader of a term whose other voters are lost (this node, or a
+	// rival still claiming in the term this node is in) commits nothing:
+	// only a leader of a later term, a recovered one, is waited for.
+	st := p.rn.BasicStatus()
+	if lead := st.Lead; lead != raft.None && lead != n.raftID && lost[lead] == "" && !n.stalledLeader(c.Partition, lead, st.HardState.GetTerm()) {
 		return false
 	}
 	for _, rid := range rivals {
@@ -345,6 +372,15 @@ func (n *Node) claimWins(p *partition, c RecoverClaim, rivals []uint64, lost map
 		}
 	}
 	return true
+}
+
+// stalledLeader reports whether lead, the leader this node knows of
+// partition part, claims it in term, this node's: a leader that lost its
+// other voters, not one a recovery made (that one leads in a later term
+// than any claim made before it).
+func (n *Node) stalledLeader(part uint32, lead, term uint64) bool {
+	id, ok := n.mesh.peerOf(lead)
+	return ok && slices.ContainsFunc(n.mesh.claims[id], func(rc RecoverClaim) bool { return rc.Partition == part && rc.Term == term })
 }
 
 // beats reports whether peer self's claim c wins over peer other's claim
@@ -519,7 +555,12 @@ func (n *Node) recovered(p *partition) {
 		return
 	}
 	p.recoverTo = 0
-	if voters := p.conf.GetVoters(); len(voters) == 1 && voters[0] == n.raftID && !p.leader {
+	// Once no lost voter is left, it campaigns: alone, or with the
+	// surviving voters a claim was won against (its log is the most up
+	// to date: they vote for it).
+	lost := n.mesh.lostRaft()
+	if voters := p.conf.GetVoters(); slices.Contains(voters, n.raftID) && !p.leader &&
+		!slices.ContainsFunc(voters, func(rid uint64) bool { return lost[rid] != "" }) {
 		if err := p.rn.Campaign(); err == nil {
 			n.markDirty(p.id)
 		}

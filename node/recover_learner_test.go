@@ -434,3 +434,74 @@ func TestUnsafeRecoverLearnersPartlyAware(t *testing.T) {
 	}
 	checkGroups(t, m, before, "after the recovery")
 }
+
+// The last voter lagged behind a learner: the two lost voters committed
+// groups the learner took and the survivor voter did not. The voter
+// recovered alone at once, and the learner, which had applied those
+// entries, held a state the recovered partition's log never had: two
+// replicas at one index disagreeing (found by the simulator's
+// --kill-select voters on 5 peers, placement seed 2). With learners
+// surviving, the last voter claims the partition with them: the most up
+// to date (here n4, the learner) recovers, keeping those groups, and
+// makes the voter follow it.
+func TestUnsafeRecoverVoterBehindLearner(t *testing.T) {
+	m := nodetest.NewMeshWith(t, 3, 8, func(_ *nodetest.Peer, cfg *node.NodeConfig) { cfg.Replicas = 4 })
+	m.Run(15 * time.Second)
+	before := submitEach(t, m, "a", 2)
+	m.Run(2 * time.Second)
+	muteAcks(m.AddPeer("n4"))
+	parts := waitLearners(t, m, "n4")
+	// n3 hears nothing more: what is acknowledged now reaches n1, n2
+	// and the learner n4 only.
+	m.Hold("n1", "n3", node.MsgRaft)
+	m.Hold("n2", "n3", node.MsgRaft)
+	if !m.RunUntil(20*time.Second, func() bool {
+		return !slices.ContainsFunc(parts, func(part int) bool { srv := m.Server(part); return srv != "n1" && srv != "n2" })
+	}) {
+		t.Fatalf("servers %v; want n1 and n2 serving every partition (n3 hears nothing)", leaders(m))
+	}
+	late := submitIn(t, m, "c", parts, 1)
+	m.Run(5 * time.Second)
+	// (A quiesced partition sends n4 nothing more: it never acks, so its
+	// last entries may not reach it; the partitions where they did show
+	// the case.)
+	caught := learnerParts(m, "n4")
+	if len(caught) == 0 {
+		t.Fatalf("n4 caught up on none of %v", parts)
+	}
+	m.Crash("n1", true)
+	m.Crash("n2", true)
+	m.MustPeer("n4").Mute = nil // its answers count again once it is a voter
+	m.DropHeld("n1", "n3")
+	m.DropHeld("n2", "n3")
+	m.Run(10 * time.Second)
+	for _, id := range []string{"n3", "n4"} {
+		m.MustPeer(id).Node.ForgetUnsafeRecover("n1")
+		m.MustPeer(id).Node.ForgetUnsafeRecover("n2")
+	}
+	if !m.RunUntil(20*time.Second, func() bool {
+		return !slices.ContainsFunc(parts, func(part int) bool { return m.Server(part) == "" })
+	}) {
+		r3, _ := m.MustPeer("n3").Node.Replica(parts[0])
+		r4, _ := m.MustPeer("n4").Node.Replica(parts[0])
+		t.Fatalf("partitions %v: servers %v; want each served (partition %d: n3 %+v, n4 %+v)", parts, leaders(m), parts[0], r3, r4)
+	}
+	m.Run(5 * time.Second)
+	if got := m.MustPeer("n3").Node.Counters().UnsafeRecoveries; got != 0 {
+		t.Fatalf("n3, the voter behind, recovered %d partitions; want none (n4's log is longer)", got)
+	}
+	for _, part := range parts {
+		r3, _ := m.MustPeer("n3").Node.Replica(part)
+		r4, _ := m.MustPeer("n4").Node.Replica(part)
+		if r3.Applied != r4.Applied {
+			t.Fatalf("partition %d: n3 applied %d, n4 %d; want n3 caught up", part, r3.Applied, r4.Applied)
+		}
+	}
+	var kept []shard.GroupID
+	for _, g := range append(before, late...) {
+		if slices.Contains(caught, m.PartitionOf(g)) {
+			kept = append(kept, g)
+		}
+	}
+	checkGroups(t, m, kept, "after the recovery")
+}
