@@ -66,7 +66,7 @@ func TestUnsafeRecoverLostDisk(t *testing.T) {
 		cfg := Config{Seed: seed, Peers: 2, Tasks: 100, Kill: 5 * time.Second, UnsafeRecover: 5 * time.Second}
 		r := mustRun(t, cfg)
 		if r.Failed() || r.Lost != 0 {
-			t.Fatalf("seed %d: lost %d, violations %v\nreplay: %s", seed, r.Lost, r.Violations, cfg.ReplayCommand())
+			t.Fatalf("peers %d seed %d: lost %d, violations %v\nreplay: %s", cfg.Peers, seed, r.Lost, r.Violations, cfg.ReplayCommand())
 		}
 	}
 	stalled := 0
@@ -158,17 +158,21 @@ func TestUnsafeLossCreatedAgain(t *testing.T) {
 // TestUnsafeRecoverLearnerWithoutCopy); seed 35 broke invariant 2 while
 // the checker took what any survivor held as kept, where the learner that
 // recovers alone (it never learned of the other) held less
-// (unsafeLoss.recoverers). Without the declaration the runs stall.
+// (unsafeLoss.recoverers); on 4 peers seed 18 stalled with two of four
+// voters surviving, seeds 40 and 45 with a stalled leader and a learner
+// each waiting for the other (node: TestUnsafeRecoverVoterBehindLearner,
+// claimWins). Without the declaration the runs stall.
 func TestKillSelectVoters(t *testing.T) {
 	t.Parallel()
 	var killed, total, unsafe int
-	for _, seed := range []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 35} {
+	for _, run := range [][2]uint64{{3, 1}, {3, 2}, {3, 3}, {3, 4}, {3, 5}, {3, 6}, {3, 7}, {3, 8}, {3, 9}, {3, 10}, {3, 35}, {4, 18}, {4, 40}, {4, 45}} {
+		seed := run[1]
 		cfg := DefaultConfig()
-		cfg.Seed, cfg.Peers, cfg.Start = seed, 3, StartJoin
+		cfg.Seed, cfg.Peers, cfg.Start = seed, int(run[0]), StartJoin
 		cfg.Kill, cfg.KillSelect, cfg.UnsafeRecover = time.Second, KillVoters, 5*time.Second
 		r := mustRun(t, cfg)
 		if r.Failed() || r.Lost != 0 {
-			t.Fatalf("seed %d: lost %d, violations %v\nreplay: %s", seed, r.Lost, r.Violations, cfg.ReplayCommand())
+			t.Fatalf("peers %d seed %d: lost %d, violations %v\nreplay: %s", cfg.Peers, seed, r.Lost, r.Violations, cfg.ReplayCommand())
 		}
 		if len(r.Killed) > 0 {
 			killed++

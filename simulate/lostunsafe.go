@@ -85,9 +85,9 @@ type survivorView struct {
 type roleOf uint8
 
 const (
-	roleVoter       roleOf = iota + 1 // a voter: it recovers, every other voter lost
-	roleLearnerLone                   // a learner naming no other surviving learner: it recovers
-	roleLearner                       // a learner naming others: the most up to date of them recovers
+	roleVoter       roleOf = iota + 1 // a voter naming no other survivor: it recovers
+	roleLearnerLone                   // a learner naming no other survivor: it recovers
+	roleLearner                       // a member naming others: the most up to date of them recovers
 )
 
 func newUnsafeLoss(cfg Config) *unsafeLoss {
@@ -154,15 +154,20 @@ func (c *checker) observeSurvivors() {
 }
 
 // roleOf returns what nd's replica r is (0: not a member by its own
-// configuration, as a learner whose snapshot never came).
+// configuration, as a learner whose snapshot never came): a member that
+// names no other survivor recovers alone (roleVoter, roleLearnerLone),
+// one that names others claims the partition with them (roleLearner).
 func (u *unsafeLoss) roleOf(s *sim, nd *simNode, r node.ReplicaInfo) roleOf {
-	switch {
-	case slices.Contains(r.Voters, nd.id):
-		return roleVoter
-	case !slices.Contains(r.Learners, nd.id):
+	voter := slices.Contains(r.Voters, nd.id)
+	if !voter && !slices.Contains(r.Learners, nd.id) {
 		return 0
-	case slices.ContainsFunc(r.Learners, func(id string) bool { i := s.peerIndex(id); return id != nd.id && i >= 0 && !u.lost[i] }):
+	}
+	survivor := func(id string) bool { i := s.peerIndex(id); return id != nd.id && i >= 0 && !u.lost[i] }
+	switch {
+	case slices.ContainsFunc(r.Voters, survivor) || slices.ContainsFunc(r.Learners, survivor):
 		return roleLearner
+	case voter:
+		return roleVoter
 	}
 	return roleLearnerLone
 }
@@ -178,12 +183,11 @@ func (u *unsafeLoss) view(idx int) *survivorView {
 }
 
 // recoverers returns the survivors whose copy of lossy partition p may
-// become the recovered one, as node/recover.go picks it: its surviving
-// voter; else the learners that name no other surviving learner (a
-// learner that lagged behind the change adding the others recovers
-// alone, the others wait: what they held is lost); else every learner
-// (the one whose log is the most up to date recovers, and its log holds
-// what the others applied).
+// become the recovered one, as node/recover.go picks it: a member that
+// names no other survivor (a voter, or a learner that lagged behind the
+// change adding the others) recovers alone, the others wait, and what
+// they held is lost; else every member (the one whose log is the most up
+// to date recovers, and its log holds what the others applied).
 func (u *unsafeLoss) recoverers(p int) map[int]bool {
 	for _, want := range []roleOf{roleVoter, roleLearnerLone} {
 		out := map[int]bool{}
