@@ -30,7 +30,7 @@ func (n *Node) AuditPeer(req uint64, typ shard.EventType, peer, by string) {
 	}
 	p := n.parts[n.PartitionOf(shard.GroupID(peer))]
 	if p == nil || !p.serving {
-		n.reply(Reply{Req: req, Err: ErrUnavailable})
+		n.reply(Reply{Req: req, Err: n.unavailable(n.PartitionOf(shard.GroupID(peer)))})
 		return
 	}
 	if n.refuseLacking(req, p, FeaturePeerAudit, "a peer's drain or removal in the audit trail") {

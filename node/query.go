@@ -96,7 +96,7 @@ func (n *Node) readable(g shard.GroupID) (*partition, error) {
 	}
 	p := n.parts[n.PartitionOf(g)]
 	if !n.leaseHeld(p) {
-		return nil, ErrUnavailable
+		return nil, n.unavailable(n.PartitionOf(g))
 	}
 	return p, nil
 }

@@ -24,7 +24,7 @@ func (n *Node) Submit(req uint64, spec *shard.GroupSpec) {
 		// a stalled one cannot commit it until a lost voter returns.
 		// A leader not serving yet (its first entry of the term not
 		// committed) takes it: the entry commits with that one.
-		n.reply(Reply{Req: req, Err: ErrUnavailable})
+		n.reply(Reply{Req: req, Err: n.unavailable(n.PartitionOf(spec.ID))})
 		return
 	}
 	if spec.Concurrency > 0 && n.refuseLacking(req, p, FeatureGroupConcurrency, "a group's concurrency") {
@@ -143,7 +143,8 @@ func (n *Node) dropSubmits(evs []shard.Event) {
 			continue
 		}
 		if req, ok := n.takeSubmit(evs[i].Group); ok {
-			n.reply(Reply{Req: req.id, Err: ErrUnavailable})
+			n.reply(Reply{Req: req.id, Err: &UnavailableError{Partition: n.PartitionOf(evs[i].Group),
+				Reason: "this peer stopped leading it before the submission was logged: nothing was submitted"}})
 		}
 	}
 }
@@ -154,7 +155,7 @@ func (n *Node) dropSubmits(evs []shard.Event) {
 func (n *Node) Cancel(req uint64, g shard.GroupID, task shard.TaskID, by string) {
 	p := n.parts[n.PartitionOf(g)]
 	if p == nil || !p.serving {
-		n.reply(Reply{Req: req, Err: ErrUnavailable})
+		n.reply(Reply{Req: req, Err: n.unavailable(n.PartitionOf(g))})
 		return
 	}
 	evs, err := p.shard.Cancel(n.now, g, task, by)
@@ -205,7 +206,8 @@ func (n *Node) proposeRequest(p *partition, req uint64, kind requestKind, evs []
 	n.wake(p, false)
 	if err := p.rn.Propose(data); err != nil { // Raft copies data (encode)
 		n.releaseLeases(evs)
-		n.reply(Reply{Req: req, Err: ErrUnavailable})
+		n.reply(Reply{Req: req, Err: &UnavailableError{Partition: p.id,
+			Reason: fmt.Sprintf("its leader here could not propose the request (%v): leadership is changing", err)}})
 		return
 	}
 	n.stats.Entries++

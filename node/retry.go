@@ -80,11 +80,11 @@ func (n *Node) lacking(p *partition, f uint64) (who string, unsure bool) {
 func (n *Node) Retry(req uint64, g shard.GroupID, task shard.TaskID, by, key string) {
 	p := n.parts[n.PartitionOf(g)]
 	if p == nil || !p.serving {
-		n.reply(Reply{Req: req, Err: ErrUnavailable})
+		n.reply(Reply{Req: req, Err: n.unavailable(n.PartitionOf(g))})
 		return
 	}
-	if who, unsure := n.lacking(p, FeatureRetry); unsure {
-		n.reply(Reply{Req: req, Err: ErrUnavailable})
+	if who, notKnown := n.lacking(p, FeatureRetry); notKnown {
+		n.reply(Reply{Req: req, Err: unsure(p.id, "a retry")})
 		return
 	} else if who != "" {
 		n.reply(Reply{Req: req, Err: fmt.Errorf(

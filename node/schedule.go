@@ -16,7 +16,7 @@ const reqSchedule requestKind = 100 // a schedule command: replied to once appli
 func (n *Node) SetSchedule(req uint64, spec *shard.ScheduleSpec, by string) {
 	p := n.parts[n.PartitionOf(shard.GroupID(spec.ID))]
 	if p == nil || !p.serving {
-		n.reply(Reply{Req: req, Err: ErrUnavailable})
+		n.reply(Reply{Req: req, Err: n.unavailable(n.PartitionOf(shard.GroupID(spec.ID)))})
 		return
 	}
 	if n.refuseToWorkers(req, p, spec) ||
@@ -48,12 +48,12 @@ const FeatureGroupConcurrency = FeatureScheduleUpdate << 1
 // replica and what it cannot apply when the replica is known to lack it
 // (not merely unheard of yet).
 func (n *Node) refuseLacking(req uint64, p *partition, f uint64, what string) bool {
-	who, unsure := n.lacking(p, f)
+	who, notKnown := n.lacking(p, f)
 	switch {
-	case unsure:
-		n.reply(Reply{Req: req, Err: ErrUnavailable})
+	case notKnown:
+		n.reply(Reply{Req: req, Err: unsure(p.id, what)})
 	case who != "":
-		n.reply(Reply{Req: req, Err: errors.Join(ErrUnavailable, &UpgradeError{Peer: who, What: what})})
+		n.reply(Reply{Req: req, Err: errors.Join(ErrUnavailable, &UpgradeError{Partition: p.id, Peer: who, What: what})})
 	default:
 		return false
 	}
@@ -65,8 +65,9 @@ const reqScheduleUpdate requestKind = 102 // a schedule's update: replied to onc
 // UpgradeError refuses a request whose event some replica of its
 // partition cannot apply yet: it runs an older needle.
 type UpgradeError struct {
-	Peer string // the replica that lacks the feature
-	What string // what it cannot apply
+	Partition int    // the partition whose replica it is
+	Peer      string // the replica that lacks the feature
+	What      string // what it cannot apply
 }
 
 func (e *UpgradeError) Error() string {
@@ -80,10 +81,10 @@ func (n *Node) refuseToWorkers(req uint64, p *partition, spec *shard.ScheduleSpe
 	if !shard.ToWorkers(&spec.Group) {
 		return false
 	}
-	who, unsure := n.lacking(p, FeatureScheduleToWorkers)
+	who, notKnown := n.lacking(p, FeatureScheduleToWorkers)
 	switch {
-	case unsure:
-		n.reply(Reply{Req: req, Err: ErrUnavailable})
+	case notKnown:
+		n.reply(Reply{Req: req, Err: unsure(p.id, "a schedule that fires to workers")})
 	case who != "":
 		n.reply(Reply{Req: req, Err: &shard.FieldError{Task: -1, Field: "group.to", Message: fmt.Sprintf(
 			"peer %s, a replica of this schedule's partition, runs a needle that cannot apply a schedule to workers: upgrade it first", who)}})
@@ -102,7 +103,7 @@ func (n *Node) refuseToWorkers(req uint64, p *partition, spec *shard.ScheduleSpe
 func (n *Node) UpdateSchedule(req uint64, spec *shard.ScheduleSpec, base uint64, by string) {
 	p := n.parts[n.PartitionOf(shard.GroupID(spec.ID))]
 	if p == nil || !p.serving {
-		n.reply(Reply{Req: req, Err: ErrUnavailable})
+		n.reply(Reply{Req: req, Err: n.unavailable(n.PartitionOf(shard.GroupID(spec.ID)))})
 		return
 	}
 	if n.refuseLacking(req, p, FeatureScheduleUpdate, "a schedule's update") || n.refuseToWorkers(req, p, spec) ||
@@ -142,7 +143,7 @@ func (n *Node) replyUpdated(p *partition, req *request, b *shard.Batch) {
 func (n *Node) DeleteSchedule(req uint64, id shard.ScheduleID, by string) {
 	p := n.parts[n.PartitionOf(shard.GroupID(id))]
 	if p == nil || !p.serving {
-		n.reply(Reply{Req: req, Err: ErrUnavailable})
+		n.reply(Reply{Req: req, Err: n.unavailable(n.PartitionOf(shard.GroupID(id)))})
 		return
 	}
 	ev, err := p.shard.DeleteSchedule(n.now, id, by)
@@ -157,7 +158,7 @@ func (n *Node) DeleteSchedule(req uint64, id shard.ScheduleID, by string) {
 func (n *Node) PauseSchedule(req uint64, id shard.ScheduleID, pause bool, by string) {
 	p := n.parts[n.PartitionOf(shard.GroupID(id))]
 	if p == nil || !p.serving {
-		n.reply(Reply{Req: req, Err: ErrUnavailable})
+		n.reply(Reply{Req: req, Err: n.unavailable(n.PartitionOf(shard.GroupID(id)))})
 		return
 	}
 	evs, err := p.shard.PauseSchedule(n.now, id, pause, by)

@@ -12,7 +12,7 @@ const reqTrigger requestKind = 101 // a manual firing: replied to with its group
 func (n *Node) TriggerSchedule(req uint64, id shard.ScheduleID, tag, by string) {
 	p := n.parts[n.PartitionOf(shard.GroupID(id))]
 	if p == nil || !p.serving {
-		n.reply(Reply{Req: req, Err: ErrUnavailable})
+		n.reply(Reply{Req: req, Err: n.unavailable(n.PartitionOf(shard.GroupID(id)))})
 		return
 	}
 	evs, g, err := p.shard.TriggerSchedule(n.now, id, tag, by)

@@ -125,7 +125,7 @@ func (b backend) submit(ctx, waitCtx context.Context, spec *shard.GroupSpec, wai
 			cut = true
 			a, err = forwardSpan[submitAns](ctx, b.p, to, wireForm(&submitReq{Spec: spec}, features))
 		}
-		return err
+		return b.p.forwardUnavailable(spec.ID, to, err)
 	})
 	r, err := answered(a.Submit, b.p.whyUnavailable(spec.ID, err))
 	if err != nil {
@@ -258,7 +258,7 @@ func (b local) submitHere(ctx, waitCtx context.Context, spec *shard.GroupSpec, w
 		case owner == p.tr.ID():
 			n.Submit(req, spec)
 		case owner == "":
-			p.answerNow(req, callReply{Reply: node.Reply{Err: node.ErrUnavailable}, routed: true})
+			p.answerNow(req, callReply{Reply: node.Reply{Err: n.Unavailable(spec.ID)}, routed: true})
 		default:
 			p.answerNow(req, callReply{routed: true, to: owner, features: n.MemberFeatures(owner)})
 		}
@@ -439,6 +439,9 @@ func mapErr(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, node.ErrUnavailable), errors.Is(err, node.ErrStopped):
+		if ae := unavailableAPIError(err); ae != nil {
+			return ae // it says why (unavailable.go)
+		}
 		return errors.Join(api.ErrUnavailable, err)
 	case errors.Is(err, shard.ErrNotRetryable):
 		return api.NewError(api.CodeConflict, "", strings.TrimPrefix(err.Error(), shard.ErrNotRetryable.Error()+": "))

@@ -71,7 +71,7 @@ func (p *Peer) route(ctx context.Context, g shard.GroupID) (string, uint64, erro
 	err := p.read(ctx, func(n *node.Node) error {
 		owner = n.Owner(g)
 		if owner == "" {
-			return node.ErrUnavailable
+			return n.Unavailable(g) // why: an election, the mesh forming, ...
 		}
 		features = n.MemberFeatures(owner)
 		return nil
@@ -109,11 +109,11 @@ func routedWith[A any, PA rpcAnswer[A]](ctx context.Context, p *Peer, g shard.Gr
 		if f, ok := req.(featured); ok {
 			if bit, what := f.feature(); features&bit != bit {
 				// An older owner does not know the op: say what it takes.
-				return mapErr(errors.Join(node.ErrUnavailable, &node.UpgradeError{Peer: to, What: what}))
+				return mapErr(errors.Join(node.ErrUnavailable, &node.UpgradeError{Partition: p.node.PartitionOf(g), Peer: to, What: what}))
 			}
 		}
 		out, err = forwardSpan[A, PA](ctx, p, to, wireForm(req, features))
-		return err
+		return p.forwardUnavailable(g, to, err)
 	})
 	return out, p.whyUnavailable(g, err)
 }

@@ -52,12 +52,14 @@ func (p *Peer) readiness() error {
 }
 
 // whyUnavailable returns err, the last answer to a request about group g
-// that found no owner, with why when the reason is one an operator acts
-// on: the partition lost the majority of its voters (node.LostMajorityOf),
-// and no retry helps until they return or are forgotten with
-// --unsafe-recover. It stays a 503 unavailable, which clients retry; its
-// message was "api: unavailable; peer: unavailable". Any other error is
-// returned as it is.
+// that found no owner, with why (unavailable.go). A reason an operator
+// acts on comes first: the partition lost the majority of its voters
+// (node.LostMajorityOf), and no retry helps until they return or are
+// forgotten with --unsafe-recover. Else the answer's own reason (this
+// node's, or the owner's), else what this peer knows of the partition
+// now. It stays a 503 unavailable, which clients retry; its message was
+// "api: unavailable; peer: unavailable". Any other error is returned as
+// it is.
 func (p *Peer) whyUnavailable(g shard.GroupID, err error) error {
 	if !errors.Is(err, api.ErrUnavailable) {
 		return err
@@ -66,9 +68,19 @@ func (p *Peer) whyUnavailable(g shard.GroupID, err error) error {
 	defer cancel()
 	var part int
 	var dead []string
-	if p.read(ctx, func(n *node.Node) error { part, dead = n.LostMajorityOf(g); return nil }) != nil || len(dead) == 0 {
-		return err
+	var now *node.UnavailableError
+	if p.read(ctx, func(n *node.Node) error { part, dead = n.LostMajorityOf(g); now = n.Unavailable(g); return nil }) != nil {
+		if saysWhy(err) {
+			return withGroup(err, p.node.PartitionOf(g), g)
+		}
+		return api.NewError(api.CodeUnavailable, "", unavailableMessage(p.node.PartitionOf(g), g, "this peer is stopping, or too busy to say why"))
 	}
-	return api.NewError(api.CodeUnavailable, "", fmt.Sprintf("partition %d has no leader: it lost the majority of its voters "+
-		"(dead: %s) and serves no request until enough of them return: %s", part, strings.Join(dead, ", "), lostMajorityHelp))
+	switch {
+	case len(dead) > 0:
+		return api.NewError(api.CodeUnavailable, "", fmt.Sprintf("partition %d has no leader: it lost the majority of its voters "+
+			"(dead: %s) and serves no request until enough of them return: %s", part, strings.Join(dead, ", "), lostMajorityHelp))
+	case saysWhy(err):
+		return withGroup(err, part, g)
+	}
+	return api.NewError(api.CodeUnavailable, "", unavailableMessage(part, g, now.Reason))
 }

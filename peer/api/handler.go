@@ -299,6 +299,11 @@ func kindOf(path string) string {
 }
 
 func writeErr(w http.ResponseWriter, e *Error) {
+	if e.Status == http.StatusServiceUnavailable && w.Header().Get("Retry-After") == "" {
+		// Every 503 did nothing and may be retried: say when (a second;
+		// an election takes about that), as a 429 does.
+		w.Header().Set("Retry-After", "1")
+	}
 	writeJSON(w, e.Status, ErrorBody{Error: e})
 }
 
