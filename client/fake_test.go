@@ -31,24 +31,26 @@ type fakePeer struct {
 	done     chan struct{} // closed once outcomes reaches want
 	want     int
 
-	failNext    map[string]int  // by path kind (poll, complete, fail, heartbeat): answer 503 this many times
-	dropNext    int             // requests that fail in transport (no answer)
-	lost        map[string]bool // leases answering 409 lease_lost
-	cancelAfter int             // heartbeats after which a lease is canceled (0: never)
-	refusePoll  int             // a status every poll gets (0: none)
-	noBatch     bool            // an older peer: no batch route, no "done" in polls
-	batches     []int           // sizes of the batches received on the batch route
-	single      int             // outcomes received on the per-lease routes
-	gate        chan struct{}   // batch reports wait for it when set
-	pollDone    [][]doneEntry   // the outcomes each poll carried, as it arrived
-	noRelease   bool            // an older peer: no release route, no "release" in batches
-	noSlots     bool            // an older peer: a poll with "slots" is a 400 naming it
-	maxBody     int             // bodies over it are 413 (0: no limit)
+	failNext    map[string]int          // by path kind (poll, complete, fail, heartbeat): answer 503 this many times
+	dropNext    int                     // requests that fail in transport (no answer)
+	lost        map[string]bool         // leases answering 409 lease_lost
+	cancelAfter int                     // heartbeats after which a lease is canceled (0: never)
+	refusePoll  int                     // a status every poll gets (0: none)
+	noBatch     bool                    // an older peer: no batch route, no "done" in polls
+	batches     []int                   // sizes of the batches received on the batch route
+	single      int                     // outcomes received on the per-lease routes
+	gate        chan struct{}           // batch reports wait for it when set
+	pollDone    [][]doneEntry           // the outcomes each poll carried, as it arrived
+	noRelease   bool                    // an older peer: no release route, no "release" in batches
+	noSlots     bool                    // an older peer: a poll with "slots" is a 400 naming it
+	noLineTimes bool                    // an older peer: log lines with times are a 400 naming lines
+	logTimes    map[string][]*time.Time // lease -> the times its lines came with (nil: none)
+	maxBody     int                     // bodies over it are 413 (0: no limit)
 }
 
 func newFakePeer(want int) *fakePeer {
 	return &fakePeer{more: make(chan struct{}), leases: map[string]api.WorkerTask{}, outcomes: map[string]any{},
-		reports: map[string]int{}, beats: map[string]int{}, logs: map[string][]string{}, done: make(chan struct{}),
+		reports: map[string]int{}, beats: map[string]int{}, logs: map[string][]string{}, logTimes: map[string][]*time.Time{}, done: make(chan struct{}),
 		want: want, failNext: map[string]int{}, lost: map[string]bool{}}
 }
 
@@ -273,8 +275,18 @@ func (f *fakePeer) lease(w http.ResponseWriter, r *http.Request, kind, lease str
 		writeJSON(w, api.HeartbeatResult{Canceled: f.cancelAfter > 0 && f.beats[lease] >= f.cancelAfter})
 	case "logs":
 		var b api.LogsRequest
-		json.NewDecoder(r.Body).Decode(&b)
-		f.logs[lease] = append(f.logs[lease], b.Lines...)
+		data, _ := io.ReadAll(r.Body)
+		if err := api.DecodeLogs(data, &b); err != nil || f.noLineTimes && strings.Contains(string(data), `"at"`) {
+			// An older peer takes strings only: a 400 naming lines.
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			json.NewEncoder(w).Encode(api.ErrorBody{Error: &api.Error{Code: "invalid_argument", Message: "want string", Field: "lines"}})
+			return
+		}
+		for _, l := range b.Lines {
+			f.logs[lease] = append(f.logs[lease], l.Text)
+			f.logTimes[lease] = append(f.logTimes[lease], l.At)
+		}
 		writeJSON(w, map[string]bool{"ok": true})
 	case "complete", "fail", "release":
 		if kind == "release" && f.noRelease {

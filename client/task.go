@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/needle-mesh/needle/peer/api"
 )
 
 // maxPendingLines bounds the log lines a task keeps until they are sent;
@@ -56,19 +58,20 @@ func (t Task) Log(line string) {
 // taskLog holds a task's log lines until they are sent.
 type taskLog struct {
 	mu      sync.Mutex
-	lines   []string
+	lines   []api.WorkerLogLine // each with the time it was added: the peer shows it
 	dropped int
 }
 
 func (l *taskLog) add(line string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	now := time.Now()
 	for s := range strings.SplitSeq(strings.TrimRight(line, "\n"), "\n") {
 		if len(l.lines) == maxPendingLines {
 			l.lines = l.lines[1:]
 			l.dropped++
 		}
-		l.lines = append(l.lines, s)
+		l.lines = append(l.lines, api.WorkerLogLine{Text: s, At: &now})
 	}
 }
 
@@ -80,12 +83,16 @@ func (l *taskLog) pending() bool {
 }
 
 // take returns the pending lines and forgets them.
-func (l *taskLog) take() []string {
+func (l *taskLog) take() []api.WorkerLogLine {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := l.lines
 	if l.dropped > 0 {
-		out = append([]string{"(" + strconv.Itoa(l.dropped) + " lines dropped: the log was not sent fast enough)"}, out...)
+		note := api.WorkerLogLine{Text: "(" + strconv.Itoa(l.dropped) + " lines dropped: the log was not sent fast enough)"}
+		if len(out) > 0 {
+			note.At = out[0].At
+		}
+		out = append([]api.WorkerLogLine{note}, out...)
 	}
 	l.lines, l.dropped = nil, 0
 	return out

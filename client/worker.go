@@ -12,7 +12,9 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/needle-mesh/needle/peer/api"
@@ -183,6 +185,9 @@ type run struct {
 	// noSlots says the peer refused the polls' "slots" (an older
 	// release): they go without it. Only poll uses it.
 	noSlots bool
+	// noLineTimes says the peer refused log lines with times (an older
+	// release): they go as strings. Set by any task's sendLogs.
+	noLineTimes atomic.Bool
 	// queue holds the tasks polled and not started yet, for the
 	// Concurrency runners.
 	queue chan api.WorkerTask
@@ -420,9 +425,29 @@ func (r *run) sendLogs(ctx context.Context, t Task) {
 	if len(lines) == 0 {
 		return
 	}
-	if err := r.c.post(ctx, "/v1/leases/"+t.Lease+"/logs", api.LogsRequest{Lines: lines}, nil); err != nil && ctx.Err() == nil {
+	if r.noLineTimes.Load() {
+		lines = withoutTimes(lines)
+	}
+	err := r.c.post(ctx, "/v1/leases/"+t.Lease+"/logs", api.LogsRequest{Lines: lines}, nil)
+	var e *api.Error
+	if errors.As(err, &e) && e.Status == 400 && strings.HasPrefix(e.Field, "lines") && !r.noLineTimes.Load() {
+		// A peer of an older release takes lines as strings only: they
+		// go without their times (the peer's arrival times) from now on.
+		r.noLineTimes.Store(true)
+		err = r.c.post(ctx, "/v1/leases/"+t.Lease+"/logs", api.LogsRequest{Lines: withoutTimes(lines)}, nil)
+	}
+	if err != nil && ctx.Err() == nil {
 		r.w.Logger.Debug("logs not sent", "task", t.ID, "group", t.Group, "err", err)
 	}
+}
+
+// withoutTimes returns lines without their times.
+func withoutTimes(lines []api.WorkerLogLine) []api.WorkerLogLine {
+	out := make([]api.WorkerLogLine, len(lines))
+	for i, l := range lines {
+		out[i].Text = l.Text
+	}
+	return out
 }
 
 // report sends t's pending log lines, then queues its outcome for the

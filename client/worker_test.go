@@ -387,3 +387,49 @@ func TestWorkerStatesSlots(t *testing.T) {
 		})
 	}
 }
+
+// A task's log lines go with the time the handler logged each (the peer
+// showed when they arrived: a short task's lines all carried its end); a
+// peer of an older release refuses lines with times (a 400 naming lines),
+// and the worker then sends them as strings.
+func TestWorkerLogLinesCarryTimes(t *testing.T) {
+	for _, older := range []bool{false, true} {
+		t.Run(fmt.Sprint("older=", older), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakePeer(1)
+				f.noLineTimes = older
+				start := time.Now()
+				work := func(_ context.Context, task Task) (json.RawMessage, error) {
+					task.Log("first")
+					time.Sleep(time.Second)
+					task.Log("second")
+					return nil, nil
+				}
+				w := &Worker{Client: f.client(), Handlers: map[string]HandlerFunc{"work": work}}
+				cancel, wait := runWorker(t, w)
+				f.add("work", "1")
+				<-f.done
+				cancel()
+				if err := wait(); err != nil {
+					t.Fatalf("Run = %v", err)
+				}
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				lease := fmt.Sprintf("%032x", 1) // the first task's (fakePeer.add)
+				texts, times := f.logs[lease], f.logTimes[lease]
+				if strings.Join(texts, ",") != "first,second" || len(times) != 2 {
+					t.Fatalf("logs %q (times %v); want first, second", texts, times)
+				}
+				if older {
+					if times[0] != nil || times[1] != nil {
+						t.Errorf("times %v to an older peer; want none", times)
+					}
+					return
+				}
+				if times[0] == nil || times[1] == nil || !times[0].Equal(start) || !times[1].Equal(start.Add(time.Second)) {
+					t.Errorf("times %v; want %v and a second later", times, start)
+				}
+			})
+		})
+	}
+}

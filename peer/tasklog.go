@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -124,6 +125,29 @@ func (w *logWriter) Write(p []byte) (int, error) {
 		l.partial = nil
 	}
 	return len(p), nil
+}
+
+// WriteLines adds whole lines, each at its time (a worker's, which
+// says when its handler wrote it), after any partial line written before.
+func (w *logWriter) WriteLines(texts []string, at []time.Time) {
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	if w.ended || len(texts) == 0 {
+		return
+	}
+	l := w.l
+	if l == nil {
+		l = &attemptLog{Next: 1}
+		w.l = l
+		w.s.live[w.k] = l
+	}
+	if len(l.partial) > 0 {
+		w.s.add(l, at[0], string(l.partial))
+		l.partial = nil
+	}
+	for i, s := range texts {
+		w.s.add(l, at[i], strings.TrimRight(s, "\r\n"))
+	}
 }
 
 func indexByte(b []byte, c byte) int {

@@ -156,6 +156,7 @@ type xlease struct {
 	suspect  bool          // handed out alone (xrun.suspect)
 	outcome  shard.Outcome // leaseDone: what was reported, to recognise a repeat
 	ended    time.Time
+	granted  time.Time // when it was handed out: no log line of it is older
 	logw     *logWriter
 }
 
@@ -225,7 +226,7 @@ func (h *hub) lease(w *xworker, r node.Run, now time.Time) *xlease {
 	if old := h.byTask[r.Task]; old != nil && old.state == leaseHeld {
 		h.lose(old, now) // an older round of the same task: stale
 	}
-	l := &xlease{token: h.newToken(), run: r, worker: w.id, deadline: now.Add(r.Timeout),
+	l := &xlease{token: h.newToken(), run: r, worker: w.id, deadline: now.Add(r.Timeout), granted: now,
 		logw: h.p.logs.writer(r.Task, r.Round)}
 	h.leases[l.token] = l
 	h.byTask[r.Task] = l
@@ -580,8 +581,18 @@ func (b backend) Heartbeat(ctx context.Context, lease string) (api.HeartbeatResu
 	return b.p.hub.Heartbeat(ctx, lease)
 }
 
-func (b backend) Logs(ctx context.Context, lease string, lines []string) error {
-	if _, ok, err := b.p.onLease(ctx, &leaseReq{Do: leaseLogs, Lease: lease, Lines: lines}); ok {
+func (b backend) Logs(ctx context.Context, lease string, lines []api.WorkerLogLine) error {
+	req := &leaseReq{Do: leaseLogs, Lease: lease, Lines: make([]string, len(lines))}
+	for i, ln := range lines {
+		req.Lines[i] = ln.Text
+		if ln.At != nil {
+			if req.At == nil {
+				req.At = make([]time.Time, len(lines))
+			}
+			req.At[i] = *ln.At
+		}
+	}
+	if _, ok, err := b.p.onLease(ctx, req); ok {
 		return err
 	}
 	return b.p.hub.Logs(ctx, lease, lines)

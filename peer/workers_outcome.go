@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/needle-mesh/needle/node"
@@ -174,7 +173,7 @@ func (h *hub) Heartbeat(ctx context.Context, token string) (api.HeartbeatResult,
 }
 
 // Logs adds lines to the lease's attempt log.
-func (h *hub) Logs(_ context.Context, token string, lines []string) error {
+func (h *hub) Logs(_ context.Context, token string, lines []api.WorkerLogLine) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	l, err := h.find(token)
@@ -187,11 +186,21 @@ func (h *hub) Logs(_ context.Context, token string, lines []string) error {
 	if l.state != leaseHeld {
 		return fmt.Errorf("%w: lease %s has ended", api.ErrLeaseLost, token)
 	}
-	var b strings.Builder
-	for _, s := range lines {
-		b.WriteString(strings.TrimRight(s, "\r\n"))
-		b.WriteByte('\n')
+	// A line is at the time its worker says it was written, within the
+	// lease's span: a clock ahead of this peer's (or a bogus time) makes
+	// it now, one before the lease was handed out the time it was.
+	now := time.Now()
+	texts, at := make([]string, len(lines)), make([]time.Time, len(lines))
+	for i, ln := range lines {
+		texts[i], at[i] = ln.Text, now
+		switch {
+		case ln.At == nil, ln.At.After(now):
+		case ln.At.Before(l.granted):
+			at[i] = l.granted
+		default:
+			at[i] = *ln.At
+		}
 	}
-	_, _ = l.logw.Write([]byte(b.String()))
+	l.logw.WriteLines(texts, at)
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -82,6 +83,9 @@ type leaseReq struct {
 	Error     string          `json:"error,omitempty"` // a fail's error, a release's reason
 	Permanent bool            `json:"permanent,omitempty"`
 	Lines     []string        `json:"lines,omitempty"`
+	// At holds the times of Lines, by index (zero: none), when any has
+	// one; a peer of an older release ignores them (arrival times).
+	At []time.Time `json:"at,omitempty"`
 }
 
 type leaseAns struct {
@@ -102,7 +106,14 @@ func (r *leaseReq) serve(ctx context.Context, p *Peer) (a leaseAns, err error) {
 	case leaseRelease:
 		err = h.Release(ctx, r.Lease, r.Error)
 	case leaseLogs:
-		err = h.Logs(ctx, r.Lease, r.Lines)
+		lines := make([]api.WorkerLogLine, len(r.Lines))
+		for i, s := range r.Lines {
+			lines[i].Text = s
+			if i < len(r.At) && !r.At[i].IsZero() {
+				lines[i].At = &r.At[i]
+			}
+		}
+		err = h.Logs(ctx, r.Lease, lines)
 	case leaseHeartbeat:
 		var hb api.HeartbeatResult
 		if hb, err = h.Heartbeat(ctx, r.Lease); err == nil {

@@ -31,7 +31,7 @@ var _ api.Workers = (*workersBackend)(nil) // a method short, and the routes are
 func (w *workersBackend) Heartbeat(context.Context, string) (api.HeartbeatResult, error) {
 	return api.HeartbeatResult{}, errNoLeases
 }
-func (w *workersBackend) Logs(context.Context, string, []string) error { return errNoLeases }
+func (w *workersBackend) Logs(context.Context, string, []api.WorkerLogLine) error { return errNoLeases }
 func (w *workersBackend) Report(_ context.Context, done []api.LeaseOutcome) []error {
 	errs := make([]error, len(done))
 	for i := range errs {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -132,7 +133,27 @@ const MaxReleaseReason = 1024
 
 // LogsRequest is the body of POST /v1/leases/{lease}/logs.
 type LogsRequest struct {
-	Lines []string `json:"lines"`
+	Lines []WorkerLogLine `json:"lines"`
+}
+
+// WorkerLogLine is one line of a LogsRequest: its text, and when the
+// handler wrote it (nil: not said; the peer takes its arrival time). On
+// the wire a line without a time is a JSON string, as every release
+// takes it, and one with a time {"text": "...", "at": "<RFC 3339>"}.
+type WorkerLogLine struct {
+	Text string
+	At   *time.Time
+}
+
+// MarshalJSON writes the line as a string when it has no time.
+func (l WorkerLogLine) MarshalJSON() ([]byte, error) {
+	if l.At == nil {
+		return json.Marshal(l.Text)
+	}
+	return json.Marshal(struct {
+		Text string    `json:"text"`
+		At   time.Time `json:"at"`
+	}{l.Text, *l.At})
 }
 
 // HeartbeatResult is the answer to a lease heartbeat.
@@ -182,7 +203,9 @@ type Workers interface {
 	// the lease is not current, nil for a repeat.
 	Release(ctx context.Context, lease string, reason string) error
 	Heartbeat(ctx context.Context, lease string) (HeartbeatResult, error)
-	Logs(ctx context.Context, lease string, lines []string) error
+	// Logs adds lines to the lease's attempt log, each at its time (its
+	// arrival when it has none, or one out of the lease's span).
+	Logs(ctx context.Context, lease string, lines []WorkerLogLine) error
 	ListWorkers(ctx context.Context) (WorkerList, error)
 	Reporter
 }
@@ -449,12 +472,51 @@ func checkReason(reason, field string) error {
 }
 
 // DecodeLogs decodes the body of a logs call: {"lines": ["...", ...]}.
+//
+// A line is a string, or an object {"text", "at"} whose "at" (RFC 3339,
+// optional) is when the handler wrote it: a malformed time is a
+// *FieldError naming lines[i].at.
 func DecodeLogs(data []byte, req *LogsRequest) error {
-	if err := decodeStrict(data, req, ""); err != nil {
+	var b struct {
+		Lines []json.RawMessage `json:"lines"`
+	}
+	if err := decodeStrict(data, &b, ""); err != nil {
 		return err
 	}
-	if len(req.Lines) > maxLogLines {
+	if len(b.Lines) > maxLogLines {
 		return fieldErr("lines", "more than %d lines in one call", maxLogLines)
+	}
+	req.Lines = make([]WorkerLogLine, len(b.Lines))
+	for i, raw := range b.Lines {
+		path := fmt.Sprintf("lines[%d]", i)
+		var o struct {
+			Text *string `json:"text"`
+			At   *string `json:"at"`
+		}
+		switch raw := bytes.TrimSpace(raw); {
+		case len(raw) > 0 && raw[0] == '"':
+			if err := decodeStrict(raw, &req.Lines[i].Text, path); err != nil {
+				return err
+			}
+			continue
+		case len(raw) == 0 || raw[0] != '{':
+			return fieldErr(path, "want a string, or an object {\"text\", \"at\"}")
+		default:
+			if err := decodeStrict(raw, &o, path); err != nil {
+				return err
+			}
+		}
+		if o.Text == nil {
+			return fieldErr(path+".text", "required: the line")
+		}
+		req.Lines[i].Text = *o.Text
+		if o.At != nil {
+			at, err := time.Parse(time.RFC3339Nano, *o.At)
+			if err != nil {
+				return fieldErr(path+".at", "want an RFC 3339 time (when the handler wrote the line), got %q", *o.At)
+			}
+			req.Lines[i].At = &at
+		}
 	}
 	return nil
 }

@@ -12,7 +12,7 @@ import threading
 import time
 import traceback
 import uuid
-from datetime import datetime
+from datetime import datetime, timezone
 
 from .client import Client, NeedleError
 
@@ -101,12 +101,13 @@ class Task:
         """Adds a line (or several) to the attempt's task log (GET
         /v1/tasks/{id}/logs); sent with the heartbeats and before the
         outcome."""
+        at = _format_time(time.time())  # the peer shows when the handler wrote it
         with self._mu:
             for s in str(line).rstrip("\n").split("\n"):
                 if len(self._lines) >= _MAX_PENDING_LINES:
                     self._lines.pop(0)
                     self._dropped += 1
-                self._lines.append(s)
+                self._lines.append({"text": s, "at": at})
 
     def should_stop(self):
         """True once the handler should give up: canceled, lease lost,
@@ -117,7 +118,10 @@ class Task:
         with self._mu:
             out, self._lines = self._lines, []
             if self._dropped:
-                out.insert(0, "(%d lines dropped: the log was not sent fast enough)" % self._dropped)
+                note = {"text": "(%d lines dropped: the log was not sent fast enough)" % self._dropped}
+                if out:
+                    note["at"] = out[0]["at"]
+                out.insert(0, note)
                 self._dropped = 0
             return out
 
@@ -131,6 +135,11 @@ class Task:
 
     def __repr__(self):
         return "Task(%s, handler=%s, attempt=%d, round=%d)" % (self.id, self.handler, self.attempt, self.round)
+
+
+def _format_time(t):
+    """A Unix time as RFC 3339 in UTC with microseconds."""
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _parse_time(s):
@@ -234,6 +243,7 @@ class Worker:
         # that waited in one batch; while it has one in flight, the poller
         # carries those waiting in its poll ("done").
         self._reports = queue.Queue(maxsize=2 * (concurrency + prefetch))
+        self._no_line_times = False  # the peer refused lines with times (an older release)
         self._sending = False  # the reporter has a batch in flight
         self._batches = False  # the peer took a batch: polls may carry outcomes
         self._legacy = False  # the peer has no batch route: one call per lease
@@ -617,8 +627,19 @@ class Worker:
         lines = t._take_lines()
         if not lines:
             return
+        if self._no_line_times:
+            lines = [ln["text"] for ln in lines]
         try:
-            self.client.request("POST", "/v1/leases/" + t.lease + "/logs", {"lines": lines})
+            try:
+                self.client.request("POST", "/v1/leases/" + t.lease + "/logs", {"lines": lines})
+            except NeedleError as e:
+                if e.status != 400 or not (e.field or "").startswith("lines") or self._no_line_times:
+                    raise
+                # A peer of an older release takes lines as strings only:
+                # they go without their times (its arrival times) from now on.
+                self._no_line_times = True
+                self.client.request("POST", "/v1/leases/" + t.lease + "/logs",
+                                    {"lines": [ln["text"] for ln in lines]})
         except NeedleError as e:
             _log.debug("logs of %s not sent: %s", t.id, e, extra=_ids(t))
 

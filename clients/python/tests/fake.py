@@ -15,6 +15,8 @@ class FakePeer:
         self.reports = {}  # lease -> outcome requests
         self.beats = {}  # lease -> heartbeats
         self.logs = {}  # lease -> lines
+        self.log_times = {}  # lease -> the time each line came with (None: none)
+        self.no_line_times = False  # an older peer: lines with times are a 400 naming lines
         self.polls = []  # poll bodies
         self.requests = []  # (method, path, body, headers)
         self.want = want
@@ -223,7 +225,14 @@ class FakePeer:
                 canceled = bool(self.cancel_after) and self.beats[lease] >= self.cancel_after
                 return self.reply(h, 200, {"canceled": canceled, "deadline": "2999-01-01T00:00:00Z"})
             if kind == "logs":
-                self.logs.setdefault(lease, []).extend(body["lines"])
+                lines = body["lines"]
+                if self.no_line_times and any(not isinstance(ln, str) for ln in lines):
+                    self.refused.append(("logs", "lines"))
+                    return self.error(h, 400, "invalid_argument", "lines")
+                for ln in lines:
+                    text, at = (ln, None) if isinstance(ln, str) else (ln["text"], ln.get("at"))
+                    self.logs.setdefault(lease, []).append(text)
+                    self.log_times.setdefault(lease, []).append(at)
                 return self.reply(h, 200, {"ok": True})
             if kind == "release":
                 self.take(lease, ("release", (body or {}).get("reason")))

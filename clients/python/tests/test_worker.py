@@ -8,6 +8,7 @@ from unittest import mock
 
 from fake import FakePeer
 from needle_client import Client, Permanent, Task, Worker
+from needle_client.worker import _parse_time
 
 WAIT = 20  # seconds a test waits for an event before it fails
 
@@ -369,6 +370,38 @@ class WorkerTest(unittest.TestCase):
             for p in self.fake.polls:
                 self.assertEqual(p.get("slots"), None if older else 3, p)
                 self.assertTrue(1 <= p["max"] <= 5, p)
+            self.fake.close()
+            self.fake = None
+
+    def test_log_lines_carry_their_time(self):
+        # Each line goes with the time the handler logged it (the peer
+        # showed when it arrived: a short task's lines all had its end);
+        # a peer of an older release refuses lines with times (a 400
+        # naming lines), and the worker then sends them as strings.
+        for older in (False, True):
+            def work(task):
+                task.log("first")
+                time.sleep(0.05)
+                task.log("second")
+                return 1
+
+            w, t, errs = self.start({"work": work}, 1)
+            self.fake.no_line_times = older
+            before = time.time()
+            self.fake.add("work", 0)
+            self.assertTrue(self.fake.done.wait(WAIT), "outcomes: %s" % self.fake.outcomes)
+            w.stop()
+            t.join(WAIT)
+            lease = self.fake.lease_of(0)
+            self.assertEqual(self.fake.logs[lease], ["first", "second"])
+            times = self.fake.log_times[lease]
+            if older:
+                self.assertEqual(times, [None, None])
+                self.assertIn(("logs", "lines"), self.fake.refused)
+            else:
+                first, second = (_parse_time(s) for s in times)
+                self.assertTrue(before - 1 <= first < second <= time.time() + 1, times)
+                self.assertGreaterEqual(second - first, 0.04, times)
             self.fake.close()
             self.fake = None
 
