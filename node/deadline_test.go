@@ -132,3 +132,24 @@ func TestShardTimersCacheNeverLate(t *testing.T) {
 		check("after a wakeup")
 	}
 }
+
+// TestNextDeadlineSkipsEndedLeases: a lease whose run succeeded long
+// before its expiry leaves no deadline behind, so the node does not wake
+// at that expiry to find nothing due (its timer stayed in the shard's
+// wheel until it fired).
+func TestNextDeadlineSkipsEndedLeases(t *testing.T) {
+	h := newHarness(t, 4)
+	h.tick(10 * time.Millisecond)
+	h.submit(shard.GroupSpec{ID: "e", Mode: shard.ModeSingle, Tasks: []shard.TaskSpec{{Handler: "echo", Timeout: time.Minute}}})
+	h.step()
+	h.tick(h.n.cfg.LeaseDefer)
+	if v, _ := h.n.Task("e.0"); v.State != shard.Succeeded {
+		t.Fatalf("e.0 = %v; want succeeded", v.State)
+	}
+	// The lease expired a minute and a grace after it was taken; the
+	// group's removal is days away.
+	h.n.timers.known = false
+	if at, ok := h.n.shardTimers(); ok && at.Before(h.now.Add(time.Hour)) {
+		t.Errorf("earliest shard timer %v after the task succeeded (%v from now); want none before its removal", at, at.Sub(h.now))
+	}
+}

@@ -1,6 +1,9 @@
 package shard
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // timerKind says what a timer does when it fires.
 type timerKind uint8
@@ -27,7 +30,8 @@ type taskRef struct{ t *task }
 // wheel is a hashed timing wheel: slotCount slots of resolution each; a timer
 // due beyond one revolution waits in its slot for later revolutions. Add is
 // O(1); Advance visits only the slots passed since the last call. Stale
-// timers (the task moved on) are dropped when they fire.
+// timers (the task moved on) are dropped when they fire, or, when dead,
+// before (dropFirst).
 type wheel struct {
 	resolution int64     // nanoseconds per slot
 	slots      [][]timer // wheelSlots of them once a timer was added; nil before
@@ -107,6 +111,35 @@ func (w *wheel) next() (at int64, ok bool) {
 	}
 	w.first, w.firstOK = at, true
 	return at, true
+}
+
+// dropFirst removes the timer due at at, the earliest held (next), when
+// dead says it can fire nothing any more (Shard.deadTimer), and reports
+// whether it did. The timers of a slot keep their order (they fire in it).
+func (w *wheel) dropFirst(at int64, dead func(*timer) bool) bool {
+	size := int64(len(w.slots))
+	i := int((at / w.resolution) % size)
+	j := slices.IndexFunc(w.slots[i], func(tm timer) bool { return tm.at == at })
+	if j < 0 { // added overdue, to the slot after the one it was added in
+		for i = range w.slots {
+			if j = slices.IndexFunc(w.slots[i], func(tm timer) bool { return tm.at == at }); j >= 0 {
+				break
+			}
+		}
+		if j < 0 {
+			return false
+		}
+	}
+	if !dead(&w.slots[i][j]) {
+		return false
+	}
+	slot := w.slots[i]
+	copy(slot[j:], slot[j+1:])
+	slot[len(slot)-1] = timer{}
+	w.slots[i] = slot[:len(slot)-1]
+	w.n--
+	w.firstOK = false
+	return true
 }
 
 // advance moves the wheel to now and appends every timer due to out.

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -102,6 +103,57 @@ func TestWheelNext(t *testing.T) {
 			got, ok := w.next()
 			if ok != found || got != want {
 				t.Fatalf("seed %d step %d: next = %d, %v; want %d, %v", seed, step, got, ok, want, found)
+			}
+		}
+	}
+}
+
+// TestWheelDropFirst: dropping the dead timers at the head as NextDue does
+// (next, then dropFirst until the earliest is alive) fires the live
+// timers as a wheel that keeps the dead ones does, in the same order, and
+// next is never later than the earliest live timer.
+func TestWheelDropFirst(t *testing.T) {
+	dead := func(tm *timer) bool { return tm.round == 1 }
+	for seed := range uint64(50) {
+		r := rand.New(rand.NewPCG(seed, 3))
+		base := time.Unix(1_700_000_000, 0)
+		kept, pruned := newWheel(base), newWheel(base)
+		now := base
+		for step := 0; step < 1000; step++ {
+			for range r.IntN(4) {
+				// Up to two revolutions ahead, a few overdue, many in
+				// the same slot; a third dead.
+				at := now.Add(time.Duration(r.Int64N(int64(25*time.Second))/int64(1+r.IntN(200))) - 30*time.Millisecond).UnixNano()
+				tm := timer{at: at, round: Round(r.IntN(3)), kind: timerKind(step)}
+				kept.add(tm)
+				pruned.add(tm)
+			}
+			var at int64
+			ok := false
+			for {
+				ns, found := pruned.next()
+				if !found || !pruned.dropFirst(ns, dead) {
+					at, ok = ns, found
+					break
+				}
+			}
+			if r.IntN(3) == 0 {
+				now = now.Add(time.Duration(r.Int64N(int64(time.Second))))
+				var live []timer
+				for _, tm := range kept.advance(now, nil) {
+					if !dead(&tm) {
+						live = append(live, tm)
+					}
+				}
+				got := slices.DeleteFunc(pruned.advance(now, nil), func(tm timer) bool { return dead(&tm) })
+				if !slices.Equal(got, live) {
+					t.Fatalf("seed %d step %d: fired %v; want %v", seed, step, got, live)
+				}
+				for _, tm := range live {
+					if !ok || tm.at < at {
+						t.Fatalf("seed %d step %d: next %d (%v) is later than a live timer at %d", seed, step, at, ok, tm.at)
+					}
+				}
 			}
 		}
 	}
