@@ -51,7 +51,7 @@ func (n *Node) holdCommit(p *partition, to string, m *pb.Message) bool {
 		}
 		due := n.now.Add(n.cfg.RaftTick)
 		p.commits = append(p.commits, heldCommit{to: to, m: m, due: due})
-		n.dueBy(due)
+		n.dueBy(p, due)
 		return true
 	case pb.MsgHeartbeat:
 		n.dropCommit(p, to, m.GetCommit())
@@ -97,7 +97,7 @@ func (n *Node) flushCommits(p *partition) {
 		if n.now.Before(c.due) {
 			p.commits[k] = c
 			k++
-			n.dueBy(c.due)
+			n.dueBy(p, c.due)
 			continue
 		}
 		if n.replicating(p, c.m.GetTo()) { // not removed, nor back to probing, meanwhile

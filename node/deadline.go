@@ -17,8 +17,8 @@ import (
 // HeartbeatEvery instead of every timer slot.
 //
 // It is computed from the node's state after the last Tick, input and
-// Advance, and may be early (a timer whose task moved on, a tick that
-// finds nothing to do), never late: an input or Advance can bring it
+// Advance, and may be early (a delay's timer whose task moved on, a tick
+// that finds nothing to do), never late: an input or Advance can bring it
 // forward, so the drivers ask again after each. It is never before the
 // node's time unless something is due at once.
 func (n *Node) NextDeadline() time.Time {
@@ -45,7 +45,11 @@ func (n *Node) NextDeadline() time.Time {
 		d = tick
 	}
 	if !n.deferDue.IsZero() && n.deferDue.Before(d) {
-		d = n.deferDue
+		// Only what is still held back: the flush it was set for may
+		// have nothing left to do.
+		if at, ok := n.nextHeld(); ok && at.Before(d) {
+			d = at
+		}
 	}
 	return d
 }

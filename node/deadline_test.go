@@ -153,3 +153,37 @@ func TestNextDeadlineSkipsEndedLeases(t *testing.T) {
 		t.Errorf("earliest shard timer %v after the task succeeded (%v from now); want none before its removal", at, at.Sub(h.now))
 	}
 }
+
+// TestNextDeadlineSkipsCarriedCommits: a commit held back for a Raft tick
+// (commit.go) that the next append carried leaves no deadline behind:
+// NextDeadline reports what is still held, not when the flush was first
+// set for.
+func TestNextDeadlineSkipsCarriedCommits(t *testing.T) {
+	h := newHarness(t, 4)
+	h.tick(10 * time.Millisecond)
+	p := h.n.parts[h.n.held[0]]
+	d0 := h.n.NextDeadline()
+	due := h.now.Add(d0.Sub(h.now) / 2)
+	if !due.After(h.now) {
+		t.Fatalf("next deadline %v is not after the node's time %v", d0, h.now)
+	}
+	h.n.dueBy(p, due) // set for something released since
+	if at, ok := h.n.nextHeld(); ok {
+		t.Fatalf("nothing held, but nextHeld = %v", at)
+	}
+	if d := h.n.NextDeadline(); !d.Equal(d0) {
+		t.Errorf("NextDeadline %v with nothing held; want %v, not the stale flush at %v", d, d0, due)
+	}
+	if h.n.holdParts.has(p.id) {
+		t.Errorf("partition %d still marked holding after nextHeld found nothing", p.id)
+	}
+	p.commits = append(p.commits, heldCommit{to: "p2", due: due})
+	h.n.dueBy(p, due)
+	if at, ok := h.n.nextHeld(); !ok || !at.Equal(due) {
+		t.Errorf("nextHeld = %v, %v with a commit held until %v", at, ok, due)
+	}
+	if d := h.n.NextDeadline(); !d.Equal(due) {
+		t.Errorf("NextDeadline %v with a commit held until %v", d, due)
+	}
+	p.commits = nil
+}

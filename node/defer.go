@@ -1,6 +1,7 @@
 package node
 
 import (
+	"math/bits"
 	"slices"
 	"time"
 
@@ -97,12 +98,13 @@ func (n *Node) mayHold(p *partition) bool {
 func (n *Node) holdBack(p *partition, e shard.Event) {
 	due := n.now.Add(n.cfg.LeaseDefer)
 	p.deferred = append(p.deferred, deferredLease{ev: e, due: due})
-	n.dueBy(due)
+	n.dueBy(p, due)
 }
 
 // dueBy brings the next flush of held proposals (flushDeferred) to due at
-// the latest.
-func (n *Node) dueBy(due time.Time) {
+// the latest, for something partition p holds back.
+func (n *Node) dueBy(p *partition, due time.Time) {
+	n.holdParts.set(p.id, true)
 	if n.deferDue.IsZero() || due.Before(n.deferDue) {
 		n.deferDue = due
 	}
@@ -139,7 +141,7 @@ type heldSubmit struct {
 func (n *Node) holdSubmit(p *partition, evs []shard.Event, runs int) {
 	due := n.now.Add(n.cfg.LeaseDefer)
 	p.heldSubs = append(p.heldSubs, heldSubmit{group: evs[0].Group, evs: evs, pending: runs, due: due})
-	n.dueBy(due)
+	n.dueBy(p, due)
 }
 
 // heldSubmit returns the index of group g's held creation in p, or -1.
@@ -350,6 +352,46 @@ func (n *Node) takeDeferred(p *partition, evs []shard.Event) []shard.Event {
 	return evs
 }
 
+// nextHeld returns when the first thing a partition holds back is due:
+// when flushDeferred next has something to do. n.deferDue, which flushes
+// set, may be earlier: what it was set for may have gone already (an
+// append carried a held commit, a held creation's runs all reported, a
+// lost leadership dropped the lot), and a node that woke for it found
+// nothing due (a fifth of a mixed run's wakeups). It walks the partitions
+// holdParts marks, and unmarks those that hold nothing.
+func (n *Node) nextHeld() (at time.Time, ok bool) {
+	earlier := func(t time.Time) {
+		if !ok || t.Before(at) {
+			at, ok = t, true
+		}
+	}
+	for w, word := range n.holdParts.w {
+		for word != 0 {
+			b := bits.TrailingZeros64(word)
+			word &^= 1 << b
+			i := w*64 + b
+			p := n.parts[i]
+			if p == nil || len(p.commits) == 0 && !p.holding() {
+				n.holdParts.set(i, false)
+				continue
+			}
+			for _, c := range p.commits {
+				earlier(c.due)
+			}
+			if len(p.notes) > 0 {
+				earlier(p.notesDue)
+			}
+			for _, h := range p.heldSubs {
+				earlier(h.due)
+			}
+			if len(p.deferred) > 0 {
+				earlier(p.deferred[0].due)
+			}
+		}
+	}
+	return at, ok
+}
+
 // flushDeferred proposes the held leases, creations and delivery records,
 // and sends the commit-only appends (commit.go), whose time is up (Tick,
 // at n.deferDue), and sets n.deferDue to the next one's.
@@ -365,7 +407,7 @@ func (n *Node) flushDeferred() {
 		}
 		if len(p.notes) > 0 {
 			if n.now.Before(p.notesDue) {
-				n.dueBy(p.notesDue)
+				n.dueBy(p, p.notesDue)
 			} else {
 				p.propose(n.takeNotes(p))
 				n.markDirty(i)
@@ -373,7 +415,7 @@ func (n *Node) flushDeferred() {
 		}
 		for j := 0; j < len(p.heldSubs); {
 			if n.now.Before(p.heldSubs[j].due) {
-				n.dueBy(p.heldSubs[j].due)
+				n.dueBy(p, p.heldSubs[j].due)
 				j++
 				continue
 			}
@@ -395,7 +437,7 @@ func (n *Node) flushDeferred() {
 			n.markDirty(i)
 		}
 		if len(p.deferred) > 0 {
-			n.dueBy(p.deferred[0].due)
+			n.dueBy(p, p.deferred[0].due)
 		}
 	}
 }

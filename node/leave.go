@@ -115,6 +115,7 @@ func (n *Node) dropPartition(p *partition, why string, index uint64) {
 	n.readyParts.set(p.id, false)
 	n.loud.set(p.id, false)
 	n.dueParts.set(p.id, false)
+	n.holdParts.set(p.id, false)
 	if i, ok := slices.BinarySearch(n.held, p.id); ok {
 		n.held = slices.Delete(n.held, i, i+1)
 	}

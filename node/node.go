@@ -264,6 +264,9 @@ type Node struct {
 	// whose webhooks may wait (shard.Config.OnDue; cleared when there are
 	// neither): what NextDeadline and needsRaftTick read.
 	dueParts partSet
+	// holdParts marks the partitions that may hold proposals or commits
+	// back (dueBy; cleared when nextHeld finds them holding nothing).
+	holdParts partSet
 	// timers caches the earliest shard timer of the partitions this node
 	// serves (shardTimers) until a timer pass ran (Tick) or a partition
 	// stopped serving; a shard that may have armed an earlier one (OnDue)
@@ -393,7 +396,8 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 	n := &Node{
 		cfg: cfg, log: cfg.Logger.With(keyNode, cfg.ID), holder: cfg.ID + "#" + cfg.Boot,
 		raftID: RaftID(cfg.ID), parts: make([]*partition, cfg.Partitions), readyParts: newPartSet(cfg.Partitions), loud: newPartSet(cfg.Partitions), dueParts: newPartSet(cfg.Partitions),
-		isDir: make([]bool, cfg.Partitions), now: now, lastTick: now, bootAt: now,
+		holdParts: newPartSet(cfg.Partitions),
+		isDir:     make([]bool, cfg.Partitions), now: now, lastTick: now, bootAt: now,
 		reqs: make(map[uint64]*request), submits: make(map[shard.GroupID][]uint64), running: make(map[shard.TaskID]shard.Round),
 		leaseAt: make(map[shard.TaskID]time.Time), ownLeases: make(map[shard.TaskID]ownLease),
 		started: make(map[shard.TaskID]claimed), spec: make(map[shard.TaskID]*specRun),

@@ -139,7 +139,7 @@ const notifyDefer = 500 * time.Millisecond
 func (n *Node) holdNote(p *partition, ev shard.Event) {
 	if len(p.notes) == 0 {
 		p.notesDue = n.now.Add(notifyDefer)
-		n.dueBy(p.notesDue)
+		n.dueBy(p, p.notesDue)
 	}
 	p.notes = append(p.notes, ev)
 }
