@@ -313,25 +313,24 @@ func (s *Shard) Due(now time.Time) []Event {
 // schedule's tick) or retention removal; ok is false when nothing is
 // pending (or this replica does not lead). It may be early (a delay's
 // timer whose task moved on is counted until it fires; a lease's expiry
-// whose lease ended, or a removed task's timer, is dropped here when it
-// is the earliest: deadTimer), never late, so a driver that
+// whose lease ended, or a removed task's timer, is dropped here once the
+// earliest is one: deadTimer), never late, so a driver that
 // sleeps until then misses nothing.
 func (s *Shard) NextDue() (at time.Time, ok bool) {
 	if !s.leader {
 		return time.Time{}, false
 	}
-	for {
-		ns, found := s.wheel.next()
-		if !found {
-			break
-		}
+	ns, found := s.wheel.next()
+	if found && s.wheel.firstDead(ns, s.deadTimer) {
 		// A lease that ended long before its expiry leaves its timer
-		// behind: drop it here, or the node wakes at every such expiry
-		// to find nothing due (a third of a mixed run's wakeups).
-		if !s.wheel.dropFirst(ns, s.deadTimer) {
-			at, ok = time.Unix(0, ns), true
-			break
-		}
+		// behind: the dead ones go when the earliest is one, or the
+		// node wakes at every such expiry to find nothing due (a third
+		// of a mixed run's wakeups).
+		s.wheel.prune(s.deadTimer)
+		ns, found = s.wheel.next()
+	}
+	if found {
+		at, ok = time.Unix(0, ns), true
 	}
 	if r, found := s.nextRemoval(); found && (!ok || r.Before(at)) {
 		at, ok = r, true
@@ -348,10 +347,11 @@ func (s *Shard) deadTimer(tm *timer) bool {
 		return false
 	}
 	t := tm.task.t
-	if t == nil || s.groups[t.g.id] != t.g {
+	switch {
+	case t == nil, tm.kind == timerExpiry && (t.state != Running || t.round != tm.round):
 		return true
 	}
-	return tm.kind == timerExpiry && (t.state != Running || t.round != tm.round)
+	return s.groups[t.g.id] != t.g
 }
 
 // nextRemoval returns when the first finished group whose removal is not

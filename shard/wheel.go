@@ -31,7 +31,7 @@ type taskRef struct{ t *task }
 // due beyond one revolution waits in its slot for later revolutions. Add is
 // O(1); Advance visits only the slots passed since the last call. Stale
 // timers (the task moved on) are dropped when they fire, or, when dead,
-// before (dropFirst).
+// before (prune).
 type wheel struct {
 	resolution int64     // nanoseconds per slot
 	slots      [][]timer // wheelSlots of them once a timer was added; nil before
@@ -91,55 +91,67 @@ func (w *wheel) next() (at int64, ok bool) {
 	if w.firstOK {
 		return w.first, true
 	}
+	// The slots from the current one on: the first timer of this
+	// revolution met is the earliest; when there is none, the walk saw
+	// every timer, and the earliest of them is the answer.
 	size := int64(len(w.slots))
-	found := false
-	for s := int64(1); s <= size && !found; s++ {
+	var far int64
+	farOK := false
+	for s := int64(1); s <= size; s++ {
+		found := false
 		for _, tm := range w.slots[int((w.cur+s)%size)] {
-			if tm.at/w.resolution <= w.cur+s && (!found || tm.at < at) {
-				at, found = tm.at, true
-			}
-		}
-	}
-	if !found { // every timer is more than a revolution away
-		for _, slot := range w.slots {
-			for _, tm := range slot {
+			switch {
+			case tm.at/w.resolution <= w.cur+s:
 				if !found || tm.at < at {
 					at, found = tm.at, true
 				}
+			case !farOK || tm.at < far:
+				far, farOK = tm.at, true
 			}
 		}
+		if found {
+			w.first, w.firstOK = at, true
+			return at, true
+		}
 	}
+	at = far
 	w.first, w.firstOK = at, true
 	return at, true
 }
 
-// dropFirst removes the timer due at at, the earliest held (next), when
-// dead says it can fire nothing any more (Shard.deadTimer), and reports
-// whether it did. The timers of a slot keep their order (they fire in it).
-func (w *wheel) dropFirst(at int64, dead func(*timer) bool) bool {
-	size := int64(len(w.slots))
-	i := int((at / w.resolution) % size)
-	j := slices.IndexFunc(w.slots[i], func(tm timer) bool { return tm.at == at })
-	if j < 0 { // added overdue, to the slot after the one it was added in
-		for i = range w.slots {
-			if j = slices.IndexFunc(w.slots[i], func(tm timer) bool { return tm.at == at }); j >= 0 {
-				break
+// firstDead reports whether the timer due at at, the earliest held
+// (next), can fire nothing any more: dead says so (Shard.deadTimer).
+func (w *wheel) firstDead(at int64, dead func(*timer) bool) bool {
+	is := func(tm timer) bool { return tm.at == at }
+	slot := w.slots[int((at/w.resolution)%int64(len(w.slots)))]
+	if j := slices.IndexFunc(slot, is); j >= 0 {
+		return dead(&slot[j])
+	}
+	for _, slot := range w.slots { // added overdue, to the slot after the one it was added in
+		if j := slices.IndexFunc(slot, is); j >= 0 {
+			return dead(&slot[j])
+		}
+	}
+	return false
+}
+
+// prune drops every timer dead says can fire nothing any more, in one
+// pass over the slots; those of a slot keep their order (they fire in
+// it).
+func (w *wheel) prune(dead func(*timer) bool) {
+	for i, slot := range w.slots {
+		keep := slot[:0]
+		for k := range slot {
+			if dead(&slot[k]) {
+				w.n--
+				continue
 			}
+			keep = append(keep, slot[k])
 		}
-		if j < 0 {
-			return false
-		}
+		clear(slot[len(keep):])
+		w.slots[i] = keep
 	}
-	if !dead(&w.slots[i][j]) {
-		return false
-	}
-	slot := w.slots[i]
-	copy(slot[j:], slot[j+1:])
-	slot[len(slot)-1] = timer{}
-	w.slots[i] = slot[:len(slot)-1]
-	w.n--
 	w.firstOK = false
-	return true
 }
 
 // advance moves the wheel to now and appends every timer due to out.

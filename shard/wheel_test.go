@@ -108,11 +108,11 @@ func TestWheelNext(t *testing.T) {
 	}
 }
 
-// TestWheelDropFirst: dropping the dead timers at the head as NextDue does
-// (next, then dropFirst until the earliest is alive) fires the live
-// timers as a wheel that keeps the dead ones does, in the same order, and
-// next is never later than the earliest live timer.
-func TestWheelDropFirst(t *testing.T) {
+// TestWheelPrune: dropping the dead timers as NextDue does (all of them
+// once the earliest is dead) fires the live timers as a wheel that keeps
+// the dead ones does, in the same order, and next is never later than
+// the earliest live timer, nor dead.
+func TestWheelPrune(t *testing.T) {
 	dead := func(tm *timer) bool { return tm.round == 1 }
 	for seed := range uint64(50) {
 		r := rand.New(rand.NewPCG(seed, 3))
@@ -128,13 +128,11 @@ func TestWheelDropFirst(t *testing.T) {
 				kept.add(tm)
 				pruned.add(tm)
 			}
-			var at int64
-			ok := false
-			for {
-				ns, found := pruned.next()
-				if !found || !pruned.dropFirst(ns, dead) {
-					at, ok = ns, found
-					break
+			at, ok := pruned.next()
+			if ok && pruned.firstDead(at, dead) {
+				pruned.prune(dead)
+				if at, ok = pruned.next(); ok && pruned.firstDead(at, dead) {
+					t.Fatalf("seed %d step %d: the earliest timer at %d is dead after prune", seed, step, at)
 				}
 			}
 			if r.IntN(3) == 0 {
