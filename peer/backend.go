@@ -3,6 +3,7 @@ package peer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -357,7 +358,7 @@ func (p *Peer) callWith(ctx context.Context, c command) (callReply, error) {
 	case <-ctx.Done():
 		return callReply{}, ctx.Err()
 	case <-p.closed:
-		return callReply{}, api.ErrUnavailable
+		return callReply{}, errStopping
 	}
 }
 
@@ -386,7 +387,7 @@ func (p *Peer) read(ctx context.Context, f func(n *node.Node) error) error {
 	case <-ctx.Done():
 		gaveUp = ctx.Err()
 	case <-p.closed:
-		gaveUp = api.ErrUnavailable
+		gaveUp = errStopping
 	}
 	if state.CompareAndSwap(queued, withdrawn) {
 		return gaveUp
@@ -415,7 +416,7 @@ func (p *Peer) wait(ctx context.Context, w *waiter, d time.Duration) error {
 		}
 	case <-ctx.Done():
 	case <-p.closed:
-		return api.ErrUnavailable
+		return errStopping
 	}
 	return nil
 }
@@ -427,9 +428,12 @@ func (p *Peer) send(ctx context.Context, c command) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-p.closed:
-		return api.ErrUnavailable
+		return errStopping
 	}
 }
+
+// errStopping is a request's answer once this peer is stopping.
+var errStopping = fmt.Errorf("%w: this peer is stopping", api.ErrUnavailable)
 
 // mapErr puts the node's errors in the API's vocabulary (the shard's are
 // in its table): a node that cannot serve is unavailable, a retry of

@@ -40,7 +40,7 @@ func post503(t *testing.T, mp *memPeer, what, path, body string) string {
 // nothing and may be retried, with Retry-After; it said "api: unavailable;
 // peer: unavailable" whatever the cause. Here: a peer whose mesh is still
 // forming (its join target does not answer), and a peer whose link to a
-// group's owner is cut.
+// group's owner, or to the peer that handed out a lease, is cut.
 func TestMemMeshUnavailableSaysWhy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mn, peers := startMemMesh(t, 3, 16)
@@ -52,7 +52,15 @@ func TestMemMeshUnavailableSaysWhy(t *testing.T) {
 			t.Errorf("message = %q; want it to open with %q and end telling to retry", msg, want)
 		}
 
-		// A group owned by p1, asked through p0 with their link cut.
+		// A lease p1 handed out, and a group owned by p1, asked through p0
+		// with their link cut.
+		submitTask(t, peers[0].c, `{"handler": "resize"}`)
+		var lease string
+		for lease == "" {
+			if tasks := poll(t, peers[1].c, "w1", `"resize"`, 1, "10s"); len(tasks) == 1 {
+				lease = tasks[0].Lease
+			}
+		}
 		var key string
 		for i := 0; key == ""; i++ {
 			var owner string
@@ -62,6 +70,11 @@ func TestMemMeshUnavailableSaysWhy(t *testing.T) {
 			}
 		}
 		mn.setCut("p0", "p1", true)
+		msg = post503(t, peers[0], "a heartbeat of a lease whose peer is cut off", "/v1/leases/"+lease+"/heartbeat", "")
+		if want := "lease " + lease + " was handed out by peer p1, which does not answer"; !strings.HasPrefix(msg, want) ||
+			!strings.HasSuffix(msg, "the call did nothing: retry it") {
+			t.Errorf("message = %q; want it to open with %q and end telling to retry", msg, want)
+		}
 		g = GroupIDFor(key)
 		msg = post503(t, peers[0], "a submission whose owner is cut off", "/v1/groups",
 			fmt.Sprintf(`{"mode":"parallel","key":%q,"tasks":[{"handler":"echo"}]}`, key))

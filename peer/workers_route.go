@@ -3,9 +3,11 @@ package peer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -133,6 +135,12 @@ func (p *Peer) onLease(ctx context.Context, req *leaseReq) (a leaseAns, ok bool,
 		return a, false, nil
 	}
 	a, err = forward[leaseAns](ctx, p, to, req)
+	if ae := (*api.Error)(nil); errors.Is(err, api.ErrUnavailable) && !errors.As(err, &ae) {
+		// The holder did not answer: say so (it said "api: unavailable:
+		// forward to ..."), as a request's 503 does.
+		err = api.NewError(api.CodeUnavailable, "", fmt.Sprintf("lease %s was handed out by peer %s, which does not answer (%s); "+
+			"the call did nothing: retry it", req.Lease, to, strings.TrimPrefix(err.Error(), api.ErrUnavailable.Error()+": ")))
+	}
 	return a, true, err
 }
 
