@@ -274,6 +274,10 @@ type mesh struct {
 	recover     map[string]bool
 	recoverNew  bool
 	recoverScan bool
+	// recoverAt is when a peer's loss last became final here (marked and
+	// forgotten): a survivor that sees no other waits recoverGrace from
+	// it for claims naming it (recover.go).
+	recoverAt time.Time
 	// claims holds the recover claims each peer's last heartbeat made
 	// (nil until one made any), ownClaims this node's (its heartbeat's),
 	// claimSig a digest of them for beatSig (0 without any): recover.go.
@@ -628,6 +632,9 @@ func (m *mesh) forget(id string, now time.Time) {
 	}
 	m.forgotten[id], m.forgotNew = true, true
 	m.recoverScan = m.recoverScan || m.recover[id]
+	if m.recover[id] {
+		m.recoverAt = now
+	}
 	delete(m.claims, id)
 	delete(m.forgetAtDeath, id)
 	delete(m.twins, id)

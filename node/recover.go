@@ -66,11 +66,19 @@ import (
 // heartbeats (Heartbeat.Claims); each recovers only once it heard a claim
 // from every other survivor naming the same survivors, and its own beats
 // every one (claimWins). A learner that had not applied the change adding
-// another sees itself alone and recovers; the other, seeing it, waits for
-// a claim naming both, which never comes: it becomes a stale copy, not a
-// second partition. A learner that knows fewer survivors than another's
-// claim names (it lagged behind a change adding a third) takes those
-// names too (heardRivals), so that every claim ends naming the same
+// another sees itself alone; it waits recoverGrace (two heartbeats) from
+// the mark for claims naming it, and one that hears one takes its names
+// and claims with it (heardRivals), so that the most up to date of them
+// recovers: had it recovered alone, the other, which had applied entries
+// it lacked, would hold a state the recovered log never had at the same
+// index. One that hears none (the other was down or cut off) recovers
+// alone; the other waits for a claim naming both, which never comes: a
+// stale copy, not a second partition. Once the recovered partition's
+// leader sends it an append or a snapshot that disagrees with an entry it
+// applied (recoveredElsewhere), it drops the copy and is sent a snapshot
+// of the recovered one (rebuild). A learner that knows fewer survivors
+// than another's claim names (it lagged behind a change adding a third)
+// takes those names too, so that every claim ends naming the same
 // survivors. A survivor named in a claim but holding no copy (a learner
 // whose snapshot never came) answers with an empty one (emptyClaims):
 // it never recovers, and the others no longer wait for it. A survivor
@@ -117,6 +125,9 @@ func (m *mesh) markRecover(id string) {
 		return
 	}
 	m.recover[id], m.recoverNew, m.recoverScan = true, true, true
+	if m.forgotten[id] {
+		m.recoverAt = m.n.now
+	}
 	m.n.log.Warn("peer marked lost for good: partitions whose other voters are all lost will be recovered from this peer's copy", keyPeer, id)
 }
 
@@ -175,8 +186,19 @@ func (n *Node) recoverPartitions() {
 			}
 			continue
 		}
+		// A survivor that knows of no other takes the names of the
+		// claims naming it too, and hears them for recoverGrace first: it
+		// may lag behind the change adding another survivor, whose log
+		// holds entries it lacks (and whose state, had it recovered
+		// alone, would disagree with the recovered log). A voter of one or
+		// two voters does not wait: every committed entry needed it, so
+		// it knows of every survivor a committed change added.
+		rivals = n.heardRivals(p, rivals, lost)
+		if len(rivals) == 0 && !n.inEveryQuorum(p) && n.now.Before(m.recoverAt.Add(n.recoverGrace())) {
+			m.recoverScan = true // at a later tick
+			continue
+		}
 		if len(rivals) > 0 {
-			rivals = n.heardRivals(p, rivals, lost)
 			c := n.claim(p, rivals)
 			claims = append(claims, c)
 			if !n.claimWins(p, c, rivals, lost) {
@@ -198,6 +220,19 @@ func (n *Node) recoverPartitions() {
 		}
 	}
 	claims = append(claims, n.emptyClaims()...)
+}
+
+// recoverGrace is how long a survivor that knows of no other waits, after
+// a loss became final here, before it recovers a partition alone: two
+// heartbeats, in which every other survivor heard the mark (spread with
+// heartbeats) and sent its claim.
+func (n *Node) recoverGrace() time.Duration { return 2 * n.cfg.HeartbeatEvery }
+
+// inEveryQuorum reports whether this node is a voter of p in every
+// majority of its voters (one or two of them).
+func (n *Node) inEveryQuorum(p *partition) bool {
+	voters := p.conf.GetVoters()
+	return len(voters) <= 2 && slices.Contains(voters, n.raftID)
 }
 
 // emptyClaims answers the claims of other survivors that name this node
@@ -257,7 +292,8 @@ func ahead(c RecoverClaim, self string, oc RecoverClaim, other string) bool {
 // are lost for good and those that survive are fewer than a majority,
 // and it is a voter or a learner. Without rivals (the last voter, or a
 // learner whose every voter is lost and no other learner survives) it
-// recovers at once; with rivals, the one of them all whose log is the
+// recovers alone (after recoverGrace, unless a claim naming it comes:
+// heardRivals); with rivals, the one of them all whose log is the
 // most up to date does (claimWins): a surviving learner may hold entries
 // the last voter lacks (committed by the lost ones), and had it recovered
 // alone the learner's state would be one the recovered log never held.
@@ -305,7 +341,8 @@ func (n *Node) lastReplica(p *partition, lost map[uint64]string) (last bool, riv
 // (each waited for the others for good). Taking their names, it claims
 // with the same survivors as they do, and waits for the claims of those
 // it learned of. Names only ever add up, so every claim ends naming the
-// same survivors; a learner with no rival (lone) still recovers at once.
+// same survivors. A survivor with no rival (lone) takes the names too,
+// within recoverGrace of the mark: it defers to a claim naming it.
 func (n *Node) heardRivals(p *partition, rivals []uint64, lost map[uint64]string) []uint64 {
 	for _, from := range slices.Sorted(maps.Keys(n.mesh.claims)) {
 		for _, c := range n.mesh.claims[from] {
@@ -567,4 +604,66 @@ func (n *Node) recovered(p *partition) {
 		return
 	}
 	n.mesh.recoverScan = true
+}
+
+// recoveredElsewhere reports whether m, an append or a snapshot from a
+// leader of p in this replica's term or a later one, disagrees with an
+// entry this replica applied: the entry's term there differs from this
+// log's at the same index. A leader holds every committed entry (Raft's
+// leader completeness), so only an unsafe recovery by another survivor
+// makes one disagree: this replica lagged behind the change naming that
+// survivor (or that survivor lagged behind entries this one applied) and
+// it recovered the partition without this copy, whose state at the same
+// index the recovered log never held. Raft would answer such an append
+// below its commit index with that index, which the leader takes as
+// matched (the copies diverge for good), or panic on a conflict with a
+// committed entry.
+func (n *Node) recoveredElsewhere(p *partition, m *pb.Message) bool {
+	if p.applied == 0 || m.GetTerm() < p.rn.BasicStatus().GetTerm() {
+		return false
+	}
+	differs := func(index, term uint64) bool {
+		if index == 0 || index > p.applied {
+			return false
+		}
+		if t, err := p.storage.Term(index); err == nil {
+			return t != term
+		}
+		// Compacted: every entry before the snapshot has a term no later
+		// than the snapshot's.
+		st, err := p.storage.Term(p.snapIndex)
+		return err == nil && index < p.snapIndex && term > st
+	}
+	switch m.GetType() {
+	case pb.MsgApp:
+		return differs(m.GetIndex(), m.GetLogTerm()) ||
+			slices.ContainsFunc(m.GetEntries(), func(e *pb.Entry) bool { return differs(e.GetIndex(), e.GetTerm()) })
+	case pb.MsgSnap:
+		md := m.GetSnapshot().GetMetadata()
+		return differs(md.GetIndex(), md.GetTerm())
+	}
+	return false
+}
+
+// rebuild drops p, a copy the partition's recovery by another survivor
+// left behind (recoveredElsewhere), and opens it again empty, for m's
+// leader to send it a snapshot of the recovered log: it returns the new
+// replica, or nil while a Ready of p is out (Advance would act on the
+// copy dropped; m is dropped, and the leader sends again). It keeps the
+// tombstone of the copy (bury), as a replica that left does.
+func (n *Node) rebuild(p *partition, from string, m *pb.Message) *partition {
+	if slices.ContainsFunc(n.advRds, func(a pending) bool { return a.p == p }) {
+		return nil
+	}
+	applied := p.applied
+	n.dropPartition(p, "the partition was recovered by another survivor (unsafe recovery): this copy disagrees with its log", applied)
+	np, err := n.openPartition(p.id, wal.PartitionState{}, nil)
+	if err != nil {
+		panic(fmt.Sprintf("peer: partition %d: reopen after a recovery elsewhere: %v", p.id, err))
+	}
+	n.hold(np)
+	n.stats.RecoveredElsewhere++
+	n.log.Warn("replica dropped and rebuilt: another survivor recovered the partition (unsafe recovery) and its leader's log disagrees with entries this copy applied",
+		keyPart, p.id, "leader", from, "applied", applied, "term", m.GetTerm())
+	return np
 }

@@ -237,12 +237,17 @@ func TestUnsafeRecoverTwoLearners(t *testing.T) {
 	submitIn(t, m, "b", both, 1)
 }
 
-// A learner that lagged behind the change adding another learner sees
-// itself the only survivor and recovers; the other, which sees both, never
-// hears a claim naming both and waits: one recovered partition, never
-// two. Here (4 replicas, so that no learner is removed) n3 hears nothing
-// once it caught up, n4 is added as learner after: n3 recovers every
-// partition, and n4, never serving any, is made its learner again.
+// A partition whose every voter is lost but which has two surviving
+// learners, one of which (n3) never heard of the other: both voters of a
+// 2-peer mesh lose their disks while n3 and n4, joining, are their
+// learners, n3's Raft traffic held from before n4 was added. n3 sees
+// itself the only survivor; it used to recover at once, and n4, which had
+// applied entries n3 lacked (its own addition, the groups acknowledged
+// since), held a copy the recovered log disagreed with at the same index
+// (the simulator's --kill-select voters, 5 peers, seed 9). n3 now waits
+// for claims naming it (recoverGrace), hears n4's, and claims with it:
+// n4's log is the more up to date, n4 recovers every partition, keeping
+// the groups n3 lacked, and n3 follows it.
 func TestUnsafeRecoverLearnerUnaware(t *testing.T) {
 	m := nodetest.NewMeshWith(t, 2, 8, func(_ *nodetest.Peer, cfg *node.NodeConfig) { cfg.Replicas = 4 })
 	m.Run(15 * time.Second)
@@ -253,6 +258,8 @@ func TestUnsafeRecoverLearnerUnaware(t *testing.T) {
 	m.Hold("n1", "n3", node.MsgRaft)
 	m.Hold("n2", "n3", node.MsgRaft)
 	muteAcks(m.AddPeer("n4"))
+	waitLearners(t, m, "n4")
+	lagged := submitIn(t, m, "b", parts, 2)
 	waitLearners(t, m, "n4")
 	for _, part := range parts {
 		if r, _ := m.MustPeer("n3").Node.Replica(part); !slices.Equal(r.Learners, []string{"n3"}) {
@@ -267,41 +274,97 @@ func TestUnsafeRecoverLearnerUnaware(t *testing.T) {
 	m.DropHeld("n1", "n3")
 	m.DropHeld("n2", "n3")
 	m.Run(10 * time.Second)
-	n4led := map[int]bool{}
-	m.Check = func() {
-		for _, part := range parts {
-			if r, _ := m.MustPeer("n4").Node.Replica(part); r.Raft == "StateLeader" || r.Serving {
-				n4led[part] = true
-			}
-		}
-	}
 	for _, id := range []string{"n3", "n4"} {
 		m.MustPeer(id).Node.ForgetUnsafeRecover("n1")
 		m.MustPeer(id).Node.ForgetUnsafeRecover("n2")
 	}
 	if !m.RunUntil(10*time.Second, func() bool {
+		return !slices.ContainsFunc(parts, func(part int) bool { return m.Server(part) != "n4" })
+	}) {
+		t.Fatalf("partitions %v: servers %v; want n4 serving each (n3 defers to its claim)", parts, leaders(m))
+	}
+	if got := m.MustPeer("n3").Node.Counters().UnsafeRecoveries; got != 0 {
+		t.Fatalf("n3 recovered %d partitions; want none (n4 recovered them)", got)
+	}
+	// n3 follows n4: at one applied index, both hold one state.
+	if !m.RunUntil(20*time.Second, func() bool {
+		return !slices.ContainsFunc(parts, func(part int) bool { return !sameCopy(m, part, "n3", "n4") })
+	}) {
+		t.Fatalf("n3 never held n4's recovered copies")
+	}
+	checkGroups(t, m, append(before, lagged...), "after n4 recovered")
+}
+
+// sameCopy reports whether peers a and b hold partition part at one
+// applied index, and the same state there.
+func sameCopy(m *nodetest.Mesh, part int, a, b string) bool {
+	ia, sa, oka := m.MustPeer(a).Node.Digest(part)
+	ib, sb, okb := m.MustPeer(b).Node.Digest(part)
+	return oka && okb && ia == ib && sa == sb
+}
+
+// The same two learners, but n4, which holds what n3 lacks, is down while
+// the loss is declared: n3 hears no claim naming it and recovers every
+// partition alone. n4, back, holds copies the recovered log disagrees
+// with below their applied index; once n3 adds it again (the ring wants
+// it), n4 sees n3's appends disagree with entries it applied, drops its
+// copy and takes n3's snapshot (Raft would have answered such an append
+// with its commit index, which n3 took as matched: the copies diverged
+// for good, or panicked on the conflict with a committed entry).
+func TestUnsafeRecoverRebuildsStaleCopy(t *testing.T) {
+	m := nodetest.NewMeshWith(t, 2, 8, func(_ *nodetest.Peer, cfg *node.NodeConfig) { cfg.Replicas = 4 })
+	m.Run(15 * time.Second)
+	before := submitEach(t, m, "a", 2)
+	m.Run(2 * time.Second)
+	muteAcks(m.AddPeer("n3"))
+	parts := waitLearners(t, m, "n3")
+	m.Hold("n1", "n3", node.MsgRaft)
+	m.Hold("n2", "n3", node.MsgRaft)
+	m.AddPeer("n4")
+	// On n4, not n3 (lost by n3's recovery): enough entries that n4's
+	// copy applied past where n3's recovered log adds n4 again.
+	for _, prefix := range []string{"b", "c", "d", "e", "f", "g"} {
+		submitIn(t, m, prefix, parts, 2)
+	}
+	if !m.RunUntil(30*time.Second, func() bool {
+		return !slices.ContainsFunc(parts, func(part int) bool { return !sameCopy(m, part, "n1", "n4") })
+	}) {
+		t.Fatal("n4 never caught up with n1")
+	}
+	m.Crash("n1", true)
+	m.Crash("n2", true)
+	m.Cut("n3", "n4", true)
+	m.Cut("n4", "n3", true)
+	m.DropHeld("n1", "n3")
+	m.DropHeld("n2", "n3")
+	m.Run(10 * time.Second)
+	m.MustPeer("n3").Node.ForgetUnsafeRecover("n1")
+	m.MustPeer("n3").Node.ForgetUnsafeRecover("n2")
+	if !m.RunUntil(10*time.Second, func() bool {
 		return !slices.ContainsFunc(parts, func(part int) bool { return m.Server(part) != "n3" })
 	}) {
-		t.Fatalf("partitions %v: servers %v; want n3 serving each", parts, leaders(m))
+		t.Fatalf("partitions %v: servers %v; want n3 serving each (alone)", parts, leaders(m))
 	}
-	// n3's partitions take n4 as a learner again (the ring wants it).
-	if !m.RunUntil(20*time.Second, func() bool {
-		return !slices.ContainsFunc(parts, func(part int) bool {
-			r, _ := m.MustPeer("n4").Node.Replica(part)
-			return !slices.Equal(r.Voters, []string{"n3"})
-		})
+	m.Heal()
+	m.MustPeer("n4").Node.ForgetUnsafeRecover("n1")
+	m.MustPeer("n4").Node.ForgetUnsafeRecover("n2")
+	if !m.RunUntil(30*time.Second, func() bool {
+		return !slices.ContainsFunc(parts, func(part int) bool { return !sameCopy(m, part, "n3", "n4") })
 	}) {
 		for _, part := range parts {
-			r, _ := m.MustPeer("n4").Node.Replica(part)
-			t.Logf("partition %d on n4: %+v", part, r)
+			ia, sa, _ := m.MustPeer("n3").Node.Digest(part)
+			ib, sb, _ := m.MustPeer("n4").Node.Digest(part)
+			t.Logf("partition %d: n3 applied %d %016x, n4 applied %d %016x", part, ia, sa, ib, sb)
 		}
-		t.Fatal("n4 never followed n3's recovered partitions")
+		t.Fatal("n4 never held n3's recovered copies")
 	}
-	m.Check = nil
-	if len(n4led) > 0 || m.MustPeer("n4").Node.Counters().UnsafeRecoveries != 0 {
-		t.Fatalf("n4 led %v, recovered %d partitions; want none (n3 recovered them)", n4led, m.MustPeer("n4").Node.Counters().UnsafeRecoveries)
+	if got := m.MustPeer("n4").Node.Counters().RecoveredElsewhere; got != len(parts) {
+		t.Fatalf("n4 rebuilt %d copies; want %d", got, len(parts))
 	}
-	checkGroups(t, m, before, "after n3 recovered")
+	if got := m.MustPeer("n4").Node.Counters().UnsafeRecoveries; got != 0 {
+		t.Fatalf("n4 recovered %d partitions; want none (n3 had)", got)
+	}
+	checkGroups(t, m, before, "after n4 rebuilt its copies")
 }
 
 // A learner the ring's repair added but whose snapshot never came holds

@@ -58,6 +58,10 @@ type NodeStats struct {
 	// last voter after an operator's needle forget --unsafe-recover
 	// (recover.go).
 	UnsafeRecoveries int
+	// RecoveredElsewhere counts the copies this node dropped and rebuilt
+	// from a snapshot because another survivor's unsafe recovery left
+	// them disagreeing with the recovered log (recover.go: rebuild).
+	RecoveredElsewhere int
 }
 
 // stealer is the node's side of work stealing: the pure policy of package

@@ -265,6 +265,12 @@ func (n *Node) stepRaft(from string, msgs []RaftMsg) error {
 			n.stats.StaleRaft++ // tombstone.go
 			continue
 		}
+		if p != nil && n.recoveredElsewhere(p, rm.Msg) {
+			if p = n.rebuild(p, from, rm.Msg); p == nil {
+				n.stats.StaleRaft++ // its Ready is out: the leader sends again
+				continue
+			}
+		}
 		if p == nil && !n.mayOpen(int(rm.Partition), rm.Msg) {
 			n.stats.StaleRaft++ // for a partition this node left (leave.go)
 			continue

@@ -247,6 +247,7 @@ func protocolEvents(cur, last node.NodeStats) []protocolEvent {
 		{"peer_deaths", cur.Deaths, last.Deaths},
 		{"identity_conflicts", cur.IdentityConflicts, last.IdentityConflicts},
 		{"unsafe_recoveries", cur.UnsafeRecoveries, last.UnsafeRecoveries},
+		{"unsafe_recovery_rebuilds", cur.RecoveredElsewhere, last.RecoveredElsewhere},
 	}
 }
 

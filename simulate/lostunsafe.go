@@ -58,6 +58,7 @@ type unsafeLoss struct {
 	totalAck  int                    // tasks of the acknowledged ones
 	views     map[int]*survivorView  // by node index: what each survivor held
 	roles     map[int]map[int]roleOf // by partition, then node index: what each survivor's replica is
+	named     map[int]map[int]bool   // by partition: the survivors another survivor's replica names
 	seenGroup map[shard.GroupID]bool
 	seenTask  map[shard.TaskID]int                // retries + 1 of the terminal outcome a survivor held
 	seenRetry map[shard.TaskID]int                // the most retries a survivor held
@@ -95,7 +96,7 @@ func newUnsafeLoss(cfg Config) *unsafeLoss {
 		return nil
 	}
 	u := &unsafeLoss{lost: map[int]bool{}, lostTwo: map[int]bool{}, held: map[int]bool{}, total: map[int]bool{},
-		views: map[int]*survivorView{}, roles: map[int]map[int]roleOf{}, seenGroup: map[shard.GroupID]bool{}, seenTask: map[shard.TaskID]int{}, seenRetry: map[shard.TaskID]int{},
+		views: map[int]*survivorView{}, roles: map[int]map[int]roleOf{}, named: map[int]map[int]bool{}, seenGroup: map[shard.GroupID]bool{}, seenTask: map[shard.TaskID]int{}, seenRetry: map[shard.TaskID]int{},
 		seenSched: map[shard.ScheduleID]map[int64]bool{}, rewound: map[*taskRec]outcomeRec{}, gone: map[shard.GroupID]bool{}}
 	if cfg.KillSelect == KillLast {
 		for i := cfg.Peers - cfg.KillCount; i < cfg.Peers; i++ {
@@ -130,6 +131,14 @@ func (c *checker) observeSurvivors() {
 						u.roles[p] = map[int]roleOf{}
 					}
 					u.roles[p][nd.idx] = role
+					for _, id := range slices.Concat(r.Voters, r.Learners) {
+						if i := c.s.peerIndex(id); i >= 0 && id != nd.id && !u.lost[i] {
+							if u.named[p] == nil {
+								u.named[p] = map[int]bool{}
+							}
+							u.named[p][i] = true
+						}
+					}
 				}
 			}
 			if !u.lostTwo[p] {
@@ -185,14 +194,15 @@ func (u *unsafeLoss) view(idx int) *survivorView {
 // recoverers returns the survivors whose copy of lossy partition p may
 // become the recovered one, as node/recover.go picks it: a member that
 // names no other survivor (a voter, or a learner that lagged behind the
-// change adding the others) recovers alone, the others wait, and what
-// they held is lost; else every member (the one whose log is the most up
-// to date recovers, and its log holds what the others applied).
+// change adding the others) and that no other names recovers alone, the
+// others wait, and what they held is lost; else every member (the one
+// whose log is the most up to date recovers, and its log holds what the
+// others applied): a member named by another's claim claims with it.
 func (u *unsafeLoss) recoverers(p int) map[int]bool {
 	for _, want := range []roleOf{roleVoter, roleLearnerLone} {
 		out := map[int]bool{}
 		for idx, role := range u.roles[p] {
-			if role == want {
+			if role == want && !u.named[p][idx] {
 				out[idx] = true
 			}
 		}
