@@ -619,7 +619,7 @@ func (n *Node) recovered(p *partition) {
 // matched (the copies diverge for good), or panic on a conflict with a
 // committed entry.
 func (n *Node) recoveredElsewhere(p *partition, m *pb.Message) bool {
-	if p.applied == 0 || m.GetTerm() < p.rn.BasicStatus().GetTerm() {
+	if t := m.GetType(); t != pb.MsgApp && t != pb.MsgSnap || p.applied == 0 || m.GetTerm() < p.rn.BasicStatus().GetTerm() {
 		return false
 	}
 	differs := func(index, term uint64) bool {

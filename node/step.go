@@ -270,6 +270,13 @@ func (n *Node) stepRaft(from string, msgs []RaftMsg) error {
 				n.stats.StaleRaft++ // its Ready is out: the leader sends again
 				continue
 			}
+			// Checked again against the empty replica: a snapshot is now
+			// past its commit index, decoded and checked to restore.
+			if decoded, err = n.checkRaft(p, rm.Msg); err != nil {
+				n.stats.DroppedRaft++
+				errs = append(errs, fmt.Errorf("peer: step partition %d from %s: %w", rm.Partition, from, err))
+				continue
+			}
 		}
 		if p == nil && !n.mayOpen(int(rm.Partition), rm.Msg) {
 			n.stats.StaleRaft++ // for a partition this node left (leave.go)
