@@ -328,7 +328,7 @@ func TestDashboardViews(t *testing.T) {
 		polled := make(chan struct{})
 		go func() {
 			defer close(polled)
-			body := strings.NewReader(`{"worker": "dash-test-worker", "handlers": ["dash-test-resize"], "max": 4, "wait": "30s"}`)
+			body := strings.NewReader(`{"worker": "dash-test-worker", "handlers": ["dash-test-resize"], "max": 4, "slots": 4, "wait": "30s"}`)
 			req, _ := http.NewRequestWithContext(pollCtx, "POST", base+"/v1/workers/poll", body)
 			req.Header.Set("Content-Type", "application/json")
 			if res, err := http.DefaultClient.Do(req); err == nil {
