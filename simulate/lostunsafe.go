@@ -410,11 +410,19 @@ func (c *checker) dropTotal(g *groupRec) {
 	if g == nil || !c.totalLost(g.id) || u.gone[g.id] {
 		return
 	}
-	u.gone[g.id] = true
 	u.totalGone = append(u.totalGone, g)
 	if g.acked {
 		u.totalAck += len(g.tasks)
 	}
+	c.abandon(g)
+}
+
+// abandon stops waiting for group g, gone with its partition's lost
+// replicas: its tasks leave the outstanding count and the client's wait
+// for it ends; once (unsafeLoss.gone).
+func (c *checker) abandon(g *groupRec) {
+	u := c.unsafe
+	u.gone[g.id] = true
 	for _, t := range g.tasks {
 		delete(u.rewound, t)
 		if t.state == 0 {
@@ -467,18 +475,8 @@ func (c *checker) lostUnsafe(g *groupRec) bool {
 	if u.gone[g.id] {
 		return true
 	}
-	u.gone[g.id] = true
 	u.tasks += len(g.tasks)
-	for _, t := range g.tasks {
-		delete(u.rewound, t)
-		if t.state == 0 {
-			c.outstanding--
-		}
-	}
-	if g.left > 0 {
-		g.left = 0
-		c.s.cl.groupDone(g)
-	}
+	c.abandon(g)
 	return true
 }
 
