@@ -73,6 +73,28 @@ func submitIn(t *testing.T, m *nodetest.Mesh, prefix string, parts []int, n int)
 	return groups
 }
 
+// declareLost has each survivor declare n1 and n2 lost for good (needle
+// forget --unsafe-recover on each), as every test here loses those two.
+func declareLost(m *nodetest.Mesh, survivors ...string) {
+	for _, id := range survivors {
+		m.MustPeer(id).Node.ForgetUnsafeRecover("n1")
+		m.MustPeer(id).Node.ForgetUnsafeRecover("n2")
+	}
+}
+
+// servedBy reports, when called, whether peer id serves every partition of
+// parts; with id "", whether some peer serves each.
+func servedBy(m *nodetest.Mesh, parts []int, id string) func() bool {
+	return func() bool {
+		return !slices.ContainsFunc(parts, func(part int) bool {
+			if id == "" {
+				return m.Server(part) == ""
+			}
+			return m.Server(part) != id
+		})
+	}
+}
+
 // A partition whose every voter is lost but which has a surviving learner
 // (a replica the ring's repair was adding, not yet promoted): both voters
 // of a 2-peer mesh lose their disks while n3, joining, is their learner.
@@ -118,9 +140,7 @@ func TestUnsafeRecoverLearner(t *testing.T) {
 		t.Fatalf("UnsafeRecoveries with n2 not marked = %d; want 0", got)
 	}
 	n3.Node.ForgetUnsafeRecover("n2")
-	served := func() bool {
-		return !slices.ContainsFunc(parts, func(part int) bool { return m.Server(part) != "n3" })
-	}
+	served := servedBy(m, parts, "n3")
 	if !m.RunUntil(10*time.Second, served) {
 		for _, part := range parts {
 			r, _ := n3.Node.Replica(part)
@@ -198,10 +218,7 @@ func TestUnsafeRecoverTwoLearners(t *testing.T) {
 	m.DropHeld("n1", "n3")
 	m.DropHeld("n2", "n3")
 	m.Run(10 * time.Second)
-	for _, id := range []string{"n3", "n4"} {
-		m.MustPeer(id).Node.ForgetUnsafeRecover("n1")
-		m.MustPeer(id).Node.ForgetUnsafeRecover("n2")
-	}
+	declareLost(m, "n3", "n4")
 	if !m.RunUntil(10*time.Second, func() bool {
 		return !slices.ContainsFunc(slices.Concat(one, both), func(part int) bool { return m.Server(part) == "" })
 	}) {
@@ -274,13 +291,8 @@ func TestUnsafeRecoverLearnerUnaware(t *testing.T) {
 	m.DropHeld("n1", "n3")
 	m.DropHeld("n2", "n3")
 	m.Run(10 * time.Second)
-	for _, id := range []string{"n3", "n4"} {
-		m.MustPeer(id).Node.ForgetUnsafeRecover("n1")
-		m.MustPeer(id).Node.ForgetUnsafeRecover("n2")
-	}
-	if !m.RunUntil(10*time.Second, func() bool {
-		return !slices.ContainsFunc(parts, func(part int) bool { return m.Server(part) != "n4" })
-	}) {
+	declareLost(m, "n3", "n4")
+	if !m.RunUntil(10*time.Second, servedBy(m, parts, "n4")) {
 		t.Fatalf("partitions %v: servers %v; want n4 serving each (n3 defers to its claim)", parts, leaders(m))
 	}
 	if got := m.MustPeer("n3").Node.Counters().UnsafeRecoveries; got != 0 {
@@ -338,16 +350,12 @@ func TestUnsafeRecoverRebuildsStaleCopy(t *testing.T) {
 	m.DropHeld("n1", "n3")
 	m.DropHeld("n2", "n3")
 	m.Run(10 * time.Second)
-	m.MustPeer("n3").Node.ForgetUnsafeRecover("n1")
-	m.MustPeer("n3").Node.ForgetUnsafeRecover("n2")
-	if !m.RunUntil(10*time.Second, func() bool {
-		return !slices.ContainsFunc(parts, func(part int) bool { return m.Server(part) != "n3" })
-	}) {
+	declareLost(m, "n3")
+	if !m.RunUntil(10*time.Second, servedBy(m, parts, "n3")) {
 		t.Fatalf("partitions %v: servers %v; want n3 serving each (alone)", parts, leaders(m))
 	}
 	m.Heal()
-	m.MustPeer("n4").Node.ForgetUnsafeRecover("n1")
-	m.MustPeer("n4").Node.ForgetUnsafeRecover("n2")
+	declareLost(m, "n4")
 	if !m.RunUntil(30*time.Second, func() bool {
 		return !slices.ContainsFunc(parts, func(part int) bool { return !sameCopy(m, part, "n3", "n4") })
 	}) {
@@ -413,13 +421,8 @@ func TestUnsafeRecoverLearnerWithoutCopy(t *testing.T) {
 	m.DropHeld("n1", "n4")
 	m.DropHeld("n2", "n4")
 	m.Run(10 * time.Second)
-	for _, id := range []string{"n3", "n4"} {
-		m.MustPeer(id).Node.ForgetUnsafeRecover("n1")
-		m.MustPeer(id).Node.ForgetUnsafeRecover("n2")
-	}
-	if !m.RunUntil(10*time.Second, func() bool {
-		return !slices.ContainsFunc(parts, func(part int) bool { return m.Server(part) != "n3" })
-	}) {
+	declareLost(m, "n3", "n4")
+	if !m.RunUntil(10*time.Second, servedBy(m, parts, "n3")) {
 		for _, part := range parts {
 			r, _ := m.MustPeer("n3").Node.Replica(part)
 			t.Logf("partition %d on n3: %+v", part, r)
@@ -473,13 +476,8 @@ func TestUnsafeRecoverLearnersPartlyAware(t *testing.T) {
 	m.DropHeld("n1", "n4")
 	m.DropHeld("n2", "n4")
 	m.Run(10 * time.Second)
-	for _, id := range []string{"n3", "n4", "n5"} {
-		m.MustPeer(id).Node.ForgetUnsafeRecover("n1")
-		m.MustPeer(id).Node.ForgetUnsafeRecover("n2")
-	}
-	if !m.RunUntil(10*time.Second, func() bool {
-		return !slices.ContainsFunc(parts, func(part int) bool { return m.Server(part) == "" })
-	}) {
+	declareLost(m, "n3", "n4", "n5")
+	if !m.RunUntil(10*time.Second, servedBy(m, parts, "")) {
 		for _, id := range []string{"n3", "n4", "n5"} {
 			r, _ := m.MustPeer(id).Node.Replica(parts[0])
 			t.Logf("partition %d on %s: %+v", parts[0], id, r)
@@ -538,13 +536,8 @@ func TestUnsafeRecoverVoterBehindLearner(t *testing.T) {
 	m.DropHeld("n1", "n3")
 	m.DropHeld("n2", "n3")
 	m.Run(10 * time.Second)
-	for _, id := range []string{"n3", "n4"} {
-		m.MustPeer(id).Node.ForgetUnsafeRecover("n1")
-		m.MustPeer(id).Node.ForgetUnsafeRecover("n2")
-	}
-	if !m.RunUntil(20*time.Second, func() bool {
-		return !slices.ContainsFunc(parts, func(part int) bool { return m.Server(part) == "" })
-	}) {
+	declareLost(m, "n3", "n4")
+	if !m.RunUntil(20*time.Second, servedBy(m, parts, "")) {
 		r3, _ := m.MustPeer("n3").Node.Replica(parts[0])
 		r4, _ := m.MustPeer("n4").Node.Replica(parts[0])
 		t.Fatalf("partitions %v: servers %v; want each served (partition %d: n3 %+v, n4 %+v)", parts, leaders(m), parts[0], r3, r4)
