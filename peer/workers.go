@@ -260,6 +260,14 @@ func (h *hub) end(l *xlease, st leaseState, now time.Time) {
 
 func (h *hub) lose(l *xlease, now time.Time) { h.end(l, leaseLost, now) }
 
+// fullHubMessage is the 503 of a new worker's poll to a peer that serves
+// max workers already: why, and what to do. It said "api: unavailable:
+// this peer serves 10000 workers already", and not whether to retry.
+func fullHubMessage(max int, ttl time.Duration) string {
+	return fmt.Sprintf("this peer serves %d workers already, the most one peer takes (a worker is forgotten once silent for %v, --worker-ttl): "+
+		"poll another peer of the mesh; the poll did nothing: retry it", max, ttl)
+}
+
 // Poll answers a worker's poll: tasks queued here for its handlers at
 // once, else it waits (its demand goes to the node) until tasks arrive or
 // req.Wait passes.
@@ -268,7 +276,7 @@ func (h *hub) Poll(ctx context.Context, req api.PollRequest) (api.PollResult, er
 	h.mu.Lock()
 	if h.workers[req.Worker] == nil && len(h.workers) >= maxWorkers {
 		h.unlock()
-		return api.PollResult{}, fmt.Errorf("%w: this peer serves %d workers already", api.ErrUnavailable, maxWorkers)
+		return api.PollResult{}, api.NewError(api.CodeUnavailable, "", fullHubMessage(maxWorkers, h.ttl))
 	}
 	now := time.Now()
 	known := h.workers[req.Worker] != nil

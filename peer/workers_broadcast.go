@@ -35,8 +35,7 @@ func (b backend) WorkersFor(ctx context.Context, handler string) ([]api.WorkerIn
 		return nil, err
 	}
 	if len(list.Unreachable) > 0 {
-		return nil, fmt.Errorf("%w: peers %s did not answer for their workers, which would miss their copies",
-			api.ErrUnavailable, strings.Join(list.Unreachable, ", "))
+		return nil, api.NewError(api.CodeUnavailable, "", unansweredMessage(list.Unreachable))
 	}
 	out := list.Workers[:0]
 	for _, w := range list.Workers {
@@ -48,6 +47,16 @@ func (b backend) WorkersFor(ctx context.Context, handler string) ([]api.WorkerIn
 		}
 	}
 	return out, nil
+}
+
+// unansweredMessage is the 503 of a broadcast to workers while live peers
+// did not answer for theirs: which, why it is refused, and what to do. It
+// said "api: unavailable: peers X did not answer for their workers, which
+// would miss their copies", and not whether to retry.
+func unansweredMessage(peers []string) string {
+	return fmt.Sprintf("peers %s did not answer for their workers (down or cut off, and not found dead yet): "+
+		"a broadcast now would miss the copies of their workers; the request did nothing: retry it "+
+		"(a peer that died is left out once found dead, within seconds)", strings.Join(peers, ", "))
 }
 
 // takes reports whether poll q may take run r: it serves r (handler,
