@@ -84,18 +84,27 @@ class Client:
     """Calls the HTTP API of one peer; any peer answers for the whole mesh.
 
     ``url`` defaults to $NEEDLE_URL, else $NEEDLE_ADDR (the CLI's), else
-    http://127.0.0.1:7070; ``token`` to $NEEDLE_API_TOKEN, else the
+    http://127.0.0.1:7070 (a variable's ``host:port`` is
+    ``http://host:port``, as the CLI and the Go client read it); ``token``
+    to $NEEDLE_API_TOKEN, else the
     contents of the file $NEEDLE_API_TOKEN_FILE names (as the CLI reads
     them). Connections are kept alive, one per thread.
     """
 
     def __init__(self, url=None, token=None, timeout=60.0):
-        url = url or os.environ.get("NEEDLE_URL") or os.environ.get("NEEDLE_ADDR") or "http://127.0.0.1:7070"
+        name, given = "url", url
+        if not url:
+            name, given = next(((v, os.environ[v]) for v in ("NEEDLE_URL", "NEEDLE_ADDR") if os.environ.get(v)),
+                               (None, "http://127.0.0.1:7070"))
+            # NEEDLE_ADDR=127.0.0.1:7070, which the CLI takes, was refused
+            # here ("want http(s)://host:port") while the docs said the
+            # variables were read as the CLI reads them.
+            url = given if "://" in given else "http://" + given
         if token is None:
             token = _env_token()
         u = urllib.parse.urlsplit(url)
         if u.scheme not in ("http", "https") or not u.hostname:
-            raise ValueError("url: want http(s)://host:port, got %r" % url)
+            raise ValueError("%s: want http(s)://host:port, got %r" % (name, given))
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout

@@ -64,6 +64,26 @@ class ClientTest(unittest.TestCase):
             with self.assertRaisesRegex(ValueError, "more than one line"):
                 Client(self.fake.url)
 
+    def test_addr_without_scheme_from_environment(self):
+        # NEEDLE_ADDR=host:port, as the CLI and the Go client's FromEnv
+        # take it (http:// added); a bad variable is named in the error,
+        # and a url passed in is taken as it is.
+        host_port = self.fake.url.split("://", 1)[1]
+        for name in ("NEEDLE_ADDR", "NEEDLE_URL"):
+            with mock.patch.dict(os.environ, {name: host_port}):
+                os.environ.pop("NEEDLE_URL" if name == "NEEDLE_ADDR" else "NEEDLE_ADDR", None)
+                c = Client()
+                self.addCleanup(c.close)
+            self.assertEqual(c.url, self.fake.url)
+        self.fake.tasks["g.0"] = [{"id": "g.0", "state": "SUCCEEDED"}]
+        self.assertEqual(c.get("g.0")["state"], "SUCCEEDED")
+        with mock.patch.dict(os.environ, {"NEEDLE_ADDR": "ftp://x:1"}):
+            os.environ.pop("NEEDLE_URL", None)
+            with self.assertRaisesRegex(ValueError, "^NEEDLE_ADDR: want http"):
+                Client()
+        with self.assertRaisesRegex(ValueError, "^url: want http"):
+            Client(host_port)
+
     def test_wait_polls_until_terminal(self):
         self.fake.tasks["g.1"] = [{"id": "g.1", "state": "RUNNING"}, {"id": "g.1", "state": "RUNNING"},
                                   {"id": "g.1", "state": "SUCCEEDED", "result": 7}]
