@@ -38,3 +38,13 @@ func TestUnknownFlagSuggests(t *testing.T) {
 	runCLI(t, "http://127.0.0.1:1", "", "--adr", "x", "peers").check(t, 2, "", "(did you mean --addr?)")
 	runCLI(t, "http://127.0.0.1:1", "", "simulate", "--seeds", "1", "--peer", "3").check(t, 2, "", "(did you mean --peers?)")
 }
+
+// A value a flag cannot read says what the flag wants ("parse error" said
+// nothing of it), in the command's flags and in the global ones.
+func TestBadFlagValueSaysWhatItWants(t *testing.T) {
+	runCLI(t, "http://127.0.0.1:1", "", "submit", "--handler", "x", "--timeout", "abc").
+		check(t, 2, "", `invalid value "abc" for --timeout: want a duration such as "30s"`)
+	runCLI(t, "http://127.0.0.1:1", "", "list", "--since", "yesterday").check(t, 2, "", `for --since: want a duration`)
+	runCLI(t, "http://127.0.0.1:1", "", "submit", "--handler", "x", "--priority", "high").
+		check(t, 2, "", `invalid value "high" for --priority: want an integer`)
+}

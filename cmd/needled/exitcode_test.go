@@ -92,6 +92,32 @@ func TestConfigErrorExitsBinary(t *testing.T) {
 	}
 }
 
+// A value a flag cannot read, on the command line, in the environment or
+// in the config file, says what the flag wants ("parse error" said none).
+func TestBadFlagValueSaysWhatItWants(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "needled.conf")
+	if err := os.WriteFile(cfg, []byte("worker-ttl = 5\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := `want a duration such as "30s"`
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		head string
+	}{
+		{[]string{"--worker-ttl", "5"}, nil, `invalid value "5" for --worker-ttl: `},
+		{nil, map[string]string{"NEEDLE_WORKER_TTL": "5"}, `NEEDLE_WORKER_TTL="5": `},
+		{[]string{"--config", cfg}, nil, cfg + `:1: worker-ttl: `},
+	} {
+		m := NewMain()
+		m.Stderr = io.Discard
+		err := m.ParseFlags(append(c.args, "--data", t.TempDir()), func(k string) string { return c.env[k] })
+		if err == nil || !strings.HasPrefix(err.Error(), c.head+want) {
+			t.Errorf("ParseFlags(%v, env %v) = %v; want %s%s...", c.args, c.env, err, c.head, want)
+		}
+	}
+}
+
 // A mistyped flag is refused naming the flag it was probably meant to be.
 func TestUnknownFlagSuggests(t *testing.T) {
 	m := NewMain()

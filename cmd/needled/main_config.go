@@ -399,7 +399,7 @@ func envFallback(fs *flag.FlagSet, getenv func(string) string) flagsSet {
 		set.names[f.Name] = true
 		for _, part := range splitList(f, v) {
 			if e := f.Value.Set(part); e != nil {
-				set.err = fmt.Errorf("%s=%q: %v", name, v, e)
+				set.err = fmt.Errorf("%s=%q: %v", name, v, flagnear.ExplainValue(f, e))
 			}
 		}
 	})
@@ -458,7 +458,7 @@ func configFile(fs *flag.FlagSet, path string, set map[string]bool) error {
 			continue // the command line or the environment wins
 		}
 		if err := f.Value.Set(value); err != nil {
-			return fmt.Errorf("%s:%d: %s: %v", path, i+1, name, err)
+			return fmt.Errorf("%s:%d: %s: %v", path, i+1, name, flagnear.ExplainValue(f, err))
 		}
 	}
 	return nil

@@ -1,4 +1,5 @@
-// Package flagnear names the flag a mistyped one was probably meant to be.
+// Package flagnear names the flag a mistyped one was probably meant to be,
+// and what a flag wants of a value it could not read.
 //
 // The standard flag package answers an unknown flag with "flag provided but
 // not defined: -data-dir" and nothing else; Explain adds "did you mean
@@ -15,10 +16,17 @@ import (
 const prefix = "flag provided but not defined: -"
 
 // Explain returns err with a suggestion of the defined flag of fs nearest
-// to the undefined one err names, when there is one; any other error (and
-// an undefined flag with nothing near it) is returned as it is.
+// to the undefined one err names, when there is one, and a value a flag
+// of fs could not read with what the flag wants (ExplainValue); any other
+// error (and an undefined flag with nothing near it) is returned as it is.
 func Explain(fs *flag.FlagSet, err error) error {
-	if err == nil || !strings.HasPrefix(err.Error(), prefix) {
+	if err == nil {
+		return nil
+	}
+	if e, ok := explainInvalid(fs, err); ok {
+		return e
+	}
+	if !strings.HasPrefix(err.Error(), prefix) {
 		return err
 	}
 	name := strings.TrimLeft(strings.TrimPrefix(err.Error(), prefix), "-")

@@ -56,3 +56,39 @@ func TestExplain(t *testing.T) {
 		t.Errorf("Explain(%v) added a suggestion with no flag near", err)
 	}
 }
+
+// A value a flag could not read is answered with what the flag wants; the
+// flag package said "parse error" and no more.
+func TestExplainValue(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Duration("worker-ttl", 0, "")
+	fs.Int("slots", 0, "")
+	fs.Uint("n", 0, "")
+	fs.Float64("ratio", 0, "")
+	fs.Bool("wait", false, "")
+	fs.Func("label", "", func(string) error { return errors.New("not key=value") })
+	for _, c := range []struct{ args, want string }{
+		{"--worker-ttl 5", `invalid value "5" for --worker-ttl: want a duration such as "30s", "5m" or "1h30m" (a number and a unit: ms, s, m, h)`},
+		{"--slots x", `invalid value "x" for --slots: want an integer`},
+		{"--slots 99999999999999999999", `invalid value "99999999999999999999" for --slots: out of range: want an integer that fits`},
+		{"--n -1", `invalid value "-1" for --n: want a non-negative integer`},
+		{"--ratio half", `invalid value "half" for --ratio: want a number`},
+		{"--wait=maybe", `invalid value "maybe" for --wait: want true or false`},
+		{"--label bad", `invalid value "bad" for flag -label: not key=value`}, // its own error says it
+	} {
+		err := fs.Parse(strings.Fields(c.args))
+		got := Explain(fs, err)
+		if got == nil || got.Error() != c.want || !errors.Is(got, err) {
+			t.Errorf("Explain(%s) = %v; want %s (wrapping %v)", c.args, got, c.want, err)
+		}
+	}
+	// An environment variable's or a config file's value, set directly.
+	f := fs.Lookup("worker-ttl")
+	if err := ExplainValue(f, f.Value.Set("5")); err == nil || !strings.HasPrefix(err.Error(), "want a duration such as") {
+		t.Errorf("ExplainValue(worker-ttl, 5) = %v; want what a duration looks like", err)
+	}
+	if err := ExplainValue(f, f.Value.Set("5s")); err != nil {
+		t.Errorf("ExplainValue(worker-ttl, 5s) = %v; want nil", err)
+	}
+}
