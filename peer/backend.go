@@ -108,6 +108,10 @@ func (b backend) submit(ctx, waitCtx context.Context, spec *shard.GroupSpec, wai
 	var a submitAns
 	end := time.Now().Add(wait)
 	cut := false
+	var req string // names this request to the owner, asked again after a cut
+	if spec.Key != "" && wait > 0 {
+		req = randomHex(16)
+	}
 	err := retryUnavailable(ctx, func() error {
 		wait := waitLeft(wait, end)
 		s, v, to, features, err := local{b.p}.submitHere(ctx, waitCtx, spec, wait)
@@ -121,10 +125,10 @@ func (b backend) submit(ctx, waitCtx context.Context, spec *shard.GroupSpec, wai
 		} else if wait > 0 {
 			fctx = waitCtx
 		}
-		a, err = forwardSpan[submitAns](fctx, b.p, to, wireForm(&submitReq{Spec: spec, Wait: wait}, features))
+		a, err = forwardSpan[submitAns](fctx, b.p, to, wireForm(&submitReq{Spec: spec, Wait: wait, Req: req}, features))
 		if err != nil && wait > 0 && waitCtx.Err() != nil && ctx.Err() == nil {
 			cut = true
-			a, err = forwardSpan[submitAns](ctx, b.p, to, wireForm(&submitReq{Spec: spec}, features))
+			a, err = forwardSpan[submitAns](ctx, b.p, to, wireForm(&submitReq{Spec: spec, Req: req}, features))
 		}
 		return b.p.forwardUnavailable(spec.ID, to, err)
 	})
@@ -232,13 +236,19 @@ type local struct{ p *Peer }
 // the wait has passed (nil when it cannot be read). A task that ends with
 // its creation's commit (its outcome in the same entry) comes back with
 // the commit's reply. The commit span is a child of the submit span
-// (spec.Trace), here or on the peer that forwarded it.
-func (b local) SubmitWait(ctx context.Context, spec *shard.GroupSpec, wait time.Duration) (api.SubmitResult, *shard.TaskView, error) {
+// (spec.Trace), here or on the peer that forwarded it. req names the
+// forwarded request (submitReq.Req), "" for none: one that created the
+// group is remembered as its creator before the wait, and answered so
+// when asked again.
+func (b local) SubmitWait(ctx context.Context, spec *shard.GroupSpec, wait time.Duration, req string) (api.SubmitResult, *shard.TaskView, error) {
 	start := time.Now()
 	if err := b.p.admit(start); err != nil {
 		return api.SubmitResult{}, nil, b.p.refuse(err)
 	}
 	r, err := b.p.callWith(ctx, command{do: func(n *node.Node, req uint64) { n.Submit(req, spec) }, view: wait > 0})
+	if err == nil {
+		r.Submit.Created = b.p.creators.note(req, r.Submit.Group, r.Submit.Created)
+	}
 	return b.submitted(ctx, ctx, spec, wait, start, r, err)
 }
 

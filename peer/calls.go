@@ -77,6 +77,12 @@ type submitReq struct {
 	// wait (POST /v1/tasks?wait=) forwarded once instead of twice. A peer
 	// of a release without it ignores it and answers at once.
 	Wait time.Duration `json:"wait,omitempty"`
+	// Req names the request of a keyed submission that waits, the same in
+	// the forward asked again without a wait after a revocation cut it:
+	// the owner answers Created when this request created the group
+	// (creators). A peer of a release without it ignores it, and a
+	// request asked again is answered as a repeat of its key.
+	Req string `json:"req,omitempty"`
 }
 
 func (r *submitReq) feature() (uint64, string) { return concurrencyFeature(r.Spec) }
@@ -95,7 +101,7 @@ func (r *submitReq) serve(ctx context.Context, p *Peer) (submitAns, error) {
 	if r.Spec == nil {
 		return submitAns{}, errors.New("peer: forwarded submit without a spec")
 	}
-	s, v, err := local{p}.SubmitWait(ctx, r.Spec, r.Wait)
+	s, v, err := local{p}.SubmitWait(ctx, r.Spec, r.Wait, r.Req)
 	return submitAns{Submit: &s, Task: v}, err
 }
 

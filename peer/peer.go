@@ -77,6 +77,8 @@ type Peer struct {
 
 	forgotLogged time.Time // when the loop last logged that this peer was forgotten (noteForgotten)
 
+	creators creators // forwarded requests that created their group (creators.go)
+
 	// Loop-owned state.
 	calls   map[uint64]pendingCall
 	waiters waiters

@@ -56,6 +56,7 @@ type submitSpecReq struct{ r *submitReq }
 type submitSpecHead struct {
 	rpcHeader
 	Wait time.Duration `json:"wait,omitempty"`
+	Req  string        `json:"req,omitempty"`
 }
 
 func (*submitSpecHead) op() string { return opSubmitSpec }
@@ -68,7 +69,7 @@ func (s *submitSpecReq) serve(ctx context.Context, p *Peer) (submitAns, error) {
 }
 
 func (s *submitSpecReq) encodeCall(trace string) ([]byte, error) {
-	b, err := encodeCall(&submitSpecHead{Wait: s.r.Wait}, trace)
+	b, err := encodeCall(&submitSpecHead{Wait: s.r.Wait, Req: s.r.Req}, trace)
 	if err != nil {
 		return nil, err
 	}

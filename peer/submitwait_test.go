@@ -84,8 +84,10 @@ func testSubmitWaitForwardsOnce(t *testing.T, tokens *api.Tokens) {
 // the wait ends at once; the submission stands and the answer says so,
 // its id without the task (the revoked token reads nothing more). The
 // forward was cut after the owner created the group, so the owner was
-// asked again without a wait, and found it: a keyed submission answers
-// 200, its group made once.
+// asked again without a wait, and found it: the request named itself to
+// the owner, which remembers it created the group, so a keyed submission
+// answers 201 (it said 200, a repeat, though this request made it), its
+// group made once; a repeat of the key is 200.
 func TestForwardedSubmitWaitRevoked(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real libp2p mesh")
@@ -115,13 +117,17 @@ func TestForwardedSubmitWaitRevoked(t *testing.T) {
 		ID   string          `json:"id"`
 		Task json.RawMessage `json:"task"`
 	}
-	if ans.status != http.StatusOK || json.Unmarshal(ans.body, &out) != nil || out.ID != id || out.Task != nil {
-		t.Fatalf("the revoked token's forwarded waiting submission = %d %s; want 200 with id %s and no task", ans.status, ans.body, id)
+	if ans.status != http.StatusCreated || json.Unmarshal(ans.body, &out) != nil || out.ID != id || out.Task != nil {
+		t.Fatalf("the revoked token's forwarded waiting submission = %d %s; want 201 with id %s and no task", ans.status, ans.body, id)
 	}
 	waitUntil(t, func() bool { return liveWaiters(t, b.p, id) == 0 }) // the owner's wait ended with it
 	g, err := a.c.GetGroup(t.Context(), string(GroupIDFor(key)), 0)
 	if err != nil || len(g.Tasks) != 1 || g.Tasks[0].State != "READY" {
 		t.Fatalf("the group after the revoked wait = %+v, %v; want its one task READY", g, err)
+	}
+	status, data := wcall(t, a.c, "POST", "/v1/tasks?wait=10ms", `{"handler": "thumb", "payload": 1, "key": "`+key+`"}`)
+	if status != http.StatusOK || !strings.Contains(string(data), id) {
+		t.Fatalf("a repeat of the key, waiting = %d %s; want 200 with id %s", status, data, id)
 	}
 }
 
