@@ -110,6 +110,10 @@ func (m *mesh) add(mb *member) {
 		if m.ids != nil {
 			m.idsAdd = append(m.idsAdd, mb.id)
 		}
+		// A recover claim names its survivors by peer id: a survivor
+		// learned of only now (a restart forgets the members until they
+		// are heard again) can now be named, and claimed against.
+		m.recoverScan = m.recoverScan || len(m.recover) > 0
 	} else {
 		m.members[mb.id].gone = true
 		m.ids = nil // replaced: sorted again
