@@ -40,8 +40,21 @@ import (
 // With two voters every committed entry was on both, so the survivor holds
 // every acknowledged one: nothing is lost. With three voters and two lost,
 // an entry the two lost ones committed without the survivor is lost: hence
-// the operator's explicit flag. A joint configuration is refused (logged):
-// which voters the entries were committed by is not known.
+// the operator's explicit flag.
+//
+// A joint configuration commits, and elects, only with a majority of each
+// half: it is stuck as soon as either half lost its majority (the ring's
+// repair promoting two learners of a lone voter, {Y} -> {Y, a, b}, with Y
+// lost). Its survivors, of either half and its learners, claim it as
+// below, and the one that recovers leaves the joint configuration first
+// (an empty ConfChangeV2: Raft takes no other change in one), then goes
+// on as above with the incoming half's voters. While the incoming half
+// keeps a majority nothing committed is lost: every entry committed since
+// the joint configuration took effect is on a majority of that half, so
+// on a survivor, and the claims pick the survivor whose log is the most
+// up to date; what came before it is on every replica that applied it.
+// A replica the leaving would remove (a voter of the outgoing half only)
+// refuses (logged).
 //
 // When other members survive (learners, or voters fewer than a majority,
 // as while the ring's repair has promoted a replica and not yet removed
@@ -178,10 +191,10 @@ func (n *Node) recoverPartitions() {
 		if !last {
 			continue
 		}
-		if len(p.conf.GetVotersOutgoing()) > 0 {
+		if n.leavesWithJoint(p) {
 			if !p.recoverRefused {
 				p.recoverRefused = true
-				n.log.Warn("unsafe recovery refused: the partition is in a joint configuration, whose committed entries may be on the lost voters only",
+				n.log.Warn("unsafe recovery refused: the partition is in a joint configuration whose leaving removes this replica",
 					keyPart, p.id, "voters", len(p.conf.GetVoters()), "outgoing", len(p.conf.GetVotersOutgoing()))
 			}
 			continue
@@ -214,12 +227,22 @@ func (n *Node) recoverPartitions() {
 			m.recoverScan = true // after the committed entries apply
 			continue
 		}
-		n.recoverPartition(p, lost)
+		n.recoverPartition(p, n.withoutCopy(p, rivals, lost))
 		if len(rivals) > 0 {
 			m.recoverScan = true // the next scan withdraws the claim
 		}
 	}
 	claims = append(claims, n.emptyClaims()...)
+}
+
+// leavesWithJoint reports whether p is in a joint configuration that
+// removes this node when it is left: a voter of the outgoing half only,
+// not to become a learner. The recovery leaves the joint configuration
+// first, so such a node cannot recover the partition.
+func (n *Node) leavesWithJoint(p *partition) bool {
+	c := p.conf
+	return len(c.GetVotersOutgoing()) > 0 && !slices.Contains(c.GetVoters(), n.raftID) &&
+		!slices.Contains(c.GetLearners(), n.raftID) && !slices.Contains(c.GetLearnersNext(), n.raftID)
 }
 
 // recoverGrace is how long a survivor that knows of no other waits, after
@@ -289,16 +312,16 @@ func ahead(c RecoverClaim, self string, oc RecoverClaim, other string) bool {
 // lastReplica reports whether this node may be the replica of p that
 // recovers it, and the survivors it must claim it against (rivals): the
 // other members of p's configuration not lost. It may when some voters
-// are lost for good and those that survive are fewer than a majority,
-// and it is a voter or a learner. Without rivals (the last voter, or a
-// learner whose every voter is lost and no other learner survives) it
-// recovers alone (after recoverGrace, unless a claim naming it comes:
+// are lost for good and those that survive are fewer than a majority (of
+// either half of a joint configuration), and it is a voter or a learner.
+// Without rivals (the last voter, or a learner whose every voter is lost
+// and no other learner survives) it recovers alone (after recoverGrace, unless a claim naming it comes:
 // heardRivals); with rivals, the one of them all whose log is the
 // most up to date does (claimWins): a surviving learner may hold entries
 // the last voter lacks (committed by the lost ones), and had it recovered
 // alone the learner's state would be one the recovered log never held.
-// A joint configuration with a survivor besides this node is left alone
-// (recovering one without is refused: recoverPartitions).
+// A joint configuration is stuck when either half lost its majority; its
+// survivors of both halves are rivals.
 func (n *Node) lastReplica(p *partition, lost map[uint64]string) (last bool, rivals []uint64) {
 	voters, outgoing := p.conf.GetVoters(), p.conf.GetVotersOutgoing()
 	self, others := false, 0
@@ -316,15 +339,11 @@ func (n *Node) lastReplica(p *partition, lost map[uint64]string) (last bool, riv
 			}
 		}
 	}
-	alive := len(rivals)
-	if self {
-		alive++
-	}
 	switch {
 	case others == 0 || !self && !slices.Contains(p.conf.GetLearners(), n.raftID):
 		return false, nil
-	case len(rivals) > 0 && (len(outgoing) > 0 || alive >= len(voters)/2+1):
-		return false, nil // a majority survives: Raft goes on
+	case n.quorumSurvives(voters, lost) && (len(outgoing) == 0 || n.quorumSurvives(outgoing, lost)):
+		return false, nil // a majority of each half survives: Raft goes on
 	}
 	for _, rid := range p.conf.GetLearners() {
 		if rid != n.raftID && lost[rid] == "" {
@@ -332,6 +351,18 @@ func (n *Node) lastReplica(p *partition, lost map[uint64]string) (last bool, riv
 		}
 	}
 	return true, rivals
+}
+
+// quorumSurvives reports whether a majority of voters are not lost (this
+// node counting as a survivor).
+func (n *Node) quorumSurvives(voters []uint64, lost map[uint64]string) bool {
+	alive := 0
+	for _, rid := range voters {
+		if rid == n.raftID || lost[rid] == "" {
+			alive++
+		}
+	}
+	return alive >= len(voters)/2+1
 }
 
 // heardRivals adds to rivals, this node's surviving learners of p, the
@@ -409,6 +440,32 @@ func (n *Node) claimWins(p *partition, c RecoverClaim, rivals []uint64, lost map
 		}
 	}
 	return true
+}
+
+// withoutCopy returns lost with the voters of p among rivals whose claim
+// says they hold no copy of it (an empty one: emptyClaims) added: a voter
+// that left the partition (it applied its removal, which this node, a
+// lagging survivor, had not received) can never vote for the recovered
+// partition, and kept among its voters it would leave it without a
+// majority for good. The recovery removes it as it does a lost voter;
+// the ring's repair adds it back as a new replica.
+func (n *Node) withoutCopy(p *partition, rivals []uint64, lost map[uint64]string) map[uint64]string {
+	out := lost
+	for _, rid := range rivals {
+		id, ok := n.mesh.peerOf(rid)
+		if !ok || !slices.Contains(p.conf.GetVoters(), rid) {
+			continue
+		}
+		i := slices.IndexFunc(n.mesh.claims[id], func(rc RecoverClaim) bool { return int(rc.Partition) == p.id })
+		if i < 0 || n.mesh.claims[id][i].Term != 0 || n.mesh.claims[id][i].Index != 0 {
+			continue
+		}
+		if len(out) == len(lost) {
+			out = maps.Clone(lost)
+		}
+		out[rid] = id
+	}
+	return out
 }
 
 // stalledLeader reports whether lead, the leader this node knows of
@@ -506,12 +563,19 @@ func (n *Node) recoverPartition(p *partition, lost map[uint64]string) {
 		// next term would commit it).
 		u.Entries = append(u.Entries, &pb.Entry{Type: pb.EntryNormal.Enum(), Term: new(term + 1), Index: new(last + 1)})
 	}
+	joint := len(p.conf.GetVotersOutgoing()) > 0
 	if !pending {
-		// A learner makes itself a voter first: removing the lost voters
-		// before would leave none, which Raft refuses.
-		var changes []*pb.ConfChangeSingle
+		// A joint configuration is left first (Raft takes no other
+		// change in one): its incoming voters become the voters, the
+		// outgoing half's lost voters leave with it. A learner then
+		// makes itself a voter: removing the lost voters before would
+		// leave none, which Raft refuses.
+		var changes []*pb.ConfChangeV2
+		if joint {
+			changes = append(changes, &pb.ConfChangeV2{})
+		}
 		if learner {
-			changes = append(changes, &pb.ConfChangeSingle{Type: pb.ConfChangeAddNode.Enum(), NodeId: new(n.raftID)})
+			changes = append(changes, &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeAddNode.Enum(), NodeId: new(n.raftID)}}})
 		}
 		for _, rid := range slices.Sorted(func(yield func(uint64) bool) {
 			for _, rid := range p.conf.GetVoters() {
@@ -520,11 +584,11 @@ func (n *Node) recoverPartition(p *partition, lost map[uint64]string) {
 				}
 			}
 		}) {
-			changes = append(changes, &pb.ConfChangeSingle{Type: pb.ConfChangeRemoveNode.Enum(), NodeId: new(rid)})
+			changes = append(changes, &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeRemoveNode.Enum(), NodeId: new(rid)}}})
 			removed = append(removed, lost[rid])
 		}
 		for _, c := range changes {
-			data, err := proto.Marshal(&pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{c}})
+			data, err := proto.Marshal(c)
 			if err != nil {
 				panic(fmt.Sprintf("peer: partition %d: recovery conf change: %v", p.id, err))
 			}
@@ -555,7 +619,7 @@ func (n *Node) recoverPartition(p *partition, lost map[uint64]string) {
 		n.stats.UnsafeRecoveries++
 	}
 	n.log.Warn("partition recovered from this peer's copy alone (unsafe recovery): entries only the lost voters held are gone",
-		keyPart, p.id, "applied", p.applied, "last", last, "term", term+1, "removed", removed, "learner", learner, "pending_conf", pending, "cut_from", cut)
+		keyPart, p.id, "applied", p.applied, "last", last, "term", term+1, "removed", removed, "learner", learner, "joint", joint, "pending_conf", pending, "cut_from", cut)
 }
 
 // removesSelf reports whether e is a configuration change removing this

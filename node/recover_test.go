@@ -1,43 +1,61 @@
 package node
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/needle-mesh/needle/shard"
+	"github.com/needle-mesh/needle/wal"
 )
 
-// A partition in a joint configuration is not recovered: which voters
-// committed its entries is not known, and leaving the joint configuration
-// needs the outgoing voters. Its last voter refuses, the other partitions
-// recover.
-func TestUnsafeRecoverRefusesJoint(t *testing.T) {
-	c := newCluster(t, 3, 4)
+// A partition in a joint configuration whose halves both lost their
+// majority is recovered by its last voter: it leaves the joint
+// configuration first (Raft takes no other change in one), then removes
+// the lost voters of the incoming half. Here n1 leads two partitions
+// caught in a joint change when n2 and n3 are lost: one leaving to
+// {n1, n2}, recovered to n1 alone with its group kept (every entry
+// committed in the joint configuration needed both voters of {n1, n2}),
+// and one leaving to {n2, n3}: n1 leaves with the joint configuration, so
+// cannot recover it, and refuses (logged). The other partitions recover.
+func TestUnsafeRecoverJoint(t *testing.T) {
+	c := newCluster(t, 3, 8)
 	c.run(15 * time.Second)
 	n1 := c.node("n1")
-	joint := -1
+	var led []int
 	for _, i := range n1.n.held {
 		if p := n1.n.parts[i]; p.serving && len(p.conf.GetVoters()) == 3 {
-			joint = i
-			break
+			led = append(led, i)
 		}
 	}
-	if joint < 0 {
-		t.Fatalf("n1 serves no 3-voter partition (leaders %v)", c.leaders())
+	if len(led) < 2 {
+		t.Fatalf("n1 serves %v of the 3-voter partitions; want two (leaders %v)", led, c.leaders())
+	}
+	joint, leaving := led[0], led[1]
+	g := groupIn(t, n1.n, joint)
+	if r := c.submit(shard.GroupSpec{ID: g, Mode: shard.ModeParallel, Tasks: echoTasks(2)}); r.Err != nil {
+		t.Fatalf("submit %s: %v", g, r.Err)
 	}
 	// An explicit joint change stays joint until told to leave.
-	p := n1.n.parts[joint]
-	cc := &pb.ConfChangeV2{Transition: pb.ConfChangeTransition_ConfChangeTransitionJointExplicit.Enum(),
-		Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeRemoveNode.Enum(), NodeId: new(RaftID("n3"))}}}
-	if err := p.rn.ProposeConfChange(cc); err != nil {
-		t.Fatal(err)
+	for part, remove := range map[int][]string{joint: {"n3"}, leaving: {"n1"}} {
+		cc := &pb.ConfChangeV2{Transition: pb.ConfChangeTransition_ConfChangeTransitionJointExplicit.Enum()}
+		for _, id := range remove {
+			cc.Changes = append(cc.Changes, &pb.ConfChangeSingle{Type: pb.ConfChangeRemoveNode.Enum(), NodeId: new(RaftID(id))})
+		}
+		if err := n1.n.parts[part].rn.ProposeConfChange(cc); err != nil {
+			t.Fatal(err)
+		}
+		n1.n.markDirty(part)
 	}
-	n1.n.markDirty(joint)
 	c.run(time.Second)
-	if out := p.conf.GetVotersOutgoing(); len(out) != 3 {
-		t.Fatalf("partition %d conf %v; want a joint configuration", joint, p.conf)
+	for _, part := range led[:2] {
+		if out := n1.n.parts[part].conf.GetVotersOutgoing(); len(out) != 3 {
+			t.Fatalf("partition %d conf %v; want a joint configuration", part, n1.n.parts[part].conf)
+		}
 	}
 	for _, id := range []string{"n2", "n3"} {
 		c.node(id).down = true
@@ -46,16 +64,19 @@ func TestUnsafeRecoverRefusesJoint(t *testing.T) {
 	n1.n.ForgetUnsafeRecover("n2")
 	n1.n.ForgetUnsafeRecover("n3")
 	c.run(10 * time.Second)
-	if p := n1.n.parts[joint]; p.recoverTo != 0 || !p.recoverRefused || len(p.conf.GetVotersOutgoing()) == 0 {
-		t.Fatalf("joint partition %d: recovering to %d, refused %v, conf %v; want it refused and left as it was", joint, p.recoverTo, p.recoverRefused, p.conf)
+	if p := n1.n.parts[leaving]; p.recoverTo != 0 || !p.recoverRefused || len(p.conf.GetVotersOutgoing()) == 0 {
+		t.Fatalf("partition %d leaving n1: recovering to %d, refused %v, conf %v; want it refused and left as it was", leaving, p.recoverTo, p.recoverRefused, p.conf)
 	}
 	for _, i := range n1.n.held {
-		if p := n1.n.parts[i]; i != joint && (!p.serving || !slices.Equal(p.conf.GetVoters(), []uint64{n1.n.raftID})) {
-			t.Fatalf("partition %d: serving %v voters %v; want recovered on n1 alone", i, p.serving, p.conf.GetVoters())
+		if p := n1.n.parts[i]; i != leaving && (!p.serving || !slices.Equal(p.conf.GetVoters(), []uint64{n1.n.raftID}) || len(p.conf.GetVotersOutgoing()) != 0) {
+			t.Fatalf("partition %d: serving %v conf %v; want recovered on n1 alone", i, p.serving, p.conf)
 		}
 	}
 	if got, want := n1.n.Counters().UnsafeRecoveries, len(n1.n.held)-1; got != want {
-		t.Fatalf("UnsafeRecoveries = %d; want %d (every partition but the joint one)", got, want)
+		t.Fatalf("UnsafeRecoveries = %d; want %d (every partition but the one leaving n1)", got, want)
+	}
+	if st, err := n1.n.GroupState(g); err != nil || st == 0 {
+		t.Fatalf("group %s of the joint partition after the recovery: %v, %v; want it kept", g, st, err)
 	}
 	// Nothing left to recover: the scan of the held partitions stops
 	// (until a mark, a forget, a claim or a recovery asks again).
@@ -191,5 +212,104 @@ func TestUnsafeRecoverKeepsSelfRemoval(t *testing.T) {
 	q := n2.n.parts[part]
 	if q == nil || !q.serving || !slices.Equal(q.conf.GetVoters(), []uint64{n2.n.raftID}) {
 		t.Fatalf("partition %d on n2: %+v; want it recovered, n2 its only voter", part, q)
+	}
+}
+
+// A partition in a joint configuration whose outgoing half lost its
+// majority while the incoming half kept one: its survivors claim it and
+// the most up to date recovers it, leaving the joint configuration and
+// removing the lost voter, and the other votes for it. Nothing committed
+// is lost: every entry committed in the joint configuration is on a
+// majority of the incoming half, of which the winner's log is the most up
+// to date. Here n1 leads {n1, y, z} into {n1, z, x} (x a new voter), and
+// n1 and y are lost; a group acknowledged before the change and one
+// acknowledged in the joint configuration are both there after.
+func TestUnsafeRecoverJointSurvivors(t *testing.T) {
+	c := newCluster(t, 4, 8)
+	c.run(15 * time.Second)
+	n1 := c.node("n1")
+	part, x, y, z := -1, "", "", ""
+	for _, i := range n1.n.held {
+		p := n1.n.parts[i]
+		if !p.serving || len(p.conf.GetVoters()) != 3 {
+			continue
+		}
+		part = i
+		for _, id := range []string{"n2", "n3", "n4"} {
+			switch {
+			case !slices.Contains(p.conf.GetVoters(), RaftID(id)):
+				x = id
+			case y == "":
+				y = id
+			default:
+				z = id
+			}
+		}
+		break
+	}
+	if part < 0 || x == "" {
+		t.Fatalf("n1 leads no 3-voter partition (leaders %v)", c.leaders())
+	}
+	before := groupIn(t, n1.n, part)
+	if r := c.submit(shard.GroupSpec{ID: before, Mode: shard.ModeParallel, Tasks: echoTasks(2)}); r.Err != nil {
+		t.Fatalf("submit %s: %v", before, r.Err)
+	}
+	// x opens an empty replica, as one the ring places there does, for
+	// the leader's snapshot.
+	xn := c.node(x).n
+	np, err := xn.openPartition(part, wal.PartitionState{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xn.hold(np)
+	cc := &pb.ConfChangeV2{Transition: pb.ConfChangeTransition_ConfChangeTransitionJointExplicit.Enum(),
+		Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeAddNode.Enum(), NodeId: new(RaftID(x))}, {Type: pb.ConfChangeRemoveNode.Enum(), NodeId: new(RaftID(y))}}}
+	if err := n1.n.parts[part].rn.ProposeConfChange(cc); err != nil {
+		t.Fatal(err)
+	}
+	n1.n.markDirty(part)
+	c.run(2 * time.Second)
+	for _, id := range []string{"n1", x, z} {
+		if p := c.node(id).n.parts[part]; p == nil || len(p.conf.GetVotersOutgoing()) != 3 || !slices.Contains(p.conf.GetVoters(), RaftID(x)) {
+			t.Fatalf("%s: partition %d not in the joint configuration (n1: %v)", id, part, n1.n.parts[part].conf)
+		}
+	}
+	var during shard.GroupID
+	for i := 0; during == ""; i++ {
+		if g := shard.GroupID(fmt.Sprint("j", i)); n1.n.PartitionOf(g) == part {
+			during = g
+		}
+	}
+	if r := c.submit(shard.GroupSpec{ID: during, Mode: shard.ModeParallel, Tasks: echoTasks(2)}); r.Err != nil {
+		t.Fatalf("submit %s: %v", during, r.Err)
+	}
+	c.run(time.Second)
+	n1.down, c.node(y).down = true, true
+	c.run(10 * time.Second)
+	if srv := c.servers(part); len(srv) != 0 {
+		t.Fatalf("partition %d served by %v with its outgoing half's majority lost", part, srv)
+	}
+	for _, id := range []string{x, z} {
+		c.node(id).n.ForgetUnsafeRecover("n1")
+		c.node(id).n.ForgetUnsafeRecover(y)
+	}
+	c.run(10 * time.Second)
+	srv := c.servers(part)
+	if len(srv) != 1 {
+		t.Fatalf("partition %d served by %v after the declaration; want one of %s, %s", part, srv, x, z)
+	}
+	want := []uint64{RaftID(x), RaftID(z)}
+	slices.Sort(want)
+	for _, id := range []string{x, z} {
+		p := c.node(id).n.parts[part]
+		voters := slices.Sorted(slices.Values(p.conf.GetVoters()))
+		if !slices.Equal(voters, want) || len(p.conf.GetVotersOutgoing()) != 0 {
+			t.Fatalf("%s: partition %d conf %v after the recovery; want voters %s and %s", id, part, p.conf, x, z)
+		}
+	}
+	for _, g := range []shard.GroupID{before, during} {
+		if st, err := c.node(srv[0]).n.GroupState(g); err != nil || st == 0 {
+			t.Fatalf("group %s after the recovery: %v, %v; want it kept", g, st, err)
+		}
 	}
 }
