@@ -343,7 +343,17 @@ func (n *Node) lastReplica(p *partition, lost map[uint64]string) (last bool, riv
 	case others == 0 || !self && !slices.Contains(p.conf.GetLearners(), n.raftID):
 		return false, nil
 	case n.quorumSurvives(voters, lost) && (len(outgoing) == 0 || n.quorumSurvives(outgoing, lost)):
-		return false, nil // a majority of each half survives: Raft goes on
+		// A majority of each half survives: Raft goes on, one of them
+		// elected. A learner that knows of no leader claims all the same:
+		// the surviving voters may lag behind the change that made them
+		// voters (this learner applied it, or its recovery committed it
+		// first), see themselves learners and never campaign. It
+		// recovers only once each of them claimed too, its own
+		// configuration stuck; one that can be elected claims nothing,
+		// and Raft elects it (5 peers, seed 172).
+		if lead := p.rn.BasicStatus().Lead; self || lead != raft.None && lost[lead] == "" {
+			return false, nil
+		}
 	}
 	for _, rid := range p.conf.GetLearners() {
 		if rid != n.raftID && lost[rid] == "" {
