@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -214,8 +215,21 @@ func exitCode(g *Globals, name string, cmd Command, err error) int {
 		}
 		return ee.code
 	}
-	fmt.Fprintf(g.Stderr, "needle: %s: %v%s\n", name, err, olderPeerHint(err))
+	fmt.Fprintf(g.Stderr, "needle: %s: %v%s%s\n", name, err, olderPeerHint(err), unreachableHint(g, err))
 	return 1
+}
+
+// unreachableHint says what to check when no peer answered at all (the
+// connection was refused, or the host not found): a first command run
+// before any needled started said only "dial tcp 127.0.0.1:7070: connect:
+// connection refused".
+func unreachableHint(g *Globals, err error) string {
+	var op *net.OpError
+	var dns *net.DNSError
+	if !(errors.As(err, &op) && op.Op == "dial" || errors.As(err, &dns)) {
+		return ""
+	}
+	return fmt.Sprintf(" (no peer answers at %s: start needled there, or point --addr or NEEDLE_ADDR at a running peer)", g.Addr)
 }
 
 // olderPeerHint says why a peer may not know a route this needle calls:

@@ -53,7 +53,8 @@ func (c *SubmitCommand) Usage() string {
 	return usageOf("usage: needle submit --handler NAME [--payload JSON] [flags]\n"+
 		"       needle submit -f group.json [--json] [--wait]\n\n"+
 		"Submits a task and prints its id, or a group and prints the group id, alone\n"+
-		"on stdout (id=$(needle submit ...)); a summary goes to stderr.", c.flags())
+		"on stdout (id=$(needle submit ...)); a summary goes to stderr. With --wait,\n"+
+		"what needle wait prints follows on stdout (a task's result on the next line).", c.flags())
 }
 
 // Run submits.

@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/needle-mesh/needle/cmd/internal/buildinfo"
@@ -37,6 +38,20 @@ func TestUnknownFlagSuggests(t *testing.T) {
 	runCLI(t, "http://127.0.0.1:1", "", "submit", "--handlr", "x").check(t, 2, "", "(did you mean --handler?)")
 	runCLI(t, "http://127.0.0.1:1", "", "--adr", "x", "peers").check(t, 2, "", "(did you mean --addr?)")
 	runCLI(t, "http://127.0.0.1:1", "", "simulate", "--seeds", "1", "--peer", "3").check(t, 2, "", "(did you mean --peers?)")
+}
+
+// A peer that does not answer at all (nothing listens there, or no such
+// host) is named with what to check; a peer that answers is not.
+func TestUnreachablePeerSaysWhatToCheck(t *testing.T) {
+	hint := "(no peer answers at http://127.0.0.1:1: start needled there, or point --addr or NEEDLE_ADDR at a running peer)"
+	runCLI(t, "http://127.0.0.1:1", "", "peers").check(t, 1, "", "connect: connection refused "+hint)
+	runCLI(t, "http://127.0.0.1:1", "", "get", "g1.0").check(t, 1, "", hint)
+	runCLI(t, "http://no-such-host.invalid:7070", "", "stats").check(t, 1, "", "(no peer answers at http://no-such-host.invalid:7070:")
+	srv := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(srv.Close)
+	if r := runCLI(t, srv.URL, "", "get", "g1.0"); r.code != 1 || strings.Contains(r.stderr, "no peer answers") {
+		t.Errorf("a peer that answers 404: exit %d, stderr %q; want 1 without the hint", r.code, r.stderr)
+	}
 }
 
 // A value a flag cannot read says what the flag wants ("parse error" said
