@@ -226,7 +226,7 @@ func (s *server) auth(next http.Handler) http.Handler {
 		}
 		tok, ok := s.opts.Tokens.Match(r.Header.Get("Authorization"))
 		if !ok {
-			refuseUnauthenticated(w)
+			refuseUnauthenticated(w, r)
 			return
 		}
 		// The token rides on a copy of r, whose Pattern the mux sets:

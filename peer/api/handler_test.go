@@ -281,6 +281,24 @@ func TestTokenAuth(t *testing.T) {
 	if f.submits.Load() != 0 {
 		t.Errorf("unauthenticated submits reached the backend")
 	}
+	// The 401 names the header and says which of missing, not a bearer
+	// token, or wrong (it said "missing or wrong bearer token" for all).
+	for _, c := range []struct {
+		hdr  []string
+		want string
+	}{
+		{nil, `Authorization: missing: send "Authorization: Bearer <token>" (the CLI and the clients read NEEDLE_API_TOKEN`},
+		{[]string{"Authorization", "Bearer "}, "Authorization: missing: "},
+		{[]string{"Authorization", "Bearer"}, "Authorization: missing: "},
+		{[]string{"Authorization", "Basic s3cret"}, `Authorization: not a bearer token: send "Authorization: Bearer <token>"`},
+		{[]string{"Authorization", "s3cret"}, "Authorization: not a bearer token: "},
+		{[]string{"Authorization", "Bearer wrong"}, "Authorization: wrong bearer token: not one of this peer's (needled --api-token-file"},
+	} {
+		r := call(t, h, "GET", "/v1/peers", "", c.hdr...)
+		if e := errorOf(t, r); r.status != 401 || e.Field != "Authorization" || !strings.HasPrefix(e.Message, c.want) {
+			t.Errorf("GET /v1/peers with %v = %d %s; want 401 naming Authorization, message %q...", c.hdr, r.status, r.body, c.want)
+		}
+	}
 	auth := []string{"Authorization", "Bearer s3cret"}
 	if r := call(t, h, "POST", "/v1/tasks", `{"handler": "echo"}`, auth...); r.status != 201 {
 		t.Errorf("authenticated submit = %d %s", r.status, r.body)

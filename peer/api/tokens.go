@@ -464,7 +464,7 @@ func (t *Tokens) Recheck(r *http.Request, need Scope, handlers ...string) func()
 		tok, ok := s.match(header)
 		switch {
 		case !ok:
-			v.err = errUnauthenticated()
+			v.err = errUnauthenticated(header)
 		case !tok.Scopes.Allows(need):
 			v.err = forbidden(tok.Name, tok.Scopes, method, path, need)
 		default:
@@ -542,14 +542,24 @@ func By(r *http.Request) string {
 	return r.RemoteAddr
 }
 
-// errUnauthenticated is the error of a missing or wrong token.
-func errUnauthenticated() *Error {
-	return &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Message: "missing or wrong bearer token"}
+// errUnauthenticated is the error of a missing or wrong token in the
+// Authorization header: which of the two, and what to send. It said
+// "missing or wrong bearer token" for both, and a team that forgot to set
+// its token could not tell it from a token of another mesh.
+func errUnauthenticated(header string) *Error {
+	msg := "wrong bearer token: not one of this peer's (needled --api-token-file; a token removed from it is revoked at its reload)"
+	tok, ok := bearer(header)
+	if h := strings.TrimSpace(header); h == "" || strings.EqualFold(h, "Bearer") || ok && strings.TrimSpace(tok) == "" {
+		msg = `missing: send "Authorization: Bearer <token>" (the CLI and the clients read NEEDLE_API_TOKEN, or the file NEEDLE_API_TOKEN_FILE names)`
+	} else if !ok {
+		msg = `not a bearer token: send "Authorization: Bearer <token>"`
+	}
+	return &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Message: "Authorization: " + msg, Field: "Authorization"}
 }
 
-// refuseUnauthenticated writes the 401 of a missing or wrong token.
-func refuseUnauthenticated(w http.ResponseWriter) {
-	writeAuthErr(w, errUnauthenticated())
+// refuseUnauthenticated writes the 401 of a missing or wrong token in r.
+func refuseUnauthenticated(w http.ResponseWriter, r *http.Request) {
+	writeAuthErr(w, errUnauthenticated(r.Header.Get("Authorization")))
 }
 
 // writeAuthErr writes e, with WWW-Authenticate when it is a 401.
@@ -604,7 +614,7 @@ func Guard(tokens *Tokens, scope Scope, h http.Handler) http.Handler {
 		}
 		tok, ok := tokens.Match(r.Header.Get("Authorization"))
 		if !ok {
-			refuseUnauthenticated(w)
+			refuseUnauthenticated(w, r)
 			return
 		}
 		r = withToken(r, tok)
