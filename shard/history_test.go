@@ -124,6 +124,15 @@ func TestAppendSnapshotAndEvents(t *testing.T) {
 			t.Fatalf("AppendSnapshot after a prefix: %d bytes; want the prefix and Snapshot's %d", len(buf), len(snap))
 		}
 	}
+	// A fresh buffer is grown once, to the last snapshot's size, not
+	// doubled up to it by the appends.
+	big := make([]byte, 0, 2*len(snap))
+	reused := testing.AllocsPerRun(10, func() { o.s.AppendSnapshot(big) })
+	fresh := testing.AllocsPerRun(10, func() { o.s.AppendSnapshot(nil) })
+	if fresh > reused+1 {
+		t.Fatalf("AppendSnapshot of %d bytes: %.0f allocations into nil, %.0f into a buffer with room; want one more at most",
+			len(snap), fresh, reused)
+	}
 	var evs []TaskEvent
 	for _, g := range o.s.groups {
 		for _, tk := range g.tasks {
