@@ -34,11 +34,32 @@ func (id TaskID) Split() (g GroupID, i int, ok bool) {
 	if dot <= 0 || dot == len(s)-1 {
 		return "", 0, false
 	}
-	n, err := strconv.Atoi(s[dot+1:])
-	if err != nil || n < 0 {
+	n, ok := atoi(s[dot+1:])
+	if !ok || n < 0 {
 		return "", 0, false
 	}
 	return GroupID(s[:dot]), n, true
+}
+
+// atoi is strconv.Atoi's value for s, ok when it has one. An index of
+// decimal digits (every id the shard makes) is read here: Atoi's checks
+// for signs, bases and overflow made it most of Split, which a replica
+// runs for every event it applies (1.5% of a simulated run's CPU).
+func atoi(s string) (int, bool) {
+	if len(s) > 18 {
+		n, err := strconv.Atoi(s)
+		return n, err == nil
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i] - '0'
+		if c > 9 {
+			n, err := strconv.Atoi(s) // a sign, or not a number
+			return n, err == nil
+		}
+		n = n*10 + int(c)
+	}
+	return n, true
 }
 
 // Group returns the group of a task id, or "" when malformed.

@@ -1,6 +1,9 @@
 package shard
 
-import "testing"
+import (
+	"strconv"
+	"testing"
+)
 
 func TestTaskIDSplit(t *testing.T) {
 	tests := []struct {
@@ -24,6 +27,19 @@ func TestTaskIDSplit(t *testing.T) {
 				t.Errorf("Split(%q) = %q, %d, %v; want %q, %d, %v", tt.id, g, i, ok, tt.group, tt.index, tt.ok)
 			}
 		})
+	}
+}
+
+// atoi reads what strconv.Atoi reads, and refuses what it refuses.
+func TestAtoiAsStrconv(t *testing.T) {
+	for _, s := range []string{"0", "7", "007", "42", "+5", "-0", "-3", "1e3", "0x10", " 1", "1 ", "a", "9a",
+		"999999999999999999", "9999999999999999999", "99999999999999999999", "9223372036854775807",
+		"9223372036854775808", "000000000000000000001", "\xff"} {
+		want, err := strconv.Atoi(s)
+		got, ok := atoi(s)
+		if ok != (err == nil) || ok && got != want {
+			t.Errorf("atoi(%q) = %d, %v; strconv.Atoi: %d, %v", s, got, ok, want, err)
+		}
 	}
 }
 
