@@ -20,13 +20,7 @@ type readyItem struct {
 
 func (q *readyQueue) Len() int { return len(q.items) }
 
-func (q *readyQueue) less(i, j int) bool {
-	a, b := &q.items[i], &q.items[j]
-	if a.prio != b.prio {
-		return a.prio > b.prio
-	}
-	return a.seq < b.seq
-}
+func (q *readyQueue) less(i, j int) bool { return q.items[i].before(&q.items[j]) }
 
 func (q *readyQueue) swap(i, j int) {
 	q.items[i], q.items[j] = q.items[j], q.items[i]
@@ -81,34 +75,56 @@ func (q *readyQueue) Remove(t *task) {
 	}
 }
 
+// up and down move the item at i to its place through a hole: each
+// level writes the item it passes and that item's task (heapIdx), where a
+// swap wrote two of each (the tasks' writes are cache misses: down was
+// 1.5% of a simulated w3 run). The moves are a swap's, in the same order.
 func (q *readyQueue) up(i int) {
+	it := q.items[i]
 	for i > 0 {
 		p := (i - 1) / 2
-		if !q.less(i, p) {
-			return
+		if !it.before(&q.items[p]) {
+			break
 		}
-		q.swap(i, p)
+		q.place(i, q.items[p])
 		i = p
 	}
+	q.place(i, it)
 }
 
 func (q *readyQueue) down(i int) {
 	n := len(q.items)
+	it := q.items[i]
 	for {
 		l := 2*i + 1
 		if l >= n {
-			return
+			break
 		}
 		m := l
 		if r := l + 1; r < n && q.less(r, l) {
 			m = r
 		}
-		if !q.less(m, i) {
-			return
+		if !q.items[m].before(&it) {
+			break
 		}
-		q.swap(i, m)
+		q.place(i, q.items[m])
 		i = m
 	}
+	q.place(i, it)
+}
+
+// before is less for two items.
+func (a *readyItem) before(b *readyItem) bool {
+	if a.prio != b.prio {
+		return a.prio > b.prio
+	}
+	return a.seq < b.seq
+}
+
+// place puts it at i.
+func (q *readyQueue) place(i int, it readyItem) {
+	q.items[i] = it
+	it.t.heapIdx = int32(i)
 }
 
 // intHeap is a min-heap of task indexes.
