@@ -41,7 +41,9 @@ func (s *Shard) SnapshotGrown(grown int) []byte {
 // step (the simulator's digests of a 10,000-task partition, 2% of a w3
 // run's CPU).
 func (s *Shard) AppendSnapshot(dst []byte) []byte {
-	dst = slices.Grow(dst, s.snapSize+s.snapSize/8+64)
+	if need := s.snapSize + s.snapSize/8 + 64; cap(dst)-len(dst) < need {
+		dst = append(make([]byte, 0, len(dst)+need), dst...)
+	}
 	start := len(dst)
 	dst = append(dst, 5)
 	dst = binary.AppendUvarint(dst, s.seq)
