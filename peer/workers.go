@@ -439,17 +439,13 @@ func (h *hub) demandChanged(ctx context.Context) {
 	_ = h.p.send(ctx, command{query: func(n *node.Node) { n.SetDemand(ds) }})
 }
 
-// standingFor is how long a worker's free slots stay in this peer's demand
-// after its last poll: the owners lease for it while it reports and polls
-// again, and its next poll finds the tasks queued here, instead of waiting
-// for a lease to commit on every poll. A worker that stopped polling
-// leases no more after it.
-const standingFor = time.Second
-
-// unwantedFor is how long a run waits in a peer's queue while no worker of
-// its handler asks for work here (none polling, none within standingFor)
-// before it goes back to its owner.
-const unwantedFor = 2 * time.Second
+// standingFor and unwantedFor are the hub's rules of demand and of the
+// queue (node.WorkerAsks, node.QueuedUnwanted), which the simulator's hub
+// applies too.
+const (
+	standingFor = node.WorkerStandingFor
+	unwantedFor = node.WorkerUnwantedFor
+)
 
 // demand sums, by handler and labels, the free slots of the workers
 // polling now or within standingFor (at least what their waiting polls
@@ -472,7 +468,7 @@ func (h *hub) demandLocked() []node.Demand {
 			continue
 		}
 		room := asked[w]
-		if w.polling > 0 || now.Sub(w.polled) < standingFor {
+		if node.WorkerAsks(w.polling > 0, now.Sub(w.polled)) {
 			room = max(room, w.capacity-w.running)
 		}
 		if h.isolating(w) {

@@ -57,7 +57,7 @@ func (h *hub) sweep(ctx context.Context, now time.Time) {
 	}
 	served, wanted := map[string]bool{}, map[string]bool{}
 	for _, w := range h.workers {
-		asks := w.polling > 0 || now.Sub(w.polled) < standingFor
+		asks := node.WorkerAsks(w.polling > 0, now.Sub(w.polled))
 		for _, hd := range w.handlers {
 			served[hd] = true
 			wanted[hd] = wanted[hd] || asks
@@ -71,12 +71,9 @@ func (h *hub) sweep(ctx context.Context, now time.Time) {
 			continue
 		}
 		// Back to its owner when no live worker here serves its handler,
-		// or none has asked for its handler for unwantedFor: the worker
-		// whose free slots drew it stopped polling (it went away, or
-		// polls another peer now), and a worker elsewhere may take it.
-		// Not a suspect: it waits for a worker to drain for it, and a
-		// draining worker asks for nothing.
-		unwanted := !wanted[x.run.Handler] && x.run.Worker == "" && !x.suspect && now.Sub(x.at) >= unwantedFor
+		// or none has asked for its handler for unwantedFor
+		// (node.QueuedUnwanted).
+		unwanted := node.QueuedUnwanted(&x.run, wanted[x.run.Handler], x.suspect, now.Sub(x.at))
 		if !served[x.run.Handler] && now.Sub(x.at) >= h.ttl || unwanted || expired {
 			back = append(back, x.run)
 			continue
