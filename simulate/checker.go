@@ -137,6 +137,12 @@ type checker struct {
 	workerLeases, workerDeaths, workerStalls                 int
 	workerAccepted, workerRepeats, workerRefused, workerLate int
 	lostLeases                                               map[leaseKey]bool
+	// Runs hubs handed back unwanted (node.QueuedUnwanted), by task;
+	// workerBusy counts the busy faults, unwantedDone the tasks handed
+	// back that ended in a later round, unwantedElsewhere those of them
+	// that ended on another peer.
+	handedBack                                                  map[shard.TaskID][]unwantedRun
+	workerBusy, workerUnwanted, unwantedDone, unwantedElsewhere int
 
 	// unsafe tells the losses lost disks allow (lostunsafe.go); nil
 	// without --unsafe-recover and --kill-count 2 or --kill-select voters.

@@ -17,7 +17,7 @@ import (
 var Workloads = []string{"w1", "w2", "w3", "w4", "mixed", "sched", "placement", "batch", "idle", "workers", "gated"}
 
 // FaultKinds are the fault kinds of the default set (Config.Faults).
-var FaultKinds = []string{"partition", "crash", "drop", "dup", "reorder", "pause", "skew", "churn", "slow", "worker"}
+var FaultKinds = []string{"partition", "crash", "drop", "dup", "reorder", "pause", "skew", "churn", "slow", "worker", "busy"}
 
 // OptInFaults are accepted in Config.Faults but not in the default set:
 // forge, a keyed host's forged grants and outcomes (make simulate runs it
@@ -72,9 +72,10 @@ type Config struct {
 	// Workers is the number of external workers polling each peer (0:
 	// none; the workers workload defaults to 2). With workers, every other
 	// task of the workload (all of the workers workload's) is of an
-	// external handler they serve, and the "worker" fault kills one,
-	// stalls one past the TTL and makes one repeat its reports
-	// (workers.go). --workers.
+	// external handler they serve, the "worker" fault kills one,
+	// stalls one past the TTL and makes one repeat its reports, and the
+	// "busy" fault stops one peer's workers polling for a while
+	// (workers.go, workerfaults.go). --workers.
 	Workers int
 	// Warmup is how long the mesh runs before the client's first request
 	// (0: at once). A large mesh spends its first seconds building the

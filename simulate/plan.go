@@ -21,6 +21,12 @@ func (s *sim) planFaults() ([]Fault, time.Duration) {
 			}
 			continue
 		}
+		if kind == "busy" {
+			if s.cfg.Workers > 0 {
+				fs = append(fs, s.busyFaults(window)...)
+			}
+			continue
+		}
 		k := 1 + s.rng.IntN(2)
 		slot := window / time.Duration(k)
 		for i := range k {

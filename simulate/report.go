@@ -165,6 +165,15 @@ type Report struct {
 	WorkerRepeats  int `json:"worker_repeats,omitempty"`
 	WorkerRefused  int `json:"worker_refused,omitempty"`
 	WorkerLate     int `json:"worker_late_refused,omitempty"`
+	// WorkerBusy counts the busy faults (a peer's workers poll no more);
+	// WorkerUnwanted the runs hubs handed back because no worker there
+	// asked for their handler (node.QueuedUnwanted), UnwantedDone the
+	// tasks of them that ended in a later round, UnwantedElsewhere those
+	// that ended on another peer.
+	WorkerBusy        int `json:"worker_busy,omitempty"`
+	WorkerUnwanted    int `json:"worker_unwanted,omitempty"`
+	UnwantedDone      int `json:"worker_unwanted_done,omitempty"`
+	UnwantedElsewhere int `json:"worker_unwanted_elsewhere,omitempty"`
 	// SimSeconds is the virtual time of the run; WallSeconds the real time.
 	SimSeconds  float64 `json:"sim_seconds"`
 	WallSeconds float64 `json:"wall_seconds"`
@@ -224,6 +233,7 @@ func (s *sim) report() Report {
 	r.PlacementChecks, r.Broadcasts, r.LeftPinnedFailed = c.constrained, c.broadcasts, c.leftPinned
 	r.WorkerLeases, r.WorkerDeaths, r.WorkerStalls = c.workerLeases, c.workerDeaths, c.workerStalls
 	r.WorkerAccepted, r.WorkerRepeats, r.WorkerRefused, r.WorkerLate = c.workerAccepted, c.workerRepeats, c.workerRefused, c.workerLate
+	r.WorkerBusy, r.WorkerUnwanted, r.UnwantedDone, r.UnwantedElsewhere = c.workerBusy, c.workerUnwanted, c.unwantedDone, c.unwantedElsewhere
 	if s.viol != nil {
 		r.Violations = append(r.Violations, *s.viol)
 	}
@@ -335,6 +345,9 @@ func (r *Report) Text() string {
 	if r.WorkerLeases > 0 {
 		fmt.Fprintf(&b, "worker_leases %d deaths %d stalls %d accepted %d repeats %d refused %d (late %d)\n", r.WorkerLeases,
 			r.WorkerDeaths, r.WorkerStalls, r.WorkerAccepted, r.WorkerRepeats, r.WorkerRefused, r.WorkerLate)
+	}
+	if r.WorkerBusy > 0 || r.WorkerUnwanted > 0 {
+		fmt.Fprintf(&b, "worker_busy %d unwanted %d (done later %d, elsewhere %d)\n", r.WorkerBusy, r.WorkerUnwanted, r.UnwantedDone, r.UnwantedElsewhere)
 	}
 	fmt.Fprintf(&b, "latency p50 %.1f ms p99 %.1f ms", r.LatencyP50MS, r.LatencyP99MS)
 	if r.MakespanOverLB > 0 {

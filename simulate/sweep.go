@@ -89,6 +89,10 @@ func (c *checker) final() {
 				c.s.fail(invOutcome, fmt.Sprintf("n%d: history of %s: %s", nd.idx, t.id, msg))
 				return
 			}
+			if msg := c.checkUnwanted(nd, t, evs); msg != "" {
+				c.s.fail(invWorkers, fmt.Sprintf("n%d: history of %s: %s", nd.idx, t.id, msg))
+				return
+			}
 		}
 	}
 }

@@ -2,8 +2,11 @@ package simulate
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"time"
 
+	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -26,6 +29,7 @@ func (f *WorkerDie) start(s *sim) {
 	}
 	s.chk.workerDeaths++
 	w.dead, w.silent, w.stalled = true, s.now, false
+	w.polled = s.now // its poll ends with it (its free slots stand a while)
 }
 
 func (f *WorkerDie) stop(s *sim) {
@@ -87,6 +91,74 @@ func (f *WorkerRepeat) start(s *sim) { s.workersRepeat = true }
 func (f *WorkerRepeat) stop(s *sim)  { s.workersRepeat = false }
 func (f *WorkerRepeat) String() string {
 	return fmt.Sprintf("workers repeat their reports at %v for %v", f.At, f.For)
+}
+
+// WorkerBusy overloads the host of peer Node's workers for For (the
+// "busy" fault kind): each polls no more (its client's back-pressure) and
+// what it runs finishes only once the overload ends, heartbeating
+// meanwhile (it is alive to the hub; one that holds nothing is silent,
+// and dead after the TTL). Their free slots stand in the peer's demand
+// for node.WorkerStandingFor after their last polls, and the runs the
+// owners lease for them meanwhile wait in the hub's queue, which no
+// worker there asks for: node.WorkerUnwantedFor later the hub hands them
+// back to their owners (node.QueuedUnwanted), for workers elsewhere.
+type WorkerBusy struct {
+	Span
+	Node int
+	ws   []*simWorker
+}
+
+func (f *WorkerBusy) start(s *sim) {
+	for _, w := range s.workers {
+		if w.node != f.Node || w.dead || w.busy {
+			continue
+		}
+		f.ws = append(f.ws, w)
+		w.busy, w.polled = true, s.now
+		if w.running == 0 && !w.stalled {
+			w.silent = s.now // nothing to heartbeat
+		}
+	}
+	if len(f.ws) > 0 {
+		s.chk.workerBusy++
+		if h := s.nodes[f.Node].hub; h != nil {
+			h.setDemand() // their free slots stand now, and lapse at a sweep
+		}
+	}
+}
+
+func (f *WorkerBusy) stop(s *sim) {
+	for _, w := range f.ws {
+		w.busy = false
+		if w.dead {
+			continue
+		}
+		if !w.stalled {
+			w.silent, w.polled = -1, s.now
+		}
+		slowed := w.slowed
+		w.slowed = nil
+		for _, j := range slowed {
+			w.finish(s, j)
+		}
+	}
+	if nd := s.nodes[f.Node]; nd.hub != nil {
+		nd.hub.wake()
+	}
+}
+
+func (f *WorkerBusy) String() string {
+	return fmt.Sprintf("workers of n%d busy (no polls) at %v for %v", f.Node, f.At, f.For)
+}
+
+// busyFaults draws the "busy" fault: one peer's workers overloaded for
+// the standing and unwanted times and up to 2 s more, from a generator of
+// its own (the draws of the other faults and of the run stay the same).
+func (s *sim) busyFaults(window time.Duration) []Fault {
+	rng := rand.New(rand.NewPCG(s.cfg.Seed, 0x62757379))
+	at := 100*time.Millisecond + time.Duration(rng.Int64N(int64(window*6/10)))
+	d := node.WorkerStandingFor + node.WorkerUnwantedFor + 500*time.Millisecond + time.Duration(rng.Int64N(int64(2*time.Second)))
+	return []Fault{&WorkerBusy{Span: Span{At: at, For: d}, Node: rng.IntN(s.cfg.Peers)}}
 }
 
 // workerFaults draws one fault of each worker kind over the window: a
@@ -152,4 +224,60 @@ func (c *checker) workerVerdict(nd *simNode, j *wjob, verdict string, round shar
 	default:
 		c.workerRefused++
 	}
+}
+
+// unwantedRun is a run a hub handed back unwanted (its workers serve its
+// handler, none asked for work).
+type unwantedRun struct {
+	node  int
+	round shard.Round
+}
+
+// unwanted records that hub h hands run r back to its owner unwanted. A
+// worker must not hold a lease of it there (it would run twice).
+func (c *checker) unwanted(h *simHub, r node.Run) {
+	if l := h.byTask[r.Task]; l != nil && l.state == leaseHeld && l.run.Round == r.Round {
+		c.s.fail(invWorkers, fmt.Sprintf("n%d handed back %s round %d unwanted while worker %s holds its lease", h.nd.idx, r.Task, r.Round, l.w.id))
+	}
+	if c.handedBack == nil {
+		c.handedBack = map[shard.TaskID][]unwantedRun{}
+	}
+	c.handedBack[r.Task] = append(c.handedBack[r.Task], unwantedRun{node: h.nd.idx, round: r.Round})
+	c.workerUnwanted++
+}
+
+// checkUnwanted checks a task's history at the end against the runs of it
+// hubs handed back unwanted: none of those rounds has an outcome (the run
+// never reached a worker), and the task ended with one in a later round,
+// of a worker on any peer (which are counted, and those on another peer
+// than the one that handed it back).
+func (c *checker) checkUnwanted(nd *simNode, t *taskRec, evs []shard.TaskEvent) string {
+	backs := c.handedBack[t.id]
+	if len(backs) == 0 {
+		return ""
+	}
+	last := slices.MaxFunc(backs, func(a, b unwantedRun) int { return int(a.round) - int(b.round) })
+	var end *shard.TaskEvent
+	for i := range evs {
+		e := &evs[i]
+		if e.Type != shard.EvSucceeded && e.Type != shard.EvFailed {
+			continue
+		}
+		for _, b := range backs {
+			if e.Round == b.round {
+				return fmt.Sprintf("an outcome in round %d, which n%d handed back unwanted", e.Round, b.node)
+			}
+		}
+		end = e
+	}
+	if t.state == 0 {
+		return fmt.Sprintf("not finished after n%d handed round %d back unwanted", last.node, last.round)
+	}
+	if end != nil && end.Round > last.round {
+		c.unwantedDone++
+		if end.Holder != c.s.nodes[last.node].id {
+			c.unwantedElsewhere++
+		}
+	}
+	return ""
 }

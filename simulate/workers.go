@@ -47,6 +47,26 @@ type simWorker struct {
 	dead    bool          // killed: it never reports again
 	stalled bool          // stopped: its reports wait (held)
 	held    []*wjob       // reports finished while stalled
+	// busy: its host is overloaded (WorkerBusy): it polls no more, and
+	// what it runs finishes only once that ends (slowed), heartbeating
+	// meanwhile.
+	busy   bool
+	slowed []*wjob
+	// polled is when a poll of it last started or ended (its free slots
+	// stand in the demand node.WorkerStandingFor after).
+	polled time.Duration
+}
+
+// polling reports whether a poll of w waits at its hub: it runs, is not
+// busy, and has a free slot.
+func (w *simWorker) polling() bool {
+	return !w.dead && !w.stalled && !w.busy && w.running < workerSlots
+}
+
+// asks reports whether w asks its hub for work at now (node.WorkerAsks):
+// a poll of it waits, or one started or ended within the standing time.
+func (w *simWorker) asks(now time.Duration) bool {
+	return node.WorkerAsks(w.polling(), now-w.polled)
 }
 
 // alive reports whether a hub still hears from w at now.
@@ -93,6 +113,9 @@ type simHub struct {
 	byTask   map[shard.TaskID]*simLease
 	declared map[*simWorker]bool // declared dead (until it polls again)
 	next     uint64
+	// standing: the last demand handed to the node counted the free slots
+	// of a worker that polls no more (they lapse at a later sweep).
+	standing bool
 }
 
 type queuedRun struct {
@@ -116,24 +139,45 @@ func (h *simHub) workers() []*simWorker {
 	return out
 }
 
-// demand is what the waiting workers ask for: every live worker's free
-// slots (a worker with none still says what it serves).
+// demand is what the workers ask for: the free slots of every live worker
+// that asks (WorkerAsks: polling, or a busy one within the standing
+// time), less the runs queued here (a worker with none still says what it
+// serves).
 func (h *simHub) demand() []node.Demand {
+	ds, _ := h.demandOf()
+	return ds
+}
+
+// demandOf is demand, and whether it counts the free slots of a worker
+// that polls no more (standing).
+func (h *simHub) demandOf() (ds []node.Demand, standing bool) {
+	now := h.nd.s.now
 	labels := nodeLabels(h.nd.s.cfg, h.nd.idx)
 	d := node.Demand{Handler: extHandler, Labels: labels}
 	served := false
 	for _, w := range h.workers() {
-		if w.dead || w.stalled || !w.alive(h.nd.s.now) {
+		if w.dead || w.stalled || !w.alive(now) {
 			continue
 		}
 		served = true
-		d.Want += workerSlots - w.running
+		if free := workerSlots - w.running; free > 0 && w.asks(now) {
+			d.Want += free
+			standing = standing || !w.polling()
+		}
 		d.Workers = append(d.Workers, w.id)
 	}
 	if !served {
-		return nil
+		return nil, false
 	}
-	return []node.Demand{d}
+	d.Want = max(d.Want-len(h.queue), 0)
+	return []node.Demand{d}, standing
+}
+
+// push hands the node the demand (inside its drain).
+func (h *simHub) push() {
+	var ds []node.Demand
+	ds, h.standing = h.demandOf()
+	h.nd.n.SetDemand(ds)
 }
 
 // setDemand hands the node the demand, as one input (outside a drain).
@@ -142,7 +186,7 @@ func (h *simHub) setDemand() {
 	if nd.hub != h {
 		return
 	}
-	nd.input(nd.gen, func() { nd.n.SetDemand(h.demand()) })
+	nd.input(nd.gen, h.push)
 }
 
 // take queues a committed external run (inside the node's drain, as the
@@ -151,7 +195,7 @@ func (h *simHub) take(r node.Run) {
 	h.nd.s.chk.workerRun(h.nd, &workerRunView{task: r.Task, round: r.Round, worker: r.Worker})
 	h.queue = append(h.queue, queuedRun{run: r, at: h.nd.s.now})
 	h.fill()
-	h.nd.n.SetDemand(h.demand())
+	h.push()
 }
 
 // fill hands queued runs to live workers with a free slot, the freest
@@ -161,7 +205,7 @@ func (h *simHub) fill() {
 	for _, q := range h.queue {
 		var best *simWorker
 		for _, w := range h.workers() {
-			if w.dead || w.stalled || w.running >= workerSlots || (q.run.Worker != "" && q.run.Worker != w.id) {
+			if !w.polling() || (q.run.Worker != "" && q.run.Worker != w.id) {
 				continue
 			}
 			if best == nil || w.running < best.running {
@@ -200,6 +244,7 @@ func (h *simHub) lease(w *simWorker, r node.Run) {
 	o.Took = d
 	j := &wjob{w: w, hub: h, token: l.token, task: r.Task, round: r.Round, out: o}
 	w.running++
+	w.polled = s.now // its poll ended with the task (and, with a slot free, another began)
 	s.after(d, func() { w.finish(s, j) })
 }
 
@@ -343,6 +388,7 @@ func (h *simHub) sweep() {
 		}
 	}
 	served := h.demand() != nil
+	wanted := slices.ContainsFunc(h.workers(), func(w *simWorker) bool { return w.asks(now) })
 	kept := h.queue[:0]
 	for _, q := range h.queue {
 		if q.run.Worker != "" && h.pinnedGone(q.run.Worker) {
@@ -354,11 +400,20 @@ func (h *simHub) sweep() {
 				Error: fmt.Sprintf("no live worker on peer %s serves handler %q", h.nd.id, q.run.Handler)})
 			continue
 		}
+		if node.QueuedUnwanted(&q.run, wanted, false, now-q.at) {
+			// Its workers serve it, but none asks: back to its owner, for
+			// a worker elsewhere (the rule of peer/workers_sweep.go).
+			s.chk.unwanted(h, q.run)
+			_ = h.nd.n.Report(shard.Outcome{Task: q.run.Task, Round: q.run.Round, Lost: true,
+				Error: fmt.Sprintf("no worker on peer %s asks for handler %q", h.nd.id, q.run.Handler)})
+			continue
+		}
 		kept = append(kept, q)
 	}
+	changed = changed || len(kept) < len(h.queue) // less queued: more wanted
 	h.queue = kept
-	if changed {
-		h.nd.n.SetDemand(h.demand())
+	if changed || h.standing {
+		h.push() // or the free slots of a worker that polls no more lapse
 	}
 }
 
@@ -391,9 +446,13 @@ func (w *simWorker) finish(s *sim, j *wjob) {
 	case w.stalled:
 		w.held = append(w.held, j)
 		return
+	case w.busy:
+		w.slowed = append(w.slowed, j) // its host is overloaded: it ends once that does
+		return
 	}
 	w.send(s, j)
 	w.running--
+	w.polled = s.now // a slot freed: it polls
 	if nd := s.nodes[w.node]; nd.hub != nil {
 		nd.hub.wake()
 	}
@@ -438,7 +497,7 @@ func (h *simHub) wake() {
 			}
 		}
 		h.fill()
-		nd.n.SetDemand(h.demand())
+		h.push()
 	})
 }
 
@@ -459,7 +518,7 @@ func (s *sim) startWorkers() {
 // addWorker starts a new worker polling node i.
 func (s *sim) addWorker(i int) *simWorker {
 	s.workerSeq++
-	w := &simWorker{id: fmt.Sprintf("w%d.n%d", s.workerSeq, i), node: i, silent: -1}
+	w := &simWorker{id: fmt.Sprintf("w%d.n%d", s.workerSeq, i), node: i, silent: -1, polled: s.now}
 	s.allWorkers = append(s.allWorkers, w)
 	if nd := s.nodes[i]; nd.hub != nil {
 		nd.hub.wake()

@@ -108,3 +108,30 @@ func TestWorkersScheduledBroadcast(t *testing.T) {
 		t.Fatalf("%d firings with %d copies; want some, each with one copy per worker (%d)", firings, copies, cfg.Peers*cfg.Workers)
 	}
 }
+
+// TestWorkersBusyHandBack: a peer's workers stop polling while the runs
+// their last polls drew are queued there (the busy fault); the hub hands
+// them back to their owners node.WorkerUnwantedFor later, as the
+// runtime's does, and each such task ends in a later round on another
+// peer, with no outcome in the round handed back (the checker's
+// checkUnwanted). Without the rule in the simulated hub, no run is
+// handed back unwanted.
+func TestWorkersBusyHandBack(t *testing.T) {
+	unwanted, done, elsewhere := 0, 0, 0
+	for seed := uint64(1); seed <= 6; seed++ {
+		r := mustRun(t, Config{Seed: seed, Peers: 4, Tasks: 150, Workload: "workers", Faults: []string{"busy"}})
+		if r.Failed() {
+			t.Fatalf("seed %d: %v", seed, r.Violations)
+		}
+		if r.WorkerBusy != 1 {
+			t.Fatalf("seed %d: %d busy faults; want 1", seed, r.WorkerBusy)
+		}
+		unwanted += r.WorkerUnwanted
+		done += r.UnwantedDone
+		elsewhere += r.UnwantedElsewhere
+	}
+	if unwanted == 0 || done == 0 || elsewhere == 0 {
+		t.Fatalf("runs handed back unwanted %d, their tasks done later %d (elsewhere %d); want some of each", unwanted, done, elsewhere)
+	}
+	t.Logf("handed back unwanted %d, done later %d, elsewhere %d", unwanted, done, elsewhere)
+}

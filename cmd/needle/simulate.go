@@ -49,7 +49,7 @@ replays the failing seed exactly.
                     parallel, dag and staged groups bounded to 1-4 tasks
                     in flight (a group's concurrency)
   --faults a,b      partition,crash,drop,dup,reorder,pause,skew,churn,slow,
-                    worker; forge (opt-in: a keyed host's forged grants
+                    worker,busy; forge (opt-in: a keyed host's forged grants
                     and outcomes) (default all but forge; "" for none). A third of the partitions
                     are one-way. churn stops and restarts peers and, with
                     more peers than replicas, has one join late and (with
@@ -57,7 +57,9 @@ replays the failing seed exactly.
                     slow makes a peer's
                     handlers 2-10x slower and its messages 5-100 ms later;
                     worker (with --workers) kills an external worker,
-                    stalls one past the TTL and makes one repeat reports
+                    stalls one past the TTL and makes one repeat reports;
+                    busy (with --workers) stops one peer's workers
+                    polling for 3.5-5.5 s while their tasks wait
   --partitions N    ring partitions (default 16)
   --slots N         task slots per peer (default 2)
   --replicas N      replicas per partition (default 3)
