@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"io"
 	"os"
 	"os/exec"
@@ -123,7 +124,34 @@ func TestUnknownFlagSuggests(t *testing.T) {
 	m := NewMain()
 	m.Stderr = io.Discard
 	err := m.ParseFlags([]string{"--data-dir", t.TempDir()}, func(string) string { return "" })
-	if err == nil || !strings.HasSuffix(err.Error(), "-data-dir (did you mean --data?)") {
+	if err == nil || !strings.Contains(err.Error(), "-data-dir (did you mean --data?)") {
 		t.Errorf("ParseFlags(--data-dir) = %v; want the undefined flag and a suggestion of --data", err)
+	}
+}
+
+// A flag error is one line, the caller's: the flag package's own message
+// and the whole usage text are not written before it; --help writes the
+// usage to standard output, not to standard error.
+func TestFlagErrorIsOneLine(t *testing.T) {
+	for _, args := range [][]string{{"--worker-ttl", "5"}, {"--bogus"}, {"--data-dir", "x"}, {"extra"}} {
+		var stderr, stdout strings.Builder
+		m := NewMain()
+		m.Stderr, m.Stdout = &stderr, &stdout
+		err := m.ParseFlags(args, func(string) string { return "" })
+		if err == nil || !strings.Contains(err.Error(), "see 'needled --help'") {
+			t.Errorf("ParseFlags(%v) = %v; want an error pointing at --help", args, err)
+		}
+		if stderr.Len() > 0 || stdout.Len() > 0 {
+			t.Errorf("ParseFlags(%v) wrote %q to stderr and %q to stdout; want nothing (main prints the error)", args, stderr.String(), stdout.String())
+		}
+	}
+	var stderr, stdout strings.Builder
+	m := NewMain()
+	m.Stderr, m.Stdout = &stderr, &stdout
+	if err := m.ParseFlags([]string{"--help"}, func(string) string { return "" }); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("ParseFlags(--help) = %v; want flag.ErrHelp", err)
+	}
+	if !strings.HasPrefix(stdout.String(), "usage: needled [flags]") || !strings.Contains(stdout.String(), "-worker-ttl duration") || stderr.Len() > 0 {
+		t.Errorf("--help wrote stdout %.60q..., stderr %.60q; want the usage on stdout only", stdout.String(), stderr.String())
 	}
 }

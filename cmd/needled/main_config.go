@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -41,6 +42,8 @@ type Main struct {
 	LogFormat string
 	LogLevel  string
 	Stderr    io.Writer
+	// Stdout takes --help's usage (nil: os.Stdout).
+	Stdout io.Writer
 	// SelfJoins are the --join addresses dropped as naming this peer
 	// (--self-name); logged at start.
 	SelfJoins []string
@@ -83,7 +86,10 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 	c := &m.Config
 	fs := flag.NewFlagSet("needled", flag.ContinueOnError)
-	fs.SetOutput(m.Stderr)
+	// The flag package writes its own message and the whole usage on an
+	// error: the caller prints the explained error instead, one line, and
+	// --help prints the usage to standard output.
+	fs.SetOutput(io.Discard)
 	v := m.defineFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: needled [flags]\n\n"+
@@ -99,11 +105,16 @@ func (m *Main) ParseFlags(args []string, getenv func(string) string) error {
 		fs.PrintDefaults()
 	}
 	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(cmp.Or[io.Writer](m.Stdout, os.Stdout))
+		fs.Usage()
+		return err
+	}
 	if err != nil {
-		return flagnear.Explain(fs, err)
+		return fmt.Errorf("%w (see 'needled --help')", flagnear.Explain(fs, err))
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q (needled takes flags only: see 'needled --help')", fs.Arg(0))
 	}
 	if *v.version {
 		return ErrVersion
