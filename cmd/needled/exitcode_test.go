@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -153,5 +155,28 @@ func TestFlagErrorIsOneLine(t *testing.T) {
 	}
 	if !strings.HasPrefix(stdout.String(), "usage: needled [flags]") || !strings.Contains(stdout.String(), "-worker-ttl duration") || stderr.Len() > 0 {
 		t.Errorf("--help wrote stdout %.60q..., stderr %.60q; want the usage on stdout only", stdout.String(), stderr.String())
+	}
+}
+
+// A port in use fails the start before the data dir is created: it was
+// created, with the peer's identity key, and left behind.
+func TestHTTPPortInUseCreatesNothing(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	data := filepath.Join(t.TempDir(), "data")
+	m := NewMain()
+	m.Stderr, m.HugePages = io.Discard, false
+	if err := m.ParseFlags([]string{"--data", data, "--http", busy.Addr().String()}, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	err = m.Run(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "(--http)") || ExitCode(err) != 1 {
+		t.Errorf("Run with --http %s in use = %v (exit %d); want a listen error naming --http, exit 1", busy.Addr(), err, ExitCode(err))
+	}
+	if _, err := os.Stat(data); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("data dir after the failed start: %v; want none created", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -587,8 +588,20 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.Config.Webhooks, err = webhook.New(m.Config.Notify); err != nil {
 		return usageError{err}
 	}
+	// The API's address is taken before the data dir is: a port in use
+	// (another peer, a typo) fails the start with nothing created there.
+	if m.Config.Runtime.Listener == nil && m.Config.HTTPAddr != "" {
+		ln, err := net.Listen("tcp", m.Config.HTTPAddr)
+		if err != nil {
+			return fmt.Errorf("peer: listen on %s (--http): %w", m.Config.HTTPAddr, err)
+		}
+		m.Config.Runtime.Listener = ln
+	}
 	p, err := peer.New(m.Config)
 	if err != nil {
+		if ln := m.Config.Runtime.Listener; ln != nil {
+			ln.Close()
+		}
 		return err
 	}
 	prefaultHeap(m.HugePagesResult, log) // after the WAL is open: hugepages.Prefault
