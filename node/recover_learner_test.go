@@ -266,12 +266,7 @@ func TestUnsafeRecoverTwoLearners(t *testing.T) {
 // n4's log is the more up to date, n4 recovers every partition, keeping
 // the groups n3 lacked, and n3 follows it.
 func TestUnsafeRecoverLearnerUnaware(t *testing.T) {
-	m := nodetest.NewMeshWith(t, 2, 8, func(_ *nodetest.Peer, cfg *node.NodeConfig) { cfg.Replicas = 4 })
-	m.Run(15 * time.Second)
-	before := submitEach(t, m, "a", 2)
-	m.Run(2 * time.Second)
-	muteAcks(m.AddPeer("n3"))
-	parts := waitLearners(t, m, "n3")
+	m, before, parts := learnerMesh(t)
 	m.Hold("n1", "n3", node.MsgRaft)
 	m.Hold("n2", "n3", node.MsgRaft)
 	muteAcks(m.AddPeer("n4"))
@@ -324,12 +319,7 @@ func sameCopy(m *nodetest.Mesh, part int, a, b string) bool {
 // with its commit index, which n3 took as matched: the copies diverged
 // for good, or panicked on the conflict with a committed entry).
 func TestUnsafeRecoverRebuildsStaleCopy(t *testing.T) {
-	m := nodetest.NewMeshWith(t, 2, 8, func(_ *nodetest.Peer, cfg *node.NodeConfig) { cfg.Replicas = 4 })
-	m.Run(15 * time.Second)
-	before := submitEach(t, m, "a", 2)
-	m.Run(2 * time.Second)
-	muteAcks(m.AddPeer("n3"))
-	parts := waitLearners(t, m, "n3")
+	m, before, parts := learnerMesh(t)
 	m.Hold("n1", "n3", node.MsgRaft)
 	m.Hold("n2", "n3", node.MsgRaft)
 	m.AddPeer("n4")
@@ -385,12 +375,7 @@ func TestUnsafeRecoverRebuildsStaleCopy(t *testing.T) {
 // caught-up learner of every partition and n4 is named a learner of each
 // while nothing of the voters' reaches it.
 func TestUnsafeRecoverLearnerWithoutCopy(t *testing.T) {
-	m := nodetest.NewMeshWith(t, 2, 8, func(_ *nodetest.Peer, cfg *node.NodeConfig) { cfg.Replicas = 4 })
-	m.Run(15 * time.Second)
-	before := submitEach(t, m, "a", 2)
-	m.Run(2 * time.Second)
-	muteAcks(m.AddPeer("n3"))
-	parts := waitLearners(t, m, "n3")
+	m, before, parts := learnerMesh(t)
 	m.Hold("n1", "n4", node.MsgRaft)
 	m.Hold("n2", "n4", node.MsgRaft)
 	m.AddPeer("n4")
@@ -560,4 +545,18 @@ func TestUnsafeRecoverVoterBehindLearner(t *testing.T) {
 		}
 	}
 	checkGroups(t, m, kept, "after the recovery")
+}
+
+// learnerMesh is the start the learner tests share: two voters of 4
+// replicas a partition, groups "a" acknowledged on them, then n3 added
+// and a learner (its acks muted) of every partition. It returns the
+// groups and n3's partitions.
+func learnerMesh(t *testing.T) (*nodetest.Mesh, []shard.GroupID, []int) {
+	t.Helper()
+	m := nodetest.NewMeshWith(t, 2, 8, func(_ *nodetest.Peer, cfg *node.NodeConfig) { cfg.Replicas = 4 })
+	m.Run(15 * time.Second)
+	before := submitEach(t, m, "a", 2)
+	m.Run(2 * time.Second)
+	muteAcks(m.AddPeer("n3"))
+	return m, before, waitLearners(t, m, "n3")
 }
