@@ -168,6 +168,15 @@ func (c *checker) register(spec *shard.GroupSpec) {
 	if c.firstSubmit < 0 {
 		c.firstSubmit = c.s.now
 	}
+	g := c.newGroupRec(spec)
+	c.groups[g.id] = g
+	c.order = append(c.order, g)
+	c.outstanding += len(g.tasks)
+}
+
+// newGroupRec builds the record of spec's group and its tasks, registered
+// nowhere yet.
+func (c *checker) newGroupRec(spec *shard.GroupSpec) *groupRec {
 	g := &groupRec{id: spec.ID, spec: spec, submitAt: c.s.now, left: len(spec.Tasks)}
 	names := map[string]*taskRec{}
 	recs := make([]taskRec, len(spec.Tasks)) // one allocation: a million tasks at 1,000 peers
@@ -195,9 +204,7 @@ func (c *checker) register(spec *shard.GroupSpec) {
 			g.tasks[i].addDeps(g.tasks[i-1]) // the item's previous stage
 		}
 	}
-	c.groups[g.id] = g
-	c.order = append(c.order, g)
-	c.outstanding += len(g.tasks)
+	return g
 }
 
 // task returns the registered task of id, nil when none is.
@@ -260,7 +267,7 @@ func (c *checker) submitted(o *op, r *response) {
 func (c *checker) changes(nd *simNode, cs []shard.Change) {
 	for _, ch := range cs {
 		t := c.task(ch.Task)
-		if t == nil && c.firingGroup(nd, ch.Group) {
+		if t == nil && c.firingGroup(nd, ch.Group) || t != nil && c.refired(nd, t.g) {
 			t = c.task(ch.Task)
 		}
 		if t == nil {
@@ -410,6 +417,8 @@ func (c *checker) run(nd *simNode, r node.Run) {
 		if c.firingGroup(nd, g) {
 			t = c.task(r.Task)
 		}
+	} else if t != nil && c.refired(nd, t.g) {
+		t = c.task(r.Task)
 	}
 	if t == nil {
 		c.s.fail(invOutcome, fmt.Sprintf("n%d runs %s, a task nobody submitted", nd.idx, r.Task))

@@ -175,7 +175,7 @@ func TestUnsafeLossCreatedAgain(t *testing.T) {
 func TestKillSelectVoters(t *testing.T) {
 	t.Parallel()
 	var killed, total, unsafe int
-	for _, run := range [][2]uint64{{3, 1}, {3, 2}, {3, 3}, {3, 4}, {3, 5}, {3, 6}, {3, 7}, {3, 8}, {3, 9}, {3, 10}, {3, 35}, {4, 18}, {4, 19}, {4, 26}, {4, 30}, {4, 40}, {4, 45}, {5, 59}, {5, 71}, {5, 172}} {
+	for _, run := range [][2]uint64{{3, 1}, {3, 2}, {3, 3}, {3, 4}, {3, 5}, {3, 6}, {3, 7}, {3, 8}, {3, 9}, {3, 10}, {3, 35}, {4, 18}, {4, 19}, {4, 26}, {4, 30}, {4, 40}, {4, 45}, {4, 1010}, {5, 59}, {5, 71}, {5, 172}} {
 		seed := run[1]
 		cfg := DefaultConfig()
 		cfg.Seed, cfg.Peers, cfg.Start = seed, int(run[0]), StartJoin

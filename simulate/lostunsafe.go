@@ -33,7 +33,11 @@ import (
 //     or the survivor's log, committed by the recovery, may bring the
 //     same one back (read again every second: recheckRewound);
 //   - a schedule none held, found gone, is counted apart and no longer
-//     checked.
+//     checked;
+//   - a broadcast firing none held, fired again by its schedule with other
+//     copies (the peers its new owner matched then, without the lost
+//     ones), starts afresh with those copies; the old ones count apart
+//     (refired).
 //
 // A partition of which no survivor held a replica naming itself (every
 // voter and learner lost, or a learner whose snapshot never came) is a
@@ -515,6 +519,64 @@ func (c *checker) createdAgain(g *groupRec, sent time.Duration) bool {
 	c.head = 0
 	u.seenGroup[g.id] = true // from now on it must stay
 	return true
+}
+
+// refired reports whether g, a broadcast firing the recovery may have lost
+// (no survivor held it), was fired again by its schedule on the recovered
+// partition with other copies: the copies are the peers the new owner
+// matched then (the lost ones are gone), so the tasks under g's ids are
+// new ones. If so the old copies count as lost (once) and g starts afresh
+// with the copies read from nd's replica (or another running one).
+func (c *checker) refired(nd *simNode, g *groupRec) bool {
+	u := c.unsafe
+	if u == nil || g.spec.Mode != shard.ModeBroadcast || !u.mayLose(c, g) {
+		return false
+	}
+	if _, _, ok := shard.ParseFiringGroupID(g.id); !ok {
+		return false
+	}
+	v, ok := c.s.replicaGroup(nd, g.id)
+	if !ok || sameCopies(v, g.spec) {
+		return false
+	}
+	if !u.gone[g.id] {
+		u.gone[g.id] = true
+		u.tasks += len(g.tasks)
+	}
+	for _, t := range g.tasks {
+		delete(u.rewound, t)
+		if t.state == 0 {
+			c.outstanding--
+		}
+	}
+	stale := func(t *taskRec) bool { return t.g == g }
+	c.terminal = slices.DeleteFunc(c.terminal, stale)
+	u.rewoundAt = slices.DeleteFunc(u.rewoundAt, stale)
+	spec := cloneSpec(g.spec)
+	tmpl := spec.Tasks[0]
+	spec.Tasks = make([]shard.TaskSpec, len(v.Tasks))
+	for i, tv := range v.Tasks {
+		spec.Tasks[i] = tmpl
+		spec.Tasks[i].Name, spec.Tasks[i].Pin = tv.Name, tv.Pin
+	}
+	fresh := c.newGroupRec(spec)
+	c.ntasks -= len(g.tasks)
+	g.spec, g.tasks, g.left = fresh.spec, fresh.tasks, fresh.left
+	for _, t := range g.tasks {
+		t.g = g
+	}
+	c.outstanding += len(g.tasks)
+	c.head = 0
+	u.seenGroup[g.id] = true // from now on it must stay
+	return true
+}
+
+// sameCopies reports whether a broadcast group's copies in v are those
+// of spec: the same peers, in order.
+func sameCopies(v shard.GroupView, spec *shard.GroupSpec) bool {
+	return slices.EqualFunc(v.Tasks, spec.Tasks, func(tv shard.TaskView, ts shard.TaskSpec) bool {
+		return tv.Name == ts.Name && tv.Pin == ts.Pin
+	})
 }
 
 // recheckRewound reads, every second after the declaration, the tasks
