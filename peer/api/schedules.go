@@ -254,9 +254,11 @@ func (s *server) scheduleRoutes() []route {
 		{"POST", "/v1/schedules", ScopeSubmit, s.createSchedule},
 		{"GET", "/v1/schedules", ScopeRead, s.listSchedules},
 		{"GET", "/v1/schedules/{id}", ScopeRead, s.getSchedule},
-		{"DELETE", "/v1/schedules/{id}", ScopeSubmit, s.deleteSchedule},
-		{"POST", "/v1/schedules/{id}/pause", ScopeSubmit, s.pauseSchedule(true)},
-		{"POST", "/v1/schedules/{id}/resume", ScopeSubmit, s.pauseSchedule(false)},
+		// No body (or {}), as a cancel: a body was ignored, so that
+		// DELETE {"id": "<another>"} deleted the schedule of the path.
+		{"DELETE", "/v1/schedules/{id}", ScopeSubmit, NoBody(http.HandlerFunc(s.deleteSchedule))},
+		{"POST", "/v1/schedules/{id}/pause", ScopeSubmit, NoBody(s.pauseSchedule(true))},
+		{"POST", "/v1/schedules/{id}/resume", ScopeSubmit, NoBody(s.pauseSchedule(false))},
 	}
 	if _, ok := s.b.(TriggerBackend); ok {
 		routes = append(routes, route{"POST", "/v1/schedules/{id}/trigger", ScopeSubmit, s.triggerSchedule})
