@@ -2,6 +2,7 @@ package peer
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"io"
 	"maps"
@@ -17,6 +18,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 
+	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -36,8 +38,10 @@ type example struct {
 	Method string
 	Path   string
 	Body   string
+	Type   string            // the body's Content-Type when not application/json
 	Status int               // the status the peer must answer
 	Save   map[string]string // name -> field of the JSON answer to keep ({name} in Path and Body)
+	Holds  string            // a piece of the answer's body it must hold
 }
 
 var examples = []example{
@@ -105,6 +109,12 @@ var examples = []example{
 	{Route: "PATCH /v1/schedules/{id}", Method: "PATCH", Path: "/v1/schedules/{schedule}", Status: 400, Body: `{"paused":true}`},
 	{Route: "PATCH /v1/schedules/{id}", Method: "PATCH", Path: "/v1/schedules/snope", Status: 404, Body: `{"name":"x"}`},
 	{Route: "GET /v1/schedules/{id}", Method: "GET", Path: "/v1/schedules/{schedule}", Status: 200},
+	{Route: "GET /v1/schedules", Method: "GET", Path: "/v1/schedules?limit=5", Status: 400, Holds: `"field":"limit"`},
+	// pause, resume and delete take no body (or {}), as a cancel
+	{Route: "POST /v1/schedules/{id}/pause", Method: "POST", Path: "/v1/schedules/{schedule}/pause", Status: 400, Body: `{"paused":false}`},
+	{Route: "POST /v1/schedules/{id}/resume", Method: "POST", Path: "/v1/schedules/{schedule}/resume", Status: 415, Body: `{}`, Type: "text/plain"},
+	{Route: "POST /v1/schedules/{id}/resume", Method: "POST", Path: "/v1/schedules/{schedule}/resume", Status: 200, Body: `{}`},
+	{Route: "DELETE /v1/schedules/{id}", Method: "DELETE", Path: "/v1/schedules/{schedule}", Status: 400, Body: `{"id":"s0"}`},
 	{Route: "DELETE /v1/schedules/{id}", Method: "DELETE", Path: "/v1/schedules/{schedule}", Status: 200},
 
 	{Route: "POST /v1/tasks", Method: "POST", Path: "/v1/tasks", Status: 201,
@@ -141,11 +151,42 @@ var examples = []example{
 		Body: `{"worker":"resizer-1","handlers":["resize"],"max":8,"wait":"10ms","done":[{"lease":"{lease2}","result":{"url":"s3://bucket/dog-640.png"}}]}`},
 	{Route: "POST /v1/leases/report", Method: "POST", Path: "/v1/leases/report", Status: 400,
 		Body: `{"done":[{"lease":"{lease2}","result":1},{"lease":"not-a-token","result":1}]}`},
+	// A lease whose task is canceled while its worker runs it: the
+	// heartbeat says so, and the lease takes no more lines.
+	{Route: "POST /v1/tasks", Method: "POST", Path: "/v1/tasks", Status: 201,
+		Body: `{"handler":"resize","payload":{"image":"owl.png","width":640}}`, Save: map[string]string{"xtask3": "id"}},
+	{Route: "POST /v1/workers/poll", Method: "POST", Path: "/v1/workers/poll", Status: 200,
+		Body: `{"worker":"resizer-2","handlers":["resize"],"wait":"10s"}`, Save: map[string]string{"lease3": "tasks.0.lease"}},
+	{Route: "POST /v1/leases/{lease}/heartbeat", Method: "POST", Path: "/v1/leases/{lease3}/heartbeat", Status: 200, Body: `{}`,
+		Holds: `"canceled":false`},
+	{Route: "POST /v1/leases/{lease}/heartbeat", Method: "POST", Path: "/v1/leases/{lease3}/heartbeat", Status: 400, Body: `{"extend":"1m"}`},
+	{Route: "POST /v1/leases/{lease}/heartbeat", Method: "POST", Path: "/v1/leases/{lease3}/heartbeat", Status: 415, Body: `{}`, Type: "text/plain"},
+	{Route: "POST /v1/leases/{lease}/logs", Method: "POST", Path: "/v1/leases/{lease3}/logs", Status: 400,
+		Body: `{"lines":[{"text":"resizing","at":"yesterday"}]}`, Holds: `"field":"lines[0].at"`},
+	{Route: "POST /v1/tasks/{id}/cancel", Method: "POST", Path: "/v1/tasks/{xtask3}/cancel", Status: 400, Body: `{"reason":"wrong size"}`},
+	{Route: "POST /v1/tasks/{id}/cancel", Method: "POST", Path: "/v1/tasks/{xtask3}/cancel", Status: 415, Body: `{}`, Type: "text/plain"},
+	{Route: "POST /v1/tasks/{id}/cancel", Method: "POST", Path: "/v1/tasks/{xtask3}/cancel", Status: 200, Holds: `"state":"CANCELED"`},
+	{Route: "POST /v1/leases/{lease}/heartbeat", Method: "POST", Path: "/v1/leases/{lease3}/heartbeat", Status: 200, Holds: `"canceled":true`},
+	{Route: "POST /v1/leases/{lease}/logs", Method: "POST", Path: "/v1/leases/{lease3}/logs", Status: 409,
+		Body: `{"lines":["stopping"]}`, Holds: `"code":"lease_lost"`},
+	{Route: "POST /v1/leases/{lease}/release", Method: "POST", Path: "/v1/leases/{lease3}/release", Status: 415, Body: `{}`, Type: "text/plain"},
+	// Two processes polling under one worker id: the second instance
+	// takes the id over, and the first one's next poll is refused.
+	{Route: "POST /v1/workers/poll", Method: "POST", Path: "/v1/workers/poll", Status: 200,
+		Body: `{"worker":"resizer-3","instance":"a1","handlers":["resize"]}`},
+	{Route: "POST /v1/workers/poll", Method: "POST", Path: "/v1/workers/poll", Status: 200,
+		Body: `{"worker":"resizer-3","instance":"b2","handlers":["resize"]}`},
+	{Route: "POST /v1/workers/poll", Method: "POST", Path: "/v1/workers/poll", Status: 409,
+		Body: `{"worker":"resizer-3","instance":"a1","handlers":["resize"]}`, Holds: `"field":"instance"`},
+	{Route: "GET /v1/workers", Method: "GET", Path: "/v1/workers?handler=resize", Status: 400, Holds: `"field":"handler"`},
 
 	{Route: "GET /v1/peers", Method: "GET", Path: "/v1/peers", Status: 200},
+	{Route: "GET /v1/peers", Method: "GET", Path: "/v1/peers?state=alive", Status: 400, Holds: `"field":"state"`},
+	{Route: "GET /healthz", Method: "GET", Path: "/healthz?verbose=1", Status: 400, Holds: `"field":"verbose"`},
 	{Route: "GET /v1/audit", Method: "GET", Path: "/v1/audit?limit=5", Status: 200},
 	{Route: "POST /v1/peers/{id}/forget", Method: "POST", Path: "/v1/peers/12D3KooWNotAMember/forget", Status: 404},
-	{Route: "POST /v1/drain", Method: "POST", Path: "/v1/drain", Status: 202}, // last: the peer leaves
+	{Route: "POST /v1/drain", Method: "POST", Path: "/v1/drain", Status: 415, Body: `{}`, Type: "text/plain"}, // the peer stays
+	{Route: "POST /v1/drain", Method: "POST", Path: "/v1/drain", Status: 202},                                 // last: the peer leaves
 }
 
 // loadSpec loads and validates docs/openapi.yaml (its examples included).
@@ -248,8 +289,43 @@ func TestOpenAPIRoutes(t *testing.T) {
 
 func TestOpenAPIExamples(t *testing.T) {
 	doc := loadSpec(t)
-	ops := specOps(doc)
 	_, c, _ := startPeer(t, t.TempDir(), 2)
+	runExamples(t, doc, c.BaseURL, examples)
+}
+
+// TestOpenAPILimits holds the spec's answers of a peer's limits: a body
+// over --max-body (413) on the routes that read one, and a client over
+// --rate (429 with Retry-After, on any route).
+func TestOpenAPILimits(t *testing.T) {
+	doc := loadSpec(t)
+	_, small := startPeerWith(t, Config{Limits: api.Limits{MaxBody: 200}})
+	big := `{"lines":["` + strings.Repeat("x", 300) + `"]}`
+	lease := "00112233445566778899aabbccddeeff"
+	runExamples(t, doc, small.BaseURL, []example{
+		{Route: "POST /v1/workers/poll", Method: "POST", Path: "/v1/workers/poll", Status: 413,
+			Body: `{"worker":"w","handlers":["resize"],"labels":["` + strings.Repeat("x", 300) + `=1"]}`},
+		{Route: "POST /v1/leases/{lease}/logs", Method: "POST", Path: "/v1/leases/" + lease + "/logs", Status: 413, Body: big},
+		{Route: "POST /v1/leases/{lease}/complete", Method: "POST", Path: "/v1/leases/" + lease + "/complete", Status: 413,
+			Body: `{"result":"` + strings.Repeat("x", 300) + `"}`},
+		{Route: "POST /v1/leases/report", Method: "POST", Path: "/v1/leases/report", Status: 413,
+			Body: `{"done":[{"lease":"` + lease + `","error":"` + strings.Repeat("x", 300) + `"}]}`},
+	})
+	// A rate this low takes one request, then refuses every other for
+	// ~1,000 s (a burst of one).
+	_, slow := startPeerWith(t, Config{RatePerClient: 0.001})
+	runExamples(t, doc, slow.BaseURL, []example{
+		{Route: "GET /v1/stats", Method: "GET", Path: "/v1/stats", Status: 200},
+		{Route: "GET /v1/stats", Method: "GET", Path: "/v1/stats", Status: 429, Holds: `"code":"rate_limited"`},
+		{Route: "POST /v1/tasks/{id}/cancel", Method: "POST", Path: "/v1/tasks/g1.0/cancel", Status: 429},
+		{Route: "GET /healthz", Method: "GET", Path: "/healthz", Status: 200}, // not counted
+	})
+}
+
+// runExamples sends each example to the peer at base, in order, and
+// validates the request and its answer against the spec.
+func runExamples(t *testing.T, doc *openapi3.T, base string, examples []example) {
+	t.Helper()
+	ops := specOps(doc)
 	saved := map[string]string{}
 	opts := &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, IncludeResponseStatus: true}
 	for i, ex := range examples {
@@ -263,9 +339,12 @@ func TestOpenAPIExamples(t *testing.T) {
 			t.Errorf("example %d: route %q is not in docs/openapi.yaml", i, ex.Route)
 			continue
 		}
-		status, body := checkExample(t, doc, specPath, ex, c.BaseURL+path, opts)
+		status, body := checkExample(t, doc, specPath, ex, base+path, opts)
 		if status != ex.Status {
 			t.Errorf("example %d: %s %s = %d %s; want %d", i, ex.Method, path, status, body, ex.Status)
+		}
+		if !bytes.Contains(body, []byte(ex.Holds)) {
+			t.Errorf("example %d: %s %s = %d %s; want it to hold %s", i, ex.Method, path, status, body, ex.Holds)
 		}
 		var fields any
 		_ = json.Unmarshal(body, &fields)
@@ -288,7 +367,7 @@ func checkExample(t *testing.T, doc *openapi3.T, specPath string, ex example, ta
 		t.Fatal(err)
 	}
 	if ex.Body != "" {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", cmp.Or(ex.Type, "application/json"))
 	}
 	item := doc.Paths.Value(specPath)
 	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: pathParams(specPath, req.URL.Path), Options: opts,
