@@ -134,7 +134,7 @@ func (q *xpoll) deny() bool {
 type xrun struct {
 	run      node.Run
 	at       time.Time // when it arrived here
-	suspect  bool      // its task's workers kept dying (isolateAfter): handed out alone
+	suspect  bool      // its task's workers kept dying (node.WorkerSuspect): handed out alone
 	reserved *xworker  // the worker draining for it (suspect)
 }
 
@@ -282,8 +282,8 @@ func (h *hub) Poll(ctx context.Context, req api.PollRequest) (api.PollResult, er
 	known := h.workers[req.Worker] != nil
 	w := h.worker(req.Worker, now)
 	var gone burial
-	if req.Instance != "" && req.Instance != w.instance {
-		if slices.Contains(w.retired, req.Instance) {
+	if change := node.WorkerInstance(w.instance, req.Instance, w.retired); change != node.InstanceSame {
+		if change == node.InstanceConflict {
 			// Not a restart: two live processes poll under one id, and
 			// each poll would bury the other's tasks (a death of each,
 			// at every poll, until the crash limit fails them).
@@ -292,7 +292,7 @@ func (h *hub) Poll(ctx context.Context, req api.PollRequest) (api.PollResult, er
 			return api.PollResult{}, &shard.ConflictError{Field: "instance", Message: fmt.Sprintf(
 				"worker %q: instance %s polls again after instance %s took its id over; two worker processes run under one id (give each its own)", req.Worker, req.Instance, cur)}
 		}
-		if w.instance != "" {
+		if change == node.InstanceRestarted {
 			// The worker restarted: its previous process holds nothing.
 			h.bury(w, &gone, fmt.Sprintf("it polls again as another instance (%s, was %s): its process restarted", req.Instance, w.instance), now)
 			if w.retired = append(w.retired, w.instance); len(w.retired) > maxRetired {

@@ -121,14 +121,6 @@ func (h *hub) Release(ctx context.Context, token, reason string) error {
 	return h.outcome(ctx, token, shard.Outcome{Lost: true, Error: reason})
 }
 
-// releaseText is what a release records in the task's history.
-func releaseText(worker, reason string) string {
-	if reason == "" {
-		return fmt.Sprintf("released by worker %s", worker)
-	}
-	return fmt.Sprintf("released by worker %s: %s", worker, reason)
-}
-
 // Heartbeat keeps a lease's worker alive and says whether its task was
 // canceled (asking the task's owner).
 func (h *hub) Heartbeat(ctx context.Context, token string) (api.HeartbeatResult, error) {

@@ -33,12 +33,9 @@ import (
 // takes a suspect whoever reserved it.
 
 // DefaultWorkerCrashLimit is how many workers in a row may die running a
-// task alone before it fails for good.
-const DefaultWorkerCrashLimit = 3
-
-// isolateAfter is the number of worker deaths that makes a task a
-// suspect, handed to a worker alone.
-const isolateAfter = 2
+// task alone before it fails for good. The rules are node's
+// (node/hubrules.go), which the simulator's hub applies too.
+const DefaultWorkerCrashLimit = node.DefaultWorkerCrashLimit
 
 // lostWith returns the outcome to report for each of the leases ls that
 // worker w held when it was found dead (why), holding held leases in
@@ -50,12 +47,13 @@ func (h *hub) lostWith(w string, ls []*xlease, held int, why string) []shard.Out
 		r := &l.run
 		outs[i] = shard.Outcome{Task: r.Task, Round: r.Round, Lost: true, Died: shard.DiedWithOthers,
 			Error: fmt.Sprintf("worker %s on peer %s died running it and %d other tasks: %s", w, h.p.ID(), held-1, why)}
-		if held > 1 {
+		died, failed, strikes := node.WorkerDeath(r, held, h.crashLimit)
+		if died != shard.DiedAlone {
 			continue // any of them may have killed it
 		}
 		outs[i].Died = shard.DiedAlone
 		outs[i].Error = fmt.Sprintf("worker %s on peer %s died running it alone: %s", w, h.p.ID(), why)
-		if strikes := r.Deaths.Alone + 1; h.crashLimit > 0 && strikes >= h.crashLimit {
+		if failed {
 			shared := strconv.Itoa(r.Deaths.Shared)
 			if r.Deaths.Shared >= shard.MaxSharedDeaths {
 				shared = "at least " + shared // the count saturates
@@ -83,10 +81,15 @@ func (h *hub) fill(q *xpoll, now time.Time) {
 	draining := h.draining(w)
 	kept := h.queue[:0]
 	for _, x := range h.queue {
-		switch {
-		case w.isolated > 0 || !q.takes(&x.run):
+		if !q.takes(&x.run) {
 			kept = append(kept, x)
-		case x.suspect && w.running == 0:
+			continue
+		}
+		// reservedBy only where the rule reads it (it forgets a stale
+		// reservation).
+		reserved := x.suspect && w.isolated == 0 && w.running > 0 && !draining && h.reservedBy(x) != nil
+		switch node.WorkerFill(x.suspect, w.running, w.isolated > 0, draining, reserved) {
+		case node.FillAlone:
 			if draining && w.waitFor != x {
 				w.waitFor.reserved = nil
 			}
@@ -95,15 +98,13 @@ func (h *hub) fill(q *xpoll, now time.Time) {
 			l.suspect = true
 			w.isolated++
 			q.got = append(q.got, l)
-		case x.suspect:
-			if !draining && h.reservedBy(x) == nil {
-				w.waitFor, x.reserved, draining = x, w, true
-			}
+		case node.FillReserve:
+			w.waitFor, x.reserved, draining = x, w, true
 			kept = append(kept, x)
-		case draining:
-			kept = append(kept, x) // w drains for its suspect
-		default:
+		case node.FillLease:
 			q.got = append(q.got, h.lease(w, x.run, now))
+		default:
+			kept = append(kept, x) // w runs a suspect alone, or drains for one
 		}
 	}
 	clear(h.queue[len(kept):])
@@ -171,7 +172,7 @@ func (h *hub) fillPolls(now time.Time, pick func(*xpoll) bool) {
 // runOf returns the queued form of a run leased to this peer: isolated
 // if its task is a suspect (and the limit is on).
 func (h *hub) runOf(r node.Run, now time.Time) *xrun {
-	return &xrun{run: r, at: now, suspect: r.Deaths.Total() >= isolateAfter && r.Worker == "" && h.crashLimit > 0}
+	return &xrun{run: r, at: now, suspect: node.WorkerSuspect(&r, h.crashLimit)}
 }
 
 // unlock releases h.mu, first refilling the waiting polls of workers

@@ -90,7 +90,7 @@ func (h *hub) take(token string, o *shard.Outcome, now time.Time) (*xlease, erro
 		w.seen = now
 	}
 	if o.Lost && !o.OK { // a release: o.Error is its reason
-		o.Error = releaseText(l.worker, o.Error)
+		o.Error = node.ReleaseText(l.worker, o.Error)
 		if w := h.workers[l.worker]; w != nil {
 			// A worker that hands work back wants none until it asks
 			// again: its free slots leave the demand now, or the task

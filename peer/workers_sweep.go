@@ -65,7 +65,7 @@ func (h *hub) sweep(ctx context.Context, now time.Time) {
 	}
 	kept := h.queue[:0]
 	for _, x := range h.queue {
-		expired := !x.run.Expiry.IsZero() && now.After(x.run.Expiry)
+		expired := node.QueuedExpired(&x.run, now)
 		if !expired && h.pinnedGone(&x.run, now) {
 			pinned = append(pinned, x.run) // its worker is dead: no other may take it
 			continue
