@@ -143,6 +143,19 @@ type checker struct {
 	// that ended on another peer.
 	handedBack                                                  map[shard.TaskID][]unwantedRun
 	workerBusy, workerUnwanted, unwantedDone, unwantedElsewhere int
+	workerExpired                                               int // runs handed back past their lease's expiry (they count in handedBack too)
+	// The quarantine (workerquarantine.go): tasks the poison fault made
+	// kill their workers, the workers they killed, suspects handed out
+	// alone, and the rounds hubs failed tasks in at the crash limit
+	// (crashLimit of them; crashLimitFailed tasks checked FAILED so).
+	poisoned, poisonDeaths, suspectLeases, crashLimit, crashLimitFailed int
+	crashRounds                                                         map[shard.TaskID][]shard.Round
+	// Workers restarted as another instance (workerrestart.go), as hubs
+	// noticed them, and the leases they buried at once.
+	workerRestarts, restartBuried int
+	// Graceful stops (WorkerRelease) and the releases hubs took (their
+	// tasks count in handedBack).
+	workerStops, workerReleased int
 
 	// unsafe tells the losses lost disks allow (lostunsafe.go); nil
 	// without --unsafe-recover and --kill-count 2 or --kill-select voters.

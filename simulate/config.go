@@ -21,8 +21,10 @@ var FaultKinds = []string{"partition", "crash", "drop", "dup", "reorder", "pause
 
 // OptInFaults are accepted in Config.Faults but not in the default set:
 // forge, a keyed host's forged grants and outcomes (make simulate runs it
-// on its own).
-var OptInFaults = []string{"forge"}
+// on its own); poison, tasks that kill their external workers
+// (workerquarantine.go); restart, workers restarted as another instance
+// (workerrestart.go).
+var OptInFaults = []string{"forge", "poison", "restart"}
 
 // allFaults is every kind Config.Faults accepts, in planning order.
 var allFaults = append(slices.Clone(FaultKinds), OptInFaults...)
@@ -147,6 +149,14 @@ type Config struct {
 	// stalled worker's late report must turn into a violation of
 	// invariant 6.
 	bugWorkerFence bool
+	// bugNoIsolation makes the simulated hubs hand a suspect (a task
+	// workers kept dying with) to any worker, and anything to a worker
+	// running one: a seeded bug for tests, which invariant 6 must catch.
+	bugNoIsolation bool
+	// bugNoBurial makes the simulated hubs take a restarted worker's new
+	// instance without burying the leases of its old one: a seeded bug
+	// for tests, which invariant 6 must catch.
+	bugNoBurial bool
 	// driverTrace, when set, gives each node's driver its Trace (by node
 	// id): tests see through it that the simulator drives Ready through
 	// node.Driver, early sends first.

@@ -27,6 +27,18 @@ func (s *sim) planFaults() ([]Fault, time.Duration) {
 			}
 			continue
 		}
+		if kind == "poison" {
+			if s.cfg.Workers > 0 {
+				fs = append(fs, s.poisonFaults(window)...)
+			}
+			continue
+		}
+		if kind == "restart" {
+			if s.cfg.Workers > 0 {
+				fs = append(fs, s.restartFaults(window)...)
+			}
+			continue
+		}
 		k := 1 + s.rng.IntN(2)
 		slot := window / time.Duration(k)
 		for i := range k {

@@ -174,6 +174,26 @@ type Report struct {
 	WorkerUnwanted    int `json:"worker_unwanted,omitempty"`
 	UnwantedDone      int `json:"worker_unwanted_done,omitempty"`
 	UnwantedElsewhere int `json:"worker_unwanted_elsewhere,omitempty"`
+	// WorkerExpired counts the runs hubs handed back past their lease's
+	// expiry (node.QueuedExpired); their tasks count in UnwantedDone too.
+	WorkerExpired int `json:"worker_expired,omitempty"`
+	// The quarantine of tasks that crash their workers: tasks made to kill
+	// their workers (the poison fault) and the workers they killed,
+	// suspects handed to a worker alone, runs failed at the crash limit
+	// and the tasks checked FAILED so at the end.
+	Poisoned         int `json:"worker_poisoned,omitempty"`
+	PoisonDeaths     int `json:"worker_poison_deaths,omitempty"`
+	SuspectLeases    int `json:"worker_suspect_leases,omitempty"`
+	CrashLimit       int `json:"worker_crash_limit,omitempty"`
+	CrashLimitFailed int `json:"worker_crash_limit_failed,omitempty"`
+	// WorkerRestarts counts the workers hubs saw restarted as another
+	// instance, RestartBuried the leases they buried at once for them.
+	WorkerRestarts int `json:"worker_restarts,omitempty"`
+	RestartBuried  int `json:"worker_restart_buried,omitempty"`
+	// WorkerStops counts the workers stopped gracefully, WorkerReleased
+	// the leases they handed back (their tasks count in UnwantedDone).
+	WorkerStops    int `json:"worker_stops,omitempty"`
+	WorkerReleased int `json:"worker_released,omitempty"`
 	// SimSeconds is the virtual time of the run; WallSeconds the real time.
 	SimSeconds  float64 `json:"sim_seconds"`
 	WallSeconds float64 `json:"wall_seconds"`
@@ -234,6 +254,9 @@ func (s *sim) report() Report {
 	r.WorkerLeases, r.WorkerDeaths, r.WorkerStalls = c.workerLeases, c.workerDeaths, c.workerStalls
 	r.WorkerAccepted, r.WorkerRepeats, r.WorkerRefused, r.WorkerLate = c.workerAccepted, c.workerRepeats, c.workerRefused, c.workerLate
 	r.WorkerBusy, r.WorkerUnwanted, r.UnwantedDone, r.UnwantedElsewhere = c.workerBusy, c.workerUnwanted, c.unwantedDone, c.unwantedElsewhere
+	r.WorkerExpired, r.WorkerRestarts, r.RestartBuried = c.workerExpired, c.workerRestarts, c.restartBuried
+	r.WorkerStops, r.WorkerReleased = c.workerStops, c.workerReleased
+	r.Poisoned, r.PoisonDeaths, r.SuspectLeases, r.CrashLimit, r.CrashLimitFailed = c.poisoned, c.poisonDeaths, c.suspectLeases, c.crashLimit, c.crashLimitFailed
 	if s.viol != nil {
 		r.Violations = append(r.Violations, *s.viol)
 	}
@@ -346,8 +369,17 @@ func (r *Report) Text() string {
 		fmt.Fprintf(&b, "worker_leases %d deaths %d stalls %d accepted %d repeats %d refused %d (late %d)\n", r.WorkerLeases,
 			r.WorkerDeaths, r.WorkerStalls, r.WorkerAccepted, r.WorkerRepeats, r.WorkerRefused, r.WorkerLate)
 	}
-	if r.WorkerBusy > 0 || r.WorkerUnwanted > 0 {
-		fmt.Fprintf(&b, "worker_busy %d unwanted %d (done later %d, elsewhere %d)\n", r.WorkerBusy, r.WorkerUnwanted, r.UnwantedDone, r.UnwantedElsewhere)
+	if r.WorkerBusy > 0 || r.WorkerUnwanted > 0 || r.WorkerExpired > 0 || r.WorkerReleased > 0 {
+		fmt.Fprintf(&b, "worker_busy %d unwanted %d expired %d (done later %d, elsewhere %d)\n", r.WorkerBusy, r.WorkerUnwanted, r.WorkerExpired,
+			r.UnwantedDone, r.UnwantedElsewhere)
+	}
+	if r.Poisoned > 0 || r.SuspectLeases > 0 || r.CrashLimit > 0 {
+		fmt.Fprintf(&b, "worker_poisoned %d (deaths %d) suspects_alone %d crash_limit %d (failed %d)\n", r.Poisoned, r.PoisonDeaths,
+			r.SuspectLeases, r.CrashLimit, r.CrashLimitFailed)
+	}
+	if r.WorkerRestarts > 0 || r.WorkerStops > 0 {
+		fmt.Fprintf(&b, "worker_restarts %d (leases buried at once %d) stops %d (released %d)\n", r.WorkerRestarts, r.RestartBuried,
+			r.WorkerStops, r.WorkerReleased)
 	}
 	fmt.Fprintf(&b, "latency p50 %.1f ms p99 %.1f ms", r.LatencyP50MS, r.LatencyP99MS)
 	if r.MakespanOverLB > 0 {

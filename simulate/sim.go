@@ -80,7 +80,8 @@ type sim struct {
 	// their ids.
 	allWorkers, workers []*simWorker
 	workerSeq           int
-	workersRepeat       bool // every report is sent twice (WorkerRepeat)
+	workersRepeat       bool            // every report is sent twice (WorkerRepeat)
+	poisons             []*WorkerPoison // the poison faults started (workerquarantine.go)
 }
 
 // stats are the run's counters.

@@ -89,7 +89,11 @@ func (c *checker) final() {
 				c.s.fail(invOutcome, fmt.Sprintf("n%d: history of %s: %s", nd.idx, t.id, msg))
 				return
 			}
-			if msg := c.checkUnwanted(nd, t, evs); msg != "" {
+			msg := c.checkUnwanted(nd, t, evs)
+			if msg == "" {
+				msg = c.checkCrashLimited(t, evs)
+			}
+			if msg != "" {
 				c.s.fail(invWorkers, fmt.Sprintf("n%d: history of %s: %s", nd.idx, t.id, msg))
 				return
 			}

@@ -233,9 +233,10 @@ type unwantedRun struct {
 	round shard.Round
 }
 
-// unwanted records that hub h hands run r back to its owner unwanted. A
-// worker must not hold a lease of it there (it would run twice).
-func (c *checker) unwanted(h *simHub, r node.Run) {
+// unwanted records that hub h hands run r back to its owner unwanted, or
+// past its lease's expiry (node.QueuedExpired). A worker must not hold a
+// lease of it there (it would run twice).
+func (c *checker) unwanted(h *simHub, r node.Run, expired bool) {
 	if l := h.byTask[r.Task]; l != nil && l.state == leaseHeld && l.run.Round == r.Round {
 		c.s.fail(invWorkers, fmt.Sprintf("n%d handed back %s round %d unwanted while worker %s holds its lease", h.nd.idx, r.Task, r.Round, l.w.id))
 	}
@@ -243,6 +244,10 @@ func (c *checker) unwanted(h *simHub, r node.Run) {
 		c.handedBack = map[shard.TaskID][]unwantedRun{}
 	}
 	c.handedBack[r.Task] = append(c.handedBack[r.Task], unwantedRun{node: h.nd.idx, round: r.Round})
+	if expired {
+		c.workerExpired++
+		return
+	}
 	c.workerUnwanted++
 }
 
@@ -265,13 +270,13 @@ func (c *checker) checkUnwanted(nd *simNode, t *taskRec, evs []shard.TaskEvent) 
 		}
 		for _, b := range backs {
 			if e.Round == b.round {
-				return fmt.Sprintf("an outcome in round %d, which n%d handed back unwanted", e.Round, b.node)
+				return fmt.Sprintf("an outcome in round %d, which n%d handed back unrun (unwanted, expired or released)", e.Round, b.node)
 			}
 		}
 		end = e
 	}
 	if t.state == 0 {
-		return fmt.Sprintf("not finished after n%d handed round %d back unwanted", last.node, last.round)
+		return fmt.Sprintf("not finished after n%d handed round %d back unrun (unwanted, expired or released)", last.node, last.round)
 	}
 	if end != nil && end.Round > last.round {
 		c.unwantedDone++

@@ -55,12 +55,20 @@ type simWorker struct {
 	// polled is when a poll of it last started or ended (its free slots
 	// stand in the demand node.WorkerStandingFor after).
 	polled time.Duration
+	// inst is its process's incarnation (WorkerRestart: the same id,
+	// another instance); down while the new process has not polled yet.
+	inst int
+	down bool
+	jobs []*wjob // what it runs, not finished yet (WorkerRelease)
 }
+
+// instance names w's process as its polls do (PollRequest.Instance).
+func (w *simWorker) instance() string { return fmt.Sprintf("%s#%d", w.id, w.inst) }
 
 // polling reports whether a poll of w waits at its hub: it runs, is not
 // busy, and has a free slot.
 func (w *simWorker) polling() bool {
-	return !w.dead && !w.stalled && !w.busy && w.running < workerSlots
+	return !w.dead && !w.down && !w.stalled && !w.busy && w.running < workerSlots
 }
 
 // asks reports whether w asks its hub for work at now (node.WorkerAsks):
@@ -78,6 +86,7 @@ func (w *simWorker) alive(now time.Duration) bool {
 type wjob struct {
 	w     *simWorker
 	hub   *simHub // the hub (peer incarnation) that handed it out
+	inst  int     // the worker's process that runs it (simWorker.inst)
 	token uint64
 	task  shard.TaskID
 	round shard.Round
@@ -102,13 +111,15 @@ type simLease struct {
 	deadline time.Duration // virtual time (the hub's clock: see simHub)
 	state    leaseState
 	out      shard.Outcome
+	suspect  bool // handed out alone (queuedRun.suspect)
+	inst     int  // the worker's process it went to (simWorker.inst)
 }
 
 // simHub is one node incarnation's hub. It measures the TTL and leases'
 // deadlines in virtual time, not the node's skewed clock.
 type simHub struct {
 	nd       *simNode
-	queue    []queuedRun
+	queue    []*queuedRun
 	leases   map[uint64]*simLease
 	byTask   map[shard.TaskID]*simLease
 	declared map[*simWorker]bool // declared dead (until it polls again)
@@ -116,15 +127,29 @@ type simHub struct {
 	// standing: the last demand handed to the node counted the free slots
 	// of a worker that polls no more (they lapse at a later sweep).
 	standing bool
+	// The quarantine of tasks that crash their workers (workerquarantine.go),
+	// by worker: the leases it holds here, the suspects among them, and
+	// the queued suspect it drains for.
+	held     map[*simWorker]int
+	isolated map[*simWorker]int
+	waitFor  map[*simWorker]*queuedRun
+	// The instance of each worker its polls named, and those it had
+	// before (workerrestart.go).
+	instance map[*simWorker]string
+	retired  map[*simWorker][]string
 }
 
 type queuedRun struct {
-	run node.Run
-	at  time.Duration
+	run      node.Run
+	at       time.Duration
+	suspect  bool       // its task's workers kept dying (node.WorkerSuspect): handed out alone
+	reserved *simWorker // the worker draining for it (suspect)
 }
 
 func newHub(nd *simNode) *simHub {
-	return &simHub{nd: nd, leases: map[uint64]*simLease{}, byTask: map[shard.TaskID]*simLease{}, declared: map[*simWorker]bool{}}
+	return &simHub{nd: nd, leases: map[uint64]*simLease{}, byTask: map[shard.TaskID]*simLease{}, declared: map[*simWorker]bool{},
+		held: map[*simWorker]int{}, isolated: map[*simWorker]int{}, waitFor: map[*simWorker]*queuedRun{},
+		instance: map[*simWorker]string{}, retired: map[*simWorker][]string{}}
 }
 
 // workers returns the workers polling this hub's peer that it has not
@@ -160,7 +185,7 @@ func (h *simHub) demandOf() (ds []node.Demand, standing bool) {
 			continue
 		}
 		served = true
-		if free := workerSlots - w.running; free > 0 && w.asks(now) {
+		if free := workerSlots - w.running; free > 0 && w.asks(now) && !h.isolating(w) {
 			d.Want += free
 			standing = standing || !w.polling()
 		}
@@ -193,44 +218,82 @@ func (h *simHub) setDemand() {
 // runtime's hub.deliver) and hands what it can to workers.
 func (h *simHub) take(r node.Run) {
 	h.nd.s.chk.workerRun(h.nd, &workerRunView{task: r.Task, round: r.Round, worker: r.Worker})
-	h.queue = append(h.queue, queuedRun{run: r, at: h.nd.s.now})
+	h.queue = append(h.queue, &queuedRun{run: r, at: h.nd.s.now, suspect: node.WorkerSuspect(&r, simCrashLimit)})
 	h.fill()
 	h.push()
 }
 
 // fill hands queued runs to live workers with a free slot, the freest
-// first (ties: the oldest worker), honouring a run's pinned worker.
+// first (ties: the oldest worker), honouring a run's pinned worker and
+// the quarantine of suspects (node.WorkerFill): a suspect goes to a
+// worker that holds nothing here, and a worker that holds one, or drains
+// for one, takes nothing else.
 func (h *simHub) fill() {
+	h.polls()
+	all := h.workers()
+	var ws []*simWorker
 	kept := h.queue[:0]
 	for _, q := range h.queue {
-		var best *simWorker
-		for _, w := range h.workers() {
-			if !w.polling() || (q.run.Worker != "" && q.run.Worker != w.id) {
-				continue
-			}
-			if best == nil || w.running < best.running {
-				best = w
+		ws = ws[:0]
+		for _, w := range all {
+			if w.polling() && (q.run.Worker == "" || q.run.Worker == w.id) {
+				ws = append(ws, w)
 			}
 		}
-		if best == nil {
+		slices.SortStableFunc(ws, func(a, b *simWorker) int { return a.running - b.running })
+		if !h.place(q, ws) {
 			kept = append(kept, q)
-			continue
 		}
-		h.lease(best, q.run)
 	}
+	clear(h.queue[len(kept):])
 	h.queue = kept
 }
 
-// lease hands run r to worker w, which starts it.
-func (h *simHub) lease(w *simWorker, r node.Run) {
+// place offers queued run q to the polling workers ws in turn, as their
+// polls would meet it; reports whether one took it.
+func (h *simHub) place(q *queuedRun, ws []*simWorker) bool {
+	for _, w := range ws {
+		draining := h.draining(w)
+		reserved := q.suspect && h.isolated[w] == 0 && h.held[w] > 0 && !draining && h.reservedBy(q) != nil
+		fill := node.WorkerFill(q.suspect, h.held[w], h.isolated[w] > 0, draining, reserved)
+		if h.nd.s.cfg.bugNoIsolation {
+			fill = node.WorkerFill(q.suspect, 0, false, false, false)
+		}
+		switch fill {
+		case node.FillAlone:
+			if x := h.waitFor[w]; x != nil && x != q {
+				x.reserved = nil
+			}
+			delete(h.waitFor, w)
+			q.reserved = nil
+			h.lease(w, q.run, true)
+			return true
+		case node.FillReserve:
+			h.waitFor[w], q.reserved = q, w
+		case node.FillLease:
+			h.lease(w, q.run, false)
+			return true
+		}
+	}
+	return false
+}
+
+// lease hands run r to worker w, which starts it; a suspect (handed out
+// alone) isolates w until it ends.
+func (h *simHub) lease(w *simWorker, r node.Run, suspect bool) {
 	s := h.nd.s
 	if old := h.byTask[r.Task]; old != nil && old.state == leaseHeld {
 		h.lose(old) // an older round of the same task: stale
 	}
+	s.chk.workerLease(h, w, suspect)
 	h.next++
-	l := &simLease{token: h.next, run: r, w: w, deadline: s.now + r.Timeout}
+	l := &simLease{token: h.next, run: r, w: w, deadline: s.now + r.Timeout, suspect: suspect, inst: w.inst}
 	h.leases[l.token] = l
 	h.byTask[r.Task] = l
+	h.held[w]++
+	if suspect {
+		h.isolated[w]++
+	}
 	s.chk.workerLeases++
 	b := decodeBehaviour(r.Payload)
 	o := shard.Outcome{OK: true, Result: r.Payload}
@@ -242,10 +305,28 @@ func (h *simHub) lease(w *simWorker, r node.Run) {
 		d = r.Timeout + time.Millisecond // reported after the deadline: refused, timed out by the hub
 	}
 	o.Took = d
-	j := &wjob{w: w, hub: h, token: l.token, task: r.Task, round: r.Round, out: o}
+	j := &wjob{w: w, hub: h, inst: w.inst, token: l.token, task: r.Task, round: r.Round, out: o}
+	w.jobs = append(w.jobs, j)
 	w.running++
 	w.polled = s.now // its poll ended with the task (and, with a slot free, another began)
+	s.poisoned(w, r, d)
 	s.after(d, func() { w.finish(s, j) })
+}
+
+// end moves a held lease to state st.
+func (h *simHub) end(l *simLease, st leaseState) {
+	l.state = st
+	if h.byTask[l.run.Task] == l {
+		delete(h.byTask, l.run.Task)
+	}
+	if h.held[l.w]--; h.held[l.w] <= 0 {
+		delete(h.held, l.w)
+	}
+	if l.suspect {
+		if h.isolated[l.w]--; h.isolated[l.w] <= 0 {
+			delete(h.isolated, l.w)
+		}
+	}
 }
 
 // lose ends a held lease without an outcome (the caller reports what the
@@ -254,10 +335,7 @@ func (h *simHub) lose(l *simLease) {
 	if l.state != leaseHeld {
 		return
 	}
-	l.state = leaseLost
-	if h.byTask[l.run.Task] == l {
-		delete(h.byTask, l.run.Task)
-	}
+	h.end(l, leaseLost)
 	h.nd.s.chk.leaseLost(h, l)
 }
 
@@ -337,18 +415,27 @@ func (h *simHub) report(j *wjob) {
 // accept records j's outcome on lease l and hands it to the node.
 func (h *simHub) accept(l *simLease, j *wjob) {
 	s := h.nd.s
-	l.state, l.out = leaseDone, j.out
-	if h.byTask[l.run.Task] == l {
-		delete(h.byTask, l.run.Task)
-	}
+	h.end(l, leaseDone)
+	l.out = j.out
 	o := j.out
 	o.Task, o.Round = l.run.Task, l.run.Round
+	release := o.Lost && !o.OK
+	if release {
+		// A worker that hands work back wants none until it polls again:
+		// its free slots leave the demand now (the rule of
+		// peer/workers_report.go).
+		o.Error = node.ReleaseText(l.w.id, o.Error)
+		l.w.polled = -node.WorkerStandingFor
+	}
 	if err := h.nd.n.Report(o); err != nil {
 		l.state = leaseLost
 		s.chk.workerVerdict(h.nd, j, verdictStale, 0)
 		return
 	}
 	s.chk.workerVerdict(h.nd, j, verdictAccepted, l.run.Round)
+	if release {
+		s.chk.released(h, l.run)
+	}
 }
 
 // sweep declares dead the workers silent for the TTL and hands their
@@ -365,20 +452,7 @@ func (h *simHub) sweep() {
 		}
 		h.declared[w] = true
 		changed = true
-		held := h.heldBy(w)
-		died := shard.DiedWithOthers // the task is a suspect
-		if len(held) == 1 {
-			died = shard.DiedAlone // and a strike against it
-		}
-		for _, l := range held {
-			h.lose(l)
-			if l.run.Worker != "" {
-				_ = h.nd.n.Report(h.pinnedFailed(l.run.Task, l.run.Round, w.id))
-				continue
-			}
-			_ = h.nd.n.Report(shard.Outcome{Task: l.run.Task, Round: l.run.Round, Lost: true, Died: died,
-				Error: fmt.Sprintf("worker %s lost: no poll or heartbeat for %v", w.id, workerTTL)})
-		}
+		h.bury(w, fmt.Sprintf("no poll or heartbeat for %v", workerTTL))
 	}
 	for _, t := range sortedTasks(h.byTask) {
 		if l := h.byTask[t]; l.state == leaseHeld && now > l.deadline {
@@ -389,9 +463,11 @@ func (h *simHub) sweep() {
 	}
 	served := h.demand() != nil
 	wanted := slices.ContainsFunc(h.workers(), func(w *simWorker) bool { return w.asks(now) })
+	clk := h.nd.now() // the peer's clock, which the owner's expiry is read by
 	kept := h.queue[:0]
 	for _, q := range h.queue {
-		if q.run.Worker != "" && h.pinnedGone(q.run.Worker) {
+		expired := node.QueuedExpired(&q.run, clk)
+		if !expired && q.run.Worker != "" && h.pinnedGone(q.run.Worker) {
 			_ = h.nd.n.Report(h.pinnedFailed(q.run.Task, q.run.Round, q.run.Worker))
 			continue
 		}
@@ -400,17 +476,27 @@ func (h *simHub) sweep() {
 				Error: fmt.Sprintf("no live worker on peer %s serves handler %q", h.nd.id, q.run.Handler)})
 			continue
 		}
-		if node.QueuedUnwanted(&q.run, wanted, false, now-q.at) {
+		if node.QueuedUnwanted(&q.run, wanted, q.suspect, now-q.at) {
 			// Its workers serve it, but none asks: back to its owner, for
 			// a worker elsewhere (the rule of peer/workers_sweep.go).
-			s.chk.unwanted(h, q.run)
+			s.chk.unwanted(h, q.run, false)
 			_ = h.nd.n.Report(shard.Outcome{Task: q.run.Task, Round: q.run.Round, Lost: true,
 				Error: fmt.Sprintf("no worker on peer %s asks for handler %q", h.nd.id, q.run.Handler)})
+			continue
+		}
+		if expired {
+			// Its lease ran out while it waited here (a suspect waiting
+			// for a worker to drain, a copy for a busy worker): back to
+			// its owner (the rule of peer/workers_sweep.go).
+			s.chk.unwanted(h, q.run, true)
+			_ = h.nd.n.Report(shard.Outcome{Task: q.run.Task, Round: q.run.Round, Lost: true,
+				Error: fmt.Sprintf("its lease expired while queued on peer %s for a worker of handler %q", h.nd.id, q.run.Handler)})
 			continue
 		}
 		kept = append(kept, q)
 	}
 	changed = changed || len(kept) < len(h.queue) // less queued: more wanted
+	clear(h.queue[len(kept):])
 	h.queue = kept
 	if changed || h.standing {
 		h.push() // or the free slots of a worker that polls no more lapse
@@ -440,8 +526,9 @@ func sortedTasks(m map[shard.TaskID]*simLease) []shard.TaskID {
 // finish is a worker's handler returning: it reports (unless dead; held
 // while stalled) and its slot frees.
 func (w *simWorker) finish(s *sim, j *wjob) {
+	w.jobs = slices.DeleteFunc(w.jobs, func(x *wjob) bool { return x == j })
 	switch {
-	case w.dead:
+	case w.dead, j.inst != w.inst: // its process is gone
 		return
 	case w.stalled:
 		w.held = append(w.held, j)
@@ -467,7 +554,7 @@ func (w *simWorker) send(s *sim, j *wjob) {
 	h.nd.input(h.gen(), func() { h.report(j) })
 	if s.workersRepeat && j.sent == 1 {
 		s.after(time.Millisecond+time.Duration(s.rng.Int64N(int64(20*time.Millisecond))), func() {
-			if !w.dead {
+			if !w.dead && j.inst == w.inst {
 				w.send(s, j)
 			}
 		})

@@ -135,3 +135,86 @@ func TestWorkersBusyHandBack(t *testing.T) {
 	}
 	t.Logf("handed back unwanted %d, done later %d, elsewhere %d", unwanted, done, elsewhere)
 }
+
+// TestWorkersQuarantine: tasks that kill every worker that runs them (the
+// poison fault) become suspects after two deaths, run alone (the checker
+// fails a suspect handed to a worker holding another lease, or a lease
+// handed to one running a suspect), and the crash limit fails them for
+// good, each FAILED at the end with that one outcome (checkCrashLimited).
+// Without the rules in the simulated hub no suspect is handed out alone
+// and no task fails at the limit.
+func TestWorkersQuarantine(t *testing.T) {
+	suspects, limited := 0, 0
+	for seed := uint64(1); seed <= 6; seed++ {
+		r := mustRun(t, Config{Seed: seed, Peers: 3, Tasks: 150, Workers: 2, Faults: []string{"worker", "poison"}})
+		if r.Failed() {
+			t.Fatalf("seed %d: %v", seed, r.Violations)
+		}
+		if r.Poisoned == 0 || r.PoisonDeaths == 0 {
+			t.Fatalf("seed %d: %d tasks poisoned, %d workers killed; want some", seed, r.Poisoned, r.PoisonDeaths)
+		}
+		if r.CrashLimitFailed > r.CrashLimit {
+			t.Fatalf("seed %d: %d tasks failed at the crash limit, %d runs; want at most one each", seed, r.CrashLimitFailed, r.CrashLimit)
+		}
+		suspects += r.SuspectLeases
+		limited += r.CrashLimitFailed
+	}
+	if suspects == 0 || limited == 0 {
+		t.Fatalf("suspects handed out alone %d, tasks failed at the crash limit %d; want some of each", suspects, limited)
+	}
+	t.Logf("suspects handed out alone %d, tasks failed at the crash limit %d", suspects, limited)
+}
+
+// TestWorkerIsolationBug seeds a bug (the hub hands a suspect to any
+// worker, and anything to a worker running one): invariant 6 must say
+// so.
+func TestWorkerIsolationBug(t *testing.T) {
+	cfg := Config{Seed: 1, Peers: 2, Tasks: 200, Workload: "workers", Faults: []string{"poison"}, bugNoIsolation: true}
+	r := mustRun(t, cfg)
+	if !r.Failed() || r.Violations[0].Invariant != invWorkers || !strings.Contains(r.Violations[0].Message, "suspect") {
+		t.Fatalf("violations %v; want %s, a suspect not handed out alone", r.Violations, invWorkers)
+	}
+	cfg.bugNoIsolation = false
+	if clean := mustRun(t, cfg); clean.Failed() || clean.SuspectLeases == 0 {
+		t.Fatalf("without the bug: violations %v, %d suspects handed out alone; want none, and some", clean.Violations, clean.SuspectLeases)
+	}
+	t.Log(r.Violations[0].Message)
+}
+
+// TestWorkersRestart: a worker restarted as another instance (the restart
+// fault) polls again well within the TTL, and the hub buries the leases
+// of its old process at once (node.WorkerInstance), as the runtime's
+// does: the checker fails a hub that hands the worker a lease while one
+// of its old process's is still held (TestWorkerBurialBug), and the tasks
+// run again and finish (liveness). A worker stopped gracefully (the same
+// fault) releases what it holds: each released task ends in a later
+// round, with no outcome in the round released (checkUnwanted). Without
+// the models no lease is buried at once and none released.
+func TestWorkersRestart(t *testing.T) {
+	restarts, buried, released, done := 0, 0, 0, 0
+	for seed := uint64(1); seed <= 6; seed++ {
+		r := mustRun(t, Config{Seed: seed, Peers: 4, Tasks: 150, Workload: "workers", Faults: []string{"worker", "restart"}})
+		if r.Failed() {
+			t.Fatalf("seed %d: %v", seed, r.Violations)
+		}
+		restarts += r.WorkerRestarts
+		buried += r.RestartBuried
+		released += r.WorkerReleased
+		done += r.UnwantedDone
+	}
+	if restarts == 0 || buried == 0 || released == 0 || done == 0 {
+		t.Fatalf("restarts seen %d, leases buried at once %d, released %d, tasks handed back done later %d; want some of each", restarts, buried, released, done)
+	}
+	t.Logf("restarts seen %d, leases buried at once %d, released %d, tasks handed back done later %d", restarts, buried, released, done)
+}
+
+// TestWorkerBurialBug seeds a bug (the hub takes a restarted worker's new
+// instance and keeps its old process's leases): invariant 6 must say so.
+func TestWorkerBurialBug(t *testing.T) {
+	cfg := Config{Seed: 1, Peers: 4, Tasks: 150, Workload: "workers", Faults: []string{"restart"}, bugNoBurial: true}
+	r := mustRun(t, cfg)
+	if !r.Failed() || r.Violations[0].Invariant != invWorkers || !strings.Contains(r.Violations[0].Message, "before a restart") {
+		t.Fatalf("violations %v; want %s, a lease of a restarted process kept", r.Violations, invWorkers)
+	}
+	t.Log(r.Violations[0].Message)
+}

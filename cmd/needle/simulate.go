@@ -49,8 +49,9 @@ replays the failing seed exactly.
                     parallel, dag and staged groups bounded to 1-4 tasks
                     in flight (a group's concurrency)
   --faults a,b      partition,crash,drop,dup,reorder,pause,skew,churn,slow,
-                    worker,busy; forge (opt-in: a keyed host's forged grants
-                    and outcomes) (default all but forge; "" for none). A third of the partitions
+                    worker,busy; opt-in: forge (a keyed host's forged grants
+                    and outcomes), poison and restart (default all but the
+                    opt-in ones; "" for none). A third of the partitions
                     are one-way. churn stops and restarts peers and, with
                     more peers than replicas, has one join late and (with
                     --replicas >= 3) one leave for good, then forgotten.
@@ -59,7 +60,12 @@ replays the failing seed exactly.
                     worker (with --workers) kills an external worker,
                     stalls one past the TTL and makes one repeat reports;
                     busy (with --workers) stops one peer's workers
-                    polling for 3.5-5.5 s while their tasks wait
+                    polling for 3.5-5.5 s while their tasks wait;
+                    poison (with --workers) makes two tasks kill every
+                    worker that runs them (isolated, then failed at the
+                    crash limit); restart (with --workers) restarts three
+                    workers as another instance and stops two gracefully
+                    (they release their leases)
   --partitions N    ring partitions (default 16)
   --slots N         task slots per peer (default 2)
   --replicas N      replicas per partition (default 3)
