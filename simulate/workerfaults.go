@@ -280,7 +280,7 @@ func (c *checker) checkUnwanted(nd *simNode, t *taskRec, evs []shard.TaskEvent) 
 	}
 	if end != nil && end.Round > last.round {
 		c.unwantedDone++
-		if end.Holder != c.s.nodes[last.node].id {
+		if shard.HolderPeer(end.Holder) != c.s.nodes[last.node].id { // a holder is "<peer id>#<boot nonce>"
 			c.unwantedElsewhere++
 		}
 	}
