@@ -90,7 +90,7 @@ simulate:
 	$(GO) run ./cmd/needle simulate --seeds 100 --peers 5 --workload placement --tasks 1000
 	$(GO) run ./cmd/needle simulate --seeds 300 --workers 2
 	$(GO) run ./cmd/needle simulate --seeds 200 --peers 4 --workload workers
-	$(GO) run ./cmd/needle simulate --seeds 200 --peers 4 --workload workers --faults worker,busy,poison,restart,crash,partition
+	$(GO) run ./cmd/needle simulate --seeds 200 --peers 4 --workload workers --faults worker,busy,poison,restart,hang,crash,partition
 	$(GO) run ./cmd/needle simulate --seeds 300 --peers 4 --faults forge,crash,partition
 	$(GO) run ./cmd/needle simulate --seeds 300 --peers 7 --placement circle
 	$(GO) run ./cmd/needle simulate --seeds 200 --peers 4 --workload gated

@@ -156,6 +156,7 @@ type checker struct {
 	// Graceful stops (WorkerRelease) and the releases hubs took (their
 	// tasks count in handedBack).
 	workerStops, workerReleased int
+	workerHangs                 int // hang faults started
 
 	// unsafe tells the losses lost disks allow (lostunsafe.go); nil
 	// without --unsafe-recover and --kill-count 2 or --kill-select voters.

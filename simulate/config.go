@@ -23,8 +23,9 @@ var FaultKinds = []string{"partition", "crash", "drop", "dup", "reorder", "pause
 // forge, a keyed host's forged grants and outcomes (make simulate runs it
 // on its own); poison, tasks that kill their external workers
 // (workerquarantine.go); restart, workers restarted as another instance
-// (workerrestart.go).
-var OptInFaults = []string{"forge", "poison", "restart"}
+// or stopped (releasing their leases), and hang, a worker's handlers hung
+// past their leases' expiry (workerrestart.go).
+var OptInFaults = []string{"forge", "poison", "restart", "hang"}
 
 // allFaults is every kind Config.Faults accepts, in planning order.
 var allFaults = append(slices.Clone(FaultKinds), OptInFaults...)

@@ -194,6 +194,7 @@ type Report struct {
 	// the leases they handed back (their tasks count in UnwantedDone).
 	WorkerStops    int `json:"worker_stops,omitempty"`
 	WorkerReleased int `json:"worker_released,omitempty"`
+	WorkerHangs    int `json:"worker_hangs,omitempty"` // hang faults started
 	// SimSeconds is the virtual time of the run; WallSeconds the real time.
 	SimSeconds  float64 `json:"sim_seconds"`
 	WallSeconds float64 `json:"wall_seconds"`
@@ -255,7 +256,7 @@ func (s *sim) report() Report {
 	r.WorkerAccepted, r.WorkerRepeats, r.WorkerRefused, r.WorkerLate = c.workerAccepted, c.workerRepeats, c.workerRefused, c.workerLate
 	r.WorkerBusy, r.WorkerUnwanted, r.UnwantedDone, r.UnwantedElsewhere = c.workerBusy, c.workerUnwanted, c.unwantedDone, c.unwantedElsewhere
 	r.WorkerExpired, r.WorkerRestarts, r.RestartBuried = c.workerExpired, c.workerRestarts, c.restartBuried
-	r.WorkerStops, r.WorkerReleased = c.workerStops, c.workerReleased
+	r.WorkerStops, r.WorkerReleased, r.WorkerHangs = c.workerStops, c.workerReleased, c.workerHangs
 	r.Poisoned, r.PoisonDeaths, r.SuspectLeases, r.CrashLimit, r.CrashLimitFailed = c.poisoned, c.poisonDeaths, c.suspectLeases, c.crashLimit, c.crashLimitFailed
 	if s.viol != nil {
 		r.Violations = append(r.Violations, *s.viol)

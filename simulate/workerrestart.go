@@ -69,7 +69,7 @@ func (f *WorkerRestart) start(s *sim) {
 	f.w = w
 	w.inst++ // the old process's tasks vanish with it (finish drops them)
 	w.down, w.stalled, w.busy = true, false, false
-	w.running, w.held, w.slowed, w.jobs = 0, nil, nil, nil
+	w.running, w.held, w.slowed, w.jobs, w.hangs, w.hung = 0, nil, nil, nil, nil, false
 	w.silent, w.polled = s.now, s.now
 }
 
@@ -164,4 +164,56 @@ func (c *checker) released(h *simHub, r node.Run) {
 	}
 	c.handedBack[r.Task] = append(c.handedBack[r.Task], unwantedRun{node: h.nd.idx, round: r.Round})
 	c.workerReleased++
+}
+
+// WorkerHang makes the handlers of worker slot Worker hang for For (the
+// "hang" fault kind: a handler stuck in a call that ignores its
+// cancellation), past the lease deadline and the lease expiry: the worker
+// heartbeats (alive to the hub) and polls while it has a free slot, what
+// it runs finishes only once the hang ends (the hub timed the leases out
+// meanwhile: the late reports are refused), and with its slots full the
+// copies of broadcasts pinned to it wait in the hub's queue, no other
+// worker may take them, until their leases expire: the hub hands them
+// back (node.QueuedExpired), unless the owner's expiry aborted them first.
+type WorkerHang struct {
+	Span
+	Worker int
+	w      *simWorker
+}
+
+func (f *WorkerHang) start(s *sim) {
+	w := s.workers[f.Worker]
+	if w.dead || w.down || w.hung {
+		return
+	}
+	f.w = w
+	w.hung = true
+	s.chk.workerHangs++
+}
+
+func (f *WorkerHang) stop(s *sim) {
+	w := f.w
+	if w == nil || !w.hung {
+		return // dead, or restarted (what hung vanished)
+	}
+	w.hung = false
+	hangs := w.hangs
+	w.hangs = nil
+	for _, j := range hangs {
+		w.finish(s, j)
+	}
+}
+
+func (f *WorkerHang) String() string {
+	return fmt.Sprintf("worker slot %d hangs at %v for %v", f.Worker, f.At, f.For)
+}
+
+// hangFaults draws the "hang" fault: one worker's handlers hang for 15-18
+// s (past the 10 s timeouts and 2 s grace of the workers workload's
+// leases), from a generator of its own.
+func (s *sim) hangFaults(window time.Duration) []Fault {
+	rng := rand.New(rand.NewPCG(s.cfg.Seed, 0x68616e67))
+	at := 100*time.Millisecond + time.Duration(rng.Int64N(int64(window*6/10)))
+	d := 15*time.Second + time.Duration(rng.Int64N(int64(3*time.Second)))
+	return []Fault{&WorkerHang{Span: Span{At: at, For: d}, Worker: rng.IntN(len(s.workers))}}
 }

@@ -60,6 +60,10 @@ type simWorker struct {
 	inst int
 	down bool
 	jobs []*wjob // what it runs, not finished yet (WorkerRelease)
+	// hung: its handlers hang (WorkerHang): what it runs finishes only
+	// once that ends (hangs), heartbeating meanwhile.
+	hung  bool
+	hangs []*wjob
 }
 
 // instance names w's process as its polls do (PollRequest.Instance).
@@ -535,6 +539,9 @@ func (w *simWorker) finish(s *sim, j *wjob) {
 		return
 	case w.busy:
 		w.slowed = append(w.slowed, j) // its host is overloaded: it ends once that does
+		return
+	case w.hung:
+		w.hangs = append(w.hangs, j)
 		return
 	}
 	w.send(s, j)

@@ -218,3 +218,30 @@ func TestWorkerBurialBug(t *testing.T) {
 	}
 	t.Log(r.Violations[0].Message)
 }
+
+// TestWorkersExpiry: a worker whose handlers hang past their leases'
+// expiry (the hang fault) takes no more tasks, and the copies of
+// broadcasts pinned to it wait in the hub's queue, which only it may
+// take: once their lease expired the hub hands them back
+// (node.QueuedExpired), as the runtime's does, and each such task ends in
+// a later round with no outcome in the round handed back
+// (checkUnwanted). Without the rule in the simulated hub no run is
+// handed back expired.
+func TestWorkersExpiry(t *testing.T) {
+	expired, done := 0, 0
+	for seed := uint64(1); seed <= 4; seed++ {
+		r := mustRun(t, Config{Seed: seed, Peers: 4, Tasks: 150, Workload: "workers", Faults: []string{"worker", "hang"}})
+		if r.Failed() {
+			t.Fatalf("seed %d: %v", seed, r.Violations)
+		}
+		if r.WorkerHangs != 1 {
+			t.Fatalf("seed %d: %d hang faults; want 1", seed, r.WorkerHangs)
+		}
+		expired += r.WorkerExpired
+		done += r.UnwantedDone
+	}
+	if expired == 0 || done == 0 {
+		t.Fatalf("runs handed back expired %d, tasks handed back done later %d; want some of each", expired, done)
+	}
+	t.Logf("runs handed back expired %d, tasks handed back done later %d", expired, done)
+}

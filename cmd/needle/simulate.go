@@ -50,8 +50,8 @@ replays the failing seed exactly.
                     in flight (a group's concurrency)
   --faults a,b      partition,crash,drop,dup,reorder,pause,skew,churn,slow,
                     worker,busy; opt-in: forge (a keyed host's forged grants
-                    and outcomes), poison and restart (default all but the
-                    opt-in ones; "" for none). A third of the partitions
+                    and outcomes), poison, restart and hang (default all
+                    but the opt-in ones; "" for none). A third of the partitions
                     are one-way. churn stops and restarts peers and, with
                     more peers than replicas, has one join late and (with
                     --replicas >= 3) one leave for good, then forgotten.
@@ -65,7 +65,9 @@ replays the failing seed exactly.
                     worker that runs them (isolated, then failed at the
                     crash limit); restart (with --workers) restarts three
                     workers as another instance and stops two gracefully
-                    (they release their leases)
+                    (they release their leases); hang (with --workers)
+                    hangs one worker's handlers for 15-18 s, past their
+                    leases' expiry
   --partitions N    ring partitions (default 16)
   --slots N         task slots per peer (default 2)
   --replicas N      replicas per partition (default 3)
