@@ -407,8 +407,9 @@ func (p *Peer) read(ctx context.Context, f func(n *node.Node) error) error {
 
 // wait parks a waiter in the loop until its target is terminal, the wait
 // passes, or the client goes away. Passing the wait is not an error; a
-// waiter let go because another peer owns its target now is unavailable
-// (waiters.sweep).
+// waiter let go because another peer owns its target now (waiters.sweep),
+// or not parked because this peer does not serve it now (waiters.add), is
+// unavailable.
 func (p *Peer) wait(ctx context.Context, w *waiter, d time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
@@ -420,8 +421,8 @@ func (p *Peer) wait(ctx context.Context, w *waiter, d time.Duration) error {
 	select {
 	case <-w.done:
 		if w.moved {
-			// Another peer owns the target now: the caller routes the
-			// rest of the wait there.
+			// Another peer owns the target now, or this one does not
+			// serve it now: the caller routes the rest of the wait.
 			return mapErr(node.ErrUnavailable)
 		}
 	case <-ctx.Done():

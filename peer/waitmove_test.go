@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"testing"
@@ -158,6 +159,38 @@ func TestWaitLetGoIsUnavailable(t *testing.T) {
 		})
 		if a := <-got; !errors.Is(a.err, api.ErrUnavailable) {
 			t.Errorf("%s wait let go for another owner = %s, %v; want unavailable", kind, a.state, a.err)
+		}
+	}
+}
+
+// A long poll for a target this peer does not serve now (no lease: an
+// election under way, a lease lapsed on a loaded machine, leadership in
+// transfer) is not parked and answers unavailable, so that the caller
+// routes and waits again; let go as if its target were unknown, the
+// caller read the target at once, and a group wait of 60 s came back
+// RUNNING after 0.15 s (cmd/needled TestMeshJoinByName under load).
+func TestWaitNotServedIsUnavailable(t *testing.T) {
+	cfg := node.DefaultNodeConfig("a", "1")
+	cfg.Partitions = 8
+	n, err := node.NewNode(cfg, nil, time.Unix(1_700_000_000, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const g = shard.GroupID("g0123456789abcdef01234567")
+	if _, err := n.GroupState(g); !errors.Is(err, node.ErrUnavailable) {
+		t.Fatalf("a node that leads nothing yet reads group %s: %v; want unavailable", g, err)
+	}
+	ws := newWaiters()
+	for _, w := range []*waiter{{group: g}, {task: shard.TaskID(g + ".0")}} {
+		w.ctx, w.done = t.Context(), make(chan struct{})
+		ws.add(n, w)
+		select {
+		case <-w.done:
+		default:
+			t.Fatalf("waiter %+v parked on a node that serves nothing", w)
+		}
+		if !w.moved {
+			t.Errorf("waiter for %s let go as done; want it let go as unavailable (moved)", cmp.Or(string(w.group), string(w.task)))
 		}
 	}
 }
