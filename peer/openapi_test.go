@@ -135,6 +135,8 @@ var examples = []example{
 		Body: `{"result":{"url":"s3://bucket/cat-640.png"}}`},
 	{Route: "POST /v1/leases/{lease}/fail", Method: "POST", Path: "/v1/leases/{lease}/fail", Status: 409,
 		Body: `{"error":"image is corrupt","permanent":true}`},
+	{Route: "POST /v1/leases/{lease}/heartbeat", Method: "POST", Path: "/v1/leases/{lease}/heartbeat", Status: 200,
+		Holds: `"canceled":false`}, // after its own outcome: harmless
 	{Route: "POST /v1/leases/{lease}/fail", Method: "POST", Path: "/v1/leases/00112233445566778899aabbccddeeff/fail", Status: 404,
 		Body: `{"error":"image is corrupt"}`},
 	{Route: "POST /v1/leases/{lease}/complete", Method: "POST", Path: "/v1/leases/not-a-token/complete", Status: 400, Body: `{}`},
