@@ -39,6 +39,7 @@ type example struct {
 	Path   string
 	Body   string
 	Type   string            // the body's Content-Type when not application/json
+	Token  string            // sent as Authorization: Bearer TOKEN
 	Status int               // the status the peer must answer
 	Save   map[string]string // name -> field of the JSON answer to keep ({name} in Path and Body)
 	Holds  string            // a piece of the answer's body it must hold
@@ -296,10 +297,27 @@ func TestOpenAPIExamples(t *testing.T) {
 }
 
 // TestOpenAPILimits holds the spec's answers of a peer's limits: a body
-// over --max-body (413) on the routes that read one, and a client over
-// --rate (429 with Retry-After, on any route).
+// over --max-body (413) on the routes that read one, a client over --rate
+// (429 with Retry-After, on any route), and a token missing, wrong (401
+// with WWW-Authenticate) or short of the route's scope (403).
 func TestOpenAPILimits(t *testing.T) {
 	doc := loadSpec(t)
+	const read = "read-token-0123456789abcdef"
+	toks, err := api.ParseTokens(read + " name=dash scope=read")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, guarded := startPeerWith(t, Config{Tokens: api.NewTokenSet(toks)})
+	runExamples(t, doc, guarded.BaseURL, []example{
+		{Route: "GET /v1/stats", Method: "GET", Path: "/v1/stats", Status: 401, Holds: `"field":"Authorization"`},
+		{Route: "GET /v1/stats", Method: "GET", Path: "/v1/stats", Status: 401, Token: "not-this-peers-token-at-all"},
+		{Route: "GET /v1/stats", Method: "GET", Path: "/v1/stats", Status: 200, Token: read},
+		{Route: "POST /v1/tasks/{id}/cancel", Method: "POST", Path: "/v1/tasks/g1.0/cancel", Status: 403, Token: read,
+			Holds: `it needs scope submit`},
+		{Route: "POST /v1/workers/poll", Method: "POST", Path: "/v1/workers/poll", Status: 403, Token: read,
+			Body: `{"worker":"w","handlers":["resize"]}`},
+		{Route: "GET /healthz", Method: "GET", Path: "/healthz", Status: 200},
+	})
 	_, small := startPeerWith(t, Config{Limits: api.Limits{MaxBody: 200}})
 	big := `{"lines":["` + strings.Repeat("x", 300) + `"]}`
 	lease := "00112233445566778899aabbccddeeff"
@@ -370,6 +388,9 @@ func checkExample(t *testing.T, doc *openapi3.T, specPath string, ex example, ta
 	}
 	if ex.Body != "" {
 		req.Header.Set("Content-Type", cmp.Or(ex.Type, "application/json"))
+	}
+	if ex.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+ex.Token)
 	}
 	item := doc.Paths.Value(specPath)
 	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: pathParams(specPath, req.URL.Path), Options: opts,
