@@ -318,6 +318,16 @@ func TestOpenAPILimits(t *testing.T) {
 			Body: `{"worker":"w","handlers":["resize"]}`},
 		{Route: "GET /healthz", Method: "GET", Path: "/healthz", Status: 200},
 	})
+	// A peer that has not joined its mesh yet (no peer answers where it
+	// joins) serves no partition: 503 with Retry-After, saying why.
+	_, alone := startPeerWith(t, Config{Join: []string{"127.0.0.1:1"}})
+	runExamples(t, doc, alone.BaseURL, []example{
+		{Route: "GET /healthz", Method: "GET", Path: "/healthz", Status: 503},
+		{Route: "GET /v1/tasks/{id}", Method: "GET", Path: "/v1/tasks/g1.0", Status: 503, Holds: `the mesh is still forming`},
+		{Route: "POST /v1/tasks", Method: "POST", Path: "/v1/tasks", Status: 503, Body: `{"handler":"echo"}`,
+			Holds: `the request did nothing: retry it`},
+		{Route: "GET /v1/tasks", Method: "GET", Path: "/v1/tasks", Status: 200, Holds: `"missing_partitions":[0,`},
+	})
 	_, small := startPeerWith(t, Config{Limits: api.Limits{MaxBody: 200}})
 	big := `{"lines":["` + strings.Repeat("x", 300) + `"]}`
 	lease := "00112233445566778899aabbccddeeff"
