@@ -4,7 +4,12 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
+	"io/fs"
 	"maps"
 	"net/http"
 	"net/url"
@@ -39,7 +44,7 @@ type example struct {
 	Path   string
 	Body   string
 	Type   string            // the body's Content-Type when not application/json
-	Token  string            // sent as Authorization: Bearer TOKEN
+	Header map[string]string // more request headers
 	Status int               // the status the peer must answer
 	Save   map[string]string // name -> field of the JSON answer to keep ({name} in Path and Body)
 	Holds  string            // a piece of the answer's body it must hold
@@ -108,6 +113,8 @@ var examples = []example{
 	{Route: "POST /v1/schedules/{id}/trigger", Method: "POST", Path: "/v1/schedules/{schedule}/trigger", Status: 201, Body: `{"key":"rerun-1"}`},
 	{Route: "PATCH /v1/schedules/{id}", Method: "PATCH", Path: "/v1/schedules/{schedule}", Status: 200, Body: `{"cron":"0 3 * * *","name":"nightly-3am"}`},
 	{Route: "PATCH /v1/schedules/{id}", Method: "PATCH", Path: "/v1/schedules/{schedule}", Status: 400, Body: `{"paused":true}`},
+	{Route: "PATCH /v1/schedules/{id}", Method: "PATCH", Path: "/v1/schedules/{schedule}", Status: 412, Body: `{"name":"x"}`,
+		Header: map[string]string{"If-Match": `"00000000000000a1"`}, Holds: `"code":"precondition_failed"`},
 	{Route: "PATCH /v1/schedules/{id}", Method: "PATCH", Path: "/v1/schedules/snope", Status: 404, Body: `{"name":"x"}`},
 	{Route: "GET /v1/schedules/{id}", Method: "GET", Path: "/v1/schedules/{schedule}", Status: 200},
 	{Route: "GET /v1/schedules", Method: "GET", Path: "/v1/schedules?limit=5", Status: 400, Holds: `"field":"limit"`},
@@ -308,13 +315,14 @@ func TestOpenAPILimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, guarded := startPeerWith(t, Config{Tokens: api.NewTokenSet(toks)})
+	bearer := map[string]string{"Authorization": "Bearer " + read}
 	runExamples(t, doc, guarded.BaseURL, []example{
 		{Route: "GET /v1/stats", Method: "GET", Path: "/v1/stats", Status: 401, Holds: `"field":"Authorization"`},
-		{Route: "GET /v1/stats", Method: "GET", Path: "/v1/stats", Status: 401, Token: "not-this-peers-token-at-all"},
-		{Route: "GET /v1/stats", Method: "GET", Path: "/v1/stats", Status: 200, Token: read},
-		{Route: "POST /v1/tasks/{id}/cancel", Method: "POST", Path: "/v1/tasks/g1.0/cancel", Status: 403, Token: read,
+		{Route: "GET /v1/stats", Method: "GET", Path: "/v1/stats", Status: 401, Header: map[string]string{"Authorization": "Bearer not-this-peers-token-at-all"}},
+		{Route: "GET /v1/stats", Method: "GET", Path: "/v1/stats", Status: 200, Header: bearer},
+		{Route: "POST /v1/tasks/{id}/cancel", Method: "POST", Path: "/v1/tasks/g1.0/cancel", Status: 403, Header: bearer,
 			Holds: `it needs scope submit`},
-		{Route: "POST /v1/workers/poll", Method: "POST", Path: "/v1/workers/poll", Status: 403, Token: read,
+		{Route: "POST /v1/workers/poll", Method: "POST", Path: "/v1/workers/poll", Status: 403, Header: bearer,
 			Body: `{"worker":"w","handlers":["resize"]}`},
 		{Route: "GET /healthz", Method: "GET", Path: "/healthz", Status: 200},
 	})
@@ -399,8 +407,8 @@ func checkExample(t *testing.T, doc *openapi3.T, specPath string, ex example, ta
 	if ex.Body != "" {
 		req.Header.Set("Content-Type", cmp.Or(ex.Type, "application/json"))
 	}
-	if ex.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+ex.Token)
+	for k, v := range ex.Header {
+		req.Header.Set(k, v)
 	}
 	item := doc.Paths.Value(specPath)
 	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: pathParams(specPath, req.URL.Path), Options: opts,
@@ -510,4 +518,60 @@ func apiSection(prose, heading string) string {
 		rest = rest[:i]
 	}
 	return rest
+}
+
+// TestOpenAPIErrorCodes holds the spec's enum of error codes, and the
+// error table of docs/api.md, against every code the API can answer: each
+// Code constant of peer/api, with its status (api.StatusOf).
+func TestOpenAPIErrorCodes(t *testing.T) {
+	doc := loadSpec(t)
+	prose, err := os.ReadFile("../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	enum := doc.Components.Schemas["Error"].Value.Properties["code"].Value.Enum
+	pkgs, err := parser.ParseDir(token.NewFileSet(), "api", func(fi fs.FileInfo) bool {
+		return !strings.HasSuffix(fi.Name(), "_test.go")
+	}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes := map[string]string{} // code -> its constant
+	for _, f := range pkgs["api"].Files {
+		for _, d := range f.Decls {
+			gd, ok := d.(*ast.GenDecl)
+			if !ok || gd.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for i, name := range vs.Names {
+					if i >= len(vs.Values) {
+						break
+					}
+					if lit, ok := vs.Values[i].(*ast.BasicLit); ok && strings.HasPrefix(name.Name, "Code") && lit.Kind == token.STRING {
+						code, _ := strconv.Unquote(lit.Value)
+						codes[code] = name.Name
+					}
+				}
+			}
+		}
+	}
+	if len(codes) < 10 {
+		t.Fatalf("found %d error codes in peer/api: %v", len(codes), codes)
+	}
+	for _, code := range slices.Sorted(maps.Keys(codes)) {
+		if !slices.Contains(enum, any(code)) {
+			t.Errorf("api.%s (%q) is not in docs/openapi.yaml's enum of Error.code %v", codes[code], code, enum)
+		}
+		row := fmt.Sprintf("| %d | `%s` |", api.StatusOf(code), code)
+		if !bytes.Contains(prose, []byte(row)) {
+			t.Errorf("docs/api.md's error table has no row %q", row)
+		}
+	}
+	for _, v := range enum {
+		if _, ok := codes[v.(string)]; !ok {
+			t.Errorf("docs/openapi.yaml's enum of Error.code holds %q, which no api.Code constant is", v)
+		}
+	}
 }
