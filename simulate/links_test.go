@@ -208,6 +208,22 @@ func TestKillSelectVoters(t *testing.T) {
 	}
 }
 
+// TestKillSelectVotersSchedules: a schedule whose partition lost every
+// replica fires no more; the checker counts it (LostTotalSchedules) and
+// stops holding the mesh to its ticks, as it stops waiting for the groups
+// of such a partition.
+func TestKillSelectVotersSchedules(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	cfg.Seed, cfg.Peers, cfg.Start, cfg.Workload = 2000, 4, StartJoin, "sched"
+	cfg.Kill, cfg.KillSelect, cfg.UnsafeRecover = time.Second, KillVoters, 5*time.Second
+	r := mustRun(t, cfg)
+	if r.Failed() || r.Lost != 0 || r.LostTotalSchedules == 0 {
+		t.Fatalf("lost %d, lost_total_schedules %d, violations %v; want a schedule lost with its partition and nothing else\nreplay: %s",
+			r.Lost, r.LostTotalSchedules, r.Violations, cfg.ReplayCommand())
+	}
+}
+
 // TestUnsafeLossTotal: at the declaration, an acknowledged group of a
 // partition that lost a majority of its voters and of which no survivor
 // held a replica is a total loss: counted in LostTotal, no longer waited
@@ -233,7 +249,7 @@ func TestUnsafeLossTotal(t *testing.T) {
 	u := s.chk.unsafe
 	u.allUp, u.lostTwo[s.partitionOf(lost.ID)] = true, true
 	s.chk.recovering()
-	if tasks, parts := s.chk.totalTasks(); tasks != 2 || parts != 1 || s.chk.outstanding != 2 {
+	if tasks, parts, _ := s.chk.totalTasks(); tasks != 2 || parts != 1 || s.chk.outstanding != 2 {
 		t.Fatalf("lost_total %d on %d partitions, outstanding %d; want 2 on 1, and g2's 2 outstanding", tasks, parts, s.chk.outstanding)
 	}
 	if !s.chk.totalLost(lost.ID) || s.chk.totalLost(kept.ID) {
@@ -251,7 +267,7 @@ func TestUnsafeLossTotal(t *testing.T) {
 	u2 := s2.chk.unsafe
 	u2.allUp, u2.lostTwo[s2.partitionOf(lost.ID)], u2.held[s2.partitionOf(lost.ID)] = true, true, true
 	s2.chk.recovering()
-	if tasks, _ := s2.chk.totalTasks(); tasks != 0 || s2.chk.outstanding != 2 {
+	if tasks, _, _ := s2.chk.totalTasks(); tasks != 0 || s2.chk.outstanding != 2 {
 		t.Fatalf("a survivor held it: lost_total %d outstanding %d; want 0 and 2", tasks, s2.chk.outstanding)
 	}
 }

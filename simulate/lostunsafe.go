@@ -52,27 +52,28 @@ import (
 // or one lost peer or none with --kill-select last, and nothing here
 // runs).
 type unsafeLoss struct {
-	lost      map[int]bool // node indexes whose disks are lost
-	lostIDs   []string
-	lostTwo   map[int]bool           // partitions whose lost voters were a majority (lossyOf)
-	held      map[int]bool           // partitions a survivor holds a replica of, named in its configuration
-	allUp     bool                   // every survivor ran at the kill (held is then complete)
-	total     map[int]bool           // partitions no replica survived (at the declaration)
-	totalGone []*groupRec            // groups of those partitions, in order
-	totalAck  int                    // tasks of the acknowledged ones
-	views     map[int]*survivorView  // by node index: what each survivor held
-	roles     map[int]map[int]roleOf // by partition, then node index: what each survivor's replica is
-	named     map[int]map[int]bool   // by partition: the survivors another survivor's replica names
-	seenGroup map[shard.GroupID]bool
-	seenTask  map[shard.TaskID]int                // retries + 1 of the terminal outcome a survivor held
-	seenRetry map[shard.TaskID]int                // the most retries a survivor held
-	seenSched map[shard.ScheduleID]map[int64]bool // the ticks whose firing a survivor held
-	recovered bool                                // the declaration ran: what was seen is final
-	rewound   map[*taskRec]outcomeRec
-	rewoundAt []*taskRec             // rewound, in order (recheckRewound)
-	gone      map[shard.GroupID]bool // groups counted gone (or created again)
-	tasks     int                    // tasks of gone groups, and outcomes lost
-	scheds    int                    // schedules gone
+	lost        map[int]bool // node indexes whose disks are lost
+	lostIDs     []string
+	lostTwo     map[int]bool           // partitions whose lost voters were a majority (lossyOf)
+	held        map[int]bool           // partitions a survivor holds a replica of, named in its configuration
+	allUp       bool                   // every survivor ran at the kill (held is then complete)
+	total       map[int]bool           // partitions no replica survived (at the declaration)
+	totalGone   []*groupRec            // groups of those partitions, in order
+	totalAck    int                    // tasks of the acknowledged ones
+	views       map[int]*survivorView  // by node index: what each survivor held
+	roles       map[int]map[int]roleOf // by partition, then node index: what each survivor's replica is
+	named       map[int]map[int]bool   // by partition: the survivors another survivor's replica names
+	seenGroup   map[shard.GroupID]bool
+	seenTask    map[shard.TaskID]int                // retries + 1 of the terminal outcome a survivor held
+	seenRetry   map[shard.TaskID]int                // the most retries a survivor held
+	seenSched   map[shard.ScheduleID]map[int64]bool // the ticks whose firing a survivor held
+	recovered   bool                                // the declaration ran: what was seen is final
+	rewound     map[*taskRec]outcomeRec
+	rewoundAt   []*taskRec             // rewound, in order (recheckRewound)
+	gone        map[shard.GroupID]bool // groups counted gone (or created again)
+	tasks       int                    // tasks of gone groups, and outcomes lost
+	scheds      int                    // schedules gone
+	totalScheds int                    // acknowledged schedules of total losses
 }
 
 // survivorView is what one survivor's replicas of the lossy partitions
@@ -648,6 +649,23 @@ func (c *checker) schedLost(r *schedRec) bool {
 	return true
 }
 
+// schedTotalLost reports whether schedule r's partition is a total loss
+// (no replica survived the kill): nobody fires it or serves it again, so
+// it is checked no more; counted once (Report.LostTotalSchedules) when it
+// was acknowledged and not being deleted.
+func (c *checker) schedTotalLost(r *schedRec) bool {
+	if !c.totalLost(shard.GroupID(r.id)) {
+		return false
+	}
+	if !r.lostTotal {
+		r.lostTotal = true
+		if r.created && r.deleteSent < 0 {
+			c.unsafe.totalScheds++
+		}
+	}
+	return true
+}
+
 // unsafeTasks returns the tasks counted lost by the recovery (0 without it).
 func (c *checker) unsafeTasks() int {
 	if c.unsafe == nil {
@@ -657,12 +675,12 @@ func (c *checker) unsafeTasks() int {
 }
 
 // totalTasks returns the tasks of acknowledged groups whose partition no
-// replica survived, and those partitions.
-func (c *checker) totalTasks() (tasks, parts int) {
+// replica survived, those partitions, and the schedules they held.
+func (c *checker) totalTasks() (tasks, parts, scheds int) {
 	if c.unsafe == nil {
-		return 0, 0
+		return 0, 0, 0
 	}
-	return c.unsafe.totalAck, len(c.unsafe.total)
+	return c.unsafe.totalAck, len(c.unsafe.total), c.unsafe.totalScheds
 }
 
 // unsafeScheds returns the schedules counted lost by the recovery.

@@ -46,6 +46,9 @@ type Report struct {
 	// partitions. A total loss, not a violation.
 	LostTotal           int `json:"lost_total,omitempty"`
 	LostTotalPartitions int `json:"lost_total_partitions,omitempty"`
+	// LostTotalSchedules counts the acknowledged schedules of those
+	// partitions: they fire no more.
+	LostTotalSchedules int `json:"lost_total_schedules,omitempty"`
 	// Killed names, with --kill-select voters, the voters the kill
 	// stopped, KilledPartition the partition they were the voters of
 	// (its learner survives) and KilledAtMS when (virtual ms); Killed is
@@ -229,7 +232,7 @@ func (s *sim) report() Report {
 		SimSeconds: s.now.Seconds(), Hash: fmt.Sprintf("%016x", s.hash.sum()),
 		LostUnsafe: c.unsafeTasks(), LostUnsafeSchedules: c.unsafeScheds(),
 	}
-	r.LostTotal, r.LostTotalPartitions = c.totalTasks()
+	r.LostTotal, r.LostTotalPartitions, r.LostTotalSchedules = c.totalTasks()
 	if s.cfg.KillSelect == KillVoters && s.victims != nil {
 		for _, nd := range s.victims {
 			r.Killed = append(r.Killed, nd.id)
@@ -358,7 +361,7 @@ func (r *Report) Text() string {
 		fmt.Fprintf(&b, "lost_unsafe %d lost_unsafe_schedules %d (acknowledged, held by the lost peers only)\n", r.LostUnsafe, r.LostUnsafeSchedules)
 	}
 	if r.LostTotal > 0 || r.LostTotalPartitions > 0 {
-		fmt.Fprintf(&b, "lost_total %d on %d partitions (acknowledged, every replica lost)\n", r.LostTotal, r.LostTotalPartitions)
+		fmt.Fprintf(&b, "lost_total %d on %d partitions, schedules %d (acknowledged, every replica lost)\n", r.LostTotal, r.LostTotalPartitions, r.LostTotalSchedules)
 	}
 	if r.KilledAtMS > 0 {
 		fmt.Fprintf(&b, "killed %s at %.3fs: the voters of partition %d, whose learner survives\n", strings.Join(r.Killed, ","), r.KilledAtMS/1000, r.KilledPartition)
@@ -422,6 +425,7 @@ type Totals struct {
 	LostUnsafeSchedules int      `json:"lost_unsafe_schedules,omitempty"`
 	LostTotal           int      `json:"lost_total,omitempty"`
 	LostTotalPartitions int      `json:"lost_total_partitions,omitempty"`
+	LostTotalSchedules  int      `json:"lost_total_schedules,omitempty"`
 	KillsLearner        int      `json:"kills_learner,omitempty"` // seeds whose --kill-select voters kill found a learner
 	DoubleAccepted      int      `json:"double_accepted"`
 	DuplicateExecutions int      `json:"duplicate_executions"`
@@ -447,6 +451,7 @@ func (t *Totals) Add(r *Report) {
 	t.LostUnsafeSchedules += r.LostUnsafeSchedules
 	t.LostTotal += r.LostTotal
 	t.LostTotalPartitions += r.LostTotalPartitions
+	t.LostTotalSchedules += r.LostTotalSchedules
 	if len(r.Killed) > 0 {
 		t.KillsLearner++
 	}

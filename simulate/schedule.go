@@ -229,6 +229,7 @@ type schedRec struct {
 	pauseSent  time.Duration // -1: not paused (or resumed)
 	deleteSent time.Duration // -1: not being deleted
 	deleted    bool
+	lostTotal  bool          // its partition is a total loss (schedTotalLost)
 	activeFrom time.Duration // -1 while paused, deleted or not created
 	active     time.Duration // live and unpaused, summed
 	fired      map[int64]firingObs
@@ -428,7 +429,7 @@ func (c *checker) recheckRuns(final bool) {
 // checks its firings against the history (at most once).
 func (c *checker) pollSchedules() {
 	for _, r := range c.schedOrder {
-		if r.deleted || c.s.viol != nil {
+		if r.deleted || c.s.viol != nil || c.schedTotalLost(r) {
 			continue
 		}
 		nd := c.s.serving(shard.GroupID(r.id))
@@ -529,7 +530,7 @@ func (c *checker) checkTicks() {
 	}
 	m := off + 2*time.Second
 	for _, r := range c.schedOrder {
-		if !r.created || s.viol != nil {
+		if !r.created || s.viol != nil || c.schedTotalLost(r) {
 			continue
 		}
 		lo := max(r.createAck, s.healAt+schedSettle) + m

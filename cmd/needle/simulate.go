@@ -407,7 +407,7 @@ func printTotals(out io.Writer, t *simulate.Totals, asJSON bool) {
 		fmt.Fprintf(out, "lost_unsafe %d lost_unsafe_schedules %d (acknowledged, held by the lost peers only)\n", t.LostUnsafe, t.LostUnsafeSchedules)
 	}
 	if t.KillsLearner > 0 || t.LostTotal > 0 || t.LostTotalPartitions > 0 {
-		fmt.Fprintf(out, "kills_learner %d lost_total %d on %d partitions (acknowledged, every replica lost)\n", t.KillsLearner, t.LostTotal, t.LostTotalPartitions)
+		fmt.Fprintf(out, "kills_learner %d lost_total %d on %d partitions, schedules %d (acknowledged, every replica lost)\n", t.KillsLearner, t.LostTotal, t.LostTotalPartitions, t.LostTotalSchedules)
 	}
 	fmt.Fprintf(out, "worst latency p50 %.1f ms p99 %.1f ms; sim %.1fs in %.1fs of run wall time (%.0fx)\n",
 		t.LatencyP50MS, t.LatencyP99MS, t.SimSeconds, t.WallSeconds, t.SimSeconds/max(t.WallSeconds, 1e-9))
