@@ -14,7 +14,7 @@ import (
 // group id names.
 type logsBackend struct{ *fakeBackend }
 
-var unrunStates = map[shard.GroupID]shard.State{"c": shard.Canceled, "f": shard.Failed, "r": shard.Ready}
+var unrunStates = map[shard.GroupID]shard.State{"gc": shard.Canceled, "gf": shard.Failed, "ga": shard.Ready}
 
 func (b logsBackend) TaskLogs(_ context.Context, id shard.TaskID, _, _ int) (api.TaskLogs, error) {
 	return api.TaskLogs{Task: string(id), Runs: []api.LogRun{}, Lines: []api.LogLine{}, Terminal: unrunStates[id.Group()].Terminal()}, nil
@@ -37,10 +37,10 @@ func TestLogsOfTaskThatNeverRan(t *testing.T) {
 			}
 			return []string{"logs", id}
 		}
-		runCLI(t, srv, "", args("c.0")...).check(t, 0, "", "c.0 was canceled before it ran\n")
-		runCLI(t, srv, "", args("f.0")...).check(t, 0, "", "f.0 is FAILED and never ran\n")
+		runCLI(t, srv, "", args("gc.0")...).check(t, 0, "", "gc.0 was canceled before it ran\n")
+		runCLI(t, srv, "", args("gf.0")...).check(t, 0, "", "gf.0 is FAILED and never ran\n")
 		if !follow {
-			runCLI(t, srv, "", args("r.0")...).check(t, 0, "", "r.0 has not run yet\n")
+			runCLI(t, srv, "", args("ga.0")...).check(t, 0, "", "ga.0 has not run yet\n")
 		}
 	}
 }

@@ -297,11 +297,11 @@ func TestGet(t *testing.T) {
 func TestWaitTask(t *testing.T) {
 	f := &fakeBackend{TaskFn: func(id shard.TaskID, wait time.Duration) (shard.TaskView, error) {
 		switch id {
-		case "ok.0":
+		case "gaced.0":
 			return taskIn(id, shard.Succeeded), nil
-		case "bad.0", "g1.0":
+		case "gbad.0", "g1.0":
 			return taskIn(id, shard.Failed), nil
-		case "stuck.0":
+		case "gdead.0":
 			v := taskIn(id, shard.Ready)
 			v.Handler, v.Waiting = "ech0", `no live worker serves handler "ech0"`
 			return v, nil
@@ -310,12 +310,12 @@ func TestWaitTask(t *testing.T) {
 		return taskIn(id, shard.Running), nil
 	}}
 	addr := mustServer(t, f, api.HandlerOptions{})
-	runCLI(t, addr, "", "wait", "ok.0").check(t, 0, "{\"a\":1}\n", "")
-	runCLI(t, addr, "", "wait", "bad.0").check(t, 1, "", "needle: wait: task bad.0 FAILED: boom")
-	runCLI(t, addr, "", "wait", "slow.0", "--timeout", "300ms").check(t, 1, "", "timed out after 300ms; task slow.0 is RUNNING")
-	r := runCLI(t, addr, "", "wait", "stuck.0", "--timeout", "700ms")
-	r.check(t, 1, "", `timed out after 700ms; task stuck.0 is READY (no live worker serves handler "ech0")`)
-	if n := strings.Count(r.stderr, `needle: wait: stuck.0 is READY: no live worker serves handler "ech0"`); n != 1 {
+	runCLI(t, addr, "", "wait", "gaced.0").check(t, 0, "{\"a\":1}\n", "")
+	runCLI(t, addr, "", "wait", "gbad.0").check(t, 1, "", "needle: wait: task gbad.0 FAILED: boom")
+	runCLI(t, addr, "", "wait", "gcafe.0", "--timeout", "300ms").check(t, 1, "", "timed out after 300ms; task gcafe.0 is RUNNING")
+	r := runCLI(t, addr, "", "wait", "gdead.0", "--timeout", "700ms")
+	r.check(t, 1, "", `timed out after 700ms; task gdead.0 is READY (no live worker serves handler "ech0")`)
+	if n := strings.Count(r.stderr, `needle: wait: gdead.0 is READY: no live worker serves handler "ech0"`); n != 1 {
 		t.Errorf("wait said why the task waits %d times; want once:\n%s", n, r.stderr)
 	}
 	runCLI(t, addr, "", "submit", "--handler", "echo", "--wait").check(t, 1, "g1.0\n", "needle: submit: task g1.0 FAILED: boom")

@@ -34,11 +34,11 @@ func (o *opsBackend) ListTasks(_ context.Context, f *shard.Filter) (api.TaskPage
 	o.filters = append(o.filters, *f)
 	var page api.TaskPage
 	for i := 4; i >= 0; i-- {
-		k := shard.ListKey{Created: t0, Group: "g", Task: i}
+		k := shard.ListKey{Created: t0, Group: "g0", Task: i}
 		if f.After != nil && !k.Less(*f.After) {
 			continue
 		}
-		v := taskIn(shard.TaskIDOf("g", i), shard.Failed)
+		v := taskIn(shard.TaskIDOf("g0", i), shard.Failed)
 		if i == 0 {
 			v = taskIn(v.ID, shard.Ready)
 			v.Waiting = `no live worker serves handler "echo"`
@@ -92,19 +92,19 @@ func TestListStatsRetry(t *testing.T) {
 	o := &opsBackend{fakeBackend: &fakeBackend{}}
 	srv := httptest.NewServer(api.NewHandler(o, api.HandlerOptions{}))
 	t.Cleanup(srv.Close)
-	runCLI(t, srv.URL, "", "list", "--state", "failed", "--since", "1h", "--limit", "2").check(t, 0, "g.4", "--cursor")
+	runCLI(t, srv.URL, "", "list", "--state", "failed", "--since", "1h", "--limit", "2").check(t, 0, "g0.4", "--cursor")
 	f := o.filters[0]
 	if !slices.Equal(f.States, []shard.State{shard.Failed}) || f.Limit != 2 || time.Since(f.CreatedAfter) < 59*time.Minute {
 		t.Errorf("list sent filter %+v; want FAILED, limit 2, created in the last hour", f)
 	}
 	r := runCLI(t, srv.URL, "", "list", "--all", "--limit", "2")
 	for i := range 5 {
-		if !strings.Contains(r.stdout, string(shard.TaskIDOf("g", i))) {
-			t.Errorf("list --all printed %q; want g.%d", r.stdout, i)
+		if !strings.Contains(r.stdout, string(shard.TaskIDOf("g0", i))) {
+			t.Errorf("list --all printed %q; want g0.%d", r.stdout, i)
 		}
 	}
 	if !strings.Contains(r.stdout, `waiting: no live worker serves handler "echo"`) {
-		t.Errorf("list --all printed %q; want g.0's reason to wait", r.stdout)
+		t.Errorf("list --all printed %q; want g0.0's reason to wait", r.stdout)
 	}
 	r = runCLI(t, srv.URL, "", "stats")
 	r.check(t, 0, "1m30s", "")
@@ -113,14 +113,14 @@ func TestListStatsRetry(t *testing.T) {
 		t.Errorf("stats says echo's tasks wait:\n%s", r.stdout)
 	}
 	runCLI(t, srv.URL, "", "stats", "--json").check(t, 0, `"waiting": "no live worker serves handler \"resize\""`, "")
-	runCLI(t, srv.URL, "", "retry", "g.3").check(t, 0, "g.3 READY", "")
-	if !slices.Equal(o.retried, []shard.TaskID{"g.3"}) {
-		t.Errorf("retried %v; want g.3", o.retried)
+	runCLI(t, srv.URL, "", "retry", "g0.3").check(t, 0, "g0.3 READY", "")
+	if !slices.Equal(o.retried, []shard.TaskID{"g0.3"}) {
+		t.Errorf("retried %v; want g0.3", o.retried)
 	}
-	runCLI(t, srv.URL, "", "retry", "nope").check(t, 1, "", "404")
+	runCLI(t, srv.URL, "", "retry", "gbad").check(t, 1, "", "404")
 	runCLI(t, srv.URL, "", "list", "extra").check(t, 2, "", "no arguments")
 	n := len(o.filters)
-	runCLI(t, srv.URL, "", "list", "--worker-deaths", "2").check(t, 0, "g.4", "")
+	runCLI(t, srv.URL, "", "list", "--worker-deaths", "2").check(t, 0, "g0.4", "")
 	if f := o.filters[n]; f.WorkerDeaths != 2 {
 		t.Errorf("list --worker-deaths 2 sent filter %+v; want WorkerDeaths 2", f)
 	}
@@ -129,12 +129,12 @@ func TestListStatsRetry(t *testing.T) {
 }
 
 func TestRetryBulk(t *testing.T) {
-	o := &opsBackend{fakeBackend: &fakeBackend{}, conflict: "g.2"}
+	o := &opsBackend{fakeBackend: &fakeBackend{}, conflict: "g0.2"}
 	srv := httptest.NewServer(api.NewHandler(o, api.HandlerOptions{}))
 	t.Cleanup(srv.Close)
 
 	r := runCLI(t, srv.URL, "", "retry", "--handler", "echo", "--since", "1h", "--dry-run")
-	r.check(t, 0, "g.4\ng.3\ng.2\ng.1\ng.0\n", "5 tasks match; none retried")
+	r.check(t, 0, "g0.4\ng0.3\ng0.2\ng0.1\ng0.0\n", "5 tasks match; none retried")
 	if f := o.filters[0]; f.Handler != "echo" || !slices.Equal(f.States, []shard.State{shard.Failed}) || f.Limit != 1000 || f.CreatedAfter.IsZero() {
 		t.Errorf("bulk retry listed with %+v; want FAILED tasks of echo created in the last hour", f)
 	}
@@ -144,19 +144,19 @@ func TestRetryBulk(t *testing.T) {
 	}
 
 	r = runCLI(t, srv.URL, "", "retry", "--handler", "echo", "--state", "failed,canceled", "--key", "outage-7")
-	r.check(t, 0, "g.4 READY attempt 0\ng.3 READY attempt 0\ng.1 READY attempt 0\ng.0 READY attempt 0\n", "needle: retry: g.2 skipped: task g.2 is READY")
+	r.check(t, 0, "g0.4 READY attempt 0\ng0.3 READY attempt 0\ng0.1 READY attempt 0\ng0.0 READY attempt 0\n", "needle: retry: g0.2 skipped: task g0.2 is READY")
 	r.check(t, 0, "", "retried 4 of 5 matching tasks (1 skipped, 0 errors)")
 	if f := o.filters[len(o.filters)-1]; !slices.Equal(f.States, []shard.State{shard.Failed, shard.Canceled}) {
 		t.Errorf("states %v; want FAILED and CANCELED", f.States)
 	}
 	got := slices.Clone(o.retried)
 	slices.Sort(got)
-	if !slices.Equal(got, []shard.TaskID{"g.0", "g.1", "g.3", "g.4"}) {
-		t.Errorf("retried %v; want g.0, g.1, g.3, g.4", got)
+	if !slices.Equal(got, []shard.TaskID{"g0.0", "g0.1", "g0.3", "g0.4"}) {
+		t.Errorf("retried %v; want g0.0, g0.1, g0.3, g0.4", got)
 	}
 
 	runCLI(t, srv.URL, "", "retry", "--state", "ready").check(t, 2, "", `--state "ready": want FAILED, CANCELED`)
-	runCLI(t, srv.URL, "", "retry", "g.1", "--handler", "echo").check(t, 2, "", "an id or filters, not both")
+	runCLI(t, srv.URL, "", "retry", "g0.1", "--handler", "echo").check(t, 2, "", "an id or filters, not both")
 	runCLI(t, srv.URL, "", "retry", "--handler", "echo", "--max", "0").check(t, 2, "", "--max")
 	runCLI(t, srv.URL, "", "retry").check(t, 2, "", "want exactly one task or group id, or filters")
 }
@@ -173,7 +173,7 @@ func TestCancelBulk(t *testing.T) {
 	srv := httptest.NewServer(api.NewHandler(o, api.HandlerOptions{}))
 	t.Cleanup(srv.Close)
 
-	runCLI(t, srv.URL, "", "cancel", "--handler", "ech0", "--dry-run").check(t, 0, "g.4\ng.3\ng.2\ng.1\ng.0\n", "5 tasks match; none canceled")
+	runCLI(t, srv.URL, "", "cancel", "--handler", "ech0", "--dry-run").check(t, 0, "g0.4\ng0.3\ng0.2\ng0.1\ng0.0\n", "5 tasks match; none canceled")
 	want := []shard.State{shard.Pending, shard.Ready, shard.Running, shard.Waiting}
 	if f := o.filters[0]; f.Handler != "ech0" || !slices.Equal(f.States, want) {
 		t.Errorf("bulk cancel listed with %+v; want the unfinished tasks of ech0", f)
@@ -182,7 +182,7 @@ func TestCancelBulk(t *testing.T) {
 		t.Fatalf("a dry run canceled %v", canceled)
 	}
 	r := runCLI(t, srv.URL, "", "cancel", "--handler", "ech0", "--state", "ready")
-	r.check(t, 0, "g.4 CANCELED\n", "canceled 5 of 5 matching tasks (0 skipped, 0 errors)")
+	r.check(t, 0, "g0.4 CANCELED\n", "canceled 5 of 5 matching tasks (0 skipped, 0 errors)")
 	if f := o.filters[1]; !slices.Equal(f.States, []shard.State{shard.Ready}) {
 		t.Errorf("states %v; want READY", f.States)
 	}
@@ -190,7 +190,7 @@ func TestCancelBulk(t *testing.T) {
 		t.Errorf("canceled %v; want 5 tasks", canceled)
 	}
 	runCLI(t, srv.URL, "", "cancel", "--state", "failed").check(t, 2, "", `--state "failed": want PENDING, READY, RUNNING, WAITING`)
-	runCLI(t, srv.URL, "", "cancel", "g.1", "--handler", "ech0").check(t, 2, "", "an id or filters, not both")
+	runCLI(t, srv.URL, "", "cancel", "g0.1", "--handler", "ech0").check(t, 2, "", "an id or filters, not both")
 	runCLI(t, srv.URL, "", "cancel", "--json").check(t, 2, "", "want exactly one task or group id, or filters")
 }
 
@@ -202,7 +202,7 @@ func TestBadStateEchoedAsTyped(t *testing.T) {
 	t.Cleanup(srv.Close)
 	runCLI(t, srv.URL, "", "list", "--state", "bogus").check(t, 1, "", `unknown state "bogus"`)
 	runCLI(t, srv.URL, "", "list", "--groups", "--state", "bogus").check(t, 1, "", `unknown group state "bogus"`)
-	runCLI(t, srv.URL, "", "list", "--state", "failed").check(t, 0, "g.4", "")
+	runCLI(t, srv.URL, "", "list", "--state", "failed").check(t, 0, "g0.4", "")
 	runCLI(t, srv.URL, "", "retry", "--handler", "echo", "--state", "bogus").check(t, 2, "", `--state "bogus"`)
 }
 
@@ -236,17 +236,17 @@ func TestListAllIsOneAnswer(t *testing.T) {
 // A keyed bulk retry run again counts its repeats apart: nothing ran again
 // (it said "retried 4 of 5 matching tasks (1 skipped, 0 errors)" again).
 func TestRetryBulkRepeatedKey(t *testing.T) {
-	o := &opsBackend{fakeBackend: &fakeBackend{}, conflict: "g.2"}
+	o := &opsBackend{fakeBackend: &fakeBackend{}, conflict: "g0.2"}
 	srv := httptest.NewServer(api.NewHandler(o, api.HandlerOptions{}))
 	t.Cleanup(srv.Close)
 	runCLI(t, srv.URL, "", "retry", "--handler", "echo", "--key", "batch1").check(t, 0, "", "retried 4 of 5 matching tasks (1 skipped, 0 errors)")
 	r := runCLI(t, srv.URL, "", "retry", "--handler", "echo", "--key", "batch1")
-	r.check(t, 0, "g.4 FAILED attempt 3 (already retried with this key)\n", "retried 0 of 5 matching tasks (4 already retried with this key, 1 skipped, 0 errors)")
+	r.check(t, 0, "g0.4 FAILED attempt 3 (already retried with this key)\n", "retried 0 of 5 matching tasks (4 already retried with this key, 1 skipped, 0 errors)")
 	if len(o.retried) != 4 {
 		t.Errorf("retried %v; want the 4 of the first run only", o.retried)
 	}
-	runCLI(t, srv.URL, "", "retry", "g.4", "--key", "batch1:g.4").check(t, 0, `g.4 FAILED attempt 3 (already retried with key "batch1:g.4": nothing ran again)`, "")
-	runCLI(t, srv.URL, "", "retry", "g.4", "--key", "batch1:g.4", "--json").check(t, 0, `"repeat": true`, "")
+	runCLI(t, srv.URL, "", "retry", "g0.4", "--key", "batch1:g0.4").check(t, 0, `g0.4 FAILED attempt 3 (already retried with key "batch1:g0.4": nothing ran again)`, "")
+	runCLI(t, srv.URL, "", "retry", "g0.4", "--key", "batch1:g0.4", "--json").check(t, 0, `"repeat": true`, "")
 }
 
 // --since and --until that leave no window are a usage error naming them,

@@ -471,7 +471,7 @@ func createdStatus(res SubmitResult) int {
 func taskID(r *http.Request) (shard.TaskID, error) {
 	id := shard.TaskID(r.PathValue("id"))
 	if g, _, ok := id.Split(); !ok || !utf8.ValidString(string(id)) || !validGroupID(string(g)) {
-		return "", fieldErr("id", "malformed task id %.100q; want <group>.<n>", string(id))
+		return "", fieldErr("id", "malformed task id %.100q; want <group id>.<index> (g and 24 hex digits, as the mesh makes them, a dot and a number)", string(id))
 	}
 	return id, nil
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/needle-mesh/needle/shard"
@@ -312,10 +311,8 @@ func (s *server) listSchedules(w http.ResponseWriter, r *http.Request) {
 // scheduleID parses the {id} of a schedule route (UTF-8, as taskID).
 func scheduleID(r *http.Request) (shard.ScheduleID, error) {
 	id := r.PathValue("id")
-	// As a group id (validGroupID) without its firings' '~': the mesh
-	// makes "s" and 24 hex digits; no other character can be one's.
-	if !validGroupID(id) || strings.IndexByte(id, '~') >= 0 {
-		return "", fieldErr("id", "malformed schedule id %.100q; want s and 24 hex digits", id)
+	if !validScheduleID(id) { // ids.go
+		return "", fieldErr("id", "malformed schedule id %.100q; want s and hex digits (24, as the mesh makes them)", id)
 	}
 	return shard.ScheduleID(id), nil
 }
