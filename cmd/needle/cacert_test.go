@@ -12,7 +12,8 @@ import (
 
 // A peer serving a private certificate (--tls-cert): --cacert trusts the
 // CA that signed it; without it the request fails on the certificate; a
-// file without a certificate is an error that names --cacert.
+// file without a certificate, or none, is a usage error (exit 2) that
+// names --cacert, as a missing -f file is.
 func TestCACert(t *testing.T) {
 	srv := httptest.NewTLSServer(api.NewHandler(&fakeBackend{}, api.HandlerOptions{}))
 	t.Cleanup(srv.Close)
@@ -28,6 +29,6 @@ func TestCACert(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("not a certificate"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	runCLI(t, srv.URL, "", "--cacert", bad, "health").check(t, 1, "", "--cacert")
-	runCLI(t, srv.URL, "", "--cacert", filepath.Join(dir, "missing.pem"), "health").check(t, 1, "", "--cacert")
+	runCLI(t, srv.URL, "", "--cacert", bad, "health").check(t, 2, "", "--cacert")
+	runCLI(t, srv.URL, "", "--cacert", filepath.Join(dir, "missing.pem"), "health").check(t, 2, "", "--cacert")
 }

@@ -14,7 +14,9 @@ import (
 // stdin is not nil) and checks
 // its syntax here, so that a typo is named by line and column
 // ("group.json:3:31: invalid character ...") rather than by the byte
-// offset a peer's 400 gives.
+// offset a peer's 400 gives. A file that cannot be read, as one that is
+// not JSON, is a usage error (exit 2: the command line names input it
+// cannot use, and nothing was sent), as --payload that is not JSON is.
 func readJSONFile(file string, stdin io.Reader) ([]byte, error) {
 	var data []byte
 	var err error
@@ -26,7 +28,7 @@ func readJSONFile(file string, stdin io.Reader) ([]byte, error) {
 		data, err = os.ReadFile(file)
 	}
 	if err != nil {
-		return nil, err
+		return nil, &exitError{code: 2, err: err} // "open group.json: no such file or directory"
 	}
 	if err := jsonSyntax(data); err != nil {
 		return nil, &exitError{code: 2, err: fmt.Errorf("%s:%w", name, err)} // bad input, as a bad flag

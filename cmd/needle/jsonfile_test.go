@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -37,5 +39,39 @@ func TestSubmitFileSyntaxError(t *testing.T) {
 	}
 	if !strings.Contains(r.stderr, "stdin:2:") {
 		t.Errorf("stderr %q", r.stderr)
+	}
+}
+
+// A file the command line names that cannot be read is a usage error
+// (exit 2), as one that is not JSON is, and nothing is sent: `submit -f`
+// exited 2 for bad JSON but 1 for a missing file (trial s82).
+func TestInputFileErrorsExit2(t *testing.T) {
+	f := &fakeBackend{}
+	addr := mustServer(t, f, api.HandlerOptions{})
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.json")
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"tasks": [}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"submit", "-f", missing},
+		{"submit", "-f", bad},
+		{"submit", "-f", dir}, // a directory: read fails
+		{"submit", "--handler", "echo", "--payload", "@" + missing},
+		{"submit", "--handler", "echo", "--payload", "@" + bad},
+		{"schedule", "add", "--every", "1h", "-f", missing},
+	} {
+		want := "missing.json: no such file or directory"
+		switch {
+		case strings.Contains(strings.Join(args, " "), bad):
+			want = "bad.json:1:12: invalid character"
+		case args[len(args)-1] == dir:
+			want = "is a directory"
+		}
+		runCLI(t, addr, "", args...).check(t, 2, "", want)
+	}
+	if n := len(f.submitted()); n != 0 {
+		t.Errorf("%d groups submitted; want none", n)
 	}
 }

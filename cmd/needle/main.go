@@ -257,7 +257,10 @@ func mainUsage() string {
 	}
 	b.WriteString("\nRun 'needle help <command>' for a command's flags. --addr defaults to\n" +
 		"$NEEDLE_ADDR or " + DefaultAddr + "; --token to $NEEDLE_API_TOKEN (or the\n" +
-		"contents of the file $NEEDLE_API_TOKEN_FILE names).\n")
+		"contents of the file $NEEDLE_API_TOKEN_FILE names).\n\n" +
+		"Exit status: 0 done; 1 failed (refused by the peer, no peer answers, a task\n" +
+		"failed); 2 a usage error, nothing sent (a flag, an argument, or a -f,\n" +
+		"--payload @FILE or --cacert file that cannot be read or used).\n")
 	return b.String()
 }
 
@@ -368,14 +371,14 @@ func (g *Globals) client() *api.Client {
 func caTransport(path string) http.RoundTripper {
 	pem, err := os.ReadFile(path)
 	if err != nil {
-		return failingTransport{fmt.Errorf("--cacert: %w", err)}
+		return failingTransport{&exitError{code: 2, err: fmt.Errorf("--cacert: %w", err)}} // a usage error, as a missing -f file
 	}
 	pool, err := x509.SystemCertPool()
 	if err != nil {
 		pool = x509.NewCertPool()
 	}
 	if !pool.AppendCertsFromPEM(pem) {
-		return failingTransport{fmt.Errorf("--cacert %s: no PEM certificate in it", path)}
+		return failingTransport{&exitError{code: 2, err: fmt.Errorf("--cacert %s: no PEM certificate in it", path)}}
 	}
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
