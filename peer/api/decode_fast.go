@@ -35,7 +35,8 @@ func fastGroup(data []byte, g *rawGroupOf[rawGroupTask], room []rawGroupTask) (o
 		case "mode":
 			return p.str(&g.Mode)
 		case "key":
-			return p.str(&g.Key)
+			g.Key = new(string)
+			return p.str(g.Key)
 		case "trace":
 			return p.str(&g.Trace)
 		case "notify":

@@ -64,6 +64,9 @@ func (s *server) retryKey(w http.ResponseWriter, r *http.Request) (string, error
 	if len(req.Key) > maxRetryKey {
 		return "", fieldErr("key", "longer than %d bytes", maxRetryKey)
 	}
+	if req.Key == "" && hasEmptyKey(data) {
+		return "", errEmptyKey("key")
+	}
 	return req.Key, nil
 }
 

@@ -148,6 +148,9 @@ func DecodeSchedule(r io.Reader, lim Limits) (*shard.ScheduleSpec, string, error
 	if len(rs.Key) > maxKeyLen {
 		return nil, "", fieldErr("key", "longer than %d bytes", maxKeyLen)
 	}
+	if rs.Key == "" && hasEmptyKey(data) {
+		return nil, "", errEmptyKey("key")
+	}
 	sp, err := buildSchedule(&rs, nil, lim)
 	if err != nil {
 		return nil, "", err

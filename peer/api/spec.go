@@ -35,7 +35,7 @@ type rawSingle struct {
 	Timeout  string          `json:"timeout"`
 	Retry    json.RawMessage `json:"retry"`
 	Delay    string          `json:"delay"`
-	Key      string          `json:"key"`
+	Key      *string         `json:"key"` // nil: none given; "" is refused (setKeyTrace)
 	Trace    string          `json:"trace"`
 	Notify   string          `json:"notify"`
 	Require  []string        `json:"require"`
@@ -75,7 +75,7 @@ type rawRetry struct {
 // is read (decodeGroupTo).
 type rawGroupOf[T any] struct {
 	Mode   string            `json:"mode"`
-	Key    string            `json:"key"`
+	Key    *string           `json:"key"` // nil: none given; "" is refused (setKeyTrace)
 	Trace  string            `json:"trace"`
 	Tasks  []T               `json:"tasks"`
 	Stages json.RawMessage   `json:"stages"` // [[task, ...], ...] (staged) or [stage, ...] (pipeline)
@@ -285,15 +285,39 @@ func validTraceparent(s string) bool {
 	return strings.Trim(s[3:35], "0") != "" && strings.Trim(s[36:52], "0") != ""
 }
 
-func setKeyTrace(spec *shard.GroupSpec, key, trace string) error {
-	if len(key) > maxKeyLen {
+func setKeyTrace(spec *shard.GroupSpec, key *string, trace string) error {
+	var k string
+	if key != nil {
+		if k = *key; k == "" {
+			return errEmptyKey("key")
+		}
+	}
+	if len(k) > maxKeyLen {
 		return fieldErr("key", "longer than %d bytes", maxKeyLen)
 	}
 	if len(trace) > maxTraceLen {
 		return fieldErr("trace", "longer than %d bytes", maxTraceLen)
 	}
-	spec.Key, spec.Trace = key, trace
+	spec.Key, spec.Trace = k, trace
 	return nil
+}
+
+// errEmptyKey is the 400 of "key": "" (field names it). An empty
+// idempotency key is almost surely a client's bug (a variable left
+// unset): taken as no key, as it was, every repeat of the request
+// created its work again, where the client meant it to be created once.
+func errEmptyKey(field string) error {
+	return fieldErr(field, `empty: leave "key" out for a request without an idempotency key`)
+}
+
+// hasEmptyKey reports whether the JSON object data has "key": "", for
+// the bodies whose Key is a plain string (CreateScheduleRequest,
+// TriggerRequest, RetryRequest: decoded already, so data is valid).
+func hasEmptyKey(data []byte) bool {
+	var k struct {
+		Key *string `json:"key"`
+	}
+	return json.Unmarshal(data, &k) == nil && k.Key != nil && *k.Key == ""
 }
 
 // setNotify checks a webhook URL against the peer's policy (Limits.Notify)

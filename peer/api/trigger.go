@@ -58,6 +58,10 @@ func (s *server) triggerSchedule(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fieldErr("key", "longer than %d bytes", maxKeyLen))
 		return
 	}
+	if req.Key == "" && len(bytes.TrimSpace(data)) > 0 && hasEmptyKey(data) {
+		s.fail(w, r, errEmptyKey("key"))
+		return
+	}
 	if err := s.mayActOnSchedule(r, id, "fire only schedules of"); err != nil {
 		s.fail(w, r, err)
 		return
