@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	ma "github.com/multiformats/go-multiaddr"
 	"github.com/needle-mesh/needle/node"
 	"github.com/needle-mesh/needle/peer/api"
 	"github.com/needle-mesh/needle/peer/handler"
@@ -257,6 +258,18 @@ func (c *Config) Validate() error {
 	}
 	if _, err := parseInitial(c.Initial); err != nil {
 		return err
+	}
+	// Each address is read before checkMeshOpen asks where it points: one
+	// that is no address (--join nothing) was refused as "another host".
+	for _, a := range c.Listen {
+		if _, err := ma.NewMultiaddr(a); err != nil {
+			return fmt.Errorf("peer: --listen %q is not a multiaddr (want /ip4/IP/tcp/PORT or /ip4/IP/udp/PORT/quic-v1): %v", a, err)
+		}
+	}
+	for _, a := range c.Join {
+		if err := p2p.CheckJoin(a); err != nil {
+			return fmt.Errorf("peer: --join %q is not an address: %w", a, err)
+		}
 	}
 	if c.Tokens == nil && !isLoopback(c.HTTPAddr) {
 		if !c.OpenAPI {

@@ -62,6 +62,15 @@ func parseJoin(s string) (joinTarget, error) {
 	return t, nil
 }
 
+// CheckJoin returns nil when s can be a join address (Config.Join), else
+// what is wanted and why s is not it.
+func CheckJoin(s string) error {
+	if _, err := parseJoin(s); err != nil {
+		return fmt.Errorf("want host:port, a TCP multiaddr (/ip4/IP/tcp/PORT, /dns4/NAME/tcp/PORT) or a multiaddr ending in /p2p/<id>: %v", err)
+	}
+	return nil
+}
+
 // nonTCPJoins returns the join addresses a private network cannot dial.
 func nonTCPJoins(joins []string) []string {
 	var out []string
