@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"runtime"
 	"slices"
 	"time"
@@ -259,6 +260,14 @@ func (c *Config) Validate() error {
 	if _, err := parseInitial(c.Initial); err != nil {
 		return err
 	}
+	if err := CheckListenAddr("--http", c.HTTPAddr); err != nil {
+		return err
+	}
+	if c.HealthAddr != "" {
+		if err := CheckListenAddr("--health-listen", c.HealthAddr); err != nil {
+			return err
+		}
+	}
 	// Each address is read before checkMeshOpen asks where it points: one
 	// that is no address (--join nothing) was refused as "another host".
 	for _, a := range c.Listen {
@@ -342,6 +351,22 @@ func (c *Config) checkMeshOpen() error {
 					"an open mesh beyond this host lets any host join it; %s", set.flag, a, fix)
 			}
 		}
+	}
+	return nil
+}
+
+// CheckListenAddr returns nil when addr is host:port as a TCP listener
+// takes it, else an error naming flag and what it wants. One that is not
+// (`--http nothing`, a port missing or over 65535) was found only when
+// the peer listened: a failure to start (exit 1, which a supervisor
+// retries) rather than an error of the configuration (exit 2).
+func CheckListenAddr(flag, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		_, err = net.LookupPort("tcp", port)
+	}
+	if err != nil {
+		return fmt.Errorf("peer: %s %q is not host:port (127.0.0.1:7070; :7070 for every interface): %v", flag, addr, err)
 	}
 	return nil
 }

@@ -27,15 +27,18 @@ const healthMaxConnsPerClient = 4
 // listener: a probe needs none, and a scraper reconnects.
 const healthIdleTimeout = 2 * time.Second
 
-// listenHealth opens the health listener (Config.HealthAddr), nil when
-// there is none.
+// listenHealth opens the health listener (Config.HealthAddr, or the
+// Runtime's), nil when there is none.
 func (p *Peer) listenHealth() (net.Listener, error) {
-	if p.cfg.HealthAddr == "" {
+	ln := p.cfg.Runtime.HealthListener
+	if ln == nil && p.cfg.HealthAddr == "" {
 		return nil, nil
 	}
-	ln, err := net.Listen("tcp", p.cfg.HealthAddr)
-	if err != nil {
-		return nil, fmt.Errorf("peer: health listener (--health-listen) on %s: %w", p.cfg.HealthAddr, err)
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", p.cfg.HealthAddr); err != nil {
+			return nil, fmt.Errorf("peer: health listener (--health-listen) on %s: %w", p.cfg.HealthAddr, err)
+		}
 	}
 	// A connection of a client over its own bound is closed without
 	// taking one of the 32.

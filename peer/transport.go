@@ -95,6 +95,9 @@ type Runtime struct {
 	WAL wal.Log
 	// Listener serves the API instead of a listener on HTTPAddr.
 	Listener net.Listener
+	// HealthListener serves the health listener instead of one on
+	// HealthAddr (needled takes both ports before the data dir is made).
+	HealthListener net.Listener
 }
 
 // validID is the id check the node applies to members.

@@ -588,20 +588,38 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.Config.Webhooks, err = webhook.New(m.Config.Notify); err != nil {
 		return usageError{err}
 	}
-	// The API's address is taken before the data dir is: a port in use
-	// (another peer, a typo) fails the start with nothing created there.
-	if m.Config.Runtime.Listener == nil && m.Config.HTTPAddr != "" {
-		ln, err := net.Listen("tcp", m.Config.HTTPAddr)
-		if err != nil {
-			return fmt.Errorf("peer: listen on %s (--http): %w", m.Config.HTTPAddr, err)
+	// The API's and the health listener's addresses are taken before the
+	// data dir is: a port in use (another peer, a typo) fails the start
+	// with nothing created there, and one that is no address is an error
+	// of the configuration (exit 2), as Validate would find.
+	closeListeners := func() {
+		for _, ln := range []net.Listener{m.Config.Runtime.Listener, m.Config.Runtime.HealthListener} {
+			if ln != nil {
+				ln.Close()
+			}
 		}
-		m.Config.Runtime.Listener = ln
+	}
+	for _, l := range []struct {
+		flag, addr string
+		ln         *net.Listener
+	}{{"--http", m.Config.HTTPAddr, &m.Config.Runtime.Listener}, {"--health-listen", m.Config.HealthAddr, &m.Config.Runtime.HealthListener}} {
+		if *l.ln != nil || l.addr == "" {
+			continue
+		}
+		if err := peer.CheckListenAddr(l.flag, l.addr); err != nil {
+			closeListeners()
+			return usageError{err}
+		}
+		ln, err := net.Listen("tcp", l.addr)
+		if err != nil {
+			closeListeners()
+			return fmt.Errorf("peer: listen on %s (%s): %w", l.addr, l.flag, err)
+		}
+		*l.ln = ln
 	}
 	p, err := peer.New(m.Config)
 	if err != nil {
-		if ln := m.Config.Runtime.Listener; ln != nil {
-			ln.Close()
-		}
+		closeListeners()
 		return err
 	}
 	prefaultHeap(m.HugePagesResult, log) // after the WAL is open: hugepages.Prefault
