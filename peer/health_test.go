@@ -84,9 +84,15 @@ func TestHealthListener(t *testing.T) {
 }
 
 // A health address that cannot be listened on stops the peer at start,
-// naming it.
+// naming it; one that is no host:port is an error of the configuration,
+// found by New.
 func TestHealthListenerBadAddress(t *testing.T) {
-	for _, addr := range []string{"256.0.0.1:0", "127.0.0.1:notaport"} {
+	_, err := New(Config{DataDir: filepath.Join(t.TempDir(), "data"), HTTPAddr: "127.0.0.1:0", Partitions: 16,
+		Listen: []string{"/ip4/127.0.0.1/tcp/0"}, HealthAddr: "127.0.0.1:notaport"})
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), `--health-listen "127.0.0.1:notaport" is not host:port`) {
+		t.Errorf("New with health address 127.0.0.1:notaport = %v; want a configuration error naming it", err)
+	}
+	for _, addr := range []string{"256.0.0.1:0"} {
 		p, err := New(Config{DataDir: filepath.Join(t.TempDir(), "data"), HTTPAddr: "127.0.0.1:0", Partitions: 16,
 			Listen: []string{"/ip4/127.0.0.1/tcp/0"}, HealthAddr: addr})
 		if err != nil {
