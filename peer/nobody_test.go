@@ -33,7 +33,7 @@ func TestDrainAndForgetRefuseABody(t *testing.T) {
 	default:
 	}
 	// No body, or {}, is taken as before (the Go client sends {}).
-	status, data := wcall(t, c, "POST", "/v1/peers/12D3KooWother/forget", "{}")
+	status, data := wcall(t, c, "POST", "/v1/peers/12D3KooWAdGkj1x5oVYRbRhs9qhMfvZJjxGKr4BwjJyzVQF3jgGj/forget", "{}") // a peer id, of no member
 	if status != http.StatusNotFound || !strings.Contains(string(data), "no member") {
 		t.Errorf("POST forget {} = %d %s; want 404 no member", status, data)
 	}
@@ -44,5 +44,23 @@ func TestDrainAndForgetRefuseABody(t *testing.T) {
 	case <-p.drainAsked:
 	default:
 		t.Error("POST /v1/drain {} did not ask for the drain")
+	}
+}
+
+// A forget of an id that cannot be a peer's is a 400 naming id, as a
+// malformed task or group id is, not a 404 "no member" (trial s82:
+// needle forget nope said "no member nope").
+func TestForgetMalformedID(t *testing.T) {
+	_, c := startPeerWith(t, Config{})
+	for _, id := range []string{"nope", "12D3KooWother", "g3f1c9a0b1d2e3f4a5b6c7d8"} {
+		status, data := wcall(t, c, "POST", "/v1/peers/"+id+"/forget", "")
+		var e api.ErrorBody
+		if status != http.StatusBadRequest || json.Unmarshal(data, &e) != nil || e.Error == nil || e.Error.Field != "id" ||
+			!strings.Contains(e.Error.Message, "malformed peer id") {
+			t.Errorf("POST forget %s = %d %s; want 400 naming id, malformed peer id", id, status, data)
+		}
+	}
+	if status, data := wcall(t, c, "POST", "/v1/peers/12D3KooWAdGkj1x5oVYRbRhs9qhMfvZJjxGKr4BwjJyzVQF3jgGj/forget", ""); status != http.StatusNotFound {
+		t.Errorf("POST forget of a peer id of no member = %d %s; want 404", status, data)
 	}
 }

@@ -194,7 +194,7 @@ var examples = []example{
 	{Route: "GET /v1/peers", Method: "GET", Path: "/v1/peers?state=alive", Status: 400, Holds: `"field":"state"`},
 	{Route: "GET /healthz", Method: "GET", Path: "/healthz?verbose=1", Status: 400, Holds: `"field":"verbose"`},
 	{Route: "GET /v1/audit", Method: "GET", Path: "/v1/audit?limit=5", Status: 200},
-	{Route: "POST /v1/peers/{id}/forget", Method: "POST", Path: "/v1/peers/12D3KooWNotAMember/forget", Status: 404},
+	{Route: "POST /v1/peers/{id}/forget", Method: "POST", Path: "/v1/peers/12D3KooWAdGkj1x5oVYRbRhs9qhMfvZJjxGKr4BwjJyzVQF3jgGj/forget", Status: 404},
 	{Route: "POST /v1/drain", Method: "POST", Path: "/v1/drain", Status: 415, Body: `{}`, Type: "text/plain"}, // the peer stays
 	{Route: "POST /v1/drain", Method: "POST", Path: "/v1/drain", Status: 202},                                 // last: the peer leaves
 }

@@ -89,6 +89,12 @@ func (p *Peer) serveForget(w http.ResponseWriter, r *http.Request) {
 		writeError(w, api.CodeInvalidArgument, "cannot forget this peer itself or an empty id", "id")
 		return
 	}
+	// An id that cannot be a peer's is a 400, as a malformed task or
+	// group id is (peer/api/ids.go), not a 404 "no member".
+	if !p.validID(id) {
+		writeError(w, api.CodeInvalidArgument, fmt.Sprintf("malformed peer id %.100q; want one that needle peers lists (12D3KooW...)", id), "id")
+		return
+	}
 	force, ok := boolParam(w, r, "force")
 	if !ok {
 		return
