@@ -667,9 +667,21 @@ func (m *Main) logger() (*slog.Logger, error) {
 	case "text":
 		return slog.New(slog.NewTextHandler(m.Stderr, opts)), nil
 	case "json":
+		opts.ReplaceAttr = durationText
 		return slog.New(slog.NewJSONHandler(m.Stderr, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", m.LogFormat)
+}
+
+// durationText writes a duration in a JSON record as the text format
+// does ("took":"3.224s"): slog's JSON handler wrote nanoseconds
+// ("took":3224000000, a drain's "timeout":20000000000), which a reader of
+// the log had to count the digits of.
+func durationText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // flagVars holds the flags that are not fields of Config, for ParseFlags
