@@ -228,7 +228,7 @@ func readTokens(file string) ([]api.Token, error) {
 	tokens, err := api.ParseTokens(text)
 	switch {
 	case errors.Is(err, api.ErrNoToken):
-		return nil, fmt.Errorf("%w: %s", secret.ErrEmpty, file)
+		return nil, fmt.Errorf("%s: %w", file, secret.ErrEmpty)
 	case err != nil:
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}

@@ -19,7 +19,10 @@ const MaxSize = 4096
 
 // ErrEmpty is wrapped by ReadFile for a file that holds only whitespace,
 // and by ReadList for one that holds no secret line.
-var ErrEmpty = errors.New("secret: file is empty")
+var ErrEmpty = errors.New("file is empty")
+
+// ErrLines is wrapped by ReadFile for a file of more than one line.
+var ErrLines = errors.New("holds more than one line")
 
 // ReadFile returns the secret in the file at path with the white space
 // around it removed. It refuses an empty file, a file larger than MaxSize
@@ -32,9 +35,9 @@ func ReadFile(path string) (string, error) {
 	v := strings.TrimSpace(raw)
 	switch {
 	case v == "":
-		return "", fmt.Errorf("%w: %s", ErrEmpty, path)
+		return "", fmt.Errorf("%s: %w", path, ErrEmpty)
 	case strings.ContainsAny(v, "\r\n"):
-		return "", fmt.Errorf("secret: %s: holds more than one line", path)
+		return "", fmt.Errorf("%s: %w", path, ErrLines)
 	}
 	return v, nil
 }
@@ -57,7 +60,7 @@ func ReadList(path string) ([]string, error) {
 		}
 	}
 	if len(list) == 0 {
-		return nil, fmt.Errorf("%w: %s", ErrEmpty, path)
+		return nil, fmt.Errorf("%s: %w", path, ErrEmpty)
 	}
 	return list, nil
 }
@@ -71,15 +74,15 @@ func ReadText(path string) (string, error) { return read(path) }
 func read(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", fmt.Errorf("secret: %w", err)
+		return "", err // "open PATH: no such file or directory"
 	}
 	defer f.Close()
 	raw, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
 	if err != nil {
-		return "", fmt.Errorf("secret: read %s: %w", path, err)
+		return "", fmt.Errorf("read %s: %w", path, err)
 	}
 	if len(raw) > MaxSize {
-		return "", fmt.Errorf("secret: %s: larger than %d bytes", path, MaxSize)
+		return "", fmt.Errorf("%s: larger than %d bytes", path, MaxSize)
 	}
 	return string(raw), nil
 }
@@ -97,6 +100,11 @@ func FromEnv(name string, getenv func(string) string) (string, error) {
 		return "", fmt.Errorf("%s and %s_FILE are both set: set one", name, name)
 	}
 	v, err := ReadFile(file)
+	if errors.Is(err, ErrLines) {
+		// A peer's --api-token-file (several tokens, with name= and
+		// scope=) named by a client: it said only "holds more than one line".
+		return "", fmt.Errorf("%s_FILE: %w: a client's file holds its one token alone, not a peer's --api-token-file", name, err)
+	}
 	if err != nil {
 		return "", fmt.Errorf("%s_FILE: %w", name, err)
 	}

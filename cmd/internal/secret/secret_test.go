@@ -108,3 +108,23 @@ func writeFile(t *testing.T, dir, name, body string) string {
 	}
 	return p
 }
+
+// A client's NEEDLE_API_TOKEN_FILE naming a peer's token file (several
+// lines) says so, and no error carries the package's name: it said
+// "secret: FILE: holds more than one line" (trial s82).
+func TestFromEnvPeerTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	peerFile := filepath.Join(dir, "api.tokens")
+	if err := os.WriteFile(peerFile, []byte("0123456789abcdef0123 name=a\nfedcba9876543210fedc name=b scope=read\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"NEEDLE_API_TOKEN_FILE": peerFile}
+	_, err := FromEnv("NEEDLE_API_TOKEN", func(k string) string { return env[k] })
+	if !errors.Is(err, ErrLines) || !strings.Contains(err.Error(), "not a peer's --api-token-file") || strings.Contains(err.Error(), "secret:") {
+		t.Errorf("FromEnv(a peer's token file) = %v; want ErrLines saying it is a peer's file, without \"secret:\"", err)
+	}
+	env["NEEDLE_API_TOKEN_FILE"] = filepath.Join(dir, "missing")
+	if _, err := FromEnv("NEEDLE_API_TOKEN", func(k string) string { return env[k] }); err == nil || strings.Contains(err.Error(), "secret:") {
+		t.Errorf("FromEnv(a missing file) = %v; want an error without \"secret:\"", err)
+	}
+}
