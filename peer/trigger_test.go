@@ -71,7 +71,7 @@ func TestPeerScheduleTrigger(t *testing.T) {
 	if triggers != 4 {
 		t.Fatalf("audit has %d triggers; want 4: %+v", triggers, audit)
 	}
-	for _, id := range []string{"snope", s.ID} {
+	for _, id := range []string{"sdead", s.ID} {
 		if id == s.ID {
 			if _, err := c.DeleteSchedule(ctx, s.ID); err != nil {
 				t.Fatal(err)
