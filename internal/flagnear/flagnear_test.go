@@ -75,7 +75,7 @@ func TestExplainValue(t *testing.T) {
 		{"--n -1", `invalid value "-1" for --n: want a non-negative integer`},
 		{"--ratio half", `invalid value "half" for --ratio: want a number`},
 		{"--wait=maybe", `invalid value "maybe" for --wait: want true or false`},
-		{"--label bad", `invalid value "bad" for flag -label: not key=value`}, // its own error says it
+		{"--label bad", `invalid value "bad" for --label: not key=value`}, // its own error says it, spelled as the others (it said "for flag -label")
 	} {
 		err := fs.Parse(strings.Fields(c.args))
 		got := Explain(fs, err)

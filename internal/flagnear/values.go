@@ -73,7 +73,8 @@ func ExplainValue(f *flag.Flag, err error) error {
 
 // explainInvalid rewrites the flag package's error for a value given on
 // the command line, "invalid value "x" for flag -n: parse error" (or
-// "invalid boolean value"), as `invalid value "x" for --n: want ...`.
+// "invalid boolean value"), as `invalid value "x" for --n: want ...`, or
+// with the flag's own error after the colon when the flag has no want.
 // ok is false for any other error.
 func explainInvalid(fs *flag.FlagSet, err error) (error, bool) {
 	msg := err.Error()
@@ -93,10 +94,10 @@ func explainInvalid(fs *flag.FlagSet, err error) (error, bool) {
 	if !ok || f == nil {
 		return err, false
 	}
+	// A flag whose own error says what it wants (--label's "not
+	// key=value") keeps it, spelled as the others: "for --label", not the
+	// flag package's "for flag -label".
 	ve := ExplainValue(f, errors.New(inner))
-	if _, ok := ve.(*valueError); !ok {
-		return err, false
-	}
 	value := strings.TrimPrefix(strings.TrimPrefix(msg[:at], "invalid boolean value "), "invalid value ")
 	return &valueError{msg: fmt.Sprintf("invalid value %s for --%s: %v", value, name, ve), err: err}, true
 }
