@@ -40,7 +40,12 @@ const (
 const (
 	dialTimeout    = 10 * time.Second
 	joinBackoffMin = 250 * time.Millisecond
-	joinBackoffMax = 30 * time.Second
+	// joinBackoffMax bounds the wait between two dials of a join address
+	// (jittered to 2.5-7.5 s): a peer started before the one it joins
+	// through (containers, hosts booting in any order) connects within
+	// seconds of that one coming up, where a 30 s cap left it idle up to
+	// 45 s; a dial refused or closed at once costs a handshake.
+	joinBackoffMax = 5 * time.Second
 	// joinStable is how long a joined connection must have lasted for its
 	// loss to be redialed at once; one lost sooner is backed off from
 	// (joinLoop).

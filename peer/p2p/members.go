@@ -51,7 +51,7 @@ var ErrMembers = errors.New("p2p: bad members file")
 const maxMembersFile = 64 << 20
 
 // refusedLogEvery is how often at most the gate logs the refusal of one
-// peer: a refused host keeps dialing (its join loop backs off to 30 s),
+// peer: a refused host keeps dialing (its join loop backs off to 5 s),
 // and a line per dial would fill the log.
 const refusedLogEvery = time.Minute
 

@@ -476,7 +476,7 @@ func TestAfterDrop(t *testing.T) {
 		{time.Hour, joinBackoffMax, 9, 0, 0, joinBackoffMin, 0},
 		// Closed at once (refused): wait the backoff (jittered), grow it.
 		{time.Millisecond, joinBackoffMin, 0, joinBackoffMin / 2, 3 * joinBackoffMin / 2, 2 * joinBackoffMin, 1},
-		{joinStable - 1, 4 * time.Second, 3, 2 * time.Second, 6 * time.Second, 8 * time.Second, 4},
+		{joinStable - 1, 2 * time.Second, 3, time.Second, 3 * time.Second, 4 * time.Second, 4},
 		{0, joinBackoffMax, 7, joinBackoffMax / 2, 3 * joinBackoffMax / 2, joinBackoffMax, 8},
 	} {
 		wait, b, f := afterDrop(tc.upFor, tc.backoff, tc.failures)
