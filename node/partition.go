@@ -98,6 +98,10 @@ type partition struct {
 	// recovery was refused and said why once.
 	recoverTo      uint64
 	recoverRefused bool
+	// claimedBy are the survivors this node heard claim the partition
+	// (heardRivals): its rivals from then on, their claims withdrawn or
+	// not, until it has no recovery to make.
+	claimedBy []uint64
 }
 
 func (n *Node) openPartition(p int, ps wal.PartitionState, voters []uint64) (*partition, error) {

@@ -95,9 +95,13 @@ import (
 // survivors. A survivor named in a claim but holding no copy (a learner
 // whose snapshot never came) answers with an empty one (emptyClaims):
 // it never recovers, and the others no longer wait for it. A survivor
-// that is dead and not marked is waited for. What a removed replica that
-// never learned of its removal does is not covered, here as for voters:
-// it may still see itself the last one; but a change removing the
+// that is dead and not marked is waited for. A replica removed that never
+// learned of its removal may still see itself the last voter, beside the
+// last voter of the configuration that removed it: each sees itself
+// alone. Alone, a survivor claims within recoverGrace too, and one alone
+// that hears a claim not naming it takes its claimant for a rival for
+// good (heardRivals): the most up to date of them recovers, and the other
+// waits, its copy named by no configuration. A change removing the
 // recovering replica itself, in its log and not known committed, is cut
 // from it rather than committed (the last copy would leave).
 //
@@ -189,6 +193,7 @@ func (n *Node) recoverPartitions() {
 		}
 		last, rivals := n.lastReplica(p, lost)
 		if !last {
+			p.claimedBy = nil // a leader, or nothing to recover: a later loss starts afresh
 			continue
 		}
 		if n.leavesWithJoint(p) {
@@ -207,7 +212,16 @@ func (n *Node) recoverPartitions() {
 		// two voters does not wait: every committed entry needed it, so
 		// it knows of every survivor a committed change added.
 		rivals = n.heardRivals(p, rivals, lost)
-		if len(rivals) == 0 && !n.inEveryQuorum(p) && n.now.Before(m.recoverAt.Add(n.recoverGrace())) {
+		if !n.inEveryQuorum(p) && n.now.Before(m.recoverAt.Add(n.recoverGrace())) {
+			// Every survivor claims and hears the others' claims for the
+			// grace before one decides: one that knows of fewer (it
+			// lagged behind a change adding a third) would otherwise win
+			// against those it knows before it heard the claim of one
+			// more up to date (6 peers, circle placement, seed 4088).
+			// Alone, its claim tells another survivor that sees itself
+			// alone too (a replica removed that never learned it, beside
+			// the last voter of the configuration that removed it).
+			claims = append(claims, n.claim(p, rivals))
 			m.recoverScan = true // at a later tick
 			continue
 		}
@@ -383,21 +397,50 @@ func (n *Node) quorumSurvives(voters []uint64, lost map[uint64]string) bool {
 // with the same survivors as they do, and waits for the claims of those
 // it learned of. Names only ever add up, so every claim ends naming the
 // same survivors. A survivor with no rival (lone) takes the names too,
-// within recoverGrace of the mark: it defers to a claim naming it.
+// within recoverGrace of the mark: it defers to a claim naming it, and
+// takes as a rival a survivor whose claim does not name it (each saw
+// itself alone). Rivals so heard stay rivals (partition.claimedBy) once
+// their claims are withdrawn: the winner, recovered, claims no more, and
+// a loser that forgot it would recover alone.
 func (n *Node) heardRivals(p *partition, rivals []uint64, lost map[uint64]string) []uint64 {
+	lone := len(rivals) == 0
 	for _, from := range slices.Sorted(maps.Keys(n.mesh.claims)) {
 		for _, c := range n.mesh.claims[from] {
-			if int(c.Partition) != p.id || !slices.Contains(c.Survivors, n.cfg.ID) {
-				continue
-			}
-			for _, id := range c.Survivors {
-				if rid := RaftID(id); id != n.cfg.ID && lost[rid] == "" && !slices.Contains(rivals, rid) {
-					rivals = append(rivals, rid)
+			switch {
+			case int(c.Partition) != p.id:
+			case slices.Contains(c.Survivors, n.cfg.ID):
+				for _, id := range c.Survivors {
+					if id != n.cfg.ID {
+						p.heardClaimant(RaftID(id))
+					}
 				}
+			case lone:
+				// A claim not naming this node, heard by a survivor
+				// that knows of no other: two copies each see
+				// themselves the last one (a voter removed that never
+				// learned it, the last voter of the configuration
+				// that removed it).
+				p.heardClaimant(RaftID(from))
 			}
 		}
 	}
+	// Rivals for good: the most up to date recovers, and the others,
+	// once its claim is withdrawn, must not recover alone (their copies
+	// lack what it held); they wait for its appends, or for good when its
+	// configuration does not name them.
+	for _, rid := range p.claimedBy {
+		if lost[rid] == "" && !slices.Contains(rivals, rid) {
+			rivals = append(rivals, rid)
+		}
+	}
 	return rivals
+}
+
+// heardClaimant records rid among the survivors heard claiming p.
+func (p *partition) heardClaimant(rid uint64) {
+	if !slices.Contains(p.claimedBy, rid) {
+		p.claimedBy = append(p.claimedBy, rid)
+	}
 }
 
 // claim returns this node's recover claim for p, a learner whose voters

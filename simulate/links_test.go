@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/needle-mesh/needle/node"
+	"github.com/needle-mesh/needle/ring"
 	"github.com/needle-mesh/needle/shard"
 )
 
@@ -205,6 +206,28 @@ func TestKillSelectVoters(t *testing.T) {
 	}
 	if _, err := ParseKillSelect("first"); err == nil {
 		t.Fatal(`ParseKillSelect("first"): no error`)
+	}
+}
+
+// TestKillSelectVotersRemovedReplica: a replica removed from its
+// partition that never learned it (n5, still a voter of {n0, n3, n5})
+// and the last voter of the configuration that removed it (n2, of {n0,
+// n2, n3}) each saw themselves alone once n0 and n3 were declared lost;
+// both recovered, and n5's copy, which lacked an outcome n2's held, failed
+// the task (6 peers, circle placement, seed 4019). Each now hears the
+// other's claim: the most up to date recovers, the other waits. Seeds
+// 4088 and 4101: a learner that knew of one other survivor beat it and
+// recovered before it heard the claim of a third, more up to date; every
+// survivor now hears the claims for the grace first.
+func TestKillSelectVotersRemovedReplica(t *testing.T) {
+	t.Parallel()
+	for _, seed := range []uint64{4019, 4088, 4101} {
+		cfg := DefaultConfig()
+		cfg.Seed, cfg.Peers, cfg.Start, cfg.Placement = seed, 6, StartJoin, ring.PlacementCircle
+		cfg.Kill, cfg.KillSelect, cfg.UnsafeRecover = time.Second, KillVoters, 5*time.Second
+		if r := mustRun(t, cfg); r.Failed() || r.Lost != 0 || r.DoubleAccepted != 0 {
+			t.Fatalf("seed %d: lost %d, double accepted %d, violations %v\nreplay: %s", seed, r.Lost, r.DoubleAccepted, r.Violations, cfg.ReplayCommand())
+		}
 	}
 }
 
