@@ -16,7 +16,7 @@ func (n *Node) Drain() {
 	n.draining = true
 	n.mesh.prefDirty = true
 	n.mesh.lastBeat = n.now.Add(-n.cfg.HeartbeatEvery) // gossip it at the next tick
-	n.log.Info("draining")
+	n.log.Debug("draining")                            // the runtime logs it at Info, with its timeout
 }
 
 // Draining reports whether Drain was called.

@@ -214,8 +214,11 @@ func hostOptions(cfg *Config, sk crypto.PrivKey, psk []byte) ([]libp2p.Option, e
 		return nil, fmt.Errorf("%w: with a swarm key only TCP listen addresses work, got %v", ErrConfig, cfg.Listen)
 	}
 	cfg.Listen = tcpAddrs
-	cfg.Logger.Info("private network: TCP only, QUIC does not support swarm keys",
-		keyFile, cfg.SwarmKeyFile, keyListen, tcpAddrs, "dropped", other)
+	attrs := []any{keyFile, cfg.SwarmKeyFile, keyListen, tcpAddrs}
+	if len(other) > 0 {
+		attrs = append(attrs, "dropped", other)
+	}
+	cfg.Logger.Info("private network: TCP only, QUIC does not support swarm keys", attrs...)
 	if nonTCP := nonTCPJoins(cfg.Join); len(nonTCP) > 0 {
 		cfg.Logger.Warn("private network: join addresses that are not TCP cannot be dialed", "join", nonTCP)
 	}
