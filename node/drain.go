@@ -16,7 +16,8 @@ func (n *Node) Drain() {
 	n.draining = true
 	n.mesh.prefDirty = true
 	n.mesh.lastBeat = n.now.Add(-n.cfg.HeartbeatEvery) // gossip it at the next tick
-	n.log.Debug("draining")                            // the runtime logs it at Info, with its timeout
+	// The runtime logs the drain at Info, with its timeout.
+	n.log.Debug("draining")
 }
 
 // Draining reports whether Drain was called.

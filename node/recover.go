@@ -94,7 +94,12 @@ import (
 // takes those names too, so that every claim ends naming the same
 // survivors. A survivor named in a claim but holding no copy (a learner
 // whose snapshot never came) answers with an empty one (emptyClaims):
-// it never recovers, and the others no longer wait for it. A survivor
+// it never recovers, and the others no longer wait for it. A voter that
+// counts a surviving majority but knows of no leader asks the voters it
+// counts so (a claim against them): one may have left the partition by a
+// change the voter lagged behind, and holds no copy. Once those without a
+// copy leave no majority, it goes on as a last replica; the recovery
+// removes them as it does the lost. A survivor
 // that is dead and not marked is waited for. A replica removed that never
 // learned of its removal may still see itself the last voter, beside the
 // last voter of the configuration that removed it: each sees itself
@@ -193,7 +198,11 @@ func (n *Node) recoverPartitions() {
 		}
 		last, rivals := n.lastReplica(p, lost)
 		if !last {
-			p.claimedBy = nil // a leader, or nothing to recover: a later loss starts afresh
+			p.claimedBy = nil    // a leader, or nothing to recover: a later loss starts afresh
+			if len(rivals) > 0 { // a voter with no leader asks the others whether they hold a copy
+				claims = append(claims, n.claim(p, rivals))
+				m.recoverScan = true // withdrawn once a leader is known
+			}
 			continue
 		}
 		if n.leavesWithJoint(p) {
@@ -335,7 +344,9 @@ func ahead(c RecoverClaim, self string, oc RecoverClaim, other string) bool {
 // the last voter lacks (committed by the lost ones), and had it recovered
 // alone the learner's state would be one the recovered log never held.
 // A joint configuration is stuck when either half lost its majority; its
-// survivors of both halves are rivals.
+// survivors of both halves are rivals. Not last, a voter that knows of no
+// leader gets the surviving voters it counts in a majority as rivals: it
+// claims against them to learn which hold no copy.
 func (n *Node) lastReplica(p *partition, lost map[uint64]string) (last bool, rivals []uint64) {
 	voters, outgoing := p.conf.GetVoters(), p.conf.GetVotersOutgoing()
 	self, others := false, 0
@@ -365,8 +376,22 @@ func (n *Node) lastReplica(p *partition, lost map[uint64]string) (last bool, riv
 		// recovers only once each of them claimed too, its own
 		// configuration stuck; one that can be elected claims nothing,
 		// and Raft elects it (5 peers, seed 172).
-		if lead := p.rn.BasicStatus().Lead; self || lead != raft.None && lost[lead] == "" {
+		if lead := p.rn.BasicStatus().Lead; lead != raft.None && lost[lead] == "" {
 			return false, nil
+		}
+		// A voter that knows of no leader may lag behind a change that
+		// removed a surviving voter, which left the partition and holds
+		// no copy: it counts a majority that cannot vote, and would
+		// campaign in vain for good (6 peers, circle placement, seed
+		// 4119). It asks the surviving voters (claims against them;
+		// those holding no copy answer with an empty claim, emptyClaims)
+		// and goes on as a last replica only once those without a copy
+		// leave no majority. Those with a copy vote: Raft elects.
+		if self {
+			nc := n.withoutCopy(p, rivals, lost)
+			if n.quorumSurvives(voters, nc) && (len(outgoing) == 0 || n.quorumSurvives(outgoing, nc)) {
+				return false, rivals
+			}
 		}
 	}
 	for _, rid := range p.conf.GetLearners() {

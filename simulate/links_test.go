@@ -231,6 +231,22 @@ func TestKillSelectVotersRemovedReplica(t *testing.T) {
 	}
 }
 
+// TestKillSelectVotersLeftVoter: a survivor lagging behind the change
+// that removed another surviving voter (which left the partition and
+// holds no copy) counted a majority that cannot vote, claimed nothing and
+// campaigned in vain for good: liveness broke (6 peers, circle placement,
+// seed 4119). It asks the voters it counts; the one without a copy
+// answers with an empty claim, and it recovers the partition.
+func TestKillSelectVotersLeftVoter(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	cfg.Seed, cfg.Peers, cfg.Start, cfg.Placement = 4119, 6, StartJoin, ring.PlacementCircle
+	cfg.Kill, cfg.KillSelect, cfg.UnsafeRecover = time.Second, KillVoters, 5*time.Second
+	if r := mustRun(t, cfg); r.Failed() || r.Lost != 0 || r.DoubleAccepted != 0 {
+		t.Fatalf("lost %d, double accepted %d, violations %v\nreplay: %s", r.Lost, r.DoubleAccepted, r.Violations, cfg.ReplayCommand())
+	}
+}
+
 // TestKillSelectVotersSchedules: a schedule whose partition lost every
 // replica fires no more; the checker counts it (LostTotalSchedules) and
 // stops holding the mesh to its ticks, as it stops waiting for the groups
