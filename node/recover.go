@@ -96,10 +96,11 @@ import (
 // whose snapshot never came) answers with an empty one (emptyClaims):
 // it never recovers, and the others no longer wait for it. A voter that
 // counts a surviving majority but knows of no leader asks the voters it
-// counts so (a claim against them): one may have left the partition by a
-// change the voter lagged behind, and holds no copy. Once those without a
-// copy leave no majority, it goes on as a last replica; the recovery
-// removes them as it does the lost. A survivor
+// counts so (a question: a claim naming them, not itself, which makes no
+// one a rival): one may have left the partition by a change the voter
+// lagged behind, and holds no copy. Once those without a copy leave no
+// majority, it goes on as a last replica; the recovery removes them as it
+// does the lost. A survivor
 // that is dead and not marked is waited for. A replica removed that never
 // learned of its removal may still see itself the last voter, beside the
 // last voter of the configuration that removed it: each sees itself
@@ -200,7 +201,7 @@ func (n *Node) recoverPartitions() {
 		if !last {
 			p.claimedBy = nil    // a leader, or nothing to recover: a later loss starts afresh
 			if len(rivals) > 0 { // a voter with no leader asks the others whether they hold a copy
-				claims = append(claims, n.claim(p, rivals))
+				claims = append(claims, n.question(p, rivals))
 				m.recoverScan = true // withdrawn once a leader is known
 			}
 			continue
@@ -346,7 +347,7 @@ func ahead(c RecoverClaim, self string, oc RecoverClaim, other string) bool {
 // A joint configuration is stuck when either half lost its majority; its
 // survivors of both halves are rivals. Not last, a voter that knows of no
 // leader gets the surviving voters it counts in a majority as rivals: it
-// claims against them to learn which hold no copy.
+// asks them (question) which hold no copy.
 func (n *Node) lastReplica(p *partition, lost map[uint64]string) (last bool, rivals []uint64) {
 	voters, outgoing := p.conf.GetVoters(), p.conf.GetVotersOutgoing()
 	self, others := false, 0
@@ -432,7 +433,7 @@ func (n *Node) heardRivals(p *partition, rivals []uint64, lost map[uint64]string
 	for _, from := range slices.Sorted(maps.Keys(n.mesh.claims)) {
 		for _, c := range n.mesh.claims[from] {
 			switch {
-			case int(c.Partition) != p.id:
+			case int(c.Partition) != p.id || isQuestion(c, from):
 			case slices.Contains(c.Survivors, n.cfg.ID):
 				for _, id := range c.Survivors {
 					if id != n.cfg.ID {
@@ -480,6 +481,22 @@ func (n *Node) claim(p *partition, rivals []uint64) RecoverClaim {
 	slices.Sort(survivors)
 	return RecoverClaim{Partition: uint32(p.id), Term: term, Index: last, Survivors: survivors}
 }
+
+// question returns this node's question to the voters of p it counts in
+// a surviving majority (rivals), knowing of no leader: a claim naming them
+// but not this node, which asks those holding no copy for an empty claim
+// (emptyClaims) and claims nothing itself (isQuestion).
+func (n *Node) question(p *partition, rivals []uint64) RecoverClaim {
+	c := n.claim(p, rivals)
+	c.Survivors = slices.DeleteFunc(c.Survivors, func(id string) bool { return id == n.cfg.ID })
+	return c
+}
+
+// isQuestion reports whether c, peer from's claim, is a question
+// (question): every claim names its sender among the survivors, an empty
+// one included. A question makes no one a rival, and says nothing of its
+// sender's copy.
+func isQuestion(c RecoverClaim, from string) bool { return !slices.Contains(c.Survivors, from) }
 
 // claimWins reports whether this node, a learner of p whose every voter is
 // lost, recovers p rather than one of its rivals (the other learners not
@@ -534,7 +551,7 @@ func (n *Node) withoutCopy(p *partition, rivals []uint64, lost map[uint64]string
 		if !ok || !slices.Contains(p.conf.GetVoters(), rid) {
 			continue
 		}
-		i := slices.IndexFunc(n.mesh.claims[id], func(rc RecoverClaim) bool { return int(rc.Partition) == p.id })
+		i := slices.IndexFunc(n.mesh.claims[id], func(rc RecoverClaim) bool { return int(rc.Partition) == p.id && !isQuestion(rc, id) })
 		if i < 0 || n.mesh.claims[id][i].Term != 0 || n.mesh.claims[id][i].Index != 0 {
 			continue
 		}
