@@ -100,7 +100,12 @@ import (
 // one a rival): one may have left the partition by a change the voter
 // lagged behind, and holds no copy. Once those without a copy leave no
 // majority, it goes on as a last replica; the recovery removes them as it
-// does the lost. A survivor
+// does the lost. A voter that sees its majority survive but is named in
+// another survivor's claim (their configurations disagree, and Raft
+// elects neither) claims with it. A claim carries the log the recovery
+// would keep: a change removing the claimant, not applied, is cut with
+// what follows it, so a survivor that applied entries beyond it is the
+// more up to date. A survivor
 // that is dead and not marked is waited for. A replica removed that never
 // learned of its removal may still see itself the last voter, beside the
 // last voter of the configuration that removed it: each sees itself
@@ -388,9 +393,14 @@ func (n *Node) lastReplica(p *partition, lost map[uint64]string) (last bool, riv
 		// those holding no copy answer with an empty claim, emptyClaims)
 		// and goes on as a last replica only once those without a copy
 		// leave no majority. Those with a copy vote: Raft elects.
+		// A survivor whose configuration differs (it lost its majority)
+		// may claim the partition naming this voter, which then claims
+		// with it: Raft elects neither when the one that sees its
+		// majority has the less up-to-date log (8 peers, circle
+		// placement, seed 6002).
 		if self {
 			nc := n.withoutCopy(p, rivals, lost)
-			if n.quorumSurvives(voters, nc) && (len(outgoing) == 0 || n.quorumSurvives(outgoing, nc)) {
+			if n.quorumSurvives(voters, nc) && (len(outgoing) == 0 || n.quorumSurvives(outgoing, nc)) && !n.namedInClaim(p, lost) {
 				return false, rivals
 			}
 		}
@@ -462,6 +472,22 @@ func (n *Node) heardRivals(p *partition, rivals []uint64, lost map[uint64]string
 	return rivals
 }
 
+// namedInClaim reports whether a survivor's claim on p (not a question)
+// names this node.
+func (n *Node) namedInClaim(p *partition, lost map[uint64]string) bool {
+	for from, cs := range n.mesh.claims {
+		if lost[RaftID(from)] != "" {
+			continue
+		}
+		for _, c := range cs {
+			if int(c.Partition) == p.id && !isQuestion(c, from) && slices.Contains(c.Survivors, n.cfg.ID) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // heardClaimant records rid among the survivors heard claiming p.
 func (p *partition) heardClaimant(rid uint64) {
 	if !slices.Contains(p.claimedBy, rid) {
@@ -472,7 +498,7 @@ func (p *partition) heardClaimant(rid uint64) {
 // claim returns this node's recover claim for p, a learner whose voters
 // are all lost and whose other surviving learners are rivals.
 func (n *Node) claim(p *partition, rivals []uint64) RecoverClaim {
-	last, _ := p.storage.LastIndex()
+	last := n.keptLast(p)
 	term, err := p.storage.Term(last)
 	if err != nil {
 		panic(fmt.Sprintf("peer: partition %d: term of the last index %d: %v", p.id, last, err))
@@ -497,6 +523,28 @@ func (n *Node) question(p *partition, rivals []uint64) RecoverClaim {
 // one included. A question makes no one a rival, and says nothing of its
 // sender's copy.
 func isQuestion(c RecoverClaim, from string) bool { return !slices.Contains(c.Survivors, from) }
+
+// keptLast returns the last index of p's log that a recovery from this
+// node keeps: the last, or the one before a change removing this node
+// among the entries not applied (recoverPartition cuts it and what
+// follows). A claim is made with it: claimed with the whole log, a
+// survivor whose tail held its own removal beat a learner that had
+// applied the entries after it, committed by the lost voters, and its
+// recovery cut them (8 peers, circle placement, seed 6078).
+func (n *Node) keptLast(p *partition) uint64 {
+	last, _ := p.storage.LastIndex()
+	if last <= p.applied {
+		return last
+	}
+	es, err := p.storage.Entries(p.applied+1, last+1, 1<<62)
+	if err != nil {
+		panic(fmt.Sprintf("peer: partition %d: entries %d-%d: %v", p.id, p.applied+1, last, err))
+	}
+	if i := slices.IndexFunc(es, n.removesSelf); i >= 0 {
+		return es[i].GetIndex() - 1
+	}
+	return last
+}
 
 // claimWins reports whether this node, a learner of p whose every voter is
 // lost, recovers p rather than one of its rivals (the other learners not

@@ -252,6 +252,43 @@ func TestKillSelectVotersLeftVoter(t *testing.T) {
 	}
 }
 
+// TestKillSelectVotersCutTail: a survivor whose log ended with its own
+// removal (not applied) claimed with its whole log, beat a learner that
+// had applied the entries after the removal (committed by the lost
+// voters), and its recovery cut them: an outcome the learner held ran
+// again (invariant 2; 8 peers, circle placement, seed 6078). A claim is
+// made with the log the recovery keeps.
+func TestKillSelectVotersCutTail(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	cfg.Seed, cfg.Peers, cfg.Start, cfg.Placement = 6078, 8, StartJoin, ring.PlacementCircle
+	cfg.Kill, cfg.KillSelect, cfg.UnsafeRecover = time.Second, KillVoters, 5*time.Second
+	if r := mustRun(t, cfg); r.Failed() || r.Lost != 0 || r.DoubleAccepted != 0 {
+		t.Fatalf("lost %d, double accepted %d, violations %v\nreplay: %s", r.Lost, r.DoubleAccepted, r.Violations, cfg.ReplayCommand())
+	}
+}
+
+// TestKillSelectVotersConfsDisagree: two survivors whose configurations
+// disagree, one seeing its majority survive (with the less up-to-date
+// log, so Raft elects neither) and the other not, stalled: the second
+// claimed naming the first, which never claimed (liveness; 8 peers seed
+// 6002, 6 peers seeds 4173 and 4341, circle placement). A voter named in
+// a claim claims with it.
+func TestKillSelectVotersConfsDisagree(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		peers int
+		seed  uint64
+	}{{8, 6002}, {6, 4173}, {6, 4341}} {
+		cfg := DefaultConfig()
+		cfg.Seed, cfg.Peers, cfg.Start, cfg.Placement = c.seed, c.peers, StartJoin, ring.PlacementCircle
+		cfg.Kill, cfg.KillSelect, cfg.UnsafeRecover = time.Second, KillVoters, 5*time.Second
+		if r := mustRun(t, cfg); r.Failed() || r.Lost != 0 || r.DoubleAccepted != 0 {
+			t.Fatalf("seed %d: lost %d, double accepted %d, violations %v\nreplay: %s", c.seed, r.Lost, r.DoubleAccepted, r.Violations, cfg.ReplayCommand())
+		}
+	}
+}
+
 // TestKillSelectVotersSchedules: a schedule whose partition lost every
 // replica fires no more; the checker counts it (LostTotalSchedules) and
 // stops holding the mesh to its ticks, as it stops waiting for the groups
