@@ -41,7 +41,7 @@ func (n *Node) NextDeadline() time.Time {
 	if at, ok := n.stealAt(); ok && later(at, slot).Before(d) && n.readyRunnable() == 0 {
 		d = later(at, slot)
 	}
-	if tick := n.lastTick.Add(n.cfg.RaftTick); tick.Before(d) && n.needsRaftTick() {
+	if tick := n.nextTick; tick.Before(d) && n.needsRaftTick() {
 		d = tick
 	}
 	if !n.deferDue.IsZero() && n.deferDue.Before(d) {

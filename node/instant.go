@@ -26,10 +26,18 @@ func (m *mesh) instant(t time.Time) instant {
 	if t.IsZero() {
 		return 0
 	}
+	if t == m.lastAt {
+		// The same time, to its monotonic reading and location: the
+		// node's now, converted at every tick and every message heard.
+		// A time without a monotonic reading (the simulator's)
+		// subtracts slowly.
+		return m.lastInstant
+	}
 	d := t.Sub(m.base)
 	if d >= 0 && d < math.MaxInt64 {
 		d++
 	}
+	m.lastAt, m.lastInstant = t, instant(d)
 	return instant(d)
 }
 

@@ -305,6 +305,11 @@ type mesh struct {
 	// base is the time the mesh was created at: its members' instants are
 	// offsets from it (instant.go).
 	base time.Time
+	// lastAt and lastInstant are the last time instant converted and its
+	// instant: the node's now, asked for at every tick and every message
+	// heard (instant.go).
+	lastAt      time.Time
+	lastInstant instant
 	// refused holds the peers whose last heartbeat this one refused (other
 	// partitions, replicas or placement), with that run's boot: a list or
 	// probe update naming them adds none (refuse.go). An accepted heartbeat

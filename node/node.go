@@ -292,8 +292,13 @@ type Node struct {
 	dirtyNext []int
 	isDir     []bool
 
-	now       time.Time
-	lastTick  time.Time
+	now time.Time
+	// nextTick is when Raft next ticks at the earliest: the time of the
+	// last Raft tick check plus RaftTick (Tick, NextDeadline). Kept as
+	// that sum, not the check's time: a time.Time without a monotonic
+	// reading (the simulator's) subtracts slowly, and Tick asked at every
+	// input.
+	nextTick  time.Time
 	deferDue  time.Time // when the first lease held back is due (defer.go); zero: none
 	timerSlot int64     // now / timerResolution at the last timer pass (Tick)
 	bootAt    time.Time // when this run started (NewNode), on the node's clock
@@ -397,7 +402,7 @@ func NewNode(cfg NodeConfig, states map[uint32]wal.PartitionState, now time.Time
 		cfg: cfg, log: cfg.Logger.With(keyNode, cfg.ID), holder: cfg.ID + "#" + cfg.Boot,
 		raftID: RaftID(cfg.ID), parts: make([]*partition, cfg.Partitions), readyParts: newPartSet(cfg.Partitions), loud: newPartSet(cfg.Partitions), dueParts: newPartSet(cfg.Partitions),
 		holdParts: newPartSet(cfg.Partitions),
-		isDir:     make([]bool, cfg.Partitions), now: now, lastTick: now, bootAt: now,
+		isDir:     make([]bool, cfg.Partitions), now: now, nextTick: now.Add(cfg.RaftTick), bootAt: now,
 		reqs: make(map[uint64]*request), submits: make(map[shard.GroupID][]uint64), running: make(map[shard.TaskID]shard.Round),
 		leaseAt: make(map[shard.TaskID]time.Time), ownLeases: make(map[shard.TaskID]ownLease),
 		started: make(map[shard.TaskID]claimed), spec: make(map[shard.TaskID]*specRun),
@@ -518,15 +523,15 @@ const timerResolution = 10 * time.Millisecond
 func (n *Node) Tick(now time.Time) {
 	prev := n.now
 	n.now = now
-	if !prev.IsZero() && now.Sub(prev) > n.cfg.DeadAfter/3 {
+	if !prev.IsZero() && now.After(prev.Add(n.cfg.DeadAfter/3)) { // now.Sub(prev) > DeadAfter/3, without a slow Sub
 		n.thawed()
 	}
 	if !n.deferDue.IsZero() && !now.Before(n.deferDue) {
 		n.flushDeferred()
 	}
 	raftTick := false
-	if now.Sub(n.lastTick) >= n.cfg.RaftTick {
-		n.lastTick = now // checked once per RaftTick, not at every input
+	if !now.Before(n.nextTick) {
+		n.nextTick = now.Add(n.cfg.RaftTick) // checked once per RaftTick, not at every input
 		raftTick = n.needsRaftTick()
 	}
 	n.mesh.tick(now)

@@ -91,3 +91,19 @@ func BenchmarkWheel(b *testing.B) {
 		fired = w.advance(now, fired[:0])
 	}
 }
+
+// BenchmarkWheelPrune drops the one dead timer of a wheel holding 40 lease
+// expiries 10-30 s ahead, as NextDue does when the earliest lease ended
+// (one busy partition's wheel under the simulator's mixed workload).
+func BenchmarkWheelPrune(b *testing.B) {
+	w := newWheel(t0)
+	for i := range 40 {
+		w.add(timer{at: t0.Add(10*time.Second + time.Duration(i)*500*time.Millisecond).UnixNano(), kind: timerExpiry, round: 1})
+	}
+	dead := func(tm *timer) bool { return tm.round == 0 }
+	b.ReportAllocs()
+	for b.Loop() {
+		w.add(timer{at: t0.Add(5 * time.Second).UnixNano(), kind: timerExpiry})
+		w.prune(dead)
+	}
+}

@@ -157,6 +157,9 @@ func (r *readySet) Peek() *task { return first(r.queues(true, nil)) }
 // ones, and those whose pin and labels it matches).
 func (s *Shard) ReadyFor(at Placement) int {
 	n := s.ready.plain.Len()
+	if len(s.ready.classes) == 0 {
+		return n // no map iterator started: a node asks at every input
+	}
 	for _, c := range s.ready.classes {
 		if at.runs(c) {
 			n += c.q.Len()

@@ -139,7 +139,15 @@ func (w *wheel) firstDead(at int64, dead func(*timer) bool) bool {
 // pass over the slots; those of a slot keep their order (they fire in
 // it).
 func (w *wheel) prune(dead func(*timer) bool) {
+	left := w.n // timers not yet looked at: the walk ends at the last
 	for i, slot := range w.slots {
+		if left == 0 {
+			break
+		}
+		if len(slot) == 0 {
+			continue // most are: a NextDue of a busy shard prunes often
+		}
+		left -= len(slot)
 		keep := slot[:0]
 		for k := range slot {
 			if dead(&slot[k]) {
@@ -148,8 +156,10 @@ func (w *wheel) prune(dead func(*timer) bool) {
 			}
 			keep = append(keep, slot[k])
 		}
-		clear(slot[len(keep):])
-		w.slots[i] = keep
+		if len(keep) < len(slot) {
+			clear(slot[len(keep):])
+			w.slots[i] = keep
+		}
 	}
 	w.firstOK = false
 }

@@ -131,6 +131,18 @@ func TestWheelPrune(t *testing.T) {
 			at, ok := pruned.next()
 			if ok && pruned.firstDead(at, dead) {
 				pruned.prune(dead)
+				held := 0
+				for _, slot := range pruned.slots {
+					held += len(slot)
+					for k := range slot {
+						if dead(&slot[k]) {
+							t.Fatalf("seed %d step %d: a dead timer at %d is left after prune", seed, step, slot[k].at)
+						}
+					}
+				}
+				if held != pruned.n {
+					t.Fatalf("seed %d step %d: %d timers held, the wheel counts %d", seed, step, held, pruned.n)
+				}
 				if at, ok = pruned.next(); ok && pruned.firstDead(at, dead) {
 					t.Fatalf("seed %d step %d: the earliest timer at %d is dead after prune", seed, step, at)
 				}
