@@ -462,7 +462,8 @@ func TestWaitGroupDoneAtOnce(t *testing.T) {
 // done before it.
 func TestWaitGroupRateCountsOnlySeen(t *testing.T) {
 	var b bytes.Buffer
-	p := &lineProgress{id: "g1", w: &b, t0: time.Now().Add(-2 * time.Second)}
+	t0 := time.Unix(1_700_000_000, 0)
+	p := &lineProgress{id: "g1", w: &b, t0: t0, now: func() time.Time { return t0.Add(2 * time.Second) }}
 	p.update(90, 100) // done before the wait
 	p.update(94, 100) // 4 more over 2 s
 	if !strings.Contains(b.String(), "g1: 90/100 done, elapsed 2s, eta ?\n") || !strings.Contains(b.String(), "g1: 94/100 done, 2.0 tasks/s, elapsed 2s, eta 3s\n") {

@@ -323,8 +323,9 @@ type lineProgress struct {
 	every       time.Duration
 	t0, last    time.Time
 	done, total int
-	seen        bool // done0 is set
-	done0       int  // the tasks done at the first look, not counted in the rate
+	seen        bool             // done0 is set
+	done0       int              // the tasks done at the first look, not counted in the rate
+	now         func() time.Time // the clock; nil is time.Now
 }
 
 // minRateWindow is the least time a rate is measured over: a rate over
@@ -337,6 +338,9 @@ func (p *lineProgress) update(done, total int) {
 		p.seen, p.done0 = true, done
 	}
 	now := time.Now()
+	if p.now != nil {
+		now = p.now()
+	}
 	if now.Sub(p.last) < p.every {
 		return
 	}
