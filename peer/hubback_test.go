@@ -62,4 +62,6 @@ func TestMeshUnwantedRunGoesBack(t *testing.T) {
 	if !found {
 		t.Errorf("history %s; want the hand-back with its reason", hist)
 	}
+	// B reports: else p2's stop waits out its 30 s drain for B's run.
+	complete(t, p2.c, tasks[0].Lease)
 }
