@@ -2,7 +2,9 @@ package peer
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,16 +12,37 @@ import (
 )
 
 // freeLoopbackPort returns a TCP port free on 127.0.0.1 a moment ago: the
-// initial peers' addresses must be known before any of them starts.
+// initial peers' addresses must be known before any of them starts. It is
+// below the kernel's ephemeral range (32768-60999 on Linux): a port from
+// net.Listen(":0"), released until its peer starts, is an ephemeral one,
+// which a connection of the peers started before it (or of another test
+// process) may take first, and the peer's listen then fails, "address
+// already in use" (cmd/needled's freeAddr met it).
 func freeLoopbackPort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portMu.Lock()
+	defer portMu.Unlock()
+	for range 1000 {
+		port := 20000 + rand.IntN(12000)
+		if portUsed[port] {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		portUsed[port] = true
+		return port
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free loopback port in 20000-31999")
+	return 0
 }
+
+var (
+	portMu   sync.Mutex
+	portUsed = map[int]bool{}
+)
 
 // TestMeshInitialPeersBootstrap starts three real peers together, each
 // with Initial naming all three (their identities made first with Init,
