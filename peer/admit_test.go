@@ -190,7 +190,7 @@ func TestMeshRefusesWorkOfAFullOwner(t *testing.T) {
 			for _, key := range refused {
 				body := fmt.Sprintf(`{"mode":"parallel","key":%q,"tasks":[{"handler":"echo","payload":1}]}`, key)
 				res := submitRetrying(t, peers[1].c, body)
-				if g, err := getGroupRetrying(t, peers[2].c, res.Group, 10*time.Second); err != nil || g.State != "SUCCEEDED" {
+				if g, err := getGroupRetrying(t, peers[2].c, res.Group, 30*time.Second); err != nil || g.State != "SUCCEEDED" {
 					t.Errorf("group %s once the owner took work again: %+v, %v", key, g, err)
 				}
 			}
@@ -291,7 +291,7 @@ func TestMeshReplicaShortOfDiskDropsAppends(t *testing.T) {
 		return v, err
 	}
 	for _, id := range groups {
-		if g, err := getGroupRetrying(t, peers[1].c, id, 10*time.Second); err != nil || g.State != "SUCCEEDED" {
+		if g, err := getGroupRetrying(t, peers[1].c, id, 30*time.Second); err != nil || g.State != "SUCCEEDED" {
 			t.Fatalf("group %s with a replica short of space: %+v, %v", id, g, err)
 		}
 		if _, err := replicaGroup(id); !errors.Is(err, shard.ErrNotFound) {

@@ -43,7 +43,7 @@ func TestForgetUnsafeRecoverRealPeers(t *testing.T) {
 		}
 	}
 	for _, g := range groups {
-		if gv, err := getGroupRetrying(t, p1.c, g, 10*time.Second); err != nil || gv.State != "SUCCEEDED" {
+		if gv, err := getGroupRetrying(t, p1.c, g, 30*time.Second); err != nil || gv.State != "SUCCEEDED" {
 			t.Fatalf("group %s = %+v, %v", g, gv, err)
 		}
 	}
@@ -136,12 +136,12 @@ func TestForgetUnsafeRecoverRealPeers(t *testing.T) {
 	check := func(when string) {
 		t.Helper()
 		for _, g := range groups {
-			if gv, err := getGroupRetrying(t, p1.c, g, 10*time.Second); err != nil || gv.State != "SUCCEEDED" {
+			if gv, err := getGroupRetrying(t, p1.c, g, 30*time.Second); err != nil || gv.State != "SUCCEEDED" {
 				t.Fatalf("%s: group %s = %+v, %v", when, g, gv, err)
 			}
 		}
 		res := submitRetrying(t, p1.c, `{"mode":"parallel","tasks":[{"handler":"echo","payload":1}]}`)
-		if gv, err := getGroupRetrying(t, p1.c, res.Group, 10*time.Second); err != nil || gv.State != "SUCCEEDED" {
+		if gv, err := getGroupRetrying(t, p1.c, res.Group, 30*time.Second); err != nil || gv.State != "SUCCEEDED" {
 			t.Fatalf("%s: new group %s = %+v, %v", when, res.Group, gv, err)
 		}
 		groups = append(groups, res.Group)

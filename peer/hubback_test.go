@@ -31,7 +31,7 @@ func TestMeshUnwantedRunGoesBack(t *testing.T) {
 	res := submitRetrying(t, p1.c, `{"mode":"parallel","key":"unwanted","tasks":[{"handler":"thumb","payload":1}]}`)
 	id := res.Group + ".0"
 	var tk *api.Task
-	waitFor(t, "the task leased for A's free slot", 10*time.Second, func() bool {
+	waitFor(t, "the task leased for A's free slot", 30*time.Second, func() bool {
 		var err error
 		tk, err = p1.c.GetTask(t.Context(), id, 0)
 		return err == nil && tk.State == "RUNNING"

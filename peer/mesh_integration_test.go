@@ -141,7 +141,7 @@ func TestMeshRealPeers(t *testing.T) {
 		groups = append(groups, submitRetrying(t, peers[i%3].c, body).Group)
 	}
 	for _, g := range groups {
-		gv, err := getGroupRetrying(t, p2.c, g, 10*time.Second)
+		gv, err := getGroupRetrying(t, p2.c, g, 30*time.Second)
 		if err != nil || gv.State != "SUCCEEDED" {
 			t.Fatalf("group %s through p2 = %+v, %v", g, gv, err)
 		}
@@ -150,12 +150,12 @@ func TestMeshRealPeers(t *testing.T) {
 	for i := range 6 {
 		body := fmt.Sprintf(`{"mode":"parallel","tasks":[{"handler":"echo","payload":%d}]}`, i)
 		var res *api.SubmitGroupResponse
-		waitFor(t, "a submission after p3 stopped", 15*time.Second, func() bool {
+		waitFor(t, "a submission after p3 stopped", 30*time.Second, func() bool {
 			var err error
 			res, err = p1.c.SubmitGroupJSON(ctx, []byte(body))
 			return err == nil
 		})
-		g, err := getGroupRetrying(t, p1.c, res.Group, 15*time.Second)
+		g, err := getGroupRetrying(t, p1.c, res.Group, 30*time.Second)
 		if err != nil || g.State != "SUCCEEDED" {
 			t.Fatalf("group %s after p3 stopped = %+v, %v", res.Group, g, err)
 		}

@@ -75,7 +75,7 @@ func TestMetricsZeroSeries(t *testing.T) {
 func TestUnderReplicatedMetric(t *testing.T) {
 	peers := startMesh3(t)
 	for _, mp := range peers {
-		waitFor(t, "no partition under-replicated in a whole mesh", 10*time.Second, func() bool {
+		waitFor(t, "no partition under-replicated in a whole mesh", 30*time.Second, func() bool {
 			v, ok := metricValue(scrape(t, mp.c.BaseURL), "needle_partitions_under_replicated")
 			return ok && v == 0
 		})

@@ -97,7 +97,7 @@ func TestTracingAcrossPeers(t *testing.T) {
 		res = submitTraced(t, a.c, `{"handler":"traced","key":"`+key+`"}`, clientParent)
 		return res.ID != ""
 	})
-	tk, err := a.c.GetTask(t.Context(), res.ID, 10*time.Second)
+	tk, err := a.c.GetTask(t.Context(), res.ID, 30*time.Second)
 	if err != nil || tk.State != "SUCCEEDED" {
 		t.Fatalf("task = %+v, %v", tk, err)
 	}

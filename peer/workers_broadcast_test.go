@@ -49,7 +49,7 @@ func TestBroadcastToWorkersMesh(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, "the three workers listed by the first peer", 10*time.Second, func() bool {
+	waitFor(t, "the three workers listed by the first peer", 30*time.Second, func() bool {
 		status, data := wcall(t, peers[0].c, "GET", "/v1/workers", "")
 		return status == 200 && strings.Contains(string(data), `"wa"`) && strings.Contains(string(data), `"wb"`) && strings.Contains(string(data), `"wc"`)
 	})

@@ -45,7 +45,7 @@ func TestWorkerDeathAcrossPeersIsNoStrike(t *testing.T) {
 	deaths := func(id string) string {
 		t.Helper()
 		var got string
-		waitFor(t, "the death in "+id, 10*time.Second, func() bool {
+		waitFor(t, "the death in "+id, 30*time.Second, func() bool {
 			tk, err := a.GetTask(t.Context(), id, 0)
 			if err != nil || tk.WorkerDeaths == nil {
 				return false

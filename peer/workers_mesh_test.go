@@ -95,7 +95,7 @@ func TestWorkersAcrossMesh(t *testing.T) {
 	defer cancel()
 	w2 := runTestWorker(ctx, t, peers[1].c, "w2", "resize", &wg)
 	w3 := runTestWorker(ctx, t, peers[2].c, "w3", "resize", &wg)
-	waitFor(t, "both workers listed by the first peer", 10*time.Second, func() bool {
+	waitFor(t, "both workers listed by the first peer", 30*time.Second, func() bool {
 		status, data := wcall(t, peers[0].c, "GET", "/v1/workers", "")
 		return status == 200 && strings.Contains(string(data), `"w2"`) && strings.Contains(string(data), `"w3"`)
 	})
@@ -150,7 +150,7 @@ func TestWorkersAcrossMesh(t *testing.T) {
 			t.Logf("nobody task %+v: %s", tk, evs)
 		}
 	}()
-	waitFor(t, "the waiting reason", 10*time.Second, func() bool {
+	waitFor(t, "the waiting reason", 30*time.Second, func() bool {
 		tk, err := peers[1].c.GetTask(t.Context(), res.Group+".0", 0)
 		return err == nil && tk.State == "READY" && tk.Waiting == `no live worker serves handler "nobody-serves"`
 	})

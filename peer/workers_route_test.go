@@ -52,20 +52,20 @@ func TestWorkerReportsThroughAnyPeer(t *testing.T) {
 	expect(other, "/v1/leases/"+lease+"/complete", `{"result": {"w": 640}}`, http.StatusOK, `"ok":true`)
 	expect(via, "/v1/leases/"+lease+"/complete", `{"result": {"w": 640}}`, http.StatusOK, `"ok":true`) // a repeat
 	expect(via, "/v1/leases/"+lease+"/fail", `{"error": "late"}`, http.StatusConflict, `lease_lost`)
-	tk, err := via.GetTask(t.Context(), id, 10*time.Second)
+	tk, err := via.GetTask(t.Context(), id, 30*time.Second)
 	if err != nil || tk.State != "SUCCEEDED" || string(tk.Result) != `{"w":640}` {
 		t.Fatalf("task %s = %s %s, %v; want SUCCEEDED with the worker's result", id, tk.State, tk.Result, err)
 	}
 
 	id, lease = leaseAt(holder, "w1")
 	expect(other, "/v1/leases/"+lease+"/fail", `{"error": "corrupt", "permanent": true}`, http.StatusOK, `"ok":true`)
-	if tk, err := via.GetTask(t.Context(), id, 10*time.Second); err != nil || tk.State != "FAILED" || tk.Error == nil || *tk.Error != "corrupt" {
+	if tk, err := via.GetTask(t.Context(), id, 30*time.Second); err != nil || tk.State != "FAILED" || tk.Error == nil || *tk.Error != "corrupt" {
 		t.Fatalf("task %s = %+v, %v; want FAILED corrupt", id, tk, err)
 	}
 
 	id, lease = leaseAt(holder, "w1")
 	expect(via, "/v1/leases/"+lease+"/release", `{"reason": "moving"}`, http.StatusOK, `"ok":true`)
-	waitFor(t, "the release in the task's history", 10*time.Second, func() bool {
+	waitFor(t, "the release in the task's history", 30*time.Second, func() bool {
 		_, evs := wcall(t, via, "GET", "/v1/tasks/"+id+"/events", "")
 		return strings.Contains(string(evs), "released by worker w1: moving")
 	})

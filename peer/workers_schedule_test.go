@@ -45,7 +45,7 @@ func TestScheduleBroadcastToWorkersMesh(t *testing.T) {
 	}
 	c := peers[0].c
 	var wl api.WorkerList
-	waitFor(t, "the two workers advertised to the first peer", 10*time.Second, func() bool {
+	waitFor(t, "the two workers advertised to the first peer", 30*time.Second, func() bool {
 		status, data := wcall(t, c, "GET", "/v1/workers", "")
 		return status == 200 && json.Unmarshal(data, &wl) == nil && len(wl.Workers) == 2
 	})
