@@ -63,12 +63,11 @@ func TestHealthListener(t *testing.T) {
 		t.Fatal("the API answered a third connection past MaxConns 2: the test does not fill it")
 	case <-time.After(300 * time.Millisecond):
 	}
-	start := time.Now()
+	// A listener that waited behind the full API would not answer: get's
+	// 10 s timeout fails it, not a latency bound (2 s) a loaded machine
+	// need not meet.
 	if status, body := get(t, "GET", health+"/healthz"); status != http.StatusOK || !strings.Contains(body, `"status":"ok"`) {
 		t.Fatalf("GET /healthz on the health listener with the API full = %d %s; want 200 ok", status, body)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("the health listener took %v to answer with the API full", d)
 	}
 	if status, body := get(t, "GET", health+"/metrics"); status != http.StatusOK || !strings.Contains(body, "needle_build_info") {
 		t.Fatalf("GET /metrics on the health listener without a token = %d; want 200 with the metrics", status)
@@ -142,9 +141,11 @@ func TestHealthListenerPerClient(t *testing.T) {
 		}
 	}()
 	time.Sleep(200 * time.Millisecond)
+	// Kept out, the probe would wait as long as the hog stays busy: 20 s
+	// is a bound for a loaded machine, not a latency.
 	answered := make(chan error, 1)
 	go func() {
-		client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 		resp, err := client.Get("http://" + addr + "/healthz")
 		if err == nil {
 			resp.Body.Close()
@@ -159,7 +160,7 @@ func TestHealthListenerPerClient(t *testing.T) {
 		if err != nil {
 			t.Fatalf("GET /healthz from another client while one holds %d connections: %v", healthMaxConns, err)
 		}
-	case <-time.After(4 * time.Second):
+	case <-time.After(25 * time.Second):
 		t.Fatalf("GET /healthz from another client while one holds %d connections: no answer", healthMaxConns)
 	}
 
@@ -173,7 +174,9 @@ func TestHealthListenerPerClient(t *testing.T) {
 	if _, err := io.WriteString(c2, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
-	_ = c2.SetReadDeadline(time.Now().Add(healthIdleTimeout + 3*time.Second))
+	// Within 7 s: slack for a loaded machine, and less than the 10 s
+	// ReadTimeout that closes an idle connection without IdleTimeout.
+	_ = c2.SetReadDeadline(time.Now().Add(healthIdleTimeout + 5*time.Second))
 	start := time.Now()
 	if _, err := io.ReadAll(c2); err != nil {
 		t.Fatalf("an idle connection of the health listener: %v after %v; want it closed by the peer", err, time.Since(start))
