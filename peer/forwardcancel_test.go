@@ -4,8 +4,7 @@ import (
 	"context"
 	"net/http"
 	"testing"
-
-	"github.com/needle-mesh/needle/peer/api"
+	"time"
 )
 
 // TestForwardedWaitEndsWithItsClient: a GET ?wait= through a peer that does
@@ -23,24 +22,29 @@ func TestForwardedWaitEndsWithItsClient(t *testing.T) {
 	b := startMeshPeerWith(t, Config{DataDir: t.TempDir(), Join: []string{a.p.tr.Addrs()[0]}})
 	waitLeading(t, a, b)
 	key := keyOwnedBy(t, a, b, "gone")
-	res, err := a.c.SubmitTask(t.Context(), &api.SubmitTaskRequest{TaskFields: api.TaskFields{Handler: "thumb", Payload: []byte("1")}, Key: key}) // no worker: READY
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := submitTaskRetrying(t, a.c, `{"handler": "thumb", "payload": 1, "key": "`+key+`"}`) // no worker: READY
 	ctx, cancel := context.WithCancel(t.Context())
-	req, err := http.NewRequestWithContext(ctx, "GET", a.c.BaseURL+"/v1/tasks/"+res.ID+"?wait=2m", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	done := make(chan struct{})
-	go func() {
+	go func() { // the client's wait, asked again while a moment's 503 answers it
 		defer close(done)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
+		for ctx.Err() == nil {
+			req, err := http.NewRequestWithContext(ctx, "GET", a.c.BaseURL+"/v1/tasks/"+id+"?wait=2m", nil)
+			if err != nil {
+				return
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return // canceled
+			}
 			resp.Body.Close()
+			if resp.StatusCode != http.StatusServiceUnavailable {
+				return
+			}
+			time.Sleep(50 * time.Millisecond) // a client's pause before it asks again
 		}
 	}()
-	waitUntil(t, func() bool { return liveWaiters(t, b.p, res.ID) == 1 })
+	waitUntil(t, func() bool { return liveWaiters(t, b.p, id) == 1 })
 	cancel()
 	<-done
-	waitUntil(t, func() bool { return liveWaiters(t, b.p, res.ID) == 0 })
+	waitUntil(t, func() bool { return liveWaiters(t, b.p, id) == 0 })
 }

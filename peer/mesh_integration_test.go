@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -104,6 +105,39 @@ func submitRetrying(t *testing.T, c *api.Client, body string) *api.SubmitGroupRe
 		return true
 	})
 	return res
+}
+
+// submitTaskRetrying is submitRetrying for POST /v1/tasks: a 503 is
+// retried, anything else but 201 fails the test; it returns the task's
+// id. Bodies carry an idempotency key, so a retried submission is one
+// task.
+func submitTaskRetrying(t *testing.T, c *api.Client, body string) string {
+	t.Helper()
+	var id string
+	var last []byte
+	defer func() {
+		if t.Failed() && last != nil {
+			t.Logf("the last refusal: %s", last)
+		}
+	}()
+	waitFor(t, "a submission to be accepted", 30*time.Second, func() bool {
+		status, data := wcall(t, c, "POST", "/v1/tasks", body)
+		switch status {
+		case http.StatusServiceUnavailable:
+			last = data
+			return false
+		case http.StatusCreated:
+			var r api.SubmitTaskResponse
+			if err := json.Unmarshal(data, &r); err != nil {
+				t.Fatal(err)
+			}
+			id = r.ID
+			return true
+		}
+		t.Fatalf("submit %s = %d %s", body, status, data)
+		return false
+	})
+	return id
 }
 
 // getGroupRetrying reads group id through c, waiting for it to finish up

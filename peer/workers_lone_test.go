@@ -30,9 +30,11 @@ func TestWorkerDeathAcrossPeersIsNoStrike(t *testing.T) {
 		}
 		return res.Tasks
 	}
+	submitted := 0
 	leaseAs := func(c *api.Client, worker, instance string) string {
 		t.Helper()
-		id := submitTask(t, a, `{"handler": "lone", "payload": 1}`)
+		submitted++ // a key each: a submission retried after a 503 is one task
+		id := submitTaskRetrying(t, a, `{"handler": "lone", "payload": 1, "key": "lone-`+itoa(submitted)+`"}`)
 		for {
 			if tasks := pollAs(c, worker, instance); len(tasks) == 1 {
 				if tasks[0].ID != id {

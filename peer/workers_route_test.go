@@ -22,9 +22,11 @@ func TestWorkerReportsThroughAnyPeer(t *testing.T) {
 	}
 	peers := startMesh3(t)
 	via, holder, other := peers[0].c, peers[1].c, peers[2].c
+	submitted := 0
 	leaseAt := func(c *api.Client, worker string) (string, string) {
 		t.Helper()
-		id := submitTask(t, via, `{"handler": "lb", "payload": 1}`)
+		submitted++ // a key each: a submission retried after a 503 is one task
+		id := submitTaskRetrying(t, via, `{"handler": "lb", "payload": 1, "key": "lb-`+itoa(submitted)+`"}`)
 		for {
 			tasks := poll(t, c, worker, `"lb"`, 1, "10s")
 			if len(tasks) == 1 && tasks[0].ID == id {
