@@ -112,6 +112,7 @@ func (s *Shard) applySubmitted(e *Event) {
 	linkDeps(g)
 	g.initGates()
 	s.groups[g.id] = g
+	s.forgetLookup()   // a group of this id may have been removed and looked up since
 	s.remKnown = false // it may reuse the id of a removed group still in done
 	s.indexAdd(g)
 	for _, t := range g.tasks {
@@ -380,6 +381,7 @@ func (s *Shard) applyRemoved(g *group) {
 		}
 	}
 	delete(s.groups, g.id)
+	s.forgetLookup()
 	for st, n := range g.counts {
 		s.counts[st] -= n
 	}

@@ -219,8 +219,15 @@ type Change struct {
 // leases in flight, timers) used to propose new events. It does no IO,
 // starts no goroutines and reads no clock: time comes in as an argument.
 type Shard struct {
-	cfg      Config
-	groups   map[GroupID]*group
+	cfg    Config
+	groups map[GroupID]*group
+	// lastID and lastTask are the task lookup last found: half the
+	// lookups of a simulated run ask for the task just asked for (an
+	// event applied, then read back), and each parses the id and looks up
+	// its group. Cleared wherever groups gains, loses or replaces a
+	// group (a group's tasks are made with it and never replaced).
+	lastID   TaskID
+	lastTask *task
 	ready    readySet
 	seq      uint64
 	done     []GroupID // finished groups in finish order, for retention
@@ -313,6 +320,9 @@ func (s *Shard) AppendChanges(dst []Change) []Change {
 }
 
 func (s *Shard) lookup(id TaskID) (*task, error) {
+	if s.lastTask != nil && id == s.lastID {
+		return s.lastTask, nil
+	}
 	gid, i, ok := id.Split()
 	if !ok {
 		return nil, ErrNotFound
@@ -321,8 +331,12 @@ func (s *Shard) lookup(id TaskID) (*task, error) {
 	if g == nil || i >= len(g.tasks) {
 		return nil, ErrNotFound
 	}
+	s.lastID, s.lastTask = id, g.tasks[i]
 	return g.tasks[i], nil
 }
+
+// forgetLookup clears lookup's last answer: groups changed.
+func (s *Shard) forgetLookup() { s.lastID, s.lastTask = "", nil }
 
 // Task returns a view of task id.
 func (s *Shard) Task(id TaskID) (TaskView, error) {

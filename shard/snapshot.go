@@ -314,6 +314,7 @@ func (sd *stateDecoder) task(d *Decoder, t *task) {
 // unmet dependencies, group states, the ready queue.
 func (s *Shard) install(groups map[GroupID]*group, done []GroupID, seq uint64) {
 	s.groups = groups
+	s.forgetLookup()
 	s.done = done
 	s.doneHead = 0
 	s.removalsChanged()
