@@ -61,8 +61,8 @@ func (s *Shard) apply(e *Event) {
 		}
 		return
 	}
-	_, idx, ok := e.Task.Split()
-	if !ok || e.Task.Group() != g.id || idx >= len(g.tasks) {
+	gid, idx, ok := e.Task.Split()
+	if !ok || gid != g.id || idx >= len(g.tasks) {
 		return
 	}
 	t := g.tasks[idx]
