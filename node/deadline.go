@@ -32,8 +32,10 @@ func (n *Node) NextDeadline() time.Time {
 	if at, ok := n.shardTimers(); ok {
 		d = earliest(d, later(at, slot))
 	}
-	if eager := n.mesh.lastBeat.Add(eagerBeatEvery); eager.Before(d) && !n.mesh.swimOn() && n.mesh.loadJump() {
-		d = eager
+	if !n.mesh.swimOn() {
+		if eager := n.mesh.lastBeat.Add(eagerBeatEvery); eager.Before(d) && n.mesh.loadJump() {
+			d = eager
+		}
 	}
 	if slot.Before(d) && len(n.mesh.forgotten) > 0 && n.readyTotal() > 0 {
 		d = slot // a READY task pinned to a forgotten peer fails at the next pass

@@ -319,9 +319,11 @@ func (m *mesh) beatsPeriodically(stranded int) bool {
 // the indirect pings of the current probe, a heartbeat due.
 func (m *mesh) swimDeadline() time.Time {
 	cfg := &m.n.cfg
-	d := m.n.now.Add(cfg.ForgetAfter) // nothing sooner
-	if len(m.members) > 1 {           // a lone peer probes no one
+	var d time.Time
+	if len(m.members) > 1 { // a lone peer probes no one
 		d = m.sw.lastProbe.Add(cfg.ProbeEvery)
+	} else {
+		d = m.n.now.Add(cfg.ForgetAfter) // nothing sooner
 	}
 	if pr := m.sw.probe; pr.target != "" && !pr.acked && !pr.indirect {
 		d = earliest(d, pr.at.Add(cfg.ProbeEvery/2))
