@@ -31,6 +31,9 @@ func startPeerWith(t *testing.T, cfg Config) (*Peer, *api.Client) {
 	if cfg.Slots == 0 {
 		cfg.Slots = 2
 	}
+	if cfg.DrainTimeout == 0 {
+		cfg.DrainTimeout = -1
+	}
 	p, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
