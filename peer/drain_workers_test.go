@@ -12,7 +12,7 @@ import (
 // outcomes come back through its hub, and a peer that stopped before them
 // made each such task run again elsewhere.
 func TestDrainWaitsForExternalWorkers(t *testing.T) {
-	p, c := startPeerWith(t, Config{})
+	p, c := startPeerWith(t, Config{DrainTimeout: 30 * time.Second})
 	id, lease := leaseOne(t, c, "w1", "resize")
 	if status, data := wcall(t, c, "POST", "/v1/drain", ""); status != http.StatusAccepted {
 		t.Fatalf("POST /v1/drain = %d %s; want 202", status, data)

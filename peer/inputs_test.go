@@ -32,6 +32,8 @@ func startPeerWith(t *testing.T, cfg Config) (*Peer, *api.Client) {
 		cfg.Slots = 2
 	}
 	if cfg.DrainTimeout == 0 {
+		// No drain at the end unless a test asks for one: a peer stopped
+		// with a worker's lease held waited out the drain.
 		cfg.DrainTimeout = -1
 	}
 	p, err := New(cfg)
