@@ -249,6 +249,11 @@ func (n *Node) stepReplicaGone(from string, gone []GoneMsg) {
 			continue
 		}
 		p := n.parts[g.Partition]
+		if p != nil && !n.mesh.isForgotten(from) {
+			// Whoever says it, the partition lives on without this
+			// node: it is not to recover it (askAlive).
+			p.goneAt, p.goneFrom = n.now, from
+		}
 		if p == nil || p.leader || !slices.Contains(n.mesh.voters(p), from) {
 			continue
 		}

@@ -102,6 +102,12 @@ type partition struct {
 	// (heardRivals): its rivals from then on, their claims withdrawn or
 	// not, until it has no recovery to make.
 	claimedBy []uint64
+	// askedAt is when this node, about to recover the partition, first
+	// asked the ring's replicas of it whether it lives on without this
+	// node (askAlive), and askAgain when it asks next; goneAt and goneFrom
+	// when and from whom it last heard that it does (a MsgReplicaGone).
+	askedAt, askAgain, goneAt time.Time
+	goneFrom                  string
 }
 
 func (n *Node) openPartition(p int, ps wal.PartitionState, voters []uint64) (*partition, error) {

@@ -193,7 +193,14 @@ func (n *Node) recoverPartitions() {
 	m.recoverScan = false
 	lost := m.lostRaft()
 	var claims []RecoverClaim
-	defer func() { m.setClaims(claims) }()
+	asks := map[string][]uint32{}
+	defer func() {
+		m.setClaims(claims)
+		for _, to := range sortedKeys(asks) {
+			n.stats.ReplicaAsks++
+			n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgReplicaAsk, From: n.cfg.ID, Asks: asks[to]}})
+		}
+	}()
 	if len(lost) == 0 {
 		return
 	}
@@ -203,8 +210,14 @@ func (n *Node) recoverPartitions() {
 			continue
 		}
 		last, rivals := n.lastReplica(p, lost)
+		if last || len(rivals) > 0 {
+			if n.livesOn(p, lost, asks) {
+				continue
+			}
+		}
 		if !last {
-			p.claimedBy = nil    // a leader, or nothing to recover: a later loss starts afresh
+			p.claimedBy = nil // a leader, or nothing to recover: a later loss starts afresh
+			p.askedAt, p.askAgain = time.Time{}, time.Time{}
 			if len(rivals) > 0 { // a voter with no leader asks the others whether they hold a copy
 				claims = append(claims, n.question(p, rivals))
 				m.recoverScan = true // withdrawn once a leader is known
@@ -256,12 +269,54 @@ func (n *Node) recoverPartitions() {
 			m.recoverScan = true // after the committed entries apply
 			continue
 		}
+		if !p.askedAt.IsZero() && n.now.Before(p.askedAt.Add(n.cfg.HeartbeatEvery)) {
+			m.recoverScan = true // the answers to askAlive have a heartbeat to come
+			continue
+		}
 		n.recoverPartition(p, n.withoutCopy(p, rivals, lost))
 		if len(rivals) > 0 {
 			m.recoverScan = true // the next scan withdraws the claim
 		}
 	}
 	claims = append(claims, n.emptyClaims()...)
+}
+
+// livesOn asks the ring's replicas of p (not lost, not this node) whether
+// p lives on without this node, once a heartbeat while this node may
+// recover it or asks a question about it: a MsgReplicaAsk, which a peer
+// whose partition has a leader and whose committed configuration names
+// this node in no role answers with a MsgReplicaGone (stepReplicaAsk). It
+// reports whether such an answer came within DeadAfter: then this node's
+// copy is a stale one (a replica removed that never learned it, whose
+// configuration's other voters are lost or left), and recovering it would
+// make a second partition beside the live one (10 peers, circle
+// placement, seed 9028). It claims nothing, and says so once. The asks
+// are collected in asks (to, partitions).
+//
+// Anyone's answer is heeded, not only a voter's of this node's
+// configuration (the rule for dropping a copy, stepReplicaGone): it only
+// keeps an unsafe recovery from being made, and a peer that lied could at
+// worst hold one up.
+func (n *Node) livesOn(p *partition, lost map[uint64]string, asks map[string][]uint32) bool {
+	if !p.goneAt.IsZero() && n.now.Sub(p.goneAt) < n.cfg.DeadAfter {
+		if !p.recoverRefused {
+			p.recoverRefused = true
+			n.log.Warn("unsafe recovery refused: the partition lives on without this replica", keyPart, p.id, keyPeer, p.goneFrom)
+		}
+		return true
+	}
+	if m := &n.mesh; m.ring != nil && !n.now.Before(p.askAgain) {
+		if p.askedAt.IsZero() {
+			p.askedAt = n.now
+		}
+		p.askAgain = n.now.Add(n.cfg.HeartbeatEvery)
+		for _, id := range m.ring.Replicas(p.id) {
+			if to := string(id); lost[RaftID(to)] == "" && m.leaves(to) {
+				asks[to] = append(asks[to], uint32(p.id))
+			}
+		}
+	}
+	return false
 }
 
 // leavesWithJoint reports whether p is in a joint configuration that

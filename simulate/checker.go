@@ -492,8 +492,8 @@ func (c *checker) durable() bool {
 				continue
 			}
 			c.lost += len(g.tasks)
-			c.s.fail(invLost, fmt.Sprintf("group %s (%d tasks, acknowledged at %v) is gone: n%d serves its partition and does not know it",
-				g.id, len(g.tasks), g.ackAt, nd.idx))
+			c.s.fail(invLost, fmt.Sprintf("group %s (%d tasks, acknowledged at %v) is gone: n%d serves its partition %d and does not know it",
+				g.id, len(g.tasks), g.ackAt, nd.idx, c.s.partitionOf(g.id)))
 			return true
 		}
 	}
