@@ -105,11 +105,15 @@ import (
 // elects neither) claims with it. A claim carries the log the recovery
 // would keep: a change removing the claimant, not applied, is cut with
 // what follows it, so a survivor that applied entries beyond it is the
-// more up to date. A survivor
-// that is dead and not marked is waited for. A replica removed that never
+// more up to date. Before it recovers, a survivor asks the ring's
+// replicas of the partition whether it lives on without it (livesOn): a
+// replica removed that never learned it may see itself the last voter
+// while the partition, moved to other peers, has a leader. One told so
+// recovers nothing. A survivor that is dead and not marked is waited
+// for. A replica removed that never
 // learned of its removal may still see itself the last voter, beside the
 // last voter of the configuration that removed it: each sees itself
-// alone. Alone, a survivor claims within recoverGrace too, and one alone
+// alone. Alone, a survivor claims within recoverGrace too, and one
 // that hears a claim not naming it takes its claimant for a rival for
 // good (heardRivals): the most up to date of them recovers, and the other
 // waits, its copy named by no configuration. A change removing the
@@ -488,13 +492,12 @@ func (n *Node) quorumSurvives(voters []uint64, lost map[uint64]string) bool {
 // with the same survivors as they do, and waits for the claims of those
 // it learned of. Names only ever add up, so every claim ends naming the
 // same survivors. A survivor with no rival (lone) takes the names too,
-// within recoverGrace of the mark: it defers to a claim naming it, and
-// takes as a rival a survivor whose claim does not name it (each saw
-// itself alone). Rivals so heard stay rivals (partition.claimedBy) once
+// within recoverGrace of the mark: it defers to a claim naming it. Any
+// survivor takes as a rival one whose claim does not name it (each saw
+// itself alone, or each knew only its own set of survivors). Rivals so heard stay rivals (partition.claimedBy) once
 // their claims are withdrawn: the winner, recovered, claims no more, and
 // a loser that forgot it would recover alone.
 func (n *Node) heardRivals(p *partition, rivals []uint64, lost map[uint64]string) []uint64 {
-	lone := len(rivals) == 0
 	for _, from := range slices.Sorted(maps.Keys(n.mesh.claims)) {
 		for _, c := range n.mesh.claims[from] {
 			switch {
@@ -505,12 +508,18 @@ func (n *Node) heardRivals(p *partition, rivals []uint64, lost map[uint64]string
 						p.heardClaimant(RaftID(id))
 					}
 				}
-			case lone:
-				// A claim not naming this node, heard by a survivor
-				// that knows of no other: two copies each see
+			default:
+				// A claim not naming this node: two copies each see
 				// themselves the last one (a voter removed that never
 				// learned it, the last voter of the configuration
-				// that removed it).
+				// that removed it), or two sets of survivors each
+				// claim it, knowing nothing of the other (learners a
+				// configuration removed that never learned it, and the
+				// learners that replaced them: 6 peers, circle
+				// placement, seed 4101 once the asks of livesOn
+				// changed its run). Its claimant is a rival; this
+				// node's claim then names it, and the claimant takes
+				// its names in turn.
 				p.heardClaimant(RaftID(from))
 			}
 		}

@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -17,7 +18,14 @@ func submitEach(t *testing.T, m *nodetest.Mesh, prefix string, n int) []shard.Gr
 	var groups []shard.GroupID
 	for part := range m.Partitions {
 		g := m.GroupIn(prefix, part)
-		if r, ok := m.Submit(echoGroup(g, n)); !ok || r.Err != nil || !r.Submit.Created {
+		r, ok := m.Submit(echoGroup(g, n))
+		// Unavailable, it is asked again, as a client does: leadership
+		// may be moving to the ring's preferred owner after a recovery.
+		for try := 0; ok && errors.Is(r.Err, node.ErrUnavailable) && try < 20; try++ {
+			m.Run(250 * time.Millisecond)
+			r, ok = m.Submit(echoGroup(g, n))
+		}
+		if !ok || r.Err != nil || !r.Submit.Created {
 			t.Fatalf("submit %s (partition %d): %+v, replied %v (servers %v)", g, part, r, ok, leaders(m))
 		}
 		groups = append(groups, g)

@@ -289,6 +289,26 @@ func TestKillSelectVotersConfsDisagree(t *testing.T) {
 	}
 }
 
+// TestKillSelectVotersLivesOn: a replica removed that never learned it,
+// whose configuration's other voters were the lost peers, recovered its
+// stale copy beside the live partition, led elsewhere: an acknowledged
+// group was gone (10 peers seed 9028), outcomes ran again (8 peers seed
+// 6292, 10 peers seed 9025). It asks the ring's replicas first.
+func TestKillSelectVotersLivesOn(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		peers int
+		seed  uint64
+	}{{10, 9028}, {8, 6292}, {10, 9025}} {
+		cfg := DefaultConfig()
+		cfg.Seed, cfg.Peers, cfg.Start, cfg.Placement = c.seed, c.peers, StartJoin, ring.PlacementCircle
+		cfg.Kill, cfg.KillSelect, cfg.UnsafeRecover = time.Second, KillVoters, 5*time.Second
+		if r := mustRun(t, cfg); r.Failed() || r.Lost != 0 || r.DoubleAccepted != 0 {
+			t.Fatalf("seed %d: lost %d, double accepted %d, violations %v\nreplay: %s", c.seed, r.Lost, r.DoubleAccepted, r.Violations, cfg.ReplayCommand())
+		}
+	}
+}
+
 // TestKillSelectVotersSchedules: a schedule whose partition lost every
 // replica fires no more; the checker counts it (LostTotalSchedules) and
 // stops holding the mesh to its ticks, as it stops waiting for the groups
