@@ -220,12 +220,13 @@ func (n *Node) recoverPartitions() {
 			}
 		}
 		if !last {
-			p.claimedBy = nil // a leader, or nothing to recover: a later loss starts afresh
-			p.askedAt, p.askAgain = time.Time{}, time.Time{}
+			p.claimedBy = nil    // a leader, or nothing to recover: a later loss starts afresh
 			if len(rivals) > 0 { // a voter with no leader asks the others whether they hold a copy
 				claims = append(claims, n.question(p, rivals))
 				m.recoverScan = true // withdrawn once a leader is known
+				continue
 			}
+			p.askedAt, p.askAgain = time.Time{}, time.Time{} // asked once a heartbeat, whatever the scans
 			continue
 		}
 		if n.leavesWithJoint(p) {
