@@ -175,6 +175,12 @@ func (n *Node) askLeave() {
 	if len(asks) > 0 {
 		n.leaveAt = n.leaveAt.Add(time.Duration(n.cfg.Rand.Int64N(int64(n.cfg.DeadAfter))))
 	}
+	n.sendAsks(asks)
+}
+
+// sendAsks sends one MsgReplicaAsk per peer of asks (to, partitions), in
+// the order of the peers' ids.
+func (n *Node) sendAsks(asks map[string][]uint32) {
 	for _, to := range sortedKeys(asks) {
 		n.stats.ReplicaAsks++
 		n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgReplicaAsk, From: n.cfg.ID, Asks: asks[to]}})
@@ -251,7 +257,7 @@ func (n *Node) stepReplicaGone(from string, gone []GoneMsg) {
 		p := n.parts[g.Partition]
 		if p != nil && !n.mesh.isForgotten(from) {
 			// Whoever says it, the partition lives on without this
-			// node: it is not to recover it (askAlive).
+			// node: it is not to recover it (livesOn).
 			p.goneAt, p.goneFrom = n.now, from
 		}
 		if p == nil || p.leader || !slices.Contains(n.mesh.voters(p), from) {

@@ -104,7 +104,7 @@ type partition struct {
 	claimedBy []uint64
 	// askedAt is when this node, about to recover the partition, first
 	// asked the ring's replicas of it whether it lives on without this
-	// node (askAlive), and askAgain when it asks next; goneAt and goneFrom
+	// node (livesOn), and askAgain when it asks next; goneAt and goneFrom
 	// when and from whom it last heard that it does (a MsgReplicaGone).
 	askedAt, askAgain, goneAt time.Time
 	goneFrom                  string

@@ -110,13 +110,13 @@ import (
 // replica removed that never learned it may see itself the last voter
 // while the partition, moved to other peers, has a leader. One told so
 // recovers nothing. A survivor that is dead and not marked is waited
-// for. A replica removed that never
-// learned of its removal may still see itself the last voter, beside the
-// last voter of the configuration that removed it: each sees itself
-// alone. Alone, a survivor claims within recoverGrace too, and one
-// that hears a claim not naming it takes its claimant for a rival for
-// good (heardRivals): the most up to date of them recovers, and the other
-// waits, its copy named by no configuration. A change removing the
+// for. A replica removed that never learned of its removal may still see
+// itself the last voter, beside the last voter of the configuration that
+// removed it: each sees itself alone. Alone, a survivor claims within
+// recoverGrace too, and one that hears a claim not naming it takes its
+// claimant for a rival for good (heardRivals): the most up to date of
+// them recovers, and the other waits, its copy named by no
+// configuration. A change removing the
 // recovering replica itself, in its log and not known committed, is cut
 // from it rather than committed (the last copy would leave).
 //
@@ -200,10 +200,7 @@ func (n *Node) recoverPartitions() {
 	asks := map[string][]uint32{}
 	defer func() {
 		m.setClaims(claims)
-		for _, to := range sortedKeys(asks) {
-			n.stats.ReplicaAsks++
-			n.rd.Messages = append(n.rd.Messages, Envelope{To: to, Msg: Message{Type: MsgReplicaAsk, From: n.cfg.ID, Asks: asks[to]}})
-		}
+		n.sendAsks(asks)
 	}()
 	if len(lost) == 0 {
 		return
@@ -499,9 +496,10 @@ func (n *Node) quorumSurvives(voters []uint64, lost map[uint64]string) bool {
 // same survivors. A survivor with no rival (lone) takes the names too,
 // within recoverGrace of the mark: it defers to a claim naming it. Any
 // survivor takes as a rival one whose claim does not name it (each saw
-// itself alone, or each knew only its own set of survivors). Rivals so heard stay rivals (partition.claimedBy) once
-// their claims are withdrawn: the winner, recovered, claims no more, and
-// a loser that forgot it would recover alone.
+// itself alone, or each knew only its own set of survivors). Rivals so
+// heard stay rivals (partition.claimedBy) once their claims are
+// withdrawn: the winner, recovered, claims no more, and a loser that
+// forgot it would recover alone.
 func (n *Node) heardRivals(p *partition, rivals []uint64, lost map[uint64]string) []uint64 {
 	for _, from := range slices.Sorted(maps.Keys(n.mesh.claims)) {
 		for _, c := range n.mesh.claims[from] {

@@ -222,13 +222,23 @@ func TestKillSelectVoters(t *testing.T) {
 func TestKillSelectVotersRemovedReplica(t *testing.T) {
 	t.Parallel()
 	for _, seed := range []uint64{4019, 4088, 4101} {
-		cfg := DefaultConfig()
-		cfg.Seed, cfg.Peers, cfg.Start, cfg.Placement = seed, 6, StartJoin, ring.PlacementCircle
-		cfg.Kill, cfg.KillSelect, cfg.UnsafeRecover = time.Second, KillVoters, 5*time.Second
-		if r := mustRun(t, cfg); r.Failed() || r.Lost != 0 || r.DoubleAccepted != 0 {
-			t.Fatalf("seed %d: lost %d, double accepted %d, violations %v\nreplay: %s", seed, r.Lost, r.DoubleAccepted, r.Violations, cfg.ReplayCommand())
-		}
+		runCircleVoterKill(t, 6, seed)
 	}
+}
+
+// runCircleVoterKill runs peers joining in circle placement, the voters
+// of a partition killed at 1 s and declared lost 5 s later, and fails t
+// on a violation, a lost task or a double acceptance.
+func runCircleVoterKill(t *testing.T, peers int, seed uint64) (Report, Config) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Seed, cfg.Peers, cfg.Start, cfg.Placement = seed, peers, StartJoin, ring.PlacementCircle
+	cfg.Kill, cfg.KillSelect, cfg.UnsafeRecover = time.Second, KillVoters, 5*time.Second
+	r := mustRun(t, cfg)
+	if r.Failed() || r.Lost != 0 || r.DoubleAccepted != 0 {
+		t.Fatalf("seed %d: lost %d, double accepted %d, violations %v\nreplay: %s", seed, r.Lost, r.DoubleAccepted, r.Violations, cfg.ReplayCommand())
+	}
+	return r, cfg
 }
 
 // TestKillSelectVotersLeftVoter: a survivor lagging behind the change
@@ -243,12 +253,7 @@ func TestKillSelectVotersRemovedReplica(t *testing.T) {
 func TestKillSelectVotersLeftVoter(t *testing.T) {
 	t.Parallel()
 	for _, seed := range []uint64{4119, 4193, 4260, 4298} {
-		cfg := DefaultConfig()
-		cfg.Seed, cfg.Peers, cfg.Start, cfg.Placement = seed, 6, StartJoin, ring.PlacementCircle
-		cfg.Kill, cfg.KillSelect, cfg.UnsafeRecover = time.Second, KillVoters, 5*time.Second
-		if r := mustRun(t, cfg); r.Failed() || r.Lost != 0 || r.DoubleAccepted != 0 {
-			t.Fatalf("seed %d: lost %d, double accepted %d, violations %v\nreplay: %s", seed, r.Lost, r.DoubleAccepted, r.Violations, cfg.ReplayCommand())
-		}
+		runCircleVoterKill(t, 6, seed)
 	}
 }
 
@@ -260,12 +265,7 @@ func TestKillSelectVotersLeftVoter(t *testing.T) {
 // made with the log the recovery keeps.
 func TestKillSelectVotersCutTail(t *testing.T) {
 	t.Parallel()
-	cfg := DefaultConfig()
-	cfg.Seed, cfg.Peers, cfg.Start, cfg.Placement = 6078, 8, StartJoin, ring.PlacementCircle
-	cfg.Kill, cfg.KillSelect, cfg.UnsafeRecover = time.Second, KillVoters, 5*time.Second
-	if r := mustRun(t, cfg); r.Failed() || r.Lost != 0 || r.DoubleAccepted != 0 {
-		t.Fatalf("lost %d, double accepted %d, violations %v\nreplay: %s", r.Lost, r.DoubleAccepted, r.Violations, cfg.ReplayCommand())
-	}
+	runCircleVoterKill(t, 8, 6078)
 }
 
 // TestKillSelectVotersConfsDisagree: two survivors whose configurations
@@ -280,12 +280,7 @@ func TestKillSelectVotersConfsDisagree(t *testing.T) {
 		peers int
 		seed  uint64
 	}{{8, 6002}, {6, 4173}, {6, 4341}} {
-		cfg := DefaultConfig()
-		cfg.Seed, cfg.Peers, cfg.Start, cfg.Placement = c.seed, c.peers, StartJoin, ring.PlacementCircle
-		cfg.Kill, cfg.KillSelect, cfg.UnsafeRecover = time.Second, KillVoters, 5*time.Second
-		if r := mustRun(t, cfg); r.Failed() || r.Lost != 0 || r.DoubleAccepted != 0 {
-			t.Fatalf("seed %d: lost %d, double accepted %d, violations %v\nreplay: %s", c.seed, r.Lost, r.DoubleAccepted, r.Violations, cfg.ReplayCommand())
-		}
+		runCircleVoterKill(t, c.peers, c.seed)
 	}
 }
 
@@ -303,13 +298,7 @@ func TestKillSelectVotersLivesOn(t *testing.T) {
 		peers int
 		seed  uint64
 	}{{10, 9028}, {8, 6292}, {10, 9025}, {6, 4060}} {
-		cfg := DefaultConfig()
-		cfg.Seed, cfg.Peers, cfg.Start, cfg.Placement = c.seed, c.peers, StartJoin, ring.PlacementCircle
-		cfg.Kill, cfg.KillSelect, cfg.UnsafeRecover = time.Second, KillVoters, 5*time.Second
-		r := mustRun(t, cfg)
-		if r.Failed() || r.Lost != 0 || r.DoubleAccepted != 0 {
-			t.Fatalf("seed %d: lost %d, double accepted %d, violations %v\nreplay: %s", c.seed, r.Lost, r.DoubleAccepted, r.Violations, cfg.ReplayCommand())
-		}
+		r, cfg := runCircleVoterKill(t, c.peers, c.seed)
 		if r.MessagesPerTask > 200 {
 			t.Fatalf("seed %d: %.0f messages per task; want at most 200 (a storm)\nreplay: %s", c.seed, r.MessagesPerTask, cfg.ReplayCommand())
 		}
