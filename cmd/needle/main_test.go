@@ -353,7 +353,10 @@ func TestWaitGroup(t *testing.T) {
 
 // A group whose READY tasks make no progress says why they wait, as a
 // task's wait does: a task of a handler no worker serves held "1/2 done,
-// eta ?" until the timeout, with no reason (audit s77, F14).
+// eta ?" until the timeout, with no reason (audit s77, F14). The wait
+// looks at once (stallLook 1ns), not after the 2 s default: at the
+// default the look came 0.5 s before the timeout, and a loaded machine
+// missed it.
 func TestWaitGroupSaysWhyItWaits(t *testing.T) {
 	const why = `no live worker serves handler "ech0"`
 	addr := mustServer(t, &fakeBackend{GroupFn: func(id shard.GroupID, _ time.Duration) (shard.GroupView, error) {
@@ -362,7 +365,11 @@ func TestWaitGroupSaysWhyItWaits(t *testing.T) {
 		return shard.GroupView{ID: id, Mode: shard.ModeParallel, State: shard.GroupRunning,
 			Counts: map[shard.State]int{shard.Succeeded: 1, shard.Ready: 1}, Tasks: []shard.TaskView{done, stuck}}, nil
 	}}, api.HandlerOptions{})
-	r := runCLI(t, addr, "", "wait", "g1", "--timeout", "2500ms")
+	var out, errOut bytes.Buffer
+	g := &Globals{Addr: addr, Stdout: &out, Stderr: &errOut}
+	c := &WaitCommand{Globals: g, stallLook: time.Nanosecond}
+	code := exitCode(g, "wait", c, c.Run(t.Context(), []string{"g1", "--timeout", "2500ms"}))
+	r := result{code, out.String(), errOut.String()}
 	r.check(t, 1, "", "timed out after 2.5s; group g1 is RUNNING ("+why+")")
 	if n := strings.Count(r.stderr, "needle: wait: g1.1 is READY: "+why); n != 1 {
 		t.Errorf("wait said why the group waits %d times; want once:\n%s", n, r.stderr)

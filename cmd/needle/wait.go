@@ -34,6 +34,9 @@ type WaitCommand struct {
 	asJSON  bool
 	// lineInterval is the period of plain progress lines; 0 = lineInterval.
 	lineInterval time.Duration
+	// stallLook is how long a group's READY tasks finish none before wait
+	// reads why they wait; 0 = stallLook.
+	stallLook time.Duration
 }
 
 func (c *WaitCommand) flags() *flag.FlagSet {
@@ -171,6 +174,10 @@ func (c *WaitCommand) waitGroup(ctx context.Context, id string) error {
 	said := map[string]bool{}
 	lastDone, progressed := -1, time.Now()
 	var looked time.Time
+	stall := c.stallLook
+	if stall <= 0 {
+		stall = stallLook
+	}
 	for {
 		start := time.Now()
 		g, err := cl.GroupSummary(ctx, id, pollWait(ctx, groupPollWait))
@@ -190,7 +197,7 @@ func (c *WaitCommand) waitGroup(ctx context.Context, id string) error {
 		// A group stuck on a task no live peer or worker may run said
 		// nothing where a task's wait says why (a misspelt handler: "1/2
 		// done, eta ?" until the timeout).
-		if g.Counts["READY"] > 0 && time.Since(progressed) >= stallLook && time.Since(looked) >= stallRelook {
+		if g.Counts["READY"] > 0 && time.Since(progressed) >= stall && time.Since(looked) >= stallRelook {
 			looked = time.Now()
 			why = c.whyGroupWaits(ctx, id, said)
 		}
