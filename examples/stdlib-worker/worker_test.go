@@ -8,10 +8,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os/exec"
 	"slices"
@@ -121,19 +119,16 @@ func TestStdlibWorker(t *testing.T) {
 
 // startMesh starts n peers in this process, the first founding the mesh
 // and the others joining it, and returns their API URLs once every peer
-// is healthy and sees them all alive.
+// is healthy and sees them all alive. Each peer binds port 0 itself (a
+// port found free, released and bound again may be taken in between);
+// the others join the first at the address its GET /v1/peers names.
 func startMesh(t *testing.T, n int) []string {
 	t.Helper()
-	var apis, joins []string
+	var apis, join []string
 	for i := range n {
-		port := freePort(t)
 		cfg := peer.Config{InMemory: true, HTTPAddr: "127.0.0.1:0", Slots: 2, Partitions: 16,
-			Listen: []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)},
+			Listen: []string{"/ip4/127.0.0.1/tcp/0"}, Join: join,
 			Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
-		if i > 0 {
-			cfg.Join = joins[:1]
-		}
-		joins = append(joins, fmt.Sprintf("127.0.0.1:%d", port))
 		p, err := peer.New(cfg)
 		if err != nil {
 			t.Fatalf("peer %d: %v", i, err)
@@ -153,6 +148,9 @@ func startMesh(t *testing.T, n int) []string {
 			}
 		})
 		apis = append(apis, "http://"+p.Addr())
+		if i == 0 {
+			join = selfAddrs(t, apis[0])
+		}
 	}
 	deadline := time.Now().Add(time.Minute)
 	for _, api := range apis {
@@ -195,14 +193,25 @@ func meshFormed(api string, n int) bool {
 	return alive == n
 }
 
-func freePort(t *testing.T) int {
+// selfAddrs returns the mesh addresses (multiaddrs ending in /p2p/<id>)
+// the peer at api listens on, as its GET /v1/peers names them.
+func selfAddrs(t *testing.T, api string) []string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	var v struct {
+		Self  string
+		Peers []struct {
+			ID    string
+			Addrs []string
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	call(t, "GET", api+"/v1/peers", "", &v)
+	for _, p := range v.Peers {
+		if p.ID == v.Self && len(p.Addrs) > 0 {
+			return p.Addrs
+		}
+	}
+	t.Fatalf("%s: GET /v1/peers names no address of itself (%s)", api, v.Self)
+	return nil
 }
 
 // call sends one API request and decodes its 2xx answer into out.
