@@ -227,17 +227,17 @@ func (w *wireFuzzer) encoded() []byte {
 func (w *wireFuzzer) raftMsg() *raftpb.Message {
 	ty := raftpb.MessageType(w.r.IntN(23))
 	m := &raftpb.Message{
-		Type: ty.Enum(), To: new(w.raftID()), From: new(w.raftID()),
-		Term: new(w.u64()), LogTerm: new(w.u64()), Index: new(w.u64()), Commit: new(w.u64()),
-		Reject: new(w.r.IntN(4) == 0), RejectHint: new(w.u64()),
+		Type: ty, To: w.raftID(), From: w.raftID(),
+		Term: w.u64(), LogTerm: w.u64(), Index: w.u64(), Commit: w.u64(),
+		Reject: w.r.IntN(4) == 0, RejectHint: w.u64(),
 	}
 	for range w.r.IntN(3) {
-		m.Entries = append(m.Entries, &raftpb.Entry{Term: new(w.u64()), Index: new(w.u64()),
-			Type: raftpb.EntryType(w.r.IntN(3)).Enum(), Data: w.bytes(w.r.IntN(64))})
+		m.Entries = append(m.Entries, raftpb.Entry{Term: w.u64(), Index: w.u64(),
+			Type: raftpb.EntryType(w.r.IntN(3)), Data: w.bytes(w.r.IntN(64))})
 	}
 	if ty == raftpb.MsgSnap && w.r.IntN(2) == 0 {
-		m.Snapshot = &raftpb.Snapshot{Data: w.bytes(w.r.IntN(256)), Metadata: &raftpb.SnapshotMetadata{
-			Index: new(w.u64()), Term: new(w.u64()), ConfState: &raftpb.ConfState{Voters: []uint64{w.raftID(), w.raftID()}}}}
+		m.Snapshot = &raftpb.Snapshot{Data: w.bytes(w.r.IntN(256)), Metadata: raftpb.SnapshotMetadata{
+			Index: w.u64(), Term: w.u64(), ConfState: raftpb.ConfState{Voters: []uint64{w.raftID(), w.raftID()}}}}
 	}
 	return m
 }

@@ -30,7 +30,7 @@ func TestRefusedBehindOnlyForVoters(t *testing.T) {
 		t.Fatalf("%s holds no replica of partition %d", f.id, led[0])
 	}
 	behind := func(from uint64) *pb.Message {
-		return &pb.Message{Type: pb.MsgPreVote.Enum(), From: new(from), Term: new(p.rn.BasicStatus().GetTerm() + 1), LogTerm: new(uint64(0)), Index: new(uint64(0))}
+		return &pb.Message{Type: pb.MsgPreVote, From: from, Term: p.rn.BasicStatus().Term + 1, LogTerm: uint64(0), Index: uint64(0)}
 	}
 	f.n.refusedBehind(p, behind(RaftID("n9")))
 	if !p.campaignAt.IsZero() {

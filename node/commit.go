@@ -37,10 +37,10 @@ type heldCommit struct {
 // holdCommit reports whether leader p holds back m to peer to (a
 // commit-only append), and drops a held one that m carries on.
 func (n *Node) holdCommit(p *partition, to string, m *pb.Message) bool {
-	switch m.GetType() {
+	switch m.Type {
 	case pb.MsgApp:
-		if len(m.GetEntries()) > 0 || !n.replicating(p, m.GetTo()) {
-			n.dropCommit(p, to, m.GetCommit())
+		if len(m.Entries) > 0 || !n.replicating(p, m.To) {
+			n.dropCommit(p, to, m.Commit)
 			return false
 		}
 		for i := range p.commits {
@@ -54,7 +54,7 @@ func (n *Node) holdCommit(p *partition, to string, m *pb.Message) bool {
 		n.dueBy(p, due)
 		return true
 	case pb.MsgHeartbeat:
-		n.dropCommit(p, to, m.GetCommit())
+		n.dropCommit(p, to, m.Commit)
 	}
 	return false
 }
@@ -76,7 +76,7 @@ func (n *Node) replicating(p *partition, rid uint64) bool {
 func (n *Node) dropCommit(p *partition, to string, commit uint64) {
 	for i := range p.commits {
 		if p.commits[i].to == to {
-			if p.commits[i].m.GetCommit() <= commit {
+			if p.commits[i].m.Commit <= commit {
 				p.commits = append(p.commits[:i], p.commits[i+1:]...)
 			}
 			return
@@ -100,7 +100,7 @@ func (n *Node) flushCommits(p *partition) {
 			n.dueBy(p, c.due)
 			continue
 		}
-		if n.replicating(p, c.m.GetTo()) { // not removed, nor back to probing, meanwhile
+		if n.replicating(p, c.m.To) { // not removed, nor back to probing, meanwhile
 			n.sendRaft(c.to, p, c.m)
 		}
 	}

@@ -26,10 +26,10 @@ func TestCommitRidesNextMessage(t *testing.T) {
 		}
 		for _, e := range rd.Early {
 			for _, rm := range e.Msg.Raft {
-				if rm.Msg.GetType() != pb.MsgApp {
+				if rm.Msg.Type != pb.MsgApp {
 					continue
 				}
-				if len(rm.Msg.GetEntries()) > 0 {
+				if len(rm.Msg.Entries) > 0 {
 					withEntries++
 				} else {
 					commitOnly++
@@ -57,7 +57,7 @@ func TestCommitRidesNextMessage(t *testing.T) {
 		var commits []uint64
 		for _, cn := range c.nodes {
 			if p := cn.n.parts[part]; p != nil {
-				commits = append(commits, p.rn.BasicStatus().GetCommit())
+				commits = append(commits, p.rn.BasicStatus().Commit)
 			}
 		}
 		for _, ci := range commits[1:] {

@@ -140,10 +140,10 @@ func (m *mesh) quiet(p *partition) bool {
 // ConfState (a change replaces it).
 func (m *mesh) alone(p *partition) bool {
 	if p.aloneOf != p.conf {
-		voters := p.conf.GetVoters()
+		voters := p.conf.Voters
 		p.aloneOf = p.conf
-		p.isAlone = len(voters) == 1 && voters[0] == m.n.raftID && len(p.conf.GetLearners()) == 0 &&
-			len(p.conf.GetVotersOutgoing()) == 0
+		p.isAlone = len(voters) == 1 && voters[0] == m.n.raftID && len(p.conf.Learners) == 0 &&
+			len(p.conf.VotersOutgoing) == 0
 	}
 	return p.isAlone
 }
@@ -228,6 +228,6 @@ func (n *Node) stealAt() (time.Time, bool) {
 // inConf reports whether this node is in partition p's configuration: a
 // voter, a learner, or an outgoing voter of a joint configuration.
 func (n *Node) inConf(p *partition) bool {
-	return slices.Contains(p.conf.GetVoters(), n.raftID) || slices.Contains(p.conf.GetLearners(), n.raftID) ||
-		slices.Contains(p.conf.GetVotersOutgoing(), n.raftID)
+	return slices.Contains(p.conf.Voters, n.raftID) || slices.Contains(p.conf.Learners, n.raftID) ||
+		slices.Contains(p.conf.VotersOutgoing, n.raftID)
 }

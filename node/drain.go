@@ -59,9 +59,9 @@ func (n *Node) Drained() (done bool, what string) {
 		p := n.parts[i]
 		switch {
 		case p == nil:
-		case slices.Contains(p.conf.GetVotersOutgoing(), n.raftID):
+		case slices.Contains(p.conf.VotersOutgoing, n.raftID):
 			return false, "a configuration change needs its vote"
-		case slices.Contains(p.conf.GetVoters(), n.raftID) && !p.committedInTerm():
+		case slices.Contains(p.conf.Voters, n.raftID) && !p.committedInTerm():
 			return false, "the leader has not committed in its term"
 		}
 	}
@@ -83,6 +83,6 @@ func (n *Node) Drained() (done bool, what string) {
 // before.
 func (p *partition) committedInTerm() bool {
 	st := p.rn.BasicStatus()
-	t, err := p.storage.Term(st.GetCommit())
-	return err == nil && t == st.GetTerm()
+	t, err := p.storage.Term(st.Commit)
+	return err == nil && t == st.Term
 }

@@ -28,8 +28,8 @@ func TestReadySplitsEarlyMessages(t *testing.T) {
 		case DutySendEarly:
 			for _, e := range rd.Early {
 				for _, rm := range e.Msg.Raft {
-					if !earlyRaft(rm.Msg.GetType()) {
-						t.Fatalf("%s: %v in Early", id, rm.Msg.GetType())
+					if !earlyRaft(rm.Msg.Type) {
+						t.Fatalf("%s: %v in Early", id, rm.Msg.Type)
 					}
 				}
 			}
@@ -40,8 +40,8 @@ func TestReadySplitsEarlyMessages(t *testing.T) {
 		case DutySend:
 			for _, e := range rd.Messages {
 				for _, rm := range e.Msg.Raft {
-					if earlyRaft(rm.Msg.GetType()) {
-						t.Fatalf("%s: %v in Messages", id, rm.Msg.GetType())
+					if earlyRaft(rm.Msg.Type) {
+						t.Fatalf("%s: %v in Messages", id, rm.Msg.Type)
 					}
 					responses++
 				}

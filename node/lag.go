@@ -8,7 +8,7 @@ func (n *Node) ReplicationLag() uint64 {
 	var lag uint64
 	for _, i := range n.held {
 		p := n.parts[i]
-		if !p.serving || len(p.conf.GetVoters()) < 2 {
+		if !p.serving || len(p.conf.Voters) < 2 {
 			continue // a lone voter lags nobody (and Status allocates)
 		}
 		st := p.rn.Status()

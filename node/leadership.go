@@ -37,7 +37,7 @@ func (n *Node) abdicate(p *partition) bool {
 		}
 		return ok > len(voters)/2
 	}
-	in, out := p.conf.GetVoters(), p.conf.GetVotersOutgoing()
+	in, out := p.conf.Voters, p.conf.VotersOutgoing
 	if answered(in) && (len(out) == 0 || answered(out)) {
 		return false
 	}
@@ -122,11 +122,11 @@ func (n *Node) LostMajority() (parts int, dead []string) {
 	missing := map[string]bool{}
 	for _, i := range n.held {
 		p := n.parts[i]
-		if p == nil || p.conf == nil || !lostIn(down, p.conf.GetVoters(), p.conf.GetVotersOutgoing()) {
+		if p == nil || p.conf == nil || !lostIn(down, p.conf.Voters, p.conf.VotersOutgoing) {
 			continue
 		}
 		parts++
-		for _, rid := range append(slices.Clone(p.conf.GetVoters()), p.conf.GetVotersOutgoing()...) {
+		for _, rid := range append(slices.Clone(p.conf.Voters), p.conf.VotersOutgoing...) {
 			if id := down[rid]; id != "" {
 				missing[id] = true
 			}
@@ -149,7 +149,7 @@ func (n *Node) LostMajorityOf(g shard.GroupID) (part int, dead []string) {
 	var voters, outgoing []uint64
 	switch p := n.parts[part]; {
 	case p != nil && p.conf != nil:
-		voters, outgoing = p.conf.GetVoters(), p.conf.GetVotersOutgoing()
+		voters, outgoing = p.conf.Voters, p.conf.VotersOutgoing
 	case p == nil && n.mesh.ring != nil:
 		for _, id := range n.mesh.ring.Replicas(part) {
 			voters = append(voters, RaftID(string(id)))
@@ -258,7 +258,7 @@ func (n *Node) votersBack(p *partition) bool {
 		}
 		return ok > len(voters)/2
 	}
-	in, out := p.conf.GetVoters(), p.conf.GetVotersOutgoing()
+	in, out := p.conf.Voters, p.conf.VotersOutgoing
 	return back(in) && (len(out) == 0 || back(out))
 }
 
@@ -285,7 +285,7 @@ func (n *Node) resumeLeading(p *partition, quiet bool) {
 	clear(p.acked)
 	// Its appends were held back: replicate from what each replica
 	// answers, not from what Raft believes it sent.
-	for _, id := range append(slices.Clone(p.conf.GetVoters()), p.conf.GetLearners()...) {
+	for _, id := range append(slices.Clone(p.conf.Voters), p.conf.Learners...) {
 		if id != n.raftID {
 			p.rn.ReportUnreachable(id)
 		}

@@ -112,7 +112,7 @@ func (n *Node) promised(p *partition) bool {
 // reads no read index) and quiesce marks its own (quiesceCtx, all zero);
 // a time is never zero.
 func (n *Node) stampHeartbeat(m *pb.Message) {
-	if m.GetType() != pb.MsgHeartbeat || len(m.GetContext()) != 0 || !n.sendLease(m.GetTo()) {
+	if m.Type != pb.MsgHeartbeat || len(m.Context) != 0 || !n.sendLease(m.To) {
 		return
 	}
 	m.Context = binary.BigEndian.AppendUint64(nil, uint64(n.now.UnixNano()))
@@ -127,8 +127,8 @@ func (n *Node) stampHeartbeat(m *pb.Message) {
 func (n *Node) answered(p *partition, v uint64, m *pb.Message) {
 	a := p.acked[v]
 	a.at = n.now
-	ctx := m.GetContext()
-	stamped := m.GetType() == pb.MsgHeartbeatResp && len(ctx) == 8 && !bytes.Equal(ctx, quiesceCtx)
+	ctx := m.Context
+	stamped := m.Type == pb.MsgHeartbeatResp && len(ctx) == 8 && !bytes.Equal(ctx, quiesceCtx)
 	switch {
 	case stamped:
 		m.Context = nil
@@ -191,7 +191,7 @@ func (n *Node) thawed() {
 			continue
 		}
 		// Heard now, for abdicate: they get DeadAfter to answer again.
-		for _, v := range p.conf.GetVoters() {
+		for _, v := range p.conf.Voters {
 			if v != n.raftID {
 				p.acked[v] = ack{at: n.now}
 			}
@@ -199,7 +199,7 @@ func (n *Node) thawed() {
 		if p.quiesced {
 			n.setQuiesced(p, false)
 			n.stats.Woken++
-			n.wakeFollowers(p, p.rn.BasicStatus().GetCommit())
+			n.wakeFollowers(p, p.rn.BasicStatus().Commit)
 		}
 		n.markDirty(p.id)
 		if p.serving && !n.quorumAnswered(p) { // a lone voter answers for itself

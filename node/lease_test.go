@@ -33,7 +33,7 @@ func leaseFixture(t *testing.T) (*cluster, *Node, *partition, uint64) {
 }
 
 func stamped(at time.Time) *pb.Message {
-	return &pb.Message{Type: pb.MsgHeartbeatResp.Enum(), Context: binary.BigEndian.AppendUint64(nil, uint64(at.UnixNano()))}
+	return &pb.Message{Type: pb.MsgHeartbeatResp, Context: binary.BigEndian.AppendUint64(nil, uint64(at.UnixNano()))}
 }
 
 // A voter's answer to a stamped heartbeat holds the read lease for
@@ -50,7 +50,7 @@ func TestLeaseFromSendTime(t *testing.T) {
 	const ago = 500 * time.Millisecond
 	m := stamped(l.now.Add(-ago))
 	l.answered(p, v, m)
-	if m.GetContext() != nil {
+	if m.Context != nil {
 		t.Error("the stamp was left on the answer for Raft")
 	}
 	if want := l.now.Add(-ago + l.leaseSpan()); !p.acked[v].until.Equal(want) || !l.leaseHeld(p) {
@@ -69,7 +69,7 @@ func TestLeaseFromSendTime(t *testing.T) {
 
 	// An unstamped answer (an append's) is heard, and holds nothing.
 	clear(p.acked)
-	l.answered(p, v, &pb.Message{Type: pb.MsgAppResp.Enum()})
+	l.answered(p, v, &pb.Message{Type: pb.MsgAppResp})
 	if a := p.acked[v]; !a.at.Equal(l.now) || !a.until.IsZero() || l.leaseHeld(p) {
 		t.Fatalf("an append's answer: %+v, lease held %v; want heard now and no lease", a, l.leaseHeld(p))
 	}
@@ -90,7 +90,7 @@ func TestLeaseFromSendTime(t *testing.T) {
 	// A voter of an older release stamps nothing and promises DeadAfter:
 	// its answer holds DeadAfter/2 from its arrival, as before.
 	l.mesh.members[id].features &^= FeatureSendLease
-	l.answered(p, v, &pb.Message{Type: pb.MsgAppResp.Enum()})
+	l.answered(p, v, &pb.Message{Type: pb.MsgAppResp})
 	if want := l.now.Add(l.cfg.DeadAfter / 2); !p.acked[v].until.Equal(want) {
 		t.Fatalf("an older voter's answer: lease until %v; want %v", p.acked[v].until, want)
 	}
@@ -131,15 +131,15 @@ func TestLeasePromise(t *testing.T) {
 		t.Fatalf("a leader counts an answer %v; want at most four fifths of the shortest promise, %v", span, f.cfg.DeadAfter/3*4/5)
 	}
 
-	hb := &pb.Message{Type: pb.MsgHeartbeat.Enum(), To: new(v)}
+	hb := &pb.Message{Type: pb.MsgHeartbeat, To: v}
 	l.stampHeartbeat(hb)
-	if len(hb.GetContext()) != 8 {
-		t.Fatalf("heartbeat context %x; want an 8-byte stamp", hb.GetContext())
+	if len(hb.Context) != 8 {
+		t.Fatalf("heartbeat context %x; want an 8-byte stamp", hb.Context)
 	}
 	l.mesh.members[id].features &^= FeatureSendLease
-	hb = &pb.Message{Type: pb.MsgHeartbeat.Enum(), To: new(v)}
-	if l.stampHeartbeat(hb); hb.GetContext() != nil {
-		t.Fatalf("stamped a heartbeat to an older voter: %x", hb.GetContext())
+	hb = &pb.Message{Type: pb.MsgHeartbeat, To: v}
+	if l.stampHeartbeat(hb); hb.Context != nil {
+		t.Fatalf("stamped a heartbeat to an older voter: %x", hb.Context)
 	}
 }
 

@@ -48,8 +48,8 @@ const FeatureLeave = FeaturePlacementSpread << 1
 // names reports whether conf names raft id rid in any role: voter,
 // learner, outgoing voter of a joint configuration, or learner to be.
 func names(conf *pb.ConfState, rid uint64) bool {
-	return slices.Contains(conf.GetVoters(), rid) || slices.Contains(conf.GetLearners(), rid) ||
-		slices.Contains(conf.GetVotersOutgoing(), rid) || slices.Contains(conf.GetLearnersNext(), rid)
+	return slices.Contains(conf.Voters, rid) || slices.Contains(conf.Learners, rid) ||
+		slices.Contains(conf.VotersOutgoing, rid) || slices.Contains(conf.LearnersNext, rid)
 }
 
 // confApplied follows partition p's applying configuration p.conf in
@@ -62,7 +62,7 @@ func (n *Node) confApplied(p *partition, old *pb.ConfState) {
 	if !n.leaseHeld(p) {
 		return
 	}
-	for _, rid := range append(append(slices.Clone(old.GetVoters()), old.GetLearners()...), old.GetVotersOutgoing()...) {
+	for _, rid := range append(append(slices.Clone(old.Voters), old.Learners...), old.VotersOutgoing...) {
 		if rid == n.raftID || names(p.conf, rid) {
 			continue
 		}
@@ -92,7 +92,7 @@ func (n *Node) queueLeave(p *partition) {
 // not lead p (a leader removed by an earlier leader's proposal hands over
 // first: owner() no longer names it).
 func (n *Node) mustLeave(p *partition) bool {
-	return p != nil && !p.leader && len(p.conf.GetVoters()) > 0 && !names(p.conf, n.raftID)
+	return p != nil && !p.leader && len(p.conf.Voters) > 0 && !names(p.conf, n.raftID)
 }
 
 // leaveQueued drops the queued partitions that must be left (Advance).
@@ -133,7 +133,7 @@ func (n *Node) mayOpen(part int, m *pb.Message) bool {
 	if n.mesh.placedHere(part) {
 		return true
 	}
-	return m.GetType() == pb.MsgSnap && names(m.GetSnapshot().GetMetadata().GetConfState(), n.raftID)
+	return m.Type == pb.MsgSnap && m.Snapshot != nil && names(&m.Snapshot.Metadata.ConfState, n.raftID)
 }
 
 // orphan reports whether p is a partition to ask about: held, not led,

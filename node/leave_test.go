@@ -162,29 +162,29 @@ func TestLeaveStaleMessageDoesNotReopen(t *testing.T) {
 		t.Fatalf("partition %d served by %v", part, lead)
 	}
 	l := c.node(lead[0]).n
-	term := l.parts[part].rn.BasicStatus().GetTerm()
-	stale := []*pb.Message{
-		{Type: pb.MsgHeartbeat.Enum(), To: new(n1.n.raftID), From: new(l.raftID), Term: new(term)},
-		{Type: pb.MsgApp.Enum(), To: new(n1.n.raftID), From: new(l.raftID), Term: new(term), Index: new(uint64(1)), LogTerm: new(uint64(1))},
-		{Type: pb.MsgVote.Enum(), To: new(n1.n.raftID), From: new(l.raftID), Term: new(term + 1)},
-		{Type: pb.MsgSnap.Enum(), To: new(n1.n.raftID), From: new(l.raftID), Term: new(term), Snapshot: &pb.Snapshot{
-			Data: l.parts[part].shard.Snapshot(), Metadata: &pb.SnapshotMetadata{Index: new(uint64(5)), Term: new(term), ConfState: &pb.ConfState{Voters: []uint64{l.raftID}}}}},
+	term := l.parts[part].rn.BasicStatus().Term
+	stale := []pb.Message{
+		{Type: pb.MsgHeartbeat, To: n1.n.raftID, From: l.raftID, Term: term},
+		{Type: pb.MsgApp, To: n1.n.raftID, From: l.raftID, Term: term, Index: uint64(1), LogTerm: uint64(1)},
+		{Type: pb.MsgVote, To: n1.n.raftID, From: l.raftID, Term: term + 1},
+		{Type: pb.MsgSnap, To: n1.n.raftID, From: l.raftID, Term: term, Snapshot: &pb.Snapshot{
+			Data: l.parts[part].shard.Snapshot(), Metadata: pb.SnapshotMetadata{Index: uint64(5), Term: term, ConfState: pb.ConfState{Voters: []uint64{l.raftID}}}}},
 	}
 	for _, m := range stale {
-		if err := n1.n.Step(l.cfg.ID, Message{Type: MsgRaft, From: l.cfg.ID, Raft: []RaftMsg{{Partition: uint32(part), Msg: m}}}); err != nil {
-			t.Fatalf("step %v: %v", m.GetType(), err)
+		if err := n1.n.Step(l.cfg.ID, Message{Type: MsgRaft, From: l.cfg.ID, Raft: []RaftMsg{{Partition: uint32(part), Msg: &m}}}); err != nil {
+			t.Fatalf("step %v: %v", m.Type, err)
 		}
 		c.drain(n1)
 		if n1.n.parts[part] != nil {
-			t.Fatalf("a stale %v from %s opened partition %d again", m.GetType(), l.cfg.ID, part)
+			t.Fatalf("a stale %v from %s opened partition %d again", m.Type, l.cfg.ID, part)
 		}
 	}
 	if n1.n.stats.StaleRaft != len(stale) {
 		t.Errorf("StaleRaft = %d; want %d", n1.n.stats.StaleRaft, len(stale))
 	}
 	// A snapshot naming n1 is how a leader that adds it again starts it.
-	snap := &pb.Message{Type: pb.MsgSnap.Enum(), To: new(n1.n.raftID), From: new(l.raftID), Term: new(term), Snapshot: &pb.Snapshot{
-		Metadata: &pb.SnapshotMetadata{Index: new(uint64(5)), Term: new(term), ConfState: &pb.ConfState{Voters: []uint64{l.raftID}, Learners: []uint64{n1.n.raftID}}}}}
+	snap := &pb.Message{Type: pb.MsgSnap, To: n1.n.raftID, From: l.raftID, Term: term, Snapshot: &pb.Snapshot{
+		Metadata: pb.SnapshotMetadata{Index: uint64(5), Term: term, ConfState: pb.ConfState{Voters: []uint64{l.raftID}, Learners: []uint64{n1.n.raftID}}}}}
 	if !n1.n.mayOpen(part, snap) {
 		t.Errorf("a snapshot naming n1 may not open partition %d", part)
 	}

@@ -649,8 +649,8 @@ func (n *Node) Replica(part int) (r ReplicaInfo, ok bool) {
 		}
 		return out
 	}
-	r = ReplicaInfo{Raft: st.RaftState.String(), Term: st.HardState.GetTerm(), Applied: p.applied, Serving: p.serving, Abdicated: p.abdicated,
-		Voters: name(p.conf.GetVoters()), Learners: name(p.conf.GetLearners()), Outgoing: name(p.conf.GetVotersOutgoing()),
+	r = ReplicaInfo{Raft: st.RaftState.String(), Term: st.HardState.Term, Applied: p.applied, Serving: p.serving, Abdicated: p.abdicated,
+		Voters: name(p.conf.Voters), Learners: name(p.conf.Learners), Outgoing: name(p.conf.VotersOutgoing),
 		Quiesced: p.quiesced}
 	if id, ok := n.mesh.peerOf(st.Lead); ok {
 		r.Leader = id
@@ -717,7 +717,7 @@ func (n *Node) Stats() Stats {
 	for _, i := range n.held {
 		p := n.parts[i]
 		st.Held++
-		if slices.Contains(p.conf.GetVoters(), n.raftID) {
+		if slices.Contains(p.conf.Voters, n.raftID) {
 			st.Voter++
 		}
 		if p.rn.BasicStatus().Lead != 0 {

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/needle-mesh/needle/shard"
 	"github.com/needle-mesh/needle/wal"
@@ -91,12 +91,12 @@ func (io harnessIO) Persist(b *wal.Batch, sync bool) error {
 		return err
 	}
 	for _, u := range b.Updates {
-		if u.Snapshot != nil {
+		if !raft.IsEmptySnap(u.Snapshot) {
 			h.snaps++
-			h.snapBytes += len(u.Snapshot.GetData())
+			h.snapBytes += len(u.Snapshot.Data)
 		}
 		for _, e := range u.Entries {
-			h.entryBytes += len(e.GetData())
+			h.entryBytes += len(e.Data)
 		}
 	}
 	if sync {
@@ -408,12 +408,12 @@ func TestDrainWaitsForJointConfiguration(t *testing.T) {
 func TestDrainWaitsForLeaderCommitInTerm(t *testing.T) {
 	h, p := drainingLoneNode(t)
 	st := p.rn.BasicStatus()
-	term, last := st.GetTerm(), st.GetCommit()
+	term, last := st.Term, st.Commit
 	const leader = 99
 	// Another leader of a later term, heard through a heartbeat: it has
 	// committed nothing of its term yet.
-	if err := p.rn.Step(&pb.Message{Type: pb.MessageType_MsgHeartbeat.Enum(), From: proto.Uint64(leader),
-		To: proto.Uint64(h.n.raftID), Term: proto.Uint64(term + 1), Commit: proto.Uint64(last)}); err != nil {
+	if err := p.rn.Step(pb.Message{Type: pb.MsgHeartbeat, From: leader,
+		To: h.n.raftID, Term: term + 1, Commit: last}); err != nil {
 		t.Fatal(err)
 	}
 	h.n.markDirty(p.id) // stepped here, not through Step: the node's Ready must take it
@@ -422,9 +422,9 @@ func TestDrainWaitsForLeaderCommitInTerm(t *testing.T) {
 		t.Fatalf("the leader of term %d has committed nothing of it: Drained() = %v, %q", term+1, done, what)
 	}
 	// Its first entry, committed.
-	if err := p.rn.Step(&pb.Message{Type: pb.MessageType_MsgApp.Enum(), From: proto.Uint64(leader),
-		To: proto.Uint64(h.n.raftID), Term: proto.Uint64(term + 1), LogTerm: proto.Uint64(term), Index: proto.Uint64(last),
-		Entries: []*pb.Entry{{Term: proto.Uint64(term + 1), Index: proto.Uint64(last + 1)}}, Commit: proto.Uint64(last + 1)}); err != nil {
+	if err := p.rn.Step(pb.Message{Type: pb.MsgApp, From: leader,
+		To: h.n.raftID, Term: term + 1, LogTerm: term, Index: last,
+		Entries: []pb.Entry{{Term: term + 1, Index: last + 1}}, Commit: last + 1}); err != nil {
 		t.Fatal(err)
 	}
 	h.n.markDirty(p.id)

@@ -131,13 +131,14 @@ func (n *Node) openPartition(p int, ps wal.PartitionState, voters []uint64) (*pa
 		return nil, err
 	}
 	part := &partition{id: p, storage: st, shard: sh, conf: &pb.ConfState{}, leaderMsgAt: n.now}
-	if snap := ps.Snapshot; snap != nil && !raft.IsEmptySnap(snap) {
-		if err := sh.Restore(snap.GetData()); err != nil {
-			return nil, fmt.Errorf("peer: partition %d: restore snapshot %d: %w", p, snap.GetMetadata().GetIndex(), err)
+	if snap := ps.Snapshot; !raft.IsEmptySnap(snap) {
+		if err := sh.Restore(snap.Data); err != nil {
+			return nil, fmt.Errorf("peer: partition %d: restore snapshot %d: %w", p, snap.Metadata.Index, err)
 		}
-		part.applied = snap.GetMetadata().GetIndex()
-		part.snapIndex, part.snapBytes = part.applied, len(snap.GetData())
-		part.conf = snap.GetMetadata().GetConfState()
+		part.applied = snap.Metadata.Index
+		part.snapIndex, part.snapBytes = part.applied, len(snap.Data)
+		cs := snap.Metadata.ConfState
+		part.conf = &cs
 	}
 	if last, _ := st.LastIndex(); len(voters) > 0 && last == 0 && raft.IsEmptySnap(ps.Snapshot) {
 		n.bootstrap(part, voters)
@@ -147,7 +148,7 @@ func (n *Node) openPartition(p int, ps wal.PartitionState, voters []uint64) (*pa
 		return nil, fmt.Errorf("peer: partition %d: raft: %w", p, err)
 	}
 	part.rn = rn
-	if voters := part.conf.GetVoters(); len(voters) == 1 && voters[0] == n.raftID {
+	if voters := part.conf.Voters; len(voters) == 1 && voters[0] == n.raftID {
 		if err := rn.Campaign(); err != nil {
 			return nil, fmt.Errorf("peer: partition %d: campaign: %w", p, err)
 		}
@@ -191,16 +192,16 @@ func (p *partition) holding() bool {
 // bootstrapped with the same voters starts from the same state (the way the
 // Raft README recommends, instead of RawNode.Bootstrap's conf entries).
 func (n *Node) bootstrap(p *partition, voters []uint64) {
-	snap := &pb.Snapshot{
+	snap := pb.Snapshot{
 		Data: p.shard.Snapshot(),
-		Metadata: &pb.SnapshotMetadata{
-			ConfState: &pb.ConfState{Voters: voters}, Index: new(uint64(1)), Term: new(uint64(1)),
+		Metadata: pb.SnapshotMetadata{
+			ConfState: pb.ConfState{Voters: voters}, Index: uint64(1), Term: uint64(1),
 		},
 	}
 	if err := p.storage.Apply(wal.Update{Snapshot: snap}); err != nil {
 		panic(fmt.Sprintf("peer: partition %d: bootstrap: %v", p.id, err))
 	}
-	p.conf = snap.GetMetadata().GetConfState()
+	p.conf = &pb.ConfState{Voters: voters}
 	p.applied, p.snapIndex = 1, 1
 	n.rd.Persist.Updates = append(n.rd.Persist.Updates, wal.Update{Partition: uint32(p.id), Snapshot: snap})
 	n.rd.MustSync = true

@@ -72,7 +72,7 @@ func (n *Node) maybeQuiesce(p *partition) {
 	if !ok {
 		return
 	}
-	for _, v := range p.conf.GetVoters() {
+	for _, v := range p.conf.Voters {
 		if v == n.raftID {
 			continue
 		}
@@ -123,9 +123,9 @@ func (n *Node) forgetAnswers(v uint64) {
 // node applied.
 func (n *Node) canQuiesce(p *partition) (uint64, bool) {
 	m := &n.mesh
-	voters := p.conf.GetVoters()
+	voters := p.conf.Voters
 	if !p.leader || !p.serving || p.abdicated || !p.confAt.IsZero() || len(p.props) > 0 || p.holding() || p.forceSnap ||
-		len(voters) < 2 || len(p.conf.GetLearners()) > 0 || len(p.conf.GetVotersOutgoing()) > 0 || p.rn.HasReady() {
+		len(voters) < 2 || len(p.conf.Learners) > 0 || len(p.conf.VotersOutgoing) > 0 || p.rn.HasReady() {
 		return 0, false
 	}
 	if m.ring == nil || m.ringVersion != m.version || m.owner(p) != n.cfg.ID {
@@ -143,7 +143,7 @@ func (n *Node) canQuiesce(p *partition) (uint64, bool) {
 		return 0, false
 	}
 	st := p.rn.BasicStatus()
-	commit := st.GetCommit()
+	commit := st.Commit
 	if st.LeadTransferee != raft.None || p.applied != commit {
 		return 0, false
 	}
@@ -176,31 +176,31 @@ func (m *mesh) aliveRaft(rid uint64) bool {
 // follower was known to hold.
 func (n *Node) wakesOn(p *partition, m *pb.Message) bool {
 	st := p.rn.BasicStatus()
-	if m.GetTerm() != st.GetTerm() {
+	if m.Term != st.Term {
 		return true
 	}
 	if !p.leader {
-		if m.GetFrom() != st.Lead {
+		if m.From != st.Lead {
 			return true
 		}
-		switch m.GetType() {
+		switch m.Type {
 		case pb.MsgHeartbeat:
-			return !bytes.Equal(m.GetContext(), quiesceCtx)
+			return !bytes.Equal(m.Context, quiesceCtx)
 		case pb.MsgApp:
-			return len(m.GetEntries()) > 0 || m.GetCommit() > st.GetCommit()
+			return len(m.Entries) > 0 || m.Commit > st.Commit
 		}
 		return true
 	}
-	switch m.GetType() {
+	switch m.Type {
 	case pb.MsgHeartbeatResp:
-		return !bytes.Equal(m.GetContext(), quiesceCtx)
+		return !bytes.Equal(m.Context, quiesceCtx)
 	case pb.MsgAppResp:
-		if m.GetReject() {
+		if m.Reject {
 			return true
 		}
 		news := true
 		p.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
-			if id == m.GetFrom() && m.GetIndex() <= pr.Match {
+			if id == m.From && m.Index <= pr.Match {
 				news = false
 			}
 		})
@@ -214,12 +214,12 @@ func (n *Node) wakesOn(p *partition, m *pb.Message) bool {
 // answer goes without the mark (see readyPartition), which wakes the
 // leader.
 func (n *Node) quiesceHeard(p *partition, m *pb.Message) {
-	if p.leader || m.GetType() != pb.MsgHeartbeat || !bytes.Equal(m.GetContext(), quiesceCtx) {
+	if p.leader || m.Type != pb.MsgHeartbeat || !bytes.Equal(m.Context, quiesceCtx) {
 		return
 	}
 	st := p.rn.BasicStatus()
 	last, _ := p.storage.LastIndex()
-	if st.Lead == m.GetFrom() && st.GetTerm() == m.GetTerm() && last == m.GetCommit() && st.GetCommit() == last {
+	if st.Lead == m.From && st.Term == m.Term && last == m.Commit && st.Commit == last {
 		n.setQuiesced(p, true)
 	}
 }
@@ -239,13 +239,13 @@ func (n *Node) wake(p *partition, tell bool) {
 	n.markDirty(p.id)
 	st := p.rn.BasicStatus()
 	if p.leader {
-		for _, v := range p.conf.GetVoters() {
+		for _, v := range p.conf.Voters {
 			if v != n.raftID && p.acked != nil && n.vouches(p, v) {
 				n.vouched(p, v)
 			}
 		}
 		if tell {
-			n.wakeFollowers(p, st.GetCommit())
+			n.wakeFollowers(p, st.Commit)
 		}
 		return
 	}
@@ -255,7 +255,7 @@ func (n *Node) wake(p *partition, tell bool) {
 	}
 	n.heardLeader(p, st.Lead)
 	if tell {
-		n.sendRaft(lead, p, n.newHeartbeat(pb.MsgHeartbeatResp, st.Lead, st.GetTerm(), nil))
+		n.sendRaft(lead, p, n.newHeartbeat(pb.MsgHeartbeatResp, st.Lead, st.Term, nil))
 	}
 }
 
@@ -273,30 +273,19 @@ func (n *Node) wakeFollowers(p *partition, commit uint64) {
 		c := min(pr.Match, commit)
 		m := n.newHeartbeat(pb.MsgHeartbeat, id, p.term, &c)
 		n.stampHeartbeat(m)
-		n.dropCommit(p, to, m.GetCommit())
+		n.dropCommit(p, to, m.Commit)
 		n.sendRaft(to, p, m)
 	})
 }
 
-// ownHeartbeat is a heartbeat (or an answer to one) of the node's own
-// making, with the values its optional fields point at.
-type ownHeartbeat struct {
-	m                      pb.Message
-	typ                    pb.MessageType
-	to, from, term, commit uint64
-}
-
 // newHeartbeat returns a heartbeat of type t from this node to Raft id to
-// in term, with commit if not nil, in one allocation: a message and one
-// per field were six (a quiescing leader sends one to every follower).
+// in term, with commit if not nil.
 func (n *Node) newHeartbeat(t pb.MessageType, to, term uint64, commit *uint64) *pb.Message {
-	h := &ownHeartbeat{typ: t, to: to, from: n.raftID, term: term}
-	h.m.Type, h.m.To, h.m.From, h.m.Term = &h.typ, &h.to, &h.from, &h.term
+	m := &pb.Message{Type: t, To: to, From: n.raftID, Term: term}
 	if commit != nil {
-		h.commit = *commit
-		h.m.Commit = &h.commit
+		m.Commit = *commit
 	}
-	return &h.m
+	return m
 }
 
 // wakeAll wakes every quiesced partition: the membership changed.

@@ -60,7 +60,7 @@ func remoteRaftType(t pb.MessageType) bool {
 // empty). A snapshot newer than the commit index is decoded to check it;
 // its decoded state is returned, for installSnapshot (partition.decoded).
 func (n *Node) checkRaft(p *partition, m *pb.Message) (*shard.Restored, error) {
-	t := m.GetType()
+	t := m.Type
 	if !remoteRaftType(t) {
 		return nil, fmt.Errorf("%w: %v is not sent between replicas", ErrBadRaft, t)
 	}
@@ -68,9 +68,9 @@ func (n *Node) checkRaft(p *partition, m *pb.Message) (*shard.Restored, error) {
 	if p != nil {
 		last, _ = p.storage.LastIndex()
 		st := p.rn.BasicStatus()
-		committed, term = st.GetCommit(), st.GetTerm()
+		committed, term = st.Commit, st.Term
 	}
-	if p != nil && m.GetTerm() != 0 && m.GetTerm() < term && (t == pb.MsgApp || t == pb.MsgHeartbeat) {
+	if p != nil && m.Term != 0 && m.Term < term && (t == pb.MsgApp || t == pb.MsgHeartbeat) {
 		// A deposed leader's, late: Raft reads nothing of it but its term
 		// and answers with its own (PreVote), which ends that leadership.
 		// A heartbeat's commit may rightly be past this replica's log (a
@@ -83,21 +83,21 @@ func (n *Node) checkRaft(p *partition, m *pb.Message) (*shard.Restored, error) {
 	case pb.MsgApp:
 		return nil, checkAppend(m)
 	case pb.MsgHeartbeat, pb.MsgHeartbeatResp:
-		if n := len(m.GetContext()); n != 0 && n != 8 {
+		if n := len(m.Context); n != 0 && n != 8 {
 			// Raft reads a heartbeat's context, echoed in the answer, as
 			// an 8-byte read index, and panics on a shorter one.
 			return nil, fmt.Errorf("%w: %v with a context of %d bytes", ErrBadRaft, t, n)
 		}
-		if t == pb.MsgHeartbeat && m.GetCommit() > last {
-			return nil, fmt.Errorf("%w: heartbeat commits %d past the log's last index %d (%w)", ErrBadRaft, m.GetCommit(), last, ErrLogBehind)
+		if t == pb.MsgHeartbeat && m.Commit > last {
+			return nil, fmt.Errorf("%w: heartbeat commits %d past the log's last index %d (%w)", ErrBadRaft, m.Commit, last, ErrLogBehind)
 		}
 	case pb.MsgAppResp:
-		if m.GetTerm() == term && (m.GetIndex() > last || m.GetRejectHint() > last) {
-			return nil, fmt.Errorf("%w: append response for index %d (hint %d) past the log's last index %d", ErrBadRaft, m.GetIndex(), m.GetRejectHint(), last)
+		if m.Term == term && (m.Index > last || m.RejectHint > last) {
+			return nil, fmt.Errorf("%w: append response for index %d (hint %d) past the log's last index %d", ErrBadRaft, m.Index, m.RejectHint, last)
 		}
 	case pb.MsgVote, pb.MsgPreVote:
-		if m.GetLogTerm() > m.GetTerm() {
-			return nil, fmt.Errorf("%w: vote request with log term %d after its term %d", ErrBadRaft, m.GetLogTerm(), m.GetTerm())
+		if m.LogTerm > m.Term {
+			return nil, fmt.Errorf("%w: vote request with log term %d after its term %d", ErrBadRaft, m.LogTerm, m.Term)
 		}
 	case pb.MsgSnap:
 		return checkSnapshot(m, committed)
@@ -114,18 +114,18 @@ func (n *Node) checkRaft(p *partition, m *pb.Message) (*shard.Restored, error) {
 // entries (22 times in a 120 s restart loop killing 2 of 5 peers); and
 // Raft ignores such appends anyway.
 func checkAppend(m *pb.Message) error {
-	if m.GetLogTerm() > m.GetTerm() {
-		return fmt.Errorf("%w: append with log term %d after its term %d", ErrBadRaft, m.GetLogTerm(), m.GetTerm())
+	if m.LogTerm > m.Term {
+		return fmt.Errorf("%w: append with log term %d after its term %d", ErrBadRaft, m.LogTerm, m.Term)
 	}
-	prev := m.GetLogTerm()
-	for i, e := range m.GetEntries() {
-		if e.GetIndex() != m.GetIndex()+1+uint64(i) {
-			return fmt.Errorf("%w: append entry %d has index %d after %d", ErrBadRaft, i, e.GetIndex(), m.GetIndex())
+	prev := m.LogTerm
+	for i, e := range m.Entries {
+		if e.Index != m.Index+1+uint64(i) {
+			return fmt.Errorf("%w: append entry %d has index %d after %d", ErrBadRaft, i, e.Index, m.Index)
 		}
-		if e.GetTerm() < prev || e.GetTerm() > m.GetTerm() {
-			return fmt.Errorf("%w: append entry %d has term %d, not in [%d, %d]", ErrBadRaft, e.GetIndex(), e.GetTerm(), prev, m.GetTerm())
+		if e.Term < prev || e.Term > m.Term {
+			return fmt.Errorf("%w: append entry %d has term %d, not in [%d, %d]", ErrBadRaft, e.Index, e.Term, prev, m.Term)
 		}
-		prev = e.GetTerm()
+		prev = e.Term
 	}
 	return nil
 }
@@ -135,21 +135,24 @@ func checkAppend(m *pb.Message) error {
 // decoded state is returned, for installSnapshot to install instead of
 // decoding it again.
 func checkSnapshot(m *pb.Message, committed uint64) (*shard.Restored, error) {
-	snap := m.GetSnapshot()
-	md := snap.GetMetadata()
-	switch {
-	case snap == nil || md.GetIndex() == 0 || md.GetTerm() == 0:
+	if m.Snapshot == nil {
 		return nil, fmt.Errorf("%w: snapshot without index or term", ErrBadRaft)
-	case md.GetTerm() > m.GetTerm():
-		return nil, fmt.Errorf("%w: snapshot of term %d after its message's term %d", ErrBadRaft, md.GetTerm(), m.GetTerm())
-	case len(md.GetConfState().GetVoters()) == 0:
+	}
+	snap := m.Snapshot
+	md := snap.Metadata
+	switch {
+	case md.Index == 0 || md.Term == 0:
+		return nil, fmt.Errorf("%w: snapshot without index or term", ErrBadRaft)
+	case md.Term > m.Term:
+		return nil, fmt.Errorf("%w: snapshot of term %d after its message's term %d", ErrBadRaft, md.Term, m.Term)
+	case len(md.ConfState.Voters) == 0:
 		return nil, fmt.Errorf("%w: snapshot without voters", ErrBadRaft)
-	case md.GetIndex() <= committed:
+	case md.Index <= committed:
 		return nil, nil
 	}
-	r, err := shard.DecodeSnapshot(snap.GetData())
+	r, err := shard.DecodeSnapshot(snap.Data)
 	if err != nil {
-		return nil, fmt.Errorf("%w: snapshot %d: %v", ErrBadRaft, md.GetIndex(), err)
+		return nil, fmt.Errorf("%w: snapshot %d: %v", ErrBadRaft, md.Index, err)
 	}
 	return r, nil
 }

@@ -25,12 +25,12 @@ func TestHeartbeatPastTheLogIsLogBehind(t *testing.T) {
 	last, _ := p.storage.LastIndex()
 	term := p.rn.BasicStatus().Term
 	commit := last + 3
-	hb := &pb.Message{Type: pb.MsgHeartbeat.Enum(), Term: term, Commit: &commit}
+	hb := &pb.Message{Type: pb.MsgHeartbeat, Term: term, Commit: commit}
 	_, err := c.node(follower).n.checkRaft(p, hb)
 	if !errors.Is(err, ErrBadRaft) || !errors.Is(err, ErrLogBehind) {
 		t.Fatalf("heartbeat committing %d past last index %d: %v; want ErrBadRaft and ErrLogBehind", last+3, last, err)
 	}
-	hb.Commit = &last
+	hb.Commit = last
 	if _, err := c.node(follower).n.checkRaft(p, hb); err != nil {
 		t.Fatalf("heartbeat committing the last index: %v", err)
 	}

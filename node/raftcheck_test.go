@@ -54,34 +54,34 @@ func TestRaftHostileMessagesDropped(t *testing.T) {
 	c, part, leader := raftTarget(t)
 	n1 := c.node("n1").n
 	p := n1.parts[part]
-	term := p.rn.BasicStatus().GetTerm()
+	term := p.rn.BasicStatus().Term
 	last, _ := p.storage.LastIndex()
 	first, _ := p.storage.FirstIndex()
 	committedTerm, _ := p.storage.Term(last)
 	hdr := func(ty pb.MessageType) *pb.Message {
-		return &pb.Message{Type: ty.Enum(), To: new(n1.raftID), From: new(RaftID(leader)), Term: new(term)}
+		return &pb.Message{Type: ty, To: n1.raftID, From: RaftID(leader), Term: term}
 	}
 	hb := hdr(pb.MsgHeartbeat)
-	hb.Commit = new(uint64(1 << 40))
+	hb.Commit = uint64(1 << 40)
 	firstTerm, _ := p.storage.Term(first)
 	other := term // a term the committed entry does not have, and the append may carry
 	if firstTerm == term {
 		other = term - 1
 	}
 	rewrite := hdr(pb.MsgApp)
-	rewrite.Index, rewrite.LogTerm = new(first-1), new(uint64(0))
-	rewrite.Entries = []*pb.Entry{{Index: new(first), Term: new(other), Data: []byte{1}}}
+	rewrite.Index, rewrite.LogTerm = first-1, 0
+	rewrite.Entries = []pb.Entry{{Index: first, Term: other, Data: []byte{1}}}
 	snap := hdr(pb.MsgSnap)
-	snap.Snapshot = &pb.Snapshot{Data: []byte{0xff}, Metadata: &pb.SnapshotMetadata{Index: new(last + 100), Term: new(term),
-		ConfState: &pb.ConfState{Voters: []uint64{n1.raftID}}}}
+	snap.Snapshot = &pb.Snapshot{Data: []byte{0xff}, Metadata: pb.SnapshotMetadata{Index: last + 100, Term: term,
+		ConfState: pb.ConfState{Voters: []uint64{n1.raftID}}}}
 	prop := hdr(pb.MsgProp)
-	prop.Entries = []*pb.Entry{{Type: pb.EntryConfChange.Enum(), Data: []byte{0xff, 0xff}}}
+	prop.Entries = []pb.Entry{{Type: pb.EntryConfChange, Data: []byte{0xff, 0xff}}}
 	gap := hdr(pb.MsgApp)
-	gap.Index, gap.LogTerm = new(last), new(committedTerm)
-	gap.Entries = []*pb.Entry{{Index: new(last + 5), Term: new(term)}}
+	gap.Index, gap.LogTerm = last, committedTerm
+	gap.Entries = []pb.Entry{{Index: last + 5, Term: term}}
 	for _, m := range []*pb.Message{hb, snap, prop, gap} {
 		if err := stepWire(t, c, leader, part, m); err == nil {
-			t.Errorf("Step(%v) = nil; want an error", m.GetType())
+			t.Errorf("Step(%v) = nil; want an error", m.Type)
 		}
 	}
 	if got := n1.stats.DroppedRaft; got != 4 {
@@ -124,23 +124,23 @@ func FuzzStepRaft(f *testing.F) {
 		c, part, leader := raftTarget(t)
 		n1 := c.node("n1").n
 		p := n1.parts[part]
-		term := p.rn.BasicStatus().GetTerm()
+		term := p.rn.BasicStatus().Term
 		last, _ := p.storage.LastIndex()
 		rel := func(base uint64, d int64) uint64 { return uint64(max(int64(base)+d, 0)) }
-		m := &pb.Message{Type: pb.MessageType(ty % 24).Enum(), To: new(n1.raftID), From: new(RaftID(leader)),
-			Term: new(rel(term, int64(dTerm))), LogTerm: new(rel(term, int64(dLogTerm))),
-			Index: new(rel(last, int64(dIndex))), Commit: new(rel(last, int64(dCommit))),
-			Reject: new(flag), RejectHint: new(rel(last, int64(dCommit)))}
+		m := &pb.Message{Type: pb.MessageType(ty % 24), To: n1.raftID, From: RaftID(leader),
+			Term: rel(term, int64(dTerm)), LogTerm: rel(term, int64(dLogTerm)),
+			Index: rel(last, int64(dIndex)), Commit: rel(last, int64(dCommit)),
+			Reject: flag, RejectHint: rel(last, int64(dCommit))}
 		for i := range int(nEnts % 8) {
-			e := &pb.Entry{Index: new(m.GetIndex() + 1 + uint64(i)), Term: new(m.GetTerm()), Data: data}
+			e := pb.Entry{Index: m.Index + 1 + uint64(i), Term: m.Term, Data: data}
 			if flag && i == 0 {
-				e.Type = pb.EntryConfChange.Enum()
+				e.Type = pb.EntryConfChange
 			}
 			m.Entries = append(m.Entries, e)
 		}
-		if m.GetType() == pb.MsgSnap {
-			m.Snapshot = &pb.Snapshot{Data: data, Metadata: &pb.SnapshotMetadata{Index: new(m.GetIndex()), Term: new(m.GetLogTerm()),
-				ConfState: &pb.ConfState{Voters: []uint64{n1.raftID, RaftID(leader)}}}}
+		if m.Type == pb.MsgSnap {
+			m.Snapshot = &pb.Snapshot{Data: data, Metadata: pb.SnapshotMetadata{Index: m.Index, Term: m.LogTerm,
+				ConfState: pb.ConfState{Voters: []uint64{n1.raftID, RaftID(leader)}}}}
 		}
 		_ = stepWire(t, c, leader, part, m)
 		if len(data) > 0 {
@@ -168,26 +168,26 @@ func TestRaftLateMessagesOfDeposedLeaderAnswered(t *testing.T) {
 	n1 := c.node("n1").n
 	p := n1.parts[part]
 	st := p.rn.BasicStatus()
-	term, commit := st.GetTerm(), st.GetCommit()
+	term, commit := st.Term, st.Commit
 	first, _ := p.storage.FirstIndex()
 	last, _ := p.storage.LastIndex()
 	have, _ := p.storage.Term(commit)
 	if term < 2 || first > commit || have != term {
 		t.Fatalf("partition %d: term %d, entries %d-%d of term %d; want a committed entry of a term after the first", part, term, first, commit, have)
 	}
-	app := &pb.Message{Type: pb.MsgApp.Enum(), To: new(n1.raftID), From: new(RaftID(leader)), Term: new(term - 1),
-		Index: new(commit - 1), LogTerm: new(term - 1),
-		Entries: []*pb.Entry{{Index: new(commit), Term: new(term - 1), Data: []byte{1}}}}
+	app := &pb.Message{Type: pb.MsgApp, To: n1.raftID, From: RaftID(leader), Term: term - 1,
+		Index: commit - 1, LogTerm: term - 1,
+		Entries: []pb.Entry{{Index: commit, Term: term - 1, Data: []byte{1}}}}
 	if first > commit-1 {
-		app.Index, app.LogTerm = new(uint64(0)), new(uint64(0))
-		app.Entries[0].Index = new(uint64(1))
+		app.Index, app.LogTerm = uint64(0), 0
+		app.Entries[0].Index = uint64(1)
 	}
-	hb := &pb.Message{Type: pb.MsgHeartbeat.Enum(), To: new(n1.raftID), From: new(RaftID(leader)), Term: new(term - 1),
-		Commit: new(last + 5)}
+	hb := &pb.Message{Type: pb.MsgHeartbeat, To: n1.raftID, From: RaftID(leader), Term: term - 1,
+		Commit: last + 5}
 	for _, late := range []*pb.Message{app, hb} {
 		queued := len(c.node(leader).inbox)
 		if err := stepWire(t, c, leader, part, late); err != nil {
-			t.Fatalf("Step(late %v of term %d) = %v; want it stepped", late.GetType(), term-1, err)
+			t.Fatalf("Step(late %v of term %d) = %v; want it stepped", late.Type, term-1, err)
 		}
 		if n1.stats.DroppedRaft != 0 {
 			t.Fatalf("DroppedRaft = %d; want 0", n1.stats.DroppedRaft)
@@ -196,17 +196,17 @@ func TestRaftLateMessagesOfDeposedLeaderAnswered(t *testing.T) {
 		var answer *pb.Message
 		for _, e := range c.node(leader).inbox[queued:] {
 			for _, rm := range e.Msg.Raft {
-				if rm.Partition == uint32(part) && rm.Msg.GetType() == pb.MsgAppResp {
+				if rm.Partition == uint32(part) && rm.Msg.Type == pb.MsgAppResp {
 					answer = rm.Msg
 				}
 			}
 		}
-		if answer == nil || answer.GetTerm() != term {
-			t.Fatalf("answer to the late %v = %v; want an append response of term %d", late.GetType(), answer, term)
+		if answer == nil || answer.Term != term {
+			t.Fatalf("answer to the late %v = %v; want an append response of term %d", late.Type, answer, term)
 		}
 	}
-	if got, _ := p.storage.Term(commit); got != term || p.rn.BasicStatus().GetCommit() != commit {
-		t.Fatalf("after the late messages: entry %d of term %d, commit %d; want term %d, commit %d", commit, got, p.rn.BasicStatus().GetCommit(), term, commit)
+	if got, _ := p.storage.Term(commit); got != term || p.rn.BasicStatus().Commit != commit {
+		t.Fatalf("after the late messages: entry %d of term %d, commit %d; want term %d, commit %d", commit, got, p.rn.BasicStatus().Commit, term, commit)
 	}
 }
 
@@ -225,21 +225,21 @@ func TestRaftAppendOverJustCommittedEntries(t *testing.T) {
 	cn := c.node("n1")
 	n1 := cn.n
 	p := n1.parts[part]
-	term := p.rn.BasicStatus().GetTerm()
+	term := p.rn.BasicStatus().Term
 	last, _ := p.storage.LastIndex()
 	lastTerm, _ := p.storage.Term(last)
 	app := func(from string, mterm, eterm, commit uint64) *pb.Message {
-		return &pb.Message{Type: pb.MsgApp.Enum(), To: new(n1.raftID), From: new(RaftID(from)), Term: new(mterm),
-			Index: new(last), LogTerm: new(lastTerm), Commit: new(commit),
-			Entries: []*pb.Entry{{Index: new(last + 1), Term: new(eterm), Data: []byte{1}}}}
+		return &pb.Message{Type: pb.MsgApp, To: n1.raftID, From: RaftID(from), Term: mterm,
+			Index: last, LogTerm: lastTerm, Commit: commit,
+			Entries: []pb.Entry{{Index: last + 1, Term: eterm, Data: []byte{1}}}}
 	}
 	// An uncommitted entry of term T, persisted.
 	if err := stepWire(t, c, leader, part, app(leader, term, term, last)); err != nil {
 		t.Fatal(err)
 	}
 	c.drain(cn)
-	if got, _ := p.storage.Term(last + 1); got != term || p.rn.BasicStatus().GetCommit() != last {
-		t.Fatalf("entry %d of term %d, commit %d; want an uncommitted entry of term %d", last+1, got, p.rn.BasicStatus().GetCommit(), term)
+	if got, _ := p.storage.Term(last + 1); got != term || p.rn.BasicStatus().Commit != last {
+		t.Fatalf("entry %d of term %d, commit %d; want an uncommitted entry of term %d", last+1, got, p.rn.BasicStatus().Commit, term)
 	}
 	// Term T+1 replaces it and commits it: in Raft's log, not yet in the
 	// storage.
@@ -247,8 +247,8 @@ func TestRaftAppendOverJustCommittedEntries(t *testing.T) {
 	if err := stepWire(t, c, leader, part, replace); err != nil {
 		t.Fatal(err)
 	}
-	if p.rn.BasicStatus().GetCommit() != last+1 {
-		t.Fatalf("commit %d after the replacing append; want %d", p.rn.BasicStatus().GetCommit(), last+1)
+	if p.rn.BasicStatus().Commit != last+1 {
+		t.Fatalf("commit %d after the replacing append; want %d", p.rn.BasicStatus().Commit, last+1)
 	}
 	var other string
 	for _, cn := range c.nodes {
@@ -266,7 +266,7 @@ func TestRaftAppendOverJustCommittedEntries(t *testing.T) {
 		t.Fatalf("DroppedRaft = %d; want 0", n1.stats.DroppedRaft)
 	}
 	c.drain(cn)
-	if got, _ := p.storage.Term(last + 1); got != term+1 || p.rn.BasicStatus().GetCommit() != last+1 {
-		t.Fatalf("after the Ready: entry %d of term %d, commit %d; want term %d, commit %d", last+1, got, p.rn.BasicStatus().GetCommit(), term+1, last+1)
+	if got, _ := p.storage.Term(last + 1); got != term+1 || p.rn.BasicStatus().Commit != last+1 {
+		t.Fatalf("after the Ready: entry %d of term %d, commit %d; want term %d, commit %d", last+1, got, p.rn.BasicStatus().Commit, term+1, last+1)
 	}
 }

@@ -1,67 +1,73 @@
 package node
 
 import (
-	"bytes"
-	"log/slog"
+	"fmt"
 	"testing"
+	"time"
 
-	"go.etcd.io/raft/v3"
+	"github.com/needle-mesh/needle/shard"
 	pb "go.etcd.io/raft/v3/raftpb"
 )
 
-// TestRaftCopiesProposals holds etcd raft to what encode relies on: a
-// proposed entry's data is copied into the log, so the buffer it came
-// from may be overwritten as soon as Propose returns. The entry a leader
-// logs, sends and commits keeps the bytes proposed.
-func TestRaftCopiesProposals(t *testing.T) {
-	st := raft.NewMemoryStorage()
-	if err := st.ApplySnapshot(&pb.Snapshot{Metadata: &pb.SnapshotMetadata{
-		ConfState: &pb.ConfState{Voters: []uint64{1}}, Index: new(uint64(1)), Term: new(uint64(1))}}); err != nil {
-		t.Fatal(err)
-	}
-	rn, err := raft.NewRawNode(&raft.Config{ID: 1, ElectionTick: 10, HeartbeatTick: 1, Storage: st,
-		MaxSizePerMsg: 1 << 20, MaxInflightMsgs: 256, Logger: raftLogger{slog.New(slog.DiscardHandler)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rn.Campaign(); err != nil {
-		t.Fatal(err)
-	}
-	drain := func() (ents []*pb.Entry) {
-		for rn.HasReady() {
-			rd := rn.Ready()
-			if err := st.Append(rd.Entries); err != nil {
-				t.Fatal(err)
-			}
-			for _, e := range rd.Entries {
-				if len(e.GetData()) > 0 {
-					ents = append(ents, e)
-				}
-			}
-			for _, m := range rd.Messages {
-				if m.GetTo() == 1 {
-					_ = rn.Step(m) // the leader's self-acks of appends
-				}
-			}
-			rn.Advance(rd)
+// TestProposalsOwnTheirBytes holds the node to what etcd raft v3.6
+// requires: Raft keeps the bytes a proposal hands it (in its log and in
+// the appends it sends), so the node must not propose the buffer it
+// encodes every entry into. Groups are submitted one after another on a
+// 3-replica partition, and every replica must apply each of them: an
+// append that shared the buffer would carry whatever was encoded next.
+func TestProposalsOwnTheirBytes(t *testing.T) {
+	c, part, _ := raftTarget(t)
+	var ids []shard.GroupID
+	for i := 0; len(ids) < 3; i++ {
+		if g := shard.GroupID(fmt.Sprintf("group-%03d", i)); c.node("n1").n.PartitionOf(g) == part {
+			ids = append(ids, g)
 		}
-		return ents
 	}
-	drain()
-	want := []byte("entry one, as proposed")
-	buf := bytes.Clone(want)
-	if err := rn.Propose(buf); err != nil {
-		t.Fatal(err)
+	for _, id := range ids {
+		if r := c.submit(shard.GroupSpec{ID: id, Mode: shard.ModeParallel, Tasks: echoTasks(3)}); r.Err != nil {
+			t.Fatalf("submit %s: %v", id, r.Err)
+		}
 	}
-	for i := range buf {
-		buf[i] = 'x' // the next encode
+	c.run(2 * time.Second)
+	replicas := 0
+	for _, cn := range c.nodes {
+		p := cn.n.parts[part]
+		if p == nil {
+			continue
+		}
+		replicas++
+		// The log as Raft keeps it (and sends it to a replica that lags).
+		first, _ := p.storage.FirstIndex()
+		last, _ := p.storage.LastIndex()
+		ents, err := p.storage.Entries(first, last+1, 1<<40)
+		if err != nil {
+			t.Fatal(err)
+		}
+		submitted := map[shard.GroupID]int{}
+		for _, e := range ents {
+			if e.Type != pb.EntryNormal || len(e.Data) == 0 {
+				continue
+			}
+			b, err := shard.DecodeBatch(e.Data)
+			if err != nil {
+				t.Fatalf("%s: entry %d: %v", cn.id, e.Index, err)
+			}
+			for _, ev := range b.Events {
+				if ev.Type == shard.EvSubmitted {
+					submitted[ev.Group]++
+				}
+			}
+		}
+		for _, id := range ids {
+			if _, err := p.shard.GroupState(id); err != nil {
+				t.Errorf("%s: group %s: %v", cn.id, id, err)
+			}
+			if submitted[id] != 1 {
+				t.Errorf("%s: the log holds %d submissions of %s; want 1", cn.id, submitted[id], id)
+			}
+		}
 	}
-	ents := drain()
-	if len(ents) != 1 || !bytes.Equal(ents[0].GetData(), want) {
-		t.Fatalf("logged %q; want one entry %q: Raft keeps the proposal's buffer, and encode must hand it a copy", ents, want)
-	}
-	stored, err := st.Entries(ents[0].GetIndex(), ents[0].GetIndex()+1, 1<<20)
-	if err != nil || len(stored) != 1 || !bytes.Equal(stored[0].GetData(), want) {
-		t.Fatalf("stored %v, %v; want %q", stored, err, want)
+	if replicas != 3 {
+		t.Fatalf("%d replicas of the partition; want 3", replicas)
 	}
 }

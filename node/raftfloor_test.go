@@ -22,8 +22,8 @@ func BenchmarkRaftCommitFloor(b *testing.B) {
 	for i := range n {
 		stores[i] = raft.NewMemoryStorage()
 		// Bootstrapped from the same snapshot, as bootstrap does.
-		if err := stores[i].ApplySnapshot(&pb.Snapshot{Metadata: &pb.SnapshotMetadata{
-			ConfState: &pb.ConfState{Voters: []uint64{1, 2, 3}}, Index: new(uint64(1)), Term: new(uint64(1))}}); err != nil {
+		if err := stores[i].ApplySnapshot(pb.Snapshot{Metadata: pb.SnapshotMetadata{
+			ConfState: pb.ConfState{Voters: []uint64{1, 2, 3}}, Index: uint64(1), Term: uint64(1)}}); err != nil {
 			b.Fatal(err)
 		}
 		rn, err := raft.NewRawNode(&raft.Config{ID: uint64(i + 1), ElectionTick: 10, HeartbeatTick: 1,
@@ -34,7 +34,7 @@ func BenchmarkRaftCommitFloor(b *testing.B) {
 		nodes[i] = rn
 	}
 	applied := make([]uint64, n)
-	var inbox [n][]*pb.Message
+	var inbox [n][]pb.Message
 	pump := func() bool {
 		busy := false
 		for i, rn := range nodes {
@@ -50,10 +50,10 @@ func BenchmarkRaftCommitFloor(b *testing.B) {
 				}
 				_ = stores[i].Append(rd.Entries)
 				for _, m := range rd.Messages {
-					inbox[m.GetTo()-1] = append(inbox[m.GetTo()-1], m)
+					inbox[m.To-1] = append(inbox[m.To-1], m)
 				}
 				for _, e := range rd.CommittedEntries {
-					applied[i] = e.GetIndex()
+					applied[i] = e.Index
 				}
 				rn.Advance(rd)
 			}
@@ -71,7 +71,7 @@ func BenchmarkRaftCommitFloor(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		_ = nodes[0].Propose(data)
-		want := nodes[0].Status().GetCommit() + 1
+		want := nodes[0].Status().Commit + 1
 		for pump() {
 		}
 		for i := range n {

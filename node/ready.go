@@ -10,7 +10,6 @@ import (
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/needle-mesh/needle/shard"
 	"github.com/needle-mesh/needle/wal"
@@ -231,7 +230,7 @@ func (n *Node) flushRaftMsgs() {
 		return
 	}
 	for i := range n.raftOut {
-		n.raftOut[i].early = earlyRaft(n.raftOut[i].msg.Msg.GetType())
+		n.raftOut[i].early = earlyRaft(n.raftOut[i].msg.Msg.Type)
 	}
 	// A stable sort keeps each destination's early and late messages in
 	// order: every batch is then a run of the sorted messages, and one
@@ -320,7 +319,7 @@ func (n *Node) proposeEvents(p *partition, evs []shard.Event) {
 		return
 	}
 	n.stats.Entries++
-	if err := p.rn.Propose(data); err != nil { // Raft copies data (encode)
+	if err := p.rn.Propose(bytes.Clone(data)); err != nil { // Raft keeps data; encode reuses its buffer
 		n.stats.Entries--
 		n.proposalDropped(p, evs)
 	}
@@ -369,27 +368,29 @@ func (n *Node) readyPartition(p *partition) {
 	if err := p.storage.Apply(wal.Update{HardState: u.HardState, Entries: u.Entries}); err != nil {
 		panic(fmt.Sprintf("peer: partition %d: in-memory raft storage refused a Ready: %v", p.id, err))
 	}
-	if u.HardState != nil || u.Snapshot != nil || len(u.Entries) > 0 {
+	hasSnap := !raft.IsEmptySnap(u.Snapshot)
+	if !raft.IsEmptyHardState(u.HardState) || hasSnap || len(u.Entries) > 0 {
 		n.rd.Persist.Updates = append(n.rd.Persist.Updates, u)
 	}
 	// A snapshot must be durable before the follower acknowledges it (Raft's
 	// MustSync does not count snapshots): else a crash loses what the
 	// leader believes this replica holds.
-	n.rd.MustSync = n.rd.MustSync || rd.MustSync || u.Snapshot != nil
-	for _, m := range rd.Messages {
-		to, ok := n.mesh.peerOf(m.GetTo())
+	n.rd.MustSync = n.rd.MustSync || rd.MustSync || hasSnap
+	for i := range rd.Messages {
+		m := &rd.Messages[i]
+		to, ok := n.mesh.peerOf(m.To)
 		if !ok {
 			continue // a peer that left the membership
 		}
-		if p.abdicated && leaderTraffic(m.GetType()) {
+		if p.abdicated && leaderTraffic(m.Type) {
 			// Silent, so that the voters elect another (abdicate). Raft
 			// waits for a snapshot's report: it failed.
-			if m.GetType() == pb.MsgSnap {
-				n.snapSent = append(n.snapSent, snapReport{p: p, to: m.GetTo(), failed: true})
+			if m.Type == pb.MsgSnap {
+				n.snapSent = append(n.snapSent, snapReport{p: p, to: m.To, failed: true})
 			}
 			continue
 		}
-		if m.GetType() == pb.MsgHeartbeatResp && !p.quiesced && bytes.Equal(m.GetContext(), quiesceCtx) {
+		if m.Type == pb.MsgHeartbeatResp && !p.quiesced && bytes.Equal(m.Context, quiesceCtx) {
 			m.Context = nil // a marked heartbeat that did not quiesce this replica: wake the leader
 		}
 		if p.leader {
@@ -399,14 +400,14 @@ func (n *Node) readyPartition(p *partition) {
 			}
 		}
 		n.sendRaft(to, p, m)
-		if m.GetType() == pb.MsgSnap {
-			n.snapSent = append(n.snapSent, snapReport{p: p, to: m.GetTo()})
+		if m.Type == pb.MsgSnap {
+			n.snapSent = append(n.snapSent, snapReport{p: p, to: m.To})
 		}
 	}
-	for _, e := range rd.CommittedEntries {
-		n.applyEntry(p, e)
+	for i := range rd.CommittedEntries {
+		n.applyEntry(p, &rd.CommittedEntries[i])
 	}
-	if u.Snapshot != nil {
+	if hasSnap {
 		n.startSnapshotLeases(p)
 	}
 	if rd.SoftState != nil {
@@ -484,7 +485,7 @@ func (n *Node) softState(p *partition, ss *raft.SoftState) {
 	}
 	p.leader = leader
 	n.stats.LeaderChanges++
-	p.term = p.rn.BasicStatus().GetTerm()
+	p.term = p.rn.BasicStatus().Term
 	p.acked = nil
 	p.commits = nil
 	p.abdicated, p.abdications = false, 0
@@ -493,7 +494,7 @@ func (n *Node) softState(p *partition, ss *raft.SoftState) {
 		p.leadSince = n.now
 		// Stamped heartbeats at once: the lease rests on their answers
 		// (lease.go), and Raft's first comes a heartbeat period later.
-		n.wakeFollowers(p, p.rn.BasicStatus().GetCommit())
+		n.wakeFollowers(p, p.rn.BasicStatus().Commit)
 	}
 	if !leader {
 		n.stopServing(p)
@@ -530,31 +531,31 @@ func (n *Node) stopServing(p *partition) {
 
 // applyEntry applies one committed entry of partition p.
 func (n *Node) applyEntry(p *partition, e *pb.Entry) {
-	p.applied = e.GetIndex()
-	p.logBytes += len(e.GetData())
-	switch e.GetType() {
+	p.applied = e.Index
+	p.logBytes += len(e.Data)
+	switch e.Type {
 	case pb.EntryConfChange:
 		var cc pb.ConfChange
-		if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+		if err := cc.Unmarshal(e.Data); err != nil {
 			n.rejectEntry(p, e, err)
 			return
 		}
 		n.applyConfChange(p, e, &cc)
 	case pb.EntryConfChangeV2:
 		var cc pb.ConfChangeV2
-		if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+		if err := cc.Unmarshal(e.Data); err != nil {
 			n.rejectEntry(p, e, err)
 			return
 		}
 		n.applyConfChange(p, e, &cc)
 	default:
-		if len(e.GetData()) == 0 {
-			n.maybeServe(p, e.GetTerm())
+		if len(e.Data) == 0 {
+			n.maybeServe(p, e.Term)
 			return
 		}
 		buf, tasks := n.decoded, n.decodedTasks
 		n.decoded, n.decodedTasks = nil, nil // for as long as its events are applied
-		b, tasks, err := shard.DecodeBatchReusing(e.GetData(), buf, tasks)
+		b, tasks, err := shard.DecodeBatchReusing(e.Data, buf, tasks)
 		if err != nil {
 			n.rejectEntry(p, e, err)
 			return
@@ -609,7 +610,7 @@ func (n *Node) applyConfChange(p *partition, e *pb.Entry, cc pb.ConfChangeI) {
 
 // addsReplica reports whether conf names a replica that old does not.
 func addsReplica(old, conf *pb.ConfState) bool {
-	for _, set := range [][]uint64{conf.GetVoters(), conf.GetLearners(), conf.GetLearnersNext()} {
+	for _, set := range [][]uint64{conf.Voters, conf.Learners, conf.LearnersNext} {
 		for _, rid := range set {
 			if !names(old, rid) {
 				return true
@@ -626,7 +627,7 @@ func addsReplica(old, conf *pb.ConfState) bool {
 // crashing on it, and again on every restart that replays it.
 func (n *Node) rejectEntry(p *partition, e *pb.Entry, err error) {
 	n.stats.RejectedEntries++
-	n.log.Error("committed entry rejected", "partition", p.id, "index", e.GetIndex(), "type", e.GetType().String(), "err", err)
+	n.log.Error("committed entry rejected", "partition", p.id, "index", e.Index, "type", e.Type.String(), "err", err)
 }
 
 // maybeServe starts serving a partition once its leader has applied the

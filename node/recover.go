@@ -9,7 +9,6 @@ import (
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/needle-mesh/needle/wal"
 )
@@ -230,7 +229,7 @@ func (n *Node) recoverPartitions() {
 			if !p.recoverRefused {
 				p.recoverRefused = true
 				n.log.Warn("unsafe recovery refused: the partition is in a joint configuration whose leaving removes this replica",
-					keyPart, p.id, "voters", len(p.conf.GetVoters()), "outgoing", len(p.conf.GetVotersOutgoing()))
+					keyPart, p.id, "voters", len(p.conf.Voters), "outgoing", len(p.conf.VotersOutgoing))
 			}
 			continue
 		}
@@ -267,7 +266,7 @@ func (n *Node) recoverPartitions() {
 				continue
 			}
 		}
-		if len(n.advRds) > 0 || p.applied < p.rn.BasicStatus().GetCommit() {
+		if len(n.advRds) > 0 || p.applied < p.rn.BasicStatus().Commit {
 			m.recoverScan = true // after the committed entries apply
 			continue
 		}
@@ -331,8 +330,8 @@ func (n *Node) livesOn(p *partition, lost map[uint64]string, asks map[string][]u
 // first, so such a node cannot recover the partition.
 func (n *Node) leavesWithJoint(p *partition) bool {
 	c := p.conf
-	return len(c.GetVotersOutgoing()) > 0 && !slices.Contains(c.GetVoters(), n.raftID) &&
-		!slices.Contains(c.GetLearners(), n.raftID) && !slices.Contains(c.GetLearnersNext(), n.raftID)
+	return len(c.VotersOutgoing) > 0 && !slices.Contains(c.Voters, n.raftID) &&
+		!slices.Contains(c.Learners, n.raftID) && !slices.Contains(c.LearnersNext, n.raftID)
 }
 
 // recoverGrace is how long a survivor that knows of no other waits, after
@@ -344,7 +343,7 @@ func (n *Node) recoverGrace() time.Duration { return 2 * n.cfg.HeartbeatEvery }
 // inEveryQuorum reports whether this node is a voter of p in every
 // majority of its voters (one or two of them).
 func (n *Node) inEveryQuorum(p *partition) bool {
-	voters := p.conf.GetVoters()
+	voters := p.conf.Voters
 	return len(voters) <= 2 && slices.Contains(voters, n.raftID)
 }
 
@@ -382,8 +381,8 @@ func (n *Node) emptyClaims() []RecoverClaim {
 // member reports whether p is a replica whose configuration names this
 // node (a voter of either half, or a learner); false for nil.
 func (n *Node) member(p *partition) bool {
-	return p != nil && (slices.Contains(p.conf.GetVoters(), n.raftID) || slices.Contains(p.conf.GetVotersOutgoing(), n.raftID) ||
-		slices.Contains(p.conf.GetLearners(), n.raftID))
+	return p != nil && (slices.Contains(p.conf.Voters, n.raftID) || slices.Contains(p.conf.VotersOutgoing, n.raftID) ||
+		slices.Contains(p.conf.Learners, n.raftID))
 }
 
 // ahead reports whether peer self's claim c is more up to date than
@@ -415,7 +414,7 @@ func ahead(c RecoverClaim, self string, oc RecoverClaim, other string) bool {
 // leader gets the surviving voters it counts in a majority as rivals: it
 // asks them (question) which hold no copy.
 func (n *Node) lastReplica(p *partition, lost map[uint64]string) (last bool, rivals []uint64) {
-	voters, outgoing := p.conf.GetVoters(), p.conf.GetVotersOutgoing()
+	voters, outgoing := p.conf.Voters, p.conf.VotersOutgoing
 	self, others := false, 0
 	for _, set := range [][]uint64{voters, outgoing} {
 		for _, rid := range set {
@@ -432,7 +431,7 @@ func (n *Node) lastReplica(p *partition, lost map[uint64]string) (last bool, riv
 		}
 	}
 	switch {
-	case others == 0 || !self && !slices.Contains(p.conf.GetLearners(), n.raftID):
+	case others == 0 || !self && !slices.Contains(p.conf.Learners, n.raftID):
 		return false, nil
 	case n.quorumSurvives(voters, lost) && (len(outgoing) == 0 || n.quorumSurvives(outgoing, lost)):
 		// A majority of each half survives: Raft goes on, one of them
@@ -466,7 +465,7 @@ func (n *Node) lastReplica(p *partition, lost map[uint64]string) (last bool, riv
 			}
 		}
 	}
-	for _, rid := range p.conf.GetLearners() {
+	for _, rid := range p.conf.Learners {
 		if rid != n.raftID && lost[rid] == "" {
 			rivals = append(rivals, rid)
 		}
@@ -608,7 +607,7 @@ func (n *Node) keptLast(p *partition) uint64 {
 		panic(fmt.Sprintf("peer: partition %d: entries %d-%d: %v", p.id, p.applied+1, last, err))
 	}
 	if i := slices.IndexFunc(es, n.removesSelf); i >= 0 {
-		return es[i].GetIndex() - 1
+		return es[i].Index - 1
 	}
 	return last
 }
@@ -633,7 +632,7 @@ func (n *Node) claimWins(p *partition, c RecoverClaim, rivals []uint64, lost map
 	// rival still claiming in the term this node is in) commits nothing:
 	// only a leader of a later term, a recovered one, is waited for.
 	st := p.rn.BasicStatus()
-	if lead := st.Lead; lead != raft.None && lead != n.raftID && lost[lead] == "" && !n.stalledLeader(c.Partition, lead, st.HardState.GetTerm()) {
+	if lead := st.Lead; lead != raft.None && lead != n.raftID && lost[lead] == "" && !n.stalledLeader(c.Partition, lead, st.HardState.Term) {
 		return false
 	}
 	for _, rid := range rivals {
@@ -663,7 +662,7 @@ func (n *Node) withoutCopy(p *partition, rivals []uint64, lost map[uint64]string
 	out := lost
 	for _, rid := range rivals {
 		id, ok := n.mesh.peerOf(rid)
-		if !ok || !slices.Contains(p.conf.GetVoters(), rid) {
+		if !ok || !slices.Contains(p.conf.Voters, rid) {
 			continue
 		}
 		i := slices.IndexFunc(n.mesh.claims[id], func(rc RecoverClaim) bool { return int(rc.Partition) == p.id && !isQuestion(rc, id) })
@@ -731,7 +730,7 @@ func (m *mesh) setClaims(claims []RecoverClaim) {
 // recoverPartition recovers p as its last voter (see the top of the file).
 func (n *Node) recoverPartition(p *partition, lost map[uint64]string) {
 	hs, _, _ := p.storage.InitialState()
-	term := max(p.rn.BasicStatus().GetTerm(), hs.GetTerm())
+	term := max(p.rn.BasicStatus().Term, hs.Term)
 	last, _ := p.storage.LastIndex()
 	u := wal.Update{Partition: uint32(p.id)}
 	if p.applied > p.snapIndex {
@@ -742,7 +741,7 @@ func (n *Node) recoverPartition(p *partition, lost map[uint64]string) {
 		if err := p.storage.Compact(p.applied); err != nil && err != raft.ErrCompacted {
 			panic(fmt.Sprintf("peer: partition %d: recovery compact at %d: %v", p.id, p.applied, err))
 		}
-		p.snapIndex, p.snapBytes, p.logBytes = p.applied, len(snap.GetData()), 0
+		p.snapIndex, p.snapBytes, p.logBytes = p.applied, len(snap.Data), 0
 		u.Snapshot = snap
 	}
 	// A configuration change among the entries not applied yet changes
@@ -759,21 +758,21 @@ func (n *Node) recoverPartition(p *partition, lost map[uint64]string) {
 			panic(fmt.Sprintf("peer: partition %d: recovery entries %d-%d: %v", p.id, p.applied+1, last, err))
 		}
 		if i := slices.IndexFunc(es, n.removesSelf); i >= 0 {
-			cut, last, es = last, es[i].GetIndex()-1, es[:i]
+			cut, last, es = last, es[i].Index-1, es[:i]
 		}
-		pending = slices.ContainsFunc(es, func(e *pb.Entry) bool {
-			return e.GetType() == pb.EntryConfChange || e.GetType() == pb.EntryConfChangeV2
+		pending = slices.ContainsFunc(es, func(e pb.Entry) bool {
+			return e.Type == pb.EntryConfChange || e.Type == pb.EntryConfChangeV2
 		})
 	}
 	var removed []string
-	learner := !slices.Contains(p.conf.GetVoters(), n.raftID)
+	learner := !slices.Contains(p.conf.Voters, n.raftID)
 	if pending && cut > 0 {
 		// The entries before the cut commit first, alone; an empty
 		// entry overwrites the one removing this node (a leader of the
 		// next term would commit it).
-		u.Entries = append(u.Entries, &pb.Entry{Type: pb.EntryNormal.Enum(), Term: new(term + 1), Index: new(last + 1)})
+		u.Entries = append(u.Entries, pb.Entry{Type: pb.EntryNormal, Term: term + 1, Index: last + 1})
 	}
-	joint := len(p.conf.GetVotersOutgoing()) > 0
+	joint := len(p.conf.VotersOutgoing) > 0
 	if !pending {
 		// A joint configuration is left first (Raft takes no other
 		// change in one): its incoming voters become the voters, the
@@ -785,29 +784,29 @@ func (n *Node) recoverPartition(p *partition, lost map[uint64]string) {
 			changes = append(changes, &pb.ConfChangeV2{})
 		}
 		if learner {
-			changes = append(changes, &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeAddNode.Enum(), NodeId: new(n.raftID)}}})
+			changes = append(changes, &pb.ConfChangeV2{Changes: []pb.ConfChangeSingle{{Type: pb.ConfChangeAddNode, NodeID: n.raftID}}})
 		}
 		for _, rid := range slices.Sorted(func(yield func(uint64) bool) {
-			for _, rid := range p.conf.GetVoters() {
+			for _, rid := range p.conf.Voters {
 				if rid != n.raftID && lost[rid] != "" && !yield(rid) {
 					return
 				}
 			}
 		}) {
-			changes = append(changes, &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeRemoveNode.Enum(), NodeId: new(rid)}}})
+			changes = append(changes, &pb.ConfChangeV2{Changes: []pb.ConfChangeSingle{{Type: pb.ConfChangeRemoveNode, NodeID: rid}}})
 			removed = append(removed, lost[rid])
 		}
 		for _, c := range changes {
-			data, err := proto.Marshal(c)
+			data, err := c.Marshal()
 			if err != nil {
 				panic(fmt.Sprintf("peer: partition %d: recovery conf change: %v", p.id, err))
 			}
 			idx := last + uint64(len(u.Entries)) + 1
-			u.Entries = append(u.Entries, &pb.Entry{Type: pb.EntryConfChangeV2.Enum(), Term: new(term + 1), Index: new(idx), Data: data})
+			u.Entries = append(u.Entries, pb.Entry{Type: pb.EntryConfChangeV2, Term: term + 1, Index: idx, Data: data})
 		}
 	}
 	commit := last + uint64(len(u.Entries))
-	u.HardState = &pb.HardState{Term: new(term + 1), Vote: new(n.raftID), Commit: new(commit)}
+	u.HardState = pb.HardState{Term: term + 1, Vote: n.raftID, Commit: commit}
 	if err := p.storage.Apply(wal.Update{HardState: u.HardState, Entries: u.Entries}); err != nil {
 		panic(fmt.Sprintf("peer: partition %d: recovery: in-memory raft storage refused: %v", p.id, err))
 	}
@@ -834,26 +833,26 @@ func (n *Node) recoverPartition(p *partition, lost map[uint64]string) {
 
 // removesSelf reports whether e is a configuration change removing this
 // node.
-func (n *Node) removesSelf(e *pb.Entry) bool {
+func (n *Node) removesSelf(e pb.Entry) bool {
 	var cc pb.ConfChangeI
-	switch e.GetType() {
+	switch e.Type {
 	case pb.EntryConfChange:
 		v := &pb.ConfChange{}
-		if proto.Unmarshal(e.GetData(), v) != nil {
+		if v.Unmarshal(e.Data) != nil {
 			return false
 		}
 		cc = v
 	case pb.EntryConfChangeV2:
 		v := &pb.ConfChangeV2{}
-		if proto.Unmarshal(e.GetData(), v) != nil {
+		if v.Unmarshal(e.Data) != nil {
 			return false
 		}
 		cc = v
 	default:
 		return false
 	}
-	return slices.ContainsFunc(cc.AsV2().GetChanges(), func(c *pb.ConfChangeSingle) bool {
-		return c.GetType() == pb.ConfChangeRemoveNode && c.GetNodeId() == n.raftID
+	return slices.ContainsFunc(cc.AsV2().Changes, func(c pb.ConfChangeSingle) bool {
+		return c.Type == pb.ConfChangeRemoveNode && c.NodeID == n.raftID
 	})
 }
 
@@ -870,7 +869,7 @@ func (n *Node) recovered(p *partition) {
 	// surviving voters a claim was won against (its log is the most up
 	// to date: they vote for it).
 	lost := n.mesh.lostRaft()
-	if voters := p.conf.GetVoters(); slices.Contains(voters, n.raftID) && !p.leader &&
+	if voters := p.conf.Voters; slices.Contains(voters, n.raftID) && !p.leader &&
 		!slices.ContainsFunc(voters, func(rid uint64) bool { return lost[rid] != "" }) {
 		if err := p.rn.Campaign(); err == nil {
 			n.markDirty(p.id)
@@ -893,7 +892,7 @@ func (n *Node) recovered(p *partition) {
 // matched (the copies diverge for good), or panic on a conflict with a
 // committed entry.
 func (n *Node) recoveredElsewhere(p *partition, m *pb.Message) bool {
-	if t := m.GetType(); t != pb.MsgApp && t != pb.MsgSnap || p.applied == 0 || m.GetTerm() < p.rn.BasicStatus().GetTerm() {
+	if t := m.Type; t != pb.MsgApp && t != pb.MsgSnap || p.applied == 0 || m.Term < p.rn.BasicStatus().Term {
 		return false
 	}
 	differs := func(index, term uint64) bool {
@@ -908,13 +907,16 @@ func (n *Node) recoveredElsewhere(p *partition, m *pb.Message) bool {
 		st, err := p.storage.Term(p.snapIndex)
 		return err == nil && index < p.snapIndex && term > st
 	}
-	switch m.GetType() {
+	switch m.Type {
 	case pb.MsgApp:
-		return differs(m.GetIndex(), m.GetLogTerm()) ||
-			slices.ContainsFunc(m.GetEntries(), func(e *pb.Entry) bool { return differs(e.GetIndex(), e.GetTerm()) })
+		return differs(m.Index, m.LogTerm) ||
+			slices.ContainsFunc(m.Entries, func(e pb.Entry) bool { return differs(e.Index, e.Term) })
 	case pb.MsgSnap:
-		md := m.GetSnapshot().GetMetadata()
-		return differs(md.GetIndex(), md.GetTerm())
+		if m.Snapshot == nil {
+			return false
+		}
+		md := m.Snapshot.Metadata
+		return differs(md.Index, md.Term)
 	}
 	return false
 }
@@ -938,6 +940,6 @@ func (n *Node) rebuild(p *partition, from string, m *pb.Message) *partition {
 	n.hold(np)
 	n.stats.RecoveredElsewhere++
 	n.log.Warn("replica dropped and rebuilt: another survivor recovered the partition (unsafe recovery) and its leader's log disagrees with entries this copy applied",
-		keyPart, p.id, "leader", from, "applied", applied, "term", m.GetTerm())
+		keyPart, p.id, "leader", from, "applied", applied, "term", m.Term)
 	return np
 }

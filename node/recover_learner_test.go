@@ -42,7 +42,7 @@ func muteAcks(p *nodetest.Peer) {
 			return false
 		}
 		msg.Raft = slices.DeleteFunc(slices.Clone(msg.Raft), func(r node.RaftMsg) bool {
-			return r.Msg.GetType() == raftpb.MessageType_MsgAppResp && !r.Msg.GetReject()
+			return r.Msg.Type == raftpb.MsgAppResp && !r.Msg.Reject
 		})
 		return len(msg.Raft) == 0
 	}

@@ -28,7 +28,7 @@ func TestUnsafeRecoverJoint(t *testing.T) {
 	n1 := c.node("n1")
 	var led []int
 	for _, i := range n1.n.held {
-		if p := n1.n.parts[i]; p.serving && len(p.conf.GetVoters()) == 3 {
+		if p := n1.n.parts[i]; p.serving && len(p.conf.Voters) == 3 {
 			led = append(led, i)
 		}
 	}
@@ -42,9 +42,9 @@ func TestUnsafeRecoverJoint(t *testing.T) {
 	}
 	// An explicit joint change stays joint until told to leave.
 	for part, remove := range map[int][]string{joint: {"n3"}, leaving: {"n1"}} {
-		cc := &pb.ConfChangeV2{Transition: pb.ConfChangeTransition_ConfChangeTransitionJointExplicit.Enum()}
+		cc := &pb.ConfChangeV2{Transition: pb.ConfChangeTransitionJointExplicit}
 		for _, id := range remove {
-			cc.Changes = append(cc.Changes, &pb.ConfChangeSingle{Type: pb.ConfChangeRemoveNode.Enum(), NodeId: new(RaftID(id))})
+			cc.Changes = append(cc.Changes, pb.ConfChangeSingle{Type: pb.ConfChangeRemoveNode, NodeID: RaftID(id)})
 		}
 		if err := n1.n.parts[part].rn.ProposeConfChange(cc); err != nil {
 			t.Fatal(err)
@@ -53,7 +53,7 @@ func TestUnsafeRecoverJoint(t *testing.T) {
 	}
 	c.run(time.Second)
 	for _, part := range led[:2] {
-		if out := n1.n.parts[part].conf.GetVotersOutgoing(); len(out) != 3 {
+		if out := n1.n.parts[part].conf.VotersOutgoing; len(out) != 3 {
 			t.Fatalf("partition %d conf %v; want a joint configuration", part, n1.n.parts[part].conf)
 		}
 	}
@@ -64,11 +64,11 @@ func TestUnsafeRecoverJoint(t *testing.T) {
 	n1.n.ForgetUnsafeRecover("n2")
 	n1.n.ForgetUnsafeRecover("n3")
 	c.run(10 * time.Second)
-	if p := n1.n.parts[leaving]; p.recoverTo != 0 || !p.recoverRefused || len(p.conf.GetVotersOutgoing()) == 0 {
+	if p := n1.n.parts[leaving]; p.recoverTo != 0 || !p.recoverRefused || len(p.conf.VotersOutgoing) == 0 {
 		t.Fatalf("partition %d leaving n1: recovering to %d, refused %v, conf %v; want it refused and left as it was", leaving, p.recoverTo, p.recoverRefused, p.conf)
 	}
 	for _, i := range n1.n.held {
-		if p := n1.n.parts[i]; i != leaving && (!p.serving || !slices.Equal(p.conf.GetVoters(), []uint64{n1.n.raftID}) || len(p.conf.GetVotersOutgoing()) != 0) {
+		if p := n1.n.parts[i]; i != leaving && (!p.serving || !slices.Equal(p.conf.Voters, []uint64{n1.n.raftID}) || len(p.conf.VotersOutgoing) != 0) {
 			t.Fatalf("partition %d: serving %v conf %v; want recovered on n1 alone", i, p.serving, p.conf)
 		}
 	}
@@ -172,7 +172,7 @@ func TestUnsafeRecoverKeepsSelfRemoval(t *testing.T) {
 	n1, n2 := c.node("n1"), c.node("n2")
 	part := -1
 	for _, i := range n1.n.held {
-		if p := n1.n.parts[i]; p.serving && len(p.conf.GetVoters()) == 3 && slices.Contains(p.conf.GetVoters(), n2.n.raftID) {
+		if p := n1.n.parts[i]; p.serving && len(p.conf.Voters) == 3 && slices.Contains(p.conf.Voters, n2.n.raftID) {
 			part = i
 			break
 		}
@@ -182,7 +182,7 @@ func TestUnsafeRecoverKeepsSelfRemoval(t *testing.T) {
 	}
 	p := n1.n.parts[part]
 	last, _ := p.storage.LastIndex()
-	cc := &pb.ConfChangeV2{Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeRemoveNode.Enum(), NodeId: new(n2.n.raftID)}}}
+	cc := &pb.ConfChangeV2{Changes: []pb.ConfChangeSingle{{Type: pb.ConfChangeRemoveNode, NodeID: n2.n.raftID}}}
 	if err := p.rn.ProposeConfChange(cc); err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestUnsafeRecoverKeepsSelfRemoval(t *testing.T) {
 		if caught || q == nil {
 			return
 		}
-		if l, _ := q.storage.LastIndex(); l > last && q.rn.BasicStatus().GetCommit() <= last {
+		if l, _ := q.storage.LastIndex(); l > last && q.rn.BasicStatus().Commit <= last {
 			caught = true
 			c.node("n1").down, c.node("n3").down = true, true
 		}
@@ -210,7 +210,7 @@ func TestUnsafeRecoverKeepsSelfRemoval(t *testing.T) {
 	n2.n.ForgetUnsafeRecover("n3")
 	c.run(10 * time.Second)
 	q := n2.n.parts[part]
-	if q == nil || !q.serving || !slices.Equal(q.conf.GetVoters(), []uint64{n2.n.raftID}) {
+	if q == nil || !q.serving || !slices.Equal(q.conf.Voters, []uint64{n2.n.raftID}) {
 		t.Fatalf("partition %d on n2: %+v; want it recovered, n2 its only voter", part, q)
 	}
 }
@@ -231,13 +231,13 @@ func TestUnsafeRecoverJointSurvivors(t *testing.T) {
 	part, x, y, z := -1, "", "", ""
 	for _, i := range n1.n.held {
 		p := n1.n.parts[i]
-		if !p.serving || len(p.conf.GetVoters()) != 3 {
+		if !p.serving || len(p.conf.Voters) != 3 {
 			continue
 		}
 		part = i
 		for _, id := range []string{"n2", "n3", "n4"} {
 			switch {
-			case !slices.Contains(p.conf.GetVoters(), RaftID(id)):
+			case !slices.Contains(p.conf.Voters, RaftID(id)):
 				x = id
 			case y == "":
 				y = id
@@ -262,15 +262,15 @@ func TestUnsafeRecoverJointSurvivors(t *testing.T) {
 		t.Fatal(err)
 	}
 	xn.hold(np)
-	cc := &pb.ConfChangeV2{Transition: pb.ConfChangeTransition_ConfChangeTransitionJointExplicit.Enum(),
-		Changes: []*pb.ConfChangeSingle{{Type: pb.ConfChangeAddNode.Enum(), NodeId: new(RaftID(x))}, {Type: pb.ConfChangeRemoveNode.Enum(), NodeId: new(RaftID(y))}}}
+	cc := &pb.ConfChangeV2{Transition: pb.ConfChangeTransitionJointExplicit,
+		Changes: []pb.ConfChangeSingle{{Type: pb.ConfChangeAddNode, NodeID: RaftID(x)}, {Type: pb.ConfChangeRemoveNode, NodeID: RaftID(y)}}}
 	if err := n1.n.parts[part].rn.ProposeConfChange(cc); err != nil {
 		t.Fatal(err)
 	}
 	n1.n.markDirty(part)
 	c.run(2 * time.Second)
 	for _, id := range []string{"n1", x, z} {
-		if p := c.node(id).n.parts[part]; p == nil || len(p.conf.GetVotersOutgoing()) != 3 || !slices.Contains(p.conf.GetVoters(), RaftID(x)) {
+		if p := c.node(id).n.parts[part]; p == nil || len(p.conf.VotersOutgoing) != 3 || !slices.Contains(p.conf.Voters, RaftID(x)) {
 			t.Fatalf("%s: partition %d not in the joint configuration (n1: %v)", id, part, n1.n.parts[part].conf)
 		}
 	}
@@ -302,8 +302,8 @@ func TestUnsafeRecoverJointSurvivors(t *testing.T) {
 	slices.Sort(want)
 	for _, id := range []string{x, z} {
 		p := c.node(id).n.parts[part]
-		voters := slices.Sorted(slices.Values(p.conf.GetVoters()))
-		if !slices.Equal(voters, want) || len(p.conf.GetVotersOutgoing()) != 0 {
+		voters := slices.Sorted(slices.Values(p.conf.Voters))
+		if !slices.Equal(voters, want) || len(p.conf.VotersOutgoing) != 0 {
 			t.Fatalf("%s: partition %d conf %v after the recovery; want voters %s and %s", id, part, p.conf, x, z)
 		}
 	}

@@ -74,7 +74,7 @@ func (m *mesh) voters(p *partition) []string {
 		return p.voterIDs
 	}
 	var out []string
-	for _, v := range p.conf.GetVoters() {
+	for _, v := range p.conf.Voters {
 		if id, ok := m.peerOf(v); ok {
 			out = append(out, id)
 		}
@@ -226,7 +226,7 @@ func (m *mesh) tickPartition(p *partition) {
 		p.campaignAt = time.Time{}
 		return
 	}
-	if !slices.Contains(p.conf.GetVoters(), m.n.raftID) {
+	if !slices.Contains(p.conf.Voters, m.n.raftID) {
 		return // a learner does not campaign
 	}
 	if m.n.draining && want != "" {
@@ -332,8 +332,8 @@ func (m *mesh) reconfigure(p *partition) {
 	if m.ring == nil || (!p.confAt.IsZero() && m.n.now.Sub(p.confAt) < confWait) {
 		return
 	}
-	voters, learners := p.conf.GetVoters(), p.conf.GetLearners()
-	if len(p.conf.GetVotersOutgoing()) > 0 {
+	voters, learners := p.conf.Voters, p.conf.Learners
+	if len(p.conf.VotersOutgoing) > 0 {
 		return // in a joint configuration: Raft leaves it by itself first
 	}
 	if m.ringVersion != m.version || !m.knowsAll(voters) || !m.knowsAll(learners) {
@@ -483,9 +483,9 @@ func (m *mesh) allVoters(replicas []ring.PeerID, voters []uint64) bool {
 // promote makes learners voters in one joint configuration change, which
 // Raft leaves by itself once it applies.
 func (m *mesh) promote(p *partition, rids ...uint64) {
-	cc := &pb.ConfChangeV2{Transition: pb.ConfChangeTransition_ConfChangeTransitionAuto.Enum()}
+	cc := &pb.ConfChangeV2{Transition: pb.ConfChangeTransitionAuto}
 	for _, rid := range rids {
-		cc.Changes = append(cc.Changes, &pb.ConfChangeSingle{Type: pb.ConfChangeAddNode.Enum(), NodeId: new(rid)})
+		cc.Changes = append(cc.Changes, pb.ConfChangeSingle{Type: pb.ConfChangeAddNode, NodeID: rid})
 	}
 	if err := p.rn.ProposeConfChange(cc); err != nil {
 		return
@@ -496,7 +496,7 @@ func (m *mesh) promote(p *partition, rids ...uint64) {
 }
 
 func (m *mesh) confChange(p *partition, t pb.ConfChangeType, rid uint64) {
-	cc := &pb.ConfChange{Type: t.Enum(), NodeId: new(rid)}
+	cc := &pb.ConfChange{Type: t, NodeID: rid}
 	if err := p.rn.ProposeConfChange(cc); err != nil {
 		return
 	}

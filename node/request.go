@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -175,11 +176,9 @@ func (n *Node) NextRequest() uint64 {
 // encode encodes b into the node's scratch buffer: the bytes are valid
 // until the next encode. Encoding into a fresh slice grew it by doubling,
 // and half of what a batch of a thousand tasks allocated was thrown away.
-// The buffer is proposed as it is: Raft appends a copy of a proposed
-// entry to its log (raft.appendEntry clones it), and keeps nothing of the
-// proposal otherwise. TestRaftCopiesProposals holds Raft to that: were it
-// to keep the proposal's bytes, the next encode would overwrite a logged
-// entry.
+// Raft keeps the bytes it is proposed (its log and the appends it sends
+// share them), so a proposal is a copy of exactly the encoded size: the
+// next encode would overwrite a logged entry (TestProposalsOwnTheirBytes).
 func (n *Node) encode(b *shard.Batch) []byte {
 	if cap(n.enc) > maxKeptEnc {
 		n.enc = nil // a large group's buffer goes back to the collector
@@ -204,7 +203,7 @@ func (n *Node) proposeRequest(p *partition, req uint64, kind requestKind, evs []
 		return
 	}
 	n.wake(p, false)
-	if err := p.rn.Propose(data); err != nil { // Raft copies data (encode)
+	if err := p.rn.Propose(bytes.Clone(data)); err != nil { // Raft keeps data; encode reuses its buffer
 		n.releaseLeases(evs)
 		n.reply(Reply{Req: req, Err: &UnavailableError{Partition: p.id,
 			Reason: fmt.Sprintf("its leader here could not propose the request (%v): leadership is changing", err)}})

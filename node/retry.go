@@ -56,7 +56,7 @@ func (n *Node) MemberFeatures(id string) uint64 {
 // its replacement on the way). A request that needs f is then
 // unavailable for now, not refused.
 func (n *Node) lacking(p *partition, f uint64) (who string, unsure bool) {
-	for _, ids := range [2][]uint64{p.conf.GetVoters(), p.conf.GetLearners()} {
+	for _, ids := range [2][]uint64{p.conf.Voters, p.conf.Learners} {
 		for _, r := range ids {
 			id, ok := n.mesh.peerOf(r)
 			if !ok {

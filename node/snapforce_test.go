@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/needle-mesh/needle/shard"
 	"github.com/needle-mesh/needle/wal"
@@ -38,17 +38,17 @@ func TestSnapshotOnlyForNewReplicas(t *testing.T) {
 			return
 		}
 		for _, u := range rd.Persist.Updates {
-			if u.Snapshot == nil {
+			if raft.IsEmptySnap(u.Snapshot) {
 				continue
 			}
 			if prev[id] == nil {
 				prev[id] = map[uint32]*pb.ConfState{}
 			}
-			cs := u.Snapshot.GetMetadata().GetConfState()
+			cs := &u.Snapshot.Metadata.ConfState
 			if old := prev[id][u.Partition]; old != nil && !addsReplica(old, cs) {
 				useless++
 				t.Errorf("%s persisted a snapshot of partition %d at %d naming no new replica: %v after %v",
-					id, u.Partition, u.Snapshot.GetMetadata().GetIndex(), cs, old)
+					id, u.Partition, u.Snapshot.Metadata.Index, cs, old)
 			}
 			prev[id][u.Partition] = cs
 			snaps++
@@ -70,7 +70,7 @@ func TestSnapshotOnlyForNewReplicas(t *testing.T) {
 			if p == nil {
 				continue
 			}
-			if got := len(p.conf.GetVoters()); got != 3 || len(p.conf.GetLearners()) != 0 || len(p.conf.GetVotersOutgoing()) != 0 {
+			if got := len(p.conf.Voters); got != 3 || len(p.conf.Learners) != 0 || len(p.conf.VotersOutgoing) != 0 {
 				t.Errorf("%s: partition %d configuration %v, want 3 voters", cn.id, part, p.conf)
 			}
 			servers = append(servers, cn.id)
@@ -113,7 +113,7 @@ func TestSnapshotOnlyForNewReplicas(t *testing.T) {
 func TestDecodedSnapshotKept(t *testing.T) {
 	s, _ := shard.New(shard.DefaultConfig())
 	data := s.Snapshot()
-	snap := &pb.Snapshot{Data: data, Metadata: &pb.SnapshotMetadata{Index: new(uint64(7)), Term: new(uint64(2))}}
+	snap := &pb.Snapshot{Data: data, Metadata: pb.SnapshotMetadata{Index: uint64(7), Term: uint64(2)}}
 	var p partition
 	keep := func() *shard.Restored {
 		r, err := shard.DecodeSnapshot(data)
@@ -124,16 +124,16 @@ func TestDecodedSnapshotKept(t *testing.T) {
 		return r
 	}
 	r := keep()
-	if got := p.takeDecoded(proto.Clone(snap).(*pb.Snapshot)); got != r {
+	if got := p.takeDecoded(new(wal.CloneSnapshot(*snap))); got != r {
 		t.Fatalf("Raft's copy of the kept snapshot: got %p, want %p", got, r)
 	}
 	if p.decoded.r != nil || p.takeDecoded(snap) != nil {
 		t.Fatal("the decoded state is kept after it was taken")
 	}
 	for name, other := range map[string]*pb.Snapshot{
-		"index": {Data: data, Metadata: &pb.SnapshotMetadata{Index: new(uint64(8)), Term: new(uint64(2))}},
-		"term":  {Data: data, Metadata: &pb.SnapshotMetadata{Index: new(uint64(7)), Term: new(uint64(3))}},
-		"bytes": {Data: append(slices.Clone(data), 0), Metadata: &pb.SnapshotMetadata{Index: new(uint64(7)), Term: new(uint64(2))}},
+		"index": {Data: data, Metadata: pb.SnapshotMetadata{Index: uint64(8), Term: uint64(2)}},
+		"term":  {Data: data, Metadata: pb.SnapshotMetadata{Index: uint64(7), Term: uint64(3)}},
+		"bytes": {Data: append(slices.Clone(data), 0), Metadata: pb.SnapshotMetadata{Index: uint64(7), Term: uint64(2)}},
 	} {
 		keep()
 		if p.takeDecoded(other) != nil {

@@ -13,21 +13,22 @@ import (
 
 // installSnapshot replaces a partition's state with a snapshot received from
 // its leader.
-func (n *Node) installSnapshot(p *partition, snap *pb.Snapshot) {
+func (n *Node) installSnapshot(p *partition, snap pb.Snapshot) {
 	if err := p.storage.Apply(wal.Update{Snapshot: snap}); err != nil {
 		panic(fmt.Sprintf("peer: partition %d: in-memory raft storage refused snapshot: %v", p.id, err))
 	}
-	if r := p.takeDecoded(snap); r != nil {
+	if r := p.takeDecoded(&snap); r != nil {
 		p.shard.Install(r)
-	} else if err := p.shard.Restore(snap.GetData()); err != nil {
+	} else if err := p.shard.Restore(snap.Data); err != nil {
 		// The leader encoded it and Raft checked nothing of its content: a
 		// bug, never bad input from outside (messages are decoded and
 		// checked at the edge).
-		panic(fmt.Sprintf("peer: partition %d: restore snapshot %d: %v", p.id, snap.GetMetadata().GetIndex(), err))
+		panic(fmt.Sprintf("peer: partition %d: restore snapshot %d: %v", p.id, snap.Metadata.Index, err))
 	}
-	p.applied = snap.GetMetadata().GetIndex()
-	p.snapIndex, p.snapBytes, p.logBytes = p.applied, len(snap.GetData()), 0
-	p.conf = snap.GetMetadata().GetConfState()
+	p.applied = snap.Metadata.Index
+	p.snapIndex, p.snapBytes, p.logBytes = p.applied, len(snap.Data), 0
+	cs := snap.Metadata.ConfState
+	p.conf = &cs
 	if p.serving {
 		p.shard.SetLeader(true, n.now)
 	}
@@ -46,8 +47,8 @@ type decodedSnap struct {
 
 // keepDecoded keeps snap's decoded state r for installSnapshot.
 func (p *partition) keepDecoded(snap *pb.Snapshot, r *shard.Restored) {
-	md := snap.GetMetadata()
-	p.decoded = decodedSnap{index: md.GetIndex(), term: md.GetTerm(), data: snap.GetData(), r: r}
+	md := snap.Metadata
+	p.decoded = decodedSnap{index: md.Index, term: md.Term, data: snap.Data, r: r}
 }
 
 // takeDecoded returns the decoded state kept for snap, nil when none is
@@ -55,8 +56,8 @@ func (p *partition) keepDecoded(snap *pb.Snapshot, r *shard.Restored) {
 func (p *partition) takeDecoded(snap *pb.Snapshot) *shard.Restored {
 	d := p.decoded
 	p.decoded = decodedSnap{}
-	md := snap.GetMetadata()
-	if d.r == nil || d.index != md.GetIndex() || d.term != md.GetTerm() || !bytes.Equal(d.data, snap.GetData()) {
+	md := snap.Metadata
+	if d.r == nil || d.index != md.Index || d.term != md.Term || !bytes.Equal(d.data, snap.Data) {
 		return nil
 	}
 	return d.r
@@ -127,7 +128,7 @@ func (n *Node) maybeSnapshot(p *partition) {
 	if err := p.storage.Compact(p.applied); err != nil && err != raft.ErrCompacted {
 		panic(fmt.Sprintf("peer: partition %d: compact at %d: %v", p.id, p.applied, err))
 	}
-	p.snapIndex, p.snapBytes, p.logBytes = p.applied, len(snap.GetData()), 0
+	p.snapIndex, p.snapBytes, p.logBytes = p.applied, len(snap.Data), 0
 	n.rd.Persist.Updates = append(n.rd.Persist.Updates, wal.Update{Partition: uint32(p.id), Snapshot: snap})
 	n.rd.MustSync = true
 	n.markDirty(p.id)

@@ -241,8 +241,8 @@ func (n *Node) stepRaft(from string, msgs []RaftMsg) error {
 			errs = append(errs, fmt.Errorf("peer: step: partition %d out of range", rm.Partition))
 			continue
 		}
-		if rm.Msg.GetTo() != n.raftID || rm.Msg.GetFrom() != RaftID(from) || raft.IsLocalMsg(rm.Msg.GetType()) {
-			errs = append(errs, fmt.Errorf("peer: step: misaddressed raft message %v from %s", rm.Msg.GetType(), from))
+		if rm.Msg.To != n.raftID || rm.Msg.From != RaftID(from) || raft.IsLocalMsg(rm.Msg.Type) {
+			errs = append(errs, fmt.Errorf("peer: step: misaddressed raft message %v from %s", rm.Msg.Type, from))
 			continue
 		}
 		p := n.parts[rm.Partition]
@@ -253,7 +253,7 @@ func (n *Node) stepRaft(from string, msgs []RaftMsg) error {
 			continue
 		}
 		if p != nil && p.quiesced && n.wakesOn(p, rm.Msg) {
-			n.wake(p, rm.Msg.GetFrom() != p.rn.BasicStatus().Lead)
+			n.wake(p, rm.Msg.From != p.rn.BasicStatus().Lead)
 		}
 		if p != nil && n.leaderLease(p, from, rm.Msg) {
 			continue // ignored, as Raft's CheckQuorum lease would (see leaderLease)
@@ -291,10 +291,10 @@ func (n *Node) stepRaft(from string, msgs []RaftMsg) error {
 			n.hold(p)
 		}
 		if decoded != nil {
-			p.keepDecoded(rm.Msg.GetSnapshot(), decoded)
+			p.keepDecoded(rm.Msg.Snapshot, decoded)
 		}
 		n.refusedBehind(p, rm.Msg)
-		if err := p.rn.Step(rm.Msg); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
+		if err := p.rn.Step(*rm.Msg); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 			errs = append(errs, fmt.Errorf("peer: step partition %d: %w", rm.Partition, err))
 		}
 		n.quiesceHeard(p, rm.Msg)
@@ -320,12 +320,12 @@ func (n *Node) stepRaft(from string, msgs []RaftMsg) error {
 // transfer (its votes carry the transfer context) is the leader's own
 // doing and goes through.
 func (n *Node) leaderLease(p *partition, from string, m *pb.Message) bool {
-	switch m.GetType() {
+	switch m.Type {
 	case pb.MsgPreVote, pb.MsgVote:
 	default:
 		return false
 	}
-	if string(m.GetContext()) == campaignTransfer {
+	if string(m.Context) == campaignTransfer {
 		return false
 	}
 	if n.now.Before(n.votesFrom()) {
@@ -361,10 +361,10 @@ func (n *Node) leaderLease(p *partition, from string, m *pb.Message) bool {
 // leaderless for good (simulate: seed 500206, --peers 5 --start join
 // --workers 1).
 func (n *Node) refusedBehind(p *partition, m *pb.Message) {
-	if t := m.GetType(); p.leader || t != pb.MsgVote && t != pb.MsgPreVote {
+	if t := m.Type; p.leader || t != pb.MsgVote && t != pb.MsgPreVote {
 		return
 	}
-	if from := m.GetFrom(); !slices.Contains(p.conf.GetVoters(), from) && !slices.Contains(p.conf.GetVotersOutgoing(), from) {
+	if from := m.From; !slices.Contains(p.conf.Voters, from) && !slices.Contains(p.conf.VotersOutgoing, from) {
 		return
 	}
 	last, err := p.storage.LastIndex()
@@ -375,7 +375,7 @@ func (n *Node) refusedBehind(p *partition, m *pb.Message) {
 	if err != nil {
 		return
 	}
-	behind := m.GetLogTerm() < term || m.GetLogTerm() == term && m.GetIndex() < last
+	behind := m.LogTerm < term || m.LogTerm == term && m.Index < last
 	if behind && (p.campaignAt.IsZero() || p.campaignAt.Sub(n.now) > n.heartbeatPeriod()) {
 		// Every voter ahead of the candidate had the same request: at the
 		// same tick they would each vote for themselves, round after round
@@ -407,16 +407,16 @@ func (n *Node) leaseWindow() time.Duration { return n.cfg.DeadAfter / 2 }
 // leader of its term or a later one (it follows that leader), a leader a
 // voter's answer in its current term.
 func (n *Node) renewLease(p *partition, m *pb.Message) {
-	term := p.rn.BasicStatus().GetTerm()
-	switch m.GetType() {
+	term := p.rn.BasicStatus().Term
+	switch m.Type {
 	case pb.MsgApp, pb.MsgHeartbeat, pb.MsgSnap:
-		if m.GetTerm() >= term {
-			n.heardLeader(p, m.GetFrom())
+		if m.Term >= term {
+			n.heardLeader(p, m.From)
 			p.leaderMsgAt = n.now
 		}
 	case pb.MsgAppResp, pb.MsgHeartbeatResp:
-		if p.leader && m.GetTerm() == term && p.acked != nil {
-			n.answered(p, m.GetFrom(), m)
+		if p.leader && m.Term == term && p.acked != nil {
+			n.answered(p, m.From, m)
 		}
 	}
 }
@@ -439,7 +439,7 @@ func (n *Node) leaseHeld(p *partition) bool {
 // quorumAnswered reports whether a majority of leader p's voters (itself
 // included) hold its read lease: leaseHeld without the leader's state.
 func (n *Node) quorumAnswered(p *partition) bool {
-	voters := p.conf.GetVoters()
+	voters := p.conf.Voters
 	ok := 0
 	for _, v := range voters {
 		if v == n.raftID {
@@ -501,7 +501,7 @@ func (n *Node) ownerOf(part int) string {
 // replica reports whether this node is a replica of p's current
 // configuration (a voter or learner that the ring still places there).
 func (n *Node) replica(p *partition) bool {
-	if !slices.Contains(p.conf.GetVoters(), n.raftID) && !slices.Contains(p.conf.GetLearners(), n.raftID) {
+	if !slices.Contains(p.conf.Voters, n.raftID) && !slices.Contains(p.conf.Learners, n.raftID) {
 		return false
 	}
 	return n.mesh.placedHere(p.id)

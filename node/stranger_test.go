@@ -31,7 +31,7 @@ func TestRaftFromNonMemberRefused(t *testing.T) {
 	c.run(15 * time.Second)
 	n1 := c.node("n1").n
 	m := Message{Type: MsgRaft, From: "intruder", Raft: []RaftMsg{{Partition: 0, Msg: &pb.Message{
-		Type: pb.MsgHeartbeat.Enum(), To: new(n1.raftID), From: new(RaftID("intruder")), Term: new(uint64(1))}}}}
+		Type: pb.MsgHeartbeat, To: n1.raftID, From: RaftID("intruder"), Term: uint64(1)}}}}
 	if err := n1.Step("intruder", m); !errors.Is(err, ErrNotMember) || !errors.Is(err, ErrUnheard) {
 		t.Fatalf("Step(raft from a non-member) = %v; want ErrNotMember, not heard yet (ErrUnheard)", err)
 	}

@@ -113,7 +113,7 @@ func (m *mesh) greetReplicas() {
 	greeted := map[string]bool{m.n.cfg.ID: true}
 	var hb *Heartbeat
 	for _, i := range m.n.held {
-		for _, v := range m.n.parts[i].conf.GetVoters() {
+		for _, v := range m.n.parts[i].conf.Voters {
 			if id, ok := m.peerOf(v); ok && !greeted[id] {
 				if hb == nil {
 					hb = m.heartbeat().Heartbeat

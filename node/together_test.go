@@ -42,7 +42,7 @@ func (c *replicaMoves) watch(m *nodetest.Mesh) {
 			return
 		}
 		for _, r := range s.Msg.Raft {
-			if r.Msg.GetType() == pb.MsgSnap {
+			if r.Msg.Type == pb.MsgSnap {
 				c.snaps++
 			}
 		}
@@ -53,7 +53,7 @@ func (c *replicaMoves) watch(m *nodetest.Mesh) {
 		}
 		for _, u := range rd.Persist.Updates {
 			for _, e := range u.Entries {
-				if e.GetType() == pb.EntryConfChange || e.GetType() == pb.EntryConfChangeV2 {
+				if e.Type == pb.EntryConfChange || e.Type == pb.EntryConfChangeV2 {
 					c.confs++
 				}
 			}

@@ -85,7 +85,7 @@ func decodeLeft(b []byte, parts int) (map[int]tombstone, error) {
 func (n *Node) bury(p *partition) {
 	last, _ := p.storage.LastIndex()
 	lastTerm, _ := p.storage.Term(last)
-	t := tombstone{term: p.rn.BasicStatus().HardState.GetTerm(), lastTerm: lastTerm, lastIndex: last}
+	t := tombstone{term: p.rn.BasicStatus().HardState.Term, lastTerm: lastTerm, lastIndex: last}
 	if old, ok := n.left[p.id]; ok {
 		t.term = max(t.term, old.term)
 		if old.beyond(t.lastTerm, t.lastIndex) {
@@ -126,7 +126,7 @@ func (n *Node) flushLeft() {
 // the partition, or it left the partition and the candidate's log or term
 // does not pass what it held then.
 func (n *Node) voteBarred(part int, p *partition, m *pb.Message) bool {
-	if t := m.GetType(); t != pb.MsgVote && t != pb.MsgPreVote {
+	if t := m.Type; t != pb.MsgVote && t != pb.MsgPreVote {
 		return false
 	}
 	if p == nil {
@@ -139,7 +139,7 @@ func (n *Node) voteBarred(part int, p *partition, m *pb.Message) bool {
 	if !ok {
 		return false
 	}
-	return m.GetTerm() <= t.term || t.beyond(m.GetLogTerm(), m.GetIndex())
+	return m.Term <= t.term || t.beyond(m.LogTerm, m.Index)
 }
 
 // beyond reports whether the log t recorded ends past a log whose last

@@ -35,21 +35,21 @@ func TestLeftPeerVotesOnlyPastItsTombstone(t *testing.T) {
 	// n1 holds the partition again, from a snapshot older than what it
 	// held when it left (its leader adds it back as a learner).
 	cand := c.node(c.servers(part)[0])
-	snap := &pb.Message{Type: pb.MsgSnap.Enum(), To: new(n1.n.raftID), From: new(cand.n.raftID), Term: new(tomb.term), Snapshot: &pb.Snapshot{
-		Data: cand.n.parts[part].shard.Snapshot(), Metadata: &pb.SnapshotMetadata{Index: new(uint64(2)), Term: new(uint64(1)),
-			ConfState: &pb.ConfState{Voters: []uint64{cand.n.raftID, n1.n.raftID}}}}}
+	snap := &pb.Message{Type: pb.MsgSnap, To: n1.n.raftID, From: cand.n.raftID, Term: tomb.term, Snapshot: &pb.Snapshot{
+		Data: cand.n.parts[part].shard.Snapshot(), Metadata: pb.SnapshotMetadata{Index: uint64(2), Term: uint64(1),
+			ConfState: pb.ConfState{Voters: []uint64{cand.n.raftID, n1.n.raftID}}}}}
 	c.stepRaft(n1, cand, part, snap)
 	if n1.n.parts[part] == nil {
 		t.Fatalf("a snapshot naming n1 did not open partition %d", part)
 	}
 	vote := func(term, logTerm, index uint64) bool {
 		cand.inbox = nil
-		c.stepRaft(n1, cand, part, &pb.Message{Type: pb.MsgVote.Enum(), To: new(n1.n.raftID), From: new(cand.n.raftID),
-			Term: new(term), LogTerm: new(logTerm), Index: new(index)})
+		c.stepRaft(n1, cand, part, &pb.Message{Type: pb.MsgVote, To: n1.n.raftID, From: cand.n.raftID,
+			Term: term, LogTerm: logTerm, Index: index})
 		for _, e := range cand.inbox {
 			for _, rm := range e.Msg.Raft {
-				if rm.Msg.GetType() == pb.MsgVoteResp {
-					return !rm.Msg.GetReject()
+				if rm.Msg.Type == pb.MsgVoteResp {
+					return !rm.Msg.Reject
 				}
 			}
 		}
@@ -72,7 +72,7 @@ func TestLeftPeerVotesOnlyPastItsTombstone(t *testing.T) {
 func (c *cluster) stepRaft(to, from *cnode, part int, m *pb.Message) {
 	c.tb.Helper()
 	if err := to.n.Step(from.id, Message{Type: MsgRaft, From: from.id, Raft: []RaftMsg{{Partition: uint32(part), Msg: m}}}); err != nil {
-		c.tb.Fatalf("step %v: %v", m.GetType(), err)
+		c.tb.Fatalf("step %v: %v", m.Type, err)
 	}
 	c.drain(to)
 }

@@ -243,12 +243,12 @@ func (e *env) showEntries(b *strings.Builder, g shard.GroupID) {
 		return
 	}
 	for _, ent := range st.Entries {
-		if ent.GetType() != pb.EntryNormal || len(ent.GetData()) == 0 {
+		if ent.Type != pb.EntryNormal || len(ent.Data) == 0 {
 			continue
 		}
-		bt, err := shard.DecodeBatch(ent.GetData())
+		bt, err := shard.DecodeBatch(ent.Data)
 		if err != nil {
-			fmt.Fprintf(b, "index %d: %v\n", ent.GetIndex(), err)
+			fmt.Fprintf(b, "index %d: %v\n", ent.Index, err)
 			continue
 		}
 		var evs []string
@@ -264,7 +264,7 @@ func (e *env) showEntries(b *strings.Builder, g shard.GroupID) {
 			}
 		}
 		if len(evs) > 0 {
-			fmt.Fprintf(b, "%s p%d index %d: %s\n", srv, part, ent.GetIndex(), strings.Join(evs, ", "))
+			fmt.Fprintf(b, "%s p%d index %d: %s\n", srv, part, ent.Index, strings.Join(evs, ", "))
 		}
 	}
 }

@@ -204,16 +204,16 @@ func (e *env) sentRaft(s nodetest.Sent, fate string) {
 		when = "early"
 	}
 	for _, rm := range s.Msg.Raft {
-		switch t := rm.Msg.GetType(); t {
+		switch t := rm.Msg.Type; t {
 		case pb.MsgHeartbeat, pb.MsgHeartbeatResp:
-			if ctx := rm.Msg.GetContext(); len(ctx) == 8 && binary.LittleEndian.Uint64(ctx) == 0 {
+			if ctx := rm.Msg.Context; len(ctx) == 8 && binary.LittleEndian.Uint64(ctx) == 0 {
 				e.logf("quiesce", "%s -> %s p%d %v quiesce%s", s.From, s.To, rm.Partition, t, fate)
 			} else {
 				e.logf("heartbeats", "%s -> %s p%d %v%s", s.From, s.To, rm.Partition, t, fate)
 			}
 		default:
 			e.logf("raft", "%s -> %s p%d %v term %d index %d entries %d (%s)%s", s.From, s.To, rm.Partition, t,
-				rm.Msg.GetTerm(), rm.Msg.GetIndex(), len(rm.Msg.GetEntries()), when, fate)
+				rm.Msg.Term, rm.Msg.Index, len(rm.Msg.Entries), when, fate)
 		}
 	}
 }

@@ -16,7 +16,7 @@ func (n *Node) UnderReplicated() int {
 		if !p.serving {
 			continue
 		}
-		voters := p.conf.GetVoters()
+		voters := p.conf.Voters
 		if len(voters) < want {
 			under++
 			continue

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/needle-mesh/needle/ring"
 	"github.com/needle-mesh/needle/shard"
@@ -34,18 +33,19 @@ func AppendMessage(dst []byte, m *Message) ([]byte, error) {
 	case MsgRaft:
 		dst = binary.AppendUvarint(dst, uint64(len(m.Raft)))
 		for _, r := range m.Raft {
-			// In place, behind its length: as shard.AppendBytes of
-			// proto.Marshal's bytes, without a buffer of their own.
-			size := proto.Size(r.Msg)
+			// In place, behind its length: as shard.AppendBytes of the
+			// message's encoding, without a buffer of its own.
+			size := r.Msg.Size()
 			dst = binary.AppendUvarint(dst, uint64(r.Partition))
 			dst = binary.AppendUvarint(dst, uint64(size))
 			at := len(dst)
-			var err error
-			if dst, err = (proto.MarshalOptions{UseCachedSize: true}).MarshalAppend(dst, r.Msg); err != nil {
+			dst = slices.Grow(dst, size)[:at+size]
+			n, err := r.Msg.MarshalToSizedBuffer(dst[at:])
+			if err != nil {
 				return nil, fmt.Errorf("peer: encode raft message: %w", err)
 			}
-			if len(dst)-at != size {
-				return nil, fmt.Errorf("peer: encode raft message: %d bytes, sized %d", len(dst)-at, size)
+			if n != size {
+				return nil, fmt.Errorf("peer: encode raft message: %d bytes, sized %d", n, size)
 			}
 		}
 	case MsgHeartbeat:
@@ -395,7 +395,7 @@ func decodeRaft(d *shard.Decoder, m *Message) {
 			return
 		}
 		msg := &pb.Message{}
-		if err := proto.Unmarshal(b, msg); err != nil {
+		if err := msg.Unmarshal(b); err != nil {
 			d.Fail("raft message: %v", err)
 			return
 		}

@@ -18,8 +18,8 @@ import (
 
 func wireSamples() []Message {
 	return []Message{
-		{Type: MsgRaft, From: "a", Raft: []RaftMsg{{Partition: 3, Msg: &pb.Message{Type: pb.MsgApp.Enum(), To: new(uint64(7)), From: new(uint64(9)),
-			Entries: []*pb.Entry{{Index: new(uint64(4)), Term: new(uint64(2)), Data: []byte("x")}}}}}},
+		{Type: MsgRaft, From: "a", Raft: []RaftMsg{{Partition: 3, Msg: &pb.Message{Type: pb.MsgApp, To: uint64(7), From: uint64(9),
+			Entries: []pb.Entry{{Index: uint64(4), Term: uint64(2), Data: []byte("x")}}}}}},
 		{Type: MsgHeartbeat, From: "b", Heartbeat: &Heartbeat{Boot: "n", Partitions: 256, Load: Load{Ready: 3, Running: 1, Slots: 2},
 			Members: []string{"a", "b"}, Forgotten: []string{"z"}, Addrs: []string{"/ip4/127.0.0.1/tcp/1"}, Draining: true,
 			Labels: []string{"gpu=true", "zone=a"}, Stranded: 5, StrandedFor: []string{"c", "d"}, Features: Features,
@@ -538,7 +538,7 @@ func TestStepRefusesBadMessages(t *testing.T) {
 		{Type: MsgHeartbeat, From: "x"},                                       // no body
 		{Type: MsgHeartbeat, From: "x", Heartbeat: &Heartbeat{Partitions: 7}}, // wrong partition count
 		{Type: MsgRaft, From: "x", Raft: []RaftMsg{{Partition: 99, Msg: &pb.Message{}}}},
-		{Type: MsgRaft, From: "x", Raft: []RaftMsg{{Partition: 1, Msg: &pb.Message{Type: pb.MsgHup.Enum(), To: new(h.n.raftID), From: new(RaftID("x"))}}}},
+		{Type: MsgRaft, From: "x", Raft: []RaftMsg{{Partition: 1, Msg: &pb.Message{Type: pb.MsgHup, To: h.n.raftID, From: RaftID("x")}}}},
 		{Type: 77, From: "x"},
 	}
 	for _, m := range bad {

@@ -216,7 +216,7 @@ func (p *Peer) dropAppends(msgs []node.RaftMsg) []node.RaftMsg {
 	kept := msgs[:0]
 	dropped := 0
 	for _, rm := range msgs {
-		if t := rm.Msg.GetType(); t == raftpb.MsgApp || t == raftpb.MsgSnap {
+		if t := rm.Msg.Type; t == raftpb.MsgApp || t == raftpb.MsgSnap {
 			dropped++
 			continue
 		}

@@ -75,7 +75,7 @@ func TestMeshSettingsRecorded(t *testing.T) {
 	if _, pl, err := open(fresh, Config{Partitions: 64, Placement: ring.PlacementCircle, PlacementSet: true}); err != nil || pl != ring.PlacementCircle {
 		t.Errorf("restart of a data dir without partitions with --placement circle: %v, %v; want circle", pl, err)
 	}
-	if err := fresh.Append(&wal.Batch{Updates: []wal.Update{{Partition: 3, HardState: &pb.HardState{Term: new(uint64(1)), Vote: new(uint64(1)), Commit: new(uint64(0))}}}}); err != nil {
+	if err := fresh.Append(&wal.Batch{Updates: []wal.Update{{Partition: 3, HardState: pb.HardState{Term: uint64(1), Vote: uint64(1), Commit: uint64(0)}}}}); err != nil {
 		t.Fatal(err)
 	}
 	_, _, err := open(fresh, Config{Partitions: 64, Placement: ring.PlacementSpread, PlacementSet: true})

@@ -238,8 +238,8 @@ func TestPeerStopWritesHeldCommits(t *testing.T) {
 			continue
 		}
 		checked++
-		if last := st.Entries[len(st.Entries)-1].GetIndex(); st.HardState.GetCommit() != last {
-			t.Errorf("partition %d: stored commit %d, last entry %d", part, st.HardState.GetCommit(), last)
+		if last := st.Entries[len(st.Entries)-1].Index; st.HardState.Commit != last {
+			t.Errorf("partition %d: stored commit %d, last entry %d", part, st.HardState.Commit, last)
 		}
 	}
 	if checked == 0 {

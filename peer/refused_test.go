@@ -45,7 +45,7 @@ func TestRefusalOfUnheardPeerIsNoWarning(t *testing.T) {
 	}
 	const stranger = "12D3KooWKEvQdgeoY9itgigGX6JeZzYCFjeH4jBhJy4Yc1Gxn3ND"
 	raft, err := node.AppendMessage(nil, &node.Message{Type: node.MsgRaft, From: stranger, Raft: []node.RaftMsg{{Partition: 0,
-		Msg: &pb.Message{Type: pb.MsgHeartbeat.Enum(), To: new(node.RaftID(p.node.ID())), From: new(node.RaftID(stranger)), Term: new(uint64(1))}}}})
+		Msg: &pb.Message{Type: pb.MsgHeartbeat, To: node.RaftID(p.node.ID()), From: node.RaftID(stranger), Term: uint64(1)}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -320,14 +320,14 @@ func percentile(sorted []time.Duration, q float64) time.Duration {
 func (s *sim) hashPersist(node int, b *wal.Batch) {
 	for _, u := range b.Updates {
 		for _, e := range u.Entries {
-			if e.GetIndex() > s.entryTop[u.Partition] {
-				s.entryTop[u.Partition] = e.GetIndex()
-				if e.GetType() == raftpb.EntryNormal && len(e.GetData()) > 0 {
+			if e.Index > s.entryTop[u.Partition] {
+				s.entryTop[u.Partition] = e.Index
+				if e.Type == raftpb.EntryNormal && len(e.Data) > 0 {
 					s.entries++
 				}
 			}
-			s.hash.header(uint64(node), uint64(u.Partition), e.GetIndex(), e.GetTerm())
-			s.hash.shared(e.GetData()) // Raft's: never modified
+			s.hash.header(uint64(node), uint64(u.Partition), e.Index, e.Term)
+			s.hash.shared(e.Data) // Raft's: never modified
 		}
 	}
 }

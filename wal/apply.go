@@ -23,11 +23,11 @@ type PartStore interface {
 	// means no upper bound.
 	DropEntries(from, to uint64) error
 	// PutSnapshot stores s in place of the stored snapshot.
-	PutSnapshot(s *raftpb.Snapshot) error
+	PutSnapshot(s raftpb.Snapshot) error
 	// PutHardState stores hs in place of the stored hard state.
-	PutHardState(hs *raftpb.HardState) error
+	PutHardState(hs raftpb.HardState) error
 	// PutEntries stores es, which are contiguous and follow the last index.
-	PutEntries(es []*raftpb.Entry) error
+	PutEntries(es []raftpb.Entry) error
 	// Clear deletes the hard state, the snapshot and every entry.
 	Clear() error
 }
@@ -71,8 +71,8 @@ func ApplyUpdate(s PartStore, u *Update) error {
 // applySnapshot stores snap if it is newer than the stored snapshot, and
 // drops the entries it covers, or the whole log if the log does not hold
 // the snapshot's last entry.
-func applySnapshot(s PartStore, snap *raftpb.Snapshot) error {
-	idx, term := snap.GetMetadata().GetIndex(), snap.GetMetadata().GetTerm()
+func applySnapshot(s PartStore, snap raftpb.Snapshot) error {
+	idx, term := snap.Metadata.Index, snap.Metadata.Term
 	si, err := s.SnapIndex()
 	if err != nil || idx <= si {
 		return err
@@ -92,7 +92,7 @@ func applySnapshot(s PartStore, snap *raftpb.Snapshot) error {
 }
 
 // applyEntries appends es, truncating the stored suffix they overwrite.
-func applyEntries(s PartStore, p uint32, es []*raftpb.Entry) error {
+func applyEntries(s PartStore, p uint32, es []raftpb.Entry) error {
 	if err := CheckEntries(p, es); err != nil || len(es) == 0 {
 		return err
 	}
@@ -108,7 +108,7 @@ func applyEntries(s PartStore, p uint32, es []*raftpb.Entry) error {
 	if err != nil {
 		return err
 	}
-	first := es[0].GetIndex()
+	first := es[0].Index
 	if first > last+1 {
 		return fmt.Errorf("%w: partition %d: entry %d leaves a gap after last index %d",
 			ErrInvalidUpdate, p, first, last)
@@ -124,16 +124,14 @@ func applyEntries(s PartStore, p uint32, es []*raftpb.Entry) error {
 // CheckEntries rejects entries whose indexes do not increase by one, or
 // that start at index 0, with an error wrapping ErrInvalidUpdate. A Log
 // that writes one Update in several steps checks it first.
-func CheckEntries(p uint32, es []*raftpb.Entry) error {
+func CheckEntries(p uint32, es []raftpb.Entry) error {
 	for i, e := range es {
 		switch {
-		case e == nil:
-			return fmt.Errorf("%w: partition %d: nil entry", ErrInvalidUpdate, p)
-		case i == 0 && e.GetIndex() == 0:
+		case i == 0 && e.Index == 0:
 			return fmt.Errorf("%w: partition %d: entry index 0", ErrInvalidUpdate, p)
-		case i > 0 && e.GetIndex() != es[i-1].GetIndex()+1:
+		case i > 0 && e.Index != es[i-1].Index+1:
 			return fmt.Errorf("%w: partition %d: entry %d follows entry %d",
-				ErrInvalidUpdate, p, e.GetIndex(), es[i-1].GetIndex())
+				ErrInvalidUpdate, p, e.Index, es[i-1].Index)
 		}
 	}
 	return nil
@@ -141,11 +139,11 @@ func CheckEntries(p uint32, es []*raftpb.Entry) error {
 
 // skipCompacted drops the contiguous entries at or below index si, as
 // raft.MemoryStorage.Append does.
-func skipCompacted(es []*raftpb.Entry, si uint64) []*raftpb.Entry {
-	if len(es) == 0 || es[0].GetIndex() > si {
+func skipCompacted(es []raftpb.Entry, si uint64) []raftpb.Entry {
+	if len(es) == 0 || es[0].Index > si {
 		return es
 	}
-	n := si - es[0].GetIndex() + 1
+	n := si - es[0].Index + 1
 	if n >= uint64(len(es)) {
 		return nil
 	}

@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +11,6 @@ import (
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 )
 
 // TestMemStorageMatchesRaft drives memStorage and raft.MemoryStorage with
@@ -36,9 +36,9 @@ func TestMemStorageMatchesRaft(t *testing.T) {
 					term++
 				}
 				n := 1 + rng.IntN(4)
-				ents := make([]*pb.Entry, n)
+				ents := make([]pb.Entry, n)
 				for i := range ents {
-					ents[i] = &pb.Entry{Index: new(uint64(from) + uint64(i)), Term: new(term), Data: make([]byte, rng.IntN(40))}
+					ents[i] = pb.Entry{Index: uint64(from) + uint64(i), Term: term, Data: make([]byte, rng.IntN(40))}
 				}
 				call = fmt.Sprintf("Append(%d..%d)", from, uint64(from)+uint64(n)-1)
 				a, b = catch(func() any { return ours.Append(ents) }), catch(func() any { return theirs.Append(ents) })
@@ -58,12 +58,12 @@ func TestMemStorageMatchesRaft(t *testing.T) {
 				b = catch(func() any { s, err := theirs.CreateSnapshot(i, cs, data); return pair(s, err) })
 			case 4:
 				i := uint64(rng.IntN(80))
-				snap := &pb.Snapshot{Data: []byte{1, 2}, Metadata: &pb.SnapshotMetadata{Index: new(i), Term: new(term),
-					ConfState: &pb.ConfState{Voters: []uint64{1, 2, 3}}}}
+				snap := pb.Snapshot{Data: []byte{1, 2}, Metadata: pb.SnapshotMetadata{Index: i, Term: term,
+					ConfState: pb.ConfState{Voters: []uint64{1, 2, 3}}}}
 				call = fmt.Sprintf("ApplySnapshot(%d)", i)
 				a, b = catch(func() any { return ours.ApplySnapshot(snap) }), catch(func() any { return theirs.ApplySnapshot(snap) })
 			case 5:
-				hs := &pb.HardState{Term: new(term), Commit: new(uint64(rng.IntN(50)))}
+				hs := pb.HardState{Term: term, Commit: uint64(rng.IntN(50))}
 				call = "SetHardState"
 				a, b = ours.SetHardState(hs), theirs.SetHardState(hs)
 			case 6:
@@ -99,7 +99,7 @@ func TestMemStorageMatchesRaft(t *testing.T) {
 			lj, _ := theirs.LastIndex()
 			hs, cs, _ := ours.InitialState()
 			hs2, cs2, _ := theirs.InitialState()
-			if fi != fj || li != lj || !proto.Equal(hs, hs2) || !proto.Equal(cs, cs2) {
+			if fi != fj || li != lj || hs != hs2 || !equalMsg(&cs, &cs2) {
 				t.Fatalf("seed %d step %d after %s: first %d/%d last %d/%d state %v %v / %v %v", seed, step, call, fi, fj, li, lj, hs, cs, hs2, cs2)
 			}
 		}
@@ -140,20 +140,27 @@ func same(a, b any) bool {
 
 func sameValue(a, b any) bool {
 	switch x := a.(type) {
-	case []*pb.Entry:
-		y := b.([]*pb.Entry)
+	case []pb.Entry:
+		y := b.([]pb.Entry)
 		if len(x) != len(y) || cap(x) != cap(y) {
 			return false
 		}
 		for i := range x {
-			if !proto.Equal(x[i], y[i]) {
+			if !equalMsg(&x[i], &y[i]) {
 				return false
 			}
 		}
 		return true
-	case *pb.Snapshot:
-		y := b.(*pb.Snapshot)
-		return (x == nil) == (y == nil) && proto.Equal(x, y)
+	case pb.Snapshot:
+		y := b.(pb.Snapshot)
+		return equalMsg(&x, &y)
 	}
 	return a == b
+}
+
+// equalMsg reports whether two raftpb messages encode the same.
+func equalMsg(a, b interface{ Marshal() ([]byte, error) }) bool {
+	x, errX := a.Marshal()
+	y, errY := b.Marshal()
+	return errX == nil && errY == nil && bytes.Equal(x, y)
 }

@@ -63,10 +63,10 @@ func corruptPart(rec string, p uint32, i uint64, format string, args ...any) *Co
 // A violation is a *CorruptError for partition p. Every Log's Load ends
 // with it, as NewStorage starts with it.
 func VerifyState(p uint32, ps *PartitionState) error {
-	snapIdx := ps.Snapshot.GetMetadata().GetIndex()
+	snapIdx := ps.Snapshot.Metadata.Index
 	want := snapIdx + 1
 	for _, e := range ps.Entries {
-		i := e.GetIndex()
+		i := e.Index
 		if i <= snapIdx {
 			return corruptPart(RecordEntry, p, i, "entry at or below snapshot index %d was not dropped", snapIdx)
 		}
@@ -76,7 +76,7 @@ func VerifyState(p uint32, ps *PartitionState) error {
 		want++
 	}
 	last := want - 1
-	if c := ps.HardState.GetCommit(); c > last {
+	if c := ps.HardState.Commit; c > last {
 		return corruptPart(RecordHardState, p, c, "commit index beyond last index %d", last)
 	}
 	return nil

@@ -28,9 +28,9 @@ var (
 // Update is what one partition's Raft Ready asks to persist. Its parts are
 // applied in this order: Drop, Snapshot, HardState, Entries, Compact.
 //
-// The pointer types follow go.etcd.io/raft/v3 v3.7, whose Ready carries
-// *raftpb.HardState, *raftpb.Snapshot and []*raftpb.Entry. A Log never keeps
-// the caller's pointers: it copies what it stores.
+// The types are those of go.etcd.io/raft/v3 v3.6's Ready (values, as
+// raftpb's are). Nobody modifies an entry's or a snapshot's bytes once
+// they are made, so a Log may keep them as they are.
 type Update struct {
 	// Partition is the ring partition whose Raft group produced the Ready.
 	Partition uint32
@@ -40,21 +40,21 @@ type Update struct {
 	// loads empty and Partitions omits it; a later Update (in the same
 	// Batch or another) starts it again from nothing.
 	Drop bool
-	// HardState replaces the stored hard state unless it is nil or
+	// HardState replaces the stored hard state unless
 	// raft.IsEmptyHardState.
-	HardState *raftpb.HardState
-	// Snapshot, unless nil or raft.IsEmptySnap, replaces the stored snapshot
+	HardState raftpb.HardState
+	// Snapshot, unless raft.IsEmptySnap, replaces the stored snapshot
 	// when its index is above the stored one (an older one is ignored, as
 	// raft.MemoryStorage.ApplySnapshot does). If the log holds the entry at
 	// the snapshot's index with the snapshot's term, entries up to that index
 	// are dropped and later ones kept; otherwise the snapshot replaces the
 	// whole log (Raft paper §7) and every stored entry is dropped.
-	Snapshot *raftpb.Snapshot
+	Snapshot raftpb.Snapshot
 	// Entries are appended. They must be contiguous; entries at or below the
 	// snapshot index are skipped; an entry whose index is at or below the
 	// stored last index replaces the stored suffix from that index on (Raft
 	// log truncation). The first kept entry must not leave a gap.
-	Entries []*raftpb.Entry
+	Entries []raftpb.Entry
 	// Compact, when > 0, drops entries with Index < Compact, but never past
 	// the stored snapshot (at most entries with Index <= snapshot index), so
 	// the log stays loadable: the first kept entry always follows the
@@ -89,13 +89,13 @@ type Batch struct {
 
 // PartitionState is what Load returns for one partition.
 type PartitionState struct {
-	// HardState is the stored hard state, or nil if none was stored.
-	HardState *raftpb.HardState
-	// Snapshot is the stored snapshot, or nil if none was stored.
-	Snapshot *raftpb.Snapshot
+	// HardState is the stored hard state, empty if none was stored.
+	HardState raftpb.HardState
+	// Snapshot is the stored snapshot, empty if none was stored.
+	Snapshot raftpb.Snapshot
 	// Entries are contiguous and start right after the snapshot index (at 1
 	// without a snapshot).
-	Entries []*raftpb.Entry
+	Entries []raftpb.Entry
 }
 
 // Log is the durable log storage of one peer. Implementations: *Memory here

@@ -58,8 +58,8 @@ func (c *Contract) see(id string, d node.Duty, rd *node.Ready) {
 				c.fail("%s: a %v message in Early", id, e.Msg.Type)
 			}
 			for _, rm := range e.Msg.Raft {
-				if response(rm.Msg.GetType()) {
-					c.fail("%s: %v in Early", id, rm.Msg.GetType())
+				if response(rm.Msg.Type) {
+					c.fail("%s: %v in Early", id, rm.Msg.Type)
 				}
 			}
 		}
@@ -70,8 +70,8 @@ func (c *Contract) see(id string, d node.Duty, rd *node.Ready) {
 	case node.DutySend:
 		for _, e := range rd.Messages {
 			for _, rm := range e.Msg.Raft {
-				if !response(rm.Msg.GetType()) {
-					c.fail("%s: %v waits for the persist", id, rm.Msg.GetType())
+				if !response(rm.Msg.Type) {
+					c.fail("%s: %v waits for the persist", id, rm.Msg.Type)
 				}
 			}
 		}
@@ -89,12 +89,12 @@ func (c *Contract) see(id string, d node.Duty, rd *node.Ready) {
 // entry, ready.go flush).
 func grantLeasesOutside(grants []node.Grant, persist *wal.Batch) bool {
 	for _, u := range persist.Updates {
-		commit := u.HardState.GetCommit()
+		commit := u.HardState.Commit
 		for _, e := range u.Entries {
-			if e.GetType() != pb.EntryNormal || len(e.GetData()) == 0 || e.GetIndex() > commit {
+			if e.Type != pb.EntryNormal || len(e.Data) == 0 || e.Index > commit {
 				continue
 			}
-			b, err := shard.DecodeBatch(e.GetData())
+			b, err := shard.DecodeBatch(e.Data)
 			if err != nil {
 				continue
 			}

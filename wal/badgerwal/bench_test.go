@@ -58,11 +58,11 @@ func BenchmarkSustainedWrites(b *testing.B) {
 			u := wal.Update{Partition: p}
 			for range per {
 				last[p]++
-				u.Entries = append(u.Entries, &raftpb.Entry{Index: new(last[p]), Term: new(uint64(1)), Data: payload})
+				u.Entries = append(u.Entries, raftpb.Entry{Index: last[p], Term: uint64(1), Data: payload})
 			}
 			if last[p]%snapEvery == 0 {
-				u.Snapshot = &raftpb.Snapshot{Data: []byte("state"), Metadata: &raftpb.SnapshotMetadata{
-					Index: new(last[p]), Term: new(uint64(1)), ConfState: &raftpb.ConfState{Voters: []uint64{1}}}}
+				u.Snapshot = raftpb.Snapshot{Data: []byte("state"), Metadata: raftpb.SnapshotMetadata{
+					Index: last[p], Term: uint64(1), ConfState: raftpb.ConfState{Voters: []uint64{1}}}}
 			}
 			batch.Updates = append(batch.Updates, u)
 		}

@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
-
-	"google.golang.org/protobuf/proto"
 )
 
 // Key layout. Every stored value is split into chunks of at most chunkSize
@@ -142,16 +140,15 @@ func frameChunk(base []byte, c, n uint32, v []byte) {
 // place behind the chunk's header, in room from alloc (the transaction's
 // arena): no allocation and one copy of the entry fewer for every entry a
 // replica writes.
-func encodeMessage(base []byte, m proto.Message, alloc func(n int) []byte) [][]byte {
-	opts := proto.MarshalOptions{Deterministic: true}
-	size := opts.Size(m)
+func encodeMessage(base []byte, m message, alloc func(n int) []byte) [][]byte {
+	size := m.Size()
 	if size > chunkSize {
 		return encodeChunks(base, marshal(m))
 	}
-	opts.UseCachedSize = true
-	v, err := opts.MarshalAppend(alloc(headerLen + size)[:headerLen], m)
-	if err != nil || len(v) != headerLen+size {
-		panic(fmt.Sprintf("badgerwal: invariant: marshal %T: %d bytes of %d: %v", m, len(v)-headerLen, size, err))
+	v := alloc(headerLen + size)[:headerLen+size]
+	n, err := m.MarshalToSizedBuffer(v[headerLen:])
+	if err != nil || n != size {
+		panic(fmt.Sprintf("badgerwal: invariant: marshal %T: %d bytes of %d: %v", m, n, size, err))
 	}
 	frameChunk(base, 0, 1, v)
 	return [][]byte{v}
@@ -209,10 +206,18 @@ func (a *assembler) done() string {
 	return ""
 }
 
-// marshal encodes a proto message deterministically. Encoding a raftpb
-// message cannot fail; a failure is a programmer error.
-func marshal(m proto.Message) []byte {
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+// message is a raftpb message: its generated code encodes it (no maps,
+// so always the same bytes for the same message) and decodes it.
+type message interface {
+	Size() int
+	Marshal() ([]byte, error)
+	MarshalToSizedBuffer(b []byte) (int, error)
+}
+
+// marshal encodes a raftpb message. Encoding one cannot fail; a failure
+// is a programmer error.
+func marshal(m message) []byte {
+	b, err := m.Marshal()
 	if err != nil {
 		panic(fmt.Sprintf("badgerwal: invariant: marshal %T: %v", m, err))
 	}

@@ -84,9 +84,9 @@ func batchBytes(batch *wal.Batch) int64 {
 	n := 0
 	for i := range batch.Updates {
 		u := &batch.Updates[i]
-		n += 64 + len(u.Snapshot.GetData())
+		n += 64 + len(u.Snapshot.Data)
 		for _, e := range u.Entries {
-			n += 32 + len(e.GetData())
+			n += 32 + len(e.Data)
 		}
 	}
 	for _, r := range batch.OutboxPut {

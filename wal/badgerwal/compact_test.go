@@ -41,12 +41,12 @@ func TestCompactionUnderWrites(t *testing.T) {
 			u := wal.Update{Partition: p}
 			for range perAppend {
 				last[p]++
-				u.Entries = append(u.Entries, &raftpb.Entry{Index: new(last[p]), Term: new(uint64(1)), Data: payload})
+				u.Entries = append(u.Entries, raftpb.Entry{Index: last[p], Term: uint64(1), Data: payload})
 			}
 			if last[p]%snapEvery == 0 {
-				conf := &raftpb.ConfState{Voters: []uint64{1}}
-				u.Snapshot = &raftpb.Snapshot{Data: []byte("state"),
-					Metadata: &raftpb.SnapshotMetadata{Index: new(last[p]), Term: new(uint64(1)), ConfState: conf}}
+				conf := raftpb.ConfState{Voters: []uint64{1}}
+				u.Snapshot = raftpb.Snapshot{Data: []byte("state"),
+					Metadata: raftpb.SnapshotMetadata{Index: last[p], Term: uint64(1), ConfState: conf}}
 			}
 			batch.Updates = append(batch.Updates, u)
 		}
@@ -80,8 +80,8 @@ func TestCompactionUnderWrites(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Load(%d): %v", p, err)
 		}
-		if n := len(st.Entries); n == 0 || st.Entries[n-1].GetIndex() != last[p] {
-			t.Errorf("partition %d: %d entries after the snapshot, last index %d; want up to %d", p, n, st.Entries[max(n-1, 0)].GetIndex(), last[p])
+		if n := len(st.Entries); n == 0 || st.Entries[n-1].Index != last[p] {
+			t.Errorf("partition %d: %d entries after the snapshot, last index %d; want up to %d", p, n, st.Entries[max(n-1, 0)].Index, last[p])
 		}
 	}
 }

@@ -10,12 +10,12 @@ import (
 	"github.com/needle-mesh/needle/wal"
 )
 
-func ent(i, term uint64) *raftpb.Entry {
-	return &raftpb.Entry{Index: new(i), Term: new(term), Data: []byte("data")}
+func ent(i, term uint64) raftpb.Entry {
+	return raftpb.Entry{Index: i, Term: term, Data: []byte("data")}
 }
 
-func ents(lo, hi, term uint64) []*raftpb.Entry {
-	var es []*raftpb.Entry
+func ents(lo, hi, term uint64) []raftpb.Entry {
+	var es []raftpb.Entry
 	for i := lo; i <= hi; i++ {
 		es = append(es, ent(i, term))
 	}
@@ -33,7 +33,7 @@ func newCorruptible(t *testing.T) *Log {
 	t.Cleanup(func() { _ = b.Close() })
 	es := ents(1, 10, 1)
 	es[3].Data = make([]byte, 2*chunkSize+10)
-	hs := &raftpb.HardState{Term: new(uint64(1)), Commit: new(uint64(5))}
+	hs := raftpb.HardState{Term: uint64(1), Commit: uint64(5)}
 	err = b.Append(&wal.Batch{
 		Updates:   []wal.Update{{Partition: 3, HardState: hs, Entries: es}},
 		OutboxPut: []wal.Record{{Key: "o", Value: []byte("v")}},
@@ -84,9 +84,9 @@ func del(t *testing.T, b *Log, key []byte) {
 func TestLoadCorrupt(t *testing.T) {
 	entry := func(i uint64, c uint32) []byte { return chunkKey(entryKey(3, i), c) }
 	hsKey := chunkKey(partKey(3, kindHardState), 0)
-	wrongIndex := encodeChunks(entryKey(3, 7), marshal(ent(8, 1)))[0]
-	commit20 := encodeChunks(partKey(3, kindHardState), marshal(&raftpb.HardState{Commit: new(uint64(20))}))[0]
-	snap5 := &raftpb.Snapshot{Metadata: &raftpb.SnapshotMetadata{Index: new(uint64(5)), Term: new(uint64(1))}}
+	wrongIndex := encodeChunks(entryKey(3, 7), marshal(new(ent(8, 1))))[0]
+	commit20 := encodeChunks(partKey(3, kindHardState), marshal(&raftpb.HardState{Commit: uint64(20)}))[0]
+	snap5 := raftpb.Snapshot{Metadata: raftpb.SnapshotMetadata{Index: uint64(5), Term: uint64(1)}}
 	tests := []struct {
 		name    string
 		key     []byte

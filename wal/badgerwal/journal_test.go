@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/needle-mesh/needle/wal"
 )
@@ -42,9 +41,9 @@ func dump(t *testing.T, b *Log) string {
 		if err != nil {
 			t.Fatalf("Load(%d): %v", p, err)
 		}
-		fmt.Fprintf(&sb, "partition %d hs=%s snap=%s\n", p, textOf(st.HardState), textOf(st.Snapshot))
+		fmt.Fprintf(&sb, "partition %d hs=%s snap=%s\n", p, textOf(&st.HardState), textOf(&st.Snapshot))
 		for _, e := range st.Entries {
-			fmt.Fprintf(&sb, "  %s\n", textOf(e))
+			fmt.Fprintf(&sb, "  %s\n", textOf(&e))
 		}
 	}
 	ob, err := b.Outbox()
@@ -64,11 +63,8 @@ func dump(t *testing.T, b *Log) string {
 	return sb.String()
 }
 
-func textOf(m proto.Message) string {
-	if m == nil || !m.ProtoReflect().IsValid() {
-		return "none"
-	}
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+func textOf(m message) string {
+	b, err := m.Marshal()
 	if err != nil {
 		return "unmarshalable: " + err.Error()
 	}
@@ -78,8 +74,8 @@ func textOf(m proto.Message) string {
 // journalBatches are three Appends: entries of two partitions, hard
 // states, outbox records put and deleted, meta records put and replaced.
 func journalBatches() []*wal.Batch {
-	hs := func(commit uint64) *raftpb.HardState {
-		return &raftpb.HardState{Term: new(uint64(2)), Commit: new(commit)}
+	hs := func(commit uint64) raftpb.HardState {
+		return raftpb.HardState{Term: uint64(2), Commit: commit}
 	}
 	big := ents(7, 7, 2)
 	big[0].Data = bytes.Repeat([]byte("b"), 2*chunkSize+100) // three chunks
@@ -273,9 +269,9 @@ func TestJournalWraps(t *testing.T) {
 	cycles := map[uint64]bool{b.j.cycle: true}
 	payload := bytes.Repeat([]byte("w"), 20<<10)
 	for i := range uint64(300) {
-		e := &raftpb.Entry{Index: new(i/3 + 1), Term: new(uint64(1)), Data: payload}
+		e := raftpb.Entry{Index: i/3 + 1, Term: uint64(1), Data: payload}
 		appendSync(t, b, &wal.Batch{Updates: []wal.Update{{Partition: uint32(i % 3),
-			Entries: []*raftpb.Entry{e}}}, MetaPut: []wal.Record{{Key: "m1", Value: fmt.Append(nil, i)}}})
+			Entries: []raftpb.Entry{e}}}, MetaPut: []wal.Record{{Key: "m1", Value: fmt.Append(nil, i)}}})
 		cycles[b.j.cycle] = true
 	}
 	if len(cycles) < 4 {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/needle-mesh/needle/wal"
 )
@@ -81,8 +80,7 @@ func loadPart(txn *badger.Txn, p uint32) (wal.PartitionState, error) {
 	if b, ok, why := readRecord(txn, partKey(p, kindHardState)); why != "" {
 		return ps, corruptPart(wal.RecordHardState, p, 0, "%s", why)
 	} else if ok {
-		ps.HardState = &raftpb.HardState{}
-		if err := proto.Unmarshal(b, ps.HardState); err != nil {
+		if err := ps.HardState.Unmarshal(b); err != nil {
 			return ps, corruptPart(wal.RecordHardState, p, 0, "undecodable: %v", err)
 		}
 	}
@@ -95,31 +93,31 @@ func loadPart(txn *badger.Txn, p uint32) (wal.PartitionState, error) {
 	return ps, err
 }
 
-// loadSnapshot reads a partition's snapshot (metadata and data), or nil.
-func loadSnapshot(txn *badger.Txn, p uint32) (*raftpb.Snapshot, error) {
+// loadSnapshot reads a partition's snapshot (metadata and data), empty if none is stored.
+func loadSnapshot(txn *badger.Txn, p uint32) (raftpb.Snapshot, error) {
 	b, ok, why := readRecord(txn, partKey(p, kindSnapMeta))
 	if why != "" {
-		return nil, corruptPart(wal.RecordSnapshot, p, 0, "metadata: %s", why)
+		return raftpb.Snapshot{}, corruptPart(wal.RecordSnapshot, p, 0, "metadata: %s", why)
 	}
 	data, dataOK, why := readRecord(txn, partKey(p, kindSnapData))
 	if why != "" {
-		return nil, corruptPart(wal.RecordSnapshot, p, 0, "data: %s", why)
+		return raftpb.Snapshot{}, corruptPart(wal.RecordSnapshot, p, 0, "data: %s", why)
 	}
 	if !ok && !dataOK {
-		return nil, nil
+		return raftpb.Snapshot{}, nil
 	}
 	if !ok {
-		return nil, corruptPart(wal.RecordSnapshot, p, 0, "data stored, metadata not")
+		return raftpb.Snapshot{}, corruptPart(wal.RecordSnapshot, p, 0, "data stored, metadata not")
 	}
-	s := &raftpb.Snapshot{}
-	if err := proto.Unmarshal(b, s); err != nil {
-		return nil, corruptPart(wal.RecordSnapshot, p, 0, "undecodable: %v", err)
+	var s raftpb.Snapshot
+	if err := s.Unmarshal(b); err != nil {
+		return raftpb.Snapshot{}, corruptPart(wal.RecordSnapshot, p, 0, "undecodable: %v", err)
 	}
 	if !dataOK {
 		// Written in several transactions: the data is staged by index.
-		staged, err := loadStaged(txn, p, s.GetMetadata().GetIndex())
+		staged, err := loadStaged(txn, p, s.Metadata.Index)
 		if err != nil {
-			return nil, err
+			return raftpb.Snapshot{}, err
 		}
 		data = staged
 	}
@@ -171,17 +169,17 @@ func chunkScan(txn *badger.Txn, prefix []byte, emit func(base, payload []byte) s
 
 // loadEntries reads a partition's entries in index order; each must be
 // stored under its own index.
-func loadEntries(txn *badger.Txn, p uint32) ([]*raftpb.Entry, error) {
-	var es []*raftpb.Entry
+func loadEntries(txn *badger.Txn, p uint32) ([]raftpb.Entry, error) {
+	var es []raftpb.Entry
 	bad, why := chunkScan(txn, partKey(p, kindEntry), func(base, payload []byte) string {
 		if len(base) != entryKeyLen {
 			return "malformed key"
 		}
-		e := &raftpb.Entry{}
-		if err := proto.Unmarshal(payload, e); err != nil {
+		var e raftpb.Entry
+		if err := e.Unmarshal(payload); err != nil {
 			return "undecodable: " + err.Error()
 		}
-		if i := binary.BigEndian.Uint64(base[partKeyLen:]); e.GetIndex() != i {
+		if i := binary.BigEndian.Uint64(base[partKeyLen:]); e.Index != i {
 			return "entry stored under index " + strconv.FormatUint(i, 10)
 		}
 		es = append(es, e)

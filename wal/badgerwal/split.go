@@ -7,7 +7,6 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/needle-mesh/needle/wal"
 )
@@ -210,7 +209,7 @@ func (b *Log) splitUpdate(u *wal.Update) error {
 	}
 	costs := make([]int64, len(u.Entries))
 	for i, e := range u.Entries {
-		costs[i] = recordCost(entryKeyLen, proto.Size(e))
+		costs[i] = recordCost(entryKeyLen, e.Size())
 	}
 	err := b.packed(costs, func(lo, hi int, _ *txnWriter, part func(uint32) *txnPart) error {
 		return wal.ApplyUpdate(part(p), &wal.Update{Partition: p, Entries: u.Entries[lo:hi]})
@@ -235,11 +234,11 @@ func (b *Log) splitDrop(p uint32) error {
 		if why != "" {
 			return corruptPart(wal.RecordHardState, p, 0, "%s", why)
 		}
-		hs := &raftpb.HardState{}
-		if !ok || proto.Unmarshal(raw, hs) != nil || hs.GetCommit() <= si {
+		var hs raftpb.HardState
+		if !ok || hs.Unmarshal(raw) != nil || hs.Commit <= si {
 			return nil // an undecodable hard state goes with the rest
 		}
-		hs.Commit = new(si)
+		hs.Commit = si
 		return tp.PutHardState(hs)
 	})
 	if err != nil {
@@ -272,8 +271,8 @@ func (b *Log) splitDrop(p uint32) error {
 
 // splitSnapshot stages a snapshot's data, then installs it with a hard
 // state that commits its index (steps 1 and 2).
-func (b *Log) splitSnapshot(p uint32, snap *raftpb.Snapshot, hs *raftpb.HardState) error {
-	idx := snap.GetMetadata().GetIndex()
+func (b *Log) splitSnapshot(p uint32, snap raftpb.Snapshot, hs raftpb.HardState) error {
+	idx := snap.Metadata.Index
 	var stored uint64
 	err := b.txnDo(func(_ *txnWriter, part func(uint32) *txnPart) error {
 		var err error
@@ -283,13 +282,13 @@ func (b *Log) splitSnapshot(p uint32, snap *raftpb.Snapshot, hs *raftpb.HardStat
 	if err != nil || idx <= stored {
 		return err // an older snapshot changes nothing (applySnapshot)
 	}
-	if err := b.stage(stagedKey(p, idx), snap.GetData()); err != nil {
+	if err := b.stage(stagedKey(p, idx), snap.Data); err != nil {
 		return err
 	}
-	var first *raftpb.HardState
-	if hs != nil {
-		first = wal.CloneHardState(hs)
-		first.Commit = new(idx) // the entries after idx are not written yet
+	var first raftpb.HardState
+	if !raft.IsEmptyHardState(hs) {
+		first = hs
+		first.Commit = idx // the entries after idx are not written yet
 	}
 	return b.txnSync(func(_ *txnWriter, part func(uint32) *txnPart) error {
 		tp := part(p)

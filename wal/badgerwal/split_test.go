@@ -24,13 +24,13 @@ func TestSplitsBigBatches(t *testing.T) {
 		t.Fatalf("MaxRecord() = %d; want about 90%% of 600 KiB", max)
 	}
 	big := bytes.Repeat([]byte("snapshot"), 3<<20/8)
-	conf := &raftpb.ConfState{Voters: []uint64{1}}
-	snap := &raftpb.Snapshot{Data: big, Metadata: &raftpb.SnapshotMetadata{Index: new(uint64(10)), Term: new(uint64(2)), ConfState: conf}}
-	var ents []*raftpb.Entry
+	conf := raftpb.ConfState{Voters: []uint64{1}}
+	snap := raftpb.Snapshot{Data: big, Metadata: raftpb.SnapshotMetadata{Index: uint64(10), Term: uint64(2), ConfState: conf}}
+	var ents []raftpb.Entry
 	for i := range 40 {
-		ents = append(ents, &raftpb.Entry{Index: new(uint64(11 + i)), Term: new(uint64(2)), Data: bytes.Repeat([]byte{byte(i)}, 100<<10)})
+		ents = append(ents, raftpb.Entry{Index: uint64(11 + i), Term: uint64(2), Data: bytes.Repeat([]byte{byte(i)}, 100<<10)})
 	}
-	hs := &raftpb.HardState{Term: new(uint64(2)), Vote: new(uint64(1)), Commit: new(uint64(45))}
+	hs := raftpb.HardState{Term: uint64(2), Vote: uint64(1), Commit: uint64(45)}
 	batch := &wal.Batch{Updates: []wal.Update{{Partition: 3, Snapshot: snap, HardState: hs, Entries: ents}},
 		OutboxPut: []wal.Record{{Key: "a", Value: []byte("x")}}}
 	if err := b.Append(batch); err != nil {
@@ -45,19 +45,19 @@ func TestSplitsBigBatches(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Load after a split append: %v", err)
 	}
-	if !bytes.Equal(ps.Snapshot.GetData(), big) || len(ps.Entries) != 40 || ps.HardState.GetCommit() != 45 {
+	if !bytes.Equal(ps.Snapshot.Data, big) || len(ps.Entries) != 40 || ps.HardState.Commit != 45 {
 		t.Fatalf("Load = snapshot of %d bytes, %d entries, commit %d; want %d, 40, 45",
-			len(ps.Snapshot.GetData()), len(ps.Entries), ps.HardState.GetCommit(), len(big))
+			len(ps.Snapshot.Data), len(ps.Entries), ps.HardState.Commit, len(big))
 	}
 	if ob, _ := b.Outbox(); len(ob) != 1 {
 		t.Fatalf("Outbox = %v; want the one record", ob)
 	}
-	small := &raftpb.Snapshot{Data: []byte("small"), Metadata: &raftpb.SnapshotMetadata{Index: new(uint64(50)), Term: new(uint64(2)), ConfState: conf}}
+	small := raftpb.Snapshot{Data: []byte("small"), Metadata: raftpb.SnapshotMetadata{Index: uint64(50), Term: uint64(2), ConfState: conf}}
 	if err := b.Append(&wal.Batch{Updates: []wal.Update{{Partition: 3, Snapshot: small}}}); err != nil {
 		t.Fatal(err)
 	}
-	if ps, err = b.Load(3); err != nil || string(ps.Snapshot.GetData()) != "small" {
-		t.Fatalf("Load after a small snapshot = %q, %v", ps.Snapshot.GetData(), err)
+	if ps, err = b.Load(3); err != nil || string(ps.Snapshot.Data) != "small" {
+		t.Fatalf("Load after a small snapshot = %q, %v", ps.Snapshot.Data, err)
 	}
 	one := []wal.Record{{Key: "big", Value: make([]byte, 1<<20)}}
 	if err := b.Append(&wal.Batch{OutboxPut: one}); !errors.Is(err, wal.ErrBatchTooBig) {
@@ -74,14 +74,14 @@ func TestSplitsBigDrop(t *testing.T) {
 	dir := t.TempDir()
 	opts := badgerwal.Options{MemTableSize: 4 << 20}
 	b := mustOpen(t, dir, opts)
-	conf := &raftpb.ConfState{Voters: []uint64{1}}
-	snap := &raftpb.Snapshot{Data: bytes.Repeat([]byte("s"), 1<<20), Metadata: &raftpb.SnapshotMetadata{Index: new(uint64(10)), Term: new(uint64(2)), ConfState: conf}}
+	conf := raftpb.ConfState{Voters: []uint64{1}}
+	snap := raftpb.Snapshot{Data: bytes.Repeat([]byte("s"), 1<<20), Metadata: raftpb.SnapshotMetadata{Index: uint64(10), Term: uint64(2), ConfState: conf}}
 	if err := b.Append(&wal.Batch{Updates: []wal.Update{{Partition: 3, Snapshot: snap}, {Partition: 4, Entries: waltest.Ents(1, 2, 1)}}}); err != nil {
 		t.Fatal(err)
 	}
 	const n = 10_000
 	for lo := uint64(11); lo < 11+n; lo += 1000 {
-		hs := &raftpb.HardState{Term: new(uint64(2)), Vote: new(uint64(1)), Commit: new(lo + 999)}
+		hs := raftpb.HardState{Term: uint64(2), Vote: uint64(1), Commit: lo + 999}
 		if err := b.Append(&wal.Batch{Updates: []wal.Update{{Partition: 3, HardState: hs, Entries: waltest.Ents(lo, lo+999, 2)}}}); err != nil {
 			t.Fatal(err)
 		}

@@ -36,7 +36,7 @@ func TestSyncReachesMemtableFile(t *testing.T) {
 		marker := fmt.Appendf(nil, "marker-%08d", i)
 		data := append(append([]byte{}, marker...), filler...)
 		batch := wal.Batch{Updates: []wal.Update{{Partition: 1,
-			Entries: []*raftpb.Entry{{Index: new(uint64(i + 1)), Term: new(uint64(1)), Data: data}}}}}
+			Entries: []raftpb.Entry{{Index: uint64(i + 1), Term: uint64(1), Data: data}}}}}
 		if err := b.Append(&batch); err != nil {
 			t.Fatalf("Append %d: %v", i, err)
 		}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/needle-mesh/needle/wal"
 )
@@ -275,10 +274,10 @@ func (t *txnPart) readSnapIndex() (uint64, error) {
 		return 0, nil
 	}
 	var s raftpb.Snapshot
-	if err := proto.Unmarshal(b, &s); err != nil {
+	if err := s.Unmarshal(b); err != nil {
 		return 0, corruptPart(wal.RecordSnapshot, t.p, 0, "undecodable: %v", err)
 	}
-	return s.GetMetadata().GetIndex(), nil
+	return s.Metadata.Index, nil
 }
 
 // readEntryRange returns the first and last stored entry indexes (0, 0 if
@@ -333,10 +332,10 @@ func (t *txnPart) Term(i uint64) (uint64, bool, error) {
 		return 0, false, nil
 	}
 	var e raftpb.Entry
-	if err := proto.Unmarshal(b, &e); err != nil {
+	if err := e.Unmarshal(b); err != nil {
 		return 0, false, corruptPart(wal.RecordEntry, t.p, i, "undecodable: %v", err)
 	}
-	return e.GetTerm(), true, nil
+	return e.Term, true, nil
 }
 
 func (t *txnPart) LastIndex() (uint64, error) {
@@ -376,17 +375,17 @@ func (t *txnPart) DropEntries(from, to uint64) error {
 	return nil
 }
 
-func (t *txnPart) PutSnapshot(s *raftpb.Snapshot) error {
-	meta := proto.Clone(s).(*raftpb.Snapshot)
+func (t *txnPart) PutSnapshot(s raftpb.Snapshot) error {
+	meta := s
 	meta.Data = nil
 	m, err := t.load()
 	if err != nil {
 		return err
 	}
-	if err := t.w.putRecord(partKey(t.p, kindSnapMeta), marshal(meta)); err != nil {
+	if err := t.w.putRecord(partKey(t.p, kindSnapMeta), marshal(&meta)); err != nil {
 		return err
 	}
-	m.snapIdx = s.GetMetadata().GetIndex()
+	m.snapIdx = s.Metadata.Index
 	if t.stagedIdx != 0 && t.stagedIdx == m.snapIdx {
 		if err := t.w.deleteRecord(partKey(t.p, kindSnapData)); err != nil {
 			return err
@@ -396,7 +395,7 @@ func (t *txnPart) PutSnapshot(s *raftpb.Snapshot) error {
 	if err := t.w.dropStaged(t.p, 0); err != nil {
 		return err
 	}
-	return t.w.putRecord(partKey(t.p, kindSnapData), s.GetData())
+	return t.w.putRecord(partKey(t.p, kindSnapData), s.Data)
 }
 
 // Clear deletes every record of the partition: hard state, snapshot
@@ -412,22 +411,22 @@ func (t *txnPart) Clear() error {
 	return nil
 }
 
-func (t *txnPart) PutHardState(hs *raftpb.HardState) error {
-	return t.w.putRecord(partKey(t.p, kindHardState), marshal(hs))
+func (t *txnPart) PutHardState(hs raftpb.HardState) error {
+	return t.w.putRecord(partKey(t.p, kindHardState), marshal(&hs))
 }
 
-func (t *txnPart) PutEntries(es []*raftpb.Entry) error {
+func (t *txnPart) PutEntries(es []raftpb.Entry) error {
 	m, err := t.load()
 	if err != nil {
 		return err
 	}
 	if m.first == 0 {
-		m.first = es[0].GetIndex()
+		m.first = es[0].Index
 	}
-	m.last = es[len(es)-1].GetIndex()
+	m.last = es[len(es)-1].Index
 	for _, e := range es {
-		base := entryKey(t.p, e.GetIndex())
-		if err := t.w.putValues(base, encodeMessage(base, e, t.w.alloc)); err != nil {
+		base := entryKey(t.p, e.Index)
+		if err := t.w.putValues(base, encodeMessage(base, &e, t.w.alloc)); err != nil {
 			return err
 		}
 	}

@@ -21,14 +21,14 @@ func BenchCommits(b *testing.B, l wal.Log, parts, perPart int) {
 	b.ResetTimer()
 	for b.Loop() {
 		for p := range parts {
-			es := make([]*raftpb.Entry, perPart)
+			es := make([]raftpb.Entry, perPart)
 			for j := range es {
-				es[j] = &raftpb.Entry{Index: new(next[p]), Term: new(uint64(1)), Data: data}
+				es[j] = raftpb.Entry{Index: next[p], Term: uint64(1), Data: data}
 				next[p]++
 			}
 			commit := next[p] - 1
 			batch.Updates[p] = wal.Update{Partition: uint32(p), Entries: es,
-				HardState: &raftpb.HardState{Term: new(uint64(1)), Commit: &commit}}
+				HardState: raftpb.HardState{Term: uint64(1), Commit: commit}}
 		}
 		if err := l.Append(batch); err != nil {
 			b.Fatal(err)

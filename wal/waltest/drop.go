@@ -20,7 +20,7 @@ func testDrop(t *testing.T, open Opener) {
 	MustAppend(t, l, &wal.Batch{Updates: []wal.Update{
 		{Partition: 1, HardState: HS(2, 1, 8), Entries: Ents(1, 10, 2)},
 		{Partition: 2, HardState: HS(1, 1, 3), Entries: Ents(1, 3, 1)},
-		{Partition: 3, Entries: []*raftpb.Entry{Ent(1, 1, string(big))}},
+		{Partition: 3, Entries: []raftpb.Entry{Ent(1, 1, string(big))}},
 	}})
 	MustAppend(t, l, &wal.Batch{Updates: []wal.Update{{Partition: 1, Snapshot: Snap(5, 2, string(big)), Compact: 5}}})
 	other := wal.PartitionState{HardState: HS(1, 1, 3), Entries: Ents(1, 3, 1)}

@@ -51,7 +51,7 @@ func randomUpdate(r *rand.Rand, st *wal.Storage, term *uint64) wal.Update {
 	switch k := r.IntN(10); {
 	case k < 6: // append, possibly truncating above the commit index
 		from := last + 1
-		if lo := max(first, hs.GetCommit()+1); k == 0 && last >= lo {
+		if lo := max(first, hs.Commit+1); k == 0 && last >= lo {
 			*term++
 			from = lo + uint64(r.IntN(int(last-lo+1)))
 		}
@@ -68,9 +68,9 @@ func randomUpdate(r *rand.Rand, st *wal.Storage, term *uint64) wal.Update {
 			u.Snapshot = Snap(i, *term, "remote")
 		}
 		u.Entries = Ents(i+1, i+1+uint64(r.IntN(2)), *term)
-		u.HardState = HS(*term, 2, max(hs.GetCommit(), i))
+		u.HardState = HS(*term, 2, max(hs.Commit, i))
 	default:
-		u.HardState = HS(*term, 1, max(hs.GetCommit(), min(hs.GetCommit()+1, last)))
+		u.HardState = HS(*term, 1, max(hs.Commit, min(hs.Commit+1, last)))
 	}
 	return u
 }

@@ -10,8 +10,8 @@ import (
 	"slices"
 	"testing"
 
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/needle-mesh/needle/wal"
 )
@@ -49,13 +49,13 @@ func Run(t *testing.T, open Opener) {
 }
 
 // Ent returns an entry with the given index, term and data.
-func Ent(i, term uint64, data string) *raftpb.Entry {
-	return &raftpb.Entry{Index: new(i), Term: new(term), Type: new(raftpb.EntryNormal), Data: []byte(data)}
+func Ent(i, term uint64, data string) raftpb.Entry {
+	return raftpb.Entry{Index: i, Term: term, Type: raftpb.EntryNormal, Data: []byte(data)}
 }
 
 // Ents returns entries lo..hi (inclusive) of one term, with data "t<term>/<i>".
-func Ents(lo, hi, term uint64) []*raftpb.Entry {
-	var es []*raftpb.Entry
+func Ents(lo, hi, term uint64) []raftpb.Entry {
+	var es []raftpb.Entry
 	for i := lo; i <= hi; i++ {
 		es = append(es, Ent(i, term, fmt.Sprintf("t%d/%d", term, i)))
 	}
@@ -63,14 +63,14 @@ func Ents(lo, hi, term uint64) []*raftpb.Entry {
 }
 
 // HS returns a hard state.
-func HS(term, vote, commit uint64) *raftpb.HardState {
-	return &raftpb.HardState{Term: new(term), Vote: new(vote), Commit: new(commit)}
+func HS(term, vote, commit uint64) raftpb.HardState {
+	return raftpb.HardState{Term: term, Vote: vote, Commit: commit}
 }
 
 // Snap returns a snapshot at (index, term) with voters 1, 2, 3.
-func Snap(index, term uint64, data string) *raftpb.Snapshot {
-	return &raftpb.Snapshot{Data: []byte(data), Metadata: &raftpb.SnapshotMetadata{
-		Index: new(index), Term: new(term), ConfState: &raftpb.ConfState{Voters: []uint64{1, 2, 3}},
+func Snap(index, term uint64, data string) raftpb.Snapshot {
+	return raftpb.Snapshot{Data: []byte(data), Metadata: raftpb.SnapshotMetadata{
+		Index: index, Term: term, ConfState: raftpb.ConfState{Voters: []uint64{1, 2, 3}},
 	}}
 }
 
@@ -96,24 +96,32 @@ func MustLoad(tb testing.TB, l wal.Log, p uint32) wal.PartitionState {
 }
 
 // Indexes returns the (index, term) pairs of es, for readable failures.
-func Indexes(es []*raftpb.Entry) [][2]uint64 {
+func Indexes(es []raftpb.Entry) [][2]uint64 {
 	out := make([][2]uint64, len(es))
 	for i, e := range es {
-		out[i] = [2]uint64{e.GetIndex(), e.GetTerm()}
+		out[i] = [2]uint64{e.Index, e.Term}
 	}
 	return out
+}
+
+// Equal reports whether two raftpb messages encode the same (as
+// proto.Equal, a nil and an empty byte slice differ).
+func Equal(a, b interface{ Marshal() ([]byte, error) }) bool {
+	x, errX := a.Marshal()
+	y, errY := b.Marshal()
+	return errX == nil && errY == nil && bytes.Equal(x, y)
 }
 
 // CheckState fails the test unless got equals want field by field.
 func CheckState(tb testing.TB, what string, got, want wal.PartitionState) {
 	tb.Helper()
-	if !proto.Equal(got.HardState, want.HardState) {
+	if !Equal(&got.HardState, &want.HardState) {
 		tb.Errorf("%s: HardState = %v; want %v", what, got.HardState, want.HardState)
 	}
-	if !proto.Equal(got.Snapshot, want.Snapshot) {
-		tb.Errorf("%s: Snapshot = %v; want %v", what, got.Snapshot.GetMetadata(), want.Snapshot.GetMetadata())
+	if !Equal(&got.Snapshot, &want.Snapshot) {
+		tb.Errorf("%s: Snapshot = %v; want %v", what, got.Snapshot.Metadata, want.Snapshot.Metadata)
 	}
-	if !slices.EqualFunc(got.Entries, want.Entries, func(a, b *raftpb.Entry) bool { return proto.Equal(a, b) }) {
+	if !slices.EqualFunc(got.Entries, want.Entries, func(a, b raftpb.Entry) bool { return Equal(&a, &b) }) {
 		tb.Errorf("%s: Entries = %v; want %v", what, Indexes(got.Entries), Indexes(want.Entries))
 	}
 }
@@ -133,9 +141,9 @@ func testRoundTrip(t *testing.T, open Opener) {
 	MustAppend(t, l, &wal.Batch{Updates: []wal.Update{{Partition: 7, HardState: HS(2, 1, 3), Entries: Ents(1, 5, 2)}}})
 	l = checkBoth(t, l, reopen, 7, wal.PartitionState{HardState: HS(2, 1, 3), Entries: Ents(1, 5, 2)})
 	// An empty hard state leaves the stored one unchanged.
-	MustAppend(t, l, &wal.Batch{Updates: []wal.Update{{Partition: 7, HardState: &raftpb.HardState{}, Entries: Ents(6, 6, 2)}}})
+	MustAppend(t, l, &wal.Batch{Updates: []wal.Update{{Partition: 7, HardState: raftpb.HardState{}, Entries: Ents(6, 6, 2)}}})
 	l = checkBoth(t, l, reopen, 7, wal.PartitionState{HardState: HS(2, 1, 3), Entries: Ents(1, 6, 2)})
-	if ps := MustLoad(t, l, 8); ps.HardState != nil || ps.Snapshot != nil || len(ps.Entries) != 0 {
+	if ps := MustLoad(t, l, 8); !raft.IsEmptyHardState(ps.HardState) || !raft.IsEmptySnap(ps.Snapshot) || len(ps.Entries) != 0 {
 		t.Errorf("Load(8) of an unknown partition = %+v; want empty", ps)
 	}
 }
@@ -196,9 +204,9 @@ func testLargeValues(t *testing.T, open Opener) {
 	big := bytes.Repeat([]byte("0123456789abcdef"), 50_000) // 800 KB: several chunks
 	e := Ent(1, 1, string(big))
 	s := Snap(1, 1, string(big[:600_000]))
-	MustAppend(t, l, &wal.Batch{Updates: []wal.Update{{Partition: 2, Entries: []*raftpb.Entry{e}}}})
-	MustAppend(t, l, &wal.Batch{Updates: []wal.Update{{Partition: 2, Snapshot: s, Entries: []*raftpb.Entry{Ent(2, 1, "x")}}}})
-	l = checkBoth(t, l, reopen, 2, wal.PartitionState{Snapshot: s, Entries: []*raftpb.Entry{Ent(2, 1, "x")}})
+	MustAppend(t, l, &wal.Batch{Updates: []wal.Update{{Partition: 2, Entries: []raftpb.Entry{e}}}})
+	MustAppend(t, l, &wal.Batch{Updates: []wal.Update{{Partition: 2, Snapshot: s, Entries: []raftpb.Entry{Ent(2, 1, "x")}}}})
+	l = checkBoth(t, l, reopen, 2, wal.PartitionState{Snapshot: s, Entries: []raftpb.Entry{Ent(2, 1, "x")}})
 	// A smaller snapshot replaces every chunk of the large one.
 	MustAppend(t, l, &wal.Batch{Updates: []wal.Update{{Partition: 2, Snapshot: Snap(2, 1, "small")}}})
 	checkBoth(t, l, reopen, 2, wal.PartitionState{Snapshot: Snap(2, 1, "small")})
@@ -289,12 +297,11 @@ func testInvalidUpdates(t *testing.T, open Opener) {
 	MustAppend(t, l, &wal.Batch{Updates: []wal.Update{{Partition: 1, Entries: Ents(1, 3, 1)}}})
 	for _, tt := range []struct {
 		name string
-		es   []*raftpb.Entry
+		es   []raftpb.Entry
 	}{
 		{"gap", Ents(5, 6, 1)},
-		{"not contiguous", []*raftpb.Entry{Ent(4, 1, ""), Ent(6, 1, "")}},
-		{"index 0", []*raftpb.Entry{Ent(0, 1, "")}},
-		{"nil entry", []*raftpb.Entry{nil}},
+		{"not contiguous", []raftpb.Entry{Ent(4, 1, ""), Ent(6, 1, "")}},
+		{"index 0", []raftpb.Entry{Ent(0, 1, "")}},
 	} {
 		err := l.Append(&wal.Batch{Updates: []wal.Update{{Partition: 1, Entries: tt.es}}})
 		if !errors.Is(err, wal.ErrInvalidUpdate) {
