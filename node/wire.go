@@ -394,6 +394,10 @@ func decodeRaft(d *shard.Decoder, m *Message) {
 			d.Fail("partition %d out of range", part)
 			return
 		}
+		if err := checkRaftFields(b); err != nil {
+			d.Fail("raft message: %v", err)
+			return
+		}
 		msg := &pb.Message{}
 		if err := msg.Unmarshal(b); err != nil {
 			d.Fail("raft message: %v", err)
@@ -401,6 +405,55 @@ func decodeRaft(d *shard.Decoder, m *Message) {
 		}
 		m.Raft = append(m.Raft, RaftMsg{Partition: uint32(part), Msg: msg})
 	}
+}
+
+// raftResponsesField is the field number of raftpb.Message's Responses.
+const raftResponsesField = 14
+
+// checkRaftFields walks the top-level fields of an encoded Raft message
+// and refuses one that carries Responses. Only a node's own storage
+// messages have them (never one sent to a peer), and they are the one
+// field of a message that holds messages: its decoder recurses once per
+// level, without a limit, so a frame of nested Responses would take the
+// decoding goroutine's stack past Go's limit, which no recover catches.
+func checkRaftFields(b []byte) error {
+	for len(b) > 0 {
+		tag, n := binary.Uvarint(b)
+		if n <= 0 {
+			return errors.New("bad field tag")
+		}
+		b = b[n:]
+		if tag>>3 == raftResponsesField {
+			return errors.New("responses in a message from a peer")
+		}
+		switch tag & 7 {
+		case 0: // varint
+			_, n := binary.Uvarint(b)
+			if n <= 0 {
+				return errors.New("bad varint")
+			}
+			b = b[n:]
+		case 1: // 64-bit
+			if len(b) < 8 {
+				return errors.New("truncated field")
+			}
+			b = b[8:]
+		case 2: // length-delimited
+			l, n := binary.Uvarint(b)
+			if n <= 0 || l > uint64(len(b)-n) {
+				return errors.New("truncated field")
+			}
+			b = b[n+int(l):]
+		case 5: // 32-bit
+			if len(b) < 4 {
+				return errors.New("truncated field")
+			}
+			b = b[4:]
+		default:
+			return fmt.Errorf("wire type %d", tag&7)
+		}
+	}
+	return nil
 }
 
 // decodePartition reads a partition number, at most 1<<16 as in decodeRaft

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"slices"
 	"testing"
@@ -644,5 +645,58 @@ func TestProbeVersionWire(t *testing.T) {
 	empty[len(empty)-1] |= probeVersion
 	if _, err := DecodeMessage(append(empty, 0)); err == nil {
 		t.Error("a probe with an empty version flagged decoded")
+	}
+}
+
+// A Raft message from a peer never carries Responses (only a node's own
+// storage messages do), and Responses is the one field whose decoding
+// recurses: a frame of them nested a few million deep would take the
+// decoder past Go's stack limit, a crash no recover catches. The decoder
+// refuses the field at the top level, whatever it holds.
+func TestWireRefusesRaftResponses(t *testing.T) {
+	nested := func(depth int) []byte {
+		// From the innermost level out: each is the Responses tag and the
+		// length of what it holds.
+		lens := make([]uint64, depth)
+		for i := 1; i < depth; i++ {
+			lens[i] = 1 + uint64(len(binary.AppendUvarint(nil, lens[i-1]))) + lens[i-1]
+		}
+		var b []byte
+		for i := depth - 1; i >= 0; i-- {
+			b = append(b, raftResponsesField<<3|2)
+			b = binary.AppendUvarint(b, lens[i])
+		}
+		return b
+	}
+	for name, raw := range map[string][]byte{
+		"one response": func() []byte {
+			b, err := (&pb.Message{Type: pb.MsgApp, To: 2, From: 1, Responses: []pb.Message{{Type: pb.MsgAppResp}}}).Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}(),
+		"after other fields":  append([]byte{0x08, byte(pb.MsgHeartbeat), 0x10, 2}, nested(3)...),
+		"nested 100,000 deep": nested(100_000),
+	} {
+		frame := append([]byte{WireVersion, byte(MsgRaft)}, shard.AppendString(nil, "n1")...)
+		frame = binary.AppendUvarint(frame, 1) // one message
+		frame = binary.AppendUvarint(frame, 0) // partition
+		frame = shard.AppendBytes(frame, raw)
+		if _, err := DecodeMessage(frame); !errors.Is(err, ErrWire) {
+			t.Errorf("%s: DecodeMessage = %v; want ErrWire", name, err)
+		}
+	}
+	// The same frame without Responses decodes.
+	raw, err := (&pb.Message{Type: pb.MsgApp, To: 2, From: 1, Entries: []pb.Entry{{Index: 1, Term: 1, Data: []byte("x")}}}).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := append([]byte{WireVersion, byte(MsgRaft)}, shard.AppendString(nil, "n1")...)
+	frame = binary.AppendUvarint(frame, 1)
+	frame = binary.AppendUvarint(frame, 0)
+	frame = shard.AppendBytes(frame, raw)
+	if m, err := DecodeMessage(frame); err != nil || len(m.Raft) != 1 || len(m.Raft[0].Msg.Entries) != 1 {
+		t.Fatalf("DecodeMessage of a plain append = %+v, %v", m, err)
 	}
 }
