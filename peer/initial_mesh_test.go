@@ -2,46 +2,12 @@ package peer
 
 import (
 	"fmt"
-	"math/rand/v2"
-	"net"
-	"sync"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/needle-mesh/needle/internal/loopport"
 	"github.com/needle-mesh/needle/node"
-)
-
-// freeLoopbackPort returns a TCP port free on 127.0.0.1 a moment ago: the
-// initial peers' addresses must be known before any of them starts. It is
-// below the kernel's ephemeral range (32768-60999 on Linux): a port from
-// net.Listen(":0"), released until its peer starts, is an ephemeral one,
-// which a connection of the peers started before it (or of another test
-// process) may take first, and the peer's listen then fails, "address
-// already in use" (cmd/needled's freeAddr met it).
-func freeLoopbackPort(t *testing.T) int {
-	t.Helper()
-	portMu.Lock()
-	defer portMu.Unlock()
-	for range 1000 {
-		port := 20000 + rand.IntN(12000)
-		if portUsed[port] {
-			continue
-		}
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		portUsed[port] = true
-		return port
-	}
-	t.Fatal("no free loopback port in 20000-31999")
-	return 0
-}
-
-var (
-	portMu   sync.Mutex
-	portUsed = map[int]bool{}
 )
 
 // TestMeshInitialPeersBootstrap starts three real peers together, each
@@ -54,29 +20,18 @@ func TestMeshInitialPeersBootstrap(t *testing.T) {
 		t.Skip("real libp2p mesh")
 	}
 	const n = 3
-	var dirs, listen, initial []string
-	for range n {
-		dir := t.TempDir()
-		addr := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", freeLoopbackPort(t))
-		id, _, err := Init(meshPeerConfig(t, dir, func(c *Config) { c.Listen = []string{addr} }))
-		if err != nil {
-			t.Fatalf("Init: %v", err)
-		}
-		dirs, listen, initial = append(dirs, dir), append(listen, addr), append(initial, addr+"/p2p/"+id)
-	}
+	// The initial peers' addresses are known before any starts: ports
+	// found free, which another process may take before a peer binds its
+	// own; then all start again on new ports.
 	var peers []*meshPeer
-	for i := range n {
-		mp := startMeshPeerConfig(t, meshPeerConfig(t, dirs[i], func(c *Config) {
-			c.Listen, c.Initial = []string{listen[i]}, initial
-		}))
-		// Its replicas are its own from the start, voters all (R = 3 of
-		// 3 peers: every partition), not handed over by a founder later.
-		var st node.Stats
-		_ = mp.p.read(t.Context(), func(nd *node.Node) error { st = nd.Stats(); return nil })
-		if st.Held != 32 || st.Voter != 32 {
-			t.Fatalf("peer %d at start: holds %d partitions, a voter of %d; want 32 and 32", i, st.Held, st.Voter)
+	for try := 1; peers == nil; try++ {
+		var err error
+		if peers, err = startInitialPeers(t, n); err != nil {
+			if !strings.Contains(err.Error(), "address already in use") || try == 5 {
+				t.Fatalf("start %d: %v", try, err)
+			}
+			t.Logf("start %d: %v: again on other ports", try, err)
 		}
-		peers = append(peers, mp)
 	}
 	waitFor(t, "3 voters of every partition, leadership on every peer", 30*time.Second, func() bool {
 		for _, mp := range peers {
@@ -99,4 +54,47 @@ func TestMeshInitialPeersBootstrap(t *testing.T) {
 			return err == nil && g.State == "SUCCEEDED"
 		})
 	}
+}
+
+// startInitialPeers starts n peers whose Initial names all n, each
+// listening on a port found free: an error (of New) when one could not
+// start, the peers started before it stopped.
+func startInitialPeers(t *testing.T, n int) ([]*meshPeer, error) {
+	t.Helper()
+	var dirs, listen, initial []string
+	for range n {
+		dir := t.TempDir()
+		port, err := loopport.Free()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)
+		id, _, err := Init(meshPeerConfig(t, dir, func(c *Config) { c.Listen = []string{addr} }))
+		if err != nil {
+			t.Fatalf("Init: %v", err)
+		}
+		dirs, listen, initial = append(dirs, dir), append(listen, addr), append(initial, addr+"/p2p/"+id)
+	}
+	var peers []*meshPeer
+	for i := range n {
+		p, err := New(meshPeerConfig(t, dirs[i], func(c *Config) {
+			c.Listen, c.Initial = []string{listen[i]}, initial
+		}))
+		if err != nil {
+			for _, mp := range peers {
+				mp.stop()
+			}
+			return nil, err
+		}
+		mp := runMeshPeer(t, p)
+		// Its replicas are its own from the start, voters all (R = 3 of
+		// 3 peers: every partition), not handed over by a founder later.
+		var st node.Stats
+		_ = mp.p.read(t.Context(), func(nd *node.Node) error { st = nd.Stats(); return nil })
+		if st.Held != 32 || st.Voter != 32 {
+			t.Fatalf("peer %d at start: holds %d partitions, a voter of %d; want 32 and 32", i, st.Held, st.Voter)
+		}
+		peers = append(peers, mp)
+	}
+	return peers, nil
 }

@@ -46,6 +46,12 @@ func startMeshPeerConfig(t *testing.T, cfg Config) *meshPeer {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	return runMeshPeer(t, p)
+}
+
+// runMeshPeer runs p (made by New) until the test ends.
+func runMeshPeer(t *testing.T, p *Peer) *meshPeer {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	mp := &meshPeer{p: p, cancel: cancel, done: make(chan error, 1)}
 	go func() { mp.done <- p.Run(ctx) }()

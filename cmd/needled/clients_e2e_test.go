@@ -30,9 +30,8 @@ func TestPythonClient(t *testing.T) {
 		t.Skip("python3 not found")
 	}
 	bin := buildNeedled(t)
-	addr := freeAddr(t)
 	const token = "python-client-test-token"
-	runDaemon(t, bin, addr, []string{"NEEDLE_API_TOKEN=" + token}, "--data", t.TempDir(), "--http", addr,
+	_, addr := runDaemon(t, bin, []string{"NEEDLE_API_TOKEN=" + token}, "--data", t.TempDir(), "--http", anyPort,
 		"--listen", "/ip4/127.0.0.1/tcp/0", "--slots", "2")
 	dir, err := filepath.Abs("../../clients/python")
 	if err != nil {
@@ -59,9 +58,8 @@ func TestGoClientWorker(t *testing.T) {
 		t.Skip("builds and runs the daemon")
 	}
 	bin := buildNeedled(t)
-	addr := freeAddr(t)
 	const token = "go-client-test-token"
-	runDaemon(t, bin, addr, []string{"NEEDLE_API_TOKEN=" + token}, "--data", t.TempDir(), "--http", addr,
+	_, addr := runDaemon(t, bin, []string{"NEEDLE_API_TOKEN=" + token}, "--data", t.TempDir(), "--http", anyPort,
 		"--listen", "/ip4/127.0.0.1/tcp/0", "--slots", "2")
 	c := &client.Client{BaseURL: "http://" + addr, Token: token}
 	blocked, unblocked := make(chan struct{}), make(chan struct{})

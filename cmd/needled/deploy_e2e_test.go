@@ -44,26 +44,32 @@ func TestMeshJoinByName(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o400); err != nil {
 		t.Fatal(err)
 	}
-	seed := freeAddr(t)
-	_, seedPort, _ := net.SplitHostPort(seed)
-	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
-	cmds := make([]*exec.Cmd, 3)
-	for _, i := range []int{1, 2, 0} {
-		listen := "/ip4/127.0.0.1/tcp/0"
-		self := "needle-" + string(rune('0'+i))
-		if i == 0 {
-			listen, self = "/ip4/127.0.0.1/tcp/"+seedPort, "localhost"
+	// Every peer's --join names the seed's mesh port, known before it
+	// starts: a port found free that may be taken before the seed binds it.
+	ds, addrs := startRetrying(t, func() []*daemon {
+		_, seedPort, _ := net.SplitHostPort(freeAddr(t))
+		ds := make([]*daemon, 3)
+		for _, i := range []int{1, 2, 0} {
+			listen := "/ip4/127.0.0.1/tcp/0"
+			self := "needle-" + string(rune('0'+i))
+			if i == 0 {
+				listen, self = "/ip4/127.0.0.1/tcp/"+seedPort, "localhost"
+			}
+			ds[i] = spawnDaemon(t, bin, []string{
+				"NEEDLE_DATA=" + t.TempDir(), "NEEDLE_HTTP=" + anyPort, "NEEDLE_LISTEN=" + listen,
+				"NEEDLE_JOIN=/dns4/localhost/tcp/" + seedPort, "NEEDLE_SELF_NAME=" + self,
+				"NEEDLE_SWARM_KEY=" + keyFile, "NEEDLE_API_TOKEN_FILE=" + tokenFile,
+				"NEEDLE_PARTITIONS=32", "NEEDLE_SLOTS=2", "NEEDLE_DRAIN_TIMEOUT=8s",
+			})
 		}
-		cmds[i] = spawnDaemon(t, bin, []string{
-			"NEEDLE_DATA=" + t.TempDir(), "NEEDLE_HTTP=" + addrs[i], "NEEDLE_LISTEN=" + listen,
-			"NEEDLE_JOIN=/dns4/localhost/tcp/" + seedPort, "NEEDLE_SELF_NAME=" + self,
-			"NEEDLE_SWARM_KEY=" + keyFile, "NEEDLE_API_TOKEN_FILE=" + tokenFile,
-			"NEEDLE_PARTITIONS=32", "NEEDLE_SLOTS=2", "NEEDLE_DRAIN_TIMEOUT=8s",
-		})
+		return ds
+	})
+	cmds := make([]*exec.Cmd, 3)
+	for i, d := range ds {
+		cmds[i] = d.cmd
 	}
 	clients := make([]*api.Client, 3)
 	for i, a := range addrs {
-		waitHealthy(t, a)
 		clients[i] = &api.Client{BaseURL: "http://" + a, Token: token}
 		waitUntil(t, "three live peers seen from "+a, func() bool {
 			ps, err := clients[i].Peers(t.Context())

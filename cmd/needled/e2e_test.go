@@ -1,19 +1,22 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/needle-mesh/needle/internal/loopport"
 	"github.com/needle-mesh/needle/peer/api"
 )
 
@@ -27,8 +30,7 @@ func TestKill9Restart(t *testing.T) {
 	}
 	bin := buildNeedled(t)
 	dir := t.TempDir()
-	addr := freeAddr(t)
-	cmd := startDaemon(t, bin, dir, addr)
+	cmd, addr := startDaemon(t, bin, dir)
 	c := &api.Client{BaseURL: "http://" + addr}
 	ctx := t.Context()
 	var ids []string
@@ -54,7 +56,8 @@ func TestKill9Restart(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	startDaemon(t, bin, dir, addr)
+	_, addr = startDaemon(t, bin, dir)
+	c.BaseURL = "http://" + addr
 	for _, id := range ids {
 		tk, err := c.GetTask(ctx, id, 30*time.Second)
 		if err != nil || tk.State != "SUCCEEDED" {
@@ -69,70 +72,204 @@ func TestKill9Restart(t *testing.T) {
 	}
 }
 
-var (
-	portMu   sync.Mutex
-	portUsed = map[int]bool{}
-)
-
-// freeAddr returns a loopback address that is free now, on a port below
-// the kernel's ephemeral range (32768-60999 on Linux). A port from
-// net.Listen(":0"), released for the daemon to bind, is an ephemeral one,
-// and the daemons' own listeners on port 0 (libp2p) draw from that range
-// too: one of them took such a port before its daemon bound it, which
-// then exited with "address already in use".
+// freeAddr returns a loopback address free a moment ago (see loopport),
+// for a listener whose address must be known before its daemon starts
+// (the mesh port of --initial-peers or of a seed): start such daemons
+// with startRetrying.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	portMu.Lock()
-	defer portMu.Unlock()
-	for range 1000 {
-		port := 20000 + rand.IntN(12000)
-		if portUsed[port] {
-			continue
-		}
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
-		}
-		addr := ln.Addr().String()
-		ln.Close()
-		portUsed[port] = true
-		return addr
-	}
-	t.Fatal("no free loopback port in 20000-31999")
-	return ""
-}
-
-func startDaemon(t *testing.T, bin, dir, addr string) *exec.Cmd {
-	t.Helper()
-	return runDaemon(t, bin, addr, nil, "--data", dir, "--http", addr, "--listen", "/ip4/127.0.0.1/tcp/0", "--slots", "4")
-}
-
-// runDaemon starts needled with args and extra environment (its output on
-// the test's stderr), stops it when the test ends (resuming it first, in
-// case the test paused it), and waits until its /healthz answers 200.
-func runDaemon(t *testing.T, bin, addr string, env []string, args ...string) *exec.Cmd {
-	t.Helper()
-	cmd := spawnDaemon(t, bin, env, args...)
-	waitHealthy(t, addr)
-	return cmd
-}
-
-// spawnDaemon starts needled with args and extra environment and stops it
-// when the test ends; it does not wait for it to serve.
-func spawnDaemon(t *testing.T, bin string, env []string, args ...string) *exec.Cmd {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Start(); err != nil {
+	port, err := loopport.Free()
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	return cmd
+	return fmt.Sprintf("127.0.0.1:%d", port)
+}
+
+// anyPort is the --http (and --health-listen) of the daemons these tests
+// start: the daemon binds a port of its own choosing and its log names it
+// (daemon.addr). A port found free here, released, and bound by the daemon
+// later could be taken in between by another process of a shared machine
+// (other test packages start libp2p hosts and HTTP servers on loopback),
+// and the daemon then failed to start.
+const anyPort = "127.0.0.1:0"
+
+// daemon is a needled started by these tests.
+type daemon struct {
+	cmd     *exec.Cmd
+	serving chan struct{} // closed when it logs "serving"
+	exited  chan struct{} // closed when its stderr ends: it (and its children) exited
+
+	mu         sync.Mutex
+	addr       string // the API's address, as its "serving" line names it
+	healthAddr string // the --health-listen address, as its log names it
+	stopped    string // its last "needled: " line, when it exited
+}
+
+// spawnDaemon starts needled with args and extra environment (its output
+// on the test's stderr) and stops it when the test ends (resuming it
+// first, in case the test paused it); it does not wait for it to serve.
+func spawnDaemon(t *testing.T, bin string, env []string, args ...string) *daemon {
+	t.Helper()
+	return spawnDaemonLog(t, bin, nil, env, args...)
+}
+
+// spawnDaemonLog is spawnDaemon copying the daemon's stderr to log too
+// (when not nil).
+func spawnDaemonLog(t *testing.T, bin string, log io.Writer, env []string, args ...string) *daemon {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &daemon{cmd: exec.Command(bin, args...), serving: make(chan struct{}), exited: make(chan struct{})}
+	d.cmd.Env = append(os.Environ(), env...)
+	d.cmd.Stdout, d.cmd.Stderr = os.Stderr, w
+	err = d.cmd.Start()
+	w.Close()
+	if err != nil {
+		r.Close()
+		t.Fatal(err)
+	}
+	go d.readLog(r, log)
+	t.Cleanup(d.stop)
+	return d
+}
+
+// readLog copies the daemon's stderr to the test's and notes the addresses
+// its log names and the error it stopped with.
+func (d *daemon) readLog(r *os.File, log io.Writer) {
+	defer close(d.exited)
+	defer r.Close()
+	br := bufio.NewReader(r)
+	for {
+		line, err := br.ReadString('\n')
+		if line != "" {
+			os.Stderr.WriteString(line)
+			if log != nil {
+				io.WriteString(log, line)
+			}
+			d.mu.Lock()
+			switch {
+			case strings.Contains(line, ` msg="serving health checks" `):
+				d.healthAddr = logField(line, "http")
+			case strings.Contains(line, " msg=serving "):
+				if d.addr == "" {
+					d.addr = logField(line, "http")
+					close(d.serving)
+				}
+			case strings.HasPrefix(line, "needled: "):
+				d.stopped = strings.TrimSpace(line)
+			}
+			d.mu.Unlock()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// logField returns the value of key in a text log line (unquoted values).
+func logField(line, key string) string {
+	_, v, _ := strings.Cut(line, " "+key+"=")
+	v, _, _ = strings.Cut(strings.TrimSpace(v), " ")
+	return v
+}
+
+// errAddrInUse is what serve returns when the daemon exited because an
+// address it was to listen on was in use.
+var errAddrInUse = errors.New("a listen address was in use")
+
+// serve waits until the daemon logs that it serves, and returns the API's
+// address; or until it exits, and returns why (errAddrInUse when a listen
+// address was taken).
+func (d *daemon) serve(t *testing.T) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	select {
+	case <-d.serving:
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.addr, nil
+	case <-d.exited:
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if strings.Contains(d.stopped, "address already in use") {
+			return "", fmt.Errorf("%w: %s", errAddrInUse, d.stopped)
+		}
+		return "", fmt.Errorf("needled exited before serving: %q", d.stopped)
+	case <-ctx.Done():
+		return "", errors.New("needled did not serve within 60 s")
+	}
+}
+
+// stop kills the daemon (resumed first, in case the test paused it) and
+// waits for it.
+func (d *daemon) stop() {
+	_ = d.cmd.Process.Signal(syscall.SIGCONT)
+	_ = d.cmd.Process.Kill()
+	_ = d.cmd.Wait()
+}
+
+// startDaemon runs a single-peer daemon on dir: see runDaemon.
+func startDaemon(t *testing.T, bin, dir string) (*exec.Cmd, string) {
+	t.Helper()
+	return runDaemon(t, bin, nil, "--data", dir, "--http", anyPort, "--listen", "/ip4/127.0.0.1/tcp/0", "--slots", "4")
+}
+
+// runDaemon starts needled with args, whose listeners are on port 0
+// (anyPort, /tcp/0), and extra environment, and waits until its /healthz
+// answers 200; it returns the process and the API's address.
+func runDaemon(t *testing.T, bin string, env []string, args ...string) (*exec.Cmd, string) {
+	t.Helper()
+	d := spawnDaemon(t, bin, env, args...)
+	addr, err := d.serve(t)
+	if err != nil {
+		t.Fatalf("needled %v: %v", args, err)
+	}
+	waitHealthy(t, addr)
+	return d.cmd, addr
+}
+
+// startRetrying starts daemons that listen on fixed ports (start chooses
+// them, anew on each call, with freeAddr) and waits until all serve, in
+// order. A port chosen free and released can be taken by another process
+// before the daemon binds it: when one exits because an address was in
+// use, all are stopped and started again on new ports, up to 5 times.
+// It returns the daemons and their API addresses.
+func startRetrying(t *testing.T, start func() []*daemon) ([]*daemon, []string) {
+	t.Helper()
+	for try := 1; ; try++ {
+		ds := start()
+		addrs := make([]string, len(ds))
+		errs := make(chan error, len(ds))
+		for i, d := range ds {
+			go func() {
+				var err error
+				addrs[i], err = d.serve(t)
+				errs <- err
+			}()
+		}
+		var err error
+		for range ds {
+			if err = <-errs; err != nil {
+				break // the first to fail: the others may wait for it
+			}
+		}
+		if err == nil {
+			for _, a := range addrs {
+				waitHealthy(t, a)
+			}
+			return ds, addrs
+		}
+		for _, d := range ds {
+			d.stop()
+		}
+		if !errors.Is(err, errAddrInUse) || try == 5 {
+			t.Fatalf("start %d: %v", try, err)
+		}
+		t.Logf("start %d: %v: again on other ports", try, err)
+	}
 }
 
 // waitHealthy waits until the /healthz of the daemon at addr answers 200.
@@ -150,8 +287,8 @@ func waitHealthy(t *testing.T, addr string) {
 
 // meshArgs are the flags of a mesh peer in these tests: small, and quick
 // to drain.
-func meshArgs(dir, addr, join string) []string {
-	args := []string{"--data", dir, "--http", addr, "--listen", "/ip4/127.0.0.1/tcp/0", "--slots", "2",
+func meshArgs(dir, join string) []string {
+	args := []string{"--data", dir, "--http", anyPort, "--listen", "/ip4/127.0.0.1/tcp/0", "--slots", "2",
 		"--partitions", "32", "--drain-timeout", "-1s"}
 	if join != "" {
 		args = append(args, "--join", join)

@@ -23,30 +23,35 @@ func TestMeshInitialPeersE2E(t *testing.T) {
 	}
 	bin := buildNeedled(t)
 	const n = 3
-	var dirs, https, listens, initial []string
-	for range n {
-		dir := t.TempDir()
-		_, port, _ := net.SplitHostPort(freeAddr(t))
-		listen := "/ip4/127.0.0.1/tcp/" + port
-		args := []string{"--init", "--data", dir, "--partitions", "32", "--listen", listen}
-		out := runInit(t, bin, args)
-		lines := strings.Split(strings.TrimSpace(out), "\n")
-		if len(lines) != 2 || lines[1] != listen+"/p2p/"+lines[0] {
-			t.Fatalf("needled --init printed %q; want the id and %s/p2p/<id>", out, listen)
+	// The initial peers' mesh addresses are known before any starts:
+	// ports found free, which may be taken before their peers bind them.
+	_, https := startRetrying(t, func() []*daemon {
+		var dirs, listens, initial []string
+		for range n {
+			dir := t.TempDir()
+			_, port, _ := net.SplitHostPort(freeAddr(t))
+			listen := "/ip4/127.0.0.1/tcp/" + port
+			args := []string{"--init", "--data", dir, "--partitions", "32", "--listen", listen}
+			out := runInit(t, bin, args)
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			if len(lines) != 2 || lines[1] != listen+"/p2p/"+lines[0] {
+				t.Fatalf("needled --init printed %q; want the id and %s/p2p/<id>", out, listen)
+			}
+			if again := runInit(t, bin, args); again != out {
+				t.Fatalf("needled --init again printed %q; want %q", again, out)
+			}
+			dirs, listens, initial = append(dirs, dir), append(listens, listen), append(initial, lines[1])
 		}
-		if again := runInit(t, bin, args); again != out {
-			t.Fatalf("needled --init again printed %q; want %q", again, out)
+		env := "NEEDLE_INITIAL_PEERS=" + strings.Join(initial, ",")
+		ds := make([]*daemon, n)
+		for _, i := range []int{2, 0, 1} {
+			ds[i] = spawnDaemon(t, bin, []string{env}, "--data", dirs[i], "--http", anyPort, "--listen", listens[i],
+				"--partitions", "32", "--slots", "2", "--drain-timeout", "-1s")
 		}
-		dirs, https, listens, initial = append(dirs, dir), append(https, freeAddr(t)), append(listens, listen), append(initial, lines[1])
-	}
-	env := "NEEDLE_INITIAL_PEERS=" + strings.Join(initial, ",")
-	for _, i := range []int{2, 0, 1} {
-		spawnDaemon(t, bin, []string{env}, "--data", dirs[i], "--http", https[i], "--listen", listens[i],
-			"--partitions", "32", "--slots", "2", "--drain-timeout", "-1s")
-	}
+		return ds
+	})
 	clients := make([]*api.Client, n)
 	for i, a := range https {
-		waitHealthy(t, a)
 		clients[i] = &api.Client{BaseURL: "http://" + a}
 		waitUntil(t, "a voter in every partition: "+a, func() bool {
 			var ps struct{ Node struct{ Voter int } }

@@ -16,9 +16,14 @@ func TestMaxConns(t *testing.T) {
 		t.Skip("runs a daemon")
 	}
 	bin := buildNeedled(t)
-	addr, healthAddr := freeAddr(t), freeAddr(t)
-	runDaemon(t, bin, addr, []string{"NEEDLE_HEALTH_LISTEN=" + healthAddr}, "--data", t.TempDir(), "--http", addr,
+	d := spawnDaemon(t, bin, []string{"NEEDLE_HEALTH_LISTEN=" + anyPort}, "--data", t.TempDir(), "--http", anyPort,
 		"--listen", "/ip4/127.0.0.1/tcp/0", "--max-conns", "2")
+	addr, err := d.serve(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitHealthy(t, addr)
+	healthAddr := d.healthAddr                // logged before "serving"
 	http.DefaultClient.CloseIdleConnections() // the health check's connection
 	held := make([]net.Conn, 2)
 	for i := range held {

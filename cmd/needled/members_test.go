@@ -127,21 +127,21 @@ func TestMembersE2E(t *testing.T) {
 	}
 
 	const n = 3
-	var dirs, https, ids []string
+	var dirs, ids []string
 	for range n {
 		dir := t.TempDir()
 		out := runInit(t, bin, []string{"--init", "--data", dir, "--partitions", "32"})
-		dirs, https, ids = append(dirs, dir), append(https, freeAddr(t)), append(ids, strings.Fields(out)[0])
+		dirs, ids = append(dirs, dir), append(ids, strings.Fields(out)[0])
 	}
 	members := writeFile(t, "members", "# the mesh\n"+ids[0]+" a\n"+ids[1]+" b\n"+ids[2]+" c\n")
-	var cmds []*exec.Cmd
+	cmds, https := make([]*exec.Cmd, n), make([]string, n)
 	for i := range n {
 		join := ""
 		if i > 0 {
 			join = selfAddr(t, https[0])
 		}
-		args := append(meshArgs(dirs[i], https[i], join), "--members", members)
-		cmds = append(cmds, runDaemon(t, bin, https[i], nil, args...))
+		args := append(meshArgs(dirs[i], join), "--members", members)
+		cmds[i], https[i] = runDaemon(t, bin, nil, args...)
 	}
 	state := func(at, of string) string {
 		var ps struct {

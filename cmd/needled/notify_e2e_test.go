@@ -91,10 +91,12 @@ func (rc *receiver) byGroup() map[string][]hookCall {
 }
 
 // startNotifyDaemon runs needled with extra flags and environment.
-func startNotifyDaemon(t *testing.T, bin, addr string, env []string, args ...string) {
+// It returns the API's address.
+func startNotifyDaemon(t *testing.T, bin string, env []string, args ...string) string {
 	t.Helper()
-	runDaemon(t, bin, addr, env, append([]string{"--data", t.TempDir(), "--http", addr, "--listen", "/ip4/127.0.0.1/tcp/0",
+	_, addr := runDaemon(t, bin, env, append([]string{"--data", t.TempDir(), "--http", anyPort, "--listen", "/ip4/127.0.0.1/tcp/0",
 		"--slots", "4", "--drain-timeout", "-1s"}, args...)...)
+	return addr
 }
 
 // TestNotifyWebhooks runs the daemon with a local receiver: every finished
@@ -109,8 +111,7 @@ func TestNotifyWebhooks(t *testing.T) {
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
 	bin := buildNeedled(t)
-	addr := freeAddr(t)
-	startNotifyDaemon(t, bin, addr, []string{"NEEDLE_NOTIFY_SECRET=" + hookSecret},
+	addr := startNotifyDaemon(t, bin, []string{"NEEDLE_NOTIFY_SECRET=" + hookSecret},
 		"--notify-allow", srv.URL+"/ok", "--notify-allow", srv.URL+"/flaky")
 	c := &api.Client{BaseURL: "http://" + addr}
 	ctx := t.Context()
@@ -234,8 +235,7 @@ func TestNotifyWebhooks(t *testing.T) {
 	}
 
 	// A peer without an allow-list refuses notify and says why.
-	plain := freeAddr(t)
-	startNotifyDaemon(t, bin, plain, nil)
+	plain := startNotifyDaemon(t, bin, nil)
 	resp, err := http.Post("http://"+plain+"/v1/tasks", "application/json",
 		bytes.NewBufferString(`{"handler": "echo", "notify": "`+srv.URL+`/ok"}`))
 	if err != nil {

@@ -21,11 +21,11 @@ func TestPausedHolderOutcomeIsFenced(t *testing.T) {
 		t.Skip("runs three daemons")
 	}
 	bin := buildNeedled(t)
-	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
-	cmds := []*exec.Cmd{startMeshDaemon(t, bin, addrs[0], "")}
+	cmds, addrs := make([]*exec.Cmd, 3), make([]string, 3)
+	cmds[0], addrs[0] = startMeshDaemon(t, bin, "")
 	join := selfAddr(t, addrs[0])
-	for _, a := range addrs[1:] {
-		cmds = append(cmds, startMeshDaemon(t, bin, a, join))
+	for i := 1; i < 3; i++ {
+		cmds[i], addrs[i] = startMeshDaemon(t, bin, join)
 	}
 	c := &api.Client{BaseURL: "http://" + addrs[0]}
 	ctx := t.Context()
@@ -106,9 +106,11 @@ func TestPausedHolderOutcomeIsFenced(t *testing.T) {
 	t.Logf("stale outcomes refused across the mesh: %d", stale)
 }
 
-func startMeshDaemon(t *testing.T, bin, addr, join string) *exec.Cmd {
+// startMeshDaemon starts a mesh peer (see meshArgs) joining join ("" for
+// none): see runDaemon.
+func startMeshDaemon(t *testing.T, bin, join string) (*exec.Cmd, string) {
 	t.Helper()
-	return runDaemon(t, bin, addr, nil, meshArgs(t.TempDir(), addr, join)...)
+	return runDaemon(t, bin, nil, meshArgs(t.TempDir(), join)...)
 }
 
 func getJSON(addr, path string, v any) error {

@@ -18,9 +18,10 @@ import (
 )
 
 // startLabeledDaemon starts a mesh peer with extra flags and environment.
-func startLabeledDaemon(t *testing.T, bin, addr, join string, env []string, extra ...string) *exec.Cmd {
+// It returns the process and the API's address.
+func startLabeledDaemon(t *testing.T, bin, join string, env []string, extra ...string) (*exec.Cmd, string) {
 	t.Helper()
-	return runDaemon(t, bin, addr, env, append(meshArgs(t.TempDir(), addr, join), extra...)...)
+	return runDaemon(t, bin, env, append(meshArgs(t.TempDir(), join), extra...)...)
 }
 
 // TestPlacementProcesses runs three labeled daemons: tasks that require a
@@ -33,11 +34,12 @@ func TestPlacementProcesses(t *testing.T) {
 		t.Skip("runs three daemons")
 	}
 	bin := buildNeedled(t)
-	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
-	startLabeledDaemon(t, bin, addrs[0], "", nil, "--label", "zone=a")
+	addrs := make([]string, 3)
+	_, addrs[0] = startLabeledDaemon(t, bin, "", nil, "--label", "zone=a")
 	join := selfAddr(t, addrs[0])
-	startLabeledDaemon(t, bin, addrs[1], join, []string{"NEEDLE_LABELS=zone=b,gpu=true"})
-	third := startLabeledDaemon(t, bin, addrs[2], join, nil, "--label", "zone=a", "--label", "disk=ssd")
+	_, addrs[1] = startLabeledDaemon(t, bin, join, []string{"NEEDLE_LABELS=zone=b,gpu=true"})
+	third, a2 := startLabeledDaemon(t, bin, join, nil, "--label", "zone=a", "--label", "disk=ssd")
+	addrs[2] = a2
 	ids := make([]string, 3)
 	for i, a := range addrs {
 		ids[i] = peerID(t, a)
@@ -247,7 +249,7 @@ func TestBadLabelExits(t *testing.T) {
 	bin := buildNeedled(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "--data", t.TempDir(), "--http", freeAddr(t), "--label", "gpu")
+	cmd := exec.CommandContext(ctx, bin, "--data", t.TempDir(), "--http", anyPort, "--label", "gpu")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()

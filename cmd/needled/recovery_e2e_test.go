@@ -22,9 +22,8 @@ func TestJoinWithOtherPartitionsExits(t *testing.T) {
 		t.Skip("runs daemons")
 	}
 	bin := buildNeedled(t)
-	a := freeAddr(t)
-	startMeshDaemon(t, bin, a, "")
-	args := meshArgs(t.TempDir(), freeAddr(t), selfAddr(t, a))
+	_, a := startMeshDaemon(t, bin, "")
+	args := meshArgs(t.TempDir(), selfAddr(t, a))
 	for i, arg := range args {
 		if arg == "--partitions" {
 			args[i+1] = "64"
@@ -63,19 +62,20 @@ func TestWALLostIdentityKept(t *testing.T) {
 		t.Skip("runs daemons")
 	}
 	bin := buildNeedled(t)
-	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
-	startMeshDaemon(t, bin, addrs[0], "")
+	addrs := make([]string, 3)
+	_, addrs[0] = startMeshDaemon(t, bin, "")
 	join := selfAddr(t, addrs[0])
-	startMeshDaemon(t, bin, addrs[1], join)
+	_, addrs[1] = startMeshDaemon(t, bin, join)
 	dir := t.TempDir()
-	lost := startMeshDaemonDir(t, bin, dir, addrs[2], join)
+	lost, a2 := startMeshDaemonDir(t, bin, dir, join)
+	addrs[2] = a2
 	waitVoters(t, addrs)
 	id := peerID(t, addrs[2])
 	kill9(lost)
 	wipeAllBut(t, dir, p2p.IdentityFile)
 	for range 2 {
 		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-		out, err := exec.CommandContext(ctx, bin, meshArgs(dir, addrs[2], join)...).CombinedOutput()
+		out, err := exec.CommandContext(ctx, bin, meshArgs(dir, join)...).CombinedOutput()
 		timedOut := ctx.Err() != nil
 		cancel()
 		if err == nil || timedOut {
@@ -96,7 +96,7 @@ func TestWALLostIdentityKept(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, p2p.IdentityFile)); err != nil {
 		t.Fatal(err)
 	}
-	startMeshDaemonDir(t, bin, dir, addrs[2], join)
+	_, addrs[2] = startMeshDaemonDir(t, bin, dir, join) // on a new port
 	if got := peerID(t, addrs[2]); got == id {
 		t.Fatalf("the peer came back as %s; want a new identity", got)
 	}

@@ -25,9 +25,10 @@ import (
 const everySecond = `{"every":"1s","misfire":"once","overlap":"allow","group":{"tasks":[{"name":"a","handler":"sleep","payload":{"ms":10}}]}}`
 
 // startMeshDaemonDir is startMeshDaemon on a given data dir (restartable).
-func startMeshDaemonDir(t *testing.T, bin, dir, addr, join string) *exec.Cmd {
+// It returns the process and the API's address, a new one on each start.
+func startMeshDaemonDir(t *testing.T, bin, dir, join string) (*exec.Cmd, string) {
 	t.Helper()
-	return runDaemon(t, bin, addr, nil, meshArgs(dir, addr, join)...)
+	return runDaemon(t, bin, nil, meshArgs(dir, join)...)
 }
 
 func kill9(cmd *exec.Cmd) {
@@ -223,12 +224,12 @@ func TestScheduleOwnerKilled(t *testing.T) {
 		t.Skip("runs three daemons")
 	}
 	bin := buildNeedled(t)
-	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
-	cmds := []*exec.Cmd{startMeshDaemonDir(t, bin, dirs[0], addrs[0], "")}
+	cmds, addrs := make([]*exec.Cmd, 3), make([]string, 3)
+	cmds[0], addrs[0] = startMeshDaemonDir(t, bin, dirs[0], "")
 	join := selfAddr(t, addrs[0])
 	for i := 1; i < 3; i++ {
-		cmds = append(cmds, startMeshDaemonDir(t, bin, dirs[i], addrs[i], join))
+		cmds[i], addrs[i] = startMeshDaemonDir(t, bin, dirs[i], join)
 	}
 	id := createSchedule(t, addrs[0], everySecond)
 	log := newFiringLog(t, id)
@@ -257,8 +258,9 @@ func TestScheduleOwnerKilled(t *testing.T) {
 		kill9(cmds[victim])
 		time.Sleep(3 * time.Second)
 		join := selfAddr(t, addrs[(victim+1)%3])
-		cmds[victim] = startMeshDaemonDir(t, bin, dirs[victim], addrs[victim], join)
+		cmd, addr := startMeshDaemonDir(t, bin, dirs[victim], join)
 		mu.Lock()
+		cmds[victim], addrs[victim] = cmd, addr // its API on a new port
 		down = -1
 		mu.Unlock()
 		restarted := time.Now()
@@ -285,8 +287,8 @@ func TestScheduleKill9AroundFire(t *testing.T) {
 		t.Skip("runs a daemon")
 	}
 	bin := buildNeedled(t)
-	dir, addr := t.TempDir(), freeAddr(t)
-	cmd := startDaemon(t, bin, dir, addr)
+	dir := t.TempDir()
+	cmd, addr := startDaemon(t, bin, dir)
 	id := createSchedule(t, addr, everySecond)
 	log := newFiringLog(t, id)
 	stop := make(chan struct{})
@@ -315,8 +317,9 @@ func TestScheduleKill9AroundFire(t *testing.T) {
 		mu.Unlock()
 		from := time.Now()
 		kill9(cmd)
-		cmd = startDaemon(t, bin, dir, addr)
+		restarted, at := startDaemon(t, bin, dir)
 		mu.Lock()
+		cmd, addr = restarted, at // its API on a new port
 		up = true
 		mu.Unlock()
 		waitUntil(t, "firings to resume", func() bool { return log.latest() >= time.Now().Unix()-2 })

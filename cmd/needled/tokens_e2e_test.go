@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -28,7 +26,6 @@ func TestScopedTokensE2E(t *testing.T) {
 		t.Skip("builds and runs the daemon")
 	}
 	bin := buildNeedled(t)
-	addr := freeAddr(t)
 	file := filepath.Join(t.TempDir(), "api.tokens")
 	const tokens = "# needle API tokens\n" +
 		"e2e-admin-token-0123456789\n" +
@@ -39,16 +36,12 @@ func TestScopedTokensE2E(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs syncbuf.Buffer
-	cmd := exec.Command(bin, "--data", t.TempDir(), "--http", addr, "--api-token-file", file,
+	d := spawnDaemonLog(t, bin, &logs, nil, "--data", t.TempDir(), "--http", anyPort, "--api-token-file", file,
 		"--listen", "/ip4/127.0.0.1/tcp/0", "--slots", "2")
-	cmd.Stdout, cmd.Stderr = os.Stderr, io.MultiWriter(os.Stderr, &logs)
-	if err := cmd.Start(); err != nil {
+	addr, err := d.serve(t)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
 	waitHealthy(t, addr)
 	ctx := t.Context()
 	as := func(token string) *api.Client { return &api.Client{BaseURL: "http://" + addr, Token: token} }
@@ -107,7 +100,7 @@ func TestScopedTokensE2E(t *testing.T) {
 	if err := os.WriteFile(file, []byte("e2e-ci-token-0123456789 name=ci scope=read\nnew-token-0123456789 scope=everything\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	// A refused reload changes nothing to wait for but its log line.

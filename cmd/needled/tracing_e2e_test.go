@@ -74,9 +74,8 @@ func TestTracingExportsOTLP(t *testing.T) {
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
 	bin := buildNeedled(t)
-	addr := freeAddr(t)
-	runDaemon(t, bin, addr, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + srv.URL, "OTEL_BSP_SCHEDULE_DELAY=50"},
-		"--data", t.TempDir(), "--http", addr, "--listen", "/ip4/127.0.0.1/tcp/0", "--slots", "2", "--drain-timeout", "-1s")
+	_, addr := runDaemon(t, bin, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + srv.URL, "OTEL_BSP_SCHEDULE_DELAY=50"},
+		"--data", t.TempDir(), "--http", anyPort, "--listen", "/ip4/127.0.0.1/tcp/0", "--slots", "2", "--drain-timeout", "-1s")
 	const trace = "4bf92f3577b34da6a3ce929d0e0e4736"
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://"+addr+"/v1/tasks?wait=10s",
 		strings.NewReader(`{"handler": "echo", "payload": 1}`))

@@ -84,12 +84,12 @@ func scheduledToWorkers(t *testing.T, c *api.Client, addrs []string) {
 func startWorkerMesh(t *testing.T, ttl time.Duration) []string {
 	t.Helper()
 	bin := buildNeedled(t)
-	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	addrs := make([]string, 3)
 	extra := []string{"--worker-ttl", ttl.String()}
-	startLabeledDaemon(t, bin, addrs[0], "", nil, extra...)
+	_, addrs[0] = startLabeledDaemon(t, bin, "", nil, extra...)
 	join := selfAddr(t, addrs[0])
-	startLabeledDaemon(t, bin, addrs[1], join, nil, extra...)
-	startLabeledDaemon(t, bin, addrs[2], join, nil, extra...)
+	_, addrs[1] = startLabeledDaemon(t, bin, join, nil, extra...)
+	_, addrs[2] = startLabeledDaemon(t, bin, join, nil, extra...)
 	for _, a := range addrs {
 		waitUntil(t, "3 live peers seen from "+a, func() bool {
 			var ps api.Peers
