@@ -668,6 +668,13 @@ func TestWireRefusesRaftResponses(t *testing.T) {
 		}
 		return b
 	}
+	// frame is a MsgRaft frame from n1 holding one encoded Raft message.
+	frame := func(raw []byte) []byte {
+		b := append([]byte{WireVersion, byte(MsgRaft)}, shard.AppendString(nil, "n1")...)
+		b = binary.AppendUvarint(b, 1) // one message
+		b = binary.AppendUvarint(b, 0) // partition
+		return shard.AppendBytes(b, raw)
+	}
 	for name, raw := range map[string][]byte{
 		"one response": func() []byte {
 			b, err := (&pb.Message{Type: pb.MsgApp, To: 2, From: 1, Responses: []pb.Message{{Type: pb.MsgAppResp}}}).Marshal()
@@ -679,11 +686,7 @@ func TestWireRefusesRaftResponses(t *testing.T) {
 		"after other fields":  append([]byte{0x08, byte(pb.MsgHeartbeat), 0x10, 2}, nested(3)...),
 		"nested 100,000 deep": nested(100_000),
 	} {
-		frame := append([]byte{WireVersion, byte(MsgRaft)}, shard.AppendString(nil, "n1")...)
-		frame = binary.AppendUvarint(frame, 1) // one message
-		frame = binary.AppendUvarint(frame, 0) // partition
-		frame = shard.AppendBytes(frame, raw)
-		if _, err := DecodeMessage(frame); !errors.Is(err, ErrWire) {
+		if _, err := DecodeMessage(frame(raw)); !errors.Is(err, ErrWire) {
 			t.Errorf("%s: DecodeMessage = %v; want ErrWire", name, err)
 		}
 	}
@@ -692,11 +695,7 @@ func TestWireRefusesRaftResponses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	frame := append([]byte{WireVersion, byte(MsgRaft)}, shard.AppendString(nil, "n1")...)
-	frame = binary.AppendUvarint(frame, 1)
-	frame = binary.AppendUvarint(frame, 0)
-	frame = shard.AppendBytes(frame, raw)
-	if m, err := DecodeMessage(frame); err != nil || len(m.Raft) != 1 || len(m.Raft[0].Msg.Entries) != 1 {
+	if m, err := DecodeMessage(frame(raw)); err != nil || len(m.Raft) != 1 || len(m.Raft[0].Msg.Entries) != 1 {
 		t.Fatalf("DecodeMessage of a plain append = %+v, %v", m, err)
 	}
 }

@@ -336,10 +336,10 @@ func (mp *memPart) DropEntries(from, to uint64) error {
 	return nil
 }
 
-// PutSnapshot keeps the snapshot, its data and configuration shared, not copied,
-// as PutEntries keeps entries: nothing modifies a snapshot's data once it
-// is made or received, and a copy of every replica's last snapshot was
-// 98 MB at 1,000 peers x 1,000,000 tasks. Load still returns a copy.
+// PutSnapshot keeps the snapshot with its data and configuration shared,
+// not copied, as PutEntries keeps entries: nothing modifies them once
+// made or received, and a copy of every replica's last snapshot was 98 MB
+// at 1,000 peers x 1,000,000 tasks. Load still returns a copy.
 func (mp *memPart) PutSnapshot(s raftpb.Snapshot) error {
 	mp.snap = s
 	return nil

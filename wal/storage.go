@@ -110,8 +110,6 @@ func (s *Storage) Apply(u Update) error {
 		}
 	}
 	if !raft.IsEmptyHardState(u.HardState) {
-		// Kept, not copied (a copy is four allocations at every Ready
-		// that changes it): nothing modifies a hard state once made.
 		if err := s.SetHardState(u.HardState); err != nil {
 			return fmt.Errorf("wal: apply: %w", err)
 		}
