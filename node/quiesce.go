@@ -78,7 +78,7 @@ func (n *Node) maybeQuiesce(p *partition) {
 		}
 		to, _ := n.mesh.peerOf(v)
 		n.dropCommit(p, to, commit)
-		m := n.newHeartbeat(pb.MsgHeartbeat, v, p.term, &commit)
+		m := n.newHeartbeat(pb.MsgHeartbeat, v, p.term, commit)
 		m.Context = quiesceCtx
 		n.sendRaft(to, p, m)
 	}
@@ -255,7 +255,7 @@ func (n *Node) wake(p *partition, tell bool) {
 	}
 	n.heardLeader(p, st.Lead)
 	if tell {
-		n.sendRaft(lead, p, n.newHeartbeat(pb.MsgHeartbeatResp, st.Lead, st.Term, nil))
+		n.sendRaft(lead, p, n.newHeartbeat(pb.MsgHeartbeatResp, st.Lead, st.Term, 0))
 	}
 }
 
@@ -271,7 +271,7 @@ func (n *Node) wakeFollowers(p *partition, commit uint64) {
 			return
 		}
 		c := min(pr.Match, commit)
-		m := n.newHeartbeat(pb.MsgHeartbeat, id, p.term, &c)
+		m := n.newHeartbeat(pb.MsgHeartbeat, id, p.term, c)
 		n.stampHeartbeat(m)
 		n.dropCommit(p, to, m.Commit)
 		n.sendRaft(to, p, m)
@@ -279,13 +279,9 @@ func (n *Node) wakeFollowers(p *partition, commit uint64) {
 }
 
 // newHeartbeat returns a heartbeat of type t from this node to Raft id to
-// in term, with commit if not nil.
-func (n *Node) newHeartbeat(t pb.MessageType, to, term uint64, commit *uint64) *pb.Message {
-	m := &pb.Message{Type: t, To: to, From: n.raftID, Term: term}
-	if commit != nil {
-		m.Commit = *commit
-	}
-	return m
+// in term, committing commit (none: 0).
+func (n *Node) newHeartbeat(t pb.MessageType, to, term, commit uint64) *pb.Message {
+	return &pb.Message{Type: t, To: to, From: n.raftID, Term: term, Commit: commit}
 }
 
 // wakeAll wakes every quiesced partition: the membership changed.

@@ -97,13 +97,14 @@ func (ms *memStorage) FirstIndex() (uint64, error) { return ms.firstIndex(), nil
 
 func (ms *memStorage) firstIndex() uint64 { return ms.ents[0].Index + 1 }
 
-// Snapshot implements raft.Storage: a copy.
+// Snapshot implements raft.Storage. The snapshot returned shares its data
+// and configuration: nobody modifies them once made or received.
 func (ms *memStorage) Snapshot() (pb.Snapshot, error) {
 	return ms.snapshot, nil
 }
 
 // ApplySnapshot overwrites the contents of this storage with those of the
-// given snapshot (a copy of it).
+// given snapshot, kept as it is.
 func (ms *memStorage) ApplySnapshot(snap pb.Snapshot) error {
 	// handle check for old snapshot being applied
 	msIndex := ms.snapshot.Metadata.Index
@@ -117,7 +118,7 @@ func (ms *memStorage) ApplySnapshot(snap pb.Snapshot) error {
 }
 
 // CreateSnapshot makes a snapshot at index i with configuration cs (nil:
-// the last one's) and data, and returns a copy of it.
+// the last one's) and data, both kept as they are, and returns it.
 func (ms *memStorage) CreateSnapshot(i uint64, cs *pb.ConfState, data []byte) (pb.Snapshot, error) {
 	if i <= ms.snapshot.Metadata.Index {
 		return pb.Snapshot{}, raft.ErrSnapOutOfDate

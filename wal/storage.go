@@ -15,12 +15,6 @@ import (
 // NewStorage(Load(p)) rebuilds it after a restart.
 type Storage struct {
 	*memStorage // raft.MemoryStorage's rules, without its lock (memstorage.go)
-	// data is the snapshot's Data. The memStorage holds the snapshot
-	// without it: it clones the snapshot it is given and the one it
-	// hands out, Data and all, and a partition's state is the bulk of
-	// every snapshot (a copy at each snapshot, and at each read of the
-	// snapshot's index). Nobody modifies a snapshot's Data once made.
-	data []byte
 }
 
 var _ raft.Storage = (*Storage)(nil)
@@ -50,42 +44,8 @@ func NewStorage(ps PartitionState) (*Storage, error) {
 	return s, nil
 }
 
-// Snapshot is raft.MemoryStorage's, with the Data kept apart (Storage.data)
-// and shared, not copied.
-func (s *Storage) Snapshot() (raftpb.Snapshot, error) {
-	snap, err := s.memStorage.Snapshot()
-	if err != nil {
-		return raftpb.Snapshot{}, err
-	}
-	snap.Data = s.data
-	return snap, nil
-}
-
-// snapIndex is the index of the snapshot (a copy of its metadata alone).
-func (s *Storage) snapIndex() uint64 {
-	snap, _ := s.memStorage.Snapshot() // never fails
-	return snap.Metadata.Index
-}
-
-// CreateSnapshot is raft.MemoryStorage's, keeping data as it is: the
-// snapshot returned shares it.
-func (s *Storage) CreateSnapshot(i uint64, cs *raftpb.ConfState, data []byte) (raftpb.Snapshot, error) {
-	snap, err := s.memStorage.CreateSnapshot(i, cs, nil)
-	if err != nil {
-		return raftpb.Snapshot{}, err
-	}
-	s.data, snap.Data = data, data
-	return snap, nil
-}
-
-// ApplySnapshot is raft.MemoryStorage's, keeping snap's Data as it is.
-func (s *Storage) ApplySnapshot(snap raftpb.Snapshot) error {
-	if err := s.memStorage.ApplySnapshot(raftpb.Snapshot{Metadata: snap.Metadata}); err != nil {
-		return err
-	}
-	s.data = snap.Data
-	return nil
-}
+// snapIndex is the index of the snapshot.
+func (s *Storage) snapIndex() uint64 { return s.snapshot.Metadata.Index }
 
 // Apply applies u in the order Raft expects (snapshot, hard state, entries,
 // compaction) with the rules of Update, so that the Storage matches what a
